@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The project's test command: lint, type check, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ruff check src tests benchmarks
+mypy src
+python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,11 @@
+"""Discrete-event kernel with a fluid allocator of shared resources.
+
+The engine knows nothing of deep learning: it owns a clock, a heap of timed callbacks and a set
+of *activities* (work that progresses at a rate) competing for *resources* (capacities per
+second). See :mod:`acesim.engine.kernel` and :mod:`acesim.engine.fluid`.
+"""
+
+from .fluid import INF, Activity, Resource
+from .kernel import Engine, EventHandle
+
+__all__ = ["Engine", "EventHandle", "Activity", "Resource", "INF"]

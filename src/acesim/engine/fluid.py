@@ -1,0 +1,206 @@
+"""Fluid sharing of resources among concurrent activities.
+
+Model
+-----
+A *resource* has a capacity in units per second (a link's bytes/s, HBM bytes/s, a collective
+engine's reduction bytes/s). An *activity* has an amount of work (in its own unit: bytes of a
+message, or 1.0 for "one kernel"), a demand vector ``{resource: units of resource per unit of
+work}``, an optional rate cap (work/s) and a weight. While it runs at rate ``x`` (work/s) it
+consumes ``x * demand[r]`` of each resource ``r``.
+
+Policy: weighted max-min fairness by progressive filling. All unfrozen activities grow their
+rate in proportion to their weight; when a resource saturates, the activities that use it
+freeze; an activity that reaches its cap freezes; repeat until all are frozen. Rates are
+recomputed only inside the connected component (activities linked through shared resources) of
+an activity that started, finished or whose cap changed, which keeps large disjoint simulations
+(one component per NPU or per link) linear in size.
+
+A static partition (the paper's baseline split) is expressed by giving each party its own
+resource (``hbm.comm`` and ``hbm.compute``) rather than by a different allocation rule.
+
+Conservation: each resource integrates its allocated rate over time (``used``), and each
+activity records what it consumed, so tests can check that bytes are conserved and no
+resource is ever allocated above capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+INF = math.inf
+# Relative slack accepted when checking capacities and remaining work (floating point only).
+_EPS = 1e-9
+
+
+class Resource:
+    """A capacity shared by activities.
+
+    Args:
+        name: unique, human-readable name (``npu0.hbm``).
+        capacity: units per second (bytes/s for links and memory); must be > 0 or ``inf``.
+    """
+
+    __slots__ = ("name", "capacity", "users", "allocated", "used", "peak", "_since", "index")
+
+    def __init__(self, name: str, capacity: float, index: int):
+        self.name = name
+        self.capacity = float(capacity)
+        self.users: dict[Activity, None] = {}
+        self.allocated = 0.0  # units/s currently allocated
+        self.used = 0.0  # units consumed so far (integral of allocated)
+        self.peak = 0.0  # highest allocation seen, units/s
+        self._since = 0.0
+        self.index = index
+
+    def _advance(self, now: float) -> None:
+        if now > self._since:
+            self.used += self.allocated * (now - self._since)
+            self._since = now
+
+    def utilisation(self, elapsed: float) -> float:
+        """Mean allocated fraction of capacity over ``elapsed`` seconds."""
+        if elapsed <= 0 or not math.isfinite(self.capacity):
+            return 0.0
+        return self.used / (self.capacity * elapsed)
+
+    def __repr__(self) -> str:
+        return f"Resource({self.name!r}, capacity={self.capacity:g})"
+
+
+class Activity:
+    """Work progressing at a rate decided by the allocator.
+
+    Args:
+        work: amount of work (units of the activity: bytes, or 1.0 for one kernel); >= 0.
+        demand: resource -> units of that resource consumed per unit of work.
+        cap: maximum rate, work per second (``inf`` = uncapped).
+        weight: share weight under max-min fairness (> 0).
+        on_done: called with the activity when its work is finished.
+        tag: free-form label for traces and statistics.
+    """
+
+    __slots__ = (
+        "work",
+        "remaining",
+        "demand",
+        "cap",
+        "weight",
+        "on_done",
+        "tag",
+        "rate",
+        "started",
+        "finished",
+        "_last",
+        "_version",
+        "consumed",
+        "seq",
+    )
+
+    def __init__(
+        self,
+        work: float,
+        demand: dict[Resource, float],
+        cap: float,
+        weight: float,
+        on_done: Callable[[Activity], Any] | None,
+        tag: Any,
+        seq: int,
+    ):
+        self.work = work
+        self.remaining = work
+        self.demand = demand
+        self.cap = cap
+        self.weight = weight
+        self.on_done = on_done
+        self.tag = tag
+        self.rate = 0.0
+        self.started = 0.0
+        self.finished: float | None = None
+        self._last = 0.0
+        self._version = 0
+        self.consumed: dict[Resource, float] = dict.fromkeys(demand, 0.0)
+        self.seq = seq
+
+    def __hash__(self) -> int:
+        return self.seq
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"
+
+
+def component(seeds: Iterable[Activity]) -> list[Activity]:
+    """Activities connected to ``seeds`` through shared resources, in a deterministic order."""
+    seen: dict[Activity, None] = {}
+    stack = [a for a in seeds]
+    seen_resources: set[int] = set()
+    while stack:
+        act = stack.pop()
+        if act in seen:
+            continue
+        seen[act] = None
+        for res in act.demand:
+            if res.index in seen_resources:
+                continue
+            seen_resources.add(res.index)
+            stack.extend(u for u in res.users if u not in seen)
+    return sorted(seen, key=lambda a: a.seq)
+
+
+def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
+    """Weighted max-min fair rates (work/s) for ``activities`` by progressive filling."""
+    rates: dict[Activity, float] = {}
+    unfrozen = [a for a in activities]
+    residual: dict[Resource, float] = {}
+    for act in activities:
+        for res in act.demand:
+            residual[res] = res.capacity
+    while unfrozen:
+        # Fill level t: each unfrozen activity would run at weight * t.
+        best = INF
+        load: dict[Resource, float] = {}
+        for act in unfrozen:
+            for res, amount in act.demand.items():
+                if amount > 0:
+                    load[res] = load.get(res, 0.0) + act.weight * amount
+            if act.cap < INF:
+                best = min(best, act.cap / act.weight)
+        bottlenecks: list[Resource] = []
+        for res, weighted in load.items():
+            if not math.isfinite(res.capacity):
+                continue
+            level = max(residual[res], 0.0) / weighted
+            if level < best * (1 - _EPS):
+                best = level
+                bottlenecks = [res]
+            elif level <= best * (1 + _EPS):
+                bottlenecks.append(res)
+        if best == INF:
+            for act in unfrozen:
+                rates[act] = INF
+            break
+        saturated = {r for r in bottlenecks if load[r] > 0 and
+                     max(residual[r], 0.0) / load[r] <= best * (1 + _EPS)}
+        still: list[Activity] = []
+        for act in unfrozen:
+            hits_cap = act.cap < INF and act.cap / act.weight <= best * (1 + _EPS)
+            uses_saturated = any(
+                amount > 0 and res in saturated for res, amount in act.demand.items()
+            )
+            if hits_cap or uses_saturated:
+                rate = min(act.weight * best, act.cap)
+                rates[act] = rate
+                for res, amount in act.demand.items():
+                    residual[res] -= rate * amount
+            else:
+                still.append(act)
+        if len(still) == len(unfrozen):  # numerical corner: freeze everything at this level
+            for act in still:
+                rates[act] = act.weight * best
+            break
+        unfrozen = still
+    return rates

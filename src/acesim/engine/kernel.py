@@ -1,0 +1,223 @@
+"""The event kernel: a clock, a heap of timed callbacks, and the fluid activities.
+
+Like SimPy's core, the heap is keyed by ``(time, priority, sequence)``: events at equal time run
+in priority order, then in the order they were scheduled, so a run is deterministic and
+repeatable bit for bit. Unlike SimPy, processes are plain callbacks (faster, and the models
+above are state machines anyway).
+
+Rates of activities are recomputed lazily: every start, finish, capacity or cap change marks
+activities dirty, and the allocator runs once before the clock advances past the current
+instant, over the connected components of the dirty activities only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import SimulationError
+from .fluid import INF, Activity, Resource, component, max_min_rates
+
+#: Priority of activity completions relative to plain timers at the same instant: completions
+#: first, so that work finishing at t is visible to callbacks scheduled for t.
+PRIORITY_COMPLETION = -1
+PRIORITY_NORMAL = 0
+
+
+class EventHandle:
+    """A scheduled callback; ``cancel()`` prevents it from running."""
+
+    __slots__ = ("cancelled", "time")
+
+    def __init__(self, time: float):
+        self.cancelled = False
+        self.time = time
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Engine:
+    """Owns simulated time (seconds), timers, resources and activities."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list[tuple[float, int, int, Any, Any]] = []
+        self._seq = 0
+        self._act_seq = 0
+        self.resources: list[Resource] = []
+        self._dirty: dict[Activity, None] = {}
+        self.active: dict[Activity, None] = {}
+        self.events_processed = 0
+        self.reallocations = 0
+
+    # -- resources ---------------------------------------------------------------------------
+    def add_resource(self, name: str, capacity: float) -> Resource:
+        """Create a resource of ``capacity`` units per second (``inf`` allowed)."""
+        if not (capacity > 0):
+            raise SimulationError(f"resource {name!r}: capacity must be positive, got {capacity}")
+        res = Resource(name, capacity, len(self.resources))
+        self.resources.append(res)
+        return res
+
+    def set_capacity(self, resource: Resource, capacity: float) -> None:
+        """Change a resource's capacity (units/s) from now on; users are re-allocated."""
+        if not (capacity > 0):
+            raise SimulationError(
+                f"resource {resource.name!r}: capacity must be positive, got {capacity}"
+            )
+        resource.capacity = float(capacity)
+        for act in resource.users:
+            self._dirty[act] = None
+
+    # -- timers ------------------------------------------------------------------------------
+    def schedule(
+        self, delay: float, callback: Callable[..., Any], *args: Any, priority: int = 0
+    ) -> EventHandle:
+        """Run ``callback(*args)`` after ``delay`` seconds (>= 0)."""
+        if not (delay >= 0):
+            raise SimulationError(f"cannot schedule an event {delay} s in the past")
+        handle = EventHandle(self.now + delay)
+        self._seq += 1
+        heapq.heappush(self._heap, (self.now + delay, priority, self._seq, handle, (callback, args)))
+        return handle
+
+    # -- activities --------------------------------------------------------------------------
+    def start(
+        self,
+        work: float,
+        demand: dict[Resource, float],
+        on_done: Callable[[Activity], Any] | None = None,
+        *,
+        cap: float = INF,
+        weight: float = 1.0,
+        tag: Any = None,
+    ) -> Activity:
+        """Start an activity of ``work`` units consuming ``demand[r]`` of ``r`` per unit.
+
+        ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight.
+        """
+        if not (work >= 0) or not math.isfinite(work):
+            raise SimulationError(f"activity {tag!r}: work must be finite and >= 0, got {work}")
+        if not (weight > 0):
+            raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
+        self._act_seq += 1
+        demand = {r: float(v) for r, v in demand.items() if v > 0}
+        act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
+        act.started = self.now
+        act._last = self.now
+        self.active[act] = None
+        for res in demand:
+            res.users[act] = None
+        self._dirty[act] = None
+        return act
+
+    def set_cap(self, activity: Activity, cap: float) -> None:
+        """Change an activity's rate cap (work/s)."""
+        if activity.finished is not None or activity.cap == cap:
+            return
+        activity.cap = cap
+        self._dirty[activity] = None
+
+    def _progress(self, act: Activity) -> None:
+        dt = self.now - act._last
+        if dt > 0 and act.rate > 0:
+            done = act.rate * dt
+            act.remaining -= done
+            for res, amount in act.demand.items():
+                act.consumed[res] += done * amount
+        act._last = self.now
+
+    def _reallocate(self) -> None:
+        seeds = [a for a in self._dirty if a.finished is None]
+        self._dirty.clear()
+        if not seeds:
+            return
+        self.reallocations += 1
+        acts = component(seeds)
+        touched: dict[Resource, None] = {}
+        for act in acts:
+            self._progress(act)
+            for res in act.demand:
+                touched[res] = None
+        rates = max_min_rates(acts)
+        for res in touched:
+            res._advance(self.now)
+        for act in acts:
+            new_rate = rates[act]
+            if new_rate <= 0 and act.remaining > 0:
+                # A zero rate with work left can only come from a zero-capacity share; it
+                # waits for the next reallocation (a capacity or cap change).
+                act.rate = 0.0
+                act._version += 1
+                continue
+            act.rate = new_rate
+            act._version += 1
+            remaining = max(act.remaining, 0.0)
+            finish = self.now if (new_rate == INF or remaining == 0) else self.now + remaining / new_rate
+            self._seq += 1
+            heapq.heappush(
+                self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version)
+            )
+        for res in touched:
+            res.allocated = sum(
+                (u.rate * u.demand[res] for u in res.users if u.rate < INF), 0.0
+            )
+            if res.allocated > res.peak:
+                res.peak = res.allocated
+
+    def _finish(self, act: Activity) -> None:
+        self._progress(act)
+        act.remaining = 0.0
+        act.finished = self.now
+        del self.active[act]
+        for res in act.demand:
+            res._advance(self.now)
+            del res.users[act]
+            res.allocated -= act.rate * act.demand[res] if act.rate < INF else 0.0
+            if res.allocated < 0:
+                res.allocated = 0.0
+            for other in res.users:
+                self._dirty[other] = None
+        # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
+        for res, amount in act.demand.items():
+            act.consumed[res] = act.work * amount
+        act.rate = 0.0
+        if act.on_done is not None:
+            act.on_done(act)
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, until: float | None = None) -> float:
+        """Process events until none remain (or ``until`` seconds); return the final time."""
+        heap = self._heap
+        while True:
+            if self._dirty and (not heap or heap[0][0] > self.now):
+                self._reallocate()
+            if not heap:
+                break
+            time, _prio, _seq, target, payload = heap[0]
+            if until is not None and time > until:
+                self.now = until
+                break
+            heapq.heappop(heap)
+            if isinstance(target, Activity):
+                if target.finished is not None or payload != target._version:
+                    continue
+                self.now = time
+                self.events_processed += 1
+                self._finish(target)
+            else:
+                if target.cancelled:
+                    continue
+                self.now = time
+                self.events_processed += 1
+                callback, args = payload
+                callback(*args)
+        if self.active and until is None:
+            stuck = ", ".join(repr(a.tag) for a in list(self.active)[:5])
+            raise SimulationError(
+                f"{len(self.active)} activities can never finish (zero rate): {stuck}"
+            )
+        return self.now

@@ -1,0 +1,360 @@
+"""Running collectives on the engine: chunks, phases, steps, messages.
+
+A collective of ``S`` bytes is split into ``collective.chunks`` chunks of ``S/P``. Every chunk
+goes through the same phases (:mod:`acesim.network.plan`); a phase on dimension ``d`` may start
+at an NPU only while fewer than ``active_chunks_per_dimension`` chunks are in a phase on ``d``
+there. Waiting chunks are ordered FIFO (oldest collective first) or LIFO (newest first), then
+by chunk and phase index.
+
+A step at an NPU sends its messages; each message is a fluid activity demanding the NPU's
+egress capacity on the dimension plus whatever the collective endpoint charges per network
+byte (HBM bytes, comm-unit throughput, engine ALU/DMA). When a message is on the wire it is
+delivered after the link latency plus the fixed per-message endpoint delay. A step completes at
+an NPU when its own messages are out and its peers' messages for that step have arrived.
+
+Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
+exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
+vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
+with its own resources; both run this same code.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config.system import CollectiveConfig
+from ..engine import Activity, Engine, Resource
+from ..errors import TopologyError
+from .plan import Phase, build_phases, validate_algorithms
+from .topology import Topology
+
+
+class Endpoint:
+    """What executes the local part of collectives. The default costs nothing.
+
+    Subclasses (``acesim.hardware.endpoints``) charge resources per network byte, hold compute
+    units while collectives run, and stage chunks through an SRAM.
+    """
+
+    name = "ideal"
+    #: max-min weight of this endpoint's message activities against compute kernels
+    message_weight = 1.0
+
+    def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
+        """Resources consumed per network byte sent in a step of ``kind`` at ``rank``."""
+        return {}
+
+    def chunk_begin(
+        self, rank: int, in_bytes: float, footprint: float, proceed: Callable[[], None]
+    ) -> None:
+        """A chunk enters the collective at ``rank``: ``in_bytes`` of input, at most
+        ``footprint`` bytes live at once. Call ``proceed`` when it may start its phases."""
+        proceed()
+
+    def chunk_end(
+        self, rank: int, out_bytes: float, footprint: float, proceed: Callable[[], None]
+    ) -> None:
+        """A chunk left its last phase at ``rank`` with ``out_bytes`` of result; call
+        ``proceed`` once it is stored."""
+        proceed()
+
+    def collective_started(self, rank: int) -> None:
+        """A collective became active at ``rank``."""
+
+    def collective_finished(self, rank: int) -> None:
+        """A collective finished at ``rank``."""
+
+
+@dataclass
+class Collective:
+    """One issued collective and its bookkeeping (times in s, sizes in bytes)."""
+
+    id: int
+    op: str
+    size: float
+    dims: tuple[int, ...]
+    group_size: int
+    phases: list[Phase]
+    chunks: int
+    issued: float
+    label: str = ""
+    finished: float | None = None
+    rank_finished: dict[int, float] = field(default_factory=dict)
+    chunks_left: dict[int, int] = field(default_factory=dict)
+    bytes_sent: float = 0.0
+    bytes_received: float = 0.0
+    bytes_sent_per_dim: dict[int, float] = field(default_factory=dict)
+    on_rank_done: Callable[[Collective, int], Any] | None = None
+    on_done: Callable[[Collective], Any] | None = None
+
+    @property
+    def duration(self) -> float:
+        if self.finished is None:
+            raise TopologyError(f"collective {self.label or self.id} has not finished")
+        return self.finished - self.issued
+
+
+class _ChunkRun:
+    __slots__ = ("coll", "rank", "chunk", "phase", "step", "sends_out", "in_step", "arrived")
+
+    def __init__(self, coll: Collective, rank: int, chunk: int):
+        self.coll = coll
+        self.rank = rank
+        self.chunk = chunk
+        self.phase = 0
+        self.step = 0
+        self.sends_out = 0
+        self.in_step = False
+        self.arrived: dict[tuple[int, int], int] = {}
+
+
+class _DimQueue:
+    __slots__ = ("active", "waiting")
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.waiting: list[tuple[tuple[int, int, int], int, _ChunkRun]] = []
+
+
+class CollectiveRuntime:
+    """Issues and runs collectives on an engine.
+
+    Args:
+        engine: the event kernel.
+        topology: the network.
+        config: collective settings (chunks, scheduling, per-message delay).
+        endpoint: the collective endpoint model.
+        exact: simulate every NPU (True) or one representative (False).
+        egress: optional pre-made egress resources ``egress[rank][dim]``.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        topology: Topology,
+        config: CollectiveConfig,
+        endpoint: Endpoint | None = None,
+        *,
+        exact: bool = False,
+    ):
+        self.engine = engine
+        self.topology = topology
+        self.config = config
+        self.endpoint = endpoint or Endpoint()
+        self.exact = exact
+        validate_algorithms(config, topology)
+        self.ranks: Sequence[int] = range(topology.npus) if exact else range(1)
+        self.egress: list[list[Resource]] = [
+            [
+                engine.add_resource(f"npu{r}.{d.name}.egress", d.egress_bandwidth)
+                for d in topology.dimensions
+            ]
+            for r in self.ranks
+        ]
+        self._queues = [[_DimQueue() for _ in topology.dimensions] for _ in self.ranks]
+        self._runs: dict[tuple[int, int, int], _ChunkRun] = {}
+        self._next_id = 0
+        self._delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
+        self.collectives: list[Collective] = []
+
+    # -- issuing -----------------------------------------------------------------------------
+    def issue(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        label: str = "",
+        on_rank_done: Callable[[Collective, int], Any] | None = None,
+        on_done: Callable[[Collective], Any] | None = None,
+        ranks: Sequence[int] | None = None,
+    ) -> Collective:
+        """Issue ``op`` of ``size`` bytes (nccl-tests convention) over ``dims`` (default all).
+
+        ``ranks``: the simulated ranks taking part now (exact mode: a rank issues when its own
+        program reaches the collective; call again with the other ranks later via
+        :meth:`join`). Default: all simulated ranks at once.
+        """
+        if not size >= 0:
+            raise TopologyError(f"collective size must not be negative, got {size}")
+        dims_t = tuple(range(len(self.topology.dimensions)) if dims is None else dims)
+        for d in dims_t:
+            if not 0 <= d < len(self.topology.dimensions):
+                raise TopologyError(
+                    f"collective dimension {d} does not exist "
+                    f"(topology has {len(self.topology.dimensions)})"
+                )
+        chunks = self.config.chunks
+        phases = build_phases(self.config, self.topology, op, size / chunks, dims_t)
+        group = 1
+        for d in dims_t:
+            group *= self.topology.dimensions[d].size
+        self._next_id += 1
+        coll = Collective(
+            id=self._next_id,
+            op=op,
+            size=size,
+            dims=dims_t,
+            group_size=group,
+            phases=phases,
+            chunks=chunks,
+            issued=self.engine.now,
+            label=label,
+            on_rank_done=on_rank_done,
+            on_done=on_done,
+        )
+        self.collectives.append(coll)
+        for rank in self.ranks if ranks is None else ranks:
+            self.join(coll, rank)
+        return coll
+
+    def join(self, coll: Collective, rank: int) -> None:
+        """``rank`` starts its part of ``coll`` now."""
+        coll.chunks_left[rank] = coll.chunks
+        self.endpoint.collective_started(rank)
+        if not coll.phases:
+            self.engine.schedule(0.0, self._chunk_stored, coll, rank)
+            return
+        in_bytes, _out, footprint = self._chunk_bytes(coll)
+        for c in range(coll.chunks):
+            run = self._run_for(coll, rank, c)
+            self.endpoint.chunk_begin(
+                rank, in_bytes, footprint, lambda run=run: self._enqueue(run)
+            )
+
+    @staticmethod
+    def _chunk_bytes(coll: Collective) -> tuple[float, float, float]:
+        """(input, output, footprint) bytes of one chunk at an NPU."""
+        chunk = coll.size / coll.chunks
+        if coll.op == "reduce-scatter":
+            return chunk, chunk / coll.group_size, chunk
+        if coll.op == "all-gather":
+            return chunk / coll.group_size, chunk, chunk
+        return chunk, chunk, chunk
+
+    def _run_for(self, coll: Collective, rank: int, chunk: int) -> _ChunkRun:
+        # Created on first use: a peer's message may arrive before this rank has joined.
+        key = (coll.id, rank, chunk)
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = _ChunkRun(coll, rank, chunk)
+        return run
+
+    # -- scheduling --------------------------------------------------------------------------
+    def _key(self, run: _ChunkRun) -> tuple[int, int, int]:
+        order = run.coll.id if self.config.scheduling == "fifo" else -run.coll.id
+        return (order, run.chunk, run.phase)
+
+    def _enqueue(self, run: _ChunkRun) -> None:
+        dim = run.coll.phases[run.phase].dim
+        queue = self._queues[run.rank][dim]
+        if queue.active < self.config.active_chunks_per_dimension:
+            queue.active += 1
+            run.step = 0
+            self._start_step(run)
+        else:
+            self.engine._seq += 1
+            heapq.heappush(queue.waiting, (self._key(run), self.engine._seq, run))
+
+    def _release(self, rank: int, dim: int) -> None:
+        queue = self._queues[rank][dim]
+        queue.active -= 1
+        if queue.waiting:
+            _, _, run = heapq.heappop(queue.waiting)
+            queue.active += 1
+            run.step = 0
+            self._start_step(run)
+
+    # -- steps and messages ------------------------------------------------------------------
+    def _start_step(self, run: _ChunkRun) -> None:
+        coll = run.coll
+        phase = coll.phases[run.phase]
+        step = phase.steps[run.step]
+        topo = self.topology
+        global_rank = run.rank if self.exact else 0
+        coord = topo.coordinate(global_rank, phase.dim)
+        dests = step.destinations(coord, phase.size)
+        run.in_step = True
+        run.sends_out = len(dests)
+        demand = {self.egress[run.rank][phase.dim]: 1.0}
+        demand.update(self.endpoint.message_demand(run.rank, step.kind))
+        engine = self.engine
+        for c in dests:
+            dest = topo.peer(global_rank, phase.dim, c) if self.exact else 0
+            engine.start(
+                step.message_bytes,
+                demand,
+                self._sent,
+                weight=self.endpoint.message_weight,
+                tag=(run, dest, run.phase, run.step),
+            )
+
+    def _sent(self, act: Activity) -> None:
+        run, dest, phase_index, step_index = act.tag
+        coll = run.coll
+        nbytes = act.work
+        coll.bytes_sent += nbytes
+        dim = coll.phases[phase_index].dim
+        coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+        self.engine.schedule(
+            self._delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+        )
+        run.sends_out -= 1
+        if run.sends_out == 0:
+            self._check_step(run)
+
+    def _deliver(
+        self, coll: Collective, dest: int, chunk: int, phase: int, step: int, nbytes: float
+    ) -> None:
+        coll.bytes_received += nbytes
+        run = self._run_for(coll, dest, chunk)
+        key = (phase, step)
+        run.arrived[key] = run.arrived.get(key, 0) + 1
+        if run.phase == phase and run.step == step:
+            self._check_step(run)
+
+    def _check_step(self, run: _ChunkRun) -> None:
+        if not run.in_step or run.sends_out > 0:
+            return
+        phase = run.coll.phases[run.phase]
+        step = phase.steps[run.step]
+        key = (run.phase, run.step)
+        if run.arrived.get(key, 0) < step.message_count(phase.size):
+            return
+        del run.arrived[key]
+        run.in_step = False
+        run.step += 1
+        if run.step < len(phase.steps):
+            self._start_step(run)
+            return
+        run.phase += 1
+        self._release(run.rank, phase.dim)
+        if run.phase < len(run.coll.phases):
+            self._enqueue(run)
+        else:
+            coll = run.coll
+            del self._runs[(coll.id, run.rank, run.chunk)]
+            _in, out_bytes, footprint = self._chunk_bytes(coll)
+            self.endpoint.chunk_end(
+                run.rank,
+                out_bytes,
+                footprint,
+                lambda coll=coll, rank=run.rank: self._chunk_stored(coll, rank),
+            )
+
+    def _chunk_stored(self, coll: Collective, rank: int) -> None:
+        left = coll.chunks_left[rank] - 1 if coll.phases else 0
+        coll.chunks_left[rank] = left
+        if left > 0:
+            return
+        coll.rank_finished[rank] = self.engine.now
+        self.endpoint.collective_finished(rank)
+        if coll.on_rank_done is not None:
+            coll.on_rank_done(coll, rank)
+        if len(coll.rank_finished) == len(self.ranks):
+            coll.finished = max(coll.rank_finished.values())
+            if coll.on_done is not None:
+                coll.on_done(coll)

@@ -1,0 +1,102 @@
+"""Network topology: a list of dimensions; NPU ranks are mixed-radix coordinates.
+
+Model: each dimension gives every NPU an *egress* capacity ``links_per_npu * link_bandwidth *
+protocol_efficiency`` (B/s) shared by everything it sends along that dimension, and a fixed
+per-message latency. Assumption (stated once here): the receive side never binds, because every
+collective algorithm modelled moves equal bytes in and out of each NPU per step; a bidirectional
+ring (``links_per_npu >= 2``) splits each message over both directions, which the aggregate
+egress capacity represents exactly. Rank ``r`` has coordinate ``(r // stride_d) % size_d`` in
+dimension ``d`` (dimension 0 varies fastest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.system import CollectiveConfig, DimensionConfig, NetworkConfig
+from ..errors import TopologyError
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One dimension, with capacities already in SI units.
+
+    Attributes:
+        index: position in the topology (0 = innermost, e.g. "local").
+        name: label.
+        kind: ring, fully_connected or switch.
+        size: NPUs along the dimension.
+        egress_bandwidth: payload B/s one NPU can send into this dimension.
+        latency: s per message (link latency).
+        stride: rank distance between neighbours in this dimension.
+    """
+
+    index: int
+    name: str
+    kind: str
+    size: int
+    egress_bandwidth: float
+    latency: float
+    links: int
+    stride: int
+
+    @property
+    def peak_bandwidth(self) -> float:
+        """Same as egress_bandwidth (B/s), named for utilisation reports."""
+        return self.egress_bandwidth
+
+
+class Topology:
+    """The NPUs and the dimensions connecting them."""
+
+    def __init__(self, network: NetworkConfig, collective: CollectiveConfig):
+        dims = []
+        stride = 1
+        names = ("local", "vertical", "horizontal")
+        for i, cfg in enumerate(network.dimensions):
+            dims.append(self._dimension(i, cfg, stride, collective, names))
+            stride *= cfg.size
+        self.dimensions: tuple[Dimension, ...] = tuple(dims)
+        self.npus = stride
+
+    @staticmethod
+    def _dimension(
+        i: int,
+        cfg: DimensionConfig,
+        stride: int,
+        collective: CollectiveConfig,
+        names: tuple[str, ...],
+    ) -> Dimension:
+        if cfg.kind == "ring" and cfg.size > 2 and cfg.links_per_npu > 1 and cfg.links_per_npu % 2:
+            raise TopologyError(
+                f"network.dimensions[{i}].links_per_npu: a ring with more than one link per NPU "
+                f"must have an even count (half each way), got {cfg.links_per_npu}"
+            )
+        name = cfg.name or (names[i] if i < len(names) else f"dim{i}")
+        return Dimension(
+            index=i,
+            name=name,
+            kind=cfg.kind,
+            size=cfg.size,
+            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * collective.protocol_efficiency,
+            latency=cfg.link_latency,
+            links=cfg.links_per_npu,
+            stride=stride,
+        )
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.dimensions)
+
+    def coordinate(self, rank: int, dim: int) -> int:
+        d = self.dimensions[dim]
+        return (rank // d.stride) % d.size
+
+    def peer(self, rank: int, dim: int, coordinate: int) -> int:
+        """The rank that differs from ``rank`` only in ``dim``, where it has ``coordinate``."""
+        d = self.dimensions[dim]
+        own = (rank // d.stride) % d.size
+        return rank + (coordinate - own) * d.stride
+
+    def describe(self) -> str:
+        return " x ".join(f"{d.name}:{d.kind}({d.size})" for d in self.dimensions)

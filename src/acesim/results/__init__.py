@@ -1,0 +1,1 @@
+"""Metrics, tables, traces and plots built from finished simulations."""

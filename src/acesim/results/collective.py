@@ -1,0 +1,43 @@
+"""The figures of one simulated collective (nccl-tests conventions).
+
+``algbw = size / time``; ``busbw = algbw * factor`` with factor ``2(n-1)/n`` for all-reduce and
+``(n-1)/n`` for reduce-scatter, all-gather and all-to-all, ``n`` the NPUs in the group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' bus-bandwidth factor for ``op`` on ``n`` NPUs."""
+    if n <= 1:
+        return 0.0
+    if op == "all-reduce":
+        return 2 * (n - 1) / n
+    return (n - 1) / n
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """One collective's outcome. Times in s, sizes in bytes, bandwidths in B/s."""
+
+    op: str
+    size: float
+    npus: int
+    time: float
+    algbw: float
+    busbw: float
+    endpoint: str
+    mode: str
+    bytes_sent_per_npu: float
+    bytes_received_per_npu: float
+    hbm_bytes_per_npu: float
+    network_bandwidth: float
+    hbm_bandwidth: float
+    per_dimension_bytes: dict[str, float] = field(default_factory=dict)
+    compute: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

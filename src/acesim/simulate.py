@@ -1,0 +1,121 @@
+"""Top-level entry points: simulate one collective on a system."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config.presets import load_system
+from .config.system import COLLECTIVE_OPS, SystemConfig
+from .errors import ConfigError
+from .hardware.platform import Platform
+from .results.collective import CollectiveResult, bus_factor
+from .units import parse_quantity
+
+
+def resolve_system(system: SystemConfig | str | Path) -> SystemConfig:
+    """A :class:`SystemConfig` from itself, a preset name or a file path."""
+    if isinstance(system, SystemConfig):
+        return system
+    return load_system(system)
+
+
+def with_endpoint(system: SystemConfig, endpoint: str | None) -> SystemConfig:
+    """A copy of ``system`` whose endpoint kind is ``endpoint`` (unchanged if None)."""
+    if endpoint is None:
+        return system
+    if endpoint not in ("baseline", "ace", "ideal"):
+        raise ConfigError("endpoint", "must be one of baseline, ace, ideal", endpoint)
+    copy = system.model_copy(deep=True)
+    copy.endpoint.kind = endpoint  # type: ignore[assignment]
+    return copy
+
+
+def simulate_collective(
+    system: SystemConfig | str | Path,
+    op: str,
+    size: float | str,
+    *,
+    exact: bool = False,
+    endpoint: str | None = None,
+    dims: tuple[int, ...] | None = None,
+    compute: tuple[float, float] | None = None,
+) -> CollectiveResult:
+    """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
+
+    Args:
+        system: a :class:`SystemConfig`, a preset name or a config file path.
+        op: ``all-reduce``, ``reduce-scatter``, ``all-gather`` or ``all-to-all``.
+        size: bytes, or text such as ``"64 MiB"``.
+        exact: simulate every NPU instead of one representative.
+        endpoint: override the system's endpoint kind (``baseline``, ``ace``, ``ideal``).
+        dims: dimensions the collective spans (default: all).
+        compute: optional concurrent compute kernel ``(FLOPs, HBM bytes)`` started with the
+            collective; the result's ``compute`` reports both slowdowns.
+    """
+    if op not in COLLECTIVE_OPS:
+        raise ConfigError("op", "must be one of " + ", ".join(COLLECTIVE_OPS), op)
+    nbytes = parse_quantity(size, "size", "size")
+    if nbytes < 0:
+        raise ConfigError("size", "must not be negative", size)
+    cfg = with_endpoint(resolve_system(system), endpoint)
+    platform = Platform(cfg, exact=exact)
+    kernel_times: dict[str, float] = {}
+    if compute is not None:
+        flops, hbm = compute
+        if flops < 0 or hbm < 0:
+            raise ConfigError("with_compute", "FLOPs and bytes must not be negative", compute)
+        for npu in platform.npus:
+            npu.run_kernel(flops, hbm, lambda _a: None, tag="compute")
+    coll = platform.collectives.issue(op, nbytes, dims=dims)
+    end = platform.engine.run()
+    time = coll.duration
+    ranks = len(platform.npus)
+    n = coll.group_size
+    algbw = nbytes / time if time > 0 else float("inf")
+    hbm_comm = _comm_hbm_bytes(platform) / ranks
+    per_dim = {
+        platform.topology.dimensions[d].name: b / ranks for d, b in coll.bytes_sent_per_dim.items()
+    }
+    if compute is not None:
+        npu = platform.npus[0]
+        tag, start, stop, alone = npu.kernel_log[0]
+        solo = _collective_alone(cfg, op, nbytes, exact, dims)
+        kernel_times = {
+            "kernel_time": stop - start,
+            "kernel_time_alone": alone,
+            "kernel_slowdown": (stop - start) / alone if alone > 0 else 1.0,
+            "collective_time_alone": solo,
+            "collective_slowdown": time / solo if solo > 0 else 1.0,
+            "end_time": end,
+        }
+    return CollectiveResult(
+        op=op,
+        size=nbytes,
+        npus=platform.topology.npus,
+        time=time,
+        algbw=algbw,
+        busbw=algbw * bus_factor(op, n),
+        endpoint=cfg.endpoint.kind,
+        mode="exact" if exact else "symmetric",
+        bytes_sent_per_npu=coll.bytes_sent / ranks,
+        bytes_received_per_npu=coll.bytes_received / ranks,
+        hbm_bytes_per_npu=hbm_comm,
+        network_bandwidth=coll.bytes_sent / ranks / time if time > 0 else 0.0,
+        hbm_bandwidth=hbm_comm / time if time > 0 else 0.0,
+        per_dimension_bytes=per_dim,
+        compute=kernel_times or None,
+    )
+
+
+def _collective_alone(
+    cfg: SystemConfig, op: str, nbytes: float, exact: bool, dims: tuple[int, ...] | None
+) -> float:
+    platform = Platform(cfg, exact=exact)
+    coll = platform.collectives.issue(op, nbytes, dims=dims)
+    platform.engine.run()
+    return coll.duration
+
+
+def _comm_hbm_bytes(platform: Platform) -> float:
+    """HBM bytes consumed by communication activities (all simulated NPUs)."""
+    return sum(npu.comm_hbm_bytes for npu in platform.npus)

@@ -1,0 +1,5 @@
+"""Training loops as dependency graphs, and their execution on a platform."""
+
+from .graph import Graph, Node
+
+__all__ = ["Graph", "Node"]

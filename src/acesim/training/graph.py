@@ -1,0 +1,106 @@
+"""Execution graphs: per-rank nodes with dependencies (the form Chakra traces have).
+
+A node is a compute kernel, a collective, or a point-to-point send/receive. ``deps`` lists the
+ids (same rank) that must finish before the node may start; compute nodes of one rank run one
+at a time on its compute stream, in ready order (ties by id). A collective node finishes at a
+rank when that rank's part of the collective is done; instances of a collective are matched
+across ranks by their order of issue among collectives with the same (op, size, dims).
+``iteration`` and ``layer`` are labels for reports; ``blocking`` marks communication that the
+training loop waits on (reports count its time as exposed).
+
+Symmetric mode runs rank 0's graph as the representative of every rank, which is valid when all
+ranks have the same graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import WorkloadError
+from ..workload.model import Compute
+
+NodeKind = Literal["compute", "collective", "send", "recv"]
+
+
+@dataclass
+class Node:
+    """One node of a rank's execution graph.
+
+    Attributes:
+        id: unique within the rank.
+        name: label.
+        kind: compute, collective, send or recv.
+        deps: ids of nodes (same rank) that must finish first.
+        compute: for compute nodes.
+        op, size, dims: for collectives (bytes per NPU; dims None = all).
+        peer, tag, size: for send/recv (peer rank, matching tag, bytes).
+        layer, iteration, pass_name: labels for reports.
+    """
+
+    id: int
+    name: str
+    kind: NodeKind
+    deps: tuple[int, ...] = ()
+    compute: Compute | None = None
+    op: str | None = None
+    size: float = 0.0
+    dims: tuple[int, ...] | None = None
+    peer: int | None = None
+    tag: int = 0
+    layer: str | None = None
+    iteration: int = 0
+    pass_name: str = ""
+    blocking: bool = False
+
+
+@dataclass
+class Graph:
+    """Execution graphs of every rank (``ranks[r]`` is rank r's node list)."""
+
+    ranks: list[list[Node]]
+    name: str = ""
+    iterations: int = 1
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def symmetric(self) -> bool:
+        """True when every rank has the same graph (symmetric mode applies)."""
+        first = self.ranks[0]
+        return all(r is first or r == first for r in self.ranks[1:])
+
+    def validate(self, where: str = "graph") -> None:
+        """Raise :class:`WorkloadError` on duplicate ids, missing deps or cycles."""
+        for rank, nodes in enumerate(self.ranks):
+            ids: dict[int, Node] = {}
+            for node in nodes:
+                if node.id in ids:
+                    raise WorkloadError(f"rank {rank}: node id {node.id} repeats", location=where)
+                ids[node.id] = node
+            for node in nodes:
+                for dep in node.deps:
+                    if dep not in ids:
+                        raise WorkloadError(
+                            f"rank {rank}: node {node.id} depends on missing node {dep}",
+                            location=where,
+                        )
+            # Kahn's algorithm for cycles.
+            indeg = {n.id: len(set(n.deps)) for n in nodes}
+            users: dict[int, list[int]] = {}
+            for node in nodes:
+                for dep in set(node.deps):
+                    users.setdefault(dep, []).append(node.id)
+            ready = [i for i, d in indeg.items() if d == 0]
+            seen = 0
+            while ready:
+                i = ready.pop()
+                seen += 1
+                for u in users.get(i, []):
+                    indeg[u] -= 1
+                    if indeg[u] == 0:
+                        ready.append(u)
+            if seen != len(nodes):
+                stuck = sorted(i for i, d in indeg.items() if d > 0)[:5]
+                raise WorkloadError(
+                    f"rank {rank}: dependency cycle among nodes {stuck}", location=where
+                )

@@ -1,0 +1,170 @@
+"""Physical quantities written by people, parsed once to SI base units.
+
+Conventions (stated once, used everywhere):
+
+* sizes are bytes. Binary prefixes are explicit (``KiB`` = 2**10, ``MiB``, ``GiB``, ``TiB``);
+  decimal prefixes are decimal (``KB`` = 1e3, ``MB``, ``GB``, ``TB``). ``B`` is one byte.
+* rates are bytes per second with *decimal* prefixes (``1 GB/s`` = 1e9 B/s, as datasheets and
+  nccl-tests use); ``GiB/s`` is accepted and is binary.
+* times are seconds: ``s``, ``ms``, ``us`` (or ``µs``), ``ns``, ``ps``.
+* compute rates are FLOP per second: ``TFLOP/s``, ``TFLOPS``, ``GFLOP/s`` ...
+* plain numbers (int/float) are taken as already in base units.
+
+Range syntax for sweeps of sizes: ``1KiB:1GiB`` (powers of two between the bounds) or
+``1KiB:1GiB:x4`` (multiply by 4 each step).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from .errors import UnitError
+
+Kind = Literal["size", "rate", "time", "flop_rate", "flops"]
+
+_DEC = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12, "min": 60.0}
+
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ/]*)\s*$")
+
+_EXAMPLES = {
+    "size": "'4 MiB', '1 GB', '512 B'",
+    "rate": "'25 GB/s', '1.6 TB/s', '10 GiB/s'",
+    "time": "'500 ns', '1.5 us', '2 ms'",
+    "flop_rate": "'125 TFLOP/s', '19.5 TFLOPS'",
+    "flops": "'4.1 GFLOP', '1e9'",
+}
+
+
+def _prefix(text: str, allow_binary: bool) -> float | None:
+    if text in _DEC:
+        return _DEC[text]
+    if allow_binary and text in _BIN:
+        return _BIN[text]
+    return None
+
+
+def _scale(unit: str, kind: Kind) -> float | None:
+    if kind == "time":
+        return _TIME.get(unit)
+    if kind == "size":
+        if unit.endswith("B") and not unit.endswith("/s"):
+            return _prefix(unit[:-1], allow_binary=True)
+        return None
+    if kind == "rate":
+        for suffix in ("B/s", "Bps"):
+            if unit.endswith(suffix):
+                return _prefix(unit[: -len(suffix)], allow_binary=True)
+        return None
+    if kind == "flop_rate":
+        for suffix in ("FLOP/s", "FLOPS", "flop/s", "FLOPs/s"):
+            if unit.endswith(suffix):
+                return _prefix(unit[: -len(suffix)], allow_binary=False)
+        return None
+    if kind == "flops":
+        for suffix in ("FLOP", "FLOPs", "flop"):
+            if unit.endswith(suffix):
+                return _prefix(unit[: -len(suffix)], allow_binary=False)
+        return None
+    return None  # pragma: no cover
+
+
+def parse_quantity(value: object, kind: Kind, field: str = "value") -> float:
+    """Parse ``value`` ("900 GB/s", "4 MiB", 1e9 ...) to SI base units of ``kind``.
+
+    Raises :class:`UnitError` naming ``field`` when the text is malformed, the unit unknown or of
+    another kind (a rate where a size is expected), or the number is not finite.
+    """
+    if isinstance(value, bool):
+        raise UnitError(field, f"expected a {kind} such as {_EXAMPLES[kind]}", value)
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise UnitError(field, "must be a finite number", value)
+        return number
+    if not isinstance(value, str):
+        raise UnitError(field, f"expected a {kind} such as {_EXAMPLES[kind]}", value)
+    match = _PATTERN.match(value)
+    if not match:
+        raise UnitError(field, f"expected a {kind} such as {_EXAMPLES[kind]}", value)
+    number_text, unit = match.groups()
+    number = float(number_text)
+    if unit == "":
+        return number
+    scale = _scale(unit, kind)
+    if scale is None:
+        raise UnitError(
+            field, f"unknown {kind} unit {unit!r}; use one like {_EXAMPLES[kind]}", value
+        )
+    result = number * scale
+    if not math.isfinite(result):
+        raise UnitError(field, "must be a finite number", value)
+    return result
+
+
+def parse_size_range(text: str, field: str = "sizes") -> list[int]:
+    """Expand ``"1KiB:1GiB"`` (x2 steps) or ``"1KiB:1GiB:x4"`` or ``"4MiB"`` or ``"1MiB,8MiB"``."""
+    if "," in text:
+        sizes: list[int] = []
+        for part in text.split(","):
+            sizes.extend(parse_size_range(part.strip(), field))
+        return sizes
+    parts = text.split(":")
+    if len(parts) == 1:
+        size = parse_quantity(parts[0], "size", field)
+        if size <= 0:
+            raise UnitError(field, "sizes must be positive", text)
+        return [int(size)]
+    if len(parts) not in (2, 3):
+        raise UnitError(field, "expected MIN:MAX or MIN:MAX:xFACTOR", text)
+    low = parse_quantity(parts[0], "size", field)
+    high = parse_quantity(parts[1], "size", field)
+    factor = 2.0
+    if len(parts) == 3:
+        step = parts[2].strip().lstrip("x*")
+        try:
+            factor = float(step)
+        except ValueError:
+            raise UnitError(field, "step must look like x2 or x4", text) from None
+    if low <= 0 or high <= 0:
+        raise UnitError(field, "sizes must be positive", text)
+    if high < low:
+        raise UnitError(field, "MAX must not be below MIN", text)
+    if factor <= 1.0:
+        raise UnitError(field, "step factor must be above 1", text)
+    out = []
+    size = low
+    while size <= high * (1 + 1e-12):
+        out.append(int(round(size)))
+        size *= factor
+    return out
+
+
+def format_size(num_bytes: float) -> str:
+    """Human text for a size in bytes using binary prefixes ("64 MiB")."""
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.2f} {unit}"
+        value /= 1024
+    return f"{value} TiB"  # pragma: no cover
+
+
+def format_time(seconds: float) -> str:
+    """Human text for a duration in seconds ("12.3 us")."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(seconds) >= scale or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds} s"  # pragma: no cover
+
+
+def format_rate(bytes_per_second: float) -> str:
+    """Human text for a rate in B/s with decimal prefixes ("231 GB/s")."""
+    for unit, scale in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3)):
+        if abs(bytes_per_second) >= scale:
+            return f"{bytes_per_second / scale:.3g} {unit}"
+    return f"{bytes_per_second:.3g} B/s"

@@ -1,0 +1,134 @@
+"""The layer model of a training workload.
+
+A workload is a list of layers. Each layer has three passes — forward, input-gradient and
+weight-gradient — and each pass has compute (FLOPs and HBM bytes for the roofline, or a fixed
+time in seconds measured on the whole NPU) and optionally one collective (type, bytes per NPU in
+nccl-tests' convention, and the network dimensions it spans; ``None`` = all). ``update_time``
+is the optimizer step of the layer after its gradients are reduced (s).
+
+``parallelism`` names the training loop that runs it (``data``, ``hybrid_dlrm``, ``micro``);
+``bottom_layers`` is, for ``hybrid_dlrm``, the index of the last bottom-MLP layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from ..errors import WorkloadError
+
+Parallelism = Literal["data", "hybrid_dlrm", "micro"]
+COMM_OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Compute of one pass.
+
+    Attributes:
+        flops: floating-point operations (FLOP).
+        hbm_bytes: bytes read and written in HBM.
+        duration: fixed time on the whole NPU (s); overrides the roofline when set.
+        blocks: thread-blocks of the kernel (for wave quantisation), if known.
+    """
+
+    flops: float = 0.0
+    hbm_bytes: float = 0.0
+    duration: float | None = None
+    blocks: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("flops", "hbm_bytes"):
+            if getattr(self, name) < 0:
+                raise WorkloadError(f"must not be negative, got {getattr(self, name)}", field=name)
+        if self.duration is not None and self.duration < 0:
+            raise WorkloadError(f"must not be negative, got {self.duration}", field="duration")
+
+    @property
+    def empty(self) -> bool:
+        return self.flops == 0 and self.hbm_bytes == 0 and not self.duration
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One collective of a pass: ``op`` of ``size`` bytes per NPU over ``dims`` (None = all)."""
+
+    op: str
+    size: float
+    dims: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in COMM_OPS:
+            raise WorkloadError(
+                f"unknown collective {self.op!r}; expected one of {', '.join(COMM_OPS)}",
+                field="comm",
+            )
+        if self.size < 0:
+            raise WorkloadError(f"must not be negative, got {self.size}", field="comm size")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Compute then (optionally) a collective."""
+
+    compute: Compute = field(default_factory=Compute)
+    comm: Comm | None = None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: forward, input-gradient and weight-gradient passes."""
+
+    name: str
+    forward: Pass = field(default_factory=Pass)
+    input_grad: Pass = field(default_factory=Pass)
+    weight_grad: Pass = field(default_factory=Pass)
+    update_time: float = 0.0
+    params: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise WorkloadError("every layer needs a name", field="name")
+        if self.update_time < 0:
+            raise WorkloadError(f"must not be negative, got {self.update_time}", field="update_time")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A training workload: layers plus how they are parallelised."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    parallelism: Parallelism = "data"
+    bottom_layers: int | None = None
+    description: str = ""
+    source: str = ""
+    batch_per_npu: int | None = None
+    dtype_bytes: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise WorkloadError("a workload needs at least one layer", location=self.name)
+        names = [layer.name for layer in self.layers]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise WorkloadError(f"layer names must be unique, {dup!r} repeats", location=self.name)
+
+    @property
+    def params(self) -> int:
+        return sum(layer.params for layer in self.layers)
+
+    def total_comm_bytes(self, op: str | None = None) -> float:
+        """Bytes of all collectives (optionally of one op) in one iteration."""
+        total = 0.0
+        for layer in self.layers:
+            for p in (layer.forward, layer.input_grad, layer.weight_grad):
+                if p.comm is not None and (op is None or p.comm.op == op):
+                    total += p.comm.size
+        return total
+
+    def forward_flops(self) -> float:
+        return sum(layer.forward.compute.flops for layer in self.layers)
+
+    def with_layers(self, layers: tuple[Layer, ...]) -> Workload:
+        return replace(self, layers=layers)
