@@ -86,8 +86,12 @@ OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 
 @app.command()
 def collective(
-    op: str = typer.Option("all-reduce", "--op", help="all-reduce, reduce-scatter, all-gather, all-to-all"),
-    sizes: str = typer.Option("1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size"),
+    op: str = typer.Option(
+        "all-reduce", "--op", help="all-reduce, reduce-scatter, all-gather, all-to-all"
+    ),
+    sizes: str = typer.Option(
+        "1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size"
+    ),
     system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
     endpoint: str | None = typer.Option(None, "--endpoint", help="baseline, ace or ideal"),
     exact: bool = typer.Option(False, "--exact", help="simulate every NPU, not one representative"),
@@ -118,8 +122,10 @@ def collective(
         }
         console.out(json.dumps(payload, indent=2))
         return
-    table = Table(title=f"{op} on {cfg.name} ({results[0].npus} NPUs, {cfg.endpoint.kind} endpoint, "
-                  f"{'exact' if exact else 'symmetric'})")
+    mode = "exact" if exact else "symmetric"
+    table = Table(
+        title=f"{op} on {cfg.name} ({results[0].npus} NPUs, {cfg.endpoint.kind} endpoint, {mode})"
+    )
     for col in ("size", "time", "algbw", "busbw", "net bw", "HBM bw (comm)"):
         table.add_column(col, justify="right")
     if compute:
@@ -135,7 +141,10 @@ def collective(
             format_rate(r.hbm_bandwidth),
         ]
         if compute and r.compute:
-            row += [f"{r.compute['kernel_slowdown']:.3f}x", f"{r.compute['collective_slowdown']:.3f}x"]
+            row += [
+                f"{r.compute['kernel_slowdown']:.3f}x",
+                f"{r.compute['collective_slowdown']:.3f}x",
+            ]
         table.add_row(*row)
     console.print(table)
     _print_assumptions(cfg)
@@ -161,6 +170,17 @@ def _print_assumptions(cfg: Any) -> None:
             f"[dim]{count} parameters of {cfg.name} are assumptions "
             f"(see the preset's \\[sources] table).[/dim]"
         )
+
+
+def _register() -> None:
+    from .commands.membw import membw_command
+    from .commands.run import run_command
+
+    app.command("run")(run_command)
+    app.command("membw")(membw_command)
+
+
+_register()
 
 
 def run_cli(func: Callable[[], Any]) -> None:

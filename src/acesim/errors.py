@@ -56,8 +56,12 @@ class ConfigError(AcesimError):
         super().__init__(message)
 
 
-class UnitError(ConfigError):
-    """A physical quantity has a missing, unknown or wrong-kind unit."""
+class UnitError(ConfigError, ValueError):
+    """A physical quantity has a missing, unknown or wrong-kind unit.
+
+    Also a :class:`ValueError`, so that pydantic validators wrap it in their validation error
+    and the configuration loader can report it with the field's full dotted path.
+    """
 
 
 class TopologyError(AcesimError):

@@ -56,7 +56,9 @@ def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def config_error_from(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> ConfigError:
+def config_error_from(
+    exc: ValidationError, model: type[BaseModel], prefix: str = ""
+) -> ConfigError:
     """The first problem in ``exc`` as a one-line :class:`ConfigError`."""
     err = exc.errors()[0]
     loc = tuple(err["loc"])

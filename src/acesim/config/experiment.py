@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from .system import Strict
+from .system import Strict, defaults
 
 
 class WorkloadConfig(Strict):
@@ -60,5 +60,5 @@ class ExperimentConfig(Strict):
 
     system: str | dict[str, Any] = "ace-isca21"
     overrides: dict[str, Any] = Field(default_factory=dict)
-    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
-    run: RunOptions = Field(default_factory=RunOptions)
+    workload: WorkloadConfig = Field(default_factory=defaults(WorkloadConfig))
+    run: RunOptions = Field(default_factory=defaults(RunOptions))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import difflib
 import json
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import yaml
 from pydantic import ValidationError
 

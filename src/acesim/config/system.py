@@ -8,7 +8,8 @@ reason); :func:`acesim.config.presets.assumptions` lists them.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -23,6 +24,15 @@ COLLECTIVE_OPS: tuple[str, ...] = ("all-reduce", "reduce-scatter", "all-gather",
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def defaults(model: type[M]) -> Callable[[], M]:
+    """A ``default_factory`` building ``model`` with every field at its default (typed for mypy,
+    which cannot check a bare model class against pydantic's factory signature)."""
+    return lambda: model.model_validate({})
 
 
 class NPUConfig(Strict):
@@ -172,6 +182,22 @@ class CollectiveConfig(Strict):
         return v
 
 
+class BaselineSplit(Strict):
+    """One resource split between communication and compute, for best-baseline searches."""
+
+    comm_units: int = Field(description="compute units held by collective kernels")
+    hbm_share: float | None = Field(
+        None, description="static policy: fraction of HBM for comm (None = keep the default)"
+    )
+
+    @field_validator("comm_units")
+    @classmethod
+    def _units(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+
 class BaselineEndpointConfig(Strict):
     """NCCL-like collectives running as kernels on the NPU's own compute units."""
 
@@ -191,6 +217,10 @@ class BaselineEndpointConfig(Strict):
     gather_hbm_bytes_per_byte: float = Field(2.0, description="all-gather step")
     alltoall_hbm_bytes_per_byte: float = Field(2.0, description="all-to-all step")
     reduction_flops_per_byte: float = Field(0.25, description="FP32 add: 1 FLOP per 4 bytes")
+    splits: list[BaselineSplit] = Field(
+        default_factory=list,
+        description="splits tried when searching the best baseline (empty: the one above)",
+    )
 
     @field_validator("comm_units")
     @classmethod
@@ -239,7 +269,12 @@ class AceEndpointConfig(Strict):
     sram: Bytes = Field(4 * 2**20, description="SRAM buffer, bytes")
     alu_bandwidth: BytesPerSecond = Field(1.6e12, description="reduction throughput, B/s")
     dma_bandwidth: BytesPerSecond = Field(500e9, description="HBM<->SRAM DMA, B/s")
-    allow_spill: bool = Field(True, description="chunks larger than SRAM spill to HBM")
+    split_chunks: bool = Field(
+        True, description="split chunks into pieces of at most sram/2 (two in flight)"
+    )
+    allow_spill: bool = Field(
+        True, description="without splitting: chunks larger than SRAM spill to HBM"
+    )
     spill_hbm_bytes_per_byte: float = Field(
         2.0, description="extra HBM bytes per network byte of a spilled chunk (write+read back)"
     )
@@ -256,8 +291,8 @@ class EndpointConfig(Strict):
     """Which collective endpoint runs the local part of collectives, and its parameters."""
 
     kind: Literal["baseline", "ace", "ideal"] = "ideal"
-    baseline: BaselineEndpointConfig = Field(default_factory=BaselineEndpointConfig)
-    ace: AceEndpointConfig = Field(default_factory=AceEndpointConfig)
+    baseline: BaselineEndpointConfig = Field(default_factory=defaults(BaselineEndpointConfig))
+    ace: AceEndpointConfig = Field(default_factory=defaults(AceEndpointConfig))
 
 
 class Source(Strict):
@@ -272,15 +307,27 @@ class SystemConfig(Strict):
 
     name: str = "custom"
     description: str = ""
-    npu: NPUConfig = Field(default_factory=NPUConfig)
+    npu: NPUConfig = Field(default_factory=defaults(NPUConfig))
     network: NetworkConfig
-    collective: CollectiveConfig = Field(default_factory=CollectiveConfig)
-    endpoint: EndpointConfig = Field(default_factory=EndpointConfig)
+    collective: CollectiveConfig = Field(default_factory=defaults(CollectiveConfig))
+    endpoint: EndpointConfig = Field(default_factory=defaults(EndpointConfig))
     sources: dict[str, Source] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _endpoint_rules(self) -> SystemConfig:
         base = self.endpoint.baseline
+        for i, split in enumerate(base.splits):
+            if split.comm_units >= self.npu.compute_units:
+                raise FieldRuleError(
+                    f"endpoint.baseline.splits[{i}].comm_units",
+                    f"must be fewer than npu.compute_units ({self.npu.compute_units}), "
+                    f"got {split.comm_units}",
+                )
+            if split.hbm_share is not None and not 0 < split.hbm_share < 1:
+                raise FieldRuleError(
+                    f"endpoint.baseline.splits[{i}].hbm_share",
+                    f"must be in (0, 1), got {split.hbm_share:g}",
+                )
         if base.comm_units >= self.npu.compute_units:
             raise FieldRuleError(
                 "endpoint.baseline.comm_units",

@@ -183,8 +183,11 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
             for act in unfrozen:
                 rates[act] = INF
             break
-        saturated = {r for r in bottlenecks if load[r] > 0 and
-                     max(residual[r], 0.0) / load[r] <= best * (1 + _EPS)}
+        saturated = {
+            r
+            for r in bottlenecks
+            if load[r] > 0 and max(residual[r], 0.0) / load[r] <= best * (1 + _EPS)
+        }
         still: list[Activity] = []
         for act in unfrozen:
             hits_cap = act.cap < INF and act.cap / act.weight <= best * (1 + _EPS)

@@ -81,7 +81,9 @@ class Engine:
             raise SimulationError(f"cannot schedule an event {delay} s in the past")
         handle = EventHandle(self.now + delay)
         self._seq += 1
-        heapq.heappush(self._heap, (self.now + delay, priority, self._seq, handle, (callback, args)))
+        heapq.heappush(
+            self._heap, (self.now + delay, priority, self._seq, handle, (callback, args))
+        )
         return handle
 
     # -- activities --------------------------------------------------------------------------
@@ -156,7 +158,10 @@ class Engine:
             act.rate = new_rate
             act._version += 1
             remaining = max(act.remaining, 0.0)
-            finish = self.now if (new_rate == INF or remaining == 0) else self.now + remaining / new_rate
+            if new_rate == INF or remaining == 0:
+                finish = self.now
+            else:
+                finish = self.now + remaining / new_rate
             self._seq += 1
             heapq.heappush(
                 self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version)

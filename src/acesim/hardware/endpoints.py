@@ -15,7 +15,9 @@
     collective is read from HBM once by DMA into SRAM (its input bytes), every phase runs out of
     SRAM, the result is written once (its output bytes). Reduce steps use the ALU at one byte of
     ALU throughput per network byte. SRAM bounds the chunks in flight: a chunk waits (FIFO)
-    until its footprint fits. A chunk larger than the whole SRAM is, if spilling is allowed,
+    until its footprint fits. By default ACE splits every chunk into pieces of at most half its
+    SRAM (so that one piece streams in while another is in the network); with splitting off, a
+    chunk larger than the whole SRAM is, if spilling is allowed,
     staged through HBM: the fraction ``1 - sram/chunk`` of its network bytes pays
     ``spill_hbm_bytes_per_byte`` of extra HBM traffic (written out and read back); otherwise it
     is a configuration error. ACE holds no compute unit.
@@ -114,7 +116,9 @@ class AceEndpoint(Endpoint):
         self.npus = npus
         self.cfg = config.ace
         self._free = [self.cfg.sram] * len(npus)
-        self._waiting: list[deque[tuple[float, float, Callable[[], None]]]] = [deque() for _ in npus]
+        self._waiting: list[deque[tuple[float, float, Callable[[], None]]]] = [
+            deque() for _ in npus
+        ]
         self._alu = [
             engine.add_resource(f"npu{n.rank}.ace.alu", self.cfg.alu_bandwidth) for n in npus
         ]
@@ -123,6 +127,9 @@ class AceEndpoint(Endpoint):
         ]
         self._spill_fraction = [0.0] * len(npus)
         self.hbm_bytes = 0.0
+
+    def max_chunk_bytes(self) -> float | None:
+        return self.cfg.sram / 2 if self.cfg.split_chunks else None
 
     def _footprint(self, nbytes: float) -> float:
         if nbytes > self.cfg.sram and not self.cfg.allow_spill:
@@ -187,7 +194,9 @@ class AceEndpoint(Endpoint):
         self._dma_transfer(rank, out_bytes, stored)
 
 
-def make_endpoint(engine: Engine, npus: list[NPU], config: EndpointConfig, npu: NPUConfig) -> Endpoint:
+def make_endpoint(
+    engine: Engine, npus: list[NPU], config: EndpointConfig, npu: NPUConfig
+) -> Endpoint:
     """The endpoint model named by ``config.kind``."""
     if config.kind == "baseline":
         return BaselineEndpoint(engine, npus, config, npu)

@@ -89,7 +89,11 @@ class NPU:
         return [self.hbm] if self.hbm is self.hbm_comm else [self.hbm_compute, self.hbm_comm]
 
     def kernel_time_alone(
-        self, flops: float, hbm_bytes: float, blocks: int | None = None, duration: float | None = None
+        self,
+        flops: float,
+        hbm_bytes: float,
+        blocks: int | None = None,
+        duration: float | None = None,
     ) -> float:
         """Roofline time (s) of a kernel on all units and all HBM bandwidth."""
         cap = self._cap(flops, blocks, duration, self.config.compute_units)
@@ -98,11 +102,7 @@ class NPU:
         return max(t_compute, t_memory)
 
     def _cap(self, flops: float, blocks: int | None, duration: float | None, units: int) -> float:
-        eff = (
-            effective_units(units, blocks)
-            if self.config.wave_quantization
-            else float(units)
-        )
+        eff = effective_units(units, blocks) if self.config.wave_quantization else float(units)
         if eff <= 0:
             return 0.0
         if duration is not None:

@@ -133,8 +133,15 @@ def phase_steps(op: str, algorithm: str, size: int, data_bytes: float) -> list[S
     if algorithm == "double_binary_tree" and op == "all-reduce":
         levels = max(1, math.ceil(math.log2(p)))
         pattern = "xor" if _is_pow2(p) else "next"
-        up = [Step(data_bytes, pattern, 1 << (k % max(1, int(math.log2(p)))) if pattern == "xor"
-                   else 0, REDUCE) for k in range(levels)]
+        up = [
+            Step(
+                data_bytes,
+                pattern,
+                1 << (k % max(1, int(math.log2(p)))) if pattern == "xor" else 0,
+                REDUCE,
+            )
+            for k in range(levels)
+        ]
         down = [Step(data_bytes, pattern, s.distance, GATHER) for s in reversed(up)]
         return up + down
     raise TopologyError(f"algorithm {algorithm!r} cannot run {op}")  # pragma: no cover

@@ -21,8 +21,10 @@ with its own resources; both run this same code.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..config.system import CollectiveConfig
@@ -60,6 +62,10 @@ class Endpoint:
         """A chunk left its last phase at ``rank`` with ``out_bytes`` of result; call
         ``proceed`` once it is stored."""
         proceed()
+
+    def max_chunk_bytes(self) -> float | None:
+        """Largest chunk the endpoint handles at once (bytes); larger chunks are split."""
+        return None
 
     def collective_started(self, rank: int) -> None:
         """A collective became active at ``rank``."""
@@ -188,6 +194,9 @@ class CollectiveRuntime:
                     f"(topology has {len(self.topology.dimensions)})"
                 )
         chunks = self.config.chunks
+        limit = self.endpoint.max_chunk_bytes()
+        if limit is not None and size / chunks > limit:
+            chunks *= math.ceil(size / chunks / limit)
         phases = build_phases(self.config, self.topology, op, size / chunks, dims_t)
         group = 1
         for d in dims_t:
@@ -221,9 +230,7 @@ class CollectiveRuntime:
         in_bytes, _out, footprint = self._chunk_bytes(coll)
         for c in range(coll.chunks):
             run = self._run_for(coll, rank, c)
-            self.endpoint.chunk_begin(
-                rank, in_bytes, footprint, lambda run=run: self._enqueue(run)
-            )
+            self.endpoint.chunk_begin(rank, in_bytes, footprint, partial(self._enqueue, run))
 
     @staticmethod
     def _chunk_bytes(coll: Collective) -> tuple[float, float, float]:
@@ -342,7 +349,7 @@ class CollectiveRuntime:
                 run.rank,
                 out_bytes,
                 footprint,
-                lambda coll=coll, rank=run.rank: self._chunk_stored(coll, rank),
+                partial(self._chunk_stored, coll, run.rank),
             )
 
     def _chunk_stored(self, coll: Collective, rank: int) -> None:

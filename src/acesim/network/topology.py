@@ -78,7 +78,9 @@ class Topology:
             name=name,
             kind=cfg.kind,
             size=cfg.size,
-            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * collective.protocol_efficiency,
+            egress_bandwidth=(
+                cfg.link_bandwidth * cfg.links_per_npu * collective.protocol_efficiency
+            ),
             latency=cfg.link_latency,
             links=cfg.links_per_npu,
             stride=stride,

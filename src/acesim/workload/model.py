@@ -90,7 +90,9 @@ class Layer:
         if not self.name:
             raise WorkloadError("every layer needs a name", field="name")
         if self.update_time < 0:
-            raise WorkloadError(f"must not be negative, got {self.update_time}", field="update_time")
+            raise WorkloadError(
+                f"must not be negative, got {self.update_time}", field="update_time"
+            )
 
 
 @dataclass(frozen=True)

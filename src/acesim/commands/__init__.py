@@ -1,0 +1,1 @@
+"""Sub-commands of the `acesim` CLI, one module per command family."""

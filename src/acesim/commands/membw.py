@@ -1,0 +1,92 @@
+"""`acesim membw`: HBM bandwidth needed to drive the network, baseline vs ACE."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..config.presets import DEFAULT_PRESET
+from ..errors import ConfigError
+from ..units import format_rate, parse_quantity
+
+
+def membw_command(
+    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
+    op: str = typer.Option("all-reduce", "--op", help="collective to analyse"),
+    size: str = typer.Option("64 MiB", "--size", help="collective size"),
+    npus: str = typer.Option("16,32,64,128,256,512,1024", "--npus", help="NPU counts"),
+    target: float = typer.Option(0.95, "--target", help="fraction of ideal network bw to reach"),
+    no_simulate: bool = typer.Option(False, "--no-simulate", help="byte accounting only"),
+    plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png or .svg)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Memory-bandwidth analysis: HBM bytes per network byte and HBM bandwidth needed."""
+    from ..cli import console, err_console, progress
+    from ..experiments.membw import membw_analysis, plot_membw
+    from ..simulate import resolve_system
+
+    if op not in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all"):
+        raise ConfigError("--op", "must be a collective", op)
+    if not 0 < target <= 1:
+        raise ConfigError("--target", "must be in (0, 1]", target)
+    try:
+        counts = [int(x) for x in npus.split(",")]
+    except ValueError:
+        raise ConfigError("--npus", "expected comma-separated integers", npus) from None
+    nbytes = parse_quantity(size, "size", "--size")
+    if nbytes <= 0:
+        raise ConfigError("--size", "must be positive", size)
+    cfg = resolve_system(system)
+    with progress() as bar:
+        task = bar.add_task("membw", total=len(counts))
+        rows = membw_analysis(
+            cfg,
+            npus=counts,
+            op=op,
+            size=nbytes,
+            target=target,
+            simulate_need=not no_simulate,
+            progress=lambda: bar.advance(task),
+        )
+    if plot is not None:
+        plot_membw(rows, str(plot), title=f"{op} {size} on {cfg.name}")
+        err_console.print(f"figure written to {plot}")
+    if as_json:
+        console.out(
+            json.dumps(
+                {
+                    "schema": "acesim.membw/1",
+                    "system": cfg.name,
+                    "rows": [r.to_dict() for r in rows],
+                },
+                indent=2,
+            )
+        )
+        return
+    table = Table(title=f"HBM bytes per network byte: {op} {size} on {cfg.name}")
+    for col in (
+        "NPUs",
+        "shape",
+        "baseline",
+        "ACE",
+        "saving",
+        "net bw (ideal)",
+        "HBM needed baseline",
+        "HBM needed ACE",
+    ):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r.npus),
+            "x".join(map(str, r.shape)),
+            f"{r.baseline_ratio:.3f}",
+            f"{r.ace_ratio:.3f}",
+            f"{r.saving:.2f}x",
+            format_rate(r.network_bandwidth),
+            format_rate(r.baseline_needed_hbm) if r.baseline_needed_hbm else "-",
+            format_rate(r.ace_needed_hbm) if r.ace_needed_hbm else "-",
+        )
+    console.print(table)

@@ -1,0 +1,1 @@
+"""Analyses and paper reproductions built on the simulator."""

@@ -1,0 +1,177 @@
+"""The paper's memory-bandwidth analysis: HBM traffic per network byte, baseline vs ACE.
+
+For each network size (paper-style 3D tori: the local dimension kept, the rest split evenly),
+one collective is simulated per endpoint with HBM bandwidth made ample, so that the figures are
+the endpoints' own byte accounting and not a rate effect:
+
+* ``ratio`` = HBM bytes / network bytes sent, per NPU;
+* the HBM bandwidth needed to drive a network bandwidth ``X`` is then ``ratio * X``.
+
+Then, with the system's real network, the HBM bandwidth each endpoint needs to reach a target
+fraction (default 95%) of the network bandwidth it reaches with ample HBM is found by bisection
+over simulated runs: this is where chunking, SRAM capacity, latency and phase overlap make the
+simulated need depart from the accounting. ``network_bandwidth`` reports what the ideal
+endpoint reaches on the same network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..config.presets import system_from_dict
+from ..config.system import SystemConfig
+from ..simulate import simulate_collective
+
+#: HBM bandwidth used to make memory never bind when measuring byte ratios, B/s.
+AMPLE_HBM = 1e18
+
+
+@dataclass
+class MembwRow:
+    """One network size. Bandwidths in B/s."""
+
+    npus: int
+    shape: list[int]
+    baseline_ratio: float
+    ace_ratio: float
+    saving: float
+    network_bandwidth: float
+    baseline_needed_hbm: float | None
+    ace_needed_hbm: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _with(system: SystemConfig, shape: Sequence[int], hbm: float, endpoint: str) -> SystemConfig:
+    doc = system.model_dump(mode="python")
+    doc["network"]["npus"] = None
+    for i, size in enumerate(shape):
+        doc["network"]["dimensions"][i]["size"] = size
+    doc["npu"]["hbm_bandwidth"] = hbm
+    doc["endpoint"]["kind"] = endpoint
+    return system_from_dict(doc)
+
+
+def _needed_hbm(
+    system: SystemConfig,
+    shape: Sequence[int],
+    endpoint: str,
+    op: str,
+    size: float,
+    target: float,
+    ideal_bw: float,
+) -> float:
+    """Smallest HBM bandwidth (B/s) at which ``endpoint`` reaches ``target * ideal_bw`` (B/s)."""
+    lo, hi = 1e9, 1e9
+    while True:
+        r = simulate_collective(_with(system, shape, hi, endpoint), op, size)
+        if r.network_bandwidth >= target * ideal_bw or hi > 1e16:
+            break
+        lo, hi = hi, hi * 2
+    for _ in range(30):
+        if hi / lo < 1.005:
+            break
+        mid = (lo * hi) ** 0.5
+        r = simulate_collective(_with(system, shape, mid, endpoint), op, size)
+        if r.network_bandwidth >= target * ideal_bw:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def membw_analysis(
+    system: SystemConfig,
+    *,
+    npus: Sequence[int] = (16, 32, 64, 128, 256, 512, 1024),
+    op: str = "all-reduce",
+    size: float = 64 * 2**20,
+    target: float = 0.95,
+    simulate_need: bool = True,
+    progress: Callable[[], Any] | None = None,
+) -> list[MembwRow]:
+    """Rows of the analysis for each NPU count (see module docstring)."""
+    from ..experiment import shape_for
+
+    doc = system.model_dump(mode="python")
+    rows = []
+    for n in npus:
+        shape = shape_for(doc, n)
+        ratios = {}
+        ample = {}
+        for endpoint in ("baseline", "ace"):
+            r = simulate_collective(_with(system, shape, AMPLE_HBM, endpoint), op, size)
+            ratios[endpoint] = r.hbm_bytes_per_npu / r.bytes_sent_per_npu
+            ample[endpoint] = r.network_bandwidth
+        ideal = simulate_collective(_with(system, shape, AMPLE_HBM, "ideal"), op, size)
+        need_b = need_a = None
+        if simulate_need:
+            need_b = _needed_hbm(system, shape, "baseline", op, size, target, ample["baseline"])
+            need_a = _needed_hbm(system, shape, "ace", op, size, target, ample["ace"])
+        rows.append(
+            MembwRow(
+                npus=n,
+                shape=list(shape),
+                baseline_ratio=ratios["baseline"],
+                ace_ratio=ratios["ace"],
+                saving=ratios["baseline"] / ratios["ace"],
+                network_bandwidth=ideal.network_bandwidth,
+                baseline_needed_hbm=need_b,
+                ace_needed_hbm=need_a,
+            )
+        )
+        if progress is not None:
+            progress()
+    return rows
+
+
+def plot_membw(rows: list[MembwRow], path: str, title: str = "") -> None:
+    """Needed HBM bandwidth against network bandwidth, baseline vs ACE (PNG/SVG by suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    net = [50e9 * k for k in range(1, 21)]
+    shown = [rows[0], rows[-1]] if len(rows) > 1 else rows
+    for row in shown:
+        ax.plot(
+            [x / 1e9 for x in net],
+            [row.baseline_ratio * x / 1e9 for x in net],
+            color="tab:red",
+            alpha=0.4 + 0.6 * (row is shown[-1]),
+            label=f"baseline, {row.npus} NPUs",
+        )
+        ax.plot(
+            [x / 1e9 for x in net],
+            [row.ace_ratio * x / 1e9 for x in net],
+            color="tab:blue",
+            alpha=0.4 + 0.6 * (row is shown[-1]),
+            label=f"ACE, {row.npus} NPUs",
+        )
+    for row in rows:
+        if row.baseline_needed_hbm is not None and row.ace_needed_hbm is not None:
+            ax.scatter(
+                [row.network_bandwidth / 1e9],
+                [row.baseline_needed_hbm / 1e9],
+                color="tab:red",
+                marker="x",
+            )
+            ax.scatter(
+                [row.network_bandwidth / 1e9],
+                [row.ace_needed_hbm / 1e9],
+                color="tab:blue",
+                marker="x",
+            )
+    ax.set_xlabel("network bandwidth driven per NPU (GB/s)")
+    ax.set_ylabel("HBM bandwidth needed (GB/s)")
+    ax.set_title(title or "HBM bandwidth needed to drive the network")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,288 @@
+"""Running execution graphs on a platform.
+
+Semantics:
+* a node starts when all its dependencies have finished;
+* compute nodes of a rank run one at a time on its compute stream; among ready kernels the one
+  with the smallest id goes first (deterministic; loop builders number nodes in program order);
+* a collective node joins the collective instance matched across ranks by (op, size, dims) and
+  order of issue, and finishes at a rank when that rank's part is done;
+* a send finishes when its message is delivered; a receive finishes when the message with its
+  (source, tag) has arrived (in symmetric mode the representative receives its own sends, so
+  matching is by tag alone).
+
+Everything a report needs is recorded on the way: per-node start/end, per-kernel time alone,
+iteration boundaries and resource snapshots at those boundaries.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SimulationError, WorkloadError
+from ..hardware.platform import Platform
+from ..network.collective import Collective
+from ..network.p2p import PointToPoint
+from .graph import Graph, Node
+
+
+@dataclass
+class NodeRecord:
+    """What happened to one node at one simulated rank (times in s)."""
+
+    node: Node
+    start: float = -1.0
+    end: float = -1.0
+    alone: float = 0.0  # compute: roofline time on the whole NPU, s
+    hbm_bytes: float = 0.0
+
+
+@dataclass
+class Snapshot:
+    """Cumulative counters at one instant (bytes; s)."""
+
+    time: float
+    egress_bytes: list[float]
+    hbm_bytes: float
+    compute_hbm_bytes: float
+    compute_busy: float
+
+
+@dataclass
+class Execution:
+    """The outcome of running a graph."""
+
+    platform: Platform
+    graph: Graph
+    records: list[dict[int, NodeRecord]]
+    iteration_end: dict[int, float] = field(default_factory=dict)
+    iteration_start: dict[int, float] = field(default_factory=dict)
+    snapshots: dict[int, Snapshot] = field(default_factory=dict)
+    collectives: list[Collective] = field(default_factory=list)
+    makespan: float = 0.0
+    final: Snapshot | None = None
+
+
+class _RankState:
+    __slots__ = ("rank", "nodes", "waiting", "users", "ready_compute", "busy", "left_per_iter")
+
+    def __init__(self, rank: int, nodes: list[Node]):
+        self.rank = rank
+        self.nodes = {n.id: n for n in nodes}
+        self.waiting = {n.id: len(set(n.deps)) for n in nodes}
+        self.users: dict[int, list[int]] = defaultdict(list)
+        for n in nodes:
+            for d in set(n.deps):
+                self.users[d].append(n.id)
+        self.ready_compute: list[int] = []
+        self.busy = False
+        self.left_per_iter: dict[int, int] = defaultdict(int)
+        for n in nodes:
+            self.left_per_iter[n.iteration] += 1
+
+
+class GraphExecutor:
+    """Runs a :class:`Graph` on a :class:`Platform` (symmetric: rank 0's graph stands for all)."""
+
+    def __init__(self, platform: Platform, graph: Graph):
+        self.platform = platform
+        self.graph = graph
+        graph.validate(graph.name or "graph")
+        sim_ranks = len(platform.npus)
+        if platform.exact:
+            if len(graph.ranks) == 1:
+                graph_ranks = [graph.ranks[0]] * sim_ranks
+            elif len(graph.ranks) == sim_ranks:
+                graph_ranks = graph.ranks
+            else:
+                raise WorkloadError(
+                    f"the trace has {len(graph.ranks)} ranks but the system has {sim_ranks} NPUs",
+                    location=graph.name or "graph",
+                )
+        else:
+            if not graph.symmetric:
+                raise WorkloadError(
+                    "ranks have different graphs: symmetric mode needs identical ranks; "
+                    "use exact mode (--exact / run.mode = 'exact')",
+                    location=graph.name or "graph",
+                )
+            graph_ranks = [graph.ranks[0]]
+        self.states = [_RankState(r, nodes) for r, nodes in enumerate(graph_ranks)]
+        self.records: list[dict[int, NodeRecord]] = [
+            {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
+        ]
+        self.p2p = PointToPoint(platform.collectives)
+        self._instances: dict[tuple[Any, int], Collective] = {}
+        self._issue_count: list[dict[Any, int]] = [defaultdict(int) for _ in self.states]
+        self._coll_node: dict[tuple[int, int], int] = {}
+        self._arrived: list[dict[tuple[int, int], int]] = [defaultdict(int) for _ in self.states]
+        self._recv_wait: list[dict[tuple[int, int], list[int]]] = [
+            defaultdict(list) for _ in self.states
+        ]
+        self._iter_left: dict[int, int] = defaultdict(int)
+        for st in self.states:
+            for it, count in st.left_per_iter.items():
+                self._iter_left[it] += count
+        self.execution = Execution(platform, graph, self.records)
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self) -> Execution:
+        engine = self.platform.engine
+        for st in self.states:
+            for node_id, count in list(st.waiting.items()):
+                if count == 0:
+                    self._ready(st, st.nodes[node_id])
+        engine.run()
+        for st in self.states:
+            unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
+            if unfinished:
+                raise SimulationError(
+                    f"rank {st.rank}: {len(unfinished)} nodes never ran (first: "
+                    f"{st.nodes[unfinished[0]].name!r}); a receive without a matching send, "
+                    "or a collective some ranks never issue"
+                )
+        self.execution.makespan = engine.now
+        self.execution.final = self._snapshot()
+        self.execution.collectives = list(self.platform.collectives.collectives)
+        return self.execution
+
+    def _ready(self, st: _RankState, node: Node) -> None:
+        if node.iteration not in self.execution.iteration_start:
+            self.execution.iteration_start[node.iteration] = self.platform.engine.now
+            self.execution.snapshots[node.iteration] = self._snapshot()
+        rec = self.records[st.rank][node.id]
+        if node.kind == "compute":
+            heapq.heappush(st.ready_compute, node.id)
+            self._next_kernel(st)
+            return
+        rec.start = self.platform.engine.now
+        if node.kind == "collective":
+            self._collective(st, node)
+        elif node.kind == "send":
+            self._send(st, node)
+        elif node.kind == "recv":
+            peer = node.peer if node.peer is not None else -1
+            key = (peer if self.platform.exact else -1, node.tag)
+            if self._arrived[st.rank][key] > 0:
+                self._arrived[st.rank][key] -= 1
+                self._finish(st, node)
+            else:
+                self._recv_wait[st.rank][key].append(node.id)
+        else:  # pragma: no cover - Node.kind is a Literal
+            raise SimulationError(f"unknown node kind {node.kind!r}")
+
+    def _next_kernel(self, st: _RankState) -> None:
+        if st.busy or not st.ready_compute:
+            return
+        node = st.nodes[heapq.heappop(st.ready_compute)]
+        npu = self.platform.npus[st.rank]
+        comp = node.compute
+        assert comp is not None  # loop builders and readers always set it
+        rec = self.records[st.rank][node.id]
+        rec.start = self.platform.engine.now
+        rec.alone = npu.kernel_time_alone(comp.flops, comp.hbm_bytes, comp.blocks, comp.duration)
+        rec.hbm_bytes = comp.hbm_bytes
+        st.busy = True
+
+        def done(_act: Any) -> None:
+            st.busy = False
+            self._finish(st, node)
+            self._next_kernel(st)
+
+        npu.run_kernel(
+            comp.flops,
+            comp.hbm_bytes,
+            done,
+            blocks=comp.blocks,
+            duration=comp.duration,
+            tag=node.name,
+        )
+
+    def _collective(self, st: _RankState, node: Node) -> None:
+        rt = self.platform.collectives
+        signature = (node.op, node.size, node.dims)
+        index = self._issue_count[st.rank][signature]
+        self._issue_count[st.rank][signature] += 1
+        key = (signature, index)
+        coll = self._instances.get(key)
+        if coll is None:
+            coll = rt.issue(
+                node.op or "all-reduce",
+                node.size,
+                dims=node.dims,
+                label=node.name,
+                ranks=[],
+                on_rank_done=self._collective_done,
+            )
+            self._instances[key] = coll
+        self._coll_node[(coll.id, st.rank)] = node.id
+        rt.join(coll, st.rank)
+
+    def _collective_done(self, coll: Collective, rank: int) -> None:
+        st = self.states[rank]
+        node_id = self._coll_node.pop((coll.id, rank))
+        self._finish(st, st.nodes[node_id])
+
+    def _send(self, st: _RankState, node: Node) -> None:
+        exact = self.platform.exact
+        src = st.rank if exact else 0
+        dst = node.peer if node.peer is not None else src
+        if exact and not 0 <= dst < len(self.states):
+            raise WorkloadError(
+                f"rank {st.rank}: send node {node.id} targets rank {dst}, which does not exist",
+                location=self.graph.name or "graph",
+            )
+
+        def delivered() -> None:
+            target = dst if exact else 0
+            key = (src if exact else -1, node.tag)
+            waiting = self._recv_wait[target][key]
+            if waiting:
+                recv_id = waiting.pop(0)
+                self._finish(self.states[target], self.states[target].nodes[recv_id])
+            else:
+                self._arrived[target][key] += 1
+            self._finish(st, node)
+
+        if exact:
+            self.p2p.send(src, dst, node.size, delivered)
+        else:
+            # The representative sends as if it were rank `peer - offset`: the same hops.
+            self.p2p.send(0, dst, node.size, delivered, sim_src=0)
+
+    def _finish(self, st: _RankState, node: Node) -> None:
+        now = self.platform.engine.now
+        rec = self.records[st.rank][node.id]
+        if rec.start < 0:
+            rec.start = now
+        rec.end = now
+        for user in st.users.get(node.id, ()):
+            st.waiting[user] -= 1
+            if st.waiting[user] == 0:
+                self._ready(st, st.nodes[user])
+        self._iter_left[node.iteration] -= 1
+        if self._iter_left[node.iteration] == 0:
+            self.execution.iteration_end[node.iteration] = now
+
+    def _snapshot(self) -> Snapshot:
+        platform = self.platform
+        now = platform.engine.now
+        for res in platform.engine.resources:
+            res._advance(now)
+        npu = platform.npus[0]
+        # Kernels in flight count their HBM bytes in proportion to the work done.
+        in_flight = 0.0
+        if npu.kernel is not None and npu._kernel_spec is not None:
+            act = npu.kernel
+            done = act.work - act.remaining - act.rate * (now - act._last)
+            in_flight = max(done, 0.0) * npu._kernel_spec[1]
+        busy = npu.compute_busy + (now - npu.kernel.started if npu.kernel is not None else 0.0)
+        return Snapshot(
+            time=now,
+            egress_bytes=[r.used for r in platform.collectives.egress[0]],
+            hbm_bytes=sum(r.used for r in npu.hbm_resources),
+            compute_hbm_bytes=npu.compute_hbm_bytes + in_flight,
+            compute_busy=busy,
+        )
