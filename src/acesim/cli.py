@@ -173,11 +173,15 @@ def _print_assumptions(cfg: Any) -> None:
 
 
 def _register() -> None:
+    from .commands.chakra import export_chakra_command
     from .commands.membw import membw_command
+    from .commands.reproduce import reproduce_command
     from .commands.run import run_command
 
     app.command("run")(run_command)
     app.command("membw")(membw_command)
+    app.command("reproduce")(reproduce_command)
+    app.command("export-chakra")(export_chakra_command)
 
 
 _register()
@@ -191,6 +195,11 @@ def run_cli(func: Callable[[], Any]) -> None:
             raise
         err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
+
+
+from .sweep.commands import register as _register_sweep  # noqa: E402
+
+_register_sweep(app)  # acesim sweep / results / plot
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from .config.system import BaselineSplit, SystemConfig
 from .errors import ConfigError
 from .hardware.platform import Platform
 from .results.run import RunResult, summarize
+from .results.trace import enable_tracing
 from .training.executor import GraphExecutor
 from .training.graph import Graph
 from .training.loops import build_graph
@@ -91,9 +92,28 @@ def resolve_system(exp: ExperimentConfig) -> SystemConfig:
     return system_from_dict(resolve_system_doc(exp), origin=origin)
 
 
-def load_experiment_workload(exp: ExperimentConfig) -> Workload | Graph:
+def chakra_source(name: str) -> str | None:
+    """``name`` as a Chakra trace source (a ``.et`` file or a ``<prefix>`` of ``.<rank>.et``)."""
+    if name.endswith(".et") or Path(f"{name}.0.et").exists():
+        return name
+    return None
+
+
+def load_experiment_workload(
+    exp: ExperimentConfig, system: SystemConfig | None = None
+) -> Workload | Graph:
     """The workload (zoo/file) or, for Chakra traces, the execution graph."""
     from .workload.loader import load_workload
+
+    source = chakra_source(exp.workload.name)
+    if source is not None:
+        from .workload.chakra import read_chakra
+
+        for option in ("batch_per_npu", "dtype_bytes"):
+            if getattr(exp.workload, option) is not None:
+                raise ConfigError(f"workload.{option}", "does not apply to Chakra traces")
+        sizes = list(system.network.shape) if system is not None else None
+        return read_chakra(source, dim_sizes=sizes)
 
     return load_workload(
         exp.workload.name,
@@ -110,8 +130,13 @@ def run_system(
     loop: str = "layerwise",
     bucket_size: float = 25 * 2**20,
     exact: bool = False,
+    trace: bool = False,
 ) -> tuple[RunResult, Any]:
-    """Run ``workload`` on ``system``; returns the result and the execution (for traces)."""
+    """Run ``workload`` on ``system``; returns the result and the execution (for traces).
+
+    ``trace``: record what :func:`acesim.results.trace.write_trace` needs (chunk phases, HBM
+    and link samples) during the run.
+    """
     if isinstance(workload, Graph):
         graph = workload
         name = workload.name
@@ -119,6 +144,8 @@ def run_system(
         graph = build_graph(workload, iterations, loop, bucket_size)  # type: ignore[arg-type]
         name = workload.name
     platform = Platform(system, exact=exact)
+    if trace:
+        enable_tracing(platform)
     execution = GraphExecutor(platform, graph).run()
     result = summarize(execution, system=system.name, workload=name, loop=loop)
     result.assumptions = sorted(f for f, s in system.sources.items() if s.kind == "assumption")
@@ -135,7 +162,7 @@ def run_system(
 def run_experiment(exp: ExperimentConfig) -> RunResult:
     """One run as the experiment document says."""
     system = resolve_system(exp)
-    workload = load_experiment_workload(exp)
+    workload = load_experiment_workload(exp, system)
     result, _ = run_system(
         system,
         workload,

@@ -96,7 +96,7 @@ def run_command(
 
     exp = build_experiment(system, workload, npus, shape, iterations, loop, bucket, exact, batch)
     cfg = resolve_system(exp)
-    work = load_experiment_workload(exp)
+    work = load_experiment_workload(exp, cfg)
     opts = dict(
         iterations=exp.run.iterations,
         loop=exp.run.loop,
@@ -107,7 +107,12 @@ def run_command(
     if endpoint is not None:
         if endpoint not in ("baseline", "ace", "ideal"):
             raise ConfigError("--endpoint", "must be one of baseline, ace, ideal", endpoint)
-        result, execution = run_system(with_split(cfg, endpoint), work, **opts)  # type: ignore[arg-type]
+        result, execution = run_system(
+            with_split(cfg, endpoint),
+            work,
+            trace=trace is not None,
+            **opts,  # type: ignore[arg-type]
+        )
         payload = result.to_dict()
         if trace is not None:
             _write_trace(execution, trace)

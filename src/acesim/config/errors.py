@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -19,10 +20,20 @@ class FieldRuleError(ValueError):
         super().__init__(f"{field}: {rule}")
 
 
+# pydantic puts the union member it tried into the error location ("literal['ring',...]",
+# "list[literal[...]]"); it is not part of the document's path.
+# A dict key that fails validation gets a "[key]" element.
+_UNION_TAG = re.compile(
+    r"^((literal|list|dict|tuple|set|frozenset|function-\w+|nullable)\[.*\]|\[key\])$"
+)
+
+
 def dotted(loc: tuple[Any, ...], prefix: str = "") -> str:
     """``('network', 'dimensions', 0, 'size')`` -> ``network.dimensions[0].size``."""
     out = prefix
     for part in loc:
+        if isinstance(part, str) and _UNION_TAG.match(part):
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -60,7 +71,18 @@ def config_error_from(
     exc: ValidationError, model: type[BaseModel], prefix: str = ""
 ) -> ConfigError:
     """The first problem in ``exc`` as a one-line :class:`ConfigError`."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # A misspelt key also makes the intended key "missing": report the unknown key (with its
+    # did-you-mean), which is the cause, before anything else.
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    err = unknown[0] if unknown else errors[0]
+    tags = [i for i, p in enumerate(err["loc"]) if isinstance(p, str) and _UNION_TAG.match(p)]
+    if tags:
+        # A union: report the member that got furthest into the input (a list's bad item
+        # rather than "not a literal").
+        base = tuple(err["loc"][: tags[0]])
+        same = [e for e in errors if tuple(e["loc"][: len(base)]) == base]
+        err = max(same, key=lambda e: len(e["loc"]))
     loc = tuple(err["loc"])
     field = dotted(loc, prefix)
     ctx_error = (err.get("ctx") or {}).get("error")

@@ -302,6 +302,23 @@ class Source(Strict):
     note: str
 
 
+class ReproWorkload(Strict):
+    """A workload of a paper reproduction and its per-NPU settings."""
+
+    batch_per_npu: int | None = None
+    dtype_bytes: int | None = None
+
+
+class ReproductionConfig(Strict):
+    """What a paper reproduction runs on this system (see acesim.experiments.reproduce)."""
+
+    workloads: dict[str, ReproWorkload] = Field(default_factory=dict)
+    npus: list[int] = Field(default_factory=lambda: [16, 32, 64, 128])
+    iterations: int = 3
+    sram_sizes: list[Bytes] = Field(default_factory=list, description="ACE SRAM sensitivity")
+    membw_size: Bytes = Field(64 * 2**20, description="collective size of the membw analysis")
+
+
 class SystemConfig(Strict):
     """A whole platform: NPUs, network, collective settings, endpoint."""
 
@@ -312,6 +329,7 @@ class SystemConfig(Strict):
     collective: CollectiveConfig = Field(default_factory=defaults(CollectiveConfig))
     endpoint: EndpointConfig = Field(default_factory=defaults(EndpointConfig))
     sources: dict[str, Source] = Field(default_factory=dict)
+    reproduction: ReproductionConfig | None = None
 
     @model_validator(mode="after")
     def _endpoint_rules(self) -> SystemConfig:

@@ -8,8 +8,9 @@ message, or 1.0 for "one kernel"), a demand vector ``{resource: units of resourc
 work}``, an optional rate cap (work/s) and a weight. While it runs at rate ``x`` (work/s) it
 consumes ``x * demand[r]`` of each resource ``r``.
 
-Policy: weighted max-min fairness by progressive filling. All unfrozen activities grow their
-rate in proportion to their weight; when a resource saturates, the activities that use it
+Policy: weighted max-min fairness of dominant shares (DRF) by progressive filling. All
+unfrozen activities grow their dominant share (the largest fraction of any one resource's
+capacity they use) in proportion to their weight; when a resource saturates, the activities that use it
 freeze; an activity that reaches its cap freezes; repeat until all are frozen. Rates are
 recomputed only inside the connected component (activities linked through shared resources) of
 an activity that started, finished or whose cap changed, which keeps large disjoint simulations
@@ -72,6 +73,10 @@ class Resource:
 class Activity:
     """Work progressing at a rate decided by the allocator.
 
+    Activities hash and compare by identity (fast in the allocator's dicts); code that needs a
+    deterministic order keeps them in dicts or lists, or sorts them by ``seq``, never iterates a
+    set of them.
+
     Args:
         work: amount of work (units of the activity: bytes, or 1.0 for one kernel); >= 0.
         demand: resource -> units of that resource consumed per unit of work.
@@ -123,81 +128,106 @@ class Activity:
         self.consumed: dict[Resource, float] = dict.fromkeys(demand, 0.0)
         self.seq = seq
 
-    def __hash__(self) -> int:
-        return self.seq
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
     def __repr__(self) -> str:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"
 
 
+def _by_seq(act: Activity) -> int:
+    return act.seq
+
+
 def component(seeds: Iterable[Activity]) -> list[Activity]:
-    """Activities connected to ``seeds`` through shared resources, in a deterministic order."""
+    """Activities connected to ``seeds`` through shared resources, in a deterministic order
+    (by ``seq``, i.e. start order)."""
     seen: dict[Activity, None] = {}
-    stack = [a for a in seeds]
-    seen_resources: set[int] = set()
+    seen_resources: set[Resource] = set()
+    stack = list(seeds)
+    pop = stack.pop
     while stack:
-        act = stack.pop()
+        act = pop()
         if act in seen:
             continue
         seen[act] = None
         for res in act.demand:
-            if res.index in seen_resources:
+            if res in seen_resources:
                 continue
-            seen_resources.add(res.index)
-            stack.extend(u for u in res.users if u not in seen)
-    return sorted(seen, key=lambda a: a.seq)
+            seen_resources.add(res)
+            if len(res.users) > 1:
+                stack.extend(res.users)  # already-seen ones are skipped when popped
+    return sorted(seen, key=_by_seq)
 
 
 def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
-    """Weighted max-min fair rates (work/s) for ``activities`` by progressive filling."""
+    """Weighted max-min fair rates (work/s) for ``activities`` by progressive filling.
+
+    Each round finds the lowest fill level ``t`` at which a resource saturates or an activity
+    reaches its cap (levels within a relative ``_EPS`` count as equal), freezes those
+    activities at ``weight * t`` (or their cap) and charges their use to the resources'
+    residual capacity. The loops are written out by hand: this is the simulator's hot path.
+    """
     rates: dict[Activity, float] = {}
-    unfrozen = [a for a in activities]
     residual: dict[Resource, float] = {}
     for act in activities:
         for res in act.demand:
             residual[res] = res.capacity
+    unfrozen = activities
+    grow = 1 + _EPS
+    shrink = 1 - _EPS
     while unfrozen:
         # Fill level t: each unfrozen activity would run at weight * t.
         best = INF
         load: dict[Resource, float] = {}
+        get = load.get
         for act in unfrozen:
+            weight = act.weight
             for res, amount in act.demand.items():
                 if amount > 0:
-                    load[res] = load.get(res, 0.0) + act.weight * amount
-            if act.cap < INF:
-                best = min(best, act.cap / act.weight)
+                    load[res] = get(res, 0.0) + weight * amount
+            cap = act.cap
+            if cap < INF:
+                level = cap / weight
+                if level < best:
+                    best = level
         bottlenecks: list[Resource] = []
         for res, weighted in load.items():
-            if not math.isfinite(res.capacity):
+            if res.capacity == INF:
                 continue
-            level = max(residual[res], 0.0) / weighted
-            if level < best * (1 - _EPS):
+            spare = residual[res]
+            level = (spare if spare > 0.0 else 0.0) / weighted
+            if level < best * shrink:
                 best = level
                 bottlenecks = [res]
-            elif level <= best * (1 + _EPS):
+            elif level <= best * grow:
                 bottlenecks.append(res)
         if best == INF:
             for act in unfrozen:
                 rates[act] = INF
             break
-        saturated = {
-            r
-            for r in bottlenecks
-            if load[r] > 0 and max(residual[r], 0.0) / load[r] <= best * (1 + _EPS)
-        }
+        limit = best * grow
+        saturated: set[Resource] = set()
+        for res in bottlenecks:
+            weighted = load[res]
+            if weighted > 0:
+                spare = residual[res]
+                if (spare if spare > 0.0 else 0.0) / weighted <= limit:
+                    saturated.add(res)
         still: list[Activity] = []
         for act in unfrozen:
-            hits_cap = act.cap < INF and act.cap / act.weight <= best * (1 + _EPS)
-            uses_saturated = any(
-                amount > 0 and res in saturated for res, amount in act.demand.items()
-            )
-            if hits_cap or uses_saturated:
-                rate = min(act.weight * best, act.cap)
+            cap = act.cap
+            weight = act.weight
+            demand = act.demand
+            freeze = cap < INF and cap / weight <= limit
+            if not freeze:
+                for res, amount in demand.items():
+                    if amount > 0 and res in saturated:
+                        freeze = True
+                        break
+            if freeze:
+                rate = weight * best
+                if cap < rate:
+                    rate = cap
                 rates[act] = rate
-                for res, amount in act.demand.items():
+                for res, amount in demand.items():
                     residual[res] -= rate * amount
             else:
                 still.append(act)

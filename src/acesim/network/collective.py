@@ -104,7 +104,17 @@ class Collective:
 
 
 class _ChunkRun:
-    __slots__ = ("coll", "rank", "chunk", "phase", "step", "sends_out", "in_step", "arrived")
+    __slots__ = (
+        "coll",
+        "rank",
+        "chunk",
+        "phase",
+        "step",
+        "sends_out",
+        "in_step",
+        "arrived",
+        "phase_start",
+    )
 
     def __init__(self, coll: Collective, rank: int, chunk: int):
         self.coll = coll
@@ -115,6 +125,7 @@ class _ChunkRun:
         self.sends_out = 0
         self.in_step = False
         self.arrived: dict[tuple[int, int], int] = {}
+        self.phase_start = 0.0
 
 
 class _DimQueue:
@@ -165,6 +176,9 @@ class CollectiveRuntime:
         self._next_id = 0
         self._delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
         self.collectives: list[Collective] = []
+        #: when not None, every finished phase is appended as
+        #: (collective id, rank, chunk, phase index, dimension, start s, end s)
+        self.phase_log: list[tuple[int, int, int, int, int, float, float]] | None = None
 
     # -- issuing -----------------------------------------------------------------------------
     def issue(
@@ -261,6 +275,7 @@ class CollectiveRuntime:
         if queue.active < self.config.active_chunks_per_dimension:
             queue.active += 1
             run.step = 0
+            self._phase_started(run)
             self._start_step(run)
         else:
             self.engine._seq += 1
@@ -273,7 +288,11 @@ class CollectiveRuntime:
             _, _, run = heapq.heappop(queue.waiting)
             queue.active += 1
             run.step = 0
+            self._phase_started(run)
             self._start_step(run)
+
+    def _phase_started(self, run: _ChunkRun) -> None:
+        run.phase_start = self.engine.now
 
     # -- steps and messages ------------------------------------------------------------------
     def _start_step(self, run: _ChunkRun) -> None:
@@ -338,6 +357,18 @@ class CollectiveRuntime:
             self._start_step(run)
             return
         run.phase += 1
+        if self.phase_log is not None:
+            self.phase_log.append(
+                (
+                    run.coll.id,
+                    run.rank,
+                    run.chunk,
+                    run.phase - 1,
+                    phase.dim,
+                    run.phase_start,
+                    self.engine.now,
+                )
+            )
         self._release(run.rank, phase.dim)
         if run.phase < len(run.coll.phases):
             self._enqueue(run)

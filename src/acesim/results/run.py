@@ -10,6 +10,9 @@ with a single iteration the window is the whole run. In that window:
 * ``exposed_comm``: window time the compute stream was idle (s);
 * ``comm_time``: time at least one collective of iteration ``k`` was in flight (s);
 * ``net_util[dim]``: bytes sent on the dimension in the window / (window x egress capacity);
+* ``net_util_effective``: bytes sent on all dimensions in the window / (time any collective was
+  in flight in the window x total egress capacity): how well the network is driven while there
+  is communication to do (the paper's "effective network bandwidth utilisation");
 * ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes moved in the window / window (B/s).
 """
 
@@ -54,6 +57,7 @@ class RunResult:
     comm_time: float
     net_util: dict[str, float]
     net_util_mean: float
+    net_util_effective: float
     hbm_bw_compute: float
     hbm_bw_comm: float
     makespan: float
@@ -76,6 +80,7 @@ class RunResult:
             "exposed_comm": self.exposed_comm,
             "comm_time": self.comm_time,
             "net_util_mean": self.net_util_mean,
+            "net_util_effective": self.net_util_effective,
             "hbm_bw_compute": self.hbm_bw_compute,
             "hbm_bw_comm": self.hbm_bw_comm,
             "makespan": self.makespan,
@@ -119,6 +124,9 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
     records = ex.records[0]
     compute_time = alone = 0.0
     coll_intervals: list[tuple[float, float]] = []
+    all_colls = [
+        (r.start, r.end) for r in records.values() if r.node.kind == "collective" and r.end > r.start
+    ]
     rows: dict[str, LayerRow] = {}
     for rec in records.values():
         node = rec.node
@@ -136,11 +144,16 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
             row.comm_bytes += node.size
     busy = snap_hi.compute_busy - snap_lo.compute_busy
     net_util = {}
+    sent_total = peak_total = 0.0
     for d in platform.topology.dimensions:
         if d.size <= 1:
             continue
         sent = snap_hi.egress_bytes[d.index] - snap_lo.egress_bytes[d.index]
         net_util[d.name] = sent / (window * d.egress_bandwidth)
+        sent_total += sent
+        peak_total += d.egress_bandwidth
+    comm_busy = _union_length(all_colls, lo, hi)
+    effective = sent_total / (comm_busy * peak_total) if comm_busy > 0 and peak_total > 0 else 0.0
     hbm_total = snap_hi.hbm_bytes - snap_lo.hbm_bytes
     hbm_compute = snap_hi.compute_hbm_bytes - snap_lo.compute_hbm_bytes
     return RunResult(
@@ -159,6 +172,7 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
         comm_time=_union_length(coll_intervals, lo, float("inf")),
         net_util=net_util,
         net_util_mean=sum(net_util.values()) / len(net_util) if net_util else 0.0,
+        net_util_effective=effective,
         hbm_bw_compute=hbm_compute / window,
         hbm_bw_comm=max(hbm_total - hbm_compute, 0.0) / window,
         makespan=ex.makespan,

@@ -1,0 +1,56 @@
+"""`acesim export-chakra`: write a workload as Chakra execution traces (one file per rank)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..config.presets import DEFAULT_PRESET
+
+
+def export_chakra_command(
+    output: Path = typer.Argument(..., help="prefix: files are PREFIX.<rank>.et"),
+    workload: str = typer.Option("resnet50", "--workload", "-w", help="zoo name or ASTRA file"),
+    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or file"),
+    npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
+    shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
+    iterations: int = typer.Option(1, "--iterations", "-n", help="iterations to unroll"),
+    loop: str = typer.Option("layerwise", "--loop", help="layerwise, bucketed or no_overlap"),
+    batch: int | None = typer.Option(None, "--batch", help="per-NPU batch size (zoo workloads)"),
+) -> None:
+    """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
+
+    Compute nodes carry num_ops/tensor_size (for ASTRA-sim's roofline mode) and duration_micros
+    computed by acesim's roofline on the system's NPU, so ASTRA-sim runs them either way.
+    """
+    from ..cli import console
+    from ..experiment import load_experiment_workload, resolve_system
+    from ..hardware.npu import NPU
+    from ..engine import Engine
+    from ..training.graph import Graph
+    from ..training.loops import build_graph
+    from ..workload.chakra import export_chakra
+    from .run import build_experiment
+
+    exp = build_experiment(system, workload, npus, shape, iterations, loop, "25 MiB", False, batch)
+    cfg = resolve_system(exp)
+    work = load_experiment_workload(exp, cfg)
+    graph = (
+        work
+        if isinstance(work, Graph)
+        else build_graph(work, iterations, loop, exp.run.bucket_size)  # type: ignore[arg-type]
+    )
+    npu = NPU(Engine(), 0, cfg.npu)
+
+    def compute_time(c):  # type: ignore[no-untyped-def]
+        return npu.kernel_time_alone(c.flops, c.hbm_bytes, c.blocks, c.duration)
+
+    summary = export_chakra(
+        graph,
+        str(output),
+        npus=cfg.network.total_npus if len(graph.ranks) == 1 else None,
+        dim_sizes=list(cfg.network.shape),
+        compute_time=compute_time,
+    )
+    console.print(str(summary))

@@ -1,0 +1,71 @@
+"""`acesim reproduce NAME`: regenerate a paper's evaluation from the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import ConfigError
+
+PAPERS = {"ace-isca21": "ace-isca21"}
+
+
+def reproduce_command(
+    paper: str = typer.Argument("ace-isca21", help="which paper: ace-isca21"),
+    out: Path = typer.Option(Path("out/ace-isca21"), "--out", "-o", help="output folder"),
+    system: str | None = typer.Option(None, "--system", "-s", help="system preset or file"),
+    workloads: str | None = typer.Option(None, "--workloads", help="subset, e.g. resnet50,gnmt"),
+    npus: str | None = typer.Option(None, "--npus", help="subset of network sizes, e.g. 16,64"),
+    workers: int | None = typer.Option(None, "--workers", help="processes (default: cores)"),
+    no_figures: bool = typer.Option(False, "--no-figures", help="skip the figures"),
+    assumptions: bool = typer.Option(
+        False, "--assumptions", help="print every parameter's source and exit"
+    ),
+) -> None:
+    """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
+    from ..cli import console, err_console, progress
+    from ..config.presets import assumptions as list_assumptions
+    from ..experiments.reproduce import reproduce
+    from ..simulate import resolve_system
+
+    if paper not in PAPERS:
+        raise ConfigError("paper", "must be one of " + ", ".join(PAPERS), paper)
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", "must be at least 1", workers)
+    cfg = resolve_system(system or PAPERS[paper])
+    if assumptions:
+        table = Table(title=f"Parameters of {cfg.name} and their sources")
+        for col in ("field", "source", "note"):
+            table.add_column(col)
+        for field, kind, note in list_assumptions(cfg):
+            table.add_row(field, kind, note)
+        console.print(table)
+        return
+    names = workloads.split(",") if workloads else None
+    try:
+        sizes = [int(x) for x in npus.split(",")] if npus else None
+    except ValueError:
+        raise ConfigError("--npus", "expected comma-separated integers", npus) from None
+    with progress() as bar:
+        task = bar.add_task(f"reproducing {paper}", total=None)
+
+        def start(total: int):  # type: ignore[no-untyped-def]
+            bar.update(task, total=total)
+            return lambda: bar.advance(task)
+
+        summary = reproduce(
+            cfg, out, workloads=names, npus=sizes, workers=workers,
+            figures=not no_figures, progress=start,
+        )
+    table = Table(title=f"{paper}: acesim vs the paper")
+    for col in ("figure", "acesim", "paper", "deviation", "within tolerance"):
+        table.add_column(col, justify="right")
+    for row in summary["deviations"]:
+        table.add_row(
+            row["figure"], f"{row['acesim']:.3f}", f"{row['paper']:.2f}",
+            f"{100 * row['deviation']:+.1f}%", "yes" if row["within"] else "no",
+        )
+    console.print(table)
+    err_console.print(f"summary.json, report.md and figures written to {out}")

@@ -1,0 +1,166 @@
+"""Varint-length-delimited protobuf streams, the framing of Chakra ``.et`` files.
+
+A file is a sequence of records ``varint(len) || message bytes``; Chakra writes a GlobalMetadata
+first, then one Node per record. The decoder never loops without consuming input and checks
+every length against what is left, so a corrupt file ends in a :class:`~acesim.errors.TraceError`
+rather than a hang or a huge allocation. Gzipped files (Chakra's tools accept them) are
+decompressed first.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from ...errors import TraceError
+
+_MAX_VARINT_BYTES = 10  # a 64-bit varint never needs more
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class FramingError(Exception):
+    """Raised by the decoder with a description and the byte offset; the reader adds context."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
+def encode_varint(value: int) -> bytes:
+    """Unsigned LEB128 varint of ``value`` (>= 0)."""
+    if value < 0:
+        raise ValueError(f"varint must not be negative, got {value}")
+    out = bytearray()
+    while True:
+        bits = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(0x80 | bits)
+        else:
+            out.append(bits)
+            return bytes(out)
+
+
+def decode_varint(buf: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Decode a varint at ``pos``; return (value, position after it).
+
+    Raises :class:`FramingError` when the input ends inside the varint or it is longer than
+    ten bytes.
+    """
+    stop = len(buf) if end is None else end
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= stop:
+            raise FramingError("truncated varint", start)
+        if pos - start >= _MAX_VARINT_BYTES:
+            raise FramingError("varint longer than 10 bytes", start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def write_message(out: BinaryIO, message: object) -> int:
+    """Append one length-prefixed message; return the bytes written."""
+    data: bytes = message.SerializeToString()  # type: ignore[attr-defined]
+    prefix = encode_varint(len(data))
+    out.write(prefix)
+    out.write(data)
+    return len(prefix) + len(data)
+
+
+def load_bytes(path_name: str, raw: bytes) -> bytes:
+    """The file's bytes, gunzipped when they start with the gzip magic number."""
+    if raw[:2] != _GZIP_MAGIC:
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"corrupt gzip data: {exc}", location=path_name) from exc
+
+
+def iter_records(buf: bytes) -> Iterator[tuple[int, memoryview]]:
+    """Yield (offset of the record, message bytes) for each record of a framed stream.
+
+    Raises :class:`FramingError` on a truncated length prefix or a message shorter than its
+    prefix says.
+    """
+    view = memoryview(buf)
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        start = pos
+        length, pos = decode_varint(view, pos)
+        if length > n - pos:
+            raise FramingError(
+                f"truncated message: length prefix says {length} bytes, {n - pos} left", start
+            )
+        yield start, view[pos : pos + length]
+        pos += length
+
+
+def has_field(data: bytes | memoryview, number: int, wire: int) -> bool:
+    """True when a well-formed message has top-level field ``number`` with wire type ``wire``."""
+    pos = 0
+    n = len(data)
+    try:
+        while pos < n:
+            key, pos = decode_varint(data, pos)
+            if (key >> 3, key & 7) == (number, wire):
+                return True
+            kind = key & 7
+            if kind == 0:
+                _, pos = decode_varint(data, pos)
+            elif kind == 1:
+                pos += 8
+            elif kind == 2:
+                length, pos = decode_varint(data, pos)
+                pos += length
+            elif kind == 5:
+                pos += 4
+            else:
+                return False
+    except FramingError:
+        return False
+    return False
+
+
+def check_wire_types(data: bytes | memoryview, allowed: dict[int, frozenset[int]]) -> str | None:
+    """Scan a message's top-level fields; return a description of the first problem or None.
+
+    A field number in ``allowed`` must use one of its wire types; other numbers are accepted
+    (newer schema versions) as long as they are well formed. Groups (wire types 3, 4) are
+    rejected: Chakra never uses them.
+    """
+    pos = 0
+    n = len(data)
+    try:
+        while pos < n:
+            key, pos = decode_varint(data, pos)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                return "field number 0"
+            if number in allowed and wire not in allowed[number]:
+                return f"field {number} has wire type {wire}"
+            if wire == 0:
+                _, pos = decode_varint(data, pos)
+            elif wire == 1:
+                pos += 8
+            elif wire == 2:
+                length, pos = decode_varint(data, pos)
+                pos += length
+            elif wire == 5:
+                pos += 4
+            else:
+                return f"field {number} has unsupported wire type {wire}"
+            if pos > n:
+                return f"field {number} runs past the end of the message"
+    except FramingError as exc:
+        return f"{exc} inside the message"
+    return None

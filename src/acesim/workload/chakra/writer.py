@@ -1,0 +1,286 @@
+"""Write an execution :class:`Graph` as Chakra traces that ASTRA-sim 2.0 can run.
+
+One file per rank, ``<prefix>.<rank>.et``: a GlobalMetadata (``version`` "0.0.4", as Chakra's
+generator writes, plus acesim's graph name, iterations and meta), then one Node per graph node
+in graph order, with dependencies as ``data_deps`` (the only kind ASTRA-sim's feeder honours).
+Attributes use the names and value kinds ASTRA-sim's feeder reads (see :mod:`.attrs`); every
+node carries ``is_cpu_op`` = false, since older feeders default it to true.
+
+Compute: a roofline ``Compute(flops, hbm_bytes)`` is written as ``num_ops`` and ``tensor_size``
+(ASTRA-sim needs ``roofline-enabled`` in its system file to use them); a duration as
+``duration_micros`` (integer microseconds). ``compute_time`` optionally fills
+``duration_micros`` of roofline nodes too, so ASTRA-sim can run them without its roofline; those
+durations are marked (``acesim_duration_derived``) and ignored when acesim reads the file back.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import WorkloadError
+from ...training.graph import Graph, Node
+from ..model import Compute
+from . import attrs as A
+from . import mapping, schema
+from .attrs import attr
+from .stream import write_message
+
+__all__ = ["write_chakra", "export_chakra", "ChakraExport", "CHAKRA_VERSION"]
+
+#: GlobalMetadata.version written (the schema version of Chakra's generator and converters).
+CHAKRA_VERSION = "0.0.4"
+_INT64_MAX = 2**63 - 1
+
+
+def _as_int(value: float, what: str, where: str) -> int:
+    if not math.isfinite(value) or value < 0 or value > _INT64_MAX:
+        raise WorkloadError(
+            f"{what} must be a finite non-negative number, got {value}", location=where
+        )
+    return round(value)
+
+
+def _exact_attr(name: str, value: float, written: int, scale: float = 1.0) -> list[Any]:
+    """acesim's exact value beside a rounded standard field, when rounding lost something."""
+    if value * scale == written:
+        return []
+    return [attr(name, double_val=value)]
+
+
+def _compute_node(
+    msg: Any,
+    c: Compute,
+    where: str,
+    compute_time: Callable[[Compute], float] | None,
+) -> None:
+    msg.type = schema.NODE_TYPES["COMP_NODE"]
+    if c.flops or c.hbm_bytes:
+        num_ops = _as_int(c.flops, "flops", where)
+        tensor_size = _as_int(c.hbm_bytes, "hbm_bytes", where)
+        msg.attr.append(attr(A.NUM_OPS, int64_val=num_ops))
+        msg.attr.append(attr(A.TENSOR_SIZE, uint64_val=tensor_size))
+        msg.attr.extend(_exact_attr(A.A_FLOPS, c.flops, num_ops))
+        msg.attr.extend(_exact_attr(A.A_HBM_BYTES, c.hbm_bytes, tensor_size))
+    if c.duration is not None:
+        micros = _as_int(c.duration * 1e6, "duration", where)
+        msg.duration_micros = micros
+        if micros == 0 or c.duration * 1e6 != micros:
+            msg.attr.append(attr(A.A_DURATION, double_val=c.duration))
+    elif compute_time is not None and (c.flops or c.hbm_bytes):
+        seconds = compute_time(c)
+        msg.duration_micros = _as_int(seconds * 1e6, "compute_time", where)
+        msg.attr.append(attr(A.A_DURATION_DERIVED, bool_val=True))
+    if c.blocks is not None:
+        msg.attr.append(attr(A.A_BLOCKS, int64_val=c.blocks))
+
+
+def _to_message(
+    node: Node,
+    rank: int,
+    where: str,
+    *,
+    npus: int,
+    dim_sizes: Sequence[int] | None,
+    compute_time: Callable[[Compute], float] | None,
+) -> Any:
+    if node.id < 0:
+        raise WorkloadError(f"node id must not be negative, got {node.id}", location=where)
+    msg = schema.Node(id=node.id, name=node.name)
+    msg.data_deps.extend(node.deps)
+    msg.attr.append(attr(A.IS_CPU_OP, bool_val=False))
+    if node.kind == "compute":
+        _compute_node(msg, node.compute or Compute(), where, compute_time)
+    elif node.kind == "collective":
+        op = node.op or ""
+        if op not in mapping.COLL_TYPES:
+            raise WorkloadError(f"collective {op!r} has no Chakra comm_type", location=where)
+        factor = 1
+        if mapping.size_factor(op):
+            group = mapping.group_size(node.dims, dim_sizes, npus)
+            if group is None:
+                raise WorkloadError(
+                    f"{op} over dims {node.dims} needs dim_sizes (the network's dimension "
+                    "sizes) to write Chakra's per-NPU contribution",
+                    location=where,
+                )
+            factor = group
+        comm_size = _as_int(node.size / factor, "size", where)
+        msg.type = schema.NODE_TYPES["COMM_COLL_NODE"]
+        msg.attr.append(attr(A.COMM_TYPE, int64_val=mapping.COLL_TYPES[op]))
+        msg.attr.append(attr(A.COMM_SIZE, int64_val=comm_size))
+        if comm_size * factor != node.size:
+            msg.attr.append(attr(A.A_SIZE, double_val=node.size))
+        if node.dims is not None:
+            width = len(dim_sizes) if dim_sizes is not None else max(node.dims, default=-1) + 1
+            if any(d < 0 or d >= width for d in node.dims) or not node.dims:
+                raise WorkloadError(
+                    f"dims {node.dims} do not fit a {width}-dimensional network", location=where
+                )
+            flags = [d in node.dims for d in range(width)]
+            msg.attr.append(attr(A.INVOLVED_DIM, bool_list=schema.BoolList(values=flags)))
+    elif node.kind in ("send", "recv"):
+        if node.peer is None or not 0 <= node.peer < npus:
+            raise WorkloadError(f"peer {node.peer} is not a rank of {npus}", location=where)
+        send = node.kind == "send"
+        msg.type = schema.NODE_TYPES["COMM_SEND_NODE" if send else "COMM_RECV_NODE"]
+        size = _as_int(node.size, "size", where)
+        msg.attr.append(attr(A.COMM_SRC, int32_val=rank if send else node.peer))
+        msg.attr.append(attr(A.COMM_DST, int32_val=node.peer if send else rank))
+        msg.attr.append(attr(A.COMM_TAG, int32_val=node.tag))
+        msg.attr.append(attr(A.COMM_SIZE, int64_val=size))
+        msg.attr.extend(_exact_attr(A.A_SIZE, node.size, size))
+    else:
+        raise WorkloadError(f"node kind {node.kind!r} has no Chakra node type", location=where)
+    if node.layer is not None:
+        msg.attr.append(attr(A.A_LAYER, string_val=node.layer))
+    if node.iteration:
+        msg.attr.append(attr(A.A_ITERATION, int64_val=node.iteration))
+    if node.pass_name:
+        msg.attr.append(attr(A.A_PASS, string_val=node.pass_name))
+    if node.blocking:
+        msg.attr.append(attr(A.A_BLOCKING, bool_val=True))
+    return msg
+
+
+def write_chakra(
+    graph: Graph,
+    prefix: str | os.PathLike[str],
+    *,
+    npus: int | None = None,
+    dim_sizes: Sequence[int] | None = None,
+    compute_time: Callable[[Compute], float] | None = None,
+) -> list[Path]:
+    """Write ``graph`` as ``<prefix>.<rank>.et`` files; return their paths in rank order.
+
+    Args:
+        graph: the execution graph (validated first).
+        prefix: path prefix of the files; its directory is created.
+        npus: number of rank files; a one-rank (symmetric) graph is replicated to ``npus``
+            files. Default: one file per rank of the graph.
+        dim_sizes: NPUs per network dimension: sets the length of ``involved_dim`` and the group
+            of an all-gather over a subset of dimensions (Chakra's size is per contribution).
+        compute_time: seconds a roofline Compute takes, to fill ``duration_micros`` too.
+
+    Raises:
+        WorkloadError: the graph is invalid or holds something Chakra cannot express.
+    """
+    graph.validate(where=f"{graph.name or 'graph'} (Chakra export)")
+    ranks = graph.ranks
+    if npus is not None and npus != len(ranks):
+        if len(ranks) != 1:
+            raise WorkloadError(
+                f"graph has {len(ranks)} ranks, cannot write {npus} rank files",
+                location=graph.name or None,
+            )
+        if npus > 1 and any(n.kind in ("send", "recv") for n in ranks[0]):
+            # A peer is an absolute rank: copies of one rank's sends would all target it.
+            raise WorkloadError(
+                "cannot replicate a one-rank graph with send/recv nodes to several rank files; "
+                "build the graph for every rank",
+                location=graph.name or None,
+            )
+        ranks = [ranks[0]] * npus
+    n = len(ranks)
+    prefix = Path(prefix)
+    if prefix.parent and not prefix.parent.exists():
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+    metadata = schema.GlobalMetadata(version=CHAKRA_VERSION)
+    if graph.name:
+        metadata.attr.append(attr(A.A_GRAPH_NAME, string_val=graph.name))
+    metadata.attr.append(attr(A.A_GRAPH_ITERATIONS, int64_val=graph.iterations))
+    for key, value in graph.meta.items():
+        if key.startswith("chakra."):
+            continue  # what the reader noted about a trace it read, not the graph's own
+        metadata.attr.append(attr(A.A_META_PREFIX + key, string_val=str(value)))
+
+    paths: list[Path] = []
+    for rank, nodes in enumerate(ranks):
+        path = prefix.parent / f"{prefix.name}.{rank}.et"
+        messages = [
+            _to_message(
+                node,
+                rank,
+                f"{path}: node {node.id}",
+                npus=n,
+                dim_sizes=dim_sizes,
+                compute_time=compute_time,
+            )
+            for node in nodes
+        ]
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as out:
+            write_message(out, metadata)
+            for msg in messages:
+                write_message(out, msg)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+@dataclass
+class ChakraExport:
+    """What :func:`export_chakra` wrote."""
+
+    files: list[Path]
+    nodes: int
+    kinds: dict[str, int] = field(default_factory=dict)
+    collectives: dict[str, int] = field(default_factory=dict)
+    comm_bytes: float = 0.0
+    bytes_written: int = 0
+
+    @property
+    def ranks(self) -> int:
+        return len(self.files)
+
+    def lines(self) -> list[str]:
+        first = self.files[0] if self.files else "-"
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items())) or "none"
+        out = [
+            f"wrote {self.ranks} Chakra rank files ({first} ...), {self.bytes_written} bytes",
+            f"{self.nodes} nodes: {kinds}",
+        ]
+        if self.collectives:
+            colls = ", ".join(f"{n} {op}" for op, n in sorted(self.collectives.items()))
+            out.append(f"collectives: {colls}; {self.comm_bytes:.6g} bytes of communication")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def export_chakra(
+    graph: Graph,
+    prefix: str | os.PathLike[str],
+    *,
+    npus: int | None = None,
+    dim_sizes: Sequence[int] | None = None,
+    compute_time: Callable[[Compute], float] | None = None,
+) -> ChakraExport:
+    """:func:`write_chakra` plus a summary of what was written (for ``acesim export-chakra``)."""
+    files = write_chakra(graph, prefix, npus=npus, dim_sizes=dim_sizes, compute_time=compute_time)
+    ranks = graph.ranks if npus is None or len(graph.ranks) != 1 else graph.ranks * npus
+    kinds: Counter[str] = Counter()
+    colls: Counter[str] = Counter()
+    comm = 0.0
+    for nodes in ranks:
+        for node in nodes:
+            kinds[node.kind] += 1
+            if node.kind == "collective" and node.op:
+                colls[node.op] += 1
+                comm += node.size
+            elif node.kind == "send":
+                comm += node.size
+    return ChakraExport(
+        files=files,
+        nodes=sum(kinds.values()),
+        kinds=dict(kinds),
+        collectives=dict(colls),
+        comm_bytes=comm,
+        bytes_written=sum(p.stat().st_size for p in files),
+    )

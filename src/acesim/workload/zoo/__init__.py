@@ -1,0 +1,113 @@
+"""The model zoo: training workloads built from published architectures.
+
+Every figure (FLOPs, HBM bytes, parameters, collective sizes) is computed from layer shapes by
+the formulas in :mod:`.costs`; the modules state their variant, sources and assumptions:
+
+* ``resnet50`` — ResNet-50 v1.5, ImageNet 224x224, data parallel (:mod:`.resnet50`);
+* ``gnmt`` — GNMT v2, 8+8 LSTM layers x 1024, shared 32,320-token vocabulary (:mod:`.gnmt`);
+* ``dlrm`` — MLPerf DLRM on Criteo Terabyte, hybrid parallel (:mod:`.dlrm`);
+* ``gpt`` — a GPT-2-medium-shaped decoder transformer, data parallel (:mod:`.gpt`).
+
+``load_zoo(name, batch_per_npu=..., dtype_bytes=..., **options)`` builds one; ``None`` takes the
+model's documented default. Options are model-specific (``layers=4`` for GNMT, ``max_rows`` for
+DLRM, ...); ``zoo_options(name)`` lists them with their defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from ...errors import WorkloadError
+from ..model import Workload
+from . import checks, dlrm, gnmt, gpt, resnet50
+
+__all__ = ["zoo_names", "load_zoo", "zoo_options"]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    build: Callable[..., Workload]
+    default_batch: int
+    default_dtype: int
+    options: MappingProxyType[str, object]
+
+
+def _entry(module: ModuleType) -> _Entry:
+    return _Entry(module.build, module.DEFAULT_BATCH, module.DEFAULT_DTYPE,
+                  MappingProxyType(dict(module.OPTIONS)))
+
+
+_ZOO: dict[str, _Entry] = {m.NAME: _entry(m) for m in (resnet50, gnmt, dlrm, gpt)}
+
+
+def zoo_names() -> list[str]:
+    """Names ``load_zoo`` accepts, sorted."""
+    return sorted(_ZOO)
+
+
+def _lookup(name: str) -> _Entry:
+    if name not in _ZOO:
+        hint = checks.did_you_mean(str(name).lower(), _ZOO)
+        raise WorkloadError(
+            f"unknown zoo workload {name!r}{hint}; the zoo has {', '.join(zoo_names())}",
+            field="name")
+    return _ZOO[name]
+
+
+def zoo_options(name: str) -> dict[str, object]:
+    """The model-specific options of ``name`` and their defaults."""
+    return dict(_lookup(name).options)
+
+
+def _check_option(where: str, key: str, value: Any, default: object) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise WorkloadError(f"must be true or false, got {value!r}", location=where,
+                                field=key)
+        return value
+    if isinstance(default, int):
+        return checks.positive_int(where, key, value)
+    if isinstance(default, tuple):
+        return checks.positive_ints(where, key, value)
+    if value is not None:  # optional ints (DLRM's max_rows)
+        return checks.positive_int(where, key, value)
+    return value
+
+
+def load_zoo(
+    name: str,
+    *,
+    batch_per_npu: int | None = None,
+    dtype_bytes: int | None = None,
+    **options: Any,
+) -> Workload:
+    """Build the zoo workload ``name``.
+
+    Args:
+        name: one of :func:`zoo_names`.
+        batch_per_npu: samples (images, sentence pairs, sequences) per NPU per iteration;
+            ``None`` = the model's default.
+        dtype_bytes: bytes per element of activations, weights and gradients (4 = FP32,
+            2 = FP16/BF16); ``None`` = the model's default.
+        options: model-specific shape options (see :func:`zoo_options`).
+
+    Raises:
+        WorkloadError: unknown name (with a did-you-mean hint), or a bad parameter (named).
+    """
+    entry = _lookup(name)
+    where = f"zoo:{name}"
+    batch = entry.default_batch if batch_per_npu is None else batch_per_npu
+    batch = checks.positive_int(where, "batch_per_npu", batch)
+    dtype = checks.dtype(where, entry.default_dtype if dtype_bytes is None else dtype_bytes)
+    kwargs: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in entry.options:
+            hint = checks.did_you_mean(key, entry.options)
+            valid = ", ".join(sorted(entry.options)) or "none"
+            raise WorkloadError(f"unknown option{hint}; {name} takes {valid}", location=where,
+                                field=key)
+        kwargs[key] = _check_option(where, key, value, entry.options[key])
+    return entry.build(batch, dtype, **kwargs)
