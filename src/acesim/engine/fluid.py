@@ -158,18 +158,29 @@ def component(seeds: Iterable[Activity]) -> list[Activity]:
 
 
 def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
-    """Weighted max-min fair rates (work/s) for ``activities`` by progressive filling.
+    """Weighted max-min fair rates (work/s) of dominant shares, by progressive filling.
 
-    Each round finds the lowest fill level ``t`` at which a resource saturates or an activity
+    Activities measure work in different units (a kernel's work is 1.0, a message's is bytes),
+    so fairness is over *dominant shares* (dominant resource fairness): activity ``a`` grows
+    its rate as ``w_a * t / s_a`` with ``s_a = max_r d[a, r] / C_r`` over finite resources.
+    Two activities bound by the same resource then get equal (weighted) shares of it, whatever
+    their units. Each round finds the lowest fill level ``t`` at which a resource saturates or an activity
     reaches its cap (levels within a relative ``_EPS`` count as equal), freezes those
     activities at ``weight * t`` (or their cap) and charges their use to the resources'
     residual capacity. The loops are written out by hand: this is the simulator's hot path.
     """
     rates: dict[Activity, float] = {}
     residual: dict[Resource, float] = {}
+    share: dict[Activity, float] = {}  # weight per unit of rate, DRF-normalised
     for act in activities:
-        for res in act.demand:
+        dominant = 0.0
+        for res, amount in act.demand.items():
             residual[res] = res.capacity
+            if amount > 0 and res.capacity != INF:
+                fraction = amount / res.capacity
+                if fraction > dominant:
+                    dominant = fraction
+        share[act] = act.weight / dominant if dominant > 0 else act.weight
     unfrozen = activities
     grow = 1 + _EPS
     shrink = 1 - _EPS
@@ -179,7 +190,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
         load: dict[Resource, float] = {}
         get = load.get
         for act in unfrozen:
-            weight = act.weight
+            weight = share[act]
             for res, amount in act.demand.items():
                 if amount > 0:
                     load[res] = get(res, 0.0) + weight * amount
@@ -214,7 +225,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
         still: list[Activity] = []
         for act in unfrozen:
             cap = act.cap
-            weight = act.weight
+            weight = share[act]
             demand = act.demand
             freeze = cap < INF and cap / weight <= limit
             if not freeze:
@@ -233,7 +244,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 still.append(act)
         if len(still) == len(unfrozen):  # numerical corner: freeze everything at this level
             for act in still:
-                rates[act] = act.weight * best
+                rates[act] = share[act] * best
             break
         unfrozen = still
     return rates
