@@ -31,13 +31,15 @@ def test_weight_scales_the_dominant_share() -> None:
 
 
 def test_dominant_resource_decides_the_share() -> None:
-    # x uses mostly the link, y only HBM; HBM is shared: x's dominant share is the link.
+    # x's dominant resource is the link (1e-9 of it per byte vs 5e-10 of HBM), y's is HBM.
+    # DRF equalises dominant shares until HBM saturates: 5 x + y = 10e9 with x/1e9 = y/10e9
+    # gives x = 2/3 GB/s (2/3 of the link) and y = 6.67 GB/s (2/3 of HBM).
     engine = Engine()
     link = engine.add_resource("link", 1e9)
     hbm = engine.add_resource("hbm", 10e9)
     x = engine.start(1e12, {link: 1.0, hbm: 5.0}, tag="x")
     y = engine.start(1e12, {hbm: 1.0}, tag="y")
     engine._reallocate()
-    # x is limited by the link (1e9 B/s, 5e9 B/s of HBM); y takes the rest of HBM.
-    assert x.rate == pytest.approx(1e9)
-    assert y.rate == pytest.approx(5e9)
+    assert x.rate == pytest.approx(2e9 / 3)
+    assert y.rate == pytest.approx(20e9 / 3)
+    assert x.rate * 5 + y.rate == pytest.approx(hbm.capacity)
