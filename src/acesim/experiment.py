@@ -155,6 +155,7 @@ def run_system(
             "comm_units": b.comm_units,
             "hbm_sharing": b.hbm_sharing,
             "hbm_share": b.hbm_share if b.hbm_sharing == "static" else None,
+            "hbm_weight": b.hbm_weight if b.hbm_sharing == "fair" else None,
         }
     return result, execution
 
@@ -191,6 +192,8 @@ def with_split(system: SystemConfig, kind: str, split: Any = None) -> SystemConf
         copy.endpoint.baseline.comm_units = split.comm_units
         if split.hbm_share is not None:
             copy.endpoint.baseline.hbm_share = split.hbm_share
+        if split.hbm_weight is not None:
+            copy.endpoint.baseline.hbm_weight = split.hbm_weight
     return copy
 
 

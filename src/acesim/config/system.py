@@ -189,6 +189,9 @@ class BaselineSplit(Strict):
     hbm_share: float | None = Field(
         None, description="static policy: fraction of HBM for comm (None = keep the default)"
     )
+    hbm_weight: float | None = Field(
+        None, description="fair policy: comm's max-min weight (None = keep the default)"
+    )
 
     @field_validator("comm_units")
     @classmethod
@@ -340,6 +343,11 @@ class SystemConfig(Strict):
                     f"endpoint.baseline.splits[{i}].comm_units",
                     f"must be fewer than npu.compute_units ({self.npu.compute_units}), "
                     f"got {split.comm_units}",
+                )
+            if split.hbm_weight is not None and not split.hbm_weight > 0:
+                raise FieldRuleError(
+                    f"endpoint.baseline.splits[{i}].hbm_weight",
+                    f"must be positive, got {split.hbm_weight:g}",
                 )
             if split.hbm_share is not None and not 0 < split.hbm_share < 1:
                 raise FieldRuleError(

@@ -85,8 +85,9 @@ def _variant(doc: dict[str, Any], kind: str, split: dict[str, Any] | None = None
     out = set_path(doc, "endpoint.kind", kind)
     if split:
         out = set_path(out, "endpoint.baseline.comm_units", split["comm_units"])
-        if split.get("hbm_share") is not None:
-            out = set_path(out, "endpoint.baseline.hbm_share", split["hbm_share"])
+        for key in ("hbm_share", "hbm_weight"):
+            if split.get(key) is not None:
+                out = set_path(out, f"endpoint.baseline.{key}", split[key])
     return out
 
 
