@@ -175,12 +175,13 @@ def _print_assumptions(cfg: Any) -> None:
 def _register() -> None:
     from .commands.chakra import export_chakra_command
     from .commands.membw import membw_command
-    from .commands.reproduce import reproduce_command
+    from .commands.reproduce import assumptions_command, reproduce_command
     from .commands.run import run_command
 
     app.command("run")(run_command)
     app.command("membw")(membw_command)
     app.command("reproduce")(reproduce_command)
+    app.command("assumptions")(assumptions_command)
     app.command("export-chakra")(export_chakra_command)
 
 

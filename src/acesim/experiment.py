@@ -105,6 +105,13 @@ def load_experiment_workload(
     """The workload (zoo/file) or, for Chakra traces, the execution graph."""
     from .workload.loader import load_workload
 
+    batch, dtype = exp.workload.batch_per_npu, exp.workload.dtype_bytes
+    repro = system.reproduction if system is not None else None
+    if repro is not None and exp.workload.name in repro.workloads:
+        # The system's own per-NPU settings for this workload, unless the user gave them.
+        preset = repro.workloads[exp.workload.name]
+        batch = batch if batch is not None else preset.batch_per_npu
+        dtype = dtype if dtype is not None else preset.dtype_bytes
     source = chakra_source(exp.workload.name)
     if source is not None:
         from .workload.chakra import read_chakra
@@ -115,11 +122,7 @@ def load_experiment_workload(
         sizes = list(system.network.shape) if system is not None else None
         return read_chakra(source, dim_sizes=sizes)
 
-    return load_workload(
-        exp.workload.name,
-        batch_per_npu=exp.workload.batch_per_npu,
-        dtype_bytes=exp.workload.dtype_bytes,
-    )
+    return load_workload(exp.workload.name, batch_per_npu=batch, dtype_bytes=dtype)
 
 
 def run_system(

@@ -12,6 +12,23 @@ from ..errors import ConfigError
 PAPERS = {"ace-isca21": "ace-isca21"}
 
 
+def assumptions_command(
+    system: str = typer.Argument("ace-isca21", help="preset name or config file"),
+) -> None:
+    """List every sourced parameter of a system: paper, datasheet, ASTRA-sim or assumption."""
+    from ..cli import console
+    from ..config.presets import assumptions as list_assumptions
+    from ..simulate import resolve_system
+
+    cfg = resolve_system(system)
+    table = Table(title=f"Parameters of {cfg.name} and their sources")
+    for col in ("field", "source", "note"):
+        table.add_column(col)
+    for field, kind, note in list_assumptions(cfg):
+        table.add_row(field, kind, note)
+    console.print(table)
+
+
 def reproduce_command(
     paper: str = typer.Argument("ace-isca21", help="which paper: ace-isca21"),
     out: Path = typer.Option(Path("out/ace-isca21"), "--out", "-o", help="output folder"),
@@ -26,7 +43,6 @@ def reproduce_command(
 ) -> None:
     """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
     from ..cli import console, err_console, progress
-    from ..config.presets import assumptions as list_assumptions
     from ..experiments.reproduce import reproduce
     from ..simulate import resolve_system
 
@@ -36,12 +52,7 @@ def reproduce_command(
         raise ConfigError("--workers", "must be at least 1", workers)
     cfg = resolve_system(system or PAPERS[paper])
     if assumptions:
-        table = Table(title=f"Parameters of {cfg.name} and their sources")
-        for col in ("field", "source", "note"):
-            table.add_column(col)
-        for field, kind, note in list_assumptions(cfg):
-            table.add_row(field, kind, note)
-        console.print(table)
+        assumptions_command(system or PAPERS[paper])
         return
     names = workloads.split(",") if workloads else None
     try:

@@ -199,15 +199,15 @@ def _comparison_table(console: Any, comp: Any) -> None:
     if len(comp.baselines) > 1:
         splits = Table(title="baseline splits tried")
         splits.add_column("comm units", justify="right")
-        splits.add_column("HBM share", justify="right")
+        splits.add_column("HBM share / weight", justify="right")
         splits.add_column("iteration time", justify="right")
         splits.add_column("compute slowdown", justify="right")
         splits.add_column("exposed comm", justify="right")
         for r in comp.baselines:
-            share = r.split.get("hbm_share")
+            share, weight = r.split.get("hbm_share"), r.split.get("hbm_weight")
             splits.add_row(
                 str(r.split.get("comm_units")),
-                "fair" if share is None else f"{share:.2f}",
+                f"static {share:.2f}" if share is not None else f"fair, weight {weight:g}",
                 format_time(r.iteration_time),
                 f"{r.compute_slowdown:.3f}x",
                 format_time(r.exposed_comm),

@@ -156,6 +156,9 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
     effective = sent_total / (comm_busy * peak_total) if comm_busy > 0 and peak_total > 0 else 0.0
     hbm_total = snap_hi.hbm_bytes - snap_lo.hbm_bytes
     hbm_compute = snap_hi.compute_hbm_bytes - snap_lo.compute_hbm_bytes
+    hbm_comm = hbm_total - hbm_compute
+    if hbm_comm < 1e-9 * max(hbm_total, 1.0):
+        hbm_comm = 0.0  # rounding of two integrals of the same traffic
     return RunResult(
         system=system,
         workload=workload,
@@ -174,7 +177,7 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
         net_util_mean=sum(net_util.values()) / len(net_util) if net_util else 0.0,
         net_util_effective=effective,
         hbm_bw_compute=hbm_compute / window,
-        hbm_bw_comm=max(hbm_total - hbm_compute, 0.0) / window,
+        hbm_bw_comm=hbm_comm / window,
         makespan=ex.makespan,
         layers=[rows[name] for name in rows],
     )

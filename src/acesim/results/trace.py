@@ -1,0 +1,486 @@
+"""Timelines of a run as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
+
+Layout
+------
+One *process* per simulated NPU (``pid = rank + 1``; pid 0 is avoided because some viewers
+treat it specially). In symmetric mode the one simulated NPU stands for every NPU of the
+system; its process name and the file's ``metadata.processes`` say so.
+
+Threads (tracks) of a process, in this order:
+
+* ``iterations``: one complete event per training iteration (from the moment it becomes ready
+  to the moment the next one does, as in :mod:`acesim.results.run`); the measured one has
+  ``args.measured = true``.
+* ``compute``: one complete event per compute node (the compute stream runs one at a time).
+* ``comm``, ``comm #2``, ...: one complete event per collective node, from issue to the
+  moment this NPU's part finished. Collectives overlap, so they are spread over as few lanes
+  as needed (greedy interval partitioning; lanes never hold overlapping events).
+* ``p2p``, ``p2p #2``, ...: sends and receives, likewise.
+* ``chunks <dim>``, ``chunks <dim> #2``, ...: one complete event per chunk phase on that
+  network dimension, from the moment the phase got its slot to the moment its last step
+  completed (from the collective runtime's ``phase_log``).
+
+Counters (process-scoped ``C`` events, step functions: a value holds until the next sample):
+
+* ``HBM GB/s`` with series ``compute`` and ``comm``: HBM bandwidth allocated to the compute
+  kernel and to everything else (collective kernels, network DMA, ACE DMA). Samples come from
+  ``Engine.watch`` on the NPU's HBM resource(s); at each sample the compute part is read from
+  the resource's users (the NPU's running kernel's rate times its HBM bytes per unit of work),
+  the communication part is the rest of the allocation. With a static HBM split the two
+  resources are summed.
+* ``link <dim>`` with series ``utilisation``: allocated / capacity of the NPU's egress
+  resource on the dimension (0..1); its integral times the capacity is the bytes sent.
+
+Times (``ts``, ``dur``) are microseconds, as the format requires; values are not rounded, so the
+counters integrate back to the simulator's byte counts. Output is deterministic: events are
+sorted by (pid, tid, ts, longest first, name, creation order).
+
+Tracing needs :func:`enable_tracing` on the platform *before* the run (the phase log and the
+resource samples are recorded while time runs); without it the trace still has the node tracks
+but no chunk tracks and no counters (``metadata.counters`` is false).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..engine import INF, Resource
+from ..hardware.npu import NPU
+from ..hardware.platform import Platform
+from ..network.collective import Collective
+from ..training.executor import Execution, NodeRecord
+
+__all__ = ["SCHEMA", "enable_tracing", "measured_iteration", "trace_events", "write_trace"]
+
+SCHEMA = "acesim.trace/1"
+_US = 1e6  # s -> us
+_GB = 1e9
+
+
+class _HbmSamples(list[tuple[float, float]]):
+    """Watch samples of one HBM resource, plus the compute kernel's share at each sample.
+
+    The engine appends ``(time, allocated)`` whenever the allocation changes; at that instant
+    the resource's users carry their new rates, so the compute part is read from them.
+    """
+
+    def __init__(self, npu: NPU, resource: Resource):
+        super().__init__()
+        self.npu = npu
+        self.resource = resource
+        self.compute: list[float] = []
+
+    def append(self, item: tuple[float, float], /) -> None:
+        super().append(item)
+        kernel = self.npu.kernel
+        rate = 0.0
+        if kernel is not None and kernel.finished is None and kernel in self.resource.users:
+            if kernel.rate < INF:
+                rate = kernel.rate * kernel.demand.get(self.resource, 0.0)
+        self.compute.append(rate)
+
+
+def enable_tracing(platform: Platform) -> None:
+    """Record what a trace needs during the coming run: chunk phases, HBM and egress samples."""
+    platform.collectives.phase_log = []
+    engine = platform.engine
+    if engine.watch is None:
+        engine.watch = {}
+    for npu in platform.npus:
+        for res in npu.hbm_resources:
+            if not isinstance(engine.watch.get(res), _HbmSamples):
+                engine.watch[res] = _HbmSamples(npu, res)
+    for row in platform.collectives.egress:
+        for res in row:
+            engine.watch.setdefault(res, [])
+
+
+def _lanes(intervals: list[tuple[float, float, int]]) -> list[int]:
+    """Lane index of each (start, end, key) interval so that no lane holds an overlap."""
+    order = sorted(range(len(intervals)), key=lambda i: intervals[i])
+    ends: list[float] = []
+    lane = [0] * len(intervals)
+    for i in order:
+        start, end, _ = intervals[i]
+        for j, last in enumerate(ends):
+            if last <= start:
+                ends[j] = end
+                lane[i] = j
+                break
+        else:
+            lane[i] = len(ends)
+            ends.append(end)
+    return lane
+
+
+def _rank_span(ranks: Iterable[int]) -> str:
+    ranks = sorted(ranks)
+    return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+
+
+def _steps(samples: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Last value at each instant, consecutive repeats dropped (a step function)."""
+    last_at: list[tuple[float, float]] = []
+    for t, v in samples:
+        if last_at and last_at[-1][0] == t:
+            last_at[-1] = (t, v)
+        else:
+            last_at.append((t, v))
+    out: list[tuple[float, float]] = []
+    for t, v in last_at:
+        if not out or out[-1][1] != v:
+            out.append((t, v))
+    return out
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.events: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.meta: list[dict[str, Any]] = []
+        self._seq = 0
+
+    def add(self, event: dict[str, Any]) -> None:
+        self._seq += 1
+        key = (
+            event["pid"],
+            event.get("tid", 0),
+            event["ts"],
+            -event.get("dur", 0.0),
+            event["name"],
+            self._seq,
+        )
+        self.events.append((key, event))
+
+    def thread(self, pid: int, tid: int, name: str) -> None:
+        self.meta.append(
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+        )
+        self.meta.append(
+            {
+                "name": "thread_sort_index",
+                "ph": "M",
+                "pid": pid,
+                "tid": tid,
+                "args": {"sort_index": tid},
+            }
+        )
+
+    def sorted_events(self) -> list[dict[str, Any]]:
+        return self.meta + [e for _, e in sorted(self.events, key=lambda ke: ke[0])]
+
+
+def _complete(
+    b: _Builder,
+    pid: int,
+    tid: int,
+    name: str,
+    cat: str,
+    span: tuple[float, float],
+    args: dict[str, Any],
+) -> None:
+    start, end = span
+    b.add(
+        {
+            "name": name,
+            "cat": cat,
+            "ph": "X",
+            "pid": pid,
+            "tid": tid,
+            "ts": start * _US,
+            "dur": max(end - start, 0.0) * _US,
+            "args": args,
+        }
+    )
+
+
+def _counter(b: _Builder, pid: int, name: str, t: float, args: dict[str, float]) -> None:
+    b.add(
+        {
+            "name": name,
+            "cat": "counter",
+            "ph": "C",
+            "pid": pid,
+            "tid": 0,
+            "ts": t * _US,
+            "args": args,
+        }
+    )
+
+
+def measured_iteration(execution: Execution) -> int:
+    """The iteration :func:`acesim.results.run.summarize` measures."""
+    iters = execution.graph.iterations
+    return iters - 2 if iters >= 2 else 0
+
+
+class _Process:
+    """Track (thread) allocation inside one process."""
+
+    def __init__(self, b: _Builder, pid: int):
+        self.b = b
+        self.pid = pid
+        self.next_tid = 1
+
+    def lanes(self, name: str, spans: list[tuple[float, float, int]]) -> list[int]:
+        """Tids for ``spans`` spread over as few non-overlapping lanes named ``name``, ``name
+        #2``, ...; one (empty) lane when there are no spans."""
+        lane = _lanes(spans)
+        count = max(lane, default=0) + 1
+        for j in range(count):
+            self.b.thread(self.pid, self.next_tid + j, name if j == 0 else f"{name} #{j + 1}")
+        tids = [self.next_tid + j for j in lane]
+        self.next_tid += count
+        return tids
+
+
+def trace_events(execution: Execution) -> dict[str, Any]:
+    """The trace as a JSON-ready dict (see module docstring)."""
+    platform = execution.platform
+    topo = platform.topology
+    exact = platform.exact
+    runtime = platform.collectives
+    sim_ranks = len(execution.records)
+    npus = topo.npus
+    measured = measured_iteration(execution)
+    dim_names = [d.name for d in topo.dimensions]
+    colls = sorted(execution.collectives or runtime.collectives, key=lambda c: c.id)
+    coll_by_id = {c.id: c for c in colls}
+    phase_log = runtime.phase_log
+    b = _Builder()
+    processes: dict[str, Any] = {}
+
+    bounds = sorted(execution.iteration_start.items())
+    iterations: list[tuple[int, float, float]] = []
+    for i, (k, start) in enumerate(bounds):
+        end = (
+            bounds[i + 1][1]
+            if i + 1 < len(bounds)
+            else execution.iteration_end.get(k, execution.makespan)
+        )
+        iterations.append((k, start, end))
+
+    for rank in range(sim_ranks):
+        pid = rank + 1
+        proc = _Process(b, pid)
+        stands_for = [rank] if exact else list(range(npus))
+        span = _rank_span(stands_for)
+        processes[str(pid)] = {
+            "simulated_rank": rank,
+            "represents": span,
+            "represents_count": len(stands_for),
+        }
+        label = f"NPU {rank}" if exact else f"NPU 0 (represents all {npus} NPUs: {span})"
+        b.meta.append(
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
+        )
+        b.meta.append(
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"sort_index": pid},
+            }
+        )
+
+        (tid,) = proc.lanes("iterations", [(0.0, 0.0, 0)])
+        for k, start, end in iterations:
+            args: dict[str, Any] = {"iteration": k, "measured": k == measured}
+            _complete(b, pid, tid, f"iteration {k}", "iteration", (start, end), args)
+
+        recs = sorted(
+            (r for r in execution.records[rank].values() if r.end >= 0),
+            key=lambda r: (r.start, r.node.id),
+        )
+        (tid,) = proc.lanes("compute", [(0.0, 0.0, 0)])
+        for rec in recs:
+            if rec.node.kind == "compute":
+                _complete(
+                    b, pid, tid, rec.node.name, "compute", (rec.start, rec.end), _compute_args(rec)
+                )
+
+        comm = [r for r in recs if r.node.kind == "collective"]
+        tids = proc.lanes("comm", [(r.start, r.end, r.node.id) for r in comm])
+        used: set[int] = set()
+        for rec, tid in zip(comm, tids, strict=True):
+            args = _collective_args(rec, rank, colls, used, dim_names)
+            _complete(b, pid, tid, rec.node.name, "comm", (rec.start, rec.end), args)
+
+        p2p = [r for r in recs if r.node.kind in ("send", "recv")]
+        if p2p:
+            tids = proc.lanes("p2p", [(r.start, r.end, r.node.id) for r in p2p])
+            for rec, tid in zip(p2p, tids, strict=True):
+                node = rec.node
+                args = {
+                    "node": node.id,
+                    "kind": node.kind,
+                    "peer": node.peer,
+                    "tag": node.tag,
+                    "size_bytes": node.size,
+                    "iteration": node.iteration,
+                }
+                _complete(b, pid, tid, node.name, "p2p", (rec.start, rec.end), args)
+
+        if phase_log is not None:
+            mine = sorted(e for e in phase_log if e[1] == rank)
+            for d, dname in enumerate(dim_names):
+                on_dim = [e for e in mine if e[4] == d]
+                if not on_dim:
+                    continue
+                tids = proc.lanes(
+                    f"chunks {dname}", [(e[5], e[6], i) for i, e in enumerate(on_dim)]
+                )
+                for (cid, _r, chunk, phase, _d, start, end), tid in zip(on_dim, tids, strict=True):
+                    c = coll_by_id.get(cid)
+                    name = c.label if c is not None and c.label else f"coll {cid}"
+                    args = {"collective": cid, "chunk": chunk, "phase": phase, "dim": dname}
+                    if c is not None:
+                        ph = c.phases[phase]
+                        args.update(
+                            op=c.op,
+                            phase_op=ph.op,
+                            algorithm=ph.algorithm,
+                            data_bytes=ph.data_bytes,
+                            bytes_sent=ph.bytes_sent,
+                        )
+                    _complete(b, pid, tid, f"{name} c{chunk} p{phase}", "chunk", (start, end), args)
+
+    watch = platform.engine.watch or {}
+    counters = phase_log is not None and bool(watch)
+    if counters:
+        for rank in range(sim_ranks):
+            pid = rank + 1
+            npu = platform.npus[rank]
+            _hbm_counters(b, pid, [watch[r] for r in npu.hbm_resources if r in watch])
+            for d, res in enumerate(runtime.egress[rank]):
+                dim = topo.dimensions[d]
+                if dim.size <= 1 or not math.isfinite(res.capacity) or res not in watch:
+                    continue
+                for t, v in _steps([(0.0, 0.0), *watch[res]]):
+                    util = min(max(v / res.capacity, 0.0), 1.0)
+                    _counter(b, pid, f"link {dim.name}", t, {"utilisation": util})
+
+    system = platform.system
+    metadata: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tool": "acesim",
+        "system": system.name,
+        "workload": execution.graph.name,
+        "endpoint": system.endpoint.kind,
+        "mode": "exact" if exact else "symmetric",
+        "npus": npus,
+        "simulated_npus": sim_ranks,
+        "iterations": execution.graph.iterations,
+        "measured_iteration": measured,
+        "makespan_us": execution.makespan * _US,
+        "time_unit": "us",
+        "counters": counters,
+        "hbm_bandwidth_GBps": system.npu.hbm_bandwidth / _GB,
+        "dimensions": [
+            {
+                "name": d.name,
+                "kind": d.kind,
+                "size": d.size,
+                "egress_GBps": d.egress_bandwidth / _GB,
+            }
+            for d in topo.dimensions
+        ],
+        "processes": processes,
+    }
+    if not exact:
+        metadata["note"] = (
+            f"symmetric mode: simulated NPU 0 (pid 1) stands for all {npus} NPUs "
+            f"({_rank_span(range(npus))}); every NPU runs the same timeline"
+        )
+    return {"traceEvents": b.sorted_events(), "displayTimeUnit": "ns", "metadata": metadata}
+
+
+def _compute_args(rec: NodeRecord) -> dict[str, Any]:
+    node = rec.node
+    dur = rec.end - rec.start
+    return {
+        "node": node.id,
+        "layer": node.layer or "",
+        "pass": node.pass_name,
+        "iteration": node.iteration,
+        "time_alone_us": rec.alone * _US,
+        "slowdown": dur / rec.alone if rec.alone > 0 else 1.0,
+        "hbm_bytes": rec.hbm_bytes,
+    }
+
+
+def _collective_args(
+    rec: NodeRecord, rank: int, colls: list[Collective], used: set[int], dim_names: list[str]
+) -> dict[str, Any]:
+    """Args of a collective node; its Collective is the first unclaimed one with the same op
+    and size that finished at this rank when the node did."""
+    node = rec.node
+    op = node.op or "all-reduce"
+    args: dict[str, Any] = {
+        "node": node.id,
+        "op": op,
+        "size_bytes": node.size,
+        "dims": [
+            dim_names[d] for d in (node.dims if node.dims is not None else range(len(dim_names)))
+        ],
+        "layer": node.layer or "",
+        "iteration": node.iteration,
+        "blocking": node.blocking,
+    }
+    for c in colls:
+        if (
+            c.id not in used
+            and c.op == op
+            and c.size == node.size
+            and c.rank_finished.get(rank) == rec.end
+        ):
+            used.add(c.id)
+            args["collective"] = c.id
+            args["chunks"] = c.chunks
+            break
+    return args
+
+
+def _hbm_counters(b: _Builder, pid: int, samples: list[list[tuple[float, float]]]) -> None:
+    """Merge the NPU's HBM resources' samples into one (compute, comm) step function."""
+    merged: list[tuple[float, int, float, float]] = []
+    for i, s in enumerate(samples):
+        compute = s.compute if isinstance(s, _HbmSamples) else [0.0] * len(s)
+        for (t, total), c in zip(s, compute, strict=True):
+            merged.append((t, i, total, c))
+    merged.sort(key=lambda m: m[0])  # stable: each resource keeps its order at equal times
+    state = [(0.0, 0.0)] * len(samples)
+    points: list[tuple[float, tuple[float, float]]] = [(0.0, (0.0, 0.0))]
+    for t, i, total, c in merged:
+        state[i] = (total, c)
+        value = (sum(s[1] for s in state), sum(max(s[0] - s[1], 0.0) for s in state))
+        if points[-1][0] == t:
+            points[-1] = (t, value)
+        else:
+            points.append((t, value))
+    last: tuple[float, float] | None = None
+    for t, value in points:
+        if value != last:
+            last = value
+            _counter(b, pid, "HBM GB/s", t, {"compute": value[0] / _GB, "comm": value[1] / _GB})
+
+
+def write_trace(execution: Execution, path: str | os.PathLike[str]) -> None:
+    """Write the Chrome trace-event JSON of ``execution`` to ``path`` (one event per line)."""
+    data = trace_events(execution)
+    lines = [json.dumps(e, allow_nan=False, separators=(",", ":")) for e in data["traceEvents"]]
+    text = (
+        '{"traceEvents":[\n'
+        + ",\n".join(lines)
+        + '\n],\n"displayTimeUnit":'
+        + json.dumps(data["displayTimeUnit"])
+        + ',\n"metadata":'
+        + json.dumps(data["metadata"], allow_nan=False, indent=1)
+        + "}\n"
+    )
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
