@@ -25,9 +25,9 @@ def export_chakra_command(
     computed by acesim's roofline on the system's NPU, so ASTRA-sim runs them either way.
     """
     from ..cli import console
+    from ..engine import Engine
     from ..experiment import load_experiment_workload, resolve_system
     from ..hardware.npu import NPU
-    from ..engine import Engine
     from ..training.graph import Graph
     from ..training.loops import build_graph
     from ..workload.chakra import export_chakra

@@ -67,16 +67,24 @@ def reproduce_command(
             return lambda: bar.advance(task)
 
         summary = reproduce(
-            cfg, out, workloads=names, npus=sizes, workers=workers,
-            figures=not no_figures, progress=start,
+            cfg,
+            out,
+            workloads=names,
+            npus=sizes,
+            workers=workers,
+            figures=not no_figures,
+            progress=start,
         )
     table = Table(title=f"{paper}: acesim vs the paper")
     for col in ("figure", "acesim", "paper", "deviation", "within tolerance"):
         table.add_column(col, justify="right")
     for row in summary["deviations"]:
         table.add_row(
-            row["figure"], f"{row['acesim']:.3f}", f"{row['paper']:.2f}",
-            f"{100 * row['deviation']:+.1f}%", "yes" if row["within"] else "no",
+            row["figure"],
+            f"{row['acesim']:.3f}",
+            f"{row['paper']:.2f}",
+            f"{100 * row['deviation']:+.1f}%",
+            "yes" if row["within"] else "no",
         )
     console.print(table)
     err_console.print(f"summary.json, report.md and figures written to {out}")

@@ -10,8 +10,8 @@ consumes ``x * demand[r]`` of each resource ``r``.
 
 Policy: weighted max-min fairness of dominant shares (DRF) by progressive filling. All
 unfrozen activities grow their dominant share (the largest fraction of any one resource's
-capacity they use) in proportion to their weight; when a resource saturates, the activities that use it
-freeze; an activity that reaches its cap freezes; repeat until all are frozen. Rates are
+capacity they use) in proportion to their weight; when a resource saturates, the activities
+that use it freeze; an activity that reaches its cap freezes; repeat until all are frozen. Rates are
 recomputed only inside the connected component (activities linked through shared resources) of
 an activity that started, finished or whose cap changed, which keeps large disjoint simulations
 (one component per NPU or per link) linear in size.
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 INF = math.inf
@@ -132,8 +133,7 @@ class Activity:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"
 
 
-def _by_seq(act: Activity) -> int:
-    return act.seq
+_by_seq = attrgetter("seq")
 
 
 def component(seeds: Iterable[Activity]) -> list[Activity]:
@@ -164,8 +164,8 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
     so fairness is over *dominant shares* (dominant resource fairness): activity ``a`` grows
     its rate as ``w_a * t / s_a`` with ``s_a = max_r d[a, r] / C_r`` over finite resources.
     Two activities bound by the same resource then get equal (weighted) shares of it, whatever
-    their units. Each round finds the lowest fill level ``t`` at which a resource saturates or an activity
-    reaches its cap (levels within a relative ``_EPS`` count as equal), freezes those
+    their units. Each round finds the lowest fill level ``t`` at which a resource saturates or
+    an activity reaches its cap (levels within a relative ``_EPS`` count as equal), freezes those
     activities at ``weight * t`` (or their cap) and charges their use to the resources'
     residual capacity. The loops are written out by hand: this is the simulator's hot path.
     """
@@ -180,7 +180,9 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 fraction = amount / res.capacity
                 if fraction > dominant:
                     dominant = fraction
-        share[act] = act.weight / dominant if dominant > 0 else act.weight
+        # A vanishing dominant share (denormal demand) counts as no demand at all.
+        vanishing = dominant <= 1e-300
+        share[act] = act.weight if vanishing else act.weight / dominant
     unfrozen = activities
     grow = 1 + _EPS
     shrink = 1 - _EPS
@@ -205,6 +207,8 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 continue
             spare = residual[res]
             level = (spare if spare > 0.0 else 0.0) / weighted
+            if level == INF:  # a vanishing (denormal) load never saturates the resource
+                continue
             if level < best * shrink:
                 best = level
                 bottlenecks = [res]

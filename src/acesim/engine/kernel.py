@@ -51,6 +51,8 @@ class Engine:
         self._dirty: dict[Activity, None] = {}
         self.active: dict[Activity, None] = {}
         self.events_processed = 0
+        #: resources whose allocation changes are recorded as (time s, units/s) samples
+        self.watch: dict[Resource, list[tuple[float, float]]] | None = None
         self.reallocations = 0
 
     # -- resources ---------------------------------------------------------------------------
@@ -106,7 +108,8 @@ class Engine:
         if not (weight > 0):
             raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
         self._act_seq += 1
-        demand = {r: float(v) for r, v in demand.items() if v > 0}
+        # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
+        demand = {r: float(v) for r, v in demand.items() if v > 1e-300}
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.started = self.now
         act._last = self.now
@@ -133,59 +136,91 @@ class Engine:
         act._last = self.now
 
     def _reallocate(self) -> None:
-        seeds = [a for a in self._dirty if a.finished is None]
-        self._dirty.clear()
+        # The hot path of every simulation: loops are written out (no helper calls per
+        # activity); the arithmetic and its order are those of _progress and of summing each
+        # resource's users in start order.
+        dirty = self._dirty
+        seeds = [a for a in dirty if a.finished is None]
+        dirty.clear()
         if not seeds:
             return
         self.reallocations += 1
         acts = component(seeds)
-        touched: dict[Resource, None] = {}
+        now = self.now
+        touched: dict[Resource, float] = {}
         for act in acts:
-            self._progress(act)
+            dt = now - act._last
+            rate = act.rate
+            if dt > 0 and rate > 0:
+                done = rate * dt
+                act.remaining -= done
+                consumed = act.consumed
+                for res, amount in act.demand.items():
+                    consumed[res] += done * amount
+            act._last = now
             for res in act.demand:
-                touched[res] = None
+                touched[res] = 0.0
         rates = max_min_rates(acts)
         for res in touched:
-            res._advance(self.now)
+            since = res._since
+            if now > since:  # Resource._advance, inlined
+                res.used += res.allocated * (now - since)
+                res._since = now
+        heap = self._heap
+        push = heapq.heappush
+        seq = self._seq
         for act in acts:
             new_rate = rates[act]
+            act._version += 1
             if new_rate <= 0 and act.remaining > 0:
                 # A zero rate with work left can only come from a zero-capacity share; it
                 # waits for the next reallocation (a capacity or cap change).
                 act.rate = 0.0
-                act._version += 1
                 continue
             act.rate = new_rate
-            act._version += 1
-            remaining = max(act.remaining, 0.0)
-            if new_rate == INF or remaining == 0:
-                finish = self.now
+            remaining = act.remaining
+            if new_rate == INF:
+                finish = now
             else:
-                finish = self.now + remaining / new_rate
-            self._seq += 1
-            heapq.heappush(
-                self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version)
-            )
-        for res in touched:
-            res.allocated = sum(
-                (u.rate * u.demand[res] for u in res.users if u.rate < INF), 0.0
-            )
-            if res.allocated > res.peak:
-                res.peak = res.allocated
+                # Allocated rates, summed per resource in the users' start order.
+                for res, amount in act.demand.items():
+                    touched[res] += new_rate * amount
+                finish = now if remaining <= 0 else now + remaining / new_rate
+            seq += 1
+            push(heap, (finish, PRIORITY_COMPLETION, seq, act, act._version))
+        self._seq = seq
+        watch = self.watch
+        for res, allocated in touched.items():
+            res.allocated = allocated
+            if allocated > res.peak:
+                res.peak = allocated
+            if watch is not None and res in watch:
+                watch[res].append((now, allocated))
 
     def _finish(self, act: Activity) -> None:
-        self._progress(act)
+        # No _progress here: the activity's remaining work and consumption are set exactly
+        # below, which is all progressing it to now would have produced.
+        now = self.now
         act.remaining = 0.0
-        act.finished = self.now
+        act.finished = now
         del self.active[act]
-        for res in act.demand:
-            res._advance(self.now)
-            del res.users[act]
-            res.allocated -= act.rate * act.demand[res] if act.rate < INF else 0.0
+        rate = act.rate
+        watch = self.watch
+        dirty = self._dirty
+        for res, amount in act.demand.items():
+            since = res._since
+            if now > since:  # Resource._advance, inlined
+                res.used += res.allocated * (now - since)
+                res._since = now
+            users = res.users
+            del users[act]
+            res.allocated -= rate * amount if rate < INF else 0.0
             if res.allocated < 0:
                 res.allocated = 0.0
-            for other in res.users:
-                self._dirty[other] = None
+            if watch is not None and res in watch:
+                watch[res].append((now, res.allocated))
+            for other in users:
+                dirty[other] = None
         # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
         for res, amount in act.demand.items():
             act.consumed[res] = act.work * amount

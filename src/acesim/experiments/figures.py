@@ -56,11 +56,18 @@ def write_figures(
     # 2. effective network utilisation per endpoint
     fig, ax = plt.subplots(figsize=(8, 4))
     labels = [f"{c.workload}\n{c.npus}" for c in cases]
-    kinds = [("best baseline", lambda c: c.best), ("ACE", lambda c: c.ace),
-             ("ideal", lambda c: c.ideal)]
+    kinds = [
+        ("best baseline", lambda c: c.best),
+        ("ACE", lambda c: c.ace),
+        ("ideal", lambda c: c.ideal),
+    ]
     for k, (name, pick) in enumerate(kinds):
-        ax.bar([i + k * 0.27 for i in range(len(cases))],
-               [100 * pick(c)["net_util_effective"] for c in cases], 0.27, label=name)
+        ax.bar(
+            [i + k * 0.27 for i in range(len(cases))],
+            [100 * pick(c)["net_util_effective"] for c in cases],
+            0.27,
+            label=name,
+        )
     ax.set_xticks([i + 0.27 for i in range(len(cases))], labels, fontsize=7)
     ax.set_ylabel("effective network utilisation (%)")
     ax.set_title("Network utilisation while communication is in flight")
@@ -69,24 +76,39 @@ def write_figures(
 
     # 3. HBM bandwidth needed against network bandwidth
     for suffix in ("png", "svg"):
-        plot_membw(membw, str(out_dir / f"membw.{suffix}"),
-                   title="HBM bandwidth needed to drive the network (all-reduce)")
+        plot_membw(
+            membw,
+            str(out_dir / f"membw.{suffix}"),
+            title="HBM bandwidth needed to drive the network (all-reduce)",
+        )
 
     # 4. iteration-time breakdown at the middle size
     mid = sizes[len(sizes) // 2]
     fig, ax = plt.subplots(figsize=(8, 4))
     bars, names = [], []
     for c in [c for c in cases if c.npus == mid]:
-        for name, r in (("base", c.best), ("ACE", c.ace), ("ideal", c.ideal),
-                        ("serial", c.no_overlap)):
+        for name, r in (
+            ("base", c.best),
+            ("ACE", c.ace),
+            ("ideal", c.ideal),
+            ("serial", c.no_overlap),
+        ):
             bars.append(r)
             names.append(f"{c.workload}\n{name}")
     comp = [1e3 * (r["iteration_time"] - r["exposed_comm"]) for r in bars]
     exposed = [1e3 * r["exposed_comm"] for r in bars]
     norm = [b["iteration_time"] for b in bars]
-    ax.bar(range(len(bars)), [c / (1e3 * n) for c, n in zip(comp, norm)], label="compute busy")
-    ax.bar(range(len(bars)), [e / (1e3 * n) for e, n in zip(exposed, norm)],
-           bottom=[c / (1e3 * n) for c, n in zip(comp, norm)], label="exposed communication")
+    ax.bar(
+        range(len(bars)),
+        [c / (1e3 * n) for c, n in zip(comp, norm, strict=True)],
+        label="compute busy",
+    )
+    ax.bar(
+        range(len(bars)),
+        [e / (1e3 * n) for e, n in zip(exposed, norm, strict=True)],
+        bottom=[c / (1e3 * n) for c, n in zip(comp, norm, strict=True)],
+        label="exposed communication",
+    )
     ax.set_xticks(range(len(bars)), names, fontsize=7)
     ax.set_ylabel("fraction of the iteration")
     ax.set_title(f"Iteration-time breakdown, {mid} NPUs")
@@ -102,12 +124,15 @@ def write_figures(
         if pts and match:
             base = match[0].best["iteration_time"]
             ax.plot([p[0] / 2**20 for p in pts], [base / p[1] for p in pts], marker="o", label=w)
-    ax.set_xscale("log", base=2)
+    if not rows:
+        ax.text(0.5, 0.5, "no SRAM sensitivity runs", ha="center", transform=ax.transAxes)
+    else:
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=8)
     ax.set_xlabel("ACE SRAM (MiB)")
     ax.set_ylabel("speedup over the best baseline")
     ax.set_title(f"ACE SRAM-size sensitivity, {mid} NPUs")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.legend(fontsize=8)
     _save(fig, out_dir, "sram")
 
     # 6. baseline split sweep: the compute/communication trade-off
@@ -118,10 +143,19 @@ def write_figures(
             continue
         c = match[0]
         units = [b["split"].get("comm_units") for b in c.baselines]
-        ax.plot(units, [b["iteration_time"] / c.ideal["iteration_time"] for b in c.baselines],
-                marker="o", label=f"{w}: iteration / ideal")
-        ax.plot(units, [b["compute_slowdown"] for b in c.baselines], ls="--", marker=".",
-                label=f"{w}: compute slowdown")
+        ax.plot(
+            units,
+            [b["iteration_time"] / c.ideal["iteration_time"] for b in c.baselines],
+            marker="o",
+            label=f"{w}: iteration / ideal",
+        )
+        ax.plot(
+            units,
+            [b["compute_slowdown"] for b in c.baselines],
+            ls="--",
+            marker=".",
+            label=f"{w}: compute slowdown",
+        )
     ax.set_xlabel("compute units (and HBM share) given to collectives")
     ax.set_ylabel("ratio")
     ax.set_title(f"Baseline splits, {mid} NPUs")

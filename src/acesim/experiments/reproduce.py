@@ -33,7 +33,7 @@ from ..config.system import SystemConfig
 from ..errors import ConfigError
 
 #: The paper's headline figures (paper.md section 1).
-PAPER = {
+PAPER: dict[str, Any] = {
     "hbm_saving_avg": 3.5,
     "net_util_gain_avg": 1.44,
     "net_util_gain_max": 2.67,
@@ -108,16 +108,24 @@ def plan(
     names = workloads or list(repro.workloads)
     for name in names:
         if name not in repro.workloads:
-            raise ConfigError("--workloads", f"not in the preset's reproduction table", name)
+            raise ConfigError("--workloads", "not in the preset's reproduction table", name)
     sizes = npus or list(repro.npus)
-    splits = [s.model_dump() for s in system.endpoint.baseline.splits] or [None]
+    splits: list[dict[str, Any] | None] = [
+        s.model_dump() for s in system.endpoint.baseline.splits
+    ] or [None]
     tasks: list[Task] = []
     for name in names:
         w = repro.workloads[name]
         for n in sizes:
             base = case_system(doc, n)
 
-            def add(key: tuple[Any, ...], d: dict[str, Any], loop: str = "layerwise") -> None:
+            def add(
+                key: tuple[Any, ...],
+                d: dict[str, Any],
+                loop: str = "layerwise",
+                name: str = name,
+                w: Any = w,
+            ) -> None:
                 tasks.append(
                     Task(key, d, name, w.batch_per_npu, w.dtype_bytes, repro.iterations, loop)
                 )
@@ -126,7 +134,8 @@ def plan(
                 add((name, n, "baseline", i), _variant(base, "baseline", split))
             add((name, n, "ace", 0), _variant(base, "ace"))
             add((name, n, "ideal", 0), _variant(base, "ideal"))
-            largest = max(splits, key=lambda s: s["comm_units"]) if splits[0] else None
+            real = [s for s in splits if s is not None]
+            largest = max(real, key=lambda s: s["comm_units"]) if real else None
             add((name, n, "no_overlap", 0), _variant(base, "baseline", largest), "no_overlap")
         if sram and repro.sram_sizes:
             mid = sizes[len(sizes) // 2]
@@ -232,20 +241,38 @@ def deviations(summary: dict[str, Any]) -> list[dict[str, Any]]:
             return
         dev = ours / paper - 1
         rows.append(
-            {"figure": label, "acesim": ours, "paper": paper, "deviation": dev,
-             "tolerance": tol, "within": abs(dev) <= tol}
+            {
+                "figure": label,
+                "acesim": ours,
+                "paper": paper,
+                "deviation": dev,
+                "tolerance": tol,
+                "within": abs(dev) <= tol,
+            }
         )
 
-    row("HBM bandwidth saving (avg)", summary["hbm_saving_avg"], PAPER["hbm_saving_avg"],
-        TOLERANCE_AVG)
-    row("network utilisation gain (avg)", summary["net_util_gain_avg"],
-        PAPER["net_util_gain_avg"], TOLERANCE_AVG)
-    row("network utilisation gain (max)", summary["net_util_gain_max"],
-        PAPER["net_util_gain_max"], TOLERANCE_MAX)
-    for name, paper in PAPER["speedup_avg"].items():  # type: ignore[union-attr]
+    row(
+        "HBM bandwidth saving (avg)",
+        summary["hbm_saving_avg"],
+        PAPER["hbm_saving_avg"],
+        TOLERANCE_AVG,
+    )
+    row(
+        "network utilisation gain (avg)",
+        summary["net_util_gain_avg"],
+        PAPER["net_util_gain_avg"],
+        TOLERANCE_AVG,
+    )
+    row(
+        "network utilisation gain (max)",
+        summary["net_util_gain_max"],
+        PAPER["net_util_gain_max"],
+        TOLERANCE_MAX,
+    )
+    for name, paper in PAPER["speedup_avg"].items():
         if name in summary["speedup_avg"]:
             row(f"speedup {name} (avg)", summary["speedup_avg"][name], paper, TOLERANCE_AVG)
-    for name, paper in PAPER["speedup_max"].items():  # type: ignore[union-attr]
+    for name, paper in PAPER["speedup_max"].items():
         if name in summary["speedup_max"]:
             row(f"speedup {name} (max)", summary["speedup_max"][name], paper, TOLERANCE_MAX)
     return rows

@@ -125,7 +125,9 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
     compute_time = alone = 0.0
     coll_intervals: list[tuple[float, float]] = []
     all_colls = [
-        (r.start, r.end) for r in records.values() if r.node.kind == "collective" and r.end > r.start
+        (r.start, r.end)
+        for r in records.values()
+        if r.node.kind == "collective" and r.end > r.start
     ]
     rows: dict[str, LayerRow] = {}
     for rec in records.values():

@@ -1,0 +1,105 @@
+"""How fast acesim simulates one 64 MiB all-reduce as the platform grows.
+
+For 8 ... 1,048,576 NPUs on 3-D tori built from the ``ace-isca21`` preset (its dimensions,
+bandwidths, latencies and endpoint, with the sizes changed), prints the median wall time of
+several runs and the peak Python memory (tracemalloc, measured in a separate run so that it
+does not slow the timed ones), in symmetric mode and, up to 1,024 NPUs, in exact mode.
+
+    python benchmarks/collective_scale.py                 # the table of docs/performance.md
+    python benchmarks/collective_scale.py --repeats 3 --max-exact 512 --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import time
+import tracemalloc
+
+from acesim import SystemConfig, load_system, simulate_collective
+
+SIZE = 64 * 2**20
+SHAPES: list[tuple[int, int, int]] = [
+    (2, 2, 2),
+    (4, 4, 4),
+    (8, 8, 8),
+    (8, 8, 16),
+    (16, 16, 16),
+    (16, 64, 64),
+    (64, 128, 128),
+]
+TARGETS = {("symmetric", 1024): 0.5, ("symmetric", 1_048_576): 10.0}
+
+
+def torus(shape: tuple[int, int, int]) -> SystemConfig:
+    """The ace-isca21 preset with its three dimensions resized to ``shape``."""
+    system = load_system("ace-isca21").model_copy(deep=True)
+    assert len(system.network.dimensions) == len(shape)
+    for dim, size in zip(system.network.dimensions, shape, strict=True):
+        dim.size = size
+    system.network.npus = None
+    return system
+
+
+def once(system: SystemConfig, exact: bool) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    simulate_collective(system, "all-reduce", SIZE, exact=exact)
+    return time.perf_counter() - start
+
+
+def peak_memory(system: SystemConfig, exact: bool) -> int:
+    gc.collect()
+    tracemalloc.start()
+    simulate_collective(system, "all-reduce", SIZE, exact=exact)
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per case (median)")
+    parser.add_argument("--max-exact", type=int, default=1024, help="largest exact-mode case")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    args = parser.parse_args()
+
+    rows = []
+    for mode in ("symmetric", "exact"):
+        for shape in SHAPES:
+            npus = shape[0] * shape[1] * shape[2]
+            if mode == "exact" and npus > args.max_exact:
+                continue
+            system = torus(shape)
+            exact = mode == "exact"
+            repeats = args.repeats if not exact or npus < 512 else max(1, min(args.repeats, 3))
+            times = [once(system, exact) for _ in range(repeats)]
+            median = statistics.median(times)
+            peak = peak_memory(system, exact)
+            target = TARGETS.get((mode, npus))
+            verdict = "" if target is None else ("ok" if median <= target else "MISSED")
+            rows.append((mode, npus, shape, median, repeats, peak, target, verdict))
+            if not args.markdown:
+                shown = f" target <= {target:g} s: {verdict}" if target else ""
+                print(
+                    f"{mode:9s} {npus:>9,d} NPUs {'x'.join(map(str, shape)):>10s}  "
+                    f"median {median:8.4f} s of {repeats}  peak {peak / 2**20:8.2f} MiB{shown}",
+                    flush=True,
+                )
+    if args.markdown:
+        print("| mode | NPUs | shape | median wall time (s) | runs | peak memory (MiB) | target |")
+        print("|---|---:|---|---:|---:|---:|---|")
+        for mode, npus, shape, median, repeats, peak, target, verdict in rows:
+            goal = f"<= {target:g} s: {verdict}" if target else ""
+            print(
+                f"| {mode} | {npus:,} | {'x'.join(map(str, shape))} | {median:.4f} | {repeats} "
+                f"| {peak / 2**20:.2f} | {goal} |"
+            )
+        print()
+        print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+
+
+if __name__ == "__main__":
+    main()

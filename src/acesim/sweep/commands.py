@@ -1,0 +1,191 @@
+"""`acesim sweep`, `acesim results`, `acesim plot` (registered on the CLI app by :func:`register`).
+
+Nothing heavy is imported here at module level: `acesim --help` stays fast, and pandas,
+matplotlib and dask load only when a command needs them.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["register", "sweep", "results", "plot"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the sweep commands to the `acesim` typer app."""
+    app.command("sweep")(sweep)
+    app.command("results")(results)
+    app.command("plot")(plot)
+
+
+def _consoles() -> tuple[Any, Any]:
+    from ..cli import console, err_console
+
+    return console, err_console
+
+
+def sweep(
+    spec: Path = typer.Argument(..., help="sweep spec (TOML/YAML/JSON), see docs/sweeps.md"),
+    db: Path | None = typer.Option(
+        None, "--db", help="SQLite results file (default: SPEC_NAME.sqlite)"
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", "-j", help="worker processes (default: the CPUs); 0 = this process"
+    ),
+    dask: str | None = typer.Option(
+        None, "--dask", help="'local' (a LocalCluster) or a scheduler address tcp://HOST:PORT"
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="reject the spec if any point has an invalid value"
+    ),
+    retry_errors: bool = typer.Option(
+        False, "--retry-errors", help="run again points recorded with an error"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="expand and validate the points, run nothing"
+    ),
+) -> None:
+    """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
+    from ..cli import progress
+    from .runner import run_sweep
+    from .spec import load_spec
+
+    console, err_console = _consoles()
+    loaded = load_spec(spec)
+    if dry_run:
+        _print_points(loaded)
+        return
+    with progress() as bar:
+        summary = run_sweep(
+            loaded,
+            db,
+            workers=workers,
+            dask=dask,
+            strict=strict,
+            retry_errors=retry_errors,
+            progress=bar,
+        )
+    if summary.interrupted:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: {summary.ran} points written to {summary.db}; "
+            "run the same command again to resume."
+        )
+        raise typer.Exit(130)
+    rate = f", {summary.points_per_second:.1f} points/s" if summary.ran else ""
+    console.print(
+        f"sweep [bold]{summary.name}[/bold]: {summary.points} points, "
+        f"{summary.skipped} already in {summary.db}, ran {summary.ran} on {summary.backend} "
+        f"in {summary.wall_time:.2f} s{rate}; {summary.ok} ok, {summary.failed} failed",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for index, error in summary.errors[:5]:
+        err_console.print(f"[red]point {index}[/red]: {error}", highlight=False, soft_wrap=True)
+    if summary.failed > 5:
+        err_console.print(f"... and {summary.failed - 5} more (acesim results {summary.db})")
+
+
+def _print_points(loaded: Any) -> None:
+    from rich.table import Table
+
+    console, _ = _consoles()
+    points = loaded.points()
+    table = Table(title=f"sweep {loaded.name}: {len(points)} points ({loaded.kind})")
+    table.add_column("#", justify="right")
+    for axis in loaded.axes:
+        table.add_column(axis.path)
+    table.add_column("valid")
+    for p in points:
+        table.add_row(
+            str(p.index),
+            *(str(p.values[a.path]) for a in loaded.axes),
+            "yes" if p.ok else f"[red]{p.error}[/red]",
+        )
+    console.print(table)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isfinite(value) and value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.4g}"
+        return f"{value:.6g}"
+    return str(value)
+
+
+def results(
+    db: Path = typer.Argument(..., help="SQLite results file written by `acesim sweep`"),
+    csv_out: Path | None = typer.Option(None, "--csv", help="write every column to this CSV"),
+    columns: str | None = typer.Option(
+        None, "--columns", "-c", help="comma-separated columns to show (default: swept and metrics)"
+    ),
+    limit: int | None = typer.Option(None, "--limit", "-n", help="show at most N rows"),
+) -> None:
+    """Print a sweep's results as a table (or export them with --csv)."""
+    from rich.table import Table
+
+    from ..errors import ConfigError
+    from .store import read_table
+
+    console, _ = _consoles()
+    names, rows, roles = read_table(db)
+    if csv_out is not None:
+        with open(csv_out, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(names)
+            writer.writerows(rows)
+        console.print(
+            f"wrote {len(rows)} rows, {len(names)} columns to {csv_out}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    if columns:
+        shown = [c.strip() for c in columns.split(",") if c.strip()]
+        for c in shown:
+            if c not in names:
+                raise ConfigError(
+                    "--columns", "no such column", c, hint="columns: " + ", ".join(names)
+                )
+    else:
+        shown = ["status"] + [c for c in names if c in roles] + ["error", "wall_time"]
+        if not any(r[names.index("error")] for r in rows):
+            shown.remove("error")
+    index = [names.index(c) for c in shown]
+    ok = sum(1 for r in rows if r[0] == "ok")
+    table = Table(title=f"{db}: {len(rows)} points, {ok} ok, {len(rows) - ok} failed")
+    for c in shown:
+        table.add_column(
+            c, justify="left" if c in ("status", "error") else "right", overflow="fold"
+        )
+    for r in rows[:limit] if limit is not None else rows:
+        table.add_row(*(_fmt(r[i]) for i in index))
+    console.print(table)
+
+
+def plot(
+    db: Path = typer.Argument(..., help="SQLite results file written by `acesim sweep`"),
+    x: str = typer.Option(..., "--x", help="column on the x axis (a swept path)"),
+    y: str = typer.Option(..., "--y", help="metric on the y axis"),
+    hue: str | None = typer.Option(None, "--hue", help="one line per value of this column"),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="image file (default: Y_vs_X.png)"
+    ),
+    where: list[str] = typer.Option([], "--where", help="keep rows with FIELD=VALUE (repeatable)"),
+    logx: bool = typer.Option(False, "--logx", help="logarithmic x axis"),
+    logy: bool = typer.Option(False, "--logy", help="logarithmic y axis"),
+) -> None:
+    """Plot a metric against a swept field (matplotlib), one line per --hue value."""
+    from .plot import plot_results
+
+    console, _ = _consoles()
+    path, lines = plot_results(db, x, y, hue=hue, output=output, where=where, logx=logx, logy=logy)
+    console.print(
+        f"wrote {path} ({lines} line{'s' if lines != 1 else ''})", highlight=False, soft_wrap=True
+    )

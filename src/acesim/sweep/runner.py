@@ -1,0 +1,371 @@
+"""Running a sweep: local processes, a Dask cluster, or this process; rows written as points end.
+
+The parent expands and validates every point, skips the hashes already in the database, then
+hands the rest to a backend that yields ``(hash, outcome)`` as points finish; each outcome is
+written in its own transaction before the next is taken. Backends keep a bounded window of
+points in flight (a few per worker), so a killed sweep loses at most the points that were
+running, and a huge sweep does not queue millions of tasks.
+
+* local (default): ``concurrent.futures.ProcessPoolExecutor`` on a ``forkserver`` context (no
+  fork of a parent that runs a progress-bar thread); workers ignore SIGINT (the parent decides)
+  and exit when the parent disappears. A worker that dies (OOM, segfault) breaks the pool: the
+  pool is rebuilt and the points in flight retried once, then recorded as errors.
+* ``dask="local"``: a ``distributed.LocalCluster`` of ``workers`` single-threaded processes.
+* ``dask="tcp://host:port"``: an existing scheduler; its workers need the same acesim.
+* ``workers=0``: points run one after another in this process (debugging).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, SweepError
+from .spec import Point, SweepSpec, canonical_json, load_spec
+from .store import ResultStore
+from .worker import error_outcome, execute_point, run_point_function
+
+__all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db"]
+
+Item = tuple[str, dict[str, Any]]  # (hash, config)
+
+
+def default_workers() -> int:
+    """CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def default_db(spec: SweepSpec) -> Path:
+    """``<spec name>.sqlite`` in the current folder."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in spec.name)
+    return Path(f"{safe}.sqlite")
+
+
+@dataclass
+class SweepSummary:
+    """What a call to :func:`run_sweep` did."""
+
+    name: str
+    db: Path
+    points: int  # distinct points of the spec
+    skipped: int  # already in the database
+    ran: int  # executed now
+    ok: int  # executed now and succeeded
+    failed: int  # executed now and failed, or rejected as invalid now
+    wall_time: float
+    backend: str
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (point index, error), first 20
+    interrupted: bool = False
+
+    @property
+    def points_per_second(self) -> float:
+        return self.ran / self.wall_time if self.wall_time > 0 else 0.0
+
+
+def run_sweep(
+    spec: SweepSpec | dict[str, Any] | str | Path,
+    db: str | Path | None = None,
+    *,
+    workers: int | None = None,
+    dask: str | Any | None = None,
+    strict: bool = False,
+    retry_errors: bool = False,
+    progress: Any = False,
+) -> SweepSummary:
+    """Run every point of ``spec`` not yet in ``db``; one row per point.
+
+    Args:
+        spec: a spec file (TOML/YAML/JSON), a spec dict, or a :class:`SweepSpec`.
+        db: the SQLite results file (default ``<spec name>.sqlite`` in the current folder).
+        workers: local worker processes (default: the usable CPUs; 0 runs in this process), or
+            the LocalCluster's worker count with ``dask="local"``.
+        dask: None (local processes), ``"local"`` (a new LocalCluster), a scheduler address
+            ``"tcp://host:port"``, or a ``distributed.Client``.
+        strict: reject the whole spec if any point has an invalid value (default: record the
+            point's error and run the rest).
+        retry_errors: run again the points recorded with status ``error``.
+        progress: False, True (a rich progress bar on stderr) or a ``rich.progress.Progress``.
+
+    Raises:
+        ConfigError: the spec is structurally wrong (unknown key or path, bad axis), every point
+            is invalid, or ``strict`` and one is.
+        SweepError: the database or the execution backend is unusable.
+    """
+    sweep = load_spec(spec)
+    points = sweep.points()
+    invalid = [p for p in points if not p.ok]
+    if invalid and (strict or len(invalid) == len(points)):
+        first = invalid[0]
+        which = "every point" if len(invalid) == len(points) else f"{len(invalid)} points"
+        raise ConfigError(
+            f"sweep {sweep.name!r}",
+            f"{which} invalid; point {first.index} {_describe(first)}: {first.error}",
+        )
+    if sweep.kind == "run" and run_point_function() is None:
+        raise SweepError(
+            f"sweep {sweep.name!r}: run points need acesim.experiment.run_point, "
+            "which this acesim does not have"
+        )
+    unique: dict[str, Point] = {}
+    for p in points:
+        unique.setdefault(p.hash, p)
+    db_path = Path(db) if db is not None else default_db(sweep)
+    workers = default_workers() if workers is None else workers
+    if workers < 0:
+        raise ConfigError("workers", "must be 0 (this process) or more", workers)
+    backend_name = _backend_name(dask, workers)
+    start = time.perf_counter()
+    summary = SweepSummary(sweep.name, db_path, len(unique), 0, 0, 0, 0, 0.0, backend_name)
+    with ResultStore(db_path) as store:
+        done = store.finished(include_errors=not retry_errors)
+        summary.skipped = sum(1 for h in unique if h in done)
+        todo = [p for h, p in unique.items() if h not in done]
+
+        def record(p: Point, outcome: dict[str, Any]) -> None:
+            store.write(
+                hash=p.hash,
+                sweep=sweep.name,
+                point=p.index,
+                kind=sweep.kind,
+                axes=p.columns,
+                outcome=outcome,
+                config=canonical_json(p.config),
+            )
+            if outcome["status"] != "ok":
+                summary.failed += 1
+                if len(summary.errors) < 20:
+                    summary.errors.append((p.index, str(outcome["error"])))
+
+        bar, own_bar = _progress(progress)
+        task = None
+        if bar is not None:
+            task = bar.add_task(f"sweep {sweep.name}", total=len(unique), completed=summary.skipped)
+        try:
+            if own_bar and bar is not None:
+                bar.start()
+            for p in todo:
+                if not p.ok:
+                    record(p, error_outcome(f"invalid value: {p.error}"))
+                    if bar is not None:
+                        bar.advance(task)
+            runnable = {p.hash: p for p in todo if p.ok}
+            items = [(h, p.config) for h, p in runnable.items()]
+            for h, outcome in _backend(dask, workers)(items):
+                record(runnable[h], outcome)
+                summary.ran += 1
+                summary.ok += outcome["status"] == "ok"
+                if bar is not None:
+                    bar.advance(task)
+        except KeyboardInterrupt:
+            summary.interrupted = True
+        finally:
+            if own_bar and bar is not None:
+                bar.stop()
+            summary.wall_time = time.perf_counter() - start
+    return summary
+
+
+def _describe(p: Point) -> str:
+    return "(" + ", ".join(f"{k}={v!r}" for k, v in p.values.items()) + ")"
+
+
+def _progress(progress: Any) -> tuple[Any, bool]:
+    if progress is True:
+        from rich.progress import Progress
+
+        return Progress(transient=True), True
+    if progress is False or progress is None:
+        return None, False
+    return progress, False
+
+
+def _backend_name(dask: Any, workers: int) -> str:
+    if dask is None:
+        return "this process" if workers == 0 else f"{workers} local processes"
+    if isinstance(dask, str):
+        return f"dask LocalCluster ({workers} workers)" if dask == "local" else f"dask {dask}"
+    return "dask client"
+
+
+def _backend(dask: Any, workers: int) -> Callable[[list[Item]], Iterator[tuple[str, Any]]]:
+    if dask is None:
+        if workers == 0:
+            return _run_inline
+        return lambda items: _run_local(items, workers)
+    return lambda items: _run_dask(items, dask, workers)
+
+
+# ---------------------------------------------------------------------------------------------
+# this process
+
+
+def _run_inline(items: list[Item]) -> Iterator[tuple[str, Any]]:
+    for h, config in items:
+        yield h, execute_point(config)
+
+
+# ---------------------------------------------------------------------------------------------
+# local processes
+
+
+def _watch_parent(parent: int) -> None:
+    """Worker initializer: ignore Ctrl-C (the parent decides) and exit once the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pragma: no cover - pid reused by another user
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="acesim-parent-watch").start()
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        # Workers forked from a server that has already imported the simulator start fast.
+        ctx.set_forkserver_preload(["acesim.sweep.worker", "acesim.simulate"])
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
+    )
+
+
+def _run_local(items: list[Item], workers: int) -> Iterator[tuple[str, Any]]:
+    if not items:
+        return
+    window = max(4, 4 * workers)
+    queue = list(reversed(items))
+    attempts: dict[str, int] = {}
+    configs = dict(items)
+    pool = _pool(workers)
+    finished_by_pool = 0
+    pending: dict[Future[dict[str, Any]], str] = {}
+    try:
+        while queue or pending:
+            try:
+                while queue and len(pending) < window:
+                    h, config = queue[-1]
+                    pending[pool.submit(execute_point, config)] = h
+                    queue.pop()
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    try:
+                        outcome = fut.result()
+                    except BrokenProcessPool:
+                        raise
+                    except Exception as exc:  # pickling problems and the like
+                        outcome = error_outcome(f"{type(exc).__name__}: {exc}")
+                    h = pending.pop(fut)
+                    finished_by_pool += 1
+                    yield h, outcome
+            except BrokenProcessPool:
+                # A worker died (OOM, crash): every point in flight is lost with the pool.
+                lost = list(pending.values())
+                pending.clear()
+                pool.shutdown(wait=False, cancel_futures=True)
+                if finished_by_pool == 0:
+                    raise SweepError(
+                        "local worker processes died before finishing any point "
+                        "(see the messages above); try --workers 0 to run in this process"
+                    ) from None
+                pool = _pool(workers)
+                finished_by_pool = 0
+                for h in lost:
+                    attempts[h] = attempts.get(h, 0) + 1
+                    if attempts[h] >= 2:
+                        yield h, error_outcome(
+                            "a worker process died while this point was running "
+                            "(out of memory or a crash); rerun with --retry-errors"
+                        )
+                    else:
+                        queue.append((h, configs[h]))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dask
+
+
+def _run_dask(items: list[Item], dask: Any, workers: int) -> Iterator[tuple[str, Any]]:
+    try:
+        import logging
+
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        raise SweepError(
+            "--dask needs the 'distributed' package (pip install dask[distributed])"
+        ) from None
+    cluster = None
+    own_client = True
+    if isinstance(dask, str) and dask == "local":
+        cluster = LocalCluster(
+            n_workers=max(1, workers),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+    elif isinstance(dask, str):
+        if "://" not in dask:
+            raise ConfigError(
+                "--dask", "must be 'local' or a scheduler address tcp://HOST:PORT", dask
+            )
+        try:
+            client = Client(dask, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise SweepError(f"--dask {dask}: cannot reach the scheduler ({exc})") from None
+    else:
+        client, own_client = dask, False
+    try:
+        if not items:
+            return
+        threads = sum(client.nthreads().values()) or 1
+        window = max(16, 4 * threads)
+        queue = list(reversed(items))
+        stream = as_completed()
+        keys: dict[Any, str] = {}
+
+        def submit() -> None:
+            h, config = queue.pop()
+            fut = client.submit(execute_point, config, key=f"acesim-point-{h}", pure=False)
+            keys[fut.key] = h
+            stream.add(fut)
+
+        while queue and stream.count() < window:
+            submit()
+        for fut in stream:
+            h = keys.pop(fut.key)
+            if fut.status == "finished":
+                outcome = fut.result()
+            else:
+                failure = fut.exception()
+                outcome = error_outcome(f"dask: {type(failure).__name__}: {failure}")
+            fut.release()
+            yield h, outcome
+            while queue and stream.count() < window:
+                submit()
+    finally:
+        if own_client:
+            client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,119 @@
+"""What a worker process (local or Dask) does with one resolved point.
+
+:func:`execute_point` never raises for a failing point: the error becomes part of its outcome,
+so one bad point cannot stop a sweep or kill a pool. It imports only what the point's kind
+needs, so that a Dask worker with acesim installed needs nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import time
+from typing import Any
+
+# Inputs echoed by CollectiveResult.to_dict(): they are configuration, not results.
+_COLLECTIVE_ECHO = ("op", "size", "endpoint", "mode")
+
+
+def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts become dotted keys; values become float/int/str/None (lists as JSON)."""
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten_metrics(value, name))
+            continue
+        if hasattr(value, "item") and not isinstance(value, str | bytes):
+            value = value.item()  # numpy scalars
+        if value is None or isinstance(value, bool | int | str):
+            out[name] = value
+        elif isinstance(value, float):
+            out[name] = value if math.isfinite(value) else repr(value)
+        elif isinstance(value, list | tuple):
+            out[name] = json.dumps(list(value), default=str)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def run_collective(config: dict[str, Any]) -> dict[str, Any]:
+    """A collective point: :func:`acesim.simulate.simulate_collective` on the point's system."""
+    from ..config.presets import system_from_dict
+    from ..simulate import simulate_collective
+
+    system = system_from_dict(config["system"])
+    dims = config.get("dims")
+    compute = config.get("compute")
+    result = simulate_collective(
+        system,
+        config["op"],
+        config["size"],
+        exact=bool(config.get("exact", False)),
+        dims=tuple(dims) if dims else None,
+        compute=(compute[0], compute[1]) if compute else None,
+    ).to_dict()
+    for key in _COLLECTIVE_ECHO:
+        result.pop(key, None)
+    return result
+
+
+def run_point_function() -> Any:
+    """``acesim.experiment.run_point``, or None while it does not exist."""
+    try:
+        module = importlib.import_module("acesim.experiment")
+    except ImportError:
+        return None
+    return getattr(module, "run_point", None)
+
+
+def run_training(config: dict[str, Any]) -> dict[str, Any]:
+    """A run point: the experiment document handed to ``acesim.experiment.run_point``."""
+    run_point = run_point_function()
+    if run_point is None:
+        raise RuntimeError("run points need acesim.experiment.run_point, not in this acesim")
+    doc = {
+        "system": config["system"],
+        "overrides": {},
+        "workload": config["workload"],
+        "run": config["run"],
+    }
+    return dict(run_point(doc))
+
+
+def execute_point(config: dict[str, Any]) -> dict[str, Any]:
+    """Run one point; returns {status, metrics, error, wall_time, version}, never raises."""
+    from .. import __version__
+
+    start = time.perf_counter()
+    try:
+        if config["kind"] == "collective":
+            metrics = run_collective(config)
+        elif config["kind"] == "run":
+            metrics = run_training(config)
+        else:
+            raise ValueError(f"unknown point kind {config['kind']!r}")
+        outcome: dict[str, Any] = {
+            "status": "ok",
+            "metrics": flatten_metrics(metrics),
+            "error": None,
+        }
+    except Exception as exc:  # a failing point is a result, not a crash
+        outcome = {"status": "error", "metrics": {}, "error": f"{type(exc).__name__}: {exc}"}
+    outcome["wall_time"] = time.perf_counter() - start
+    outcome["version"] = __version__
+    return outcome
+
+
+def error_outcome(message: str) -> dict[str, Any]:
+    """The outcome of a point that could not be executed at all (worker died, invalid value)."""
+    from .. import __version__
+
+    return {
+        "status": "error",
+        "metrics": {},
+        "error": message,
+        "wall_time": 0.0,
+        "version": __version__,
+    }

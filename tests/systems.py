@@ -1,0 +1,46 @@
+"""Small system documents for tests (ideal endpoint unless stated)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from acesim.config import SystemConfig, system_from_dict
+
+
+def dim(
+    kind: str,
+    size: int,
+    bandwidth: float = 100e9,
+    latency: float = 1e-6,
+    links: int = 1,
+) -> dict[str, Any]:
+    """One dimension; bandwidth in B/s per link per direction, latency in s."""
+    return {
+        "kind": kind,
+        "size": size,
+        "link_bandwidth": bandwidth,
+        "link_latency": latency,
+        "links_per_npu": links,
+    }
+
+
+def make_system(
+    dims: list[dict[str, Any]], endpoint: str = "ideal", **collective: Any
+) -> SystemConfig:
+    """A system of ``dims`` with collective settings ``collective`` (chunks=1 unless given)."""
+    collective.setdefault("chunks", 1)
+    return system_from_dict(
+        {
+            "name": "test",
+            "network": {"dimensions": dims},
+            "collective": collective,
+            "endpoint": {"kind": endpoint},
+        }
+    )
+
+
+def examples(n: int) -> int:
+    """Hypothesis ``max_examples``: ``n`` by default (the suite stays fast), scaled by the
+    environment variable ``ACESIM_EXAMPLES_SCALE`` for a thorough local run."""
+    return max(1, int(n * float(os.environ.get("ACESIM_EXAMPLES_SCALE", "1"))))

@@ -1,0 +1,130 @@
+"""The `acesim` command line: tables, JSON, presets, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from acesim import __version__, preset_names
+from acesim.cli import app
+
+runner = CliRunner()
+
+
+def acesim(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the real entry point (as the console script does), capturing both streams."""
+    return subprocess.run(
+        [sys.executable, "-m", "acesim.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
+    )
+
+
+def test_collective_prints_an_nccl_tests_like_table() -> None:
+    result = runner.invoke(
+        app,
+        ["collective", "--op", "all-reduce", "--sizes", "1KiB:1MiB", "--system", "a100-nvswitch-8"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for column in ("size", "time", "algbw", "busbw"):
+        assert column in out
+    assert "all-reduce on a100-nvswitch-8 (8 NPUs" in out
+    for size in ("1 KiB", "2 KiB", "512 KiB", "1 MiB"):
+        assert size in out
+    assert out.count("KiB") + out.count("MiB") == 11  # 1 KiB .. 1 MiB in x2 steps
+
+
+def test_collective_json_is_machine_readable() -> None:
+    result = acesim(
+        "collective", "--sizes", "1KiB:1MiB:x4", "--system", "a100-nvswitch-8", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["schema"] == "acesim.collective/1"
+    assert payload["system"] == "a100-nvswitch-8"
+    sizes = [r["size"] for r in payload["results"]]
+    assert sizes == [1024, 4096, 16384, 65536, 262144, 1048576]
+    first = payload["results"][0]
+    for key in ("op", "time", "algbw", "busbw", "npus", "bytes_sent_per_npu"):
+        assert key in first
+    assert first["npus"] == 8
+
+
+def test_json_results_equal_the_python_api() -> None:
+    from acesim import simulate_collective
+
+    result = runner.invoke(
+        app, ["collective", "--sizes", "64MiB", "--system", "a100-nvswitch-8", "--json"]
+    )
+    assert result.exit_code == 0
+    row = json.loads(result.stdout)["results"][0]
+    assert row == simulate_collective("a100-nvswitch-8", "all-reduce", 64 * 2**20).to_dict()
+
+
+def test_presets_lists_every_shipped_preset() -> None:
+    result = runner.invoke(app, ["presets"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name in preset_names():
+        assert name in result.stdout
+    assert "(default)" in result.stdout
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert __version__ in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["collective", "--op", "foo"], "--op: must be one of all-reduce, reduce-scatter"),
+        (["collective", "--sizes=-1KiB"], "--sizes: sizes must be positive, got '-1KiB'"),
+        (["collective", "--sizes", "1 KiB/s"], "--sizes: unknown size unit 'KiB/s'"),
+        (
+            ["collective", "--system", "a100-nvswich-8"],
+            "system: unknown preset, got 'a100-nvswich-8' (did you mean 'a100-nvswitch-8'?)",
+        ),
+        (["collective", "--system", "missing.toml"], "missing.toml: file does not exist"),
+        (["collective", "--endpoint", "magic"], "endpoint: must be one of baseline, ace, ideal"),
+    ],
+)
+def test_errors_exit_2_with_one_line_and_no_traceback(args: list[str], message: str) -> None:
+    result = acesim(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_config_file_errors_name_the_file_and_field(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "s.toml"
+    path.write_text(
+        '[[network.dimensions]]\nkind = "ring"\nsize = 4\nlink_bandwith = "25 GB/s"\n'
+    )
+    result = acesim("collective", "--system", str(path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: {path}: network.dimensions[0].link_bandwith: unknown key "
+        "(did you mean 'link_bandwidth'?)"
+    )
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = acesim("--debug", "collective", "--op", "foo")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr
+    assert "ConfigError" in result.stderr

@@ -1,0 +1,68 @@
+"""A reduced ACE reproduction: one network size per workload; the orderings the paper implies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from acesim.config import load_system
+from acesim.experiments.reproduce import PAPER, reproduce
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("repro")
+    summary = reproduce(load_system("ace-isca21"), out, npus=[16], workers=2, sram=False)
+    return summary, out
+
+
+def test_endpoint_orderings_hold_in_every_case(reduced: tuple[dict, Path]) -> None:
+    summary, _ = reduced
+    assert {c["workload"] for c in summary["cases"]} == {"resnet50", "gnmt", "dlrm"}
+    for case in summary["cases"]:
+        t = case["iteration_time"]
+        # Faster is better: ideal >= ACE >= best baseline >= worst baseline in speed.
+        assert t["ideal"] <= t["ace"] <= t["best_baseline"] <= t["worst_baseline"], case
+        assert case["speedup_ace"] >= 1.0
+
+
+def test_resnet50_gains_the_most(reduced: tuple[dict, Path]) -> None:
+    summary, _ = reduced
+    sp = summary["speedup_avg"]
+    assert sp["resnet50"] > sp["gnmt"] and sp["resnet50"] > sp["dlrm"]
+
+
+def test_summary_has_the_five_headline_figures_under_fixed_keys(
+    reduced: tuple[dict, Path],
+) -> None:
+    summary, out = reduced
+    on_disk = json.loads((out / "summary.json").read_text())
+    for key in ("hbm_saving_avg", "net_util_gain_avg", "net_util_gain_max"):
+        assert isinstance(on_disk[key], float)
+    for key in ("speedup_avg", "speedup_max"):
+        assert set(on_disk[key]) == {"resnet50", "gnmt", "dlrm"}
+    # The HBM saving comes from the endpoints' byte accounting: 3.5 (N-1)/N at 16 NPUs.
+    assert on_disk["hbm_saving_avg"] == pytest.approx(3.5 * 15 / 16)
+    report = (out / "report.md").read_text()
+    assert "| speedup resnet50 (avg) |" in report
+    assert f"{PAPER['speedup_avg']['resnet50']:.2f}" in report
+    for name in ("speedup", "net_util", "membw", "breakdown", "sram", "splits"):
+        assert (out / f"{name}.png").stat().st_size > 0
+        assert (out / f"{name}.svg").stat().st_size > 0
+
+
+def test_worker_count_does_not_change_results(reduced: tuple[dict, Path], tmp_path: Path) -> None:
+    summary, _ = reduced
+    again = reproduce(
+        load_system("ace-isca21"),
+        tmp_path,
+        workloads=["dlrm"],
+        npus=[16],
+        workers=1,
+        figures=False,
+        sram=False,
+    )
+    mine = [c for c in summary["cases"] if c["workload"] == "dlrm"]
+    assert again["cases"] == mine
