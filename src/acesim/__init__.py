@@ -6,6 +6,7 @@ endpoints (NCCL-like baseline, the ACE offload engine, an ideal endpoint).
 """
 
 from .config import SystemConfig, load_system, preset_names
+from .config.experiment import ExperimentConfig
 from .errors import (
     AcesimError,
     ConfigError,
@@ -16,8 +17,12 @@ from .errors import (
     UnitError,
     WorkloadError,
 )
+from .experiment import compare, run_experiment
 from .results.collective import CollectiveResult
+from .results.run import RunResult
 from .simulate import simulate_collective
+from .sweep import load_results, run_sweep
+from .workload.loader import load_workload
 
 __version__ = "0.1.0"
 
@@ -28,6 +33,13 @@ __all__ = [
     "preset_names",
     "simulate_collective",
     "CollectiveResult",
+    "ExperimentConfig",
+    "run_experiment",
+    "compare",
+    "RunResult",
+    "load_workload",
+    "run_sweep",
+    "load_results",
     "AcesimError",
     "ConfigError",
     "UnitError",
