@@ -82,6 +82,7 @@ def run_command(
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+    layers: bool = typer.Option(False, "--layers", help="also print per-layer rows"),
 ) -> None:
     """Simulate training iterations; by default compare best baseline, ACE and ideal."""
     from ..cli import console, err_console, progress
@@ -120,9 +121,13 @@ def run_command(
             console.out(json.dumps(payload, indent=2))
         else:
             _single_table(console, result)
+            if layers:
+                _layer_table(console, result)
     else:
         if trace is not None:
             raise ConfigError("--trace", "needs one --endpoint (a trace shows one run)", str(trace))
+        if layers:
+            raise ConfigError("--layers", "needs one --endpoint (rows of one run)")
         with progress() as bar:
             task = bar.add_task(f"{exp.workload.name} on {cfg.name}", total=comparison_runs(cfg))
             comp = compare(cfg, work, progress=lambda: bar.advance(task), **opts)  # type: ignore[arg-type]
@@ -173,6 +178,22 @@ def _single_table(console: Any, result: Any) -> None:
     table.add_column("value", justify="right")
     for name, value in _rows(result):
         table.add_row(name, value)
+    console.print(table)
+
+
+def _layer_table(console: Any, result: Any) -> None:
+    table = Table(title="per-layer times in the measured iteration")
+    for col in ("layer", "forward", "input grad", "weight grad", "collective", "bytes"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    for row in result.layers:
+        table.add_row(
+            row.name,
+            format_time(row.fwd),
+            format_time(row.ig),
+            format_time(row.wg),
+            format_time(row.comm),
+            f"{row.comm_bytes:.4g}",
+        )
     console.print(table)
 
 

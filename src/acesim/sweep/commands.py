@@ -154,9 +154,20 @@ def results(
                     "--columns", "no such column", c, hint="columns: " + ", ".join(names)
                 )
     else:
-        shown = ["status"] + [c for c in names if c in roles] + ["error", "wall_time"]
-        if not any(r[names.index("error")] for r in rows):
-            shown.remove("error")
+        axes = [c for c in names if roles.get(c) == "axis"]
+        metrics = [c for c in names if roles.get(c) == "metric"]
+        has_error = any(r[names.index("error")] for r in rows)
+        # Fit the terminal: every swept column, then as many metrics as there is room for.
+        room = max(2, console.width // 12 - len(axes) - 1 - (1 if has_error else 0))
+        hidden = metrics[room:]
+        shown = ["status"] + axes + metrics[:room] + (["error"] if has_error else [])
+        if hidden:
+            console.print(
+                f"[dim]{len(hidden)} more metric columns ({', '.join(hidden[:6])}"
+                f"{', ...' if len(hidden) > 6 else ''}): choose with -c, or export with --csv"
+                "[/dim]",
+                soft_wrap=True,
+            )
     index = [names.index(c) for c in shown]
     ok = sum(1 for r in rows if r[0] == "ok")
     table = Table(title=f"{db}: {len(rows)} points, {ok} ok, {len(rows) - ok} failed")
