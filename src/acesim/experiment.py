@@ -242,16 +242,16 @@ def compare(
     system: SystemConfig,
     workload: Workload | Graph,
     *,
-    iterations: int = 3,
-    loop: str = "layerwise",
-    bucket_size: float = 25 * 2**20,
-    exact: bool = False,
     no_overlap: bool = False,
     progress: Any = None,
+    **run_options: Any,
 ) -> Comparison:
-    """Baseline splits, ACE and ideal on one case (see module docstring)."""
+    """Baseline splits, ACE and ideal on one case (see module docstring).
+
+    ``run_options`` are :func:`run_system`'s (iterations, loop, bucket_size, exact).
+    """
     splits: list[BaselineSplit | None] = list(system.endpoint.baseline.splits) or [None]
-    kw = dict(iterations=iterations, loop=loop, bucket_size=bucket_size, exact=exact)
+    kw = dict(run_options)
 
     def one(cfg: SystemConfig, **over: Any) -> RunResult:
         args = {**kw, **over}

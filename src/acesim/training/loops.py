@@ -27,7 +27,7 @@ Node ids follow program order, which also orders ready kernels on the compute st
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import WorkloadError
 from ..workload.model import Comm, Compute, Layer, Pass, Workload
@@ -40,21 +40,25 @@ class _Builder:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
 
+    def _add(self, deps: list[int | None], **fields: Any) -> int:
+        node = Node(
+            id=len(self.nodes), deps=tuple(sorted({d for d in deps if d is not None})), **fields
+        )
+        self.nodes.append(node)
+        return node.id
+
     def compute(
         self, name: str, compute: Compute, deps: list[int | None], layer: str, it: int, pname: str
     ) -> int:
-        node = Node(
-            id=len(self.nodes),
+        return self._add(
+            deps,
             name=name,
             kind="compute",
-            deps=tuple(sorted({d for d in deps if d is not None})),
             compute=compute,
             layer=layer,
             iteration=it,
             pass_name=pname,
         )
-        self.nodes.append(node)
-        return node.id
 
     def collective(
         self,
@@ -66,11 +70,10 @@ class _Builder:
         pname: str,
         blocking: bool,
     ) -> int:
-        node = Node(
-            id=len(self.nodes),
+        return self._add(
+            deps,
             name=name,
             kind="collective",
-            deps=tuple(sorted({d for d in deps if d is not None})),
             op=comm.op,
             size=comm.size,
             dims=comm.dims,
@@ -79,8 +82,6 @@ class _Builder:
             pass_name=pname,
             blocking=blocking,
         )
-        self.nodes.append(node)
-        return node.id
 
 
 def build_graph(
