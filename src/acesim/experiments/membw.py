@@ -11,7 +11,9 @@ Then, with the system's real network, the HBM bandwidth each endpoint needs to r
 fraction (default 95%) of the network bandwidth it reaches with ample HBM is found by bisection
 over simulated runs: this is where chunking, SRAM capacity, latency and phase overlap make the
 simulated need depart from the accounting. ``network_bandwidth`` reports what the ideal
-endpoint reaches on the same network.
+endpoint reaches on the same network, ``baseline_network_bandwidth`` and
+``ace_network_bandwidth`` what each endpoint reaches with ample HBM (the baseline may be bound
+by its compute units).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class MembwRow:
     ace_ratio: float
     saving: float
     network_bandwidth: float
+    baseline_network_bandwidth: float
+    ace_network_bandwidth: float
     baseline_needed_hbm: float | None
     ace_needed_hbm: float | None
 
@@ -119,6 +123,8 @@ def membw_analysis(
                 ace_ratio=ratios["ace"],
                 saving=ratios["baseline"] / ratios["ace"],
                 network_bandwidth=ideal.network_bandwidth,
+                baseline_network_bandwidth=ample["baseline"],
+                ace_network_bandwidth=ample["ace"],
                 baseline_needed_hbm=need_b,
                 ace_needed_hbm=need_a,
             )
