@@ -3,8 +3,10 @@
 A collective of ``S`` bytes is split into ``collective.chunks`` chunks of ``S/P``. Every chunk
 goes through the same phases (:mod:`acesim.network.plan`); a phase on dimension ``d`` may start
 at an NPU only while fewer than ``active_chunks_per_dimension`` chunks are in a phase on ``d``
-there. Waiting chunks are ordered FIFO (oldest collective first) or LIFO (newest first), then
-by chunk and phase index.
+there. Waiting chunks are ordered FIFO (oldest collective first) or LIFO (newest first), then,
+within a collective, in order of arrival at the dimension (arrival order keeps the pipeline
+fed: a chunk's later phase does not overtake a waiting chunk's first phase, which would open
+a bubble in the pipeline and make a faster dimension finish later).
 
 A step at an NPU sends its messages; each message is a fluid activity demanding the NPU's
 egress capacity on the dimension plus whatever the collective endpoint charges per network
@@ -265,9 +267,10 @@ class CollectiveRuntime:
         return run
 
     # -- scheduling --------------------------------------------------------------------------
-    def _key(self, run: _ChunkRun) -> tuple[int, int, int]:
-        order = run.coll.id if self.config.scheduling == "fifo" else -run.coll.id
-        return (order, run.chunk, run.phase)
+    def _key(self, run: _ChunkRun) -> tuple[int, int]:
+        # Between collectives: oldest (fifo) or newest (lifo) first. Within a collective:
+        # in order of arrival at this dimension's queue (the sequence number breaks ties).
+        return (run.coll.id if self.config.scheduling == "fifo" else -run.coll.id, 0)
 
     def _enqueue(self, run: _ChunkRun) -> None:
         dim = run.coll.phases[run.phase].dim
