@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check src tests benchmarks
 mypy src
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -p no:cacheprovider "$@"

@@ -135,7 +135,7 @@ class _DimQueue:
 
     def __init__(self) -> None:
         self.active = 0
-        self.waiting: list[tuple[tuple[int, int, int], int, _ChunkRun]] = []
+        self.waiting: list[tuple[tuple[int, int], int, _ChunkRun]] = []
 
 
 class CollectiveRuntime:
