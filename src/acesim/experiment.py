@@ -276,5 +276,3 @@ def comparison_runs(system: SystemConfig, no_overlap: bool = False) -> int:
     """How many runs :func:`compare` makes (for progress bars)."""
     return max(1, len(system.endpoint.baseline.splits)) + 2 + (1 if no_overlap else 0)
 
-
-_ = Path

@@ -40,8 +40,3 @@ class Platform:
         self.collectives = CollectiveRuntime(
             self.engine, self.topology, system.collective, self.endpoint, exact=exact
         )
-
-    @property
-    def represented_npus(self) -> int:
-        """How many real NPUs each simulated NPU stands for."""
-        return 1 if self.exact else self.topology.npus

@@ -40,11 +40,6 @@ class Dimension:
     links: int
     stride: int
 
-    @property
-    def peak_bandwidth(self) -> float:
-        """Same as egress_bandwidth (B/s), named for utilisation reports."""
-        return self.egress_bandwidth
-
 
 class Topology:
     """The NPUs and the dimensions connecting them."""

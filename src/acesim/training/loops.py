@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..errors import WorkloadError
-from ..workload.model import Comm, Compute, Layer, Pass, Workload
+from ..workload.model import Comm, Compute, Layer, Workload
 from .graph import Graph, Node
 
 Loop = Literal["layerwise", "bucketed", "no_overlap"]
@@ -286,5 +286,3 @@ def _buckets(layers: tuple[Layer, ...], bucket_size: float) -> list[bool]:
             filled = 0.0
     return closes
 
-
-_ = Pass  # re-exported type used in docstrings

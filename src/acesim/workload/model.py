@@ -12,7 +12,7 @@ is the optimizer step of the layer after its gradients are reduced (s).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import WorkloadError
@@ -131,6 +131,3 @@ class Workload:
 
     def forward_flops(self) -> float:
         return sum(layer.forward.compute.flops for layer in self.layers)
-
-    def with_layers(self, layers: tuple[Layer, ...]) -> Workload:
-        return replace(self, layers=layers)
