@@ -196,3 +196,35 @@ def test_run_cli_bad_input_is_one_line(args: list[str], message: str) -> None:
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _pingpong() -> Any:
+    from acesim.training.graph import Graph, Node
+
+    size = 4 * MiB
+    rank0 = [Node(0, "send", "send", peer=1, tag=7, size=size)]
+    rank1 = [Node(0, "recv", "recv", peer=0, tag=7, size=size)]
+    others = [[] for _ in range(6)]
+    return Graph([rank0, rank1, *others], name="pingpong")
+
+
+def test_send_receive_takes_latency_plus_size_over_bandwidth() -> None:
+    from acesim.hardware.platform import Platform
+    from acesim.training.executor import GraphExecutor
+
+    cfg = torus("ideal", bandwidth=50e9, latency=1e-6)
+    ex = GraphExecutor(Platform(cfg, exact=True), _pingpong()).run()
+    link = 2 * 50e9  # two links per NPU in the ring dimension
+    expected = 4 * MiB / link + 1e-6 + cfg.collective.endpoint_delay
+    assert ex.records[1][0].end == pytest.approx(expected, rel=1e-12)
+
+
+def test_send_receive_in_symmetric_mode_is_an_error() -> None:
+    from acesim.hardware.platform import Platform
+    from acesim.training.executor import GraphExecutor
+    from acesim.training.graph import Graph
+
+    graph = _pingpong()
+    same = Graph([graph.ranks[0]] * 8, name="pingpong")
+    with pytest.raises(WorkloadError, match="point-to-point sends and receives need exact mode"):
+        GraphExecutor(Platform(torus()), same)

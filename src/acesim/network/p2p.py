@@ -5,8 +5,8 @@ their coordinates differ (a switch or fully connected dimension is one hop; on a
 message also takes one modelled hop, with the ring's per-NPU egress capacity — multi-hop ring
 routing is not modelled). Each hop is a fluid activity on the egress capacity of the NPU it
 leaves from, charged like an all-to-all byte by the endpoint, followed by the hop's latency
-plus the per-message endpoint delay. In symmetric mode every hop is taken by the
-representative NPU.
+plus the per-message endpoint delay. Point-to-point traffic names absolute peers, so it is
+simulated in exact mode only.
 """
 
 from __future__ import annotations
@@ -43,18 +43,13 @@ class PointToPoint:
         dst: int,
         size: float,
         on_delivered: Callable[[], Any],
-        *,
-        sim_src: int | None = None,
     ) -> None:
-        """Send ``size`` bytes from global rank ``src`` to ``dst``; call ``on_delivered``.
-
-        ``sim_src`` is the simulated rank that sends (0 in symmetric mode).
-        """
+        """Send ``size`` bytes from rank ``src`` to ``dst`` (exact mode); call ``on_delivered``."""
         hops = self._hops(src, dst)
         if not hops:
             self.rt.engine.schedule(0.0, on_delivered)
             return
-        self._hop(hops, 0, src if sim_src is None else sim_src, size, on_delivered)
+        self._hop(hops, 0, src, size, on_delivered)
 
     def _hop(
         self,
@@ -71,10 +66,9 @@ class PointToPoint:
 
         def sent(_act: Activity) -> None:
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size
-            following = nxt if rt.exact else 0
             if index + 1 < len(hops):
                 rt.engine.schedule(
-                    rt._delays[dim], self._hop, hops, index + 1, following, size, on_delivered
+                    rt._delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered
                 )
             else:
                 rt.engine.schedule(rt._delays[dim], on_delivered)

@@ -108,6 +108,14 @@ class GraphExecutor:
                     "use exact mode (--exact / run.mode = 'exact')",
                     location=graph.name or "graph",
                 )
+            if any(n.kind in ("send", "recv") for n in graph.ranks[0]):
+                # Identical graphs name identical (absolute) peers: that is not symmetric
+                # traffic, so one representative cannot stand for every rank.
+                raise WorkloadError(
+                    "point-to-point sends and receives need exact mode "
+                    "(--exact / run.mode = 'exact')",
+                    location=graph.name or "graph",
+                )
             graph_ranks = [graph.ranks[0]]
         self.states = [_RankState(r, nodes) for r, nodes in enumerate(graph_ranks)]
         self.records: list[dict[int, NodeRecord]] = [
@@ -163,8 +171,7 @@ class GraphExecutor:
         elif node.kind == "send":
             self._send(st, node)
         elif node.kind == "recv":
-            peer = node.peer if node.peer is not None else -1
-            key = (peer if self.platform.exact else -1, node.tag)
+            key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
                 self._arrived[st.rank][key] -= 1
                 self._finish(st, node)
@@ -226,18 +233,17 @@ class GraphExecutor:
         self._finish(st, st.nodes[node_id])
 
     def _send(self, st: _RankState, node: Node) -> None:
-        exact = self.platform.exact
-        src = st.rank if exact else 0
-        dst = node.peer if node.peer is not None else src
-        if exact and not 0 <= dst < len(self.states):
+        src = st.rank  # point-to-point runs in exact mode only (see __init__)
+        dst = node.peer if node.peer is not None else -1
+        if not 0 <= dst < len(self.states):
             raise WorkloadError(
                 f"rank {st.rank}: send node {node.id} targets rank {dst}, which does not exist",
                 location=self.graph.name or "graph",
             )
 
         def delivered() -> None:
-            target = dst if exact else 0
-            key = (src if exact else -1, node.tag)
+            target = dst
+            key = (src, node.tag)
             waiting = self._recv_wait[target][key]
             if waiting:
                 recv_id = waiting.pop(0)
@@ -246,11 +252,7 @@ class GraphExecutor:
                 self._arrived[target][key] += 1
             self._finish(st, node)
 
-        if exact:
-            self.p2p.send(src, dst, node.size, delivered)
-        else:
-            # The representative sends as if it were rank `peer - offset`: the same hops.
-            self.p2p.send(0, dst, node.size, delivered, sim_src=0)
+        self.p2p.send(src, dst, node.size, delivered)
 
     def _finish(self, st: _RankState, node: Node) -> None:
         now = self.platform.engine.now
