@@ -182,6 +182,8 @@ def test_run_cli_compares_three_endpoints() -> None:
         (["--npus", "6"], "error: --npus: must be a multiple of the local dimension size 4, got 6"),
         (["--workload", "resnet"], "did you mean 'resnet50'?"),
         (["--loop", "pipelined"], "--loop: must be layerwise, bucketed or no_overlap"),
+        (["--batch", "0"], "workload.batch_per_npu: must be at least 1, got 0"),
+        (["--shape", "4x4"], "run.shape: must give one size per network dimension (3)"),
     ],
 )
 def test_run_cli_bad_input_is_one_line(args: list[str], message: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..config.experiment import ExperimentConfig, RunOptions, WorkloadConfig
+from ..config.experiment import ExperimentConfig
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..units import format_rate, format_time, parse_quantity
@@ -38,7 +38,7 @@ def build_experiment(
     exact: bool,
     batch: int | None,
 ) -> ExperimentConfig:
-    from ..experiment import resolve_system_doc, shape_for
+    from ..experiment import experiment_from_dict, resolve_system_doc, shape_for
 
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
@@ -46,16 +46,17 @@ def build_experiment(
         raise ConfigError("--loop", "must be layerwise, bucketed or no_overlap", loop)
     if iterations < 1:
         raise ConfigError("--iterations", "must be at least 1", iterations)
-    exp = ExperimentConfig(
-        system=system,
-        workload=WorkloadConfig(name=workload, batch_per_npu=batch, dtype_bytes=None),
-        run=RunOptions(
-            iterations=iterations,
-            mode="exact" if exact else "symmetric",
-            loop=loop,  # type: ignore[arg-type]
-            bucket_size=parse_quantity(bucket, "size", "--bucket-size"),
-            shape=None,
-        ),
+    exp = experiment_from_dict(
+        {
+            "system": system,
+            "workload": {"name": workload, "batch_per_npu": batch},
+            "run": {
+                "iterations": iterations,
+                "mode": "exact" if exact else "symmetric",
+                "loop": loop,
+                "bucket_size": parse_quantity(bucket, "size", "--bucket-size"),
+            },
+        }
     )
     if shape is not None:
         exp.run.shape = _shape(shape)
