@@ -230,3 +230,25 @@ def test_send_receive_in_symmetric_mode_is_an_error() -> None:
     same = Graph([graph.ranks[0]] * 8, name="pingpong")
     with pytest.raises(WorkloadError, match="point-to-point sends and receives need exact mode"):
         GraphExecutor(Platform(torus()), same)
+
+
+def test_snapshot_counts_the_hbm_of_a_kernel_in_flight() -> None:
+    from acesim.hardware.platform import Platform
+    from acesim.training.executor import GraphExecutor
+    from acesim.training.graph import Graph, Node
+
+    cfg = torus("ideal")
+    probe = Platform(cfg)
+    coll = probe.collectives.issue("all-reduce", 8 * MiB)
+    probe.engine.run()
+    t_coll = coll.duration
+    kernel = Compute(duration=10 * t_coll, hbm_bytes=1e8)  # not memory-bound: 0.11 ms of HBM
+    nodes = [
+        Node(0, "k", "compute", compute=kernel, iteration=0),
+        Node(1, "ar", "collective", op="all-reduce", size=8 * MiB, iteration=0),
+        Node(2, "next", "collective", deps=(1,), op="all-reduce", size=MiB, iteration=1),
+    ]
+    ex = GraphExecutor(Platform(cfg), Graph([nodes], iterations=2)).run()
+    assert ex.iteration_start[1] == pytest.approx(t_coll)
+    # The kernel moves its 1e8 bytes over 10 t_coll: a tenth of them by then.
+    assert ex.snapshots[1].compute_hbm_bytes == pytest.approx(1e7, rel=1e-9)

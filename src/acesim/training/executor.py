@@ -278,7 +278,7 @@ class GraphExecutor:
         in_flight = 0.0
         if npu.kernel is not None and npu._kernel_spec is not None:
             act = npu.kernel
-            done = act.work - act.remaining - act.rate * (now - act._last)
+            done = act.work - act.remaining + act.rate * (now - act._last)
             in_flight = max(done, 0.0) * npu._kernel_spec[1]
         busy = npu.compute_busy + (now - npu.kernel.started if npu.kernel is not None else 0.0)
         return Snapshot(
