@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ruff check src tests benchmarks
-mypy src
+mypy --strict src
 python -m pytest -p no:cacheprovider "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def write_figures(
     # 2. effective network utilisation per endpoint
     fig, ax = plt.subplots(figsize=(8, 4))
     labels = [f"{c.workload}\n{c.npus}" for c in cases]
-    kinds = [
+    kinds: list[tuple[str, Callable[[Any], dict[str, Any]]]] = [
         ("best baseline", lambda c: c.best),
         ("ACE", lambda c: c.ace),
         ("ideal", lambda c: c.ideal),

@@ -188,7 +188,7 @@ class CaseResult:
 
     @property
     def speedup(self) -> float:
-        return self.best["iteration_time"] / self.ace["iteration_time"]
+        return float(self.best["iteration_time"] / self.ace["iteration_time"])
 
     @property
     def util_gain(self) -> float:

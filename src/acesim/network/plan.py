@@ -52,8 +52,8 @@ def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) 
                 f"collective.algorithms.{op}: must name one algorithm per dimension "
                 f"({len(topology.dimensions)}), got {len(choice)}"
             )
-        return choice[dim]
-    return choice
+        return str(choice[dim])
+    return str(choice)
 
 
 def validate_algorithms(cfg: CollectiveConfig, topology: Topology) -> None:

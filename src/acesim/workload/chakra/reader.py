@@ -137,7 +137,7 @@ def rank_files(source: Source, npus: int | None = None) -> list[Path]:
 def _ranges(values: list[int]) -> str:
     parts: list[str] = []
     start = prev = values[0]
-    for v in values[1:] + [None]:  # type: ignore[list-item]
+    for v in values[1:] + [None]:
         if v is not None and v == prev + 1:
             prev = v
             continue
