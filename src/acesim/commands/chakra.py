@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ..config.presets import DEFAULT_PRESET
+from .common import console
 
 
 def export_chakra_command(
@@ -24,7 +25,6 @@ def export_chakra_command(
     Compute nodes carry num_ops/tensor_size (for ASTRA-sim's roofline mode) and duration_micros
     computed by acesim's roofline on the system's NPU, so ASTRA-sim runs them either way.
     """
-    from ..cli import console
     from ..engine import Engine
     from ..experiment import load_experiment_workload, resolve_system
     from ..hardware.npu import NPU

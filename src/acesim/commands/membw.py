@@ -11,6 +11,7 @@ from rich.table import Table
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..units import format_rate, parse_quantity
+from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
 
 def membw_command(
@@ -20,11 +21,12 @@ def membw_command(
     npus: str = typer.Option("16,32,64,128,256,512,1024", "--npus", help="NPU counts"),
     target: float = typer.Option(0.95, "--target", help="fraction of ideal network bw to reach"),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="byte accounting only"),
-    plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png or .svg)"),
+    plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png, .svg or .pdf)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte and HBM bandwidth needed."""
-    from ..cli import console, err_console, progress
+    if plot is not None:
+        check_output_path(plot, "--plot", IMAGE_SUFFIXES)
     from ..experiments.membw import membw_analysis, plot_membw
     from ..simulate import resolve_system
 

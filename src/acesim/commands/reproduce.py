@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
+from .common import console, err_console, progress
 
 PAPERS = {"ace-isca21": "ace-isca21"}
 
@@ -16,7 +17,6 @@ def assumptions_command(
     system: str = typer.Argument("ace-isca21", help="preset name or config file"),
 ) -> None:
     """List every sourced parameter of a system: paper, datasheet, ASTRA-sim or assumption."""
-    from ..cli import console
     from ..config.presets import assumptions as list_assumptions
     from ..simulate import resolve_system
 
@@ -42,7 +42,6 @@ def reproduce_command(
     ),
 ) -> None:
     """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
-    from ..cli import console, err_console, progress
     from ..experiments.reproduce import reproduce
     from ..simulate import resolve_system
 

@@ -13,6 +13,7 @@ from ..config.experiment import ExperimentConfig
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..units import format_rate, format_time, parse_quantity
+from .common import check_output_path, console, err_console, progress
 
 DEFAULT_WORKLOAD = "resnet50"
 
@@ -86,7 +87,10 @@ def run_command(
     layers: bool = typer.Option(False, "--layers", help="also print per-layer rows"),
 ) -> None:
     """Simulate training iterations; by default compare best baseline, ACE and ideal."""
-    from ..cli import console, err_console, progress
+    if output is not None:
+        check_output_path(output, "--output", (".json",))
+    if trace is not None:
+        check_output_path(trace, "--trace", (".json",))
     from ..experiment import (
         compare,
         comparison_runs,

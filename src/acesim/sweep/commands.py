@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _consoles() -> tuple[Any, Any]:
-    from ..cli import console, err_console
+    from ..commands.common import console, err_console
 
     return console, err_console
 
@@ -51,7 +51,7 @@ def sweep(
     ),
 ) -> None:
     """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
-    from ..cli import progress
+    from ..commands.common import progress
     from .runner import run_sweep
     from .spec import load_spec
 
@@ -130,9 +130,12 @@ def results(
     """Print a sweep's results as a table (or export them with --csv)."""
     from rich.table import Table
 
+    from ..commands.common import check_output_path
     from ..errors import ConfigError
     from .store import read_table
 
+    if csv_out is not None:
+        check_output_path(csv_out, "--csv", (".csv",))
     console, _ = _consoles()
     names, rows, roles = read_table(db)
     if csv_out is not None:
@@ -193,8 +196,11 @@ def plot(
     logy: bool = typer.Option(False, "--logy", help="logarithmic y axis"),
 ) -> None:
     """Plot a metric against a swept field (matplotlib), one line per --hue value."""
+    from ..commands.common import IMAGE_SUFFIXES, check_output_path
     from .plot import plot_results
 
+    if output is not None:
+        check_output_path(output, "--output", IMAGE_SUFFIXES)
     console, _ = _consoles()
     path, lines = plot_results(db, x, y, hue=hue, output=output, where=where, logx=logx, logy=logy)
     console.print(

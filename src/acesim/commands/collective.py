@@ -1,0 +1,103 @@
+"""`acesim collective`: one collective over a range of sizes (nccl-tests style table)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from ..config.presets import DEFAULT_PRESET
+from ..errors import ConfigError
+from ..units import format_rate, format_size, format_time, parse_size_range
+from .common import console, err_console, progress
+
+OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+
+
+def collective_command(
+    op: str = typer.Option(
+        "all-reduce", "--op", help="all-reduce, reduce-scatter, all-gather, all-to-all"
+    ),
+    sizes: str = typer.Option(
+        "1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size"
+    ),
+    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
+    endpoint: str | None = typer.Option(None, "--endpoint", help="baseline, ace or ideal"),
+    exact: bool = typer.Option(False, "--exact", help="simulate every NPU, not one representative"),
+    with_compute: str | None = typer.Option(
+        None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Simulate one collective over a range of sizes (nccl-tests style table)."""
+    from ..simulate import resolve_system, simulate_collective, with_endpoint
+
+    if op not in OPS:
+        raise ConfigError("--op", "must be one of " + ", ".join(OPS), op)
+    size_list = parse_size_range(sizes, "--sizes")
+    compute = _parse_compute(with_compute) if with_compute else None
+    cfg = with_endpoint(resolve_system(system), endpoint)
+    results = []
+    with progress() as bar:
+        task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
+        for size in size_list:
+            results.append(simulate_collective(cfg, op, size, exact=exact, compute=compute))
+            bar.advance(task)
+    if as_json:
+        payload = {
+            "schema": "acesim.collective/1",
+            "system": cfg.name,
+            "results": [r.to_dict() for r in results],
+        }
+        console.out(json.dumps(payload, indent=2))
+        return
+    mode = "exact" if exact else "symmetric"
+    table = Table(
+        title=f"{op} on {cfg.name} ({results[0].npus} NPUs, {cfg.endpoint.kind} endpoint, {mode})"
+    )
+    for col in ("size", "time", "algbw", "busbw", "net bw", "HBM bw (comm)"):
+        table.add_column(col, justify="right")
+    if compute:
+        table.add_column("kernel slowdown", justify="right")
+        table.add_column("coll. slowdown", justify="right")
+    for r in results:
+        row = [
+            format_size(r.size),
+            format_time(r.time),
+            format_rate(r.algbw),
+            format_rate(r.busbw),
+            format_rate(r.network_bandwidth),
+            format_rate(r.hbm_bandwidth),
+        ]
+        if compute and r.compute:
+            row += [
+                f"{r.compute['kernel_slowdown']:.3f}x",
+                f"{r.compute['collective_slowdown']:.3f}x",
+            ]
+        table.add_row(*row)
+    console.print(table)
+    _print_assumptions(cfg)
+
+
+def _parse_compute(text: str) -> tuple[float, float]:
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise ConfigError("--with-compute", "expected FLOPS,BYTES", text)
+    try:
+        flops, nbytes = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise ConfigError("--with-compute", "expected two numbers FLOPS,BYTES", text) from None
+    if flops < 0 or nbytes < 0:
+        raise ConfigError("--with-compute", "FLOPs and bytes must not be negative", text)
+    return flops, nbytes
+
+
+def _print_assumptions(cfg: Any) -> None:
+    count = sum(1 for s in cfg.sources.values() if s.kind == "assumption")
+    if count:
+        err_console.print(
+            f"[dim]{count} parameters of {cfg.name} are assumptions "
+            f"(see the preset's \\[sources] table).[/dim]"
+        )

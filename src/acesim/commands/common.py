@@ -1,0 +1,58 @@
+"""What every `acesim` command shares: the consoles, the progress bar, output-path checks.
+
+Command modules import from here, never from :mod:`acesim.cli` (which imports them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ..errors import ConfigError
+
+__all__ = ["console", "err_console", "progress", "check_output_path", "IMAGE_SUFFIXES"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def progress() -> Progress:
+    """The progress bar used by every long command (on stderr, hidden when not a terminal)."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+def check_output_path(path: Path, option: str, suffixes: tuple[str, ...] | None = None) -> Path:
+    """Check that ``path`` can be written as the output of ``option``, before any work is done.
+
+    Raises :class:`~acesim.errors.ConfigError` (one line on the CLI) when the folder does not
+    exist or is not writable, when ``path`` is an existing directory, or when its suffix is not
+    one of ``suffixes`` (compared case-insensitively; ``None`` allows any). Returns ``path``.
+    """
+    path = Path(path)
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        allowed = ", ".join(suffixes)
+        raise ConfigError(option, f"file name must end in one of {allowed}", str(path))
+    if path.is_dir():
+        raise ConfigError(option, "is a directory, expected a file name", str(path))
+    folder = path.parent
+    if not folder.is_dir():
+        rule = "not a folder" if folder.exists() else "folder does not exist"
+        raise ConfigError(option, f"{rule}: {folder}", str(path))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(option, f"folder is not writable: {folder}", str(path))
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ConfigError(option, "file is not writable", str(path))
+    return path
