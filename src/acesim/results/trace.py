@@ -31,9 +31,15 @@ Counters (process-scoped ``C`` events, step functions: a value holds until the n
 * ``link <dim>`` with series ``utilisation``: allocated / capacity of the NPU's egress
   resource on the dimension (0..1); its integral times the capacity is the bytes sent.
 
-Times (``ts``, ``dur``) are microseconds, as the format requires; values are not rounded, so the
-counters integrate back to the simulator's byte counts. Output is deterministic: events are
-sorted by (pid, tid, ts, longest first, name, creation order).
+Times (``ts``, ``dur``) are microseconds, as the format requires. Every time is first rounded
+once to the nearest integer nanosecond (:func:`_ns`); a slice is written as ``ts = start_ns /
+1000`` and ``dur = (end_ns - start_ns) / 1000`` (at most three decimals), so a viewer that reads
+them back to integer ns (Perfetto rounds ``x * 1000``) gets exactly ``start_ns`` and ``end_ns``:
+a child never ends past its parent and sequential slices on a track never overlap by a
+rounding hair (Perfetto drops such slices). Lanes are assigned on the same integer-ns
+intervals. Counter values are not rounded, only their times are snapped to the same ns grid.
+Output is deterministic: events are sorted by (pid, tid, ts, longest first, name, creation
+order).
 
 Tracing needs :func:`enable_tracing` on the platform *before* the run (the phase log and the
 resource samples are recorded while time runs); without it the trace still has the node tracks
@@ -99,10 +105,27 @@ def enable_tracing(platform: Platform) -> None:
             engine.watch.setdefault(res, [])
 
 
-def _lanes(intervals: list[tuple[float, float, int]]) -> list[int]:
-    """Lane index of each (start, end, key) interval so that no lane holds an overlap."""
+def _ns(t: float) -> int:
+    """Simulator seconds -> the nearest integer nanosecond (the trace's time grid)."""
+    return round(t * 1e9)
+
+
+def _span_ns(start: float, end: float) -> tuple[int, int]:
+    """A slice's (start, end) on the ns grid; never negative in length."""
+    start_ns = _ns(start)
+    return start_ns, max(_ns(end), start_ns)
+
+
+def _us(t_ns: int) -> float:
+    """Integer ns -> the microseconds written to the file (``round(_us(n) * 1000) == n``)."""
+    return t_ns / 1000
+
+
+def _lanes(intervals: list[tuple[int, int, int]]) -> list[int]:
+    """Lane index of each (start_ns, end_ns, key) interval so that no lane holds an overlap
+    (touching, end == start, is allowed)."""
     order = sorted(range(len(intervals)), key=lambda i: intervals[i])
-    ends: list[float] = []
+    ends: list[int] = []
     lane = [0] * len(intervals)
     for i in order:
         start, end, _ = intervals[i]
@@ -122,15 +145,15 @@ def _rank_span(ranks: Iterable[int]) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
 
 
-def _steps(samples: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Last value at each instant, consecutive repeats dropped (a step function)."""
-    last_at: list[tuple[float, float]] = []
+def _steps(samples: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Last value at each instant (ns), consecutive repeats dropped (a step function)."""
+    last_at: list[tuple[int, float]] = []
     for t, v in samples:
         if last_at and last_at[-1][0] == t:
             last_at[-1] = (t, v)
         else:
             last_at.append((t, v))
-    out: list[tuple[float, float]] = []
+    out: list[tuple[int, float]] = []
     for t, v in last_at:
         if not out or out[-1][1] != v:
             out.append((t, v))
@@ -182,7 +205,7 @@ def _complete(
     span: tuple[float, float],
     args: dict[str, Any],
 ) -> None:
-    start, end = span
+    start_ns, end_ns = _span_ns(*span)
     b.add(
         {
             "name": name,
@@ -190,14 +213,14 @@ def _complete(
             "ph": "X",
             "pid": pid,
             "tid": tid,
-            "ts": start * _US,
-            "dur": max(end - start, 0.0) * _US,
+            "ts": _us(start_ns),
+            "dur": _us(end_ns - start_ns),
             "args": args,
         }
     )
 
 
-def _counter(b: _Builder, pid: int, name: str, t: float, args: dict[str, float]) -> None:
+def _counter(b: _Builder, pid: int, name: str, t_ns: int, args: dict[str, float]) -> None:
     b.add(
         {
             "name": name,
@@ -205,7 +228,7 @@ def _counter(b: _Builder, pid: int, name: str, t: float, args: dict[str, float])
             "ph": "C",
             "pid": pid,
             "tid": 0,
-            "ts": t * _US,
+            "ts": _us(t_ns),
             "args": args,
         }
     )
@@ -227,8 +250,9 @@ class _Process:
 
     def lanes(self, name: str, spans: list[tuple[float, float, int]]) -> list[int]:
         """Tids for ``spans`` spread over as few non-overlapping lanes named ``name``, ``name
-        #2``, ...; one (empty) lane when there are no spans."""
-        lane = _lanes(spans)
+        #2``, ...; one (empty) lane when there are no spans. Spans are in seconds; lanes are
+        assigned on their integer-ns snapping, as :func:`_complete` writes them."""
+        lane = _lanes([(*_span_ns(start, end), key) for start, end, key in spans])
         count = max(lane, default=0) + 1
         for j in range(count):
             self.b.thread(self.pid, self.next_tid + j, name if j == 0 else f"{name} #{j + 1}")
@@ -360,7 +384,7 @@ def trace_events(execution: Execution) -> dict[str, Any]:
                 dim = topo.dimensions[d]
                 if dim.size <= 1 or not math.isfinite(res.capacity) or res not in watch:
                     continue
-                for t, v in _steps([(0.0, 0.0), *watch[res]]):
+                for t, v in _steps([(0, 0.0), *((_ns(t), v) for t, v in watch[res])]):
                     util = min(max(v / res.capacity, 0.0), 1.0)
                     _counter(b, pid, f"link {dim.name}", t, {"utilisation": util})
 
@@ -454,14 +478,15 @@ def _hbm_counters(b: _Builder, pid: int, samples: list[list[tuple[float, float]]
             merged.append((t, i, total, c))
     merged.sort(key=lambda m: m[0])  # stable: each resource keeps its order at equal times
     state = [(0.0, 0.0)] * len(samples)
-    points: list[tuple[float, tuple[float, float]]] = [(0.0, (0.0, 0.0))]
+    points: list[tuple[int, tuple[float, float]]] = [(0, (0.0, 0.0))]
     for t, i, total, c in merged:
         state[i] = (total, c)
         value = (sum(s[1] for s in state), sum(max(s[0] - s[1], 0.0) for s in state))
-        if points[-1][0] == t:
-            points[-1] = (t, value)
+        t_ns = _ns(t)  # samples within one ns collapse to the last one (the value after them)
+        if points[-1][0] == t_ns:
+            points[-1] = (t_ns, value)
         else:
-            points.append((t, value))
+            points.append((t_ns, value))
     last: tuple[float, float] | None = None
     for t, value in points:
         if value != last:
