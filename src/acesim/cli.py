@@ -1,7 +1,7 @@
 """The `acesim` command line (typer + rich).
 
 This module is only the app: the root options, the registration of the commands (each lives in
-:mod:`acesim.commands` or :mod:`acesim.sweep.commands`) and the error handler :func:`run_cli`.
+:mod:`acesim.commands`) and the error handler :func:`run_cli`.
 Command modules never import this one; what they share is in :mod:`acesim.commands.common`.
 
 Errors a user causes are printed as one or two lines naming the field and exit with status 2;
@@ -24,8 +24,8 @@ from .commands.membw import membw_command
 from .commands.presets import presets_command
 from .commands.reproduce import assumptions_command, reproduce_command
 from .commands.run import run_command
+from .commands.sweep import register as register_sweep
 from .errors import AcesimError
-from .sweep.commands import register as register_sweep
 
 app = typer.Typer(
     help="acesim: simulate distributed DL training platforms where compute and collectives "

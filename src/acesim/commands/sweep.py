@@ -1,5 +1,8 @@
 """`acesim sweep`, `acesim results`, `acesim plot` (registered on the CLI app by :func:`register`).
 
+The command-line face of :mod:`acesim.sweep`; it lives with the other commands so that the
+sweep package never imports the CLI layer.
+
 Nothing heavy is imported here at module level: `acesim --help` stays fast, and pandas,
 matplotlib and dask load only when a command needs them.
 """
@@ -13,6 +16,8 @@ from typing import Any
 
 import typer
 
+from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+
 __all__ = ["register", "sweep", "results", "plot"]
 
 
@@ -21,12 +26,6 @@ def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep)
     app.command("results")(results)
     app.command("plot")(plot)
-
-
-def _consoles() -> tuple[Any, Any]:
-    from ..commands.common import console, err_console
-
-    return console, err_console
 
 
 def sweep(
@@ -51,11 +50,9 @@ def sweep(
     ),
 ) -> None:
     """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
-    from ..commands.common import progress
-    from .runner import run_sweep
-    from .spec import load_spec
+    from ..sweep.runner import run_sweep
+    from ..sweep.spec import load_spec
 
-    console, err_console = _consoles()
     loaded = load_spec(spec)
     if dry_run:
         _print_points(loaded)
@@ -93,7 +90,6 @@ def sweep(
 def _print_points(loaded: Any) -> None:
     from rich.table import Table
 
-    console, _ = _consoles()
     points = loaded.points()
     table = Table(title=f"sweep {loaded.name}: {len(points)} points ({loaded.kind})")
     table.add_column("#", justify="right")
@@ -130,13 +126,11 @@ def results(
     """Print a sweep's results as a table (or export them with --csv)."""
     from rich.table import Table
 
-    from ..commands.common import check_output_path
     from ..errors import ConfigError
-    from .store import read_table
+    from ..sweep.store import read_table
 
     if csv_out is not None:
         check_output_path(csv_out, "--csv", (".csv",))
-    console, _ = _consoles()
     names, rows, roles = read_table(db)
     if csv_out is not None:
         with open(csv_out, "w", newline="", encoding="utf-8") as handle:
@@ -196,12 +190,10 @@ def plot(
     logy: bool = typer.Option(False, "--logy", help="logarithmic y axis"),
 ) -> None:
     """Plot a metric against a swept field (matplotlib), one line per --hue value."""
-    from ..commands.common import IMAGE_SUFFIXES, check_output_path
-    from .plot import plot_results
+    from ..sweep.plot import plot_results
 
     if output is not None:
         check_output_path(output, "--output", IMAGE_SUFFIXES)
-    console, _ = _consoles()
     path, lines = plot_results(db, x, y, hue=hue, output=output, where=where, logx=logx, logy=logy)
     console.print(
         f"wrote {path} ({lines} line{'s' if lines != 1 else ''})", highlight=False, soft_wrap=True
