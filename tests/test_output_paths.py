@@ -87,10 +87,11 @@ CASES = [
         [".png", ".svg", ".pdf"],
     ),
     (
-        ["plot", "{tmp}/db.sqlite", "--x", "a", "--y", "b", "--output", "{tmp}/d.json"],
+        ["plot", "{tmp}/db.sqlite", "--x", "a", "--y", "b", "--output", "{tmp}"],
         "--output",
-        [".png"],
+        ["is a directory"],
     ),
+    (["run", "-o", "{tmp}"], "--output", ["is a directory"]),
 ]
 
 

@@ -37,14 +37,12 @@ def progress() -> Progress:
 def check_output_path(path: Path, option: str, suffixes: tuple[str, ...] | None = None) -> Path:
     """Check that ``path`` can be written as the output of ``option``, before any work is done.
 
-    Raises :class:`~acesim.errors.ConfigError` (one line on the CLI) when the folder does not
-    exist or is not writable, when ``path`` is an existing directory, or when its suffix is not
-    one of ``suffixes`` (compared case-insensitively; ``None`` allows any). Returns ``path``.
+    Raises :class:`~acesim.errors.ConfigError` (one line on the CLI) when ``path`` is an
+    existing directory, when its folder does not exist or is not writable (or the file exists
+    and is not writable), or when its suffix is not one of ``suffixes`` (compared
+    case-insensitively; ``None`` allows any). Returns ``path``.
     """
     path = Path(path)
-    if suffixes is not None and path.suffix.lower() not in suffixes:
-        allowed = ", ".join(suffixes)
-        raise ConfigError(option, f"file name must end in one of {allowed}", str(path))
     if path.is_dir():
         raise ConfigError(option, "is a directory, expected a file name", str(path))
     folder = path.parent
@@ -55,4 +53,7 @@ def check_output_path(path: Path, option: str, suffixes: tuple[str, ...] | None 
         raise ConfigError(option, f"folder is not writable: {folder}", str(path))
     if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(option, "file is not writable", str(path))
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        allowed = ", ".join(suffixes)
+        raise ConfigError(option, f"file name must end in one of {allowed}", str(path))
     return path
