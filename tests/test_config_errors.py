@@ -129,11 +129,16 @@ def test_unknown_dimension_kind() -> None:
 def test_unknown_algorithm_names_the_operation() -> None:
     err = _error(lambda d: d.update(collective={"algorithms": {"all-reduce": "magic"}}))
     assert str(err) == (
-        "collective.algorithms.all-reduce: input should be 'ring', 'direct', "
-        "'halving_doubling' or 'double_binary_tree', got 'magic'"
+        "collective.algorithms.all-reduce: must be one of ring, direct, "
+        "halving_doubling, double_binary_tree, got 'magic'"
     )
     err = _error(lambda d: d.update(collective={"algorithms": {"all-reduce": ["ring", "x"]}}))
-    assert str(err).startswith("collective.algorithms.all-reduce[1]: input should be 'ring'")
+    assert str(err).startswith("collective.algorithms.all-reduce[1]: must be one of ring,")
+    err = _error(lambda d: d.update(collective={"algorithms": {"allreduce": "ring"}}))
+    assert str(err) == (
+        "collective.algorithms.allreduce: unknown collective operation; must be one of "
+        "all-reduce, reduce-scatter, all-gather, all-to-all (did you mean 'all-reduce'?)"
+    )
 
 
 def test_comm_units_must_leave_compute_units_for_compute() -> None:
@@ -170,7 +175,8 @@ def test_unknown_collective_operation() -> None:
     with pytest.raises(ConfigError) as info:
         simulate_collective("a100-nvswitch-8", "allreduce", 1024)
     assert str(info.value) == (
-        "op: must be one of all-reduce, reduce-scatter, all-gather, all-to-all, got 'allreduce'"
+        "op: must be one of all-reduce, reduce-scatter, all-gather, all-to-all, got 'allreduce' "
+        "(did you mean 'all-reduce'?)"
     )
 
 

@@ -31,10 +31,11 @@ def _forbid(monkeypatch: pytest.MonkeyPatch, target: str, name: str) -> None:
 @pytest.fixture
 def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """No simulation, analysis, database read or plot may start."""
-    for name in ("run_system", "compare", "resolve_system", "load_experiment_workload"):
-        _forbid(monkeypatch, "acesim.experiment", name)
+    for name in ("cli_case", "run_case", "run_jobs"):
+        _forbid(monkeypatch, "acesim.commands.run", name)
+    _forbid(monkeypatch, "acesim.experiment.case", "make_case")
     _forbid(monkeypatch, "acesim.experiments.membw", "membw_analysis")
-    _forbid(monkeypatch, "acesim.simulate", "resolve_system")
+    _forbid(monkeypatch, "acesim.config.resolve", "resolve_system")
     _forbid(monkeypatch, "acesim.sweep.store", "read_table")
     _forbid(monkeypatch, "acesim.sweep.plot", "plot_results")
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import acesim
 from acesim.errors import ConfigError, SweepError
 from acesim.sweep import config_hash, load_results, load_spec, run_sweep
 from acesim.sweep.store import ResultStore, read_table
@@ -136,7 +137,7 @@ def test_run_spec_paths_are_checked_against_workload_and_run_options() -> None:
     assert all(p.ok for p in spec.points())
     with pytest.raises(ConfigError, match="did you mean 'iterations'"):
         load_spec({"kind": "run", "grid": {"run.iteration": [1, 2]}})
-    points = load_spec({"kind": "run", "grid": {"run.iterations": [2, 0]}}).points()
+    points = load_spec({"kind": "run", "grid": {"run.iterations": [3, 0]}}).points()
     assert points[0].ok and not points[1].ok
     assert "run.iterations" in (points[1].error or "")
 
@@ -207,17 +208,37 @@ def test_bad_value_in_one_cell_records_its_error_and_finishes_the_rest(tmp_path:
         run_sweep(spec, tmp_path / "strict.sqlite", strict=True)
 
 
-def test_point_failing_at_run_time_is_recorded_and_retried_on_request(tmp_path: Path) -> None:
+def test_point_the_platform_rejects_is_invalid_before_anything_runs(tmp_path: Path) -> None:
     spec = small_spec(
         grid={"collective.algorithms.all-reduce": ["ring", "direct"]},  # direct needs a switch
+        zip={},
+    )
+    points = load_spec(spec).points()
+    assert [p.ok for p in points] == [True, False]
+    assert "collective.algorithms.all-reduce: algorithm 'direct' needs a fully_connected" in (
+        points[1].error or ""
+    )
+
+
+def test_point_failing_at_run_time_is_recorded_and_retried_on_request(tmp_path: Path) -> None:
+    # Without splitting or spilling, a 16 MiB chunk does not fit ACE's 4 MiB SRAM: an error
+    # only the run finds (when the chunk arrives).
+    spec = small_spec(
+        base={
+            "system": "ace-isca21",
+            "op": "all-reduce",
+            "size": "64 MiB",
+            "overrides": {"endpoint.kind": "ace", "endpoint.ace.allow_spill": False},
+        },
+        grid={"endpoint.ace.split_chunks": [True, False]},
         zip={},
     )
     db = tmp_path / "runtime.sqlite"
     summary = run_sweep(spec, db, workers=0)
     assert (summary.ok, summary.failed) == (1, 1)
     df = load_results(db)
-    error = df.loc[df["collective.algorithms.all-reduce"] == "direct", "error"].item()
-    assert error.startswith("TopologyError") and "direct" in error
+    error = df.loc[df["endpoint.ace.split_chunks"] == 0, "error"].item()
+    assert error.startswith("ConfigError") and "endpoint.ace.sram" in error
     assert run_sweep(spec, db, workers=0).ran == 0
     assert run_sweep(spec, db, workers=0, retry_errors=True).ran == 1
     assert len(load_results(db)) == 2
@@ -376,14 +397,24 @@ def test_run_points_record_training_metrics(tmp_path: Path) -> None:
         "base": {
             "system": "ace-isca21",
             "workload": {"name": "resnet50"},
-            "run": {"iterations": 1},
+            "run": {"iterations": 1, "warmup": 0},
         },
-        "grid": {"endpoint.kind": ["baseline", "ace"]},
+        "grid": {"endpoint.kind": ["baseline", "ace", "best_baseline"]},
         "zip": {"network.dimensions[1].size": [2], "network.dimensions[2].size": [2]},
     }
     db = tmp_path / "runs.sqlite"
     summary = run_sweep(spec, db, workers=2)
-    assert summary.ok == 2, summary.errors
+    assert summary.ok == 3, summary.errors
     df = load_results(db)
     assert (df["iteration_time"] > 0).all()
-    assert set(df["endpoint.kind"]) == {"baseline", "ace"}
+    assert set(df["endpoint.kind"]) == {"baseline", "ace", "best_baseline"}
+    # Every row says what it was run with.
+    assert set(df["run.batch_per_npu"]) == {2} and set(df["run.shape"]) == {"4x2x2"}
+    assert set(df["run.warmup"]) == {0} and set(df["run.measured"]) == {1}
+    assert set(df["run.version"]) == {acesim.__version__}
+    # best_baseline searched every split: it is the fastest baseline, never slower than the
+    # preset's own split, and the row names the split that won.
+    by_kind = df.set_index("endpoint.kind")
+    best, preset = (by_kind.loc[k, "iteration_time"] for k in ("best_baseline", "baseline"))
+    assert best <= preset
+    assert by_kind.loc["best_baseline", "run.variant"].endswith("units")

@@ -165,8 +165,8 @@ def test_trace_follows_format_and_matches_results(
     meta = data["metadata"]
     assert meta["counters"] and meta["mode"] == "symmetric" and meta["npus"] == 8
     assert meta["processes"]["1"]["represents"] == "0-7"
-    k = meta["measured_iteration"]
-    assert k == 1
+    assert meta["measured_iterations"] == [1] and meta["warmup"] == 1
+    k = 1
 
     names = thread_names(data, 1)
     assert {"iterations", "compute", "comm", "chunks local", "chunks vertical"} <= set(
@@ -230,7 +230,7 @@ def test_trace_follows_format_and_matches_results(
 
 
 def test_exact_mode_has_one_process_per_npu(tmp_path: Path) -> None:
-    _result, execution, data = traced_run(tmp_path, system("baseline"), iterations=2, exact=True)
+    _result, execution, data = traced_run(tmp_path, system("baseline"), iterations=3, exact=True)
     check_format(data)
     meta = data["metadata"]
     assert meta["mode"] == "exact" and meta["simulated_npus"] == 8
@@ -247,7 +247,7 @@ def test_exact_mode_has_one_process_per_npu(tmp_path: Path) -> None:
 
 def test_overlapping_collectives_and_chunks_get_lanes(tmp_path: Path) -> None:
     _result, execution = run_system(
-        system("baseline", chunks=4, active=2), workload(64e6), iterations=2, trace=True
+        system("baseline", chunks=4, active=2), workload(64e6), iterations=3, trace=True
     )
     path = tmp_path / "lanes.json"
     write_trace(execution, path)
@@ -256,7 +256,7 @@ def test_overlapping_collectives_and_chunks_get_lanes(tmp_path: Path) -> None:
     names = set(thread_names(data, 1).values())
     assert {"comm", "comm #2", "chunks local", "chunks local #2"} <= names
     xs = [e for e in data["traceEvents"] if e["ph"] == "X"]
-    assert sum(e["cat"] == "comm" for e in xs) == 2 * 3
+    assert sum(e["cat"] == "comm" for e in xs) == 3 * 3  # 3 layers x 3 iterations
     phases = execution.platform.collectives.phase_log
     assert sum(e["cat"] == "chunk" for e in xs) == len(phases)
 
@@ -264,7 +264,7 @@ def test_overlapping_collectives_and_chunks_get_lanes(tmp_path: Path) -> None:
 def test_trace_is_deterministic(tmp_path: Path) -> None:
     texts = []
     for i in range(2):
-        _result, execution = run_system(system("ace"), workload(), iterations=2, trace=True)
+        _result, execution = run_system(system("ace"), workload(), iterations=3, trace=True)
         path = tmp_path / f"t{i}.json"
         write_trace(execution, path)
         texts.append(path.read_bytes())
@@ -273,13 +273,13 @@ def test_trace_is_deterministic(tmp_path: Path) -> None:
 
 def test_tracing_does_not_change_results() -> None:
     cfg = system("baseline")
-    plain, _ = run_system(cfg, workload(), iterations=2)
-    traced, _ = run_system(cfg, workload(), iterations=2, trace=True)
+    plain, _ = run_system(cfg, workload(), iterations=3)
+    traced, _ = run_system(cfg, workload(), iterations=3, trace=True)
     assert traced.to_dict() == plain.to_dict()
 
 
 def test_trace_without_recording_has_node_tracks_only() -> None:
-    _result, execution = run_system(system("baseline"), workload(), iterations=2)
+    _result, execution = run_system(system("baseline"), workload(), iterations=3)
     data = trace_events(execution)
     check_format(data)
     assert data["metadata"]["counters"] is False
@@ -289,7 +289,7 @@ def test_trace_without_recording_has_node_tracks_only() -> None:
 
 def test_cli_run_writes_trace(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    args = ["run", "--workload", str(MICRO), "--endpoint", "baseline", "--iterations", "2"]
+    args = ["run", "--workload", str(MICRO), "--endpoint", "baseline", "--iterations", "3"]
     res = CliRunner().invoke(app, [*args, "--trace", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text(encoding="utf-8"))

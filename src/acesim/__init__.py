@@ -22,9 +22,8 @@ from .results.collective import CollectiveResult
 from .results.run import RunResult
 from .simulate import simulate_collective
 from .sweep import load_results, run_sweep
+from .version import __version__
 from .workload.loader import load_workload
-
-__version__ = "0.1.0"
 
 __all__ = [
     "__version__",

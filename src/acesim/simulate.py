@@ -4,30 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config.presets import load_system
-from .config.system import COLLECTIVE_OPS, SystemConfig
+from .config.resolve import resolve_system
+from .config.system import SystemConfig
 from .errors import ConfigError
+from .hardware.endpoints import ENDPOINT_KINDS
 from .hardware.platform import Platform
+from .network.group import Group
+from .network.ops import COLLECTIVE_OPS
 from .results.collective import CollectiveResult, bus_factor
 from .units import parse_quantity
 
-
-def resolve_system(system: SystemConfig | str | Path) -> SystemConfig:
-    """A :class:`SystemConfig` from itself, a preset name or a file path."""
-    if isinstance(system, SystemConfig):
-        return system
-    return load_system(system)
-
-
-def with_endpoint(system: SystemConfig, endpoint: str | None) -> SystemConfig:
-    """A copy of ``system`` whose endpoint kind is ``endpoint`` (unchanged if None)."""
-    if endpoint is None:
-        return system
-    if endpoint not in ("baseline", "ace", "ideal"):
-        raise ConfigError("endpoint", "must be one of baseline, ace, ideal", endpoint)
-    copy = system.model_copy(deep=True)
-    copy.endpoint.kind = endpoint  # type: ignore[assignment]
-    return copy
+__all__ = ["simulate_collective"]
 
 
 def simulate_collective(
@@ -38,6 +25,7 @@ def simulate_collective(
     exact: bool = False,
     endpoint: str | None = None,
     dims: tuple[int, ...] | None = None,
+    group: Group | None = None,
     compute: tuple[float, float] | None = None,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
@@ -47,17 +35,20 @@ def simulate_collective(
         op: ``all-reduce``, ``reduce-scatter``, ``all-gather`` or ``all-to-all``.
         size: bytes, or text such as ``"64 MiB"``.
         exact: simulate every NPU instead of one representative.
-        endpoint: override the system's endpoint kind (``baseline``, ``ace``, ``ideal``).
+        endpoint: override the system's endpoint kind (a registered kind).
         dims: dimensions the collective spans (default: all).
+        group: or a communicator group (:class:`acesim.network.Group`), e.g. half a node.
         compute: optional concurrent compute kernel ``(FLOPs, HBM bytes)`` started with the
             collective; the result's ``compute`` reports both slowdowns.
     """
-    if op not in COLLECTIVE_OPS:
-        raise ConfigError("op", "must be one of " + ", ".join(COLLECTIVE_OPS), op)
+    COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
     if nbytes < 0:
         raise ConfigError("size", "must not be negative", size)
-    cfg = with_endpoint(resolve_system(system), endpoint)
+    cfg = resolve_system(system)
+    if endpoint is not None:
+        ENDPOINT_KINDS.get(endpoint, "endpoint")
+        cfg = cfg.with_endpoint(endpoint)
     platform = Platform(cfg, exact=exact)
     kernel_times: dict[str, float] = {}
     if compute is not None:
@@ -66,7 +57,7 @@ def simulate_collective(
             raise ConfigError("with_compute", "FLOPs and bytes must not be negative", compute)
         for npu in platform.npus:
             npu.run_kernel(flops, hbm, lambda _a: None, tag="compute")
-    coll = platform.collectives.issue(op, nbytes, dims=dims)
+    coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     end = platform.engine.run()
     time = coll.duration
     ranks = len(platform.npus)
@@ -79,7 +70,7 @@ def simulate_collective(
     if compute is not None:
         npu = platform.npus[0]
         tag, start, stop, alone = npu.kernel_log[0]
-        solo = _collective_alone(cfg, op, nbytes, exact, dims)
+        solo = _collective_alone(cfg, op, nbytes, exact, dims, group)
         kernel_times = {
             "kernel_time": stop - start,
             "kernel_time_alone": alone,
@@ -108,10 +99,15 @@ def simulate_collective(
 
 
 def _collective_alone(
-    cfg: SystemConfig, op: str, nbytes: float, exact: bool, dims: tuple[int, ...] | None
+    cfg: SystemConfig,
+    op: str,
+    nbytes: float,
+    exact: bool,
+    dims: tuple[int, ...] | None,
+    group: Group | None,
 ) -> float:
     platform = Platform(cfg, exact=exact)
-    coll = platform.collectives.issue(op, nbytes, dims=dims)
+    coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     platform.engine.run()
     return coll.duration
 

@@ -496,7 +496,7 @@ def test_writer_rejects_roofline_compute_without_a_duration(tmp_path: Path) -> N
 
 
 def test_writer_writes_empty_compute_as_zero_cycles(tmp_path: Path) -> None:
-    w = _workload(Layer("fc", weight_grad=Pass(comm=Comm("all-reduce", 8))))
+    w = _workload(Layer("fc", weight_grad=Pass(comms=(Comm("all-reduce", 8),))))
     write_astra_workload(w, tmp_path / "out.txt")
     assert (tmp_path / "out.txt").read_text() == (
         "DATA\n1\nfc\t-1\t0\tNONE\t0\t0\tNONE\t0\t0\tALLREDUCE\t8\t0\n"
@@ -505,7 +505,7 @@ def test_writer_writes_empty_compute_as_zero_cycles(tmp_path: Path) -> None:
 
 def test_writer_rejects_dimensions_the_format_cannot_express(tmp_path: Path) -> None:
     w = _workload(
-        Layer("fc", weight_grad=Pass(Compute(duration=1e-6), Comm("all-reduce", 8, (0,))))
+        Layer("fc", weight_grad=Pass(Compute(duration=1e-6), (Comm("all-reduce", 8, (0,)),)))
     )
     assert write_error(w, tmp_path) == (
         "w: fc.weight_grad.comm.dims: spans dimensions (0,), but a DATA workload implies None "

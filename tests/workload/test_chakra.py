@@ -16,7 +16,6 @@ from systems import dim, make_system
 from acesim.errors import TraceError, WorkloadError
 from acesim.hardware.platform import Platform
 from acesim.training.executor import GraphExecutor
-from acesim.training.graph import Graph, Node
 from acesim.training.loops import build_graph
 from acesim.workload.chakra import (
     ChakraWarning,
@@ -26,6 +25,7 @@ from acesim.workload.chakra import (
 )
 from acesim.workload.chakra import schema as S
 from acesim.workload.chakra.stream import encode_varint
+from acesim.workload.graph import Graph, Node
 from acesim.workload.model import Compute
 from acesim.workload.zoo import load_zoo
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ..config.presets import DEFAULT_PRESET
+from ..training.loops import LOOPS
 from .common import console
 
 
@@ -17,7 +18,7 @@ def export_chakra_command(
     npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
     shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
     iterations: int = typer.Option(1, "--iterations", "-n", help="iterations to unroll"),
-    loop: str = typer.Option("layerwise", "--loop", help="layerwise, bucketed or no_overlap"),
+    loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
     batch: int | None = typer.Option(None, "--batch", help="per-NPU batch size (zoo workloads)"),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
@@ -26,24 +27,34 @@ def export_chakra_command(
     computed by acesim's roofline on the system's NPU, so ASTRA-sim runs them either way.
     """
     from ..engine import Engine
-    from ..experiment import load_experiment_workload, resolve_system
     from ..hardware.npu import NPU
-    from ..training.graph import Graph
     from ..training.loops import build_graph
     from ..workload.chakra import export_chakra
-    from .run import build_experiment
+    from ..workload.graph import Graph
+    from ..workload.model import Compute
+    from .cases import cli_case
 
-    exp = build_experiment(system, workload, npus, shape, iterations, loop, "25 MiB", False, batch)
-    cfg = resolve_system(exp)
-    work = load_experiment_workload(exp, cfg)
+    # Export unrolls iterations without measuring them: no warm-up rule applies.
+    case = cli_case(
+        system,
+        workload,
+        npus=npus,
+        shape=shape,
+        iterations=iterations,
+        warmup=0,
+        loop=loop,
+        batch=batch,
+    )
+    cfg = case.system
+    work = case.workload
     graph = (
         work
         if isinstance(work, Graph)
-        else build_graph(work, iterations, loop, exp.run.bucket_size)  # type: ignore[arg-type]
+        else build_graph(work, iterations, loop, case.options.bucket_size)
     )
     npu = NPU(Engine(), 0, cfg.npu)
 
-    def compute_time(c):  # type: ignore[no-untyped-def]
+    def compute_time(c: Compute) -> float:
         return npu.kernel_time_alone(c.flops, c.hbm_bytes, c.blocks, c.duration)
 
     summary = export_chakra(

@@ -9,22 +9,23 @@ import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.resolve import resolve_system
 from ..errors import ConfigError
+from ..hardware.endpoints import ENDPOINT_KINDS
+from ..network.ops import COLLECTIVE_OPS
 from ..units import format_rate, format_size, format_time, parse_size_range
 from .common import console, err_console, progress
 
-OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
-
 
 def collective_command(
-    op: str = typer.Option(
-        "all-reduce", "--op", help="all-reduce, reduce-scatter, all-gather, all-to-all"
-    ),
+    op: str = typer.Option("all-reduce", "--op", help=COLLECTIVE_OPS.choices()),
     sizes: str = typer.Option(
         "1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size"
     ),
     system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
-    endpoint: str | None = typer.Option(None, "--endpoint", help="baseline, ace or ideal"),
+    endpoint: str | None = typer.Option(
+        None, "--endpoint", help=f"endpoint kind: {ENDPOINT_KINDS.choices()}"
+    ),
     exact: bool = typer.Option(False, "--exact", help="simulate every NPU, not one representative"),
     with_compute: str | None = typer.Option(
         None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
@@ -32,13 +33,14 @@ def collective_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
-    from ..simulate import resolve_system, simulate_collective, with_endpoint
+    from ..simulate import simulate_collective
 
-    if op not in OPS:
-        raise ConfigError("--op", "must be one of " + ", ".join(OPS), op)
+    COLLECTIVE_OPS.get(op, "--op")
     size_list = parse_size_range(sizes, "--sizes")
     compute = _parse_compute(with_compute) if with_compute else None
-    cfg = with_endpoint(resolve_system(system), endpoint)
+    cfg = resolve_system(system)
+    if endpoint is not None:
+        cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
     results = []
     with progress() as bar:
         task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))

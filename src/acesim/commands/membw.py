@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
+from ..network.ops import COLLECTIVE_OPS
 from ..units import format_rate, parse_quantity
 from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
@@ -27,11 +28,10 @@ def membw_command(
     """Memory-bandwidth analysis: HBM bytes per network byte and HBM bandwidth needed."""
     if plot is not None:
         check_output_path(plot, "--plot", IMAGE_SUFFIXES)
+    from ..config.resolve import resolve_system
     from ..experiments.membw import membw_analysis, plot_membw
-    from ..simulate import resolve_system
 
-    if op not in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all"):
-        raise ConfigError("--op", "must be a collective", op)
+    COLLECTIVE_OPS.get(op, "--op")
     if not 0 < target <= 1:
         raise ConfigError("--target", "must be in (0, 1]", target)
     try:

@@ -18,7 +18,7 @@ def assumptions_command(
 ) -> None:
     """List every sourced parameter of a system: paper, datasheet, ASTRA-sim or assumption."""
     from ..config.presets import assumptions as list_assumptions
-    from ..simulate import resolve_system
+    from ..config.resolve import resolve_system
 
     cfg = resolve_system(system)
     table = Table(title=f"Parameters of {cfg.name} and their sources")
@@ -42,8 +42,8 @@ def reproduce_command(
     ),
 ) -> None:
     """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
+    from ..config.resolve import resolve_system
     from ..experiments.reproduce import reproduce
-    from ..simulate import resolve_system
 
     if paper not in PAPERS:
         raise ConfigError("paper", "must be one of " + ", ".join(PAPERS), paper)

@@ -1,11 +1,10 @@
 """Configuration documents (pydantic models) and shipped presets."""
 
+from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .presets import DEFAULT_PRESET, assumptions, load_system, preset_names, system_from_dict
 from .system import (
-    COLLECTIVE_OPS,
     CollectiveConfig,
     DimensionConfig,
-    EndpointConfig,
     NetworkConfig,
     NPUConfig,
     SystemConfig,
@@ -13,7 +12,7 @@ from .system import (
 
 __all__ = [
     "DEFAULT_PRESET",
-    "COLLECTIVE_OPS",
+    "ENDPOINT_SETTINGS",
     "SystemConfig",
     "NPUConfig",
     "NetworkConfig",

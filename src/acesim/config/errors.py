@@ -12,12 +12,32 @@ from ..errors import ConfigError, UnitError
 
 
 class FieldRuleError(ValueError):
-    """Raised by a model-level validator about one of its fields (path relative to the model)."""
+    """Raised by a validator about one of its fields (``field`` is the path relative to the
+    model; empty for the validated field itself), with the rule, the value and a hint."""
 
-    def __init__(self, field: str, rule: str):
+    def __init__(
+        self,
+        field: str,
+        rule: str,
+        value: Any = None,
+        *,
+        hint: str | None = None,
+        unit: bool = False,
+    ):
         self.field = field
         self.rule = rule
-        super().__init__(f"{field}: {rule}")
+        self.value = value
+        self.hint = hint
+        self.unit = unit
+        super().__init__(f"{field}: {rule}" if field else rule)
+
+    @classmethod
+    def nested(cls, prefix: str, error: ConfigError) -> FieldRuleError:
+        """``error`` (about a field of a nested document) re-rooted under ``prefix``."""
+        field = f"{prefix}.{error.field}" if error.field else prefix
+        return cls(
+            field, error.rule, error.value, hint=error.hint, unit=isinstance(error, UnitError)
+        )
 
 
 # pydantic puts the union member it tried into the error location ("literal['ring',...]",
@@ -91,7 +111,9 @@ def config_error_from(
     if isinstance(ctx_error, ConfigError):
         return ConfigError(field, ctx_error.rule, ctx_error.value, hint=ctx_error.hint)
     if isinstance(ctx_error, FieldRuleError):
-        return ConfigError(dotted(loc + (ctx_error.field,), prefix), ctx_error.rule)
+        where = dotted(loc + (ctx_error.field,) if ctx_error.field else loc, prefix)
+        cls = UnitError if ctx_error.unit else ConfigError
+        return cls(where, ctx_error.rule, ctx_error.value, hint=ctx_error.hint)
     if err["type"] == "extra_forbidden":
         owner = _model_at(model, loc)
         hint = None

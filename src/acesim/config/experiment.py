@@ -1,27 +1,57 @@
-"""The experiment document: a system, a workload and how to run it (what `acesim run` and each
-sweep point execute).
+"""The experiment document: a system, a workload and how to run it (what `acesim run`, the
+Python API, each sweep point and each reproduction case execute).
 
 ``system`` is a preset name, a file path, or an inline system table; ``overrides`` (dotted paths
 into the system document) are applied on top. Sweeps set values by dotted path: paths starting
 with ``workload.`` or ``run.`` address those tables, every other path addresses the system
 (``npu.hbm_bandwidth``, ``endpoint.kind``).
+
+Measurement (:class:`RunOptions`): ``iterations`` are simulated; the first ``warmup`` are
+dropped (the first iteration starts cold: no collective of a previous iteration delays its
+forward pass); the steady state is the mean over the iterations after them, each measured from
+its start to the start of the next, so at least ``warmup + 2`` iterations are needed. The one
+exception is a single iteration without warm-up, measured as the whole run (its communication
+tail included).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from ..registry import listed
+from .errors import FieldRuleError
+from .quantities import Bytes
 from .system import Strict, defaults
+
+__all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
+
+
+def measurement_problem(iterations: int, warmup: int) -> str | None:
+    """Why ``iterations`` with ``warmup`` dropped cannot give a steady state (None if they
+    can); the rule of the module docstring."""
+    if iterations == 1 and warmup == 0:
+        return None
+    if iterations < warmup + 2:
+        return (
+            f"must be at least warm-up + 2 = {warmup + 2} (each measured iteration runs from "
+            f"its start to the next one's), got {iterations}"
+            + ("; or set the warm-up to 0" if warmup else "")
+        )
+    return None
 
 
 class WorkloadConfig(Strict):
     """Which workload: a zoo name or a workload file, and its parameters."""
 
     name: str = Field("resnet50", description="zoo name or path to a workload file")
-    batch_per_npu: int | None = Field(None, description="samples per NPU per iteration")
-    dtype_bytes: int | None = Field(None, description="bytes per element (4 = FP32, 2 = BF16)")
+    batch_per_npu: int | None = Field(
+        None, description="samples per NPU per iteration (None: the system's or the model's)"
+    )
+    dtype_bytes: int | None = Field(
+        None, description="bytes per element, 4 = FP32, 2 = BF16 (None: the system's or model's)"
+    )
 
     @field_validator("batch_per_npu", "dtype_bytes")
     @classmethod
@@ -32,13 +62,22 @@ class WorkloadConfig(Strict):
 
 
 class RunOptions(Strict):
-    """How to run: iterations, symmetric/exact, loop variant, network shape override."""
+    """How to run: iterations and warm-up, symmetric/exact, loop, network size, search."""
 
-    iterations: int = Field(3, description="iterations simulated; the last is the steady state")
+    iterations: int = Field(3, description="iterations simulated")
+    warmup: int = Field(1, description="first iterations dropped before measuring")
     mode: Literal["symmetric", "exact"] = "symmetric"
-    loop: Literal["layerwise", "bucketed", "no_overlap"] = "layerwise"
-    bucket_size: float = Field(25 * 2**20, description="bucketed loop: bytes per bucket")
+    loop: str = Field("layerwise", description="training loop (acesim.training.loops.LOOPS)")
+    bucket_size: Bytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")
     shape: list[int] | None = Field(None, description="override the network dimension sizes")
+    npus: int | None = Field(
+        None, description="resize the network to this many NPUs (keeps the local dimension)"
+    )
+    search: bool = Field(
+        False,
+        description="run every variant of the endpoint kind (the baseline's splits) and "
+        "report the fastest",
+    )
 
     @field_validator("iterations")
     @classmethod
@@ -47,12 +86,48 @@ class RunOptions(Strict):
             raise ValueError(f"must be at least 1, got {v}")
         return v
 
+    @field_validator("loop")
+    @classmethod
+    def _loop(cls, v: str) -> str:
+        loops = listed("training loop")
+        if loops is not None and v not in loops:
+            err = loops.unknown(v)
+            raise FieldRuleError("", err.rule, v, hint=err.hint)
+        return v
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(f"must not be negative, got {v}")
+        return v
+
     @field_validator("bucket_size")
     @classmethod
     def _bucket(cls, v: float) -> float:
         if not v > 0:
             raise ValueError(f"must be positive, got {v:g}")
         return v
+
+    @field_validator("npus")
+    @classmethod
+    def _npus(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _measurable(self) -> RunOptions:
+        problem = measurement_problem(self.iterations, self.warmup)
+        if problem:
+            raise FieldRuleError("iterations", problem)
+        if self.shape is not None and self.npus is not None:
+            raise FieldRuleError("npus", "give either npus or shape, not both", self.npus)
+        return self
+
+    @property
+    def exact(self) -> bool:
+        return self.mode == "exact"
 
 
 class ExperimentConfig(Strict):

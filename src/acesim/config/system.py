@@ -13,13 +13,13 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..errors import ConfigError
+from ..registry import listed
+from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError
 from .quantities import Bytes, BytesPerSecond, FlopsPerSecond, Seconds
 
 DimensionKind = Literal["ring", "fully_connected", "switch"]
-Algorithm = Literal["ring", "direct", "halving_doubling", "double_binary_tree"]
-CollectiveOp = Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all"]
-COLLECTIVE_OPS: tuple[str, ...] = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 
 
 class Strict(BaseModel):
@@ -126,8 +126,7 @@ class NetworkConfig(Strict):
             shape = "x".join(str(d.size) for d in self.dimensions)
             raise FieldRuleError(
                 "npus",
-                f"must equal the product of dimension sizes {shape} = {product}, "
-                f"got {self.npus}",
+                f"must equal the product of dimension sizes {shape} = {product}, got {self.npus}",
             )
         return self
 
@@ -146,19 +145,40 @@ class NetworkConfig(Strict):
 class CollectiveConfig(Strict):
     """How collectives are decomposed and scheduled."""
 
-    algorithms: dict[CollectiveOp, Algorithm | list[Algorithm]] = Field(
+    algorithms: dict[str, str | list[str]] = Field(
         default_factory=dict,
-        description="per op: one algorithm for all dimensions or one per dimension; "
-        "default ring, and direct for all-to-all on switch/fully-connected dimensions",
+        description="per collective op: one algorithm for all dimensions or one per dimension; "
+        "default ring, and direct for all-to-all on switch/fully-connected dimensions "
+        "(names: the registries of acesim.network; checked when the platform is elaborated)",
     )
     composition: Literal["hierarchical", "per_dimension"] = "hierarchical"
     chunks: int = Field(4, description="chunks a collective is split into (dataset splits)")
     active_chunks_per_dimension: int = Field(1, description="cap on chunks in flight per dim")
     scheduling: Literal["fifo", "lifo"] = "fifo"
+    priorities: Literal["blocking_first", "none"] = Field(
+        "blocking_first",
+        description="waiting chunks of collectives the training loop blocks on go first "
+        "(ASTRA-sim issues blocking collectives at the highest priority); none: fifo/lifo only",
+    )
     endpoint_delay: Seconds = Field(10e-9, description="fixed per-message endpoint delay, s")
     protocol_efficiency: float = Field(
         1.0, description="fraction of link bandwidth carrying payload (protocol overhead)"
     )
+
+    @field_validator("algorithms")
+    @classmethod
+    def _names(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+        ops, algorithms = listed("collective operation"), listed("algorithm")
+        for op, choice in value.items():
+            if ops is not None and op not in ops:
+                err = ops.unknown(op)
+                raise FieldRuleError(op, f"unknown collective operation; {err.rule}", hint=err.hint)
+            for i, name in enumerate(choice if isinstance(choice, list) else [choice]):
+                if algorithms is not None and name not in algorithms:
+                    err = algorithms.unknown(name)
+                    where = f"{op}[{i}]" if isinstance(choice, list) else op
+                    raise FieldRuleError(where, err.rule, name, hint=err.hint)
+        return value
 
     @field_validator("chunks", "active_chunks_per_dimension")
     @classmethod
@@ -180,122 +200,6 @@ class CollectiveConfig(Strict):
         if not 0 < v <= 1:
             raise ValueError(f"must be in (0, 1], got {v:g}")
         return v
-
-
-class BaselineSplit(Strict):
-    """One resource split between communication and compute, for best-baseline searches."""
-
-    comm_units: int = Field(description="compute units held by collective kernels")
-    hbm_share: float | None = Field(
-        None, description="static policy: fraction of HBM for comm (None = keep the default)"
-    )
-    hbm_weight: float | None = Field(
-        None, description="fair policy: comm's max-min weight (None = keep the default)"
-    )
-
-    @field_validator("comm_units")
-    @classmethod
-    def _units(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
-
-
-class BaselineEndpointConfig(Strict):
-    """NCCL-like collectives running as kernels on the NPU's own compute units."""
-
-    comm_units: int = Field(8, description="compute units the collective kernels hold")
-    unit_policy: Literal["while_active", "reserved"] = Field(
-        "while_active", description="units held only while a collective runs, or for the run"
-    )
-    unit_bandwidth: BytesPerSecond = Field(
-        50e9, description="network bytes/s one comm unit can drive"
-    )
-    hbm_sharing: Literal["static", "fair"] = Field(
-        "fair", description="static: comm gets hbm_share of HBM; fair: weighted max-min"
-    )
-    hbm_share: float = Field(0.25, description="static policy: fraction of HBM for comm")
-    hbm_weight: float = Field(1.0, description="fair policy: comm's max-min weight vs compute")
-    reduce_hbm_bytes_per_byte: float = Field(5.0, description="reduce-scatter step")
-    gather_hbm_bytes_per_byte: float = Field(2.0, description="all-gather step")
-    alltoall_hbm_bytes_per_byte: float = Field(2.0, description="all-to-all step")
-    reduction_flops_per_byte: float = Field(0.25, description="FP32 add: 1 FLOP per 4 bytes")
-    splits: list[BaselineSplit] = Field(
-        default_factory=list,
-        description="splits tried when searching the best baseline (empty: the one above)",
-    )
-
-    @field_validator("comm_units")
-    @classmethod
-    def _units(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
-
-    @field_validator("unit_bandwidth")
-    @classmethod
-    def _ubw(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g} B/s")
-        return v
-
-    @field_validator("hbm_share")
-    @classmethod
-    def _share(cls, v: float) -> float:
-        if not 0 < v < 1:
-            raise ValueError(f"must be in (0, 1), got {v:g}")
-        return v
-
-    @field_validator(
-        "hbm_weight",
-        "reduce_hbm_bytes_per_byte",
-        "gather_hbm_bytes_per_byte",
-        "alltoall_hbm_bytes_per_byte",
-    )
-    @classmethod
-    def _pos(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
-
-    @field_validator("reduction_flops_per_byte")
-    @classmethod
-    def _nonneg(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError(f"must not be negative, got {v:g}")
-        return v
-
-
-class AceEndpointConfig(Strict):
-    """The Accelerator Collectives Engine: SRAM, ALUs and DMA beside the network interface."""
-
-    sram: Bytes = Field(4 * 2**20, description="SRAM buffer, bytes")
-    alu_bandwidth: BytesPerSecond = Field(1.6e12, description="reduction throughput, B/s")
-    dma_bandwidth: BytesPerSecond = Field(500e9, description="HBM<->SRAM DMA, B/s")
-    split_chunks: bool = Field(
-        True, description="split chunks into pieces of at most sram/2 (two in flight)"
-    )
-    allow_spill: bool = Field(
-        True, description="without splitting: chunks larger than SRAM spill to HBM"
-    )
-    spill_hbm_bytes_per_byte: float = Field(
-        2.0, description="extra HBM bytes per network byte of a spilled chunk (write+read back)"
-    )
-
-    @field_validator("sram", "alu_bandwidth", "dma_bandwidth")
-    @classmethod
-    def _pos(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
-
-
-class EndpointConfig(Strict):
-    """Which collective endpoint runs the local part of collectives, and its parameters."""
-
-    kind: Literal["baseline", "ace", "ideal"] = "ideal"
-    baseline: BaselineEndpointConfig = Field(default_factory=defaults(BaselineEndpointConfig))
-    ace: AceEndpointConfig = Field(default_factory=defaults(AceEndpointConfig))
 
 
 class Source(Strict):
@@ -336,28 +240,33 @@ class SystemConfig(Strict):
 
     @model_validator(mode="after")
     def _endpoint_rules(self) -> SystemConfig:
-        base = self.endpoint.baseline
-        for i, split in enumerate(base.splits):
-            if split.comm_units >= self.npu.compute_units:
-                raise FieldRuleError(
-                    f"endpoint.baseline.splits[{i}].comm_units",
-                    f"must be fewer than npu.compute_units ({self.npu.compute_units}), "
-                    f"got {split.comm_units}",
-                )
-            if split.hbm_weight is not None and not split.hbm_weight > 0:
-                raise FieldRuleError(
-                    f"endpoint.baseline.splits[{i}].hbm_weight",
-                    f"must be positive, got {split.hbm_weight:g}",
-                )
-            if split.hbm_share is not None and not 0 < split.hbm_share < 1:
-                raise FieldRuleError(
-                    f"endpoint.baseline.splits[{i}].hbm_share",
-                    f"must be in (0, 1), got {split.hbm_share:g}",
-                )
-        if base.comm_units >= self.npu.compute_units:
-            raise FieldRuleError(
-                "endpoint.baseline.comm_units",
-                f"must be fewer than npu.compute_units ({self.npu.compute_units}), "
-                f"got {base.comm_units}",
-            )
+        # Each endpoint kind checks its own settings against the rest of the system.
+        for name, schema in ENDPOINT_SETTINGS.items():
+            if schema.check is None:
+                continue
+            try:
+                schema.check(self.endpoint.settings(name), self)
+            except ConfigError as err:
+                raise FieldRuleError(err.field, err.rule, err.value, hint=err.hint) from None
         return self
+
+    def with_endpoint(self, kind: str | None = None, **changes: object) -> SystemConfig:
+        """A copy whose endpoint is ``kind`` (default: unchanged) with ``changes`` applied to
+        that kind's settings (``comm_units=4``): the one way endpoint variants are derived."""
+        copy = self.model_copy(deep=True)
+        if kind is not None:
+            copy.endpoint.kind = kind
+        if changes:
+            settings = copy.endpoint.settings()
+            for name, value in changes.items():
+                if name not in type(settings).model_fields:
+                    raise ConfigError(
+                        f"endpoint.{copy.endpoint.kind}.{name}", "unknown setting", value
+                    )
+                setattr(settings, name, value)
+        return copy
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Dimension sizes of the network."""
+        return self.network.shape

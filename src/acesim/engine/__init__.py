@@ -7,5 +7,6 @@ second). See :mod:`acesim.engine.kernel` and :mod:`acesim.engine.fluid`.
 
 from .fluid import INF, Activity, Resource
 from .kernel import Engine, EventHandle
+from .pool import Pool
 
-__all__ = ["Engine", "EventHandle", "Activity", "Resource", "INF"]
+__all__ = ["Engine", "EventHandle", "Activity", "Resource", "Pool", "INF"]

@@ -8,6 +8,13 @@ above are state machines anyway).
 Rates of activities are recomputed lazily: every start, finish, capacity or cap change marks
 activities dirty, and the allocator runs once before the clock advances past the current
 instant, over the connected components of the dirty activities only.
+
+Public API (nothing outside ``engine/`` touches the underscored state): ``add_resource``,
+``add_pool``, ``schedule``, ``start``, ``set_cap``, ``set_capacity``; ``peek`` (time of the next
+event), ``step`` (process one event), ``run(until=...)``; ``observe(resource, callback)`` (called
+with ``(time, allocated)`` at every allocation change); ``sync`` (bring every resource's and
+pool's integral to now) and ``work_done(activity)`` (its progress up to now); ``settle`` (compute
+the rates of the current instant without advancing time).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 
 from ..errors import SimulationError
 from .fluid import INF, Activity, Resource, component, max_min_rates
+from .pool import Pool
 
 #: Priority of activity completions relative to plain timers at the same instant: completions
 #: first, so that work finishing at t is visible to callbacks scheduled for t.
@@ -51,8 +59,8 @@ class Engine:
         self._dirty: dict[Activity, None] = {}
         self.active: dict[Activity, None] = {}
         self.events_processed = 0
-        #: resources whose allocation changes are recorded as (time s, units/s) samples
-        self.watch: dict[Resource, list[tuple[float, float]]] | None = None
+        self.pools: list[Pool] = []
+        self._observers: dict[Resource, list[Callable[[float, float], Any]]] = {}
         self.reallocations = 0
 
     # -- resources ---------------------------------------------------------------------------
@@ -63,6 +71,37 @@ class Engine:
         res = Resource(name, capacity, len(self.resources))
         self.resources.append(res)
         return res
+
+    def add_pool(self, name: str, capacity: float) -> Pool:
+        """Create a space-shared pool of ``capacity`` units (see :mod:`acesim.engine.pool`)."""
+        pool = Pool(name, capacity, self._clock)
+        self.pools.append(pool)
+        return pool
+
+    def _clock(self) -> float:
+        return self.now
+
+    def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
+        """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
+        changes (at that instant the users already carry their new rates)."""
+        self._observers.setdefault(resource, []).append(callback)
+
+    def sync(self) -> None:
+        """Bring every resource's ``used`` and every pool's ``held_time`` up to now."""
+        now = self.now
+        for res in self.resources:
+            res._advance(now)
+        for pool in self.pools:
+            pool.sync()
+
+    def work_done(self, activity: Activity) -> float:
+        """Work ``activity`` has done up to now (its units: bytes, or 1.0 for a kernel)."""
+        if activity.finished is not None:
+            return activity.work
+        done = activity.work - activity.remaining
+        if activity.rate < INF:
+            done += activity.rate * (self.now - activity._last)
+        return min(max(done, 0.0), activity.work)
 
     def set_capacity(self, resource: Resource, capacity: float) -> None:
         """Change a resource's capacity (units/s) from now on; users are re-allocated."""
@@ -189,13 +228,14 @@ class Engine:
             seq += 1
             push(heap, (finish, PRIORITY_COMPLETION, seq, act, act._version))
         self._seq = seq
-        watch = self.watch
+        observers = self._observers
         for res, allocated in touched.items():
             res.allocated = allocated
             if allocated > res.peak:
                 res.peak = allocated
-            if watch is not None and res in watch:
-                watch[res].append((now, allocated))
+            if observers and res in observers:
+                for callback in observers[res]:
+                    callback(now, allocated)
 
     def _finish(self, act: Activity) -> None:
         # No _progress here: the activity's remaining work and consumption are set exactly
@@ -205,7 +245,7 @@ class Engine:
         act.finished = now
         del self.active[act]
         rate = act.rate
-        watch = self.watch
+        observers = self._observers
         dirty = self._dirty
         for res, amount in act.demand.items():
             since = res._since
@@ -217,8 +257,9 @@ class Engine:
             res.allocated -= rate * amount if rate < INF else 0.0
             if res.allocated < 0:
                 res.allocated = 0.0
-            if watch is not None and res in watch:
-                watch[res].append((now, res.allocated))
+            if observers and res in observers:
+                for callback in observers[res]:
+                    callback(now, res.allocated)
             for other in users:
                 dirty[other] = None
         # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
@@ -229,18 +270,40 @@ class Engine:
             act.on_done(act)
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, until: float | None = None) -> float:
-        """Process events until none remain (or ``until`` seconds); return the final time."""
+    def settle(self) -> None:
+        """Compute the rates of every activity started or changed at the current instant
+        (normally done lazily, just before time advances)."""
+        if self._dirty:
+            self._reallocate()
+
+    def peek(self) -> float:
+        """Time (s) of the next event, ``inf`` when none remains."""
         heap = self._heap
         while True:
             if self._dirty and (not heap or heap[0][0] > self.now):
                 self._reallocate()
             if not heap:
-                break
+                return INF
             time, _prio, _seq, target, payload = heap[0]
-            if until is not None and time > until:
-                self.now = until
-                break
+            if isinstance(target, Activity):
+                stale = target.finished is not None or payload != target._version
+            else:
+                stale = target.cancelled
+            if not stale:
+                return time
+            heapq.heappop(heap)
+
+    def step(self, until: float = INF) -> bool:
+        """Process the next event if it is due by ``until`` (s); False when there is none."""
+        heap = self._heap
+        while True:
+            if self._dirty and (not heap or heap[0][0] > self.now):
+                self._reallocate()
+            if not heap:
+                return False
+            time, _prio, _seq, target, payload = heap[0]
+            if time > until:
+                return False
             heapq.heappop(heap)
             if isinstance(target, Activity):
                 if target.finished is not None or payload != target._version:
@@ -255,7 +318,19 @@ class Engine:
                 self.events_processed += 1
                 callback, args = payload
                 callback(*args)
-        if self.active and until is None:
+            return True
+
+    def run(self, until: float | None = None) -> float:
+        """Process events until none remain (or until ``until`` s); return the final time."""
+        limit = INF if until is None else until
+        step = self.step
+        while step(limit):
+            pass
+        if until is not None:
+            if self.peek() > until >= self.now:
+                self.now = until
+            return self.now
+        if self.active:
             stuck = ", ".join(repr(a.tag) for a in list(self.active)[:5])
             raise SimulationError(
                 f"{len(self.active)} activities can never finish (zero rate): {stuck}"

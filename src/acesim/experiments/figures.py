@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ def write_figures(
     cases: list[Any],
     membw: list[MembwRow],
     summary: dict[str, Any],
-    results: dict[tuple[Any, ...], dict[str, Any]],
+    results: Mapping[tuple[Any, ...], Any],
 ) -> None:
     """speedup, net_util, membw, breakdown, sram, splits (PNG + SVG) into ``out_dir``."""
     workloads = sorted({c.workload for c in cases})
@@ -57,7 +57,7 @@ def write_figures(
     # 2. effective network utilisation per endpoint
     fig, ax = plt.subplots(figsize=(8, 4))
     labels = [f"{c.workload}\n{c.npus}" for c in cases]
-    kinds: list[tuple[str, Callable[[Any], dict[str, Any]]]] = [
+    kinds: list[tuple[str, Callable[[Any], Any]]] = [
         ("best baseline", lambda c: c.best),
         ("ACE", lambda c: c.ace),
         ("ideal", lambda c: c.ideal),
@@ -65,7 +65,7 @@ def write_figures(
     for k, (name, pick) in enumerate(kinds):
         ax.bar(
             [i + k * 0.27 for i in range(len(cases))],
-            [100 * pick(c)["net_util_effective"] for c in cases],
+            [100 * pick(c).net_util_effective for c in cases],
             0.27,
             label=name,
         )
@@ -96,9 +96,9 @@ def write_figures(
         ):
             bars.append(r)
             names.append(f"{c.workload}\n{name}")
-    comp = [1e3 * (r["iteration_time"] - r["exposed_comm"]) for r in bars]
-    exposed = [1e3 * r["exposed_comm"] for r in bars]
-    norm = [b["iteration_time"] for b in bars]
+    comp = [1e3 * (r.iteration_time - r.exposed_comm) for r in bars]
+    exposed = [1e3 * r.exposed_comm for r in bars]
+    norm = [b.iteration_time for b in bars]
     ax.bar(
         range(len(bars)),
         [c / (1e3 * n) for c, n in zip(comp, norm, strict=True)],
@@ -123,7 +123,7 @@ def write_figures(
         pts = [(r["sram"], r["iteration_time"]) for r in rows if r["workload"] == w]
         match = [c for c in cases if c.workload == w and c.npus == mid]
         if pts and match:
-            base = match[0].best["iteration_time"]
+            base = match[0].best.iteration_time
             ax.plot([p[0] / 2**20 for p in pts], [base / p[1] for p in pts], marker="o", label=w)
     if not rows:
         ax.text(0.5, 0.5, "no SRAM sensitivity runs", ha="center", transform=ax.transAxes)
@@ -143,16 +143,16 @@ def write_figures(
         if not match:
             continue
         c = match[0]
-        units = [b["split"].get("comm_units") for b in c.baselines]
+        units = [b.info.settings.get("comm_units") for b in c.baselines]
         ax.plot(
             units,
-            [b["iteration_time"] / c.ideal["iteration_time"] for b in c.baselines],
+            [b.iteration_time / c.ideal.iteration_time for b in c.baselines],
             marker="o",
             label=f"{w}: iteration / ideal",
         )
         ax.plot(
             units,
-            [b["compute_slowdown"] for b in c.baselines],
+            [b.compute_slowdown for b in c.baselines],
             ls="--",
             marker=".",
             label=f"{w}: compute slowdown",

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..config.presets import system_from_dict
+from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..simulate import simulate_collective
 
@@ -50,13 +50,9 @@ class MembwRow:
 
 
 def _with(system: SystemConfig, shape: Sequence[int], hbm: float, endpoint: str) -> SystemConfig:
-    doc = system.model_dump(mode="python")
-    doc["network"]["npus"] = None
-    for i, size in enumerate(shape):
-        doc["network"]["dimensions"][i]["size"] = size
-    doc["npu"]["hbm_bandwidth"] = hbm
-    doc["endpoint"]["kind"] = endpoint
-    return system_from_dict(doc)
+    """``system`` resized to ``shape``, with ``hbm`` B/s of HBM and endpoint ``endpoint``."""
+    resized = resolve_system(system, shape=shape, overrides={"npu.hbm_bandwidth": hbm})
+    return resized.with_endpoint(endpoint)
 
 
 def _needed_hbm(
@@ -98,7 +94,7 @@ def membw_analysis(
     progress: Callable[[], Any] | None = None,
 ) -> list[MembwRow]:
     """Rows of the analysis for each NPU count (see module docstring)."""
-    from ..experiment import shape_for
+    from ..config.resolve import shape_for
 
     doc = system.model_dump(mode="python")
     rows = []

@@ -1,9 +1,11 @@
 """`acesim reproduce ace-isca21`: the ACE paper's evaluation regenerated from the model.
 
 Cases: every workload of the preset's ``[reproduction]`` table x every network size (3D tori:
-the local dimension kept, the rest split evenly). Per case: every baseline split, ACE, the
-ideal endpoint and no overlap (the largest baseline split, every collective blocking). The best
-baseline is the fastest split of that case, as the paper compares against the best baseline.
+the local dimension kept, the rest split evenly). Each case is the endpoint comparison of
+:mod:`acesim.experiment.compare` (the same code as ``acesim run``): every baseline split, ACE,
+the ideal endpoint (and any other endpoint kind asked for), plus no overlap (the largest
+baseline split, every collective blocking). The best baseline is the fastest split of that
+case, as the paper compares against the best baseline.
 
 Headline figures (``summary.json``):
 
@@ -20,17 +22,16 @@ independent of the number of workers.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.paths import set_path
-from ..config.presets import system_from_dict
 from ..config.system import SystemConfig
 from ..errors import ConfigError
+from ..experiment.case import make_case
+from ..experiment.compare import Comparison, Job, assemble, check_endpoints, plan, run_jobs
+from ..results.run import RunResult
 
 #: The paper's headline figures (paper.md section 1).
 PAPER: dict[str, Any] = {
@@ -45,171 +46,105 @@ TOLERANCE_AVG = 0.10
 TOLERANCE_MAX = 0.15
 
 
-@dataclass(frozen=True)
-class Task:
-    """One simulation: a label, the system document, the workload and the loop."""
+@dataclass
+class CaseResult:
+    """One (workload, NPUs) case: its endpoint comparison."""
 
-    key: tuple[Any, ...]
-    system: dict[str, Any]
     workload: str
-    batch: int | None
-    dtype: int | None
-    iterations: int
-    loop: str
+    npus: int
+    comparison: Comparison
+
+    @property
+    def best(self) -> RunResult:
+        """The best baseline (the reference kind's fastest variant)."""
+        return self.comparison.best_baseline
+
+    @property
+    def worst(self) -> RunResult:
+        return max(self.comparison.baselines, key=lambda r: r.iteration_time)
+
+    @property
+    def baselines(self) -> list[RunResult]:
+        return self.comparison.baselines
+
+    @property
+    def ace(self) -> RunResult:
+        return self.comparison.ace
+
+    @property
+    def ideal(self) -> RunResult:
+        return self.comparison.ideal
+
+    @property
+    def no_overlap(self) -> RunResult:
+        assert self.comparison.no_overlap is not None  # the reproduction always plans it
+        return self.comparison.no_overlap
+
+    @property
+    def speedup(self) -> float:
+        return self.comparison.speedup("ace")
+
+    @property
+    def util_gain(self) -> float:
+        return self.comparison.net_util_gain("ace")
 
 
-def _run_task(task: Task) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    from ..experiment import run_system
-    from ..workload.zoo import load_zoo
-
-    system = system_from_dict(task.system)
-    workload = load_zoo(task.workload, batch_per_npu=task.batch, dtype_bytes=task.dtype)
-    result, _ = run_system(system, workload, iterations=task.iterations, loop=task.loop)
-    data = result.to_dict()
-    data.pop("layers", None)
-    return task.key, data
+#: The endpoint kinds every case compares (the reference is added by the comparison).
+CORE_ENDPOINTS = ("ace", "ideal")
+SRAM = "ace_sram"
 
 
-def case_system(doc: dict[str, Any], npus: int) -> dict[str, Any]:
-    """The system document resized to ``npus`` NPUs (paper-style torus)."""
-    from ..experiment import shape_for
-
-    out = doc
-    for i, size in enumerate(shape_for(doc, npus)):
-        out = set_path(out, f"network.dimensions[{i}].size", size)
-    out["network"]["npus"] = None
-    return out
+def _endpoints(extra: Sequence[str] | None) -> list[str]:
+    return check_endpoints([*CORE_ENDPOINTS, *[e for e in extra or () if e not in CORE_ENDPOINTS]])
 
 
-def _variant(doc: dict[str, Any], kind: str, split: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = set_path(doc, "endpoint.kind", kind)
-    if split:
-        out = set_path(out, "endpoint.baseline.comm_units", split["comm_units"])
-        for key in ("hbm_share", "hbm_weight"):
-            if split.get(key) is not None:
-                out = set_path(out, f"endpoint.baseline.{key}", split[key])
-    return out
-
-
-def plan(
+def plan_cases(
     system: SystemConfig,
     *,
     workloads: list[str] | None = None,
     npus: list[int] | None = None,
     sram: bool = True,
-) -> list[Task]:
-    """Every simulation of the reproduction (see module docstring)."""
+    endpoints: Sequence[str] | None = None,
+) -> list[Job]:
+    """Every run of the reproduction (see module docstring), keyed ``(workload, NPUs, ...)``."""
     repro = system.reproduction
     if repro is None or not repro.workloads:
         raise ConfigError(
             "reproduction", "the system has no [reproduction] table with workloads", system.name
         )
-    doc = system.model_dump(mode="python")
     names = workloads or list(repro.workloads)
     for name in names:
         if name not in repro.workloads:
             raise ConfigError("--workloads", "not in the preset's reproduction table", name)
     sizes = npus or list(repro.npus)
-    splits: list[dict[str, Any] | None] = [
-        s.model_dump() for s in system.endpoint.baseline.splits
-    ] or [None]
-    tasks: list[Task] = []
+    kinds = _endpoints(endpoints)
+    jobs: list[Job] = []
     for name in names:
-        w = repro.workloads[name]
         for n in sizes:
-            base = case_system(doc, n)
-
-            def add(
-                key: tuple[Any, ...],
-                d: dict[str, Any],
-                loop: str = "layerwise",
-                name: str = name,
-                w: Any = w,
-            ) -> None:
-                tasks.append(
-                    Task(key, d, name, w.batch_per_npu, w.dtype_bytes, repro.iterations, loop)
-                )
-
-            for i, split in enumerate(splits):
-                add((name, n, "baseline", i), _variant(base, "baseline", split))
-            add((name, n, "ace", 0), _variant(base, "ace"))
-            add((name, n, "ideal", 0), _variant(base, "ideal"))
-            real = [s for s in splits if s is not None]
-            largest = max(real, key=lambda s: s["comm_units"]) if real else None
-            add((name, n, "no_overlap", 0), _variant(base, "baseline", largest), "no_overlap")
+            case = make_case(system, name, iterations=repro.iterations, npus=n)
+            for job in plan(case, kinds, no_overlap=True):
+                jobs.append(Job((name, n, *job.key), job.case, job.variant))
         if sram and repro.sram_sizes:
             mid = sizes[len(sizes) // 2]
-            base = case_system(doc, mid)
+            case = make_case(system, name, iterations=repro.iterations, npus=mid)
             for size in repro.sram_sizes:
-                d = set_path(_variant(base, "ace"), "endpoint.ace.sram", size)
-                add((name, mid, "ace_sram", size), d)
-    return tasks
+                ace = case.with_system(case.system.with_endpoint("ace", sram=size))
+                jobs.append(Job((name, mid, SRAM, size), ace, f"SRAM {size:g} B"))
+    return jobs
 
 
-def run_tasks(
-    tasks: list[Task], workers: int | None = None, progress: Callable[[], Any] | None = None
-) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Run tasks on local processes; results keyed by task key (order independent)."""
-    workers = workers or os.cpu_count() or 1
-    results: dict[tuple[Any, ...], dict[str, Any]] = {}
-    if workers == 1:
-        for task in tasks:
-            key, data = _run_task(task)
-            results[key] = data
-            if progress:
-                progress()
-        return results
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for key, data in pool.map(_run_task, tasks, chunksize=1):
-            results[key] = data
-            if progress:
-                progress()
-    return results
-
-
-@dataclass
-class CaseResult:
-    """The endpoints of one (workload, NPUs) case."""
-
-    workload: str
-    npus: int
-    baselines: list[dict[str, Any]]
-    ace: dict[str, Any]
-    ideal: dict[str, Any]
-    no_overlap: dict[str, Any]
-
-    @property
-    def best(self) -> dict[str, Any]:
-        return min(self.baselines, key=lambda r: r["iteration_time"])
-
-    @property
-    def worst(self) -> dict[str, Any]:
-        return max(self.baselines, key=lambda r: r["iteration_time"])
-
-    @property
-    def speedup(self) -> float:
-        return float(self.best["iteration_time"] / self.ace["iteration_time"])
-
-    @property
-    def util_gain(self) -> float:
-        base = self.best["net_util_effective"]
-        return self.ace["net_util_effective"] / base if base > 0 else float("inf")
-
-
-def collect(results: dict[tuple[Any, ...], dict[str, Any]]) -> list[CaseResult]:
-    cases: dict[tuple[str, int], dict[str, Any]] = {}
-    for (name, n, kind, idx), data in results.items():
-        entry = cases.setdefault((name, n), {"baselines": {}})
-        if kind == "baseline":
-            entry["baselines"][idx] = data
-        elif kind != "ace_sram":
-            entry[kind] = data
-    out = []
-    for (name, n), entry in cases.items():
-        baselines = [entry["baselines"][i] for i in sorted(entry["baselines"])]
-        out.append(
-            CaseResult(name, n, baselines, entry["ace"], entry["ideal"], entry["no_overlap"])
-        )
+def collect(
+    results: Mapping[tuple[Any, ...], RunResult], endpoints: Sequence[str] | None = None
+) -> list[CaseResult]:
+    """The cases, each assembled by the comparison from its runs."""
+    kinds = _endpoints(endpoints)
+    grouped: dict[tuple[str, int], dict[tuple[Any, ...], RunResult]] = {}
+    for key, result in results.items():
+        name, n, kind = key[0], key[1], key[2]
+        if kind == SRAM:
+            continue
+        grouped.setdefault((name, n), {})[key[2:]] = result
+    out = [CaseResult(name, n, assemble(runs, kinds)) for (name, n), runs in grouped.items()]
     out.sort(key=lambda c: (c.workload, c.npus))
     return out
 
@@ -287,21 +222,25 @@ def reproduce(
     workers: int | None = None,
     figures: bool = True,
     sram: bool = True,
+    endpoints: Sequence[str] | None = None,
     progress: Callable[[int], Callable[[], Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the reproduction, write ``summary.json``, ``report.md`` and figures into ``out_dir``.
 
-    ``progress(total)`` returns a callable advanced once per finished simulation.
+    ``endpoints``: endpoint kinds compared besides the reference, ACE and the ideal endpoint
+    (any registered kind). ``workers``: local processes (None: one per CPU; results do not
+    depend on it). ``progress(total)`` returns a callable advanced once per finished
+    simulation.
     """
     from .membw import membw_analysis
 
-    tasks = plan(system, workloads=workloads, npus=npus, sram=sram)
+    jobs = plan_cases(system, workloads=workloads, npus=npus, sram=sram, endpoints=endpoints)
     repro = system.reproduction
     assert repro is not None
     sizes = npus or list(repro.npus)
-    advance = progress(len(tasks) + len(sizes)) if progress else None
-    results = run_tasks(tasks, workers, advance)
-    cases = collect(results)
+    advance = progress(len(jobs) + len(sizes)) if progress else None
+    results = run_jobs(jobs, workers, advance)
+    cases = collect(results, endpoints)
     membw = membw_analysis(
         system, npus=sizes, size=repro.membw_size, simulate_need=False, progress=advance
     )
@@ -310,29 +249,9 @@ def reproduce(
     summary["system"] = system.name
     summary["paper"] = PAPER
     summary["deviations"] = deviations(summary)
-    summary["cases"] = [
-        {
-            "workload": c.workload,
-            "npus": c.npus,
-            "speedup_ace": c.speedup,
-            "speedup_ideal": c.best["iteration_time"] / c.ideal["iteration_time"],
-            "speedup_ace_vs_worst": c.worst["iteration_time"] / c.ace["iteration_time"],
-            "net_util_gain": c.util_gain,
-            "best_split": c.best["split"],
-            "iteration_time": {
-                "best_baseline": c.best["iteration_time"],
-                "worst_baseline": c.worst["iteration_time"],
-                "ace": c.ace["iteration_time"],
-                "ideal": c.ideal["iteration_time"],
-                "no_overlap": c.no_overlap["iteration_time"],
-            },
-        }
-        for c in cases
-    ]
+    summary["cases"] = [_case_summary(c) for c in cases]
     summary["membw"] = [row.to_dict() for row in membw]
-    sram_rows = sorted(
-        (k[0], k[3], v["iteration_time"]) for k, v in results.items() if k[2] == "ace_sram"
-    )
+    sram_rows = sorted((k[0], k[3], v.iteration_time) for k, v in results.items() if k[2] == SRAM)
     summary["sram_sensitivity"] = [
         {"workload": w, "sram": s, "iteration_time": t} for w, s, t in sram_rows
     ]
@@ -347,6 +266,35 @@ def reproduce(
         write_figures(out_dir, cases, membw, summary, results)
     (out_dir / "report.md").write_text(report_markdown(summary, cases), encoding="utf-8")
     return summary
+
+
+def _case_summary(c: CaseResult) -> dict[str, Any]:
+    comp = c.comparison
+    info = c.best.info
+    return {
+        "workload": c.workload,
+        "npus": c.npus,
+        "shape": info.shape,
+        "batch_per_npu": info.batch_per_npu,
+        "dtype_bytes": info.dtype_bytes,
+        "speedup_ace": c.speedup,
+        "speedup_ideal": comp.speedup("ideal"),
+        "speedup_ace_vs_worst": c.worst.iteration_time / c.ace.iteration_time,
+        "net_util_gain": c.util_gain,
+        "best_variant": info.variant,
+        "best_settings": info.settings,
+        "speedups": {kind: comp.speedup(kind) for kind in comp.endpoints},
+        "iteration_time": {
+            "best_baseline": c.best.iteration_time,
+            "worst_baseline": c.worst.iteration_time,
+            **{
+                kind: out.best.iteration_time
+                for kind, out in comp.endpoints.items()
+                if kind != comp.reference
+            },
+            "no_overlap": c.no_overlap.iteration_time,
+        },
+    }
 
 
 def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
@@ -378,12 +326,27 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
     ]
     for c in cases:
         lines.append(
-            f"| {c.workload} | {c.npus} | {c.best['split'].get('comm_units')} | "
-            f"{1e3 * c.best['iteration_time']:.3f} ms | {1e3 * c.ace['iteration_time']:.3f} ms | "
-            f"{1e3 * c.ideal['iteration_time']:.3f} ms | "
-            f"{1e3 * c.no_overlap['iteration_time']:.3f} ms | {c.speedup:.3f}x | "
+            f"| {c.workload} | {c.npus} | {c.best.info.settings.get('comm_units')} | "
+            f"{1e3 * c.best.iteration_time:.3f} ms | {1e3 * c.ace.iteration_time:.3f} ms | "
+            f"{1e3 * c.ideal.iteration_time:.3f} ms | "
+            f"{1e3 * c.no_overlap.iteration_time:.3f} ms | {c.speedup:.3f}x | "
             f"{c.util_gain:.2f}x |"
         )
+    others = [k for k in cases[0].comparison.endpoints if k not in ("baseline", *CORE_ENDPOINTS)]
+    if cases and others:
+        lines += [
+            "",
+            "## Other endpoint kinds",
+            "",
+            "| workload | NPUs | " + " | ".join(f"{k} time | {k} speedup" for k in others) + " |",
+            "|---|---:|" + "---:|---:|" * len(others),
+        ]
+        for c in cases:
+            cells = []
+            for k in others:
+                best = c.comparison.best(k)
+                cells.append(f"{1e3 * best.iteration_time:.3f} ms | {c.comparison.speedup(k):.3f}x")
+            lines.append(f"| {c.workload} | {c.npus} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## HBM bytes per network byte (all-reduce)",

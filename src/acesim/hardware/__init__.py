@@ -1,15 +1,25 @@
-"""Endpoint hardware: NPUs (compute units, HBM) and collective endpoints (baseline, ACE, ideal)."""
+"""Endpoint hardware: NPUs (compute units, HBM) and collective endpoints (registered kinds)."""
 
-from .endpoints import AceEndpoint, BaselineEndpoint, IdealEndpoint, make_endpoint
+from .endpoints import (
+    ENDPOINT_KINDS,
+    AceEndpoint,
+    BaselineEndpoint,
+    EndpointKind,
+    IdealEndpoint,
+    register_endpoint,
+)
 from .npu import NPU, effective_units
-from .platform import Platform
+from .platform import Platform, elaborate
 
 __all__ = [
     "NPU",
     "effective_units",
+    "ENDPOINT_KINDS",
+    "EndpointKind",
+    "register_endpoint",
     "BaselineEndpoint",
     "AceEndpoint",
     "IdealEndpoint",
-    "make_endpoint",
     "Platform",
+    "elaborate",
 ]

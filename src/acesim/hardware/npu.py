@@ -10,10 +10,13 @@ Model
   ``ceil(W/u)`` waves, i.e. as if on ``W / ceil(W/u)`` units.
 * A kernel given as a fixed time ``T`` (measured on all ``U`` units) runs at ``u/U`` of its
   speed on ``u`` units; its HBM demand is ``M`` if known, else none.
-* HBM is one resource (``fair`` policy: compute and communication share it weighted max-min),
-  or two (``static``: communication owns ``hbm_share`` of the bandwidth, compute the rest).
-* Compute units: the compute kernel gets every unit not held by collective kernels. Which
-  units collectives hold is the endpoint's business (:mod:`acesim.hardware.endpoints`).
+* HBM is one resource shared weighted max-min by compute and communication, unless an endpoint
+  partitions it (:meth:`NPU.partition_hbm`: communication owns a share of the bandwidth,
+  compute the rest).
+* Compute units are a space-shared pool (:class:`acesim.engine.Pool`): collective kernels hold
+  units (for a whole collective or for one step, the endpoint decides; see
+  :mod:`acesim.hardware.endpoints`), and the compute kernel runs on the units nobody holds; its
+  rate cap follows the free units whenever they change.
 
 Compute kernels on one NPU run one at a time (one compute stream); the training loop ensures
 that.
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.system import NPUConfig
-from ..engine import INF, Activity, Engine, Resource
+from ..engine import INF, Activity, Engine, Pool, Resource
 from ..errors import SimulationError
 
 
@@ -47,37 +50,36 @@ class NPU:
         engine: the event kernel.
         rank: simulated rank index.
         config: NPU parameters.
-        static_comm_share: ``None`` for one shared HBM resource; else the fraction (0..1) of HBM
-            bandwidth reserved for communication.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        rank: int,
-        config: NPUConfig,
-        static_comm_share: float | None = None,
-    ):
+    def __init__(self, engine: Engine, rank: int, config: NPUConfig):
         self.engine = engine
         self.rank = rank
         self.config = config
-        bw = config.hbm_bandwidth
-        if static_comm_share is None:
-            self.hbm = engine.add_resource(f"npu{rank}.hbm", bw)
-            self.hbm_compute = self.hbm
-            self.hbm_comm = self.hbm
-        else:
-            self.hbm_compute = engine.add_resource(
-                f"npu{rank}.hbm.compute", bw * (1 - static_comm_share)
-            )
-            self.hbm_comm = engine.add_resource(f"npu{rank}.hbm.comm", bw * static_comm_share)
-            self.hbm = self.hbm_compute
+        self.hbm = engine.add_resource(f"npu{rank}.hbm", config.hbm_bandwidth)
+        self.hbm_compute = self.hbm
+        self.hbm_comm = self.hbm
+        #: compute units; collective kernels hold some, the compute kernel runs on the rest
+        self.units = engine.add_pool(f"npu{rank}.units", config.compute_units)
+        self.units.observe(self._units_changed)
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._kernel_spec: tuple[float, float, int | None, float | None] | None = None
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
         self.kernel_log: list[tuple[Any, float, float, float]] = []  # tag, start, end, alone
+
+    def partition_hbm(self, comm_share: float) -> None:
+        """Split HBM statically (before the run): communication owns ``comm_share`` (0..1) of
+        the bandwidth, compute kernels the rest."""
+        if self.hbm_comm is not self.hbm_compute:
+            raise SimulationError(f"npu{self.rank}: HBM is already partitioned")
+        if not 0 < comm_share < 1:
+            raise SimulationError(f"npu{self.rank}: HBM share must be in (0, 1), got {comm_share}")
+        bw = self.config.hbm_bandwidth
+        self.engine.set_capacity(self.hbm, bw * (1 - comm_share))
+        self.hbm_compute = self.hbm
+        self.hbm_comm = self.engine.add_resource(f"npu{self.rank}.hbm.comm", bw * comm_share)
 
     @property
     def comm_hbm_bytes(self) -> float:
@@ -143,9 +145,21 @@ class NPU:
         self.kernel = self.engine.start(1.0, demand, finished, cap=cap, tag=tag)
         return self.kernel
 
-    def set_compute_units(self, units: int) -> None:
-        """Units available to compute kernels from now on (collectives took the rest)."""
+    def _units_changed(self, pool: Pool) -> None:
+        """The units free for compute changed (collective kernels took or returned some)."""
+        units = int(round(pool.free))
+        if units == self.units_for_compute:
+            return
         self.units_for_compute = units
         if self.kernel is not None and self._kernel_spec is not None:
             flops, _bytes, blocks, duration = self._kernel_spec
             self.engine.set_cap(self.kernel, self._cap(flops, blocks, duration, units))
+
+    def kernel_work_done(self) -> float:
+        """Fraction (0..1) of the running compute kernel done so far (0 when none runs)."""
+        return self.engine.work_done(self.kernel) if self.kernel is not None else 0.0
+
+    @property
+    def kernel_hbm_bytes(self) -> float:
+        """HBM bytes of the running compute kernel's whole work (0 when none runs)."""
+        return self._kernel_spec[1] if self._kernel_spec is not None else 0.0

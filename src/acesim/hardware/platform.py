@@ -1,18 +1,32 @@
 """A platform elaborated from a system document: engine, NPUs, endpoint, network, collectives.
 
 Elaboration (desmod's idea) checks that the model is fully wired before time starts: the
-topology exists, every collective has an algorithm that can run on its dimension, the endpoint
-parameters are coherent.
+topology exists, every collective operation has an algorithm that can run on every dimension,
+the endpoint kind is registered and its settings fit the system. :func:`elaborate` runs those
+checks without building the simulation (for sweeps and early errors).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config.system import SystemConfig
 from ..engine import Engine
 from ..network.collective import CollectiveRuntime
+from ..network.plan import validate_algorithms
 from ..network.topology import Topology
-from .endpoints import make_endpoint
+from .endpoints import ENDPOINT_KINDS, build_endpoint
 from .npu import NPU
+
+__all__ = ["Platform", "elaborate"]
+
+
+def elaborate(system: SystemConfig) -> Topology:
+    """Check ``system`` as the platform would (errors name the field); returns its topology."""
+    topology = Topology(system.network, system.collective)
+    validate_algorithms(system.collective, topology)
+    ENDPOINT_KINDS.get(system.endpoint.kind)
+    return topology
 
 
 class Platform:
@@ -24,19 +38,15 @@ class Platform:
     """
 
     def __init__(self, system: SystemConfig, *, exact: bool = False):
+        #: what observers attached to this platform record during a run (traces), by name
+        self.recording: dict[str, Any] = {}
         self.system = system
         self.exact = exact
         self.engine = Engine()
-        self.topology = Topology(system.network, system.collective)
+        self.topology = elaborate(system)
         count = self.topology.npus if exact else 1
-        endpoint_cfg = system.endpoint
-        static = (
-            endpoint_cfg.baseline.hbm_share
-            if endpoint_cfg.kind == "baseline" and endpoint_cfg.baseline.hbm_sharing == "static"
-            else None
-        )
-        self.npus = [NPU(self.engine, r, system.npu, static) for r in range(count)]
-        self.endpoint = make_endpoint(self.engine, self.npus, endpoint_cfg, system.npu)
+        self.npus = [NPU(self.engine, r, system.npu) for r in range(count)]
+        self.endpoint = build_endpoint(self.engine, self.npus, self.topology, system)
         self.collectives = CollectiveRuntime(
             self.engine, self.topology, system.collective, self.endpoint, exact=exact
         )

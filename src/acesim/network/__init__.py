@@ -1,6 +1,22 @@
-"""Multi-dimensional networks, per-dimension collective algorithms and chunk scheduling."""
+"""Multi-dimensional networks, communicator groups, per-dimension collective algorithms,
+collective operations and chunk scheduling."""
 
-from .algorithms import Step, phase_steps
+from .algorithms import ALGORITHMS, Algorithm, Step, phase_steps
+from .endpoint import Endpoint
+from .group import Group, Span
+from .ops import COLLECTIVE_OPS, CollectiveOp
 from .topology import Dimension, Topology
 
-__all__ = ["Topology", "Dimension", "Step", "phase_steps"]
+__all__ = [
+    "Topology",
+    "Dimension",
+    "Step",
+    "phase_steps",
+    "ALGORITHMS",
+    "Algorithm",
+    "COLLECTIVE_OPS",
+    "CollectiveOp",
+    "Endpoint",
+    "Group",
+    "Span",
+]

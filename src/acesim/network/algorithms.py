@@ -25,9 +25,11 @@ Steps per algorithm (p NPUs in the dimension):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TopologyError
+from ..registry import Registry
 
 #: Step kinds, used by endpoints for their memory accounting.
 REDUCE = "reduce"
@@ -68,80 +70,152 @@ def _is_pow2(n: int) -> bool:
     return n >= 1 and (n & (n - 1)) == 0
 
 
+#: The operations a phase runs on one dimension (what algorithms implement).
+PHASE_OPS = ("reduce-scatter", "all-gather", "all-reduce", "all-to-all")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A per-dimension collective algorithm.
+
+    Attributes:
+        name: the name users write in ``collective.algorithms``.
+        summary: one line for help texts and docs tables.
+        steps: ``steps(phase_op, p, data_bytes)`` -> the steps of ``phase_op`` on ``p`` NPUs
+            with per-NPU buffer ``data_bytes`` (see the module docstring).
+        problem: ``problem(phase_op, dimension_kind, p)`` -> why it cannot run there, or None.
+        phase_ops: the phase operations it implements.
+    """
+
+    name: str
+    summary: str
+    steps: Callable[[str, int, float], list[Step]]
+    problem: Callable[[str, str, int], str | None]
+    phase_ops: tuple[str, ...] = PHASE_OPS
+
+
+#: Per-dimension algorithms, by name (register new ones with ``ALGORITHMS.register``).
+ALGORITHMS: Registry[Algorithm] = Registry("algorithm", "collective.algorithms", listed=True)
+
+
+def _ring_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    piece = data_bytes / p
+    if op == "reduce-scatter":
+        return [Step(piece, "next", 0, REDUCE)] * (p - 1)
+    if op == "all-gather":
+        return [Step(piece, "next", 0, GATHER)] * (p - 1)
+    if op == "all-reduce":
+        return [Step(piece, "next", 0, REDUCE)] * (p - 1) + [Step(piece, "next", 0, GATHER)] * (
+            p - 1
+        )
+    return [Step((p - k) * piece, "next", 0, ALLTOALL) for k in range(1, p)]
+
+
+def _direct_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    piece = data_bytes / p
+    if op == "reduce-scatter":
+        return [Step(piece, "all", 0, REDUCE)]
+    if op == "all-gather":
+        return [Step(piece, "all", 0, GATHER)]
+    if op == "all-reduce":
+        return [Step(piece, "all", 0, REDUCE), Step(piece, "all", 0, GATHER)]
+    return [Step(piece, "all", 0, ALLTOALL)]
+
+
+def _halving_doubling_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    piece = data_bytes / p
+    levels = int(math.log2(p))
+    rs = [Step(data_bytes / 2 ** (k + 1), "xor", p >> (k + 1), REDUCE) for k in range(levels)]
+    ag = [Step(piece * 2**k, "xor", 1 << k, GATHER) for k in range(levels)]
+    if op == "reduce-scatter":
+        return rs
+    if op == "all-gather":
+        return ag
+    if op == "all-reduce":
+        return rs + ag
+    # Bruck-style exchange: each level ships half of the buffer to the XOR partner.
+    return [Step(data_bytes / 2, "xor", 1 << k, ALLTOALL) for k in range(levels)]
+
+
+def _tree_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    levels = max(1, math.ceil(math.log2(p)))
+    pattern = "xor" if _is_pow2(p) else "next"
+    up = [
+        Step(
+            data_bytes,
+            pattern,
+            1 << (k % max(1, int(math.log2(p)))) if pattern == "xor" else 0,
+            REDUCE,
+        )
+        for k in range(levels)
+    ]
+    down = [Step(data_bytes, pattern, s.distance, GATHER) for s in reversed(up)]
+    return up + down
+
+
+def _anywhere(op: str, kind: str, size: int) -> str | None:
+    return None
+
+
+def _needs_direct_links(name: str) -> Callable[[str, str, int], str | None]:
+    def problem(op: str, kind: str, size: int) -> str | None:
+        if name == "halving_doubling" and not _is_pow2(size):
+            return f"needs a power-of-two size, got {size}"
+        if kind == "ring" and size > (3 if name == "direct" else 2):
+            return f"needs a fully_connected or switch dimension, got a ring of {size}"
+        return None
+
+    return problem
+
+
+ALGORITHMS.register(
+    "ring", Algorithm("ring", "p-1 steps of D/p to the next NPU per phase", _ring_steps, _anywhere)
+)
+ALGORITHMS.register(
+    "direct",
+    Algorithm(
+        "direct", "one step of p-1 messages of D/p", _direct_steps, _needs_direct_links("direct")
+    ),
+)
+ALGORITHMS.register(
+    "halving_doubling",
+    Algorithm(
+        "halving_doubling",
+        "log2 p steps with the partner at XOR distance p/2, p/4, ...",
+        _halving_doubling_steps,
+        _needs_direct_links("halving_doubling"),
+    ),
+)
+ALGORITHMS.register(
+    "double_binary_tree",
+    Algorithm(
+        "double_binary_tree",
+        "NCCL's two complementary trees, 2 ceil(log2 p) levels (all-reduce only)",
+        _tree_steps,
+        _anywhere,
+        phase_ops=("all-reduce",),
+    ),
+)
+
+
 def check_algorithm(algorithm: str, op: str, kind: str, size: int, where: str) -> None:
-    """Raise :class:`TopologyError` if ``algorithm`` cannot run ``op`` on this dimension."""
-    if algorithm == "direct" and kind == "ring" and size > 3:
+    """Raise :class:`~acesim.errors.ConfigError` for an unknown algorithm and
+    :class:`TopologyError` if ``algorithm`` cannot run ``op`` on this dimension."""
+    algo = ALGORITHMS.get(algorithm, where)
+    if op not in algo.phase_ops:
         raise TopologyError(
-            f"{where}: algorithm 'direct' needs a fully_connected or switch dimension, "
-            f"got a ring of {size}"
+            f"{where}: algorithm {algorithm!r} runs only {', '.join(algo.phase_ops)}, not {op}"
         )
-    if algorithm == "halving_doubling":
-        if not _is_pow2(size):
-            raise TopologyError(
-                f"{where}: algorithm 'halving_doubling' needs a power-of-two size, got {size}"
-            )
-        if kind == "ring" and size > 2:
-            raise TopologyError(
-                f"{where}: algorithm 'halving_doubling' needs a fully_connected or switch "
-                f"dimension, got a ring of {size}"
-            )
-    if algorithm == "double_binary_tree" and op != "all-reduce":
-        raise TopologyError(
-            f"{where}: algorithm 'double_binary_tree' runs only all-reduce, not {op}"
-        )
+    problem = algo.problem(op, kind, size)
+    if problem:
+        raise TopologyError(f"{where}: algorithm {algorithm!r} {problem}")
 
 
 def phase_steps(op: str, algorithm: str, size: int, data_bytes: float) -> list[Step]:
     """The steps of ``op`` on ``size`` NPUs with per-NPU buffer ``data_bytes`` (see module)."""
-    p = size
-    if p <= 1:
+    if size <= 1:
         return []
-    piece = data_bytes / p
-    if algorithm == "ring":
-        if op == "reduce-scatter":
-            return [Step(piece, "next", 0, REDUCE)] * (p - 1)
-        if op == "all-gather":
-            return [Step(piece, "next", 0, GATHER)] * (p - 1)
-        if op == "all-reduce":
-            return [Step(piece, "next", 0, REDUCE)] * (p - 1) + [Step(piece, "next", 0, GATHER)] * (
-                p - 1
-            )
-        if op == "all-to-all":
-            return [Step((p - k) * piece, "next", 0, ALLTOALL) for k in range(1, p)]
-    if algorithm == "direct":
-        if op == "reduce-scatter":
-            return [Step(piece, "all", 0, REDUCE)]
-        if op == "all-gather":
-            return [Step(piece, "all", 0, GATHER)]
-        if op == "all-reduce":
-            return [Step(piece, "all", 0, REDUCE), Step(piece, "all", 0, GATHER)]
-        if op == "all-to-all":
-            return [Step(piece, "all", 0, ALLTOALL)]
-    if algorithm == "halving_doubling":
-        levels = int(math.log2(p))
-        rs = [Step(data_bytes / 2 ** (k + 1), "xor", p >> (k + 1), REDUCE) for k in range(levels)]
-        ag = [Step(piece * 2**k, "xor", 1 << k, GATHER) for k in range(levels)]
-        if op == "reduce-scatter":
-            return rs
-        if op == "all-gather":
-            return ag
-        if op == "all-reduce":
-            return rs + ag
-        if op == "all-to-all":
-            # Bruck-style exchange: each level ships half of the buffer to the XOR partner.
-            return [Step(data_bytes / 2, "xor", 1 << k, ALLTOALL) for k in range(levels)]
-    if algorithm == "double_binary_tree" and op == "all-reduce":
-        levels = max(1, math.ceil(math.log2(p)))
-        pattern = "xor" if _is_pow2(p) else "next"
-        up = [
-            Step(
-                data_bytes,
-                pattern,
-                1 << (k % max(1, int(math.log2(p)))) if pattern == "xor" else 0,
-                REDUCE,
-            )
-            for k in range(levels)
-        ]
-        down = [Step(data_bytes, pattern, s.distance, GATHER) for s in reversed(up)]
-        return up + down
-    raise TopologyError(f"algorithm {algorithm!r} cannot run {op}")  # pragma: no cover
+    algo = ALGORITHMS.get(algorithm)
+    if op not in algo.phase_ops:
+        raise TopologyError(f"algorithm {algorithm!r} cannot run {op}")
+    return algo.steps(op, size, data_bytes)

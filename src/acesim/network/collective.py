@@ -14,6 +14,15 @@ byte (HBM bytes, comm-unit throughput, engine ALU/DMA). When a message is on the
 delivered after the link latency plus the fixed per-message endpoint delay. A step completes at
 an NPU when its own messages are out and its peers' messages for that step have arrived.
 
+A collective runs on a communicator group (:mod:`acesim.network.group`): whole dimensions, a
+slice of a dimension (TP=4 inside an 8-GPU switch) or strided members; groups that run at the
+same time share the egress capacity of the dimensions they use. Waiting chunks are ordered by
+priority first (``collective.priorities = "blocking_first"``: collectives the training loop
+blocks on go before the others), then as above.
+
+Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
+acquire); it is told when the step completes (``step_end``).
+
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
@@ -32,48 +41,13 @@ from typing import Any
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import TopologyError
+from .endpoint import Endpoint
+from .group import Axis, Group, resolve
+from .ops import COLLECTIVE_OPS
 from .plan import Phase, build_phases, validate_algorithms
 from .topology import Topology
 
-
-class Endpoint:
-    """What executes the local part of collectives. The default costs nothing.
-
-    Subclasses (``acesim.hardware.endpoints``) charge resources per network byte, hold compute
-    units while collectives run, and stage chunks through an SRAM.
-    """
-
-    name = "ideal"
-    #: max-min weight of this endpoint's message activities against compute kernels
-    message_weight = 1.0
-
-    def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
-        """Resources consumed per network byte sent in a step of ``kind`` at ``rank``."""
-        return {}
-
-    def chunk_begin(
-        self, rank: int, in_bytes: float, footprint: float, proceed: Callable[[], None]
-    ) -> None:
-        """A chunk enters the collective at ``rank``: ``in_bytes`` of input, at most
-        ``footprint`` bytes live at once. Call ``proceed`` when it may start its phases."""
-        proceed()
-
-    def chunk_end(
-        self, rank: int, out_bytes: float, footprint: float, proceed: Callable[[], None]
-    ) -> None:
-        """A chunk left its last phase at ``rank`` with ``out_bytes`` of result; call
-        ``proceed`` once it is stored."""
-        proceed()
-
-    def max_chunk_bytes(self) -> float | None:
-        """Largest chunk the endpoint handles at once (bytes); larger chunks are split."""
-        return None
-
-    def collective_started(self, rank: int) -> None:
-        """A collective became active at ``rank``."""
-
-    def collective_finished(self, rank: int) -> None:
-        """A collective finished at ``rank``."""
+__all__ = ["Collective", "CollectiveRuntime", "Endpoint"]
 
 
 @dataclass
@@ -89,6 +63,9 @@ class Collective:
     chunks: int
     issued: float
     label: str = ""
+    axes: tuple[Axis, ...] = ()
+    priority: int = 0
+    expected: int | None = None
     finished: float | None = None
     rank_finished: dict[int, float] = field(default_factory=dict)
     chunks_left: dict[int, int] = field(default_factory=dict)
@@ -144,10 +121,9 @@ class CollectiveRuntime:
     Args:
         engine: the event kernel.
         topology: the network.
-        config: collective settings (chunks, scheduling, per-message delay).
+        config: collective settings (chunks, scheduling, priorities, per-message delay).
         endpoint: the collective endpoint model.
         exact: simulate every NPU (True) or one representative (False).
-        egress: optional pre-made egress resources ``egress[rank][dim]``.
     """
 
     def __init__(
@@ -176,7 +152,8 @@ class CollectiveRuntime:
         self._queues = [[_DimQueue() for _ in topology.dimensions] for _ in self.ranks]
         self._runs: dict[tuple[int, int, int], _ChunkRun] = {}
         self._next_id = 0
-        self._delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
+        self._arrivals = 0  # tie-breaker of waiting chunks: order of arrival
+        self.delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -189,45 +166,51 @@ class CollectiveRuntime:
         size: float,
         *,
         dims: Sequence[int] | None = None,
+        group: Group | None = None,
         label: str = "",
+        priority: int = 0,
         on_rank_done: Callable[[Collective, int], Any] | None = None,
         on_done: Callable[[Collective], Any] | None = None,
         ranks: Sequence[int] | None = None,
     ) -> Collective:
-        """Issue ``op`` of ``size`` bytes (nccl-tests convention) over ``dims`` (default all).
+        """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
-        ``ranks``: the simulated ranks taking part now (exact mode: a rank issues when its own
-        program reaches the collective; call again with the other ranks later via
-        :meth:`join`). Default: all simulated ranks at once.
+        ``group`` (a :class:`~acesim.network.group.Group`) or ``dims`` (whole dimensions)
+        names the communicator; neither means every dimension. ``priority``: waiting chunks of
+        higher-priority collectives go first. ``ranks``: the simulated ranks taking part now
+        (exact mode: a rank issues when its own program reaches the collective; the others
+        join later via :meth:`join`). Default: all simulated ranks at once, and the collective
+        finishes when they all have; with ``ranks`` given, it finishes when every rank that
+        joined has.
         """
+        COLLECTIVE_OPS.get(op)
         if not size >= 0:
             raise TopologyError(f"collective size must not be negative, got {size}")
-        dims_t = tuple(range(len(self.topology.dimensions)) if dims is None else dims)
-        for d in dims_t:
-            if not 0 <= d < len(self.topology.dimensions):
-                raise TopologyError(
-                    f"collective dimension {d} does not exist "
-                    f"(topology has {len(self.topology.dimensions)})"
-                )
+        if group is not None and dims is not None:
+            raise TopologyError("give a collective either a group or dims, not both")
+        axes = resolve(self.topology, group if group is not None else dims)
         chunks = self.config.chunks
         limit = self.endpoint.max_chunk_bytes()
         if limit is not None and size / chunks > limit:
             chunks *= math.ceil(size / chunks / limit)
-        phases = build_phases(self.config, self.topology, op, size / chunks, dims_t)
-        group = 1
-        for d in dims_t:
-            group *= self.topology.dimensions[d].size
+        phases = build_phases(self.config, self.topology, op, size / chunks, axes)
+        members = 1
+        for axis in axes:
+            members *= axis.size
         self._next_id += 1
         coll = Collective(
             id=self._next_id,
             op=op,
             size=size,
-            dims=dims_t,
-            group_size=group,
+            dims=tuple(a.dim for a in axes),
+            group_size=members,
             phases=phases,
             chunks=chunks,
             issued=self.engine.now,
             label=label,
+            axes=axes,
+            priority=priority,
+            expected=len(self.ranks) if ranks is None else None,
             on_rank_done=on_rank_done,
             on_done=on_done,
         )
@@ -251,12 +234,7 @@ class CollectiveRuntime:
     @staticmethod
     def _chunk_bytes(coll: Collective) -> tuple[float, float, float]:
         """(input, output, footprint) bytes of one chunk at an NPU."""
-        chunk = coll.size / coll.chunks
-        if coll.op == "reduce-scatter":
-            return chunk, chunk / coll.group_size, chunk
-        if coll.op == "all-gather":
-            return chunk / coll.group_size, chunk, chunk
-        return chunk, chunk, chunk
+        return COLLECTIVE_OPS.get(coll.op).chunk_io(coll.size / coll.chunks, coll.group_size)
 
     def _run_for(self, coll: Collective, rank: int, chunk: int) -> _ChunkRun:
         # Created on first use: a peer's message may arrive before this rank has joined.
@@ -268,9 +246,12 @@ class CollectiveRuntime:
 
     # -- scheduling --------------------------------------------------------------------------
     def _key(self, run: _ChunkRun) -> tuple[int, int]:
-        # Between collectives: oldest (fifo) or newest (lifo) first. Within a collective:
-        # in order of arrival at this dimension's queue (the sequence number breaks ties).
-        return (run.coll.id if self.config.scheduling == "fifo" else -run.coll.id, 0)
+        # Higher priority first (when priorities are on); then between collectives, oldest
+        # (fifo) or newest (lifo) first; within a collective, in order of arrival at this
+        # dimension's queue (the arrival counter breaks ties).
+        coll = run.coll
+        rank = -coll.priority if self.config.priorities == "blocking_first" else 0
+        return (rank, coll.id if self.config.scheduling == "fifo" else -coll.id)
 
     def _enqueue(self, run: _ChunkRun) -> None:
         dim = run.coll.phases[run.phase].dim
@@ -281,8 +262,8 @@ class CollectiveRuntime:
             self._phase_started(run)
             self._start_step(run)
         else:
-            self.engine._seq += 1
-            heapq.heappush(queue.waiting, (self._key(run), self.engine._seq, run))
+            self._arrivals += 1
+            heapq.heappush(queue.waiting, (self._key(run), self._arrivals, run))
 
     def _release(self, rank: int, dim: int) -> None:
         queue = self._queues[rank][dim]
@@ -299,25 +280,33 @@ class CollectiveRuntime:
 
     # -- steps and messages ------------------------------------------------------------------
     def _start_step(self, run: _ChunkRun) -> None:
+        phase = run.coll.phases[run.phase]
+        step = phase.steps[run.step]
+        run.in_step = True
+        self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
+
+    def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
         step = phase.steps[run.step]
         topo = self.topology
         global_rank = run.rank if self.exact else 0
-        coord = topo.coordinate(global_rank, phase.dim)
-        dests = step.destinations(coord, phase.size)
-        run.in_step = True
+        dim = phase.dim
+        own = topo.coordinate(global_rank, dim)
+        axis = Axis(dim, phase.size, phase.stride)
+        dests = step.destinations(axis.position(own), phase.size)
         run.sends_out = len(dests)
-        demand = {self.egress[run.rank][phase.dim]: 1.0}
+        demand = {self.egress[run.rank][dim]: 1.0}
         demand.update(self.endpoint.message_demand(run.rank, step.kind))
         engine = self.engine
-        for c in dests:
-            dest = topo.peer(global_rank, phase.dim, c) if self.exact else 0
+        weight = self.endpoint.message_weight
+        for position in dests:
+            dest = topo.peer(global_rank, dim, axis.coordinate(own, position)) if self.exact else 0
             engine.start(
                 step.message_bytes,
                 demand,
                 self._sent,
-                weight=self.endpoint.message_weight,
+                weight=weight,
                 tag=(run, dest, run.phase, run.step),
             )
 
@@ -329,7 +318,7 @@ class CollectiveRuntime:
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
         self.engine.schedule(
-            self._delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+            self.delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1
         if run.sends_out == 0:
@@ -355,6 +344,7 @@ class CollectiveRuntime:
             return
         del run.arrived[key]
         run.in_step = False
+        self.endpoint.step_end(run.rank, step.kind)
         run.step += 1
         if run.step < len(phase.steps):
             self._start_step(run)
@@ -395,7 +385,8 @@ class CollectiveRuntime:
         self.endpoint.collective_finished(rank)
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, rank)
-        if len(coll.rank_finished) == len(self.ranks):
+        expected = coll.expected if coll.expected is not None else len(coll.chunks_left)
+        if len(coll.rank_finished) == expected:
             coll.finished = max(coll.rank_finished.values())
             if coll.on_done is not None:
                 coll.on_done(coll)

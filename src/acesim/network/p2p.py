@@ -68,9 +68,9 @@ class PointToPoint:
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size
             if index + 1 < len(hops):
                 rt.engine.schedule(
-                    rt._delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered
+                    rt.delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered
                 )
             else:
-                rt.engine.schedule(rt._delays[dim], on_delivered)
+                rt.engine.schedule(rt.delays[dim], on_delivered)
 
         rt.engine.start(size, demand, sent, weight=rt.endpoint.message_weight, tag=("p2p", dim))

@@ -1,29 +1,30 @@
-"""Decomposition of a collective over dimensions into phases (hierarchical or per-dimension).
+"""The phases one chunk of a collective goes through on its group's axes.
 
-Hierarchical (ASTRA-sim's "localBWAware"): all-reduce = reduce-scatter along dimensions
-1..N-1 (the data shrinks by each size), all-reduce on dimension N, all-gather back along
-N-1..1. Reduce-scatter: reduce-scatter on 1..N. All-gather: all-gather on N..1 (the output
-grows from the outermost dimension inwards, so the local dimension carries the largest data).
-All-to-all: all-to-all along each dimension in turn with the whole buffer (data is routed one
-dimension at a time).
-
-Per-dimension ("flat") all-reduce: a full-size all-reduce on every dimension in turn. For the
-other operations the per-dimension composition is the hierarchical one.
+The operation (:mod:`acesim.network.ops`) says which phase runs on which axis with how much
+data; the configured algorithm of each (operation, dimension) (:mod:`acesim.network.algorithms`)
+turns a phase into steps. ``double_binary_tree`` runs only the all-reduce phase of a
+hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config.system import CollectiveConfig
 from ..errors import TopologyError
 from .algorithms import Step, check_algorithm, phase_steps
+from .group import Axis
+from .ops import COLLECTIVE_OPS
 from .topology import Topology
 
 
 @dataclass(frozen=True)
 class Phase:
-    """One phase of a chunk: an operation on one dimension."""
+    """One phase of a chunk: an operation on one axis of the group.
+
+    ``size`` is the group's members along the dimension, ``stride`` their coordinate distance.
+    """
 
     dim: int
     op: str
@@ -31,6 +32,7 @@ class Phase:
     data_bytes: float
     steps: tuple[Step, ...]
     size: int = 1
+    stride: int = 1
 
     @property
     def bytes_sent(self) -> float:
@@ -40,7 +42,7 @@ class Phase:
 
 def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) -> str:
     """The configured algorithm of ``op`` on dimension ``dim`` (with defaults)."""
-    choice = cfg.algorithms.get(op)  # type: ignore[call-overload]
+    choice = cfg.algorithms.get(op)
     d = topology.dimensions[dim]
     if choice is None:
         if op == "all-to-all" and d.kind != "ring":
@@ -57,61 +59,32 @@ def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) 
 
 
 def validate_algorithms(cfg: CollectiveConfig, topology: Topology) -> None:
-    """Elaboration check: every operation can be planned on every dimension as configured."""
-    dims = tuple(range(len(topology.dimensions)))
-    for op in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all"):
-        build_phases(cfg, topology, op, 1.0, dims)
+    """Elaboration check: the configured operations exist, and every operation can be planned
+    on every dimension as configured."""
+    for op in cfg.algorithms:
+        COLLECTIVE_OPS.get(op, f"collective.algorithms.{op}")
+    axes = tuple(Axis(d.index, d.size) for d in topology.dimensions if d.size > 1)
+    for op in COLLECTIVE_OPS:
+        build_phases(cfg, topology, op, 1.0, axes)
 
 
 def build_phases(
-    cfg: CollectiveConfig, topology: Topology, op: str, size: float, dims: tuple[int, ...]
+    cfg: CollectiveConfig, topology: Topology, op: str, size: float, axes: Sequence[Axis]
 ) -> list[Phase]:
-    """The phases one chunk of ``size`` bytes goes through (see module docstring)."""
-    active = [d for d in dims if topology.dimensions[d].size > 1]
+    """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module)."""
+    spec = COLLECTIVE_OPS.get(op)
     phases: list[Phase] = []
 
-    def add(dim: int, phase_op: str, data: float, algo_op: str | None = None) -> None:
-        algo = algorithm_for(cfg, topology, algo_op or phase_op, dim)
+    def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
+        axis = axes[index]
+        algo = algorithm_for(cfg, topology, algo_op, axis.dim)
         if algo == "double_binary_tree" and phase_op != "all-reduce":
             algo = "ring"  # trees run only the all-reduce phase of a hierarchical all-reduce
-        d = topology.dimensions[dim]
-        check_algorithm(algo, phase_op, d.kind, d.size, f"collective.algorithms.{algo_op or op}")
-        steps = tuple(phase_steps(phase_op, algo, d.size, data))
-        phases.append(Phase(dim, phase_op, algo, data, steps, d.size))
+        d = topology.dimensions[axis.dim]
+        check_algorithm(algo, phase_op, d.kind, axis.size, f"collective.algorithms.{algo_op}")
+        steps = tuple(phase_steps(phase_op, algo, axis.size, data))
+        phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
 
-    if not active:
-        return phases
-    if op == "all-reduce":
-        if cfg.composition == "per_dimension":
-            for d in active:
-                add(d, "all-reduce", size)
-            return phases
-        data = size
-        for d in active[:-1]:
-            add(d, "reduce-scatter", data, "all-reduce")
-            data /= topology.dimensions[d].size
-        add(active[-1], "all-reduce", data)
-        for d in reversed(active[:-1]):
-            data *= topology.dimensions[d].size
-            add(d, "all-gather", data, "all-reduce")
-        return phases
-    if op == "reduce-scatter":
-        data = size
-        for d in active:
-            add(d, "reduce-scatter", data)
-            data /= topology.dimensions[d].size
-        return phases
-    if op == "all-gather":
-        total = 1
-        for d in active:
-            total *= topology.dimensions[d].size
-        data = size / total
-        for d in reversed(active):
-            data *= topology.dimensions[d].size
-            add(d, "all-gather", data)
-        return phases
-    if op == "all-to-all":
-        for d in active:
-            add(d, "all-to-all", size)
-        return phases
-    raise TopologyError(f"unknown collective {op!r}")  # pragma: no cover
+    if axes:
+        spec.compose(add, [a.size for a in axes], size, cfg.composition)
+    return phases

@@ -9,14 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..network.ops import COLLECTIVE_OPS
+
 
 def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' bus-bandwidth factor for ``op`` on ``n`` NPUs."""
-    if n <= 1:
-        return 0.0
-    if op == "all-reduce":
-        return 2 * (n - 1) / n
-    return (n - 1) / n
+    """nccl-tests' bus-bandwidth factor for ``op`` on ``n`` NPUs (the op's registry entry)."""
+    return COLLECTIVE_OPS.get(op, "op").bus_factor(n)
 
 
 @dataclass(frozen=True)

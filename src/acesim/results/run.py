@@ -1,19 +1,27 @@
-"""Steady-state metrics of a training run.
+"""Steady-state metrics of a training run, and what the run was made with.
 
-The steady-state window is one iteration: from the moment iteration ``k`` becomes ready to the
-moment iteration ``k+1`` does, with ``k = iterations - 2`` (the last complete one after warm-up);
-with a single iteration the window is the whole run. In that window:
+The measured iterations are ``warmup .. iterations-2``: iteration ``k`` runs from the moment it
+becomes ready to the moment iteration ``k+1`` does, so the window is ``[start(warmup),
+start(iterations-1))`` and every figure is a mean per measured iteration. A single iteration
+without warm-up is measured as the whole run (its communication tail included). In the window:
 
-* ``iteration_time``: window length (s);
-* ``compute_time`` / ``compute_time_alone``: kernels of iteration ``k``, as run and at their
-  roofline alone (s); ``compute_slowdown`` their ratio;
-* ``exposed_comm``: window time the compute stream was idle (s);
-* ``comm_time``: time at least one collective of iteration ``k`` was in flight (s);
+* ``iteration_time``: window length / measured iterations (s);
+* ``compute_time`` / ``compute_time_alone``: kernels of the measured iterations, as run and at
+  their roofline alone (s per iteration); ``compute_slowdown`` their ratio;
+* ``exposed_comm``: time the compute stream was idle (s per iteration);
+* ``comm_time``: time at least one collective of the iteration was in flight, from the
+  iteration's start (s per iteration);
 * ``net_util[dim]``: bytes sent on the dimension in the window / (window x egress capacity);
 * ``net_util_effective``: bytes sent on all dimensions in the window / (time any collective was
   in flight in the window x total egress capacity): how well the network is driven while there
-  is communication to do (the paper's "effective network bandwidth utilisation");
-* ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes moved in the window / window (B/s).
+  is communication to do (the paper's "effective network bandwidth utilisation"; comparisons
+  report their ``net_util_gain`` as the ratio of this figure);
+* ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes moved in the window / window (B/s);
+* ``comm_units_held``: compute units held by communication, mean over the window.
+
+A :class:`RunResult` also states what it was run with (:class:`RunInfo`): system, network
+shape, NPUs, workload, per-NPU batch and datatype, loop, iterations simulated, warm-up
+dropped, iterations measured, the endpoint kind, its variant and settings, acesim's version.
 """
 
 from __future__ import annotations
@@ -22,13 +30,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..training.executor import Execution
+from ..version import __version__
 
-SCHEMA = "acesim.run/1"
+SCHEMA = "acesim.run/2"
+
+__all__ = ["SCHEMA", "LayerRow", "RunInfo", "RunResult", "summarize", "measured_iterations"]
 
 
 @dataclass
 class LayerRow:
-    """One layer in the measured iteration (times in s)."""
+    """One layer, mean per measured iteration (times in s, bytes)."""
 
     name: str
     fwd: float = 0.0
@@ -39,16 +50,42 @@ class LayerRow:
 
 
 @dataclass
+class RunInfo:
+    """What a run was made with (echoed in every result, table and database row)."""
+
+    system: str
+    shape: list[int]
+    npus: int
+    workload: str
+    batch_per_npu: int | None
+    dtype_bytes: int | None
+    loop: str
+    mode: str
+    iterations: int
+    warmup: int
+    measured: int
+    endpoint: str
+    variant: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    version: str = __version__
+
+    def describe(self) -> str:
+        """One line: workload, batch, system, shape, loop, measurement."""
+        batch = f", batch {self.batch_per_npu}/NPU" if self.batch_per_npu else ""
+        dtype = f", {8 * self.dtype_bytes}-bit" if self.dtype_bytes else ""
+        shape = "x".join(map(str, self.shape))
+        return (
+            f"{self.workload}{batch}{dtype} on {self.system}: {self.npus} NPUs ({shape}), "
+            f"{self.loop} loop, {self.mode}; {self.measured} iteration"
+            f"{'s' if self.measured != 1 else ''} measured after {self.warmup} warm-up"
+        )
+
+
+@dataclass
 class RunResult:
     """Metrics of one run. Times in s, bandwidths in B/s, utilisations in 0..1."""
 
-    system: str
-    workload: str
-    endpoint: str
-    npus: int
-    mode: str
-    loop: str
-    iterations: int
+    info: RunInfo
     iteration_time: float
     compute_time: float
     compute_time_alone: float
@@ -60,19 +97,44 @@ class RunResult:
     net_util_effective: float
     hbm_bw_compute: float
     hbm_bw_comm: float
+    comm_units_held: float
     makespan: float
-    split: dict[str, Any] = field(default_factory=dict)
     layers: list[LayerRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+
+    # The run's identity, for tables and comparisons.
+    @property
+    def system(self) -> str:
+        return self.info.system
+
+    @property
+    def workload(self) -> str:
+        return self.info.workload
+
+    @property
+    def endpoint(self) -> str:
+        return self.info.endpoint
+
+    @property
+    def npus(self) -> int:
+        return self.info.npus
+
+    @property
+    def mode(self) -> str:
+        return self.info.mode
+
+    @property
+    def loop(self) -> str:
+        return self.info.loop
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["schema"] = SCHEMA
         return data
 
-    def metrics(self) -> dict[str, float]:
-        """Flat scalar metrics (for sweeps and databases)."""
-        out = {
+    def metrics(self) -> dict[str, Any]:
+        """Flat scalar metrics and run facts (for sweeps and databases)."""
+        out: dict[str, Any] = {
             "iteration_time": self.iteration_time,
             "compute_time": self.compute_time,
             "compute_time_alone": self.compute_time_alone,
@@ -83,10 +145,30 @@ class RunResult:
             "net_util_effective": self.net_util_effective,
             "hbm_bw_compute": self.hbm_bw_compute,
             "hbm_bw_comm": self.hbm_bw_comm,
+            "comm_units_held": self.comm_units_held,
             "makespan": self.makespan,
         }
         for dim, value in self.net_util.items():
             out[f"net_util_{dim}"] = value
+        info = self.info
+        out.update(
+            {
+                "run.system": info.system,
+                "run.shape": "x".join(map(str, info.shape)),
+                "run.npus": info.npus,
+                "run.workload": info.workload,
+                "run.batch_per_npu": info.batch_per_npu,
+                "run.dtype_bytes": info.dtype_bytes,
+                "run.loop": info.loop,
+                "run.mode": info.mode,
+                "run.iterations": info.iterations,
+                "run.warmup": info.warmup,
+                "run.measured": info.measured,
+                "run.endpoint": info.endpoint,
+                "run.variant": info.variant,
+                "run.version": info.version,
+            }
+        )
         return out
 
 
@@ -107,23 +189,36 @@ def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) ->
     return total
 
 
-def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunResult:
-    """Compute :class:`RunResult` from an execution (see module docstring)."""
+def measured_iterations(iterations: int, warmup: int) -> list[int]:
+    """The iterations a run of ``iterations`` with ``warmup`` dropped measures (see module)."""
+    if iterations == 1 and warmup == 0:
+        return [0]
+    return list(range(warmup, iterations - 1))
+
+
+def summarize(ex: Execution, info: RunInfo) -> RunResult:
+    """Compute :class:`RunResult` from an execution (see module docstring); ``info`` says what
+    the run was made with (its ``measured`` count is filled in here)."""
     platform = ex.platform
     iters = ex.graph.iterations
     assert ex.final is not None
-    if iters >= 2:
-        k = iters - 2
-        lo, hi = ex.iteration_start[k], ex.iteration_start[k + 1]
-        snap_lo, snap_hi = ex.snapshots[k], ex.snapshots[k + 1]
-    else:
-        k = 0
+    measured = measured_iterations(iters, info.warmup)
+    if not measured:
+        raise ValueError(f"{iters} iterations with {info.warmup} warm-up measure nothing")
+    whole_run = iters == 1
+    if whole_run:
         lo, hi = 0.0, ex.makespan
         snap_lo, snap_hi = ex.snapshots[0], ex.final
+    else:
+        first, last = measured[0], measured[-1] + 1
+        lo, hi = ex.iteration_start[first], ex.iteration_start[last]
+        snap_lo, snap_hi = ex.snapshots[first], ex.snapshots[last]
+    count = len(measured)
+    wanted = set(measured)
     window = max(hi - lo, 1e-30)
     records = ex.records[0]
     compute_time = alone = 0.0
-    coll_intervals: list[tuple[float, float]] = []
+    per_iteration: dict[int, list[tuple[float, float]]] = {k: [] for k in measured}
     all_colls = [
         (r.start, r.end)
         for r in records.values()
@@ -132,7 +227,7 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
     rows: dict[str, LayerRow] = {}
     for rec in records.values():
         node = rec.node
-        if node.iteration != k:
+        if node.iteration not in wanted:
             continue
         row = rows.setdefault(node.layer or node.name, LayerRow(node.layer or node.name))
         if node.kind == "compute":
@@ -141,9 +236,15 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
             if node.pass_name in ("fwd", "ig", "wg"):
                 setattr(row, node.pass_name, getattr(row, node.pass_name) + rec.end - rec.start)
         elif node.kind == "collective":
-            coll_intervals.append((rec.start, rec.end))
+            per_iteration[node.iteration].append((rec.start, rec.end))
             row.comm += rec.end - rec.start
             row.comm_bytes += node.size
+    for row in rows.values():
+        row.fwd /= count
+        row.ig /= count
+        row.wg /= count
+        row.comm /= count
+        row.comm_bytes /= count
     busy = snap_hi.compute_busy - snap_lo.compute_busy
     net_util = {}
     sent_total = peak_total = 0.0
@@ -161,25 +262,25 @@ def summarize(ex: Execution, *, system: str, workload: str, loop: str) -> RunRes
     hbm_comm = hbm_total - hbm_compute
     if hbm_comm < 1e-9 * max(hbm_total, 1.0):
         hbm_comm = 0.0  # rounding of two integrals of the same traffic
+    comm_time = 0.0
+    for k in measured:
+        start = ex.iteration_start.get(k, lo) if not whole_run else lo
+        comm_time += _union_length(per_iteration[k], start, float("inf"))
+    info.measured = count
     return RunResult(
-        system=system,
-        workload=workload,
-        endpoint=platform.system.endpoint.kind,
-        npus=platform.topology.npus,
-        mode="exact" if platform.exact else "symmetric",
-        loop=loop,
-        iterations=iters,
-        iteration_time=window,
-        compute_time=compute_time,
-        compute_time_alone=alone,
+        info=info,
+        iteration_time=window / count,
+        compute_time=compute_time / count,
+        compute_time_alone=alone / count,
         compute_slowdown=compute_time / alone if alone > 0 else 1.0,
-        exposed_comm=max(window - busy, 0.0),
-        comm_time=_union_length(coll_intervals, lo, float("inf")),
+        exposed_comm=max(window - busy, 0.0) / count,
+        comm_time=comm_time / count,
         net_util=net_util,
         net_util_mean=sum(net_util.values()) / len(net_util) if net_util else 0.0,
         net_util_effective=effective,
         hbm_bw_compute=hbm_compute / window,
         hbm_bw_comm=hbm_comm / window,
+        comm_units_held=(snap_hi.units_held_time - snap_lo.units_held_time) / window,
         makespan=ex.makespan,
         layers=[rows[name] for name in rows],
     )

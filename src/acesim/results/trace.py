@@ -9,8 +9,8 @@ system; its process name and the file's ``metadata.processes`` say so.
 Threads (tracks) of a process, in this order:
 
 * ``iterations``: one complete event per training iteration (from the moment it becomes ready
-  to the moment the next one does, as in :mod:`acesim.results.run`); the measured one has
-  ``args.measured = true``.
+  to the moment the next one does, as in :mod:`acesim.results.run`); the measured ones (after
+  the warm-up) have ``args.measured = true``.
 * ``compute``: one complete event per compute node (the compute stream runs one at a time).
 * ``comm``, ``comm #2``, ...: one complete event per collective node, from issue to the
   moment this NPU's part finished. Collectives overlap, so they are spread over as few lanes
@@ -24,7 +24,7 @@ Counters (process-scoped ``C`` events, step functions: a value holds until the n
 
 * ``HBM GB/s`` with series ``compute`` and ``comm``: HBM bandwidth allocated to the compute
   kernel and to everything else (collective kernels, network DMA, ACE DMA). Samples come from
-  ``Engine.watch`` on the NPU's HBM resource(s); at each sample the compute part is read from
+  engine observers on the NPU's HBM resource(s); at each sample the compute part is read from
   the resource's users (the NPU's running kernel's rate times its HBM bytes per unit of work),
   the communication part is the rest of the allocation. With a static HBM split the two
   resources are summed.
@@ -59,6 +59,7 @@ from ..hardware.npu import NPU
 from ..hardware.platform import Platform
 from ..network.collective import Collective
 from ..training.executor import Execution, NodeRecord
+from .run import measured_iterations
 
 __all__ = ["SCHEMA", "enable_tracing", "measured_iteration", "trace_events", "write_trace"]
 
@@ -67,42 +68,48 @@ _US = 1e6  # s -> us
 _GB = 1e9
 
 
-class _HbmSamples(list[tuple[float, float]]):
-    """Watch samples of one HBM resource, plus the compute kernel's share at each sample.
+class _Samples(list[tuple[float, float]]):
+    """Allocation samples ``(time s, allocated units/s)`` of one resource (an engine
+    observer), plus, for an HBM resource, the compute kernel's share at each sample.
 
-    The engine appends ``(time, allocated)`` whenever the allocation changes; at that instant
-    the resource's users carry their new rates, so the compute part is read from them.
+    The engine calls the observer whenever the allocation changes; at that instant the
+    resource's users carry their new rates, so the compute part is read from them.
     """
 
-    def __init__(self, npu: NPU, resource: Resource):
+    def __init__(self, npu: NPU | None, resource: Resource):
         super().__init__()
         self.npu = npu
         self.resource = resource
         self.compute: list[float] = []
 
-    def append(self, item: tuple[float, float], /) -> None:
-        super().append(item)
-        kernel = self.npu.kernel
+    def __call__(self, time: float, allocated: float) -> None:
+        self.append((time, allocated))
         rate = 0.0
+        kernel = self.npu.kernel if self.npu is not None else None
         if kernel is not None and kernel.finished is None and kernel in self.resource.users:
             if kernel.rate < INF:
                 rate = kernel.rate * kernel.demand.get(self.resource, 0.0)
         self.compute.append(rate)
 
 
+_SAMPLES = "trace.samples"
+
+
 def enable_tracing(platform: Platform) -> None:
     """Record what a trace needs during the coming run: chunk phases, HBM and egress samples."""
     platform.collectives.phase_log = []
     engine = platform.engine
-    if engine.watch is None:
-        engine.watch = {}
+    samples: dict[Resource, _Samples] = platform.recording.setdefault(_SAMPLES, {})
     for npu in platform.npus:
         for res in npu.hbm_resources:
-            if not isinstance(engine.watch.get(res), _HbmSamples):
-                engine.watch[res] = _HbmSamples(npu, res)
+            if res not in samples:
+                samples[res] = _Samples(npu, res)
+                engine.observe(res, samples[res])
     for row in platform.collectives.egress:
         for res in row:
-            engine.watch.setdefault(res, [])
+            if res not in samples:
+                samples[res] = _Samples(None, res)
+                engine.observe(res, samples[res])
 
 
 def _ns(t: float) -> int:
@@ -234,10 +241,9 @@ def _counter(b: _Builder, pid: int, name: str, t_ns: int, args: dict[str, float]
     )
 
 
-def measured_iteration(execution: Execution) -> int:
-    """The iteration :func:`acesim.results.run.summarize` measures."""
-    iters = execution.graph.iterations
-    return iters - 2 if iters >= 2 else 0
+def measured_iteration(execution: Execution) -> list[int]:
+    """The iterations :func:`acesim.results.run.summarize` measures."""
+    return measured_iterations(execution.graph.iterations, execution.warmup)
 
 
 class _Process:
@@ -313,7 +319,7 @@ def trace_events(execution: Execution) -> dict[str, Any]:
 
         (tid,) = proc.lanes("iterations", [(0.0, 0.0, 0)])
         for k, start, end in iterations:
-            args: dict[str, Any] = {"iteration": k, "measured": k == measured}
+            args: dict[str, Any] = {"iteration": k, "measured": k in measured}
             _complete(b, pid, tid, f"iteration {k}", "iteration", (start, end), args)
 
         recs = sorted(
@@ -329,9 +335,8 @@ def trace_events(execution: Execution) -> dict[str, Any]:
 
         comm = [r for r in recs if r.node.kind == "collective"]
         tids = proc.lanes("comm", [(r.start, r.end, r.node.id) for r in comm])
-        used: set[int] = set()
         for rec, tid in zip(comm, tids, strict=True):
-            args = _collective_args(rec, rank, colls, used, dim_names)
+            args = _collective_args(rec, coll_by_id, dim_names)
             _complete(b, pid, tid, rec.node.name, "comm", (rec.start, rec.end), args)
 
         p2p = [r for r in recs if r.node.kind in ("send", "recv")]
@@ -373,7 +378,7 @@ def trace_events(execution: Execution) -> dict[str, Any]:
                         )
                     _complete(b, pid, tid, f"{name} c{chunk} p{phase}", "chunk", (start, end), args)
 
-    watch = platform.engine.watch or {}
+    watch: dict[Resource, _Samples] = platform.recording.get(_SAMPLES, {})
     counters = phase_log is not None and bool(watch)
     if counters:
         for rank in range(sim_ranks):
@@ -399,7 +404,8 @@ def trace_events(execution: Execution) -> dict[str, Any]:
         "npus": npus,
         "simulated_npus": sim_ranks,
         "iterations": execution.graph.iterations,
-        "measured_iteration": measured,
+        "measured_iterations": measured,
+        "warmup": execution.warmup,
         "makespan_us": execution.makespan * _US,
         "time_unit": "us",
         "counters": counters,
@@ -438,34 +444,29 @@ def _compute_args(rec: NodeRecord) -> dict[str, Any]:
 
 
 def _collective_args(
-    rec: NodeRecord, rank: int, colls: list[Collective], used: set[int], dim_names: list[str]
+    rec: NodeRecord, coll_by_id: dict[int, Collective], dim_names: list[str]
 ) -> dict[str, Any]:
-    """Args of a collective node; its Collective is the first unclaimed one with the same op
-    and size that finished at this rank when the node did."""
+    """Args of a collective node, with the collective instance it ran as."""
     node = rec.node
     op = node.op or "all-reduce"
+    c = coll_by_id.get(rec.collective) if rec.collective is not None else None
+    dims = c.dims if c is not None else (node.dims or tuple(range(len(dim_names))))
     args: dict[str, Any] = {
         "node": node.id,
         "op": op,
         "size_bytes": node.size,
-        "dims": [
-            dim_names[d] for d in (node.dims if node.dims is not None else range(len(dim_names)))
-        ],
+        "dims": [dim_names[d] for d in dims],
         "layer": node.layer or "",
         "iteration": node.iteration,
         "blocking": node.blocking,
     }
-    for c in colls:
-        if (
-            c.id not in used
-            and c.op == op
-            and c.size == node.size
-            and c.rank_finished.get(rank) == rec.end
-        ):
-            used.add(c.id)
-            args["collective"] = c.id
-            args["chunks"] = c.chunks
-            break
+    if node.group is not None and node.group.name:
+        args["group"] = node.group.name
+    if c is not None:
+        args["collective"] = c.id
+        args["chunks"] = c.chunks
+        args["group_size"] = c.group_size
+        args["priority"] = c.priority
     return args
 
 
@@ -473,7 +474,7 @@ def _hbm_counters(b: _Builder, pid: int, samples: list[list[tuple[float, float]]
     """Merge the NPU's HBM resources' samples into one (compute, comm) step function."""
     merged: list[tuple[float, int, float, float]] = []
     for i, s in enumerate(samples):
-        compute = s.compute if isinstance(s, _HbmSamples) else [0.0] * len(s)
+        compute = s.compute if isinstance(s, _Samples) else [0.0] * len(s)
         for (t, total), c in zip(s, compute, strict=True):
             merged.append((t, i, total, c))
     merged.sort(key=lambda m: m[0])  # stable: each resource keeps its order at equal times

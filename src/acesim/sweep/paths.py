@@ -45,6 +45,12 @@ def _step(annotation: Any, part: str | int) -> list[Any]:
         elif isinstance(arm, type) and issubclass(arm, BaseModel):
             if part in arm.model_fields:
                 found.append(arm.model_fields[part].annotation)
+            else:
+                # Tables whose keys are registered names (endpoint kinds) say their schema.
+                section = getattr(arm, "section_model", None)
+                model = section(part) if callable(section) else None
+                if model is not None:
+                    found.append(model)
         elif origin is dict or arm is dict:
             args = typing.get_args(arm)
             found.append(args[1] if len(args) == 2 else Any)
@@ -79,7 +85,7 @@ def check_path(
             where = walked or "the top level"
             if isinstance(part, int):
                 raise ConfigError(field, f"{where} is not a list, cannot index [{part}]", value)
-            known = sorted({f for m in models for f in m.model_fields})
+            known = sorted({f for m in models for f in _keys(m)})
             close = difflib.get_close_matches(part, known, n=1)
             hint = (
                 f"did you mean {close[0]!r}?"
@@ -120,3 +126,12 @@ def set_in_place(doc: dict[str, Any], field: str, parts: list[str | int], value:
         if isinstance(part, str) and part not in node:
             node[part] = [] if isinstance(parts[i + 1], int) else {}
         node = node[part]
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    """The keys a table of ``model`` accepts (fields, and registered section names)."""
+    keys = list(model.model_fields)
+    names = getattr(model, "section_names", None)
+    if callable(names):
+        keys.extend(names())
+    return keys

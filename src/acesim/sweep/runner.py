@@ -291,9 +291,12 @@ def _run_local(items: list[Item], workers: int) -> Iterator[tuple[str, Any]]:
                 for h in lost:
                     attempts[h] = attempts.get(h, 0) + 1
                     if attempts[h] >= 2:
-                        yield h, error_outcome(
-                            "a worker process died while this point was running "
-                            "(out of memory or a crash); rerun with --retry-errors"
+                        yield (
+                            h,
+                            error_outcome(
+                                "a worker process died while this point was running "
+                                "(out of memory or a crash); rerun with --retry-errors"
+                            ),
                         )
                     else:
                         queue.append((h, configs[h]))

@@ -45,8 +45,13 @@ from pydantic import BaseModel, ValidationError
 from ..config.errors import config_error_from
 from ..config.experiment import RunOptions, WorkloadConfig
 from ..config.presets import DEFAULT_PRESET, read_document, system_document, system_from_dict
-from ..config.system import COLLECTIVE_OPS, SystemConfig
-from ..errors import ConfigError
+from ..config.system import SystemConfig
+from ..errors import ConfigError, TopologyError
+from ..experiment.point import BEST_PREFIX
+from ..hardware.endpoints import ENDPOINT_KINDS
+from ..hardware.platform import elaborate
+from ..network.ops import COLLECTIVE_OPS
+from ..training.loops import LOOPS
 from ..units import parse_quantity
 from .paths import check_path, get_path, parse_path, set_in_place
 
@@ -342,7 +347,7 @@ class _Resolver:
                 elif axis.target in ("workload", "run"):
                     set_in_place(raw[axis.target], axis.path, list(axis.parts[1:]), value)
             config = self.validate(raw)
-        except ConfigError as exc:
+        except (ConfigError, TopologyError) as exc:
             columns = {a.path: _column_value(values[a.path]) for a in axes}
             return Point(index, values, raw, config_hash(raw), columns, error=str(exc))
         columns = {a.path: self.column(a, values[a.path], config) for a in axes}
@@ -350,17 +355,29 @@ class _Resolver:
 
     def validate(self, raw: dict[str, Any]) -> dict[str, Any]:
         """The normalised configuration of a raw point (ConfigError naming path and value)."""
-        system = system_from_dict(raw["system"]).model_dump(mode="json", exclude={"sources"})
+        search = _best_of(raw)
+        if search and self.spec.kind != "run":
+            raise ConfigError(
+                "endpoint.kind",
+                f"{BEST_PREFIX}<kind> (a search over the kind's variants) applies to run points",
+            )
+        config = system_from_dict(raw["system"])
+        elaborate(config)
+        system = config.model_dump(mode="json", exclude={"sources"})
         if self.spec.kind == "run":
+            run = dict(raw["run"])
+            if search:
+                run["search"] = True
+            options = _normalize(RunOptions, run, "run")
+            LOOPS.check(options["loop"], "run.loop")
             return {
                 "kind": "run",
                 "system": system,
                 "workload": _normalize(WorkloadConfig, raw["workload"], "workload"),
-                "run": _normalize(RunOptions, raw["run"], "run"),
+                "run": options,
             }
         op = raw.get("op", "all-reduce")
-        if op not in COLLECTIVE_OPS:
-            raise ConfigError("op", "must be one of " + ", ".join(COLLECTIVE_OPS), op)
+        COLLECTIVE_OPS.get(op, "op")
         if "size" not in raw:
             raise ConfigError("size", "is required for collective points (base.size or an axis)")
         size = parse_quantity(raw["size"], "size", "size")
@@ -398,6 +415,8 @@ class _Resolver:
 
     def column(self, axis: Axis, value: Any, config: dict[str, Any]) -> Any:
         """The swept column's value: resolved (SI) at the path, else the value as written."""
+        if isinstance(value, str) and value.startswith(BEST_PREFIX):
+            return value  # best_<kind>: the search, not the kind it resolved to
         try:
             if axis.target == "system":
                 return _column_value(get_path(config["system"], list(axis.parts)))
@@ -415,3 +434,16 @@ def _column_value(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return canonical_json(value)
+
+
+def _best_of(raw: dict[str, Any]) -> bool:
+    """Turn ``endpoint.kind = "best_<kind>"`` into ``<kind>`` (in place); True if it was."""
+    endpoint = raw.get("system", {}).get("endpoint")
+    kind = endpoint.get("kind") if isinstance(endpoint, dict) else None
+    if not isinstance(kind, str) or not kind.startswith(BEST_PREFIX):
+        return False
+    name = kind[len(BEST_PREFIX) :]
+    if name not in ENDPOINT_KINDS:
+        return False  # the system validation reports the unknown kind
+    endpoint["kind"] = name
+    return True

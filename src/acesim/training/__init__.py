@@ -1,5 +1,5 @@
 """Training loops as dependency graphs, and their execution on a platform."""
 
-from .graph import Graph, Node
+from ..workload.graph import Graph, Node
 
 __all__ = ["Graph", "Node"]

@@ -4,8 +4,10 @@ Semantics:
 * a node starts when all its dependencies have finished;
 * compute nodes of a rank run one at a time on its compute stream; among ready kernels the one
   with the smallest id goes first (deterministic; loop builders number nodes in program order);
-* a collective node joins the collective instance matched across ranks by (op, size, dims) and
-  order of issue, and finishes at a rank when that rank's part is done;
+* a collective node joins the collective instance matched across ranks by (op, size,
+  communicator) and order of issue, and finishes at a rank when that rank's part is done; its
+  chunks wait with priority ``node.priority``, or, when unset, 1 for a blocking node and 0
+  otherwise (the runtime honours it under ``collective.priorities = "blocking_first"``);
 * a send finishes when its message is delivered; a receive finishes when the message with its
   (source, tag) has arrived (in symmetric mode the representative receives its own sends, so
   matching is by tag alone).
@@ -25,7 +27,7 @@ from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
 from ..network.collective import Collective
 from ..network.p2p import PointToPoint
-from .graph import Graph, Node
+from ..workload.graph import Graph, Node
 
 
 @dataclass
@@ -37,6 +39,7 @@ class NodeRecord:
     end: float = -1.0
     alone: float = 0.0  # compute: roofline time on the whole NPU, s
     hbm_bytes: float = 0.0
+    collective: int | None = None  # collective nodes: the runtime's instance id
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Snapshot:
     hbm_bytes: float
     compute_hbm_bytes: float
     compute_busy: float
+    units_held_time: float = 0.0  # unit-s held by communication (NPU 0)
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Execution:
     collectives: list[Collective] = field(default_factory=list)
     makespan: float = 0.0
     final: Snapshot | None = None
+    warmup: int = 0  # iterations the measurement drops (set by whoever runs it)
 
 
 class _RankState:
@@ -91,6 +96,14 @@ class GraphExecutor:
         self.graph = graph
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
+        npus = platform.topology.npus
+        if graph.npus is not None and graph.npus != npus:
+            raise WorkloadError(
+                f"the graph is for {graph.npus} ranks but the system has {npus} NPUs "
+                f"(shape {'x'.join(map(str, platform.topology.shape))}); run it on "
+                f"{graph.npus} NPUs (--npus {graph.npus} or --shape)",
+                location=graph.name or "graph",
+            )
         if platform.exact:
             if len(graph.ranks) == 1:
                 graph_ranks = [graph.ranks[0]] * sim_ranks
@@ -209,22 +222,26 @@ class GraphExecutor:
 
     def _collective(self, st: _RankState, node: Node) -> None:
         rt = self.platform.collectives
-        signature = (node.op, node.size, node.dims)
+        signature = (node.op, node.size, node.dims, node.group)
         index = self._issue_count[st.rank][signature]
         self._issue_count[st.rank][signature] += 1
         key = (signature, index)
         coll = self._instances.get(key)
         if coll is None:
+            priority = node.priority if node.priority is not None else int(node.blocking)
             coll = rt.issue(
                 node.op or "all-reduce",
                 node.size,
                 dims=node.dims,
+                group=node.group,
                 label=node.name,
+                priority=priority,
                 ranks=[],
                 on_rank_done=self._collective_done,
             )
             self._instances[key] = coll
         self._coll_node[(coll.id, st.rank)] = node.id
+        self.records[st.rank][node.id].collective = coll.id
         rt.join(coll, st.rank)
 
     def _collective_done(self, coll: Collective, rank: int) -> None:
@@ -271,15 +288,10 @@ class GraphExecutor:
     def _snapshot(self) -> Snapshot:
         platform = self.platform
         now = platform.engine.now
-        for res in platform.engine.resources:
-            res._advance(now)
+        platform.engine.sync()
         npu = platform.npus[0]
         # Kernels in flight count their HBM bytes in proportion to the work done.
-        in_flight = 0.0
-        if npu.kernel is not None and npu._kernel_spec is not None:
-            act = npu.kernel
-            done = act.work - act.remaining + act.rate * (now - act._last)
-            in_flight = max(done, 0.0) * npu._kernel_spec[1]
+        in_flight = npu.kernel_work_done() * npu.kernel_hbm_bytes
         busy = npu.compute_busy + (now - npu.kernel.started if npu.kernel is not None else 0.0)
         return Snapshot(
             time=now,
@@ -287,4 +299,5 @@ class GraphExecutor:
             hbm_bytes=sum(r.used for r in npu.hbm_resources),
             compute_hbm_bytes=npu.compute_hbm_bytes + in_flight,
             compute_busy=busy,
+            units_held_time=npu.units.held_time,
         )

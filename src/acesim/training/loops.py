@@ -20,20 +20,56 @@ Semantics follow ASTRA-sim 1.0 (paper.md §6), for ``iterations`` iterations:
     all-to-all is issued after the embedding's forward and blocks only the first top-MLP layer
     (the bottom MLP runs meanwhile); the backward all-to-all is issued when input gradients
     reach the first top-MLP layer and blocks the embedding's weight update; MLP weight-gradient
-    all-reduces are non-blocking.
+    all-reduces are non-blocking. Both all-to-alls are on the critical path, so their chunks
+    get the priority of blocking collectives (:data:`CRITICAL`), as ASTRA-sim issues them.
+
+A pass may hold several collectives: they are issued together after its compute; the next
+compute (forward, input gradient) waits for all of them, the weight update for all of a weight
+gradient's. Bucketing gathers weight-gradient passes whose only collective is an all-reduce on
+the whole network; other weight-gradient collectives are issued as they are.
 
 Node ids follow program order, which also orders ready kernels on the compute stream.
+
+Loops are registered in :data:`LOOPS` (name -> :class:`Loop`); the CLI's ``--loop``, run
+options and sweeps read it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import WorkloadError
-from ..workload.model import Comm, Compute, Layer, Workload
-from .graph import Graph, Node
+from ..registry import Registry
+from ..workload.graph import Graph, Node
+from ..workload.model import Comm, Compute, Layer, Pass, Workload
 
-Loop = Literal["layerwise", "bucketed", "no_overlap"]
+__all__ = ["Loop", "LOOPS", "build_graph"]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A training loop: how a workload's layers are unrolled into an execution graph.
+
+    Attributes:
+        name: the value of ``run.loop`` / ``--loop``.
+        summary: one line for help texts.
+        build: ``build(workload, iterations, bucket_size)`` -> the graph.
+    """
+
+    name: str
+    summary: str
+    build: Callable[[Workload, int, float], Graph]
+
+
+#: Chunk priority of collectives the loop waits on without blocking the next kernel (the DLRM
+#: embedding all-to-alls: the top MLP and the embedding update wait for them). ASTRA-sim issues
+#: them at the highest priority; the runtime honours it like a blocking collective's.
+CRITICAL = 1
+
+#: Training loops by name.
+LOOPS: Registry[Loop] = Registry("training loop", "run.loop", listed=True)
 
 
 class _Builder:
@@ -69,6 +105,7 @@ class _Builder:
         it: int,
         pname: str,
         blocking: bool,
+        priority: int | None = None,
     ) -> int:
         return self._add(
             deps,
@@ -77,24 +114,70 @@ class _Builder:
             op=comm.op,
             size=comm.size,
             dims=comm.dims,
+            group=comm.group,
             layer=layer,
             iteration=it,
             pass_name=pname,
             blocking=blocking,
+            priority=priority,
         )
+
+    def collectives(
+        self,
+        prefix: str,
+        pass_: Pass,
+        deps: list[int | None],
+        layer: str,
+        it: int,
+        pname: str,
+        blocking: bool,
+        priority: int | None = None,
+    ) -> list[int]:
+        """The pass's collectives, named ``<prefix>.<op>`` (``#k`` added when several)."""
+        many = len(pass_.comms) > 1
+        return [
+            self.collective(
+                f"{prefix}.{comm.op}" + (f"#{k}" if many else ""),
+                comm,
+                deps,
+                layer,
+                it,
+                pname,
+                blocking,
+                priority,
+            )
+            for k, comm in enumerate(pass_.comms)
+        ]
+
+    def join(self, nodes: list[int], name: str, layer: str, it: int, pname: str) -> int | None:
+        """One node that finishes when all of ``nodes`` have (None for none, the node itself
+        for one): an empty compute node, so that a single dependency stands for them all."""
+        if not nodes:
+            return None
+        if len(nodes) == 1:
+            return nodes[0]
+        return self.compute(name, Compute(), list(nodes), layer, it, pname)
 
 
 def build_graph(
     workload: Workload,
     iterations: int = 2,
-    loop: Loop = "layerwise",
+    loop: str = "layerwise",
     bucket_size: float = 25 * 2**20,
 ) -> Graph:
-    """Unroll ``workload`` into a one-rank graph of ``iterations`` iterations (see module)."""
+    """Unroll ``workload`` with the registered loop ``loop`` (see module)."""
+    return LOOPS.get(loop, "run.loop").build(workload, iterations, bucket_size)
+
+
+def _unroll(
+    workload: Workload,
+    iterations: int,
+    loop: str,
+    bucket_size: float,
+) -> Graph:
+    """The data-parallel (and DLRM hybrid) unrolling behind every built-in loop."""
     if iterations < 1:
         raise WorkloadError(f"iterations must be at least 1, got {iterations}", field="iterations")
-    if loop not in ("layerwise", "bucketed", "no_overlap"):
-        raise WorkloadError(f"unknown training loop {loop!r}", field="loop")
     if workload.parallelism == "hybrid_dlrm":
         b = workload.bottom_layers
         if b is None or not 0 < b < len(workload.layers) - 1:
@@ -110,46 +193,42 @@ def build_graph(
     bottom = workload.bottom_layers or 0
     buckets = _buckets(layers, bucket_size) if loop == "bucketed" else None
     # What the next iteration's forward of layer l waits for.
-    gate: list[int | None] = [None] * n
-    prev_tail: int | None = None
+    gate: list[list[int]] = [[] for _ in range(n)]
+    prev_tail: list[int] = []
     for it in range(iterations):
         # ---- forward
-        last: int | None = prev_tail
-        dlrm_a2a: int | None = None
-        bottom_done: int | None = None
+        last: list[int] = prev_tail
+        dlrm_a2a: list[int] = []
+        bottom_done: list[int] = []
         for li, layer in enumerate(layers):
-            deps = [gate[li]]
+            deps: list[int | None] = [*gate[li], *last]
             if dlrm and li == bottom + 1:
-                deps += [dlrm_a2a, bottom_done]
-                if last is not None:
-                    deps.append(last)
-            else:
-                deps.append(last)
+                deps += [*dlrm_a2a, *bottom_done]
             fwd = builder.compute(
                 f"{layer.name}.fwd", layer.forward.compute, deps, layer.name, it, "fwd"
             )
-            last = fwd
-            comm = layer.forward.comm
-            if comm is not None:
-                c = builder.collective(
-                    f"{layer.name}.fwd.{comm.op}",
-                    comm,
-                    [fwd],
-                    layer.name,
-                    it,
-                    "fwd",
-                    blocking=not (dlrm and li == 0),
-                )
+            last = [fwd]
+            comms = builder.collectives(
+                f"{layer.name}.fwd",
+                layer.forward,
+                [fwd],
+                layer.name,
+                it,
+                "fwd",
+                blocking=not (dlrm and li == 0),
+                priority=CRITICAL if dlrm and li == 0 else None,
+            )
+            if comms:
                 if dlrm and li == 0:
-                    dlrm_a2a = c
+                    dlrm_a2a = comms
                 else:
-                    last = c
+                    last = comms
             if dlrm and li == bottom:
                 bottom_done = last
         # ---- backward
         pending_bucket: list[int] = []
         bucket_bytes = 0.0
-        emb_a2a: int | None = None
+        emb_a2a: list[int] = []
         for li in range(n - 1, -1, -1):
             layer = layers[li]
             if dlrm and li == 0:
@@ -157,7 +236,7 @@ def build_graph(
                 ig = builder.compute(
                     f"{layer.name}.ig",
                     layer.input_grad.compute,
-                    [last, emb_a2a],
+                    [*last, *emb_a2a],
                     layer.name,
                     it,
                     "ig",
@@ -166,20 +245,20 @@ def build_graph(
                     f"{layer.name}.wg", layer.weight_grad.compute, [ig], layer.name, it, "wg"
                 )
                 gate[0] = _tail(builder, layer, wg, it, blocking_all)
-                last = wg
+                last = [wg]
                 continue
             wg = builder.compute(
-                f"{layer.name}.wg", layer.weight_grad.compute, [last], layer.name, it, "wg"
+                f"{layer.name}.wg", layer.weight_grad.compute, list(last), layer.name, it, "wg"
             )
-            wg_comm = layer.weight_grad.comm
-            blocker: int | None = None
-            if wg_comm is not None and buckets is not None and wg_comm.op == "all-reduce":
+            bucketed = _bucketable(layer) if buckets is not None else None
+            blocker: list[int] = []
+            if bucketed is not None and buckets is not None:
                 pending_bucket.append(li)
-                bucket_bytes += wg_comm.size
+                bucket_bytes += bucketed.size
                 if buckets[li]:  # this layer closes a bucket
                     c = builder.collective(
                         f"bucket.{li}.all-reduce",
-                        Comm("all-reduce", bucket_bytes, wg_comm.dims),
+                        Comm("all-reduce", bucket_bytes, bucketed.dims),
                         [wg],
                         layer.name,
                         it,
@@ -187,60 +266,63 @@ def build_graph(
                         blocking=False,
                     )
                     for member in pending_bucket:
-                        gate[member] = _update(builder, layers[member], c, it)
+                        gate[member] = _update(builder, layers[member], [c], it)
                     pending_bucket, bucket_bytes = [], 0.0
-            elif wg_comm is not None:
-                c = builder.collective(
-                    f"{layer.name}.wg.{wg_comm.op}",
-                    wg_comm,
+            elif layer.weight_grad.comms:
+                comms = builder.collectives(
+                    f"{layer.name}.wg",
+                    layer.weight_grad,
                     [wg],
                     layer.name,
                     it,
                     "wg",
                     blocking=blocking_all,
                 )
-                gate[li] = _update(builder, layer, c, it)
+                gate[li] = _update(builder, layer, comms, it)
                 if blocking_all:
-                    blocker = c
+                    blocker = comms
             else:
-                gate[li] = _update(builder, layer, wg, it)
+                gate[li] = _update(builder, layer, [wg], it)
             ig = builder.compute(
-                f"{layer.name}.ig", layer.input_grad.compute, [blocker or wg], layer.name, it, "ig"
+                f"{layer.name}.ig",
+                layer.input_grad.compute,
+                list(blocker or [wg]),
+                layer.name,
+                it,
+                "ig",
             )
-            last = ig
-            ig_comm = layer.input_grad.comm
-            if ig_comm is not None:
-                c = builder.collective(
-                    f"{layer.name}.ig.{ig_comm.op}",
-                    ig_comm,
-                    [ig],
-                    layer.name,
-                    it,
-                    "ig",
-                    blocking=True,
-                )
-                last = c
+            last = [ig]
+            comms = builder.collectives(
+                f"{layer.name}.ig", layer.input_grad, [ig], layer.name, it, "ig", blocking=True
+            )
+            if comms:
+                last = comms
             if dlrm and li == bottom + 1:
                 emb = layers[0]
-                a2a = emb.input_grad.comm
-                if a2a is not None:
-                    emb_a2a = builder.collective(
-                        f"{emb.name}.ig.{a2a.op}", a2a, [ig], emb.name, it, "ig", blocking=False
-                    )
+                emb_a2a = builder.collectives(
+                    f"{emb.name}.ig",
+                    emb.input_grad,
+                    [ig],
+                    emb.name,
+                    it,
+                    "ig",
+                    blocking=False,
+                    priority=CRITICAL,
+                )
         if pending_bucket:  # the first layers' bucket closes at the end of backward
             first = layers[pending_bucket[-1]]
-            ref = first.weight_grad.comm
+            ref = _bucketable(first)
             c = builder.collective(
                 f"bucket.{pending_bucket[-1]}.all-reduce",
                 Comm("all-reduce", bucket_bytes, ref.dims if ref else None),
-                [last],
+                list(last),
                 first.name,
                 it,
                 "wg",
                 blocking=False,
             )
             for member in pending_bucket:
-                gate[member] = _update(builder, layers[member], c, it)
+                gate[member] = _update(builder, layers[member], [c], it)
         prev_tail = last
     graph = Graph([builder.nodes], name=workload.name, iterations=iterations)
     graph.meta["loop"] = loop
@@ -248,28 +330,35 @@ def build_graph(
     return graph
 
 
-def _update(builder: _Builder, layer: Layer, after: int, it: int) -> int:
+def _bucketable(layer: Layer) -> Comm | None:
+    """The layer's weight-gradient all-reduce if bucketing may merge it: the pass's only
+    collective, an all-reduce over whole dimensions."""
+    comms = layer.weight_grad.comms
+    if len(comms) == 1 and comms[0].op == "all-reduce" and comms[0].group is None:
+        return comms[0]
+    return None
+
+
+def _update(builder: _Builder, layer: Layer, after: list[int], it: int) -> list[int]:
     """The layer's optimizer kernel after ``after`` (or ``after`` itself if it has none)."""
     if layer.update_time <= 0:
         return after
-    return builder.compute(
+    node = builder.compute(
         f"{layer.name}.update",
         Compute(duration=layer.update_time),
-        [after],
+        list(after),
         layer.name,
         it,
         "update",
     )
+    return [node]
 
 
-def _tail(builder: _Builder, layer: Layer, wg: int, it: int, blocking: bool) -> int:
-    comm = layer.weight_grad.comm
-    if comm is None:
-        return _update(builder, layer, wg, it)
-    c = builder.collective(
-        f"{layer.name}.wg.{comm.op}", comm, [wg], layer.name, it, "wg", blocking=blocking
+def _tail(builder: _Builder, layer: Layer, wg: int, it: int, blocking: bool) -> list[int]:
+    comms = builder.collectives(
+        f"{layer.name}.wg", layer.weight_grad, [wg], layer.name, it, "wg", blocking=blocking
     )
-    return _update(builder, layer, c, it)
+    return _update(builder, layer, comms or [wg], it)
 
 
 def _buckets(layers: tuple[Layer, ...], bucket_size: float) -> list[bool]:
@@ -277,8 +366,8 @@ def _buckets(layers: tuple[Layer, ...], bucket_size: float) -> list[bool]:
     closes = [False] * len(layers)
     filled = 0.0
     for li in range(len(layers) - 1, -1, -1):
-        comm = layers[li].weight_grad.comm
-        if comm is None or comm.op != "all-reduce":
+        comm = _bucketable(layers[li])
+        if comm is None:
             continue
         filled += comm.size
         if filled >= bucket_size:
@@ -286,3 +375,35 @@ def _buckets(layers: tuple[Layer, ...], bucket_size: float) -> list[bool]:
             filled = 0.0
     return closes
 
+
+def _loop(name: str) -> Callable[[Workload, int, float], Graph]:
+    def build(workload: Workload, iterations: int, bucket_size: float) -> Graph:
+        return _unroll(workload, iterations, name, bucket_size)
+
+    return build
+
+
+LOOPS.register(
+    "layerwise",
+    Loop(
+        "layerwise",
+        "data parallel: each layer's gradient collective issued right after its weight "
+        "gradient, overlapping the rest of backward",
+        _loop("layerwise"),
+    ),
+)
+LOOPS.register(
+    "bucketed",
+    Loop(
+        "bucketed",
+        "PyTorch-DDP-like: gradients gathered into buckets of bucket_size bytes, one all-reduce "
+        "per bucket",
+        _loop("bucketed"),
+    ),
+)
+LOOPS.register(
+    "no_overlap",
+    Loop(
+        "no_overlap", "every collective blocks the next compute (no overlap)", _loop("no_overlap")
+    ),
+)

@@ -415,7 +415,9 @@ def read_astra_workload(
                 if op is None
                 else Comm(op, float(p.comm_size), _involved_dims(parsed.loop, index, short))
             )
-            passes[attr] = Pass(Compute(duration=p.compute_cycles / clock_hz), comm)
+            passes[attr] = Pass(
+                Compute(duration=p.compute_cycles / clock_hz), () if comm is None else (comm,)
+            )
         layers.append(
             Layer(
                 name=raw.name,

@@ -2,9 +2,11 @@
 
 A workload is a list of layers. Each layer has three passes — forward, input-gradient and
 weight-gradient — and each pass has compute (FLOPs and HBM bytes for the roofline, or a fixed
-time in seconds measured on the whole NPU) and optionally one collective (type, bytes per NPU in
-nccl-tests' convention, and the network dimensions it spans; ``None`` = all). ``update_time``
-is the optimizer step of the layer after its gradients are reduced (s).
+time in seconds measured on the whole NPU) and any number of collectives (type, bytes per NPU
+in nccl-tests' convention, and the communicator: network dimensions it spans, ``None`` = all,
+or a :class:`~acesim.network.group.Group` such as a tensor-parallel slice of a node). The
+collectives of a pass are issued together once its compute is done. ``update_time`` is the
+optimizer step of the layer after its gradients are reduced (s).
 
 ``parallelism`` names the training loop that runs it (``data``, ``hybrid_dlrm``, ``micro``);
 ``bottom_layers`` is, for ``hybrid_dlrm``, the index of the last bottom-MLP layer.
@@ -16,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import WorkloadError
+from ..network.group import Group
+from ..network.ops import COLLECTIVE_OPS
 
 Parallelism = Literal["data", "hybrid_dlrm", "micro"]
-COMM_OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 
 
 @dataclass(frozen=True)
@@ -51,28 +54,56 @@ class Compute:
 
 @dataclass(frozen=True)
 class Comm:
-    """One collective of a pass: ``op`` of ``size`` bytes per NPU over ``dims`` (None = all)."""
+    """One collective of a pass: ``op`` of ``size`` bytes per NPU on a communicator: ``dims``
+    (whole dimensions; None = all) or ``group`` (any :class:`~acesim.network.group.Group`)."""
 
     op: str
     size: float
     dims: tuple[int, ...] | None = None
+    group: Group | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in COMM_OPS:
+        if self.op not in COLLECTIVE_OPS:
             raise WorkloadError(
-                f"unknown collective {self.op!r}; expected one of {', '.join(COMM_OPS)}",
+                f"unknown collective {self.op!r}; expected one of {COLLECTIVE_OPS.choices()}",
                 field="comm",
             )
+        if self.dims is not None and self.group is not None:
+            raise WorkloadError("give either dims or group, not both", field="comm")
         if self.size < 0:
             raise WorkloadError(f"must not be negative, got {self.size}", field="comm size")
 
 
 @dataclass(frozen=True)
 class Pass:
-    """Compute then (optionally) a collective."""
+    """Compute, then the pass's collectives (issued together when the compute is done).
+
+    ``comms`` may be given as one :class:`Comm` or None (no collective) for short.
+    """
 
     compute: Compute = field(default_factory=Compute)
-    comm: Comm | None = None
+    comms: tuple[Comm, ...] = ()
+
+    def __post_init__(self) -> None:
+        comms: object = self.comms
+        if comms is None:
+            comms = ()
+        elif isinstance(comms, Comm):
+            comms = (comms,)
+        elif isinstance(comms, list):
+            comms = tuple(comms)
+        if not isinstance(comms, tuple) or not all(isinstance(c, Comm) for c in comms):
+            raise WorkloadError(f"must be Comm objects, got {comms!r}", field="comms")
+        object.__setattr__(self, "comms", comms)
+
+    @property
+    def comm(self) -> Comm | None:
+        """The pass's only collective (None without one; an error with several)."""
+        if len(self.comms) > 1:
+            raise WorkloadError(
+                f"this pass has {len(self.comms)} collectives, not one", field="comms"
+            )
+        return self.comms[0] if self.comms else None
 
 
 @dataclass(frozen=True)
@@ -125,8 +156,9 @@ class Workload:
         total = 0.0
         for layer in self.layers:
             for p in (layer.forward, layer.input_grad, layer.weight_grad):
-                if p.comm is not None and (op is None or p.comm.op == op):
-                    total += p.comm.size
+                for comm in p.comms:
+                    if op is None or comm.op == op:
+                        total += comm.size
         return total
 
     def forward_flops(self) -> float:

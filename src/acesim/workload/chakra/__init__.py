@@ -1,7 +1,7 @@
 """Chakra execution traces in and out (the workload format of ASTRA-sim 2.0).
 
 - :func:`read_chakra` reads ``<prefix>.<rank>.et`` files into an execution
-  :class:`~acesim.training.graph.Graph`;
+  :class:`~acesim.workload.graph.Graph`;
 - :func:`write_chakra` writes a Graph as such files, and :func:`export_chakra` adds a summary.
 
 The schema (:mod:`.schema`) is MLCommons Chakra's ``et_def.proto`` with the same field numbers,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from . import schema
 
 #: Chakra CollectiveCommType value -> acesim collective name. Only names in
-#: ``acesim.workload.model.COMM_OPS`` are simulated; the rest are reported as unsupported.
+#: ``acesim.network.ops.COLLECTIVE_OPS`` are simulated; the rest are reported as unsupported.
 COLL_NAMES: dict[int, str] = {
     schema.COMM_TYPES["ALL_REDUCE"]: "all-reduce",
     schema.COMM_TYPES["REDUCE"]: "reduce",

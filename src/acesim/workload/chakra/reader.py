@@ -43,8 +43,9 @@ from typing import Any, Literal
 from google.protobuf.message import DecodeError
 
 from ...errors import TraceError
-from ...training.graph import Graph, Node
-from ..model import COMM_OPS, Compute
+from ...network.ops import COLLECTIVE_OPS
+from ..graph import Graph, Node
+from ..model import Compute
 from . import attrs as A
 from . import mapping, schema
 from .stream import FramingError, check_wire_types, has_field, iter_records, load_bytes
@@ -306,6 +307,7 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
             "iteration": a.as_int(A.A_ITERATION, 0) or 0,
             "pass_name": a.as_str(A.A_PASS) or "",
             "blocking": a.as_bool(A.A_BLOCKING),
+            "priority": a.as_int(A.A_PRIORITY),
         }
         base = {"id": nid, "name": str(msg.name), "deps": _deps(msg), **labels}
         if t == schema.NODE_TYPES["COMP_NODE"]:
@@ -325,7 +327,7 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
         elif t == schema.NODE_TYPES["COMM_COLL_NODE"]:
             ctype = a.as_int(A.COMM_TYPE, 0) or 0
             op = mapping.COLL_NAMES.get(ctype)
-            if op is None or op not in COMM_OPS:
+            if op is None or op not in COLLECTIVE_OPS:
                 cname = mapping.COMM_TYPE_NAMES.get(ctype, f"comm_type {ctype}")
                 _skip(ctx, loc, trace.rank, nid, f"COMM_COLL_NODE {cname}")
                 out.append(None)
@@ -631,9 +633,15 @@ def read_chakra(
         meta["chakra.pg_names"] = names
         warnings.warn(
             ChakraWarning(
-                f"collectives on process groups {names}: acesim has no communicator groups and "
-                "runs them over the dimensions in involved_dim (all when absent)"
+                f"collectives on process groups {names}: the traces do not say which ranks each "
+                "group holds, so they run over the dimensions in involved_dim (all when absent)"
             ),
             stacklevel=2,
         )
-    return Graph(ranks=ranks, name=graph_name, iterations=iterations, meta=meta)
+    return Graph(
+        ranks=ranks,
+        name=graph_name,
+        iterations=iterations,
+        meta=meta,
+        npus=len(ranks) if len(ranks) > 1 else None,
+    )

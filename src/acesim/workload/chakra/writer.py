@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WorkloadError
-from ...training.graph import Graph, Node
+from ..graph import Graph, Node
 from ..model import Compute
 from . import attrs as A
 from . import mapping, schema
@@ -100,6 +100,12 @@ def _to_message(
         op = node.op or ""
         if op not in mapping.COLL_TYPES:
             raise WorkloadError(f"collective {op!r} has no Chakra comm_type", location=where)
+        if node.group is not None:
+            raise WorkloadError(
+                "a collective on a communicator group (not whole network dimensions) cannot be "
+                "written: Chakra's involved_dim names whole dimensions only",
+                location=where,
+            )
         factor = 1
         if mapping.size_factor(op):
             group = mapping.group_size(node.dims, dim_sizes, npus)
@@ -145,6 +151,8 @@ def _to_message(
         msg.attr.append(attr(A.A_PASS, string_val=node.pass_name))
     if node.blocking:
         msg.attr.append(attr(A.A_BLOCKING, bool_val=True))
+    if node.priority is not None:
+        msg.attr.append(attr(A.A_PRIORITY, int64_val=node.priority))
     return msg
 
 

@@ -36,8 +36,12 @@ class _Entry:
 
 
 def _entry(module: ModuleType) -> _Entry:
-    return _Entry(module.build, module.DEFAULT_BATCH, module.DEFAULT_DTYPE,
-                  MappingProxyType(dict(module.OPTIONS)))
+    return _Entry(
+        module.build,
+        module.DEFAULT_BATCH,
+        module.DEFAULT_DTYPE,
+        MappingProxyType(dict(module.OPTIONS)),
+    )
 
 
 _ZOO: dict[str, _Entry] = {m.NAME: _entry(m) for m in (resnet50, gnmt, dlrm, gpt)}
@@ -53,7 +57,8 @@ def _lookup(name: str) -> _Entry:
         hint = checks.did_you_mean(str(name).lower(), _ZOO)
         raise WorkloadError(
             f"unknown zoo workload {name!r}{hint}; the zoo has {', '.join(zoo_names())}",
-            field="name")
+            field="name",
+        )
     return _ZOO[name]
 
 
@@ -65,8 +70,7 @@ def zoo_options(name: str) -> dict[str, object]:
 def _check_option(where: str, key: str, value: Any, default: object) -> Any:
     if isinstance(default, bool):
         if not isinstance(value, bool):
-            raise WorkloadError(f"must be true or false, got {value!r}", location=where,
-                                field=key)
+            raise WorkloadError(f"must be true or false, got {value!r}", location=where, field=key)
         return value
     if isinstance(default, int):
         return checks.positive_int(where, key, value)
@@ -107,7 +111,8 @@ def load_zoo(
         if key not in entry.options:
             hint = checks.did_you_mean(key, entry.options)
             valid = ", ".join(sorted(entry.options)) or "none"
-            raise WorkloadError(f"unknown option{hint}; {name} takes {valid}", location=where,
-                                field=key)
+            raise WorkloadError(
+                f"unknown option{hint}; {name} takes {valid}", location=where, field=key
+            )
         kwargs[key] = _check_option(where, key, value, entry.options[key])
     return entry.build(batch, dtype, **kwargs)

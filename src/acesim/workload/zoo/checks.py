@@ -18,16 +18,18 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def positive_int(where: str, field: str, value: Any) -> int:
     """``value`` as an int of at least 1, or a :class:`WorkloadError` naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise WorkloadError(f"must be a positive integer, got {value!r}", location=where,
-                            field=field)
+        raise WorkloadError(
+            f"must be a positive integer, got {value!r}", location=where, field=field
+        )
     return value
 
 
 def positive_ints(where: str, field: str, values: Any) -> tuple[int, ...]:
     """A non-empty sequence of positive ints (layer widths, table sizes)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise WorkloadError(f"must be a list of positive integers, got {values!r}",
-                            location=where, field=field)
+        raise WorkloadError(
+            f"must be a list of positive integers, got {values!r}", location=where, field=field
+        )
     out = tuple(values)
     if not out:
         raise WorkloadError("must not be empty", location=where, field=field)
@@ -39,6 +41,9 @@ def positive_ints(where: str, field: str, values: Any) -> tuple[int, ...]:
 def dtype(where: str, value: Any) -> int:
     """Bytes per element: 1, 2, 4 or 8."""
     if isinstance(value, bool) or value not in (1, 2, 4, 8):
-        raise WorkloadError(f"must be 1, 2, 4 or 8 (bytes per element), got {value!r}",
-                            location=where, field="dtype_bytes")
+        raise WorkloadError(
+            f"must be 1, 2, 4 or 8 (bytes per element), got {value!r}",
+            location=where,
+            field="dtype_bytes",
+        )
     return int(value)

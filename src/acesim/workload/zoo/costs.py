@@ -114,8 +114,9 @@ def gemm(m: float, n: float, k: float, *, bias: bool = True) -> LayerCost:
     weights = k * n
     bias_elems = n if bias else 0
     return LayerCost(
-        forward=PassCost(flops + (m * n if bias else 0), m * k + weights + bias_elems + m * n,
-                         tiles(m, n)),
+        forward=PassCost(
+            flops + (m * n if bias else 0), m * k + weights + bias_elems + m * n, tiles(m, n)
+        ),
         input_grad=PassCost(flops, m * n + weights + m * k, tiles(m, k)),
         weight_grad=PassCost(flops + (m * n if bias else 0), m * k + m * n + weights + bias_elems),
         params=int(weights + bias_elems),
@@ -175,8 +176,9 @@ def pointwise(
     return LayerCost(forward=fwd, input_grad=bwd, params=params)
 
 
-def batch_norm_relu(n: float, channels: int, *, relu: bool = True, residual: bool = False
-                    ) -> LayerCost:
+def batch_norm_relu(
+    n: float, channels: int, *, relu: bool = True, residual: bool = False
+) -> LayerCost:
     """Training-mode batch-norm (+ ReLU, + residual add) fused over ``n`` elements.
 
     Forward reads its input twice (statistics, then normalisation) and writes once; a residual
@@ -201,8 +203,15 @@ def batch_norm_relu(n: float, channels: int, *, relu: bool = True, residual: boo
 def layer_norm(n_rows: float, width: int) -> LayerCost:
     """LayerNorm over ``n_rows`` rows of ``width`` (gamma and beta parameters)."""
     n = n_rows * width
-    norm = pointwise(n, fwd_flops=LAYERNORM_FWD_FLOPS, bwd_flops=LAYERNORM_BWD_FLOPS,
-                     fwd_reads=1, fwd_writes=1, bwd_reads=2, bwd_writes=1)
+    norm = pointwise(
+        n,
+        fwd_flops=LAYERNORM_FWD_FLOPS,
+        bwd_flops=LAYERNORM_BWD_FLOPS,
+        fwd_reads=1,
+        fwd_writes=1,
+        bwd_reads=2,
+        bwd_writes=1,
+    )
     # dgamma/dbeta: a reduction over rows of dy * x_hat, reading dy and x once more.
     wgrad = PassCost(2.0 * n, 2 * n + 2 * width)
     return LayerCost(norm.forward, norm.input_grad, wgrad, params=2 * width)
@@ -237,15 +246,24 @@ def lstm(batch: int, steps: int, inputs: int, hidden: int, *, directions: int = 
     cell = rows * hidden
     fwd = PassCost(
         flops + LSTM_CELL_FLOPS * cell,
-        rows * inputs + g * inputs + 2 * rows * g  # x, W_ih, pre-activations written and read
-        + steps * g * hidden + rows * hidden  # W_hh every step, h_{t-1}
-        + rows * hidden + 2 * rows * hidden + rows * g,  # c_{t-1}; h, c; saved gates
+        rows * inputs
+        + g * inputs
+        + 2 * rows * g  # x, W_ih, pre-activations written and read
+        + steps * g * hidden
+        + rows * hidden  # W_hh every step, h_{t-1}
+        + rows * hidden
+        + 2 * rows * hidden
+        + rows * g,  # c_{t-1}; h, c; saved gates
     )
     igrad = PassCost(
         flops + LSTM_CELL_BWD_FLOPS * cell,
-        3 * rows * hidden + rows * g  # dh, dc, c, saved gates
-        + rows * g + steps * g * hidden  # dGates written; W_hh every step
-        + rows * g + g * inputs + rows * inputs,  # dX = dGates W_ih
+        3 * rows * hidden
+        + rows * g  # dh, dc, c, saved gates
+        + rows * g
+        + steps * g * hidden  # dGates written; W_hh every step
+        + rows * g
+        + g * inputs
+        + rows * inputs,  # dX = dGates W_ih
     )
     wgrad = PassCost(
         flops + 2.0 * rows * g,
@@ -291,8 +309,12 @@ def to_layer(
     wg_comm = Comm("all-reduce", cost.params * dtype_bytes) if allreduce and cost.params else None
     return Layer(
         name=name,
-        forward=Pass(compute(cost.forward), forward_comm),
-        input_grad=Pass(compute(cost.input_grad), input_grad_comm),
-        weight_grad=Pass(compute(cost.weight_grad), wg_comm),
+        forward=Pass(compute(cost.forward), _comms(forward_comm)),
+        input_grad=Pass(compute(cost.input_grad), _comms(input_grad_comm)),
+        weight_grad=Pass(compute(cost.weight_grad), _comms(wg_comm)),
         params=cost.params,
     )
+
+
+def _comms(comm: Comm | None) -> tuple[Comm, ...]:
+    return () if comm is None else (comm,)

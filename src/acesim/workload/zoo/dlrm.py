@@ -55,8 +55,32 @@ DEFAULT_BATCH = 2048
 DEFAULT_DTYPE = 4
 
 CRITEO_TB_ROWS = (
-    39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10,
-    2208, 11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36,
+    39884406,
+    39043,
+    17289,
+    7420,
+    20263,
+    3,
+    7120,
+    1543,
+    63,
+    38532951,
+    2953546,
+    403346,
+    10,
+    2208,
+    11938,
+    155,
+    4,
+    976,
+    14,
+    39979771,
+    25641295,
+    39664984,
+    585935,
+    12972,
+    108,
+    36,
 )
 """Rows of the 26 Criteo Terabyte tables with ``--max-ind-range=40000000`` (MLPerf ``ln_emb``)."""
 
@@ -79,8 +103,10 @@ def interaction_features(tables: int, dim: int) -> int:
 
 def mlp_layer(batch: int, n_in: int, n_out: int) -> LayerCost:
     """A linear layer with its activation fused into the GEMM's epilogue (no extra traffic)."""
-    return gemm(batch, n_out, n_in) + LayerCost(forward=PassCost(RELU_FLOPS * batch * n_out),
-                                                input_grad=PassCost(RELU_FLOPS * batch * n_out))
+    return gemm(batch, n_out, n_in) + LayerCost(
+        forward=PassCost(RELU_FLOPS * batch * n_out),
+        input_grad=PassCost(RELU_FLOPS * batch * n_out),
+    )
 
 
 def build(
@@ -98,7 +124,10 @@ def build(
     if bottom_mlp[-1] != embedding_dim:
         raise WorkloadError(
             f"the bottom MLP's last width must equal embedding_dim ({embedding_dim}) for the dot "
-            f"interaction, got {bottom_mlp[-1]}", location=where, field="bottom_mlp")
+            f"interaction, got {bottom_mlp[-1]}",
+            location=where,
+            field="bottom_mlp",
+        )
     rows = tuple(min(r, max_rows) for r in table_rows) if max_rows else tuple(table_rows)
     tables = len(rows)
     layers = []
@@ -106,8 +135,16 @@ def build(
     vectors = batch * tables * embedding_dim
     a2a = Comm("all-to-all", vectors * dtype_bytes)
     emb = embedding_lookup(batch * tables, embedding_dim, sum(rows), dense_grad=False)
-    layers.append(to_layer("embedding", emb.without_input_grad(), dtype_bytes, allreduce=False,
-                           forward_comm=a2a, input_grad_comm=a2a))
+    layers.append(
+        to_layer(
+            "embedding",
+            emb.without_input_grad(),
+            dtype_bytes,
+            allreduce=False,
+            forward_comm=a2a,
+            input_grad_comm=a2a,
+        )
+    )
 
     widths = (dense_features, *bottom_mlp)
     for i in range(len(bottom_mlp)):
@@ -123,22 +160,32 @@ def build(
     # all-to-all's result); the lower triangle is gathered and concatenated with the dense
     # vector into the top MLP's input.
     dots = batched_matmul(batch, vecs, vecs, embedding_dim)
-    gather = pointwise(batch * features, fwd_flops=0, bwd_flops=ADD_FLOPS,
-                       fwd_reads=1, fwd_writes=1, bwd_reads=1, bwd_writes=1)
+    gather = pointwise(
+        batch * features,
+        fwd_flops=0,
+        bwd_flops=ADD_FLOPS,
+        fwd_reads=1,
+        fwd_writes=1,
+        bwd_reads=1,
+        bwd_writes=1,
+    )
     layers.append(to_layer("interaction", dots + gather, dtype_bytes))
 
     widths = (features, *top_mlp)
     for i in range(len(top_mlp)):
-        layers.append(to_layer(f"top_mlp_{i}", mlp_layer(batch, widths[i], widths[i + 1]),
-                               dtype_bytes))
+        layers.append(
+            to_layer(f"top_mlp_{i}", mlp_layer(batch, widths[i], widths[i + 1]), dtype_bytes)
+        )
 
     return Workload(
         name=NAME,
         layers=tuple(layers),
         parallelism="hybrid_dlrm",
         bottom_layers=bottom_layers,
-        description=(f"DLRM (MLPerf, Criteo Terabyte): {tables} tables x {embedding_dim}, "
-                     f"{sum(rows):,} rows, {batch} samples/NPU"),
+        description=(
+            f"DLRM (MLPerf, Criteo Terabyte): {tables} tables x {embedding_dim}, "
+            f"{sum(rows):,} rows, {batch} samples/NPU"
+        ),
         source="Naumov et al. 2019; MLPerf Training DLRM reference (facebookresearch/dlrm)",
         batch_per_npu=batch,
         dtype_bytes=dtype_bytes,

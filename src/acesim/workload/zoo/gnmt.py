@@ -104,9 +104,12 @@ def build(
     tgt_len: int = 50,
 ) -> Workload:
     if layers < 2:
-        raise WorkloadError(f"GNMT needs at least 2 LSTM layers (bidirectional, then one that "
-                            f"merges directions), got {layers}", location=f"zoo:{NAME}",
-                            field="layers")
+        raise WorkloadError(
+            f"GNMT needs at least 2 LSTM layers (bidirectional, then one that "
+            f"merges directions), got {layers}",
+            location=f"zoo:{NAME}",
+            field="layers",
+        )
     out = []
 
     def add(name: str, cost: LayerCost) -> None:
@@ -118,8 +121,15 @@ def build(
     def residual(n_tokens: int, i: int) -> LayerCost:
         if i < FIRST_RESIDUAL_LAYER:
             return LayerCost()
-        return pointwise(n_tokens * hidden, fwd_flops=ADD_FLOPS, bwd_flops=0,
-                         fwd_reads=2, fwd_writes=1, bwd_reads=0, bwd_writes=0)
+        return pointwise(
+            n_tokens * hidden,
+            fwd_flops=ADD_FLOPS,
+            bwd_flops=0,
+            fwd_reads=2,
+            fwd_writes=1,
+            bwd_reads=0,
+            bwd_writes=0,
+        )
 
     for i in range(layers):
         inputs = hidden if i != 1 else 2 * hidden  # layer 0 is bidirectional: 2H out
@@ -133,17 +143,26 @@ def build(
         add(f"decoder_lstm_{i}", cost)
 
     tokens = batch * tgt_len
-    loss = pointwise(tokens * vocab, fwd_flops=SOFTMAX_FLOPS, bwd_flops=ADD_FLOPS,
-                     fwd_reads=1, fwd_writes=0, bwd_reads=1, bwd_writes=1,
-                     bwd_in_weight_grad=True)  # dlogits precede both projection gradients
+    loss = pointwise(
+        tokens * vocab,
+        fwd_flops=SOFTMAX_FLOPS,
+        bwd_flops=ADD_FLOPS,
+        fwd_reads=1,
+        fwd_writes=0,
+        bwd_reads=1,
+        bwd_writes=1,
+        bwd_in_weight_grad=True,
+    )  # dlogits precede both projection gradients
     add("classifier", gemm(tokens, vocab, hidden) + loss)
 
     return Workload(
         name=NAME,
         layers=tuple(out),
         parallelism="data",
-        description=(f"GNMT v2, {layers}+{layers} LSTM layers x {hidden}, shared vocab {vocab}, "
-                     f"{src_len}/{tgt_len} tokens, {batch} pairs/NPU"),
+        description=(
+            f"GNMT v2, {layers}+{layers} LSTM layers x {hidden}, shared vocab {vocab}, "
+            f"{src_len}/{tgt_len} tokens, {batch} pairs/NPU"
+        ),
         source="MLPerf rnn_translator / NVIDIA DeepLearningExamples GNMT v2; Wu et al. 2016",
         batch_per_npu=batch,
         dtype_bytes=dtype_bytes,

@@ -81,8 +81,9 @@ def attention_core(batch: int, heads: int, seq: int, head_dim: int, *, fused: bo
 
 
 def residual(n: float) -> LayerCost:
-    return pointwise(n, fwd_flops=ADD_FLOPS, bwd_flops=0, fwd_reads=2, fwd_writes=1,
-                     bwd_reads=0, bwd_writes=0)
+    return pointwise(
+        n, fwd_flops=ADD_FLOPS, bwd_flops=0, fwd_reads=2, fwd_writes=1, bwd_reads=0, bwd_writes=0
+    )
 
 
 def build(
@@ -97,8 +98,11 @@ def build(
     flash_attention: bool = True,
 ) -> Workload:
     if hidden % heads:
-        raise WorkloadError(f"hidden ({hidden}) must be a multiple of heads, got {heads}",
-                            location=f"zoo:{NAME}", field="heads")
+        raise WorkloadError(
+            f"hidden ({hidden}) must be a multiple of heads, got {heads}",
+            location=f"zoo:{NAME}",
+            field="heads",
+        )
     tokens = batch * seq_len
     out = []
 
@@ -107,36 +111,49 @@ def build(
     out.append(to_layer("embedding", emb.without_input_grad(), dtype_bytes))
 
     for i in range(layers):
-        attn = total([
-            layer_norm(tokens, hidden),
-            gemm(tokens, 3 * hidden, hidden),
-            attention_core(batch, heads, seq_len, hidden // heads, fused=flash_attention),
-            gemm(tokens, hidden, hidden),
-            residual(tokens * hidden),
-        ])
+        attn = total(
+            [
+                layer_norm(tokens, hidden),
+                gemm(tokens, 3 * hidden, hidden),
+                attention_core(batch, heads, seq_len, hidden // heads, fused=flash_attention),
+                gemm(tokens, hidden, hidden),
+                residual(tokens * hidden),
+            ]
+        )
         out.append(to_layer(f"block_{i}_attn", attn, dtype_bytes))
-        mlp = total([
-            layer_norm(tokens, hidden),
-            gemm(tokens, MLP_RATIO * hidden, hidden),
-            pointwise(tokens * MLP_RATIO * hidden, fwd_flops=GELU_FLOPS, bwd_flops=GELU_FLOPS),
-            gemm(tokens, hidden, MLP_RATIO * hidden),
-            residual(tokens * hidden),
-        ])
+        mlp = total(
+            [
+                layer_norm(tokens, hidden),
+                gemm(tokens, MLP_RATIO * hidden, hidden),
+                pointwise(tokens * MLP_RATIO * hidden, fwd_flops=GELU_FLOPS, bwd_flops=GELU_FLOPS),
+                gemm(tokens, hidden, MLP_RATIO * hidden),
+                residual(tokens * hidden),
+            ]
+        )
         out.append(to_layer(f"block_{i}_mlp", mlp, dtype_bytes))
 
     projection = gemm(tokens, vocab, hidden, bias=False)
     tied = LayerCost(projection.forward, projection.input_grad, projection.weight_grad, params=0)
-    loss = pointwise(tokens * vocab, fwd_flops=SOFTMAX_FLOPS, bwd_flops=ADD_FLOPS,
-                     fwd_reads=1, fwd_writes=0, bwd_reads=1, bwd_writes=1,
-                     bwd_in_weight_grad=True)  # dlogits precede both projection gradients
+    loss = pointwise(
+        tokens * vocab,
+        fwd_flops=SOFTMAX_FLOPS,
+        bwd_flops=ADD_FLOPS,
+        fwd_reads=1,
+        fwd_writes=0,
+        bwd_reads=1,
+        bwd_writes=1,
+        bwd_in_weight_grad=True,
+    )  # dlogits precede both projection gradients
     out.append(to_layer("head", total([layer_norm(tokens, hidden), tied, loss]), dtype_bytes))
 
     return Workload(
         name=NAME,
         layers=tuple(out),
         parallelism="data",
-        description=(f"GPT decoder: {layers} layers, hidden {hidden}, {heads} heads, "
-                     f"{seq_len} tokens, vocab {vocab}, {batch} sequences/NPU"),
+        description=(
+            f"GPT decoder: {layers} layers, hidden {hidden}, {heads} heads, "
+            f"{seq_len} tokens, vocab {vocab}, {batch} sequences/NPU"
+        ),
         source="GPT-2 medium shape (Radford et al. 2019); FLOPs as Narayanan et al. SC 2021",
         batch_per_npu=batch,
         dtype_bytes=dtype_bytes,

@@ -89,19 +89,20 @@ def conv_specs(image_size: int = 224) -> list[ConvSpec]:
             s = stride if b == 1 else 1
             prefix = f"layer_{planes}_{b}"
             if b == 1:
-                specs.append(ConvSpec(f"{prefix}_conv4", c_in, planes * EXPANSION, size, 1, s,
-                                      relu=False))
+                specs.append(
+                    ConvSpec(f"{prefix}_conv4", c_in, planes * EXPANSION, size, 1, s, relu=False)
+                )
             specs.append(ConvSpec(f"{prefix}_conv1", c_in, planes, size, 1, 1))
             specs.append(ConvSpec(f"{prefix}_conv2", planes, planes, size, 3, s))
             out = specs[-1].out_size
-            specs.append(ConvSpec(f"{prefix}_conv3", planes, planes * EXPANSION, out, 1, 1,
-                                  residual=True))
+            specs.append(
+                ConvSpec(f"{prefix}_conv3", planes, planes * EXPANSION, out, 1, 1, residual=True)
+            )
             size, c_in = out, planes * EXPANSION
     return specs
 
 
-def build(batch: int, dtype_bytes: int, *, image_size: int = 224, classes: int = 1000
-          ) -> Workload:
+def build(batch: int, dtype_bytes: int, *, image_size: int = 224, classes: int = 1000) -> Workload:
     specs = conv_specs(image_size)
     layers = []
     for spec in specs:
@@ -111,19 +112,35 @@ def build(batch: int, dtype_bytes: int, *, image_size: int = 224, classes: int =
         if spec.name == "conv1":
             pooled = batch * spec.c_out * (-(-out // 2)) ** 2
             # Max-pool 3x3/2: 9 compares per output; backward routes gradients to the argmax.
-            cost = cost + LayerCost(forward=PassCost(9.0 * pooled, n_out + pooled),
-                                    weight_grad=PassCost(pooled, pooled + n_out))
+            cost = cost + LayerCost(
+                forward=PassCost(9.0 * pooled, n_out + pooled),
+                weight_grad=PassCost(pooled, pooled + n_out),
+            )
             cost = cost.without_input_grad()
         layers.append(to_layer(spec.name, cost, dtype_bytes))
 
     last = specs[-1]
     features = last.c_out
     spatial = last.out_size**2
-    pool = pointwise(batch * features * spatial, fwd_flops=ADD_FLOPS, bwd_flops=0,
-                     fwd_reads=1, fwd_writes=1 / spatial, bwd_reads=1 / spatial, bwd_writes=1)
-    loss = pointwise(batch * classes, fwd_flops=SOFTMAX_FLOPS, bwd_flops=ADD_FLOPS,
-                     fwd_reads=1, fwd_writes=1, bwd_reads=1, bwd_writes=1,
-                     bwd_in_weight_grad=True)  # dlogits precede both of fc's gradients
+    pool = pointwise(
+        batch * features * spatial,
+        fwd_flops=ADD_FLOPS,
+        bwd_flops=0,
+        fwd_reads=1,
+        fwd_writes=1 / spatial,
+        bwd_reads=1 / spatial,
+        bwd_writes=1,
+    )
+    loss = pointwise(
+        batch * classes,
+        fwd_flops=SOFTMAX_FLOPS,
+        bwd_flops=ADD_FLOPS,
+        fwd_reads=1,
+        fwd_writes=1,
+        bwd_reads=1,
+        bwd_writes=1,
+        bwd_in_weight_grad=True,
+    )  # dlogits precede both of fc's gradients
     fc = pool + gemm(batch, classes, features) + loss
     layers.append(to_layer(f"fc{classes}", fc, dtype_bytes))
     return Workload(

@@ -2,14 +2,19 @@
 
 A node is a compute kernel, a collective, or a point-to-point send/receive. ``deps`` lists the
 ids (same rank) that must finish before the node may start; compute nodes of one rank run one
-at a time on its compute stream, in ready order (ties by id). A collective node finishes at a
-rank when that rank's part of the collective is done; instances of a collective are matched
-across ranks by their order of issue among collectives with the same (op, size, dims).
-``iteration`` and ``layer`` are labels for reports; ``blocking`` marks communication that the
-training loop waits on (reports count its time as exposed).
+at a time on its compute stream, in ready order (ties by id). A collective node runs on a
+communicator (``dims``: whole network dimensions, None = all; or ``group``: any
+:class:`~acesim.network.group.Group`) and finishes at a rank when that rank's part is done;
+instances of a collective are matched across ranks by their order of issue among collectives
+with the same (op, size, communicator). ``iteration`` and ``layer`` are labels for reports;
+``blocking`` marks communication that the training loop waits on (reports count its time as
+exposed, and by default its chunks go before others'); ``priority``, when set, overrides that.
 
-Symmetric mode runs rank 0's graph as the representative of every rank, which is valid when all
-ranks have the same graph.
+A graph holds one node list per rank, or a single list that every rank runs (a builder's
+rank-agnostic graph). ``npus`` is the number of ranks the graph was made for (a Chakra trace's
+file count) or None when it runs on any number; a system of another size is an error.
+Symmetric mode runs one representative for each class of identical ranks; today that is one
+class, so it needs every rank's list to be the same.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import WorkloadError
-from ..workload.model import Compute
+from ..network.group import Group
+from .model import Compute
 
 NodeKind = Literal["compute", "collective", "send", "recv"]
 
@@ -33,7 +39,9 @@ class Node:
         kind: compute, collective, send or recv.
         deps: ids of nodes (same rank) that must finish first.
         compute: for compute nodes.
-        op, size, dims: for collectives (bytes per NPU; dims None = all).
+        op, size, dims, group: for collectives (bytes per NPU; the communicator: dims None =
+            all dimensions, or a group).
+        priority: chunk priority of a collective (None: blocking collectives first).
         peer, tag, size: for send/recv (peer rank, matching tag, bytes).
         layer, iteration, pass_name: labels for reports.
     """
@@ -46,12 +54,14 @@ class Node:
     op: str | None = None
     size: float = 0.0
     dims: tuple[int, ...] | None = None
+    group: Group | None = None
     peer: int | None = None
     tag: int = 0
     layer: str | None = None
     iteration: int = 0
     pass_name: str = ""
     blocking: bool = False
+    priority: int | None = None
 
 
 @dataclass
@@ -62,6 +72,7 @@ class Graph:
     name: str = ""
     iterations: int = 1
     meta: dict[str, str] = field(default_factory=dict)
+    npus: int | None = None
 
     @property
     def symmetric(self) -> bool:

@@ -1,0 +1,126 @@
+"""The ``[endpoint]`` table: which collective endpoint runs collectives, and every kind's
+settings.
+
+The kinds are not listed here. Each endpoint kind (``acesim.hardware.endpoints``) registers its
+settings schema in :data:`ENDPOINT_SETTINGS` together with its model, so the document accepts
+exactly the registered kinds: ``kind = "<name>"`` and one ``[endpoint.<name>]`` table per kind
+(missing tables take the schema's defaults; a table for an unregistered kind is an error with a
+did-you-mean hint). A schema may also check its settings against the rest of the system
+(``comm_units`` must be fewer than the NPU's units): that check runs when the system document
+is validated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from ..errors import ConfigError
+from ..registry import Registry
+from .errors import FieldRuleError, config_error_from
+
+__all__ = ["EndpointSchema", "ENDPOINT_SETTINGS", "EndpointConfig"]
+
+S = TypeVar("S", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class EndpointSchema:
+    """The configuration side of an endpoint kind.
+
+    Attributes:
+        settings: pydantic model of the ``[endpoint.<kind>]`` table.
+        check: optional ``check(settings, system)`` raising :class:`ConfigError` (field paths
+            relative to the system document) when the settings do not fit the system.
+    """
+
+    settings: type[BaseModel]
+    check: Callable[[Any, Any], None] | None = None
+
+
+#: Endpoint kind name -> its settings schema (filled by ``acesim.hardware.endpoints``).
+ENDPOINT_SETTINGS: Registry[EndpointSchema] = Registry("endpoint kind", "endpoint.kind")
+
+
+class EndpointConfig(BaseModel):
+    """``kind`` plus one settings table per registered endpoint kind (``endpoint.ace.sram``).
+
+    Read a kind's settings with :meth:`of` (typed) or :meth:`settings` (by name).
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    kind: str = "ideal"
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in ENDPOINT_SETTINGS:
+            err = ENDPOINT_SETTINGS.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+    @model_validator(mode="after")
+    def _sections(self) -> EndpointConfig:
+        extra = self.__pydantic_extra__
+        if extra is None:  # pragma: no cover - extra="allow" always sets it
+            return self
+        for name, value in list(extra.items()):
+            if name not in ENDPOINT_SETTINGS:
+                err = ENDPOINT_SETTINGS.unknown(name)
+                hint = err.hint or f"endpoint kinds: {ENDPOINT_SETTINGS.choices()}"
+                raise FieldRuleError(name, "unknown key (not an endpoint kind)", hint=hint)
+            schema = ENDPOINT_SETTINGS.get(name).settings
+            if isinstance(value, schema):
+                continue
+            if isinstance(value, BaseModel):
+                value = value.model_dump()
+            try:
+                extra[name] = schema.model_validate(value)
+            except ValidationError as exc:
+                raise FieldRuleError.nested(name, config_error_from(exc, schema)) from None
+        for name, schema_entry in ENDPOINT_SETTINGS.items():
+            if name not in extra:
+                extra[name] = schema_entry.settings.model_validate({})
+        return self
+
+    @classmethod
+    def section_model(cls, name: str) -> type[BaseModel] | None:
+        """The schema of the ``[endpoint.<name>]`` table (None for no such kind); dotted-path
+        checks (sweeps, ``--set``) descend through it."""
+        if name in ENDPOINT_SETTINGS:
+            return ENDPOINT_SETTINGS.get(name).settings
+        return None
+
+    @classmethod
+    def section_names(cls) -> tuple[str, ...]:
+        """The registered kinds (each has an ``[endpoint.<kind>]`` table)."""
+        return ENDPOINT_SETTINGS.names()
+
+    def settings(self, kind: str | None = None) -> BaseModel:
+        """The settings of ``kind`` (default: the selected kind)."""
+        name = kind or self.kind
+        schema = ENDPOINT_SETTINGS.get(name, "endpoint.kind").settings
+        extra = self.__pydantic_extra__ or {}
+        value = extra.get(name)
+        if not isinstance(value, schema):
+            value = schema.model_validate({})
+            extra[name] = value
+        return value
+
+    def of(self, schema: type[S], kind: str | None = None) -> S:
+        """The settings of the kind whose schema is ``schema`` (typed access)."""
+        if kind is None:
+            names = [n for n, s in ENDPOINT_SETTINGS.items() if s.settings is schema]
+            if not names:
+                raise ConfigError("endpoint", f"no endpoint kind has the schema {schema.__name__}")
+            kind = names[0]
+        value = self.settings(kind)
+        if not isinstance(value, schema):
+            raise ConfigError(
+                f"endpoint.{kind}", f"settings are {type(value).__name__}, not {schema.__name__}"
+            )
+        return value

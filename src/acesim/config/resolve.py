@@ -1,0 +1,95 @@
+"""Resolving a system once: a preset name, a file, a table or a :class:`SystemConfig`, with
+dotted-path overrides and a network resize applied, validated into one :class:`SystemConfig`.
+
+Every entry point (the CLI, the Python API, sweeps, reproduce) resolves systems here, and every
+endpoint variant of a resolved system is derived with :meth:`SystemConfig.with_endpoint`.
+
+Resizing keeps the first (local) dimension and splits the rest of the NPUs evenly over the
+other dimensions (prime factors, largest first, onto the currently smallest one), as the ACE
+paper's tori grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .paths import set_path
+from .presets import system_document, system_from_dict
+from .system import SystemConfig
+
+__all__ = ["resolve_system", "shape_for", "resize"]
+
+
+def shape_for(system_doc: Mapping[str, Any], npus: int, field: str = "--npus") -> list[int]:
+    """Dimension sizes for ``npus`` NPUs (see module docstring); ConfigError naming ``field``
+    when ``npus`` is not a multiple of the local dimension's size."""
+    dims = system_doc.get("network", {}).get("dimensions", [])
+    if not dims:
+        raise ConfigError("network.dimensions", "must list at least one dimension")
+    if not isinstance(npus, int) or isinstance(npus, bool) or npus < 1:
+        raise ConfigError(field, "must be a whole number of at least 1", npus)
+    if len(dims) == 1:
+        return [npus]
+    local = int(dims[0].get("size", 1))
+    if npus % local:
+        raise ConfigError(field, f"must be a multiple of the local dimension size {local}", npus)
+    rest = npus // local
+    sizes = [1] * (len(dims) - 1)
+    factors = []
+    n, p = rest, 2
+    while n > 1:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    for f in sorted(factors, reverse=True):
+        i = sizes.index(min(sizes))
+        sizes[i] *= f
+    return [local] + sorted(sizes)
+
+
+def resize(doc: dict[str, Any], shape: Sequence[int], field: str = "run.shape") -> dict[str, Any]:
+    """A copy of the system document with its dimension sizes set to ``shape``."""
+    dims = doc.get("network", {}).get("dimensions", [])
+    if len(shape) != len(dims):
+        raise ConfigError(
+            field, f"must give one size per network dimension ({len(dims)})", list(shape)
+        )
+    out = doc
+    for i, size in enumerate(shape):
+        out = set_path(out, f"network.dimensions[{i}].size", size)
+    out.get("network", {}).pop("npus", None)
+    return out
+
+
+def resolve_system(
+    system: SystemConfig | str | Path | Mapping[str, Any],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    shape: Sequence[int] | None = None,
+    npus: int | None = None,
+) -> SystemConfig:
+    """The validated system: ``system`` (a SystemConfig, preset name, file path or table) with
+    ``overrides`` (dotted path -> value) applied, resized to ``shape`` or to ``npus``."""
+    if shape is not None and npus is not None:
+        raise ConfigError("npus", "give either npus or shape, not both", npus)
+    if isinstance(system, SystemConfig) and not overrides and shape is None and npus is None:
+        return system
+    origin = ""
+    if isinstance(system, SystemConfig):
+        doc: dict[str, Any] = system.model_dump(mode="python")
+    elif isinstance(system, Mapping):
+        doc = dict(system)
+    else:
+        origin = str(system)
+        doc = system_document(system)
+    for path, value in (overrides or {}).items():
+        doc = set_path(doc, path, value)
+    if npus is not None:
+        shape = shape_for(doc, npus, "npus")
+    if shape is not None:
+        doc = resize(doc, shape)
+    return system_from_dict(doc, origin=origin)

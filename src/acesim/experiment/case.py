@@ -1,0 +1,161 @@
+"""A case: one system, one workload and the run options, resolved once.
+
+Every entry point builds a :class:`Case` here (the CLI, :func:`acesim.run`, :func:`acesim.compare`,
+sweep points, reproduction cases), so the same inputs give the same case:
+
+* the system is resolved once (:func:`acesim.config.resolve.resolve_system`: preset, file or
+  table; overrides; the network resized to ``options.shape`` or ``options.npus``);
+* a workload given by name is loaded with the system's own settings for it (the preset's
+  ``[reproduction.workloads.<name>]`` batch and datatype), unless the caller gives them; a
+  :class:`~acesim.workload.model.Workload` object is used as built, a Chakra trace prefix is
+  read as an execution graph;
+* the case records the batch and datatype it ended up with, so every result can say them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config.errors import config_error_from
+from ..config.experiment import ExperimentConfig, RunOptions, WorkloadConfig
+from ..config.resolve import resolve_system
+from ..config.system import SystemConfig
+from ..errors import ConfigError
+from ..workload.chakra import read_chakra
+from ..workload.graph import Graph
+from ..workload.loader import load_workload
+from ..workload.model import Workload
+
+__all__ = ["Case", "make_case", "case_from_experiment", "run_options", "chakra_source"]
+
+SystemLike = SystemConfig | str | Path | Mapping[str, Any]
+WorkloadLike = Workload | Graph | str | Path
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one run needs, resolved (picklable, for worker processes)."""
+
+    system: SystemConfig
+    workload: Workload | Graph
+    options: RunOptions
+    workload_name: str
+    batch_per_npu: int | None
+    dtype_bytes: int | None
+
+    def with_system(self, system: SystemConfig) -> Case:
+        """The same case on another system (an endpoint variant)."""
+        return replace(self, system=system)
+
+    def with_options(self, **changes: Any) -> Case:
+        """The same case with some run options changed (validated)."""
+        return replace(self, options=run_options(self.options, **changes))
+
+
+def run_options(
+    options: RunOptions | Mapping[str, Any] | None = None, **changes: Any
+) -> RunOptions:
+    """Validated run options from a RunOptions, a table or keywords (ConfigError naming
+    ``run.<field>``); ``exact=True`` is short for ``mode="exact"``."""
+    if isinstance(options, RunOptions):
+        base: dict[str, Any] = options.model_dump()
+    else:
+        base = dict(options or {})
+    if "exact" in changes:  # a convenience for mode
+        changes = dict(changes)
+        base["mode"] = "exact" if changes.pop("exact") else "symmetric"
+    base.update(changes)
+    try:
+        return RunOptions.model_validate(base)
+    except ValidationError as exc:
+        raise config_error_from(exc, RunOptions, "run") from None
+
+
+def chakra_source(name: str) -> str | None:
+    """``name`` as a Chakra trace source (a ``.et`` file or a ``<prefix>`` of ``.<rank>.et``)."""
+    if name.endswith(".et") or Path(f"{name}.0.et").exists():
+        return name
+    return None
+
+
+def _workload(
+    workload: WorkloadLike,
+    system: SystemConfig,
+    batch: int | None,
+    dtype: int | None,
+) -> tuple[Workload | Graph, str, int | None, int | None]:
+    if isinstance(workload, Graph):
+        for option, value in (("batch_per_npu", batch), ("dtype_bytes", dtype)):
+            if value is not None:
+                raise ConfigError(f"workload.{option}", "does not apply to execution graphs")
+        return workload, workload.name, None, None
+    if isinstance(workload, Workload):
+        for option, value in (("batch_per_npu", batch), ("dtype_bytes", dtype)):
+            if value is not None:
+                raise ConfigError(
+                    f"workload.{option}",
+                    "is fixed by the Workload object given; load it with this option instead",
+                    value,
+                )
+        return workload, workload.name, workload.batch_per_npu, workload.dtype_bytes
+    name = os.fspath(workload)
+    try:
+        WorkloadConfig.model_validate({"name": name, "batch_per_npu": batch, "dtype_bytes": dtype})
+    except ValidationError as exc:
+        raise config_error_from(exc, WorkloadConfig, "workload") from None
+    source = chakra_source(name)
+    if source is not None:
+        for option, value in (("batch_per_npu", batch), ("dtype_bytes", dtype)):
+            if value is not None:
+                raise ConfigError(f"workload.{option}", "does not apply to Chakra traces", value)
+        graph = read_chakra(source, dim_sizes=list(system.network.shape))
+        return graph, graph.name, None, None
+    repro = system.reproduction
+    if repro is not None and name in repro.workloads:
+        # The system's own per-NPU settings for this workload, unless the caller gave them.
+        preset = repro.workloads[name]
+        batch = batch if batch is not None else preset.batch_per_npu
+        dtype = dtype if dtype is not None else preset.dtype_bytes
+    loaded = load_workload(name, batch_per_npu=batch, dtype_bytes=dtype)
+    return loaded, loaded.name, loaded.batch_per_npu, loaded.dtype_bytes
+
+
+def make_case(
+    system: SystemLike,
+    workload: WorkloadLike = "resnet50",
+    options: RunOptions | Mapping[str, Any] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    batch_per_npu: int | None = None,
+    dtype_bytes: int | None = None,
+    **option_changes: Any,
+) -> Case:
+    """Resolve a case (see module docstring). ``option_changes`` are :class:`RunOptions`
+    fields (``iterations=5``, ``npus=16``)."""
+    opts = run_options(options, **option_changes)
+    resolved = resolve_system(system, overrides=overrides, shape=opts.shape, npus=opts.npus)
+    work, name, batch, dtype = _workload(workload, resolved, batch_per_npu, dtype_bytes)
+    return Case(resolved, work, opts, name, batch, dtype)
+
+
+def case_from_experiment(exp: ExperimentConfig | Mapping[str, Any]) -> Case:
+    """The case of an experiment document."""
+    if not isinstance(exp, ExperimentConfig):
+        try:
+            exp = ExperimentConfig.model_validate(dict(exp))
+        except ValidationError as error:
+            raise config_error_from(error, ExperimentConfig) from None
+    return make_case(
+        exp.system,
+        exp.workload.name,
+        exp.run,
+        overrides=exp.overrides,
+        batch_per_npu=exp.workload.batch_per_npu,
+        dtype_bytes=exp.workload.dtype_bytes,
+    )

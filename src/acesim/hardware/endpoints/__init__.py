@@ -1,0 +1,43 @@
+"""Collective endpoints: what the local part of a collective costs at an NPU.
+
+One module per kind: ``baseline`` (NCCL-like kernels on compute units), ``ace`` (the offload
+engine), ``ideal`` (no cost). Each defines its settings, its model and its ``KIND``; importing
+this package registers them (:mod:`.registry`), in the order choices are shown.
+"""
+
+from . import ace, baseline, ideal
+from .ace import AceEndpoint, AceSettings
+from .baseline import BaselineEndpoint, BaselineSettings, BaselineSplit
+from .ideal import IdealEndpoint, IdealSettings
+from .registry import (
+    ENDPOINT_KINDS,
+    EndpointContext,
+    EndpointKind,
+    Variant,
+    build_endpoint,
+    reference_kind,
+    register_endpoint,
+    unregister_endpoint,
+)
+
+for _kind in (baseline.KIND, ace.KIND, ideal.KIND):
+    if _kind.name not in ENDPOINT_KINDS:
+        register_endpoint(_kind)
+
+__all__ = [
+    "ENDPOINT_KINDS",
+    "EndpointContext",
+    "EndpointKind",
+    "Variant",
+    "build_endpoint",
+    "reference_kind",
+    "register_endpoint",
+    "unregister_endpoint",
+    "AceEndpoint",
+    "AceSettings",
+    "BaselineEndpoint",
+    "BaselineSettings",
+    "BaselineSplit",
+    "IdealEndpoint",
+    "IdealSettings",
+]

@@ -1,0 +1,237 @@
+"""The ``baseline`` endpoint kind: NCCL-like collective kernels on the NPU's own compute units.
+
+``baseline`` (NCCL-like)
+    Collective kernels hold ``comm_units`` compute units, either only while a collective is
+    active at the NPU (``while_active``) or for the whole run (``reserved``). Each network byte
+    costs HBM traffic by step kind: a reduce-scatter step ~5 bytes (the interface writes the
+    received piece, the kernel reads it and the local piece, writes the sum, the interface reads
+    it to send on), an all-gather step ~2 (write the received piece, read it to forward), an
+    all-to-all step 2 (write on receive, read on send: no reduction). Reductions cost
+    ``reduction_flops_per_byte`` FLOPs per network byte on the held units; the held units drive
+    at most ``comm_units * unit_bandwidth`` network bytes/s.
+
+HBM is shared with compute kernels weighted max-min (``hbm_sharing = "fair"``, messages weigh
+``hbm_weight``) or partitioned (``static``: communication owns ``hbm_share`` of the bandwidth).
+The held units come out of the NPU's unit pool, so the compute kernel runs on the rest.
+
+Variants: ``splits`` lists the (comm units, HBM share or weight) settings searched for the best
+baseline; empty means the settings as given.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ...config.quantities import BytesPerSecond
+from ...config.system import Strict, SystemConfig
+from ...engine import Resource
+from ...errors import ConfigError
+from ...network.algorithms import ALLTOALL, GATHER, REDUCE
+from ...network.endpoint import Endpoint
+from .registry import EndpointContext, EndpointKind, Variant
+
+__all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
+
+
+def _nothing() -> None:
+    """Units held for the whole run need no continuation."""
+
+
+class BaselineSplit(Strict):
+    """One resource split between communication and compute, for best-baseline searches."""
+
+    comm_units: int = Field(description="compute units held by collective kernels")
+    hbm_share: float | None = Field(
+        None, description="static policy: fraction of HBM for comm (None = keep the default)"
+    )
+    hbm_weight: float | None = Field(
+        None, description="fair policy: comm's max-min weight (None = keep the default)"
+    )
+
+    @field_validator("comm_units")
+    @classmethod
+    def _units(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+
+class BaselineSettings(Strict):
+    """NCCL-like collectives running as kernels on the NPU's own compute units."""
+
+    comm_units: int = Field(8, description="compute units the collective kernels hold")
+    unit_policy: Literal["while_active", "reserved"] = Field(
+        "while_active", description="units held only while a collective runs, or for the run"
+    )
+    unit_bandwidth: BytesPerSecond = Field(
+        50e9, description="network bytes/s one comm unit can drive"
+    )
+    hbm_sharing: Literal["static", "fair"] = Field(
+        "fair", description="static: comm gets hbm_share of HBM; fair: weighted max-min"
+    )
+    hbm_share: float = Field(0.25, description="static policy: fraction of HBM for comm")
+    hbm_weight: float = Field(1.0, description="fair policy: comm's max-min weight vs compute")
+    reduce_hbm_bytes_per_byte: float = Field(5.0, description="reduce-scatter step")
+    gather_hbm_bytes_per_byte: float = Field(2.0, description="all-gather step")
+    alltoall_hbm_bytes_per_byte: float = Field(2.0, description="all-to-all step")
+    reduction_flops_per_byte: float = Field(0.25, description="FP32 add: 1 FLOP per 4 bytes")
+    splits: list[BaselineSplit] = Field(
+        default_factory=list,
+        description="splits tried when searching the best baseline (empty: the one above)",
+    )
+
+    @field_validator("comm_units")
+    @classmethod
+    def _units(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+    @field_validator("unit_bandwidth")
+    @classmethod
+    def _ubw(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"must be positive, got {v:g} B/s")
+        return v
+
+    @field_validator("hbm_share")
+    @classmethod
+    def _share(cls, v: float) -> float:
+        if not 0 < v < 1:
+            raise ValueError(f"must be in (0, 1), got {v:g}")
+        return v
+
+    @field_validator(
+        "hbm_weight",
+        "reduce_hbm_bytes_per_byte",
+        "gather_hbm_bytes_per_byte",
+        "alltoall_hbm_bytes_per_byte",
+    )
+    @classmethod
+    def _pos(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"must be positive, got {v:g}")
+        return v
+
+    @field_validator("reduction_flops_per_byte")
+    @classmethod
+    def _nonneg(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError(f"must not be negative, got {v:g}")
+        return v
+
+
+def _check(settings: BaselineSettings, system: SystemConfig) -> None:
+    units = system.npu.compute_units
+    for i, split in enumerate(settings.splits):
+        if split.comm_units >= units:
+            raise ConfigError(
+                f"endpoint.baseline.splits[{i}].comm_units",
+                f"must be fewer than npu.compute_units ({units}), got {split.comm_units}",
+            )
+        if split.hbm_weight is not None and not split.hbm_weight > 0:
+            raise ConfigError(
+                f"endpoint.baseline.splits[{i}].hbm_weight",
+                f"must be positive, got {split.hbm_weight:g}",
+            )
+        if split.hbm_share is not None and not 0 < split.hbm_share < 1:
+            raise ConfigError(
+                f"endpoint.baseline.splits[{i}].hbm_share",
+                f"must be in (0, 1), got {split.hbm_share:g}",
+            )
+    if settings.comm_units >= units:
+        raise ConfigError(
+            "endpoint.baseline.comm_units",
+            f"must be fewer than npu.compute_units ({units}), got {settings.comm_units}",
+        )
+
+
+def _variants(settings: BaselineSettings, system: SystemConfig) -> list[Variant]:
+    out = []
+    for split in settings.splits:
+        changes: dict[str, object] = {"comm_units": split.comm_units}
+        if split.hbm_share is not None:
+            changes["hbm_share"] = split.hbm_share
+        if split.hbm_weight is not None:
+            changes["hbm_weight"] = split.hbm_weight
+        out.append(Variant(f"{split.comm_units} units", changes))
+    return out
+
+
+class BaselineEndpoint(Endpoint):
+    """NCCL-like collectives on the NPU's own compute units and HBM (see module docstring)."""
+
+    name = "baseline"
+
+    def __init__(self, ctx: EndpointContext):
+        engine = ctx.engine
+        npus = ctx.npus
+        npu = ctx.system.npu
+        self.engine = engine
+        self.npus = npus
+        self.cfg: BaselineSettings = ctx.settings
+        cfg = self.cfg
+        self.units = cfg.comm_units
+        self.message_weight = cfg.hbm_weight
+        self._active = [0] * len(npus)
+        self._throughput: list[Resource] = []
+        self._flops: list[Resource] = []
+        self._demand: list[dict[str, dict[Resource, float]]] = []
+        for n in npus:
+            if cfg.hbm_sharing == "static":
+                n.partition_hbm(cfg.hbm_share)
+            thr = engine.add_resource(
+                f"npu{n.rank}.comm_units.bytes", cfg.comm_units * cfg.unit_bandwidth
+            )
+            flo = engine.add_resource(
+                f"npu{n.rank}.comm_units.flops", cfg.comm_units * npu.flops_per_unit
+            )
+            self._throughput.append(thr)
+            self._flops.append(flo)
+            per_kind = {
+                REDUCE: {n.hbm_comm: cfg.reduce_hbm_bytes_per_byte, thr: 1.0},
+                GATHER: {n.hbm_comm: cfg.gather_hbm_bytes_per_byte, thr: 1.0},
+                ALLTOALL: {n.hbm_comm: cfg.alltoall_hbm_bytes_per_byte, thr: 1.0},
+            }
+            if cfg.reduction_flops_per_byte > 0:
+                per_kind[REDUCE][flo] = cfg.reduction_flops_per_byte
+            self._demand.append(per_kind)
+            if cfg.unit_policy == "reserved":
+                n.units.acquire(cfg.comm_units, _nothing)
+
+    def hbm_bytes_per_network_byte(self, kind: str) -> float:
+        return {
+            REDUCE: self.cfg.reduce_hbm_bytes_per_byte,
+            GATHER: self.cfg.gather_hbm_bytes_per_byte,
+            ALLTOALL: self.cfg.alltoall_hbm_bytes_per_byte,
+        }[kind]
+
+    def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
+        return self._demand[rank][kind]
+
+    def collective_started(self, rank: int) -> None:
+        self._active[rank] += 1
+        if self._active[rank] == 1 and self.cfg.unit_policy == "while_active":
+            self.npus[rank].units.acquire(self.units, _nothing)
+
+    def collective_finished(self, rank: int) -> None:
+        self._active[rank] -= 1
+        if self._active[rank] == 0 and self.cfg.unit_policy == "while_active":
+            self.npus[rank].units.release(self.units)
+
+
+#: The kind, registered by :mod:`acesim.hardware.endpoints`.
+KIND = EndpointKind(
+    name="baseline",
+    label="baseline",
+    summary="NCCL-like: collective kernels on the NPU's compute units, several HBM bytes "
+    "per network byte",
+    settings=BaselineSettings,
+    build=BaselineEndpoint,
+    check=_check,
+    variants=_variants,
+    role="reference",
+    default_compare=True,
+)

@@ -1,0 +1,151 @@
+"""The registry of endpoint kinds: one entry per kind, with its settings schema and its model.
+
+Adding a kind is one module that defines a settings model, an
+:class:`~acesim.network.endpoint.Endpoint` subclass and a call to :func:`register_endpoint`;
+everything else (the system document's ``[endpoint.<kind>]`` table, ``--endpoint`` choices,
+``compare``, sweeps, reproduce, figures, the docs table) reads :data:`ENDPOINT_KINDS`.
+
+A kind may declare *variants*: settings a practitioner would search for the best one (the
+baseline's compute-unit/HBM splits). ``compare`` runs every variant and keeps the fastest; a
+sweep does so for the endpoint value ``best_<kind>`` (``best_baseline``). One kind is the
+*reference* that speedups are measured against (``baseline``); the comparison also reports the
+*bound* (``ideal``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from ...config.endpoint import ENDPOINT_SETTINGS, EndpointSchema
+from ...config.system import SystemConfig
+from ...engine import Engine
+from ...network.endpoint import Endpoint
+from ...network.topology import Topology
+from ...registry import Registry
+from ..npu import NPU
+
+__all__ = [
+    "EndpointContext",
+    "EndpointKind",
+    "Variant",
+    "ENDPOINT_KINDS",
+    "register_endpoint",
+    "unregister_endpoint",
+    "build_endpoint",
+    "reference_kind",
+    "chunk_limits",
+]
+
+
+@dataclass(frozen=True)
+class EndpointContext:
+    """What an endpoint model is built from: the engine, the simulated NPUs, the network, the
+    whole system document and the kind's own settings."""
+
+    engine: Engine
+    npus: list[NPU]
+    topology: Topology
+    system: SystemConfig
+    settings: Any
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One setting of a kind's searched knobs: a label and the settings it changes."""
+
+    label: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EndpointKind:
+    """An endpoint kind.
+
+    Attributes:
+        name: the value of ``endpoint.kind``.
+        label: the column heading in comparisons (``ACE``).
+        summary: one line for help texts and the docs table.
+        settings: pydantic model of the ``[endpoint.<name>]`` table.
+        build: ``build(context)`` -> the endpoint model for one platform.
+        check: optional ``check(settings, system)`` raising ConfigError when the settings do not
+            fit the system (run when a system document is validated).
+        variants: optional ``variants(settings, system)`` -> the settings searched for the best
+            one (empty or None: the settings as given).
+        role: ``reference`` (speedups are measured against its best variant), ``bound`` (an
+            upper bound, no endpoint cost) or ``candidate``.
+        default_compare: part of ``compare``'s default endpoint list.
+        chunk_limit: optional ``chunk_limit(settings)`` -> the largest piece (bytes) the kind
+            splits chunks into, or None; the model's ``max_chunk_bytes`` returns the same, and
+            the ideal endpoint searches these limits so that no kind out-pipelines the bound.
+    """
+
+    name: str
+    label: str
+    summary: str
+    settings: type[BaseModel]
+    build: Callable[[EndpointContext], Endpoint]
+    check: Callable[[Any, SystemConfig], None] | None = None
+    variants: Callable[[Any, SystemConfig], list[Variant]] | None = None
+    role: str = "candidate"
+    default_compare: bool = False
+    chunk_limit: Callable[[Any], float | None] | None = None
+
+    def variants_of(self, system: SystemConfig) -> list[Variant]:
+        """The variants to search on ``system`` (one, the settings as given, when none)."""
+        if self.variants is None:
+            return [Variant(self.label)]
+        found = self.variants(system.endpoint.settings(self.name), system)
+        return found or [Variant(self.label)]
+
+
+#: Endpoint kinds by name, in registration order.
+ENDPOINT_KINDS: Registry[EndpointKind] = Registry("endpoint kind", "endpoint.kind")
+
+
+def register_endpoint(kind: EndpointKind, *, replace: bool = False) -> EndpointKind:
+    """Register ``kind``: its model here and its settings schema in the system document."""
+    if kind.role not in ("reference", "bound", "candidate"):
+        raise ValueError(f"endpoint kind {kind.name!r}: unknown role {kind.role!r}")
+    ENDPOINT_SETTINGS.register(
+        kind.name, EndpointSchema(kind.settings, kind.check), replace=replace
+    )
+    return ENDPOINT_KINDS.register(kind.name, kind, replace=replace)
+
+
+def unregister_endpoint(name: str) -> None:
+    """Withdraw a kind (tests, plug-ins)."""
+    ENDPOINT_KINDS.unregister(name)
+    ENDPOINT_SETTINGS.unregister(name)
+
+
+def build_endpoint(
+    engine: Engine, npus: list[NPU], topology: Topology, system: SystemConfig
+) -> Endpoint:
+    """The endpoint model of ``system.endpoint.kind``."""
+    kind = ENDPOINT_KINDS.get(system.endpoint.kind)
+    context = EndpointContext(engine, npus, topology, system, system.endpoint.settings(kind.name))
+    return kind.build(context)
+
+
+def chunk_limits(system: SystemConfig) -> dict[str, float]:
+    """Kind name -> the piece size (bytes) it splits chunks into on ``system``, for every
+    registered kind that splits them."""
+    out: dict[str, float] = {}
+    for name, kind in ENDPOINT_KINDS.items():
+        if kind.chunk_limit is not None:
+            limit = kind.chunk_limit(system.endpoint.settings(name))
+            if limit is not None:
+                out[name] = limit
+    return out
+
+
+def reference_kind() -> str:
+    """The name of the reference kind (speedups are measured against it)."""
+    for name, kind in ENDPOINT_KINDS.items():
+        if kind.role == "reference":
+            return name
+    raise LookupError("no endpoint kind is registered as the reference")

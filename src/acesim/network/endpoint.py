@@ -1,0 +1,70 @@
+"""The collective endpoint protocol: what executes the local part of collectives at an NPU.
+
+The collective runtime (:mod:`acesim.network.collective`) asks the endpoint, at every level of a
+collective, what that level costs at a rank:
+
+* per collective: ``collective_started`` / ``collective_finished`` (hold compute units for the
+  whole collective, as NCCL's persistent kernels do);
+* per chunk: ``chunk_begin`` / ``chunk_end`` (stage the chunk through an SRAM, read it from HBM
+  once and write the result once) and ``max_chunk_bytes`` (split chunks that do not fit);
+* per step: ``step_begin`` / ``step_end`` (hold compute units, or wait for a setup latency,
+  while one step of one chunk runs: a reduction on SMs beside a copy engine, an NVLS step);
+* per network byte: ``message_demand`` (HBM bytes, engine ALU/DMA throughput, comm-unit
+  throughput consumed per byte sent) and ``message_weight`` (the max-min weight of messages).
+
+The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live in
+:mod:`acesim.hardware.endpoints` and are registered there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..engine import Resource
+
+__all__ = ["Endpoint"]
+
+
+class Endpoint:
+    """What executes the local part of collectives. The default costs nothing."""
+
+    name = "ideal"
+    #: max-min weight of this endpoint's message activities against compute kernels
+    message_weight = 1.0
+
+    def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
+        """Resources consumed per network byte sent in a step of ``kind`` at ``rank``
+        (``kind``: a step kind of :mod:`acesim.network.algorithms`)."""
+        return {}
+
+    def step_begin(self, rank: int, kind: str, proceed: Callable[[], None]) -> None:
+        """A step of ``kind`` is about to send at ``rank``; call ``proceed`` when it may (after
+        a setup latency, or once the compute units it needs are held)."""
+        proceed()
+
+    def step_end(self, rank: int, kind: str) -> None:
+        """The step of ``kind`` that ``step_begin`` admitted has completed at ``rank``."""
+
+    def chunk_begin(
+        self, rank: int, in_bytes: float, footprint: float, proceed: Callable[[], None]
+    ) -> None:
+        """A chunk enters the collective at ``rank``: ``in_bytes`` of input, at most
+        ``footprint`` bytes live at once. Call ``proceed`` when it may start its phases."""
+        proceed()
+
+    def chunk_end(
+        self, rank: int, out_bytes: float, footprint: float, proceed: Callable[[], None]
+    ) -> None:
+        """A chunk left its last phase at ``rank`` with ``out_bytes`` of result; call
+        ``proceed`` once it is stored."""
+        proceed()
+
+    def max_chunk_bytes(self) -> float | None:
+        """Largest chunk the endpoint handles at once (bytes); larger chunks are split."""
+        return None
+
+    def collective_started(self, rank: int) -> None:
+        """A collective became active at ``rank``."""
+
+    def collective_finished(self, rank: int) -> None:
+        """A collective finished at ``rank``."""

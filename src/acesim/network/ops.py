@@ -1,0 +1,148 @@
+"""Collective operations: how each decomposes into per-dimension phases, and its conventions.
+
+Sizes follow nccl-tests: ``S`` is, per NPU, the whole buffer of an all-reduce, the *input* of a
+reduce-scatter (output ``S/n``), the *output* of an all-gather (input ``S/n``) and the send
+buffer of an all-to-all, for a group of ``n`` NPUs.
+
+Decomposition over the group's dimensions ``1..N`` (innermost first), hierarchical
+(ASTRA-sim's "localBWAware"):
+
+* all-reduce: reduce-scatter along 1..N-1 (the data shrinks by each size), all-reduce on N,
+  all-gather back along N-1..1; with ``composition = "per_dimension"``, a full-size all-reduce on
+  every dimension in turn;
+* reduce-scatter: reduce-scatter on 1..N;
+* all-gather: all-gather on N..1 (the output grows from the outermost dimension inwards, so the
+  local dimension carries the largest data);
+* all-to-all: all-to-all along each dimension in turn with the whole buffer (data is routed one
+  dimension at a time).
+
+``bus_factor`` is nccl-tests' bus-bandwidth factor: ``2(n-1)/n`` for all-reduce, ``(n-1)/n``
+otherwise. ``chunk_io`` gives one chunk's (input, output, live footprint) bytes at an NPU, for
+endpoints that stage chunks (ACE).
+
+Register a new operation with ``COLLECTIVE_OPS.register(name, CollectiveOp(...))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..registry import Registry
+
+__all__ = ["CollectiveOp", "COLLECTIVE_OPS", "PhaseSink"]
+
+#: ``add(axis index, phase op, data bytes, algorithm op)``: append one phase to a chunk's plan.
+PhaseSink = Callable[[int, str, float, str], None]
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """One collective operation.
+
+    Attributes:
+        name: as users write it (``all-reduce``).
+        summary: one line for help texts.
+        compose: ``compose(add, sizes, data, composition)`` calls ``add`` for each phase of a
+            chunk of ``data`` bytes over axes of ``sizes`` (innermost first).
+        chunk_io: ``chunk_io(chunk bytes, group size)`` -> (input, output, footprint) bytes.
+        bus_factor: ``bus_factor(n)`` for a group of ``n``.
+    """
+
+    name: str
+    summary: str
+    compose: Callable[[PhaseSink, list[int], float, str], None]
+    chunk_io: Callable[[float, int], tuple[float, float, float]]
+    bus_factor: Callable[[int], float]
+
+
+COLLECTIVE_OPS: Registry[CollectiveOp] = Registry("collective operation", "op", listed=True)
+
+
+def _all_reduce(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    if composition == "per_dimension":
+        for i in range(len(sizes)):
+            add(i, "all-reduce", data, "all-reduce")
+        return
+    for i in range(len(sizes) - 1):
+        add(i, "reduce-scatter", data, "all-reduce")
+        data /= sizes[i]
+    add(len(sizes) - 1, "all-reduce", data, "all-reduce")
+    for i in reversed(range(len(sizes) - 1)):
+        data *= sizes[i]
+        add(i, "all-gather", data, "all-reduce")
+
+
+def _reduce_scatter(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    for i, size in enumerate(sizes):
+        add(i, "reduce-scatter", data, "reduce-scatter")
+        data /= size
+
+
+def _all_gather(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    total = 1
+    for size in sizes:
+        total *= size
+    data /= total
+    for i in reversed(range(len(sizes))):
+        data *= sizes[i]
+        add(i, "all-gather", data, "all-gather")
+
+
+def _all_to_all(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    for i in range(len(sizes)):
+        add(i, "all-to-all", data, "all-to-all")
+
+
+def _all_reduce_factor(n: int) -> float:
+    return 2 * (n - 1) / n if n > 1 else 0.0
+
+
+def _one_pass_factor(n: int) -> float:
+    return (n - 1) / n if n > 1 else 0.0
+
+
+def _same_io(chunk: float, n: int) -> tuple[float, float, float]:
+    return chunk, chunk, chunk
+
+
+COLLECTIVE_OPS.register(
+    "all-reduce",
+    CollectiveOp(
+        "all-reduce",
+        "sum every NPU's buffer into every NPU",
+        _all_reduce,
+        _same_io,
+        _all_reduce_factor,
+    ),
+)
+COLLECTIVE_OPS.register(
+    "reduce-scatter",
+    CollectiveOp(
+        "reduce-scatter",
+        "sum, each NPU keeping 1/n of the result",
+        _reduce_scatter,
+        lambda chunk, n: (chunk, chunk / n, chunk),
+        _one_pass_factor,
+    ),
+)
+COLLECTIVE_OPS.register(
+    "all-gather",
+    CollectiveOp(
+        "all-gather",
+        "every NPU's 1/n piece to every NPU",
+        _all_gather,
+        lambda chunk, n: (chunk / n, chunk, chunk),
+        _one_pass_factor,
+    ),
+)
+COLLECTIVE_OPS.register(
+    "all-to-all",
+    CollectiveOp(
+        "all-to-all",
+        "a distinct 1/n piece from every NPU to every NPU",
+        _all_to_all,
+        _same_io,
+        _one_pass_factor,
+    ),
+)
