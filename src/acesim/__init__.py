@@ -2,11 +2,17 @@
 
 Compute kernels and collectives share an accelerator's compute units, HBM bandwidth and network
 links; acesim simulates training iterations on that shared platform and compares collective
-endpoints (NCCL-like baseline, the ACE offload engine, an ideal endpoint).
+endpoints (NCCL-like baseline, the ACE offload engine, an ideal endpoint, and any kind a user
+registers).
+
+    import acesim
+    comparison = acesim.compare("ace-isca21", "resnet50")   # the same case as `acesim run`
+    print(comparison.speedup("ace"), comparison.best_baseline.info.describe())
+    result = acesim.run("ace-isca21", "gnmt", endpoint="ace", iterations=5, npus=16)
 """
 
 from .config import SystemConfig, load_system, preset_names
-from .config.experiment import ExperimentConfig
+from .config.experiment import ExperimentConfig, RunOptions
 from .errors import (
     AcesimError,
     ConfigError,
@@ -17,7 +23,9 @@ from .errors import (
     UnitError,
     WorkloadError,
 )
-from .experiment import compare, run_experiment
+from .experiment import Comparison, compare, run, run_experiment
+from .hardware.endpoints import EndpointKind, register_endpoint
+from .network.group import Group, Span
 from .results.collective import CollectiveResult
 from .results.run import RunResult
 from .simulate import simulate_collective
@@ -33,9 +41,16 @@ __all__ = [
     "simulate_collective",
     "CollectiveResult",
     "ExperimentConfig",
+    "RunOptions",
+    "run",
     "run_experiment",
     "compare",
+    "Comparison",
     "RunResult",
+    "Group",
+    "Span",
+    "EndpointKind",
+    "register_endpoint",
     "load_workload",
     "run_sweep",
     "load_results",

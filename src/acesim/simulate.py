@@ -95,6 +95,9 @@ def simulate_collective(
         hbm_bandwidth=hbm_comm / time if time > 0 else 0.0,
         per_dimension_bytes=per_dim,
         compute=kernel_times or None,
+        system=cfg.name,
+        shape=list(cfg.network.shape),
+        group_size=n,
     )
 
 

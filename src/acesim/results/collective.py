@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..network.ops import COLLECTIVE_OPS
+from ..version import __version__
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -36,6 +37,10 @@ class CollectiveResult:
     hbm_bandwidth: float
     per_dimension_bytes: dict[str, float] = field(default_factory=dict)
     compute: dict[str, float] | None = None
+    system: str = ""
+    shape: list[int] = field(default_factory=list)
+    group_size: int = 0
+    version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
