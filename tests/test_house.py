@@ -81,6 +81,8 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
     stream_kind: EndpointKind, tmp_path: Path
 ) -> None:
     assert "stream" in ENDPOINT_KINDS
+    listed = runner.invoke(app, ["kinds", "endpoints"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0 and "stream" in listed.output and "dma_bandwidth" in listed.output
     # Its settings table is part of the system document.
     system = resolve_system("ace-isca21", overrides={"endpoint.stream.dma_bandwidth": "200 GB/s"})
     assert system.endpoint.of(StreamSettings).dma_bandwidth == 200e9

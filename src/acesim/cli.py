@@ -20,6 +20,7 @@ from . import __version__
 from .commands.chakra import export_chakra_command
 from .commands.collective import collective_command
 from .commands.common import console, err_console
+from .commands.kinds import kinds_command
 from .commands.membw import membw_command
 from .commands.presets import presets_command
 from .commands.reproduce import assumptions_command, reproduce_command
@@ -57,6 +58,7 @@ def _root(
 
 
 app.command("presets")(presets_command)
+app.command("kinds")(kinds_command)
 app.command("collective")(collective_command)
 app.command("run")(run_command)
 app.command("membw")(membw_command)

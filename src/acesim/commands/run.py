@@ -162,7 +162,8 @@ def _rows(result: RunResult) -> list[tuple[str, str]]:
 
 def _single_table(console: Any, result: RunResult) -> None:
     info = result.info
-    table = Table(title=f"{info.describe()}; {info.endpoint} endpoint ({info.variant})")
+    console.print(info.describe(), highlight=False, soft_wrap=True)
+    table = Table(title=f"{info.endpoint} endpoint ({info.variant})")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in _rows(result):
