@@ -1,15 +1,17 @@
-"""The event kernel (time, priority, sequence ordering) and the fluid max-min allocator."""
+"""The event kernel (time, priority, sequence ordering), its public API, the fluid max-min
+allocator and the space-shared pool."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import examples
 
-from acesim.engine import INF, Activity, Engine, Resource
+from acesim.engine import INF, Activity, Engine, Pool, Resource
 from acesim.errors import SimulationError
 
 # -- the event kernel -------------------------------------------------------------------------
@@ -85,6 +87,198 @@ def test_activity_completion_precedes_timer_at_the_same_instant() -> None:
     engine.schedule(2.0, seen.append, "timer")
     engine.run()
     assert seen == ["done", "timer"]
+
+
+# -- the public API: peek, step, run(until), settle, observe, work_done, sync ------------------
+
+
+def test_peek_returns_the_next_event_time_without_advancing_the_clock() -> None:
+    engine = Engine()
+    assert engine.peek() == INF
+    seen: list[str] = []
+    engine.schedule(2.0, seen.append, "b")
+    cancelled = engine.schedule(1.0, seen.append, "a")
+    cancelled.cancel()
+    assert engine.peek() == 2.0  # the cancelled event is skipped
+    assert engine.peek() == 2.0
+    assert engine.now == 0.0 and seen == [] and engine.events_processed == 0
+    link = engine.add_resource("link", 4.0)
+    engine.start(2.0, {link: 1.0})  # done at 2 / 4 = 0.5: peek settles its rate first
+    assert engine.peek() == 0.5
+    assert engine.now == 0.0
+
+
+def test_step_processes_exactly_one_event() -> None:
+    engine = Engine()
+    seen: list[str] = []
+    engine.schedule(1.0, seen.append, "a")
+    engine.schedule(1.0, seen.append, "b")
+    engine.schedule(3.0, seen.append, "c")
+    assert engine.step() is True
+    assert (seen, engine.now, engine.events_processed) == (["a"], 1.0, 1)
+    assert engine.step() is True
+    assert (seen, engine.now, engine.events_processed) == (["a", "b"], 1.0, 2)
+    assert engine.step(until=2.0) is False  # the next event is later than until
+    assert (seen, engine.now) == (["a", "b"], 1.0)
+    assert engine.step() is True
+    assert (seen, engine.now) == (["a", "b", "c"], 3.0)
+    assert engine.step() is False
+    assert engine.events_processed == 3
+
+
+def test_step_counts_an_activity_completion_as_one_event() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 2.0)
+    done: list[float] = []
+    act = engine.start(3.0, {link: 1.0}, lambda a: done.append(engine.now))
+    assert engine.step() is True
+    assert done == [1.5] and act.finished == 1.5 and engine.now == 1.5
+    assert engine.step() is False
+
+
+def test_run_until_stops_at_that_time_with_work_in_flight() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    act = engine.start(30.0, {link: 1.0})
+    assert engine.run(until=1.25) == 1.25
+    assert engine.now == 1.25
+    assert act.finished is None
+    assert engine.work_done(act) == 12.5
+    assert engine.run(until=2.0) == 2.0
+    assert engine.work_done(act) == 20.0
+    assert engine.run() == 3.0
+    assert act.finished == 3.0 and engine.work_done(act) == 30.0
+
+
+def test_run_until_past_the_last_event_moves_the_clock_there() -> None:
+    engine = Engine()
+    engine.schedule(1.0, lambda: None)
+    assert engine.run(until=5.0) == 5.0
+    assert engine.now == 5.0
+    assert engine.peek() == INF
+
+
+def test_settle_computes_the_rates_of_the_current_instant() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    a = engine.start(10.0, {link: 1.0})
+    b = engine.start(10.0, {link: 3.0})  # 3 units of the link per unit of work
+    assert link.allocated == 0.0  # rates are computed lazily
+    engine.settle()
+    assert engine.now == 0.0
+    # max-min: equal dominant shares, a at x/10 and b at 3y/10 with x + 3y = 10
+    assert a.rate == pytest.approx(5.0) and b.rate == pytest.approx(5.0 / 3)
+    assert link.allocated == pytest.approx(10.0)
+    engine.settle()  # nothing changed: nothing to do
+    assert a.rate == pytest.approx(5.0)
+
+
+def test_observe_sees_every_allocation_change() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    seen: list[tuple[float, float]] = []
+    engine.observe(link, lambda t, allocated: seen.append((t, allocated)))
+    a = engine.start(20.0, {link: 1.0})
+    engine.schedule(1.0, lambda: engine.start(5.0, {link: 1.0}))
+    engine.run()
+    # a alone at 10 until t=1 (10 done); a and b at 5 each; b (5) done at t=2, a has 5 left:
+    # the completion drops the allocation to 5, the reallocation gives a all 10, a done at 2.5.
+    assert seen == [(0.0, 10.0), (1.0, 10.0), (2.0, 5.0), (2.0, 10.0), (2.5, 0.0)]
+    assert a.finished == 2.5
+    engine.sync()
+    assert link.used == pytest.approx(25.0, rel=1e-12)
+    assert link.peak == 10.0
+
+
+def test_work_done_of_a_running_activity_follows_its_rate() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 8.0)
+    act = engine.start(16.0, {link: 1.0}, cap=4.0)
+    assert engine.work_done(act) == 0.0
+    engine.run(until=1.5)
+    assert engine.work_done(act) == 6.0
+    engine.set_cap(act, INF)
+    engine.run(until=2.0)  # 6 at 4/s by 1.5, then 8/s: 10 by 2
+    assert engine.work_done(act) == 10.0
+    engine.run()
+    assert act.finished == 2.75
+    assert engine.work_done(act) == 16.0
+
+
+def test_sync_brings_resource_integrals_to_now() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 4.0)
+    engine.start(100.0, {link: 1.0})
+    engine.run(until=2.5)
+    engine.sync()
+    assert link.used == 10.0
+    assert link.utilisation(2.5) == 1.0
+
+
+# -- the pool: space-shared units ---------------------------------------------------------------
+
+
+def test_pool_grants_at_once_what_is_free() -> None:
+    engine = Engine()
+    pool = engine.add_pool("units", 10)
+    granted: list[str] = []
+    pool.acquire(4, lambda: granted.append("a"))
+    assert granted == ["a"]
+    assert (pool.held, pool.free, pool.peak) == (4.0, 6.0, 4.0)
+    pool.acquire(0, lambda: granted.append("zero"))
+    assert granted == ["a", "zero"] and pool.held == 4.0
+
+
+def test_pool_waiters_are_granted_first_come_first_served() -> None:
+    engine = Engine()
+    pool = engine.add_pool("units", 10)
+    log: list[tuple[str, float]] = []
+    frees: list[float] = []
+    pool.observe(lambda p: frees.append(p.free))
+
+    def take(name: str, amount: float) -> None:
+        pool.acquire(amount, lambda: log.append((name, engine.now)))
+
+    take("a", 6)  # t=0: granted
+    engine.schedule(1.0, take, "b", 6)  # waits: 4 free
+    engine.schedule(1.5, take, "c", 1)  # fits, but b waits before it: waits too
+    engine.schedule(3.0, pool.release, 6)  # a done: b (6) and c (1) both fit, in order
+    engine.schedule(4.0, pool.release, 6)  # b done
+    engine.schedule(5.0, pool.release, 1)  # c done
+    engine.run()
+    assert log == [("a", 0.0), ("b", 3.0), ("c", 3.0)]
+    assert frees == [4.0, 3.0, 9.0, 10.0]
+    assert pool.peak == 7.0
+    # 6 units over [0, 3), 7 over [3, 4), 1 over [4, 5)
+    assert pool.held_time == 6 * 3 + 7 * 1 + 1 * 1
+
+
+def test_pool_held_time_integrates_up_to_now() -> None:
+    engine = Engine()
+    pool = engine.add_pool("units", 8)
+    engine.schedule(1.0, pool.acquire, 3, lambda: None)
+    engine.run(until=3.5)
+    assert pool.held_time == 0.0  # integrated lazily
+    engine.sync()
+    assert pool.held_time == 3 * 2.5
+    engine.run(until=4.0)
+    pool.sync()
+    assert pool.held_time == 3 * 3.0
+
+
+def test_pool_refuses_impossible_requests() -> None:
+    engine = Engine()
+    pool = engine.add_pool("npu0.units", 10)
+    with pytest.raises(SimulationError, match="pool 'npu0.units': cannot hold 11 of 10 units"):
+        pool.acquire(11, lambda: None)
+    with pytest.raises(SimulationError, match="cannot hold -1 of 10 units"):
+        pool.acquire(-1, lambda: None)
+    pool.acquire(2, lambda: None)
+    with pytest.raises(SimulationError, match="releasing 3 units, only 2 held"):
+        pool.release(3)
+    with pytest.raises(SimulationError, match="capacity must be positive, got 0"):
+        engine.add_pool("empty", 0)
+    assert isinstance(pool, Pool) and pool.held == 2.0
 
 
 # -- the fluid allocator: closed cases --------------------------------------------------------
@@ -211,27 +405,58 @@ def test_work_that_can_never_finish_is_reported() -> None:
 _REL = 1e-9  # floating-point slack only
 
 
-class CheckedEngine(Engine):
-    """An engine that checks, after every allocation and every completion, that no resource is
-    allocated above its capacity (recomputed independently from the activities' rates)."""
+def _check_resource(res: Resource, acts: list[Activity]) -> None:
+    """``res`` is not allocated above its capacity, and its allocation is the sum of its
+    running users' rates (recomputed independently from the activities)."""
+    total = sum(
+        a.rate * a.demand[res]
+        for a in acts
+        if a.finished is None and res in a.demand and a.rate < INF
+    )
+    assert total <= res.capacity * (1 + _REL), (res, total)
+    assert res.allocated <= res.capacity * (1 + _REL), (res, res.allocated)
+    assert res.allocated == pytest.approx(total, rel=1e-9, abs=1e-9 * res.capacity)
 
-    checks = 0
 
-    def _check(self) -> None:
-        CheckedEngine.checks += 1
+class Checker:
+    """Checks every resource of an engine through the public API only: at every allocation
+    change (``observe``: after each reallocation and each completion, the resource whose
+    allocation changed), after every event (``step``) and after the rates of each instant are
+    settled (``peek`` settles exactly when the engine itself would, before time advances)."""
+
+    def __init__(self, engine: Engine, resources: list[Resource], acts: list[Activity]):
+        self.engine = engine
+        self.resources = resources
+        self.acts = acts
+        self.checks = 0
+        self.changes = 0
+        for res in resources:
+            engine.observe(res, self._observed(res))
+
+    def _observed(self, res: Resource) -> Callable[[float, float], None]:
+        def changed(time: float, allocated: float) -> None:
+            assert time == self.engine.now
+            assert allocated == res.allocated
+            self.changes += 1
+            _check_resource(res, self.acts)
+
+        return changed
+
+    def check(self) -> None:
+        self.checks += 1
         for res in self.resources:
-            total = sum(u.rate * u.demand[res] for u in res.users if u.rate < INF)
-            assert total <= res.capacity * (1 + _REL), (res, total)
-            assert res.allocated <= res.capacity * (1 + _REL), (res, res.allocated)
-            assert res.allocated == pytest.approx(total, rel=1e-9, abs=1e-9 * res.capacity)
+            _check_resource(res, self.acts)
 
-    def _reallocate(self) -> None:
-        super()._reallocate()
-        self._check()
-
-    def _finish(self, act: Activity) -> None:
-        super()._finish(act)
-        self._check()
+    def run(self) -> float:
+        engine = self.engine
+        engine.settle()
+        self.check()
+        while engine.step():
+            self.check()
+            engine.peek()
+            self.check()
+        assert not engine.active
+        return engine.now
 
 
 _activity = st.tuples(
@@ -247,9 +472,11 @@ _scenario = st.tuples(
 )
 
 
-def _run(engine_cls: type[Engine], scenario: tuple) -> tuple[Engine, list[Resource], list]:
+def _run(
+    scenario: tuple, *, checked: bool = False
+) -> tuple[Engine, list[Resource], list[Activity], Checker | None]:
     capacities, specs = scenario
-    engine = engine_cls()
+    engine = Engine()
     resources = [engine.add_resource(f"r{i}", c) for i, c in enumerate(capacities)]
     acts: list[Activity] = []
 
@@ -261,23 +488,33 @@ def _run(engine_cls: type[Engine], scenario: tuple) -> tuple[Engine, list[Resour
         for index, amount in demand_spec:
             demand[resources[index]] = amount
         engine.schedule(start, begin, work, demand, cap, weight)
-    engine.run()
-    return engine, resources, acts
+    checker = Checker(engine, resources, acts) if checked else None
+    if checker is not None:
+        checker.run()
+    else:
+        engine.run()
+    return engine, resources, acts, checker
 
 
 @settings(max_examples=examples(150), deadline=None)
 @given(_scenario)
 def test_no_resource_is_ever_allocated_above_capacity(scenario: tuple) -> None:
-    before = CheckedEngine.checks
-    _engine, _resources, acts = _run(CheckedEngine, scenario)
-    assert CheckedEngine.checks > before
+    engine, _resources, acts, checker = _run(scenario, checked=True)
+    assert checker is not None
+    assert checker.checks == 2 * engine.events_processed + 1
+    # every start and every completion changes the allocation of the resources it uses
+    assert checker.changes >= sum(len(a.demand) for a in acts)
     assert all(a.finished is not None for a in acts)
+    # driving the engine step by step ends where run() does
+    plain, _r, plain_acts, _c = _run(scenario)
+    assert [a.finished for a in acts] == [a.finished for a in plain_acts]
+    assert engine.now == plain.now
 
 
 @settings(max_examples=examples(150), deadline=None)
 @given(_scenario)
 def test_resource_usage_is_conserved(scenario: tuple) -> None:
-    _engine, resources, acts = _run(Engine, scenario)
+    _engine, resources, acts, _c = _run(scenario)
     for res in resources:
         consumed = sum(a.consumed.get(res, 0.0) for a in acts)
         expected = sum(a.work * a.demand.get(res, 0.0) for a in acts)
@@ -289,7 +526,7 @@ def test_resource_usage_is_conserved(scenario: tuple) -> None:
 @settings(max_examples=examples(100), deadline=None)
 @given(_scenario)
 def test_no_activity_finishes_faster_than_its_bottleneck_allows(scenario: tuple) -> None:
-    _engine, _resources, acts = _run(Engine, scenario)
+    _engine, _resources, acts, _c = _run(scenario)
     for a in acts:
         bound = a.work / a.cap if a.cap < INF else 0.0
         for res, amount in a.demand.items():
@@ -318,8 +555,8 @@ def test_one_shared_resource_is_work_conserving(capacity: float, specs: list) ->
 @settings(max_examples=examples(40), deadline=None)
 @given(_scenario)
 def test_a_repeated_run_is_bit_identical(scenario: tuple) -> None:
-    _e1, r1, a1 = _run(Engine, scenario)
-    _e2, r2, a2 = _run(Engine, scenario)
+    _e1, r1, a1, _c1 = _run(scenario)
+    _e2, r2, a2, _c2 = _run(scenario)
     assert [a.finished for a in a1] == [a.finished for a in a2]
     assert [r.used for r in r1] == [r.used for r in r2]
     assert all(math.isfinite(a.finished) for a in a1)

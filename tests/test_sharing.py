@@ -15,7 +15,7 @@ def test_kernel_and_dma_bound_by_hbm_get_equal_byte_shares() -> None:
     kernel = engine.start(1.0, {hbm: 4e9}, tag="kernel")
     dma = engine.start(1e9, {hbm: 1.0}, tag="dma")
     engine.run(until=0.0)
-    engine._reallocate()
+    engine.settle()
     assert kernel.rate * 4e9 == pytest.approx(0.5e9)
     assert dma.rate == pytest.approx(0.5e9)
 
@@ -25,7 +25,7 @@ def test_weight_scales_the_dominant_share() -> None:
     hbm = engine.add_resource("hbm", 3e9)
     a = engine.start(1.0, {hbm: 1e9}, weight=2.0, tag="a")
     b = engine.start(1e12, {hbm: 1.0}, weight=1.0, tag="b")
-    engine._reallocate()
+    engine.settle()
     assert a.rate * 1e9 == pytest.approx(2e9)
     assert b.rate == pytest.approx(1e9)
 
@@ -39,7 +39,7 @@ def test_dominant_resource_decides_the_share() -> None:
     hbm = engine.add_resource("hbm", 10e9)
     x = engine.start(1e12, {link: 1.0, hbm: 5.0}, tag="x")
     y = engine.start(1e12, {hbm: 1.0}, tag="y")
-    engine._reallocate()
+    engine.settle()
     assert x.rate == pytest.approx(2e9 / 3)
     assert y.rate == pytest.approx(20e9 / 3)
     assert x.rate * 5 + y.rate == pytest.approx(hbm.capacity)

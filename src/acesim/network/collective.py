@@ -282,13 +282,15 @@ class CollectiveRuntime:
     def _start_step(self, run: _ChunkRun) -> None:
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
-        run.in_step = True
         self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
 
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
         step = phase.steps[run.step]
+        # In the step from now on, not from step_begin: a peer's message that arrives while the
+        # endpoint still delays this step (setup, units to acquire) must not complete it unsent.
+        run.in_step = True
         topo = self.topology
         global_rank = run.rank if self.exact else 0
         dim = phase.dim

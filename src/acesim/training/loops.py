@@ -25,8 +25,9 @@ Semantics follow ASTRA-sim 1.0 (paper.md §6), for ``iterations`` iterations:
 
 A pass may hold several collectives: they are issued together after its compute; the next
 compute (forward, input gradient) waits for all of them, the weight update for all of a weight
-gradient's. Bucketing gathers weight-gradient passes whose only collective is an all-reduce on
-the whole network; other weight-gradient collectives are issued as they are.
+gradient's. Bucketing gathers weight-gradient passes whose only collective is an all-reduce over
+whole dimensions, one communicator (``dims``) per bucket; other weight-gradient collectives are
+issued as they are.
 
 Node ids follow program order, which also orders ready kernels on the compute stream.
 
@@ -362,15 +363,20 @@ def _tail(builder: _Builder, layer: Layer, wg: int, it: int, blocking: bool) -> 
 
 
 def _buckets(layers: tuple[Layer, ...], bucket_size: float) -> list[bool]:
-    """closes[l]: layer l's gradient fills its bucket (walking layers in backward order)."""
+    """closes[l]: layer l's gradient fills its bucket, or the next bucketable layer (walking
+    layers in backward order) all-reduces over other dimensions: a bucket holds the gradients
+    of one communicator only."""
     closes = [False] * len(layers)
     filled = 0.0
-    for li in range(len(layers) - 1, -1, -1):
-        comm = _bucketable(layers[li])
-        if comm is None:
-            continue
+    order = [
+        (li, comm)
+        for li in range(len(layers) - 1, -1, -1)
+        if (comm := _bucketable(layers[li])) is not None
+    ]
+    for k, (li, comm) in enumerate(order):
         filled += comm.size
-        if filled >= bucket_size:
+        other = k + 1 < len(order) and order[k + 1][1].dims != comm.dims
+        if filled >= bucket_size or other:
             closes[li] = True
             filled = 0.0
     return closes
