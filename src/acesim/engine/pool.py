@@ -69,6 +69,9 @@ class Pool:
             raise SimulationError(
                 f"pool {self.name!r}: cannot hold {amount:g} of {self.capacity:g} units"
             )
+        if amount == 0:
+            then()
+            return
         if self._waiting or amount > self.free * (1 + 1e-12):
             self._waiting.append((amount, then))
             return

@@ -180,8 +180,8 @@ class CollectiveRuntime:
         higher-priority collectives go first. ``ranks``: the simulated ranks taking part now
         (exact mode: a rank issues when its own program reaches the collective; the others
         join later via :meth:`join`). Default: all simulated ranks at once, and the collective
-        finishes when they all have; with ``ranks`` given, it finishes when every rank that
-        joined has.
+        finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
+        reports progress and ``finished`` is the latest finish so far.
         """
         COLLECTIVE_OPS.get(op)
         if not size >= 0:
@@ -387,8 +387,11 @@ class CollectiveRuntime:
         self.endpoint.collective_finished(rank)
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, rank)
-        expected = coll.expected if coll.expected is not None else len(coll.chunks_left)
-        if len(coll.rank_finished) == expected:
+        if coll.expected is None:
+            # Ranks join as their programs reach the collective; which will is not known here,
+            # so ``finished`` is the latest finish so far and there is no whole-collective event.
+            coll.finished = max(coll.rank_finished.values())
+        elif len(coll.rank_finished) == coll.expected:
             coll.finished = max(coll.rank_finished.values())
             if coll.on_done is not None:
                 coll.on_done(coll)
