@@ -383,14 +383,7 @@ def test_cli_rejects_unknown_path_with_status_2(tmp_path: Path) -> None:
 # --- run points (acesim.experiment.run_point) ------------------------------------------------
 
 
-def _require_run_point() -> None:
-    module = pytest.importorskip("acesim.experiment")
-    if not hasattr(module, "run_point"):
-        pytest.skip("acesim.experiment.run_point is not there yet")
-
-
 def test_run_points_record_training_metrics(tmp_path: Path) -> None:
-    _require_run_point()
     spec = {
         "name": "runs",
         "kind": "run",

@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import ConfigError, SweepError
 from .spec import Point, SweepSpec, canonical_json, load_spec
 from .store import ResultStore
-from .worker import error_outcome, execute_point, run_point_function
+from .worker import error_outcome, execute_point
 
 __all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db"]
 
@@ -112,11 +112,6 @@ def run_sweep(
         raise ConfigError(
             f"sweep {sweep.name!r}",
             f"{which} invalid; point {first.index} {_describe(first)}: {first.error}",
-        )
-    if sweep.kind == "run" and run_point_function() is None:
-        raise SweepError(
-            f"sweep {sweep.name!r}: run points need acesim.experiment.run_point, "
-            "which this acesim does not have"
         )
     unique: dict[str, Point] = {}
     for p in points:

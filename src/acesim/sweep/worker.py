@@ -7,7 +7,6 @@ needs, so that a Dask worker with acesim installed needs nothing else.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import time
@@ -60,19 +59,15 @@ def run_collective(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_point_function() -> Any:
-    """``acesim.experiment.run_point``, or None while it does not exist."""
-    try:
-        module = importlib.import_module("acesim.experiment")
-    except ImportError:
-        return None
-    return getattr(module, "run_point", None)
+    """The function that runs run points (:func:`acesim.experiment.point.run_point`)."""
+    from ..experiment.point import run_point
+
+    return run_point
 
 
 def run_training(config: dict[str, Any]) -> dict[str, Any]:
     """A run point: the experiment document handed to ``acesim.experiment.run_point``."""
     run_point = run_point_function()
-    if run_point is None:
-        raise RuntimeError("run points need acesim.experiment.run_point, not in this acesim")
     doc = {
         "system": config["system"],
         "overrides": {},
