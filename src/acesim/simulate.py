@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .config.resolve import resolve_system
 from .config.system import SystemConfig
-from .errors import ConfigError
+from .errors import ConfigError, SimulationError
 from .hardware.endpoints import ENDPOINT_KINDS
 from .hardware.platform import Platform
 from .network.group import Group
@@ -53,16 +54,24 @@ def simulate_collective(
     kernel_times: dict[str, float] = {}
     if compute is not None:
         flops, hbm = compute
-        if flops < 0 or hbm < 0:
-            raise ConfigError("with_compute", "FLOPs and bytes must not be negative", compute)
+        if not all(math.isfinite(v) and v >= 0 for v in (flops, hbm)):
+            raise ConfigError(
+                "with_compute", "FLOPs and bytes must be finite and not negative", compute
+            )
         for npu in platform.npus:
             npu.run_kernel(flops, hbm, lambda _a: None, tag="compute")
     coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     end = platform.engine.run()
     time = coll.duration
+    if not math.isfinite(end) or not math.isfinite(time):
+        raise SimulationError(
+            f"{op} of {nbytes:g} bytes on {cfg.name}: the time is not finite ({time}); check "
+            "the system's latencies and bandwidths"
+        )
     ranks = len(platform.npus)
     n = coll.group_size
-    algbw = nbytes / time if time > 0 else float("inf")
+    # A group of one NPU moves nothing: no bandwidth to report (nccl-tests prints 0 busbw).
+    algbw = nbytes / time if time > 0 else 0.0
     hbm_comm = _comm_hbm_bytes(platform) / ranks
     per_dim = {
         platform.topology.dimensions[d].name: b / ranks for d, b in coll.bytes_sent_per_dim.items()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
 
 import typer
@@ -13,7 +13,8 @@ from ..config.resolve import resolve_system
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
-from ..units import format_rate, format_size, format_time, parse_size_range
+from ..results.jsonout import dumps
+from ..units import format_rate, format_size, format_time, parse_quantity, parse_size_range
 from .common import console, err_console, progress
 
 
@@ -53,7 +54,7 @@ def collective_command(
             "system": cfg.name,
             "results": [r.to_dict() for r in results],
         }
-        console.out(json.dumps(payload, indent=2))
+        console.out(dumps(payload, indent=2))
         return
     mode = "exact" if exact else "symmetric"
     table = Table(
@@ -84,15 +85,14 @@ def collective_command(
 
 
 def _parse_compute(text: str) -> tuple[float, float]:
+    """``FLOPS,BYTES`` (numbers or quantities: ``2 TFLOP,1.5 GiB``) of a concurrent kernel."""
     parts = text.split(",")
     if len(parts) != 2:
         raise ConfigError("--with-compute", "expected FLOPS,BYTES", text)
-    try:
-        flops, nbytes = float(parts[0]), float(parts[1])
-    except ValueError:
-        raise ConfigError("--with-compute", "expected two numbers FLOPS,BYTES", text) from None
-    if flops < 0 or nbytes < 0:
-        raise ConfigError("--with-compute", "FLOPs and bytes must not be negative", text)
+    flops = parse_quantity(parts[0].strip(), "flops", "--with-compute")
+    nbytes = parse_quantity(parts[1].strip(), "size", "--with-compute")
+    if not all(math.isfinite(v) and v >= 0 for v in (flops, nbytes)):
+        raise ConfigError("--with-compute", "FLOPs and bytes must be finite, >= 0", text)
     return flops, nbytes
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -11,6 +10,7 @@ from rich.table import Table
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..network.ops import COLLECTIVE_OPS
+from ..results.jsonout import dumps
 from ..units import format_rate, parse_quantity
 from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
@@ -58,7 +58,7 @@ def membw_command(
         err_console.print(f"figure written to {plot}")
     if as_json:
         console.out(
-            json.dumps(
+            dumps(
                 {
                     "schema": "acesim.membw/1",
                     "system": cfg.name,

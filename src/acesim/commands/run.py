@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from ..experiment.compare import (
 )
 from ..experiment.single import run_case, variant_case
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..results.jsonout import dumps
 from ..results.run import RunResult
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
@@ -110,7 +110,7 @@ def run_command(
         if trace is not None:
             _write_trace(execution, trace)
         if as_json:
-            console.out(json.dumps(payload, indent=2))
+            console.out(dumps(payload, indent=2))
         else:
             _single_table(console, result)
             if layers:
@@ -122,11 +122,11 @@ def run_command(
             comp = assemble(run_jobs(jobs, 1, lambda: bar.advance(task)), kinds)
         payload = comp.to_dict()
         if as_json:
-            console.out(json.dumps(payload, indent=2))
+            console.out(dumps(payload, indent=2))
         else:
             _comparison_table(console, comp)
     if output is not None:
-        output.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+        output.write_text(dumps(payload, indent=2), encoding="utf-8")
         err_console.print(f"results written to {output}")
     count = sum(1 for s in cfg.sources.values() if s.kind == "assumption")
     if count and not as_json:

@@ -164,6 +164,11 @@ class CollectiveConfig(Strict):
     protocol_efficiency: float = Field(
         1.0, description="fraction of link bandwidth carrying payload (protocol overhead)"
     )
+    max_messages: int = Field(
+        5_000_000,
+        description="bound on the messages one collective may send (all simulated NPUs): a "
+        "limit on work, about a minute of simulation at ~70,000 messages/s; raise it knowingly",
+    )
 
     @field_validator("algorithms")
     @classmethod
@@ -180,7 +185,7 @@ class CollectiveConfig(Strict):
                     raise FieldRuleError(where, err.rule, name, hint=err.hint)
         return value
 
-    @field_validator("chunks", "active_chunks_per_dimension")
+    @field_validator("chunks", "active_chunks_per_dimension", "max_messages")
     @classmethod
     def _at_least_one(cls, v: int) -> int:
         if v < 1:

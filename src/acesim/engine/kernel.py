@@ -34,6 +34,18 @@ PRIORITY_COMPLETION = -1
 PRIORITY_NORMAL = 0
 
 
+#: Capacities below this (units/s) are numerically zero: shares would overflow.
+MIN_CAPACITY = 1e-300
+
+
+def _check_capacity(name: str, capacity: float) -> None:
+    if not (capacity >= MIN_CAPACITY):  # also refuses NaN
+        raise SimulationError(
+            f"resource {name!r}: capacity must be at least {MIN_CAPACITY:g} per second "
+            f"(or inf), got {capacity}"
+        )
+
+
 class EventHandle:
     """A scheduled callback; ``cancel()`` prevents it from running."""
 
@@ -66,8 +78,7 @@ class Engine:
     # -- resources ---------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float) -> Resource:
         """Create a resource of ``capacity`` units per second (``inf`` allowed)."""
-        if not (capacity > 0):
-            raise SimulationError(f"resource {name!r}: capacity must be positive, got {capacity}")
+        _check_capacity(name, capacity)
         res = Resource(name, capacity, len(self.resources))
         self.resources.append(res)
         return res
@@ -105,10 +116,7 @@ class Engine:
 
     def set_capacity(self, resource: Resource, capacity: float) -> None:
         """Change a resource's capacity (units/s) from now on; users are re-allocated."""
-        if not (capacity > 0):
-            raise SimulationError(
-                f"resource {resource.name!r}: capacity must be positive, got {capacity}"
-            )
+        _check_capacity(resource.name, capacity)
         resource.capacity = float(capacity)
         for act in resource.users:
             self._dirty[act] = None
@@ -120,7 +128,13 @@ class Engine:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0)."""
         if not (delay >= 0):
             raise SimulationError(f"cannot schedule an event {delay} s in the past")
-        handle = EventHandle(self.now + delay)
+        when = self.now + delay
+        if when == INF:
+            raise SimulationError(
+                f"simulated time overflowed: an event {delay:g} s after {self.now:g} s "
+                "(check the latencies and durations given)"
+            )
+        handle = EventHandle(when)
         self._seq += 1
         heapq.heappush(
             self._heap, (self.now + delay, priority, self._seq, handle, (callback, args))
@@ -146,6 +160,12 @@ class Engine:
             raise SimulationError(f"activity {tag!r}: work must be finite and >= 0, got {work}")
         if not (weight > 0):
             raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
+        for res, amount in demand.items():
+            if not (amount >= 0) or amount == INF:
+                raise SimulationError(
+                    f"activity {tag!r}: demand on {res.name!r} must be finite and >= 0, "
+                    f"got {amount}"
+                )
         self._act_seq += 1
         # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
         demand = {r: float(v) for r, v in demand.items() if v > 1e-300}
@@ -225,6 +245,12 @@ class Engine:
                 for res, amount in act.demand.items():
                     touched[res] += new_rate * amount
                 finish = now if remaining <= 0 else now + remaining / new_rate
+                if finish == INF:
+                    raise SimulationError(
+                        f"activity {act.tag!r} would never finish: {remaining:g} units of work "
+                        f"at {new_rate:g} per second from {now:g} s (check the capacities, "
+                        "sizes and latencies given)"
+                    )
             seq += 1
             push(heap, (finish, PRIORITY_COMPLETION, seq, act, act._version))
         self._seq = seq

@@ -21,7 +21,6 @@ independent of the number of workers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..experiment.case import make_case
 from ..experiment.compare import Comparison, Job, assemble, check_endpoints, plan, run_jobs
+from ..results.jsonout import dumps
 from ..results.run import RunResult
 
 #: The paper's headline figures (paper.md section 1).
@@ -259,7 +259,7 @@ def reproduce(
         {"field": f, "kind": s.kind, "note": s.note} for f, s in system.sources.items()
     ]
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    (out_dir / "summary.json").write_text(dumps(summary, indent=2), encoding="utf-8")
     if figures:
         from .figures import write_figures
 

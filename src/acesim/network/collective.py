@@ -40,14 +40,18 @@ from typing import Any
 
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
-from ..errors import TopologyError
+from ..errors import ConfigError, TopologyError
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .plan import Phase, build_phases, validate_algorithms
 from .topology import Topology
 
-__all__ = ["Collective", "CollectiveRuntime", "Endpoint"]
+__all__ = ["Collective", "CollectiveRuntime", "Endpoint", "MAX_CHUNKS"]
+
+#: The most chunks one collective may be split into by an endpoint's piece size (ACE's SRAM):
+#: beyond it the run would take hours and the piece size is almost surely a mistake.
+MAX_CHUNKS = 1 << 20
 
 
 @dataclass
@@ -94,6 +98,12 @@ class _ChunkRun:
         "arrived",
         "phase_start",
     )
+
+    def __repr__(self) -> str:
+        coll = self.coll
+        return (
+            f"{coll.label or coll.op} (collective {coll.id}) chunk {self.chunk} at rank {self.rank}"
+        )
 
     def __init__(self, coll: Collective, rank: int, chunk: int):
         self.coll = coll
@@ -192,8 +202,17 @@ class CollectiveRuntime:
         chunks = self.config.chunks
         limit = self.endpoint.max_chunk_bytes()
         if limit is not None and size / chunks > limit:
-            chunks *= math.ceil(size / chunks / limit)
+            pieces = size / chunks / limit
+            if chunks * pieces > MAX_CHUNKS:
+                raise ConfigError(
+                    f"endpoint.{self.endpoint.name}",
+                    f"splitting a {size:.4g}-byte {op} into pieces of at most {limit:.4g} bytes "
+                    f"makes {chunks * pieces:.3g} chunks, more than {MAX_CHUNKS}; give the "
+                    "endpoint more buffer or let it stage chunks another way",
+                )
+            chunks *= math.ceil(pieces)
         phases = build_phases(self.config, self.topology, op, size / chunks, axes)
+        self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
         members = 1
         for axis in axes:
             members *= axis.size
@@ -218,6 +237,23 @@ class CollectiveRuntime:
         for rank in self.ranks if ranks is None else ranks:
             self.join(coll, rank)
         return coll
+
+    def _check_work(
+        self, op: str, size: float, chunks: int, phases: list[Phase], ranks: int | None
+    ) -> None:
+        """Refuse a collective whose messages alone would exceed the work bound."""
+        per_rank = chunks * sum(
+            sum(step.message_count(phase.size) for step in phase.steps) for phase in phases
+        )
+        total = per_rank * (ranks if ranks is not None else len(self.ranks))
+        if total > self.config.max_messages:
+            mode = "every NPU" if self.exact else "one NPU"
+            raise ConfigError(
+                "collective.max_messages",
+                f"a {size:.4g}-byte {op} in {chunks} chunks sends {total:.3g} messages "
+                f"(simulating {mode}), more than the bound {self.config.max_messages}; use "
+                "fewer chunks, symmetric mode or fewer NPUs, or raise the bound knowingly",
+            )
 
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` starts its part of ``coll`` now."""

@@ -26,9 +26,11 @@ dropped, iterations measured, the endpoint kind, its variant and settings, acesi
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import SimulationError, WorkloadError
 from ..training.executor import Execution
 from ..version import __version__
 
@@ -205,6 +207,13 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
     measured = measured_iterations(iters, info.warmup)
     if not measured:
         raise ValueError(f"{iters} iterations with {info.warmup} warm-up measure nothing")
+    missing = [k for k in range(iters) if k not in ex.iteration_start]
+    if missing:
+        raise WorkloadError(
+            f"the graph says it has {iters} iterations, but no node of iteration {missing[0]} "
+            "exists",
+            location=ex.graph.name or "graph",
+        )
     whole_run = iters == 1
     if whole_run:
         lo, hi = 0.0, ex.makespan
@@ -267,7 +276,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         start = ex.iteration_start.get(k, lo) if not whole_run else lo
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
-    return RunResult(
+    result = RunResult(
         info=info,
         iteration_time=window / count,
         compute_time=compute_time / count,
@@ -284,3 +293,16 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         makespan=ex.makespan,
         layers=[rows[name] for name in rows],
     )
+    _check_finite(result)
+    return result
+
+
+def _check_finite(result: RunResult) -> None:
+    """A result with a non-finite number is a model failure, never a normal-looking answer."""
+    for name, value in result.metrics().items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SimulationError(
+                f"{result.info.workload} on {result.info.system} ({result.info.endpoint}): "
+                f"{name} is {value} (a latency, size or time beyond what the model can "
+                "represent; check the system's latencies and bandwidths)"
+            )

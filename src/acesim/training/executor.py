@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,9 +148,13 @@ class GraphExecutor:
             for it, count in st.left_per_iter.items():
                 self._iter_left[it] += count
         self.execution = Execution(platform, graph, self.records)
+        self._unblock: list[tuple[_RankState, Iterator[int]]] = []
+        self._unblocking = False
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
+        if not any(st.nodes for st in self.states):
+            raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         engine = self.platform.engine
         for st in self.states:
             for node_id, count in list(st.waiting.items()):
@@ -272,18 +277,34 @@ class GraphExecutor:
         self.p2p.send(src, dst, node.size, delivered)
 
     def _finish(self, st: _RankState, node: Node) -> None:
+        # Depth-first over the nodes that become ready, as a recursion would visit them, but
+        # with an explicit stack: a chain of already-satisfied receives is as long as the
+        # trace makes it, and must not exhaust Python's recursion limit.
         now = self.platform.engine.now
         rec = self.records[st.rank][node.id]
         if rec.start < 0:
             rec.start = now
         rec.end = now
-        for user in st.users.get(node.id, ()):
-            st.waiting[user] -= 1
-            if st.waiting[user] == 0:
-                self._ready(st, st.nodes[user])
         self._iter_left[node.iteration] -= 1
         if self._iter_left[node.iteration] == 0:
             self.execution.iteration_end[node.iteration] = now
+        self._unblock.append((st, iter(st.users.get(node.id, ()))))
+        if self._unblocking:
+            return
+        self._unblocking = True
+        try:
+            stack = self._unblock
+            while stack:
+                owner, users = stack[-1]
+                user = next(users, None)
+                if user is None:
+                    stack.pop()
+                    continue
+                owner.waiting[user] -= 1
+                if owner.waiting[user] == 0:
+                    self._ready(owner, owner.nodes[user])
+        finally:
+            self._unblocking = False
 
     def _snapshot(self) -> Snapshot:
         platform = self.platform
