@@ -16,7 +16,7 @@ from ..experiment.compare import (
     plan,
     run_jobs,
 )
-from ..experiment.single import run_case, variant_case
+from ..experiment.single import MESSAGES_PER_SECOND, run_case, variant_case
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..results.jsonout import dumps
 from ..results.run import RunResult
@@ -26,6 +26,8 @@ from .cases import cli_case
 from .common import check_output_path, console, err_console, progress
 
 DEFAULT_WORKLOAD = "resnet50"
+#: Runs estimated to send more messages than this say how long they will take (~5 s).
+LONG_RUN_MESSAGES = 350_000
 
 
 def run_command(
@@ -105,7 +107,22 @@ def run_command(
     cfg = case.system
     payload: dict[str, Any]
     if endpoint is not None:
-        result, execution = run_case(variant_case(case, endpoint, None), trace=trace is not None)
+        with progress() as bar:
+            task = bar.add_task(f"{case.workload_name} on {cfg.name}", total=None)
+
+            def estimated(messages: int) -> None:
+                if messages > LONG_RUN_MESSAGES:
+                    err_console.print(
+                        f"[dim]this run sends about {messages:,} messages: roughly "
+                        f"{messages / MESSAGES_PER_SECOND:.0f} s[/dim]"
+                    )
+
+            result, execution = run_case(
+                variant_case(case, endpoint, None),
+                trace=trace is not None,
+                on_estimate=estimated,
+                on_iteration=lambda done, total: bar.update(task, completed=done, total=total),
+            )
         payload = result.to_dict()
         if trace is not None:
             _write_trace(execution, trace)

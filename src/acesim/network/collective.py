@@ -86,6 +86,12 @@ class Collective:
         return self.finished - self.issued
 
 
+def _messages(chunks: int, phases: list[Phase]) -> int:
+    return chunks * sum(
+        sum(step.message_count(phase.size) for step in phase.steps) for phase in phases
+    )
+
+
 class _ChunkRun:
     __slots__ = (
         "coll",
@@ -193,25 +199,7 @@ class CollectiveRuntime:
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
         reports progress and ``finished`` is the latest finish so far.
         """
-        COLLECTIVE_OPS.get(op)
-        if not size >= 0:
-            raise TopologyError(f"collective size must not be negative, got {size}")
-        if group is not None and dims is not None:
-            raise TopologyError("give a collective either a group or dims, not both")
-        axes = resolve(self.topology, group if group is not None else dims)
-        chunks = self.config.chunks
-        limit = self.endpoint.max_chunk_bytes()
-        if limit is not None and size / chunks > limit:
-            pieces = size / chunks / limit
-            if chunks * pieces > MAX_CHUNKS:
-                raise ConfigError(
-                    f"endpoint.{self.endpoint.name}",
-                    f"splitting a {size:.4g}-byte {op} into pieces of at most {limit:.4g} bytes "
-                    f"makes {chunks * pieces:.3g} chunks, more than {MAX_CHUNKS}; give the "
-                    "endpoint more buffer or let it stage chunks another way",
-                )
-            chunks *= math.ceil(pieces)
-        phases = build_phases(self.config, self.topology, op, size / chunks, axes)
+        axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
         members = 1
         for axis in axes:
@@ -238,13 +226,54 @@ class CollectiveRuntime:
             self.join(coll, rank)
         return coll
 
+    def plan(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        group: Group | None = None,
+    ) -> tuple[tuple[Axis, ...], int, list[Phase]]:
+        """The group's axes, the chunk count and one chunk's phases for ``op`` of ``size``
+        bytes, without issuing anything (errors as :meth:`issue`'s)."""
+        COLLECTIVE_OPS.get(op)
+        if not size >= 0 or size == math.inf:
+            raise TopologyError(f"collective size must be finite and >= 0, got {size}")
+        if group is not None and dims is not None:
+            raise TopologyError("give a collective either a group or dims, not both")
+        axes = resolve(self.topology, group if group is not None else dims)
+        chunks = self.config.chunks
+        limit = self.endpoint.max_chunk_bytes()
+        if limit is not None and size / chunks > limit:
+            pieces = size / chunks / limit
+            if chunks * pieces > MAX_CHUNKS:
+                raise ConfigError(
+                    f"endpoint.{self.endpoint.name}",
+                    f"splitting a {size:.4g}-byte {op} into pieces of at most {limit:.4g} bytes "
+                    f"makes {chunks * pieces:.3g} chunks, more than {MAX_CHUNKS}; give the "
+                    "endpoint more buffer or let it stage chunks another way",
+                )
+            chunks *= math.ceil(pieces)
+        phases = build_phases(self.config, self.topology, op, size / chunks, axes)
+        return axes, chunks, phases
+
+    def messages_per_rank(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        group: Group | None = None,
+    ) -> int:
+        """Messages one rank sends for ``op`` of ``size`` bytes (a cost estimate)."""
+        _axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
+        return _messages(chunks, phases)
+
     def _check_work(
         self, op: str, size: float, chunks: int, phases: list[Phase], ranks: int | None
     ) -> None:
         """Refuse a collective whose messages alone would exceed the work bound."""
-        per_rank = chunks * sum(
-            sum(step.message_count(phase.size) for step in phase.steps) for phase in phases
-        )
+        per_rank = _messages(chunks, phases)
         total = per_rank * (ranks if ranks is not None else len(self.ranks))
         if total > self.config.max_messages:
             mode = "every NPU" if self.exact else "one NPU"

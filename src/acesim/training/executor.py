@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,9 +92,15 @@ class _RankState:
 class GraphExecutor:
     """Runs a :class:`Graph` on a :class:`Platform` (symmetric: rank 0's graph stands for all)."""
 
-    def __init__(self, platform: Platform, graph: Graph):
+    def __init__(
+        self,
+        platform: Platform,
+        graph: Graph,
+        on_iteration: Callable[[int], Any] | None = None,
+    ):
         self.platform = platform
         self.graph = graph
+        self.on_iteration = on_iteration
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -150,6 +156,25 @@ class GraphExecutor:
         self.execution = Execution(platform, graph, self.records)
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
+
+    def estimate_messages(self) -> int:
+        """Messages the run will send (every simulated rank): its cost, before running it.
+        Each distinct collective is planned once."""
+        rt = self.platform.collectives
+        plans: dict[Any, int] = {}
+        total = 0
+        for st in self.states:
+            for node in st.nodes.values():
+                if node.kind in ("send", "recv"):
+                    total += 1
+                elif node.kind == "collective":
+                    key = (node.op, node.size, node.dims, node.group)
+                    if key not in plans:
+                        plans[key] = rt.messages_per_rank(
+                            node.op or "all-reduce", node.size, dims=node.dims, group=node.group
+                        )
+                    total += plans[key]
+        return total
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
@@ -288,6 +313,8 @@ class GraphExecutor:
         self._iter_left[node.iteration] -= 1
         if self._iter_left[node.iteration] == 0:
             self.execution.iteration_end[node.iteration] = now
+            if self.on_iteration is not None:
+                self.on_iteration(node.iteration)
         self._unblock.append((st, iter(st.users.get(node.id, ()))))
         if self._unblocking:
             return
