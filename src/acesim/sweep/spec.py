@@ -58,6 +58,8 @@ from .paths import check_path, get_path, parse_path, set_in_place
 __all__ = ["Axis", "Point", "SweepSpec", "load_spec", "config_hash", "canonical_json"]
 
 Kind = Literal["collective", "run"]
+#: The most points one spec may expand to (each is resolved and hashed up front).
+MAX_POINTS = 1_000_000
 Target = Literal["system", "system_ref", "endpoint", "param", "workload", "run"]
 
 SPEC_KEYS = ("name", "description", "kind", "base", "grid", "zip")
@@ -211,6 +213,15 @@ def parse_spec(
             shown = ", ".join(f"{p}: {n}" for p, n in lengths.items())
             raise ConfigError(label, f"lists must have equal lengths, got {shown}")
         zips.append(group)
+    count = 1
+    for axis in grid:
+        count *= len(axis.values)
+    for group in zips:
+        count *= len(group[0].values)
+    if count > MAX_POINTS:
+        raise ConfigError(
+            "grid", f"the spec expands to {count:.3g} points, more than {MAX_POINTS:,}; split it"
+        )
     seen: set[str] = set()
     for axis in grid + [a for g in zips for a in g]:
         if axis.path in seen:

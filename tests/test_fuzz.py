@@ -1,0 +1,408 @@
+"""The fuzz suite: generated inputs of every kind end in a finite result or one AcesimError.
+
+System documents (any field set to any value), ASTRA-sim 1.0 text (mutated tokens, lines and
+bytes), Chakra traces (mutated bytes), sweep specifications (random structures) and command
+lines. The property, for each: no other exception, no non-finite number in a result, and a
+bounded time. CI runs a few dozen examples of each (derandomized); set
+``ACESIM_EXAMPLES_SCALE=100`` for a thorough local run (see tests/systems.py ``examples``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from systems import examples
+from typer.testing import CliRunner
+
+import acesim
+from acesim.cli import app
+from acesim.config.paths import set_path
+from acesim.config.presets import system_document, system_from_dict
+from acesim.errors import AcesimError
+from acesim.experiment import execute, make_case
+from acesim.results.jsonout import first_non_finite
+from acesim.sweep import load_spec
+from acesim.training.loops import build_graph
+from acesim.workload.astra import read_astra_workload, write_astra_workload
+from acesim.workload.chakra import read_chakra, write_chakra
+from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+
+#: Work bound for fuzzed runs: a fuzzed system may describe a huge network; the runtime's
+#: message bound (collective.max_messages) refuses what would take longer than this.
+FUZZ_MESSAGES = 20_000
+FUZZ = settings(
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+WEIRD_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(
+        [
+            "1e999",
+            "nan",
+            "-inf",
+            "-1 GB/s",
+            "4 MiB",
+            "1e-320",
+            "0",
+            "",
+            "ring",
+            "x" * 300,
+            "100 Gb/s",
+            "1.5 us",
+            "12",
+            "[1, 2]",
+        ]
+    ),  # fmt: skip
+    st.text(max_size=8),
+    st.lists(st.integers(min_value=-3, max_value=10), max_size=3),
+    st.dictionaries(st.sampled_from(["a", "size", "kind"]), st.integers(), max_size=2),
+)
+
+
+#: Values a valid document could hold (so that many examples get past validation and run).
+PLAUSIBLE = st.one_of(
+    st.floats(min_value=1e-9, max_value=1e13),
+    st.integers(min_value=1, max_value=64),
+    st.sampled_from([0.5, 0.25, "ring", "switch", "direct", "lifo", "900 GB/s", "1 us", "8 MiB"]),
+)
+VALUES = st.one_of(WEIRD_VALUES, PLAUSIBLE, PLAUSIBLE)
+
+
+def _leaf_paths(doc: Any, prefix: str = "") -> list[str]:
+    out: list[str] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out += _leaf_paths(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            out += _leaf_paths(value, f"{prefix}[{i}]")
+    if not out and prefix:
+        out.append(prefix)
+    return out
+
+
+BASE = system_from_dict(system_document("ace-isca21")).model_dump(mode="json", exclude={"sources"})
+PATHS = sorted(_leaf_paths(BASE)) + [
+    "network.dimensions[0].name",
+    "network.dimensions[1].name",
+    "network.npus",
+    "endpoint.kind",
+    "collective.algorithms.all-reduce",
+    "collective.algorithms.all-to-all",
+]
+
+
+def _finite(value: Any) -> None:
+    where = first_non_finite(value)
+    assert where is None, f"non-finite result at {where}"
+
+
+def _bounded(system: acesim.SystemConfig) -> acesim.SystemConfig:
+    bounded = system.model_copy(deep=True)
+    bounded.collective.max_messages = FUZZ_MESSAGES
+    return bounded
+
+
+@FUZZ
+@given(
+    st.lists(st.tuples(st.sampled_from(PATHS), VALUES), min_size=1, max_size=4),
+    st.sampled_from(["baseline", "ace", "ideal"]),
+    st.sampled_from(["all-reduce", "all-gather", "all-to-all", "reduce-scatter"]),
+)
+def test_any_system_document_gives_a_finite_result_or_one_error(
+    mutations: list[tuple[str, Any]], endpoint: str, op: str
+) -> None:
+    doc = copy.deepcopy(BASE)
+    try:
+        for path, value in mutations:
+            doc = set_path(doc, path, value)
+        system = _bounded(system_from_dict(doc))
+        result = acesim.simulate_collective(system, op, "1 MiB", endpoint=endpoint)
+    except AcesimError as err:
+        assert "\n" not in str(err)
+        return
+    _finite(result.to_dict())
+
+
+@FUZZ
+@given(
+    st.lists(st.tuples(st.sampled_from(PATHS), VALUES), min_size=1, max_size=3),
+)
+def test_any_system_document_trains_to_a_finite_result_or_one_error(
+    mutations: list[tuple[str, Any]],
+) -> None:
+    doc = copy.deepcopy(BASE)
+    try:
+        for path, value in mutations:
+            doc = set_path(doc, path, value)
+        system = _bounded(system_from_dict(doc))
+        workload = _tiny_workload()
+        result, _ex = execute(make_case(system.with_endpoint("ideal"), workload))
+    except AcesimError as err:
+        assert "\n" not in str(err)
+        return
+    _finite(result.to_dict())
+
+
+def _tiny_workload() -> Workload:
+    layer = Layer(
+        "fc",
+        forward=Pass(Compute(flops=1e9, hbm_bytes=1e6)),
+        input_grad=Pass(Compute(flops=1e9, hbm_bytes=1e6)),
+        weight_grad=Pass(Compute(flops=1e9, hbm_bytes=1e6), Comm("all-reduce", 2**20)),
+    )
+    return Workload("tiny", (layer, Layer("fc2", weight_grad=layer.weight_grad)))
+
+
+# -- ASTRA-sim 1.0 text ----------------------------------------------------------------------
+
+_ASTRA_DIR = Path(tempfile.mkdtemp(prefix="acesim-fuzz-astra-"))
+_ASTRA_VALID = _ASTRA_DIR / "valid.txt"
+write_astra_workload(
+    Workload(
+        "w",
+        tuple(
+            Layer(
+                f"l{i}",
+                forward=Pass(Compute(duration=1e-6)),
+                input_grad=Pass(Compute(duration=2e-6)),
+                weight_grad=Pass(Compute(duration=3e-6), Comm("all-reduce", 4096.0 * (i + 1))),
+            )
+            for i in range(3)
+        ),
+    ),
+    _ASTRA_VALID,
+)
+ASTRA_LINES = _ASTRA_VALID.read_text(encoding="utf-8").splitlines()
+TOKENS = st.one_of(
+    st.sampled_from(
+        [
+            "-1",
+            "0",
+            "1e400",
+            "9" * 320,
+            "NONE",
+            "ALLREDUCE",
+            "ALLTOALL",
+            "DATA",
+            "MICRO",
+            "HYBRID_DLRM",
+            "nan",
+            "",
+            "\t",
+            "ÿ",
+            "-0",
+        ]
+    ),  # fmt: skip
+    st.text(max_size=6),
+    st.integers(min_value=-(2**64), max_value=2**64).map(str),
+)
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["token", "drop", "dup", "bytes"]),
+            st.integers(min_value=0, max_value=40),
+            st.integers(min_value=0, max_value=20),
+            TOKENS,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_astra_text_reads_to_a_workload_or_one_error(
+    edits: list[tuple[str, int, int, str]],
+) -> None:
+    lines = list(ASTRA_LINES)
+    for kind, line, col, token in edits:
+        i = line % len(lines) if lines else 0
+        if kind == "token" and lines:
+            parts = lines[i].split("\t")
+            parts[col % len(parts)] = token
+            lines[i] = "\t".join(parts)
+        elif kind == "drop" and lines:
+            del lines[i]
+        elif kind == "dup" and lines:
+            lines.insert(i, lines[i])
+        elif lines:
+            lines[i] = (
+                lines[i][: col % (len(lines[i]) + 1)]
+                + token
+                + lines[i][col % (len(lines[i]) + 1) :]
+            )
+    path = _ASTRA_DIR / "mutated.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        workload = read_astra_workload(path)
+        graph = build_graph(workload, 3)
+        system = _bounded(acesim.load_system("ace-isca21").with_endpoint("ideal"))
+        result, _ex = execute(make_case(system, graph))
+    except AcesimError as err:
+        assert "\n" not in str(err)
+        return
+    _finite(result.to_dict())
+
+
+# -- Chakra traces ---------------------------------------------------------------------------
+
+_CHAKRA_DIR = Path(tempfile.mkdtemp(prefix="acesim-fuzz-chakra-"))
+_CHAKRA_FILES = write_chakra(build_graph(_tiny_workload(), 1), _CHAKRA_DIR / "t", npus=2)
+CHAKRA_BYTES = [p.read_bytes() for p in _CHAKRA_FILES]
+
+
+@FUZZ
+@given(
+    st.integers(min_value=0, max_value=1),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["flip", "cut", "insert"]),
+            st.integers(min_value=0, max_value=10_000),
+            st.binary(min_size=1, max_size=8),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_any_chakra_bytes_read_to_a_graph_or_one_error(
+    rank: int, edits: list[tuple[str, int, bytes]]
+) -> None:
+    data = bytearray(CHAKRA_BYTES[rank])
+    for kind, at, chunk in edits:
+        i = at % (len(data) + 1)
+        if kind == "flip" and data:
+            data[i % len(data)] ^= chunk[0] or 0xFF
+        elif kind == "cut":
+            del data[i:]
+        else:
+            data[i:i] = chunk
+    folder = Path(tempfile.mkdtemp(dir=_CHAKRA_DIR))
+    for r, original in enumerate(CHAKRA_BYTES):
+        (folder / f"t.{r}.et").write_bytes(bytes(data) if r == rank else original)
+    try:
+        graph = read_chakra(str(folder / "t"))
+        system = _bounded(
+            acesim.config.resolve.resolve_system("ace-isca21", shape=[2, 1, 1]).with_endpoint(
+                "ideal"
+            )
+        )
+        result, _ex = execute(make_case(system, graph, warmup=0, mode="exact"))
+    except AcesimError as err:
+        assert "\n" not in str(err)
+        return
+    _finite(result.to_dict())
+
+
+# -- sweep specifications --------------------------------------------------------------------
+
+SPEC_KEYS = st.sampled_from(
+    ["name", "kind", "base", "grid", "zip", "description", "system", "op", "size", "workload",
+     "run", "endpoint", "npu.hbm_bandwidth", "endpoint.kind", "run.iterations",
+     "network.dimensions[1].size", "collective.chunks", "nope"]
+)  # fmt: skip
+SPEC_VALUES = st.recursive(
+    WEIRD_VALUES | st.sampled_from(["run", "collective", "ace-isca21", "baseline", "64 MiB"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(SPEC_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@FUZZ
+@given(st.dictionaries(SPEC_KEYS, SPEC_VALUES, max_size=5))
+def test_any_sweep_spec_expands_or_is_one_error(spec: dict[str, Any]) -> None:
+    try:
+        points = load_spec(spec).points()
+    except AcesimError as err:
+        assert "\n" not in str(err)
+        return
+    assert all(p.ok or p.error for p in points)
+
+
+# -- command lines ---------------------------------------------------------------------------
+
+ARGS = st.lists(
+    st.sampled_from(
+        [
+            "--sizes",
+            "1KiB",
+            "1KiB:1MiB",
+            "-1",
+            "1e400",
+            "x",
+            "--op",
+            "all-reduce",
+            "allreduce",
+            "--endpoint",
+            "ace",
+            "acee",
+            "--system",
+            "-s",
+            "nope",
+            "ace-isca21",
+            "--exact",
+            "--with-compute",
+            "1e9,1e6",
+            "inf,1",
+            "--json",
+            "--npus",
+            "16",
+            "6",
+            "0",
+            "--no-simulate",
+            "--target",
+            "0",
+            "1.5",
+            "--size",
+            "--plot",
+            "/nonexistent/x.png",
+            "--help",
+        ]
+    ),  # fmt: skip
+    max_size=6,
+)
+COMMANDS = st.sampled_from(["collective", "presets", "kinds", "assumptions", "membw", "bogus"])
+runner = CliRunner()
+
+
+@FUZZ
+@given(COMMANDS, ARGS)
+def test_any_command_line_ends_in_output_or_one_error(command: str, args: list[str]) -> None:
+    if command == "membw" and "--no-simulate" not in args:
+        args = [*args, "--no-simulate", "--npus", "16"]
+    result = runner.invoke(app, [command, *args])
+    error = result.exception
+    assert error is None or isinstance(error, SystemExit | AcesimError), repr(error)
+    if isinstance(error, AcesimError):
+        assert "\n" not in str(error)
+    assert "Traceback" not in result.output
+
+
+def test_every_fuzzed_value_kind_is_generated() -> None:
+    # The strategies above reach NaN, infinities and huge integers (a guard against an edit that
+    # silently narrows them).
+    seen = {"nan": False, "inf": False, "huge": False}
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(WEIRD_VALUES)
+    def probe(value: Any) -> None:
+        if isinstance(value, float):
+            seen["nan"] |= math.isnan(value)
+            seen["inf"] |= math.isinf(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            seen["huge"] |= abs(value) > 2**53
+
+    probe()
+    assert all(seen.values()), seen
