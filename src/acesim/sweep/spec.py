@@ -220,7 +220,7 @@ def parse_spec(
         count *= len(group[0].values)
     if count > MAX_POINTS:
         raise ConfigError(
-            "grid", f"the spec expands to {count:.3g} points, more than {MAX_POINTS:,}; split it"
+            "grid", f"the spec expands to {count:,} points, more than {MAX_POINTS:,}; split it"
         )
     seen: set[str] = set()
     for axis in grid + [a for g in zips for a in g]:
