@@ -208,10 +208,10 @@ def test_ace_spill_accounts_extra_hbm_traffic() -> None:
             {"npu": {"compute_units": 8}, "endpoint": {"baseline": {"comm_units": 8}}},
             "endpoint.baseline.comm_units: must be fewer than npu.compute_units (8), got 8",
         ),
-        ({"endpoint": {"ace": {"sram": 0}}}, "endpoint.ace.sram: must be positive, got 0"),
+        ({"endpoint": {"ace": {"sram": 0}}}, "endpoint.ace.sram: must be positive, got 0 B"),
         (
             {"endpoint": {"ace": {"alu_bandwidth": "0 GB/s"}}},
-            "endpoint.ace.alu_bandwidth: must be positive, got 0",
+            "endpoint.ace.alu_bandwidth: must be positive, got 0 B/s",
         ),
     ],
 )

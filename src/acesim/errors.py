@@ -18,6 +18,7 @@ broken and the offending value.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = [
@@ -30,6 +31,26 @@ __all__ = [
     "SimulationError",
     "SweepError",
 ]
+
+
+#: a value's text in a message is cut to this many characters (file paths stay whole)
+SHOWN_LIMIT = 300
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for a one-line message: an integer too long to print (Python refuses
+    to turn one of more than 4300 digits into text) is described by its length, and a long
+    text is cut with its length stated."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        digits = int(math.log10(abs(value))) + 1
+        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
+    try:
+        text = repr(value)
+    except ValueError:  # a container holding an integer too long to print
+        return f"a {type(value).__name__} too large to print"
+    if len(text) > SHOWN_LIMIT:
+        text = f"{text[:60]}... ({len(text)} characters)"
+    return text
 
 
 class AcesimError(Exception):
@@ -50,7 +71,7 @@ class ConfigError(AcesimError):
         self.hint = hint
         message = f"{field}: {rule}" if field else rule
         if value is not None:
-            message += f", got {value!r}"
+            message += f", got {shown(value)}"
         if hint:
             message += f" ({hint})"
         super().__init__(message)

@@ -31,6 +31,9 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12,
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ/]*)\s*$")
 
+#: longer quantity text is refused before it is parsed (no quantity needs more)
+_MAX_TEXT = 200
+
 _EXAMPLES = {
     "size": "'4 MiB', '1 GB', '512 B'",
     "rate": "'25 GB/s', '1.6 TB/s', '10 GiB/s'",
@@ -76,31 +79,38 @@ def _scale(unit: str, kind: Kind) -> float | None:
 def parse_quantity(value: object, kind: Kind, field: str = "value") -> float:
     """Parse ``value`` ("900 GB/s", "4 MiB", 1e9 ...) to SI base units of ``kind``.
 
-    Raises :class:`UnitError` naming ``field`` when the text is malformed, the unit unknown or of
-    another kind (a rate where a size is expected), or the number is not finite.
+    Raises :class:`UnitError` naming ``field`` when the text is malformed or too long, the unit
+    unknown or of another kind (a rate where a size is expected), or the result is not a finite
+    float: for every input (``nan``, ``"inf"``, ``"1e999"``, ``"1e308 TB/s"``, an integer
+    beyond the float range).
     """
     if isinstance(value, bool):
         raise UnitError(field, f"expected a {kind} such as {_EXAMPLES[kind]}", value)
     if isinstance(value, (int, float)):
-        number = float(value)
-        if not math.isfinite(number):
-            raise UnitError(field, "must be a finite number", value)
-        return number
+        return _finite(value, 1.0, field, value)
     if not isinstance(value, str):
         raise UnitError(field, f"expected a {kind} such as {_EXAMPLES[kind]}", value)
+    if len(value) > _MAX_TEXT:
+        raise UnitError(field, f"must be at most {_MAX_TEXT} characters long", value)
     match = _PATTERN.match(value)
     if not match:
         raise UnitError(field, f"expected a {kind} such as {_EXAMPLES[kind]}", value)
     number_text, unit = match.groups()
-    number = float(number_text)
-    if unit == "":
-        return number
-    scale = _scale(unit, kind)
+    scale = 1.0 if unit == "" else _scale(unit, kind)
     if scale is None:
         raise UnitError(
             field, f"unknown {kind} unit {unit!r}; use one like {_EXAMPLES[kind]}", value
         )
-    result = number * scale
+    return _finite(float(number_text), scale, field, value)
+
+
+def _finite(number: float, scale: float, field: str, value: object) -> float:
+    """``number * scale`` as a float, a UnitError unless it is finite (an int too large for a
+    float, nan, inf, or a product that overflows)."""
+    try:
+        result = float(number) * scale
+    except OverflowError:  # an int beyond the float range
+        raise UnitError(field, "must be a finite number", value) from None
     if not math.isfinite(result):
         raise UnitError(field, "must be a finite number", value)
     return result

@@ -22,8 +22,8 @@ from pydantic import Field, field_validator, model_validator
 
 from ..registry import listed
 from .errors import FieldRuleError
-from .quantities import Bytes
 from .system import Strict, defaults
+from .validators import NonNegativeInt, NpuCount, PositiveBytes, PositiveInt
 
 __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
 
@@ -46,31 +46,24 @@ class WorkloadConfig(Strict):
     """Which workload: a zoo name or a workload file, and its parameters."""
 
     name: str = Field("resnet50", description="zoo name or path to a workload file")
-    batch_per_npu: int | None = Field(
+    batch_per_npu: PositiveInt | None = Field(
         None, description="samples per NPU per iteration (None: the system's or the model's)"
     )
-    dtype_bytes: int | None = Field(
+    dtype_bytes: PositiveInt | None = Field(
         None, description="bytes per element, 4 = FP32, 2 = BF16 (None: the system's or model's)"
     )
-
-    @field_validator("batch_per_npu", "dtype_bytes")
-    @classmethod
-    def _pos(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
 
 
 class RunOptions(Strict):
     """How to run: iterations and warm-up, symmetric/exact, loop, network size, search."""
 
-    iterations: int = Field(3, description="iterations simulated")
-    warmup: int = Field(1, description="first iterations dropped before measuring")
+    iterations: PositiveInt = Field(3, description="iterations simulated")
+    warmup: NonNegativeInt = Field(1, description="first iterations dropped before measuring")
     mode: Literal["symmetric", "exact"] = "symmetric"
     loop: str = Field("layerwise", description="training loop (acesim.training.loops.LOOPS)")
-    bucket_size: Bytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")
-    shape: list[int] | None = Field(None, description="override the network dimension sizes")
-    npus: int | None = Field(
+    bucket_size: PositiveBytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")
+    shape: list[NpuCount] | None = Field(None, description="override the network dimension sizes")
+    npus: NpuCount | None = Field(
         None, description="resize the network to this many NPUs (keeps the local dimension)"
     )
     search: bool = Field(
@@ -79,13 +72,6 @@ class RunOptions(Strict):
         "report the fastest",
     )
 
-    @field_validator("iterations")
-    @classmethod
-    def _iters(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
-
     @field_validator("loop")
     @classmethod
     def _loop(cls, v: str) -> str:
@@ -93,27 +79,6 @@ class RunOptions(Strict):
         if loops is not None and v not in loops:
             err = loops.unknown(v)
             raise FieldRuleError("", err.rule, v, hint=err.hint)
-        return v
-
-    @field_validator("warmup")
-    @classmethod
-    def _warmup(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError(f"must not be negative, got {v}")
-        return v
-
-    @field_validator("bucket_size")
-    @classmethod
-    def _bucket(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
-
-    @field_validator("npus")
-    @classmethod
-    def _npus(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
         return v
 
     @model_validator(mode="after")

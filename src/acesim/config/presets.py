@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,12 @@ def read_document(path: Path) -> dict[str, Any]:
             data = json.loads(text)
         else:
             raise ConfigError(str(path), "file must end in .toml, .yaml, .yml or .json")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
-        first = str(exc).splitlines()[0]
+    except (ValueError, yaml.YAMLError) as exc:
+        # TOMLDecodeError and JSONDecodeError are ValueErrors; so is the refusal of every parser
+        # to read an integer of more than sys.get_int_max_str_digits() digits.
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "integer string conversion" in first:
+            first = f"an integer has more than {sys.get_int_max_str_digits()} digits"
         raise ConfigError(str(path), f"cannot parse: {first}") from None
     if not isinstance(data, dict):
         raise ConfigError(str(path), "top level must be a table/mapping")

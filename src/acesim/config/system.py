@@ -8,16 +8,27 @@ reason); :func:`acesim.config.presets.assumptions` lists them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..registry import listed
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
-from .errors import FieldRuleError
-from .quantities import Bytes, BytesPerSecond, FlopsPerSecond, Seconds
+from .errors import FieldRuleError, config_error_from
+from .validators import (
+    MAX_NPUS,
+    NonNegativeSeconds,
+    NpuCount,
+    PositiveBytes,
+    PositiveBytesPerSecond,
+    PositiveFlopsPerSecond,
+    PositiveFraction,
+    PositiveInt,
+    show_number,
+)
 
 DimensionKind = Literal["ring", "fully_connected", "switch"]
 
@@ -39,25 +50,21 @@ class NPUConfig(Strict):
     """One accelerator: compute units, their peak rate, HBM."""
 
     name: str = "npu"
-    compute_units: int = Field(108, description="SM-like units")
-    flops_per_unit: FlopsPerSecond = Field(1.15e12, description="peak FLOP/s of one unit")
-    hbm_bandwidth: BytesPerSecond = Field(900e9, description="HBM bandwidth, B/s")
-    hbm_capacity: Bytes = Field(32 * 2**30, description="HBM capacity, bytes")
+    compute_units: PositiveInt = Field(108, description="SM-like units")
+    flops_per_unit: PositiveFlopsPerSecond = Field(1.15e12, description="peak FLOP/s of one unit")
+    hbm_bandwidth: PositiveBytesPerSecond = Field(900e9, description="HBM bandwidth, B/s")
+    hbm_capacity: PositiveBytes = Field(32 * 2**30, description="HBM capacity, bytes")
     wave_quantization: bool = Field(False, description="kernels run ceil(W/U) waves")
 
-    @field_validator("compute_units")
-    @classmethod
-    def _units_positive(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
-
-    @field_validator("flops_per_unit", "hbm_bandwidth", "hbm_capacity")
-    @classmethod
-    def _positive(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
+    @model_validator(mode="after")
+    def _peak_finite(self) -> NPUConfig:
+        if not math.isfinite(self.peak_flops):
+            raise FieldRuleError(
+                "flops_per_unit",
+                f"times compute_units ({self.compute_units}) must be a finite FLOP/s, "
+                f"got {show_number(self.flops_per_unit, 'FLOP/s')}",
+            )
+        return self
 
     @property
     def peak_flops(self) -> float:
@@ -68,47 +75,45 @@ class NPUConfig(Strict):
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
-    name: str | None = None
+    name: str | None = Field(
+        None, description="unique; default local, vertical, horizontal, then dim3, dim4 ..."
+    )
     kind: DimensionKind = "ring"
-    size: int = Field(description="NPUs along this dimension")
-    link_bandwidth: BytesPerSecond = Field(description="one link, one direction, B/s")
-    link_latency: Seconds = Field(0.0, description="per message, s")
-    links_per_npu: int = Field(1, description="links of this dimension at each NPU")
+    size: NpuCount = Field(description="NPUs along this dimension")
+    link_bandwidth: PositiveBytesPerSecond = Field(description="one link, one direction, B/s")
+    link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
+    links_per_npu: PositiveInt = Field(1, description="links of this dimension at each NPU")
 
-    @field_validator("size")
-    @classmethod
-    def _size(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
+    @model_validator(mode="after")
+    def _egress_finite(self) -> DimensionConfig:
+        if not math.isfinite(self.link_bandwidth * self.links_per_npu):
+            raise FieldRuleError(
+                "link_bandwidth",
+                f"times links_per_npu ({self.links_per_npu}) must be a finite B/s, "
+                f"got {show_number(self.link_bandwidth, 'B/s')}",
+            )
+        return self
 
-    @field_validator("link_bandwidth")
-    @classmethod
-    def _bw(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g} B/s")
-        return v
 
-    @field_validator("link_latency")
-    @classmethod
-    def _lat(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError(f"must not be negative, got {v:g} s")
-        return v
+#: Names of dimensions 0, 1 and 2 without an explicit name; dimension i >= 3 is ``dim<i>``.
+#: (The topology, acesim.network.topology, names its dimensions the same way.)
+DEFAULT_DIMENSION_NAMES = ("local", "vertical", "horizontal")
 
-    @field_validator("links_per_npu")
-    @classmethod
-    def _links(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
+
+def dimension_name(index: int, name: str | None = None) -> str:
+    """The name of dimension ``index``: ``name`` if given, else its default."""
+    if name:
+        return name
+    return DEFAULT_DIMENSION_NAMES[index] if index < len(DEFAULT_DIMENSION_NAMES) else f"dim{index}"
 
 
 class NetworkConfig(Strict):
     """A multi-dimensional network; the NPU count is the product of the dimension sizes."""
 
     dimensions: list[DimensionConfig]
-    npus: int | None = Field(None, description="optional check: must equal the product of sizes")
+    npus: NpuCount | None = Field(
+        None, description="optional check: must equal the product of sizes"
+    )
 
     @field_validator("dimensions")
     @classmethod
@@ -118,12 +123,37 @@ class NetworkConfig(Strict):
         return v
 
     @model_validator(mode="after")
+    def _unique_names(self) -> NetworkConfig:
+        # Names are unique, default names included (a dimension named "local" beside an unnamed
+        # dimension 0). The explicit name of a clash is reported, the later one if both are.
+        seen: dict[str, int] = {}
+        for i, dim in enumerate(self.dimensions):
+            name = dimension_name(i, dim.name)
+            if name not in seen:
+                seen[name] = i
+                continue
+            j = seen[name]
+            at, other = (j, i) if dim.name is None else (i, j)
+            default = "" if self.dimensions[other].name else " (its default)"
+            raise FieldRuleError(
+                f"dimensions[{at}].name",
+                f"must be unique, {name!r} is also dimensions[{other}]'s name{default}",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _count(self) -> NetworkConfig:
+        shape = "x".join(str(d.size) for d in self.dimensions)
         product = 1
         for dim in self.dimensions:
             product *= dim.size
+            if product > MAX_NPUS:
+                raise FieldRuleError(
+                    "dimensions",
+                    f"must hold at most 2**32 = {MAX_NPUS} NPUs in all (the product of the "
+                    f"sizes), got {shape}",
+                )
         if self.npus is not None and self.npus != product:
-            shape = "x".join(str(d.size) for d in self.dimensions)
             raise FieldRuleError(
                 "npus",
                 f"must equal the product of dimension sizes {shape} = {product}, got {self.npus}",
@@ -152,19 +182,23 @@ class CollectiveConfig(Strict):
         "(names: the registries of acesim.network; checked when the platform is elaborated)",
     )
     composition: Literal["hierarchical", "per_dimension"] = "hierarchical"
-    chunks: int = Field(4, description="chunks a collective is split into (dataset splits)")
-    active_chunks_per_dimension: int = Field(1, description="cap on chunks in flight per dim")
+    chunks: PositiveInt = Field(4, description="chunks a collective is split into (dataset splits)")
+    active_chunks_per_dimension: PositiveInt = Field(
+        1, description="cap on chunks in flight per dim"
+    )
     scheduling: Literal["fifo", "lifo"] = "fifo"
     priorities: Literal["blocking_first", "none"] = Field(
         "blocking_first",
         description="waiting chunks of collectives the training loop blocks on go first "
         "(ASTRA-sim issues blocking collectives at the highest priority); none: fifo/lifo only",
     )
-    endpoint_delay: Seconds = Field(10e-9, description="fixed per-message endpoint delay, s")
-    protocol_efficiency: float = Field(
+    endpoint_delay: NonNegativeSeconds = Field(
+        10e-9, description="fixed per-message endpoint delay, s"
+    )
+    protocol_efficiency: PositiveFraction = Field(
         1.0, description="fraction of link bandwidth carrying payload (protocol overhead)"
     )
-    max_messages: int = Field(
+    max_messages: PositiveInt = Field(
         5_000_000,
         description="bound on the messages one collective may send (all simulated NPUs): a "
         "limit on work, about a minute of simulation at ~70,000 messages/s; raise it knowingly",
@@ -185,27 +219,6 @@ class CollectiveConfig(Strict):
                     raise FieldRuleError(where, err.rule, name, hint=err.hint)
         return value
 
-    @field_validator("chunks", "active_chunks_per_dimension", "max_messages")
-    @classmethod
-    def _at_least_one(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
-
-    @field_validator("endpoint_delay")
-    @classmethod
-    def _delay(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError(f"must not be negative, got {v:g} s")
-        return v
-
-    @field_validator("protocol_efficiency")
-    @classmethod
-    def _eff(cls, v: float) -> float:
-        if not 0 < v <= 1:
-            raise ValueError(f"must be in (0, 1], got {v:g}")
-        return v
-
 
 class Source(Strict):
     """Where a parameter's value comes from."""
@@ -217,18 +230,22 @@ class Source(Strict):
 class ReproWorkload(Strict):
     """A workload of a paper reproduction and its per-NPU settings."""
 
-    batch_per_npu: int | None = None
-    dtype_bytes: int | None = None
+    batch_per_npu: PositiveInt | None = None
+    dtype_bytes: PositiveInt | None = None
 
 
 class ReproductionConfig(Strict):
     """What a paper reproduction runs on this system (see acesim.experiments.reproduce)."""
 
     workloads: dict[str, ReproWorkload] = Field(default_factory=dict)
-    npus: list[int] = Field(default_factory=lambda: [16, 32, 64, 128])
-    iterations: int = 3
-    sram_sizes: list[Bytes] = Field(default_factory=list, description="ACE SRAM sensitivity")
-    membw_size: Bytes = Field(64 * 2**20, description="collective size of the membw analysis")
+    npus: list[NpuCount] = Field(default_factory=lambda: [16, 32, 64, 128])
+    iterations: PositiveInt = 3
+    sram_sizes: list[PositiveBytes] = Field(
+        default_factory=list, description="ACE SRAM sensitivity"
+    )
+    membw_size: PositiveBytes = Field(
+        64 * 2**20, description="collective size of the membw analysis"
+    )
 
 
 class SystemConfig(Strict):
@@ -260,15 +277,24 @@ class SystemConfig(Strict):
         that kind's settings (``comm_units=4``): the one way endpoint variants are derived."""
         copy = self.model_copy(deep=True)
         if kind is not None:
-            copy.endpoint.kind = kind
+            try:
+                copy.endpoint.kind = kind
+            except ValidationError as exc:
+                raise config_error_from(exc, EndpointConfig, "endpoint") from None
         if changes:
             settings = copy.endpoint.settings()
+            where = f"endpoint.{copy.endpoint.kind}"
             for name, value in changes.items():
                 if name not in type(settings).model_fields:
-                    raise ConfigError(
-                        f"endpoint.{copy.endpoint.kind}.{name}", "unknown setting", value
-                    )
-                setattr(settings, name, value)
+                    raise ConfigError(f"{where}.{name}", "unknown setting", value)
+                try:
+                    setattr(settings, name, value)  # validated (validate_assignment)
+                except ValidationError as exc:
+                    raise config_error_from(exc, type(settings), where) from None
+            # and checked against the rest of the system, as when the document was validated
+            check = ENDPOINT_SETTINGS.get(copy.endpoint.kind).check
+            if check is not None:
+                check(settings, copy)
         return copy
 
     @property

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from ...config.quantities import Bytes, BytesPerSecond
 from ...config.system import Strict
+from ...config.validators import NonNegativeFloat, PositiveBytes, PositiveBytesPerSecond
 from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import REDUCE
@@ -34,25 +34,18 @@ __all__ = ["AceSettings", "AceEndpoint"]
 class AceSettings(Strict):
     """The Accelerator Collectives Engine: SRAM, ALUs and DMA beside the network interface."""
 
-    sram: Bytes = Field(4 * 2**20, description="SRAM buffer, bytes")
-    alu_bandwidth: BytesPerSecond = Field(1.6e12, description="reduction throughput, B/s")
-    dma_bandwidth: BytesPerSecond = Field(500e9, description="HBM<->SRAM DMA, B/s")
+    sram: PositiveBytes = Field(4 * 2**20, description="SRAM buffer, bytes")
+    alu_bandwidth: PositiveBytesPerSecond = Field(1.6e12, description="reduction throughput, B/s")
+    dma_bandwidth: PositiveBytesPerSecond = Field(500e9, description="HBM<->SRAM DMA, B/s")
     split_chunks: bool = Field(
         True, description="split chunks into pieces of at most sram/2 (two in flight)"
     )
     allow_spill: bool = Field(
         True, description="without splitting: chunks larger than SRAM spill to HBM"
     )
-    spill_hbm_bytes_per_byte: float = Field(
+    spill_hbm_bytes_per_byte: NonNegativeFloat = Field(
         2.0, description="extra HBM bytes per network byte of a spilled chunk (write+read back)"
     )
-
-    @field_validator("sram", "alu_bandwidth", "dma_bandwidth")
-    @classmethod
-    def _pos(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
 
 
 class AceEndpoint(Endpoint):

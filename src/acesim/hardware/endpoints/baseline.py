@@ -20,12 +20,20 @@ baseline; empty means the settings as given.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from ...config.quantities import BytesPerSecond
 from ...config.system import Strict, SystemConfig
+from ...config.validators import (
+    NonNegativeFloat,
+    PositiveBytesPerSecond,
+    PositiveFloat,
+    PositiveInt,
+    ProperFraction,
+    show_number,
+)
 from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
@@ -42,85 +50,42 @@ def _nothing() -> None:
 class BaselineSplit(Strict):
     """One resource split between communication and compute, for best-baseline searches."""
 
-    comm_units: int = Field(description="compute units held by collective kernels")
-    hbm_share: float | None = Field(
+    comm_units: PositiveInt = Field(description="compute units held by collective kernels")
+    hbm_share: ProperFraction | None = Field(
         None, description="static policy: fraction of HBM for comm (None = keep the default)"
     )
-    hbm_weight: float | None = Field(
+    hbm_weight: PositiveFloat | None = Field(
         None, description="fair policy: comm's max-min weight (None = keep the default)"
     )
-
-    @field_validator("comm_units")
-    @classmethod
-    def _units(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
 
 
 class BaselineSettings(Strict):
     """NCCL-like collectives running as kernels on the NPU's own compute units."""
 
-    comm_units: int = Field(8, description="compute units the collective kernels hold")
+    comm_units: PositiveInt = Field(8, description="compute units the collective kernels hold")
     unit_policy: Literal["while_active", "reserved"] = Field(
         "while_active", description="units held only while a collective runs, or for the run"
     )
-    unit_bandwidth: BytesPerSecond = Field(
+    unit_bandwidth: PositiveBytesPerSecond = Field(
         50e9, description="network bytes/s one comm unit can drive"
     )
     hbm_sharing: Literal["static", "fair"] = Field(
         "fair", description="static: comm gets hbm_share of HBM; fair: weighted max-min"
     )
-    hbm_share: float = Field(0.25, description="static policy: fraction of HBM for comm")
-    hbm_weight: float = Field(1.0, description="fair policy: comm's max-min weight vs compute")
-    reduce_hbm_bytes_per_byte: float = Field(5.0, description="reduce-scatter step")
-    gather_hbm_bytes_per_byte: float = Field(2.0, description="all-gather step")
-    alltoall_hbm_bytes_per_byte: float = Field(2.0, description="all-to-all step")
-    reduction_flops_per_byte: float = Field(0.25, description="FP32 add: 1 FLOP per 4 bytes")
+    hbm_share: ProperFraction = Field(0.25, description="static policy: fraction of HBM for comm")
+    hbm_weight: PositiveFloat = Field(
+        1.0, description="fair policy: comm's max-min weight vs compute"
+    )
+    reduce_hbm_bytes_per_byte: PositiveFloat = Field(5.0, description="reduce-scatter step")
+    gather_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-gather step")
+    alltoall_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-to-all step")
+    reduction_flops_per_byte: NonNegativeFloat = Field(
+        0.25, description="FP32 add: 1 FLOP per 4 bytes"
+    )
     splits: list[BaselineSplit] = Field(
         default_factory=list,
         description="splits tried when searching the best baseline (empty: the one above)",
     )
-
-    @field_validator("comm_units")
-    @classmethod
-    def _units(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
-        return v
-
-    @field_validator("unit_bandwidth")
-    @classmethod
-    def _ubw(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g} B/s")
-        return v
-
-    @field_validator("hbm_share")
-    @classmethod
-    def _share(cls, v: float) -> float:
-        if not 0 < v < 1:
-            raise ValueError(f"must be in (0, 1), got {v:g}")
-        return v
-
-    @field_validator(
-        "hbm_weight",
-        "reduce_hbm_bytes_per_byte",
-        "gather_hbm_bytes_per_byte",
-        "alltoall_hbm_bytes_per_byte",
-    )
-    @classmethod
-    def _pos(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
-
-    @field_validator("reduction_flops_per_byte")
-    @classmethod
-    def _nonneg(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError(f"must not be negative, got {v:g}")
-        return v
 
 
 def _check(settings: BaselineSettings, system: SystemConfig) -> None:
@@ -131,20 +96,18 @@ def _check(settings: BaselineSettings, system: SystemConfig) -> None:
                 f"endpoint.baseline.splits[{i}].comm_units",
                 f"must be fewer than npu.compute_units ({units}), got {split.comm_units}",
             )
-        if split.hbm_weight is not None and not split.hbm_weight > 0:
-            raise ConfigError(
-                f"endpoint.baseline.splits[{i}].hbm_weight",
-                f"must be positive, got {split.hbm_weight:g}",
-            )
-        if split.hbm_share is not None and not 0 < split.hbm_share < 1:
-            raise ConfigError(
-                f"endpoint.baseline.splits[{i}].hbm_share",
-                f"must be in (0, 1), got {split.hbm_share:g}",
-            )
     if settings.comm_units >= units:
         raise ConfigError(
             "endpoint.baseline.comm_units",
             f"must be fewer than npu.compute_units ({units}), got {settings.comm_units}",
+        )
+    # The held units drive at most comm_units * unit_bandwidth; fewer than compute_units of
+    # them, so bounding that product bounds every split's.
+    if not math.isfinite(units * settings.unit_bandwidth):
+        raise ConfigError(
+            "endpoint.baseline.unit_bandwidth",
+            f"times npu.compute_units ({units}) must be a finite B/s, "
+            f"got {show_number(settings.unit_bandwidth, 'B/s')}",
         )
 
 

@@ -15,10 +15,10 @@ run (None: no splitting).
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from ...config.quantities import Bytes
 from ...config.system import Strict, SystemConfig
+from ...config.validators import PositiveBytes
 from ...network.endpoint import Endpoint
 from .registry import EndpointContext, EndpointKind, Variant, chunk_limits
 
@@ -28,16 +28,9 @@ __all__ = ["IdealSettings", "IdealEndpoint"]
 class IdealSettings(Strict):
     """The ideal endpoint costs nothing; only its chunk pieces can be set."""
 
-    max_chunk_bytes: Bytes | None = Field(
+    max_chunk_bytes: PositiveBytes | None = Field(
         None, description="split chunks into pieces of at most this many bytes (None: don't)"
     )
-
-    @field_validator("max_chunk_bytes")
-    @classmethod
-    def _positive(cls, v: float | None) -> float | None:
-        if v is not None and not v > 0:
-            raise ValueError(f"must be positive, got {v:g}")
-        return v
 
 
 class IdealEndpoint(Endpoint):
