@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 import acesim
 from acesim.cli import app
-from acesim.config.quantities import BytesPerSecond
 from acesim.config.resolve import resolve_system
 from acesim.config.system import Strict
+from acesim.config.validators import PositiveBytesPerSecond
 from acesim.engine import Resource
 from acesim.errors import ConfigError, WorkloadError
 from acesim.experiments.reproduce import reproduce
@@ -42,7 +42,7 @@ MiB = 2**20
 class StreamSettings(Strict):
     """A DMA engine that streams every network byte through HBM once (read or write)."""
 
-    dma_bandwidth: BytesPerSecond = Field(400e9, description="DMA engine throughput, B/s")
+    dma_bandwidth: PositiveBytesPerSecond = Field(400e9, description="DMA engine throughput, B/s")
 
 
 class StreamEndpoint(Endpoint):

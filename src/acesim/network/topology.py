@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.system import CollectiveConfig, DimensionConfig, NetworkConfig
+from ..config.system import CollectiveConfig, DimensionConfig, NetworkConfig, dimension_name
 from ..errors import TopologyError
 
 
@@ -47,9 +47,8 @@ class Topology:
     def __init__(self, network: NetworkConfig, collective: CollectiveConfig):
         dims = []
         stride = 1
-        names = ("local", "vertical", "horizontal")
         for i, cfg in enumerate(network.dimensions):
-            dims.append(self._dimension(i, cfg, stride, collective, names))
+            dims.append(self._dimension(i, cfg, stride, collective))
             stride *= cfg.size
         self.dimensions: tuple[Dimension, ...] = tuple(dims)
         self.npus = stride
@@ -60,14 +59,13 @@ class Topology:
         cfg: DimensionConfig,
         stride: int,
         collective: CollectiveConfig,
-        names: tuple[str, ...],
     ) -> Dimension:
         if cfg.kind == "ring" and cfg.size > 2 and cfg.links_per_npu > 1 and cfg.links_per_npu % 2:
             raise TopologyError(
                 f"network.dimensions[{i}].links_per_npu: a ring with more than one link per NPU "
                 f"must have an even count (half each way), got {cfg.links_per_npu}"
             )
-        name = cfg.name or (names[i] if i < len(names) else f"dim{i}")
+        name = dimension_name(i, cfg.name)
         return Dimension(
             index=i,
             name=name,

@@ -14,6 +14,7 @@ optimizer step of the layer after its gradients are reduced (s).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +23,16 @@ from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 
 Parallelism = Literal["data", "hybrid_dlrm", "micro"]
+
+
+def _check_amount(value: float, field: str) -> None:
+    """A workload amount (FLOPs, bytes, seconds) is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WorkloadError(f"must be a number, got {value!r}", field=field)
+    if not math.isfinite(value):
+        raise WorkloadError(f"must be a finite number, got {value}", field=field)
+    if value < 0:
+        raise WorkloadError(f"must not be negative, got {value}", field=field)
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,9 @@ class Compute:
 
     def __post_init__(self) -> None:
         for name in ("flops", "hbm_bytes"):
-            if getattr(self, name) < 0:
-                raise WorkloadError(f"must not be negative, got {getattr(self, name)}", field=name)
-        if self.duration is not None and self.duration < 0:
-            raise WorkloadError(f"must not be negative, got {self.duration}", field="duration")
+            _check_amount(getattr(self, name), name)
+        if self.duration is not None:
+            _check_amount(self.duration, "duration")
 
     @property
     def empty(self) -> bool:
@@ -70,8 +80,7 @@ class Comm:
             )
         if self.dims is not None and self.group is not None:
             raise WorkloadError("give either dims or group, not both", field="comm")
-        if self.size < 0:
-            raise WorkloadError(f"must not be negative, got {self.size}", field="comm size")
+        _check_amount(self.size, "comm size")
 
 
 @dataclass(frozen=True)
@@ -120,10 +129,7 @@ class Layer:
     def __post_init__(self) -> None:
         if not self.name:
             raise WorkloadError("every layer needs a name", field="name")
-        if self.update_time < 0:
-            raise WorkloadError(
-                f"must not be negative, got {self.update_time}", field="update_time"
-            )
+        _check_amount(self.update_time, "update_time")
 
 
 @dataclass(frozen=True)
