@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from systems import examples
 from typer.testing import CliRunner
@@ -132,7 +132,9 @@ def test_any_system_document_gives_a_finite_result_or_one_error(
         result = acesim.simulate_collective(system, op, "1 MiB", endpoint=endpoint)
     except AcesimError as err:
         assert "\n" not in str(err)
+        event(f"error: {type(err).__name__}")
         return
+    event("result")
     _finite(result.to_dict())
 
 
@@ -152,7 +154,9 @@ def test_any_system_document_trains_to_a_finite_result_or_one_error(
         result, _ex = execute(make_case(system.with_endpoint("ideal"), workload))
     except AcesimError as err:
         assert "\n" not in str(err)
+        event(f"error: {type(err).__name__}")
         return
+    event("result")
     _finite(result.to_dict())
 
 
@@ -253,7 +257,9 @@ def test_any_astra_text_reads_to_a_workload_or_one_error(
         result, _ex = execute(make_case(system, graph))
     except AcesimError as err:
         assert "\n" not in str(err)
+        event(f"error: {type(err).__name__}")
         return
+    event("result")
     _finite(result.to_dict())
 
 
@@ -302,7 +308,9 @@ def test_any_chakra_bytes_read_to_a_graph_or_one_error(
         result, _ex = execute(make_case(system, graph, warmup=0, mode="exact"))
     except AcesimError as err:
         assert "\n" not in str(err)
+        event(f"error: {type(err).__name__}")
         return
+    event("result")
     _finite(result.to_dict())
 
 
@@ -327,7 +335,9 @@ def test_any_sweep_spec_expands_or_is_one_error(spec: dict[str, Any]) -> None:
         points = load_spec(spec).points()
     except AcesimError as err:
         assert "\n" not in str(err)
+        event(f"error: {type(err).__name__}")
         return
+    event("result")
     assert all(p.ok or p.error for p in points)
 
 
