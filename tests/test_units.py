@@ -109,3 +109,23 @@ def test_formatting_uses_the_documented_prefixes() -> None:
     assert format_size(64 * 2**20) == "64 MiB"
     assert format_rate(231e9) == "231 GB/s"
     assert format_time(12.3e-6) == "12.3 us"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("400 Gb/s", 50e9),
+        ("400 Gbit/s", 50e9),
+        ("400 Gbps", 50e9),
+        ("800 Mb/s", 100e6),
+        ("1 Tb/s", 125e9),
+        ("25 GBps", 25e9),
+    ],
+)
+def test_bit_rates_are_bytes_over_eight(text: str, expected: float) -> None:
+    assert parse_quantity(text, "rate") == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize("text", ["1.5 us", "1.5 \u00b5s", "1.5 \u03bcs"])
+def test_both_micro_signs_are_microseconds(text: str) -> None:
+    assert parse_quantity(text, "time") == pytest.approx(1.5e-6, rel=1e-15)

@@ -5,8 +5,11 @@ Conventions (stated once, used everywhere):
 * sizes are bytes. Binary prefixes are explicit (``KiB`` = 2**10, ``MiB``, ``GiB``, ``TiB``);
   decimal prefixes are decimal (``KB`` = 1e3, ``MB``, ``GB``, ``TB``). ``B`` is one byte.
 * rates are bytes per second with *decimal* prefixes (``1 GB/s`` = 1e9 B/s, as datasheets and
-  nccl-tests use); ``GiB/s`` is accepted and is binary.
-* times are seconds: ``s``, ``ms``, ``us`` (or ``µs``), ``ns``, ``ps``.
+  nccl-tests use); ``GiB/s`` is accepted and is binary. Bit rates, the way links and NICs are
+  sold, are accepted and divided by 8: ``400 Gb/s``, ``400 Gbit/s``, ``400 Gbps`` = 50 GB/s (a
+  lower-case ``b`` is a bit, an upper-case ``B`` a byte).
+* times are seconds: ``s``, ``ms``, ``us`` (or ``µs``, the micro sign, or ``μs``, the Greek
+  mu), ``ns``, ``ps``.
 * compute rates are FLOP per second: ``TFLOP/s``, ``TFLOPS``, ``GFLOP/s`` ...
 * plain numbers (int/float) are taken as already in base units.
 
@@ -26,17 +29,26 @@ Kind = Literal["size", "rate", "time", "flop_rate", "flops"]
 
 _DEC = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
-_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12, "min": 60.0}
+_TIME = {
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "\u00b5s": 1e-6,  # micro sign
+    "\u03bcs": 1e-6,  # Greek small letter mu
+    "ns": 1e-9,
+    "ps": 1e-12,
+    "min": 60.0,
+}
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ/]*)\s*$")
+_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z\u00b5\u03bc/]*)\s*$")
 
 #: longer quantity text is refused before it is parsed (no quantity needs more)
 _MAX_TEXT = 200
 
 _EXAMPLES = {
     "size": "'4 MiB', '1 GB', '512 B'",
-    "rate": "'25 GB/s', '1.6 TB/s', '10 GiB/s'",
+    "rate": "'25 GB/s', '1.6 TB/s', '400 Gb/s'",
     "time": "'500 ns', '1.5 us', '2 ms'",
     "flop_rate": "'125 TFLOP/s', '19.5 TFLOPS'",
     "flops": "'4.1 GFLOP', '1e9'",
@@ -62,6 +74,10 @@ def _scale(unit: str, kind: Kind) -> float | None:
         for suffix in ("B/s", "Bps"):
             if unit.endswith(suffix):
                 return _prefix(unit[: -len(suffix)], allow_binary=True)
+        for suffix in ("bit/s", "b/s", "bps"):
+            if unit.endswith(suffix):
+                scale = _prefix(unit[: -len(suffix)], allow_binary=True)
+                return None if scale is None else scale / 8
         return None
     if kind == "flop_rate":
         for suffix in ("FLOP/s", "FLOPS", "flop/s", "FLOPs/s"):
