@@ -128,3 +128,15 @@ def test_debug_shows_the_traceback() -> None:
     assert result.returncode != 0
     assert "Traceback" in result.stderr
     assert "ConfigError" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["run", "collective", "membw", "reproduce", "export-chakra", "presets", "kinds", "assumptions"],
+)
+def test_flags_show_no_value_placeholder(command: str) -> None:
+    # A boolean flag takes no value: help must not suggest `--exact <bool>`.
+    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    flagged = [line for line in out.output.splitlines() if "<bool>" in line]
+    assert all("--help" in line for line in flagged), flagged

@@ -47,9 +47,9 @@ def _version(value: bool) -> None:
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.", metavar=""),
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version."
+        False, "--version", callback=_version, is_eager=True, help="Print the version.", metavar=""
     ),
 ) -> None:
     _state["debug"] = debug

@@ -27,11 +27,13 @@ def collective_command(
     endpoint: str | None = typer.Option(
         None, "--endpoint", help=f"endpoint kind: {ENDPOINT_KINDS.choices()}"
     ),
-    exact: bool = typer.Option(False, "--exact", help="simulate every NPU, not one representative"),
+    exact: bool = typer.Option(
+        False, "--exact", help="simulate every NPU, not one representative", metavar=""
+    ),
     with_compute: str | None = typer.Option(
         None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
     ),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
     from ..simulate import simulate_collective

@@ -21,9 +21,11 @@ def membw_command(
     size: str = typer.Option("64 MiB", "--size", help="collective size"),
     npus: str = typer.Option("16,32,64,128,256,512,1024", "--npus", help="NPU counts"),
     target: float = typer.Option(0.95, "--target", help="fraction of ideal network bw to reach"),
-    no_simulate: bool = typer.Option(False, "--no-simulate", help="byte accounting only"),
+    no_simulate: bool = typer.Option(
+        False, "--no-simulate", help="byte accounting only", metavar=""
+    ),
     plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png, .svg or .pdf)"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte and HBM bandwidth needed."""
     if plot is not None:

@@ -36,9 +36,9 @@ def reproduce_command(
     workloads: str | None = typer.Option(None, "--workloads", help="subset, e.g. resnet50,gnmt"),
     npus: str | None = typer.Option(None, "--npus", help="subset of network sizes, e.g. 16,64"),
     workers: int | None = typer.Option(None, "--workers", help="processes (default: cores)"),
-    no_figures: bool = typer.Option(False, "--no-figures", help="skip the figures"),
+    no_figures: bool = typer.Option(False, "--no-figures", help="skip the figures", metavar=""),
     assumptions: bool = typer.Option(
-        False, "--assumptions", help="print every parameter's source and exit"
+        False, "--assumptions", help="print every parameter's source and exit", metavar=""
     ),
 ) -> None:
     """Reproduce the ACE paper: summary.json, report.md and figures in --out."""

@@ -51,6 +51,7 @@ def run_command(
         False,
         "--search",
         help="with --endpoint: run every variant (baseline splits), keep the best",
+        metavar="",
     ),
     npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
     shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
@@ -64,11 +65,11 @@ def run_command(
     dtype_bytes: int | None = typer.Option(
         None, "--dtype-bytes", help="bytes per element, 4 = FP32, 2 = BF16 (zoo workloads)"
     ),
-    exact: bool = typer.Option(False, "--exact", help="simulate every NPU"),
+    exact: bool = typer.Option(False, "--exact", help="simulate every NPU", metavar=""),
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
-    layers: bool = typer.Option(False, "--layers", help="also print per-layer rows"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
+    layers: bool = typer.Option(False, "--layers", help="also print per-layer rows", metavar=""),
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
     if output is not None:
