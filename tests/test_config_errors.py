@@ -70,7 +70,7 @@ def test_wrong_unit_is_a_unit_error_with_the_full_field_path() -> None:
     assert isinstance(err, UnitError)
     assert str(err) == (
         "network.dimensions[1].link_bandwidth: unknown rate unit 'GB'; "
-        "use one like '25 GB/s', '1.6 TB/s', '10 GiB/s', got '50 GB'"
+        "use one like '25 GB/s', '1.6 TB/s', '400 Gb/s', got '50 GB'"
     )
     assert err.field == "network.dimensions[1].link_bandwidth"
 

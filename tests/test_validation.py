@@ -42,7 +42,7 @@ HUGE = 10**5000  # an int Python will not even print (more than 4300 digits)
 BUILTIN_KINDS = ("baseline", "ace", "ideal")
 EXAMPLES = {
     "size": "'4 MiB', '1 GB', '512 B'",
-    "rate": "'25 GB/s', '1.6 TB/s', '10 GiB/s'",
+    "rate": "'25 GB/s', '1.6 TB/s', '400 Gb/s'",
     "time": "'500 ns', '1.5 us', '2 ms'",
     "flop_rate": "'125 TFLOP/s', '19.5 TFLOPS'",
 }
