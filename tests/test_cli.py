@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -112,9 +113,7 @@ def test_config_file_errors_name_the_file_and_field(tmp_path: object) -> None:
     from pathlib import Path
 
     path = Path(str(tmp_path)) / "s.toml"
-    path.write_text(
-        '[[network.dimensions]]\nkind = "ring"\nsize = 4\nlink_bandwith = "25 GB/s"\n'
-    )
+    path.write_text('[[network.dimensions]]\nkind = "ring"\nsize = 4\nlink_bandwith = "25 GB/s"\n')
     result = acesim("collective", "--system", str(path))
     assert result.returncode == 2
     assert result.stderr.strip() == (
@@ -140,3 +139,47 @@ def test_flags_show_no_value_placeholder(command: str) -> None:
     assert out.exit_code == 0
     flagged = [line for line in out.output.splitlines() if "<bool>" in line]
     assert all("--help" in line for line in flagged), flagged
+
+
+def test_set_changes_one_field_on_every_command_that_takes_a_system() -> None:
+    runner = CliRunner()
+    base = ["collective", "--sizes", "64MiB", "--json", "--endpoint", "baseline"]
+    slow = runner.invoke(app, [*base, "--set", "npu.hbm_bandwidth=100 GB/s"])
+    fast = runner.invoke(app, [*base, "--set", "npu.hbm_bandwidth='3.6 TB/s'"])
+    assert slow.exit_code == 0 and fast.exit_code == 0, slow.output + fast.output
+    t_slow = json.loads(slow.stdout)["results"][0]["time"]
+    t_fast = json.loads(fast.stdout)["results"][0]["time"]
+    assert t_slow > t_fast  # the baseline's HBM traffic binds at 100 GB/s
+    chunks = runner.invoke(app, ["run", "--endpoint", "ideal", "--npus", "16", "--json",
+                                 "--set", "collective.chunks=8"])  # fmt: skip
+    assert chunks.exit_code == 0, chunks.output
+    for command in (["membw", "--no-simulate", "--npus", "16"], ["assumptions"]):
+        out = runner.invoke(app, [*command, "--set", "npu.hbm_bandwidth=1.2 TB/s"])
+        assert out.exit_code == 0, out.output
+
+
+@pytest.mark.parametrize(
+    "item,message",
+    [
+        ("foo", "--set: expected dotted.path=value, got 'foo'"),
+        ("npu.hbm_bandwdth=1", "npu.hbm_bandwdth: unknown key (did you mean 'hbm_bandwidth'?)"),
+        ("npu.hbm_bandwidth=-1", "npu.hbm_bandwidth: must be positive, got -1 B/s"),
+    ],
+)
+def test_set_errors_are_one_line(item: str, message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "acesim.cli", "collective", "--sizes", "1MiB", "--set", item],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message in proc.stderr
+
+
+def test_assumptions_show_values_as_written() -> None:
+    out = CliRunner().invoke(app, ["assumptions", "ace-isca21"], env={"COLUMNS": "250"})
+    assert out.exit_code == 0
+    row = next(line for line in out.output.splitlines() if "endpoint.ace.sram" in line)
+    assert "4 MiB" in row and "assumption" in row

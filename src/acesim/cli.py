@@ -17,13 +17,14 @@ from typing import Any
 import typer
 
 from . import __version__
+from .commands.assumptions import assumptions_command
 from .commands.chakra import export_chakra_command
 from .commands.collective import collective_command
 from .commands.common import console, err_console
 from .commands.kinds import kinds_command
 from .commands.membw import membw_command
 from .commands.presets import presets_command
-from .commands.reproduce import assumptions_command, reproduce_command
+from .commands.reproduce import reproduce_command
 from .commands.run import run_command
 from .commands.sweep import register as register_sweep
 from .errors import AcesimError

@@ -54,6 +54,7 @@ def cli_case(
     batch: int | None = None,
     dtype_bytes: int | None = None,
     search: bool = False,
+    overrides: dict[str, Any] | None = None,
 ) -> Case:
     """The case the command-line options describe."""
     if npus is not None and shape is not None:
@@ -70,7 +71,14 @@ def cli_case(
         "npus": npus,
     }
     try:
-        return make_case(system, workload, options, batch_per_npu=batch, dtype_bytes=dtype_bytes)
+        return make_case(
+            system,
+            workload,
+            options,
+            overrides=overrides,
+            batch_per_npu=batch,
+            dtype_bytes=dtype_bytes,
+        )
     except ConfigError as err:
         flag = FLAGS.get(err.field)
         if flag is None:

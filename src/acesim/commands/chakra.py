@@ -8,7 +8,7 @@ import typer
 
 from ..config.presets import DEFAULT_PRESET
 from ..training.loops import LOOPS
-from .common import console
+from .common import SET_HELP, console, parse_sets
 
 
 def export_chakra_command(
@@ -20,6 +20,7 @@ def export_chakra_command(
     iterations: int = typer.Option(1, "--iterations", "-n", help="iterations to unroll"),
     loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
     batch: int | None = typer.Option(None, "--batch", help="per-NPU batch size (zoo workloads)"),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
@@ -44,6 +45,7 @@ def export_chakra_command(
         warmup=0,
         loop=loop,
         batch=batch,
+        overrides=parse_sets(sets),
     )
     cfg = case.system
     work = case.workload

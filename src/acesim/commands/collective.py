@@ -15,7 +15,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_rate, format_size, format_time, parse_quantity, parse_size_range
-from .common import console, err_console, progress
+from .common import SET_HELP, console, err_console, parse_sets, progress
 
 
 def collective_command(
@@ -34,6 +34,7 @@ def collective_command(
         None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
     from ..simulate import simulate_collective
@@ -41,7 +42,7 @@ def collective_command(
     COLLECTIVE_OPS.get(op, "--op")
     size_list = parse_size_range(sizes, "--sizes")
     compute = _parse_compute(with_compute) if with_compute else None
-    cfg = resolve_system(system)
+    cfg = resolve_system(system, overrides=parse_sets(sets))
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
     results = []

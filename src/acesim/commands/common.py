@@ -7,13 +7,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+import tomllib
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..errors import ConfigError
 
-__all__ = ["console", "err_console", "progress", "check_output_path", "IMAGE_SUFFIXES"]
+__all__ = [
+    "console",
+    "err_console",
+    "progress",
+    "check_output_path",
+    "IMAGE_SUFFIXES",
+    "parse_sets",
+    "SET_HELP",
+]
+
+SET_HELP = (
+    "change one system field: dotted.path=value (repeatable), e.g. "
+    "--set npu.hbm_bandwidth='3.6 TB/s' --set collective.chunks=8"
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -57,3 +72,26 @@ def check_output_path(path: Path, option: str, suffixes: tuple[str, ...] | None 
         allowed = ", ".join(suffixes)
         raise ConfigError(option, f"file name must end in one of {allowed}", str(path))
     return path
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``["a.b=4", "x.y=3.6 TB/s"]`` -> ``{"a.b": 4, "x.y": "3.6 TB/s"}``.
+
+    A value is read as a TOML value when it is one (numbers, ``true``/``false``, ``"text"``,
+    ``[1, 2]``, ``{k = 1}``), else taken as text ("3.6 TB/s", "ring"); ConfigError naming
+    ``--set`` for an item without ``=`` or a path given twice.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        path, sep, text = item.partition("=")
+        path, text = path.strip(), text.strip()
+        if not sep or not path:
+            raise ConfigError("--set", "expected dotted.path=value", item)
+        if path in out:
+            raise ConfigError("--set", f"sets {path!r} twice", item)
+        try:
+            value: Any = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        out[path] = value
+    return out

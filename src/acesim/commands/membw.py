@@ -12,7 +12,15 @@ from ..errors import ConfigError
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_rate, parse_quantity
-from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+from .common import (
+    IMAGE_SUFFIXES,
+    SET_HELP,
+    check_output_path,
+    console,
+    err_console,
+    parse_sets,
+    progress,
+)
 
 
 def membw_command(
@@ -26,6 +34,7 @@ def membw_command(
     ),
     plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png, .svg or .pdf)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte and HBM bandwidth needed."""
     if plot is not None:
@@ -43,7 +52,7 @@ def membw_command(
     nbytes = parse_quantity(size, "size", "--size")
     if nbytes <= 0:
         raise ConfigError("--size", "must be positive", size)
-    cfg = resolve_system(system)
+    cfg = resolve_system(system, overrides=parse_sets(sets))
     with progress() as bar:
         task = bar.add_task("membw", total=len(counts))
         rows = membw_analysis(

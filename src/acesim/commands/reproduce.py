@@ -8,25 +8,9 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
-from .common import console, err_console, progress
+from .common import SET_HELP, console, err_console, parse_sets, progress
 
 PAPERS = {"ace-isca21": "ace-isca21"}
-
-
-def assumptions_command(
-    system: str = typer.Argument("ace-isca21", help="preset name or config file"),
-) -> None:
-    """List every sourced parameter of a system: paper, datasheet, ASTRA-sim or assumption."""
-    from ..config.presets import assumptions as list_assumptions
-    from ..config.resolve import resolve_system
-
-    cfg = resolve_system(system)
-    table = Table(title=f"Parameters of {cfg.name} and their sources")
-    for col in ("field", "source", "note"):
-        table.add_column(col)
-    for field, kind, note in list_assumptions(cfg):
-        table.add_row(field, kind, note)
-    console.print(table)
 
 
 def reproduce_command(
@@ -40,6 +24,7 @@ def reproduce_command(
     assumptions: bool = typer.Option(
         False, "--assumptions", help="print every parameter's source and exit", metavar=""
     ),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
     from ..config.resolve import resolve_system
@@ -49,9 +34,11 @@ def reproduce_command(
         raise ConfigError("paper", "must be one of " + ", ".join(PAPERS), paper)
     if workers is not None and workers < 1:
         raise ConfigError("--workers", "must be at least 1", workers)
-    cfg = resolve_system(system or PAPERS[paper])
+    cfg = resolve_system(system or PAPERS[paper], overrides=parse_sets(sets))
     if assumptions:
-        assumptions_command(system or PAPERS[paper])
+        from .assumptions import assumptions_command
+
+        assumptions_command(system or PAPERS[paper], sets)
         return
     names = workloads.split(",") if workloads else None
     try:

@@ -23,7 +23,7 @@ from ..results.run import RunResult
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
 from .cases import cli_case
-from .common import check_output_path, console, err_console, progress
+from .common import SET_HELP, check_output_path, console, err_console, parse_sets, progress
 
 DEFAULT_WORKLOAD = "resnet50"
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
@@ -70,6 +70,7 @@ def run_command(
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
     layers: bool = typer.Option(False, "--layers", help="also print per-layer rows", metavar=""),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
     if output is not None:
@@ -104,6 +105,7 @@ def run_command(
         batch=batch,
         dtype_bytes=dtype_bytes,
         search=search,
+        overrides=parse_sets(sets),
     )
     cfg = case.system
     payload: dict[str, Any]

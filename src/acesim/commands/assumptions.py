@@ -1,0 +1,61 @@
+"""`acesim assumptions`: every sourced parameter of a system, its value and where it comes from."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from .common import SET_HELP, console, parse_sets
+
+#: Longest value shown in a cell (a whole table of dimensions is summarised).
+MAX_VALUE_TEXT = 60
+
+
+def _value_at(doc: Any, path: str) -> Any:
+    from ..config.paths import parse_path
+
+    node = doc
+    for part in parse_path(path):
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+    return text if len(text) <= MAX_VALUE_TEXT else text[: MAX_VALUE_TEXT - 1] + "…"
+
+
+def assumptions_command(
+    system: str = typer.Argument("ace-isca21", help="preset name or config file"),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """List every sourced parameter of a system: its value and its source (paper, datasheet,
+    ASTRA-sim, measurement or assumption)."""
+    from ..config.paths import set_path
+    from ..config.presets import assumptions as list_assumptions
+    from ..config.presets import system_document
+    from ..config.resolve import resolve_system
+
+    overrides = parse_sets(sets)
+    cfg = resolve_system(system, overrides=overrides)
+    written = system_document(system)  # values as written (units kept) ...
+    for path, value in overrides.items():
+        written = set_path(written, path, value)
+    resolved = cfg.model_dump(mode="json")  # ... or resolved, for defaults
+    table = Table(title=f"Parameters of {cfg.name}: values and sources")
+    for col in ("field", "value", "source", "note"):
+        table.add_column(col, overflow="fold")
+    for field, kind, note in list_assumptions(cfg):
+        value = _value_at(written, field)
+        if value is None:
+            value = _value_at(resolved, field)
+        table.add_row(field, _show(value), kind, note)
+    console.print(table)
