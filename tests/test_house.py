@@ -238,3 +238,25 @@ def test_every_result_says_what_it_was_run_with() -> None:
     coll = acesim.simulate_collective("ace-isca21", "all-reduce", "1 MiB")
     assert coll.system == "ace-isca21" and coll.shape == [4, 4, 4]
     assert coll.version == acesim.__version__
+
+
+def test_results_convert_to_dataframes(tmp_path: Path) -> None:
+    comp = acesim.compare("ace-isca21", "resnet50", npus=16)
+    frame = comp.to_pandas()
+    assert set(frame["kind"]) == {"baseline", "ace", "ideal"}
+    assert frame["best"].sum() == 3  # one kept variant per kind
+    best_ace = frame[(frame["kind"] == "ace") & frame["best"]]
+    assert best_ace["speedup"].item() == comp.speedup("ace")
+    run = comp.best("ace")
+    assert run.to_pandas()["iteration_time"].item() == run.iteration_time
+    layers = run.layers_to_pandas()
+    assert list(layers.columns) == [
+        "layer", "forward_s", "input_grad_s", "weight_grad_s", "collective_s", "collective_bytes"
+    ]  # fmt: skip
+    assert len(layers) == len(run.layers)
+    coll = acesim.simulate_collective("ace-isca21", "all-reduce", "1 MiB").to_pandas()
+    assert coll["busbw"].item() > 0
+    csv = tmp_path / "layers.csv"
+    out = runner.invoke(app, ["run", "--endpoint", "ace", "--npus", "16", "--layers-csv", str(csv)])
+    assert out.exit_code == 0, out.output
+    assert csv.read_text().splitlines()[0].startswith("layer,forward_s,")

@@ -70,6 +70,9 @@ def run_command(
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
     layers: bool = typer.Option(False, "--layers", help="also print per-layer rows", metavar=""),
+    layers_csv: Path | None = typer.Option(
+        None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
+    ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
@@ -79,8 +82,11 @@ def run_command(
         check_output_path(trace, "--trace", (".json",))
         if endpoint is None:
             raise ConfigError("--trace", "needs one --endpoint (a trace shows one run)", str(trace))
-    if layers and endpoint is None:
-        raise ConfigError("--layers", "needs one --endpoint (rows of one run)")
+    if layers_csv is not None:
+        check_output_path(layers_csv, "--layers-csv", (".csv",))
+    if (layers or layers_csv is not None) and endpoint is None:
+        flag = "--layers" if layers else "--layers-csv"
+        raise ConfigError(flag, "needs one --endpoint (rows of one run)")
     if endpoint is not None:
         ENDPOINT_KINDS.get(endpoint, "--endpoint")
         if endpoints is not None:
@@ -135,6 +141,9 @@ def run_command(
             _single_table(console, result)
             if layers:
                 _layer_table(console, result)
+        if layers_csv is not None:
+            result.layers_to_pandas().to_csv(layers_csv, index=False)
+            err_console.print(f"per-layer rows written to {layers_csv}")
     else:
         jobs = plan(case, kinds)
         with progress() as bar:
@@ -193,8 +202,12 @@ def _single_table(console: Any, result: RunResult) -> None:
 
 def _layer_table(console: Any, result: RunResult) -> None:
     table = Table(title="per-layer times, mean per measured iteration")
-    for col in ("layer", "forward", "input grad", "weight grad", "collective", "bytes"):
-        table.add_column(col, justify="left" if col == "layer" else "right")
+    for col in ("layer", "fwd", "in grad", "wt grad", "collective", "bytes"):
+        # Names wrap instead of being cut; the number columns never wrap.
+        if col == "layer":
+            table.add_column(col, justify="left", overflow="fold", ratio=1)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
     for row in result.layers:
         table.add_row(
             row.name,

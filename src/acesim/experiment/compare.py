@@ -126,6 +126,24 @@ class Comparison:
     def speedup_ideal(self) -> float:
         return self.speedup("ideal")
 
+    def to_pandas(self) -> Any:
+        """One row per run: every variant of every kind, with ``kind``, ``best`` (the variant
+        kept) and ``speedup`` over the best reference variant, then the run's metrics."""
+        import pandas as pd
+
+        reference = self.best_baseline.iteration_time
+        rows = []
+        for kind, out in self.endpoints.items():
+            for r in out.tried:
+                row: dict[str, Any] = {
+                    "kind": kind,
+                    "best": r is out.best,
+                    "speedup": reference / r.iteration_time,
+                }
+                row.update(r.metrics())
+                rows.append(row)
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         info = self.best_baseline.info
         return {

@@ -44,3 +44,9 @@ class CollectiveResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_pandas(self) -> Any:
+        """One row (per-dimension bytes and compute figures as ``name.key`` columns)."""
+        import pandas as pd
+
+        return pd.json_normalize(self.to_dict(), sep=".")

@@ -134,6 +134,27 @@ class RunResult:
         data["schema"] = SCHEMA
         return data
 
+    def to_pandas(self) -> Any:
+        """One row: :meth:`metrics` (run facts included) as a ``pandas.DataFrame``."""
+        import pandas as pd
+
+        return pd.DataFrame([self.metrics()])
+
+    def layers_to_pandas(self) -> Any:
+        """One row per layer, mean per measured iteration; column names carry their units."""
+        import pandas as pd
+
+        names = {
+            "name": "layer",
+            "fwd": "forward_s",
+            "ig": "input_grad_s",
+            "wg": "weight_grad_s",
+            "comm": "collective_s",
+            "comm_bytes": "collective_bytes",
+        }
+        rows = [{names[k]: v for k, v in asdict(row).items()} for row in self.layers]
+        return pd.DataFrame(rows, columns=list(names.values()))
+
     def metrics(self) -> dict[str, Any]:
         """Flat scalar metrics and run facts (for sweeps and databases)."""
         out: dict[str, Any] = {
