@@ -60,13 +60,14 @@ def _compute_node(
     compute_time: Callable[[Compute], float] | None,
 ) -> None:
     msg.type = schema.NODE_TYPES["COMP_NODE"]
-    if c.flops or c.hbm_bytes:
-        num_ops = _as_int(c.flops, "flops", where)
-        tensor_size = _as_int(c.hbm_bytes, "hbm_bytes", where)
-        msg.attr.append(attr(A.NUM_OPS, int64_val=num_ops))
-        msg.attr.append(attr(A.TENSOR_SIZE, uint64_val=tensor_size))
-        msg.attr.extend(_exact_attr(A.A_FLOPS, c.flops, num_ops))
-        msg.attr.extend(_exact_attr(A.A_HBM_BYTES, c.hbm_bytes, tensor_size))
+    # Every compute node carries num_ops and tensor_size (0 without work): ASTRA-sim 2.0's
+    # roofline mode reads both on every compute node and stops the rank without them.
+    num_ops = _as_int(c.flops, "flops", where)
+    tensor_size = _as_int(c.hbm_bytes, "hbm_bytes", where)
+    msg.attr.append(attr(A.NUM_OPS, int64_val=num_ops))
+    msg.attr.append(attr(A.TENSOR_SIZE, uint64_val=tensor_size))
+    msg.attr.extend(_exact_attr(A.A_FLOPS, c.flops, num_ops))
+    msg.attr.extend(_exact_attr(A.A_HBM_BYTES, c.hbm_bytes, tensor_size))
     if c.duration is not None:
         micros = _as_int(c.duration * 1e6, "duration", where)
         msg.duration_micros = micros
