@@ -28,7 +28,12 @@ def membw_command(
     op: str = typer.Option("all-reduce", "--op", help="collective to analyse"),
     size: str = typer.Option("64 MiB", "--size", help="collective size"),
     npus: str = typer.Option("16,32,64,128,256,512,1024", "--npus", help="NPU counts"),
-    target: float = typer.Option(0.95, "--target", help="fraction of ideal network bw to reach"),
+    target: float = typer.Option(
+        0.95,
+        "--target",
+        help="the simulated need is the HBM bandwidth at which each endpoint reaches this "
+        "fraction of the network bandwidth it reaches with ample HBM (its own, not the ideal)",
+    ),
     no_simulate: bool = typer.Option(
         False, "--no-simulate", help="byte accounting only", metavar=""
     ),

@@ -1,8 +1,14 @@
-"""Figures of the paper reproduction (matplotlib, Agg backend), each as PNG and SVG."""
+"""Figures of the paper reproduction (matplotlib, Agg backend), each as PNG and SVG.
+
+:func:`figures` builds them (tests inspect the axes), :func:`write_figures` saves them. Every
+axis is labelled with its unit; colours mean one thing per figure (network size in the speedup
+figure, endpoint in the utilisation and breakdown figures, workload in the SRAM and split
+figures); legends sit outside the data.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,30 +17,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .membw import MembwRow, plot_membw  # noqa: E402
+from .membw import MembwRow, membw_figure  # noqa: E402
+from .plotting import color_of, finish  # noqa: E402
+
+__all__ = ["figures", "write_figures", "FIGURES"]
+
+#: Names of the figures, in the order they are written.
+FIGURES = ("speedup", "net_util", "membw", "breakdown", "sram", "splits")
+ENDPOINT_COLORS = {"best baseline": "tab:red", "ACE": "tab:blue", "ideal": "tab:gray"}
 
 
-def _save(fig: Any, out_dir: Path, name: str) -> None:
-    fig.tight_layout()
-    for suffix in ("png", "svg"):
-        fig.savefig(out_dir / f"{name}.{suffix}", dpi=120)
-    plt.close(fig)
-
-
-def write_figures(
-    out_dir: Path,
-    cases: list[Any],
-    membw: list[MembwRow],
-    summary: dict[str, Any],
-    results: Mapping[tuple[Any, ...], Any],
-) -> None:
-    """speedup, net_util, membw, breakdown, sram, splits (PNG + SVG) into ``out_dir``."""
+def _speedup(cases: list[Any], summary: dict[str, Any]) -> Any:
     workloads = sorted({c.workload for c in cases})
     sizes = sorted({c.npus for c in cases})
     width = 0.8 / max(len(sizes), 1)
-
-    # 1. speedup per workload and size
-    fig, ax = plt.subplots(figsize=(7, 4))
+    cmap = plt.get_cmap("viridis")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for j, n in enumerate(sizes):
         xs, ys = [], []
         for i, w in enumerate(workloads):
@@ -42,112 +40,118 @@ def write_figures(
             if match:
                 xs.append(i + j * width)
                 ys.append(match[0].speedup)
-        ax.bar(xs, ys, width, label=f"{n} NPUs")
+        ax.bar(xs, ys, width, color=cmap(j / max(len(sizes) - 1, 1)), label=f"{n} NPUs")
     for i, w in enumerate(workloads):
         paper = summary["paper"]["speedup_avg"].get(w)
         if paper:
             ax.hlines(paper, i - width / 2, i + 0.8 - width / 2, colors="k", linestyles="--")
+    ax.plot([], [], "k--", label="paper's average")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads)
-    ax.set_ylabel("ACE speedup over the best baseline")
-    ax.set_title("Iteration-time speedup (dashed: paper's average)")
+    ax.set_xlabel("workload (bars: network size)")
+    ax.set_ylabel("ACE speedup over the best baseline (x)")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.legend(fontsize=8)
-    _save(fig, out_dir, "speedup")
+    finish(fig, ax, "Iteration-time speedup of ACE")
+    return fig
 
-    # 2. effective network utilisation per endpoint
-    fig, ax = plt.subplots(figsize=(8, 4))
+
+def _net_util(cases: list[Any]) -> Any:
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     labels = [f"{c.workload}\n{c.npus}" for c in cases]
-    kinds: list[tuple[str, Callable[[Any], Any]]] = [
-        ("best baseline", lambda c: c.best),
-        ("ACE", lambda c: c.ace),
-        ("ideal", lambda c: c.ideal),
-    ]
-    for k, (name, pick) in enumerate(kinds):
+    kinds = (("best baseline", "best"), ("ACE", "ace"), ("ideal", "ideal"))
+    for k, (name, attr) in enumerate(kinds):
         ax.bar(
             [i + k * 0.27 for i in range(len(cases))],
-            [100 * pick(c).net_util_effective for c in cases],
+            [100 * getattr(c, attr).net_util_effective for c in cases],
             0.27,
+            color=ENDPOINT_COLORS[name],
             label=name,
         )
     ax.set_xticks([i + 0.27 for i in range(len(cases))], labels, fontsize=7)
+    ax.set_xlabel("workload and NPUs")
     ax.set_ylabel("effective network utilisation (%)")
-    ax.set_title("Network utilisation while communication is in flight")
-    ax.legend(fontsize=8)
-    _save(fig, out_dir, "net_util")
+    finish(fig, ax, "Network utilisation while communication is in flight")
+    return fig
 
-    # 3. HBM bandwidth needed against network bandwidth
-    for suffix in ("png", "svg"):
-        plot_membw(
-            membw,
-            str(out_dir / f"membw.{suffix}"),
-            title="HBM bandwidth needed to drive the network (all-reduce)",
-        )
 
-    # 4. iteration-time breakdown at the middle size
-    mid = sizes[len(sizes) // 2]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    bars, names = [], []
+def _breakdown(cases: list[Any], mid: int) -> Any:
+    # Absolute times, normalised per workload to its best baseline: a bar shorter than 1 is
+    # a faster iteration.
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    names: list[str] = []
+    x = 0
     for c in [c for c in cases if c.npus == mid]:
+        ref = c.best.iteration_time
         for name, r in (
-            ("base", c.best),
+            ("best baseline", c.best),
             ("ACE", c.ace),
             ("ideal", c.ideal),
-            ("serial", c.no_overlap),
+            ("no overlap", c.no_overlap),
         ):
-            bars.append(r)
+            busy = (r.iteration_time - r.exposed_comm) / ref
+            exposed = r.exposed_comm / ref
+            color = ENDPOINT_COLORS.get(name, "tab:olive")
+            ax.bar(x, busy, color=color, label=name if len(names) < 4 else None)
+            ax.bar(x, exposed, bottom=busy, color=color, alpha=0.35, hatch="//")
             names.append(f"{c.workload}\n{name}")
-    comp = [1e3 * (r.iteration_time - r.exposed_comm) for r in bars]
-    exposed = [1e3 * r.exposed_comm for r in bars]
-    norm = [b.iteration_time for b in bars]
-    ax.bar(
-        range(len(bars)),
-        [c / (1e3 * n) for c, n in zip(comp, norm, strict=True)],
-        label="compute busy",
-    )
-    ax.bar(
-        range(len(bars)),
-        [e / (1e3 * n) for e, n in zip(exposed, norm, strict=True)],
-        bottom=[c / (1e3 * n) for c, n in zip(comp, norm, strict=True)],
-        label="exposed communication",
-    )
-    ax.set_xticks(range(len(bars)), names, fontsize=7)
-    ax.set_ylabel("fraction of the iteration")
-    ax.set_title(f"Iteration-time breakdown, {mid} NPUs")
-    ax.legend(fontsize=8)
-    _save(fig, out_dir, "breakdown")
+            x += 1
+    from matplotlib.patches import Patch
 
-    # 5. SRAM sensitivity
-    fig, ax = plt.subplots(figsize=(6, 4))
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Patch(facecolor="white", edgecolor="k", hatch="//"))
+    labels.append("exposed communication (hatched)")
+    ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.42),
+              ncol=3, frameon=False)  # fmt: skip
+    ax.set_xticks(range(len(names)), names, fontsize=6, rotation=30, ha="right")
+    ax.set_xlabel("workload and endpoint")
+    ax.set_ylabel("iteration time / best baseline's (x)")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    finish(fig, ax, f"Iteration time: compute busy and exposed communication, {mid} NPUs",
+           legend=False)  # fmt: skip
+    return fig
+
+
+def _sram(cases: list[Any], summary: dict[str, Any], mid: int) -> Any:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     rows = summary.get("sram_sensitivity", [])
-    for w in workloads:
+    workloads = sorted({c.workload for c in cases})
+    for i, w in enumerate(workloads):
         pts = [(r["sram"], r["iteration_time"]) for r in rows if r["workload"] == w]
         match = [c for c in cases if c.workload == w and c.npus == mid]
         if pts and match:
             base = match[0].best.iteration_time
-            ax.plot([p[0] / 2**20 for p in pts], [base / p[1] for p in pts], marker="o", label=w)
-    if not rows:
-        ax.text(0.5, 0.5, "no SRAM sensitivity runs", ha="center", transform=ax.transAxes)
-    else:
+            ax.plot(
+                [p[0] / 2**20 for p in pts],
+                [base / p[1] for p in pts],
+                marker="o",
+                color=color_of(w, i),
+                label=w,
+            )
+    if rows:
         ax.set_xscale("log", base=2)
-        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no SRAM sensitivity runs", ha="center", transform=ax.transAxes)
     ax.set_xlabel("ACE SRAM (MiB)")
-    ax.set_ylabel("speedup over the best baseline")
-    ax.set_title(f"ACE SRAM-size sensitivity, {mid} NPUs")
+    ax.set_ylabel("speedup over the best baseline (x)")
     ax.axhline(1.0, color="grey", lw=0.8)
-    _save(fig, out_dir, "sram")
+    finish(fig, ax, f"ACE SRAM-size sensitivity, {mid} NPUs")
+    return fig
 
-    # 6. baseline split sweep: the compute/communication trade-off
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for w in workloads:
+
+def _splits(cases: list[Any], mid: int) -> Any:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    workloads = sorted({c.workload for c in cases})
+    for i, w in enumerate(workloads):
         match = [c for c in cases if c.workload == w and c.npus == mid]
         if not match:
             continue
         c = match[0]
         units = [b.info.settings.get("comm_units") for b in c.baselines]
+        color = color_of(w, i)
         ax.plot(
             units,
             [b.iteration_time / c.ideal.iteration_time for b in c.baselines],
             marker="o",
+            color=color,
             label=f"{w}: iteration / ideal",
         )
         ax.plot(
@@ -155,10 +159,40 @@ def write_figures(
             [b.compute_slowdown for b in c.baselines],
             ls="--",
             marker=".",
+            color=color,
             label=f"{w}: compute slowdown",
         )
-    ax.set_xlabel("compute units (and HBM share) given to collectives")
-    ax.set_ylabel("ratio")
-    ax.set_title(f"Baseline splits, {mid} NPUs")
-    ax.legend(fontsize=7)
-    _save(fig, out_dir, "splits")
+    ax.set_xlabel("compute units given to collectives (units; HBM priority grows with them)")
+    ax.set_ylabel("ratio (x)")
+    finish(fig, ax, f"Baseline splits: the compute/communication trade-off, {mid} NPUs")
+    return fig
+
+
+def figures(cases: list[Any], membw: list[MembwRow], summary: dict[str, Any]) -> dict[str, Any]:
+    """Every figure of the reproduction, by name (matplotlib Figures; the caller closes them)."""
+    sizes = sorted({c.npus for c in cases})
+    mid = sizes[len(sizes) // 2]
+    return {
+        "speedup": _speedup(cases, summary),
+        "net_util": _net_util(cases),
+        "membw": membw_figure(
+            membw, title="HBM bandwidth needed to drive the network (all-reduce)"
+        ),
+        "breakdown": _breakdown(cases, mid),
+        "sram": _sram(cases, summary, mid),
+        "splits": _splits(cases, mid),
+    }
+
+
+def write_figures(
+    out_dir: Path,
+    cases: list[Any],
+    membw: list[MembwRow],
+    summary: dict[str, Any],
+    results: Mapping[tuple[Any, ...], Any] | None = None,
+) -> None:
+    """speedup, net_util, membw, breakdown, sram, splits (PNG + SVG) into ``out_dir``."""
+    for name, fig in figures(cases, membw, summary).items():
+        for suffix in ("png", "svg"):
+            fig.savefig(out_dir / f"{name}.{suffix}", dpi=150)
+        plt.close(fig)

@@ -44,6 +44,7 @@ class MembwRow:
     ace_network_bandwidth: float
     baseline_needed_hbm: float | None
     ace_needed_hbm: float | None
+    target: float = 0.95
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +124,7 @@ def membw_analysis(
                 ace_network_bandwidth=ample["ace"],
                 baseline_needed_hbm=need_b,
                 ace_needed_hbm=need_a,
+                target=target,
             )
         )
         if progress is not None:
@@ -131,49 +133,67 @@ def membw_analysis(
 
 
 def plot_membw(rows: list[MembwRow], path: str, title: str = "") -> None:
-    """Needed HBM bandwidth against network bandwidth, baseline vs ACE (PNG/SVG by suffix)."""
+    """Write :func:`membw_figure` to ``path`` (PNG, SVG or PDF by suffix)."""
+    import matplotlib.pyplot as plt
+
+    fig = membw_figure(rows, title)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def membw_figure(rows: list[MembwRow], title: str = "") -> Any:
+    """Needed HBM bandwidth against network bandwidth, baseline vs ACE.
+
+    Lines: the byte accounting (HBM bytes per network byte x network bandwidth) at the smallest
+    and largest network size. Markers: the simulated need, each endpoint at the network
+    bandwidth it was asked to reach (``target`` x what it reaches with ample HBM).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .plotting import finish, gbps_axis
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    net = [50e9 * k for k in range(1, 21)]
+    top = max(
+        [r.baseline_network_bandwidth for r in rows] + [r.ace_network_bandwidth for r in rows]
+    )
+    net = [top * k / 20 for k in range(0, 23)]
     shown = [rows[0], rows[-1]] if len(rows) > 1 else rows
     for row in shown:
-        ax.plot(
-            [x / 1e9 for x in net],
-            [row.baseline_ratio * x / 1e9 for x in net],
-            color="tab:red",
-            alpha=0.4 + 0.6 * (row is shown[-1]),
-            label=f"baseline, {row.npus} NPUs",
-        )
-        ax.plot(
-            [x / 1e9 for x in net],
-            [row.ace_ratio * x / 1e9 for x in net],
-            color="tab:blue",
-            alpha=0.4 + 0.6 * (row is shown[-1]),
-            label=f"ACE, {row.npus} NPUs",
-        )
-    for row in rows:
-        if row.baseline_needed_hbm is not None and row.ace_needed_hbm is not None:
-            ax.scatter(
-                [row.network_bandwidth / 1e9],
-                [row.baseline_needed_hbm / 1e9],
-                color="tab:red",
-                marker="x",
+        last = row is shown[-1]
+        for ratio, color, name in (
+            (row.baseline_ratio, "tab:red", "baseline"),
+            (row.ace_ratio, "tab:blue", "ACE"),
+        ):
+            ax.plot(
+                net,
+                [ratio * x for x in net],
+                color=color,
+                ls="-" if last else ":",
+                label=f"{name} accounting ({ratio:.2f} B/B), {row.npus} NPUs",
             )
+    for name, color, marker, need, reach in (
+        ("baseline", "tab:red", "x", "baseline_needed_hbm", "baseline_network_bandwidth"),
+        ("ACE", "tab:blue", "o", "ace_needed_hbm", "ace_network_bandwidth"),
+    ):
+        pts = [
+            (r.target * getattr(r, reach), getattr(r, need))
+            for r in rows
+            if getattr(r, need) is not None
+        ]
+        if pts:
             ax.scatter(
-                [row.network_bandwidth / 1e9],
-                [row.ace_needed_hbm / 1e9],
-                color="tab:blue",
-                marker="x",
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                color=color,
+                marker=marker,
+                facecolors="none" if marker == "o" else color,
+                label=f"{name} simulated need ({100 * rows[0].target:.0f}% of its own bw)",
+                zorder=3,
             )
-    ax.set_xlabel("network bandwidth driven per NPU (GB/s)")
-    ax.set_ylabel("HBM bandwidth needed (GB/s)")
-    ax.set_title(title or "HBM bandwidth needed to drive the network")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    gbps_axis(ax.xaxis, "network bandwidth driven per NPU")
+    gbps_axis(ax.yaxis, "HBM bandwidth needed")
+    finish(fig, ax, title or "HBM bandwidth needed to drive the network")
+    return fig

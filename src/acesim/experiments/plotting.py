@@ -1,0 +1,51 @@
+"""House style for acesim's figures: labelled axes with units, engineering tick labels, the
+legend outside the data, readable at a paper's column width."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.ticker import EngFormatter
+
+__all__ = ["gbps_axis", "time_axis", "finish", "WORKLOAD_COLORS", "color_of"]
+
+#: One colour per workload, the same in every figure.
+WORKLOAD_COLORS = {
+    "resnet50": "tab:blue",
+    "gnmt": "tab:orange",
+    "dlrm": "tab:green",
+    "gpt": "tab:purple",
+}
+_CYCLE = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+
+
+def color_of(name: str, index: int = 0) -> str:
+    """The colour of a workload (a fixed one for the zoo, else from a cycle)."""
+    return WORKLOAD_COLORS.get(name, _CYCLE[index % len(_CYCLE)])
+
+
+def gbps_axis(axis: Any, label: str) -> None:
+    """An axis of bandwidths in B/s, ticks in engineering notation (``400 GB/s``)."""
+    axis.set_major_formatter(EngFormatter(unit="B/s"))
+    axis.set_label_text(f"{label} (B/s)")
+
+
+def time_axis(axis: Any, label: str) -> None:
+    """An axis of times in s, ticks in engineering notation (``1.5 ms``)."""
+    axis.set_major_formatter(EngFormatter(unit="s"))
+    axis.set_label_text(f"{label} (s)")
+
+
+def finish(fig: Any, ax: Any, title: str, *, legend: bool = True) -> None:
+    """Title, grid and a legend below the axes (never over the data); tight layout."""
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18),
+            ncol=2,
+            frameon=False,
+        )
+    fig.tight_layout()
