@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, ValidationInfo
@@ -9,10 +10,11 @@ from pydantic import BeforeValidator, PlainSerializer, ValidationInfo
 from ..units import Kind, parse_quantity
 
 
-def _parser(kind: Kind):  # type: ignore[no-untyped-def]
+def _parser(kind: Kind) -> Callable[[Any, ValidationInfo], float]:
     def parse(value: Any, info: ValidationInfo) -> float:
         return parse_quantity(value, kind, info.field_name or "value")
 
+    parse.acesim_kind = kind  # type: ignore[attr-defined]  # read by config.reference
     return parse
 
 

@@ -251,14 +251,22 @@ class ReproductionConfig(Strict):
 class SystemConfig(Strict):
     """A whole platform: NPUs, network, collective settings, endpoint."""
 
-    name: str = "custom"
-    description: str = ""
-    npu: NPUConfig = Field(default_factory=defaults(NPUConfig))
-    network: NetworkConfig
-    collective: CollectiveConfig = Field(default_factory=defaults(CollectiveConfig))
-    endpoint: EndpointConfig = Field(default_factory=defaults(EndpointConfig))
-    sources: dict[str, Source] = Field(default_factory=dict)
-    reproduction: ReproductionConfig | None = None
+    name: str = Field("custom", description="the system's name, echoed in every result")
+    description: str = Field("", description="one line for `acesim presets`")
+    npu: NPUConfig = Field(default_factory=defaults(NPUConfig), description="[npu] below")
+    network: NetworkConfig = Field(description="[network] below")
+    collective: CollectiveConfig = Field(
+        default_factory=defaults(CollectiveConfig), description="[collective] below"
+    )
+    endpoint: EndpointConfig = Field(
+        default_factory=defaults(EndpointConfig), description="[endpoint] below"
+    )
+    sources: dict[str, Source] = Field(
+        default_factory=dict, description="where each value comes from ([sources] below)"
+    )
+    reproduction: ReproductionConfig | None = Field(
+        None, description="[reproduction] below; also the system's settings per zoo workload"
+    )
 
     @model_validator(mode="after")
     def _endpoint_rules(self) -> SystemConfig:
