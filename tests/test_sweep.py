@@ -183,7 +183,7 @@ def test_existing_dask_scheduler_address_runs_the_same_points(tmp_path: Path) ->
 
 
 def test_unreachable_scheduler_is_a_sweep_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--dask"):
+    with pytest.raises(SweepError, match="--dask"):
         run_sweep(small_spec(), tmp_path / "x.sqlite", dask="somewhere")
 
 

@@ -32,7 +32,7 @@ from acesim.config.validators import (
     non_negative,
     positive,
 )
-from acesim.errors import ConfigError, UnitError, shown
+from acesim.errors import ConfigError, UnitError, short_repr
 from acesim.experiment.case import run_options
 from acesim.network.topology import Topology
 from acesim.units import parse_quantity
@@ -57,7 +57,7 @@ OVERFLOW = {
 
 def _id(value: object) -> str:
     """A test id for any value (pytest's own would print a 5000-digit integer and fail)."""
-    return shown(value)[:30]
+    return short_repr(value)[:30]
 
 
 def _non_finite(extra: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
@@ -79,7 +79,7 @@ def _count(rule: str, low: int, high: int) -> list[tuple[Any, str]]:
             (True, "must be a whole number, got True"),
             (1.5, "input should be a valid integer, got a number with a fractional part, got 1.5"),
             (high + 1, f"must be at most {high}, got {high + 1}"),
-            (HUGE, f"must be at most {high}, got an integer of 5001 digits"),
+            (HUGE, f"must be at most {high}, got <integer of about 5001 digits>"),
         ]
     )
 
@@ -91,7 +91,7 @@ def _quantity(kind: str, unit: str, rule: str, zero_ok: bool) -> list[tuple[Any,
             *([] if zero_ok else [(0, f"{rule}, got 0 {unit}")]),
             (True, f"expected a {kind} such as {EXAMPLES[kind]}, got True"),
             (OVERFLOW[kind], f"must be a finite number, got {OVERFLOW[kind]!r}"),
-            (HUGE, "must be a finite number, got an integer of 5001 digits"),
+            (HUGE, "must be a finite number, got <integer of about 5001 digits>"),
             ("nan", f"expected a {kind} such as {EXAMPLES[kind]}, got 'nan'"),
         ]
     )
@@ -102,7 +102,7 @@ def _plain(rule: str, bad: dict[float, str]) -> list[tuple[Any, str]]:
         [
             *((v, f"{rule}, got {text}") for v, text in bad.items()),
             (True, "must be a number, got True"),
-            (HUGE, "input should be a valid number, got an integer of 5001 digits"),
+            (HUGE, "input should be a valid number, got <integer of about 5001 digits>"),
             ("nan", "must be a finite number, got 'nan'"),
         ]
     )
@@ -193,7 +193,7 @@ RUN_FIELDS: dict[str, str] = {
 
 def _table(fields: dict[str, str]) -> list[Any]:
     return [
-        pytest.param(path, value, message, id=f"{path}={shown(value)[:20]}")
+        pytest.param(path, value, message, id=f"{path}={short_repr(value)[:20]}")
         for path, rule in fields.items()
         for value, message in RULES[rule]
     ]
@@ -439,12 +439,12 @@ def test_boolean_sizes_are_refused_everywhere() -> None:
         (-INF, "flops", "must be a finite number, got -inf"),
         ("1e308 TB/s", "rate", "must be a finite number, got '1e308 TB/s'"),
         ("1e300 PiB", "size", "must be a finite number, got '1e300 PiB'"),
-        (HUGE, "size", "must be a finite number, got an integer of 5001 digits"),
-        (10**400, "size", "must be a finite number, got an integer of 401 digits"),
+        (HUGE, "size", "must be a finite number, got <integer of about 5001 digits>"),
+        (10**400, "size", "must be a finite number, got <integer of about 401 digits>"),
         ("9" * 5000, "size", "must be at most 200 characters long, got '99999"),
         ("9" * 400, "size", "must be at most 200 characters long"),
         ("9" * 150 + "e200", "size", "must be a finite number"),
-        ("9" * 5000 + " B", "size", "(5004 characters)"),
+        ("9" * 5000 + " B", "size", "must be at most 200 characters long, got '99999"),
     ],
     ids=_id,
 )
@@ -455,7 +455,7 @@ def test_the_unit_parser_refuses_every_non_finite_result(
         parse_quantity(value, kind, "f")
     message = str(info.value)
     assert message.startswith("f: ") and fragment in message and "\n" not in message
-    assert len(message) < 200
+    assert len(message) < 300  # a long value is cut (errors.MAX_SHOWN_VALUE)
 
 
 def test_the_unit_parser_still_reads_what_it_read() -> None:
@@ -475,7 +475,7 @@ def test_a_document_with_a_5000_digit_integer_is_one_line(tmp_path: Path) -> Non
         path.write_text(text)
         with pytest.raises(ConfigError) as info:
             load_system(path)
-        assert str(info.value) == f"{path}: cannot parse: an integer has more than 4300 digits"
+        assert str(info.value).startswith(f"{path}: cannot parse: a number is too long")
 
 
 def test_deriving_an_endpoint_variant_validates_it() -> None:
@@ -504,7 +504,7 @@ def test_deriving_an_endpoint_variant_validates_it() -> None:
         (non_negative("s"), -5e-9, "must not be negative, got -5e-09 s"),
         (at_least(1), -4, "must be at least 1, got -4"),
         (at_most(10), 11, "must be at most 10, got 11"),
-        (at_most(10), HUGE, "must be at most 10, got an integer of 5001 digits"),
+        (at_most(10), HUGE, "must be at most 10, got <integer of about 5001 digits>"),
         (in_range(0, 1, lo_open=True), 1.5, "must be in (0, 1], got 1.5"),
         (in_range(0, 1, hi_open=True), 1.0, "must be in [0, 1), got 1"),
         (in_range(0.5, 2), 0.25, "must be in [0.5, 2], got 0.25"),

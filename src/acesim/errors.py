@@ -13,12 +13,14 @@ lines and exits with status 2 (a traceback only with ``--debug``)::
     └── SweepError           a design-space sweep cannot run
 
 Messages follow the attrs convention: they name the field (a dotted path), the rule that was
-broken and the offending value.
+broken and the offending value. The value is shown by :func:`short_repr`: at most
+:data:`MAX_SHOWN_VALUE` characters, computed without expanding a huge or deeply nested value
+first, so an error about a 60 MB string or a billion-element list stays one short line.
 """
 
 from __future__ import annotations
 
-import math
+import reprlib
 from typing import Any
 
 __all__ = [
@@ -33,24 +35,44 @@ __all__ = [
 ]
 
 
-#: a value's text in a message is cut to this many characters (file paths stay whole)
-SHOWN_LIMIT = 300
+MAX_SHOWN_VALUE = 200
+"""Most characters of a user's value that an error message shows (then ``...``)."""
+
+_LOG10_2 = 0.30102999566398120
 
 
-def shown(value: Any) -> str:
-    """``repr(value)`` for a one-line message: an integer too long to print (Python refuses
-    to turn one of more than 4300 digits into text) is described by its length, and a long
-    text is cut with its length stated."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        digits = int(math.log10(abs(value))) + 1
-        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
+class _Repr(reprlib.Repr):
+    """reprlib with small limits; big integers are described, never converted to decimal
+    (CPython refuses to convert more than 4,300 digits, and converting is quadratic)."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:  # about 60 digits
+            digits = int(x.bit_length() * _LOG10_2) + 1
+            return f"<{'negative ' if x < 0 else ''}integer of about {digits} digits>"
+        return super().repr_int(x, level)
+
+
+_REPR = _Repr()
+_REPR.maxlevel = 3
+_REPR.maxtuple = _REPR.maxlist = _REPR.maxarray = 8
+_REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdeque = 6
+_REPR.maxstring = _REPR.maxother = MAX_SHOWN_VALUE
+_REPR.maxlong = 60
+
+
+def short_repr(value: Any, limit: int = MAX_SHOWN_VALUE) -> str:
+    """``repr(value)`` cut to ``limit`` characters (ending in ``...``); containers show their
+    first items and three levels only, so the cost does not grow with the value's size."""
     try:
-        text = repr(value)
-    except ValueError:  # a container holding an integer too long to print
-        return f"a {type(value).__name__} too large to print"
-    if len(text) > SHOWN_LIMIT:
-        text = f"{text[:60]}... ({len(text)} characters)"
-    return text
+        text = _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not replace the error being reported
+        text = f"<{type(value).__name__}>"
+    return shorten(text, limit)
+
+
+def shorten(text: str, limit: int = MAX_SHOWN_VALUE) -> str:
+    """``text`` cut to ``limit`` characters, ending in ``...`` when cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
 
 
 class AcesimError(Exception):
@@ -69,9 +91,9 @@ class ConfigError(AcesimError):
         self.rule = rule
         self.value = value
         self.hint = hint
-        message = f"{field}: {rule}" if field else rule
+        message = f"{shorten(field, 2 * MAX_SHOWN_VALUE)}: {rule}" if field else rule
         if value is not None:
-            message += f", got {shown(value)}"
+            message += f", got {short_repr(value)}"
         if hint:
             message += f" ({hint})"
         super().__init__(message)

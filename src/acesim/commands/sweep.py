@@ -50,9 +50,10 @@ def sweep(
     ),
 ) -> None:
     """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
-    from ..sweep.runner import run_sweep
+    from ..sweep.runner import check_dask, run_sweep
     from ..sweep.spec import load_spec
 
+    check_dask(dask)
     loaded = load_spec(spec)
     if dry_run:
         _print_points(loaded)
@@ -194,7 +195,12 @@ def plot(
 
     if output is not None:
         check_output_path(output, "--output", IMAGE_SUFFIXES)
-    path, lines = plot_results(db, x, y, hue=hue, output=output, where=where, logx=logx, logy=logy)
+    notes: list[str] = []
+    path, lines = plot_results(
+        db, x, y, hue=hue, output=output, where=where, logx=logx, logy=logy, notes=notes
+    )
+    for note in notes:
+        err_console.print(f"[dim]note: {note}[/dim]", highlight=False, soft_wrap=True)
     console.print(
         f"wrote {path} ({lines} line{'s' if lines != 1 else ''})", highlight=False, soft_wrap=True
     )

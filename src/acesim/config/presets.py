@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,9 @@ import tomllib
 import yaml
 from pydantic import ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shorten
 from .errors import config_error_from
+from .files import FileProblem, read_text_file
 from .system import SystemConfig
 
 DEFAULT_PRESET = "ace-isca21"
@@ -31,28 +31,146 @@ def preset_names() -> list[str]:
     )
 
 
+MAX_DOCUMENT_BYTES = 64 * 2**20
+"""Largest system or sweep document read (64 MiB): real ones are a few KiB, and parsing
+(YAML especially) holds several times the file's size in memory."""
+
+MAX_DOCUMENT_DEPTH = 64
+"""Deepest nesting of tables/lists a document may have: real ones nest fewer than ten levels,
+and the parsers and validators recurse once per level (100,000 ``[`` overflow Python's stack)."""
+
+MAX_DOCUMENT_INT = 2**63 - 1
+"""Largest integer magnitude in a document: TOML's 64-bit range, which every float holds (a
+bigger integer overflows when a field converts it to float; beyond 4,300 digits Python refuses
+to read it at all)."""
+
+DOCUMENT_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
+
+
+class _YamlRefusal(yaml.MarkedYAMLError):
+    """A construct :class:`_DocumentLoader` does not accept (anchors, aliases, deep nesting)."""
+
+
+class _DocumentLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses anchors and aliases and limits nesting, at compose
+    time: a few hundred bytes of nested aliases ("billion laughs") expand to more memory than
+    any machine has once anything walks, prints or validates the document."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: Any = event.start_mark
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _YamlRefusal(
+                problem="YAML anchors and aliases (&name, *name, <<: *name) are not supported; "
+                "write the values out",
+                problem_mark=mark,
+            )
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if self._depth >= MAX_DOCUMENT_DEPTH:
+                raise _YamlRefusal(
+                    problem=f"nested more than {MAX_DOCUMENT_DEPTH} levels deep",
+                    problem_mark=mark,
+                )
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+        return super().compose_node(parent, index)
+
+
+def _parse(text: str, suffix: str) -> Any:
+    if suffix == ".toml":
+        return tomllib.loads(text)
+    if suffix == ".json":
+        return json.loads(text)
+    loader = _DocumentLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _check_values(path: Path, data: Any) -> None:
+    """Nesting depth and integer range of a parsed document, walked without recursion."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            if abs(value) > MAX_DOCUMENT_INT:
+                raise ConfigError(
+                    f"{path}: {where}" if where else str(path),
+                    "integers must fit in 64 bits (at most 2**63 - 1 in magnitude)",
+                    value,
+                )
+            continue
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_DOCUMENT_DEPTH:
+                raise ConfigError(
+                    str(path), f"nested more than {MAX_DOCUMENT_DEPTH} levels deep (at {where})"
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, int) and not isinstance(value, dict):
+                    sub = f"{where}[{key}]"
+                else:
+                    sub = f"{where}.{key}" if where else str(key)
+                stack.append((item, sub, depth + 1))
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    """One line: the problem and where it is (``line 3, column 5``)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        text = exc.problem or exc.context or "invalid YAML"
+        mark = exc.problem_mark or exc.context_mark
+        if mark is not None:
+            text += f" (line {mark.line + 1}, column {mark.column + 1})"
+        return text
+    return str(exc)
+
+
 def read_document(path: Path) -> dict[str, Any]:
-    """Parse a TOML, YAML or JSON file into a dict (errors name the file)."""
-    if not path.exists():
-        raise ConfigError(str(path), "file does not exist")
-    text = path.read_text(encoding="utf-8")
+    """Parse a TOML, YAML or JSON file into a dict (errors name the file).
+
+    Refused with a one-line :class:`ConfigError`: a missing path, a directory or other
+    non-file, a file over :data:`MAX_DOCUMENT_BYTES`, text that is not UTF-8 (binary, UTF-16,
+    latin-1), a syntax error, nesting deeper than :data:`MAX_DOCUMENT_DEPTH`, an integer beyond
+    :data:`MAX_DOCUMENT_INT`, and YAML anchors/aliases.
+    """
+    path = Path(path)
     suffix = path.suffix.lower()
     try:
-        if suffix == ".toml":
-            data: Any = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ConfigError(str(path), "file must end in .toml, .yaml, .yml or .json")
-    except (ValueError, yaml.YAMLError) as exc:
-        # TOMLDecodeError and JSONDecodeError are ValueErrors; so is the refusal of every parser
-        # to read an integer of more than sys.get_int_max_str_digits() digits.
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if "integer string conversion" in first:
-            first = f"an integer has more than {sys.get_int_max_str_digits()} digits"
+        if suffix not in DOCUMENT_SUFFIXES:
+            if path.is_dir():
+                raise FileProblem("is a directory, expected a TOML, YAML or JSON file")
+            if not path.exists():
+                raise FileProblem("file does not exist")
+            raise FileProblem("file must end in .toml, .yaml, .yml or .json")
+        text = read_text_file(path, limit=MAX_DOCUMENT_BYTES, what="TOML, YAML or JSON file")
+    except FileProblem as exc:
+        raise ConfigError(str(path), str(exc)) from None
+    try:
+        data: Any = _parse(text, suffix)
+    except _YamlRefusal as exc:
+        raise ConfigError(str(path), _yaml_message(exc)) from None
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        message = _yaml_message(exc) if isinstance(exc, yaml.YAMLError) else str(exc)
+        first = shorten(message.strip().splitlines()[0] if message.strip() else "", 300)
         raise ConfigError(str(path), f"cannot parse: {first}") from None
+    except RecursionError:
+        raise ConfigError(
+            str(path), f"cannot parse: nested more than {MAX_DOCUMENT_DEPTH} levels deep"
+        ) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits, a YAML date out of range
+        reason = shorten(str(exc).split(";")[0], 200)
+        if "integer string conversion" in reason:
+            reason = f"a number is too long ({reason})"
+        raise ConfigError(str(path), f"cannot parse: {reason}") from None
+    _check_values(path, data)
     if not isinstance(data, dict):
         raise ConfigError(str(path), "top level must be a table/mapping")
     return data
@@ -84,7 +202,7 @@ def system_document(name_or_path: str | Path) -> dict[str, Any]:
     """The raw document for a preset name or a file path."""
     text = str(name_or_path)
     path = Path(text)
-    if path.suffix.lower() in (".toml", ".yaml", ".yml", ".json") or path.exists():
+    if path.suffix.lower() in DOCUMENT_SUFFIXES or path.exists():
         return read_document(path)
     return preset_document(text)
 

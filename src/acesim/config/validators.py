@@ -37,7 +37,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator
 
-from ..errors import shown
+from ..errors import short_repr
 from .quantities import Bytes, BytesPerSecond, FlopsPerSecond, Seconds
 
 __all__ = [
@@ -85,14 +85,14 @@ def show_number(value: object, unit: str = "") -> str:
     """``value`` as a message shows it: ``0``, ``1.5``, ``-5e-09``, ``nan``; a finite float
     with ``unit`` appended (``0 B/s``); an integer too long to print by its length."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return shown(value)
+        return short_repr(value)
     if isinstance(value, int):
-        text = shown(value)
+        text = short_repr(value)
     else:
         text = f"{value:g}"
         if math.isfinite(value) and float(text) != value:
             text = repr(value)  # %g lost digits: 1.0000001 must not read as 1
-    if unit and text[-1:].isdigit():  # a finite number, not "-inf" or "an integer of ..."
+    if unit and text[-1:].isdigit():  # a finite number, not "-inf" or "<integer of about ...>"
         text += f" {unit}"
     return text
 

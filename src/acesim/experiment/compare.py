@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.experiment import RunOptions
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS, reference_kind
+from ..processes import process_pool
 from ..results.run import RunResult
 from .case import Case, SystemLike, WorkloadLike, make_case
 from .single import execute, variant_case
@@ -227,7 +227,8 @@ def run_jobs(
             if progress is not None:
                 progress()
         return results
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+    # Workers exit when this process dies (a SIGKILLed `acesim reproduce` leaves none behind).
+    with process_pool(min(workers, len(jobs)), preload=["acesim.experiment.compare"]) as pool:
         for key, result in pool.map(_run_job, jobs, chunksize=1):
             results[key] = result
             if progress is not None:

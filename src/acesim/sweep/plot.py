@@ -32,6 +32,39 @@ def _where(df: Any, clauses: list[str]) -> Any:
     return df
 
 
+_NOT_FINITE = frozenset({"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"})
+
+
+def _as_numbers(column: Any) -> Any | None:
+    """``column`` as floats when every value is a number, NULL or a non-finite number stored as
+    text by earlier acesim versions (``'nan'``, ``'inf'``); None when it holds other text."""
+    import pandas as pd
+
+    numbers = pd.to_numeric(column, errors="coerce")
+    text = column.map(lambda v: isinstance(v, str) and v.strip().lower() in _NOT_FINITE)
+    if (column.notna() & numbers.isna() & ~text).any():
+        return None
+    return numbers.astype(float)
+
+
+def _plottable(df: Any, names: list[str]) -> tuple[Any, int]:
+    """Rows whose ``names`` columns hold finite numbers (or, for text columns, any value), the
+    numeric columns as floats; and how many rows were dropped."""
+    import numpy as np
+
+    keep = np.ones(len(df), dtype=bool)
+    converted: dict[str, Any] = {}
+    for name in dict.fromkeys(names):
+        numbers = _as_numbers(df[name])
+        if numbers is None:
+            keep &= df[name].notna().to_numpy()
+        else:
+            keep &= np.isfinite(numbers.to_numpy())
+            converted[name] = numbers
+    df = df.assign(**converted)[keep]
+    return df, int((~keep).sum())
+
+
 def plot_results(
     db: str | Path,
     x: str,
@@ -42,11 +75,14 @@ def plot_results(
     where: list[str] | None = None,
     logx: bool = False,
     logy: bool = False,
+    notes: list[str] | None = None,
 ) -> tuple[Path, int]:
     """Draw ``y`` against ``x`` (successful points only) and save it; returns (path, lines).
 
     Points are grouped by ``hue`` and by every other swept column that varies, so each line has
-    one value of everything but ``x``. ``where`` filters rows (``"endpoint.kind=ace"``).
+    one value of everything but ``x``. ``where`` filters rows (``"endpoint.kind=ace"``). Rows
+    whose ``x`` or ``y`` is NULL, NaN or infinite are left out; ``notes``, when given, gets a
+    line saying how many.
     """
     import matplotlib
 
@@ -68,6 +104,17 @@ def plot_results(
     df = _where(df, where or [])
     if df.empty:
         raise SweepError(f"{db}: no successful points to plot (after --where)")
+    df, dropped = _plottable(df, [x, y])
+    if dropped and notes is not None:
+        notes.append(
+            f"left out {dropped} point{'s' if dropped != 1 else ''} whose {x} or {y} is "
+            "missing, NaN or infinite"
+        )
+    if df.empty:
+        raise SweepError(
+            f"{db}: no point to plot: {x} or {y} is missing, NaN or infinite in every "
+            "successful point (after --where)"
+        )
     axes = [c for c, r in roles.items() if r == "axis" and c in df.columns and c not in (x, hue)]
     group_by = ([hue] if hue else []) + [c for c in axes if df[c].nunique(dropna=False) > 1]
     fig, ax = plt.subplots(figsize=(7, 4.5))

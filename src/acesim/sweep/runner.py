@@ -13,14 +13,15 @@ running, and a huge sweep does not queue millions of tasks.
 * ``dask="local"``: a ``distributed.LocalCluster`` of ``workers`` single-threaded processes.
 * ``dask="tcp://host:port"``: an existing scheduler; its workers need the same acesim.
 * ``workers=0``: points run one after another in this process (debugging).
+
+A ``dask`` address is checked (:func:`check_dask`) before the spec is expanded or the database
+opened.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import ipaddress
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -28,13 +29,15 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from ..errors import ConfigError, SweepError
+from ..errors import ConfigError, SweepError, short_repr
+from ..processes import process_pool
 from .spec import Point, SweepSpec, canonical_json, load_spec
 from .store import ResultStore
 from .worker import error_outcome, execute_point
 
-__all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db"]
+__all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db", "check_dask"]
 
 Item = tuple[str, dict[str, Any]]  # (hash, config)
 
@@ -45,6 +48,61 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+DASK_FORMS = "'local' (a new LocalCluster) or a scheduler address tcp://HOST:PORT (or tls://)"
+_DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # distributed's network transports
+
+
+def check_dask(dask: Any) -> None:
+    """Raise :class:`SweepError` naming ``--dask`` unless ``dask`` is None, ``"local"``, a
+    scheduler address ``tcp://HOST:PORT`` (or another transport of distributed: ``tls``, ``ws``,
+    ``wss``, ``ucx``; ``inproc://`` for a scheduler in this process) or a ``distributed.Client``.
+    """
+    if dask is None or dask == "local" or not isinstance(dask, str):
+        return
+    if dask.startswith("inproc://") and len(dask) > len("inproc://"):
+        return
+    problem = _dask_address_problem(dask)
+    if problem:
+        raise SweepError(f"--dask {short_repr(dask)}: {problem}; expected {DASK_FORMS}")
+
+
+def _dask_address_problem(text: str) -> str | None:
+    if "://" not in text:
+        return "not a scheduler address (no scheme://)"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        return f"malformed address ({exc})"
+    if parts.scheme not in _DASK_SCHEMES:
+        return f"unsupported scheme {short_repr(parts.scheme + '://')}"
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        return "a scheduler address is only scheme://HOST:PORT"
+    host = parts.hostname or ""
+    if not host:
+        return "no host"
+    if port is None:
+        return "no port"
+    if port == 0:
+        return "port 0"
+    if not _valid_host(host):
+        return f"invalid host {short_repr(host)}"
+    return None
+
+
+def _valid_host(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    return len(host) <= 253 and all(
+        0 < len(label) <= 63 and label.replace("-", "").replace("_", "").isalnum()
+        for label in labels
+    )
 
 
 def default_db(spec: SweepSpec) -> Path:
@@ -101,8 +159,10 @@ def run_sweep(
     Raises:
         ConfigError: the spec is structurally wrong (unknown key or path, bad axis), every point
             is invalid, or ``strict`` and one is.
-        SweepError: the database or the execution backend is unusable.
+        SweepError: the database or the execution backend is unusable (a malformed ``dask``
+            address before anything else).
     """
+    check_dask(dask)
     sweep = load_spec(spec)
     points = sweep.points()
     invalid = [p for p in points if not p.ok]
@@ -173,7 +233,7 @@ def run_sweep(
 
 
 def _describe(p: Point) -> str:
-    return "(" + ", ".join(f"{k}={v!r}" for k, v in p.values.items()) + ")"
+    return "(" + ", ".join(f"{k}={short_repr(v)}" for k, v in p.values.items()) + ")"
 
 
 def _progress(progress: Any) -> tuple[Any, bool]:
@@ -215,31 +275,11 @@ def _run_inline(items: list[Item]) -> Iterator[tuple[str, Any]]:
 # local processes
 
 
-def _watch_parent(parent: int) -> None:
-    """Worker initializer: ignore Ctrl-C (the parent decides) and exit once the parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except PermissionError:  # pragma: no cover - pid reused by another user
-                os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="acesim-parent-watch").start()
-
-
 def _pool(workers: int) -> ProcessPoolExecutor:
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if ctx.get_start_method() == "forkserver":
-        # Workers forked from a server that has already imported the simulator start fast.
-        ctx.set_forkserver_preload(["acesim.sweep.worker", "acesim.simulate"])
-    return ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
+    # Workers ignore Ctrl-C (the parent decides) and exit once the parent is gone; forked from a
+    # server that has already imported the simulator, they start fast.
+    return process_pool(
+        workers, preload=["acesim.sweep.worker", "acesim.simulate"], ignore_sigint=True
     )
 
 
@@ -326,10 +366,7 @@ def _run_dask(items: list[Item], dask: Any, workers: int) -> Iterator[tuple[str,
         )
         client = dist.Client(cluster)
     elif isinstance(dask, str):
-        if "://" not in dask:
-            raise ConfigError(
-                "--dask", "must be 'local' or a scheduler address tcp://HOST:PORT", dask
-            )
+        check_dask(dask)
         try:
             client = dist.Client(dask, timeout="20s")
         except (OSError, TimeoutError) as exc:

@@ -9,20 +9,33 @@ added with ``ALTER TABLE`` as new ones appear. Table ``columns`` records each ad
 role (``axis`` or ``metric``). A metric whose name is already taken by a swept path or a fixed
 column is stored as ``result.<name>``.
 
+Table ``meta`` (``key``, ``value``) holds the schema marker: ``schema`` = :data:`SCHEMA`, and
+``version``, the acesim that created the file. A metric that is not a finite number (NaN, inf)
+is stored as NULL.
+
 Every row is written in its own transaction in the parent process, in WAL mode: a sweep killed
 at any moment leaves only whole rows, and a restart skips the hashes already present.
+
+Opening an existing file checks it before anything trusts (or adds to) it, so a damaged or
+foreign file is a one-line :class:`~acesim.errors.SweepError` naming it, never a traceback or
+"N already in the database, ran 0": it must be an SQLite database (its header), pass
+``PRAGMA quick_check``, carry the acesim schema marker (a database of another application is
+never written to) and have the ``points`` and ``columns`` tables with their fixed columns.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
-from ..errors import SweepError
+from ..errors import SweepError, shorten
+from ..version import __version__
 
-__all__ = ["ResultStore", "read_table", "FIXED_COLUMNS", "SCHEMA"]
+__all__ = ["ResultStore", "read_table", "check_database", "FIXED_COLUMNS", "SCHEMA"]
 
 SCHEMA = "acesim.sweep/1"
 FIXED_COLUMNS = (
@@ -38,8 +51,8 @@ FIXED_COLUMNS = (
     "config",
 )
 
-_CREATE = """
-CREATE TABLE IF NOT EXISTS points (
+_CREATE = (
+    """CREATE TABLE points (
     hash TEXT PRIMARY KEY,
     sweep TEXT,
     point INTEGER,
@@ -50,10 +63,119 @@ CREATE TABLE IF NOT EXISTS points (
     version TEXT,
     finished_at TEXT,
     config TEXT
-);
-CREATE TABLE IF NOT EXISTS columns (name TEXT PRIMARY KEY, role TEXT NOT NULL, position INTEGER);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-"""
+)""",
+    "CREATE TABLE columns (name TEXT PRIMARY KEY, role TEXT NOT NULL, position INTEGER)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+)
+_TABLE_COLUMNS = {
+    "points": FIXED_COLUMNS,
+    "columns": ("name", "role", "position"),
+    "meta": ("key", "value"),
+}
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _file_is_empty(path: Path) -> bool:
+    """True when ``path`` does not exist or is an empty file (SQLite makes a new database);
+    SweepError when it is a directory, not a regular file, or not an SQLite database."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot read the results database ({exc.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SweepError(f"{path}: is a directory, expected an SQLite results database file")
+    if not stat.S_ISREG(info.st_mode):
+        raise SweepError(f"{path}: is not a regular file, expected an SQLite results database")
+    if info.st_size == 0:
+        return True
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot read the results database ({exc.strerror})") from None
+    if header != _SQLITE_HEADER:
+        raise SweepError(
+            f"{path}: not an SQLite database (it does not start with the SQLite header), so not "
+            "an acesim results database"
+        )
+    return False
+
+
+def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise SweepError(
+            f"{path}: corrupt SQLite database: PRAGMA quick_check fails ({exc}); restore it "
+            "from a copy or use another file"
+        ) from None
+    if rows != [("ok",)]:
+        first = shorten(" ".join(str(rows[0][0]).split()), 200) if rows else "no answer"
+        raise SweepError(
+            f"{path}: corrupt SQLite database: PRAGMA quick_check reports {first!s} "
+            f"({len(rows)} problem{'s' if len(rows) != 1 else ''}); restore it from a copy or "
+            "use another file"
+        )
+
+
+def check_database(conn: sqlite3.Connection, path: Path, *, quick_check: bool = True) -> bool:
+    """Check an open database; True when it has no tables yet (a new file).
+
+    Raises :class:`SweepError` naming ``path`` for a file that fails ``PRAGMA quick_check``
+    (skipped with ``quick_check=False``), has tables but no acesim schema marker (another
+    application's database), a different schema, or lacks a table or a fixed column.
+    """
+    if quick_check:
+        _quick_check(conn, path)
+    objects = dict(
+        conn.execute(
+            "SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+            "AND type IN ('table', 'view')"
+        ).fetchall()
+    )
+    if not objects:
+        return True
+    marker = None
+    if objects.get("meta") == "table":
+        present = {r[1] for r in conn.execute("PRAGMA table_info(meta)")}
+        if {"key", "value"} <= present:
+            marker = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if marker is None:
+        names = ", ".join(sorted(objects)[:6]) + (", ..." if len(objects) > 6 else "")
+        raise SweepError(
+            f"{path}: not an acesim results database: it has tables ({names}) but no acesim "
+            f"schema marker (meta.schema = {SCHEMA!r}); acesim does not write to another "
+            "application's database"
+        )
+    if marker[0] != SCHEMA:
+        raise SweepError(
+            f"{path}: database schema {shorten(str(marker[0]), 80)!r}, expected {SCHEMA!r}"
+        )
+    for table, needed in _TABLE_COLUMNS.items():
+        kind = objects.get(table)
+        if kind is None:
+            raise SweepError(f"{path}: damaged acesim results database: no table {table!r}")
+        if kind != "table":
+            raise SweepError(
+                f"{path}: damaged acesim results database: {table!r} is a {kind}, not a table"
+            )
+        present = {r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})")}
+        missing = [c for c in needed if c not in present]
+        if missing:
+            raise SweepError(
+                f"{path}: damaged acesim results database: table {table!r} lacks the "
+                f"column{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+            )
+    return False
+
+
+def _storable(value: Any) -> Any:
+    """NaN and infinities become NULL (SQLite has no NaN; inf would need a text marker)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _q(name: str) -> str:
@@ -68,21 +190,45 @@ class ResultStore:
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             raise SweepError(f"--db {self.path}: folder {self.path.parent} does not exist")
+        new_file = _file_is_empty(self.path)
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            # WAL + NORMAL: a committed row survives the process being killed (not power loss).
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.executescript(_CREATE)
-            row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
-            elif row[0] != SCHEMA:
-                raise SweepError(f"{self.path}: database schema {row[0]!r}, expected {SCHEMA!r}")
+        except sqlite3.Error as exc:
+            raise SweepError(f"{self.path}: cannot open the results database ({exc})") from None
+        try:
+            if new_file:
+                self._set_journal()
+            else:
+                _quick_check(self.conn, self.path)
+            self.conn.execute("BEGIN IMMEDIATE")  # two sweeps creating one file: one creates
+            try:
+                if check_database(self.conn, self.path, quick_check=False):
+                    for statement in _CREATE:
+                        self.conn.execute(statement)
+                    self.conn.executemany(
+                        "INSERT INTO meta VALUES (?, ?)",
+                        [("schema", SCHEMA), ("version", __version__)],
+                    )
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            if not new_file:
+                self._set_journal()
+            self._roles: dict[str, str] = {}
+            self._refresh_columns()
+        except SweepError:
+            self.conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
+            self.conn.close()
             raise SweepError(f"{self.path}: not a usable SQLite database ({exc})") from None
-        self._roles: dict[str, str] = {}
-        self._refresh_columns()
+
+    def _set_journal(self) -> None:
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a committed row survives the process being killed (not power loss).
+        self.conn.execute("PRAGMA synchronous=NORMAL")
 
     def _refresh_columns(self) -> None:
         self._roles = dict(self.conn.execute("SELECT name, role FROM columns").fetchall())
@@ -102,7 +248,10 @@ class ResultStore:
         sql = "SELECT hash FROM points"
         if not include_errors:
             sql += " WHERE status = 'ok'"
-        return {r[0] for r in self.conn.execute(sql)}
+        try:
+            return {r[0] for r in self.conn.execute(sql)}
+        except sqlite3.DatabaseError as exc:
+            raise SweepError(f"{self.path}: cannot read the points recorded ({exc})") from None
 
     def metric_column(self, name: str, axes: dict[str, Any]) -> str:
         """The column a metric is stored in (``result.<name>`` when the name is taken)."""
@@ -139,8 +288,14 @@ class ResultStore:
             roles[name] = "axis"
         for name, value in outcome.get("metrics", {}).items():
             column = self.metric_column(name, axes)
-            row[column] = value
+            row[column] = _storable(value)
             roles[column] = "metric"
+        try:
+            self._write_row(row, roles)
+        except sqlite3.DatabaseError as exc:
+            raise SweepError(f"{self.path}: cannot write point {point} ({exc})") from None
+
+    def _write_row(self, row: dict[str, Any], roles: dict[str, str]) -> None:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -165,8 +320,11 @@ class ResultStore:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
-            self._refresh_columns()
+            try:
+                conn.execute("ROLLBACK")
+                self._refresh_columns()
+            except sqlite3.Error:
+                pass  # the error being raised says more
             raise
 
 
@@ -181,9 +339,13 @@ def read_table(
     path = Path(db)
     if not path.exists():
         raise SweepError(f"{path}: results database does not exist")
+    if _file_is_empty(path):
+        raise SweepError(f"{path}: empty file, not an acesim results database")
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
         try:
+            if check_database(conn, path):
+                raise SweepError(f"{path}: SQLite database without tables, no sweep results")
             roles = dict(
                 conn.execute("SELECT name, role FROM columns ORDER BY position").fetchall()
             )

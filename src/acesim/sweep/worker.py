@@ -17,7 +17,10 @@ _COLLECTIVE_ECHO = ("op", "size", "endpoint", "mode")
 
 
 def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts become dotted keys; values become float/int/str/None (lists as JSON)."""
+    """Nested dicts become dotted keys; values become float/int/str/None (lists as JSON).
+
+    A float that is not finite (NaN, inf) becomes None: the database stores it as NULL.
+    """
     out: dict[str, Any] = {}
     for key, value in metrics.items():
         name = f"{prefix}.{key}" if prefix else str(key)
@@ -29,7 +32,7 @@ def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]
         if value is None or isinstance(value, bool | int | str):
             out[name] = value
         elif isinstance(value, float):
-            out[name] = value if math.isfinite(value) else repr(value)
+            out[name] = value if math.isfinite(value) else None
         elif isinstance(value, list | tuple):
             out[name] = json.dumps(list(value), default=str)
         else:

@@ -28,8 +28,9 @@ Where we are stricter than ASTRA-sim 1.0 (its C++ reads tokens with ``>>`` and n
 - an unknown collective type is an error (ASTRA-sim silently treats it as ``NONE``), so is
   ``NONE`` with a non-zero size (ASTRA-sim ignores the size), and so is ASTRA-sim's combined
   ``ALLREDUCEALLTOALL``, which acesim's collectives do not include;
-- times and sizes must be non-negative integers; layer names must be unique within a workload
-  (the published ``Transformer_HybridParallel.txt`` repeats ``layernorm2``; the raw parser
+- times and sizes must be non-negative integers of at most 64 bits (:data:`MAX_INTEGER`; a
+  bigger one overflows the conversion to seconds or bytes); layer names must be unique within a
+  workload (the published ``Transformer_HybridParallel.txt`` repeats ``layernorm2``; the raw parser
   :func:`parse_astra_workload` accepts that, :func:`read_astra_workload` does not).
 
 Conversion to :class:`~acesim.workload.model.Workload` (:func:`read_astra_workload`):
@@ -66,7 +67,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import WorkloadError
+from ..config.files import FileProblem, read_text_file
+from ..errors import WorkloadError, short_repr
 from .model import Comm, Compute, Layer, Pass, Workload
 
 __all__ = [
@@ -74,6 +76,8 @@ __all__ = [
     "AstraLayer",
     "AstraPass",
     "DEFAULT_CLOCK_HZ",
+    "MAX_INTEGER",
+    "MAX_WORKLOAD_BYTES",
     "KNOWN_LOOPS",
     "SUPPORTED_LOOPS",
     "COMM_TYPES",
@@ -84,6 +88,15 @@ __all__ = [
 
 DEFAULT_CLOCK_HZ = 1e9
 """ASTRA-sim 1.0 counts compute in cycles of a 1 GHz clock (one tick = 1 ns)."""
+
+MAX_WORKLOAD_BYTES = 64 * 2**20
+"""Largest workload file read (64 MiB); the published ones are a few KiB."""
+
+MAX_INTEGER = 2**63 - 1
+"""Largest time or size in a workload file: a 64-bit integer (ASTRA-sim reads them into 64-bit
+or smaller C++ integers). Larger values overflow the conversion to floats (309 digits) or Python's
+4,300-digit limit on reading integers."""
+_MAX_DIGITS = len(str(MAX_INTEGER))
 
 #: Training loops ASTRA-sim 1.0's ``decode_parallelsim`` knows.
 KNOWN_LOOPS = (
@@ -180,7 +193,13 @@ class _Where:
 
     def integer(self, token: str, line: int, field: str, *, minimum: int | None = 0) -> int:
         if not _INT.fullmatch(token):
-            raise self.error(line, field, f"must be an integer, got {token!r}")
+            raise self.error(line, field, f"must be an integer, got {short_repr(token)}")
+        digits = token.lstrip("+-").lstrip("0")
+        if len(digits) > _MAX_DIGITS or int(digits or "0") > MAX_INTEGER:
+            shown = token if len(token) <= 40 else f"{token[:20]}... ({len(digits)} digits)"
+            raise self.error(
+                line, field, f"must fit in 64 bits (at most {MAX_INTEGER}), got {shown}"
+            )
         value = int(token)
         if minimum is not None and value < minimum:
             rule = "must not be negative" if minimum == 0 else f"must be at least {minimum}"
@@ -191,18 +210,12 @@ class _Where:
 def _read_lines(path: Path) -> list[tuple[int, str]]:
     """Non-blank lines of ``path`` with their 1-based numbers."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError("no such workload file", location=str(path)) from None
-    except IsADirectoryError:
-        raise WorkloadError("is a directory, not a workload file", location=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(
-            f"not a text workload file (not UTF-8: {exc.reason} at byte {exc.start})",
-            location=str(path),
-        ) from None
-    except OSError as exc:
-        raise WorkloadError(f"cannot read: {exc.strerror}", location=str(path)) from None
+        text = read_text_file(path, limit=MAX_WORKLOAD_BYTES, what="text workload file")
+    except FileProblem as exc:
+        message = str(exc)
+        if message == "file does not exist":
+            message = "no such workload file"
+        raise WorkloadError(message, location=str(path)) from None
     return [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
@@ -212,13 +225,13 @@ def _parse_header(where: _Where, lineno: int, tokens: list[str]) -> tuple[int | 
         raise where.error(
             lineno,
             "training loop",
-            f"unknown training loop {loop!r} (known: {', '.join(KNOWN_LOOPS)})",
+            f"unknown training loop {short_repr(loop)} (known: {', '.join(KNOWN_LOOPS)})",
         )
     last_bottom: int | None = None
     group: int | None = None
     if loop in ("DATA", "MICRO") and args:
         raise where.error(
-            lineno, "training loop", f"{loop} takes no arguments, got {' '.join(args)!r}"
+            lineno, "training loop", f"{loop} takes no arguments, got {short_repr(' '.join(args))}"
         )
     if loop in ("HYBRID_DLRM", "HYBRID_DLRM_ENHANCED"):
         if not args:
@@ -231,7 +244,8 @@ def _parse_header(where: _Where, lineno: int, tokens: list[str]) -> tuple[int | 
             raise where.error(
                 lineno,
                 "training loop",
-                f"{loop} takes one argument (the last bottom layer), got {' '.join(args)!r}",
+                f"{loop} takes one argument (the last bottom layer), "
+                f"got {short_repr(' '.join(args))}",
             )
         last_bottom = where.integer(args[0], lineno, "last bottom layer")
     if loop.startswith("HYBRID_TRANSFORMER"):
@@ -249,7 +263,9 @@ def _parse_layer(where: _Where, lineno: int, line: str, customized: bool) -> Ast
     expected = _COLUMNS + (1 if customized else 0)
     if len(tokens) == expected - 1 and _INT.fullmatch(tokens[0]):
         # The columns shifted left by one and start with the dependency: the name is missing.
-        raise where.error(lineno, "name", f"layer has no name (the line starts with {tokens[0]!r})")
+        raise where.error(
+            lineno, "name", f"layer has no name (the line starts with {short_repr(tokens[0])})"
+        )
     if len(tokens) != expected:
         extra = ", then the layer's parallelism" if customized else ""
         raise where.error(
@@ -273,7 +289,7 @@ def _parse_layer(where: _Where, lineno: int, line: str, customized: bool) -> Ast
             raise where.error(
                 lineno,
                 f"{short}_comm_type",
-                f"unknown collective type {type_tok!r} "
+                f"unknown collective type {short_repr(type_tok)} "
                 f"(expected one of {', '.join(COMM_TYPES)}){hint}",
             )
         size = where.integer(size_tok, lineno, f"{short}_comm_size")
@@ -290,7 +306,7 @@ def _parse_layer(where: _Where, lineno: int, line: str, customized: bool) -> Ast
             raise where.error(
                 lineno,
                 "layer parallelism",
-                f"unknown parallelism {parallelism!r} (known: {', '.join(KNOWN_LOOPS)})",
+                f"unknown parallelism {short_repr(parallelism)} (known: {', '.join(KNOWN_LOOPS)})",
             )
     return AstraLayer(
         name, dependency, passes[0], passes[1], passes[2], update, parallelism, lineno
@@ -323,7 +339,7 @@ def parse_astra_workload(path: str | os.PathLike[str]) -> AstraFile:
     count_tokens = count_line.split()
     if len(count_tokens) != 1:
         raise where.error(
-            count_no, "layer count", f"expected one integer, got {count_line.strip()!r}"
+            count_no, "layer count", f"expected one integer, got {short_repr(count_line.strip())}"
         )
     declared = where.integer(count_tokens[0], count_no, "layer count", minimum=1)
     body = lines[2:]
@@ -403,7 +419,7 @@ def read_astra_workload(
             raise where.error(
                 raw.line,
                 "name",
-                f"layer name {raw.name!r} repeats (first on line {seen[raw.name]})",
+                f"layer name {short_repr(raw.name)} repeats (first on line {seen[raw.name]})",
             )
         seen[raw.name] = raw.line
         passes: dict[str, Pass] = {}

@@ -42,12 +42,13 @@ from typing import Any, Literal
 
 from google.protobuf.message import DecodeError
 
+from ...config.files import describe_size
 from ...errors import TraceError
 from ...network.ops import COLLECTIVE_OPS
 from ..graph import Graph, Node
 from ..model import Compute
 from . import attrs as A
-from . import mapping, schema
+from . import mapping, schema, stream
 from .stream import FramingError, check_wire_types, has_field, iter_records, load_bytes
 
 __all__ = ["read_chakra", "ChakraWarning", "rank_files"]
@@ -158,16 +159,26 @@ class _RankTrace:
 
 def _parse_file(path: Path, rank: int) -> _RankTrace:
     loc = str(path)
+    limit = stream.MAX_TRACE_BYTES
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:
+                raise TraceError(
+                    f"rank {rank} file is {size} bytes, more than the {describe_size(limit)} "
+                    "a rank file may have",
+                    location=loc,
+                )
+            raw = handle.read(limit + 1)
     except OSError as exc:
         raise TraceError(f"cannot read rank {rank} file: {exc.strerror}", location=loc) from exc
-    buf = load_bytes(loc, raw)
+    buf = load_bytes(loc, raw, limit)
     if not buf:
         raise TraceError("empty file; a Chakra trace starts with a GlobalMetadata", location=loc)
     trace = _RankTrace(path, rank, schema.GlobalMetadata())
     index = 0
     last_id: int | None = None
+    ids: set[int] = set()
 
     def where() -> str:
         after = f"after node {last_id}" if last_id is not None else "before the first node"
@@ -198,8 +209,16 @@ def _parse_file(path: Path, rank: int) -> _RankTrace:
                         location=loc,
                     )
                 node = _decode(schema.Node, data, loc, f"byte {offset} ({where()})")
+                node_id = int(node.id)
+                if node_id in ids:
+                    # Reported here, not only by _check_structure: a stream of empty records
+                    # (a file of zeros) would otherwise hold one node per byte in memory.
+                    raise TraceError(
+                        f"node id {node_id} repeats", location=loc, field=f"node {node_id}"
+                    )
+                ids.add(node_id)
                 trace.nodes.append(node)
-                last_id = int(node.id)
+                last_id = node_id
             index += 1
     except FramingError as exc:
         raise TraceError(f"{exc} at byte {exc.offset} ({where()})", location=loc) from exc

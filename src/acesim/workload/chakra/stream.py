@@ -4,20 +4,29 @@ A file is a sequence of records ``varint(len) || message bytes``; Chakra writes 
 first, then one Node per record. The decoder never loops without consuming input and checks
 every length against what is left, so a corrupt file ends in a :class:`~acesim.errors.TraceError`
 rather than a hang or a huge allocation. Gzipped files (Chakra's tools accept them) are
-decompressed first.
+decompressed first, to at most :data:`MAX_TRACE_BYTES` (deflate expands up to about 1,000 times:
+a 2 MiB file can hold 2 GiB of zeros), and a file larger than that is not read.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from ...config.files import describe_size
 from ...errors import TraceError
+
+MAX_TRACE_BYTES = 2**30
+"""Largest rank file (1 GiB), as stored and after gunzipping. Chakra traces of real training
+steps are tens of MiB per rank; the reader holds every node in memory, several times the
+trace's size, so a bigger one would exhaust memory rather than be simulated."""
 
 _MAX_VARINT_BYTES = 10  # a 64-bit varint never needs more
 _GZIP_MAGIC = b"\x1f\x8b"
+_GUNZIP_CHUNK = 2**24
 
 
 class FramingError(Exception):
@@ -75,17 +84,41 @@ def write_message(out: BinaryIO, message: object) -> int:
     return len(prefix) + len(data)
 
 
-def load_bytes(path_name: str, raw: bytes) -> bytes:
-    """The file's bytes, gunzipped when they start with the gzip magic number."""
+def load_bytes(path_name: str, raw: bytes, limit: int | None = None) -> bytes | bytearray:
+    """The file's bytes, gunzipped when they start with the gzip magic number.
+
+    Raises :class:`TraceError` when ``raw`` or its decompressed content is larger than
+    ``limit`` bytes (default :data:`MAX_TRACE_BYTES`; decompression stops there) or the gzip
+    data is corrupt.
+    """
+    limit = MAX_TRACE_BYTES if limit is None else limit
+    if len(raw) > limit:
+        raise TraceError(
+            f"file is {len(raw)} bytes, more than the {describe_size(limit)} a rank file may have",
+            location=path_name,
+        )
     if raw[:2] != _GZIP_MAGIC:
         return raw
+    out = bytearray()
     try:
-        return gzip.decompress(raw)
+        with gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") as stream:
+            while True:
+                chunk = stream.read(min(_GUNZIP_CHUNK, limit + 1 - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise TraceError(
+                        f"gzip data expands to more than the {describe_size(limit)} a rank file "
+                        f"may have ({len(raw)} bytes compressed); refusing to decompress further",
+                        location=path_name,
+                    )
     except (OSError, EOFError, zlib.error) as exc:
         raise TraceError(f"corrupt gzip data: {exc}", location=path_name) from exc
+    return out
 
 
-def iter_records(buf: bytes) -> Iterator[tuple[int, memoryview]]:
+def iter_records(buf: bytes | bytearray) -> Iterator[tuple[int, memoryview]]:
     """Yield (offset of the record, message bytes) for each record of a framed stream.
 
     Raises :class:`FramingError` on a truncated length prefix or a message shorter than its
