@@ -575,3 +575,47 @@ def test_microbenchmark_traces_simulate(tmp_path: Path) -> None:
     assert rec[2].start == pytest.approx(rec[1].end) and rec[3].end > rec[3].start
     # A 1 MiB message over a 100 GB/s link takes at least 10.5 us.
     assert rec[3].end - rec[3].start >= (1 << 20) / 100e9
+
+
+def test_every_exported_compute_node_has_num_ops_and_tensor_size(tmp_path: Path) -> None:
+    # ASTRA-sim 2.0's roofline mode reads both on every compute node; without them the rank
+    # never finishes (and ASTRA-sim still exits 0).
+    from acesim.workload.chakra import schema
+    from acesim.workload.chakra.stream import iter_records
+    from acesim.workload.zoo import load_zoo
+
+    graph = build_graph(load_zoo("resnet50", batch_per_npu=2), 1)
+    files = write_chakra(graph, tmp_path / "rn", npus=2)
+    checked = 0
+    for path in files:
+        records = list(iter_records(path.read_bytes()))
+        for _offset, data in records[1:]:  # record 0 is the global metadata
+            node = schema.Node()
+            node.ParseFromString(bytes(data))
+            if node.type != schema.NODE_TYPES["COMP_NODE"]:
+                continue
+            names = {a.name: a for a in node.attr}
+            assert {"num_ops", "tensor_size"} <= set(names), node.name
+            assert names["num_ops"].WhichOneof("value") == "int64_val"
+            assert names["tensor_size"].WhichOneof("value") == "uint64_val"
+            checked += 1
+    assert checked > 100  # conv1.ig (no work) among them
+
+
+def test_a_collective_without_comm_type_or_size_is_a_trace_error(tmp_path: Path) -> None:
+    from acesim.workload.chakra import schema
+    from acesim.workload.chakra.stream import write_message
+
+    for missing in ("comm_type", "comm_size"):
+        path = tmp_path / f"{missing}.0.et"
+        with open(path, "wb") as out:
+            write_message(out, schema.GlobalMetadata(version="0.0.4"))
+            node = schema.Node(id=0, name="ar", type=schema.NODE_TYPES["COMM_COLL_NODE"])
+            for name, value in (("comm_type", 0), ("comm_size", 1024)):
+                if name != missing:
+                    attr = node.attr.add()
+                    attr.name = name
+                    attr.int64_val = value
+            write_message(out, node)
+        with pytest.raises(TraceError, match=f"needs the attribute '{missing}'"):
+            read_chakra(str(tmp_path / missing))

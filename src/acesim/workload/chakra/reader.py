@@ -344,6 +344,7 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
                     continue
             out.append(Node(kind="compute", compute=_compute(msg, a, ctx), **base))
         elif t == schema.NODE_TYPES["COMM_COLL_NODE"]:
+            _require(a, A.COMM_TYPE, loc, nid)
             ctype = a.as_int(A.COMM_TYPE, 0) or 0
             op = mapping.COLL_NAMES.get(ctype)
             if op is None or op not in COLLECTIVE_OPS:
@@ -351,6 +352,7 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
                 _skip(ctx, loc, trace.rank, nid, f"COMM_COLL_NODE {cname}")
                 out.append(None)
                 continue
+            _require(a, A.COMM_SIZE, loc, nid)
             dims = _dims(a, ctx)
             pg = a.as_str(A.PG_NAME)
             if pg not in (None, "", "0"):
@@ -455,6 +457,16 @@ def _dims(a: A.AttrReader, ctx: _Context) -> tuple[int, ...] | None:
             field=a.node,
         )
     return dims
+
+
+def _require(a: A.AttrReader, name: str, loc: str, nid: int) -> None:
+    """A collective attribute ASTRA-sim 2.0 cannot do without (it stops on its absence)."""
+    if name not in a.by_name:
+        raise TraceError(
+            f"a COMM_COLL_NODE needs the attribute {name!r} (ASTRA-sim 2.0 stops without it)",
+            location=loc,
+            field=f"node {nid}",
+        )
 
 
 def _comm_size(a: A.AttrReader, op: str, dims: tuple[int, ...] | None, ctx: _Context) -> float:
