@@ -23,7 +23,7 @@ from .commands.collective import collective_command
 from .commands.common import console, err_console
 from .commands.kinds import kinds_command
 from .commands.membw import membw_command
-from .commands.presets import presets_command
+from .commands.presets import presets_app
 from .commands.reproduce import reproduce_command
 from .commands.run import run_command
 from .commands.sweep import register as register_sweep
@@ -58,7 +58,7 @@ def _root(
         console.print(ctx.get_help())
 
 
-app.command("presets")(presets_command)
+app.add_typer(presets_app, name="presets")
 app.command("kinds")(kinds_command)
 app.command("collective")(collective_command)
 app.command("run")(run_command)

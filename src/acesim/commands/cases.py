@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from ..experiment.case import Case, make_case
 from ..training.loops import LOOPS
 from ..units import parse_quantity
+from .common import err_console
 
 __all__ = ["FLAGS", "parse_shape", "cli_case"]
 
@@ -59,6 +60,8 @@ def cli_case(
     """The case the command-line options describe."""
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
+    if npus is not None:
+        _warn_single_node(system, npus)
     LOOPS.check(loop, "--loop")
     options: dict[str, Any] = {
         "iterations": iterations,
@@ -84,3 +87,24 @@ def cli_case(
         if flag is None:
             raise
         raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
+
+
+def _warn_single_node(system: str, npus: int) -> None:
+    """A one-dimension system (an 8-GPU NVSwitch node) resized to other NPU counts becomes one
+    bigger switch, which no such node is: say so (multi-node systems need a scale-out
+    dimension of their own)."""
+    from ..config.presets import system_document
+
+    try:
+        dims = system_document(system).get("network", {}).get("dimensions", [])
+    except ConfigError:
+        return  # the resolution reports it
+    if len(dims) == 1 and isinstance(dims[0], dict) and dims[0].get("size") != npus:
+        err_console.print(
+            f"[yellow]warning[/yellow]: {system} is one {dims[0].get('kind', 'ring')} of "
+            f"{dims[0].get('size')} NPUs; --npus {npus} makes a single {npus}-NPU "
+            f"{dims[0].get('kind', 'ring')}, not {npus // max(int(dims[0].get('size') or 1), 1)} "
+            "nodes (add a scale-out dimension to the system for several nodes)",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from importlib import resources
@@ -198,13 +199,53 @@ def system_from_dict(data: dict[str, Any], origin: str = "") -> SystemConfig:
         raise err from None
 
 
-def system_document(name_or_path: str | Path) -> dict[str, Any]:
-    """The raw document for a preset name or a file path."""
+#: A document may extend another this many levels deep (a chain, not a cycle).
+MAX_EXTENDS_DEPTH = 8
+
+
+def _raw_document(name_or_path: str | Path) -> tuple[dict[str, Any], Path | None]:
     text = str(name_or_path)
     path = Path(text)
     if path.suffix.lower() in DOCUMENT_SUFFIXES or path.exists():
-        return read_document(path)
-    return preset_document(text)
+        return read_document(path), path
+    return preset_document(text), None
+
+
+def merge_documents(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` on top: tables merge key by key (recursively), every other
+    value (numbers, text, lists such as ``network.dimensions``) is replaced whole."""
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_documents(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def system_document(name_or_path: str | Path, _chain: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document of a preset name or a file path, with ``extends`` resolved.
+
+    ``extends = "<preset or file>"`` at the top level makes the document a set of changes to
+    another one (:func:`merge_documents`); a relative file path is relative to the extending
+    file. Cycles and chains deeper than :data:`MAX_EXTENDS_DEPTH` are errors.
+    """
+    doc, path = _raw_document(name_or_path)
+    parent = doc.pop("extends", None)
+    if parent is None:
+        return doc
+    where = str(name_or_path)
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{where}: extends", "must name a preset or a system file", parent)
+    target: str | Path = parent
+    if path is not None and not Path(parent).is_absolute() and (path.parent / parent).exists():
+        target = path.parent / parent
+    key = str(Path(target).resolve()) if Path(str(target)).exists() else str(target)
+    if key in _chain or len(_chain) >= MAX_EXTENDS_DEPTH:
+        rule = "extends itself" if key in _chain else f"is more than {MAX_EXTENDS_DEPTH} deep"
+        raise ConfigError(f"{where}: extends", f"the chain {rule}", " -> ".join((*_chain, key)))
+    base = system_document(target, (*_chain, key))
+    return merge_documents(base, doc)
 
 
 def load_system(name_or_path: str | Path = DEFAULT_PRESET) -> SystemConfig:

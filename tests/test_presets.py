@@ -1,0 +1,79 @@
+"""Presets: `extends`, `acesim presets show`, and the single-node resize warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from acesim.cli import app
+from acesim.config.presets import load_system, merge_documents, system_document
+from acesim.errors import ConfigError
+
+runner = CliRunner()
+
+
+def test_extends_merges_tables_and_replaces_other_values(tmp_path: Path) -> None:
+    child = tmp_path / "mine.toml"
+    child.write_text(
+        'extends = "h100-nvswitch-8"\nname = "mine"\n[npu]\nhbm_bandwidth = "5 TB/s"\n',
+        encoding="utf-8",
+    )
+    mine = load_system(child)
+    h100 = load_system("h100-nvswitch-8")
+    assert mine.name == "mine" and mine.npu.hbm_bandwidth == 5e12
+    assert mine.npu.compute_units == h100.npu.compute_units  # kept from the parent
+    assert mine.network == h100.network
+    # Lists are replaced whole, tables merge key by key.
+    merged = merge_documents({"a": {"x": 1, "y": [1, 2]}}, {"a": {"y": [3]}, "b": 2})
+    assert merged == {"a": {"x": 1, "y": [3]}, "b": 2}
+
+
+def test_the_h200_preset_is_the_h100_with_its_memory() -> None:
+    h100, h200 = load_system("h100-nvswitch-8"), load_system("h200-nvswitch-8")
+    assert h200.npu.hbm_bandwidth == 4.8e12 and h100.npu.hbm_bandwidth == 3.35e12
+    assert h200.npu.compute_units == h100.npu.compute_units == 132
+    assert h200.collective == h100.collective and h200.network == h100.network
+    assert h200.sources["npu.hbm_bandwidth"].note.startswith("H200")
+    assert "network.dimensions[0].link_bandwidth" in h200.sources  # inherited
+
+
+def test_extends_relative_to_the_file_and_cycles_refused(tmp_path: Path) -> None:
+    (tmp_path / "base.json").write_text(
+        json.dumps({"network": {"dimensions": [{"size": 4, "link_bandwidth": "10 GB/s"}]}}),
+        encoding="utf-8",
+    )
+    (tmp_path / "child.toml").write_text('extends = "base.json"\nname = "c"\n', encoding="utf-8")
+    assert load_system(tmp_path / "child.toml").network.total_npus == 4
+    (tmp_path / "a.toml").write_text('extends = "b.toml"\n', encoding="utf-8")
+    (tmp_path / "b.toml").write_text('extends = "a.toml"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="extends: the chain extends itself"):
+        system_document(tmp_path / "a.toml")
+    (tmp_path / "bad.toml").write_text("extends = 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="extends: must name a preset or a system file"):
+        system_document(tmp_path / "bad.toml")
+
+
+def test_presets_show_prints_the_resolved_document_with_sources() -> None:
+    out = runner.invoke(
+        app,
+        ["presets", "show", "h200-nvswitch-8", "--set", "npu.hbm_bandwidth=5 TB/s"],
+        env={"COLUMNS": "200"},
+    )
+    assert out.exit_code == 0, out.output
+    assert "hbm_bandwidth: 5 TB/s" in out.output
+    assert "compute_units: 132" in out.output  # merged from h100-nvswitch-8
+    assert "extends" not in out.output.split("sources")[0]
+    assert "H200 SXM datasheet" in out.output
+    listing = runner.invoke(app, ["presets"], env={"COLUMNS": "200"})
+    assert listing.exit_code == 0 and "h100-nvswitch-8" in listing.output
+
+
+def test_resizing_a_single_node_preset_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    from acesim.commands.cases import cli_case
+
+    cli_case("h100-nvswitch-8", "resnet50", npus=16)
+    err = capsys.readouterr().err
+    assert "h100-nvswitch-8 is one switch of 8 NPUs" in err and "not 2 nodes" in err
