@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -411,3 +412,37 @@ def test_run_points_record_training_metrics(tmp_path: Path) -> None:
     best, preset = (by_kind.loc[k, "iteration_time"] for k in ("best_baseline", "baseline"))
     assert best <= preset
     assert by_kind.loc["best_baseline", "run.variant"].endswith("units")
+
+
+def test_a_sweep_with_a_failed_point_exits_non_zero_and_keeps_the_rows(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from acesim.cli import app
+
+    spec = tmp_path / "fails.json"
+    spec.write_text(
+        json.dumps(
+            small_spec(
+                base={
+                    "system": "ace-isca21",
+                    "op": "all-reduce",
+                    "size": "64 MiB",
+                    "overrides": {"endpoint.kind": "ace", "endpoint.ace.allow_spill": False},
+                },
+                grid={"endpoint.ace.split_chunks": [True, False]},
+                zip={},
+            )
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "fails.sqlite"
+    out = CliRunner().invoke(app, ["sweep", str(spec), "--db", str(db), "-j", "0"])
+    assert out.exit_code == 1, out.output
+    assert len(load_results(db)) == 2  # both rows are kept
+
+
+def test_a_workload_typo_is_invalid_before_anything_runs() -> None:
+    points = load_spec({"kind": "run", "base": {"workload": {"name": "resnet"}}}).points()
+    assert not points[0].ok
+    assert "workload.name: is not a zoo model" in (points[0].error or "")
+    assert "did you mean 'resnet50'?" in (points[0].error or "")

@@ -86,6 +86,9 @@ def sweep(
         err_console.print(f"[red]point {index}[/red]: {error}", highlight=False, soft_wrap=True)
     if summary.failed > 5:
         err_console.print(f"... and {summary.failed - 5} more (acesim results {summary.db})")
+    if summary.failed:
+        # The rows stay in the database; the exit status says the sweep is not all good.
+        raise typer.Exit(1)
 
 
 def _print_points(loaded: Any) -> None:

@@ -381,10 +381,12 @@ class _Resolver:
                 run["search"] = True
             options = _normalize(RunOptions, run, "run")
             LOOPS.check(options["loop"], "run.loop")
+            workload = _normalize(WorkloadConfig, raw["workload"], "workload")
+            _check_workload(workload["name"])
             return {
                 "kind": "run",
                 "system": system,
-                "workload": _normalize(WorkloadConfig, raw["workload"], "workload"),
+                "workload": workload,
                 "run": options,
             }
         op = raw.get("op", "all-reduce")
@@ -458,3 +460,22 @@ def _best_of(raw: dict[str, Any]) -> bool:
         return False  # the system validation reports the unknown kind
     endpoint["kind"] = name
     return True
+
+
+def _check_workload(name: str) -> None:
+    """A run point's workload exists: a zoo model, a file or a Chakra trace prefix (checked
+    before anything runs, so a typo is one error, not a failed point per row)."""
+    import difflib
+
+    from ..experiment.case import chakra_source
+    from ..workload.zoo import zoo_names
+
+    if name in zoo_names() or chakra_source(name) is not None:
+        return
+    if Path(name).exists():  # run points read workload files from the current folder
+        return
+    close = difflib.get_close_matches(name, zoo_names(), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"the zoo has {', '.join(zoo_names())}"
+    raise ConfigError(
+        "workload.name", "is not a zoo model, a workload file or a Chakra trace", name, hint=hint
+    )
