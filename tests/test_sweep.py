@@ -446,3 +446,59 @@ def test_a_workload_typo_is_invalid_before_anything_runs() -> None:
     assert not points[0].ok
     assert "workload.name: is not a zoo model" in (points[0].error or "")
     assert "did you mean 'resnet50'?" in (points[0].error or "")
+
+
+def test_units_are_recorded_printed_and_plotted(tmp_path: Path) -> None:
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from acesim.cli import app
+    from acesim.sweep.plot import _draw
+    from acesim.sweep.store import read_units
+
+    db = tmp_path / "u.sqlite"
+    run_sweep(small_spec(), db, workers=0)
+    with sqlite3.connect(db) as conn:
+        stored = dict(conn.execute("SELECT name, unit FROM columns").fetchall())
+    assert stored["npu.hbm_bandwidth"] == "B/s" and stored["busbw"] == "B/s"
+    assert stored["time"] == "s" and stored["network.dimensions[1].size"] == ""
+    assert read_units(db)["wall_time"] == "s"
+    frame = load_results(db)
+    assert frame.attrs["units"]["busbw"] == "B/s"
+    out = CliRunner().invoke(
+        app, ["results", str(db), "-c", "npu.hbm_bandwidth,busbw,time"], env={"COLUMNS": "200"}
+    )
+    assert out.exit_code == 0, out.output
+    assert "busbw (B/s)" in out.output and "GB/s" in out.output and "e+" not in out.output
+    ok = frame[frame["status"] == "ok"]
+    fig = _draw(ok, "npu.hbm_bandwidth", "busbw", ["endpoint.kind"], units=read_units(db),
+                logx=False, logy=False)  # fmt: skip
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "npu.hbm_bandwidth (B/s)" and ax.get_ylabel() == "busbw (B/s)"
+    legend = ax.get_legend()
+    fig.canvas.draw()
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0 + 1  # below the data
+    markers = {line.get_marker() for line in ax.get_lines()}
+    assert len(markers) == len(ax.get_lines())  # overlapping lines stay distinguishable
+
+
+def test_a_version_1_database_is_upgraded_with_units(tmp_path: Path) -> None:
+    import sqlite3
+
+    from acesim.sweep.store import SCHEMA, ResultStore
+
+    db = tmp_path / "old.sqlite"
+    run_sweep(small_spec(), db, workers=0)
+    with sqlite3.connect(db) as conn:  # make it look like an acesim.sweep/1 database
+        conn.execute("CREATE TABLE c2 (name TEXT PRIMARY KEY, role TEXT NOT NULL, position INT)")
+        conn.execute("INSERT INTO c2 SELECT name, role, position FROM columns")
+        conn.execute("DROP TABLE columns")
+        conn.execute("ALTER TABLE c2 RENAME TO columns")
+        conn.execute("UPDATE meta SET value = 'acesim.sweep/1' WHERE key = 'schema'")
+    assert load_results(db).attrs["units"]["busbw"] == "B/s"  # read without writing
+    with ResultStore(db):
+        pass
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == SCHEMA
+        assert dict(conn.execute("SELECT name, unit FROM columns"))["busbw"] == "B/s"

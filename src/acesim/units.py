@@ -194,3 +194,36 @@ def format_rate(bytes_per_second: float) -> str:
         if abs(bytes_per_second) >= scale:
             return f"{bytes_per_second / scale:.3g} {unit}"
     return f"{bytes_per_second:.3g} B/s"
+
+
+#: The SI unit symbol of each quantity kind (what a stored number of that kind is in).
+UNIT_OF_KIND: dict[str, str] = {
+    "size": "B",
+    "rate": "B/s",
+    "time": "s",
+    "flop_rate": "FLOP/s",
+    "flops": "FLOP",
+}
+
+_ENG = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"),
+        (1e-9, "n"), (1e-12, "p"))  # fmt: skip
+
+
+def format_eng(value: float, unit: str, digits: int = 3) -> str:
+    """``value`` (in ``unit``) with an engineering prefix: ``2.25e11, "B/s"`` -> ``225 GB/s``.
+
+    Dimensionless units (``""``, ``"1"``, ``"x"``) print the number alone (``x`` appended
+    for ratios); bytes use decimal prefixes here, as rates do (``format_size`` for binary)."""
+    if not math.isfinite(value):
+        return str(value)
+    if unit in ("", "1"):
+        return f"{value:.{digits}g}"
+    if unit == "x":
+        return f"{value:.{digits}g}x"
+    magnitude = abs(value)
+    if magnitude == 0:
+        return f"0 {unit}"
+    for scale, prefix in _ENG:
+        if magnitude >= scale or scale == 1e-12:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"  # pragma: no cover

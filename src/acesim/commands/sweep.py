@@ -109,9 +109,16 @@ def _print_points(loaded: Any) -> None:
     console.print(table)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, unit: str = "") -> str:
+    """A cell: numbers with an engineering prefix and their unit (``225 GB/s``)."""
+    from ..units import format_eng
+
     if value is None:
         return ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if unit:
+        return format_eng(float(value), unit)
     if isinstance(value, float):
         if math.isfinite(value) and value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
             return f"{value:.4g}"
@@ -131,7 +138,7 @@ def results(
     from rich.table import Table
 
     from ..errors import ConfigError
-    from ..sweep.store import read_table
+    from ..sweep.store import read_table, read_units
 
     if csv_out is not None:
         check_output_path(csv_out, "--csv", (".csv",))
@@ -170,14 +177,17 @@ def results(
                 soft_wrap=True,
             )
     index = [names.index(c) for c in shown]
+    units = read_units(db)
     ok = sum(1 for r in rows if r[0] == "ok")
     table = Table(title=f"{db}: {len(rows)} points, {ok} ok, {len(rows) - ok} failed")
     for c in shown:
+        unit = units.get(c, "")
+        heading = f"{c} ({unit})" if unit and unit not in ("1", "x") else c
         table.add_column(
-            c, justify="left" if c in ("status", "error") else "right", overflow="fold"
+            heading, justify="left" if c in ("status", "error") else "right", overflow="fold"
         )
     for r in rows[:limit] if limit is not None else rows:
-        table.add_row(*(_fmt(r[i]) for i in index))
+        table.add_row(*(_fmt(r[i], units.get(c, "")) for i, c in zip(index, shown, strict=True)))
     console.print(table)
 
 

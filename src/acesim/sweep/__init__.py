@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .runner import SweepSummary, run_sweep
 from .spec import Axis, Point, SweepSpec, config_hash, load_spec
-from .store import read_table
+from .store import read_table, read_units
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -37,9 +37,13 @@ def load_results(db: str | Path, *, config: bool = False) -> pandas.DataFrame:
 
     Columns: ``status``, the swept paths, the metrics, ``error``, ``wall_time``, ``version``,
     ``sweep``, ``point``, ``hash``, ``finished_at`` (and ``config``, the resolved configuration
-    as JSON, when ``config=True``). Rows are in sweep/point order.
+    as JSON, when ``config=True``). Rows are in sweep/point order. Numbers are in SI base units;
+    ``frame.attrs["units"]`` maps each column to its unit (``B/s``, ``s``, ``1`` for fractions,
+    ``x`` for ratios, ``""`` for text).
     """
     import pandas as pd
 
     columns, rows, _ = read_table(db, config=config)
-    return pd.DataFrame.from_records(rows, columns=columns)
+    frame = pd.DataFrame.from_records(rows, columns=columns)
+    frame.attrs["units"] = read_units(db)  # column -> unit ("" for text and counts)
+    return frame

@@ -90,7 +90,7 @@ def plot_results(
     import matplotlib.pyplot as plt
 
     from . import load_results
-    from .store import read_table
+    from .store import read_table, read_units
 
     _, _, roles = read_table(db)
     df = load_results(db)
@@ -117,28 +117,78 @@ def plot_results(
         )
     axes = [c for c, r in roles.items() if r == "axis" and c in df.columns and c not in (x, hue)]
     group_by = ([hue] if hue else []) + [c for c in axes if df[c].nunique(dropna=False) > 1]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = _draw(df, x, y, group_by, units=read_units(db), logx=logx, logy=logy)
+    lines = len(fig.axes[0].get_lines())
+    path = Path(output) if output is not None else default_plot_path(x, y)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path, lines
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_STYLES = ("-", "--", "-.", ":")
+
+
+def _draw(
+    df: Any,
+    x: str,
+    y: str,
+    group_by: list[str],
+    *,
+    units: dict[str, str],
+    logx: bool,
+    logy: bool,
+) -> Any:
+    """The figure: one line per group, each with its own marker and dash so that lines that
+    lie on top of each other stay visible; axes labelled with their units; the legend below."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    # Columns that move in lockstep with an earlier one (zip axes) add nothing to a label.
+    named: list[str] = []
+    for column in group_by:
+        if not any(df.groupby(kept, dropna=False)[column].nunique(dropna=False).max() <= 1
+                   for kept in ([c] for c in named)):  # fmt: skip
+            named.append(column)
     groups = df.groupby(group_by, dropna=False, sort=True) if group_by else [((), df)]
-    lines = 0
-    for key, part in groups:
-        values = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{n}={v}" for n, v in zip(group_by, values, strict=False)) or None
+    labels = []
+    for key, _part in groups:
+        values = dict(zip(group_by, key if isinstance(key, tuple) else (key,), strict=False))
+        labels.append(", ".join(f"{n}={values[n]}" for n in named) or None)
+    long_labels = max((len(t or "") for t in labels), default=0) > 38
+    fig, ax = plt.subplots(figsize=(6.4, 4.6 + (0.18 * len(labels) if long_labels else 0)))
+    for i, ((_key, part), label) in enumerate(zip(groups, labels, strict=True)):
         part = part.sort_values(x)
-        ax.plot(part[x], part[y], marker="o", label=label)
-        lines += 1
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+        ax.plot(
+            part[x],
+            part[y],
+            marker=_MARKERS[i % len(_MARKERS)],
+            ls=_STYLES[(i // len(_MARKERS)) % len(_STYLES)],
+            markerfacecolor="none",
+            label=label,
+        )
+    for axis, name in ((ax.xaxis, x), (ax.yaxis, y)):
+        unit = units.get(name, "")
+        if unit and unit not in ("1", "x", "units"):
+            axis.set_major_formatter(EngFormatter(unit=unit))
+        if axis is ax.xaxis:
+            axis.set_major_locator(MaxNLocator(nbins=5))
+        shown = {"1": "fraction", "x": "ratio"}.get(unit, unit)
+        axis.set_label_text(f"{name} ({shown})" if shown else name)
     if logx:
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
     sweeps = sorted(str(s) for s in df["sweep"].dropna().unique())
-    ax.set_title(f"{y} vs {x}" + (f" ({', '.join(sweeps)})" if sweeps else ""))
+    ax.set_title(f"{y} vs {x}" + (f" ({', '.join(sweeps)})" if sweeps else ""), fontsize=10)
     ax.grid(True, alpha=0.3)
-    if lines > 1 or (lines == 1 and group_by):
-        ax.legend(fontsize="small")
-    path = Path(output) if output is not None else default_plot_path(x, y)
+    if len(ax.get_lines()) > 1 or (len(ax.get_lines()) == 1 and group_by):
+        ax.legend(
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=1 if long_labels else 2,
+            frameon=False,
+        )
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path, lines
+    return fig

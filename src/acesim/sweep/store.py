@@ -34,10 +34,13 @@ from typing import Any
 
 from ..errors import SweepError, shorten
 from ..version import __version__
+from .units import column_unit
 
-__all__ = ["ResultStore", "read_table", "check_database", "FIXED_COLUMNS", "SCHEMA"]
+__all__ = ["ResultStore", "read_table", "read_units", "check_database", "FIXED_COLUMNS", "SCHEMA"]
 
-SCHEMA = "acesim.sweep/1"
+SCHEMA = "acesim.sweep/2"
+#: Earlier schemas this version reads, and upgrades when it writes (a ``unit`` per column).
+OLDER_SCHEMAS = ("acesim.sweep/1",)
 FIXED_COLUMNS = (
     "hash",
     "sweep",
@@ -64,7 +67,8 @@ _CREATE = (
     finished_at TEXT,
     config TEXT
 )""",
-    "CREATE TABLE columns (name TEXT PRIMARY KEY, role TEXT NOT NULL, position INTEGER)",
+    "CREATE TABLE columns "
+    "(name TEXT PRIMARY KEY, role TEXT NOT NULL, position INTEGER, unit TEXT)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
 )
 _TABLE_COLUMNS = {
@@ -149,7 +153,7 @@ def check_database(conn: sqlite3.Connection, path: Path, *, quick_check: bool = 
             f"schema marker (meta.schema = {SCHEMA!r}); acesim does not write to another "
             "application's database"
         )
-    if marker[0] != SCHEMA:
+    if marker[0] != SCHEMA and marker[0] not in OLDER_SCHEMAS:
         raise SweepError(
             f"{path}: database schema {shorten(str(marker[0]), 80)!r}, expected {SCHEMA!r}"
         )
@@ -209,6 +213,8 @@ class ResultStore:
                         "INSERT INTO meta VALUES (?, ?)",
                         [("schema", SCHEMA), ("version", __version__)],
                     )
+                else:
+                    self._upgrade()
                 self.conn.execute("COMMIT")
             except BaseException:
                 if self.conn.in_transaction:
@@ -224,6 +230,18 @@ class ResultStore:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise SweepError(f"{self.path}: not a usable SQLite database ({exc})") from None
+
+    def _upgrade(self) -> None:
+        """An acesim.sweep/1 database gains the ``unit`` column (filled for known columns)."""
+        present = {r[1] for r in self.conn.execute("PRAGMA table_info(columns)")}
+        if "unit" in present:
+            return
+        self.conn.execute("ALTER TABLE columns ADD COLUMN unit TEXT")
+        for name, role in self.conn.execute("SELECT name, role FROM columns").fetchall():
+            self.conn.execute(
+                "UPDATE columns SET unit = ? WHERE name = ?", (column_unit(name, role), name)
+            )
+        self.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
 
     def _set_journal(self) -> None:
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -308,9 +326,9 @@ class ResultStore:
             for column, role in roles.items():
                 if column not in self._roles:
                     conn.execute(
-                        "INSERT OR IGNORE INTO columns VALUES (?, ?, "
-                        "(SELECT COUNT(*) FROM columns))",
-                        (column, role),
+                        "INSERT OR IGNORE INTO columns (name, role, position, unit) VALUES "
+                        "(?, ?, (SELECT COUNT(*) FROM columns), ?)",
+                        (column, role, column_unit(column, role)),
                     )
                     self._roles[column] = role
             names = ", ".join(_q(c) for c in row)
@@ -363,3 +381,27 @@ def read_table(
     except sqlite3.DatabaseError as exc:
         raise SweepError(f"{path}: not an acesim results database ({exc})") from None
     return ordered, rows, roles
+
+
+def read_units(db: str | Path) -> dict[str, str]:
+    """Column -> unit of a results database (``""`` for text and counts; the fixed columns
+    included: ``wall_time`` is in s). Databases written before units were recorded get them
+    from the same rules now."""
+    _names, _rows, roles = read_table(db)
+    path = Path(db)
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+        try:
+            present = {r[1] for r in conn.execute("PRAGMA table_info(columns)")}
+            stored: dict[str, str] = {}
+            if "unit" in present:
+                stored = dict(conn.execute("SELECT name, unit FROM columns").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise SweepError(f"{path}: not an acesim results database ({exc})") from None
+    units = {"wall_time": "s"}
+    for name, role in roles.items():
+        unit = stored.get(name)
+        units[name] = unit if unit is not None else column_unit(name, role)
+    return units
