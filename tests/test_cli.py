@@ -183,3 +183,13 @@ def test_assumptions_show_values_as_written() -> None:
     assert out.exit_code == 0
     row = next(line for line in out.output.splitlines() if "endpoint.ace.sram" in line)
     assert "4 MiB" in row and "assumption" in row
+
+
+def test_collective_table_uses_one_unit_per_column() -> None:
+    out = CliRunner().invoke(
+        app, ["collective", "--sizes", "1KiB:64MiB:x64"], env={"COLUMNS": "200"}
+    )
+    assert out.exit_code == 0, out.output
+    assert "busbw (GB/s)" in out.output
+    body = out.output.split("busbw (GB/s)")[1]
+    assert "MB/s" not in body and "KB/s" not in body

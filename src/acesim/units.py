@@ -227,3 +227,14 @@ def format_eng(value: float, unit: str, digits: int = 3) -> str:
         if magnitude >= scale or scale == 1e-12:
             return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g} {unit}"  # pragma: no cover
+
+
+def column_scale(values: list[float], unit: str) -> tuple[float, str]:
+    """One engineering prefix for a whole table column (the largest value's): ``(scale,
+    "GB/s")``, so that a column never mixes MB/s and GB/s (nccl-tests prints one unit)."""
+    finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+    top = max(finite, default=1.0)
+    for scale, prefix in _ENG:
+        if top >= scale or scale == 1e-12:
+            return scale, f"{prefix}{unit}"
+    return 1.0, unit  # pragma: no cover

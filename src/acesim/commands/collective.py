@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
-from ..units import format_rate, format_size, format_time, parse_quantity, parse_size_range
+from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
 from .common import SET_HELP, console, err_console, parse_sets, progress
 
 
@@ -63,20 +63,24 @@ def collective_command(
     table = Table(
         title=f"{op} on {cfg.name} ({results[0].npus} NPUs, {cfg.endpoint.kind} endpoint, {mode})"
     )
-    for col in ("size", "time", "algbw", "busbw", "net bw", "HBM bw (comm)"):
-        table.add_column(col, justify="right")
+    # One unit per column (the largest value's prefix), as nccl-tests prints.
+    rates = {
+        "algbw": [r.algbw for r in results],
+        "busbw": [r.busbw for r in results],
+        "net bw": [r.network_bandwidth for r in results],
+        "HBM bw (comm)": [r.hbm_bandwidth for r in results],
+    }
+    scales = {name: column_scale(values, "B/s") for name, values in rates.items()}
+    table.add_column("size", justify="right")
+    table.add_column("time", justify="right")
+    for name, (_scale, unit) in scales.items():
+        table.add_column(f"{name} ({unit})", justify="right")
     if compute:
         table.add_column("kernel slowdown", justify="right")
         table.add_column("coll. slowdown", justify="right")
-    for r in results:
-        row = [
-            format_size(r.size),
-            format_time(r.time),
-            format_rate(r.algbw),
-            format_rate(r.busbw),
-            format_rate(r.network_bandwidth),
-            format_rate(r.hbm_bandwidth),
-        ]
+    for i, r in enumerate(results):
+        row = [format_size(r.size), format_time(r.time)]
+        row += [f"{rates[name][i] / scale:.4g}" for name, (scale, _unit) in scales.items()]
         if compute and r.compute:
             row += [
                 f"{r.compute['kernel_slowdown']:.3f}x",
