@@ -502,3 +502,24 @@ def test_a_version_1_database_is_upgraded_with_units(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == SCHEMA
         assert dict(conn.execute("SELECT name, unit FROM columns"))["busbw"] == "B/s"
+
+
+def test_run_sweep_works_from_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "plain.py"
+    db = tmp_path / "plain.sqlite"
+    script.write_text(
+        "import acesim\n"
+        f"summary = acesim.run_sweep({str(EXAMPLES / 'sweep_collective_hbm.toml')!r}, "
+        f"{str(db)!r}, workers=2)\n"
+        "print('ran', summary.ran)\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ran 24" in proc.stdout
+    assert len(load_results(db)) == 24

@@ -21,6 +21,7 @@ opened.
 from __future__ import annotations
 
 import ipaddress
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,13 @@ from .worker import error_outcome, execute_point
 __all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db", "check_dask"]
 
 Item = tuple[str, dict[str, Any]]  # (hash, config)
+
+
+def _bootstrapping_worker() -> bool:
+    """True inside a worker process while it imports the parent's main script (forkserver and
+    spawn workers do that before they serve; multiprocessing marks the process as
+    ``_inheriting`` meanwhile, the flag it checks itself before refusing to start processes)."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
 def default_workers() -> int:
@@ -163,6 +171,10 @@ def run_sweep(
             address before anything else).
     """
     check_dask(dask)
+    if _bootstrapping_worker():
+        # A worker process is re-running the top level of the script that started this sweep
+        # (a script without an ``if __name__ == "__main__":`` guard): the parent does the work.
+        return SweepSummary("(worker)", Path(db or "."), 0, 0, 0, 0, 0, 0.0, "none")
     sweep = load_spec(spec)
     points = sweep.points()
     invalid = [p for p in points if not p.ok]
