@@ -206,3 +206,9 @@ def test_with_compute_takes_quantities() -> None:
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout[out.stdout.index("{") :])
     assert data["results"][0]["compute"]["kernel_time_alone"] > 0
+
+
+@pytest.mark.parametrize("sizes", ["1e400", "1KiB:1e400", "nan", "1KiB:inf"])
+def test_sizes_beyond_range_are_one_line(sizes: str) -> None:
+    proc = _cli("collective", "--sizes", sizes)
+    _one_line_error(proc, "--sizes")
