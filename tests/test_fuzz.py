@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,26 @@ def _bounded(system: acesim.SystemConfig) -> acesim.SystemConfig:
     return bounded
 
 
+def _outcome(run: Callable[[], Any]) -> None:
+    """The fuzz property: ``run()`` gives a result with finite numbers, or one AcesimError
+    line (counted as hypothesis events for --hypothesis-show-statistics)."""
+    try:
+        result = run()
+    except AcesimError as err:
+        assert "\n" not in str(err)
+        event(f"error: {type(err).__name__}")
+        return
+    event("result")
+    _finite(result.to_dict())
+
+
+def _mutated(mutations: list[tuple[str, Any]]) -> acesim.SystemConfig:
+    doc = copy.deepcopy(BASE)
+    for path, value in mutations:
+        doc = set_path(doc, path, value)
+    return _bounded(system_from_dict(doc))
+
+
 @FUZZ
 @given(
     st.lists(st.tuples(st.sampled_from(PATHS), VALUES), min_size=1, max_size=4),
@@ -124,18 +145,9 @@ def _bounded(system: acesim.SystemConfig) -> acesim.SystemConfig:
 def test_any_system_document_gives_a_finite_result_or_one_error(
     mutations: list[tuple[str, Any]], endpoint: str, op: str
 ) -> None:
-    doc = copy.deepcopy(BASE)
-    try:
-        for path, value in mutations:
-            doc = set_path(doc, path, value)
-        system = _bounded(system_from_dict(doc))
-        result = acesim.simulate_collective(system, op, "1 MiB", endpoint=endpoint)
-    except AcesimError as err:
-        assert "\n" not in str(err)
-        event(f"error: {type(err).__name__}")
-        return
-    event("result")
-    _finite(result.to_dict())
+    _outcome(
+        lambda: acesim.simulate_collective(_mutated(mutations), op, "1 MiB", endpoint=endpoint)
+    )
 
 
 @FUZZ
@@ -145,19 +157,9 @@ def test_any_system_document_gives_a_finite_result_or_one_error(
 def test_any_system_document_trains_to_a_finite_result_or_one_error(
     mutations: list[tuple[str, Any]],
 ) -> None:
-    doc = copy.deepcopy(BASE)
-    try:
-        for path, value in mutations:
-            doc = set_path(doc, path, value)
-        system = _bounded(system_from_dict(doc))
-        workload = _tiny_workload()
-        result, _ex = execute(make_case(system.with_endpoint("ideal"), workload))
-    except AcesimError as err:
-        assert "\n" not in str(err)
-        event(f"error: {type(err).__name__}")
-        return
-    event("result")
-    _finite(result.to_dict())
+    _outcome(
+        lambda: execute(make_case(_mutated(mutations).with_endpoint("ideal"), _tiny_workload()))[0]
+    )
 
 
 def _tiny_workload() -> Workload:
@@ -250,17 +252,8 @@ def test_any_astra_text_reads_to_a_workload_or_one_error(
             )
     path = _ASTRA_DIR / "mutated.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    try:
-        workload = read_astra_workload(path)
-        graph = build_graph(workload, 3)
-        system = _bounded(acesim.load_system("ace-isca21").with_endpoint("ideal"))
-        result, _ex = execute(make_case(system, graph))
-    except AcesimError as err:
-        assert "\n" not in str(err)
-        event(f"error: {type(err).__name__}")
-        return
-    event("result")
-    _finite(result.to_dict())
+    system = _bounded(acesim.load_system("ace-isca21").with_endpoint("ideal"))
+    _outcome(lambda: execute(make_case(system, build_graph(read_astra_workload(path), 3)))[0])
 
 
 # -- Chakra traces ---------------------------------------------------------------------------
@@ -298,20 +291,14 @@ def test_any_chakra_bytes_read_to_a_graph_or_one_error(
     folder = Path(tempfile.mkdtemp(dir=_CHAKRA_DIR))
     for r, original in enumerate(CHAKRA_BYTES):
         (folder / f"t.{r}.et").write_bytes(bytes(data) if r == rank else original)
-    try:
-        graph = read_chakra(str(folder / "t"))
-        system = _bounded(
-            acesim.config.resolve.resolve_system("ace-isca21", shape=[2, 1, 1]).with_endpoint(
-                "ideal"
-            )
-        )
-        result, _ex = execute(make_case(system, graph, warmup=0, mode="exact"))
-    except AcesimError as err:
-        assert "\n" not in str(err)
-        event(f"error: {type(err).__name__}")
-        return
-    event("result")
-    _finite(result.to_dict())
+    system = _bounded(
+        acesim.config.resolve.resolve_system("ace-isca21", shape=[2, 1, 1]).with_endpoint("ideal")
+    )
+    _outcome(
+        lambda: execute(make_case(system, read_chakra(str(folder / "t")), warmup=0, mode="exact"))[
+            0
+        ]
+    )
 
 
 # -- sweep specifications --------------------------------------------------------------------
