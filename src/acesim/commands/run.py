@@ -186,6 +186,9 @@ def _rows(result: RunResult) -> list[tuple[str, str]]:
     rows.append(("HBM bw compute", format_rate(result.hbm_bw_compute)))
     rows.append(("HBM bw comm", format_rate(result.hbm_bw_comm)))
     rows.append(("compute units held by comm", f"{result.comm_units_held:.2f}"))
+    if result.bound:
+        share = result.bound_by[result.bound] / result.iteration_time
+        rows.append(("bound by", f"{result.bound} ({100 * share:.0f}%)"))
     return rows
 
 
@@ -198,6 +201,15 @@ def _single_table(console: Any, result: RunResult) -> None:
     for name, value in _rows(result):
         table.add_row(name, value)
     console.print(table)
+    bounds = Table(title="what bound the iteration (time per iteration)")
+    bounds.add_column("resource")
+    bounds.add_column("time", justify="right")
+    bounds.add_column("share", justify="right")
+    for name, seconds in result.bound_by.items():
+        if seconds / result.iteration_time >= 0.001:
+            share = f"{100 * seconds / result.iteration_time:.1f}%"
+            bounds.add_row(name, format_time(seconds), share)
+    console.print(bounds)
 
 
 def _layer_table(console: Any, result: RunResult) -> None:

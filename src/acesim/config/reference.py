@@ -120,7 +120,7 @@ def system_file_reference() -> str:
         "errors with a did-you-mean hint; every number must be finite. Change one field without",
         "a file: `--set dotted.path=value` on any command that takes a system.",
         "",
-        "`extends = \"<preset or file>\"` at the top makes a document a set of changes to",
+        '`extends = "<preset or file>"` at the top makes a document a set of changes to',
         "another one: tables merge key by key, every other value (lists such as",
         "`network.dimensions` included) is replaced whole; `acesim presets show NAME` prints",
         "the result.",

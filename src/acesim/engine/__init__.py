@@ -5,8 +5,8 @@ of *activities* (work that progresses at a rate) competing for *resources* (capa
 second). See :mod:`acesim.engine.kernel` and :mod:`acesim.engine.fluid`.
 """
 
-from .fluid import INF, Activity, Resource
-from .kernel import Engine, EventHandle
+from .fluid import CAP, INF, Activity, Resource
+from .kernel import BoundListener, Engine, EventHandle
 from .pool import Pool
 
-__all__ = ["Engine", "EventHandle", "Activity", "Resource", "Pool", "INF"]
+__all__ = ["Engine", "EventHandle", "Activity", "Resource", "Pool", "INF", "CAP", "BoundListener"]

@@ -102,6 +102,10 @@ class Activity:
         "_version",
         "consumed",
         "seq",
+        "track",
+        "bound",
+        "bound_now",
+        "bound_since",
     )
 
     def __init__(
@@ -128,12 +132,22 @@ class Activity:
         self._version = 0
         self.consumed: dict[Resource, float] = dict.fromkeys(demand, 0.0)
         self.seq = seq
+        #: when not None, what binds this activity is recorded (a kind such as "kernel")
+        self.track: str | None = None
+        #: what bound the activity's rate at the last allocation: a Resource, ``CAP`` (its
+        #: own rate cap) or None (nothing: an infinite rate); kept for tracked activities
+        self.bound: Any = None
+        self.bound_now: Any = None
+        self.bound_since = 0.0
 
     def __repr__(self) -> str:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"
 
 
 _by_seq = attrgetter("seq")
+
+#: ``Activity.bound`` of an activity held back by its own rate cap (a kernel's compute units).
+CAP = "cap"
 
 
 def component(seeds: Iterable[Activity]) -> list[Activity]:
@@ -217,6 +231,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
         if best == INF:
             for act in unfrozen:
                 rates[act] = INF
+                act.bound_now = None
             break
         limit = best * grow
         saturated: set[Resource] = set()
@@ -242,6 +257,8 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 if cap < rate:
                     rate = cap
                 rates[act] = rate
+                if act.track is not None:
+                    act.bound_now = _reason(act, weight * best, saturated)
                 for res, amount in demand.items():
                     residual[res] -= rate * amount
             else:
@@ -249,6 +266,23 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
         if len(still) == len(unfrozen):  # numerical corner: freeze everything at this level
             for act in still:
                 rates[act] = share[act] * best
+                if act.track is not None:
+                    act.bound_now = _reason(act, share[act] * best, saturated)
             break
         unfrozen = still
     return rates
+
+
+def _reason(act: Activity, level_rate: float, saturated: set[Resource]) -> Any:
+    """What froze ``act`` at the fill level's rate ``level_rate`` (work/s): a saturated
+    resource it uses, unless its own cap is strictly lower (then :data:`CAP`)."""
+    resource = None
+    for res, amount in act.demand.items():
+        if amount > 0 and res in saturated:
+            resource = res
+            break
+    if resource is not None and not act.cap < level_rate * (1 - 1e-9):
+        return resource
+    if act.cap < INF:
+        return CAP
+    return resource

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import SimulationError
 from .fluid import INF, Activity, Resource, component, max_min_rates
@@ -44,6 +44,17 @@ def _check_capacity(name: str, capacity: float) -> None:
             f"resource {name!r}: capacity must be at least {MIN_CAPACITY:g} per second "
             f"(or inf), got {capacity}"
         )
+
+
+class BoundListener(Protocol):
+    """Receives what bound tracked activities (an activity's life is cut into segments of one
+    binding: a Resource, ``CAP`` (its own rate cap) or None)."""
+
+    def opened(self, kind: str, time: float) -> None: ...
+
+    def segment(self, kind: str, bound: Any, start: float, end: float) -> None: ...
+
+    def closed(self, kind: str, time: float) -> None: ...
 
 
 class EventHandle:
@@ -73,6 +84,8 @@ class Engine:
         self.events_processed = 0
         self.pools: list[Pool] = []
         self._observers: dict[Resource, list[Callable[[float, float], Any]]] = {}
+        #: told what bound each tracked activity, segment by segment (see :meth:`start`)
+        self.bound_listener: BoundListener | None = None
         self.reallocations = 0
 
     # -- resources ---------------------------------------------------------------------------
@@ -151,10 +164,13 @@ class Engine:
         cap: float = INF,
         weight: float = 1.0,
         tag: Any = None,
+        track: str | None = None,
     ) -> Activity:
         """Start an activity of ``work`` units consuming ``demand[r]`` of ``r`` per unit.
 
-        ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight.
+        ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight. ``track``
+        (a kind such as ``"kernel"``): tell :attr:`bound_listener`, when there is one, what
+        binds the activity's rate over its life.
         """
         if not (work >= 0) or not math.isfinite(work):
             raise SimulationError(f"activity {tag!r}: work must be finite and >= 0, got {work}")
@@ -172,6 +188,10 @@ class Engine:
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.started = self.now
         act._last = self.now
+        if track is not None and self.bound_listener is not None:
+            act.track = track
+            act.bound_since = self.now
+            self.bound_listener.opened(track, self.now)
         self.active[act] = None
         for res in demand:
             res.users[act] = None
@@ -228,9 +248,15 @@ class Engine:
         heap = self._heap
         push = heapq.heappush
         seq = self._seq
+        listener = self.bound_listener
         for act in acts:
             new_rate = rates[act]
             act._version += 1
+            if act.track is not None and act.bound_now is not act.bound:
+                if listener is not None and now > act.bound_since:
+                    listener.segment(act.track, act.bound, act.bound_since, now)
+                act.bound = act.bound_now
+                act.bound_since = now
             if new_rate <= 0 and act.remaining > 0:
                 # A zero rate with work left can only come from a zero-capacity share; it
                 # waits for the next reallocation (a capacity or cap change).
@@ -288,6 +314,10 @@ class Engine:
                     callback(now, res.allocated)
             for other in users:
                 dirty[other] = None
+        if act.track is not None and self.bound_listener is not None:
+            if now > act.bound_since:
+                self.bound_listener.segment(act.track, act.bound, act.bound_since, now)
+            self.bound_listener.closed(act.track, now)
         # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
         for res, amount in act.demand.items():
             act.consumed[res] = act.work * amount

@@ -124,8 +124,10 @@ class NPU:
         blocks: int | None = None,
         duration: float | None = None,
         tag: Any = None,
+        track: bool = False,
     ) -> Activity:
-        """Start a compute kernel (FLOPs, HBM bytes; or a fixed ``duration`` in s)."""
+        """Start a compute kernel (FLOPs, HBM bytes; or a fixed ``duration`` in s); ``track``:
+        report what binds it to the engine's bound listener."""
         if self.kernel is not None:
             raise SimulationError(f"npu{self.rank}: a compute kernel is already running")
         self._kernel_spec = (flops, hbm_bytes, blocks, duration)
@@ -142,7 +144,9 @@ class NPU:
             self.kernel_log.append((tag, start, self.engine.now, alone))
             on_done(act)
 
-        self.kernel = self.engine.start(1.0, demand, finished, cap=cap, tag=tag)
+        self.kernel = self.engine.start(
+            1.0, demand, finished, cap=cap, tag=tag, track="kernel" if track else None
+        )
         return self.kernel
 
     def _units_changed(self, pool: Pool) -> None:

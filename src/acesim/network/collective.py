@@ -367,6 +367,7 @@ class CollectiveRuntime:
         demand.update(self.endpoint.message_demand(run.rank, step.kind))
         engine = self.engine
         weight = self.endpoint.message_weight
+        track = "message" if run.rank == 0 else None
         for position in dests:
             dest = topo.peer(global_rank, dim, axis.coordinate(own, position)) if self.exact else 0
             engine.start(
@@ -375,6 +376,7 @@ class CollectiveRuntime:
                 self._sent,
                 weight=weight,
                 tag=(run, dest, run.phase, run.step),
+                track=track,
             )
 
     def _sent(self, act: Activity) -> None:

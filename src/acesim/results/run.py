@@ -17,7 +17,11 @@ without warm-up is measured as the whole run (its communication tail included). 
   is communication to do (the paper's "effective network bandwidth utilisation"; comparisons
   report their ``net_util_gain`` as the ratio of this figure);
 * ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes moved in the window / window (B/s);
-* ``comm_units_held``: compute units held by communication, mean over the window.
+* ``comm_units_held``: compute units held by communication, mean over the window;
+* ``bound`` / ``bound_by``: what bound the iteration, second by second
+  (:mod:`acesim.training.bounds`): ``compute: compute units``, ``compute: HBM``, ``exposed:
+  link <dim>``, ``exposed: latency and waiting``... (s per iteration; they sum to
+  ``iteration_time``), and the largest of them.
 
 A :class:`RunResult` also states what it was run with (:class:`RunInfo`): system, network
 shape, NPUs, workload, per-NPU batch and datatype, loop, iterations simulated, warm-up
@@ -31,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import SimulationError, WorkloadError
+from ..training.bounds import attribute
 from ..training.executor import Execution
 from ..version import __version__
 
@@ -101,6 +106,8 @@ class RunResult:
     hbm_bw_comm: float
     comm_units_held: float
     makespan: float
+    bound: str = ""
+    bound_by: dict[str, float] = field(default_factory=dict)
     layers: list[LayerRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 
@@ -170,6 +177,7 @@ class RunResult:
             "hbm_bw_comm": self.hbm_bw_comm,
             "comm_units_held": self.comm_units_held,
             "makespan": self.makespan,
+            "bound": self.bound,
         }
         for dim, value in self.net_util.items():
             out[f"net_util_{dim}"] = value
@@ -297,6 +305,14 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         start = ex.iteration_start.get(k, lo) if not whole_run else lo
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
+    bound_by: dict[str, float] = {}
+    if ex.bounds is not None:
+        kernels = [
+            (r.start, r.end)
+            for r in records.values()
+            if r.node.kind == "compute" and r.end > r.start
+        ]
+        bound_by = {k: v / count for k, v in attribute(ex.bounds, kernels, lo, hi).items()}
     result = RunResult(
         info=info,
         iteration_time=window / count,
@@ -312,6 +328,8 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         hbm_bw_comm=hbm_comm / window,
         comm_units_held=(snap_hi.units_held_time - snap_lo.units_held_time) / window,
         makespan=ex.makespan,
+        bound=max(bound_by, key=lambda k: bound_by[k]) if bound_by else "",
+        bound_by=dict(sorted(bound_by.items(), key=lambda kv: -kv[1])),
         layers=[rows[name] for name in rows],
     )
     _check_finite(result)

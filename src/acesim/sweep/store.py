@@ -67,8 +67,7 @@ _CREATE = (
     finished_at TEXT,
     config TEXT
 )""",
-    "CREATE TABLE columns "
-    "(name TEXT PRIMARY KEY, role TEXT NOT NULL, position INTEGER, unit TEXT)",
+    "CREATE TABLE columns (name TEXT PRIMARY KEY, role TEXT NOT NULL, position INTEGER, unit TEXT)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
 )
 _TABLE_COLUMNS = {

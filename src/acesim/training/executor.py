@@ -29,6 +29,7 @@ from ..hardware.platform import Platform
 from ..network.collective import Collective
 from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
+from .bounds import BoundRecorder
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Execution:
     collectives: list[Collective] = field(default_factory=list)
     makespan: float = 0.0
     final: Snapshot | None = None
+    bounds: BoundRecorder | None = None  # what bound NPU 0's kernels and messages
     warmup: int = 0  # iterations the measurement drops (set by whoever runs it)
 
 
@@ -154,6 +156,8 @@ class GraphExecutor:
             for it, count in st.left_per_iter.items():
                 self._iter_left[it] += count
         self.execution = Execution(platform, graph, self.records)
+        self.execution.bounds = BoundRecorder()
+        platform.engine.bound_listener = self.execution.bounds
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
 
@@ -248,6 +252,7 @@ class GraphExecutor:
             blocks=comp.blocks,
             duration=comp.duration,
             tag=node.name,
+            track=st.rank == 0,
         )
 
     def _collective(self, st: _RankState, node: Node) -> None:

@@ -28,7 +28,10 @@ from ...network.algorithms import REDUCE
 from ...network.endpoint import Endpoint
 from .registry import EndpointContext, EndpointKind
 
-__all__ = ["AceSettings", "AceEndpoint"]
+__all__ = ["AceSettings", "AceEndpoint", "SRAM_WAIT"]
+
+#: What binds communication while a chunk waits for SRAM space (for "what bound a run").
+SRAM_WAIT = "ACE SRAM (chunks waiting for space)"
 
 
 class AceSettings(Strict):
@@ -60,7 +63,7 @@ class AceEndpoint(Endpoint):
         self.npus = npus
         self.cfg: AceSettings = ctx.settings
         self._free = [self.cfg.sram] * len(npus)
-        self._waiting: list[deque[tuple[float, float, Callable[[], None]]]] = [
+        self._waiting: list[deque[tuple[float, float, Callable[[], None], float]]] = [
             deque() for _ in npus
         ]
         self._alu = [
@@ -104,7 +107,7 @@ class AceEndpoint(Endpoint):
             )
         queue = self._waiting[rank]
         if queue or self._free[rank] < need * (1 - 1e-12):
-            queue.append((in_bytes, footprint, proceed))
+            queue.append((in_bytes, footprint, proceed, self.engine.now))
             return
         self._admit(rank, in_bytes, footprint, proceed)
 
@@ -122,6 +125,7 @@ class AceEndpoint(Endpoint):
             {npu.hbm_comm: 1.0, self._dma[rank]: 1.0},
             lambda _act: then(),
             tag=("ace-dma", rank),
+            track="message" if rank == 0 else None,
         )
 
     def chunk_end(
@@ -131,7 +135,11 @@ class AceEndpoint(Endpoint):
             self._free[rank] += self._footprint(footprint)
             queue = self._waiting[rank]
             while queue and self._free[rank] >= self._footprint(queue[0][1]) * (1 - 1e-12):
-                size, fp, cont = queue.popleft()
+                size, fp, cont, since = queue.popleft()
+                listener = self.engine.bound_listener
+                if rank == 0 and listener is not None and self.engine.now > since:
+                    # Time a chunk waited for SRAM space: what binds communication then.
+                    listener.segment("message", SRAM_WAIT, since, self.engine.now)
                 self._admit(rank, size, fp, cont)
             proceed()
 

@@ -1,0 +1,149 @@
+"""What bound a run: the resource behind every second of the measured iteration.
+
+The engine tells a :class:`BoundRecorder` what bound each tracked activity of NPU 0 (its
+compute kernels and the messages it sends), segment by segment: the resource that saturated
+first when rates were allocated (HBM, a link, comm-unit throughput, an engine's DMA or ALU),
+or the activity's own cap (a kernel's compute units). :func:`attribute` turns the segments into
+a breakdown of the window:
+
+* while a kernel runs: ``compute: compute units`` (at its roofline's compute side, or slowed by
+  units held by communication), ``compute: HBM`` (memory-bound, or HBM shared with
+  communication), ...;
+* while the compute stream is idle (exposed communication): ``exposed: <what bound the
+  messages in flight>`` (a time with several messages in flight is shared by what bound
+  each, in proportion), and ``exposed: latency and waiting`` when no message is in flight
+  (link latency, step synchronisation, SRAM admission, dependencies).
+
+The labels of a run sum to its iteration time; the largest is what bound the run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Any
+
+from ..engine import CAP, Resource
+
+__all__ = ["BoundRecorder", "attribute", "WAITING"]
+
+WAITING = "exposed: latency and waiting"
+_EGRESS = re.compile(r"^npu\d+\.(?P<dim>.+)\.egress$")
+_NAMES = {
+    "hbm": "HBM",
+    "hbm.comm": "HBM",
+    "comm_units.bytes": "comm-unit throughput",
+    "comm_units.flops": "comm-unit reductions",
+    "ace.dma": "ACE DMA",
+    "ace.alu": "ACE ALU",
+}
+
+
+def label(bound: Any, kind: str) -> str:
+    """A readable name of what bound an activity."""
+    if bound is None:
+        return "nothing (instant)"
+    if bound == CAP:
+        return "compute units" if kind == "kernel" else "rate cap"
+    if isinstance(bound, Resource):
+        match = _EGRESS.match(bound.name)
+        if match:
+            return f"link {match['dim']}"
+        short = bound.name.split(".", 1)[1] if "." in bound.name else bound.name
+        return _NAMES.get(short, short)
+    return str(bound)
+
+
+class BoundRecorder:
+    """The engine's :class:`~acesim.engine.BoundListener` for one NPU: the segments of its
+    kernels and messages as (label, start s, end s)."""
+
+    def __init__(self) -> None:
+        self.kernels: list[tuple[str, float, float]] = []
+        self.messages: list[tuple[str, float, float]] = []
+        self._labels: dict[tuple[int, str], str] = {}
+
+    def opened(self, kind: str, time: float) -> None:
+        """An activity began (nothing to record until its first segment ends)."""
+
+    def segment(self, kind: str, bound: Any, start: float, end: float) -> None:
+        key = (id(bound), kind)
+        name = self._labels.get(key)
+        if name is None:
+            # Resources live as long as the run, so their ids are stable keys.
+            name = self._labels[key] = label(bound, kind)
+        (self.kernels if kind == "kernel" else self.messages).append((name, start, end))
+
+    def closed(self, kind: str, time: float) -> None:
+        """An activity ended (its last segment was recorded just before)."""
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> float:
+    """Length of [start, end) inside the sorted disjoint ``spans``."""
+    total = 0.0
+    i = max(bisect.bisect_right(spans, (start, float("inf"))) - 1, 0)
+    while i < len(spans) and spans[i][0] < end:
+        lo, hi = max(start, spans[i][0]), min(end, spans[i][1])
+        if hi > lo:
+            total += hi - lo
+        i += 1
+    return total
+
+
+def attribute(
+    recorder: BoundRecorder,
+    busy: list[tuple[float, float]],
+    lo: float,
+    hi: float,
+) -> dict[str, float]:
+    """Seconds of the window [lo, hi) by what bound them (see module docstring); ``busy`` are
+    the compute kernels' (start, end) intervals of the NPU."""
+    window = [(lo, hi)]
+    running = [(max(s, lo), min(e, hi)) for s, e in _union(busy) if e > lo and s < hi]
+    out: dict[str, float] = {}
+    for name, start, end in recorder.kernels:
+        inside = _overlap(start, end, window)
+        if inside > 0:
+            key = f"compute: {name}"
+            out[key] = out.get(key, 0.0) + inside
+    covered = sum(out.values())
+    idle: list[tuple[float, float]] = []
+    cursor = lo
+    for start, end in running:
+        if start > cursor:
+            idle.append((cursor, start))
+        cursor = max(cursor, end)
+    if cursor < hi:
+        idle.append((cursor, hi))
+    exposed = sum(e - s for s, e in idle)
+    # Kernel time the segments did not cover (kernels that took no time to allocate): compute.
+    busy_total = (hi - lo) - exposed
+    if busy_total - covered > 1e-15 * max(hi - lo, 1.0):
+        out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
+    weights: dict[str, float] = {}
+    in_flight = _union([(s, e) for _n, s, e in recorder.messages])
+    with_messages = sum(_overlap(s, e, idle) for s, e in in_flight)
+    for name, start, end in recorder.messages:
+        inside = _overlap(start, end, idle)
+        if inside > 0:
+            weights[name] = weights.get(name, 0.0) + inside
+    total_weight = sum(weights.values())
+    for name, weight in weights.items():
+        key = f"exposed: {name}"
+        out[key] = out.get(key, 0.0) + with_messages * weight / total_weight
+    waiting = exposed - with_messages
+    if waiting > 1e-15 * max(hi - lo, 1.0):
+        out[WAITING] = waiting
+    return out
