@@ -619,3 +619,20 @@ def test_a_collective_without_comm_type_or_size_is_a_trace_error(tmp_path: Path)
             write_message(out, node)
         with pytest.raises(TraceError, match=f"needs the attribute '{missing}'"):
             read_chakra(str(tmp_path / missing))
+
+
+def test_memory_only_nodes_carry_one_operation_for_astra_sim(tmp_path: Path) -> None:
+    # ASTRA-sim 2.0's roofline divides 0 by 0 on num_ops = 0 with tensor_size > 0 and never
+    # finishes the rank; acesim's own reading keeps the exact 0 FLOPs.
+    from acesim.workload.chakra import schema
+    from acesim.workload.chakra.stream import iter_records
+
+    node = Node(0, "emb", "compute", compute=Compute(flops=0, hbm_bytes=4096))
+    files = write_chakra(Graph([[node]], name="mem"), tmp_path / "m", npus=1)
+    (_offset, data) = list(iter_records(files[0].read_bytes()))[1]
+    msg = schema.Node()
+    msg.ParseFromString(bytes(data))
+    attrs = {a.name: a for a in msg.attr}
+    assert attrs["num_ops"].int64_val == 1 and attrs["tensor_size"].uint64_val == 4096
+    (back,) = read_chakra(str(tmp_path / "m.0.et")).ranks[0]
+    assert back.compute == Compute(flops=0, hbm_bytes=4096)

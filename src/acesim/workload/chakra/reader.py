@@ -423,6 +423,8 @@ def _compute(msg: Any, a: A.AttrReader, ctx: _Context) -> Compute:
                 field=a.node,
             )
     flops = _exact(a, A.A_FLOPS, num_ops)
+    if flops is None and num_ops == 1 and (tensor_size or 0) > 0 and a.as_float(A.A_FLOPS) == 0:
+        flops = 0.0  # acesim's export writes one operation on memory-only nodes (ASTRA-sim)
     hbm = _exact(a, A.A_HBM_BYTES, tensor_size)
     flops = flops if flops is not None else float(num_ops or 0)
     hbm = hbm if hbm is not None else float(tensor_size or 0)

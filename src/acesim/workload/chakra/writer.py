@@ -64,6 +64,11 @@ def _compute_node(
     # roofline mode reads both on every compute node and stops the rank without them.
     num_ops = _as_int(c.flops, "flops", where)
     tensor_size = _as_int(c.hbm_bytes, "hbm_bytes", where)
+    if num_ops == 0 and tensor_size > 0:
+        # ASTRA-sim 2.0's roofline takes a node's rate as min(peak, num_ops / tensor_size x
+        # memory bandwidth): with no operation that is 0, the node's time 0/0, and the rank
+        # never finishes. One operation gives it its memory time (acesim_flops keeps the 0).
+        num_ops = 1
     msg.attr.append(attr(A.NUM_OPS, int64_val=num_ops))
     msg.attr.append(attr(A.TENSOR_SIZE, uint64_val=tensor_size))
     msg.attr.extend(_exact_attr(A.A_FLOPS, c.flops, num_ops))
