@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clitools import cli_error
 
-from acesim.cli import main
 from acesim.commands.common import IMAGE_SUFFIXES, check_output_path
 from acesim.errors import ConfigError
 
@@ -38,23 +38,6 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     _forbid(monkeypatch, "acesim.config.resolve", "resolve_system")
     _forbid(monkeypatch, "acesim.sweep.store", "read_table")
     _forbid(monkeypatch, "acesim.sweep.plot", "plot_results")
-
-
-def cli_error(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> str:
-    """Run the console-script entry point in this process; return its one-line error."""
-    monkeypatch.setattr(sys, "argv", ["acesim", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    assert info.value.code == 2
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 CASES = [

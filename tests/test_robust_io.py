@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 import pytest
+from clitools import cli_error
 
 from acesim.cli import main
 from acesim.config.presets import (
@@ -53,22 +54,6 @@ except ImportError:  # pragma: no cover - not POSIX
     resource = None  # type: ignore[assignment]
 
 LAYER = "conv1 -1 {fwd} NONE 0 1 NONE 0 1 ALLREDUCE {size} 1"
-
-
-def cli_error(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> str:
-    """Run the console-script entry point in this process; return its one-line error."""
-    monkeypatch.setattr(sys, "argv", ["acesim", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    assert info.value.code == 2
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def cli_ok(

@@ -304,8 +304,3 @@ class SystemConfig(Strict):
             if check is not None:
                 check(settings, copy)
         return copy
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Dimension sizes of the network."""
-        return self.network.shape

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..config.experiment import RunOptions
@@ -85,7 +85,6 @@ class Comparison:
     endpoints: dict[str, EndpointOutcome]
     reference: str
     no_overlap: RunResult | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def speedup(self, kind: str) -> float:
         """Iteration-time speedup of ``kind``'s best variant over the reference's."""

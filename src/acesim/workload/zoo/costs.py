@@ -176,6 +176,22 @@ def pointwise(
     return LayerCost(forward=fwd, input_grad=bwd, params=params)
 
 
+def softmax_loss(tokens: float, vocab: int) -> LayerCost:
+    """Softmax cross-entropy over ``tokens x vocab`` logits: forward reads the logits, backward
+    reads them and writes ``dlogits``, which precede both projection gradients (so the
+    backward kernel runs in the weight-gradient pass)."""
+    return pointwise(
+        tokens * vocab,
+        fwd_flops=SOFTMAX_FLOPS,
+        bwd_flops=ADD_FLOPS,
+        fwd_reads=1,
+        fwd_writes=0,
+        bwd_reads=1,
+        bwd_writes=1,
+        bwd_in_weight_grad=True,
+    )
+
+
 def batch_norm_relu(
     n: float, channels: int, *, relu: bool = True, residual: bool = False
 ) -> LayerCost:

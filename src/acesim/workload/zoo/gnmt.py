@@ -52,6 +52,7 @@ from .costs import (
     gemm,
     lstm,
     pointwise,
+    softmax_loss,
     to_layer,
     total,
 )
@@ -143,16 +144,7 @@ def build(
         add(f"decoder_lstm_{i}", cost)
 
     tokens = batch * tgt_len
-    loss = pointwise(
-        tokens * vocab,
-        fwd_flops=SOFTMAX_FLOPS,
-        bwd_flops=ADD_FLOPS,
-        fwd_reads=1,
-        fwd_writes=0,
-        bwd_reads=1,
-        bwd_writes=1,
-        bwd_in_weight_grad=True,
-    )  # dlogits precede both projection gradients
+    loss = softmax_loss(tokens, vocab)
     add("classifier", gemm(tokens, vocab, hidden) + loss)
 
     return Workload(

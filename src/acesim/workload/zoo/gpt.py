@@ -44,6 +44,7 @@ from .costs import (
     gemm,
     layer_norm,
     pointwise,
+    softmax_loss,
     tiles,
     to_layer,
     total,
@@ -134,16 +135,7 @@ def build(
 
     projection = gemm(tokens, vocab, hidden, bias=False)
     tied = LayerCost(projection.forward, projection.input_grad, projection.weight_grad, params=0)
-    loss = pointwise(
-        tokens * vocab,
-        fwd_flops=SOFTMAX_FLOPS,
-        bwd_flops=ADD_FLOPS,
-        fwd_reads=1,
-        fwd_writes=0,
-        bwd_reads=1,
-        bwd_writes=1,
-        bwd_in_weight_grad=True,
-    )  # dlogits precede both projection gradients
+    loss = softmax_loss(tokens, vocab)
     out.append(to_layer("head", total([layer_norm(tokens, hidden), tied, loss]), dtype_bytes))
 
     return Workload(
