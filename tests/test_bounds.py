@@ -15,7 +15,7 @@ MiB = 2**20
 def _system(endpoint: str = "ideal", **overrides: object) -> acesim.SystemConfig:
     return resolve_system(
         {
-            "npu": {"compute_units": 10, "flops_per_unit": 1e12, "hbm_bandwidth": 1e12},
+            "npu": {"compute_units": 10, "matrix_flops": {"fp32": 10e12}, "hbm_bandwidth": 1e12},
             "network": {"dimensions": [{"kind": "switch", "size": 4, "link_bandwidth": 10e9}]},
             "collective": {"chunks": 1, "endpoint_delay": 0.0},
             "endpoint": {"kind": endpoint},

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from acesim.config import SystemConfig, system_from_dict
 from acesim.errors import ConfigError
+from acesim.hardware.kernels import Roofline
 from acesim.hardware.platform import Platform
 from acesim.simulate import simulate_collective
 
@@ -27,7 +28,6 @@ def system(
     unit_flops: float = 1e12,
     link: float = 100 * GB,
     latency: float = 0.0,
-    wave: bool = False,
     baseline: dict[str, Any] | None = None,
     ace: dict[str, Any] | None = None,
 ) -> SystemConfig:
@@ -36,9 +36,9 @@ def system(
             "name": "endpoint-test",
             "npu": {
                 "compute_units": units,
-                "flops_per_unit": unit_flops,
+                "matrix_flops": {"fp32": unit_flops * units},
+                "vector_flops": unit_flops * units,
                 "hbm_bandwidth": hbm,
-                "wave_quantization": wave,
             },
             "network": {
                 "dimensions": [
@@ -83,7 +83,7 @@ def test_ace_never_holds_a_compute_unit() -> None:
     cfg = system(endpoint="ace")
     platform = Platform(cfg)
     npu = platform.npus[0]
-    npu.run_kernel(1e12, 0.0, lambda _a: None)
+    npu.run_kernels([Roofline(1e12, 0.0)], lambda: None)
     platform.collectives.issue("all-reduce", 64 * MiB)
     platform.engine.run()
     assert npu.units.peak == 0 and npu.units.held_time == 0
@@ -96,7 +96,7 @@ def test_kernel_alone_runs_at_its_roofline(flops: float, hbm_bytes: float) -> No
     cfg = system()
     platform = Platform(cfg)
     npu = platform.npus[0]
-    npu.run_kernel(flops, hbm_bytes, lambda _a: None)
+    npu.run_kernels([Roofline(flops, hbm_bytes)], lambda: None)
     end = platform.engine.run()
     assert end == pytest.approx(max(flops / 80e12, hbm_bytes / 900e9), rel=1e-12)
 
@@ -128,14 +128,13 @@ def test_wave_quantisation_losing_units_to_a_collective_costs_a_whole_wave() -> 
     # 132 blocks on 124 units take two waves.
     cfg = system(
         units=132,
-        wave=True,
         link=1 * GB,  # a long collective that outlasts the kernel
         baseline={"comm_units": 8, "unit_policy": "while_active"},
     )
     platform = Platform(cfg)
     npu = platform.npus[0]
     coll = platform.collectives.issue("all-reduce", 2048 * MiB)
-    npu.run_kernel(132e12, 0.0, lambda _a: None, blocks=132)
+    npu.run_kernels([Roofline(132e12, 0.0, blocks=132)], lambda: None)
     platform.engine.run()
     _tag, start, end, alone = npu.kernel_log[0]
     assert coll.finished is not None and coll.finished > end
@@ -164,7 +163,7 @@ def test_no_resource_above_capacity_and_hbm_bytes_conserved(
     )
     platform = Platform(cfg)
     npu = platform.npus[0]
-    npu.run_kernel(1e9, kernel_bytes, lambda _a: None)
+    npu.run_kernels([Roofline(1e9, kernel_bytes)], lambda: None)
     coll = platform.collectives.issue("all-reduce", size)
     platform.engine.run()
     for res in platform.engine.resources:

@@ -114,7 +114,12 @@ def system(**settings: Any) -> SystemConfig:
     return system_from_dict(
         {
             "name": "step-hooks",
-            "npu": {"compute_units": U, "flops_per_unit": F_UNIT, "hbm_bandwidth": 900e9},
+            "npu": {
+                "compute_units": U,
+                "matrix_flops": {"fp32": U * F_UNIT},
+                "vector_flops": U * F_UNIT,
+                "hbm_bandwidth": 900e9,
+            },
             "network": {"dimensions": [dim("switch", P, BW, LAT)]},
             "collective": {"chunks": 1, "endpoint_delay": DELAY},
             "endpoint": {"kind": NAME, NAME: settings},

@@ -37,7 +37,7 @@ def system(
     return system_from_dict(
         {
             "name": "trace-test",
-            "npu": {"compute_units": 32, "flops_per_unit": 0.25e12, "hbm_bandwidth": 200e9},
+            "npu": {"compute_units": 32, "matrix_flops": {"fp32": 8e12}, "hbm_bandwidth": 200e9},
             "network": {"dimensions": [dim("ring", 4, 50e9, 1e-6), dim("ring", 2, 25e9, 2e-6)]},
             "collective": {"chunks": chunks, "active_chunks_per_dimension": active},
             "endpoint": {"kind": endpoint, "baseline": baseline},

@@ -36,7 +36,7 @@ def torus(
     return system_from_dict(
         {
             "name": "train-test",
-            "npu": {"compute_units": 80, "flops_per_unit": 1e12, "hbm_bandwidth": 900e9},
+            "npu": {"compute_units": 80, "matrix_flops": {"fp32": 80e12}, "hbm_bandwidth": 900e9},
             "network": {"dimensions": dims},
             "collective": {"chunks": 2, "endpoint_delay": 0.0 if latency == 0 else 1e-8},
             "endpoint": {"kind": endpoint},

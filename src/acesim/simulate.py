@@ -9,6 +9,7 @@ from .config.resolve import resolve_system
 from .config.system import SystemConfig
 from .errors import ConfigError, SimulationError
 from .hardware.endpoints import ENDPOINT_KINDS
+from .hardware.kernels import Roofline
 from .hardware.platform import Platform
 from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
@@ -16,6 +17,10 @@ from .results.collective import CollectiveResult, bus_factor
 from .units import parse_quantity
 
 __all__ = ["simulate_collective"]
+
+
+def _nothing() -> None:
+    """A background kernel needs no continuation."""
 
 
 def simulate_collective(
@@ -59,7 +64,7 @@ def simulate_collective(
                 "with_compute", "FLOPs and bytes must be finite and not negative", compute
             )
         for npu in platform.npus:
-            npu.run_kernel(flops, hbm, lambda _a: None, tag="compute")
+            npu.run_kernels([Roofline(flops, hbm)], _nothing, tag="compute")
     coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     end = platform.engine.run()
     time = coll.duration

@@ -57,7 +57,7 @@ def export_chakra_command(
     npu = NPU(Engine(), 0, cfg.npu)
 
     def compute_time(c: Compute) -> float:
-        return npu.kernel_time_alone(c.flops, c.hbm_bytes, c.blocks, c.duration)
+        return npu.kernels_time_alone(c.kernels)
 
     summary = export_chakra(
         graph,

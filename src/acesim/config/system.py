@@ -15,11 +15,13 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..precision import DTYPES
 from ..registry import listed
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError, config_error_from
 from .validators import (
     MAX_NPUS,
+    NonNegativeFloat,
     NonNegativeSeconds,
     NpuCount,
     PositiveBytes,
@@ -46,30 +48,92 @@ def defaults(model: type[M]) -> Callable[[], M]:
     return lambda: model.model_validate({})
 
 
+class KernelModelConfig(Strict):
+    """How close kernels come to the NPU's peaks (``[npu.kernels]``; see
+    :mod:`acesim.hardware.kernel_model`). The defaults are an ideal machine: every kernel at
+    its roofline, no tiles, no latency. Presets give measured values with their sources."""
+
+    gemm_efficiency: PositiveFraction = Field(
+        1.0, description="fraction of the matrix peak a large GEMM's full waves sustain"
+    )
+    attention_efficiency: PositiveFraction = Field(
+        1.0, description="fraction of the matrix peak fused (Flash) attention sustains"
+    )
+    tiles: list[tuple[PositiveInt, PositiveInt]] = Field(
+        default_factory=list,
+        description="GEMM output tiles [rows, cols] one compute unit computes at a time; the "
+        "fastest (with split-K) is chosen per GEMM; empty: no tiling (no waves)",
+    )
+    hbm_efficiency: PositiveFraction = Field(
+        1.0, description="fraction of hbm_bandwidth a streaming read sustains"
+    )
+    write_penalty: NonNegativeFloat = Field(
+        0.0, description="extra HBM time of a written byte over a read byte (bus turnaround)"
+    )
+    latency: NonNegativeSeconds = Field(
+        0.0, description="fixed time of every kernel (launch, fill and drain), s"
+    )
+    unit_hbm_bandwidth: PositiveBytesPerSecond | None = Field(
+        None, description="most HBM B/s one compute unit can draw (None: no limit)"
+    )
+
+
 class NPUConfig(Strict):
-    """One accelerator: compute units, their peak rate, HBM."""
+    """One accelerator: compute units, their peak rates per dtype, HBM."""
 
     name: str = "npu"
     compute_units: PositiveInt = Field(108, description="SM-like units")
-    flops_per_unit: PositiveFlopsPerSecond = Field(1.15e12, description="peak FLOP/s of one unit")
+    matrix_flops: dict[str, PositiveFlopsPerSecond] = Field(
+        default_factory=lambda: {"fp32": 124.2e12},
+        description="dense matrix (tensor-core) peak FLOP/s of the whole NPU per math dtype "
+        "(fp64, fp32, tf32, bf16, fp16, fp8); a kernel in a dtype not listed cannot run",
+    )
+    vector_flops: PositiveFlopsPerSecond = Field(
+        124.2e12, description="FP32 peak FLOP/s of the non-matrix units (element-wise math)"
+    )
     hbm_bandwidth: PositiveBytesPerSecond = Field(900e9, description="HBM bandwidth, B/s")
     hbm_capacity: PositiveBytes = Field(32 * 2**30, description="HBM capacity, bytes")
-    wave_quantization: bool = Field(False, description="kernels run ceil(W/U) waves")
+    hbm_arbitration: Literal["mlp", "drf"] = Field(
+        "mlp",
+        description="how HBM is shared: mlp (in proportion to each party's memory-level "
+        "parallelism: its compute units or engine) or drf (dominant-resource fairness)",
+    )
+    kernels: KernelModelConfig = Field(
+        default_factory=defaults(KernelModelConfig), description="[npu.kernels] below"
+    )
+
+    @field_validator("matrix_flops")
+    @classmethod
+    def _dtypes(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value:
+            raise ValueError("must list at least one dtype's peak")
+        for name in value:
+            if name not in DTYPES:
+                err = DTYPES.unknown(name)
+                raise FieldRuleError(name, f"unknown dtype; {err.rule}", hint=err.hint)
+        return value
 
     @model_validator(mode="after")
     def _peak_finite(self) -> NPUConfig:
-        if not math.isfinite(self.peak_flops):
-            raise FieldRuleError(
-                "flops_per_unit",
-                f"times compute_units ({self.compute_units}) must be a finite FLOP/s, "
-                f"got {show_number(self.flops_per_unit, 'FLOP/s')}",
-            )
+        if not math.isfinite(self.compute_units * max(self.matrix_flops.values())):
+            raise FieldRuleError("matrix_flops", "must be finite FLOP/s")
         return self
+
+    def matrix_peak(self, dtype: str) -> float:
+        """Dense matrix peak FLOP/s for math in ``dtype``; ConfigError when not listed."""
+        try:
+            return self.matrix_flops[dtype]
+        except KeyError:
+            raise ConfigError(
+                f"npu.matrix_flops.{dtype}",
+                f"this NPU ({self.name}) lists no {dtype} matrix peak (it lists "
+                f"{', '.join(self.matrix_flops)}); choose a precision it supports",
+            ) from None
 
     @property
     def peak_flops(self) -> float:
-        """Peak FLOP/s of the whole NPU."""
-        return self.compute_units * self.flops_per_unit
+        """Highest matrix peak FLOP/s of the whole NPU (any dtype)."""
+        return max(self.matrix_flops.values())
 
 
 class DimensionConfig(Strict):

@@ -8,7 +8,10 @@ message, or 1.0 for "one kernel"), a demand vector ``{resource: units of resourc
 work}``, an optional rate cap (work/s) and a weight. While it runs at rate ``x`` (work/s) it
 consumes ``x * demand[r]`` of each resource ``r``.
 
-Policy: weighted max-min fairness of dominant shares (DRF) by progressive filling. All
+Policy: weighted max-min fairness of dominant shares (DRF) by progressive filling. An
+activity may instead name a *basis* resource: its weight is then a share of that resource
+(memory-level parallelism: HBM shared in proportion to what each party keeps in flight),
+whatever its dominant one. All
 unfrozen activities grow their dominant share (the largest fraction of any one resource's
 capacity they use) in proportion to their weight; when a resource saturates, the activities
 that use it freeze; an activity that reaches its cap freezes; repeat until all are frozen. Rates are
@@ -106,6 +109,7 @@ class Activity:
         "bound",
         "bound_now",
         "bound_since",
+        "basis",
     )
 
     def __init__(
@@ -139,6 +143,8 @@ class Activity:
         self.bound: Any = None
         self.bound_now: Any = None
         self.bound_since = 0.0
+        #: the resource the activity's weight is a share of (None: its dominant resource)
+        self.basis: Resource | None = None
 
     def __repr__(self) -> str:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"
@@ -194,6 +200,9 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 fraction = amount / res.capacity
                 if fraction > dominant:
                     dominant = fraction
+        basis = act.basis
+        if basis is not None and basis.capacity != INF and act.demand.get(basis, 0.0) > 0:
+            dominant = act.demand[basis] / basis.capacity
         # A vanishing dominant share (denormal demand) counts as no demand at all.
         vanishing = dominant <= 1e-300
         share[act] = act.weight if vanishing else act.weight / dominant

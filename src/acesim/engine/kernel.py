@@ -165,10 +165,12 @@ class Engine:
         weight: float = 1.0,
         tag: Any = None,
         track: str | None = None,
+        basis: Resource | None = None,
     ) -> Activity:
         """Start an activity of ``work`` units consuming ``demand[r]`` of ``r`` per unit.
 
-        ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight. ``track``
+        ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight, of its
+        dominant resource or, when given, of ``basis``. ``track``
         (a kind such as ``"kernel"``): tell :attr:`bound_listener`, when there is one, what
         binds the activity's rate over its life.
         """
@@ -186,6 +188,7 @@ class Engine:
         # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
         demand = {r: float(v) for r, v in demand.items() if v > 1e-300}
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
+        act.basis = basis
         act.started = self.now
         act._last = self.now
         if track is not None and self.bound_listener is not None:
@@ -203,6 +206,17 @@ class Engine:
         if activity.finished is not None or activity.cap == cap:
             return
         activity.cap = cap
+        self._dirty[activity] = None
+
+    def set_weight(self, activity: Activity, weight: float) -> None:
+        """Change an activity's share weight (> 0)."""
+        if not (weight > 0) or weight == INF:
+            raise SimulationError(
+                f"activity {activity.tag!r}: weight must be positive and finite, got {weight}"
+            )
+        if activity.finished is not None or activity.weight == weight:
+            return
+        activity.weight = weight
         self._dirty[activity] = None
 
     def _progress(self, act: Activity) -> None:

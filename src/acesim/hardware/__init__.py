@@ -8,12 +8,21 @@ from .endpoints import (
     IdealEndpoint,
     register_endpoint,
 )
-from .npu import NPU, effective_units
+from .kernel_model import KernelPlan, plan_kernel
+from .kernels import Attention, Fixed, Gemm, Kernel, Roofline, Stream
+from .npu import NPU
 from .platform import Platform, elaborate
 
 __all__ = [
     "NPU",
-    "effective_units",
+    "Attention",
+    "Fixed",
+    "Gemm",
+    "Kernel",
+    "KernelPlan",
+    "Roofline",
+    "Stream",
+    "plan_kernel",
     "ENDPOINT_KINDS",
     "EndpointKind",
     "register_endpoint",

@@ -2,21 +2,23 @@
 
 Model
 -----
-* A compute kernel of ``F`` FLOPs touching ``M`` bytes of HBM is one fluid activity of work 1.0
-  demanding ``M`` bytes of HBM per unit of work, capped at ``u * f / F`` per second, where ``u``
-  is the compute units it may use and ``f`` the peak FLOP/s of one unit. Alone, it therefore
-  runs at its roofline ``max(F / (u f), M / B_hbm)``.
-* Wave quantisation (optional): a kernel of ``W`` thread-blocks on ``u`` units runs
-  ``ceil(W/u)`` waves, i.e. as if on ``W / ceil(W/u)`` units.
-* A kernel given as a fixed time ``T`` (measured on all ``U`` units) runs at ``u/U`` of its
-  speed on ``u`` units; its HBM demand is ``M`` if known, else none.
-* HBM is one resource shared weighted max-min by compute and communication, unless an endpoint
-  partitions it (:meth:`NPU.partition_hbm`: communication owns a share of the bandwidth,
-  compute the rest).
+* A compute kernel is planned by :mod:`acesim.hardware.kernel_model` (tiles, waves, achievable
+  fractions of the peaks, latency). It waits its latency, then runs as one fluid activity of
+  work 1.0 demanding ``hbm_demand`` of HBM capacity per unit of work, its rate capped by its
+  compute on the units it may use (``1 / (waves(u) * block time)``) and by what those units can
+  draw from HBM (``u * unit_hbm_bandwidth``). Alone, it therefore takes its planned time.
+* A pass of several kernels runs them one after another (one compute stream).
+* HBM is one resource of the sustained capacity ``hbm_bandwidth * hbm_efficiency``. With
+  ``npu.hbm_arbitration = "mlp"`` (default) it is shared in proportion to memory-level
+  parallelism: the compute kernel weighs the units it runs on; collective kernels the units
+  they hold, engines their equivalent (see the endpoints). With ``"drf"`` it is shared by
+  dominant-resource fairness with weights 1 (and the endpoint's ``hbm_weight``). An endpoint
+  may partition it instead (:meth:`NPU.partition_hbm`: communication owns a share of the
+  bandwidth, compute the rest).
 * Compute units are a space-shared pool (:class:`acesim.engine.Pool`): collective kernels hold
   units (for a whole collective or for one step, the endpoint decides; see
   :mod:`acesim.hardware.endpoints`), and the compute kernel runs on the units nobody holds; its
-  rate cap follows the free units whenever they change.
+  rate cap (and weight) follow the free units whenever they change, waves included.
 
 Compute kernels on one NPU run one at a time (one compute stream); the training loop ensures
 that.
@@ -24,23 +26,14 @@ that.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config.system import NPUConfig
-from ..engine import INF, Activity, Engine, Pool, Resource
+from ..engine import Activity, Engine, Pool, Resource
 from ..errors import SimulationError
-
-
-def effective_units(units: int, blocks: int | None) -> float:
-    """Units a kernel of ``blocks`` thread-blocks effectively uses on ``units`` units."""
-    if units <= 0:
-        return 0.0
-    if not blocks:
-        return float(units)
-    waves = math.ceil(blocks / units)
-    return blocks / waves
+from .kernel_model import KernelPlan, plan_kernel
+from .kernels import Kernel
 
 
 class NPU:
@@ -56,7 +49,7 @@ class NPU:
         self.engine = engine
         self.rank = rank
         self.config = config
-        self.hbm = engine.add_resource(f"npu{rank}.hbm", config.hbm_bandwidth)
+        self.hbm = engine.add_resource(f"npu{rank}.hbm", self.hbm_rate)
         self.hbm_compute = self.hbm
         self.hbm_comm = self.hbm
         #: compute units; collective kernels hold some, the compute kernel runs on the rest
@@ -64,10 +57,18 @@ class NPU:
         self.units.observe(self._units_changed)
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
-        self._kernel_spec: tuple[float, float, int | None, float | None] | None = None
+        self._plan: KernelPlan | None = None
+        self._plans: dict[Kernel, KernelPlan] = {}
+        self._busy = False
+        self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
         self.kernel_log: list[tuple[Any, float, float, float]] = []  # tag, start, end, alone
+
+    @property
+    def hbm_rate(self) -> float:
+        """Sustained HBM capacity (B/s): the datasheet bandwidth times ``hbm_efficiency``."""
+        return self.config.hbm_bandwidth * self.config.kernels.hbm_efficiency
 
     def partition_hbm(self, comm_share: float) -> None:
         """Split HBM statically (before the run): communication owns ``comm_share`` (0..1) of
@@ -76,7 +77,7 @@ class NPU:
             raise SimulationError(f"npu{self.rank}: HBM is already partitioned")
         if not 0 < comm_share < 1:
             raise SimulationError(f"npu{self.rank}: HBM share must be in (0, 1), got {comm_share}")
-        bw = self.config.hbm_bandwidth
+        bw = self.hbm_rate
         self.engine.set_capacity(self.hbm, bw * (1 - comm_share))
         self.hbm_compute = self.hbm
         self.hbm_comm = self.engine.add_resource(f"npu{self.rank}.hbm.comm", bw * comm_share)
@@ -90,64 +91,87 @@ class NPU:
     def hbm_resources(self) -> list[Resource]:
         return [self.hbm] if self.hbm is self.hbm_comm else [self.hbm_compute, self.hbm_comm]
 
-    def kernel_time_alone(
-        self,
-        flops: float,
-        hbm_bytes: float,
-        blocks: int | None = None,
-        duration: float | None = None,
-    ) -> float:
-        """Roofline time (s) of a kernel on all units and all HBM bandwidth."""
-        cap = self._cap(flops, blocks, duration, self.config.compute_units)
-        t_compute = 1.0 / cap if cap < INF else 0.0
-        t_memory = hbm_bytes / self.config.hbm_bandwidth
-        return max(t_compute, t_memory)
+    def plan(self, kernel: Kernel) -> KernelPlan:
+        """The kernel's plan on this NPU (cached per kernel)."""
+        plan = self._plans.get(kernel)
+        if plan is None:
+            plan = self._plans[kernel] = plan_kernel(self.config, kernel)
+        return plan
 
-    def _cap(self, flops: float, blocks: int | None, duration: float | None, units: int) -> float:
-        eff = effective_units(units, blocks) if self.config.wave_quantization else float(units)
-        if eff <= 0:
-            return 0.0
-        if duration is not None:
-            if duration <= 0:
-                return INF
-            return eff / self.config.compute_units / duration
-        if flops <= 0:
-            return INF
-        return eff * self.config.flops_per_unit / flops
+    def kernels_time_alone(self, kernels: Sequence[Kernel]) -> float:
+        """Time (s) of ``kernels`` one after another on the whole NPU with nothing else."""
+        return sum(self.plan(k).time_alone for k in kernels)
 
-    def run_kernel(
+    def run_kernels(
         self,
-        flops: float,
-        hbm_bytes: float,
-        on_done: Callable[[Activity], Any],
+        kernels: Sequence[Kernel],
+        on_done: Callable[[], Any],
         *,
-        blocks: int | None = None,
-        duration: float | None = None,
         tag: Any = None,
         track: bool = False,
-    ) -> Activity:
-        """Start a compute kernel (FLOPs, HBM bytes; or a fixed ``duration`` in s); ``track``:
-        report what binds it to the engine's bound listener."""
-        if self.kernel is not None:
+    ) -> None:
+        """Run ``kernels`` one after another on the compute stream, then call ``on_done``;
+        ``track``: report what binds each to the engine's bound listener."""
+        if self._busy:
             raise SimulationError(f"npu{self.rank}: a compute kernel is already running")
-        self._kernel_spec = (flops, hbm_bytes, blocks, duration)
-        cap = self._cap(flops, blocks, duration, self.units_for_compute)
-        demand = {self.hbm_compute: hbm_bytes} if hbm_bytes > 0 else {}
-        alone = self.kernel_time_alone(flops, hbm_bytes, blocks, duration)
+        self._busy = True
+        plans = [self.plan(k) for k in kernels]
         start = self.engine.now
+        self._pass_start = start
+        alone = sum(p.time_alone for p in plans)
 
-        def finished(act: Activity) -> None:
-            self.kernel = None
-            self._kernel_spec = None
+        def finished() -> None:
+            self._busy = False
             self.compute_busy += self.engine.now - start
-            self.compute_hbm_bytes += act.work * hbm_bytes
             self.kernel_log.append((tag, start, self.engine.now, alone))
-            on_done(act)
+            on_done()
 
+        self._run_next(plans, 0, finished, tag, track)
+
+    def _run_next(
+        self,
+        plans: list[KernelPlan],
+        index: int,
+        finished: Callable[[], None],
+        tag: Any,
+        track: bool,
+    ) -> None:
+        if index == len(plans):
+            finished()
+            return
+        plan = plans[index]
+
+        def launch() -> None:
+            self._launch(plan, lambda: self._run_next(plans, index + 1, finished, tag, track),
+                         tag, track)
+
+        if plan.latency > 0:
+            self.engine.schedule(plan.latency, launch)
+        else:
+            launch()
+
+    def _launch(self, plan: KernelPlan, then: Callable[[], None], tag: Any, track: bool) -> None:
+        units = self.units_for_compute
+        demand = {self.hbm_compute: plan.hbm_demand} if plan.hbm_demand > 0 else {}
+        mlp = self.config.hbm_arbitration == "mlp"
+
+        def done(act: Activity) -> None:
+            self.kernel = None
+            self._plan = None
+            self.compute_hbm_bytes += act.work * plan.hbm_bytes
+            then()
+
+        self._plan = plan
         self.kernel = self.engine.start(
-            1.0, demand, finished, cap=cap, tag=tag, track="kernel" if track else None
+            1.0,
+            demand,
+            done,
+            cap=plan.rate_cap(units),
+            weight=max(units, 1) if mlp else 1.0,
+            basis=self.hbm_compute if mlp and demand else None,
+            tag=tag,
+            track="kernel" if track else None,
         )
-        return self.kernel
 
     def _units_changed(self, pool: Pool) -> None:
         """The units free for compute changed (collective kernels took or returned some)."""
@@ -155,15 +179,19 @@ class NPU:
         if units == self.units_for_compute:
             return
         self.units_for_compute = units
-        if self.kernel is not None and self._kernel_spec is not None:
-            flops, _bytes, blocks, duration = self._kernel_spec
-            self.engine.set_cap(self.kernel, self._cap(flops, blocks, duration, units))
+        if self.kernel is not None and self._plan is not None:
+            self.engine.set_cap(self.kernel, self._plan.rate_cap(units))
+            if self.config.hbm_arbitration == "mlp":
+                self.engine.set_weight(self.kernel, max(units, 1))
 
-    def kernel_work_done(self) -> float:
-        """Fraction (0..1) of the running compute kernel done so far (0 when none runs)."""
-        return self.engine.work_done(self.kernel) if self.kernel is not None else 0.0
+    def busy_time(self) -> float:
+        """Seconds of compute-stream time so far, the running pass included."""
+        running = self.engine.now - self._pass_start if self._busy else 0.0
+        return self.compute_busy + running
 
-    @property
-    def kernel_hbm_bytes(self) -> float:
-        """HBM bytes of the running compute kernel's whole work (0 when none runs)."""
-        return self._kernel_spec[1] if self._kernel_spec is not None else 0.0
+    def compute_hbm_bytes_now(self) -> float:
+        """HBM bytes moved by compute kernels so far, the running kernel's in proportion to
+        its work done (call after ``engine.sync()``)."""
+        if self.kernel is None or self._plan is None:
+            return self.compute_hbm_bytes
+        return self.compute_hbm_bytes + self.engine.work_done(self.kernel) * self._plan.hbm_bytes

@@ -42,6 +42,7 @@ from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
 from .endpoint import Endpoint
+from .shares import MessageShares
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .plan import Phase, build_phases, validate_algorithms
@@ -158,6 +159,8 @@ class CollectiveRuntime:
         self.exact = exact
         validate_algorithms(config, topology)
         self.ranks: Sequence[int] = range(topology.npus) if exact else range(1)
+        #: starts message activities with the HBM shares of the endpoint
+        self.shares = MessageShares(engine, self.endpoint, len(self.ranks))
         self.egress: list[list[Resource]] = [
             [
                 engine.add_resource(f"npu{r}.{d.name}.egress", d.egress_bandwidth)
@@ -365,16 +368,15 @@ class CollectiveRuntime:
         run.sends_out = len(dests)
         demand = {self.egress[run.rank][dim]: 1.0}
         demand.update(self.endpoint.message_demand(run.rank, step.kind))
-        engine = self.engine
-        weight = self.endpoint.message_weight
+        shares = self.shares
         track = "message" if run.rank == 0 else None
         for position in dests:
             dest = topo.peer(global_rank, dim, axis.coordinate(own, position)) if self.exact else 0
-            engine.start(
+            shares.start(
+                run.rank,
                 step.message_bytes,
                 demand,
                 self._sent,
-                weight=weight,
                 tag=(run, dest, run.phase, run.step),
                 track=track,
             )

@@ -10,7 +10,9 @@ collective, what that level costs at a rank:
 * per step: ``step_begin`` / ``step_end`` (hold compute units, or wait for a setup latency,
   while one step of one chunk runs: a reduction on SMs beside a copy engine, an NVLS step);
 * per network byte: ``message_demand`` (HBM bytes, engine ALU/DMA throughput, comm-unit
-  throughput consumed per byte sent) and ``message_weight`` (the max-min weight of messages).
+  throughput consumed per byte sent), and how messages share HBM: ``hbm_parallelism`` (the
+  memory-level parallelism, in compute units, of the kernel or engine that moves them, under
+  ``npu.hbm_arbitration = "mlp"``) or ``message_weight`` (a dominant-resource-fair weight).
 
 The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live in
 :mod:`acesim.hardware.endpoints` and are registered there.
@@ -31,6 +33,12 @@ class Endpoint:
     name = "ideal"
     #: max-min weight of this endpoint's message activities against compute kernels
     message_weight = 1.0
+
+    def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
+        """The HBM resource the rank's messages draw on and the memory-level parallelism (in
+        compute units' worth of requests in flight) they share it with, under MLP
+        arbitration; None: each message weighs ``message_weight`` by dominant share."""
+        return None
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         """Resources consumed per network byte sent in a step of ``kind`` at ``rank``

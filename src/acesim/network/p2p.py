@@ -73,11 +73,11 @@ class PointToPoint:
             else:
                 rt.engine.schedule(rt.delays[dim], on_delivered)
 
-        rt.engine.start(
+        rt.shares.start(
+            sim_rank,
             size,
             demand,
             sent,
-            weight=rt.endpoint.message_weight,
             tag=("p2p", dim),
             track="message" if sim_rank == 0 else None,
         )

@@ -236,24 +236,16 @@ class GraphExecutor:
         assert comp is not None  # loop builders and readers always set it
         rec = self.records[st.rank][node.id]
         rec.start = self.platform.engine.now
-        rec.alone = npu.kernel_time_alone(comp.flops, comp.hbm_bytes, comp.blocks, comp.duration)
+        rec.alone = npu.kernels_time_alone(comp.kernels)
         rec.hbm_bytes = comp.hbm_bytes
         st.busy = True
 
-        def done(_act: Any) -> None:
+        def done() -> None:
             st.busy = False
             self._finish(st, node)
             self._next_kernel(st)
 
-        npu.run_kernel(
-            comp.flops,
-            comp.hbm_bytes,
-            done,
-            blocks=comp.blocks,
-            duration=comp.duration,
-            tag=node.name,
-            track=st.rank == 0,
-        )
+        npu.run_kernels(comp.kernels, done, tag=node.name, track=st.rank == 0)
 
     def _collective(self, st: _RankState, node: Node) -> None:
         rt = self.platform.collectives
@@ -343,14 +335,11 @@ class GraphExecutor:
         now = platform.engine.now
         platform.engine.sync()
         npu = platform.npus[0]
-        # Kernels in flight count their HBM bytes in proportion to the work done.
-        in_flight = npu.kernel_work_done() * npu.kernel_hbm_bytes
-        busy = npu.compute_busy + (now - npu.kernel.started if npu.kernel is not None else 0.0)
         return Snapshot(
             time=now,
             egress_bytes=[r.used for r in platform.collectives.egress[0]],
             hbm_bytes=sum(r.used for r in npu.hbm_resources),
-            compute_hbm_bytes=npu.compute_hbm_bytes + in_flight,
-            compute_busy=busy,
+            compute_hbm_bytes=npu.compute_hbm_bytes_now(),
+            compute_busy=npu.busy_time(),
             units_held_time=npu.units.held_time,
         )

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import WorkloadError
+from ..hardware.kernels import Attention, Fixed, Gemm, Kernel, Roofline, Stream
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
+
+KERNEL_TYPES = (Gemm, Attention, Stream, Roofline, Fixed)
 
 Parallelism = Literal["data", "hybrid_dlrm", "micro"]
 
@@ -37,29 +40,60 @@ def _check_amount(value: float, field: str) -> None:
 
 @dataclass(frozen=True)
 class Compute:
-    """Compute of one pass.
+    """Compute of one pass: a sequence of kernels run one after another.
+
+    Give the kernels (:mod:`acesim.hardware.kernels`), or only totals, which become one kernel:
+    a fixed ``duration`` (a :class:`~acesim.hardware.kernels.Fixed` kernel measured on the
+    whole NPU), or ``flops`` and ``hbm_bytes`` (a :class:`~acesim.hardware.kernels.Roofline`
+    kernel with math in ``dtype`` and ``blocks`` thread-blocks, when known). With kernels,
+    ``flops`` and ``hbm_bytes`` are their totals.
 
     Attributes:
         flops: floating-point operations (FLOP).
         hbm_bytes: bytes read and written in HBM.
-        duration: fixed time on the whole NPU (s); overrides the roofline when set.
-        blocks: thread-blocks of the kernel (for wave quantisation), if known.
+        duration: fixed time on the whole NPU (s) of a measured kernel.
+        blocks: thread-blocks of a roofline kernel, if known.
+        kernels: the kernels, in order.
+        dtype: math dtype of a roofline kernel (None: the NPU's first listed dtype).
     """
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
     duration: float | None = None
     blocks: int | None = None
+    kernels: tuple[Kernel, ...] = ()
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("flops", "hbm_bytes"):
             _check_amount(getattr(self, name), name)
         if self.duration is not None:
             _check_amount(self.duration, "duration")
+        kernels: object = self.kernels
+        if isinstance(kernels, list):
+            kernels = tuple(kernels)
+        if not isinstance(kernels, tuple) or not all(isinstance(k, KERNEL_TYPES) for k in kernels):
+            raise WorkloadError(f"must be kernels, got {kernels!r}", field="kernels")
+        if kernels:
+            if self.flops or self.hbm_bytes or self.duration is not None:
+                raise WorkloadError("give kernels or totals (flops, hbm_bytes, duration), not both",
+                                    field="kernels")
+            object.__setattr__(self, "flops", float(sum(k.flops for k in kernels)))
+            object.__setattr__(
+                self, "hbm_bytes", float(sum(k.read_bytes + k.write_bytes for k in kernels))
+            )
+        elif self.duration is not None:
+            kernels = (Fixed(self.duration, self.hbm_bytes),)
+        elif self.flops or self.hbm_bytes:
+            kernels = (Roofline(self.flops, self.hbm_bytes, self.dtype, self.blocks),)
+        object.__setattr__(self, "kernels", kernels)
 
     @property
     def empty(self) -> bool:
-        return self.flops == 0 and self.hbm_bytes == 0 and not self.duration
+        return not self.kernels or all(
+            k.flops == 0 and k.read_bytes + k.write_bytes == 0 and not getattr(k, "duration", 0)
+            for k in self.kernels
+        )
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,18 @@ class AceEndpoint(Endpoint):
         ]
         self._spill_fraction = [0.0] * len(npus)
         self.hbm_bytes = 0.0
+        npu = ctx.system.npu
+        self._mlp = npu.hbm_arbitration == "mlp"
+        unit_hbm = npu.kernels.unit_hbm_bandwidth
+        # The DMA engine keeps as many requests in flight as streaming dma_bandwidth needs:
+        # dma_bandwidth over what one compute unit draws at most (or, without that limit,
+        # over a unit's even share of HBM) compute units' worth.
+        per_unit = (
+            unit_hbm
+            if unit_hbm is not None
+            else npu.hbm_bandwidth * npu.kernels.hbm_efficiency / npu.compute_units
+        )
+        self.dma_parallelism = self.cfg.dma_bandwidth / per_unit
 
     def max_chunk_bytes(self) -> float | None:
         return _chunk_limit(self.cfg)
@@ -96,6 +108,10 @@ class AceEndpoint(Endpoint):
         if spill > 0:
             demand[self.npus[rank].hbm_comm] = spill * self.cfg.spill_hbm_bytes_per_byte
         return demand
+
+    def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
+        # spilled chunks' traffic goes through the same DMA engine
+        return (self.npus[rank].hbm_comm, self.dma_parallelism) if self._mlp else None
 
     def chunk_begin(
         self, rank: int, in_bytes: float, footprint: float, proceed: Callable[[], None]
@@ -124,6 +140,8 @@ class AceEndpoint(Endpoint):
             nbytes,
             {npu.hbm_comm: 1.0, self._dma[rank]: 1.0},
             lambda _act: then(),
+            weight=self.dma_parallelism if self._mlp else 1.0,
+            basis=npu.hbm_comm if self._mlp else None,
             tag=("ace-dma", rank),
             track="message" if rank == 0 else None,
         )

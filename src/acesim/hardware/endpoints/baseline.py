@@ -10,9 +10,13 @@
     ``reduction_flops_per_byte`` FLOPs per network byte on the held units; the held units drive
     at most ``comm_units * unit_bandwidth`` network bytes/s.
 
-HBM is shared with compute kernels weighted max-min (``hbm_sharing = "fair"``, messages weigh
-``hbm_weight``) or partitioned (``static``: communication owns ``hbm_share`` of the bandwidth).
-The held units come out of the NPU's unit pool, so the compute kernel runs on the rest.
+HBM is shared with compute kernels (``hbm_sharing = "fair"``) the way the NPU arbitrates it
+(``npu.hbm_arbitration``): in proportion to memory-level parallelism, the collective kernels
+weighing the ``comm_units`` they hold and drawing at most ``comm_units * unit_hbm_bandwidth``
+(``mlp``), or by dominant-resource fairness, messages weighing ``hbm_weight`` (``drf``). Or
+HBM is partitioned (``static``: communication owns ``hbm_share`` of the bandwidth). The held
+units come out of the NPU's unit pool, so the compute kernel runs on the rest; reductions run
+on their FP32 vector units (``vector_flops`` per unit).
 
 Variants: ``splits`` lists the (comm units, HBM share or weight) settings searched for the best
 baseline; empty means the settings as given.
@@ -73,8 +77,10 @@ class BaselineSettings(Strict):
         "fair", description="static: comm gets hbm_share of HBM; fair: weighted max-min"
     )
     hbm_share: ProperFraction = Field(0.25, description="static policy: fraction of HBM for comm")
-    hbm_weight: PositiveFloat = Field(
-        1.0, description="fair policy: comm's max-min weight vs compute"
+    hbm_weight: PositiveFloat | None = Field(
+        None,
+        description="fair policy under npu.hbm_arbitration = drf: messages' weight vs compute "
+        "(None = 1); under mlp the held units are the weight",
     )
     reduce_hbm_bytes_per_byte: PositiveFloat = Field(5.0, description="reduce-scatter step")
     gather_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-gather step")
@@ -90,6 +96,19 @@ class BaselineSettings(Strict):
 
 def _check(settings: BaselineSettings, system: SystemConfig) -> None:
     units = system.npu.compute_units
+    if system.npu.hbm_arbitration == "mlp":
+        weights = [("endpoint.baseline.hbm_weight", settings.hbm_weight)] + [
+            (f"endpoint.baseline.splits[{i}].hbm_weight", split.hbm_weight)
+            for i, split in enumerate(settings.splits)
+        ]
+        for where, weight in weights:
+            if weight is not None:
+                raise ConfigError(
+                    where,
+                    "applies only with npu.hbm_arbitration = 'drf' (under 'mlp' the collective "
+                    "kernels weigh the units they hold)",
+                    weight,
+                )
     for i, split in enumerate(settings.splits):
         if split.comm_units >= units:
             raise ConfigError(
@@ -137,7 +156,8 @@ class BaselineEndpoint(Endpoint):
         self.cfg: BaselineSettings = ctx.settings
         cfg = self.cfg
         self.units = cfg.comm_units
-        self.message_weight = cfg.hbm_weight
+        self.message_weight = cfg.hbm_weight if cfg.hbm_weight is not None else 1.0
+        self._mlp = npu.hbm_arbitration == "mlp" and cfg.hbm_sharing == "fair"
         self._active = [0] * len(npus)
         self._throughput: list[Resource] = []
         self._flops: list[Resource] = []
@@ -149,7 +169,8 @@ class BaselineEndpoint(Endpoint):
                 f"npu{n.rank}.comm_units.bytes", cfg.comm_units * cfg.unit_bandwidth
             )
             flo = engine.add_resource(
-                f"npu{n.rank}.comm_units.flops", cfg.comm_units * npu.flops_per_unit
+                f"npu{n.rank}.comm_units.flops",
+                cfg.comm_units * npu.vector_flops / npu.compute_units,
             )
             self._throughput.append(thr)
             self._flops.append(flo)
@@ -158,6 +179,14 @@ class BaselineEndpoint(Endpoint):
                 GATHER: {n.hbm_comm: cfg.gather_hbm_bytes_per_byte, thr: 1.0},
                 ALLTOALL: {n.hbm_comm: cfg.alltoall_hbm_bytes_per_byte, thr: 1.0},
             }
+            unit_hbm = npu.kernels.unit_hbm_bandwidth
+            if unit_hbm is not None:
+                # what the held units can keep in flight bounds the HBM they draw
+                issue = engine.add_resource(
+                    f"npu{n.rank}.comm_units.hbm", cfg.comm_units * unit_hbm
+                )
+                for kind, demand in per_kind.items():
+                    demand[issue] = demand[n.hbm_comm]
             if cfg.reduction_flops_per_byte > 0:
                 per_kind[REDUCE][flo] = cfg.reduction_flops_per_byte
             self._demand.append(per_kind)
@@ -173,6 +202,11 @@ class BaselineEndpoint(Endpoint):
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         return self._demand[rank][kind]
+
+    def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
+        if not self._mlp:
+            return None
+        return self.npus[rank].hbm_comm, float(self.units)
 
     def collective_started(self, rank: int) -> None:
         self._active[rank] += 1

@@ -1,0 +1,261 @@
+"""Kernel times: how long a kernel takes on an NPU, and why.
+
+Model
+-----
+A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:`KernelPlan`:
+
+* **Compute.** A GEMM is cut into output tiles ``[tm, tn]`` (the NPU's ``npu.kernels.tiles``);
+  each tile is a thread-block that one compute unit works on for
+  ``2 tm tn k / (peak(dtype) * gemm_efficiency / units)`` seconds, partial edge tiles costing
+  a whole tile. ``blocks`` tiles on ``u`` units take ``ceil(blocks / u)`` waves: the tail wave
+  is why a GEMM that fills the units exactly once slows twofold when a collective takes a few
+  of them. When there are fewer tiles than units, the K dimension may be split (split-K) into
+  ``s`` slices of at least :data:`MIN_SPLIT_K` elements, each slice writing and re-reading an
+  FP32 partial result. Of the tile shapes and splits, the one with the shortest time alone is
+  chosen (what a library's heuristic or autotuner aims for). Fused attention is tiled by
+  :data:`ATTENTION_ROWS` query rows per block at ``attention_efficiency`` of the matrix peak.
+  Memory-bound kernels spread evenly over any number of units (grid-stride loops: no waves);
+  their FLOPs run on the FP32 vector units. Without tiles (the ideal default) every kernel
+  spreads evenly.
+* **Memory.** HBM sustains ``hbm_efficiency`` of its datasheet bandwidth for reads; a written
+  byte costs ``1 + write_penalty`` read bytes of that capacity (read/write bus turnaround).
+  ``hbm_demand`` is the capacity a kernel consumes; ``read_bytes + write_bytes`` what it moves.
+  On ``u`` units a kernel draws at most ``u * unit_hbm_bandwidth`` (memory-level parallelism:
+  what that many units can keep in flight).
+* **Latency.** Every kernel but a measured (:class:`~acesim.hardware.kernels.Fixed`) one costs
+  ``latency`` before it moves data or computes: launch, pipeline fill and drain.
+
+Alone on the whole NPU a kernel takes ``latency + max(compute, memory)``; its :attr:`bound`
+says which term it is (``latency`` when the latency is more than either).
+
+Assumptions (named here, values per NPU in the presets' sources): one tile per unit at a time;
+perfect operand reuse inside a kernel (each operand crosses HBM once), none between kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config.system import NPUConfig
+from ..errors import SimulationError
+from .kernels import Attention, Fixed, Gemm, Kernel, Roofline, Stream
+
+__all__ = ["ATTENTION_ROWS", "MIN_SPLIT_K", "KernelPlan", "plan_kernel"]
+
+MIN_SPLIT_K = 256
+"""Smallest K slice (elements) of a split-K GEMM: a few main-loop iterations of 64-deep tiles
+(assumption; cuBLAS and CUTLASS split-K kernels use slices of this order)."""
+
+ATTENTION_ROWS = 128
+"""Query rows per thread-block of fused attention (FlashAttention-2's forward block size)."""
+
+PARTIAL_BYTES = 4
+"""Bytes per element of a split-K partial result (FP32 accumulators)."""
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """A kernel as the NPU runs it.
+
+    Attributes:
+        kind: ``gemm``, ``attention``, ``stream``, ``roofline`` or ``fixed``.
+        name: the kernel's name.
+        flops: FLOPs (FLOP).
+        read_bytes, write_bytes: HBM bytes moved (B).
+        hbm_demand: HBM capacity consumed (B): reads plus writes with their penalty.
+        blocks: thread-blocks at launch, or None when the work spreads evenly over any units.
+        block_seconds: compute time of one block on one unit (s); with ``blocks`` None, the
+            compute time of all the work on one unit.
+        latency: fixed time before the kernel computes (s).
+        units: compute units of the NPU.
+        hbm_rate: sustained HBM capacity of the NPU (B/s).
+        unit_hbm_bandwidth: most HBM B/s one unit draws (inf: no limit).
+        detail: how it was tiled, for people.
+    """
+
+    kind: str
+    name: str
+    flops: float
+    read_bytes: float
+    write_bytes: float
+    hbm_demand: float
+    blocks: int | None
+    block_seconds: float
+    latency: float
+    units: int
+    hbm_rate: float
+    unit_hbm_bandwidth: float
+    detail: str = ""
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.read_bytes + self.write_bytes
+
+    def waves(self, units: int) -> int:
+        """Waves of blocks on ``units`` units (1 when the work spreads evenly)."""
+        if self.blocks is None or units <= 0:
+            return 1
+        return math.ceil(self.blocks / units)
+
+    def compute_time(self, units: int) -> float:
+        """Compute time on ``units`` units (s); inf with none."""
+        if self.block_seconds <= 0:
+            return 0.0
+        if units <= 0:
+            return math.inf
+        if self.blocks is None:
+            return self.block_seconds / units
+        return self.waves(units) * self.block_seconds
+
+    def memory_time(self, units: int) -> float:
+        """Memory time alone on ``units`` units (s): HBM capacity, and what the units draw."""
+        if self.hbm_demand <= 0:
+            return 0.0
+        t = self.hbm_demand / self.hbm_rate
+        if math.isfinite(self.unit_hbm_bandwidth):
+            if units <= 0:
+                return math.inf
+            t = max(t, self.hbm_bytes / (units * self.unit_hbm_bandwidth))
+        return t
+
+    def rate_cap(self, units: int) -> float:
+        """Most kernels per second on ``units`` units (its compute and its units' memory
+        parallelism; HBM capacity is the engine's to share)."""
+        t = self.compute_time(units)
+        if math.isfinite(self.unit_hbm_bandwidth) and self.hbm_bytes > 0:
+            if units <= 0:
+                return 0.0
+            t = max(t, self.hbm_bytes / (units * self.unit_hbm_bandwidth))
+        if t == math.inf:
+            return 0.0
+        return 1.0 / t if t > 0 else math.inf
+
+    @property
+    def time_alone(self) -> float:
+        """Time on the whole NPU with nothing else running (s)."""
+        return self.latency + max(self.compute_time(self.units), self.memory_time(self.units))
+
+    @property
+    def bound(self) -> str:
+        """``compute``, ``memory`` or ``latency``: what the time alone is mostly spent on."""
+        compute = self.compute_time(self.units)
+        memory = self.memory_time(self.units)
+        if self.latency > max(compute, memory):
+            return "latency"
+        return "compute" if compute >= memory else "memory"
+
+    @property
+    def achieved_flops(self) -> float:
+        """FLOP/s alone (FLOPs over the time alone)."""
+        t = self.time_alone
+        return self.flops / t if t > 0 else 0.0
+
+
+def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
+    """Plan ``kernel`` on ``npu`` (see the module docstring); ConfigError when the NPU has no
+    peak for the kernel's dtype."""
+    if isinstance(kernel, Gemm):
+        return _gemm(npu, kernel)
+    if isinstance(kernel, Attention):
+        return _attention(npu, kernel)
+    if isinstance(kernel, Stream):
+        unit_rate = npu.vector_flops / npu.compute_units
+        return _plan(npu, "stream", kernel.name, kernel.flops, kernel.read_bytes,
+                     kernel.write_bytes, None, kernel.flops / unit_rate)
+    if isinstance(kernel, Roofline):
+        dtype = kernel.dtype or next(iter(npu.matrix_flops))
+        unit_rate = npu.matrix_peak(dtype) * npu.kernels.gemm_efficiency / npu.compute_units
+        blocks = kernel.blocks
+        per_block = kernel.flops / blocks if blocks else kernel.flops
+        return _plan(npu, "roofline", kernel.name, kernel.flops, kernel.hbm_bytes, 0.0,
+                     blocks, per_block / unit_rate)
+    if isinstance(kernel, Fixed):
+        return _plan(npu, "fixed", kernel.name, 0.0, kernel.hbm_bytes, 0.0, None,
+                     kernel.duration * npu.compute_units, latency=0.0)
+    raise SimulationError(f"not a kernel: {kernel!r}")  # pragma: no cover - Kernel is a union
+
+
+def _plan(
+    npu: NPUConfig,
+    kind: str,
+    name: str,
+    flops: float,
+    read: float,
+    write: float,
+    blocks: int | None,
+    block_seconds: float,
+    *,
+    latency: float | None = None,
+    detail: str = "",
+) -> KernelPlan:
+    k = npu.kernels
+    unit_bw = k.unit_hbm_bandwidth if k.unit_hbm_bandwidth is not None else math.inf
+    return KernelPlan(
+        kind=kind,
+        name=name,
+        flops=flops,
+        read_bytes=read,
+        write_bytes=write,
+        hbm_demand=read + write * (1 + k.write_penalty),
+        blocks=blocks,
+        block_seconds=block_seconds,
+        latency=k.latency if latency is None else latency,
+        units=npu.compute_units,
+        hbm_rate=npu.hbm_bandwidth * k.hbm_efficiency,
+        unit_hbm_bandwidth=unit_bw,
+        detail=detail,
+    )
+
+
+def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
+    units = npu.compute_units
+    unit_rate = npu.matrix_peak(g.dtype) * npu.kernels.gemm_efficiency / units
+    read, write = g.read_bytes, g.write_bytes
+    if not npu.kernels.tiles:
+        return _plan(npu, "gemm", g.name, g.flops, read, write, None, g.flops / unit_rate)
+    best: KernelPlan | None = None
+    batch = math.ceil(g.batch)
+    for tm, tn in npu.kernels.tiles:
+        tiles = math.ceil(g.m / tm) * math.ceil(g.n / tn) * batch
+        splits = [1]
+        if tiles < units:
+            most = min(units // tiles, math.floor(g.k / MIN_SPLIT_K))
+            splits += list(range(2, most + 1))
+        for s in splits:
+            partial = (s * g.m * g.n * batch * PARTIAL_BYTES) if s > 1 else 0.0
+            plan = _plan(
+                npu,
+                "gemm",
+                g.name,
+                g.flops,
+                read + partial,
+                write + partial,
+                tiles * s,
+                2.0 * tm * tn * (g.k / s) / unit_rate,
+                detail=f"tile {tm}x{tn}, split-K {s}, {tiles * s} blocks",
+            )
+            if best is None or plan.time_alone < best.time_alone * (1 - 1e-12):
+                best = plan
+    assert best is not None
+    return best
+
+
+def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
+    units = npu.compute_units
+    unit_rate = npu.matrix_peak(a.dtype) * npu.kernels.attention_efficiency / units
+    if not npu.kernels.tiles:
+        return _plan(npu, "attention", a.name, a.flops, a.read_bytes, a.write_bytes, None,
+                     a.flops / unit_rate)
+    blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
+    return _plan(
+        npu,
+        "attention",
+        a.name,
+        a.flops,
+        a.read_bytes,
+        a.write_bytes,
+        blocks,
+        a.flops / blocks / unit_rate,
+        detail=f"{ATTENTION_ROWS} query rows per block, {blocks} blocks",
+    )

@@ -1,0 +1,202 @@
+"""What a compute kernel does, independent of the NPU it runs on.
+
+A pass of a workload is a sequence of kernels, run one after another on the NPU's compute
+stream. Each kind carries what its time depends on (shapes and dtypes, or bytes), never a time:
+:mod:`acesim.hardware.kernel_model` turns a kernel into a time on a given NPU.
+
+* :class:`Gemm` — ``batch`` products ``[M,K] x [K,N]`` (convolutions as implicit GEMMs), math
+  in ``dtype``; inputs in ``dtype`` (FP8 GEMMs read FP8 copies), output in ``out_dtype``.
+* :class:`Attention` — fused (FlashAttention-style) attention over ``heads`` (batch x heads)
+  independent sequences: forward ``4 q kv d`` FLOPs per head (half when causal), backward
+  2.5x that (five matrix products instead of two); Q, K, V, O (and dO, dQ, dK, dV backward)
+  cross HBM once.
+* :class:`Stream` — a memory-bound kernel (element-wise, normalisation, reductions, optimizer
+  steps): bytes read, bytes written, and FP32 FLOPs on the non-matrix units.
+* :class:`Roofline` — only totals are known (ASTRA-sim or Chakra inputs): FLOPs in ``dtype``
+  (None: the NPU's first listed dtype) and HBM bytes, optionally the thread-blocks.
+* :class:`Fixed` — a time measured on the whole NPU (s); on fewer units it runs slower in
+  proportion; its HBM bytes if known.
+
+All sizes are elements (GEMM and attention dimensions) or bytes (``*_bytes``); FLOPs count a
+multiply-add as two.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import WorkloadError
+from ..precision import DTYPES, dtype_bytes
+
+__all__ = ["Attention", "Fixed", "Gemm", "Kernel", "Roofline", "Stream"]
+
+
+def _amount(value: float, field: str, *, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WorkloadError(f"must be a number, got {value!r}", field=field)
+    if not math.isfinite(value):
+        raise WorkloadError(f"must be a finite number, got {value}", field=field)
+    if value < 0 or (positive and value == 0):
+        bound = "positive" if positive else "not be negative"
+        raise WorkloadError(f"must be {bound}, got {value}", field=field)
+
+
+def _dtype(name: str | None, field: str) -> None:
+    if name is not None and name not in DTYPES:
+        raise WorkloadError(
+            f"unknown dtype {name!r}; expected one of {DTYPES.choices()}", field=field
+        )
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``batch`` matrix products ``[m,k] x [k,n]`` in ``dtype`` (see the module docstring)."""
+
+    m: float
+    n: float
+    k: float
+    dtype: str = "fp32"
+    out_dtype: str | None = None
+    batch: float = 1
+    name: str = "gemm"
+
+    def __post_init__(self) -> None:
+        for field in ("m", "n", "k", "batch"):
+            _amount(getattr(self, field), f"gemm.{field}", positive=True)
+        _dtype(self.dtype, "gemm.dtype")
+        _dtype(self.out_dtype, "gemm.out_dtype")
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    @property
+    def output_bytes_per_element(self) -> int:
+        if self.out_dtype is not None:
+            return dtype_bytes(self.out_dtype)
+        return 2 if self.dtype == "fp8" else dtype_bytes(self.dtype)
+
+    @property
+    def read_bytes(self) -> float:
+        return self.batch * (self.m * self.k + self.k * self.n) * dtype_bytes(self.dtype)
+
+    @property
+    def write_bytes(self) -> float:
+        return self.batch * self.m * self.n * self.output_bytes_per_element
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Fused attention over ``heads`` sequences of ``q_len`` queries and ``kv_len`` keys of
+    width ``head_dim``, forward or ``backward``."""
+
+    heads: float
+    q_len: float
+    kv_len: float
+    head_dim: float
+    dtype: str = "bf16"
+    causal: bool = True
+    backward: bool = False
+    name: str = "attention"
+
+    def __post_init__(self) -> None:
+        for field in ("heads", "q_len", "kv_len", "head_dim"):
+            _amount(getattr(self, field), f"attention.{field}", positive=True)
+        _dtype(self.dtype, "attention.dtype")
+
+    @property
+    def flops(self) -> float:
+        fwd = 4.0 * self.heads * self.q_len * self.kv_len * self.head_dim
+        if self.causal:
+            fwd *= 0.5
+        return 2.5 * fwd if self.backward else fwd
+
+    @property
+    def _bytes(self) -> int:
+        return 2 if self.dtype == "fp8" else dtype_bytes(self.dtype)
+
+    @property
+    def read_bytes(self) -> float:
+        q = self.heads * self.q_len * self.head_dim
+        kv = 2 * self.heads * self.kv_len * self.head_dim
+        tensors = (q + kv + 2 * q) if self.backward else (q + kv)  # backward: + O and dO
+        return tensors * self._bytes
+
+    @property
+    def write_bytes(self) -> float:
+        q = self.heads * self.q_len * self.head_dim
+        kv = 2 * self.heads * self.kv_len * self.head_dim
+        return (q + kv if self.backward else q) * self._bytes
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A memory-bound kernel: bytes read and written, FP32 FLOPs on the non-matrix units."""
+
+    read_bytes: float
+    write_bytes: float = 0.0
+    flops: float = 0.0
+    name: str = "stream"
+
+    def __post_init__(self) -> None:
+        for field in ("read_bytes", "write_bytes", "flops"):
+            _amount(getattr(self, field), f"stream.{field}")
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Totals only: FLOPs in ``dtype`` and HBM bytes (read and written, not told apart)."""
+
+    flops: float
+    hbm_bytes: float = 0.0
+    dtype: str | None = None
+    blocks: int | None = None
+    name: str = "kernel"
+
+    def __post_init__(self) -> None:
+        _amount(self.flops, "flops")
+        _amount(self.hbm_bytes, "hbm_bytes")
+        _dtype(self.dtype, "dtype")
+        if self.blocks is not None:
+            if isinstance(self.blocks, bool) or not isinstance(self.blocks, int) or self.blocks < 1:
+                raise WorkloadError(
+                    f"must be a positive integer, got {self.blocks!r}", field="blocks"
+                )
+
+    @property
+    def read_bytes(self) -> float:
+        return self.hbm_bytes
+
+    @property
+    def write_bytes(self) -> float:
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A measured time on the whole NPU (s) and, if known, its HBM bytes."""
+
+    duration: float
+    hbm_bytes: float = 0.0
+    name: str = "kernel"
+
+    def __post_init__(self) -> None:
+        _amount(self.duration, "duration")
+        _amount(self.hbm_bytes, "hbm_bytes")
+
+    @property
+    def flops(self) -> float:
+        return 0.0
+
+    @property
+    def read_bytes(self) -> float:
+        return self.hbm_bytes
+
+    @property
+    def write_bytes(self) -> float:
+        return 0.0
+
+
+Kernel = Gemm | Attention | Stream | Roofline | Fixed
+"""Any kernel kind."""
