@@ -125,7 +125,14 @@ RULES: dict[str, list[tuple[Any, str]]] = {
 #: every numeric field of the system document (ace-isca21, built-in endpoint kinds) -> its rule
 SYSTEM_FIELDS: dict[str, str] = {
     "npu.compute_units": "count",
-    "npu.flops_per_unit": "flop_rate",
+    "npu.matrix_flops.fp16": "flop_rate",
+    "npu.vector_flops": "flop_rate",
+    "npu.kernels.gemm_efficiency": "efficiency",
+    "npu.kernels.attention_efficiency": "efficiency",
+    "npu.kernels.hbm_efficiency": "efficiency",
+    "npu.kernels.write_penalty": "non_negative",
+    "npu.kernels.latency": "time0",
+    "npu.kernels.unit_hbm_bandwidth": "rate",
     "npu.hbm_bandwidth": "rate",
     "npu.hbm_capacity": "size",
     **{
@@ -265,6 +272,10 @@ def _numeric_paths(model: BaseModel, prefix: str = "") -> set[str]:
         ):
             for key, item in value.items():
                 out |= _numeric_paths(item, f"{path}.{key}.")
+        elif isinstance(value, dict):  # a table of numbers (npu.matrix_flops)
+            out |= {f"{path}.{key}" for key in value}
+        elif name == "tiles":  # pairs of counts, tested by test_tiles_are_pairs_of_counts
+            continue
         elif _is_number(info.annotation):
             out.add(f"{path}[0]" if isinstance(value, list) else path)
     if isinstance(model, EndpointConfig):
@@ -331,7 +342,7 @@ def test_a_valid_value_still_passes_every_field() -> None:
             "times links_per_npu (2) must be a finite B/s, got 1e+308 B/s",
         ),
         (
-            "npu.flops_per_unit",
+            "npu.matrix_flops.fp16",
             1e307,
             "times compute_units (80) must be a finite FLOP/s, got 1e+307 FLOP/s",
         ),
@@ -571,3 +582,21 @@ def test_random_numbers_either_fail_validation_or_leave_every_number_finite(
     assert math.isfinite(system.npu.peak_flops)
     for d in system.network.dimensions:
         assert math.isfinite(d.link_bandwidth * d.links_per_npu)
+
+
+@pytest.mark.parametrize(
+    ("tiles", "message"),
+    [
+        ([[0, 128]], "npu.kernels.tiles[0][0]: must be at least 1, got 0"),
+        ([[128]], "npu.kernels.tiles[0]"),
+        ([[128, 128.5]], "npu.kernels.tiles[0][1]"),
+    ],
+)
+def test_tiles_are_pairs_of_counts(tiles: list[list[float]], message: str) -> None:
+    err = _system_error({"npu.kernels.tiles": tiles})
+    assert message in str(err)
+
+
+def test_an_unknown_dtype_peak_is_refused_with_the_known_names() -> None:
+    err = _system_error({"npu.matrix_flops": {"fp4": 1e15}})
+    assert "npu.matrix_flops.fp4: unknown dtype; must be one of fp64, fp32, tf32" in str(err)

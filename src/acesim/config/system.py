@@ -115,8 +115,15 @@ class NPUConfig(Strict):
 
     @model_validator(mode="after")
     def _peak_finite(self) -> NPUConfig:
-        if not math.isfinite(self.compute_units * max(self.matrix_flops.values())):
-            raise FieldRuleError("matrix_flops", "must be finite FLOP/s")
+        # Per-unit rates are peaks over units; the rates times the units must stay finite.
+        rates = [(f"matrix_flops.{d}", v) for d, v in self.matrix_flops.items()]
+        for where, rate in [*rates, ("vector_flops", self.vector_flops)]:
+            if not math.isfinite(self.compute_units * rate):
+                raise FieldRuleError(
+                    where,
+                    f"times compute_units ({self.compute_units}) must be a finite FLOP/s, "
+                    f"got {show_number(rate, 'FLOP/s')}",
+                )
         return self
 
     def matrix_peak(self, dtype: str) -> float:

@@ -161,18 +161,43 @@ def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
         return _attention(npu, kernel)
     if isinstance(kernel, Stream):
         unit_rate = npu.vector_flops / npu.compute_units
-        return _plan(npu, "stream", kernel.name, kernel.flops, kernel.read_bytes,
-                     kernel.write_bytes, None, kernel.flops / unit_rate)
+        return _plan(
+            npu,
+            "stream",
+            kernel.name,
+            kernel.flops,
+            kernel.read_bytes,
+            kernel.write_bytes,
+            None,
+            kernel.flops / unit_rate,
+        )
     if isinstance(kernel, Roofline):
         dtype = kernel.dtype or next(iter(npu.matrix_flops))
         unit_rate = npu.matrix_peak(dtype) * npu.kernels.gemm_efficiency / npu.compute_units
         blocks = kernel.blocks
         per_block = kernel.flops / blocks if blocks else kernel.flops
-        return _plan(npu, "roofline", kernel.name, kernel.flops, kernel.hbm_bytes, 0.0,
-                     blocks, per_block / unit_rate)
+        return _plan(
+            npu,
+            "roofline",
+            kernel.name,
+            kernel.flops,
+            kernel.hbm_bytes,
+            0.0,
+            blocks,
+            per_block / unit_rate,
+        )
     if isinstance(kernel, Fixed):
-        return _plan(npu, "fixed", kernel.name, 0.0, kernel.hbm_bytes, 0.0, None,
-                     kernel.duration * npu.compute_units, latency=0.0)
+        return _plan(
+            npu,
+            "fixed",
+            kernel.name,
+            0.0,
+            kernel.hbm_bytes,
+            0.0,
+            None,
+            kernel.duration * npu.compute_units,
+            latency=0.0,
+        )
     raise SimulationError(f"not a kernel: {kernel!r}")  # pragma: no cover - Kernel is a union
 
 
@@ -245,8 +270,16 @@ def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
     units = npu.compute_units
     unit_rate = npu.matrix_peak(a.dtype) * npu.kernels.attention_efficiency / units
     if not npu.kernels.tiles:
-        return _plan(npu, "attention", a.name, a.flops, a.read_bytes, a.write_bytes, None,
-                     a.flops / unit_rate)
+        return _plan(
+            npu,
+            "attention",
+            a.name,
+            a.flops,
+            a.read_bytes,
+            a.write_bytes,
+            None,
+            a.flops / unit_rate,
+        )
     blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
     return _plan(
         npu,

@@ -142,8 +142,9 @@ class NPU:
         plan = plans[index]
 
         def launch() -> None:
-            self._launch(plan, lambda: self._run_next(plans, index + 1, finished, tag, track),
-                         tag, track)
+            self._launch(
+                plan, lambda: self._run_next(plans, index + 1, finished, tag, track), tag, track
+            )
 
         if plan.latency > 0:
             self.engine.schedule(plan.latency, launch)

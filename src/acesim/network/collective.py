@@ -42,10 +42,10 @@ from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
 from .endpoint import Endpoint
-from .shares import MessageShares
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .plan import Phase, build_phases, validate_algorithms
+from .shares import MessageShares
 from .topology import Topology
 
 __all__ = ["Collective", "CollectiveRuntime", "Endpoint", "MAX_CHUNKS"]

@@ -41,7 +41,11 @@ class MessageShares:
         share = self.endpoint.hbm_parallelism(rank)
         if share is None or demand.get(share[0], 0.0) <= 0:
             return self.engine.start(
-                nbytes, demand, on_done, weight=self.endpoint.message_weight, tag=tag,
+                nbytes,
+                demand,
+                on_done,
+                weight=self.endpoint.message_weight,
+                tag=tag,
                 track=track,
             )
         basis, units = share
@@ -53,7 +57,12 @@ class MessageShares:
             on_done(act)
 
         act = self.engine.start(
-            nbytes, demand, done, weight=units / (len(inflight) + 1), tag=tag, track=track,
+            nbytes,
+            demand,
+            done,
+            weight=units / (len(inflight) + 1),
+            tag=tag,
+            track=track,
             basis=basis,
         )
         inflight[act] = None

@@ -76,8 +76,9 @@ class Compute:
             raise WorkloadError(f"must be kernels, got {kernels!r}", field="kernels")
         if kernels:
             if self.flops or self.hbm_bytes or self.duration is not None:
-                raise WorkloadError("give kernels or totals (flops, hbm_bytes, duration), not both",
-                                    field="kernels")
+                raise WorkloadError(
+                    "give kernels or totals (flops, hbm_bytes, duration), not both", field="kernels"
+                )
             object.__setattr__(self, "flops", float(sum(k.flops for k in kernels)))
             object.__setattr__(
                 self, "hbm_bytes", float(sum(k.read_bytes + k.write_bytes for k in kernels))

@@ -185,7 +185,7 @@ class BaselineEndpoint(Endpoint):
                 issue = engine.add_resource(
                     f"npu{n.rank}.comm_units.hbm", cfg.comm_units * unit_hbm
                 )
-                for kind, demand in per_kind.items():
+                for demand in per_kind.values():
                     demand[issue] = demand[n.hbm_comm]
             if cfg.reduction_flops_per_byte > 0:
                 per_kind[REDUCE][flo] = cfg.reduction_flops_per_byte
