@@ -21,6 +21,7 @@ from .commands.assumptions import assumptions_command
 from .commands.chakra import export_chakra_command
 from .commands.collective import collective_command
 from .commands.common import console, err_console
+from .commands.kernel import kernel_command
 from .commands.kinds import kinds_command
 from .commands.membw import membw_command
 from .commands.presets import presets_app
@@ -63,6 +64,7 @@ app.command("kinds")(kinds_command)
 app.command("collective")(collective_command)
 app.command("run")(run_command)
 app.command("membw")(membw_command)
+app.command("kernel")(kernel_command)
 app.command("reproduce")(reproduce_command)
 app.command("assumptions")(assumptions_command)
 app.command("export-chakra")(export_chakra_command)

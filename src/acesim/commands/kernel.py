@@ -1,0 +1,126 @@
+"""`acesim kernel`: one kernel's time on an NPU, and why it takes that long."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from ..config.presets import DEFAULT_PRESET
+from ..errors import ConfigError
+from ..hardware.kernel_model import KernelPlan, plan_kernel
+from ..hardware.kernels import Gemm, Kernel, Stream
+from ..precision import DTYPES
+from ..results.jsonout import dumps
+from ..units import format_rate, format_time, parse_quantity
+from .common import SET_HELP, console, parse_sets
+
+#: Element-wise kernels of the STREAM benchmark: (arrays read, arrays written) per element.
+STREAM_KERNELS = {"copy": (1, 1), "scale": (1, 1), "add": (2, 1), "triad": (2, 1), "dot": (2, 0)}
+
+
+def _shape(text: str) -> tuple[float, float, float]:
+    parts = text.lower().replace(" ", "").split("x")
+    try:
+        values = [float(int(p)) for p in parts]
+    except ValueError:
+        raise ConfigError("--gemm", "expected MxNxK (positive integers)", text) from None
+    if len(values) == 1:
+        values *= 3
+    if len(values) != 3 or min(values) <= 0:
+        raise ConfigError("--gemm", "expected MxNxK (positive integers)", text)
+    return values[0], values[1], values[2]
+
+
+def _kernels(gemm: list[str], stream: list[str], dtype: str, elements: float) -> list[Kernel]:
+    DTYPES.get(dtype, "--dtype")
+    out: list[Kernel] = []
+    for text in gemm:
+        m, n, k = _shape(text)
+        out.append(Gemm(m, n, k, dtype=dtype, name=f"gemm {text}"))
+    width = DTYPES.get(dtype).bytes
+    for name in stream:
+        if name not in STREAM_KERNELS:
+            raise ConfigError("--stream", f"must be one of {', '.join(STREAM_KERNELS)}", name)
+        reads, writes = STREAM_KERNELS[name]
+        flops = {"copy": 0, "scale": 1, "add": 1, "triad": 2, "dot": 2}[name] * elements
+        out.append(
+            Stream(
+                reads * elements * width, writes * elements * width, flops, name=f"stream {name}"
+            )
+        )
+    if not out:
+        raise ConfigError("--gemm/--stream", "give at least one kernel", None)
+    return out
+
+
+def _row(plan: KernelPlan) -> dict[str, object]:
+    t = plan.time_alone
+    return {
+        "kernel": plan.name,
+        "time": t,
+        "flop_rate": plan.flops / t if t > 0 else 0.0,
+        "hbm_rate": plan.hbm_bytes / t if t > 0 else 0.0,
+        "bound": plan.bound,
+        "blocks": plan.blocks,
+        "waves": plan.waves(plan.units),
+        "detail": plan.detail,
+    }
+
+
+def kernel_command(
+    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
+    gemm: list[str] = typer.Option([], "--gemm", help="a GEMM MxNxK (or N for N^3); repeatable"),
+    stream: list[str] = typer.Option(
+        [], "--stream", help=f"a STREAM kernel ({', '.join(STREAM_KERNELS)}); repeatable"
+    ),
+    dtype: str = typer.Option("bf16", "--dtype", help=f"math dtype: {DTYPES.choices()}"),
+    elements: str = typer.Option("2**29", "--elements", help="STREAM array length (elements)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
+    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Time kernels alone on a system's NPU: time, rates, and what bounds them (waves)."""
+    from ..config.resolve import resolve_system
+
+    count = _elements(elements)
+    cfg = resolve_system(system, overrides=parse_sets(sets))
+    plans = [plan_kernel(cfg.npu, k) for k in _kernels(gemm, stream, dtype, count)]
+    rows = [_row(p) for p in plans]
+    if as_json:
+        print(
+            dumps(
+                {
+                    "schema": "acesim.kernel/1",
+                    "system": cfg.name,
+                    "npu": cfg.npu.name,
+                    "kernels": rows,
+                }
+            )
+        )
+        return
+    table = Table(title=f"{cfg.npu.name} ({cfg.name})")
+    for col in ("kernel", "time", "FLOP/s", "HBM B/s", "bound", "waves", "how"):
+        table.add_column(col, justify="left" if col in ("kernel", "how", "bound") else "right")
+    for row, plan in zip(rows, plans, strict=True):
+        table.add_row(
+            plan.name,
+            format_time(plan.time_alone),
+            f"{plan.achieved_flops / 1e12:.1f} T",
+            format_rate(plan.hbm_bytes / plan.time_alone) if plan.time_alone > 0 else "-",
+            plan.bound,
+            str(row["waves"]),
+            plan.detail or "spread over all units",
+        )
+    console.print(table)
+
+
+def _elements(text: str) -> float:
+    if text.startswith("2**"):
+        try:
+            value = float(2 ** int(text[3:]))
+        except ValueError:
+            raise ConfigError("--elements", "expected a count or 2**N", text) from None
+    else:
+        value = parse_quantity(text, "flops", "--elements")
+    if not value > 0:
+        raise ConfigError("--elements", "must be positive", text)
+    return value
