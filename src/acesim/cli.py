@@ -28,6 +28,7 @@ from .commands.presets import presets_app
 from .commands.reproduce import reproduce_command
 from .commands.run import run_command
 from .commands.sweep import register as register_sweep
+from .commands.validate import validate_command
 from .errors import AcesimError
 
 app = typer.Typer(
@@ -68,6 +69,7 @@ app.command("kernel")(kernel_command)
 app.command("reproduce")(reproduce_command)
 app.command("assumptions")(assumptions_command)
 app.command("export-chakra")(export_chakra_command)
+app.command("validate")(validate_command)
 register_sweep(app)  # acesim sweep / results / plot
 
 

@@ -1,0 +1,115 @@
+"""`acesim validate`: the model against public measurements of real hardware, per family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..results.jsonout import dumps
+from .common import console, progress
+
+if TYPE_CHECKING:
+    from ..validation import CaseResult, FamilyReport
+
+
+def _families(items: list[str]) -> list[str] | None:
+    """``--family a --family b,c`` -> ``[a, b, c]`` (None: all)."""
+    names = [n.strip() for item in items for n in item.split(",") if n.strip()]
+    return list(dict.fromkeys(names)) or None
+
+
+def _number(value: float) -> str:
+    """Four significant digits below 10,000, whole numbers (with thousands commas) above."""
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def _row(r: CaseResult) -> list[str]:
+    c = r.case
+    measured = escape(f"{c.measured:g} {c.unit}")
+    role = "fit" if c.fit else "test"
+    if r.status == "ok" and r.simulated is not None and r.error is not None:
+        simulated = _number(r.simulated)
+        error = f"{r.error * 100:+.1f}%"
+        note = escape(r.note)
+    else:
+        style = {"error": "red", "unsupported": "yellow", "skipped": "dim"}[r.status]
+        simulated = f"[{style}]{r.status}[/{style}]"
+        error = "-"
+        note = f"[{style}]{escape(r.note)}[/{style}]" if r.status == "error" else escape(r.note)
+    return [escape(c.id), escape(c.system), measured, simulated, error, role, note]
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def summary_line(f: FamilyReport) -> str:
+    """One line: the test rows' error against the budget, and the rows not judged."""
+    b = f.budget
+    budget = f"budget: {b.statistic} |error| <= {b.limit * 100:g}%"
+    counts = f.counts
+    if f.within_budget is None:
+        verdict = f"{escape(f.name)}: no simulated test rows, nothing to judge ({budget})"
+    else:
+        state = "within budget" if f.within_budget else "[red]OVER BUDGET[/red]"
+        verdict = (
+            f"{escape(f.name)}: {counts['test']} test rows, mean |error| {_percent(f.mean_error)}, "
+            f"max {_percent(f.max_error)} ({budget}): {state}"
+        )
+    rest = [f"{counts['fit']} fit", f"{counts['unsupported']} unsupported"]
+    if counts["error"]:
+        rest.append(f"[red]{counts['error']} errors[/red]")
+    if counts["skipped"]:
+        rest.append(f"{counts['skipped']} skipped (--quick)")
+    return f"{verdict}; rows: {', '.join(rest)}"
+
+
+def validate_command(
+    family: list[str] = typer.Option(
+        [], "--family", "-f", help="only these families (repeatable, or a comma list)"
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="only the rows that are cheap to simulate", metavar=""
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
+    corpus: Path | None = typer.Option(
+        None, "--corpus", hidden=True, help="a folder of family .toml files (tests)"
+    ),
+) -> None:
+    """Compare simulated figures with public measurements; exit 1 when a family's test rows
+    are over its error budget."""
+    from ..validation import load_corpus, validate
+
+    loaded = load_corpus(corpus)
+    chosen = loaded.select(_families(family))
+    total = sum(len(f.cases) for f in chosen)
+    with progress() as bar:
+        task = bar.add_task("validate", total=total)
+        report = validate(
+            [f.name for f in chosen],
+            quick=quick,
+            corpus=loaded,
+            on_case=lambda _r: bar.advance(task),
+        )
+    if as_json:
+        console.out(dumps(report.to_dict(), indent=2))
+    else:
+        for f in report.families:
+            title = escape(f"{f.family.title} [{f.name}]")
+            table = Table(title=title, title_justify="left")
+            table.add_column("case", no_wrap=True)
+            table.add_column("system", overflow="fold")
+            for name in ("measured", "simulated", "error", "row"):
+                table.add_column(name, justify="right")
+            table.add_column("bound or note", min_width=16, ratio=1, overflow="fold")
+            for r in f.results:
+                table.add_row(*_row(r))
+            console.print(table)
+            console.print(summary_line(f), highlight=False)
+            console.print()
+    if not report.within_budget:
+        raise typer.Exit(1)

@@ -1,0 +1,386 @@
+"""The validation corpus: public measurements of real hardware, one TOML file per family.
+
+A family file (``corpus/<family>.toml``, package data) states its error budget and lists its
+cases. A case names the system it ran on, what it ran (``[cases.run]``, one of the kinds of
+:data:`RUN_KINDS`), the measured figure and its unit, where the figure comes from, and whether
+the row was used to fit a parameter (``fit``; fit rows prove nothing about fidelity and are left
+out of the family's error). A row acesim cannot simulate yet says so (``status =
+"unsupported"`` with its ``reason``) and is shown, never dropped.
+
+A malformed file is one :class:`~acesim.errors.ConfigError` line naming the file, the case and
+the field (``kernels.toml: case h100-gemm-fp8-1024: run.m: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any, Literal
+
+import tomllib
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from ..config.errors import FieldRuleError, config_error_from
+from ..config.system import Strict
+from ..errors import ConfigError, shorten
+from ..network.ops import COLLECTIVE_OPS
+from ..precision import DTYPES, PRECISIONS
+from ..units import parse_quantity
+
+__all__ = [
+    "RUN_KINDS",
+    "UNITS",
+    "Budget",
+    "Case",
+    "CollectiveRun",
+    "Corpus",
+    "Family",
+    "GemmRun",
+    "StreamRun",
+    "TrainingRun",
+    "load_corpus",
+]
+
+#: Units a measured figure may have, per run kind, and their size in SI base units
+#: (FLOP/s, B/s, images/s). Rates use decimal prefixes, as the sources do.
+UNITS: dict[str, dict[str, float]] = {
+    "gemm": {"TFLOP/s": 1e12, "GFLOP/s": 1e9},
+    "stream": {"TB/s": 1e12, "GB/s": 1e9},
+    "collective": {"GB/s": 1e9},
+    "training": {"images/s": 1.0},
+}
+
+#: Units of rows that are not simulated yet (no ``run``): any of the above, and LLM throughput.
+OTHER_UNITS = ("tokens/s", "tokens/s/GPU")
+
+
+def _dtype(value: str | None) -> str | None:
+    if value is not None and value not in DTYPES:
+        err = DTYPES.unknown(value)
+        raise FieldRuleError("", err.rule, value, hint=err.hint)
+    return value
+
+
+class GemmRun(Strict):
+    """One GEMM ``[m,k] x [k,n]`` alone on the NPU; the figure is FLOPs over its time alone."""
+
+    kind: Literal["gemm"]
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+    dtype: str = Field("fp8", description="dtype of the inputs and of the math")
+    out_dtype: str | None = Field(None, description="dtype of the output (None: the kernel's)")
+    flops: Literal["2mnk", "mn(2k-1)"] = Field(
+        "2mnk",
+        description="how the benchmark counts FLOPs: 2mnk, or mn(2k-1) (superbenchmark's "
+        "cublaslt_gemm); the simulated figure counts them the same way",
+    )
+
+    @field_validator("dtype", "out_dtype")
+    @classmethod
+    def _dtypes(cls, value: str | None) -> str | None:
+        return _dtype(value)
+
+
+class StreamRun(Strict):
+    """One STREAM kernel over arrays of ``elements`` elements (BabelStream convention: the
+    figure is bytes read plus bytes written over the time)."""
+
+    kind: Literal["stream"]
+    variant: Literal["copy", "triad", "dot"]
+    elements: int = Field(gt=0, description="elements per array")
+    element_bytes: int = Field(8, gt=0, description="bytes per element (8: FP64)")
+
+
+class CollectiveRun(Strict):
+    """One collective of ``size`` bytes (nccl-tests size column) over every NPU."""
+
+    kind: Literal["collective"]
+    op: str
+    size: float | str = Field(description="bytes, or text such as '64 MiB'")
+    metric: Literal["busbw", "algbw"] = "busbw"
+
+    @field_validator("op")
+    @classmethod
+    def _op(cls, value: str) -> str:
+        if value not in COLLECTIVE_OPS:
+            err = COLLECTIVE_OPS.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: float | str) -> float:
+        size = parse_quantity(value, "size", "size")
+        if size <= 0:
+            raise FieldRuleError("", "must be a positive size", value)
+        return size
+
+    @property
+    def nbytes(self) -> float:
+        return float(self.size)
+
+
+class TrainingRun(Strict):
+    """Training iterations of a zoo workload, data parallel on one NPU (no collective); the
+    figure is samples per second, ``batch`` over the steady-state iteration time."""
+
+    kind: Literal["training"]
+    workload: str
+    batch: int = Field(gt=0, description="samples per NPU per iteration")
+    precision: str = Field(description="training precision recipe (acesim.precision)")
+    iterations: int = Field(3, ge=3, description="iterations simulated (the first is dropped)")
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, value: str) -> str:
+        if value not in PRECISIONS:
+            err = PRECISIONS.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+
+Run = GemmRun | StreamRun | CollectiveRun | TrainingRun
+
+#: Run kinds by name.
+RUN_KINDS: dict[str, type[Run]] = {
+    "gemm": GemmRun,
+    "stream": StreamRun,
+    "collective": CollectiveRun,
+    "training": TrainingRun,
+}
+
+#: Kinds that run on one NPU: their ``system`` is an NPU preset name (or a one-NPU file).
+SINGLE_NPU_KINDS = ("gemm", "stream", "training")
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class Case(Strict):
+    """One measured figure and how to simulate it (see the module docstring)."""
+
+    id: str = Field(description="unique in the corpus: lower case, digits, '.', '_', '-'")
+    system: str = Field(
+        description="system preset name (collectives), NPU preset name (one-NPU kinds), or "
+        "a system file relative to the corpus file"
+    )
+    nodes: int = Field(1, gt=0, description="nodes of the system the measurement used")
+    run: Run | None = Field(None, description="what to simulate; only unsupported rows omit it")
+    measured: float = Field(gt=0, description="the published figure, in unit")
+    unit: str
+    source: str = Field(min_length=1, description="document and where in it")
+    setup: str = Field("", description="how the measurement was taken, for people")
+    fit: bool = Field(description="the row was used to fit a parameter (not a test row)")
+    fits: list[str] = Field(
+        default_factory=list, description="the parameters a fit row fits (dotted paths)"
+    )
+    quick: bool = Field(False, description="cheap to simulate: part of `acesim validate --quick`")
+    status: Literal["live", "unsupported"] = "live"
+    reason: str = Field("", description="why an unsupported row is not simulated")
+    note: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise FieldRuleError("", "must be lower case letters, digits, '.', '_' or '-'", value)
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if not value.strip():
+            raise FieldRuleError("", "must name the document the figure comes from", value)
+        return value
+
+    @field_validator("run", mode="before")
+    @classmethod
+    def _run(cls, value: Any) -> Any:
+        if value is None or isinstance(value, BaseModel):
+            return value
+        if not isinstance(value, dict):
+            raise FieldRuleError("", "must be a table with a kind", value)
+        kind = value.get("kind")
+        if kind not in RUN_KINDS:
+            raise FieldRuleError("kind", f"must be one of {', '.join(RUN_KINDS)}", kind)
+        model = RUN_KINDS[kind]
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            err = config_error_from(exc, model)
+            raise FieldRuleError(err.field, err.rule, err.value, hint=err.hint) from None
+
+    @model_validator(mode="after")
+    def _rules(self) -> Case:
+        if self.status == "unsupported":
+            if not self.reason.strip():
+                raise FieldRuleError("reason", "must say why an unsupported row is not simulated")
+            if self.fit:
+                raise FieldRuleError("fit", "an unsupported row cannot have been fit", self.fit)
+        elif self.run is None:
+            raise FieldRuleError("run", "a live row must say what to simulate ([cases.run])")
+        elif self.reason:
+            raise FieldRuleError("reason", "only unsupported rows give a reason", self.reason)
+        if self.fit and not self.fits:
+            raise FieldRuleError("fits", "a fit row must name the parameters it fits")
+        if not self.fit and self.fits:
+            raise FieldRuleError("fits", "only fit rows (fit = true) fit parameters", self.fits)
+        if self.run is not None and self.run.kind in SINGLE_NPU_KINDS and self.nodes != 1:
+            raise FieldRuleError("nodes", f"a {self.run.kind} row runs on one NPU", self.nodes)
+        units = UNITS[self.run.kind] if self.run is not None else _all_units()
+        if self.unit not in units:
+            what = f"a {self.run.kind} row" if self.run is not None else "a row"
+            raise FieldRuleError("unit", f"must be one of {', '.join(units)} for {what}", self.unit)
+        return self
+
+    @property
+    def kind(self) -> str:
+        """The run kind (``gemm`` ...), or ``-`` for a row without a run."""
+        return self.run.kind if self.run is not None else "-"
+
+    @property
+    def scale(self) -> float:
+        """The unit in SI base units (TFLOP/s: 1e12)."""
+        return UNITS[self.run.kind][self.unit] if self.run is not None else 1.0
+
+
+def _all_units() -> list[str]:
+    seen = [u for units in UNITS.values() for u in units]
+    return list(dict.fromkeys([*seen, *OTHER_UNITS]))
+
+
+class Budget(Strict):
+    """The error a family's test rows may have: their ``mean`` or ``max`` |error|."""
+
+    statistic: Literal["mean", "max"] = Field(
+        description="mean: the mean |error| over the test rows; max: every test row"
+    )
+    limit: float = Field(gt=0, description="largest |simulated / measured - 1| allowed")
+
+
+class FamilyDocument(Strict):
+    """The top level of a family file."""
+
+    family: str
+    title: str
+    description: str = ""
+    order: int = Field(100, description="where the family comes in reports (then by name)")
+    budget: Budget
+    cases: list[Any] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family loaded from ``origin`` (system files of its cases are relative to ``base``)."""
+
+    name: str
+    title: str
+    description: str
+    order: int
+    budget: Budget
+    cases: tuple[Case, ...]
+    origin: str
+    base: Path | None
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Every family, in report order (``order``, then name)."""
+
+    families: dict[str, Family]
+    origin: str
+
+    def names(self) -> list[str]:
+        return list(self.families)
+
+    def select(self, names: list[str] | None) -> list[Family]:
+        """The families named (in corpus order); ConfigError naming ``--family`` otherwise."""
+        if not names:
+            return list(self.families.values())
+        for name in names:
+            if name not in self.families:
+                raise ConfigError(
+                    "--family", f"unknown family; the corpus has {', '.join(self.families)}", name
+                )
+        return [f for n, f in self.families.items() if n in names]
+
+
+def _package_dir() -> Traversable:
+    return resources.files("acesim.validation").joinpath("corpus")
+
+
+def _family(name: str, text: str, base: Path | None) -> Family:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(name, f"cannot parse: {shorten(str(exc), 300)}") from None
+    try:
+        doc = FamilyDocument.model_validate(data)
+    except ValidationError as exc:
+        err = config_error_from(exc, FamilyDocument)
+        raise ConfigError(f"{name}: {err.field}", err.rule, err.value, hint=err.hint) from None
+    stem = name.rsplit("/", 1)[-1].removesuffix(".toml")
+    if doc.family != stem:
+        raise ConfigError(f"{name}: family", f"must be the file's name {stem!r}", doc.family)
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(doc.cases):
+        label = raw.get("id") if isinstance(raw, dict) else None
+        where = (
+            f"{name}: case {label}" if isinstance(label, str) and label else f"{name}: cases[{i}]"
+        )
+        try:
+            case = Case.model_validate(raw)
+        except ValidationError as exc:
+            err = config_error_from(exc, Case)
+            raise ConfigError(f"{where}: {err.field}", err.rule, err.value, hint=err.hint) from None
+        if case.id in seen:
+            raise ConfigError(f"{where}: id", "must be unique in the family", case.id)
+        seen.add(case.id)
+        cases.append(case)
+    return Family(
+        doc.family, doc.title, doc.description, doc.order, doc.budget, tuple(cases), name, base
+    )
+
+
+def load_corpus(directory: str | Path | None = None) -> Corpus:
+    """The corpus shipped with acesim, or the ``*.toml`` family files of ``directory``.
+
+    Raises :class:`~acesim.errors.ConfigError` (one line: file, case, field) for a malformed
+    file, a case id used twice in the corpus, or a directory without family files.
+    """
+    files: list[tuple[str, str, Path | None]] = []
+    if directory is None:
+        for entry in sorted(_package_dir().iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".toml"):
+                files.append((entry.name, entry.read_text(encoding="utf-8"), None))
+        origin = "acesim.validation/corpus"
+    else:
+        folder = Path(directory)
+        if not folder.is_dir():
+            raise ConfigError("--corpus", "must be a folder of family .toml files", str(folder))
+        for path in sorted(folder.glob("*.toml")):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(str(path), f"cannot read: {exc}") from None
+            files.append((str(path), text, folder))
+        origin = str(folder)
+    if not files:
+        raise ConfigError("--corpus", "holds no family .toml files", origin)
+    families: dict[str, Family] = {}
+    owner: dict[str, str] = {}
+    for name, text, base in files:
+        family = _family(name, text, base)
+        for case in family.cases:
+            if case.id in owner:
+                raise ConfigError(
+                    f"{name}: case {case.id}: id", f"must be unique, {owner[case.id]} has it too"
+                )
+            owner[case.id] = name
+        families[family.name] = family
+    ordered = sorted(families.values(), key=lambda f: (f.order, f.name))
+    return Corpus({f.name: f for f in ordered}, origin)

@@ -1,0 +1,241 @@
+"""Simulating the cases of the corpus: one function per run kind, each giving the figure the
+source measured, in the case's unit, from the model alone.
+
+* ``gemm``: one :class:`~acesim.hardware.kernels.Gemm` planned on the NPU
+  (:func:`~acesim.hardware.kernel_model.plan_kernel`); FLOPs (counted as the benchmark counts
+  them) over its time alone.
+* ``stream``: one :class:`~acesim.hardware.kernels.Stream` kernel; bytes read plus bytes written
+  over its time alone (BabelStream's convention: copy ``a[i] = b[i]`` reads N and writes N
+  elements, triad ``a[i] = b[i] + s c[i]`` reads 2N and writes N, dot ``sum a[i] b[i]`` reads 2N
+  and writes nothing worth counting; triad and dot do 2N FLOPs).
+* ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system;
+  its busbw (or algbw).
+* ``training``: steady-state training iterations of a zoo workload on a one-NPU system
+  (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
+  the batch over the iteration time.
+
+Systems: a collective row names a system preset (or a system file next to the corpus file); the
+one-NPU kinds name an NPU preset, built into a one-NPU system by
+``acesim.config.single_npu_system`` (or a one-NPU system file). A row whose system, API or
+parameters are not available in this acesim is reported with status ``error`` and the message;
+it never stops the rest of the table.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, cast
+
+from .. import config as _config
+from ..config import presets as _presets
+from ..config import resolve as _resolve
+from ..config.presets import DOCUMENT_SUFFIXES
+from ..config.resolve import resolve_system
+from ..config.system import SystemConfig
+from ..errors import AcesimError, ConfigError, SimulationError
+from ..experiment import make_case, run_case
+from ..hardware.kernel_model import plan_kernel
+from ..hardware.kernels import Gemm, Stream
+from ..simulate import simulate_collective
+from ..units import format_time
+from .corpus import (
+    SINGLE_NPU_KINDS,
+    Case,
+    CollectiveRun,
+    Corpus,
+    Family,
+    GemmRun,
+    StreamRun,
+    TrainingRun,
+    load_corpus,
+)
+from .report import CaseResult, FamilyReport, Report
+
+__all__ = [
+    "evaluate_case",
+    "simulate_case",
+    "system_of",
+    "validate",
+]
+
+
+def _single_npu_factory() -> Callable[[str], Any] | None:
+    """``single_npu_system`` where acesim.config has it (None in an acesim without it)."""
+    for module in (_config, _presets, _resolve):
+        factory = getattr(module, "single_npu_system", None)
+        if callable(factory):
+            return cast(Callable[[str], Any], factory)
+    return None
+
+
+def _file(case: Case, family: Family) -> Path | None:
+    """The system file a case names, relative to its corpus file (None: a preset name)."""
+    if Path(case.system).suffix.lower() not in DOCUMENT_SUFFIXES:
+        return None
+    path = Path(case.system)
+    if not path.is_absolute():
+        if family.base is None:
+            raise ConfigError("system", "shipped corpus rows name presets, not files", case.system)
+        path = family.base / path
+    return path
+
+
+def system_of(case: Case, family: Family) -> SystemConfig:
+    """The system a case runs on (see the module docstring)."""
+    path = _file(case, family)
+    if case.kind in SINGLE_NPU_KINDS:
+        if path is not None:
+            system = resolve_system(path)
+        else:
+            factory = _single_npu_factory()
+            if factory is None:
+                raise ConfigError(
+                    "system",
+                    "this acesim has no NPU presets yet (acesim.config.single_npu_system is "
+                    "missing)",
+                    case.system,
+                )
+            system = factory(case.system)
+            if not isinstance(system, SystemConfig):
+                raise SimulationError(
+                    f"single_npu_system({case.system!r}) gave {type(system).__name__}, "
+                    "not a SystemConfig"
+                )
+        if case.kind == "training" and system.network.total_npus != 1:
+            raise ConfigError(
+                "system",
+                f"a training row runs on one NPU; this system has {system.network.total_npus}",
+                case.system,
+            )
+        return system
+    target: str | Path = path if path is not None else case.system
+    if case.nodes == 1:
+        return resolve_system(target)
+    if "nodes" not in inspect.signature(resolve_system).parameters:
+        raise ConfigError(
+            "nodes", "resolve_system in this acesim has no nodes option yet", case.nodes
+        )
+    resolve = cast(Callable[..., SystemConfig], resolve_system)
+    return resolve(target, nodes=case.nodes)
+
+
+def _gemm(case: Case, run: GemmRun, system: SystemConfig) -> tuple[float, str]:
+    kernel = Gemm(run.m, run.n, run.k, dtype=run.dtype, out_dtype=run.out_dtype)
+    plan = plan_kernel(system.npu, kernel)
+    k = run.k
+    flops = 2.0 * run.m * run.n * k if run.flops == "2mnk" else run.m * run.n * (2.0 * k - 1)
+    note = plan.bound + (f"; {plan.detail}" if plan.detail else "")
+    return flops / plan.time_alone, note
+
+
+#: (arrays read, arrays written, FLOPs per element) of each STREAM kernel.
+STREAM_KERNELS: dict[str, tuple[int, int, int]] = {
+    "copy": (1, 1, 0),
+    "triad": (2, 1, 2),
+    "dot": (2, 0, 2),
+}
+
+
+def _stream(case: Case, run: StreamRun, system: SystemConfig) -> tuple[float, str]:
+    reads, writes, flops = STREAM_KERNELS[run.variant]
+    array = float(run.elements) * run.element_bytes
+    kernel = Stream(
+        read_bytes=reads * array,
+        write_bytes=writes * array,
+        flops=flops * float(run.elements),
+        name=f"stream-{run.variant}",
+    )
+    plan = plan_kernel(system.npu, kernel)
+    return (kernel.read_bytes + kernel.write_bytes) / plan.time_alone, plan.bound
+
+
+def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[float, str]:
+    result = simulate_collective(system, run.op, run.nbytes)
+    value = result.busbw if run.metric == "busbw" else result.algbw
+    return value, f"{result.group_size} NPUs, {format_time(result.time)}"
+
+
+def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float, str]:
+    if "precision" not in inspect.signature(make_case).parameters:
+        raise ConfigError(
+            "run.precision",
+            "the experiment API in this acesim takes no precision recipe yet (dtype_bytes only)",
+            run.precision,
+        )
+    make = cast(Callable[..., Any], make_case)
+    resolved = make(
+        system,
+        run.workload,
+        batch_per_npu=run.batch,
+        precision=run.precision,
+        iterations=run.iterations,
+    )
+    result, _ = run_case(resolved)
+    note = result.bound or ""
+    return run.batch / result.iteration_time, note
+
+
+def simulate_case(case: Case, family: Family) -> tuple[float, str]:
+    """The simulated figure of a live case in its unit, and what bound it; errors raise."""
+    run = case.run
+    if run is None:
+        raise ConfigError("run", "an unsupported row has nothing to simulate", case.id)
+    system = system_of(case, family)
+    if isinstance(run, GemmRun):
+        value, note = _gemm(case, run, system)
+    elif isinstance(run, StreamRun):
+        value, note = _stream(case, run, system)
+    elif isinstance(run, CollectiveRun):
+        value, note = _collective(case, run, system)
+    else:
+        value, note = _training(case, run, system)
+    if not math.isfinite(value) or value <= 0:
+        raise SimulationError(f"the simulated figure is not a positive number ({value})")
+    return value / case.scale, note
+
+
+def evaluate_case(case: Case, family: Family, *, quick: bool = False) -> CaseResult:
+    """``case`` evaluated; never raises for a row (its problem is the row's ``error``)."""
+    if case.status == "unsupported":
+        return CaseResult(case, "unsupported", note=case.reason)
+    if quick and not case.quick:
+        return CaseResult(case, "skipped", note="not a quick row (--quick)")
+    try:
+        value, note = simulate_case(case, family)
+    except AcesimError as exc:
+        return CaseResult(case, "error", note=str(exc))
+    except Exception as exc:  # an API of another acesim version, a bug: the row says so
+        return CaseResult(case, "error", note=f"{type(exc).__name__}: {exc}")
+    return CaseResult(case, "ok", value, note)
+
+
+def validate(
+    families: Iterable[str] | None = None,
+    *,
+    quick: bool = False,
+    corpus: Corpus | str | Path | None = None,
+    on_case: Callable[[CaseResult], Any] | None = None,
+) -> Report:
+    """Evaluate the corpus (shipped, a folder of family files, or a loaded one).
+
+    Args:
+        families: names to evaluate (default all); an unknown name is a ConfigError naming
+            ``--family`` and listing the families.
+        quick: simulate only the rows marked ``quick`` (the others are ``skipped``).
+        on_case: told each case's result as it is done (progress bars).
+    """
+    loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    chosen = loaded.select(list(families) if families is not None else None)
+    reports: list[FamilyReport] = []
+    for family in chosen:
+        results: list[CaseResult] = []
+        for case in family.cases:
+            result = evaluate_case(case, family, quick=quick)
+            results.append(result)
+            if on_case is not None:
+                on_case(result)
+        reports.append(FamilyReport(family, tuple(results)))
+    return Report(tuple(reports), quick=quick, corpus=loaded.origin)

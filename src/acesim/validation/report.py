@@ -1,0 +1,161 @@
+"""What a validation run found: per case the measured and simulated figures and the error, per
+family the error of its test rows against the family's budget.
+
+The error of a case is ``simulated / measured - 1`` (+0.05: acesim is 5% high). A family's
+statistic is taken over its *test* rows that were simulated (``status == "ok"`` and not fit):
+fit rows were used to choose a parameter and prove nothing; unsupported rows, rows that could
+not be evaluated (``error``) and rows left out of a quick run (``skipped``) have no error. A
+family without any simulated test row has nothing to judge (``within_budget`` is None); only a
+family over its budget fails a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .corpus import Budget, Case, Family
+
+__all__ = ["CaseResult", "FamilyReport", "Report", "Status"]
+
+Status = Literal["ok", "unsupported", "error", "skipped"]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case evaluated: ``simulated`` in the case's unit (None unless ``ok``); ``note`` is
+    what bound the simulated figure, or why there is none."""
+
+    case: Case
+    status: Status
+    simulated: float | None = None
+    note: str = ""
+
+    @property
+    def error(self) -> float | None:
+        if self.simulated is None:
+            return None
+        return self.simulated / self.case.measured - 1.0
+
+    @property
+    def is_test(self) -> bool:
+        """A simulated row that was not used for a fit: it counts against the budget."""
+        return self.status == "ok" and not self.case.fit
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "id": c.id,
+            "system": c.system,
+            "kind": c.kind,
+            "run": c.run.model_dump(mode="json") if c.run is not None else None,
+            "measured": c.measured,
+            "unit": c.unit,
+            "simulated": self.simulated,
+            "error": self.error,
+            "fit": c.fit,
+            "fits": list(c.fits),
+            "quick": c.quick,
+            "status": self.status,
+            "note": self.note,
+            "reason": c.reason,
+            "source": c.source,
+            "setup": c.setup,
+        }
+
+
+@dataclass(frozen=True)
+class FamilyReport:
+    """One family's cases and how its test rows compare with its budget."""
+
+    family: Family
+    results: tuple[CaseResult, ...]
+
+    @property
+    def name(self) -> str:
+        return self.family.name
+
+    @property
+    def budget(self) -> Budget:
+        return self.family.budget
+
+    def _count(self, status: Status) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def test_errors(self) -> list[float]:
+        """|error| of the simulated test rows."""
+        return [abs(r.error) for r in self.results if r.is_test and r.error is not None]
+
+    @property
+    def mean_error(self) -> float | None:
+        errors = self.test_errors
+        return sum(errors) / len(errors) if errors else None
+
+    @property
+    def max_error(self) -> float | None:
+        errors = self.test_errors
+        return max(errors) if errors else None
+
+    @property
+    def judged(self) -> float | None:
+        """The budget's statistic over the test rows (None without any)."""
+        return self.mean_error if self.budget.statistic == "mean" else self.max_error
+
+    @property
+    def within_budget(self) -> bool | None:
+        value = self.judged
+        return None if value is None else value <= self.budget.limit
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "test": len(self.test_errors),
+            "fit": sum(1 for r in self.results if r.case.fit),
+            "unsupported": self._count("unsupported"),
+            "error": self._count("error"),
+            "skipped": self._count("skipped"),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.name,
+            "title": self.family.title,
+            "budget": self.budget.model_dump(mode="json"),
+            "summary": {
+                "mean_abs_error": self.mean_error,
+                "max_abs_error": self.max_error,
+                "within_budget": self.within_budget,
+                "rows": self.counts,
+            },
+            "cases": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every family evaluated; ``quick`` when only the quick rows were simulated."""
+
+    families: tuple[FamilyReport, ...]
+    quick: bool = False
+    corpus: str = ""
+
+    @property
+    def within_budget(self) -> bool:
+        """No family over its budget (families with nothing to judge pass)."""
+        return all(f.within_budget is not False for f in self.families)
+
+    def family(self, name: str) -> FamilyReport:
+        for f in self.families:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "acesim.validation/1",
+            "corpus": self.corpus,
+            "quick": self.quick,
+            "within_budget": self.within_budget,
+            "families": [f.to_dict() for f in self.families],
+        }
