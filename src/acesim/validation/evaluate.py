@@ -178,12 +178,16 @@ def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float
     return run.batch / result.iteration_time, note
 
 
-def simulate_case(case: Case, family: Family) -> tuple[float, str]:
-    """The simulated figure of a live case in its unit, and what bound it; errors raise."""
+def simulate_case(
+    case: Case, family: Family, system: SystemConfig | None = None
+) -> tuple[float, str]:
+    """The simulated figure of a live case in its unit, and what bound it; errors raise.
+    ``system`` replaces the case's own (fits try parameter values on it)."""
     run = case.run
     if run is None:
         raise ConfigError("run", "an unsupported row has nothing to simulate", case.id)
-    system = system_of(case, family)
+    if system is None:
+        system = system_of(case, family)
     if isinstance(run, GemmRun):
         value, note = _gemm(case, run, system)
     elif isinstance(run, StreamRun):

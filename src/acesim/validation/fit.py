@@ -1,0 +1,126 @@
+"""Fitting kernel-model parameters of an NPU on the corpus rows marked ``fit = true``.
+
+A fit row names the parameters it fits (``fits = ["npu.kernels.gemm_efficiency"]``). For an NPU
+preset, :func:`fit_npu` solves, one parameter per row, for the value at which the simulated
+figure equals the measured one, by bisection (each figure is monotonic in its parameter: a
+higher efficiency is faster, a higher penalty or latency slower). Parameters interact a little
+(the GEMM rows move HBM bytes, the STREAM rows pay a latency), so the rows are solved in turn
+until no value moves by more than a part in 10^6.
+
+The values the NPU presets carry are these fits, rounded to four significant digits; a test
+checks that the presets still match what this module computes from the corpus, and every other
+row of the corpus is a test row (docs/validation.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config.system import NPUConfig, SystemConfig
+from ..errors import ConfigError
+from .corpus import Case, Corpus, Family, load_corpus
+from .evaluate import simulate_case, system_of
+
+__all__ = ["FIT_RANGES", "Fit", "fit_npu", "fit_rows"]
+
+#: Parameters a fit row may fit, and the range searched.
+FIT_RANGES: dict[str, tuple[float, float]] = {
+    "npu.kernels.gemm_efficiency": (1e-3, 1.0),
+    "npu.kernels.hbm_efficiency": (1e-3, 1.0),
+    "npu.kernels.write_penalty": (0.0, 10.0),
+    "npu.kernels.latency": (0.0, 1e-3),
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One fitted parameter: its value, the row it was fitted on, and that row's figures."""
+
+    parameter: str
+    value: float
+    case: str
+    measured: float
+    simulated: float
+
+
+def fit_rows(corpus: Corpus, npu_preset: str) -> list[tuple[Case, str]]:
+    """(case, parameter) of every kernel-model parameter fitted for ``npu_preset``."""
+    out = []
+    for family in corpus.families:
+        for case in family.cases:
+            if case.fit and case.system == npu_preset:
+                out.extend((case, p) for p in case.fits if p.startswith("npu.kernels."))
+    return out
+
+
+def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
+    field = parameter.removeprefix("npu.kernels.")
+    kernels = system.npu.kernels.model_copy(update={field: value})
+    npu = system.npu.model_copy(update={"kernels": kernels})
+    return system.model_copy(update={"npu": NPUConfig.model_validate(npu.model_dump())})
+
+
+def fit_npu(npu_preset: str, corpus: Corpus | None = None, *, rounds: int = 20) -> list[Fit]:
+    """Fit the kernel-model parameters of ``npu_preset`` on its fit rows (see the module)."""
+    corpus = corpus if corpus is not None else load_corpus()
+    rows = fit_rows(corpus, npu_preset)
+    if not rows:
+        raise ConfigError("npu", "has no fit rows in the validation corpus", npu_preset)
+    families = {c.id: f for f in corpus.families for c in f.cases}
+    system = system_of(rows[0][0], families[rows[0][0].id])
+    values: dict[str, float] = {}
+    for _ in range(rounds):
+        moved = 0.0
+        for case, parameter in rows:
+            if parameter not in FIT_RANGES:
+                raise ConfigError(f"case {case.id}: fits", "is not a fittable parameter", parameter)
+            low, high = FIT_RANGES[parameter]
+            family = families[case.id]
+
+            def error(
+                value: float,
+                case: Case = case,
+                parameter: str = parameter,
+                family: Family = family,
+                base: SystemConfig = system,
+            ) -> float:
+                simulated, _ = simulate_case(case, family, _with(base, parameter, value))
+                return simulated - case.measured
+
+            value = _bisect(error, low, high, f"case {case.id}: {parameter}")
+            previous = values.get(parameter)
+            moved = max(
+                moved,
+                math.inf if previous is None else abs(value - previous) / max(previous, 1e-30),
+            )
+            values[parameter] = value
+            system = _with(system, parameter, value)
+        if moved < 1e-6:
+            break
+    fits = []
+    for case, parameter in rows:
+        simulated, _ = simulate_case(case, families[case.id], system)
+        fits.append(Fit(parameter, values[parameter], case.id, case.measured, simulated))
+    return fits
+
+
+def _bisect(error: Callable[[float], float], low: float, high: float, where: str) -> float:
+    """The root of ``error`` between ``low`` and ``high`` (it changes sign there)."""
+    e_low, e_high = error(low), error(high)
+    if (e_low > 0) == (e_high > 0):
+        raise ConfigError(
+            where,
+            f"the measured figure is out of reach of this parameter between {low:g} and {high:g}",
+        )
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        e_mid = error(mid)
+        if (e_mid > 0) == (e_low > 0):
+            low, e_low = mid, e_mid
+        else:
+            high = mid
+        if high - low <= 1e-12 * max(abs(high), 1e-12):
+            break
+    return 0.5 * (low + high)
