@@ -47,8 +47,8 @@ class Fit:
 
 def fit_rows(corpus: Corpus, npu_preset: str) -> list[tuple[Case, str]]:
     """(case, parameter) of every kernel-model parameter fitted for ``npu_preset``."""
-    out = []
-    for family in corpus.families:
+    out: list[tuple[Case, str]] = []
+    for family in corpus.families.values():
         for case in family.cases:
             if case.fit and case.system == npu_preset:
                 out.extend((case, p) for p in case.fits if p.startswith("npu.kernels."))
@@ -68,7 +68,7 @@ def fit_npu(npu_preset: str, corpus: Corpus | None = None, *, rounds: int = 20) 
     rows = fit_rows(corpus, npu_preset)
     if not rows:
         raise ConfigError("npu", "has no fit rows in the validation corpus", npu_preset)
-    families = {c.id: f for f in corpus.families for c in f.cases}
+    families = {c.id: f for f in corpus.families.values() for c in f.cases}
     system = system_of(rows[0][0], families[rows[0][0].id])
     values: dict[str, float] = {}
     for _ in range(rounds):
