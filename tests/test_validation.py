@@ -193,6 +193,7 @@ RUN_FIELDS: dict[str, str] = {
     "run.bucket_size": "size",
     "run.shape[0]": "npus",
     "run.npus": "npus",
+    "run.nodes": "npus",
     "workload.batch_per_npu": "count",
     "workload.dtype_bytes": "count",
 }

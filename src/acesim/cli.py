@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from . import __version__
 from .commands.assumptions import assumptions_command
@@ -79,7 +80,9 @@ def run_cli(func: Callable[[], Any]) -> None:
     except AcesimError as exc:
         if _state["debug"] or "--debug" in sys.argv:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        # escaped: a message may name a table ("[scale_out]"), which is not markup
+        message = escape(str(exc))
+        err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import SET_HELP, console, parse_sets
+from .common import NODES_HELP, SET_HELP, console, parse_sets
 
 #: Longest value shown in a cell (a whole table of dimensions is summarised).
 MAX_VALUE_TEXT = 60
@@ -36,19 +36,22 @@ def _show(value: Any) -> str:
 def assumptions_command(
     system: str = typer.Argument("ace-isca21", help="preset name or config file"),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
 ) -> None:
     """List every sourced parameter of a system: its value and its source (paper, datasheet,
     ASTRA-sim, measurement or assumption)."""
     from ..config.paths import set_path
     from ..config.presets import assumptions as list_assumptions
     from ..config.presets import system_document
-    from ..config.resolve import resolve_system
+    from ..config.scaleout import scale_out
+    from .cases import cli_system
 
-    overrides = parse_sets(sets)
-    cfg = resolve_system(system, overrides=overrides)
+    cfg = cli_system(system, sets, nodes)
     written = system_document(system)  # values as written (units kept) ...
-    for path, value in overrides.items():
+    for path, value in parse_sets(sets).items():
         written = set_path(written, path, value)
+    if nodes is not None:
+        written = scale_out(written, nodes)
     resolved = cfg.model_dump(mode="json")  # ... or resolved, for defaults
     table = Table(title=f"Parameters of {cfg.name}: values and sources")
     for col in ("field", "value", "source", "note"):

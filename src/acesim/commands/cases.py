@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+
+from ..config.resolve import resolve_system
+from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..experiment.case import Case, make_case
 from ..training.loops import LOOPS
 from ..units import parse_quantity
-from .common import err_console
+from .common import err_console, parse_sets
 
-__all__ = ["FLAGS", "parse_shape", "cli_case"]
+__all__ = ["FLAGS", "parse_shape", "cli_case", "cli_system"]
 
 #: run option (or workload setting) -> the flag that sets it
 FLAGS = {
@@ -21,10 +25,12 @@ FLAGS = {
     "run.warmup": "--warmup",
     "run.loop": "--loop",
     "run.npus": "--npus",
+    "run.nodes": "--nodes",
     "run.shape": "--shape",
     "run.bucket_size": "--bucket-size",
     "run.search": "--search",
     "npus": "--npus",
+    "nodes": "--nodes",
     "workload.batch_per_npu": "--batch",
     "workload.dtype_bytes": "--dtype-bytes",
 }
@@ -41,12 +47,27 @@ def parse_shape(text: str) -> list[int]:
     return sizes
 
 
+def cli_system(
+    system: str, sets: list[str] | None = None, nodes: int | None = None
+) -> SystemConfig:
+    """The system of a command's ``--system``, ``--set`` and ``--nodes`` options (errors name
+    the flag)."""
+    try:
+        return resolve_system(system, overrides=parse_sets(sets), nodes=nodes)
+    except ConfigError as err:
+        flag = FLAGS.get(err.field)
+        if flag is None:
+            raise
+        raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
+
+
 def cli_case(
     system: str,
     workload: str,
     *,
     npus: int | None = None,
     shape: str | None = None,
+    nodes: int | None = None,
     iterations: int = 3,
     warmup: int = 1,
     loop: str = "layerwise",
@@ -60,6 +81,11 @@ def cli_case(
     """The case the command-line options describe."""
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
+    if nodes is not None and (npus is not None or shape is not None):
+        other = "--npus" if npus is not None else "--shape"
+        raise ConfigError(
+            "--nodes", f"give either --nodes or {other}, not both (--nodes keeps the node)", nodes
+        )
     if npus is not None:
         _warn_single_node(system, npus)
     LOOPS.check(loop, "--loop")
@@ -72,6 +98,7 @@ def cli_case(
         "search": search,
         "shape": parse_shape(shape) if shape is not None else None,
         "npus": npus,
+        "nodes": nodes,
     }
     try:
         return make_case(
@@ -91,20 +118,27 @@ def cli_case(
 
 def _warn_single_node(system: str, npus: int) -> None:
     """A one-dimension system (an 8-GPU NVSwitch node) resized to other NPU counts becomes one
-    bigger switch, which no such node is: say so (multi-node systems need a scale-out
-    dimension of their own)."""
+    bigger switch, which no such node is: say so (several nodes: ``--nodes`` and the system's
+    ``[scale_out]`` network)."""
     from ..config.presets import system_document
 
     try:
-        dims = system_document(system).get("network", {}).get("dimensions", [])
+        doc = system_document(system)
     except ConfigError:
         return  # the resolution reports it
+    dims = doc.get("network", {}).get("dimensions", [])
     if len(dims) == 1 and isinstance(dims[0], dict) and dims[0].get("size") != npus:
+        size = max(int(dims[0].get("size") or 1), 1)
+        advice = (
+            f"use --nodes {max(npus // size, 2)} for nodes joined by its [scale_out] network"
+            if isinstance(doc.get("scale_out"), dict)
+            else "add a [scale_out] table to the system and use --nodes for several nodes"
+        )
+        kind = dims[0].get("kind", "ring")
+        message = (
+            f"{system} is one {kind} of {dims[0].get('size')} NPUs; --npus {npus} makes a "
+            f"single {npus}-NPU {kind}, not {npus // size} nodes ({advice})"
+        )
         err_console.print(
-            f"[yellow]warning[/yellow]: {system} is one {dims[0].get('kind', 'ring')} of "
-            f"{dims[0].get('size')} NPUs; --npus {npus} makes a single {npus}-NPU "
-            f"{dims[0].get('kind', 'ring')}, not {npus // max(int(dims[0].get('size') or 1), 1)} "
-            "nodes (add a scale-out dimension to the system for several nodes)",
-            highlight=False,
-            soft_wrap=True,
+            f"[yellow]warning[/yellow]: {escape(message)}", highlight=False, soft_wrap=True
         )

@@ -8,7 +8,7 @@ import typer
 
 from ..config.presets import DEFAULT_PRESET
 from ..training.loops import LOOPS
-from .common import SET_HELP, console, parse_sets
+from .common import NODES_HELP, SET_HELP, console, parse_sets
 
 
 def export_chakra_command(
@@ -17,6 +17,7 @@ def export_chakra_command(
     system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or file"),
     npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
     shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
+    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
     iterations: int = typer.Option(1, "--iterations", "-n", help="iterations to unroll"),
     loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
     batch: int | None = typer.Option(None, "--batch", help="per-NPU batch size (zoo workloads)"),
@@ -41,6 +42,7 @@ def export_chakra_command(
         workload,
         npus=npus,
         shape=shape,
+        nodes=nodes,
         iterations=iterations,
         warmup=0,
         loop=loop,

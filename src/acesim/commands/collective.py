@@ -9,13 +9,13 @@ import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
-from ..config.resolve import resolve_system
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .common import SET_HELP, console, err_console, parse_sets, progress
+from .cases import cli_system
+from .common import NODES_HELP, SET_HELP, console, err_console, progress
 
 
 def collective_command(
@@ -24,6 +24,7 @@ def collective_command(
         "1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size"
     ),
     system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
+    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
     endpoint: str | None = typer.Option(
         None, "--endpoint", help=f"endpoint kind: {ENDPOINT_KINDS.choices()}"
     ),
@@ -42,7 +43,7 @@ def collective_command(
     COLLECTIVE_OPS.get(op, "--op")
     size_list = parse_size_range(sizes, "--sizes")
     compute = _parse_compute(with_compute) if with_compute else None
-    cfg = resolve_system(system, overrides=parse_sets(sets))
+    cfg = cli_system(system, sets, nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
     results = []

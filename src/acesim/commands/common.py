@@ -23,11 +23,17 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "parse_sets",
     "SET_HELP",
+    "NODES_HELP",
 ]
 
 SET_HELP = (
     "change one system field: dotted.path=value (repeatable), e.g. "
     "--set npu.hbm_bandwidth='3.6 TB/s' --set collective.chunks=8"
+)
+
+NODES_HELP = (
+    "scale a node preset out to N nodes: its [scale_out] network (NICs) becomes a last "
+    "dimension of size N (e.g. --nodes 4 on h100-nvswitch-8: 8x4 = 32 NPUs)"
 )
 
 console = Console()

@@ -1,31 +1,41 @@
-"""`acesim presets`: list the shipped system presets; `acesim presets show NAME`: one resolved
-document (``extends`` and ``--set`` applied) with the source of every sourced value."""
+"""`acesim presets`: list the shipped system presets and NPU presets; `acesim presets show NAME`:
+one resolved system document (``extends`` and ``--set`` applied, ``--nodes`` scaled out) or one
+NPU preset, with the source of every sourced value."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 import yaml
 from rich.syntax import Syntax
 from rich.table import Table
 
+from ..config.npus import load_npu_preset, npu_preset_document, npu_preset_names
 from ..config.presets import DEFAULT_PRESET, load_system, preset_document, preset_names
-from .common import SET_HELP, console, parse_sets
+from ..errors import ConfigError
+from ..units import format_rate
+from .common import NODES_HELP, SET_HELP, console, parse_sets
 
 presets_app = typer.Typer(
-    help="List the shipped system presets, or show one (`acesim presets show NAME`).",
+    help="List the shipped system and NPU presets, or show one (`acesim presets show NAME`).",
     invoke_without_command=True,
     no_args_is_help=False,
 )
 
+#: Dtypes shown in the NPU table, one column each.
+_PEAK_COLUMNS = ("fp32", "tf32", "bf16", "fp8")
+
 
 @presets_app.callback()
 def presets_command(ctx: typer.Context) -> None:
-    """List the shipped system presets (`acesim presets show NAME` prints one)."""
+    """List the shipped system presets and NPU presets (`acesim presets show NAME` prints one)."""
     if ctx.invoked_subcommand is not None:
         return
-    table = Table(title="acesim presets")
+    table = Table(title="acesim presets (systems)")
     table.add_column("name")
     table.add_column("NPUs", justify="right")
+    table.add_column("--nodes")
     table.add_column("extends")
     table.add_column("description")
     for name in preset_names():
@@ -35,28 +45,62 @@ def presets_command(ctx: typer.Context) -> None:
         table.add_row(
             name + mark,
             str(system.network.total_npus),
+            "yes" if system.scale_out is not None else "-",
             str(doc.get("extends", "")),
             doc.get("description", ""),
         )
     console.print(table)
+    npus = Table(
+        title="NPU presets (\\[npu] extends = NAME in a system; NAME-single runs one alone)",
+        caption="dense matrix peaks (no sparsity), FLOP/s of the whole NPU",
+    )
+    for col in ("name", "NPU", "units", *_PEAK_COLUMNS, "HBM"):
+        npus.add_column(col, justify="left" if col in ("name", "NPU") else "right")
+    for name in npu_preset_names():
+        preset = load_npu_preset(name)
+        peaks = [_flops(preset.npu.matrix_flops.get(d)) for d in _PEAK_COLUMNS]
+        hbm = format_rate(preset.npu.hbm_bandwidth)
+        units = str(preset.npu.compute_units)
+        npus.add_row(name, preset.npu.name, units, *peaks, hbm)
+    console.print(npus)
+
+
+def _flops(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e12:g} T"
 
 
 @presets_app.command("show")
 def show_command(
-    name: str = typer.Argument(..., help="preset name or system file"),
+    name: str = typer.Argument(..., help="system preset, system file or NPU preset"),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
 ) -> None:
     """Print a system document as acesim reads it: ``extends`` merged, ``--set`` applied,
-    values as written (units kept), then where each sourced value comes from."""
+    ``--nodes`` scaled out, values as written (units kept), then where each sourced value comes
+    from. An NPU preset's name prints that preset."""
     from ..config.paths import set_path
     from ..config.presets import system_document
-    from ..config.resolve import resolve_system
+    from ..config.scaleout import scale_out
+    from .cases import cli_system
 
-    overrides = parse_sets(sets)
-    resolve_system(name, overrides=overrides)  # validates: errors name the field
+    if name in npu_preset_names() and name not in preset_names():
+        if sets or nodes is not None:
+            flag = "--set" if sets else "--nodes"
+            raise ConfigError(flag, "applies to systems, not to an NPU preset", name)
+        load_npu_preset(name)  # validates
+        _print_document(npu_preset_document(name))
+        return
+    cli_system(name, sets, nodes)  # validates: errors name the field
     doc = system_document(name)
-    for path, value in overrides.items():
+    for path, value in parse_sets(sets).items():
         doc = set_path(doc, path, value)
+    if nodes is not None:
+        doc = scale_out(doc, nodes)
+    _print_document(doc)
+
+
+def _print_document(doc: dict[str, Any]) -> None:
+    doc = dict(doc)
     sources = doc.pop("sources", {})
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
     console.print(Syntax(text, "yaml", theme="ansi_dark", word_wrap=True))

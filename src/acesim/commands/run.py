@@ -23,7 +23,15 @@ from ..results.run import RunResult
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
 from .cases import cli_case
-from .common import SET_HELP, check_output_path, console, err_console, parse_sets, progress
+from .common import (
+    NODES_HELP,
+    SET_HELP,
+    check_output_path,
+    console,
+    err_console,
+    parse_sets,
+    progress,
+)
 
 DEFAULT_WORKLOAD = "resnet50"
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
@@ -55,6 +63,7 @@ def run_command(
     ),
     npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
     shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
+    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
     iterations: int = typer.Option(3, "--iterations", "-n", help="iterations to simulate"),
     warmup: int = typer.Option(1, "--warmup", help="first iterations dropped before measuring"),
     loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
@@ -103,6 +112,7 @@ def run_command(
         workload,
         npus=npus,
         shape=shape,
+        nodes=nodes,
         iterations=iterations,
         warmup=warmup,
         loop=loop,

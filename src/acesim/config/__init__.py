@@ -1,12 +1,15 @@
 """Configuration documents (pydantic models) and shipped presets."""
 
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
+from .npus import NpuPreset, load_npu_preset, npu_preset_names
 from .presets import DEFAULT_PRESET, assumptions, load_system, preset_names, system_from_dict
+from .single import single_npu_system
 from .system import (
     CollectiveConfig,
     DimensionConfig,
     NetworkConfig,
     NPUConfig,
+    ScaleOutConfig,
     SystemConfig,
 )
 
@@ -23,4 +26,9 @@ __all__ = [
     "system_from_dict",
     "preset_names",
     "assumptions",
+    "ScaleOutConfig",
+    "NpuPreset",
+    "npu_preset_names",
+    "load_npu_preset",
+    "single_npu_system",
 ]

@@ -55,7 +55,7 @@ class WorkloadConfig(Strict):
 
 
 class RunOptions(Strict):
-    """How to run: iterations and warm-up, symmetric/exact, loop, network size, search."""
+    """How to run: iterations and warm-up, symmetric/exact, loop, network size or nodes, search."""
 
     iterations: PositiveInt = Field(3, description="iterations simulated")
     warmup: NonNegativeInt = Field(1, description="first iterations dropped before measuring")
@@ -65,6 +65,11 @@ class RunOptions(Strict):
     shape: list[NpuCount] | None = Field(None, description="override the network dimension sizes")
     npus: NpuCount | None = Field(
         None, description="resize the network to this many NPUs (keeps the local dimension)"
+    )
+    nodes: NpuCount | None = Field(
+        None,
+        description="scale the system out to this many nodes (appends its [scale_out] "
+        "dimension; see acesim.config.scaleout)",
     )
     search: bool = Field(
         False,
@@ -88,6 +93,9 @@ class RunOptions(Strict):
             raise FieldRuleError("iterations", problem)
         if self.shape is not None and self.npus is not None:
             raise FieldRuleError("npus", "give either npus or shape, not both", self.npus)
+        if self.nodes is not None and (self.shape is not None or self.npus is not None):
+            other = "npus" if self.npus is not None else "shape"
+            raise FieldRuleError("nodes", f"give either nodes or {other}, not both", self.nodes)
         return self
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 from importlib import resources
@@ -16,7 +15,21 @@ from pydantic import ValidationError
 from ..errors import ConfigError, shorten
 from .errors import config_error_from
 from .files import FileProblem, read_text_file
+from .merge import merge_documents
+from .npus import extend_npu, npu_preset_names, single_npu_document, single_npu_name
 from .system import SystemConfig
+
+__all__ = [
+    "DEFAULT_PRESET",
+    "preset_names",
+    "preset_document",
+    "read_document",
+    "merge_documents",
+    "system_document",
+    "system_from_dict",
+    "load_system",
+    "assumptions",
+]
 
 DEFAULT_PRESET = "ace-isca21"
 
@@ -181,8 +194,14 @@ def preset_document(name: str) -> dict[str, Any]:
     """The raw document of a shipped preset."""
     names = preset_names()
     if name not in names:
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else "see `acesim presets`"
+        if name in npu_preset_names():
+            hint = (
+                f"{name} is an NPU preset: a system starts from it with [npu] extends = "
+                f'"{name}"; it runs alone as {name}-single'
+            )
+        else:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "see `acesim presets`"
         raise ConfigError("system", "unknown preset", name, hint=hint)
     text = _preset_dir().joinpath(name + ".toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
@@ -208,28 +227,31 @@ def _raw_document(name_or_path: str | Path) -> tuple[dict[str, Any], Path | None
     path = Path(text)
     if path.suffix.lower() in DOCUMENT_SUFFIXES or path.exists():
         return read_document(path), path
+    npu = single_npu_name(text)
+    if npu is not None:
+        return single_npu_document(npu), None
     return preset_document(text), None
 
 
-def merge_documents(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``changes`` on top: tables merge key by key (recursively), every other
-    value (numbers, text, lists such as ``network.dimensions``) is replaced whole."""
-    out = copy.deepcopy(base)
-    for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_documents(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def system_document(name_or_path: str | Path, _chain: tuple[str, ...] = ()) -> dict[str, Any]:
+def system_document(name_or_path: str | Path) -> dict[str, Any]:
     """The document of a preset name or a file path, with ``extends`` resolved.
 
     ``extends = "<preset or file>"`` at the top level makes the document a set of changes to
     another one (:func:`merge_documents`); a relative file path is relative to the extending
-    file. Cycles and chains deeper than :data:`MAX_EXTENDS_DEPTH` are errors.
+    file. Cycles and chains deeper than :data:`MAX_EXTENDS_DEPTH` are errors. Then
+    ``[npu] extends = "<NPU preset>"`` starts the NPU from that preset
+    (:func:`acesim.config.npus.extend_npu`). ``<NPU preset>-single`` names that NPU alone
+    (:func:`acesim.config.npus.single_npu_document`).
     """
+    doc = _merged_document(name_or_path, ())
+    try:
+        return extend_npu(doc)
+    except ConfigError as err:  # name the document, as the other errors about it do
+        where = f"{name_or_path}: {err.field}"
+        raise ConfigError(where, err.rule, err.value, hint=err.hint) from None
+
+
+def _merged_document(name_or_path: str | Path, _chain: tuple[str, ...]) -> dict[str, Any]:
     doc, path = _raw_document(name_or_path)
     parent = doc.pop("extends", None)
     if parent is None:
@@ -244,7 +266,7 @@ def system_document(name_or_path: str | Path, _chain: tuple[str, ...] = ()) -> d
     if key in _chain or len(_chain) >= MAX_EXTENDS_DEPTH:
         rule = "extends itself" if key in _chain else f"is more than {MAX_EXTENDS_DEPTH} deep"
         raise ConfigError(f"{where}: extends", f"the chain {rule}", " -> ".join((*_chain, key)))
-    base = system_document(target, (*_chain, key))
+    base = _merged_document(target, (*_chain, key))
     return merge_documents(base, doc)
 
 

@@ -17,6 +17,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from .endpoint import ENDPOINT_SETTINGS
+from .npus import load_npu_preset, npu_preset_names
 from .system import SystemConfig
 
 __all__ = ["system_file_reference"]
@@ -34,6 +35,11 @@ _SECTIONS: list[tuple[str, str]] = [
     ("npu", "The accelerator: compute units, their peak rate, HBM."),
     ("network", "The network: a list of dimensions (`[[network.dimensions]]`)."),
     ("network.dimensions[]", "One network dimension, as seen from an NPU."),
+    (
+        "scale_out",
+        "How several nodes of this system are joined (optional): `--nodes N` (`nodes = N`, "
+        "`run.nodes`) appends this dimension, of size N, after the node's own.",
+    ),
     ("collective", "How collectives are decomposed and scheduled."),
     ("endpoint", "Which collective endpoint runs collectives (`kind`), and each kind's table."),
     ("reproduction", "What `acesim reproduce` runs on this system (optional)."),
@@ -107,6 +113,37 @@ def _model_at(path: str) -> type[BaseModel]:
     return typing.cast(type[BaseModel], model)
 
 
+#: Dtypes shown in the NPU preset table.
+_PEAK_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+def _npu_preset_rows() -> list[str]:
+    """The table of shipped NPU presets (dense matrix peaks, from the preset files)."""
+    head = "| preset | NPU | units | " + " | ".join(_PEAK_DTYPES) + " | vector | HBM | capacity |"
+    rows = [
+        "## NPU presets",
+        "",
+        '`[npu] extends = "<preset>"`; dense matrix peaks (no sparsity) in TFLOP/s of the whole',
+        "NPU, `-` where the NPU has no such math; `acesim presets show <preset>` prints one with",
+        "the source of each value.",
+        "",
+        head,
+        "|---" * (6 + len(_PEAK_DTYPES)) + "|",
+    ]
+    for name in npu_preset_names():
+        npu = load_npu_preset(name).npu
+        peaks = [
+            f"{npu.matrix_flops[d] / 1e12:g}" if d in npu.matrix_flops else "-"
+            for d in _PEAK_DTYPES
+        ]
+        rows.append(
+            f"| `{name}` | {npu.name} | {npu.compute_units} | " + " | ".join(peaks)
+            + f" | {npu.vector_flops / 1e12:g} | {npu.hbm_bandwidth / 1e12:g} TB/s"
+            + f" | {npu.hbm_capacity / 2**30:g} GiB |"
+        )
+    return rows
+
+
 def system_file_reference() -> str:
     """The Markdown text of docs/system-file.md (see module docstring)."""
     lines = [
@@ -125,6 +162,19 @@ def system_file_reference() -> str:
         "`network.dimensions` included) is replaced whole; `acesim presets show NAME` prints",
         "the result.",
         "",
+        '`[npu] extends = "<NPU preset>"` starts the NPU from a shipped NPU preset (below):',
+        "the other `[npu]` keys change it (tables such as `matrix_flops` and `kernels` merge",
+        "key by key), and the preset's `[sources]` carry over except for the values changed.",
+        "Each NPU preset also runs alone as the system `<name>-single` (one NPU, a network of",
+        "one NPU that carries nothing; `acesim.config.single_npu_system` in Python).",
+        "",
+        "A node preset scales out: `--nodes N` (on `acesim run`, `collective`, `export-chakra`,",
+        "`assumptions`, `presets show`; `nodes=N` in `resolve_system`, `run.nodes` in",
+        "experiments and sweeps) appends the `[scale_out]` dimension with size N, so",
+        "`h100-nvswitch-8` on 4 nodes is an 8x4 network of 32 NPUs. The collective settings",
+        "(`endpoint_delay`, `protocol_efficiency`, `chunks`) apply to every dimension, the",
+        "scale-out one included.",
+        "",
         "## Top level",
         "",
         *_field_rows(SystemConfig),
@@ -134,6 +184,7 @@ def system_file_reference() -> str:
     for name, schema in ENDPOINT_SETTINGS.items():
         doc = (schema.settings.__doc__ or "").strip().splitlines()[0]
         lines += ["", f"## `[endpoint.{name}]`", "", doc, "", *_field_rows(schema.settings)]
+    lines += ["", *_npu_preset_rows()]
     lines += [
         "",
         "## `[sources]`",

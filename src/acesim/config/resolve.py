@@ -1,5 +1,6 @@
 """Resolving a system once: a preset name, a file, a table or a :class:`SystemConfig`, with
-dotted-path overrides and a network resize applied, validated into one :class:`SystemConfig`.
+dotted-path overrides, a scale-out to several nodes (:mod:`acesim.config.scaleout`) or a network
+resize applied, validated into one :class:`SystemConfig`.
 
 Every entry point (the CLI, the Python API, sweeps, reproduce) resolves systems here, and every
 endpoint variant of a resolved system is derived with :meth:`SystemConfig.with_endpoint`.
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .npus import extend_npu
 from .paths import set_path
 from .presets import system_document, system_from_dict
+from .scaleout import scale_out
 from .system import SystemConfig
 
 __all__ = ["resolve_system", "shape_for", "resize"]
@@ -71,23 +74,36 @@ def resolve_system(
     overrides: Mapping[str, Any] | None = None,
     shape: Sequence[int] | None = None,
     npus: int | None = None,
+    nodes: int | None = None,
 ) -> SystemConfig:
     """The validated system: ``system`` (a SystemConfig, preset name, file path or table) with
-    ``overrides`` (dotted path -> value) applied, resized to ``shape`` or to ``npus``."""
+    ``overrides`` (dotted path -> value) applied, then scaled out to ``nodes`` nodes (its
+    ``[scale_out]`` dimension appended) or resized to ``shape`` or to ``npus``.
+
+    A table may start its NPU from a preset (``[npu] extends``) as files do.
+    """
     if shape is not None and npus is not None:
         raise ConfigError("npus", "give either npus or shape, not both", npus)
-    if isinstance(system, SystemConfig) and not overrides and shape is None and npus is None:
+    if nodes is not None and (shape is not None or npus is not None):
+        other = "npus" if npus is not None else "shape"
+        raise ConfigError(
+            "nodes", f"give either nodes or {other}, not both (nodes keeps the node's shape)", nodes
+        )
+    plain = not overrides and shape is None and npus is None and nodes is None
+    if isinstance(system, SystemConfig) and plain:
         return system
     origin = ""
     if isinstance(system, SystemConfig):
         doc: dict[str, Any] = system.model_dump(mode="python")
     elif isinstance(system, Mapping):
-        doc = dict(system)
+        doc = extend_npu(dict(system))
     else:
         origin = str(system)
         doc = system_document(system)
     for path, value in (overrides or {}).items():
         doc = set_path(doc, path, value)
+    if nodes is not None:
+        doc = scale_out(doc, nodes)
     if npus is not None:
         shape = shape_for(doc, npus, "npus")
     if shape is not None:

@@ -166,6 +166,30 @@ class DimensionConfig(Strict):
         return self
 
 
+class ScaleOutConfig(Strict):
+    """The network dimension that joins several nodes of this system (``[scale_out]``): a
+    system resolved with ``nodes = N`` (``--nodes N``) gets it as its last dimension, of size N
+    (see :mod:`acesim.config.scaleout`)."""
+
+    name: str = Field("scaleout", description="name of the appended dimension")
+    kind: DimensionKind = Field("switch", description="how the nodes are joined")
+    link_bandwidth: PositiveBytesPerSecond = Field(
+        description="one link (NIC port), one direction, B/s"
+    )
+    link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
+    links_per_npu: PositiveInt = Field(1, description="scale-out links (NICs) at each NPU")
+
+    @model_validator(mode="after")
+    def _egress_finite(self) -> ScaleOutConfig:
+        if not math.isfinite(self.link_bandwidth * self.links_per_npu):
+            raise FieldRuleError(
+                "link_bandwidth",
+                f"times links_per_npu ({self.links_per_npu}) must be a finite B/s, "
+                f"got {show_number(self.link_bandwidth, 'B/s')}",
+            )
+        return self
+
+
 #: Names of dimensions 0, 1 and 2 without an explicit name; dimension i >= 3 is ``dim<i>``.
 #: (The topology, acesim.network.topology, names its dimensions the same way.)
 DEFAULT_DIMENSION_NAMES = ("local", "vertical", "horizontal")
@@ -337,6 +361,9 @@ class SystemConfig(Strict):
     )
     reproduction: ReproductionConfig | None = Field(
         None, description="[reproduction] below; also the system's settings per zoo workload"
+    )
+    scale_out: ScaleOutConfig | None = Field(
+        None, description="[scale_out] below: how N nodes of this system join (--nodes N)"
     )
 
     @model_validator(mode="after")

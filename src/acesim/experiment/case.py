@@ -4,7 +4,8 @@ Every entry point builds a :class:`Case` here (the CLI, :func:`acesim.run`, :fun
 sweep points, reproduction cases), so the same inputs give the same case:
 
 * the system is resolved once (:func:`acesim.config.resolve.resolve_system`: preset, file or
-  table; overrides; the network resized to ``options.shape`` or ``options.npus``);
+  table; overrides; scaled out to ``options.nodes`` nodes or the network resized to
+  ``options.shape`` or ``options.npus``);
 * a workload given by name is loaded with the system's own settings for it (the preset's
   ``[reproduction.workloads.<name>]`` batch and datatype), unless the caller gives them; a
   :class:`~acesim.workload.model.Workload` object is used as built, a Chakra trace prefix is
@@ -137,9 +138,11 @@ def make_case(
     **option_changes: Any,
 ) -> Case:
     """Resolve a case (see module docstring). ``option_changes`` are :class:`RunOptions`
-    fields (``iterations=5``, ``npus=16``)."""
+    fields (``iterations=5``, ``npus=16``, ``nodes=4``)."""
     opts = run_options(options, **option_changes)
-    resolved = resolve_system(system, overrides=overrides, shape=opts.shape, npus=opts.npus)
+    resolved = resolve_system(
+        system, overrides=overrides, shape=opts.shape, npus=opts.npus, nodes=opts.nodes
+    )
     work, name, batch, dtype = _workload(workload, resolved, batch_per_npu, dtype_bytes)
     return Case(resolved, work, opts, name, batch, dtype)
 

@@ -1,0 +1,36 @@
+"""Merging documents: how ``extends`` (a whole system, or an NPU preset) applies changes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+__all__ = ["merge_documents", "leaf_paths"]
+
+
+def merge_documents(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` on top: tables merge key by key (recursively), every other
+    value (numbers, text, lists such as ``network.dimensions``) is replaced whole."""
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_documents(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def leaf_paths(changes: dict[str, Any], prefix: str) -> list[str]:
+    """Dotted paths of the values ``changes`` sets under ``prefix`` (tables walked, every
+    other value a leaf): ``{"kernels": {"tiles": []}}``, ``"npu"`` -> ``["npu.kernels.tiles"]``."""
+    out: list[str] = []
+    stack = [(changes, prefix)]
+    while stack:
+        table, where = stack.pop()
+        for key, value in table.items():
+            path = f"{where}.{key}"
+            if isinstance(value, dict) and value:
+                stack.append((value, path))
+            else:
+                out.append(path)
+    return sorted(out)
