@@ -28,7 +28,7 @@ def npu(**kernels: Any) -> NPUConfig:
             "matrix_flops": {"bf16": PEAK, "fp32": PEAK / 16},
             "vector_flops": 60e12,
             "hbm_bandwidth": 3 * TB,
-            "kernels": {"tiles": [[128, 128]], **kernels},
+            "kernels": {"tile": [128, 128], **kernels},
         }
     )
 
@@ -106,7 +106,7 @@ def test_few_tiles_split_k_to_fill_the_units_and_pay_for_fp32_partials() -> None
     assert unsplit.time_alone < 2 * 128 * 128 * (1 << 16) / (PEAK / UNITS)
 
 
-def test_without_tiles_a_gemm_spreads_over_the_units_at_its_roofline() -> None:
+def test_without_a_tile_a_gemm_spreads_over_the_units_at_its_roofline() -> None:
     cfg = NPUConfig.model_validate({"compute_units": UNITS, "matrix_flops": {"bf16": PEAK}})
     g = Gemm(100, 100, 100, dtype="bf16")
     plan = plan_kernel(cfg, g)
@@ -183,7 +183,7 @@ def _gemm_of(waves: int) -> Gemm:
 
 
 def test_a_one_wave_gemm_takes_twice_as_long_when_a_collective_holds_a_few_units() -> None:
-    cfg = system({"kernels": {"tiles": [[128, 128]]}}, {"comm_units": 8}, hbm=10 * TB)
+    cfg = system({"kernels": {"tile": [128, 128]}}, {"comm_units": 8}, hbm=10 * TB)
     gemm = _gemm_of(1)
     assert plan_kernel(cfg.npu, gemm).bound == "compute"
     alone = plan_kernel(cfg.npu, gemm).time_alone
@@ -193,7 +193,7 @@ def test_a_one_wave_gemm_takes_twice_as_long_when_a_collective_holds_a_few_units
 
 
 def test_a_many_wave_gemm_slows_by_about_the_fraction_of_units_taken() -> None:
-    cfg = system({"kernels": {"tiles": [[128, 128]]}}, {"comm_units": 8}, hbm=10 * TB)
+    cfg = system({"kernels": {"tile": [128, 128]}}, {"comm_units": 8}, hbm=10 * TB)
     gemm = _gemm_of(50)
     assert plan_kernel(cfg.npu, gemm).bound == "compute"
     alone = plan_kernel(cfg.npu, gemm).time_alone

@@ -40,7 +40,7 @@ def test_every_npu_preset_loads_with_a_source_for_every_value(name: str) -> None
     assert preset.description and preset.npu.name
     for field in ("compute_units", "matrix_flops", "vector_flops", "hbm_bandwidth"):
         assert preset.sources[f"npu.{field}"].kind in ("datasheet", "public-measurement")
-    for field in ("hbm_capacity", "kernels.tiles", "kernels.unit_hbm_bandwidth"):
+    for field in ("hbm_capacity", "kernels.tile", "kernels.unit_hbm_bandwidth"):
         assert f"npu.{field}" in preset.sources
     # Efficiencies are fitted elsewhere from measurements: the presets leave them ideal.
     ideal = KernelModelConfig()
@@ -48,7 +48,7 @@ def test_every_npu_preset_loads_with_a_source_for_every_value(name: str) -> None
     for field in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
         assert getattr(kernels, field) == getattr(ideal, field) == 1.0
     assert kernels.write_penalty == 0.0 and kernels.latency == 0.0
-    assert kernels.tiles and kernels.unit_hbm_bandwidth == 55e9
+    assert kernels.tile and kernels.unit_hbm_bandwidth == 55e9
     # Every datasheet figure cites its document; everything else says why it is assumed.
     for key, source in preset.sources.items():
         assert key.startswith("npu.") and source.note

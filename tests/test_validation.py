@@ -275,7 +275,7 @@ def _numeric_paths(model: BaseModel, prefix: str = "") -> set[str]:
                 out |= _numeric_paths(item, f"{path}.{key}.")
         elif isinstance(value, dict):  # a table of numbers (npu.matrix_flops)
             out |= {f"{path}.{key}" for key in value}
-        elif name == "tiles":  # pairs of counts, tested by test_tiles_are_pairs_of_counts
+        elif name == "tile":  # a pair of counts, tested by test_a_tile_is_a_pair_of_counts
             continue
         elif _is_number(info.annotation):
             out.add(f"{path}[0]" if isinstance(value, list) else path)
@@ -586,15 +586,15 @@ def test_random_numbers_either_fail_validation_or_leave_every_number_finite(
 
 
 @pytest.mark.parametrize(
-    ("tiles", "message"),
+    ("tile", "message"),
     [
-        ([[0, 128]], "npu.kernels.tiles[0][0]: must be at least 1, got 0"),
-        ([[128]], "npu.kernels.tiles[0]"),
-        ([[128, 128.5]], "npu.kernels.tiles[0][1]"),
+        ([0, 128], "npu.kernels.tile[0]: must be at least 1, got 0"),
+        ([128], "npu.kernels.tile"),
+        ([128, 128.5], "npu.kernels.tile[1]"),
     ],
 )
-def test_tiles_are_pairs_of_counts(tiles: list[list[float]], message: str) -> None:
-    err = _system_error({"npu.kernels.tiles": tiles})
+def test_a_tile_is_a_pair_of_counts(tile: list[float], message: str) -> None:
+    err = _system_error({"npu.kernels.tile": tile})
     assert message in str(err)
 
 

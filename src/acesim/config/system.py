@@ -51,7 +51,7 @@ def defaults(model: type[M]) -> Callable[[], M]:
 class KernelModelConfig(Strict):
     """How close kernels come to the NPU's peaks (``[npu.kernels]``; see
     :mod:`acesim.hardware.kernel_model`). The defaults are an ideal machine: every kernel at
-    its roofline, no tiles, no latency. Presets give measured values with their sources."""
+    its roofline, no tile, no latency. Presets give measured values with their sources."""
 
     gemm_efficiency: PositiveFraction = Field(
         1.0, description="fraction of the matrix peak a large GEMM's full waves sustain"
@@ -59,10 +59,10 @@ class KernelModelConfig(Strict):
     attention_efficiency: PositiveFraction = Field(
         1.0, description="fraction of the matrix peak fused (Flash) attention sustains"
     )
-    tiles: list[tuple[PositiveInt, PositiveInt]] = Field(
-        default_factory=list,
-        description="GEMM output tiles [rows, cols] one compute unit computes at a time; the "
-        "fastest (with split-K) is chosen per GEMM; empty: no tiling (no waves)",
+    tile: tuple[PositiveInt, PositiveInt] | None = Field(
+        None,
+        description="GEMM output tile [rows, cols] one compute unit computes at a time (the "
+        "tile the NPU's GEMM library uses for large problems); None: no tiling (no waves)",
     )
     hbm_efficiency: PositiveFraction = Field(
         1.0, description="fraction of hbm_bandwidth a streaming read sustains"
@@ -318,7 +318,7 @@ class CollectiveConfig(Strict):
 class Source(Strict):
     """Where a parameter's value comes from."""
 
-    kind: Literal["paper", "datasheet", "astra-sim", "public-measurement", "assumption"]
+    kind: Literal["paper", "datasheet", "astra-sim", "public-measurement", "fit", "assumption"]
     note: str
 
 

@@ -4,18 +4,19 @@ Model
 -----
 A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:`KernelPlan`:
 
-* **Compute.** A GEMM is cut into output tiles ``[tm, tn]`` (the NPU's ``npu.kernels.tiles``);
+* **Compute.** A GEMM is cut into output tiles ``[tm, tn]`` (the NPU's ``npu.kernels.tile``);
   each tile is a thread-block that one compute unit works on for
   ``2 tm tn k / (peak(dtype) * gemm_efficiency / units)`` seconds, partial edge tiles costing
   a whole tile. ``blocks`` tiles on ``u`` units take ``ceil(blocks / u)`` waves: the tail wave
   is why a GEMM that fills the units exactly once slows twofold when a collective takes a few
   of them. When there are fewer tiles than units, the K dimension may be split (split-K) into
   ``s`` slices of at least :data:`MIN_SPLIT_K` elements, each slice writing and re-reading an
-  FP32 partial result. Of the tile shapes and splits, the one with the shortest time alone is
-  chosen (what a library's heuristic or autotuner aims for). Fused attention is tiled by
+  FP32 partial result; of the splits, the one with the shortest time alone is chosen (what a
+  library's heuristic aims for). One tile shape per NPU: a list of shapes to choose from would
+  always pick the smallest, since nothing here charges a small tile its lower operand reuse. Fused attention is tiled by
   :data:`ATTENTION_ROWS` query rows per block at ``attention_efficiency`` of the matrix peak.
   Memory-bound kernels spread evenly over any number of units (grid-stride loops: no waves);
-  their FLOPs run on the FP32 vector units. Without tiles (the ideal default) every kernel
+  their FLOPs run on the FP32 vector units. Without a tile (the ideal default) every kernel
   spreads evenly.
 * **Memory.** HBM sustains ``hbm_efficiency`` of its datasheet bandwidth for reads; a written
   byte costs ``1 + write_penalty`` read bytes of that capacity (read/write bus turnaround).
@@ -237,11 +238,11 @@ def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
     units = npu.compute_units
     unit_rate = npu.matrix_peak(g.dtype) * npu.kernels.gemm_efficiency / units
     read, write = g.read_bytes, g.write_bytes
-    if not npu.kernels.tiles:
+    if npu.kernels.tile is None:
         return _plan(npu, "gemm", g.name, g.flops, read, write, None, g.flops / unit_rate)
     best: KernelPlan | None = None
     batch = math.ceil(g.batch)
-    for tm, tn in npu.kernels.tiles:
+    for tm, tn in [npu.kernels.tile]:
         tiles = math.ceil(g.m / tm) * math.ceil(g.n / tn) * batch
         splits = [1]
         if tiles < units:
@@ -269,7 +270,7 @@ def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
 def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
     units = npu.compute_units
     unit_rate = npu.matrix_peak(a.dtype) * npu.kernels.attention_efficiency / units
-    if not npu.kernels.tiles:
+    if npu.kernels.tile is None:
         return _plan(
             npu,
             "attention",
