@@ -22,7 +22,8 @@ def merge_documents(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, 
 
 def leaf_paths(changes: dict[str, Any], prefix: str) -> list[str]:
     """Dotted paths of the values ``changes`` sets under ``prefix`` (tables walked, every
-    other value a leaf): ``{"kernels": {"tile": [128, 256]}}``, ``"npu"`` -> ``["npu.kernels.tile"]``."""
+    other value a leaf): ``{"kernels": {"tile": [128, 256]}}``, ``"npu"`` ->
+    ``["npu.kernels.tile"]``."""
     out: list[str] = []
     stack = [(changes, prefix)]
     while stack:
