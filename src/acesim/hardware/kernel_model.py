@@ -14,7 +14,8 @@ A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:
   FP32 partial result; of the splits, the one with the shortest time alone is chosen (what a
   library's heuristic aims for). One tile shape per NPU: a list of shapes to choose from would
   always pick the smallest, since nothing here charges a small tile its lower operand reuse.
-  Fused attention is tiled by :data:`ATTENTION_ROWS` query rows per block at ``attention_efficiency`` of the matrix peak.
+  Fused attention is tiled by :data:`ATTENTION_ROWS` query rows per block at
+  ``attention_efficiency`` of the matrix peak.
   Memory-bound kernels spread evenly over any number of units (grid-stride loops: no waves);
   their FLOPs run on the FP32 vector units. Without a tile (the ideal default) every kernel
   spreads evenly.
