@@ -174,7 +174,7 @@ def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
             kernel.flops / unit_rate,
         )
     if isinstance(kernel, Roofline):
-        dtype = kernel.dtype or next(iter(npu.matrix_flops))
+        dtype = kernel.dtype or max(npu.matrix_flops, key=npu.matrix_flops.__getitem__)
         unit_rate = npu.matrix_peak(dtype) * npu.kernels.gemm_efficiency / npu.compute_units
         blocks = kernel.blocks
         per_block = kernel.flops / blocks if blocks else kernel.flops

@@ -13,7 +13,8 @@ stream. Each kind carries what its time depends on (shapes and dtypes, or bytes)
 * :class:`Stream` — a memory-bound kernel (element-wise, normalisation, reductions, optimizer
   steps): bytes read, bytes written, and FP32 FLOPs on the non-matrix units.
 * :class:`Roofline` — only totals are known (ASTRA-sim or Chakra inputs): FLOPs in ``dtype``
-  (None: the NPU's first listed dtype) and HBM bytes, optionally the thread-blocks.
+  (None: the NPU's fastest listed dtype, the best it offers) and HBM bytes, optionally the
+  thread-blocks.
 * :class:`Fixed` — a time measured on the whole NPU (s); on fewer units it runs slower in
   proportion; its HBM bytes if known.
 

@@ -54,7 +54,7 @@ class Compute:
         duration: fixed time on the whole NPU (s) of a measured kernel.
         blocks: thread-blocks of a roofline kernel, if known.
         kernels: the kernels, in order.
-        dtype: math dtype of a roofline kernel (None: the NPU's first listed dtype).
+        dtype: math dtype of a roofline kernel (None: the NPU's fastest listed dtype).
     """
 
     flops: float = 0.0
