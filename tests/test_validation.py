@@ -126,6 +126,8 @@ RULES: dict[str, list[tuple[Any, str]]] = {
 SYSTEM_FIELDS: dict[str, str] = {
     "npu.compute_units": "count",
     "npu.matrix_flops.fp16": "flop_rate",
+    "npu.matrix_flops.fp32": "flop_rate",
+    "npu.matrix_flops.fp64": "flop_rate",
     "npu.vector_flops": "flop_rate",
     "npu.kernels.gemm_efficiency": "efficiency",
     "npu.kernels.attention_efficiency": "efficiency",
