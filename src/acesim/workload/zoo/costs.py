@@ -579,10 +579,11 @@ def embedding(
     kernel for all tables, as FBGEMM's table-batched embedding does).
 
     The rows are read and written in the tables' dtype (``param_bytes``: embeddings are not
-    autocast). The weight-gradient pass either builds a dense gradient of the whole table
-    (``dense_grad``: zero-fill, then read-add-write per lookup; PyTorch's default
-    ``nn.Embedding``, whose gradient data-parallel training all-reduces in full) or applies a
-    sparse SGD update in place (read the row gradient and the row, write the row; the
+    autocast; under AMP the consumer's cast of the FP32 rows to FP16 is not modelled). The
+    weight-gradient pass either builds a dense gradient of the whole table (``dense_grad``:
+    zero-fill, then read-add-write per lookup; PyTorch's default ``nn.Embedding``, whose
+    gradient data-parallel training all-reduces in full) or applies a sparse SGD update in
+    place (read the row gradient and the row, write the row; the
     model-parallel DLRM tables), whose gradient is ``lookups x dim`` values (``sparse_grad``).
     Nothing is saved (the indices only).
     """
