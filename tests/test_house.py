@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clitools import cli_error
 from pydantic import Field
 from systems import dim, make_system
 from typer.testing import CliRunner
@@ -91,8 +92,9 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
 
     comp = acesim.compare(system, "resnet50", endpoints=["stream", "ideal"], npus=16)
     assert list(comp.endpoints) == ["baseline", "stream", "ideal"]
-    # Between the bound and the reference.
-    assert comp.speedup("ideal") >= comp.speedup("stream") >= 1.0
+    # Below the bound. (Not necessarily above the reference: its HBM traffic competes with the
+    # zoo's memory-bound kernels, batch-norm and ReLU, which the best baseline's SMs avoid.)
+    assert comp.speedup("ideal") >= comp.speedup("stream") > 0
     assert comp.best("stream").info.endpoint == "stream"
 
     spec = {
@@ -143,7 +145,7 @@ def test_cli_and_python_give_the_same_default_case() -> None:
     cli = json.loads(out.stdout[out.stdout.index("{") :])
     py = acesim.compare("ace-isca21", "resnet50").to_dict()
     assert cli["case"] == py["case"]
-    assert cli["case"]["batch_per_npu"] == 2 and cli["case"]["dtype_bytes"] == 4
+    assert cli["case"]["batch_per_npu"] == 2 and cli["case"]["precision"] == "amp_fp16"
     for kind in ("baseline", "ace", "ideal"):
         assert cli["endpoints"][kind]["speedup"] == py["endpoints"][kind]["speedup"]
         assert (
@@ -151,12 +153,33 @@ def test_cli_and_python_give_the_same_default_case() -> None:
             == py["endpoints"][kind]["best"]["iteration_time"]
         )
     table = runner.invoke(app, ["run"], env={"COLUMNS": "200"})
-    assert "batch 2/NPU" in table.output
+    assert "batch 2/NPU, amp_fp16" in table.output
 
 
 def test_a_workload_object_states_its_own_batch() -> None:
-    comp = acesim.compare("ace-isca21", acesim.load_workload("resnet50"), endpoints=["ace"])
+    work = acesim.load_workload("resnet50", precision="amp_fp16")
+    comp = acesim.compare("ace-isca21", work, endpoints=["ace"])
     assert comp.best_baseline.info.batch_per_npu == 32  # the zoo default, and it says so
+    assert comp.best_baseline.info.precision == "amp_fp16"
+
+
+def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ResNet-50's own default is FP32; the ace-isca21 NPU lists only an FP16 matrix peak.
+    with pytest.raises(
+        ConfigError,
+        match=r"^workload.precision: runs its matrix math in fp32, which this NPU \(V100-class "
+        r"NPU\) has no peak for \(npu.matrix_flops lists fp16\); precisions it can run: "
+        r"amp_fp16, fp16, got 'fp32'$",
+    ):
+        acesim.compare("ace-isca21", acesim.load_workload("resnet50"), endpoints=["ace"])
+    with pytest.raises(ConfigError, match=r"^workload.precision: runs its matrix math in bf16"):
+        acesim.run("ace-isca21", "gpt", endpoint="ideal")
+    line = cli_error(monkeypatch, capsys, "run", "-w", "resnet50", "--precision", "bf16")
+    assert line.startswith("error: --precision: runs its matrix math in bf16, which this NPU")
+    line = cli_error(monkeypatch, capsys, "run", "--precision", "fp17")
+    assert line.startswith("error: --precision: must be one of fp32, tf32, amp_fp16")
 
 
 @pytest.mark.parametrize("iterations", [3, 5])
@@ -231,7 +254,7 @@ def test_every_result_says_what_it_was_run_with() -> None:
     result = acesim.run("ace-isca21", "gnmt", endpoint="ace", npus=16)
     info = result.to_dict()["info"]
     assert info["system"] == "ace-isca21" and info["shape"] == [4, 2, 2] and info["npus"] == 16
-    assert info["batch_per_npu"] == 16 and info["dtype_bytes"] == 4
+    assert info["batch_per_npu"] == 16 and info["precision"] == "amp_fp16"
     assert (info["iterations"], info["warmup"], info["measured"]) == (3, 1, 1)
     assert info["endpoint"] == "ace" and info["version"] == acesim.__version__
     assert math.isfinite(result.iteration_time)

@@ -543,16 +543,16 @@ def test_load_workload_reports_a_missing_txt_file(tmp_path: Path) -> None:
         load_workload(str(path))
 
 
-@pytest.mark.parametrize(("option", "value"), [("batch_per_npu", 32), ("dtype_bytes", 2)])
+@pytest.mark.parametrize(("option", "value"), [("batch_per_npu", 32), ("precision", "bf16")])
 def test_load_workload_rejects_zoo_options_for_files(
-    option: str, value: int, tmp_path: Path
+    option: str, value: int | str, tmp_path: Path
 ) -> None:
     path = write(tmp_path, "DATA", "1", ROW)
     with pytest.raises(WorkloadError) as info:
         load_workload(str(path), **{option: value})
     assert str(info.value) == (
         f"{path}: {option}: applies to zoo models only; a workload file fixes its own compute "
-        f"times and sizes, got {value}"
+        f"times and sizes, got {value!r}"
     )
 
 
@@ -564,18 +564,18 @@ def test_load_workload_points_chakra_traces_elsewhere() -> None:
 def test_load_workload_passes_names_and_options_to_the_zoo(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    calls: list[tuple[str, int | None, int | None]] = []
+    calls: list[tuple[str, int | None, str | None]] = []
     sentinel = _workload(Layer("x"))
 
-    def load_zoo(name: str, *, batch_per_npu: int | None = None, dtype_bytes: int | None = None):
-        calls.append((name, batch_per_npu, dtype_bytes))
+    def load_zoo(name: str, *, batch_per_npu: int | None = None, precision: str | None = None):
+        calls.append((name, batch_per_npu, precision))
         return sentinel
 
     fake = types.ModuleType("acesim.workload.zoo")
     fake.load_zoo = load_zoo  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "acesim.workload.zoo", fake)
-    assert load_workload("resnet50", batch_per_npu=32, dtype_bytes=2) is sentinel
-    assert calls == [("resnet50", 32, 2)]
+    assert load_workload("resnet50", batch_per_npu=32, precision="bf16") is sentinel
+    assert calls == [("resnet50", 32, "bf16")]
 
 
 def test_load_workload_without_a_zoo_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

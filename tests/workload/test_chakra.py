@@ -636,3 +636,68 @@ def test_memory_only_nodes_carry_one_operation_for_astra_sim(tmp_path: Path) -> 
     assert attrs["num_ops"].int64_val == 1 and attrs["tensor_size"].uint64_val == 4096
     (back,) = read_chakra(str(tmp_path / "m.0.et")).ranks[0]
     assert back.compute == Compute(flops=0, hbm_bytes=4096)
+
+
+# -- passes of several kernels --------------------------------------------------------------
+def _compute_messages(path: Path) -> list[Any]:
+    from acesim.workload.chakra.stream import iter_records
+
+    out = []
+    for _offset, data in list(iter_records(path.read_bytes()))[1:]:
+        node = S.Node()
+        node.ParseFromString(bytes(data))
+        if node.type == COMP:
+            out.append(node)
+    return out
+
+
+def test_a_pass_of_several_kernels_is_one_node_with_their_totals(tmp_path: Path) -> None:
+    """ASTRA-sim 2.0 has one roofline per node, so a zoo pass (a GEMM, batch-norm, ReLU, ...)
+    is written as one node whose num_ops and tensor_size are its kernels' sums; the kernels
+    themselves ride along in acesim_kernels, which acesim reads back exactly."""
+    graph = build_graph(load_zoo("resnet50", batch_per_npu=2), 1)
+    (path,) = write_chakra(graph, tmp_path / "rn", npus=1)
+    nodes = {n.name: n for n in graph.ranks[0]}
+    conv = nodes["layer_64_1_conv1.fwd"].compute
+    assert conv is not None and len(conv.kernels) == 4
+    msg = next(m for m in _compute_messages(path) if m.name == "layer_64_1_conv1.fwd")
+    attrs = {a.name: a for a in msg.attr}
+    assert attrs["num_ops"].int64_val == round(conv.flops)
+    assert attrs["tensor_size"].uint64_val == round(conv.hbm_bytes)
+    assert "acesim_kernels" in attrs
+    back = read_chakra(path)
+    assert back.ranks[0] == graph.ranks[0]
+    # As ASTRA-sim's roofline sees it: the totals alone (one roofline kernel a pass).
+    rooflined = {n.name: n.compute for n in read_chakra(path, roofline=True).ranks[0]}
+    totals = Compute(flops=conv.flops, hbm_bytes=conv.hbm_bytes)
+    assert rooflined["layer_64_1_conv1.fwd"] == totals
+
+
+def test_kernels_that_disagree_with_the_totals_give_way_to_them(tmp_path: Path) -> None:
+    # A tool that edits num_ops wins over acesim's kernel list, as with acesim's exact values.
+    from acesim.hardware.kernels import Gemm, Stream
+    from acesim.workload.chakra.kernels import encode_kernels
+
+    kernels = (Gemm(64, 64, 64), Stream(1024.0))
+    text = encode_kernels(kernels)
+    ok = Compute(kernels=kernels)
+    write_rank(
+        tmp_path / "k.0.et",
+        chakra_node(0, COMP, num_ops=int(ok.flops), tensor_size=int(ok.hbm_bytes),
+                    acesim_kernels=text),
+        chakra_node(1, COMP, num_ops=7, tensor_size=int(ok.hbm_bytes), acesim_kernels=text),
+    )
+    first, second = read_chakra(tmp_path / "k").ranks[0]
+    assert first.compute == ok
+    assert second.compute == Compute(flops=7, hbm_bytes=ok.hbm_bytes)
+
+
+@pytest.mark.parametrize(
+    "text", ["{", '{"k": [["gemm", {"m": -1, "n": 1, "k": 1}]], "o": [0]}',
+             '{"k": [["warp", {}]], "o": [0]}', '{"k": [], "o": [0]}']
+)
+def test_a_bad_kernel_list_is_a_trace_error_naming_the_node(tmp_path: Path, text: str) -> None:
+    write_rank(tmp_path / "b.0.et", chakra_node(0, COMP, num_ops=1, tensor_size=1,
+                                                acesim_kernels=text))
+    with pytest.raises(TraceError, match=r"b\.0\.et: node 0: attribute 'acesim_kernels' is not"):
+        read_chakra(tmp_path / "b")

@@ -32,7 +32,7 @@ FLAGS = {
     "npus": "--npus",
     "nodes": "--nodes",
     "workload.batch_per_npu": "--batch",
-    "workload.dtype_bytes": "--dtype-bytes",
+    "workload.precision": "--precision",
 }
 
 
@@ -74,7 +74,7 @@ def cli_case(
     bucket: str = "25 MiB",
     exact: bool = False,
     batch: int | None = None,
-    dtype_bytes: int | None = None,
+    precision: str | None = None,
     search: bool = False,
     overrides: dict[str, Any] | None = None,
 ) -> Case:
@@ -107,7 +107,7 @@ def cli_case(
             options,
             overrides=overrides,
             batch_per_npu=batch,
-            dtype_bytes=dtype_bytes,
+            precision=precision,
         )
     except ConfigError as err:
         flag = FLAGS.get(err.field)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ..config.presets import DEFAULT_PRESET
+from ..precision import PRECISIONS
 from ..training.loops import LOOPS
 from .common import NODES_HELP, SET_HELP, console, parse_sets
 
@@ -21,12 +22,16 @@ def export_chakra_command(
     iterations: int = typer.Option(1, "--iterations", "-n", help="iterations to unroll"),
     loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
     batch: int | None = typer.Option(None, "--batch", help="per-NPU batch size (zoo workloads)"),
+    precision: str | None = typer.Option(
+        None, "--precision", help=f"training precision ({PRECISIONS.choices()}; zoo workloads)"
+    ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
-    Compute nodes carry num_ops/tensor_size (for ASTRA-sim's roofline mode) and duration_micros
-    computed by acesim's roofline on the system's NPU, so ASTRA-sim runs them either way.
+    Compute nodes carry num_ops/tensor_size (a pass's kernels summed, for ASTRA-sim's roofline
+    mode) and duration_micros computed by acesim's kernel model on the system's NPU, so
+    ASTRA-sim runs them either way.
     """
     from ..engine import Engine
     from ..hardware.npu import NPU
@@ -47,6 +52,7 @@ def export_chakra_command(
         warmup=0,
         loop=loop,
         batch=batch,
+        precision=precision,
         overrides=parse_sets(sets),
     )
     cfg = case.system

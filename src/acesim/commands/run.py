@@ -18,6 +18,7 @@ from ..experiment.compare import (
 )
 from ..experiment.single import MESSAGES_PER_SECOND, run_case, variant_case
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..precision import PRECISIONS
 from ..results.jsonout import dumps
 from ..results.run import RunResult
 from ..training.loops import LOOPS
@@ -71,8 +72,11 @@ def run_command(
     batch: int | None = typer.Option(
         None, "--batch", help="per-NPU batch size (zoo workloads; default: the system's setting)"
     ),
-    dtype_bytes: int | None = typer.Option(
-        None, "--dtype-bytes", help="bytes per element, 4 = FP32, 2 = BF16 (zoo workloads)"
+    precision: str | None = typer.Option(
+        None,
+        "--precision",
+        help=f"training precision ({PRECISIONS.choices()}; zoo workloads; default: the "
+        "system's setting or the model's)",
     ),
     exact: bool = typer.Option(False, "--exact", help="simulate every NPU", metavar=""),
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
@@ -119,7 +123,7 @@ def run_command(
         bucket=bucket,
         exact=exact,
         batch=batch,
-        dtype_bytes=dtype_bytes,
+        precision=precision,
         search=search,
         overrides=parse_sets(sets),
     )

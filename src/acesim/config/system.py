@@ -15,7 +15,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..precision import DTYPES
+from ..precision import DTYPES, PRECISIONS
 from ..registry import listed
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError, config_error_from
@@ -326,7 +326,17 @@ class ReproWorkload(Strict):
     """A workload of a paper reproduction and its per-NPU settings."""
 
     batch_per_npu: PositiveInt | None = None
-    dtype_bytes: PositiveInt | None = None
+    precision: str | None = Field(
+        None, description="training precision (acesim.precision.PRECISIONS; None: the model's)"
+    )
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRECISIONS:
+            err = PRECISIONS.unknown(v)
+            raise FieldRuleError("", err.rule, v, hint=err.hint)
+        return v
 
 
 class ReproductionConfig(Strict):

@@ -7,10 +7,13 @@ sweep points, reproduction cases), so the same inputs give the same case:
   table; overrides; scaled out to ``options.nodes`` nodes or the network resized to
   ``options.shape`` or ``options.npus``);
 * a workload given by name is loaded with the system's own settings for it (the preset's
-  ``[reproduction.workloads.<name>]`` batch and datatype), unless the caller gives them; a
+  ``[reproduction.workloads.<name>]`` batch and precision), unless the caller gives them; a
   :class:`~acesim.workload.model.Workload` object is used as built, a Chakra trace prefix is
   read as an execution graph;
-* the case records the batch and datatype it ended up with, so every result can say them.
+* the workload's matrix kernels must have a peak on the system's NPU (``npu.matrix_flops``):
+  a precision whose math dtype the NPU does not list is a ConfigError here, before anything
+  runs;
+* the case records the batch and precision it ended up with, so every result can say them.
 """
 
 from __future__ import annotations
@@ -28,12 +31,20 @@ from ..config.experiment import ExperimentConfig, RunOptions, WorkloadConfig
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
+from ..precision import PRECISIONS
 from ..workload.chakra import read_chakra
 from ..workload.graph import Graph
 from ..workload.loader import load_workload
-from ..workload.model import Workload
+from ..workload.model import Workload, matrix_dtypes
 
-__all__ = ["Case", "make_case", "case_from_experiment", "run_options", "chakra_source"]
+__all__ = [
+    "Case",
+    "make_case",
+    "case_from_experiment",
+    "run_options",
+    "chakra_source",
+    "check_precision",
+]
 
 SystemLike = SystemConfig | str | Path | Mapping[str, Any]
 WorkloadLike = Workload | Graph | str | Path
@@ -48,7 +59,7 @@ class Case:
     options: RunOptions
     workload_name: str
     batch_per_npu: int | None
-    dtype_bytes: int | None
+    precision: str | None
 
     def with_system(self, system: SystemConfig) -> Case:
         """The same case on another system (an endpoint variant)."""
@@ -89,30 +100,32 @@ def _workload(
     workload: WorkloadLike,
     system: SystemConfig,
     batch: int | None,
-    dtype: int | None,
-) -> tuple[Workload | Graph, str, int | None, int | None]:
+    precision: str | None,
+) -> tuple[Workload | Graph, str, int | None, str | None]:
     if isinstance(workload, Graph):
-        for option, value in (("batch_per_npu", batch), ("dtype_bytes", dtype)):
+        for option, value in (("batch_per_npu", batch), ("precision", precision)):
             if value is not None:
                 raise ConfigError(f"workload.{option}", "does not apply to execution graphs")
         return workload, workload.name, None, None
     if isinstance(workload, Workload):
-        for option, value in (("batch_per_npu", batch), ("dtype_bytes", dtype)):
+        for option, value in (("batch_per_npu", batch), ("precision", precision)):
             if value is not None:
                 raise ConfigError(
                     f"workload.{option}",
                     "is fixed by the Workload object given; load it with this option instead",
                     value,
                 )
-        return workload, workload.name, workload.batch_per_npu, workload.dtype_bytes
+        return workload, workload.name, workload.batch_per_npu, workload.precision
     name = os.fspath(workload)
     try:
-        WorkloadConfig.model_validate({"name": name, "batch_per_npu": batch, "dtype_bytes": dtype})
+        WorkloadConfig.model_validate(
+            {"name": name, "batch_per_npu": batch, "precision": precision}
+        )
     except ValidationError as exc:
         raise config_error_from(exc, WorkloadConfig, "workload") from None
     source = chakra_source(name)
     if source is not None:
-        for option, value in (("batch_per_npu", batch), ("dtype_bytes", dtype)):
+        for option, value in (("batch_per_npu", batch), ("precision", precision)):
             if value is not None:
                 raise ConfigError(f"workload.{option}", "does not apply to Chakra traces", value)
         graph = read_chakra(source, dim_sizes=list(system.network.shape))
@@ -122,9 +135,36 @@ def _workload(
         # The system's own per-NPU settings for this workload, unless the caller gave them.
         preset = repro.workloads[name]
         batch = batch if batch is not None else preset.batch_per_npu
-        dtype = dtype if dtype is not None else preset.dtype_bytes
-    loaded = load_workload(name, batch_per_npu=batch, dtype_bytes=dtype)
-    return loaded, loaded.name, loaded.batch_per_npu, loaded.dtype_bytes
+        precision = precision if precision is not None else preset.precision
+    loaded = load_workload(name, batch_per_npu=batch, precision=precision)
+    return loaded, loaded.name, loaded.batch_per_npu, loaded.precision
+
+
+def check_precision(workload: Workload | Graph, system: SystemConfig) -> None:
+    """ConfigError unless the system's NPU has a matrix peak for every matrix kernel's dtype;
+    when the dtype is the workload precision's math, the error names ``workload.precision``
+    and the precisions the NPU can run."""
+    npu = system.npu
+    if isinstance(workload, Graph):
+        dtypes = matrix_dtypes(
+            node.compute for nodes in workload.ranks for node in nodes if node.compute is not None
+        )
+    else:
+        dtypes = workload.matrix_dtypes()
+    for dtype in dtypes:
+        if dtype in npu.matrix_flops:
+            continue
+        precision = workload.precision if isinstance(workload, Workload) else None
+        if precision is not None and PRECISIONS.get(precision).math == dtype:
+            runnable = [n for n, p in PRECISIONS.items() if p.math in npu.matrix_flops]
+            raise ConfigError(
+                "workload.precision",
+                f"runs its matrix math in {dtype}, which this NPU ({npu.name}) has no peak for "
+                f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can "
+                f"run: {', '.join(runnable) or 'none'}",
+                precision,
+            )
+        npu.matrix_peak(dtype)  # the NPU's own error, naming npu.matrix_flops.<dtype>
 
 
 def make_case(
@@ -134,7 +174,7 @@ def make_case(
     *,
     overrides: Mapping[str, Any] | None = None,
     batch_per_npu: int | None = None,
-    dtype_bytes: int | None = None,
+    precision: str | None = None,
     **option_changes: Any,
 ) -> Case:
     """Resolve a case (see module docstring). ``option_changes`` are :class:`RunOptions`
@@ -143,8 +183,9 @@ def make_case(
     resolved = resolve_system(
         system, overrides=overrides, shape=opts.shape, npus=opts.npus, nodes=opts.nodes
     )
-    work, name, batch, dtype = _workload(workload, resolved, batch_per_npu, dtype_bytes)
-    return Case(resolved, work, opts, name, batch, dtype)
+    work, name, batch, prec = _workload(workload, resolved, batch_per_npu, precision)
+    check_precision(work, resolved)
+    return Case(resolved, work, opts, name, batch, prec)
 
 
 def case_from_experiment(exp: ExperimentConfig | Mapping[str, Any]) -> Case:
@@ -160,5 +201,5 @@ def case_from_experiment(exp: ExperimentConfig | Mapping[str, Any]) -> Case:
         exp.run,
         overrides=exp.overrides,
         batch_per_npu=exp.workload.batch_per_npu,
-        dtype_bytes=exp.workload.dtype_bytes,
+        precision=exp.workload.precision,
     )

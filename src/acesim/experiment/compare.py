@@ -153,7 +153,7 @@ class Comparison:
                 "npus": info.npus,
                 "workload": info.workload,
                 "batch_per_npu": info.batch_per_npu,
-                "dtype_bytes": info.dtype_bytes,
+                "precision": info.precision,
                 "loop": info.loop,
                 "mode": info.mode,
                 "iterations": info.iterations,
@@ -270,7 +270,7 @@ def compare(
     endpoints: Sequence[str] | None = None,
     no_overlap: bool = False,
     batch_per_npu: int | None = None,
-    dtype_bytes: int | None = None,
+    precision: str | None = None,
     workers: int | None = 1,
     progress: Callable[[], Any] | None = None,
     **option_changes: Any,
@@ -287,7 +287,7 @@ def compare(
         workload,
         options,
         batch_per_npu=batch_per_npu,
-        dtype_bytes=dtype_bytes,
+        precision=precision,
         **option_changes,
     )
     jobs = plan(case, endpoints, no_overlap=no_overlap)

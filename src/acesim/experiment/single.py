@@ -101,7 +101,7 @@ def execute(
         npus=platform.topology.npus,
         workload=case.workload_name,
         batch_per_npu=case.batch_per_npu,
-        dtype_bytes=case.dtype_bytes,
+        precision=case.precision,
         loop=loop,
         mode=opts.mode,
         iterations=graph.iterations,
@@ -145,7 +145,7 @@ def run(
     *,
     endpoint: str | None = None,
     batch_per_npu: int | None = None,
-    dtype_bytes: int | None = None,
+    precision: str | None = None,
     **option_changes: Any,
 ) -> RunResult:
     """Simulate training iterations of ``workload`` on ``system`` with one endpoint.
@@ -158,14 +158,15 @@ def run(
             ``option_changes`` override single fields (``iterations=5``, ``npus=16``,
             ``search=True``).
         endpoint: run this endpoint kind instead of the system's.
-        batch_per_npu, dtype_bytes: for zoo workloads given by name.
+        batch_per_npu, precision: for zoo workloads given by name (``precision``: a
+            :data:`acesim.precision.PRECISIONS` name).
     """
     case = make_case(
         system,
         workload,
         options,
         batch_per_npu=batch_per_npu,
-        dtype_bytes=dtype_bytes,
+        precision=precision,
         **option_changes,
     )
     if endpoint is not None:

@@ -276,7 +276,7 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
         "npus": c.npus,
         "shape": info.shape,
         "batch_per_npu": info.batch_per_npu,
-        "dtype_bytes": info.dtype_bytes,
+        "precision": info.precision,
         "speedup_ace": c.speedup,
         "speedup_ideal": comp.speedup("ideal"),
         "speedup_ace_vs_worst": c.worst.iteration_time / c.ace.iteration_time,

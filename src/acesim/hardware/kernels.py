@@ -5,7 +5,10 @@ stream. Each kind carries what its time depends on (shapes and dtypes, or bytes)
 :mod:`acesim.hardware.kernel_model` turns a kernel into a time on a given NPU.
 
 * :class:`Gemm` — ``batch`` products ``[M,K] x [K,N]`` (convolutions as implicit GEMMs), math
-  in ``dtype``; inputs in ``dtype`` (FP8 GEMMs read FP8 copies), output in ``out_dtype``.
+  in ``dtype``; inputs in ``dtype`` (FP8 GEMMs read FP8 copies), output in ``out_dtype``. An
+  implicit GEMM's operand that is never stored (a convolution gathers the ``[M,K]`` im2col
+  matrix from its input tensor's windows) gives the elements that do cross HBM
+  (``a_elems``, ``b_elems``, per product).
 * :class:`Attention` — fused (FlashAttention-style) attention over ``heads`` (batch x heads)
   independent sequences: forward ``4 q kv d`` FLOPs per head (half when causal), backward
   2.5x that (five matrix products instead of two); Q, K, V, O (and dO, dQ, dK, dV backward)
@@ -61,10 +64,15 @@ class Gemm:
     out_dtype: str | None = None
     batch: float = 1
     name: str = "gemm"
+    a_elems: float | None = None
+    b_elems: float | None = None
 
     def __post_init__(self) -> None:
         for field in ("m", "n", "k", "batch"):
             _amount(getattr(self, field), f"gemm.{field}", positive=True)
+        for field in ("a_elems", "b_elems"):
+            if getattr(self, field) is not None:
+                _amount(getattr(self, field), f"gemm.{field}")
         _dtype(self.dtype, "gemm.dtype")
         _dtype(self.out_dtype, "gemm.out_dtype")
 
@@ -80,7 +88,10 @@ class Gemm:
 
     @property
     def read_bytes(self) -> float:
-        return self.batch * (self.m * self.k + self.k * self.n) * dtype_bytes(self.dtype)
+        """Both operands once: ``m*k`` and ``k*n`` elements, or ``a_elems`` / ``b_elems``."""
+        a = self.m * self.k if self.a_elems is None else self.a_elems
+        b = self.k * self.n if self.b_elems is None else self.b_elems
+        return self.batch * (a + b) * dtype_bytes(self.dtype)
 
     @property
     def write_bytes(self) -> float:

@@ -65,7 +65,7 @@ class RunInfo:
     npus: int
     workload: str
     batch_per_npu: int | None
-    dtype_bytes: int | None
+    precision: str | None
     loop: str
     mode: str
     iterations: int
@@ -77,9 +77,9 @@ class RunInfo:
     version: str = __version__
 
     def describe(self) -> str:
-        """One line: workload, batch, system, shape, loop, measurement."""
+        """One line: workload, batch, precision, system, shape, loop, measurement."""
         batch = f", batch {self.batch_per_npu}/NPU" if self.batch_per_npu else ""
-        dtype = f", {8 * self.dtype_bytes}-bit" if self.dtype_bytes else ""
+        dtype = f", {self.precision}" if self.precision else ""
         shape = "x".join(map(str, self.shape))
         return (
             f"{self.workload}{batch}{dtype} on {self.system}: {self.npus} NPUs ({shape}), "
@@ -189,7 +189,7 @@ class RunResult:
                 "run.npus": info.npus,
                 "run.workload": info.workload,
                 "run.batch_per_npu": info.batch_per_npu,
-                "run.dtype_bytes": info.dtype_bytes,
+                "run.precision": info.precision,
                 "run.loop": info.loop,
                 "run.mode": info.mode,
                 "run.iterations": info.iterations,

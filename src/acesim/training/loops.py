@@ -7,8 +7,8 @@ Semantics follow ASTRA-sim 1.0 (paper.md §6), for ``iterations`` iterations:
     ``l``'s weight-gradient collective (and its update) from iteration ``i-1``. Backward runs
     from the last layer: weight-gradient compute, then its collective is issued non-blocking,
     then input-gradient compute. A collective in a forward or input-gradient pass blocks the
-    next compute. ``update_time`` is an optimizer kernel on the compute stream after the layer's
-    gradient collective.
+    next compute. The layer's optimizer step (``Layer.update`` kernels, else a fixed
+    ``update_time``) runs on the compute stream after the layer's gradient collective.
 ``bucketed`` (PyTorch-DDP-like)
     As layerwise, but weight gradients are gathered, in backward order, into buckets of
     ``bucket_size`` bytes; one all-reduce per bucket is issued when its last layer's gradient is
@@ -341,12 +341,14 @@ def _bucketable(layer: Layer) -> Comm | None:
 
 
 def _update(builder: _Builder, layer: Layer, after: list[int], it: int) -> list[int]:
-    """The layer's optimizer kernel after ``after`` (or ``after`` itself if it has none)."""
-    if layer.update_time <= 0:
+    """The layer's optimizer step after ``after`` (or ``after`` itself if it has none): its
+    ``update`` kernels, else a fixed ``update_time``."""
+    update = layer.update_compute
+    if update.empty:
         return after
     node = builder.compute(
         f"{layer.name}.update",
-        Compute(duration=layer.update_time),
+        update,
         list(after),
         layer.name,
         it,

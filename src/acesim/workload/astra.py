@@ -52,8 +52,8 @@ Conversion to :class:`~acesim.workload.model.Workload` (:func:`read_astra_worklo
   recompute checkpoints; acesim's training loops do not model that yet, so they are rejected
   with a :class:`~acesim.errors.WorkloadError` rather than run under the wrong semantics. The raw
   parser still reads them.
-- parameter counts, batch size and datatype are not in the format: ``params`` stays 0,
-  ``batch_per_npu`` None.
+- parameter counts, batch size, precision and optimizer are not in the format: ``params``
+  stays 0, ``batch_per_npu``, ``precision`` and ``optimizer`` None.
 
 :func:`write_astra_workload` is the inverse for workloads whose compute is given as fixed
 durations (rounded to whole cycles).
@@ -451,6 +451,7 @@ def read_astra_workload(
         bottom_layers=bottom,
         description=f"ASTRA-sim 1.0 {parsed.loop} workload, {n} layers",
         source=str(parsed.path),
+        precision=None,
     )
 
 
@@ -531,6 +532,13 @@ def write_astra_workload(
                     field=f"{field}.comm.size",
                 )
             cols += [str(cycles), _TYPE_OF_OP[p.comm.op], str(int(size))]
+        if not layer.update.empty:
+            raise WorkloadError(
+                "has optimizer kernels but no update_time; the ASTRA-sim 1.0 format needs a "
+                "fixed time",
+                location=workload.name,
+                field=f"{layer.name}.update",
+            )
         cols.append(str(_cycles(layer.update_time, clock_hz)))
         rows.append("\t".join(cols))
     Path(path).write_text("\n".join(rows) + "\n", encoding="utf-8")

@@ -1,10 +1,10 @@
 """One entry point for workloads: a model-zoo name or a workload file.
 
 ``load_workload("resnet50")`` builds a zoo model (:mod:`acesim.workload.zoo`, which takes the
-per-NPU batch and the datatype width); ``load_workload("path/to/Resnet50_DataParallel.txt")``
+per-NPU batch and the training precision); ``load_workload("path/to/Resnet50_DataParallel.txt")``
 reads an ASTRA-sim 1.0 text file (:mod:`acesim.workload.astra`), whose compute times and
-collective sizes are fixed, so the batch and datatype options are rejected for files rather than
-silently ignored. Chakra execution traces (``.et``) are not read here.
+collective sizes are fixed, so the batch and precision options are rejected for files rather
+than silently ignored. Chakra execution traces (``.et``) are not read here.
 
 A string names a file when that path exists or when it ends in ``.txt`` (so a mistyped file
 name reports a missing file, not an unknown zoo model) or contains a path separator.
@@ -39,7 +39,7 @@ def load_workload(
     name_or_path: str | os.PathLike[str],
     *,
     batch_per_npu: int | None = None,
-    dtype_bytes: int | None = None,
+    precision: str | None = None,
 ) -> Workload:
     """Load a workload by zoo name or from a file.
 
@@ -48,12 +48,13 @@ def load_workload(
             text workload (``.txt``).
         batch_per_npu: samples per NPU per iteration (zoo models only; None = the model's
             default).
-        dtype_bytes: bytes per element of weights and activations (zoo models only; None =
-            the model's default).
+        precision: the training precision, a :data:`acesim.precision.PRECISIONS` name (zoo
+            models only; None = the model's default).
 
     Raises:
-        WorkloadError: a missing or invalid file, a Chakra trace, batch/dtype options given
-            with a file, or an unknown zoo name.
+        WorkloadError: a missing or invalid file, a Chakra trace, batch/precision options
+            given with a file, or an unknown zoo name.
+        ConfigError: an unknown precision.
     """
     text = os.fspath(name_or_path)
     if text.endswith(".et"):
@@ -63,7 +64,7 @@ def load_workload(
             location=text,
         )
     if _looks_like_path(text):
-        for option, value in (("batch_per_npu", batch_per_npu), ("dtype_bytes", dtype_bytes)):
+        for option, value in (("batch_per_npu", batch_per_npu), ("precision", precision)):
             if value is not None:
                 raise WorkloadError(
                     f"applies to zoo models only; a workload file fixes its own compute times "
@@ -85,4 +86,4 @@ def load_workload(
             "not a workload file, and the model zoo is not available in this installation",
             location=text,
         )
-    return load_zoo(text, batch_per_npu=batch_per_npu, dtype_bytes=dtype_bytes)
+    return load_zoo(text, batch_per_npu=batch_per_npu, precision=precision)

@@ -5,8 +5,13 @@ weight-gradient — and each pass has compute (FLOPs and HBM bytes for the roofl
 time in seconds measured on the whole NPU) and any number of collectives (type, bytes per NPU
 in nccl-tests' convention, and the communicator: network dimensions it spans, ``None`` = all,
 or a :class:`~acesim.network.group.Group` such as a tensor-parallel slice of a node). The
-collectives of a pass are issued together once its compute is done. ``update_time`` is the
-optimizer step of the layer after its gradients are reduced (s).
+collectives of a pass are issued together once its compute is done. The optimizer step of the
+layer runs after its gradients are reduced: ``update`` (its kernels, as the zoo builds them) or
+``update_time`` (a measured time in s, as ASTRA-sim 1.0 inputs give it).
+
+``precision`` names the training recipe (:data:`acesim.precision.PRECISIONS`) the workload's
+kernels and sizes were built for, ``optimizer`` its optimizer (:data:`.optimizer.OPTIMIZERS`);
+both are None for workloads read from files, which fix their own times and sizes.
 
 ``parallelism`` names the training loop that runs it (``data``, ``hybrid_dlrm``, ``micro``);
 ``bottom_layers`` is, for ``hybrid_dlrm``, the index of the last bottom-MLP layer.
@@ -15,6 +20,7 @@ optimizer step of the layer after its gradients are reduced (s).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +28,8 @@ from ..errors import WorkloadError
 from ..hardware.kernels import Attention, Fixed, Gemm, Kernel, Roofline, Stream
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
+from ..precision import PRECISIONS
+from .optimizer import OPTIMIZERS
 
 KERNEL_TYPES = (Gemm, Attention, Stream, Roofline, Fixed)
 
@@ -152,7 +160,21 @@ class Pass:
 
 @dataclass(frozen=True)
 class Layer:
-    """One layer: forward, input-gradient and weight-gradient passes."""
+    """One layer: forward, input-gradient and weight-gradient passes, and its optimizer step.
+
+    Attributes:
+        name: unique within the workload.
+        forward, input_grad, weight_grad: the passes.
+        update_time: a measured optimizer step on the whole NPU (s); or
+        update: the optimizer step's kernels (give one of the two).
+        params: parameters of the layer (the whole model's count for a model-parallel layer).
+        activation_bytes: bytes of activations this layer keeps from its forward to its
+            backward, per NPU per iteration (what training holds in HBM besides weights,
+            gradients and optimizer state).
+        gradient_bytes: bytes of the layer's gradients per NPU when they are not a dense copy
+            of its parameters (a sparse embedding gradient); None: ``params`` gradients in the
+            workload precision's ``param_bytes``.
+    """
 
     name: str
     forward: Pass = field(default_factory=Pass)
@@ -160,11 +182,31 @@ class Layer:
     weight_grad: Pass = field(default_factory=Pass)
     update_time: float = 0.0
     params: int = 0
+    update: Compute = field(default_factory=Compute)
+    activation_bytes: float = 0.0
+    gradient_bytes: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
             raise WorkloadError("every layer needs a name", field="name")
         _check_amount(self.update_time, "update_time")
+        _check_amount(self.activation_bytes, "activation_bytes")
+        if self.gradient_bytes is not None:
+            _check_amount(self.gradient_bytes, "gradient_bytes")
+        if not isinstance(self.update, Compute):
+            raise WorkloadError(f"must be a Compute, got {self.update!r}", field="update")
+        if self.update_time and not self.update.empty:
+            raise WorkloadError("give update kernels or update_time, not both", field="update")
+
+    @property
+    def update_compute(self) -> Compute:
+        """The optimizer step as compute: ``update``, else a fixed ``update_time`` (empty when
+        neither is given)."""
+        if not self.update.empty:
+            return self.update
+        if self.update_time > 0:
+            return Compute(duration=self.update_time)
+        return Compute()
 
 
 @dataclass(frozen=True)
@@ -178,9 +220,14 @@ class Workload:
     description: str = ""
     source: str = ""
     batch_per_npu: int | None = None
-    dtype_bytes: int = 4
+    precision: str | None = "fp32"
+    optimizer: str | None = None
 
     def __post_init__(self) -> None:
+        if self.precision is not None:
+            PRECISIONS.get(self.precision, "workload.precision")
+        if self.optimizer is not None:
+            OPTIMIZERS.get(self.optimizer, "workload.optimizer")
         if not self.layers:
             raise WorkloadError("a workload needs at least one layer", location=self.name)
         names = [layer.name for layer in self.layers]
@@ -204,3 +251,34 @@ class Workload:
 
     def forward_flops(self) -> float:
         return sum(layer.forward.compute.flops for layer in self.layers)
+
+    def computes(self) -> list[Compute]:
+        """Every pass's compute and every optimizer step, in layer order."""
+        out = []
+        for layer in self.layers:
+            out += [layer.forward.compute, layer.input_grad.compute, layer.weight_grad.compute]
+            out.append(layer.update_compute)
+        return out
+
+    def iteration_flops(self) -> float:
+        """FLOPs of one iteration per NPU: all passes and optimizer steps."""
+        return sum(c.flops for c in self.computes())
+
+    def iteration_hbm_bytes(self) -> float:
+        """HBM bytes of one iteration's kernels per NPU (collectives not included)."""
+        return sum(c.hbm_bytes for c in self.computes())
+
+    def matrix_dtypes(self) -> list[str]:
+        """The math dtypes of the workload's matrix kernels (:func:`matrix_dtypes`)."""
+        return matrix_dtypes(self.computes())
+
+
+def matrix_dtypes(computes: Iterable[Compute]) -> list[str]:
+    """The math dtypes of the matrix kernels (GEMM, attention, and roofline kernels that name
+    one) of ``computes``, in first-use order."""
+    seen: dict[str, None] = {}
+    for c in computes:
+        for k in c.kernels:
+            if isinstance(k, (Gemm, Attention, Roofline)) and k.dtype is not None:
+                seen.setdefault(k.dtype, None)
+    return list(seen)

@@ -5,7 +5,9 @@ Mapping (docs/chakra.md has the full table):
 - ``COMP_NODE`` -> compute node. ``num_ops`` (FLOPs) and ``tensor_size`` (HBM bytes) give the
   roofline ``Compute(flops, hbm_bytes)``; a non-zero ``duration_micros`` gives
   ``Compute(duration=s)``, which overrides the roofline when both are present (pass
-  ``roofline=True`` to keep only the roofline where ``num_ops`` is given).
+  ``roofline=True`` to keep only the roofline where ``num_ops`` is given). acesim's own
+  ``acesim_kernels`` (the kernels of a pass acesim wrote, :mod:`.kernels`) gives them back
+  when their totals agree with the node's (not with ``roofline=True``).
 - ``COMM_COLL_NODE`` -> collective: ``comm_type`` -> op, ``comm_size`` -> size (all-gather:
   times the group size, see :mod:`.mapping`), ``involved_dim`` (bool list) -> dims (absent = all).
   ``pg_name`` other than "" or "0" is reported: acesim has no communicator groups.
@@ -49,6 +51,7 @@ from ..graph import Graph, Node
 from ..model import Compute
 from . import attrs as A
 from . import mapping, schema, stream
+from .kernels import decode_kernels
 from .stream import FramingError, check_wire_types, has_field, iter_records, load_bytes
 
 __all__ = ["read_chakra", "ChakraWarning", "rank_files"]
@@ -437,6 +440,11 @@ def _compute(msg: Any, a: A.AttrReader, ctx: _Context) -> Compute:
         elif micros > 0:
             duration = micros / 1e6
     blocks = a.as_int(A.A_BLOCKS)
+    text = a.as_str(A.A_KERNELS)
+    if text is not None and not ctx.roofline:
+        kernels = Compute(kernels=decode_kernels(text, a.location, a.node))
+        if kernels.flops == flops and kernels.hbm_bytes == hbm:
+            return kernels
     return Compute(flops=flops, hbm_bytes=hbm, duration=duration, blocks=blocks)
 
 
@@ -613,7 +621,9 @@ def read_chakra(
             simulate (memory, storage, collectives it lacks, unknown types).
         cpu_ops: CPU compute nodes (``is_cpu_op``): ``"skip"`` (report), ``"error"`` or
             ``"compute"`` (run them on the NPU like any compute).
-        roofline: drop ``duration_micros`` of compute nodes that carry ``num_ops``.
+        roofline: drop ``duration_micros`` of compute nodes that carry ``num_ops``, and
+            acesim's kernel lists: every compute node on the roofline of its totals, as
+            ASTRA-sim 2.0's roofline mode runs it.
         name: graph name (default: the one acesim wrote, else the prefix's file name).
 
     Raises:

@@ -8,7 +8,10 @@ node carries ``is_cpu_op`` = false, since older feeders default it to true.
 
 Compute: a roofline ``Compute(flops, hbm_bytes)`` is written as ``num_ops`` and ``tensor_size``
 (ASTRA-sim needs ``roofline-enabled`` in its system file to use them); a duration as
-``duration_micros`` (integer microseconds). ``compute_time`` optionally fills
+``duration_micros`` (integer microseconds). A pass of several kernels (GEMMs, attention,
+memory-bound kernels) is one node with their summed FLOPs and bytes, ASTRA-sim 2.0 having only
+a roofline per node; the kernels themselves go in ``acesim_kernels`` (:mod:`.kernels`) for
+acesim's reader. ``compute_time`` optionally fills
 ``duration_micros`` of roofline nodes too, so ASTRA-sim can run them without its roofline; those
 durations are marked (``acesim_duration_derived``) and ignored when acesim reads the file back.
 """
@@ -29,6 +32,7 @@ from ..model import Compute
 from . import attrs as A
 from . import mapping, schema
 from .attrs import attr
+from .kernels import encode_kernels
 from .stream import write_message
 
 __all__ = ["write_chakra", "export_chakra", "ChakraExport", "CHAKRA_VERSION"]
@@ -84,6 +88,9 @@ def _compute_node(
         msg.attr.append(attr(A.A_DURATION_DERIVED, bool_val=True))
     if c.blocks is not None:
         msg.attr.append(attr(A.A_BLOCKS, int64_val=c.blocks))
+    rebuilt = Compute(flops=c.flops, hbm_bytes=c.hbm_bytes, duration=c.duration, blocks=c.blocks)
+    if c.kernels != rebuilt.kernels:
+        msg.attr.append(attr(A.A_KERNELS, string_val=encode_kernels(c.kernels)))
 
 
 def _to_message(

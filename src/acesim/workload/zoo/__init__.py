@@ -8,9 +8,14 @@ the formulas in :mod:`.costs`; the modules state their variant, sources and assu
 * ``dlrm`` — MLPerf DLRM on Criteo Terabyte, hybrid parallel (:mod:`.dlrm`);
 * ``gpt`` — a GPT-2-medium-shaped decoder transformer, data parallel (:mod:`.gpt`).
 
-``load_zoo(name, batch_per_npu=..., dtype_bytes=..., **options)`` builds one; ``None`` takes the
-model's documented default. Options are model-specific (``layers=4`` for GNMT, ``max_rows`` for
-DLRM, ...); ``zoo_options(name)`` lists them with their defaults.
+Every pass is the sequence of kernels the model's framework launches (GEMMs with their shapes,
+fused attention, memory-bound element-wise kernels), every layer with parameters has its
+optimizer step as a kernel (``Layer.update``, :mod:`..optimizer`), and every layer says the
+activation bytes it keeps for its backward (:func:`..footprint.footprint` adds them up).
+
+``load_zoo(name, batch_per_npu=..., precision=..., optimizer=..., **options)`` builds one;
+``None`` takes the model's documented default. Options are model-specific (``layers=4`` for
+GNMT, ``max_rows`` for DLRM, ...); ``zoo_options(name)`` lists them with their defaults.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from types import MappingProxyType, ModuleType
 from typing import Any
 
 from ...errors import WorkloadError
+from ...precision import PRECISIONS
 from ..model import Workload
+from ..optimizer import OPTIMIZERS
 from . import checks, dlrm, gnmt, gpt, resnet50
 
 __all__ = ["zoo_names", "load_zoo", "zoo_options"]
@@ -31,7 +38,8 @@ __all__ = ["zoo_names", "load_zoo", "zoo_options"]
 class _Entry:
     build: Callable[..., Workload]
     default_batch: int
-    default_dtype: int
+    default_precision: str
+    default_optimizer: str
     options: MappingProxyType[str, object]
 
 
@@ -39,7 +47,8 @@ def _entry(module: ModuleType) -> _Entry:
     return _Entry(
         module.build,
         module.DEFAULT_BATCH,
-        module.DEFAULT_DTYPE,
+        module.DEFAULT_PRECISION,
+        module.DEFAULT_OPTIMIZER,
         MappingProxyType(dict(module.OPTIONS)),
     )
 
@@ -85,7 +94,8 @@ def load_zoo(
     name: str,
     *,
     batch_per_npu: int | None = None,
-    dtype_bytes: int | None = None,
+    precision: str | None = None,
+    optimizer: str | None = None,
     **options: Any,
 ) -> Workload:
     """Build the zoo workload ``name``.
@@ -94,18 +104,29 @@ def load_zoo(
         name: one of :func:`zoo_names`.
         batch_per_npu: samples (images, sentence pairs, sequences) per NPU per iteration;
             ``None`` = the model's default.
-        dtype_bytes: bytes per element of activations, weights and gradients (4 = FP32,
-            2 = FP16/BF16); ``None`` = the model's default.
+        precision: the training recipe, a :data:`acesim.precision.PRECISIONS` name (``fp32``,
+            ``amp_fp16``, ``bf16``, ...): GEMM math and activation dtypes, parameter and
+            gradient dtype (gradient all-reduces are ``params * param_bytes``), master weights;
+            ``None`` = the model's default.
+        optimizer: a :data:`acesim.workload.optimizer.OPTIMIZERS` name (``sgd``,
+            ``sgd_momentum``, ``adam``); ``None`` = the model's recipe's.
         options: model-specific shape options (see :func:`zoo_options`).
 
     Raises:
         WorkloadError: unknown name (with a did-you-mean hint), or a bad parameter (named).
+        ConfigError: an unknown precision or optimizer (``workload.precision``,
+            ``workload.optimizer``, with the known names).
     """
     entry = _lookup(name)
     where = f"zoo:{name}"
     batch = entry.default_batch if batch_per_npu is None else batch_per_npu
     batch = checks.positive_int(where, "batch_per_npu", batch)
-    dtype = checks.dtype(where, entry.default_dtype if dtype_bytes is None else dtype_bytes)
+    recipe = PRECISIONS.get(
+        entry.default_precision if precision is None else precision, "workload.precision"
+    )
+    opt = OPTIMIZERS.check(
+        entry.default_optimizer if optimizer is None else optimizer, "workload.optimizer"
+    )
     kwargs: dict[str, Any] = {}
     for key, value in options.items():
         if key not in entry.options:
@@ -115,4 +136,4 @@ def load_zoo(
                 f"unknown option{hint}; {name} takes {valid}", location=where, field=key
             )
         kwargs[key] = _check_option(where, key, value, entry.options[key])
-    return entry.build(batch, dtype, **kwargs)
+    return entry.build(batch, recipe, opt, **kwargs)

@@ -36,14 +36,3 @@ def positive_ints(where: str, field: str, values: Any) -> tuple[int, ...]:
     for i, v in enumerate(out):
         positive_int(where, f"{field}[{i}]", v)
     return out
-
-
-def dtype(where: str, value: Any) -> int:
-    """Bytes per element: 1, 2, 4 or 8."""
-    if isinstance(value, bool) or value not in (1, 2, 4, 8):
-        raise WorkloadError(
-            f"must be 1, 2, 4 or 8 (bytes per element), got {value!r}",
-            location=where,
-            field="dtype_bytes",
-        )
-    return int(value)

@@ -20,39 +20,50 @@ Parallelism (``hybrid_dlrm``, the ASTRA-sim 1.0 HYBRID_DLRM convention): the tab
 model-parallel, spread evenly over the NPUs; the MLPs are data-parallel. Layer 0 is
 ``embedding``: its forward is the lookup followed by an all-to-all of the pooled vectors; its
 input-gradient pass is the all-to-all of their gradients (no compute); its weight-gradient pass
-is the sparse SGD update of the looked-up rows, with no all-reduce. The all-to-all size per NPU
-is ``batch * tables * dim * dtype`` bytes — each NPU sends the vectors of its tables for every
-sample of the global batch and receives the vectors of all tables for its own samples, which is
-the same amount when tables divide evenly; the size does not depend on the NPU count (more NPUs
-than tables would need tables split by rows, which this model does not do). The embedding's
-``params`` is the whole model's table count, not a per-NPU share. Then ``bottom_mlp_<i>``
+is the sparse SGD update of the looked-up rows, with no all-reduce and no optimizer step of its
+own. The all-to-all size per NPU is ``batch * tables * dim * param_bytes`` bytes (the pooled
+vectors are in the tables' dtype: embedding lookups are not autocast) — each NPU sends the
+vectors of its tables for every sample of the global batch and receives the vectors of all
+tables for its own samples, which is the same amount when tables divide evenly; the size does
+not depend on the NPU count (more NPUs than tables would need tables split by rows, which this
+model does not do). The embedding's ``params`` is the whole model's table count, not a per-NPU
+share (:func:`..footprint.footprint` divides it by the NPUs). Then ``bottom_mlp_<i>``
 (``bottom_layers`` is the index of the last), ``interaction`` (no parameters), ``top_mlp_<i>``;
 every MLP layer all-reduces its weight gradients. ``bottom_mlp_0`` has no input-gradient pass
-(dense features need none).
+(dense features need none). Kernels as the reference's PyTorch code launches them: the lookup
+of all tables as one kernel (FBGEMM's table-batched embedding, as the MLPerf submissions use;
+the reference's one ``nn.EmbeddingBag`` a table launches 26), each MLP layer's GEMM and its
+ReLU (``nn.ReLU``, a kernel of its own; the last layer's sigmoid likewise), the interaction's
+concatenation, batched dot products and the gather of their lower triangle.
 
-Defaults: 2,048 samples per NPU (the reference MLPerf run's ``--mini-batch-size=2048``) and FP32,
-the reference's training precision.
+Defaults: 2,048 samples per NPU (the reference MLPerf run's ``--mini-batch-size=2048``), FP32
+(``fp32``), the reference's training precision, and plain SGD (the reference's optimizer: dense
+SGD on the MLPs, sparse SGD on the tables).
 """
 
 from __future__ import annotations
 
 from ...errors import WorkloadError
+from ...precision import Precision
 from ..model import Comm, Workload
 from .costs import (
     ADD_FLOPS,
-    RELU_FLOPS,
+    SIGMOID_BWD_FLOPS,
+    SIGMOID_FLOPS,
     LayerCost,
-    PassCost,
     batched_matmul,
-    embedding_lookup,
-    gemm,
-    pointwise,
+    copy,
+    elementwise,
+    embedding,
+    linear,
+    relu,
     to_layer,
 )
 
 NAME = "dlrm"
 DEFAULT_BATCH = 2048
-DEFAULT_DTYPE = 4
+DEFAULT_PRECISION = "fp32"
+DEFAULT_OPTIMIZER = "sgd"
 
 CRITEO_TB_ROWS = (
     39884406,
@@ -101,17 +112,21 @@ def interaction_features(tables: int, dim: int) -> int:
     return dim + vectors * (vectors - 1) // 2
 
 
-def mlp_layer(batch: int, n_in: int, n_out: int) -> LayerCost:
-    """A linear layer with its activation fused into the GEMM's epilogue (no extra traffic)."""
-    return gemm(batch, n_out, n_in) + LayerCost(
-        forward=PassCost(RELU_FLOPS * batch * n_out),
-        input_grad=PassCost(RELU_FLOPS * batch * n_out),
-    )
+def mlp_layer(p: Precision, batch: int, n_in: int, n_out: int, *, last: bool = False) -> LayerCost:
+    """A linear layer and its activation (ReLU; the sigmoid on the last layer), each a kernel;
+    the GEMM keeps its input, the activation its output."""
+    gemm = linear(p, batch, n_out, n_in, save_input=False, name="fc")
+    if last:  # sigmoid: backward reads dy and the output it keeps
+        return gemm + elementwise(
+            p, batch * n_out, "sigmoid", flops=SIGMOID_FLOPS, bwd_flops=SIGMOID_BWD_FLOPS, save=1
+        )
+    return gemm + relu(p, batch * n_out)
 
 
 def build(
     batch: int,
-    dtype_bytes: int,
+    precision: Precision,
+    optimizer: str,
     *,
     dense_features: int = 13,
     bottom_mlp: tuple[int, ...] = (512, 256, 128),
@@ -128,19 +143,22 @@ def build(
             location=where,
             field="bottom_mlp",
         )
+    p = precision
     rows = tuple(min(r, max_rows) for r in table_rows) if max_rows else tuple(table_rows)
     tables = len(rows)
     layers = []
 
     vectors = batch * tables * embedding_dim
-    a2a = Comm("all-to-all", vectors * dtype_bytes)
-    emb = embedding_lookup(batch * tables, embedding_dim, sum(rows), dense_grad=False)
+    a2a = Comm("all-to-all", vectors * p.param_bytes)
+    emb = embedding(p, batch * tables, embedding_dim, sum(rows), dense_grad=False)
     layers.append(
         to_layer(
             "embedding",
             emb.without_input_grad(),
-            dtype_bytes,
+            p,
+            optimizer,
             allreduce=False,
+            update=False,
             forward_comm=a2a,
             input_grad_comm=a2a,
         )
@@ -148,34 +166,30 @@ def build(
 
     widths = (dense_features, *bottom_mlp)
     for i in range(len(bottom_mlp)):
-        cost = mlp_layer(batch, widths[i], widths[i + 1])
-        if i == 0:
-            cost = cost.without_input_grad()
-        layers.append(to_layer(f"bottom_mlp_{i}", cost, dtype_bytes))
+        cost = mlp_layer(p, batch, widths[i], widths[i + 1])
+        if i == 0:  # the dense features are data: kept for the weight gradient, no gradient
+            dense = batch * dense_features * p.activation_bytes
+            cost = LayerCost(saved=dense) + cost.without_input_grad()
+        layers.append(to_layer(f"bottom_mlp_{i}", cost, p, optimizer))
     bottom_layers = len(layers) - 1
 
     vecs = tables + 1
     features = interaction_features(tables, embedding_dim)
-    # Z = T T^T per sample over the 27 vectors (T read from the bottom output and the
-    # all-to-all's result); the lower triangle is gathered and concatenated with the dense
-    # vector into the top MLP's input.
-    dots = batched_matmul(batch, vecs, vecs, embedding_dim)
-    gather = pointwise(
-        batch * features,
-        fwd_flops=0,
-        bwd_flops=ADD_FLOPS,
-        fwd_reads=1,
-        fwd_writes=1,
-        bwd_reads=1,
-        bwd_writes=1,
-    )
-    layers.append(to_layer("interaction", dots + gather, dtype_bytes))
+    # T = [bottom output, 26 embeddings] per sample (a concatenation, kept for the backward),
+    # Z = T T^T (batched), the lower triangle gathered and concatenated with the dense vector
+    # into the top MLP's input (kept by its first GEMM).
+    cat = copy(p, batch * vecs * embedding_dim)
+    dots = batched_matmul(
+        p, batch, vecs, vecs, embedding_dim, save_b=False, name="dots"
+    )  # T T^T: one tensor
+    gather = elementwise(p, batch * features, "tril_gather", flops=0, bwd_flops=ADD_FLOPS,
+                         bwd_reads=1, save=1)
+    layers.append(to_layer("interaction", cat + dots + gather, p, optimizer))
 
     widths = (features, *top_mlp)
     for i in range(len(top_mlp)):
-        layers.append(
-            to_layer(f"top_mlp_{i}", mlp_layer(batch, widths[i], widths[i + 1]), dtype_bytes)
-        )
+        cost = mlp_layer(p, batch, widths[i], widths[i + 1], last=i == len(top_mlp) - 1)
+        layers.append(to_layer(f"top_mlp_{i}", cost, p, optimizer))
 
     return Workload(
         name=NAME,
@@ -188,5 +202,6 @@ def build(
         ),
         source="Naumov et al. 2019; MLPerf Training DLRM reference (facebookresearch/dlrm)",
         batch_per_npu=batch,
-        dtype_bytes=dtype_bytes,
+        precision=p.name,
+        optimizer=optimizer,
     )

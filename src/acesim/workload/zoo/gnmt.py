@@ -27,39 +27,45 @@ Sequence lengths: ``src_len`` = ``tgt_len`` = 50 tokens by default, the referenc
 ``--max-length-train 50``: every sentence padded to the training maximum, an upper bound (the
 reference's bucketing sampler makes batches of similar length, so real padded lengths are
 shorter on average). Defaults: 128 sentence pairs per NPU (``--train-batch-size`` default of the
-NVIDIA reference) and FP32 (the reference also trains in mixed precision; pass
-``dtype_bytes=2``).
+NVIDIA reference), FP32 (``fp32``; the reference also trains in ``amp_fp16``) and Adam (the
+reference's optimizer).
 
-Layers: ``embedding`` (shared; forward looks up source and target tokens; its gradient is dense
-over the whole table, as PyTorch's default embedding produces and data-parallel training
-all-reduces), ``encoder_lstm_<i>``, ``decoder_lstm_0``, ``attention``, ``decoder_lstm_<i>``,
-``classifier`` (projection plus loss). Residual adds are folded into the following LSTM layer's
-traffic. LSTM costs: :func:`.costs.lstm` (recurrent weights re-read every step).
+Layers: ``embedding`` (shared; forward looks up source and target tokens in one kernel; its
+gradient is dense over the whole table, as PyTorch's default embedding produces and
+data-parallel training all-reduces), ``encoder_lstm_<i>``, ``decoder_lstm_0``, ``attention``,
+``decoder_lstm_<i>``, ``classifier`` (projection plus Apex's fused softmax cross-entropy, which
+the NVIDIA reference uses). A residual add is in the layer whose output it makes; every decoder
+layer after the first concatenates its input with the attention context (a copy kernel). LSTM
+kernels: :func:`.costs.lstm` (the recurrence as one GEMM and one cell kernel per step).
 """
 
 from __future__ import annotations
 
 from ...errors import WorkloadError
+from ...hardware.kernels import Stream
+from ...precision import Precision
 from ..model import Workload
 from .costs import (
-    ADD_FLOPS,
     ATTN_SCORE_FLOPS,
+    SOFTMAX_BWD_FLOPS,
     SOFTMAX_FLOPS,
     LayerCost,
-    PassCost,
+    add,
     batched_matmul,
-    embedding_lookup,
-    gemm,
+    copy,
+    cross_entropy,
+    elementwise,
+    embedding,
+    linear,
     lstm,
-    pointwise,
-    softmax_loss,
     to_layer,
     total,
 )
 
 NAME = "gnmt"
 DEFAULT_BATCH = 128
-DEFAULT_DTYPE = 4
+DEFAULT_PRECISION = "fp32"
+DEFAULT_OPTIMIZER = "adam"
 OPTIONS: dict[str, object] = {
     "layers": 8,
     "hidden": 1024,
@@ -71,32 +77,49 @@ FIRST_RESIDUAL_LAYER = 2
 """0-based index of the first LSTM layer with a residual connection ("from the 3rd layer")."""
 
 
-def attention(batch: int, src: int, tgt: int, hidden: int) -> LayerCost:
+def attention(p: Precision, batch: int, src: int, tgt: int, hidden: int) -> LayerCost:
     """Normalised Bahdanau attention of ``tgt`` queries over ``src`` encoder outputs.
 
-    Keys and queries are projected (two GEMMs); the score ``v . tanh(q + k + b)`` is one fused
-    kernel over ``batch x tgt x src x hidden`` (as NVIDIA's MLPerf ``attn_score`` kernel: the 4-D
-    tensor is never written), then a softmax over ``src`` and the context ``[T,S] x [S,H]``.
+    Keys and queries are projected (two GEMMs without bias); the score ``v . tanh(q + k + b)``
+    is one fused kernel over ``batch x tgt x src x hidden`` (as NVIDIA's MLPerf ``attn_score``
+    CUDA kernel: the 4-D tensor is never written; its FLOPs run on the vector units), its
+    backward one kernel for the query and key gradients and one reduction for the score
+    vector's and normalisation bias's gradients; then a softmax over ``src`` and the context
+    ``[T,S] x [S,H]`` (batched GEMMs). Saved: the encoder outputs (the keys' input, also the
+    context's values), both projections, the probabilities.
     """
-    keys = gemm(batch * src, hidden, hidden, bias=False)
-    queries = gemm(batch * tgt, hidden, hidden, bias=False)
+    a = p.activation_bytes
+    keys = linear(p, batch * src, hidden, hidden, bias=False, name="linear_k")
+    queries = linear(p, batch * tgt, hidden, hidden, bias=False, save_input=False,
+                     name="linear_q")
     n_score = batch * tgt * src * hidden
-    score_io = batch * tgt * hidden + batch * src * hidden + batch * tgt * src
+    q_k = (batch * tgt + batch * src) * hidden
+    scores = batch * tgt * src
     score = LayerCost(
-        forward=PassCost(ATTN_SCORE_FLOPS * n_score, score_io),
-        input_grad=PassCost(2 * ATTN_SCORE_FLOPS * n_score, 2 * score_io),
-        # gradients of the score vector and normalisation bias: reductions over the same space
-        weight_grad=PassCost(2.0 * n_score, score_io + 2 * hidden),
+        forward=(Stream(q_k * a, scores * a, ATTN_SCORE_FLOPS * n_score, name="attn_score"),),
+        input_grad=(
+            Stream((q_k + scores) * a, q_k * a, 2 * ATTN_SCORE_FLOPS * n_score,
+                   name="attn_score.bwd"),
+        ),
+        weight_grad=(
+            Stream((q_k + scores) * a, (2 * hidden + 1) * p.param_bytes, 2.0 * n_score,
+                   name="attn_score.bwd_params"),
+        ),
         params=2 * hidden + 1,
+        saved=q_k * a,
     )
-    softmax = pointwise(batch * tgt * src, fwd_flops=SOFTMAX_FLOPS, bwd_flops=3.0)
-    context = batched_matmul(batch, tgt, hidden, src)
+    softmax = elementwise(p, scores, "softmax", flops=SOFTMAX_FLOPS, bwd_flops=SOFTMAX_BWD_FLOPS,
+                          save=1)
+    context = batched_matmul(
+        p, batch, tgt, hidden, src, save_a=False, save_b=False, name="context"
+    )
     return total([keys, queries, score, softmax, context])
 
 
 def build(
     batch: int,
-    dtype_bytes: int,
+    precision: Precision,
+    optimizer: str,
     *,
     layers: int = 8,
     hidden: int = 1024,
@@ -111,41 +134,37 @@ def build(
             location=f"zoo:{NAME}",
             field="layers",
         )
+    p = precision
     out = []
 
-    def add(name: str, cost: LayerCost) -> None:
-        out.append(to_layer(name, cost, dtype_bytes))
+    def add_layer(name: str, cost: LayerCost) -> None:
+        out.append(to_layer(name, cost, p, optimizer))
 
-    emb = embedding_lookup(batch * (src_len + tgt_len), hidden, vocab, dense_grad=True)
-    add("embedding", emb.without_input_grad())
+    emb = embedding(p, batch * (src_len + tgt_len), hidden, vocab, dense_grad=True)
+    add_layer("embedding", emb.without_input_grad())
 
     def residual(n_tokens: int, i: int) -> LayerCost:
-        if i < FIRST_RESIDUAL_LAYER:
-            return LayerCost()
-        return pointwise(
-            n_tokens * hidden,
-            fwd_flops=ADD_FLOPS,
-            bwd_flops=0,
-            fwd_reads=2,
-            fwd_writes=1,
-            bwd_reads=0,
-            bwd_writes=0,
-        )
+        return add(p, n_tokens * hidden) if i >= FIRST_RESIDUAL_LAYER else LayerCost()
 
+    src_tokens = batch * src_len
     for i in range(layers):
         inputs = hidden if i != 1 else 2 * hidden  # layer 0 is bidirectional: 2H out
-        cost = lstm(batch, src_len, inputs, hidden, directions=2 if i == 0 else 1)
-        add(f"encoder_lstm_{i}", cost + residual(batch * src_len, i))
+        # The input is kept here unless it is the previous LSTM's own output (kept there).
+        fresh_input = i == 0 or i > FIRST_RESIDUAL_LAYER
+        cost = lstm(p, batch, src_len, inputs, hidden, directions=2 if i == 0 else 1,
+                    save_input=fresh_input)
+        add_layer(f"encoder_lstm_{i}", cost + residual(src_tokens, i))
 
-    add("decoder_lstm_0", lstm(batch, tgt_len, hidden, hidden))
-    add("attention", attention(batch, src_len, tgt_len, hidden))
+    tgt_tokens = batch * tgt_len
+    add_layer("decoder_lstm_0", lstm(p, batch, tgt_len, hidden, hidden))
+    add_layer("attention", attention(p, batch, src_len, tgt_len, hidden))
     for i in range(1, layers):
-        cost = lstm(batch, tgt_len, 2 * hidden, hidden) + residual(batch * tgt_len, i)
-        add(f"decoder_lstm_{i}", cost)
+        cat = copy(p, tgt_tokens * 2 * hidden)  # [x, context]
+        cost = cat + lstm(p, batch, tgt_len, 2 * hidden, hidden) + residual(tgt_tokens, i)
+        add_layer(f"decoder_lstm_{i}", cost)
 
-    tokens = batch * tgt_len
-    loss = softmax_loss(tokens, vocab)
-    add("classifier", gemm(tokens, vocab, hidden) + loss)
+    head = linear(p, tgt_tokens, vocab, hidden, name="classifier")
+    add_layer("classifier", head + cross_entropy(p, tgt_tokens, vocab, fused=True))
 
     return Workload(
         name=NAME,
@@ -157,5 +176,6 @@ def build(
         ),
         source="MLPerf rnn_translator / NVIDIA DeepLearningExamples GNMT v2; Wu et al. 2016",
         batch_per_npu=batch,
-        dtype_bytes=dtype_bytes,
+        precision=p.name,
+        optimizer=optimizer,
     )

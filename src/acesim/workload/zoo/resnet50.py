@@ -13,40 +13,51 @@ ASTRA-sim 1.0 sample ``Resnet50_DataParallel.txt`` (``conv1``, ``layer_<planes>_
 with ``conv4`` the projection shortcut listed first in its block, ``fc1000``), so the two can be
 compared layer by layer. Folded into the layers (the choice the zoo brief allowed):
 
-* each conv's batch-norm (+ ReLU; + the residual add for a block's last conv) is part of its
-  layer: its gamma/beta are in the layer's parameters (and all-reduce), its traffic and FLOPs in
-  the forward pass, its backward in the weight-gradient pass (which the training loop runs
-  first, before the conv's own gradients; see :func:`.costs.batch_norm_relu`);
-* the 3x3/2 max-pool after ``conv1`` is in ``conv1`` (forward; its backward in weight-gradient);
-* global average pooling and the softmax cross-entropy loss are in ``fc1000``.
+* each conv's batch-norm, ReLU and, for a block's last conv, the residual add (torchvision's
+  ``out = relu(bn3(conv3(out)) + identity)``) are part of its layer: their kernels follow the
+  conv's (:mod:`.costs`: PyTorch eager, one kernel per operator), their gamma/beta are in the
+  layer's parameters (and all-reduce); with the composition rule of :mod:`.costs` their
+  backward, and the conv's weight gradient, are the layer's weight-gradient pass, the conv's
+  data gradient its input-gradient pass;
+* a tensor read by two operators (every block's output, and the stem's pooled output, feed the
+  next block's first conv and its shortcut) gets its two gradients summed in backward
+  (:func:`.costs.grad_sum`), first in its producer's backward;
+* the 3x3/2 max-pool after ``conv1`` is in ``conv1``;
+* global average pooling and the softmax cross-entropy loss (``nn.CrossEntropyLoss``,
+  unfused) are in ``fc1000``.
 
 ``conv1`` has no input-gradient pass: nothing needs the gradient of the image.
 
 Defaults: 32 images per NPU (the per-GPU batch of Goyal et al., "Accurate, Large Minibatch SGD",
-2017, and of many ImageNet recipes) and FP32 (4 bytes), as the ASTRA-sim 1.0 sample's gradient
-sizes imply.
+2017, and of many ImageNet recipes), FP32 (``fp32``: 4-byte gradients, as the ASTRA-sim 1.0
+sample's gradient sizes imply; NVIDIA's recipe also trains in ``amp_fp16``) and SGD with
+momentum (Goyal et al.'s and NVIDIA's recipe).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...precision import Precision
 from ..model import Workload
 from .costs import (
-    ADD_FLOPS,
-    SOFTMAX_FLOPS,
-    LayerCost,
-    PassCost,
-    batch_norm_relu,
+    add,
+    batch_norm,
     conv2d,
-    gemm,
-    pointwise,
+    conv_out,
+    cross_entropy,
+    global_avg_pool,
+    grad_sum,
+    linear,
+    max_pool,
+    relu,
     to_layer,
 )
 
 NAME = "resnet50"
 DEFAULT_BATCH = 32
-DEFAULT_DTYPE = 4
+DEFAULT_PRECISION = "fp32"
+DEFAULT_OPTIMIZER = "sgd_momentum"
 OPTIONS: dict[str, object] = {"image_size": 224, "classes": 1000}
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
@@ -71,7 +82,7 @@ class ConvSpec:
 
     @property
     def out_size(self) -> int:
-        return (self.size + 2 * (self.kernel // 2) - self.kernel) // self.stride + 1
+        return conv_out(self.size, self.kernel, self.stride)
 
     @property
     def macs(self) -> int:
@@ -102,47 +113,45 @@ def conv_specs(image_size: int = 224) -> list[ConvSpec]:
     return specs
 
 
-def build(batch: int, dtype_bytes: int, *, image_size: int = 224, classes: int = 1000) -> Workload:
+def build(
+    batch: int,
+    precision: Precision,
+    optimizer: str,
+    *,
+    image_size: int = 224,
+    classes: int = 1000,
+) -> Workload:
+    p = precision
     specs = conv_specs(image_size)
+    last = specs[-1]
     layers = []
     for spec in specs:
-        cost, out = conv2d(batch, spec.c_in, spec.c_out, spec.size, spec.kernel, spec.stride)
+        conv, out = conv2d(
+            p, batch, spec.c_in, spec.c_out, spec.size, spec.kernel, spec.stride,
+            save_input=spec.name == "conv1", name=f"{spec.name}",
+        )
         n_out = batch * spec.c_out * out * out
-        cost = cost + batch_norm_relu(n_out, spec.c_out, relu=spec.relu, residual=spec.residual)
+        cost = conv + batch_norm(p, n_out, spec.c_out)
+        if spec.residual:
+            cost = cost + add(p, n_out)
+        if spec.relu:
+            cost = cost + relu(p, n_out)
         if spec.name == "conv1":
             pooled = batch * spec.c_out * (-(-out // 2)) ** 2
-            # Max-pool 3x3/2: 9 compares per output; backward routes gradients to the argmax.
-            cost = cost + LayerCost(
-                forward=PassCost(9.0 * pooled, n_out + pooled),
-                weight_grad=PassCost(pooled, pooled + n_out),
-            )
+            cost = cost + max_pool(p, n_out, pooled) + grad_sum(p, pooled)
             cost = cost.without_input_grad()
-        layers.append(to_layer(spec.name, cost, dtype_bytes))
+        elif spec.residual and spec is not last:
+            cost = cost + grad_sum(p, n_out)  # the block's output feeds two operators
+        layers.append(to_layer(spec.name, cost, p, optimizer))
 
-    last = specs[-1]
     features = last.c_out
     spatial = last.out_size**2
-    pool = pointwise(
-        batch * features * spatial,
-        fwd_flops=ADD_FLOPS,
-        bwd_flops=0,
-        fwd_reads=1,
-        fwd_writes=1 / spatial,
-        bwd_reads=1 / spatial,
-        bwd_writes=1,
+    fc = (
+        global_avg_pool(p, batch * features * spatial, spatial)
+        + linear(p, batch, classes, features, name="fc")
+        + cross_entropy(p, batch, classes, fused=False)
     )
-    loss = pointwise(
-        batch * classes,
-        fwd_flops=SOFTMAX_FLOPS,
-        bwd_flops=ADD_FLOPS,
-        fwd_reads=1,
-        fwd_writes=1,
-        bwd_reads=1,
-        bwd_writes=1,
-        bwd_in_weight_grad=True,
-    )  # dlogits precede both of fc's gradients
-    fc = pool + gemm(batch, classes, features) + loss
-    layers.append(to_layer(f"fc{classes}", fc, dtype_bytes))
+    layers.append(to_layer(f"fc{classes}", fc, p, optimizer))
     return Workload(
         name=NAME,
         layers=tuple(layers),
@@ -150,5 +159,6 @@ def build(batch: int, dtype_bytes: int, *, image_size: int = 224, classes: int =
         description=f"ResNet-50 v1.5, ImageNet {image_size}x{image_size}, {batch} images/NPU",
         source="He et al. CVPR 2016 (table 1); torchvision/NVIDIA resnet50 v1.5",
         batch_per_npu=batch,
-        dtype_bytes=dtype_bytes,
+        precision=p.name,
+        optimizer=optimizer,
     )
