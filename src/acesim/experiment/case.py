@@ -36,6 +36,7 @@ from ..workload.chakra import read_chakra
 from ..workload.graph import Graph
 from ..workload.loader import load_workload
 from ..workload.model import Workload, matrix_dtypes
+from .memory import check_footprint
 
 __all__ = [
     "Case",
@@ -185,6 +186,7 @@ def make_case(
     )
     work, name, batch, prec = _workload(workload, resolved, batch_per_npu, precision)
     check_precision(work, resolved)
+    check_footprint(work, resolved)
     return Case(resolved, work, opts, name, batch, prec)
 
 
