@@ -166,14 +166,16 @@ def test_a_workload_object_states_its_own_batch() -> None:
 def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # ResNet-50's own default is FP32; the ace-isca21 NPU lists only an FP16 matrix peak.
+    # The ace-isca21 NPU (a V100) lists fp64, fp32 and fp16 matrix peaks: no bf16.
     with pytest.raises(
         ConfigError,
-        match=r"^workload.precision: runs its matrix math in fp32, which this NPU \(V100-class "
-        r"NPU\) has no peak for \(npu.matrix_flops lists fp16\); precisions it can run: "
-        r"amp_fp16, fp16, got 'fp32'$",
+        match=r"^workload.precision: runs its matrix math in bf16, which this NPU \(V100-class "
+        r"NPU\) has no peak for \(npu.matrix_flops lists fp64, fp32, fp16\); precisions it can "
+        r"run: fp32, amp_fp16, fp16, got 'bf16'$",
     ):
-        acesim.compare("ace-isca21", acesim.load_workload("resnet50"), endpoints=["ace"])
+        acesim.compare(
+            "ace-isca21", acesim.load_workload("resnet50", precision="bf16"), endpoints=["ace"]
+        )
     with pytest.raises(ConfigError, match=r"^workload.precision: runs its matrix math in bf16"):
         acesim.run("ace-isca21", "gpt", endpoint="ideal")
     line = cli_error(monkeypatch, capsys, "run", "-w", "resnet50", "--precision", "bf16")

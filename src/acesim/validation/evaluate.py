@@ -16,22 +16,19 @@ source measured, in the case's unit, from the model alone.
 
 Systems: a collective row names a system preset (or a system file next to the corpus file); the
 one-NPU kinds name an NPU preset, built into a one-NPU system by
-``acesim.config.single_npu_system`` (or a one-NPU system file). A row whose system, API or
-parameters are not available in this acesim is reported with status ``error`` and the message;
-it never stops the rest of the table.
+``acesim.config.single_npu_system`` (or a one-NPU system file). A row that cannot be simulated
+(an unknown system, a precision the NPU lacks) is reported with status ``error`` and the
+message; it never stops the rest of the table.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from .. import config as _config
-from ..config import presets as _presets
-from ..config import resolve as _resolve
+from ..config import single_npu_system
 from ..config.presets import DOCUMENT_SUFFIXES
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
@@ -62,15 +59,6 @@ __all__ = [
 ]
 
 
-def _single_npu_factory() -> Callable[[str], Any] | None:
-    """``single_npu_system`` where acesim.config has it (None in an acesim without it)."""
-    for module in (_config, _presets, _resolve):
-        factory = getattr(module, "single_npu_system", None)
-        if callable(factory):
-            return cast(Callable[[str], Any], factory)
-    return None
-
-
 def _file(case: Case, family: Family) -> Path | None:
     """The system file a case names, relative to its corpus file (None: a preset name)."""
     if Path(case.system).suffix.lower() not in DOCUMENT_SUFFIXES:
@@ -90,20 +78,7 @@ def system_of(case: Case, family: Family) -> SystemConfig:
         if path is not None:
             system = resolve_system(path)
         else:
-            factory = _single_npu_factory()
-            if factory is None:
-                raise ConfigError(
-                    "system",
-                    "this acesim has no NPU presets yet (acesim.config.single_npu_system is "
-                    "missing)",
-                    case.system,
-                )
-            system = factory(case.system)
-            if not isinstance(system, SystemConfig):
-                raise SimulationError(
-                    f"single_npu_system({case.system!r}) gave {type(system).__name__}, "
-                    "not a SystemConfig"
-                )
+            system = single_npu_system(case.system)
         if case.kind == "training" and system.network.total_npus != 1:
             raise ConfigError(
                 "system",
@@ -112,14 +87,7 @@ def system_of(case: Case, family: Family) -> SystemConfig:
             )
         return system
     target: str | Path = path if path is not None else case.system
-    if case.nodes == 1:
-        return resolve_system(target)
-    if "nodes" not in inspect.signature(resolve_system).parameters:
-        raise ConfigError(
-            "nodes", "resolve_system in this acesim has no nodes option yet", case.nodes
-        )
-    resolve = cast(Callable[..., SystemConfig], resolve_system)
-    return resolve(target, nodes=case.nodes)
+    return resolve_system(target, nodes=case.nodes if case.nodes > 1 else None)
 
 
 def _gemm(case: Case, run: GemmRun, system: SystemConfig) -> tuple[float, str]:
@@ -159,14 +127,7 @@ def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[f
 
 
 def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float, str]:
-    if "precision" not in inspect.signature(make_case).parameters:
-        raise ConfigError(
-            "run.precision",
-            "the experiment API in this acesim takes no precision recipe yet (dtype_bytes only)",
-            run.precision,
-        )
-    make = cast(Callable[..., Any], make_case)
-    resolved = make(
+    resolved = make_case(
         system,
         run.workload,
         batch_per_npu=run.batch,
