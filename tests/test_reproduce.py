@@ -23,9 +23,12 @@ def test_endpoint_orderings_hold_in_every_case(reduced: tuple[dict, Path]) -> No
     assert {c["workload"] for c in summary["cases"]} == {"resnet50", "gnmt", "dlrm"}
     for case in summary["cases"]:
         t = case["iteration_time"]
-        # Faster is better: ideal >= ACE >= best baseline >= worst baseline in speed.
-        assert t["ideal"] <= t["ace"] <= t["best_baseline"] <= t["worst_baseline"], case
-        assert case["speedup_ace"] >= 1.0
+        # Faster is better. The ideal endpoint bounds every other, and the best split the
+        # worst; ACE against the best baseline is a result, not an invariant (its SRAM admits
+        # chunks first-come first-served and can lose on DLRM: docs/reproduction.md).
+        assert t["ideal"] <= t["ace"] and t["ideal"] <= t["best_baseline"], case
+        assert t["best_baseline"] <= t["worst_baseline"], case
+        assert t["ace"] <= t["worst_baseline"], case
 
 
 def test_summary_has_the_five_headline_figures_under_fixed_keys(
