@@ -260,3 +260,39 @@ def test_hbm_weight_under_mlp_is_refused_rather_than_ignored() -> None:
     assert str(info.value).startswith(
         "endpoint.baseline.hbm_weight: applies only with npu.hbm_arbitration = 'drf'"
     )
+
+
+# -- algorithm choices -------------------------------------------------------------------------
+
+
+def test_a_choice_runs_the_option_fastest_alone_on_the_npu() -> None:
+    from acesim.hardware.kernel_model import expand
+    from acesim.hardware.kernels import Choice
+
+    slow = (Gemm(4096, 4096, 4096, dtype="fp32"),)
+    fast = (Gemm(4096, 4096, 1024, dtype="fp32"), Stream(1e6))
+    choice = Choice((slow, fast), name="conv")
+    assert expand(npu(), [Stream(1.0), choice]) == [Stream(1.0), *fast]
+    assert choice.flops == slow[0].flops  # reports count the canonical algorithm
+
+
+def test_fp32_3x3_convolutions_may_run_by_winograd_and_half_precision_ones_may_not() -> None:
+    from acesim.config import single_npu_system
+    from acesim.hardware.kernel_model import expand
+    from acesim.hardware.kernels import Choice
+    from acesim.workload.zoo import load_zoo
+
+    v100 = single_npu_system("v100-sxm2").npu
+
+    def kernels(precision: str) -> list[Any]:
+        work = load_zoo("resnet50", batch_per_npu=32, precision=precision)
+        layer = next(x for x in work.layers if x.name == "layer_64_1_conv2")  # 3x3, stride 1
+        return list(layer.forward.compute.kernels)
+
+    fp32 = kernels("fp32")
+    choices = [k for k in fp32 if isinstance(k, Choice)]
+    assert len(choices) == 1
+    chosen = expand(v100, choices)
+    assert [k.name for k in chosen] == ["layer_64_1_conv2.winograd"]
+    assert chosen[0].flops == pytest.approx(4 / 9 * choices[0].flops)  # F(2x2, 3x3)
+    assert not any(isinstance(k, Choice) for k in kernels("amp_fp16"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from acesim.errors import ConfigError, WorkloadError
-from acesim.hardware.kernels import Attention, Gemm, Kernel, Roofline, Stream
+from acesim.hardware.kernels import Attention, Choice, Gemm, Kernel, Roofline, Stream
 from acesim.workload import Workload
 from acesim.workload.model import Layer
 from acesim.workload.zoo import load_zoo, zoo_names, zoo_options
@@ -27,8 +27,13 @@ def passes(w: Workload, name: str) -> float:
     return sum(getattr(layer, name).compute.flops for layer in w.layers)
 
 
+def canonical(ks: tuple[Kernel, ...]) -> list[Kernel]:
+    """The kernels with each algorithm choice as its first (canonical: direct) option."""
+    return [x for k in ks for x in (k.options[0] if isinstance(k, Choice) else (k,))]
+
+
 def kernels(w: Workload) -> list[Kernel]:
-    return [k for c in w.computes() for k in c.kernels]
+    return [k for c in w.computes() for k in canonical(c.kernels)]
 
 
 def matrix_flops(w: Workload) -> float:
@@ -75,7 +80,8 @@ def test_every_model_builds_with_positive_compute_and_named_batch(name):
         assert x.forward.compute.flops >= 0 and x.forward.compute.hbm_bytes > 0
         for c in (x.forward.compute, x.input_grad.compute, x.weight_grad.compute):
             # kernels a framework launches, never a summed roofline; tiling is the NPU's job
-            assert all(isinstance(k, (Gemm, Attention, Stream)) for k in c.kernels)
+            # (or a choice between such sequences: Winograd for FP32 3x3 convolutions)
+            assert all(isinstance(k, (Gemm, Attention, Stream, Choice)) for k in c.kernels)
             assert c.blocks is None and c.duration is None
 
 
@@ -399,7 +405,7 @@ def test_resnet50_conv_gemm_shapes():
 
     def gemms(name):
         x = layer(w, name)
-        return [shape(next(k for k in c.kernels if isinstance(k, Gemm)))
+        return [shape(next(k for k in canonical(c.kernels) if isinstance(k, Gemm)))
                 for c in (x.forward.compute, x.input_grad.compute, x.weight_grad.compute)]
 
     assert gemms("layer_64_1_conv2") == [
@@ -413,14 +419,14 @@ def test_resnet50_conv_gemm_shapes():
                 if isinstance(k, Gemm)]
     assert [shape(g) for g in fc_gemms] == [(b, 1000, 2048), (2048, 1000, b), (b, 2048, 1000)]
     # the implicit GEMM reads the input tensor, not its im2col matrix
-    fwd = next(k for k in layer(w, "layer_64_1_conv2").forward.compute.kernels
+    fwd = next(k for k in canonical(layer(w, "layer_64_1_conv2").forward.compute.kernels)
                if isinstance(k, Gemm))
     assert fwd.read_bytes == 4 * (b * 56 * 56 * 64 + 64 * 576)
     for spec in conv_specs():
         if spec.name == "conv1":
             continue
         x = layer(w, spec.name)
-        f, d = (next(k for k in c.kernels if isinstance(k, Gemm))
+        f, d = (next(k for k in canonical(c.kernels) if isinstance(k, Gemm))
                 for c in (x.forward.compute, x.input_grad.compute))
         assert d.flops == pytest.approx(f.flops, rel=1e-12), spec.name
 

@@ -37,13 +37,14 @@ perfect operand reuse inside a kernel (each operand crosses HBM once), none betw
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..config.system import NPUConfig
 from ..errors import SimulationError
-from .kernels import Attention, Fixed, Gemm, Kernel, Roofline, Stream
+from .kernels import Attention, Choice, Fixed, Gemm, Kernel, Roofline, Stream
 
-__all__ = ["ATTENTION_ROWS", "MIN_SPLIT_K", "KernelPlan", "plan_kernel"]
+__all__ = ["ATTENTION_ROWS", "MIN_SPLIT_K", "KernelPlan", "expand", "plan_kernel"]
 
 MIN_SPLIT_K = 256
 """Smallest K slice (elements) of a split-K GEMM: a few main-loop iterations of 64-deep tiles
@@ -154,9 +155,31 @@ class KernelPlan:
         return self.flops / t if t > 0 else 0.0
 
 
+def expand(npu: NPUConfig, kernels: Iterable[Kernel]) -> list[Kernel]:
+    """``kernels`` with every :class:`~acesim.hardware.kernels.Choice` replaced by its option
+    that is fastest alone on ``npu`` (the first of equals), as an autotuner picks."""
+    out: list[Kernel] = []
+    for kernel in kernels:
+        if isinstance(kernel, Choice):
+            best = min(
+                kernel.options,
+                key=lambda option: sum(plan_kernel(npu, k).time_alone for k in option),
+            )
+            out.extend(best)
+        else:
+            out.append(kernel)
+    return out
+
+
 def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
     """Plan ``kernel`` on ``npu`` (see the module docstring); ConfigError when the NPU has no
-    peak for the kernel's dtype."""
+    peak for the kernel's dtype. A :class:`~acesim.hardware.kernels.Choice` is planned as one
+    kernel only when its fastest option is one kernel; use :func:`expand` first."""
+    if isinstance(kernel, Choice):
+        chosen = expand(npu, [kernel])
+        if len(chosen) != 1:
+            raise SimulationError(f"{kernel.name}: expand a choice of several kernels first")
+        return plan_kernel(npu, chosen[0])
     if isinstance(kernel, Gemm):
         return _gemm(npu, kernel)
     if isinstance(kernel, Attention):

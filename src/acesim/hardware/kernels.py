@@ -8,7 +8,7 @@ stream. Each kind carries what its time depends on (shapes and dtypes, or bytes)
   in ``dtype``; inputs in ``dtype`` (FP8 GEMMs read FP8 copies), output in ``out_dtype``. An
   implicit GEMM's operand that is never stored (a convolution gathers the ``[M,K]`` im2col
   matrix from its input tensor's windows) gives the elements that do cross HBM
-  (``a_elems``, ``b_elems``, per product).
+  (``a_elems``, ``b_elems``, ``c_elems`` per product).
 * :class:`Attention` — fused (FlashAttention-style) attention over ``heads`` (batch x heads)
   independent sequences: forward ``4 q kv d`` FLOPs per head (half when causal), backward
   2.5x that (five matrix products instead of two); Q, K, V, O (and dO, dQ, dK, dV backward)
@@ -20,6 +20,10 @@ stream. Each kind carries what its time depends on (shapes and dtypes, or bytes)
   thread-blocks.
 * :class:`Fixed` — a time measured on the whole NPU (s); on fewer units it runs slower in
   proportion; its HBM bytes if known.
+* :class:`Choice` — algorithms that compute the same thing (a convolution as an implicit GEMM
+  or by Winograd's minimal filtering); the NPU runs the one fastest alone on it, as cuDNN's
+  autotuner (``cudnn.benchmark``) and cuBLAS's heuristics pick. Its FLOPs and bytes, for
+  reports, are the first option's (the canonical algorithm's).
 
 All sizes are elements (GEMM and attention dimensions) or bytes (``*_bytes``); FLOPs count a
 multiply-add as two.
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from ..errors import WorkloadError
 from ..precision import DTYPES, dtype_bytes
 
-__all__ = ["Attention", "Fixed", "Gemm", "Kernel", "Roofline", "Stream"]
+__all__ = ["Attention", "Choice", "Fixed", "Gemm", "Kernel", "Roofline", "Stream"]
 
 
 def _amount(value: float, field: str, *, positive: bool = False) -> None:
@@ -66,11 +70,12 @@ class Gemm:
     name: str = "gemm"
     a_elems: float | None = None
     b_elems: float | None = None
+    c_elems: float | None = None
 
     def __post_init__(self) -> None:
         for field in ("m", "n", "k", "batch"):
             _amount(getattr(self, field), f"gemm.{field}", positive=True)
-        for field in ("a_elems", "b_elems"):
+        for field in ("a_elems", "b_elems", "c_elems"):
             if getattr(self, field) is not None:
                 _amount(getattr(self, field), f"gemm.{field}")
         _dtype(self.dtype, "gemm.dtype")
@@ -95,7 +100,9 @@ class Gemm:
 
     @property
     def write_bytes(self) -> float:
-        return self.batch * self.m * self.n * self.output_bytes_per_element
+        """The output once: ``m*n`` elements per product, or ``c_elems``."""
+        c = self.m * self.n if self.c_elems is None else self.c_elems
+        return self.batch * c * self.output_bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -210,5 +217,34 @@ class Fixed:
         return 0.0
 
 
-Kernel = Gemm | Attention | Stream | Roofline | Fixed
+@dataclass(frozen=True)
+class Choice:
+    """Alternative kernel sequences for one operation (see the module docstring)."""
+
+    options: tuple[tuple[Gemm | Attention | Stream | Roofline | Fixed, ...], ...]
+    name: str = "choice"
+
+    def __post_init__(self) -> None:
+        options = tuple(tuple(o) for o in self.options)
+        if not options or not all(options):
+            raise WorkloadError("needs at least one non-empty option", field="choice.options")
+        kinds = (Gemm, Attention, Stream, Roofline, Fixed)
+        if not all(isinstance(k, kinds) for o in options for k in o):
+            raise WorkloadError("options must be sequences of kernels", field="choice.options")
+        object.__setattr__(self, "options", options)
+
+    @property
+    def flops(self) -> float:
+        return sum(k.flops for k in self.options[0])
+
+    @property
+    def read_bytes(self) -> float:
+        return sum(k.read_bytes for k in self.options[0])
+
+    @property
+    def write_bytes(self) -> float:
+        return sum(k.write_bytes for k in self.options[0])
+
+
+Kernel = Gemm | Attention | Stream | Roofline | Fixed | Choice
 """Any kernel kind."""

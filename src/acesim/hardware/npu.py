@@ -32,7 +32,7 @@ from typing import Any
 from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
 from ..errors import SimulationError
-from .kernel_model import KernelPlan, plan_kernel
+from .kernel_model import KernelPlan, expand, plan_kernel
 from .kernels import Kernel
 
 
@@ -59,6 +59,7 @@ class NPU:
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
         self._plans: dict[Kernel, KernelPlan] = {}
+        self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
@@ -98,9 +99,17 @@ class NPU:
             plan = self._plans[kernel] = plan_kernel(self.config, kernel)
         return plan
 
+    def chosen(self, kernels: Sequence[Kernel]) -> list[Kernel]:
+        """``kernels`` with each algorithm choice resolved on this NPU (cached)."""
+        key = tuple(kernels)
+        out = self._chosen.get(key)
+        if out is None:
+            out = self._chosen[key] = expand(self.config, kernels)
+        return out
+
     def kernels_time_alone(self, kernels: Sequence[Kernel]) -> float:
         """Time (s) of ``kernels`` one after another on the whole NPU with nothing else."""
-        return sum(self.plan(k).time_alone for k in kernels)
+        return sum(self.plan(k).time_alone for k in self.chosen(kernels))
 
     def run_kernels(
         self,
@@ -115,7 +124,7 @@ class NPU:
         if self._busy:
             raise SimulationError(f"npu{self.rank}: a compute kernel is already running")
         self._busy = True
-        plans = [self.plan(k) for k in kernels]
+        plans = [self.plan(k) for k in self.chosen(kernels)]
         start = self.engine.now
         self._pass_start = start
         alone = sum(p.time_alone for p in plans)

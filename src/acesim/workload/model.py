@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import WorkloadError
-from ..hardware.kernels import Attention, Fixed, Gemm, Kernel, Roofline, Stream
+from ..hardware.kernels import Attention, Choice, Fixed, Gemm, Kernel, Roofline, Stream
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..precision import PRECISIONS
 from .optimizer import OPTIMIZERS
 
-KERNEL_TYPES = (Gemm, Attention, Stream, Roofline, Fixed)
+KERNEL_TYPES = (Gemm, Attention, Stream, Roofline, Fixed, Choice)
 
 Parallelism = Literal["data", "hybrid_dlrm", "micro"]
 
@@ -279,6 +279,7 @@ def matrix_dtypes(computes: Iterable[Compute]) -> list[str]:
     seen: dict[str, None] = {}
     for c in computes:
         for k in c.kernels:
-            if isinstance(k, (Gemm, Attention, Roofline)) and k.dtype is not None:
-                seen.setdefault(k.dtype, None)
+            for kernel in [x for o in k.options for x in o] if isinstance(k, Choice) else [k]:
+                if isinstance(kernel, (Gemm, Attention, Roofline)) and kernel.dtype is not None:
+                    seen.setdefault(kernel.dtype, None)
     return list(seen)

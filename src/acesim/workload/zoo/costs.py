@@ -50,10 +50,11 @@ constants below.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ...errors import WorkloadError
-from ...hardware.kernels import Attention, Gemm, Kernel, Stream
+from ...hardware.kernels import Attention, Choice, Gemm, Kernel, Stream
 from ...precision import Precision
 from ..model import Comm, Compute, Layer, Pass
 from ..optimizer import update_kernel
@@ -276,26 +277,83 @@ def conv2d(
     y = batch * c_out * out * out
     w = c_out * c_in * taps
     casts = weight_casts(p, w, name)
-    cost = LayerCost(
-        forward=casts.forward
-        + (_gemm(p, batch * out * out, c_out, c_in * taps, f"{name}.fwd", a_elems=x),),
-        input_grad=(
-            _gemm(
-                p,
-                batch * size * size,
-                c_in,
-                c_out * taps * out * out / (size * size),
-                f"{name}.dgrad",
-                a_elems=y,
-                b_elems=w,
+    direct_fwd = _gemm(p, batch * out * out, c_out, c_in * taps, f"{name}.fwd", a_elems=x)
+    direct_dgrad = _gemm(
+        p,
+        batch * size * size,
+        c_in,
+        c_out * taps * out * out / (size * size),
+        f"{name}.dgrad",
+        a_elems=y,
+        b_elems=w,
+    )
+    fwd: Kernel = direct_fwd
+    dgrad: Kernel = direct_dgrad
+    if kernel == 3 and stride == 1 and p.math in WINOGRAD_DTYPES:
+        fwd = Choice(
+            ((direct_fwd,), (_winograd(p, batch, size, c_in, c_out, x, w, y, name),)),
+            f"{name}.fwd",
+        )
+        dgrad = Choice(
+            (
+                (direct_dgrad,),
+                (_winograd(p, batch, size, c_out, c_in, y, w, x, f"{name}.dgrad"),),
             ),
-        ),
+            f"{name}.dgrad",
+        )
+    cost = LayerCost(
+        forward=casts.forward + (fwd,),
+        input_grad=(dgrad,),
         weight_grad=(_gemm(p, c_in * taps, c_out, batch * out * out, f"{name}.wgrad", a_elems=x),)
         + casts.weight_grad,
         params=w,
         saved=(x * p.activation_bytes if save_input else 0.0) + casts.saved,
     )
     return cost, out
+
+
+WINOGRAD_DTYPES = ("fp32",)
+"""Math dtypes whose 3x3 convolutions may run by Winograd's minimal filtering. cuDNN's fused
+Winograd kernels (``CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD``, the ``*_scudnn_winograd_*`` kernels
+of FP32 ResNet-50 profiles on Volta) are FP32; its FP16 tensor-core paths are implicit GEMMs
+(``*_s884cudnn_*``), so half-precision recipes get no Winograd option."""
+
+WINOGRAD_TILE = 2
+"""Output tile edge ``m`` of the fused Winograd convolution F(m x m, 3 x 3): F(2x2, 3x3),
+(m + 2)^2 = 16 products per tile instead of 36 multiplies (Lavin and Gray, "Fast Algorithms
+for Convolutional Neural Networks", CVPR 2016)."""
+
+
+def _winograd(
+    p: Precision,
+    batch: int,
+    size: int,
+    c_in: int,
+    c_out: int,
+    x: float,
+    w: float,
+    y: float,
+    name: str,
+) -> Gemm:
+    """A stride-1 3x3 convolution (``c_in`` to ``c_out`` channels, ``size`` x ``size``) by
+    fused Winograd F(2x2, 3x3): 16 products ``[P, c_in] x [c_in, c_out]`` over the
+    ``P = batch ceil(size/2)^2`` output tiles, 4/9 of the direct FLOPs. The transforms run in
+    the kernel (the fused algorithm): its input, filter and output each cross HBM once; their
+    additions (about 32 per input tile and channel, 24 per output tile and channel) are under
+    2% of the products' FLOPs at 64 or more channels and are left out."""
+    points = (WINOGRAD_TILE + 2) ** 2
+    tiles = batch * math.ceil(size / WINOGRAD_TILE) ** 2
+    return _gemm(
+        p,
+        tiles,
+        c_out,
+        c_in,
+        f"{name}.winograd",
+        batch=points,
+        a_elems=x / points,
+        b_elems=w / points,
+        c_elems=y / points,
+    )
 
 
 def batch_norm(p: Precision, n: float, channels: int, *, name: str = "bn") -> LayerCost:
