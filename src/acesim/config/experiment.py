@@ -20,11 +20,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..precision import PRECISIONS
 from ..registry import listed
 from .errors import FieldRuleError
 from .system import Strict, defaults
-from .validators import NonNegativeInt, NpuCount, PositiveBytes, PositiveInt
+from .validators import NonNegativeInt, NpuCount, PositiveBytes, PositiveInt, PrecisionName
 
 __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
 
@@ -50,19 +49,11 @@ class WorkloadConfig(Strict):
     batch_per_npu: PositiveInt | None = Field(
         None, description="samples per NPU per iteration (None: the system's or the model's)"
     )
-    precision: str | None = Field(
+    precision: PrecisionName = Field(
         None,
         description="training precision (acesim.precision.PRECISIONS: fp32, amp_fp16, bf16, "
         "...; None: the system's or the model's)",
     )
-
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, v: str | None) -> str | None:
-        if v is not None and v not in PRECISIONS:
-            err = PRECISIONS.unknown(v)
-            raise FieldRuleError("", err.rule, v, hint=err.hint)
-        return v
 
 
 class RunOptions(Strict):

@@ -15,7 +15,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..precision import DTYPES, PRECISIONS
+from ..precision import DTYPES
 from ..registry import listed
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError, config_error_from
@@ -29,6 +29,7 @@ from .validators import (
     PositiveFlopsPerSecond,
     PositiveFraction,
     PositiveInt,
+    PrecisionName,
     show_number,
 )
 
@@ -143,6 +144,16 @@ class NPUConfig(Strict):
         return max(self.matrix_flops.values())
 
 
+def _check_egress(link_bandwidth: float, links_per_npu: int) -> None:
+    """The egress of a dimension (links times their bandwidth) is a finite B/s."""
+    if not math.isfinite(link_bandwidth * links_per_npu):
+        raise FieldRuleError(
+            "link_bandwidth",
+            f"times links_per_npu ({links_per_npu}) must be a finite B/s, "
+            f"got {show_number(link_bandwidth, 'B/s')}",
+        )
+
+
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
@@ -157,12 +168,7 @@ class DimensionConfig(Strict):
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
-        if not math.isfinite(self.link_bandwidth * self.links_per_npu):
-            raise FieldRuleError(
-                "link_bandwidth",
-                f"times links_per_npu ({self.links_per_npu}) must be a finite B/s, "
-                f"got {show_number(self.link_bandwidth, 'B/s')}",
-            )
+        _check_egress(self.link_bandwidth, self.links_per_npu)
         return self
 
 
@@ -181,12 +187,7 @@ class ScaleOutConfig(Strict):
 
     @model_validator(mode="after")
     def _egress_finite(self) -> ScaleOutConfig:
-        if not math.isfinite(self.link_bandwidth * self.links_per_npu):
-            raise FieldRuleError(
-                "link_bandwidth",
-                f"times links_per_npu ({self.links_per_npu}) must be a finite B/s, "
-                f"got {show_number(self.link_bandwidth, 'B/s')}",
-            )
+        _check_egress(self.link_bandwidth, self.links_per_npu)
         return self
 
 
@@ -326,17 +327,9 @@ class ReproWorkload(Strict):
     """A workload of a paper reproduction and its per-NPU settings."""
 
     batch_per_npu: PositiveInt | None = None
-    precision: str | None = Field(
+    precision: PrecisionName = Field(
         None, description="training precision (acesim.precision.PRECISIONS; None: the model's)"
     )
-
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, v: str | None) -> str | None:
-        if v is not None and v not in PRECISIONS:
-            err = PRECISIONS.unknown(v)
-            raise FieldRuleError("", err.rule, v, hint=err.hint)
-        return v
 
 
 class ReproductionConfig(Strict):

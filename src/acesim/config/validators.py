@@ -38,6 +38,9 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BeforeValidator
 
 from ..errors import short_repr
+from ..precision import PRECISIONS
+from ..registry import Registry
+from .errors import FieldRuleError
 from .quantities import Bytes, BytesPerSecond, FlopsPerSecond, Seconds
 
 __all__ = [
@@ -266,3 +269,20 @@ PositiveBytesPerSecond = Annotated[BytesPerSecond, AfterValidator(positive("B/s"
 NonNegativeSeconds = Annotated[Seconds, AfterValidator(non_negative("s"))]
 #: FLOP per second, above 0
 PositiveFlopsPerSecond = Annotated[FlopsPerSecond, AfterValidator(positive("FLOP/s"))]
+
+
+def registered(registry: Registry[Any]) -> Callable[[str | None], str | None]:
+    """A check that a name (or None) is registered in ``registry``: the registry's own rule
+    and did-you-mean hint otherwise."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in registry:
+            err = registry.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+    return check
+
+
+PrecisionName = Annotated[str | None, AfterValidator(registered(PRECISIONS))]
+"""A training precision's name (:data:`acesim.precision.PRECISIONS`), or None."""

@@ -292,28 +292,12 @@ def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
 
 
 def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
-    units = npu.compute_units
-    unit_rate = npu.matrix_peak(a.dtype) * npu.kernels.attention_efficiency / units
-    if npu.kernels.tile is None:
-        return _plan(
-            npu,
-            "attention",
-            a.name,
-            a.flops,
-            a.read_bytes,
-            a.write_bytes,
-            None,
-            a.flops / unit_rate,
-        )
-    blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
-    return _plan(
-        npu,
-        "attention",
-        a.name,
-        a.flops,
-        a.read_bytes,
-        a.write_bytes,
-        blocks,
-        a.flops / blocks / unit_rate,
-        detail=f"{ATTENTION_ROWS} query rows per block, {blocks} blocks",
-    )
+    unit_rate = npu.matrix_peak(a.dtype) * npu.kernels.attention_efficiency / npu.compute_units
+    blocks = None
+    detail = ""
+    if npu.kernels.tile is not None:
+        blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
+        detail = f"{ATTENTION_ROWS} query rows per block, {blocks} blocks"
+    per_block = a.flops / blocks if blocks else a.flops
+    return _plan(npu, "attention", a.name, a.flops, a.read_bytes, a.write_bytes, blocks,
+                 per_block / unit_rate, detail=detail)
