@@ -54,8 +54,10 @@ class KernelModelConfig(Strict):
     :mod:`acesim.hardware.kernel_model`). The defaults are an ideal machine: every kernel at
     its roofline, no tile, no latency. Presets give measured values with their sources."""
 
-    gemm_efficiency: PositiveFraction = Field(
-        1.0, description="fraction of the matrix peak a large GEMM's full waves sustain"
+    gemm_efficiency: PositiveFraction | dict[str, PositiveFraction] = Field(
+        1.0,
+        description="fraction of the matrix peak a large GEMM's full waves sustain: one for "
+        "every dtype, or a table per math dtype (CUDA-core and tensor-core GEMMs differ)",
     )
     attention_efficiency: PositiveFraction = Field(
         1.0, description="fraction of the matrix peak fused (Flash) attention sustains"
@@ -77,6 +79,32 @@ class KernelModelConfig(Strict):
     unit_hbm_bandwidth: PositiveBytesPerSecond | None = Field(
         None, description="most HBM B/s one compute unit can draw (None: no limit)"
     )
+
+
+    @field_validator("gemm_efficiency")
+    @classmethod
+    def _gemm_dtypes(cls, value: float | dict[str, float]) -> float | dict[str, float]:
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError("must give at least one dtype's efficiency")
+            for name in value:
+                if name not in DTYPES:
+                    err = DTYPES.unknown(name)
+                    raise FieldRuleError(name, f"unknown dtype; {err.rule}", hint=err.hint)
+        return value
+
+    def gemm_efficiency_for(self, dtype: str) -> float:
+        """The GEMM efficiency of math in ``dtype``; ConfigError when a table lacks it."""
+        if not isinstance(self.gemm_efficiency, dict):
+            return self.gemm_efficiency
+        try:
+            return self.gemm_efficiency[dtype]
+        except KeyError:
+            raise ConfigError(
+                f"npu.kernels.gemm_efficiency.{dtype}",
+                f"the table lists no {dtype} efficiency (it lists "
+                f"{', '.join(self.gemm_efficiency)})",
+            ) from None
 
 
 class NPUConfig(Strict):

@@ -6,7 +6,7 @@ A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:
 
 * **Compute.** A GEMM is cut into output tiles ``[tm, tn]`` (the NPU's ``npu.kernels.tile``);
   each tile is a thread-block that one compute unit works on for
-  ``2 tm tn k / (peak(dtype) * gemm_efficiency / units)`` seconds, partial edge tiles costing
+  ``2 tm tn k / (peak(dtype) * gemm_efficiency(dtype) / units)`` seconds, partial edge tiles costing
   a whole tile. ``blocks`` tiles on ``u`` units take ``ceil(blocks / u)`` waves: the tail wave
   is why a GEMM that fills the units exactly once slows twofold when a collective takes a few
   of them. When there are fewer tiles than units, the K dimension may be split (split-K) into
@@ -198,7 +198,8 @@ def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
         )
     if isinstance(kernel, Roofline):
         dtype = kernel.dtype or max(npu.matrix_flops, key=npu.matrix_flops.__getitem__)
-        unit_rate = npu.matrix_peak(dtype) * npu.kernels.gemm_efficiency / npu.compute_units
+        efficiency = npu.kernels.gemm_efficiency_for(dtype)
+        unit_rate = npu.matrix_peak(dtype) * efficiency / npu.compute_units
         blocks = kernel.blocks
         per_block = kernel.flops / blocks if blocks else kernel.flops
         return _plan(
@@ -260,7 +261,7 @@ def _plan(
 
 def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
     units = npu.compute_units
-    unit_rate = npu.matrix_peak(g.dtype) * npu.kernels.gemm_efficiency / units
+    unit_rate = npu.matrix_peak(g.dtype) * npu.kernels.gemm_efficiency_for(g.dtype) / units
     read, write = g.read_bytes, g.write_bytes
     if npu.kernels.tile is None:
         return _plan(npu, "gemm", g.name, g.flops, read, write, None, g.flops / unit_rate)

@@ -1,6 +1,7 @@
 """Fitting kernel-model parameters of an NPU on the corpus rows marked ``fit = true``.
 
-A fit row names the parameters it fits (``fits = ["npu.kernels.gemm_efficiency"]``). For an NPU
+A fit row names the parameters it fits (``fits = ["npu.kernels.gemm_efficiency"]``, or one
+dtype's entry of a per-dtype table, ``npu.kernels.gemm_efficiency.fp32``). For an NPU
 preset, :func:`fit_npu` solves, one parameter per row, for the value at which the simulated
 figure equals the measured one, by bisection (each figure is monotonic in its parameter: a
 higher efficiency is faster, a higher penalty or latency slower). Parameters interact a little
@@ -55,9 +56,24 @@ def fit_rows(corpus: Corpus, npu_preset: str) -> list[tuple[Case, str]]:
     return out
 
 
+def _range(parameter: str) -> tuple[float, float]:
+    """The search range of ``parameter``; a per-dtype entry (``gemm_efficiency.fp32``) takes
+    its table's."""
+    base = parameter.rsplit(".", 1)[0] if parameter.count(".") == 3 else parameter
+    if base not in FIT_RANGES:
+        raise KeyError(parameter)
+    return FIT_RANGES[base]
+
+
 def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
     field = parameter.removeprefix("npu.kernels.")
-    kernels = system.npu.kernels.model_copy(update={field: value})
+    update: dict[str, object] = {field: value}
+    if "." in field:  # one dtype's entry of a per-dtype table
+        name, dtype = field.split(".")
+        current = getattr(system.npu.kernels, name)
+        table = dict(current) if isinstance(current, dict) else {}
+        update = {name: {**table, dtype: value}}
+    kernels = system.npu.kernels.model_copy(update=update)
     npu = system.npu.model_copy(update={"kernels": kernels})
     return system.model_copy(update={"npu": NPUConfig.model_validate(npu.model_dump())})
 
@@ -74,9 +90,12 @@ def fit_npu(npu_preset: str, corpus: Corpus | None = None, *, rounds: int = 20) 
     for _ in range(rounds):
         moved = 0.0
         for case, parameter in rows:
-            if parameter not in FIT_RANGES:
-                raise ConfigError(f"case {case.id}: fits", "is not a fittable parameter", parameter)
-            low, high = FIT_RANGES[parameter]
+            try:
+                low, high = _range(parameter)
+            except KeyError:
+                raise ConfigError(
+                    f"case {case.id}: fits", "is not a fittable parameter", parameter
+                ) from None
             family = families[case.id]
 
             def error(
