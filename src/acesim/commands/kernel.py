@@ -73,7 +73,9 @@ def kernel_command(
     stream: list[str] = typer.Option(
         [], "--stream", help=f"a STREAM kernel ({', '.join(STREAM_KERNELS)}); repeatable"
     ),
-    dtype: str = typer.Option("bf16", "--dtype", help=f"math dtype: {DTYPES.choices()}"),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help=f"math dtype: {DTYPES.choices()} (default: the NPU's fastest)"
+    ),
     elements: str = typer.Option("2**29", "--elements", help="STREAM array length (elements)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
@@ -83,6 +85,8 @@ def kernel_command(
 
     count = _elements(elements)
     cfg = resolve_system(system, overrides=parse_sets(sets))
+    if dtype is None:
+        dtype = max(cfg.npu.matrix_flops, key=cfg.npu.matrix_flops.__getitem__)
     plans = [plan_kernel(cfg.npu, k) for k in _kernels(gemm, stream, dtype, count)]
     rows = [_row(p) for p in plans]
     if as_json:
