@@ -407,3 +407,17 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     assert {"kernels", "end_to_end"} <= set(judged)
     for family in judged.values():
         assert family.within_budget, (family.name, family.test_errors)
+
+
+def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:
+    plot = tmp_path / "validation.png"
+    result = runner.invoke(app, ["validate", "--quick", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert plot.stat().st_size > 0
+
+
+def test_the_figure_needs_an_image_suffix(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    line = cli_error(monkeypatch, capsys, "validate", "--quick", "--plot", str(tmp_path / "v.txt"))
+    assert line.startswith("error: --plot:")

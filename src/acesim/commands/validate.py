@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..results.jsonout import dumps
-from .common import console, progress
+from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
 if TYPE_CHECKING:
     from ..validation import CaseResult, FamilyReport
@@ -76,6 +76,9 @@ def validate_command(
         False, "--quick", help="only the rows that are cheap to simulate", metavar=""
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="write simulated / measured per family (.png, .svg or .pdf)"
+    ),
     corpus: Path | None = typer.Option(
         None, "--corpus", hidden=True, help="a folder of family .toml files (tests)"
     ),
@@ -83,6 +86,9 @@ def validate_command(
     """Compare simulated figures with public measurements; exit 1 when a family's test rows
     are over its error budget."""
     from ..validation import load_corpus, validate
+
+    if plot is not None:
+        check_output_path(plot, "--plot", IMAGE_SUFFIXES)
 
     loaded = load_corpus(corpus)
     chosen = loaded.select(_families(family))
@@ -111,5 +117,12 @@ def validate_command(
             console.print(table)
             console.print(summary_line(f), highlight=False)
             console.print()
+    if plot is not None:
+        from ..validation.plot import plot_report
+
+        if plot_report(report, plot):
+            err_console.print(f"figure written to {escape(str(plot))}")
+        else:
+            err_console.print("no simulated rows: no figure written")
     if not report.within_budget:
         raise typer.Exit(1)

@@ -1,0 +1,70 @@
+"""The validation figure: simulated against measured, one panel per family with live rows.
+
+Each panel plots every simulated row as simulated / measured (the error) against the measured
+figure on a log axis, test rows filled and fit rows hollow, with the family's budget as a band
+around 1: a point inside the band is within budget. Unsupported and failed rows have no point
+(the table lists them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
+from matplotlib.ticker import NullFormatter  # noqa: E402
+
+from ..experiments.plotting import color_of  # noqa: E402
+from .report import Report  # noqa: E402
+
+__all__ = ["plot_report"]
+
+
+def plot_report(report: Report, path: Path) -> int:
+    """Write the figure of ``report`` to ``path`` (.png, .svg, .pdf); returns the panels drawn
+    (0 when no family has a simulated row: nothing is written)."""
+    families = [f for f in report.families if any(r.status == "ok" for r in f.results)]
+    if not families:
+        return 0
+    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6), squeeze=False)
+    for ax, family in zip(axes[0], families, strict=True):
+        limit = family.budget.limit
+        ax.axhspan(
+            1 - limit,
+            1 + limit,
+            color="tab:green",
+            alpha=0.12,
+            lw=0,
+            label=f"budget ±{limit:.0%} ({family.budget.statistic})",
+        )
+        ax.axhline(1.0, color="black", lw=0.8)
+        systems = sorted({r.case.system for r in family.results if r.status == "ok"})
+        for index, system in enumerate(systems):
+            rows = [r for r in family.results if r.status == "ok" and r.case.system == system]
+            color = color_of(system, index)
+            for fit in (False, True):
+                pts = [r for r in rows if r.case.fit == fit]
+                if not pts:
+                    continue
+                ax.scatter(
+                    [r.case.measured for r in pts],
+                    [1 + (r.error or 0.0) for r in pts],
+                    facecolors="none" if fit else color,
+                    edgecolors=color,
+                    label=f"{system}{' (fit)' if fit else ''}",
+                    zorder=3,
+                )
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: no crowded labels
+        units = sorted({r.case.unit for r in family.results if r.status == "ok"})
+        ax.set_xlabel(f"measured ({', '.join(units)})")
+        ax.set_ylabel("simulated / measured")
+        ax.set_title(family.name)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return len(families)
