@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from ..experiments.plotting import color_of  # noqa: E402
 from .report import Report  # noqa: E402
 
 __all__ = ["plot_report"]
@@ -43,7 +42,7 @@ def plot_report(report: Report, path: Path) -> int:
         systems = sorted({r.case.system for r in family.results if r.status == "ok"})
         for index, system in enumerate(systems):
             rows = [r for r in family.results if r.status == "ok" and r.case.system == system]
-            color = color_of(system, index)
+            color = f"C{index % 10}"  # matplotlib's default cycle, one per system
             for fit in (False, True):
                 pts = [r for r in rows if r.case.fit == fit]
                 if not pts:
