@@ -186,7 +186,10 @@ def test_run_cli_compares_three_endpoints() -> None:
         (["--shape", "4x4"], "--shape: must give one size per network dimension (3)"),
         (["-n", "2"], "--iterations: must be at least warm-up + 2 = 3"),
         (["--warmup", "-1"], "--warmup: must not be negative, got -1"),
-        (["--endpoint", "acee"], "--endpoint: must be one of baseline, ace, ideal, got 'acee'"),
+        (
+            ["--endpoint", "acee"],
+            "--endpoint: must be one of baseline, ace, ideal, copy_engine, got 'acee'",
+        ),
     ],
 )
 def test_run_cli_bad_input_is_one_line(args: list[str], message: str) -> None:

@@ -25,6 +25,7 @@ from .commands.common import console, err_console
 from .commands.kernel import kernel_command
 from .commands.kinds import kinds_command
 from .commands.membw import membw_command
+from .commands.overlap import overlap_command
 from .commands.presets import presets_app
 from .commands.reproduce import reproduce_command
 from .commands.run import run_command
@@ -67,6 +68,7 @@ app.command("collective")(collective_command)
 app.command("run")(run_command)
 app.command("membw")(membw_command)
 app.command("kernel")(kernel_command)
+app.command("overlap")(overlap_command)
 app.command("reproduce")(reproduce_command)
 app.command("assumptions")(assumptions_command)
 app.command("export-chakra")(export_chakra_command)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from .config.resolve import resolve_system
 from .config.system import SystemConfig
 from .errors import ConfigError, SimulationError
 from .hardware.endpoints import ENDPOINT_KINDS
-from .hardware.kernels import Roofline
+from .hardware.kernels import Kernel, Roofline
 from .hardware.platform import Platform
 from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
@@ -33,6 +34,7 @@ def simulate_collective(
     dims: tuple[int, ...] | None = None,
     group: Group | None = None,
     compute: tuple[float, float] | None = None,
+    compute_kernels: Sequence[Kernel] | None = None,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -46,6 +48,8 @@ def simulate_collective(
         group: or a communicator group (:class:`acesim.network.Group`), e.g. half a node.
         compute: optional concurrent compute kernel ``(FLOPs, HBM bytes)`` started with the
             collective; the result's ``compute`` reports both slowdowns.
+        compute_kernels: or the concurrent kernels themselves (``[Gemm(...)]``), run one after
+            another on the compute stream from the collective's start (not with ``compute``).
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -57,14 +61,23 @@ def simulate_collective(
         cfg = cfg.with_endpoint(endpoint)
     platform = Platform(cfg, exact=exact)
     kernel_times: dict[str, float] = {}
+    kernels: list[Kernel] | None = None
+    if compute is not None and compute_kernels is not None:
+        raise ConfigError("compute_kernels", "give either compute or compute_kernels, not both")
     if compute is not None:
         flops, hbm = compute
         if not all(math.isfinite(v) and v >= 0 for v in (flops, hbm)):
             raise ConfigError(
                 "with_compute", "FLOPs and bytes must be finite and not negative", compute
             )
+        kernels = [Roofline(flops, hbm)]
+    elif compute_kernels is not None:
+        kernels = list(compute_kernels)
+        if not kernels:
+            raise ConfigError("compute_kernels", "give at least one kernel", compute_kernels)
+    if kernels is not None:
         for npu in platform.npus:
-            npu.run_kernels([Roofline(flops, hbm)], _nothing, tag="compute")
+            npu.run_kernels(kernels, _nothing, tag="compute")
     coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     end = platform.engine.run()
     time = coll.duration
@@ -81,7 +94,7 @@ def simulate_collective(
     per_dim = {
         platform.topology.dimensions[d].name: b / ranks for d, b in coll.bytes_sent_per_dim.items()
     }
-    if compute is not None:
+    if kernels is not None:
         npu = platform.npus[0]
         tag, start, stop, alone = npu.kernel_log[0]
         solo = _collective_alone(cfg, op, nbytes, exact, dims, group)

@@ -96,12 +96,17 @@ class StreamRun(Strict):
 
 
 class CollectiveRun(Strict):
-    """One collective of ``size`` bytes (nccl-tests size column) over every NPU."""
+    """One collective of ``size`` bytes (nccl-tests size column) over every NPU, or over the
+    first ``group`` NPUs of the innermost dimension (4 GPUs of an 8-GPU node)."""
 
     kind: Literal["collective"]
     op: str
     size: float | str = Field(description="bytes, or text such as '64 MiB'")
     metric: Literal["busbw", "algbw"] = "busbw"
+    endpoint: str | None = Field(None, description="endpoint kind (None: the system's)")
+    group: int | None = Field(
+        None, gt=0, description="NPUs of the innermost dimension in the group (None: all NPUs)"
+    )
 
     @field_validator("op")
     @classmethod

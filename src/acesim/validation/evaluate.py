@@ -8,8 +8,9 @@ source measured, in the case's unit, from the model alone.
   over its time alone (BabelStream's convention: copy ``a[i] = b[i]`` reads N and writes N
   elements, triad ``a[i] = b[i] + s c[i]`` reads 2N and writes N, dot ``sum a[i] b[i]`` reads 2N
   and writes nothing worth counting; triad and dot do 2N FLOPs).
-* ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system;
-  its busbw (or algbw).
+* ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system
+  (or a group of the innermost dimension's first ``group`` NPUs), with the system's endpoint
+  kind or the row's ``endpoint``; its busbw (or algbw).
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
@@ -36,6 +37,7 @@ from ..errors import AcesimError, ConfigError, SimulationError
 from ..experiment import make_case, run_case
 from ..hardware.kernel_model import plan_kernel
 from ..hardware.kernels import Gemm, Stream
+from ..network.group import Group, Span
 from ..simulate import simulate_collective
 from ..units import format_time
 from .corpus import (
@@ -121,7 +123,8 @@ def _stream(case: Case, run: StreamRun, system: SystemConfig) -> tuple[float, st
 
 
 def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[float, str]:
-    result = simulate_collective(system, run.op, run.nbytes)
+    group = Group((Span(0, run.group),)) if run.group is not None else None
+    result = simulate_collective(system, run.op, run.nbytes, endpoint=run.endpoint, group=group)
     value = result.busbw if run.metric == "busbw" else result.algbw
     return value, f"{result.group_size} NPUs, {format_time(result.time)}"
 

@@ -1,13 +1,15 @@
 """Collective endpoints: what the local part of a collective costs at an NPU.
 
 One module per kind: ``baseline`` (NCCL-like kernels on compute units), ``ace`` (the offload
-engine), ``ideal`` (no cost). Each defines its settings, its model and its ``KIND``; importing
-this package registers them (:mod:`.registry`), in the order choices are shown.
+engine), ``ideal`` (no cost), ``copy_engine`` (DMA copy engines, zero SMs). Each defines its
+settings, its model and its ``KIND``; importing this package registers them (:mod:`.registry`),
+in the order choices are shown.
 """
 
-from . import ace, baseline, ideal
+from . import ace, baseline, copy_engine, ideal
 from .ace import AceEndpoint, AceSettings
 from .baseline import BaselineEndpoint, BaselineSettings, BaselineSplit
+from .copy_engine import CopyEngineEndpoint, CopyEngineSettings
 from .ideal import IdealEndpoint, IdealSettings
 from .registry import (
     ENDPOINT_KINDS,
@@ -20,7 +22,7 @@ from .registry import (
     unregister_endpoint,
 )
 
-for _kind in (baseline.KIND, ace.KIND, ideal.KIND):
+for _kind in (baseline.KIND, ace.KIND, ideal.KIND, copy_engine.KIND):
     if _kind.name not in ENDPOINT_KINDS:
         register_endpoint(_kind)
 
@@ -38,6 +40,8 @@ __all__ = [
     "BaselineEndpoint",
     "BaselineSettings",
     "BaselineSplit",
+    "CopyEngineEndpoint",
+    "CopyEngineSettings",
     "IdealEndpoint",
     "IdealSettings",
 ]

@@ -1,0 +1,196 @@
+"""The ``copy_engine`` endpoint kind: collectives driven by the GPU's DMA copy engines (zero SMs).
+
+``copy_engine``
+    Each NPU has ``engines`` DMA copy engines of ``engine_bandwidth`` each. A gather or
+    all-to-all step's messages are copies the engines drive: every network byte consumes one
+    byte of the NPU's copy-engine throughput (one resource of ``engines * engine_bandwidth``)
+    and no compute unit. Before a copy step sends, the engines pay ``setup`` once (the copy
+    commands of a step are issued together and their setups overlap on the engines: one
+    setup per step, whatever its message count).
+
+    HBM: a copy reads the source at the sender (``read_hbm_bytes_per_byte``, 1) and the peer's
+    HBM absorbs the write (``write_hbm_bytes_per_byte``, 1). The runtime charges a message at
+    its sender only, so the receiver's write is charged to the sender's HBM: in the symmetric
+    collectives modelled every rank receives, in every step, as many bytes as it sends, so the
+    writes its peers make into its HBM equal the bytes it sends (exact in symmetric mode, and
+    in exact mode for the balanced ops). Set ``write_hbm_bytes_per_byte = 0`` to charge the
+    read alone.
+
+    Copy engines cannot reduce: a reduce step falls back to SM kernels. It holds
+    ``fallback_units`` compute units from the NPU's pool for the step (``step_begin`` ..
+    ``step_end``), costs the baseline's ``reduce_hbm_bytes_per_byte`` of HBM and
+    ``reduction_flops_per_byte`` FLOPs per network byte (on the held units' share of the
+    vector FLOPs), and the held units drive at most ``fallback_units * fallback_unit_bandwidth``
+    network bytes/s. It pays no copy setup (a kernel, not a copy command).
+
+HBM arbitration (``npu.hbm_arbitration = "mlp"``): the engines weigh their memory-level
+parallelism in compute units' worth, ``engines * engine_bandwidth`` over what one unit draws
+(as ACE's DMA); while reduce steps hold fallback units, those units are added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import Field
+
+from ...config.system import Strict, SystemConfig
+from ...config.validators import (
+    NonNegativeFloat,
+    NonNegativeSeconds,
+    PositiveBytesPerSecond,
+    PositiveFloat,
+    PositiveInt,
+)
+from ...engine import Resource
+from ...errors import ConfigError
+from ...network.algorithms import ALLTOALL, GATHER, REDUCE
+from ...network.endpoint import Endpoint
+from .registry import EndpointContext, EndpointKind
+
+__all__ = ["CopyEngineSettings", "CopyEngineEndpoint"]
+
+
+class CopyEngineSettings(Strict):
+    """DMA copy engines drive gather/all-to-all steps; reduce steps fall back to SM kernels."""
+
+    engines: PositiveInt = Field(4, description="DMA copy engines per NPU used by collectives")
+    engine_bandwidth: PositiveBytesPerSecond = Field(
+        30.27e9,
+        description="network bytes/s one copy engine drives (fit: 4x H100 all-to-all, "
+        "NVIDIA/nccl issue 2169)",
+    )
+    setup: NonNegativeSeconds = Field(
+        4e-6, description="per-command setup of the engines, paid once per copy step, s"
+    )
+    read_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        1.0, description="HBM bytes per network byte read at the sender"
+    )
+    write_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        1.0,
+        description="HBM bytes per network byte written at the receiver (charged at the "
+        "sender: by symmetry it receives what it sends)",
+    )
+    fallback_units: PositiveInt = Field(
+        8, description="compute units a reduce step holds (copy engines cannot reduce)"
+    )
+    fallback_unit_bandwidth: PositiveBytesPerSecond = Field(
+        50e9, description="network bytes/s one fallback unit drives"
+    )
+    reduce_hbm_bytes_per_byte: PositiveFloat = Field(
+        5.0, description="reduce step on SMs: HBM bytes per network byte (the baseline's)"
+    )
+    reduction_flops_per_byte: NonNegativeFloat = Field(
+        0.25, description="reduce step: FP32 add, 1 FLOP per 4 bytes"
+    )
+
+
+def _check(settings: CopyEngineSettings, system: SystemConfig) -> None:
+    units = system.npu.compute_units
+    if settings.fallback_units >= units:
+        raise ConfigError(
+            "endpoint.copy_engine.fallback_units",
+            f"must be fewer than npu.compute_units ({units}), got {settings.fallback_units}",
+        )
+
+
+class CopyEngineEndpoint(Endpoint):
+    """Copy engines for gathers and all-to-alls, SM kernels for reductions (see module)."""
+
+    name = "copy_engine"
+
+    def __init__(self, ctx: EndpointContext):
+        engine = ctx.engine
+        npus = ctx.npus
+        npu = ctx.system.npu
+        self.engine = engine
+        self.npus = npus
+        self.cfg: CopyEngineSettings = ctx.settings
+        cfg = self.cfg
+        self._mlp = npu.hbm_arbitration == "mlp"
+        self._reducing = [0] * len(npus)
+        self.copy_steps = 0
+        self.reduce_steps = 0
+        copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
+        self._demand: list[dict[str, dict[Resource, float]]] = []
+        for n in npus:
+            engines = engine.add_resource(
+                f"npu{n.rank}.copy_engines", cfg.engines * cfg.engine_bandwidth
+            )
+            thr = engine.add_resource(
+                f"npu{n.rank}.copy_engine.fallback.bytes",
+                cfg.fallback_units * cfg.fallback_unit_bandwidth,
+            )
+            copy: dict[Resource, float] = {engines: 1.0}
+            if copy_hbm > 0:
+                copy[n.hbm_comm] = copy_hbm
+            reduce: dict[Resource, float] = {n.hbm_comm: cfg.reduce_hbm_bytes_per_byte, thr: 1.0}
+            if cfg.reduction_flops_per_byte > 0:
+                flo = engine.add_resource(
+                    f"npu{n.rank}.copy_engine.fallback.flops",
+                    cfg.fallback_units * npu.vector_flops / npu.compute_units,
+                )
+                reduce[flo] = cfg.reduction_flops_per_byte
+            unit_hbm = npu.kernels.unit_hbm_bandwidth
+            if unit_hbm is not None:
+                # what the held fallback units can keep in flight bounds the HBM they draw
+                issue = engine.add_resource(
+                    f"npu{n.rank}.copy_engine.fallback.hbm", cfg.fallback_units * unit_hbm
+                )
+                reduce[issue] = cfg.reduce_hbm_bytes_per_byte
+            self._demand.append({GATHER: copy, ALLTOALL: copy, REDUCE: reduce})
+        unit_hbm = npu.kernels.unit_hbm_bandwidth
+        per_unit = (
+            unit_hbm
+            if unit_hbm is not None
+            else npu.hbm_bandwidth * npu.kernels.hbm_efficiency / npu.compute_units
+        )
+        #: the engines' memory-level parallelism, in compute units' worth (as ACE's DMA)
+        self.engine_parallelism = cfg.engines * cfg.engine_bandwidth / per_unit
+
+    def hbm_bytes_per_network_byte(self, kind: str) -> float:
+        if kind == REDUCE:
+            return self.cfg.reduce_hbm_bytes_per_byte
+        return self.cfg.read_hbm_bytes_per_byte + self.cfg.write_hbm_bytes_per_byte
+
+    def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
+        return self._demand[rank][kind]
+
+    def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
+        if not self._mlp:
+            return None
+        held = self.cfg.fallback_units if self._reducing[rank] > 0 else 0
+        return self.npus[rank].hbm_comm, self.engine_parallelism + held
+
+    def step_begin(self, rank: int, kind: str, proceed: Callable[[], None]) -> None:
+        if kind == REDUCE:
+
+            def held() -> None:
+                self._reducing[rank] += 1
+                self.reduce_steps += 1
+                proceed()
+
+            self.npus[rank].units.acquire(self.cfg.fallback_units, held)
+            return
+        self.copy_steps += 1
+        if self.cfg.setup > 0:
+            self.engine.schedule(self.cfg.setup, proceed)
+        else:
+            proceed()
+
+    def step_end(self, rank: int, kind: str) -> None:
+        if kind == REDUCE:
+            self._reducing[rank] -= 1
+            self.npus[rank].units.release(self.cfg.fallback_units)
+
+
+#: The kind, registered by :mod:`acesim.hardware.endpoints`.
+KIND = EndpointKind(
+    name="copy_engine",
+    label="copy engine",
+    summary="DMA copy engines drive gathers and all-to-alls with zero SMs (a setup per step); "
+    "reduce steps fall back to SM kernels",
+    settings=CopyEngineSettings,
+    build=CopyEngineEndpoint,
+    check=_check,
+)

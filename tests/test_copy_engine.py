@@ -1,0 +1,121 @@
+"""The ``copy_engine`` endpoint: copies on DMA engines (zero SMs), a setup per copy step, SM
+fallback for reduce steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from acesim import simulate_collective
+from acesim.config.resolve import resolve_system
+from acesim.errors import ConfigError
+from acesim.hardware.endpoints import ENDPOINT_KINDS, CopyEngineEndpoint, CopyEngineSettings
+from acesim.hardware.platform import Platform
+from acesim.validation import validate
+
+SYSTEM = "h100-nvswitch-8"
+MiB = 2**20
+
+
+def _platform(**overrides: object) -> Platform:
+    sets = {f"endpoint.copy_engine.{k}": v for k, v in overrides.items()}
+    cfg = resolve_system(SYSTEM, overrides=sets)
+    return Platform(cfg.with_endpoint("copy_engine"))
+
+
+def test_the_kind_is_registered_with_its_preset_settings() -> None:
+    assert "copy_engine" in ENDPOINT_KINDS
+    cfg = resolve_system(SYSTEM)
+    ce = cfg.endpoint.of(CopyEngineSettings)
+    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(30.27e9)
+    assert ce.fallback_units == 16
+
+
+def test_an_all_gather_takes_zero_sms() -> None:
+    platform = _platform()
+    coll = platform.collectives.issue("all-gather", 64 * MiB)
+    platform.engine.run()
+    platform.engine.sync()
+    assert coll.duration > 0
+    endpoint = platform.endpoint
+    assert isinstance(endpoint, CopyEngineEndpoint)
+    assert endpoint.copy_steps > 0 and endpoint.reduce_steps == 0
+    for npu in platform.npus:
+        assert npu.units.held_time == 0.0 and npu.units.peak == 0
+
+
+def test_an_all_reduce_holds_fallback_units_only_during_reduce_steps() -> None:
+    platform = _platform()
+    log: list[tuple[float, float]] = []
+    pool = platform.npus[0].units
+    pool.observe(lambda p: log.append((platform.engine.now, p.held)))
+    platform.collectives.phase_log = []
+    coll = platform.collectives.issue("all-reduce", 64 * MiB)
+    platform.engine.run()
+    platform.engine.sync()
+    endpoint = platform.endpoint
+    assert isinstance(endpoint, CopyEngineEndpoint)
+    assert endpoint.reduce_steps > 0 and endpoint.copy_steps > 0
+    assert pool.peak == 16 and pool.held == 0.0
+    # held for part of the collective only (the reduce-scatter half), never the whole of it
+    assert 0 < pool.held_time < 16 * coll.duration
+    assert max(h for _, h in log) == 16
+
+
+def test_the_setup_latency_shows_at_small_sizes() -> None:
+    small = 4096
+    with_setup = simulate_collective(SYSTEM, "all-gather", small, endpoint="copy_engine").time
+    cfg = resolve_system(SYSTEM, overrides={"endpoint.copy_engine.setup": 0.0})
+    without = simulate_collective(cfg, "all-gather", small, endpoint="copy_engine").time
+    steps = 7  # ring all-gather on 8 GPUs
+    assert with_setup - without == pytest.approx(steps * 4e-6, rel=1e-6)
+    assert with_setup / without > 1.2  # the setup is a large part of a small collective
+    big = 1 << 30
+    t_big = simulate_collective(SYSTEM, "all-gather", big, endpoint="copy_engine").time
+    t_big0 = simulate_collective(cfg, "all-gather", big, endpoint="copy_engine").time
+    assert t_big / t_big0 < 1.01
+
+
+@pytest.mark.parametrize("op", ["all-gather", "all-reduce", "all-to-all", "reduce-scatter"])
+@pytest.mark.parametrize("size", [4096, 64 * MiB])
+def test_ideal_is_at_least_as_fast(op: str, size: float) -> None:
+    ce = simulate_collective(SYSTEM, op, size, endpoint="copy_engine").time
+    ideal = simulate_collective(SYSTEM, op, size, endpoint="ideal").time
+    assert ideal <= ce * (1 + 1e-9)
+
+
+def test_copies_charge_hbm_read_and_write() -> None:
+    result = simulate_collective(SYSTEM, "all-gather", 64 * MiB, endpoint="copy_engine")
+    assert result.hbm_bytes_per_npu == pytest.approx(2 * result.bytes_sent_per_npu, rel=1e-9)
+    cfg = resolve_system(SYSTEM, overrides={"endpoint.copy_engine.write_hbm_bytes_per_byte": 0})
+    read_only = simulate_collective(cfg, "all-gather", 64 * MiB, endpoint="copy_engine")
+    assert read_only.hbm_bytes_per_npu == pytest.approx(read_only.bytes_sent_per_npu, rel=1e-9)
+
+
+def test_an_all_gather_leaves_a_compute_bound_kernel_alone() -> None:
+    # compute-bound kernel (no HBM bytes): copy engines take no SM, so it is not slowed
+    flops = 1e-3 * 989.5e12
+    result = simulate_collective(
+        SYSTEM, "all-gather", 64 * MiB, endpoint="copy_engine", compute=(flops, 0.0)
+    )
+    assert result.compute is not None
+    assert result.compute["kernel_slowdown"] == pytest.approx(1.0, rel=1e-9)
+    base = simulate_collective(
+        SYSTEM, "all-gather", 64 * MiB, endpoint="baseline", compute=(flops, 0.0)
+    )
+    assert base.compute is not None and base.compute["kernel_slowdown"] > 1.0
+
+
+def test_fallback_units_must_be_fewer_than_the_npu_units() -> None:
+    with pytest.raises(ConfigError, match="endpoint.copy_engine.fallback_units: must be fewer"):
+        resolve_system(SYSTEM, overrides={"endpoint.copy_engine.fallback_units": 132})
+
+
+def test_the_all_to_all_pair_is_live_and_the_fit_row_matches() -> None:
+    report = validate(["offload"], quick=True)
+    rows = {r.case.id: r for r in report.family("offload").results}
+    ce = rows["h100x4-alltoall-524mb-ce"]
+    assert ce.status == "ok" and ce.case.fit
+    assert ce.error is not None and abs(ce.error) < 0.01
+    sm = rows["h100x4-alltoall-524mb-sm"]
+    assert sm.status == "ok" and not sm.case.fit
+    assert sm.error is not None and abs(sm.error) < 0.10
