@@ -47,7 +47,7 @@ def test_the_table_says_how_each_kernel_was_tiled() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gemm", "12x"], "error: --gemm: expected MxNxK (positive integers), got '12x'"),
+        (["--gemm", "12x"], "error: --gemm: expected MxNxK[:dtype] (positive integers), got '12x'"),
         (["--stream", "foo"], "error: --stream: must be one of copy, scale, add, triad, dot"),
         ([], "error: --gemm/--stream: give at least one kernel"),
         (["--gemm", "64", "--dtype", "fp4"], "error: --dtype: must be one of fp64"),

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from acesim import simulate_collective
 from acesim.cli import app
-from acesim.commands.overlap import overlap, parse_gemm
+from acesim.commands.common import parse_gemm
+from acesim.commands.overlap import overlap
 from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError
 from acesim.hardware.kernels import Gemm, Roofline

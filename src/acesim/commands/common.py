@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..errors import ConfigError
+from ..hardware.kernels import Gemm
+from ..precision import DTYPES
 
 __all__ = [
     "console",
@@ -101,3 +103,23 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
             value = text
         out[path] = value
     return out
+
+
+def parse_gemm(text: str, option: str = "--gemm", dtype: str = "fp16") -> Gemm:
+    """``MxNxK[:dtype]`` (or ``N[:dtype]`` for N^3) -> a :class:`Gemm` in that dtype (default
+    ``dtype``); ConfigError naming ``option`` otherwise."""
+    shape, _, named = text.strip().partition(":")
+    parts = shape.lower().replace(" ", "").split("x")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(option, "expected MxNxK[:dtype] (positive integers)", text) from None
+    if len(values) == 1:
+        values *= 3
+    if len(values) != 3 or min(values) <= 0:
+        raise ConfigError(option, "expected MxNxK[:dtype] (positive integers)", text)
+    dtype = named.strip() or dtype
+    if dtype not in DTYPES:
+        raise ConfigError(option, f"unknown dtype; expected one of {DTYPES.choices()}", text)
+    m, n, k = values
+    return Gemm(float(m), float(n), float(k), dtype=dtype, name=f"gemm {shape}:{dtype}")

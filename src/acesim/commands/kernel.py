@@ -8,35 +8,21 @@ from rich.table import Table
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.kernel_model import KernelPlan, plan_kernel
-from ..hardware.kernels import Gemm, Kernel, Stream
+from ..hardware.kernels import Kernel, Stream
 from ..precision import DTYPES
 from ..results.jsonout import dumps
 from ..units import format_rate, format_time, parse_quantity
-from .common import SET_HELP, console, parse_sets
+from .common import SET_HELP, console, parse_gemm, parse_sets
 
 #: Element-wise kernels of the STREAM benchmark: (arrays read, arrays written) per element.
 STREAM_KERNELS = {"copy": (1, 1), "scale": (1, 1), "add": (2, 1), "triad": (2, 1), "dot": (2, 0)}
-
-
-def _shape(text: str) -> tuple[float, float, float]:
-    parts = text.lower().replace(" ", "").split("x")
-    try:
-        values = [float(int(p)) for p in parts]
-    except ValueError:
-        raise ConfigError("--gemm", "expected MxNxK (positive integers)", text) from None
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3 or min(values) <= 0:
-        raise ConfigError("--gemm", "expected MxNxK (positive integers)", text)
-    return values[0], values[1], values[2]
 
 
 def _kernels(gemm: list[str], stream: list[str], dtype: str, elements: float) -> list[Kernel]:
     DTYPES.get(dtype, "--dtype")
     out: list[Kernel] = []
     for text in gemm:
-        m, n, k = _shape(text)
-        out.append(Gemm(m, n, k, dtype=dtype, name=f"gemm {text}"))
+        out.append(parse_gemm(text, "--gemm", dtype))
     width = DTYPES.get(dtype).bytes
     for name in stream:
         if name not in STREAM_KERNELS:
@@ -69,7 +55,9 @@ def _row(plan: KernelPlan) -> dict[str, object]:
 
 def kernel_command(
     system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
-    gemm: list[str] = typer.Option([], "--gemm", help="a GEMM MxNxK (or N for N^3); repeatable"),
+    gemm: list[str] = typer.Option(
+        [], "--gemm", help="a GEMM MxNxK[:dtype] (or N for N^3); repeatable"
+    ),
     stream: list[str] = typer.Option(
         [], "--stream", help=f"a STREAM kernel ({', '.join(STREAM_KERNELS)}); repeatable"
     ),

@@ -13,33 +13,12 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Gemm
 from ..network.ops import COLLECTIVE_OPS
-from ..precision import DTYPES
 from ..results.jsonout import dumps
 from ..units import format_size, format_time, parse_quantity
 from .cases import cli_system
-from .common import NODES_HELP, SET_HELP, console
+from .common import NODES_HELP, SET_HELP, console, parse_gemm
 
-__all__ = ["overlap_command", "parse_gemm", "overlap"]
-
-
-def parse_gemm(text: str) -> Gemm:
-    """``MxNxK[:dtype]`` (or ``N[:dtype]`` for N^3) -> a :class:`Gemm`; ConfigError naming
-    ``--gemm`` otherwise."""
-    shape, _, dtype = text.strip().partition(":")
-    parts = shape.lower().replace(" ", "").split("x")
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        raise ConfigError("--gemm", "expected MxNxK[:dtype] (positive integers)", text) from None
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3 or min(values) <= 0:
-        raise ConfigError("--gemm", "expected MxNxK[:dtype] (positive integers)", text)
-    dtype = dtype.strip() or "fp16"
-    if dtype not in DTYPES:
-        raise ConfigError("--gemm", f"unknown dtype; expected one of {DTYPES.choices()}", text)
-    m, n, k = values
-    return Gemm(float(m), float(n), float(k), dtype=dtype, name=f"gemm {shape}:{dtype}")
+__all__ = ["overlap_command", "overlap"]
 
 
 def overlap(cfg: Any, gemm: Gemm, op: str, size: float, endpoint: str) -> dict[str, Any]:
