@@ -27,6 +27,7 @@ from ...errors import ConfigError
 from ...network.algorithms import REDUCE
 from ...network.endpoint import Endpoint
 from .registry import EndpointContext, EndpointKind
+from .sm_kernels import engine_parallelism
 
 __all__ = ["AceSettings", "AceEndpoint", "SRAM_WAIT"]
 
@@ -76,16 +77,8 @@ class AceEndpoint(Endpoint):
         self.hbm_bytes = 0.0
         npu = ctx.system.npu
         self._mlp = npu.hbm_arbitration == "mlp"
-        unit_hbm = npu.kernels.unit_hbm_bandwidth
-        # The DMA engine keeps as many requests in flight as streaming dma_bandwidth needs:
-        # dma_bandwidth over what one compute unit draws at most (or, without that limit,
-        # over a unit's even share of HBM) compute units' worth.
-        per_unit = (
-            unit_hbm
-            if unit_hbm is not None
-            else npu.hbm_bandwidth * npu.kernels.hbm_efficiency / npu.compute_units
-        )
-        self.dma_parallelism = self.cfg.dma_bandwidth / per_unit
+        # the DMA engine keeps the requests in flight that streaming dma_bandwidth needs
+        self.dma_parallelism = engine_parallelism(npu, self.cfg.dma_bandwidth)
 
     def max_chunk_bytes(self) -> float | None:
         return _chunk_limit(self.cfg)

@@ -43,6 +43,7 @@ from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
 from ...network.endpoint import Endpoint
 from .registry import EndpointContext, EndpointKind, Variant
+from .sm_kernels import check_fewer_units, sm_kernel_demand
 
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
 
@@ -110,16 +111,8 @@ def _check(settings: BaselineSettings, system: SystemConfig) -> None:
                     weight,
                 )
     for i, split in enumerate(settings.splits):
-        if split.comm_units >= units:
-            raise ConfigError(
-                f"endpoint.baseline.splits[{i}].comm_units",
-                f"must be fewer than npu.compute_units ({units}), got {split.comm_units}",
-            )
-    if settings.comm_units >= units:
-        raise ConfigError(
-            "endpoint.baseline.comm_units",
-            f"must be fewer than npu.compute_units ({units}), got {settings.comm_units}",
-        )
+        check_fewer_units(f"endpoint.baseline.splits[{i}].comm_units", split.comm_units, system)
+    check_fewer_units("endpoint.baseline.comm_units", settings.comm_units, system)
     # The held units drive at most comm_units * unit_bandwidth; fewer than compute_units of
     # them, so bounding that product bounds every split's.
     if not math.isfinite(units * settings.unit_bandwidth):
@@ -159,37 +152,28 @@ class BaselineEndpoint(Endpoint):
         self.message_weight = cfg.hbm_weight if cfg.hbm_weight is not None else 1.0
         self._mlp = npu.hbm_arbitration == "mlp" and cfg.hbm_sharing == "fair"
         self._active = [0] * len(npus)
-        self._throughput: list[Resource] = []
-        self._flops: list[Resource] = []
         self._demand: list[dict[str, dict[Resource, float]]] = []
+        per_byte = {
+            REDUCE: cfg.reduce_hbm_bytes_per_byte,
+            GATHER: cfg.gather_hbm_bytes_per_byte,
+            ALLTOALL: cfg.alltoall_hbm_bytes_per_byte,
+        }
         for n in npus:
             if cfg.hbm_sharing == "static":
                 n.partition_hbm(cfg.hbm_share)
-            thr = engine.add_resource(
-                f"npu{n.rank}.comm_units.bytes", cfg.comm_units * cfg.unit_bandwidth
-            )
-            flo = engine.add_resource(
-                f"npu{n.rank}.comm_units.flops",
-                cfg.comm_units * npu.vector_flops / npu.compute_units,
-            )
-            self._throughput.append(thr)
-            self._flops.append(flo)
-            per_kind = {
-                REDUCE: {n.hbm_comm: cfg.reduce_hbm_bytes_per_byte, thr: 1.0},
-                GATHER: {n.hbm_comm: cfg.gather_hbm_bytes_per_byte, thr: 1.0},
-                ALLTOALL: {n.hbm_comm: cfg.alltoall_hbm_bytes_per_byte, thr: 1.0},
-            }
-            unit_hbm = npu.kernels.unit_hbm_bandwidth
-            if unit_hbm is not None:
-                # what the held units can keep in flight bounds the HBM they draw
-                issue = engine.add_resource(
-                    f"npu{n.rank}.comm_units.hbm", cfg.comm_units * unit_hbm
+            self._demand.append(
+                sm_kernel_demand(
+                    engine,
+                    npu,
+                    n.hbm_comm,
+                    f"npu{n.rank}.comm_units",
+                    cfg.comm_units,
+                    cfg.unit_bandwidth,
+                    per_byte,
+                    REDUCE,
+                    cfg.reduction_flops_per_byte,
                 )
-                for demand in per_kind.values():
-                    demand[issue] = demand[n.hbm_comm]
-            if cfg.reduction_flops_per_byte > 0:
-                per_kind[REDUCE][flo] = cfg.reduction_flops_per_byte
-            self._demand.append(per_kind)
+            )
             if cfg.unit_policy == "reserved":
                 n.units.acquire(cfg.comm_units, _nothing)
 

@@ -43,10 +43,10 @@ from ...config.validators import (
     PositiveInt,
 )
 from ...engine import Resource
-from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
 from ...network.endpoint import Endpoint
 from .registry import EndpointContext, EndpointKind
+from .sm_kernels import check_fewer_units, engine_parallelism, sm_kernel_demand
 
 __all__ = ["CopyEngineSettings", "CopyEngineEndpoint"]
 
@@ -86,12 +86,7 @@ class CopyEngineSettings(Strict):
 
 
 def _check(settings: CopyEngineSettings, system: SystemConfig) -> None:
-    units = system.npu.compute_units
-    if settings.fallback_units >= units:
-        raise ConfigError(
-            "endpoint.copy_engine.fallback_units",
-            f"must be fewer than npu.compute_units ({units}), got {settings.fallback_units}",
-        )
+    check_fewer_units("endpoint.copy_engine.fallback_units", settings.fallback_units, system)
 
 
 class CopyEngineEndpoint(Endpoint):
@@ -117,36 +112,24 @@ class CopyEngineEndpoint(Endpoint):
             engines = engine.add_resource(
                 f"npu{n.rank}.copy_engines", cfg.engines * cfg.engine_bandwidth
             )
-            thr = engine.add_resource(
-                f"npu{n.rank}.copy_engine.fallback.bytes",
-                cfg.fallback_units * cfg.fallback_unit_bandwidth,
-            )
             copy: dict[Resource, float] = {engines: 1.0}
             if copy_hbm > 0:
                 copy[n.hbm_comm] = copy_hbm
-            reduce: dict[Resource, float] = {n.hbm_comm: cfg.reduce_hbm_bytes_per_byte, thr: 1.0}
-            if cfg.reduction_flops_per_byte > 0:
-                flo = engine.add_resource(
-                    f"npu{n.rank}.copy_engine.fallback.flops",
-                    cfg.fallback_units * npu.vector_flops / npu.compute_units,
-                )
-                reduce[flo] = cfg.reduction_flops_per_byte
-            unit_hbm = npu.kernels.unit_hbm_bandwidth
-            if unit_hbm is not None:
-                # what the held fallback units can keep in flight bounds the HBM they draw
-                issue = engine.add_resource(
-                    f"npu{n.rank}.copy_engine.fallback.hbm", cfg.fallback_units * unit_hbm
-                )
-                reduce[issue] = cfg.reduce_hbm_bytes_per_byte
+            fallback = sm_kernel_demand(
+                engine,
+                npu,
+                n.hbm_comm,
+                f"npu{n.rank}.copy_engine.fallback",
+                cfg.fallback_units,
+                cfg.fallback_unit_bandwidth,
+                {REDUCE: cfg.reduce_hbm_bytes_per_byte},
+                REDUCE,
+                cfg.reduction_flops_per_byte,
+            )
+            reduce = fallback[REDUCE]
             self._demand.append({GATHER: copy, ALLTOALL: copy, REDUCE: reduce})
-        unit_hbm = npu.kernels.unit_hbm_bandwidth
-        per_unit = (
-            unit_hbm
-            if unit_hbm is not None
-            else npu.hbm_bandwidth * npu.kernels.hbm_efficiency / npu.compute_units
-        )
         #: the engines' memory-level parallelism, in compute units' worth (as ACE's DMA)
-        self.engine_parallelism = cfg.engines * cfg.engine_bandwidth / per_unit
+        self.engine_parallelism = engine_parallelism(npu, cfg.engines * cfg.engine_bandwidth)
 
     def hbm_bytes_per_network_byte(self, kind: str) -> float:
         if kind == REDUCE:

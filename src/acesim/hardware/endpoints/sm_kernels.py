@@ -1,0 +1,77 @@
+"""What the endpoint kinds share: collective work on held compute units, and an engine's
+memory-level parallelism.
+
+* :func:`sm_kernel_demand` — the resources a collective kernel on ``units`` held compute units
+  consumes per network byte: its throughput (``units x unit_bandwidth``), its reductions on the
+  units' FP32 vector peak (``units x vector_flops / compute_units``), its HBM bytes by step
+  kind and, with ``npu.kernels.unit_hbm_bandwidth``, the HBM those units can issue
+  (``units x unit_hbm_bandwidth``). The baseline's kernels and the copy engines' reduce
+  fallback are both this.
+* :func:`engine_parallelism` — the compute units' worth of requests a DMA engine keeps in
+  flight to stream ``bandwidth``: over what one unit draws at most, or (without that limit)
+  over a unit's even share of HBM. Its weight under memory-level-parallelism arbitration.
+* :func:`check_fewer_units` — a count of held units must leave the compute kernel some.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...config.system import NPUConfig, SystemConfig
+from ...engine import Engine, Resource
+from ...errors import ConfigError
+
+__all__ = ["check_fewer_units", "engine_parallelism", "sm_kernel_demand"]
+
+
+def sm_kernel_demand(
+    engine: Engine,
+    npu: NPUConfig,
+    hbm: Resource,
+    name: str,
+    units: int,
+    unit_bandwidth: float,
+    hbm_bytes_per_byte: Mapping[str, float],
+    reduce_kind: str,
+    reduction_flops_per_byte: float,
+) -> dict[str, dict[Resource, float]]:
+    """Per step kind, the resources (and amounts per network byte) of a collective kernel on
+    ``units`` held units (see the module docstring); resources are named ``<name>.bytes``,
+    ``<name>.flops``, ``<name>.hbm``.
+
+    Args:
+        hbm: the NPU's HBM resource communication draws on.
+        unit_bandwidth: network bytes/s one unit drives (B/s).
+        hbm_bytes_per_byte: HBM bytes per network byte, per step kind.
+        reduce_kind: the step kind that reduces (pays ``reduction_flops_per_byte``).
+    """
+    throughput = engine.add_resource(f"{name}.bytes", units * unit_bandwidth)
+    demand = {kind: {hbm: b, throughput: 1.0} for kind, b in hbm_bytes_per_byte.items()}
+    if npu.kernels.unit_hbm_bandwidth is not None:
+        # what the held units can keep in flight bounds the HBM they draw
+        issue = engine.add_resource(f"{name}.hbm", units * npu.kernels.unit_hbm_bandwidth)
+        for per_byte in demand.values():
+            per_byte[issue] = per_byte[hbm]
+    if reduction_flops_per_byte > 0 and reduce_kind in demand:
+        flops = engine.add_resource(f"{name}.flops", units * npu.vector_flops / npu.compute_units)
+        demand[reduce_kind][flops] = reduction_flops_per_byte
+    return demand
+
+
+def engine_parallelism(npu: NPUConfig, bandwidth: float) -> float:
+    """Compute units' worth of memory-level parallelism of an engine streaming ``bandwidth``
+    (B/s) from HBM (see the module docstring)."""
+    unit_hbm = npu.kernels.unit_hbm_bandwidth
+    per_unit = (
+        unit_hbm
+        if unit_hbm is not None
+        else npu.hbm_bandwidth * npu.kernels.hbm_efficiency / npu.compute_units
+    )
+    return bandwidth / per_unit
+
+
+def check_fewer_units(field: str, count: int, system: SystemConfig) -> None:
+    """ConfigError naming ``field`` unless ``count`` held units leave the compute kernel some."""
+    units = system.npu.compute_units
+    if count >= units:
+        raise ConfigError(field, f"must be fewer than npu.compute_units ({units}), got {count}")
