@@ -34,6 +34,8 @@ FIT_ROWS = {
     "a100x8-allreduce-64mib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
     "a100x8-allreduce-1gib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
     "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
+    "h100x8-nvls-allreduce-1m": ["collective.nvls_delay"],
+    "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
 }
 
 
@@ -92,8 +94,9 @@ def test_the_a100_rows_are_live_and_match_their_fit() -> None:
         row = rows[case_id]
         assert row.status == "ok" and row.case.fit
         assert row.error is not None and abs(row.error) < 0.02  # the rows it was fitted to
-    assert rows["h100x8-nvls-allreduce-1g"].status == "unsupported"
-    assert "issue 12" in rows["h100x8-nvls-allreduce-1g"].note
+    assert rows["h100x8-nvls-allreduce-1g"].status == "ok"
+    assert rows["gb200-nvl72-allreduce-1g"].status == "unsupported"
+    assert "issue 12" in rows["gb200-nvl72-allreduce-1g"].note
 
 
 # -- malformed corpus files ------------------------------------------------------------------
@@ -316,7 +319,9 @@ def load_system_file(path: Path) -> Any:
 
 def test_validate_quick_json_has_every_family() -> None:
     out = runner.invoke(app, ["validate", "--quick", "--json"])
-    assert out.exit_code == 0, out.output
+    # 1: the collectives family is over its budget since its NVLS rows are live (see
+    # test_the_shipped_model_is_within_every_live_familys_budget)
+    assert out.exit_code == 1, out.output
     data = _strict_json(out.stdout)
     assert data["schema"] == "acesim.validation/1" and data["quick"] is True
     assert [f["family"] for f in data["families"]] == FAMILIES
@@ -332,13 +337,14 @@ def test_validate_tables_and_family_selection() -> None:
     out = runner.invoke(
         app, ["validate", "--quick", "--family", "collectives,offload"], env={"COLUMNS": "200"}
     )
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output  # collectives over budget (NVLS rows, see below)
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
+    assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: no simulated test rows" in out.output
+    assert "collectives: 11 test rows" in out.output
     assert "14 unsupported" in out.output
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
-    assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
+    assert again.exit_code == 1 and "a100x8-allreduce-64mib" in again.output
 
 
 def test_validate_unknown_family_is_one_line(
@@ -406,7 +412,12 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
 
     report = validate()
     judged = {f.name: f for f in report.families if f.within_budget is not None}
-    assert {"kernels", "end_to_end"} <= set(judged)
+    assert {"kernels", "end_to_end", "collectives"} <= set(judged)
+    # Known gap, not hidden: the NVLS all-reduce model (two parameters fitted on the 1 MiB and
+    # 1 GiB rows) misses the 8x H100 curve's knee (16-64 MiB) and its smallest sizes, so the
+    # collectives family is over its mean-10% budget (docs/model.md section 5).
+    over = judged.pop("collectives")
+    assert not over.within_budget
     for family in judged.values():
         assert family.within_budget, (family.name, family.test_errors)
 

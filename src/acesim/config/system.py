@@ -322,6 +322,16 @@ class CollectiveConfig(Strict):
     protocol_efficiency: PositiveFraction = Field(
         1.0, description="fraction of link bandwidth carrying payload (protocol overhead)"
     )
+    nvls_efficiency: PositiveFraction | None = Field(
+        None,
+        description="fraction of link bandwidth carrying payload in NVLS (in-switch reduction) "
+        "steps, in place of protocol_efficiency (None: protocol_efficiency)",
+    )
+    nvls_delay: NonNegativeSeconds | None = Field(
+        None,
+        description="per-message delay of NVLS steps, s, in place of endpoint_delay "
+        "(None: endpoint_delay)",
+    )
     max_messages: PositiveInt = Field(
         5_000_000,
         description="bound on the messages one collective may send (all simulated NPUs): a "

@@ -20,6 +20,12 @@ same time share the egress capacity of the dimensions they use. Waiting chunks a
 priority first (``collective.priorities = "blocking_first"``: collectives the training loop
 blocks on go before the others), then as above.
 
+Steps of in-switch (NVLS) collectives (:data:`~acesim.network.algorithms.NVLS_KINDS`) run at
+``collective.nvls_efficiency`` of the link bandwidth (each of their bytes weighs
+``protocol_efficiency / nvls_efficiency`` on the egress capacity) and their messages are
+delivered ``link_latency + nvls_delay`` after they are out (both default to the SM protocol's
+``protocol_efficiency`` and ``endpoint_delay``).
+
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
 
@@ -41,6 +47,7 @@ from typing import Any
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
+from .algorithms import NVLS_KINDS
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
@@ -85,6 +92,11 @@ class Collective:
         if self.finished is None:
             raise TopologyError(f"collective {self.label or self.id} has not finished")
         return self.finished - self.issued
+
+    @property
+    def algorithms(self) -> frozenset[str]:
+        """The algorithms of its phases (endpoints hold kernels' units by algorithm)."""
+        return frozenset(p.algorithm for p in self.phases)
 
 
 def _messages(chunks: int, phases: list[Phase]) -> int:
@@ -173,6 +185,16 @@ class CollectiveRuntime:
         self._next_id = 0
         self._arrivals = 0  # tie-breaker of waiting chunks: order of arrival
         self.delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
+        nvls_delay = config.endpoint_delay if config.nvls_delay is None else config.nvls_delay
+        #: per dimension, the delivery delay of NVLS messages
+        self.nvls_delays = [d.latency + nvls_delay for d in topology.dimensions]
+        nvls_eff = (
+            config.protocol_efficiency
+            if config.nvls_efficiency is None
+            else config.nvls_efficiency
+        )
+        #: egress capacity one byte of an NVLS message takes, per byte (see module)
+        self.nvls_weight = config.protocol_efficiency / nvls_eff
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -290,7 +312,7 @@ class CollectiveRuntime:
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` starts its part of ``coll`` now."""
         coll.chunks_left[rank] = coll.chunks
-        self.endpoint.collective_started(rank)
+        self.endpoint.collective_started(rank, coll.algorithms)
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
@@ -366,7 +388,8 @@ class CollectiveRuntime:
         axis = Axis(dim, phase.size, phase.stride)
         dests = step.destinations(axis.position(own), phase.size)
         run.sends_out = len(dests)
-        demand = {self.egress[run.rank][dim]: 1.0}
+        nvls = step.kind in NVLS_KINDS
+        demand = {self.egress[run.rank][dim]: self.nvls_weight if nvls else 1.0}
         demand.update(self.endpoint.message_demand(run.rank, step.kind))
         shares = self.shares
         track = "message" if run.rank == 0 else None
@@ -388,8 +411,10 @@ class CollectiveRuntime:
         coll.bytes_sent += nbytes
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+        nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
         self.engine.schedule(
-            self.delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+            (self.nvls_delays if nvls else self.delays)[dim],
+            self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1
         if run.sends_out == 0:
@@ -453,7 +478,7 @@ class CollectiveRuntime:
         if left > 0:
             return
         coll.rank_finished[rank] = self.engine.now
-        self.endpoint.collective_finished(rank)
+        self.endpoint.collective_finished(rank, coll.algorithms)
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, rank)
         if coll.expected is None:

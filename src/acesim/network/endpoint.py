@@ -4,7 +4,8 @@ The collective runtime (:mod:`acesim.network.collective`) asks the endpoint, at 
 collective, what that level costs at a rank:
 
 * per collective: ``collective_started`` / ``collective_finished`` (hold compute units for the
-  whole collective, as NCCL's persistent kernels do);
+  whole collective, as NCCL's persistent kernels do; told the algorithms of its phases, since
+  an NVLS kernel holds a different number of units than a ring kernel);
 * per chunk: ``chunk_begin`` / ``chunk_end`` (stage the chunk through an SRAM, read it from HBM
   once and write the result once) and ``max_chunk_bytes`` (split chunks that do not fit);
 * per step: ``step_begin`` / ``step_end`` (hold compute units, or wait for a setup latency,
@@ -71,8 +72,8 @@ class Endpoint:
         """Largest chunk the endpoint handles at once (bytes); larger chunks are split."""
         return None
 
-    def collective_started(self, rank: int) -> None:
-        """A collective became active at ``rank``."""
+    def collective_started(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+        """A collective whose phases run ``algorithms`` became active at ``rank``."""
 
-    def collective_finished(self, rank: int) -> None:
-        """A collective finished at ``rank``."""
+    def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+        """A collective whose phases run ``algorithms`` finished at ``rank``."""

@@ -3,7 +3,8 @@
 The operation (:mod:`acesim.network.ops`) says which phase runs on which axis with how much
 data; the configured algorithm of each (operation, dimension) (:mod:`acesim.network.algorithms`)
 turns a phase into steps. ``double_binary_tree`` runs only the all-reduce phase of a
-hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``.
+hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``. So does
+``nvls`` (in-switch reduction, all-reduce on a switch dimension only).
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def build_phases(
         algo = algorithm_for(cfg, topology, algo_op, axis.dim)
         if algo == "double_binary_tree" and phase_op != "all-reduce":
             algo = "ring"  # trees run only the all-reduce phase of a hierarchical all-reduce
+        if algo == "nvls" and algo_op == "all-reduce" and phase_op != "all-reduce":
+            algo = "ring"  # so does NVLS; chosen for another operation, it is refused below
         d = topology.dimensions[axis.dim]
         check_algorithm(algo, phase_op, d.kind, axis.size, f"collective.algorithms.{algo_op}")
         steps = tuple(phase_steps(phase_op, algo, axis.size, data))

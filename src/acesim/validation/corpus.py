@@ -107,6 +107,11 @@ class CollectiveRun(Strict):
     group: int | None = Field(
         None, gt=0, description="NPUs of the innermost dimension in the group (None: all NPUs)"
     )
+    algorithm: str | None = Field(
+        None,
+        description="the algorithm the measurement forced (NCCL_ALGO), set as the system's "
+        "collective.algorithms entry for op; None: the system's own",
+    )
 
     @field_validator("op")
     @classmethod

@@ -1,0 +1,117 @@
+"""NVLS (NVLink SHARP, in-switch reduction) all-reduce on switch dimensions."""
+
+from __future__ import annotations
+
+import pytest
+from systems import dim, make_system
+
+from acesim import simulate_collective
+from acesim.config.resolve import resolve_system
+from acesim.config.system import CollectiveConfig, SystemConfig
+from acesim.errors import AcesimError
+from acesim.hardware.platform import Platform
+from acesim.network.algorithms import NVLS_GATHER, NVLS_REDUCE, phase_steps
+from acesim.validation import validate
+from acesim.validation.fit import fit_collective
+
+MiB = 2**20
+GiB = 2**30
+
+
+def with_algorithms(system: SystemConfig, **algorithms: str) -> SystemConfig:
+    data = {**system.collective.model_dump(), "algorithms": algorithms}
+    return system.model_copy(update={"collective": CollectiveConfig.model_validate(data)})
+
+
+def h100(nvls: bool = True) -> SystemConfig:
+    system = resolve_system("h100-nvswitch-8")
+    return with_algorithms(system, **{"all-reduce": "nvls"}) if nvls else system
+
+
+def test_nvls_sends_the_buffer_and_one_slice_up() -> None:
+    p, size = 8, 64 * MiB
+    steps = phase_steps("all-reduce", "nvls", p, size)
+    assert [s.kind for s in steps] == [NVLS_REDUCE, NVLS_GATHER]
+    sent = sum(s.message_bytes * s.message_count(p) for s in steps)
+    assert sent == pytest.approx(size * (p + 1) / p)  # against the ring's 2 S (p-1)/p
+
+
+def test_nvls_closed_form_on_an_ideal_switch() -> None:
+    p, bw, lat, delay, size = 8, 100e9, 1e-6, 3e-6, 256 * MiB
+    system = make_system(
+        [dim("switch", p, bw, lat)],
+        endpoint_delay=1e-8,
+        nvls_delay=delay,
+        nvls_efficiency=0.5,
+        algorithms={"all-reduce": "nvls"},
+    )
+    expected = 2 * (lat + delay) + size * (p + 1) / p / (bw * 0.5)
+    assert simulate_collective(system, "all-reduce", size).time == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("kind", ["ring", "fully_connected"])
+def test_nvls_is_refused_off_a_switch(kind: str) -> None:
+    system = make_system([dim(kind, 4)], algorithms={"all-reduce": "nvls"})
+    with pytest.raises(AcesimError, match="needs a switch dimension") as info:
+        Platform(system)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("op", ["reduce-scatter", "all-gather", "all-to-all"])
+def test_nvls_is_refused_for_other_operations(op: str) -> None:
+    system = make_system([dim("switch", 8)], algorithms={op: "nvls"})
+    with pytest.raises(AcesimError, match=f"runs only all-reduce, not {op}") as info:
+        Platform(system)
+    assert "\n" not in str(info.value)
+
+
+def test_nvls_beats_the_ring_at_1_gib_on_h100() -> None:
+    nvls = simulate_collective(h100(), "all-reduce", GiB)
+    ring = simulate_collective(h100(nvls=False), "all-reduce", GiB)
+    assert nvls.busbw > ring.busbw
+
+
+def test_nvls_holds_its_units_and_moves_each_byte_through_hbm_once_each_way() -> None:
+    system = h100()
+    assert system.endpoint.settings("baseline").nvls_units == 16
+    platform = Platform(system)
+    npu = platform.npus[0]
+    endpoint = platform.endpoint
+    assert endpoint.hbm_bytes_per_network_byte(NVLS_REDUCE) == 2.0
+    assert endpoint.hbm_bytes_per_network_byte(NVLS_GATHER) == 0.0
+    platform.collectives.issue("all-reduce", 64 * MiB)
+    platform.engine.run()
+    assert npu.units.peak == 16
+    result = simulate_collective(system, "all-reduce", 64 * MiB)
+    # one read and one write of the buffer; no reduction FLOPs on the SMs
+    assert result.hbm_bytes_per_npu == pytest.approx(2 * 64 * MiB)
+
+
+def test_nvls_units_differ_from_comm_units() -> None:
+    system = h100()
+    data = system.model_dump()
+    data["endpoint"]["baseline"]["nvls_units"] = 24
+    platform = Platform(SystemConfig.model_validate(data))
+    platform.collectives.issue("all-reduce", 16 * MiB)
+    platform.engine.run()
+    assert platform.npus[0].units.peak == 24
+
+
+def test_the_preset_carries_the_fitted_nvls_values() -> None:
+    collective = h100(nvls=False).collective
+    for fit in fit_collective("h100-nvswitch-8"):
+        assert fit.simulated == pytest.approx(fit.measured, rel=1e-6), fit
+        carried = getattr(collective, fit.parameter.removeprefix("collective."))
+        assert carried == pytest.approx(fit.value, rel=5e-4), fit
+
+
+def test_the_nvls_rows_are_live() -> None:
+    report = validate(["collectives"], quick=True)
+    rows = {r.case.id: r for f in report.families for r in f.results}
+    nvls = [r for i, r in rows.items() if i.startswith("h100x8-nvls-allreduce-")]
+    assert len(nvls) == 13
+    assert all(r.status == "ok" for r in nvls), [r.note for r in nvls]
+    assert sorted(r.case.id for r in nvls if r.case.fit) == [
+        "h100x8-nvls-allreduce-1g",
+        "h100x8-nvls-allreduce-1m",
+    ]
