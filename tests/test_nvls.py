@@ -101,7 +101,10 @@ def test_the_preset_carries_the_fitted_nvls_values() -> None:
     collective = h100(nvls=False).collective
     for fit in fit_collective("h100-nvswitch-8"):
         assert fit.simulated == pytest.approx(fit.measured, rel=1e-6), fit
-        carried = getattr(collective, fit.parameter.removeprefix("collective."))
+        carried: object = collective.model_dump()
+        for key in fit.parameter.removeprefix("collective.").split("."):
+            assert isinstance(carried, dict)
+            carried = carried[key]
         assert carried == pytest.approx(fit.value, rel=5e-4), fit
 
 

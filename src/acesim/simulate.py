@@ -125,6 +125,7 @@ def simulate_collective(
         system=cfg.name,
         shape=list(cfg.network.shape),
         group_size=n,
+        protocol=coll.protocol.name if coll.protocol is not None else None,
     )
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.system import PROTOCOLS
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
@@ -34,6 +35,10 @@ def collective_command(
     with_compute: str | None = typer.Option(
         None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
     ),
+    proto: str | None = typer.Option(
+        None, "--proto", help="force an NCCL protocol (LL, LL128, Simple; like NCCL_PROTO) "
+        "where the system configures collective.protocols; default: the fastest predicted"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
@@ -46,6 +51,11 @@ def collective_command(
     cfg = cli_system(system, sets, nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
+    if proto is not None:
+        if proto not in PROTOCOLS:
+            raise ConfigError("--proto", f"must be one of {', '.join(PROTOCOLS)}", proto)
+        collective = cfg.collective.model_copy(update={"protocol": proto})
+        cfg = cfg.model_copy(update={"collective": collective})
     results = []
     with progress() as bar:
         task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
@@ -76,12 +86,17 @@ def collective_command(
     table.add_column("time", justify="right")
     for name, (_scale, unit) in scales.items():
         table.add_column(f"{name} ({unit})", justify="right")
+    protocols = any(r.protocol is not None for r in results)
+    if protocols:
+        table.add_column("protocol")
     if compute:
         table.add_column("kernel slowdown", justify="right")
         table.add_column("coll. slowdown", justify="right")
     for i, r in enumerate(results):
         row = [format_size(r.size), format_time(r.time)]
         row += [f"{rates[name][i] / scale:.4g}" for name, (scale, _unit) in scales.items()]
+        if protocols:
+            row.append(r.protocol or "-")
         if compute and r.compute:
             row += [
                 f"{r.compute['kernel_slowdown']:.3f}x",

@@ -296,6 +296,29 @@ class NetworkConfig(Strict):
         return tuple(d.size for d in self.dimensions)
 
 
+#: NCCL's protocols (NCCL_PROTO names), in the tuner's order.
+PROTOCOLS = ("LL", "LL128", "Simple")
+#: Algorithms restricted to some protocols: NCCL runs NVLS (in-switch reduction) with Simple
+#: only (its tuner skips LL and LL128 for NVLS).
+PROTOCOLS_OF_ALGORITHM = {"nvls": ("Simple",)}
+
+
+class ProtocolConfig(Strict):
+    """One NCCL protocol of one algorithm: its bandwidth and its latency (docs/model.md)."""
+
+    bandwidth: PositiveFraction = Field(
+        description="fraction of the algorithm's efficiency it carries: LL 0.5 (an 8-byte "
+        "flag per 8 data bytes), LL128 120/128 (8 flag bytes per 128-byte line), Simple 1.0"
+    )
+    base_latency: NonNegativeSeconds = Field(
+        0.0, description="latency paid once per collective, s (NCCL's base latency)"
+    )
+    hop_latency: NonNegativeSeconds = Field(
+        description="per-message delay of the algorithm's steps, s, in place of "
+        "endpoint_delay / nvls_delay (NCCL's per-step hardware latency)"
+    )
+
+
 class CollectiveConfig(Strict):
     """How collectives are decomposed and scheduled."""
 
@@ -332,6 +355,15 @@ class CollectiveConfig(Strict):
         description="per-message delay of NVLS steps, s, in place of endpoint_delay "
         "(None: endpoint_delay)",
     )
+    protocols: dict[str, dict[str, ProtocolConfig]] = Field(
+        default_factory=dict,
+        description="per algorithm, its NCCL protocols (LL, LL128, Simple): each collective "
+        "runs the one predicted fastest (latency + bytes / bandwidth); algorithms not listed "
+        "run as without protocols (endpoint_delay, protocol_efficiency)",
+    )
+    protocol: str | None = Field(
+        None, description="force this protocol (NCCL_PROTO) where configured; None: the fastest"
+    )
     max_messages: PositiveInt = Field(
         5_000_000,
         description="bound on the messages one collective may send (all simulated NPUs): a "
@@ -351,6 +383,33 @@ class CollectiveConfig(Strict):
                     err = algorithms.unknown(name)
                     where = f"{op}[{i}]" if isinstance(choice, list) else op
                     raise FieldRuleError(where, err.rule, name, hint=err.hint)
+        return value
+
+    @field_validator("protocols")
+    @classmethod
+    def _protocols(
+        cls, value: dict[str, dict[str, ProtocolConfig]]
+    ) -> dict[str, dict[str, ProtocolConfig]]:
+        algorithms = listed("algorithm")
+        for algo, table in value.items():
+            if algorithms is not None and algo not in algorithms:
+                err = algorithms.unknown(algo)
+                raise FieldRuleError(algo, err.rule, algo, hint=err.hint)
+            allowed = PROTOCOLS_OF_ALGORITHM.get(algo, PROTOCOLS)
+            if not table:
+                raise FieldRuleError(algo, "must list at least one protocol", table)
+            for name in table:
+                if name not in allowed:
+                    raise FieldRuleError(
+                        f"{algo}.{name}", f"must be one of {', '.join(allowed)}", name
+                    )
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROTOCOLS:
+            raise FieldRuleError("", f"must be one of {', '.join(PROTOCOLS)}", value)
         return value
 
 

@@ -29,6 +29,12 @@ delivered ``link_latency + nvls_delay`` after they are out (both default to the 
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
 
+Where ``collective.protocols`` configures NCCL protocols (LL, LL128, Simple) for an algorithm,
+each collective runs the one :func:`~acesim.network.plan.choose_protocol` predicts fastest (or
+``collective.protocol``): its phases' bytes weigh ``1 / bandwidth`` more on the egress
+capacity, their messages are delivered ``link_latency + hop_latency`` after they are out, and
+each rank starts ``base_latency`` after it joins.
+
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
@@ -51,7 +57,7 @@ from .algorithms import NVLS_KINDS
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
-from .plan import Phase, build_phases, validate_algorithms
+from .plan import Phase, ProtocolChoice, build_phases, choose_protocol, validate_algorithms
 from .shares import MessageShares
 from .topology import Topology
 
@@ -86,6 +92,8 @@ class Collective:
     bytes_sent_per_dim: dict[int, float] = field(default_factory=dict)
     on_rank_done: Callable[[Collective, int], Any] | None = None
     on_done: Callable[[Collective], Any] | None = None
+    #: the NCCL protocol it runs (None: no protocols configured) and its per-phase terms
+    protocol: ProtocolChoice | None = None
 
     @property
     def duration(self) -> float:
@@ -225,6 +233,9 @@ class CollectiveRuntime:
         reports progress and ``finished`` is the latest finish so far.
         """
         axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
+        protocol = choose_protocol(
+            self.config, self.topology, phases, chunks, self.config.protocol
+        )
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
         members = 1
         for axis in axes:
@@ -245,6 +256,7 @@ class CollectiveRuntime:
             expected=len(self.ranks) if ranks is None else None,
             on_rank_done=on_rank_done,
             on_done=on_done,
+            protocol=protocol,
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -316,6 +328,13 @@ class CollectiveRuntime:
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
+        base = coll.protocol.base_latency if coll.protocol is not None else 0.0
+        if base > 0:
+            self.engine.schedule(base, self._start_chunks, coll, rank)
+        else:
+            self._start_chunks(coll, rank)
+
+    def _start_chunks(self, coll: Collective, rank: int) -> None:
         in_bytes, _out, footprint = self._chunk_bytes(coll)
         for c in range(coll.chunks):
             run = self._run_for(coll, rank, c)
@@ -389,7 +408,10 @@ class CollectiveRuntime:
         dests = step.destinations(axis.position(own), phase.size)
         run.sends_out = len(dests)
         nvls = step.kind in NVLS_KINDS
-        demand = {self.egress[run.rank][dim]: self.nvls_weight if nvls else 1.0}
+        weight = self.nvls_weight if nvls else 1.0
+        if coll.protocol is not None and coll.protocol.factors:
+            weight /= coll.protocol.factors[run.phase]
+        demand = {self.egress[run.rank][dim]: weight}
         demand.update(self.endpoint.message_demand(run.rank, step.kind))
         shares = self.shares
         track = "message" if run.rank == 0 else None
@@ -412,8 +434,12 @@ class CollectiveRuntime:
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
         nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
+        delay = (self.nvls_delays if nvls else self.delays)[dim]
+        hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
+        if hop is not None:
+            delay = self.topology.dimensions[dim].latency + hop
         self.engine.schedule(
-            (self.nvls_delays if nvls else self.delays)[dim],
+            delay,
             self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1

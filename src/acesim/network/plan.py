@@ -5,6 +5,9 @@ data; the configured algorithm of each (operation, dimension) (:mod:`acesim.netw
 turns a phase into steps. ``double_binary_tree`` runs only the all-reduce phase of a
 hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``. So does
 ``nvls`` (in-switch reduction, all-reduce on a switch dimension only).
+
+Where ``collective.protocols`` configures NCCL protocols for an algorithm,
+:func:`choose_protocol` picks the one a collective runs (see it).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config.system import CollectiveConfig
-from ..errors import TopologyError
+from ..config.system import PROTOCOLS, CollectiveConfig
+from ..errors import ConfigError, TopologyError
 from .algorithms import Step, check_algorithm, phase_steps
 from .group import Axis
 from .ops import COLLECTIVE_OPS
@@ -91,3 +94,100 @@ def build_phases(
     if axes:
         spec.compose(add, [a.size for a in axes], size, cfg.composition)
     return phases
+
+
+@dataclass(frozen=True)
+class ProtocolChoice:
+    """The protocol a collective runs (NCCL's tuner: the fastest predicted) and what it does
+    to each phase: ``factors`` (bandwidth, a fraction of the algorithm's efficiency) and
+    ``hop_latencies`` (per-message delay in place of the default; None: the default)."""
+
+    name: str | None
+    base_latency: float = 0.0
+    factors: tuple[float, ...] = ()
+    hop_latencies: tuple[float | None, ...] = ()
+    #: the predicted time of each candidate protocol, s
+    predicted: tuple[tuple[str, float], ...] = ()
+
+
+def choose_protocol(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    phases: Sequence[Phase],
+    chunks: int,
+    forced: str | None = None,
+) -> ProtocolChoice:
+    """Pick the protocol of a collective whose chunks go through ``phases``.
+
+    The candidates are the protocols every phase's algorithm lists in ``cfg.protocols``
+    (phases of algorithms it does not list run as without protocols). Each is predicted, as
+    NCCL's tuner does, as latency plus bytes over bandwidth: the largest ``base_latency`` of
+    the phases' algorithms, each step's ``link_latency + hop_latency``, and each phase's bytes
+    (all chunks) over its dimension's egress bandwidth times the protocol's ``bandwidth``
+    factor (times ``nvls_efficiency / protocol_efficiency`` on NVLS phases). The fastest wins
+    (``forced``, NCCL_PROTO, overrides). No phase with protocols: ``name`` None, nothing
+    changes.
+    """
+    tables = [cfg.protocols.get(p.algorithm) for p in phases]
+    if not any(tables):
+        if forced is not None:
+            raise ConfigError(
+                "collective.protocol",
+                f"{forced} is forced, but no algorithm of this collective "
+                f"({', '.join(sorted({p.algorithm for p in phases})) or 'none'}) has "
+                "collective.protocols configured",
+            )
+        return ProtocolChoice(None, factors=(1.0,) * len(phases),
+                              hop_latencies=(None,) * len(phases))
+    candidates = [
+        name for name in PROTOCOLS if all(t is None or name in t for t in tables)
+    ]
+    if forced is not None:
+        if forced not in candidates:
+            raise ConfigError(
+                "collective.protocol",
+                f"{forced} is not configured for every algorithm of this collective "
+                f"(they share: {', '.join(candidates) or 'none'})",
+            )
+        candidates = [forced]
+    if not candidates:
+        raise ConfigError(
+            "collective.protocols",
+            "the algorithms of this collective share no protocol: "
+            + ", ".join(
+                f"{p.algorithm}: {', '.join(t)}"
+                for p, t in zip(phases, tables, strict=True)
+                if t
+            ),
+        )
+    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
+    best: tuple[float, str] | None = None
+    predicted: list[tuple[str, float]] = []
+    for name in candidates:
+        time = 0.0
+        base = 0.0
+        for phase, table in zip(phases, tables, strict=True):
+            d = topology.dimensions[phase.dim]
+            weight = 1.0
+            if phase.algorithm == "nvls":
+                weight = cfg.protocol_efficiency / nvls_eff
+            hop = cfg.endpoint_delay
+            if phase.algorithm == "nvls" and cfg.nvls_delay is not None:
+                hop = cfg.nvls_delay
+            if table is not None:
+                proto = table[name]
+                weight /= proto.bandwidth
+                hop = proto.hop_latency
+                base = max(base, proto.base_latency)
+            time += len(phase.steps) * (d.latency + hop)
+            time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
+        time += base
+        predicted.append((name, time))
+        if best is None or time < best[0]:
+            best = (time, name)
+    assert best is not None
+    chosen = best[1]
+    factors = tuple(1.0 if t is None else t[chosen].bandwidth for t in tables)
+    hops = tuple(None if t is None else t[chosen].hop_latency for t in tables)
+    base = max((t[chosen].base_latency for t in tables if t is not None), default=0.0)
+    return ProtocolChoice(chosen, base, factors, hops, tuple(predicted))

@@ -40,6 +40,8 @@ class CollectiveResult:
     system: str = ""
     shape: list[int] = field(default_factory=list)
     group_size: int = 0
+    #: the NCCL protocol the collective ran (None: the system configures no protocols)
+    protocol: str | None = None
     version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:

@@ -40,9 +40,13 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "collective.nvls_efficiency": (1e-3, 1.0),
     "collective.nvls_delay": (0.0, 1e-3),
 }
+for _proto in ("LL", "LL128", "Simple"):
+    for _algo in ("ring", "nvls", "double_binary_tree"):
+        FIT_RANGES[f"collective.protocols.{_algo}.{_proto}.base_latency"] = (0.0, 1e-3)
+        FIT_RANGES[f"collective.protocols.{_algo}.{_proto}.hop_latency"] = (0.0, 1e-3)
 
 #: The collective parameters :func:`fit_collective` fits (the others are set by hand).
-COLLECTIVE_FITS = ("collective.nvls_efficiency", "collective.nvls_delay")
+COLLECTIVE_FITS = ("collective.nvls_efficiency", "collective.nvls_delay", "collective.protocols.")
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,13 @@ def _range(parameter: str) -> tuple[float, float]:
 
 
 def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
+    if parameter.startswith("collective.protocols."):
+        # one protocol's latency: collective.protocols.<algorithm>.<protocol>.<field>
+        algo, proto, name = parameter.removeprefix("collective.protocols.").split(".")
+        data = system.collective.model_dump()
+        data["protocols"][algo][proto][name] = value
+        collective = CollectiveConfig.model_validate(data)
+        return system.model_copy(update={"collective": collective})
     if parameter.startswith("collective."):
         data = {**system.collective.model_dump(), parameter.removeprefix("collective."): value}
         collective = CollectiveConfig.model_validate(data)
