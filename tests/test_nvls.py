@@ -118,3 +118,29 @@ def test_the_nvls_rows_are_live() -> None:
         "h100x8-nvls-allreduce-1g",
         "h100x8-nvls-allreduce-1m",
     ]
+
+
+@pytest.mark.parametrize(
+    ("size", "busy"), [(1 * MiB, 1), (6 * MiB, 3), (64 * MiB, 16), (1 * GiB, 16)]
+)
+def test_nvls_channel_ramp_caps_bandwidth_by_busy_channels(size: float, busy: int) -> None:
+    p, bw, lat, delay = 8, 100e9, 1e-6, 3e-6
+    per_channel, chunk = 2e9, 2 * MiB
+    system = make_system(
+        [dim("switch", p, bw, lat)],
+        endpoint_delay=1e-8,
+        nvls_delay=delay,
+        nvls_efficiency=0.5,
+        nvls_channel_bytes=chunk,
+        nvls_channel_bandwidth=per_channel,
+        nvls_channels=16,
+        algorithms={"all-reduce": "nvls"},
+    )
+    rate = min(bw * 0.5, busy * per_channel)
+    expected = 2 * (lat + delay) + size * (p + 1) / p / rate
+    assert simulate_collective(system, "all-reduce", size).time == pytest.approx(expected)
+
+
+def test_nvls_channel_ramp_is_off_by_default() -> None:
+    cfg = CollectiveConfig()
+    assert cfg.nvls_channel_bytes is None and cfg.nvls_channel_bandwidth is None

@@ -355,6 +355,20 @@ class CollectiveConfig(Strict):
         description="per-message delay of NVLS steps, s, in place of endpoint_delay "
         "(None: endpoint_delay)",
     )
+    nvls_channel_bytes: PositiveBytes | None = Field(
+        None,
+        description="NVLS channel ramp: bytes of the collective each active channel takes; an "
+        "NVLS collective of S bytes keeps clamp(ceil(S / this), 1, nvls_channels) channels busy "
+        "(None, the default: no ramp, all channels at every size)",
+    )
+    nvls_channel_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="NVLS channel ramp: the most one busy channel drives per NPU, B/s; NVLS "
+        "steps run at min(link-limited bandwidth, busy channels x this) (None: no limit)",
+    )
+    nvls_channels: PositiveInt = Field(
+        16, description="NVLS channel ramp: the most channels (NCCL's nvlsChannels)"
+    )
     protocols: dict[str, dict[str, ProtocolConfig]] = Field(
         default_factory=dict,
         description="per algorithm, its NCCL protocols (LL, LL128, Simple): each collective "

@@ -393,6 +393,25 @@ class CollectiveRuntime:
         step = phase.steps[run.step]
         self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
 
+    def nvls_busy_channels(self, size: float) -> int | None:
+        """NVLS channels an NVLS collective of ``size`` bytes keeps busy under the channel ramp
+        (``collective.nvls_channel_bytes``): ``clamp(ceil(size / channel bytes), 1,
+        nvls_channels)``; None without a ramp."""
+        q = self.config.nvls_channel_bytes
+        if q is None:
+            return None
+        return min(max(math.ceil(size / q), 1), self.config.nvls_channels)
+
+    def _nvls_ramp_weight(self, size: float, dim: int) -> float:
+        """Egress weight per NVLS byte that caps the step at busy channels x
+        ``nvls_channel_bandwidth`` (0 without a ramp: no cap)."""
+        b = self.config.nvls_channel_bandwidth
+        if b is None:
+            return 0.0
+        busy = self.nvls_busy_channels(size)
+        channels = self.config.nvls_channels if busy is None else busy
+        return self.topology.dimensions[dim].egress_bandwidth / (channels * b)
+
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
@@ -409,6 +428,8 @@ class CollectiveRuntime:
         run.sends_out = len(dests)
         nvls = step.kind in NVLS_KINDS
         weight = self.nvls_weight if nvls else 1.0
+        if nvls:
+            weight = max(weight, self._nvls_ramp_weight(coll.size, dim))
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
         demand = {self.egress[run.rank][dim]: weight}

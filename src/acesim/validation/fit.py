@@ -39,6 +39,8 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.latency": (0.0, 1e-3),
     "collective.nvls_efficiency": (1e-3, 1.0),
     "collective.nvls_delay": (0.0, 1e-3),
+    "collective.nvls_channel_bandwidth": (1e8, 1e13),
+    "collective.nvls_channel_bytes": (1.0, 2.0**34),
 }
 for _proto in ("LL", "LL128", "Simple"):
     for _algo in ("ring", "nvls", "double_binary_tree"):
@@ -46,7 +48,12 @@ for _proto in ("LL", "LL128", "Simple"):
         FIT_RANGES[f"collective.protocols.{_algo}.{_proto}.hop_latency"] = (0.0, 1e-3)
 
 #: The collective parameters :func:`fit_collective` fits (the others are set by hand).
-COLLECTIVE_FITS = ("collective.nvls_efficiency", "collective.nvls_delay", "collective.protocols.")
+COLLECTIVE_FITS = (
+    "collective.nvls_efficiency",
+    "collective.nvls_delay",
+    "collective.nvls_channel_",
+    "collective.protocols.",
+)
 
 
 @dataclass(frozen=True)
