@@ -9,8 +9,9 @@ fed: a chunk's later phase does not overtake a waiting chunk's first phase, whic
 a bubble in the pipeline and make a faster dimension finish later).
 
 A step at an NPU sends its messages; each message is a fluid activity demanding the NPU's
-egress capacity on the dimension plus whatever the collective endpoint charges per network
-byte (HBM bytes, comm-unit throughput, engine ALU/DMA). When a message is on the wire it is
+egress capacity on the dimension, the receiver's ingress capacity on it (the same links in the
+other direction: many senders to one receiver share that receiver's ingress, incast) plus
+whatever the collective endpoint charges per network byte (HBM bytes, comm-unit throughput, engine ALU/DMA). When a message is on the wire it is
 delivered after the link latency plus the fixed per-message endpoint delay. A step completes at
 an NPU when its own messages are out and its peers' messages for that step have arrived.
 
@@ -184,6 +185,14 @@ class CollectiveRuntime:
         self.egress: list[list[Resource]] = [
             [
                 engine.add_resource(f"npu{r}.{d.name}.egress", d.egress_bandwidth)
+                for d in topology.dimensions
+            ]
+            for r in self.ranks
+        ]
+        #: what each NPU can receive from a dimension: the same links, the other direction
+        self.ingress: list[list[Resource]] = [
+            [
+                engine.add_resource(f"npu{r}.{d.name}.ingress", d.egress_bandwidth)
                 for d in topology.dimensions
             ]
             for r in self.ranks
@@ -436,12 +445,16 @@ class CollectiveRuntime:
         demand.update(self.endpoint.message_demand(run.rank, step.kind))
         shares = self.shares
         track = "message" if run.rank == 0 else None
+        ingress = self.ingress
         for position in dests:
             dest = topo.peer(global_rank, dim, axis.coordinate(own, position)) if self.exact else 0
+            # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
+            message = dict(demand)
+            message[ingress[dest][dim]] = weight
             shares.start(
                 run.rank,
                 step.message_bytes,
-                demand,
+                message,
                 self._sent,
                 tag=(run, dest, run.phase, run.step),
                 track=track,
