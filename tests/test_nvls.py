@@ -18,14 +18,14 @@ MiB = 2**20
 GiB = 2**30
 
 
-def with_algorithms(system: SystemConfig, **algorithms: str) -> SystemConfig:
-    data = {**system.collective.model_dump(), "algorithms": algorithms}
+def forcing(system: SystemConfig, algorithm: str) -> SystemConfig:
+    data = {**system.collective.model_dump(), "algorithm": algorithm}
     return system.model_copy(update={"collective": CollectiveConfig.model_validate(data)})
 
 
 def h100(nvls: bool = True) -> SystemConfig:
-    system = resolve_system("h100-nvswitch-8")
-    return with_algorithms(system, **{"all-reduce": "nvls"}) if nvls else system
+    """The preset with NVLS (or the ring) forced, as NCCL_ALGO does."""
+    return forcing(resolve_system("h100-nvswitch-8"), "nvls" if nvls else "ring")
 
 
 def test_nvls_sends_the_buffer_and_one_slice_up() -> None:
@@ -39,7 +39,7 @@ def test_nvls_sends_the_buffer_and_one_slice_up() -> None:
 def test_nvls_closed_form_on_an_ideal_switch() -> None:
     p, bw, lat, delay, size = 8, 100e9, 1e-6, 3e-6, 256 * MiB
     system = make_system(
-        [dim("switch", p, bw, lat)],
+        [dim("switch", p, bw, lat, switch_reduction=True)],
         endpoint_delay=1e-8,
         nvls_delay=delay,
         nvls_efficiency=0.5,
@@ -59,7 +59,7 @@ def test_nvls_is_refused_off_a_switch(kind: str) -> None:
 
 @pytest.mark.parametrize("op", ["reduce-scatter", "all-gather", "all-to-all"])
 def test_nvls_is_refused_for_other_operations(op: str) -> None:
-    system = make_system([dim("switch", 8)], algorithms={op: "nvls"})
+    system = make_system([dim("switch", 8, switch_reduction=True)], algorithms={op: "nvls"})
     with pytest.raises(AcesimError, match=f"runs only all-reduce, not {op}") as info:
         Platform(system)
     assert "\n" not in str(info.value)
@@ -127,7 +127,7 @@ def test_nvls_channel_ramp_caps_bandwidth_by_busy_channels(size: float, busy: in
     p, bw, lat, delay = 8, 100e9, 1e-6, 3e-6
     per_channel, chunk = 2e9, 2 * MiB
     system = make_system(
-        [dim("switch", p, bw, lat)],
+        [dim("switch", p, bw, lat, switch_reduction=True)],
         endpoint_delay=1e-8,
         nvls_delay=delay,
         nvls_efficiency=0.5,
@@ -144,3 +144,63 @@ def test_nvls_channel_ramp_caps_bandwidth_by_busy_channels(size: float, busy: in
 def test_nvls_channel_ramp_is_off_by_default() -> None:
     cfg = CollectiveConfig()
     assert cfg.nvls_channel_bytes is None and cfg.nvls_channel_bandwidth is None
+
+
+def test_nvls_is_refused_on_a_switch_that_does_not_reduce() -> None:
+    system = make_system([dim("switch", 8)], algorithms={"all-reduce": "nvls"})
+    with pytest.raises(AcesimError, match="needs a switch that reduces") as info:
+        Platform(system)
+    assert "\n" not in str(info.value)
+
+
+def test_switch_reduction_is_refused_off_a_switch() -> None:
+    with pytest.raises(AcesimError, match="switch_reduction: applies only to a switch"):
+        make_system([{**dim("ring", 4), "switch_reduction": True}])
+
+
+# -- the tuner: collective.choices, collective.algorithm --------------------------------------
+
+
+def _tuned(**collective: object) -> SystemConfig:
+    # 8 NPUs on a reducing switch; NVLS at half the ring's bandwidth but with 2 steps of latency
+    # against the ring's 14: NVLS is predicted faster for small sizes, the ring for large.
+    return make_system(
+        [dim("switch", 8, 100e9, 5e-6, switch_reduction=True)],
+        endpoint_delay=0.0,
+        nvls_efficiency=0.3,
+        chunks=1,
+        choices={"all-reduce": ["ring", "nvls"]},
+        **collective,
+    )
+
+
+def test_the_tuner_picks_the_fastest_predicted_algorithm_per_size() -> None:
+    small = simulate_collective(_tuned(), "all-reduce", 64 * 1024)
+    large = simulate_collective(_tuned(), "all-reduce", GiB)
+    assert small.algorithm == "nvls"
+    assert large.algorithm == "ring"
+    for size in (64 * 1024, GiB):
+        for name in ("ring", "nvls"):
+            forced = simulate_collective(_tuned(algorithm=name), "all-reduce", size)
+            assert forced.algorithm == name
+        chosen = simulate_collective(_tuned(), "all-reduce", size)
+        others = [
+            simulate_collective(_tuned(algorithm=n), "all-reduce", size).time
+            for n in ("ring", "nvls")
+        ]
+        assert chosen.time == min(others)
+
+
+def test_a_forced_algorithm_that_cannot_run_is_an_error() -> None:
+    system = make_system(
+        [dim("switch", 8)], choices={"all-reduce": ["ring", "nvls"]}, algorithm="nvls"
+    )
+    with pytest.raises(AcesimError, match="collective.algorithm: nvls cannot run all-reduce"):
+        simulate_collective(system, "all-reduce", GiB)
+
+
+def test_choices_name_known_operations_and_algorithms() -> None:
+    with pytest.raises(AcesimError, match="choices.all-reduce.1"):
+        make_system([dim("switch", 8)], choices={"all-reduce": ["ring", "warp"]})
+    with pytest.raises(AcesimError, match="must list at least one algorithm"):
+        make_system([dim("switch", 8)], choices={"all-reduce": []})

@@ -126,6 +126,8 @@ def simulate_collective(
         shape=list(cfg.network.shape),
         group_size=n,
         protocol=coll.protocol.name if coll.protocol is not None else None,
+        algorithm=coll.algorithm,
+        comm_units=platform.npus[0].units.peak,
     )
 
 

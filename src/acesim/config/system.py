@@ -182,6 +182,14 @@ def _check_egress(link_bandwidth: float, links_per_npu: int) -> None:
         )
 
 
+def _check_switch_reduction(kind: str, switch_reduction: bool) -> None:
+    """Only a switch reduces in the network."""
+    if switch_reduction and kind != "switch":
+        raise FieldRuleError(
+            "switch_reduction", f"applies only to a switch dimension, got kind {kind!r}", True
+        )
+
+
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
@@ -193,10 +201,16 @@ class DimensionConfig(Strict):
     link_bandwidth: PositiveBytesPerSecond = Field(description="one link, one direction, B/s")
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="links of this dimension at each NPU")
+    switch_reduction: bool = Field(
+        False,
+        description="the switch reduces in the network (NVLink SHARP on NVSwitch from H100 on, "
+        "SHARP on InfiniBand): in-switch algorithms (nvls) may run here; switch dimensions only",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
+        _check_switch_reduction(self.kind, self.switch_reduction)
         return self
 
 
@@ -212,10 +226,14 @@ class ScaleOutConfig(Strict):
     )
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="scale-out links (NICs) at each NPU")
+    switch_reduction: bool = Field(
+        False, description="the scale-out switches reduce in the network (SHARP)"
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> ScaleOutConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
+        _check_switch_reduction(self.kind, self.switch_reduction)
         return self
 
 
@@ -328,6 +346,17 @@ class CollectiveConfig(Strict):
         "default ring, and direct for all-to-all on switch/fully-connected dimensions "
         "(names: the registries of acesim.network; checked when the platform is elaborated)",
     )
+    choices: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per collective op, the algorithms NCCL's tuner chooses among for each "
+        "collective (the fastest predicted; each applies on the dimensions it can run on, the "
+        "others keep collective.algorithms), e.g. { all-reduce = ['ring', 'nvls'] }",
+    )
+    algorithm: str | None = Field(
+        None,
+        description="force this algorithm (NCCL_ALGO) for every operation that lists it in "
+        "collective.choices; None: the fastest predicted",
+    )
     composition: Literal["hierarchical", "per_dimension"] = "hierarchical"
     chunks: PositiveInt = Field(4, description="chunks a collective is split into (dataset splits)")
     active_chunks_per_dimension: PositiveInt = Field(
@@ -397,6 +426,33 @@ class CollectiveConfig(Strict):
                     err = algorithms.unknown(name)
                     where = f"{op}[{i}]" if isinstance(choice, list) else op
                     raise FieldRuleError(where, err.rule, name, hint=err.hint)
+        return value
+
+    @field_validator("choices")
+    @classmethod
+    def _choices(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        ops, algorithms = listed("collective operation"), listed("algorithm")
+        for op, names in value.items():
+            if ops is not None and op not in ops:
+                err = ops.unknown(op)
+                raise FieldRuleError(op, f"unknown collective operation; {err.rule}", hint=err.hint)
+            if not names:
+                raise FieldRuleError(op, "must list at least one algorithm", names)
+            if len(set(names)) != len(names):
+                raise FieldRuleError(op, "must not list an algorithm twice", names)
+            for i, name in enumerate(names):
+                if algorithms is not None and name not in algorithms:
+                    err = algorithms.unknown(name)
+                    raise FieldRuleError(f"{op}[{i}]", err.rule, name, hint=err.hint)
+        return value
+
+    @field_validator("algorithm")
+    @classmethod
+    def _forced_algorithm(cls, value: str | None) -> str | None:
+        algorithms = listed("algorithm")
+        if value is not None and algorithms is not None and value not in algorithms:
+            err = algorithms.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
         return value
 
     @field_validator("protocols")

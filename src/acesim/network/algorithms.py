@@ -104,14 +104,15 @@ class Algorithm:
         summary: one line for help texts and docs tables.
         steps: ``steps(phase_op, p, data_bytes)`` -> the steps of ``phase_op`` on ``p`` NPUs
             with per-NPU buffer ``data_bytes`` (see the module docstring).
-        problem: ``problem(phase_op, dimension_kind, p)`` -> why it cannot run there, or None.
+        problem: ``problem(phase_op, dimension_kind, p, switch_reduction)`` -> why it cannot
+            run there, or None (``switch_reduction``: the dimension's switch can reduce).
         phase_ops: the phase operations it implements.
     """
 
     name: str
     summary: str
     steps: Callable[[str, int, float], list[Step]]
-    problem: Callable[[str, str, int], str | None]
+    problem: Callable[[str, str, int, bool], str | None]
     phase_ops: tuple[str, ...] = PHASE_OPS
 
 
@@ -182,18 +183,23 @@ def _nvls_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     ]
 
 
-def _on_a_switch(op: str, kind: str, size: int) -> str | None:
+def _on_a_switch(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
     if kind != "switch":
         return f"needs a switch dimension (the reduction happens in the switch), got a {kind}"
+    if not switch_reduction:
+        return (
+            "needs a switch that reduces (switch_reduction = true on the dimension: NVSwitch "
+            "with NVLink SHARP, from the third generation, H100 on)"
+        )
     return None
 
 
-def _anywhere(op: str, kind: str, size: int) -> str | None:
+def _anywhere(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
     return None
 
 
-def _needs_direct_links(name: str) -> Callable[[str, str, int], str | None]:
-    def problem(op: str, kind: str, size: int) -> str | None:
+def _needs_direct_links(name: str) -> Callable[[str, str, int, bool], str | None]:
+    def problem(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
         if name == "halving_doubling" and not _is_pow2(size):
             return f"needs a power-of-two size, got {size}"
         if kind == "ring" and size > (3 if name == "direct" else 2):
@@ -245,15 +251,18 @@ ALGORITHMS.register(
 )
 
 
-def check_algorithm(algorithm: str, op: str, kind: str, size: int, where: str) -> None:
+def check_algorithm(
+    algorithm: str, op: str, kind: str, size: int, where: str, switch_reduction: bool = False
+) -> None:
     """Raise :class:`~acesim.errors.ConfigError` for an unknown algorithm and
-    :class:`TopologyError` if ``algorithm`` cannot run ``op`` on this dimension."""
+    :class:`TopologyError` if ``algorithm`` cannot run ``op`` on this dimension (of ``kind``,
+    ``size`` NPUs; ``switch_reduction``: its switch can reduce)."""
     algo = ALGORITHMS.get(algorithm, where)
     if op not in algo.phase_ops:
         raise TopologyError(
             f"{where}: algorithm {algorithm!r} runs only {', '.join(algo.phase_ops)}, not {op}"
         )
-    problem = algo.problem(op, kind, size)
+    problem = algo.problem(op, kind, size, switch_reduction)
     if problem:
         raise TopologyError(f"{where}: algorithm {algorithm!r} {problem}")
 

@@ -30,6 +30,8 @@ delivered ``link_latency + nvls_delay`` after they are out (both default to the 
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
 
+Where ``collective.choices`` lists algorithms for an operation, each collective runs the one
+:func:`~acesim.network.plan.choose_algorithm` predicts fastest (or ``collective.algorithm``).
 Where ``collective.protocols`` configures NCCL protocols (LL, LL128, Simple) for an algorithm,
 each collective runs the one :func:`~acesim.network.plan.choose_protocol` predicts fastest (or
 ``collective.protocol``): its phases' bytes weigh ``1 / bandwidth`` more on the egress
@@ -58,7 +60,13 @@ from .algorithms import NVLS_KINDS
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
-from .plan import Phase, ProtocolChoice, build_phases, choose_protocol, validate_algorithms
+from .plan import (
+    AlgorithmChoice,
+    Phase,
+    ProtocolChoice,
+    choose_algorithm,
+    validate_algorithms,
+)
 from .shares import MessageShares
 from .topology import Topology
 
@@ -95,6 +103,8 @@ class Collective:
     on_done: Callable[[Collective], Any] | None = None
     #: the NCCL protocol it runs (None: no protocols configured) and its per-phase terms
     protocol: ProtocolChoice | None = None
+    #: the algorithm the tuner chose among ``collective.choices`` (None: no choice configured)
+    algorithm: str | None = None
 
     @property
     def duration(self) -> float:
@@ -241,10 +251,8 @@ class CollectiveRuntime:
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
         reports progress and ``finished`` is the latest finish so far.
         """
-        axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
-        protocol = choose_protocol(
-            self.config, self.topology, phases, chunks, self.config.protocol
-        )
+        axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
+        phases, protocol = choice.phases, choice.protocol
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
         members = 1
         for axis in axes:
@@ -266,6 +274,7 @@ class CollectiveRuntime:
             on_rank_done=on_rank_done,
             on_done=on_done,
             protocol=protocol,
+            algorithm=choice.algorithm,
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -282,6 +291,19 @@ class CollectiveRuntime:
     ) -> tuple[tuple[Axis, ...], int, list[Phase]]:
         """The group's axes, the chunk count and one chunk's phases for ``op`` of ``size``
         bytes, without issuing anything (errors as :meth:`issue`'s)."""
+        axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
+        return axes, chunks, choice.phases
+
+    def choose(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        group: Group | None = None,
+    ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
+        """The group's axes, the chunk count and the tuner's choice (algorithm, one chunk's
+        phases, protocol) for ``op`` of ``size`` bytes, without issuing anything."""
         COLLECTIVE_OPS.get(op)
         if not size >= 0 or size == math.inf:
             raise TopologyError(f"collective size must be finite and >= 0, got {size}")
@@ -300,8 +322,10 @@ class CollectiveRuntime:
                     "endpoint more buffer or let it stage chunks another way",
                 )
             chunks *= math.ceil(pieces)
-        phases = build_phases(self.config, self.topology, op, size / chunks, axes)
-        return axes, chunks, phases
+        choice = choose_algorithm(
+            self.config, self.topology, op, size / chunks, axes, chunks, self.endpoint.step_kinds
+        )
+        return axes, chunks, choice
 
     def messages_per_rank(
         self,

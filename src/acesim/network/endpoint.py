@@ -24,8 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..engine import Resource
+from .algorithms import ALLTOALL, GATHER, REDUCE
 
-__all__ = ["Endpoint"]
+__all__ = ["Endpoint", "SM_FREE_STEP_KINDS"]
+
+#: The step kinds an engine that is not an SM kernel runs: point-to-point reduce, gather and
+#: all-to-all steps (not the switch's multimem load-reduce and multicast store).
+SM_FREE_STEP_KINDS = frozenset({REDUCE, GATHER, ALLTOALL})
 
 
 class Endpoint:
@@ -34,6 +39,9 @@ class Endpoint:
     name = "ideal"
     #: max-min weight of this endpoint's message activities against compute kernels
     message_weight = 1.0
+    #: the step kinds it can run (None: every kind); the tuner offers only algorithms whose
+    #: steps it can run (a copy engine or ACE cannot issue NVLS multimem operations)
+    step_kinds: frozenset[str] | None = None
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         """The HBM resource the rank's messages draw on and the memory-level parallelism (in

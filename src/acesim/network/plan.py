@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config.system import PROTOCOLS, CollectiveConfig
+from ..config.system import PROTOCOLS, CollectiveConfig, ProtocolConfig
 from ..errors import ConfigError, TopologyError
-from .algorithms import Step, check_algorithm, phase_steps
+from .algorithms import ALGORITHMS, Step, check_algorithm, phase_steps
 from .group import Axis
 from .ops import COLLECTIVE_OPS
-from .topology import Topology
+from .topology import Dimension, Topology
 
 
 @dataclass(frozen=True)
@@ -72,22 +72,52 @@ def validate_algorithms(cfg: CollectiveConfig, topology: Topology) -> None:
         build_phases(cfg, topology, op, 1.0, axes)
 
 
+def _can_run(algorithm: str, phase_op: str, d: Dimension, size: int) -> bool:
+    algo = ALGORITHMS.get(algorithm)
+    return phase_op in algo.phase_ops and not algo.problem(
+        phase_op, d.kind, size, d.switch_reduction
+    )
+
+
 def build_phases(
-    cfg: CollectiveConfig, topology: Topology, op: str, size: float, axes: Sequence[Axis]
+    cfg: CollectiveConfig,
+    topology: Topology,
+    op: str,
+    size: float,
+    axes: Sequence[Axis],
+    override: str | None = None,
 ) -> list[Phase]:
-    """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module)."""
+    """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module).
+
+    ``override``: an algorithm that runs ``op``'s phases wherever it can (the tuner's
+    candidate); elsewhere the configured algorithm runs.
+    """
     spec = COLLECTIVE_OPS.get(op)
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
         axis = axes[index]
-        algo = algorithm_for(cfg, topology, algo_op, axis.dim)
+        d = topology.dimensions[axis.dim]
+        if (
+            override is not None
+            and algo_op == op
+            and _can_run(override, phase_op, d, axis.size)
+        ):
+            algo = override
+        else:
+            algo = algorithm_for(cfg, topology, algo_op, axis.dim)
         if algo == "double_binary_tree" and phase_op != "all-reduce":
             algo = "ring"  # trees run only the all-reduce phase of a hierarchical all-reduce
         if algo == "nvls" and algo_op == "all-reduce" and phase_op != "all-reduce":
             algo = "ring"  # so does NVLS; chosen for another operation, it is refused below
-        d = topology.dimensions[axis.dim]
-        check_algorithm(algo, phase_op, d.kind, axis.size, f"collective.algorithms.{algo_op}")
+        check_algorithm(
+            algo,
+            phase_op,
+            d.kind,
+            axis.size,
+            f"collective.algorithms.{algo_op}",
+            d.switch_reduction,
+        )
         steps = tuple(phase_steps(phase_op, algo, axis.size, data))
         phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
 
@@ -108,6 +138,8 @@ class ProtocolChoice:
     hop_latencies: tuple[float | None, ...] = ()
     #: the predicted time of each candidate protocol, s
     predicted: tuple[tuple[str, float], ...] = ()
+    #: the predicted time of the chosen protocol (the tuner's cost), s
+    time: float = 0.0
 
 
 def choose_protocol(
@@ -137,8 +169,12 @@ def choose_protocol(
                 f"({', '.join(sorted({p.algorithm for p in phases})) or 'none'}) has "
                 "collective.protocols configured",
             )
-        return ProtocolChoice(None, factors=(1.0,) * len(phases),
-                              hop_latencies=(None,) * len(phases))
+        return ProtocolChoice(
+            None,
+            factors=(1.0,) * len(phases),
+            hop_latencies=(None,) * len(phases),
+            time=_predict(cfg, topology, phases, [None] * len(phases), chunks, None),
+        )
     candidates = [
         name for name in PROTOCOLS if all(t is None or name in t for t in tables)
     ]
@@ -160,28 +196,10 @@ def choose_protocol(
                 if t
             ),
         )
-    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
     best: tuple[float, str] | None = None
     predicted: list[tuple[str, float]] = []
     for name in candidates:
-        time = 0.0
-        base = 0.0
-        for phase, table in zip(phases, tables, strict=True):
-            d = topology.dimensions[phase.dim]
-            weight = 1.0
-            if phase.algorithm == "nvls":
-                weight = cfg.protocol_efficiency / nvls_eff
-            hop = cfg.endpoint_delay
-            if phase.algorithm == "nvls" and cfg.nvls_delay is not None:
-                hop = cfg.nvls_delay
-            if table is not None:
-                proto = table[name]
-                weight /= proto.bandwidth
-                hop = proto.hop_latency
-                base = max(base, proto.base_latency)
-            time += len(phase.steps) * (d.latency + hop)
-            time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
-        time += base
+        time = _predict(cfg, topology, phases, tables, chunks, name)
         predicted.append((name, time))
         if best is None or time < best[0]:
             best = (time, name)
@@ -190,4 +208,96 @@ def choose_protocol(
     factors = tuple(1.0 if t is None else t[chosen].bandwidth for t in tables)
     hops = tuple(None if t is None else t[chosen].hop_latency for t in tables)
     base = max((t[chosen].base_latency for t in tables if t is not None), default=0.0)
-    return ProtocolChoice(chosen, base, factors, hops, tuple(predicted))
+    return ProtocolChoice(chosen, base, factors, hops, tuple(predicted), best[0])
+
+
+def _predict(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    phases: Sequence[Phase],
+    tables: Sequence[dict[str, ProtocolConfig] | None],
+    chunks: int,
+    name: str | None,
+) -> float:
+    """The tuner's time of ``phases`` (all chunks) under protocol ``name`` (see
+    :func:`choose_protocol`), s."""
+    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
+    time = 0.0
+    base = 0.0
+    for phase, table in zip(phases, tables, strict=True):
+        d = topology.dimensions[phase.dim]
+        weight = 1.0
+        if phase.algorithm == "nvls":
+            weight = cfg.protocol_efficiency / nvls_eff
+        hop = cfg.endpoint_delay
+        if phase.algorithm == "nvls" and cfg.nvls_delay is not None:
+            hop = cfg.nvls_delay
+        if table is not None and name is not None:
+            proto = table[name]
+            weight /= proto.bandwidth
+            hop = proto.hop_latency
+            base = max(base, proto.base_latency)
+        time += len(phase.steps) * (d.latency + hop)
+        time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
+    return time + base
+
+
+@dataclass(frozen=True)
+class AlgorithmChoice:
+    """What the tuner picked for one collective: the candidate algorithm (None: no
+    ``collective.choices`` for the operation), the phases it gives, their protocol, and the
+    predicted time of every candidate (s)."""
+
+    algorithm: str | None
+    phases: list[Phase]
+    protocol: ProtocolChoice
+    predicted: tuple[tuple[str, float], ...] = ()
+
+
+def choose_algorithm(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    op: str,
+    chunk_bytes: float,
+    axes: Sequence[Axis],
+    chunks: int,
+    step_kinds: frozenset[str] | None = None,
+) -> AlgorithmChoice:
+    """NCCL's tuner: among ``collective.choices[op]`` (or the forced ``collective.algorithm``)
+    the algorithm whose phases, under their best protocol, are predicted fastest (latency plus
+    bytes over bandwidth, :func:`choose_protocol`). A candidate runs the phases it can run
+    (``nvls`` the all-reduce phase on a switch that reduces); the others keep
+    ``collective.algorithms``. Ties go to the earlier candidate. A candidate with steps the
+    endpoint cannot run (``step_kinds``; None: any) is not offered. Without choices or a
+    forced algorithm, the configured algorithms with their best protocol."""
+    names = cfg.choices.get(op)
+    if cfg.algorithm is not None:
+        names = [cfg.algorithm]
+    if not names:
+        phases = build_phases(cfg, topology, op, chunk_bytes, axes)
+        return AlgorithmChoice(None, phases, choose_protocol(cfg, topology, phases, chunks,
+                                                             cfg.protocol))
+    best: AlgorithmChoice | None = None
+    predicted: list[tuple[str, float]] = []
+    problems: list[str] = []
+    for name in names:
+        phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=name)
+        if phases and name not in {p.algorithm for p in phases}:
+            problems.append(f"{name} cannot run {op} on any dimension of this group")
+            continue
+        kinds = {step.kind for phase in phases for step in phase.steps}
+        if step_kinds is not None and not kinds <= step_kinds:
+            problems.append(f"{name} needs steps the endpoint cannot run")
+            continue
+        try:
+            protocol = choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
+        except ConfigError as exc:
+            problems.append(f"{name}: {exc.rule}")
+            continue
+        predicted.append((name, protocol.time))
+        if best is None or protocol.time < best.protocol.time:
+            best = AlgorithmChoice(name, phases, protocol)
+    if best is None:
+        field = "collective.algorithm" if cfg.algorithm is not None else f"collective.choices.{op}"
+        raise ConfigError(field, "; ".join(problems))
+    return AlgorithmChoice(best.algorithm, best.phases, best.protocol, tuple(predicted))

@@ -109,8 +109,8 @@ class CollectiveRun(Strict):
     )
     algorithm: str | None = Field(
         None,
-        description="the algorithm the measurement forced (NCCL_ALGO), set as the system's "
-        "collective.algorithms entry for op; None: the system's own",
+        description="the algorithm the measurement forced (NCCL_ALGO), forced as the system's "
+        "collective.algorithm; None: the system's own (its tuner's choice)",
     )
 
     @field_validator("op")

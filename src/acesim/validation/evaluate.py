@@ -11,8 +11,7 @@ source measured, in the case's unit, from the model alone.
 * ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system
   (or a group of the innermost dimension's first ``group`` NPUs), with the system's endpoint
   kind or the row's ``endpoint``; its busbw (or algbw); a row's ``algorithm`` (what the
-  measurement forced, ``NCCL_ALGO``) replaces the system's ``collective.algorithms`` entry for
-  its operation.
+  measurement forced, ``NCCL_ALGO``) is forced as the system's ``collective.algorithm``.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
@@ -126,9 +125,8 @@ def _stream(case: Case, run: StreamRun, system: SystemConfig) -> tuple[float, st
 
 def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[float, str]:
     if run.algorithm is not None:
-        algorithms = {**system.collective.algorithms, run.op: run.algorithm}
         collective = CollectiveConfig.model_validate(
-            {**system.collective.model_dump(), "algorithms": algorithms}
+            {**system.collective.model_dump(), "algorithm": run.algorithm}
         )
         system = system.model_copy(update={"collective": collective})
     group = Group((Span(0, run.group),)) if run.group is not None else None
