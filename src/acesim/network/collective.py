@@ -11,9 +11,10 @@ a bubble in the pipeline and make a faster dimension finish later).
 A step at an NPU sends its messages; each message is a fluid activity demanding the NPU's
 egress capacity on the dimension, the receiver's ingress capacity on it (the same links in the
 other direction: many senders to one receiver share that receiver's ingress, incast) plus
-whatever the collective endpoint charges per network byte (HBM bytes, comm-unit throughput, engine ALU/DMA). When a message is on the wire it is
-delivered after the link latency plus the fixed per-message endpoint delay. A step completes at
-an NPU when its own messages are out and its peers' messages for that step have arrived.
+whatever the collective endpoint charges per network byte (HBM bytes, comm-unit throughput,
+engine ALU/DMA). When a message is on the wire it is delivered after the link latency plus
+the fixed per-message endpoint delay. A step completes at an NPU when its own messages are out
+and its peers' messages for that step have arrived.
 
 A collective runs on a communicator group (:mod:`acesim.network.group`): whole dimensions, a
 slice of a dimension (TP=4 inside an 8-GPU switch) or strided members; groups that run at the
