@@ -204,3 +204,30 @@ def test_choices_name_known_operations_and_algorithms() -> None:
         make_system([dim("switch", 8)], choices={"all-reduce": ["ring", "warp"]})
     with pytest.raises(AcesimError, match="must list at least one algorithm"):
         make_system([dim("switch", 8)], choices={"all-reduce": []})
+
+
+def test_the_collective_table_shows_algorithm_protocol_and_sms() -> None:
+    from typer.testing import CliRunner
+
+    from acesim.cli import app
+
+    env = {"COLUMNS": "200"}
+    args = ["collective", "-s", "h100-nvswitch-8", "--sizes", "1GiB"]
+    out = CliRunner().invoke(app, args, env=env).output
+    assert "nvls" in out and "Simple" in out and "SMs" in out
+    ring = CliRunner().invoke(
+        app, [*args, "--algo", "ring", "--channels", "24", "--json"], env=env
+    ).output
+    assert '"algorithm": "ring"' in ring and '"comm_units": 24' in ring
+
+
+def test_channels_are_the_sms_a_collective_holds() -> None:
+    for channels in (4, 24):
+        system = resolve_system(
+            "h100-nvswitch-8",
+            overrides={
+                "collective.algorithm": "ring",
+                "endpoint.baseline.comm_units": channels,
+            },
+        )
+        assert simulate_collective(system, "all-reduce", 64 * MiB).comm_units == channels

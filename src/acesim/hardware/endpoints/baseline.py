@@ -266,4 +266,5 @@ KIND = EndpointKind(
     variants=_variants,
     role="reference",
     default_compare=True,
+    channel_fields=("comm_units", "nvls_units"),
 )

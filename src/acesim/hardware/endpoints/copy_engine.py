@@ -177,4 +177,5 @@ KIND = EndpointKind(
     settings=CopyEngineSettings,
     build=CopyEngineEndpoint,
     check=_check,
+    channel_fields=("fallback_units",),
 )
