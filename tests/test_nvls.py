@@ -115,35 +115,10 @@ def test_the_nvls_rows_are_live() -> None:
     assert len(nvls) == 13
     assert all(r.status == "ok" for r in nvls), [r.note for r in nvls]
     assert sorted(r.case.id for r in nvls if r.case.fit) == [
+        "h100x8-nvls-allreduce-16m",
         "h100x8-nvls-allreduce-1g",
         "h100x8-nvls-allreduce-1m",
     ]
-
-
-@pytest.mark.parametrize(
-    ("size", "busy"), [(1 * MiB, 1), (6 * MiB, 3), (64 * MiB, 16), (1 * GiB, 16)]
-)
-def test_nvls_channel_ramp_caps_bandwidth_by_busy_channels(size: float, busy: int) -> None:
-    p, bw, lat, delay = 8, 100e9, 1e-6, 3e-6
-    per_channel, chunk = 2e9, 2 * MiB
-    system = make_system(
-        [dim("switch", p, bw, lat, switch_reduction=True)],
-        endpoint_delay=1e-8,
-        nvls_delay=delay,
-        nvls_efficiency=0.5,
-        nvls_channel_bytes=chunk,
-        nvls_channel_bandwidth=per_channel,
-        nvls_channels=16,
-        algorithms={"all-reduce": "nvls"},
-    )
-    rate = min(bw * 0.5, busy * per_channel)
-    expected = 2 * (lat + delay) + size * (p + 1) / p / rate
-    assert simulate_collective(system, "all-reduce", size).time == pytest.approx(expected)
-
-
-def test_nvls_channel_ramp_is_off_by_default() -> None:
-    cfg = CollectiveConfig()
-    assert cfg.nvls_channel_bytes is None and cfg.nvls_channel_bandwidth is None
 
 
 def test_nvls_is_refused_on_a_switch_that_does_not_reduce() -> None:
@@ -231,3 +206,44 @@ def test_channels_are_the_sms_a_collective_holds() -> None:
             },
         )
         assert simulate_collective(system, "all-reduce", 64 * MiB).comm_units == channels
+
+
+# -- NVLS loops: NCCL's chunk rule and the per-loop synchronisation ---------------------------
+
+
+@pytest.mark.parametrize(
+    "size, chunk",
+    [
+        (4 * MiB, 16384),  # < 2 x 128 x 32 KiB = 8 MiB
+        (8 * MiB, 32768),
+        (63 * MiB, 32768),  # < 8 x 128 x 64 KiB = 64 MiB
+        (64 * MiB, 65536),
+        (GiB - 1, 65536),  # < 64 x 128 x 128 KiB = 1 GiB
+        (GiB, 131072),
+        (8 * GiB, 131072),
+    ],
+)
+def test_nvls_chunks_follow_nccls_rule(size: float, chunk: int) -> None:
+    from acesim.network.plan import nvls_chunk
+
+    # 16 channels x 8 heads = 128 concurrent chunks, as NCCL 2.18's enqueue.cc
+    assert nvls_chunk(CollectiveConfig(), size, 8) == chunk
+
+
+def test_each_nvls_loop_adds_its_latency() -> None:
+    # An ideal switch: the time with a loop latency is the time without it plus loops x it,
+    # loops = ceil(S / (16 channels x 8 heads x chunk)).
+    p, bw = 8, 100e9
+    delay = 2e-6
+
+    def time(size: float, loop: float) -> float:
+        system = make_system(
+            [dim("switch", p, bw, 0.0, switch_reduction=True)],
+            endpoint_delay=0.0,
+            algorithms={"all-reduce": "nvls"},
+            nvls_loop_latency=loop,
+        )
+        return simulate_collective(system, "all-reduce", size).time
+
+    for size, loops in ((MiB, 1), (16 * MiB, 4), (256 * MiB, 32), (GiB, 64)):
+        assert time(size, delay) - time(size, 0.0) == pytest.approx(loops * delay, rel=1e-9)

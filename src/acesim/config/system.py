@@ -384,19 +384,21 @@ class CollectiveConfig(Strict):
         description="per-message delay of NVLS steps, s, in place of endpoint_delay "
         "(None: endpoint_delay)",
     )
-    nvls_channel_bytes: PositiveBytes | None = Field(
-        None,
-        description="NVLS channel ramp: bytes of the collective each active channel takes; an "
-        "NVLS collective of S bytes keeps clamp(ceil(S / this), 1, nvls_channels) channels busy "
-        "(None, the default: no ramp, all channels at every size)",
+    nvls_chunk_bytes: PositiveBytes = Field(
+        131072,
+        description="NVLS chunk size, bytes (NCCL_NVLS_CHUNKSIZE, 128 KiB in NCCL 2.18-2.27): "
+        "the largest chunk; smaller buffers use smaller chunks by NCCL's rule "
+        "(acesim.network.plan.nvls_chunk)",
     )
-    nvls_channel_bandwidth: PositiveBytesPerSecond | None = Field(
-        None,
-        description="NVLS channel ramp: the most one busy channel drives per NPU, B/s; NVLS "
-        "steps run at min(link-limited bandwidth, busy channels x this) (None: no limit)",
+    nvls_loop_latency: NonNegativeSeconds = Field(
+        0.0,
+        description="NVLS synchronisation per NCCL loop, s: each loop moves nvls_channels x p x "
+        "chunk bytes of the buffer (its scatter, switch reduce-multicast and gather warps "
+        "hand over through flags once per loop); 0: none",
     )
     nvls_channels: PositiveInt = Field(
-        16, description="NVLS channel ramp: the most channels (NCCL's nvlsChannels)"
+        16, description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
+        "nvls_channels x p x chunk bytes)"
     )
     protocols: dict[str, dict[str, ProtocolConfig]] = Field(
         default_factory=dict,

@@ -37,7 +37,9 @@ Where ``collective.protocols`` configures NCCL protocols (LL, LL128, Simple) for
 each collective runs the one :func:`~acesim.network.plan.choose_protocol` predicts fastest (or
 ``collective.protocol``): its phases' bytes weigh ``1 / bandwidth`` more on the egress
 capacity, their messages are delivered ``link_latency + hop_latency`` after they are out, and
-each rank starts ``base_latency`` after it joins.
+each rank starts ``base_latency`` after it joins; so it does the NVLS loops' synchronisation
+(:func:`~acesim.network.plan.nvls_sync_latency`; the same total as paying it loop by loop when
+nothing else contends).
 
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
@@ -66,6 +68,7 @@ from .plan import (
     Phase,
     ProtocolChoice,
     choose_algorithm,
+    nvls_sync_latency,
     validate_algorithms,
 )
 from .shares import MessageShares
@@ -106,6 +109,8 @@ class Collective:
     protocol: ProtocolChoice | None = None
     #: the algorithm the tuner chose among ``collective.choices`` (None: no choice configured)
     algorithm: str | None = None
+    #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_sync_latency), s
+    sync_latency: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -276,6 +281,7 @@ class CollectiveRuntime:
             on_done=on_done,
             protocol=protocol,
             algorithm=choice.algorithm,
+            sync_latency=nvls_sync_latency(self.config, phases, chunks),
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -363,6 +369,7 @@ class CollectiveRuntime:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
         base = coll.protocol.base_latency if coll.protocol is not None else 0.0
+        base += coll.sync_latency
         if base > 0:
             self.engine.schedule(base, self._start_chunks, coll, rank)
         else:
@@ -427,25 +434,6 @@ class CollectiveRuntime:
         step = phase.steps[run.step]
         self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
 
-    def nvls_busy_channels(self, size: float) -> int | None:
-        """NVLS channels an NVLS collective of ``size`` bytes keeps busy under the channel ramp
-        (``collective.nvls_channel_bytes``): ``clamp(ceil(size / channel bytes), 1,
-        nvls_channels)``; None without a ramp."""
-        q = self.config.nvls_channel_bytes
-        if q is None:
-            return None
-        return min(max(math.ceil(size / q), 1), self.config.nvls_channels)
-
-    def _nvls_ramp_weight(self, size: float, dim: int) -> float:
-        """Egress weight per NVLS byte that caps the step at busy channels x
-        ``nvls_channel_bandwidth`` (0 without a ramp: no cap)."""
-        b = self.config.nvls_channel_bandwidth
-        if b is None:
-            return 0.0
-        busy = self.nvls_busy_channels(size)
-        channels = self.config.nvls_channels if busy is None else busy
-        return self.topology.dimensions[dim].egress_bandwidth / (channels * b)
-
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
@@ -462,8 +450,6 @@ class CollectiveRuntime:
         run.sends_out = len(dests)
         nvls = step.kind in NVLS_KINDS
         weight = self.nvls_weight if nvls else 1.0
-        if nvls:
-            weight = max(weight, self._nvls_ramp_weight(coll.size, dim))
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
         demand = {self.egress[run.rank][dim]: weight}

@@ -7,11 +7,23 @@ hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``. 
 ``nvls`` (in-switch reduction, all-reduce on a switch dimension only).
 
 Where ``collective.protocols`` configures NCCL protocols for an algorithm,
-:func:`choose_protocol` picks the one a collective runs (see it).
+:func:`choose_protocol` picks the one a collective runs (see it); where ``collective.choices``
+lists algorithms for an operation, :func:`choose_algorithm` picks one per collective, as
+NCCL's tuner does.
+
+NVLS loops (:func:`nvls_sync_latency`): NCCL's NVLS kernel moves a buffer in loops of
+``channels x p x chunk`` bytes (``p`` heads, one per NPU; 16 channels), the chunk shrinking for
+smaller buffers by NCCL's rule (NCCL 2.18 ``enqueue.cc``: 128 KiB, halved to 64 KiB below
+``64 x channels x p x 128 KiB``, to 32 KiB below ``8 x ... x 64 KiB``, to 16 KiB below
+``2 x ... x 32 KiB``). Each loop pays ``collective.nvls_loop_latency`` of synchronisation
+between its scatter, reduce-multicast and gather warps, in series with its transfer: the
+collective's NVLS phases take ``loops x nvls_loop_latency`` more, which is why NVLS bandwidth
+keeps rising with size long after latency stops mattering (smaller chunks, more loops per byte).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -211,6 +223,31 @@ def choose_protocol(
     return ProtocolChoice(chosen, base, factors, hops, tuple(predicted), best[0])
 
 
+def nvls_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
+    """NCCL's NVLS chunk for a buffer of ``size`` bytes over ``heads`` NPUs (module), bytes."""
+    chunk = float(cfg.nvls_chunk_bytes)
+    ops = cfg.nvls_channels * heads
+    for below, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+        if size < below * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
+def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: int) -> float:
+    """The NVLS loops' synchronisation of a collective whose ``chunks`` chunks go through
+    ``phases`` (module), s: ``loops x collective.nvls_loop_latency`` over its NVLS phases."""
+    if cfg.nvls_loop_latency <= 0:
+        return 0.0
+    total = 0.0
+    for phase in phases:
+        if phase.algorithm != "nvls":
+            continue
+        size = phase.data_bytes * chunks
+        loop = cfg.nvls_channels * phase.size * nvls_chunk(cfg, size, phase.size)
+        total += math.ceil(size / loop) * cfg.nvls_loop_latency
+    return total
+
+
 def _predict(
     cfg: CollectiveConfig,
     topology: Topology,
@@ -239,7 +276,7 @@ def _predict(
             base = max(base, proto.base_latency)
         time += len(phase.steps) * (d.latency + hop)
         time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
-    return time + base
+    return time + base + nvls_sync_latency(cfg, phases, chunks)
 
 
 @dataclass(frozen=True)

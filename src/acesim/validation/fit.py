@@ -39,8 +39,7 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.latency": (0.0, 1e-3),
     "collective.nvls_efficiency": (1e-3, 1.0),
     "collective.nvls_delay": (0.0, 1e-3),
-    "collective.nvls_channel_bandwidth": (1e8, 1e13),
-    "collective.nvls_channel_bytes": (1.0, 2.0**34),
+    "collective.nvls_loop_latency": (0.0, 1e-3),
 }
 for _proto in ("LL", "LL128", "Simple"):
     for _algo in ("ring", "nvls", "double_binary_tree"):
@@ -51,7 +50,7 @@ for _proto in ("LL", "LL128", "Simple"):
 COLLECTIVE_FITS = (
     "collective.nvls_efficiency",
     "collective.nvls_delay",
-    "collective.nvls_channel_",
+    "collective.nvls_loop_latency",
     "collective.protocols.",
 )
 
