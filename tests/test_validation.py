@@ -157,6 +157,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "collective.nvls_efficiency": "efficiency",
     "collective.nvls_delay": "time0",
     "collective.nvls_chunk_bytes": "size",
+    "network.dimensions[0].efficiency": "efficiency",
     "collective.nvls_loop_latency": "time0",
     "collective.nvls_channels": "count",
     "endpoint.baseline.comm_units": "count",

@@ -24,7 +24,8 @@ blocks on go before the others), then as above.
 
 Steps of in-switch (NVLS) collectives (:data:`~acesim.network.algorithms.NVLS_KINDS`) run at
 ``collective.nvls_efficiency`` of the link bandwidth (each of their bytes weighs
-``protocol_efficiency / nvls_efficiency`` on the egress capacity) and their messages are
+``efficiency / nvls_efficiency`` on the egress capacity, the dimension's payload efficiency
+over NVLS's) and their messages are
 delivered ``link_latency + nvls_delay`` after they are out (both default to the SM protocol's
 ``protocol_efficiency`` and ``endpoint_delay``).
 
@@ -226,8 +227,8 @@ class CollectiveRuntime:
             if config.nvls_efficiency is None
             else config.nvls_efficiency
         )
-        #: egress capacity one byte of an NVLS message takes, per byte (see module)
-        self.nvls_weight = config.protocol_efficiency / nvls_eff
+        #: per dimension, the egress capacity one byte of an NVLS message takes (see module)
+        self.nvls_weights = [d.efficiency / nvls_eff for d in topology.dimensions]
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -449,7 +450,7 @@ class CollectiveRuntime:
         dests = step.destinations(axis.position(own), phase.size)
         run.sends_out = len(dests)
         nvls = step.kind in NVLS_KINDS
-        weight = self.nvls_weight if nvls else 1.0
+        weight = self.nvls_weights[dim] if nvls else 1.0
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
         demand = {self.egress[run.rank][dim]: weight}

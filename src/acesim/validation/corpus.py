@@ -109,11 +109,29 @@ class CollectiveRun(Strict):
     group: int | None = Field(
         None, gt=0, description="NPUs of the innermost dimension in the group (None: all NPUs)"
     )
+    dims: list[int] | None = Field(
+        None,
+        description="the dimensions the collective spans, whole (e.g. [1]: one GPU per node "
+        "across the scale-out); None: every dimension (not with group)",
+    )
     algorithm: str | None = Field(
         None,
         description="the algorithm the measurement forced (NCCL_ALGO), forced as the system's "
         "collective.algorithm; None: the system's own (its tuner's choice)",
     )
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or any(d < 0 for d in value)):
+            raise FieldRuleError("", "must list dimension indices >= 0", value)
+        return value
+
+    @model_validator(mode="after")
+    def _group_or_dims(self) -> CollectiveRun:
+        if self.group is not None and self.dims is not None:
+            raise FieldRuleError("dims", "give either group or dims, not both", self.dims)
+        return self
 
     @field_validator("op")
     @classmethod

@@ -9,9 +9,10 @@ source measured, in the case's unit, from the model alone.
   elements, triad ``a[i] = b[i] + s c[i]`` reads 2N and writes N, dot ``sum a[i] b[i]`` reads 2N
   and writes nothing worth counting; triad and dot do 2N FLOPs).
 * ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system
-  (or a group of the innermost dimension's first ``group`` NPUs), with the system's endpoint
-  kind or the row's ``endpoint``; its busbw (or algbw); a row's ``algorithm`` (what the
-  measurement forced, ``NCCL_ALGO``) is forced as the system's ``collective.algorithm``.
+  (or a group of the innermost dimension's first ``group`` NPUs, or whole dimensions ``dims``),
+  with the system's endpoint kind or the row's ``endpoint``; its busbw (or algbw); a row's
+  ``algorithm`` (what the measurement forced, ``NCCL_ALGO``) is forced as the system's
+  ``collective.algorithm``.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
@@ -130,7 +131,16 @@ def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[f
         )
         system = system.model_copy(update={"collective": collective})
     group = Group((Span(0, run.group),)) if run.group is not None else None
-    result = simulate_collective(system, run.op, run.nbytes, endpoint=run.endpoint, group=group)
+    dims = tuple(run.dims) if run.dims is not None else None
+    if dims is not None and max(dims) >= len(system.network.dimensions):
+        raise ConfigError(
+            "run.dims",
+            f"names a dimension the system does not have ({len(system.network.dimensions)})",
+            list(dims),
+        )
+    result = simulate_collective(
+        system, run.op, run.nbytes, endpoint=run.endpoint, group=group, dims=dims
+    )
     value = result.busbw if run.metric == "busbw" else result.algbw
     return value, f"{result.group_size} NPUs, {format_time(result.time)}"
 
