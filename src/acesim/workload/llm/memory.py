@@ -1,0 +1,77 @@
+"""Per-rank HBM footprint of Megatron-style LLM training.
+
+For a rank of pipeline stage ``s`` holding ``P`` parameters (its chunks' layers over TP, the
+vocabulary-parallel embedding or head where it holds them), in bytes:
+
+* ``weights``: ``P x param_bytes`` (the recipe's parameter dtype);
+* ``gradients``: ``P x grad_bytes``, the main-gradient buffer: FP32 when the recipe keeps FP32
+  master weights (Megatron-LM forces gradient accumulation and reduction in FP32 for BF16
+  parameters: ``megatron/training/arguments.py``, "bfloat16 requires gradient accumulation
+  and all-reduce to be done in fp32"), else the parameter dtype;
+* ``optimizer``: the master weights and the optimizer's moments
+  (:func:`~acesim.workload.optimizer.state_bytes_per_param`), divided over DP with the
+  distributed optimizer (ZeRO-1);
+* ``activations``: the most bytes the rank's schedule ever keeps at once: walking its steps in
+  order, a forward of chunk ``c`` adds that chunk's saved bytes per micro-batch, its backward
+  frees them (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more).
+
+Not counted, as in :mod:`acesim.workload.footprint`: workspaces, communication buffers, the
+framework's and NCCL's own memory, allocator fragmentation (together often several GB on a
+GPU: a configuration within a few GB of the capacity may still not fit in practice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...precision import Precision
+from ..optimizer import state_bytes_per_param
+from .block import ChunkWork
+
+__all__ = ["TERMS", "grad_bytes", "rank_footprint", "peak_activations"]
+
+#: The footprint's terms, in the order messages name them.
+TERMS = ("weights", "gradients", "optimizer", "activations")
+
+
+def grad_bytes(p: Precision) -> int:
+    """Bytes per element of the main-gradient buffer (module docstring)."""
+    return 4 if p.master else p.param_bytes
+
+
+def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[object]) -> float:
+    """The most activation bytes held at once over a schedule's ``ops`` (each with
+    ``forward`` and ``chunk``)."""
+    held = peak = 0.0
+    for op in ops:
+        saved = chunks[op.chunk].saved  # type: ignore[attr-defined]
+        if op.forward:  # type: ignore[attr-defined]
+            held += saved
+            peak = max(peak, held)
+        else:
+            held -= saved
+    return peak
+
+
+def rank_footprint(
+    chunks: Sequence[ChunkWork],
+    ops: Sequence[object],
+    p: Precision,
+    optimizer: str,
+    *,
+    dp: int,
+    distributed_optimizer: bool,
+) -> dict[str, float]:
+    """Bytes per rank of each term and their ``total`` (module docstring)."""
+    params = float(sum(c.params for c in chunks))
+    state = state_bytes_per_param(optimizer, p) * params
+    if distributed_optimizer:
+        state /= dp
+    sizes = {
+        "weights": params * p.param_bytes,
+        "gradients": params * grad_bytes(p),
+        "optimizer": state,
+        "activations": peak_activations(chunks, ops),
+    }
+    sizes["total"] = sum(sizes[t] for t in TERMS)
+    return sizes

@@ -1,0 +1,288 @@
+"""Parallelism as Megatron-LM defines it, and its placement onto the network.
+
+A :class:`ParallelConfig` holds Megatron's arguments: tensor (``tp``), pipeline (``pp``) with
+``vpp`` virtual stages (model chunks) per rank, context (``cp``), expert (``ep``) and data
+(``dp``, ``None`` = whatever the NPUs leave) parallel sizes; ``sp`` (sequence parallelism: the
+TP all-reduces become a reduce-scatter and an all-gather, and norms and residuals run on
+``1/tp`` of the sequence); ``zero`` (0: replicated optimizer, gradients all-reduced; 1:
+Megatron's distributed optimizer, ZeRO-1: gradients reduce-scattered, optimizer state and
+master weights sharded over DP, updated parameters all-gathered); ``recompute`` (``none``,
+``selective``: the core attention is recomputed in backward, ``full``: every layer's forward
+is recomputed from its saved input); ``global_batch`` and ``micro_batch`` in sequences and
+``seq`` tokens a sequence.
+
+Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,zero=1,recompute=none``.
+
+Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
+``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
+(EP is folded into DP, as Megatron's expert-data-parallel groups are). The NPUs' global ranks
+run over the network's dimensions innermost first (8 GPUs of a node, then the nodes), so TP
+lands inside the NVLink domain when it fits there, and each group is a
+:class:`~acesim.network.group.Group` of spans (slices and strides of dimensions): groups of
+the same kind that run at once share the links they really share. A group that is not a
+product of per-dimension slices (TP=3 on 8-GPU nodes) is a TopologyError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ...errors import ConfigError, TopologyError
+from ...network.group import Group, Span
+from .models import TransformerConfig
+
+__all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_group"]
+
+Recompute = Literal["none", "selective", "full"]
+_INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero")
+_BOOL_KEYS = ("sp",)
+_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """Megatron's parallel configuration (see the module docstring); ``dp`` None = auto."""
+
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    cp: int = 1
+    ep: int = 1
+    dp: int | None = None
+    sp: bool = False
+    zero: int = 0
+    recompute: Recompute = "none"
+    global_batch: int = 1
+    micro_batch: int = 1
+    seq: int = 2048
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "vpp", "cp", "ep", "global_batch", "micro_batch", "seq"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"parallel.{name}", "must be a whole number of at least 1", value)
+        if self.dp is not None and (
+            isinstance(self.dp, bool) or not isinstance(self.dp, int) or self.dp < 1
+        ):
+            raise ConfigError("parallel.dp", "must be a whole number of at least 1 or auto", self.dp)
+        if self.zero not in (0, 1):
+            raise ConfigError(
+                "parallel.zero",
+                "must be 0 (replicated optimizer) or 1 (distributed optimizer); FSDP (ZeRO-3) "
+                "is not modelled yet",
+                self.zero,
+            )
+        if self.recompute not in ("none", "selective", "full"):
+            raise ConfigError(
+                "parallel.recompute", "must be none, selective or full", self.recompute
+            )
+        if self.sp and self.tp == 1:
+            raise ConfigError("parallel.sp", "sequence parallelism needs tp > 1", "1")
+        if self.vpp > 1 and self.pp == 1:
+            raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
+        if self.cp > 1:
+            raise ConfigError(
+                "parallel.cp", "context parallelism is not modelled yet (issue 14)", self.cp
+            )
+        if self.ep > 1:
+            raise ConfigError(
+                "parallel.ep", "expert parallelism is not modelled yet (issue 14)", self.ep
+            )
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tp * self.cp * self.pp
+
+    def data_parallel(self, npus: int) -> int:
+        """DP for ``npus`` NPUs (ConfigError when the sizes do not multiply to ``npus``)."""
+        mp = self.model_parallel
+        if npus % mp:
+            raise ConfigError(
+                "parallel",
+                f"tp x cp x pp = {mp} does not divide the {npus} NPUs",
+                self.describe(),
+            )
+        dp = npus // mp
+        if self.dp is not None and self.dp != dp:
+            raise ConfigError(
+                "parallel.dp",
+                f"tp x cp x pp x dp must be the {npus} NPUs; with tp x cp x pp = {mp}, dp is {dp}",
+                self.dp,
+            )
+        return dp
+
+    def micro_batches(self, dp: int) -> int:
+        """Micro-batches per pipeline per iteration: global batch / (micro batch x DP)."""
+        per = self.micro_batch * dp
+        if self.global_batch % per:
+            raise ConfigError(
+                "parallel.global_batch",
+                f"must be a multiple of micro_batch x dp = {self.micro_batch} x {dp} = {per}",
+                self.global_batch,
+            )
+        return self.global_batch // per
+
+    def check_model(self, model: TransformerConfig) -> None:
+        """The divisibility rules Megatron-LM checks for this model (ConfigError naming the
+        field)."""
+        if model.heads % self.tp:
+            raise ConfigError(
+                "parallel.tp", f"must divide the {model.heads} attention heads of {model.name}",
+                self.tp,
+            )
+        if model.groups % self.tp:
+            raise ConfigError(
+                "parallel.tp",
+                f"must divide the {model.groups} key/value heads of {model.name} (Megatron "
+                "splits query groups over TP)",
+                self.tp,
+            )
+        chunks = self.pp * self.vpp
+        if model.layers % chunks:
+            raise ConfigError(
+                "parallel",
+                f"pp x vpp = {chunks} must divide the {model.layers} layers of {model.name}",
+                self.describe(),
+            )
+        if self.sp and self.seq % self.tp:
+            raise ConfigError("parallel.seq", f"must be a multiple of tp = {self.tp} with sp",
+                              self.seq)
+
+    def describe(self) -> str:
+        parts = [f"tp={self.tp}", f"pp={self.pp}"]
+        if self.vpp > 1:
+            parts.append(f"vpp={self.vpp}")
+        parts += [f"cp={self.cp}", f"ep={self.ep}", f"dp={self.dp or 'auto'}"]
+        if self.sp:
+            parts.append("sp=1")
+        parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
+        return ",".join(parts)
+
+
+def parse_parallel(
+    text: str, *, global_batch: int, micro_batch: int, seq: int, field: str = "--parallel"
+) -> ParallelConfig:
+    """``tp=4,pp=8,vpp=5`` (module docstring) -> a :class:`ParallelConfig` (ConfigError naming
+    ``field`` for an unknown key or a bad value)."""
+    values: dict[str, object] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        key, sep, raw = item.partition("=")
+        key = key.strip().lower()
+        raw = raw.strip().lower()
+        if not sep or key not in _KEYS:
+            raise ConfigError(
+                field, f"expected key=value with keys {', '.join(_KEYS)}", item
+            )
+        if key in values:
+            raise ConfigError(field, f"{key} is given twice", text)
+        if key == "recompute":
+            values[key] = raw
+        elif key in _BOOL_KEYS:
+            if raw not in ("0", "1", "true", "false", "on", "off"):
+                raise ConfigError(field, f"{key} must be 0 or 1", raw)
+            values[key] = raw in ("1", "true", "on")
+        elif key == "dp" and raw == "auto":
+            values[key] = None
+        else:
+            try:
+                values[key] = int(raw)
+            except ValueError:
+                raise ConfigError(field, f"{key} must be a whole number", raw) from None
+    try:
+        return ParallelConfig(
+            global_batch=global_batch, micro_batch=micro_batch, seq=seq, **values  # type: ignore[arg-type]
+        )
+    except ConfigError as err:
+        name = err.field.removeprefix("parallel.")
+        flag = {"global_batch": "--global-batch", "micro_batch": "--micro-batch", "seq": "--seq"}
+        raise ConfigError(
+            flag.get(name, field if name == "parallel" else f"{field} {name}"),
+            err.rule,
+            err.value,
+        ) from None
+
+
+def flat_group(shape: tuple[int, ...], size: int, stride: int, name: str) -> Group:
+    """The group of ``size`` ranks ``stride`` apart in the flat rank order of a network of
+    dimension sizes ``shape`` (innermost first) as spans; TopologyError when it is not a product
+    of per-dimension slices."""
+    spans: list[Span] = []
+    remaining, step = size, stride
+    for dim, extent in enumerate(shape):
+        if remaining == 1:
+            break
+        if step >= extent:
+            if step % extent:
+                raise TopologyError(
+                    f"{name} group: members {stride} ranks apart do not align with dimension "
+                    f"{dim} of {extent} NPUs"
+                )
+            step //= extent
+            continue
+        if extent % step:
+            raise TopologyError(
+                f"{name} group: a stride of {step} does not divide dimension {dim} of {extent}"
+            )
+        along = min(remaining, extent // step)
+        if remaining % along or (along < extent // step and remaining > along):
+            raise TopologyError(
+                f"{name} group of {size} does not tile dimension {dim} of {extent} NPUs"
+            )
+        if extent % (along * step):
+            raise TopologyError(
+                f"{name} group: {along} members {step} apart do not tile dimension {dim} of "
+                f"{extent} NPUs"
+            )
+        spans.append(Span(dim, along, step))
+        remaining //= along
+        step = 1
+    if remaining != 1:
+        raise TopologyError(f"{name} group of {size} does not fit the network {shape}")
+    return Group(tuple(spans), name)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each parallel coordinate lives: sizes, strides in the flat rank order, and the
+    communicator groups (None where the group is one rank)."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    shape: tuple[int, ...]
+    tp_group: Group | None
+    dp_group: Group | None
+
+    @property
+    def npus(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def stage_stride(self) -> int:
+        """Rank distance between consecutive pipeline stages."""
+        return self.tp * self.cp * self.dp
+
+    def stage(self, rank: int) -> int:
+        return rank // self.stage_stride
+
+    def peer_stage(self, rank: int, stage: int) -> int:
+        """The rank with ``rank``'s TP/CP/DP coordinates on pipeline stage ``stage``."""
+        return rank % self.stage_stride + stage * self.stage_stride
+
+
+def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
+    """The placement of ``parallel`` on a network of dimension sizes ``shape`` (module
+    docstring)."""
+    npus = 1
+    for extent in shape:
+        npus *= extent
+    dp = parallel.data_parallel(npus)
+    tp_group = flat_group(shape, parallel.tp, 1, "tp") if parallel.tp > 1 else None
+    dp_group = (
+        flat_group(shape, dp, parallel.tp * parallel.cp, "dp") if dp > 1 else None
+    )
+    return Placement(parallel.tp, parallel.pp, dp, parallel.cp, tuple(shape), tp_group, dp_group)
