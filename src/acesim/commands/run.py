@@ -24,6 +24,7 @@ from ..results.run import RunResult
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
 from .cases import cli_case
+from .llm import PARALLEL_HELP, is_llm, run_llm_command
 from .common import (
     NODES_HELP,
     SET_HELP,
@@ -87,6 +88,17 @@ def run_command(
         None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
     ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
+    global_batch: int | None = typer.Option(
+        None, "--global-batch", help="LLM models: sequences per iteration (default: one micro-batch)"
+    ),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="LLM models: sequences a micro-batch"),
+    seq: int | None = typer.Option(
+        None, "--seq", help="LLM models: tokens a sequence (default: the model's)"
+    ),
+    recompute: str | None = typer.Option(
+        None, "--recompute", help="LLM models: activation recomputation none, selective or full"
+    ),
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
     if output is not None:
@@ -111,6 +123,17 @@ def run_command(
         if endpoints is not None
         else None
     )
+    if is_llm(workload, parallel):
+        for flag, value in (("--trace", trace), ("--layers-csv", layers_csv), ("--search", search)):
+            if value:
+                raise ConfigError(flag, "is not available for LLM runs yet", str(value))
+        run_llm_command(
+            system=system, workload=workload, parallel=parallel, global_batch=global_batch,
+            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
+            nodes=nodes, endpoint=endpoint, endpoints=kinds, as_json=as_json, output=output,
+            overrides=parse_sets(sets),
+        )
+        return
     case = cli_case(
         system,
         workload,

@@ -11,6 +11,11 @@ master weights sharded over DP, updated parameters all-gathered); ``recompute`` 
 is recomputed from its saved input); ``global_batch`` and ``micro_batch`` in sequences and
 ``seq`` tokens a sequence.
 
+Defaults: ``sp`` on whenever ``tp > 1`` and the distributed optimizer on (``zero = 1``), as
+the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distributed_optimizer``;
+the measurements of the validation corpus ran them); Megatron-LM's own command-line defaults
+have both off (``sp=0,zero=0``).
+
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,zero=1,recompute=none``.
 
 Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
@@ -50,14 +55,16 @@ class ParallelConfig:
     cp: int = 1
     ep: int = 1
     dp: int | None = None
-    sp: bool = False
-    zero: int = 0
+    sp: bool | None = None
+    zero: int = 1
     recompute: Recompute = "none"
     global_batch: int = 1
     micro_batch: int = 1
     seq: int = 2048
 
     def __post_init__(self) -> None:
+        if self.sp is None:
+            object.__setattr__(self, "sp", self.tp > 1)
         for name in ("tp", "pp", "vpp", "cp", "ep", "global_batch", "micro_batch", "seq"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -154,8 +161,7 @@ class ParallelConfig:
         if self.vpp > 1:
             parts.append(f"vpp={self.vpp}")
         parts += [f"cp={self.cp}", f"ep={self.ep}", f"dp={self.dp or 'auto'}"]
-        if self.sp:
-            parts.append("sp=1")
+        parts.append(f"sp={int(bool(self.sp))}")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
         return ",".join(parts)
 
