@@ -28,6 +28,24 @@ PARALLEL_HELP = (
 )
 
 
+_FLAGS = {
+    "parallel.global_batch": "--global-batch",
+    "parallel.micro_batch": "--micro-batch",
+    "parallel.seq": "--seq",
+    "parallel.recompute": "--recompute",
+    "parallel": "--parallel",
+}
+
+
+def _flag(field: str) -> str | None:
+    """The flag behind a ``parallel.*`` field (``parallel.tp`` -> ``--parallel tp``)."""
+    if field in _FLAGS:
+        return _FLAGS[field]
+    if field.startswith("parallel."):
+        return f"--parallel {field.removeprefix('parallel.')}"
+    return None
+
+
 def is_llm(workload: str, parallel: str | None) -> bool:
     """Whether ``acesim run`` takes the LLM path."""
     return workload in MODELS or parallel is not None
@@ -60,7 +78,7 @@ def _case(
         return make_llm_case(system, model, par, precision=precision or "bf16", nodes=nodes,
                              overrides=overrides)
     except ConfigError as err:
-        flag = FLAGS.get(err.field)
+        flag = FLAGS.get(err.field) or _flag(err.field)
         if flag is None:
             raise
         raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None

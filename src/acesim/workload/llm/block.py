@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
 from ...network.group import Group
 from ...precision import Precision
@@ -412,7 +413,10 @@ def chunk_work(
     head: bool = False,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
-    ``embedding`` / ``head``: the chunk also holds the input embedding / the output head."""
+    ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
+    ``tp_group`` is the TP communicator (needed when ``tp > 1``)."""
+    if tp > 1 and tp_group is None:
+        raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
     b = _Builder(
         model, precision, micro_batch=micro_batch, seq=seq, tp=tp, sp=sp, recompute=recompute,
         tp_group=tp_group if tp > 1 else None,
