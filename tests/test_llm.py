@@ -51,8 +51,8 @@ def test_every_preset_names_its_source() -> None:
 def test_model_flops_is_megatrons_formula_for_gpt3() -> None:
     # Narayanan et al. SC'21 eq. 3 without recomputation: 72 B s l h^2 (1 + s/6h + V/12hl).
     m = MODELS.get("gpt3-175b")
-    b, s, l, h, v = 1536, 2048, m.layers, m.hidden, m.vocab
-    expected = 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * h * l))
+    b, s, n, h, v = 1536, 2048, m.layers, m.hidden, m.vocab
+    expected = 72 * b * s * n * h * h * (1 + s / (6 * h) + v / (12 * h * n))
     assert model_flops(m, b, s) == pytest.approx(expected, rel=1e-12)
 
 

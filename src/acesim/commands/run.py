@@ -24,7 +24,6 @@ from ..results.run import RunResult
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
 from .cases import cli_case
-from .llm import PARALLEL_HELP, is_llm, run_llm_command
 from .common import (
     NODES_HELP,
     SET_HELP,
@@ -34,6 +33,7 @@ from .common import (
     parse_sets,
     progress,
 )
+from .llm import PARALLEL_HELP, is_llm, run_llm_command
 
 DEFAULT_WORKLOAD = "resnet50"
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
@@ -90,7 +90,9 @@ def run_command(
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
     global_batch: int | None = typer.Option(
-        None, "--global-batch", help="LLM models: sequences per iteration (default: one micro-batch)"
+        None,
+        "--global-batch",
+        help="LLM models: sequences per iteration (default: one micro-batch)",
     ),
     micro_batch: int = typer.Option(1, "--micro-batch", help="LLM models: sequences a micro-batch"),
     seq: int | None = typer.Option(

@@ -124,7 +124,8 @@ def _stages(
             vs = c * pp + s
             chunks.append(chunk_work(
                 model, p, range(vs * per, (vs + 1) * per), micro_batch=parallel.micro_batch,
-                seq=parallel.seq, tp=parallel.tp, sp=parallel.sp, recompute=parallel.recompute,
+                seq=parallel.seq, tp=parallel.tp, sp=bool(parallel.sp),
+                recompute=parallel.recompute,
                 tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
             ))
         out.append(tuple(chunks))

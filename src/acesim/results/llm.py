@@ -97,7 +97,10 @@ def _complement(busy: list[tuple[float, float]], lo: float, hi: float) -> list[t
     return out
 
 
-def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+Intervals = list[tuple[float, float]]
+
+
+def _intersect(a: Intervals, b: Intervals) -> Intervals:
     out = []
     i = j = 0
     while i < len(a) and j < len(b):

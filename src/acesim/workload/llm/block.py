@@ -352,7 +352,7 @@ class _Builder:
         fwd.extend(mf)
         if self.recompute == "full":
             bwd.extend(fwd)
-            saved = self.rows * self.m.hidden * self.a  # the layer's input only
+            saved = float(self.rows * self.m.hidden * self.a)  # the layer's input only
         else:
             saved = asv + msv
         bwd.extend(mb)

@@ -72,7 +72,9 @@ class ParallelConfig:
         if self.dp is not None and (
             isinstance(self.dp, bool) or not isinstance(self.dp, int) or self.dp < 1
         ):
-            raise ConfigError("parallel.dp", "must be a whole number of at least 1 or auto", self.dp)
+            raise ConfigError(
+                "parallel.dp", "must be a whole number of at least 1 or auto", self.dp
+            )
         if self.zero not in (0, 1):
             raise ConfigError(
                 "parallel.zero",
