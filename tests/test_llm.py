@@ -171,7 +171,7 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     data = json.loads(out.output)
     assert data["schema"] == "acesim.llm/1" and data["npus"] == 8
     assert data["parallel"].startswith("tp=8,pp=1")
-    assert set(data["exposed"]) == {"tp", "pp", "dp"}
+    assert set(data["exposed"]) == {"tp", "ep", "pp", "dp"}
     assert data["exposed"]["tp"] > 0 and data["memory"]["total"] > 0
     assert data["tokens_per_s_per_gpu"] == pytest.approx(512 / (data["iteration_time"] * 8))
     table = runner.invoke(app, [

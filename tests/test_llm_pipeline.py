@@ -9,6 +9,7 @@ from acesim.config.system import SystemConfig
 from acesim.experiment.llm import make_llm_case, run_llm
 from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
+from acesim.network.group import Span
 from acesim.results.llm import idle_breakdown
 from acesim.training.executor import Execution, GraphExecutor
 from acesim.training.pipeline import Op, pipeline_graph, schedule
@@ -37,7 +38,7 @@ def _pipeline(p: int, m: int, v: int) -> tuple[Execution, float]:
     graph = pipeline_graph([[chunk] * v] * p, place, m, kind="interleaved" if v > 1 else "1f1b")
     ex = GraphExecutor(Platform(system, exact=True), graph).run()
     _compute, bubble, exposed = idle_breakdown(ex)
-    assert exposed == {"tp": 0.0, "pp": 0.0, "dp": 0.0}
+    assert exposed == {"tp": 0.0, "ep": 0.0, "pp": 0.0, "dp": 0.0}
     return ex, bubble / p
 
 
@@ -115,8 +116,32 @@ def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None
     # exposed communication or bubble
     total = result.compute_time + result.bubble_time + sum(result.exposed.values())
     assert total == pytest.approx(result.iteration_time, rel=1e-9)
-    assert all(v > 0 for v in result.exposed.values())
+    assert all(result.exposed[k] > 0 for k in ("tp", "pp", "dp")) and result.exposed["ep"] == 0
     assert result.bubble_fraction > 0
     assert 0 < result.mfu < 1
     again, _ = run_llm(case)
     assert again.to_dict() == result.to_dict()  # deterministic
+
+
+def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
+    moe = TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=2, ffn=1024,
+                            vocab=8000, seq=512, experts=8, top_k=2, expert_ffn=256)
+    case = make_llm_case("h100-nvswitch-8", moe, ParallelConfig(pp=2, ep=2, global_batch=8,
+                                                                 seq=512), nodes=1)
+    place = case.place
+    assert (place.dp, place.ep, place.expert_dp) == (4, 2, 2)
+    assert place.ep_group is not None and place.ep_group.spans == (Span(0, 2, 1),)
+    assert place.expert_dp_group is not None
+    assert place.expert_dp_group.spans == (Span(0, 2, 2),)
+    work = case.stages[0][0]
+    a2a = [st.comm for st in work.forward if st.comm is not None]
+    tokens_copies = 512 * moe.top_k * moe.hidden * 2  # T k h bf16 bytes, one micro-batch
+    assert [c.op for c in a2a] == ["all-to-all"] * 4  # dispatch and combine, two MoE layers
+    assert all(c.size == tokens_copies and c.group == place.ep_group for c in a2a)
+    assert work.expert_params == 2 * moe.experts * moe.mlp_params(moe.expert_ffn) // 2
+    result, ex = run_llm(case)
+    assert result.exposed["ep"] > 0
+    grads = {
+        n.group for n in ex.graph.ranks[0] if n.kind == "collective" and ".grad." in n.name
+    }
+    assert grads == {place.dp_group, place.expert_dp_group}

@@ -103,7 +103,8 @@ def make_llm_case(
     worst_stage = 0
     for s, chunks in enumerate(stages):
         sizes = rank_footprint(chunks, schedule(kind, parallel.pp, s, micro, parallel.vpp), p,
-                               OPTIMIZER, dp=place.dp, distributed_optimizer=parallel.zero == 1)
+                               OPTIMIZER, dp=place.dp, distributed_optimizer=parallel.zero == 1,
+                               expert_dp=place.expert_dp)
         if not worst or sizes["total"] > worst["total"]:
             worst, worst_stage = sizes, s
     if check_memory:
@@ -127,6 +128,7 @@ def _stages(
                 seq=parallel.seq, tp=parallel.tp, sp=bool(parallel.sp),
                 recompute=parallel.recompute,
                 tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
+                ep=parallel.ep, ep_group=place.ep_group,
             ))
         out.append(tuple(chunks))
     return tuple(out)
@@ -163,7 +165,10 @@ def llm_graph(case: LlmCase) -> Graph:
     updates = []
     for chunks in case.stages:
         params = sum(c.params for c in chunks)
-        share = params / case.place.dp if zero else params
+        experts = sum(c.expert_params for c in chunks)
+        share = (
+            (params - experts) / case.place.dp + experts / case.place.expert_dp if zero else params
+        )
         updates.append(Compute(kernels=(update_kernel(OPTIMIZER, p, share),)))
     return pipeline_graph(
         case.stages, case.place, case.micro_batches, kind=case.schedule,

@@ -26,11 +26,16 @@ it, not a formula.
 Data parallelism: when a chunk's last backward is done, its gradients are reduce-scattered
 (distributed optimizer, ``zero = 1``) or all-reduced over the DP group, without blocking the
 remaining backwards (Megatron's gradient-reduce overlap, at chunk granularity); the optimizer
-step waits for every chunk's, then with ``zero = 1`` each chunk's updated parameters are
-all-gathered over DP. The next iteration's first forward of a chunk waits for that chunk's
-all-gather only (Megatron's parameter all-gather overlap).
+step waits for every chunk's. With ``zero = 1`` each chunk's parameters, as the previous step
+updated them, are all-gathered over DP at the start of the iteration, and the chunk's first
+forward waits for its own all-gather only (Megatron's parameter all-gather overlap): one
+simulated iteration is the steady state, from the end of one optimizer step to the end of the
+next.
 
-Node names start with the communication kind (``tp.``, ``pp.``, ``dp.``) so reports can
+Expert parameters (MoE layers with expert parallelism) reduce and gather over the
+expert-data-parallel group instead of DP.
+
+Node names start with the communication kind (``tp.``, ``ep.``, ``pp.``, ``dp.``) so reports can
 attribute exposed time to it (:func:`comm_kind`).
 """
 
@@ -53,7 +58,7 @@ __all__ = ["Op", "schedule", "pipeline_graph", "comm_kind", "COMM_KINDS", "Sched
 Schedule = Literal["1f1b", "interleaved"]
 
 #: Communication kinds of node names, in reporting order.
-COMM_KINDS = ("tp", "pp", "dp")
+COMM_KINDS = ("tp", "ep", "pp", "dp")
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,20 @@ def _rank_graph(
         return ((0 if forward else 1) * vstages + vs) * micro + i
 
     for it in range(iterations):
+        for c, work in enumerate(chunks):
+            # The distributed optimizer's all-gather of the parameters the previous step
+            # updated, overlapping this iteration's forward: each chunk's first forward waits
+            # for its own.
+            gathers = [
+                _dp(g, "all-gather", params * param_bytes, group, prev, f"chunk{c}", it,
+                    f"params.{what}")
+                for group, params, what in (_dp_parts(place, work) if gather_params else [])
+            ]
+            gate[c] = gathers[0] if len(gathers) == 1 else (
+                g.add(gathers, name=f"gathered.{c}", kind="compute", compute=Compute(),
+                      layer=f"chunk{c}", iteration=it, pass_name="update")
+                if gathers else None
+            )
         last_bwd: dict[int, int] = {}
         remaining = {c: micro for c in range(v)}
         dp_nodes: list[int] = []
@@ -235,9 +254,10 @@ def _rank_graph(
             if not op.forward:
                 remaining[c] -= 1
                 last_bwd[c] = prev if prev is not None else -1
-                if remaining[c] == 0 and place.dp_group is not None and work.params:
-                    dp_nodes.append(_dp(g, dp_op, work.params * grad_bytes, place.dp_group,
-                                        prev, label, it, "grad"))
+                if remaining[c] == 0:
+                    for group, params, what in _dp_parts(place, work):
+                        dp_nodes.append(_dp(g, dp_op, params * grad_bytes, group, prev, label,
+                                            it, f"grad.{what}"))
         deps = [prev, *dp_nodes]
         if update is not None and not update[s].empty:
             prev = g.add(deps, name="update", kind="compute", compute=update[s],
@@ -245,18 +265,19 @@ def _rank_graph(
         else:
             prev = g.add(deps, name="update", kind="compute", compute=Compute(),
                          layer="optimizer", iteration=it, pass_name="update")
-        for c, work in enumerate(chunks):
-            if gather_params and place.dp_group is not None and work.params:
-                gate[c] = _dp(g, "all-gather", work.params * param_bytes, place.dp_group,
-                              prev, f"chunk{c}", it, "params")
-            else:
-                gate[c] = None
-        if it == iterations - 1:
-            pending = [x for x in gate if x is not None]
-            if pending:  # the iteration ends when its parameters are all gathered
-                g.add([prev, *pending], name="end", kind="compute", compute=Compute(),
-                      layer="optimizer", iteration=it, pass_name="update")
     return g.nodes
+
+
+def _dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]:
+    """(group, parameters, label) of a chunk's data-parallel reductions: the dense
+    parameters over DP, the experts' over the expert-data-parallel group."""
+    out = []
+    dense = work.params - work.expert_params
+    if place.dp_group is not None and dense:
+        out.append((place.dp_group, dense, "dense"))
+    if place.expert_dp_group is not None and work.expert_params:
+        out.append((place.expert_dp_group, work.expert_params, "experts"))
+    return out
 
 
 def _dp(

@@ -16,10 +16,13 @@ rows) on a rank of a TP group of ``t``:
 * MLP sublayer: norm; ``Gemm(T, 2 ffn/t, h)`` (gated: gate and up projections fused, as
   Megatron's ``linear_fc1``; else ``ffn/t``); the activation (SwiGLU or GELU, element-wise);
   ``Gemm(T, h, ffn/t)``; TP all-reduce (sp: reduce-scatter, all-gather before fc1); add.
-* MoE sublayer (tokens balanced over experts, expert parallelism 1): the router
-  ``Gemm(T, E, h)`` and its top-k; the permutation of ``T k`` token copies; every expert's
-  MLP as grouped GEMMs (``batch = E``, ``T k / E`` rows each, expert widths split over TP);
-  the shared experts as one dense MLP; the unpermutation.
+* MoE sublayer (tokens balanced over experts, as the Megatron-Bridge MoE benchmarks force):
+  the router ``Gemm(T, E, h)`` and its top-k; the permutation of ``T k`` token copies; with
+  expert parallelism ``ep``, the all-to-all dispatch of the copies over the EP group (``T k h``
+  bytes of activations sent per rank, the all-to-all's send buffer); the rank's ``E / ep``
+  experts' MLPs as grouped GEMMs (``batch = E / ep``, ``T k ep / E`` rows each, expert widths
+  split over TP); the all-to-all combine; the shared experts as one dense MLP; the
+  unpermutation. Backward runs the two all-to-alls the other way.
 * backward, per sublayer in reverse: (sp: the all-gathers of the output gradient and of the
   saved input for the weight gradients) the data- and weight-gradient GEMMs and the attention
   backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
@@ -110,7 +113,9 @@ class ChunkWork:
     Attributes:
         forward, backward: the steps.
         saved: activation bytes kept from the forward to the backward.
-        params: parameters held by the rank for this chunk.
+        params: parameters held by the rank for this chunk (experts' included).
+        expert_params: of them, the experts' (their gradients reduce over the
+            expert-data-parallel group).
         boundary_bytes: bytes of the activation (or its gradient) sent to the neighbouring
             pipeline stage.
     """
@@ -120,6 +125,7 @@ class ChunkWork:
     saved: float
     params: int
     boundary_bytes: float
+    expert_params: int = 0
 
 
 class _Builder:
@@ -134,6 +140,8 @@ class _Builder:
         sp: bool,
         recompute: str,
         tp_group: Group | None,
+        ep: int = 1,
+        ep_group: Group | None = None,
     ):
         self.m = model
         self.p = p
@@ -143,6 +151,8 @@ class _Builder:
         self.sp = sp
         self.recompute = recompute
         self.group = tp_group
+        self.ep = ep
+        self.ep_group = ep_group
         self.T = micro_batch * seq
         self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
         self.a = p.activation_bytes
@@ -291,13 +301,14 @@ class _Builder:
         permute_b = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.permute.bwd")
         unpermute = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.unpermute")
         unpermute_b = Stream(self.T * h * a, copies, name=f"l{i}.unpermute.bwd")
-        rows = self.T * k / E
+        local = E // self.ep
+        rows = self.T * k / local
         width = m.expert_ffn / t
         inputs = 2 if m.gated else 1
 
         def grouped(mm: float, n: float, kk: float, name: str) -> Gemm:
-            return Gemm(mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations, batch=E,
-                        name=name)
+            return Gemm(mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations,
+                        batch=local, name=name)
 
         e1 = grouped(rows, inputs * width, h, f"l{i}.experts.fc1")
         e1_d = grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad")
@@ -316,9 +327,14 @@ class _Builder:
                             name=f"l{i}.experts.act.bwd")
         fwd.compute(nf)
         fwd.comm(self.before_column_parallel())
-        fwd.compute(router, topk, permute, e1, eact, e2, unpermute)
-        bwd_kernels: list[Kernel] = [unpermute_b, e2_d, e2_g, eact_b, e1_d, e1_g, permute_b,
-                                     topk_b, router_d, router_g]
+        a2a = Comm("all-to-all", copies, group=self.ep_group) if self.ep_group else None
+        fwd.compute(router, topk, permute)
+        fwd.comm(a2a, "ep")
+        fwd.compute(e1, eact, e2)
+        fwd.comm(a2a, "ep")
+        fwd.compute(unpermute)
+        bwd_router: list[Kernel] = [permute_b, topk_b, router_d, router_g]
+        bwd_experts: list[Kernel] = [e2_d, e2_g, eact_b, e1_d, e1_g]
         saved = (nsaved + self.rows * h * a + scores * FP32 + copies
                  + self.T * k * inputs * width * a + n_act * a)
         if m.shared_experts:
@@ -329,14 +345,18 @@ class _Builder:
             s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
             s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
             fwd.compute(s1, sf, s2)
-            bwd_kernels = [s2_d, s2_g, sb, s1_d, s1_g, *bwd_kernels]
+            bwd_router = [s2_d, s2_g, sb, s1_d, s1_g, *bwd_router]
             saved += ssaved + self.T * sw * a
         fwd.comm(self.after_row_parallel())
         fwd.compute(self.add(f"l{i}.moe_residual"))
         if self.sp:
             bwd.comm(self._tp("all-gather"))
             bwd.comm(self._tp("all-gather"))
-        bwd.compute(*bwd_kernels)
+        bwd.compute(unpermute_b)
+        bwd.comm(a2a, "ep")
+        bwd.compute(*bwd_experts)
+        bwd.comm(a2a, "ep")
+        bwd.compute(*bwd_router)
         bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         bwd.compute(nb)
         return fwd, bwd, saved
@@ -411,19 +431,23 @@ def chunk_work(
     tp_group: Group | None = None,
     embedding: bool = False,
     head: bool = False,
+    ep: int = 1,
+    ep_group: Group | None = None,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
     ``tp_group`` is the TP communicator (needed when ``tp > 1``)."""
     if tp > 1 and tp_group is None:
         raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
+    if ep > 1 and ep_group is None:
+        raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
     b = _Builder(
         model, precision, micro_batch=micro_batch, seq=seq, tp=tp, sp=sp, recompute=recompute,
-        tp_group=tp_group if tp > 1 else None,
+        tp_group=tp_group if tp > 1 else None, ep=ep, ep_group=ep_group if ep > 1 else None,
     )
     fwd, bwd_parts = _Pass(), []
     saved = 0.0
-    params = 0
+    params = experts = 0
     if embedding:
         ef, eb = b.embedding()
         fwd.extend(ef)
@@ -435,7 +459,9 @@ def chunk_work(
         bwd_parts.append(lb)
         saved += ls
         norms = 2 * model.norm_params
-        params += (model.layer_params(i) - norms) // tp + norms
+        routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
+        params += (model.layer_params(i) - norms - routed) // tp + norms
+        experts += routed // (tp * ep)
     if head:
         hf, hb, hs = b.head()
         fwd.extend(hf)
@@ -446,4 +472,5 @@ def chunk_work(
     for part in reversed(bwd_parts):
         bwd.extend(part)
     boundary = b.rows * model.hidden * precision.activation_bytes
-    return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params, boundary)
+    return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary,
+                     experts)

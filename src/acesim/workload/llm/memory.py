@@ -10,7 +10,7 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
   and all-reduce to be done in fp32"), else the parameter dtype;
 * ``optimizer``: the master weights and the optimizer's moments
   (:func:`~acesim.workload.optimizer.state_bytes_per_param`), divided over DP with the
-  distributed optimizer (ZeRO-1);
+  distributed optimizer (ZeRO-1; the experts' over the expert-data-parallel group);
 * ``activations``: the most bytes the rank's schedule ever keeps at once: walking its steps in
   order, a forward of chunk ``c`` adds that chunk's saved bytes per micro-batch, its backward
   frees them (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more).
@@ -61,12 +61,17 @@ def rank_footprint(
     *,
     dp: int,
     distributed_optimizer: bool,
+    expert_dp: int | None = None,
 ) -> dict[str, float]:
-    """Bytes per rank of each term and their ``total`` (module docstring)."""
+    """Bytes per rank of each term and their ``total`` (module docstring); experts' optimizer
+    state is divided over ``expert_dp`` (default ``dp``)."""
     params = float(sum(c.params for c in chunks))
-    state = state_bytes_per_param(optimizer, p) * params
+    experts = float(sum(c.expert_params for c in chunks))
+    per = state_bytes_per_param(optimizer, p)
     if distributed_optimizer:
-        state /= dp
+        state = per * ((params - experts) / dp + experts / (expert_dp or dp))
+    else:
+        state = per * params
     sizes = {
         "weights": params * p.param_bytes,
         "gradients": params * grad_bytes(p),

@@ -20,7 +20,9 @@ Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,zero=1,reco
 
 Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
 ``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
-(EP is folded into DP, as Megatron's expert-data-parallel groups are). The NPUs' global ranks
+(EP is carved out of DP: ``ep`` consecutive DP ranks form an expert-parallel group, and the
+ranks ``ep`` apart that hold the same experts an expert-data-parallel group, as in
+Megatron-core). The NPUs' global ranks
 run over the network's dimensions innermost first (8 GPUs of a node, then the nodes), so TP
 lands inside the NVLink domain when it fits there, and each group is a
 :class:`~acesim.network.group.Group` of spans (slices and strides of dimensions): groups of
@@ -94,10 +96,6 @@ class ParallelConfig:
             raise ConfigError(
                 "parallel.cp", "context parallelism is not modelled yet (issue 14)", self.cp
             )
-        if self.ep > 1:
-            raise ConfigError(
-                "parallel.ep", "expert parallelism is not modelled yet (issue 14)", self.ep
-            )
 
     @property
     def model_parallel(self) -> int:
@@ -118,6 +116,13 @@ class ParallelConfig:
                 "parallel.dp",
                 f"tp x cp x pp x dp must be the {npus} NPUs; with tp x cp x pp = {mp}, dp is {dp}",
                 self.dp,
+            )
+        if (dp * self.cp) % self.ep:
+            raise ConfigError(
+                "parallel.ep",
+                f"must divide dp x cp = {dp * self.cp} (expert-parallel groups are carved out of "
+                "the data-parallel ranks, as Megatron-core's are)",
+                self.ep,
             )
         return dp
 
@@ -153,6 +158,15 @@ class ParallelConfig:
                 "parallel",
                 f"pp x vpp = {chunks} must divide the {model.layers} layers of {model.name}",
                 self.describe(),
+            )
+        if self.ep > 1 and not model.experts:
+            raise ConfigError(
+                "parallel.ep", f"expert parallelism needs an MoE model; {model.name} is dense",
+                self.ep,
+            )
+        if model.experts % self.ep:
+            raise ConfigError(
+                "parallel.ep", f"must divide the {model.experts} experts of {model.name}", self.ep
             )
         if self.sp and self.seq % self.tp:
             raise ConfigError("parallel.seq", f"must be a multiple of tp = {self.tp} with sp",
@@ -264,6 +278,14 @@ class Placement:
     shape: tuple[int, ...]
     tp_group: Group | None
     dp_group: Group | None
+    ep: int = 1
+    ep_group: Group | None = None
+    expert_dp_group: Group | None = None
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks that hold the same experts (expert data parallelism): dp x cp / ep."""
+        return self.dp * self.cp // self.ep
 
     @property
     def npus(self) -> int:
@@ -293,4 +315,12 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
     dp_group = (
         flat_group(shape, dp, parallel.tp * parallel.cp, "dp") if dp > 1 else None
     )
-    return Placement(parallel.tp, parallel.pp, dp, parallel.cp, tuple(shape), tp_group, dp_group)
+    inner = parallel.tp * parallel.cp
+    ep = parallel.ep
+    ep_group = flat_group(shape, ep, inner, "ep") if ep > 1 else None
+    edp = dp * parallel.cp // ep
+    edp_group = flat_group(shape, edp, inner * ep, "expert-dp") if edp > 1 else None
+    return Placement(
+        parallel.tp, parallel.pp, dp, parallel.cp, tuple(shape), tp_group, dp_group, ep,
+        ep_group, edp_group,
+    )
