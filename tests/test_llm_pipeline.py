@@ -145,3 +145,24 @@ def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
         n.group for n in ex.graph.ranks[0] if n.kind == "collective" and ".grad." in n.name
     }
     assert grads == {place.dp_group, place.expert_dp_group}
+
+
+def test_tp_communication_overlap_hides_tp_time_behind_the_gemms() -> None:
+    tiny = TransformerConfig("tiny", layers=4, hidden=2048, heads=16, kv_heads=4, ffn=5632,
+                             vocab=32000, seq=2048)
+    runs = {}
+    for overlap in (False, True):
+        par = ParallelConfig(tp=4, pp=2, tp_overlap=overlap, global_batch=4, seq=2048)
+        case = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1)
+        steps = case.stages[0][0].forward
+        marked = [st.overlap for st in steps if st.comm is not None and st.kind == "tp"]
+        # two layers of two sublayers, an all-gather and a reduce-scatter each; the
+        # embedding's reduce-scatter stays blocking
+        assert sum(bool(m) for m in marked) == (8 if overlap else 0)
+        assert len(marked) == 9
+        runs[overlap], _ = run_llm(case)
+    plain, hidden = runs[False], runs[True]
+    assert hidden.exposed["tp"] < 0.2 * plain.exposed["tp"]
+    assert hidden.iteration_time < plain.iteration_time
+    total = hidden.compute_time + hidden.bubble_time + sum(hidden.exposed.values())
+    assert total == pytest.approx(hidden.iteration_time, rel=1e-9)

@@ -23,7 +23,8 @@ __all__ = ["is_llm", "run_llm_command", "PARALLEL_HELP"]
 
 PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
-    "sp=1 (sequence parallelism), zero=1 (distributed optimizer), recompute=none|selective|full. "
+    "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
+    "optimizer), recompute=none|selective|full. "
     "One iteration is simulated, every GPU (exact mode)"
 )
 
@@ -100,13 +101,20 @@ def run_llm_command(
     as_json: bool,
     output: Path | None,
     overrides: dict[str, Any],
+    trace: Path | None = None,
 ) -> None:
     """Run an LLM case on one or several endpoint kinds and print (or write) the results."""
     case = _case(system, workload, parallel or "", global_batch=global_batch,
                  micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
                  nodes=nodes, overrides=overrides)
     kinds = [endpoint] if endpoint else (endpoints or [case.system.endpoint.kind])
-    results = [run_llm(case.with_endpoint(kind))[0] for kind in kinds]
+    runs = [run_llm(case.with_endpoint(kind), trace=trace is not None) for kind in kinds]
+    results = [r for r, _ in runs]
+    if trace is not None:
+        from ..results.trace import write_trace
+
+        write_trace(runs[0][1], trace)
+        err_console.print(f"trace written to {trace}")
     payload: dict[str, Any] = (
         results[0].to_dict() if len(results) == 1 else {"runs": [r.to_dict() for r in results]}
     )

@@ -126,14 +126,14 @@ def run_command(
         else None
     )
     if is_llm(workload, parallel):
-        for flag, value in (("--trace", trace), ("--layers-csv", layers_csv), ("--search", search)):
+        for flag, value in (("--layers-csv", layers_csv), ("--search", search)):
             if value:
                 raise ConfigError(flag, "is not available for LLM runs yet", str(value))
         run_llm_command(
             system=system, workload=workload, parallel=parallel, global_batch=global_batch,
             micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
             nodes=nodes, endpoint=endpoint, endpoints=kinds, as_json=as_json, output=output,
-            overrides=parse_sets(sets),
+            overrides=parse_sets(sets), trace=trace,
         )
         return
     case = cli_case(

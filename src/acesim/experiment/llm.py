@@ -28,6 +28,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.platform import Platform
 from ..precision import PRECISIONS, Precision
 from ..results.llm import LlmResult, idle_breakdown
+from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
 from ..training.pipeline import Schedule, pipeline_graph, schedule
 from ..units import format_size
@@ -126,6 +127,7 @@ def _stages(
             chunks.append(chunk_work(
                 model, p, range(vs * per, (vs + 1) * per), micro_batch=parallel.micro_batch,
                 seq=parallel.seq, tp=parallel.tp, sp=bool(parallel.sp),
+                tp_overlap=parallel.tp_overlap,
                 recompute=parallel.recompute,
                 tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
                 ep=parallel.ep, ep_group=place.ep_group,
@@ -178,10 +180,13 @@ def llm_graph(case: LlmCase) -> Graph:
     )
 
 
-def run_llm(case: LlmCase) -> tuple[LlmResult, Execution]:
-    """Simulate the case (every rank) and summarise it (:mod:`acesim.results.llm`)."""
+def run_llm(case: LlmCase, *, trace: bool = False) -> tuple[LlmResult, Execution]:
+    """Simulate the case (every rank) and summarise it (:mod:`acesim.results.llm`);
+    ``trace``: record what :func:`acesim.results.trace.write_trace` needs."""
     graph = llm_graph(case)
     platform = Platform(case.system, exact=True)
+    if trace:
+        enable_tracing(platform)
     execution = GraphExecutor(platform, graph).run()
     ranks = len(execution.records)
     iters = case.iterations

@@ -19,9 +19,10 @@ Chunk ``c`` of stage ``s`` is virtual stage ``c p + s``; a forward receives its 
 previous virtual stage and sends its output to the next one (point-to-point, on the network's
 links), a backward the other way. Sends do not hold up the sender's next step (asynchronous
 sends); a step waits for its own input only. Each step's tensor-parallel collectives block the
-next kernel (no TP communication overlap). The steps of a rank run in the schedule's order:
-each waits for the one before it, so the bubble is what the schedule and the dependencies make
-it, not a formula.
+next kernel, unless the chunk's steps mark them overlapped (TP communication overlap: issued
+beside the GEMM they feed or drain, the step after the pair waiting for both). The steps of a
+rank run in the schedule's order: each waits for the one before it, so the bubble is what the
+schedule and the dependencies make it, not a formula.
 
 Data parallelism: when a chunk's last backward is done, its gradients are reduce-scattered
 (distributed optimizer, ``zero = 1``) or all-reduced over the DP group, without blocking the
@@ -228,22 +229,40 @@ def _rank_graph(
                 deps.append(recv)
             steps = work.forward if op.forward else work.backward
             pname = "fwd" if op.forward else "bwd"
+            pending: int | None = None  # an overlapped collective issued with the next compute
+            compute_deps: list[int | None] = deps
             for k, st in enumerate(steps):
                 if st.comm is None:
-                    prev = g.add(
+                    node = g.add(
                         deps, name=f"{pname}.{c}.{i}.{k}", kind="compute",
                         compute=Compute(kernels=st.kernels), layer=label, iteration=it,
                         pass_name=pname,
                     )
+                    compute_deps = deps
+                    deps = [node, pending]
+                    pending = None
+                    continue
+                comm = st.comm
+                node = g.add(
+                    compute_deps if st.overlap == "prev" else deps,
+                    name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
+                    kind="collective", op=comm.op, size=comm.size, group=comm.group,
+                    dims=comm.dims, layer=label, iteration=it, pass_name=st.kind,
+                    blocking=not st.overlap,
+                )
+                if st.overlap == "next":
+                    pending = node
+                elif st.overlap == "prev":
+                    deps = [*deps, node]
                 else:
-                    comm = st.comm
-                    prev = g.add(
-                        deps, name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
-                        kind="collective", op=comm.op, size=comm.size, group=comm.group,
-                        dims=comm.dims, layer=label, iteration=it, pass_name=st.kind,
-                        blocking=True,
-                    )
-                deps = [prev]
+                    deps = [node]
+            deps = [*deps, pending]
+            real = sorted({d for d in deps if d is not None})
+            if len(real) > 1:
+                prev = g.add(real, name=f"{pname}.{c}.{i}.done", kind="compute",
+                             compute=Compute(), layer=label, iteration=it, pass_name=pname)
+            else:
+                prev = real[0] if real else prev
             dst = vs + 1 if op.forward else vs - 1
             if 0 <= dst < vstages:
                 g.add(

@@ -28,6 +28,11 @@ rows) on a rank of a TP group of ``t``:
   backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
   the norm's backward. Backward is one pass (Megatron computes data and weight gradients of a
   micro-batch together).
+* TP communication overlap (``tp_overlap``, with sequence parallelism: Megatron's
+  ``--tp-comm-overlap``, Transformer Engine's userbuffers): each dense sublayer's all-gathers
+  and reduce-scatters run beside the GEMM they feed or drain (:meth:`_Builder._overlapped`),
+  sharing the GPU with it as the endpoint charges them; the embedding's, the head's and MoE
+  layers' TP collectives stay blocking.
 * recomputation: ``selective`` reruns the attention forward kernel before its backward and
   does not keep its output; ``full`` keeps only each layer's input and reruns the layer's
   whole forward (its TP collectives too) before its backward.
@@ -48,6 +53,7 @@ activation's input; with ``sp`` the tensors before the all-gathers are kept shar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
@@ -74,13 +80,23 @@ multiplies; its backward taken as the same plus the product rule (8; estimate)."
 SWIGLU_BWD_FLOPS = 8.0
 
 
+Overlap = Literal["", "next", "prev"]
+
+
 @dataclass(frozen=True)
 class Step:
-    """One node of a chunk's pass: compute kernels, or one collective ``comm`` of ``kind``."""
+    """One node of a chunk's pass: compute kernels, or one collective ``comm`` of ``kind``.
+
+    A collective with ``overlap`` runs beside a compute step instead of before the next one:
+    ``next``: issued with the following compute step (which does not wait for it); ``prev``:
+    issued with the preceding one; the step after the pair waits for both. ``sealed`` compute
+    steps are never merged with their neighbours (the GEMM a collective overlaps)."""
 
     kernels: tuple[Kernel, ...] = ()
     comm: Comm | None = None
     kind: str = ""
+    overlap: Overlap = ""
+    sealed: bool = False
 
 
 @dataclass
@@ -88,19 +104,23 @@ class _Pass:
     steps: list[Step] = field(default_factory=list)
 
     def compute(self, *kernels: Kernel) -> None:
-        if self.steps and self.steps[-1].comm is None:
-            last = self.steps[-1]
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.comm is None and not last.sealed:
             self.steps[-1] = Step(last.kernels + kernels)
         else:
             self.steps.append(Step(tuple(kernels)))
 
-    def comm(self, comm: Comm | None, kind: str = "tp") -> None:
+    def alone(self, kernel: Kernel) -> None:
+        """One kernel as a sealed step of its own."""
+        self.steps.append(Step((kernel,), sealed=True))
+
+    def comm(self, comm: Comm | None, kind: str = "tp", overlap: Overlap = "") -> None:
         if comm is not None:
-            self.steps.append(Step(comm=comm, kind=kind))
+            self.steps.append(Step(comm=comm, kind=kind, overlap=overlap))
 
     def extend(self, other: _Pass) -> None:
         for step in other.steps:
-            if step.comm is None:
+            if step.comm is None and not step.sealed:
                 self.compute(*step.kernels)
             else:
                 self.steps.append(step)
@@ -140,6 +160,7 @@ class _Builder:
         sp: bool,
         recompute: str,
         tp_group: Group | None,
+        tp_overlap: bool = False,
         ep: int = 1,
         ep_group: Group | None = None,
     ):
@@ -151,6 +172,7 @@ class _Builder:
         self.sp = sp
         self.recompute = recompute
         self.group = tp_group
+        self.ov = tp_overlap and tp_group is not None
         self.ep = ep
         self.ep_group = ep_group
         self.T = micro_batch * seq
@@ -207,6 +229,38 @@ class _Builder:
         """Forward into a column-parallel GEMM: the all-gather of sp (nothing without)."""
         return self._tp("all-gather") if self.sp else None
 
+    def _overlapped(
+        self,
+        fwd: _Pass,
+        bwd: _Pass,
+        col: Gemm,
+        middle: tuple[Kernel, ...],
+        row: Gemm,
+        row_dgrad: Gemm,
+        between: tuple[Kernel, ...],
+        col_dgrad: Gemm,
+        col_wgrad: Gemm,
+    ) -> None:
+        """A sublayer's column-parallel GEMM ``col``, ``middle`` kernels and row-parallel GEMM
+        ``row`` with TP communication overlap (sequence parallelism; Transformer Engine's
+        userbuffers, Megatron's ``--tp-comm-overlap``): forward, the all-gather runs beside
+        ``col`` and the reduce-scatter beside ``row``; backward, the output gradient's
+        all-gather beside the row-parallel data gradient, the input's re-gather beside the
+        column-parallel data gradient and the input gradient's reduce-scatter beside its
+        weight gradient. The backward's other kernels are ``between``."""
+        fwd.comm(self._tp("all-gather"), overlap="next")
+        fwd.alone(col)
+        fwd.compute(*middle)
+        fwd.alone(row)
+        fwd.comm(self._tp("reduce-scatter"), overlap="prev")
+        bwd.comm(self._tp("all-gather"), overlap="next")
+        bwd.alone(row_dgrad)
+        bwd.compute(*between)
+        bwd.comm(self._tp("all-gather"), overlap="next")
+        bwd.alone(col_dgrad)
+        bwd.comm(self._tp("reduce-scatter"), overlap="next")
+        bwd.alone(col_wgrad)
+
     # -- sublayers ---------------------------------------------------------------------------
     def _linear_pair(
         self, fwd: _Pass, width_in: float, name: str
@@ -235,19 +289,20 @@ class _Builder:
         proj_d = self.gemm(self.T, m.q_width / t, m.hidden, f"l{i}.proj.dgrad")
         proj_g = self.gemm(m.q_width / t, m.hidden, self.T, f"l{i}.proj.wgrad")
         fwd.compute(nf)
-        fwd.comm(self.before_column_parallel())
-        fwd.compute(qkv, core, proj)
-        fwd.comm(self.after_row_parallel())
+        recomputed = (core,) if self.recompute == "selective" else ()
+        if self.ov:
+            self._overlapped(fwd, bwd, qkv, (core,), proj, proj_d, (proj_g, *recomputed, core_b),
+                             qkv_d, qkv_g)
+        else:
+            fwd.comm(self.before_column_parallel())
+            fwd.compute(qkv, core, proj)
+            fwd.comm(self.after_row_parallel())
+            if self.sp:
+                bwd.comm(self._tp("all-gather"))  # dY of the reduce-scatter
+                bwd.comm(self._tp("all-gather"))  # the norm output again, for the QKV wgrad
+            bwd.compute(proj_d, proj_g, *recomputed, core_b, qkv_d, qkv_g)
+            bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.attn_residual"))
-        # backward
-        if self.sp:
-            bwd.comm(self._tp("all-gather"))  # dY of the reduce-scatter
-            bwd.comm(self._tp("all-gather"))  # the norm output again, for the QKV wgrad
-        bwd.compute(proj_d, proj_g)
-        if self.recompute == "selective":
-            bwd.compute(core)
-        bwd.compute(core_b, qkv_d, qkv_g)
-        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         bwd.compute(nb)
         a = self.a
         qkvo = self.T * (2 * m.q_width + 2 * m.kv_width) / t * a
@@ -270,15 +325,18 @@ class _Builder:
         fc2_d = self.gemm(self.T, width, m.hidden, f"l{i}.{name}.fc2.dgrad")
         fc2_g = self.gemm(width, m.hidden, self.T, f"l{i}.{name}.fc2.wgrad")
         fwd.compute(nf)
-        fwd.comm(self.before_column_parallel())
-        fwd.compute(fc1, af, fc2)
-        fwd.comm(self.after_row_parallel())
+        if self.ov:
+            self._overlapped(fwd, bwd, fc1, (af,), fc2, fc2_d, (fc2_g, ab), fc1_d, fc1_g)
+        else:
+            fwd.comm(self.before_column_parallel())
+            fwd.compute(fc1, af, fc2)
+            fwd.comm(self.after_row_parallel())
+            if self.sp:
+                bwd.comm(self._tp("all-gather"))
+                bwd.comm(self._tp("all-gather"))
+            bwd.compute(fc2_d, fc2_g, ab, fc1_d, fc1_g)
+            bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.{name}_residual"))
-        if self.sp:
-            bwd.comm(self._tp("all-gather"))
-            bwd.comm(self._tp("all-gather"))
-        bwd.compute(fc2_d, fc2_g, ab, fc1_d, fc1_g)
-        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         bwd.compute(nb)
         saved = nsaved + self.rows * m.hidden * self.a + asaved + self.T * width * self.a
         return fwd, bwd, saved
@@ -429,6 +487,7 @@ def chunk_work(
     sp: bool = False,
     recompute: str = "none",
     tp_group: Group | None = None,
+    tp_overlap: bool = False,
     embedding: bool = False,
     head: bool = False,
     ep: int = 1,
@@ -443,7 +502,8 @@ def chunk_work(
         raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
     b = _Builder(
         model, precision, micro_batch=micro_batch, seq=seq, tp=tp, sp=sp, recompute=recompute,
-        tp_group=tp_group if tp > 1 else None, ep=ep, ep_group=ep_group if ep > 1 else None,
+        tp_group=tp_group if tp > 1 else None, tp_overlap=tp_overlap, ep=ep,
+        ep_group=ep_group if ep > 1 else None,
     )
     fwd, bwd_parts = _Pass(), []
     saved = 0.0

@@ -11,12 +11,17 @@ master weights sharded over DP, updated parameters all-gathered); ``recompute`` 
 is recomputed from its saved input); ``global_batch`` and ``micro_batch`` in sequences and
 ``seq`` tokens a sequence.
 
+``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
+dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
+(:mod:`.block`); off by default, as in Megatron-LM.
+
 Defaults: ``sp`` on whenever ``tp > 1`` and the distributed optimizer on (``zero = 1``), as
 the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distributed_optimizer``;
 the measurements of the validation corpus ran them); Megatron-LM's own command-line defaults
 have both off (``sp=0,zero=0``).
 
-Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,zero=1,recompute=none``.
+Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
+recompute=none``.
 
 Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
 ``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
@@ -43,7 +48,7 @@ __all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_g
 
 Recompute = Literal["none", "selective", "full"]
 _INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero")
-_BOOL_KEYS = ("sp",)
+_BOOL_KEYS = ("sp", "tp_overlap")
 _KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute")
 
 
@@ -58,6 +63,7 @@ class ParallelConfig:
     ep: int = 1
     dp: int | None = None
     sp: bool | None = None
+    tp_overlap: bool = False
     zero: int = 1
     recompute: Recompute = "none"
     global_batch: int = 1
@@ -90,6 +96,12 @@ class ParallelConfig:
             )
         if self.sp and self.tp == 1:
             raise ConfigError("parallel.sp", "sequence parallelism needs tp > 1", "1")
+        if self.tp_overlap and not self.sp:
+            raise ConfigError(
+                "parallel.tp_overlap",
+                "TP communication overlap needs sequence parallelism (sp=1), as Megatron's does",
+                "1",
+            )
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
         if self.cp > 1:
@@ -178,6 +190,8 @@ class ParallelConfig:
             parts.append(f"vpp={self.vpp}")
         parts += [f"cp={self.cp}", f"ep={self.ep}", f"dp={self.dp or 'auto'}"]
         parts.append(f"sp={int(bool(self.sp))}")
+        if self.tp_overlap:
+            parts.append("tp_overlap=1")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
         return ",".join(parts)
 
