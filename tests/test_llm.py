@@ -81,7 +81,7 @@ def test_parse_parallel_and_defaults() -> None:
         ("tp=four", "--parallel: tp must be a whole number"),
         ("tp=4,tp=2", "tp is given twice"),
         ("tp=0", "--parallel tp: must be a whole number of at least 1"),
-        ("cp=2", "context parallelism is not modelled yet"),
+        ("cp=2,seq=x", "expected key=value"),
         ("zero=3", "FSDP"),
         ("recompute=some", "none, selective or full"),
     ],
@@ -171,7 +171,7 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     data = json.loads(out.output)
     assert data["schema"] == "acesim.llm/1" and data["npus"] == 8
     assert data["parallel"].startswith("tp=8,pp=1")
-    assert set(data["exposed"]) == {"tp", "ep", "pp", "dp"}
+    assert set(data["exposed"]) == {"tp", "cp", "ep", "pp", "dp"}
     assert data["exposed"]["tp"] > 0 and data["memory"]["total"] > 0
     assert data["tokens_per_s_per_gpu"] == pytest.approx(512 / (data["iteration_time"] * 8))
     table = runner.invoke(app, [
@@ -191,3 +191,25 @@ def test_acesim_run_llm_errors_are_one_line(
     line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
                      "--parallel", "tp=8", "--global-batch", "3", "--micro-batch", "2")
     assert "--global-batch" in line and "multiple of micro_batch" in line
+
+
+def test_context_parallelism_splits_the_sequence_and_gathers_kv() -> None:
+    from acesim.hardware.kernels import Attention
+
+    tiny = TransformerConfig("tiny", layers=2, hidden=1024, heads=16, kv_heads=4, ffn=2816,
+                             vocab=32000, seq=4096)
+    case = make_llm_case("h100-nvswitch-8", tiny,
+                         ParallelConfig(tp=2, cp=2, global_batch=2, seq=4096), nodes=1)
+    place = case.place
+    assert (place.dp, place.grad_ranks) == (2, 4)
+    assert place.cp_group is not None and place.cp_group.spans == (Span(0, 2, 2),)
+    assert place.dp_group is not None and place.dp_group.spans == (Span(0, 4, 2),)
+    work = case.stages[0][0]
+    attn = [k for st in work.forward for k in st.kernels if isinstance(k, Attention)]
+    assert {(a.q_len, a.kv_len) for a in attn} == {(2048, 4096)}
+    cp = [st for st in work.forward if st.kind == "cp"]
+    kv_bytes = 4096 * 2 * tiny.kv_width / 2 * 2  # all s keys and values, per TP rank, bf16
+    assert [(st.comm.op, st.comm.size) for st in cp] == [("all-gather", kv_bytes)] * 2
+    assert {st.comm.group for st in cp} == {place.cp_group}
+    with pytest.raises(ConfigError, match="multiple of 2 x cp"):
+        ParallelConfig(tp=2, cp=2, seq=4098)

@@ -38,7 +38,7 @@ def _pipeline(p: int, m: int, v: int) -> tuple[Execution, float]:
     graph = pipeline_graph([[chunk] * v] * p, place, m, kind="interleaved" if v > 1 else "1f1b")
     ex = GraphExecutor(Platform(system, exact=True), graph).run()
     _compute, bubble, exposed = idle_breakdown(ex)
-    assert exposed == {"tp": 0.0, "ep": 0.0, "pp": 0.0, "dp": 0.0}
+    assert exposed == {"tp": 0.0, "cp": 0.0, "ep": 0.0, "pp": 0.0, "dp": 0.0}
     return ex, bubble / p
 
 

@@ -104,7 +104,8 @@ def make_llm_case(
     worst_stage = 0
     for s, chunks in enumerate(stages):
         sizes = rank_footprint(chunks, schedule(kind, parallel.pp, s, micro, parallel.vpp), p,
-                               OPTIMIZER, dp=place.dp, distributed_optimizer=parallel.zero == 1,
+                               OPTIMIZER, dp=place.grad_ranks,
+                               distributed_optimizer=parallel.zero == 1,
                                expert_dp=place.expert_dp)
         if not worst or sizes["total"] > worst["total"]:
             worst, worst_stage = sizes, s
@@ -130,7 +131,8 @@ def _stages(
                 tp_overlap=parallel.tp_overlap,
                 recompute=parallel.recompute,
                 tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
-                ep=parallel.ep, ep_group=place.ep_group,
+                ep=parallel.ep, ep_group=place.ep_group, cp=parallel.cp,
+                cp_group=place.cp_group,
             ))
         out.append(tuple(chunks))
     return tuple(out)
@@ -169,7 +171,9 @@ def llm_graph(case: LlmCase) -> Graph:
         params = sum(c.params for c in chunks)
         experts = sum(c.expert_params for c in chunks)
         share = (
-            (params - experts) / case.place.dp + experts / case.place.expert_dp if zero else params
+            (params - experts) / case.place.grad_ranks + experts / case.place.expert_dp
+            if zero
+            else params
         )
         updates.append(Compute(kernels=(update_kernel(OPTIMIZER, p, share),)))
     return pipeline_graph(

@@ -10,12 +10,13 @@ From an :class:`~acesim.training.executor.Execution` of a pipeline graph
 * ``mfu``: model FLOPs (:func:`~acesim.workload.llm.models.model_flops`, Megatron's count) per
   iteration / (iteration time x GPUs x the NPU's dense matrix peak in the recipe's math dtype);
 * per rank, the time its compute stream is idle, split by what it waits for, in this order: a
-  TP collective in flight (``tp``); an expert-parallel all-to-all (``ep``); a receive whose
-  message is on its way (``pp``, from the moment the sender sent it); a receive whose sender
-  has not sent yet (waiting for the other stage to compute: bubble); a DP collective in flight
-  (``dp``). The rest of the idle time is the pipeline ``bubble`` (waiting for other stages,
-  the flush). Figures are means over ranks per iteration, the bubble also as a fraction of
-  the iteration; with no communication the bubble is all of the idle time.
+  TP collective in flight (``tp``); a CP exchange (``cp``); an EP all-to-all (``ep``); a
+  receive whose message is on its way (``pp``, from the moment the sender sent it); a receive
+  whose sender has not sent yet (waiting for the other stage to compute: bubble); a DP
+  collective in flight (``dp``). The rest of the idle time is the pipeline ``bubble``
+  (waiting for other stages, the flush). Figures are means over ranks per iteration, the
+  bubble also as a fraction of the iteration; with no communication the bubble is all of the
+  idle time.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ SCHEMA = "acesim.llm/1"
 
 #: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
 #: waiting for a peer stage that has not sent yet (bubble), DP collectives.
-_ORDER = ("tp", "ep", "pp", "peer", "dp")
+_ORDER = ("tp", "cp", "ep", "pp", "peer", "dp")
 
 
 @dataclass

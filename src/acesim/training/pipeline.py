@@ -36,8 +36,8 @@ next.
 Expert parameters (MoE layers with expert parallelism) reduce and gather over the
 expert-data-parallel group instead of DP.
 
-Node names start with the communication kind (``tp.``, ``ep.``, ``pp.``, ``dp.``) so reports can
-attribute exposed time to it (:func:`comm_kind`).
+Node names start with the communication kind (``tp.``, ``cp.``, ``ep.``, ``pp.``, ``dp.``) so
+reports can attribute exposed time to it (:func:`comm_kind`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ __all__ = ["Op", "schedule", "pipeline_graph", "comm_kind", "COMM_KINDS", "Sched
 Schedule = Literal["1f1b", "interleaved"]
 
 #: Communication kinds of node names, in reporting order.
-COMM_KINDS = ("tp", "ep", "pp", "dp")
+COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,8 @@ def _dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]
     """(group, parameters, label) of a chunk's data-parallel reductions: the dense
     parameters over DP, the experts' over the expert-data-parallel group."""
     out = []
+    if place.ep == 1:
+        return [(place.dp_group, work.params, "all")] if place.dp_group and work.params else []
     dense = work.params - work.expert_params
     if place.dp_group is not None and dense:
         out.append((place.dp_group, dense, "dense"))

@@ -33,6 +33,12 @@ rows) on a rank of a TP group of ``t``:
   and reduce-scatters run beside the GEMM they feed or drain (:meth:`_Builder._overlapped`),
   sharing the GPU with it as the endpoint charges them; the embedding's, the head's and MoE
   layers' TP collectives stay blocking.
+* context parallelism ``cp``: a rank holds ``s / cp`` tokens of each sequence (Megatron's
+  load-balanced split: its share of the causal attention work is ``1 / cp``), so every kernel
+  above runs on ``T = b s / cp`` rows; the attention kernel takes its ``s / cp`` queries
+  against all ``s`` keys, beside an all-gather of K and V over the CP group (the ring
+  exchange, which runs under the attention compute); backward gathers K and V again beside
+  the attention backward and reduce-scatters their gradients.
 * recomputation: ``selective`` reruns the attention forward kernel before its backward and
   does not keep its output; ``full`` keeps only each layer's input and reruns the layer's
   whole forward (its TP collectives too) before its backward.
@@ -163,6 +169,8 @@ class _Builder:
         tp_overlap: bool = False,
         ep: int = 1,
         ep_group: Group | None = None,
+        cp: int = 1,
+        cp_group: Group | None = None,
     ):
         self.m = model
         self.p = p
@@ -175,7 +183,10 @@ class _Builder:
         self.ov = tp_overlap and tp_group is not None
         self.ep = ep
         self.ep_group = ep_group
-        self.T = micro_batch * seq
+        self.cp = cp
+        self.cp_group = cp_group
+        self.q_len = seq // cp  # queries (and tokens) a rank holds with context parallelism
+        self.T = micro_batch * self.q_len
         self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
         self.a = p.activation_bytes
         self.attn_dtype = p.activations if p.math == "fp8" else p.math
@@ -234,10 +245,10 @@ class _Builder:
         fwd: _Pass,
         bwd: _Pass,
         col: Gemm,
-        middle: tuple[Kernel, ...],
+        middle: _Pass,
         row: Gemm,
         row_dgrad: Gemm,
-        between: tuple[Kernel, ...],
+        between: _Pass,
         col_dgrad: Gemm,
         col_wgrad: Gemm,
     ) -> None:
@@ -250,12 +261,12 @@ class _Builder:
         weight gradient. The backward's other kernels are ``between``."""
         fwd.comm(self._tp("all-gather"), overlap="next")
         fwd.alone(col)
-        fwd.compute(*middle)
+        fwd.extend(middle)
         fwd.alone(row)
         fwd.comm(self._tp("reduce-scatter"), overlap="prev")
         bwd.comm(self._tp("all-gather"), overlap="next")
         bwd.alone(row_dgrad)
-        bwd.compute(*between)
+        bwd.extend(between)
         bwd.comm(self._tp("all-gather"), overlap="next")
         bwd.alone(col_dgrad)
         bwd.comm(self._tp("reduce-scatter"), overlap="next")
@@ -281,32 +292,61 @@ class _Builder:
         qkv_d = self.gemm(self.T, m.hidden, qkv_w, f"l{i}.qkv.dgrad")
         qkv_g = self.gemm(m.hidden, qkv_w, self.T, f"l{i}.qkv.wgrad")
         seqs = self.b * m.heads / t
-        core = Attention(seqs, self.s, self.s, m.dim, dtype=self.attn_dtype, causal=True,
+        q = self.q_len
+        core = Attention(seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True,
                          name=f"l{i}.flash_attn")
-        core_b = Attention(seqs, self.s, self.s, m.dim, dtype=self.attn_dtype, causal=True,
+        core_b = Attention(seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True,
                            backward=True, name=f"l{i}.flash_attn.bwd")
         proj = self.gemm(self.T, m.hidden, m.q_width / t, f"l{i}.proj")
         proj_d = self.gemm(self.T, m.q_width / t, m.hidden, f"l{i}.proj.dgrad")
         proj_g = self.gemm(m.q_width / t, m.hidden, self.T, f"l{i}.proj.wgrad")
         fwd.compute(nf)
         recomputed = (core,) if self.recompute == "selective" else ()
+        # the core: with context parallelism, the K and V of the whole sequence gathered over
+        # the CP group beside the attention kernel (the ring exchange of Megatron's CP runs
+        # under the attention compute), and in backward gathered again and their gradients
+        # reduce-scattered
+        kv = (
+            Comm("all-gather", self.b * self.s * 2 * m.kv_width / t * self.a,
+                 group=self.cp_group)
+            if self.cp_group is not None else None
+        )
+        dkv = (
+            Comm("reduce-scatter", self.b * self.s * 2 * m.kv_width / t * self.a,
+                 group=self.cp_group)
+            if self.cp_group is not None else None
+        )
+        middle, between = _Pass(), _Pass()
+        if kv is not None:
+            middle.comm(kv, "cp", overlap="next")
+            middle.alone(core)
+            between.compute(proj_g, *recomputed)
+            between.comm(kv, "cp", overlap="next")
+            between.alone(core_b)
+            between.comm(dkv, "cp")
+        else:
+            middle.compute(core)
+            between.compute(proj_g, *recomputed, core_b)
         if self.ov:
-            self._overlapped(fwd, bwd, qkv, (core,), proj, proj_d, (proj_g, *recomputed, core_b),
-                             qkv_d, qkv_g)
+            self._overlapped(fwd, bwd, qkv, middle, proj, proj_d, between, qkv_d, qkv_g)
         else:
             fwd.comm(self.before_column_parallel())
-            fwd.compute(qkv, core, proj)
+            fwd.compute(qkv)
+            fwd.extend(middle)
+            fwd.compute(proj)
             fwd.comm(self.after_row_parallel())
             if self.sp:
                 bwd.comm(self._tp("all-gather"))  # dY of the reduce-scatter
                 bwd.comm(self._tp("all-gather"))  # the norm output again, for the QKV wgrad
-            bwd.compute(proj_d, proj_g, *recomputed, core_b, qkv_d, qkv_g)
+            bwd.compute(proj_d)
+            bwd.extend(between)
+            bwd.compute(qkv_d, qkv_g)
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.attn_residual"))
         bwd.compute(nb)
         a = self.a
         qkvo = self.T * (2 * m.q_width + 2 * m.kv_width) / t * a
-        lse = seqs * self.s * FP32
+        lse = seqs * q * FP32
         attn_saved = qkvo + lse
         if self.recompute == "selective":
             attn_saved -= self.T * m.q_width / t * a + lse  # O and its statistics
@@ -326,7 +366,10 @@ class _Builder:
         fc2_g = self.gemm(width, m.hidden, self.T, f"l{i}.{name}.fc2.wgrad")
         fwd.compute(nf)
         if self.ov:
-            self._overlapped(fwd, bwd, fc1, (af,), fc2, fc2_d, (fc2_g, ab), fc1_d, fc1_g)
+            middle, between = _Pass(), _Pass()
+            middle.compute(af)
+            between.compute(fc2_g, ab)
+            self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g)
         else:
             fwd.comm(self.before_column_parallel())
             fwd.compute(fc1, af, fc2)
@@ -492,18 +535,22 @@ def chunk_work(
     head: bool = False,
     ep: int = 1,
     ep_group: Group | None = None,
+    cp: int = 1,
+    cp_group: Group | None = None,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
     ``tp_group`` is the TP communicator (needed when ``tp > 1``)."""
     if tp > 1 and tp_group is None:
         raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
+    if cp > 1 and cp_group is None:
+        raise WorkloadError("cp > 1 needs the CP group its exchanges run on", field="cp_group")
     if ep > 1 and ep_group is None:
         raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
     b = _Builder(
         model, precision, micro_batch=micro_batch, seq=seq, tp=tp, sp=sp, recompute=recompute,
         tp_group=tp_group if tp > 1 else None, tp_overlap=tp_overlap, ep=ep,
-        ep_group=ep_group if ep > 1 else None,
+        ep_group=ep_group if ep > 1 else None, cp=cp, cp_group=cp_group if cp > 1 else None,
     )
     fwd, bwd_parts = _Pass(), []
     saved = 0.0

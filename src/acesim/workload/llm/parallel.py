@@ -27,7 +27,8 @@ Placement (:func:`placement`): ranks are numbered as Megatron-core's default ord
 ``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
 (EP is carved out of DP: ``ep`` consecutive DP ranks form an expert-parallel group, and the
 ranks ``ep`` apart that hold the same experts an expert-data-parallel group, as in
-Megatron-core). The NPUs' global ranks
+Megatron-core). Gradients reduce over DP x CP (Megatron's data-parallel group with context
+parallelism), which is also what the distributed optimizer shards over. The NPUs' global ranks
 run over the network's dimensions innermost first (8 GPUs of a node, then the nodes), so TP
 lands inside the NVLink domain when it fits there, and each group is a
 :class:`~acesim.network.group.Group` of spans (slices and strides of dimensions): groups of
@@ -104,9 +105,17 @@ class ParallelConfig:
             )
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
-        if self.cp > 1:
+        if self.cp > 1 and self.ep > 1:
             raise ConfigError(
-                "parallel.cp", "context parallelism is not modelled yet (issue 14)", self.cp
+                "parallel.ep", "expert parallelism with context parallelism is not modelled yet",
+                self.ep,
+            )
+        if self.cp > 1 and self.seq % (2 * self.cp * (self.tp if self.sp else 1)):
+            raise ConfigError(
+                "parallel.seq",
+                f"must be a multiple of 2 x cp{' x tp' if self.sp else ''} (Megatron splits each "
+                "sequence into 2 cp load-balanced chunks)",
+                self.seq,
             )
 
     @property
@@ -293,8 +302,15 @@ class Placement:
     tp_group: Group | None
     dp_group: Group | None
     ep: int = 1
+    cp_group: Group | None = None
     ep_group: Group | None = None
     expert_dp_group: Group | None = None
+
+    @property
+    def grad_ranks(self) -> int:
+        """Ranks a gradient is reduced over (and the distributed optimizer shards over):
+        DP x CP, as Megatron's data-parallel-with-context group."""
+        return self.dp * self.cp
 
     @property
     def expert_dp(self) -> int:
@@ -326,15 +342,18 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
         npus *= extent
     dp = parallel.data_parallel(npus)
     tp_group = flat_group(shape, parallel.tp, 1, "tp") if parallel.tp > 1 else None
-    dp_group = (
-        flat_group(shape, dp, parallel.tp * parallel.cp, "dp") if dp > 1 else None
-    )
+    grad = dp * parallel.cp
+    dp_group = flat_group(shape, grad, parallel.tp, "dp") if grad > 1 else None
+    cp_group = flat_group(shape, parallel.cp, parallel.tp, "cp") if parallel.cp > 1 else None
     inner = parallel.tp * parallel.cp
     ep = parallel.ep
     ep_group = flat_group(shape, ep, inner, "ep") if ep > 1 else None
     edp = dp * parallel.cp // ep
-    edp_group = flat_group(shape, edp, inner * ep, "expert-dp") if edp > 1 else None
+    if ep == 1:
+        edp_group = dp_group  # experts are reduced with the rest
+    else:
+        edp_group = flat_group(shape, edp, inner * ep, "expert-dp") if edp > 1 else None
     return Placement(
         parallel.tp, parallel.pp, dp, parallel.cp, tuple(shape), tp_group, dp_group, ep,
-        ep_group, edp_group,
+        cp_group, ep_group, edp_group,
     )
