@@ -213,3 +213,23 @@ def test_context_parallelism_splits_the_sequence_and_gathers_kv() -> None:
     assert {st.comm.group for st in cp} == {place.cp_group}
     with pytest.raises(ConfigError, match="multiple of 2 x cp"):
         ParallelConfig(tp=2, cp=2, seq=4098)
+
+
+def test_grad_fp32_sets_the_gradient_buffer_and_the_dp_reduction() -> None:
+    tiny = TransformerConfig("tiny", layers=2, hidden=512, heads=8, ffn=1024, vocab=8000,
+                             seq=256)
+    cases = {
+        fp32: make_llm_case("h100-nvswitch-8", tiny,
+                            ParallelConfig(global_batch=8, seq=256, grad_fp32=fp32), nodes=1)
+        for fp32 in (None, True, False)
+    }
+    params = sum(c.params for c in cases[None].stages[0])
+    assert cases[None].memory["gradients"] == 4 * params  # bf16 params: FP32 main gradients
+    assert cases[True].memory["gradients"] == 4 * params
+    assert cases[False].memory["gradients"] == 2 * params
+    from acesim.experiment.llm import llm_graph
+
+    sizes = {
+        n.size for n in llm_graph(cases[False]).ranks[0] if n.name.startswith("dp.reduce")
+    }
+    assert sizes == {2 * params}

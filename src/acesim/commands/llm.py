@@ -24,7 +24,7 @@ __all__ = ["is_llm", "run_llm_command", "PARALLEL_HELP"]
 PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
-    "optimizer), recompute=none|selective|full. "
+    "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full. "
     "One iteration is simulated, every GPU (exact mode)"
 )
 

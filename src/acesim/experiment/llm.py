@@ -106,7 +106,7 @@ def make_llm_case(
         sizes = rank_footprint(chunks, schedule(kind, parallel.pp, s, micro, parallel.vpp), p,
                                OPTIMIZER, dp=place.grad_ranks,
                                distributed_optimizer=parallel.zero == 1,
-                               expert_dp=place.expert_dp)
+                               expert_dp=place.expert_dp, grad_fp32=parallel.grad_fp32)
         if not worst or sizes["total"] > worst["total"]:
             worst, worst_stage = sizes, s
     if check_memory:
@@ -178,7 +178,7 @@ def llm_graph(case: LlmCase) -> Graph:
         updates.append(Compute(kernels=(update_kernel(OPTIMIZER, p, share),)))
     return pipeline_graph(
         case.stages, case.place, case.micro_batches, kind=case.schedule,
-        dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p),
+        dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
         param_bytes=p.param_bytes, update=updates, gather_params=zero,
         iterations=case.iterations, name=case.model.name,
     )

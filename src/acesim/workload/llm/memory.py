@@ -7,7 +7,8 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
 * ``gradients``: ``P x grad_bytes``, the main-gradient buffer: FP32 when the recipe keeps FP32
   master weights (Megatron-LM forces gradient accumulation and reduction in FP32 for BF16
   parameters: ``megatron/training/arguments.py``, "bfloat16 requires gradient accumulation
-  and all-reduce to be done in fp32"), else the parameter dtype;
+  and all-reduce to be done in fp32"), else the parameter dtype; a configuration may say
+  otherwise (``grad_fp32``: Megatron-Bridge's performance recipes reduce in BF16);
 * ``optimizer``: the master weights and the optimizer's moments
   (:func:`~acesim.workload.optimizer.state_bytes_per_param`), divided over DP with the
   distributed optimizer (ZeRO-1; the experts' over the expert-data-parallel group);
@@ -34,9 +35,12 @@ __all__ = ["TERMS", "grad_bytes", "rank_footprint", "peak_activations"]
 TERMS = ("weights", "gradients", "optimizer", "activations")
 
 
-def grad_bytes(p: Precision) -> int:
-    """Bytes per element of the main-gradient buffer (module docstring)."""
-    return 4 if p.master else p.param_bytes
+def grad_bytes(p: Precision, fp32: bool | None = None) -> int:
+    """Bytes per element of the main-gradient buffer: FP32 when ``fp32`` (None: Megatron-LM's
+    rule of the module docstring), else the parameter dtype."""
+    if fp32 is None:
+        fp32 = p.master is not None
+    return 4 if fp32 else p.param_bytes
 
 
 def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[object]) -> float:
@@ -62,6 +66,7 @@ def rank_footprint(
     dp: int,
     distributed_optimizer: bool,
     expert_dp: int | None = None,
+    grad_fp32: bool | None = None,
 ) -> dict[str, float]:
     """Bytes per rank of each term and their ``total`` (module docstring); experts' optimizer
     state is divided over ``expert_dp`` (default ``dp``)."""
@@ -74,7 +79,7 @@ def rank_footprint(
         state = per * params
     sizes = {
         "weights": params * p.param_bytes,
-        "gradients": params * grad_bytes(p),
+        "gradients": params * grad_bytes(p, grad_fp32),
         "optimizer": state,
         "activations": peak_activations(chunks, ops),
     }

@@ -13,7 +13,9 @@ is recomputed from its saved input); ``global_batch`` and ``micro_batch`` in seq
 
 ``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
 dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
-(:mod:`.block`); off by default, as in Megatron-LM.
+(:mod:`.block`); off by default, as in Megatron-LM. ``grad_fp32``: keep and reduce the main
+gradients in FP32 (default: when the recipe keeps FP32 master weights, Megatron-LM's rule for
+BF16; Megatron-Bridge's performance scripts set ``grad_reduce_in_fp32 = False``).
 
 Defaults: ``sp`` on whenever ``tp > 1`` and the distributed optimizer on (``zero = 1``), as
 the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distributed_optimizer``;
@@ -49,7 +51,7 @@ __all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_g
 
 Recompute = Literal["none", "selective", "full"]
 _INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero")
-_BOOL_KEYS = ("sp", "tp_overlap")
+_BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32")
 _KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute")
 
 
@@ -65,6 +67,7 @@ class ParallelConfig:
     dp: int | None = None
     sp: bool | None = None
     tp_overlap: bool = False
+    grad_fp32: bool | None = None
     zero: int = 1
     recompute: Recompute = "none"
     global_batch: int = 1
@@ -201,6 +204,8 @@ class ParallelConfig:
         parts.append(f"sp={int(bool(self.sp))}")
         if self.tp_overlap:
             parts.append("tp_overlap=1")
+        if self.grad_fp32 is not None:
+            parts.append(f"grad_fp32={int(self.grad_fp32)}")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
         return ",".join(parts)
 
