@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from clitools import cli_error
@@ -233,3 +234,24 @@ def test_grad_fp32_sets_the_gradient_buffer_and_the_dp_reduction() -> None:
         n.size for n in llm_graph(cases[False]).ranks[0] if n.name.startswith("dp.reduce")
     }
     assert sizes == {2 * params}
+
+
+def test_an_llm_corpus_row_is_tokens_per_second_per_gpu(tmp_path: Any) -> None:
+    from acesim.experiment.llm import run_llm
+    from acesim.validation import validate
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "tiny.toml").write_text(
+        'family = "tiny"\ntitle = "tiny"\nbudget = { statistic = "max", limit = 0.15 }\n'
+        "[[cases]]\n"
+        'id = "llm-row"\nsystem = "h100-nvswitch-8"\n'
+        'run = { kind = "llm", model = "llama3-8b", parallel = "tp=8", global_batch = 1, '
+        'micro_batch = 1, seq = 512, precision = "bf16" }\n'
+        'measured = 1000\nunit = "tokens/s/GPU"\nsource = "a test"\nfit = false\n'
+    )
+    (row,) = validate(corpus=folder).family("tiny").results
+    assert row.status == "ok", row.note
+    par = parse_parallel("tp=8", global_batch=1, micro_batch=1, seq=512)
+    result, _ = run_llm(make_llm_case("h100-nvswitch-8", "llama3-8b", par))
+    assert row.simulated == pytest.approx(result.tokens_per_s_per_gpu)
