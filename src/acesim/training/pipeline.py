@@ -206,7 +206,6 @@ def _rank_graph(
                       layer=f"chunk{c}", iteration=it, pass_name="update")
                 if gathers else None
             )
-        last_bwd: dict[int, int] = {}
         remaining = {c: micro for c in range(v)}
         dp_nodes: list[int] = []
         started = [False] * v
@@ -272,7 +271,6 @@ def _rank_graph(
                 )
             if not op.forward:
                 remaining[c] -= 1
-                last_bwd[c] = prev if prev is not None else -1
                 if remaining[c] == 0:
                     for group, params, what in _dp_parts(place, work):
                         dp_nodes.append(_dp(g, dp_op, params * grad_bytes, group, prev, label,
