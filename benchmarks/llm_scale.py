@@ -24,7 +24,7 @@ from acesim.workload.llm.parallel import parse_parallel
 
 #: (label, model, nodes, parallel, global batch, micro batch, seq, precision)
 CASES = [
-    ("8B tp=1 pp=1, 8 GPUs", "llama3-8b", 1, "tp=1,pp=1", 16, 2, 8192, "fp8"),
+    ("8B tp=2 pp=1, 8 GPUs", "llama3-8b", 1, "tp=2,pp=1", 16, 1, 8192, "fp8"),
     ("8B tp=2 pp=4, 64 GPUs", "llama3-8b", 8, "tp=2,pp=4", 64, 1, 4096, "bf16"),
     ("70B tp=4 pp=8 vpp=5, 64 GPUs, GBS 32", "llama3-70b", 8, "tp=4,pp=8,vpp=5", 32, 1, 8192,
      "fp8"),

@@ -151,14 +151,20 @@ def _check_memory(
         return
     dominant = max(TERMS, key=lambda t: sizes[t])
     parts = ", ".join(f"{t} {format_size(sizes[t])}" for t in TERMS)
+    advice = ["more tensor or pipeline parallelism"]
+    if parallel.zero == 0:
+        advice.append("the distributed optimizer (zero=1)")
+    if parallel.recompute != "full":
+        advice.append("recomputation")
+    if parallel.micro_batch > 1:
+        advice.append("a smaller micro-batch")
     raise ConfigError(
         "npu.hbm_capacity",
         f"{model.name} with {parallel.describe()} ({p.name}) needs "
         f"{format_size(sizes['total'])} per GPU on pipeline stage {stage} ({parts}), "
         f"{format_size(sizes['total'] - capacity)} more than the {format_size(capacity)} of HBM; "
-        f"{dominant} dominate{'s' if not dominant.endswith('s') else ''}: use more tensor or "
-        "pipeline parallelism, the distributed optimizer (zero=1), recomputation or a smaller "
-        "micro-batch",
+        f"{dominant} dominate{'s' if not dominant.endswith('s') else ''}: use "
+        + ", ".join(advice[:-1]) + (" or " if len(advice) > 1 else "") + advice[-1],
     )
 
 
