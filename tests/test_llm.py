@@ -255,3 +255,24 @@ def test_an_llm_corpus_row_is_tokens_per_second_per_gpu(tmp_path: Any) -> None:
     par = parse_parallel("tp=8", global_batch=1, micro_batch=1, seq=512)
     result, _ = run_llm(make_llm_case("h100-nvswitch-8", "llama3-8b", par))
     assert row.simulated == pytest.approx(result.tokens_per_s_per_gpu)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--micro-batch", "0"), "--micro-batch: must be a whole number of at least 1"),
+        (("--seq", "-5"), "--seq: must be a whole number of at least 1"),
+        (("--recompute", "bogus"), "--recompute: must be none, selective or full"),
+        (("-s", "a100-nvswitch-8", "--precision", "fp8"), "--precision: runs its matrix math"),
+        (("--parallel", "tp=8,sp=0,tp_overlap=1"), "needs sequence parallelism"),
+        (("-w", "llama3-9b"), "did you mean 'llama3-8b'"),
+    ],
+)
+def test_bad_llm_flags_are_one_line_errors(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: tuple[str, ...],
+    expected: str,
+) -> None:
+    base = ["run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8"]
+    assert expected in cli_error(monkeypatch, capsys, *base, *args)

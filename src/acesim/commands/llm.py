@@ -66,6 +66,8 @@ def _case(
     overrides: dict[str, Any],
 ) -> LlmCase:
     model = MODELS.get(workload, "--workload")
+    if recompute is not None and recompute not in ("none", "selective", "full"):
+        raise ConfigError("--recompute", "must be none, selective or full", recompute)
     text = parallel
     if recompute is not None:
         text = f"{parallel},recompute={recompute}" if parallel else f"recompute={recompute}"

@@ -93,7 +93,16 @@ def make_llm_case(
     resolved = resolve_system(system, overrides=overrides, nodes=nodes)
     cfg = _model(model)
     p = PRECISIONS.get(precision, "workload.precision")
-    resolved.npu.matrix_peak(p.math)  # the NPU runs the recipe's math
+    if p.math not in resolved.npu.matrix_flops:
+        npu = resolved.npu
+        runnable = [n for n, q in PRECISIONS.items() if q.math in npu.matrix_flops]
+        raise ConfigError(
+            "workload.precision",
+            f"runs its matrix math in {p.math}, which this NPU ({npu.name}) has no peak for "
+            f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can run: "
+            f"{', '.join(runnable) or 'none'}",
+            precision,
+        )
     parallel.check_model(cfg)
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)

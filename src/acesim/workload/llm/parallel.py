@@ -77,7 +77,7 @@ class ParallelConfig:
     def __post_init__(self) -> None:
         if self.sp is None:
             object.__setattr__(self, "sp", self.tp > 1)
-        for name in ("tp", "pp", "vpp", "cp", "ep", "global_batch", "micro_batch", "seq"):
+        for name in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"parallel.{name}", "must be a whole number of at least 1", value)
