@@ -181,6 +181,14 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     ])
     assert table.exit_code == 0, table.output
     assert "tokens/s/GPU" in table.output and "pipeline bubble" in table.output
+    both = runner.invoke(app, [
+        "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8",
+        "--global-batch", "1", "--seq", "512", "--endpoints", "ideal", "--json",
+    ])
+    assert both.exit_code == 0, both.output
+    runs = json.loads(both.output)["runs"]
+    assert [r["endpoint"] for r in runs] == ["baseline", "ideal"]
+    assert runs[1]["iteration_time"] <= runs[0]["iteration_time"]
 
 
 def test_acesim_run_llm_errors_are_one_line(

@@ -158,7 +158,15 @@ def _tables(results: list[LlmResult]) -> None:
         table.add_column(r.endpoint, justify="right")
     rows = [_rows(r) for r in results]
     for i, (name, _) in enumerate(rows[0]):
+        kind = name.removeprefix("exposed ").removesuffix(" comm").lower()
+        if kind in ("cp", "ep") and all(r.exposed[kind] == 0 for r in results):
+            continue  # no such parallelism in this configuration
         table.add_row(name, *(row[i][1] for row in rows))
+    if len(results) > 1:
+        table.add_row(
+            f"speedup vs {first.endpoint}",
+            *(f"{first.iteration_time / r.iteration_time:.3f}x" for r in results),
+        )
     console.print(table)
     memory = Table(title=f"memory per GPU (largest: pipeline stage {first.memory_stage})")
     memory.add_column("term")
