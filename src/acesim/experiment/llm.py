@@ -25,6 +25,7 @@ from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
 from ..precision import PRECISIONS, Precision
 from ..results.llm import LlmResult, idle_breakdown
@@ -177,6 +178,15 @@ def _check_memory(
     )
 
 
+def _update(p: Precision, params: float, gradient_bytes: int) -> Stream:
+    """The optimizer step of ``params`` parameters (:func:`~acesim.workload.optimizer.
+    update_kernel`) reading the main gradients in ``gradient_bytes`` per element instead of
+    the parameter dtype."""
+    kernel = update_kernel(OPTIMIZER, p, params)
+    extra = params * (gradient_bytes - p.param_bytes)
+    return Stream(kernel.read_bytes + extra, kernel.write_bytes, kernel.flops, name=kernel.name)
+
+
 def llm_graph(case: LlmCase) -> Graph:
     """Every rank's execution graph of the case's iterations."""
     par, p = case.parallel, case.precision
@@ -190,7 +200,7 @@ def llm_graph(case: LlmCase) -> Graph:
             if zero
             else params
         )
-        updates.append(Compute(kernels=(update_kernel(OPTIMIZER, p, share),)))
+        updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
     return pipeline_graph(
         case.stages, case.place, case.micro_batches, kind=case.schedule,
         dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
