@@ -166,3 +166,40 @@ def test_tp_communication_overlap_hides_tp_time_behind_the_gemms() -> None:
     assert hidden.iteration_time < plain.iteration_time
     total = hidden.compute_time + hidden.bubble_time + sum(hidden.exposed.values())
     assert total == pytest.approx(hidden.iteration_time, rel=1e-9)
+
+
+def test_fsdp_gathers_every_unit_for_every_pass_and_reduces_its_gradients() -> None:
+    tiny = TransformerConfig("tiny", layers=3, hidden=512, heads=8, ffn=1024, vocab=8000,
+                             seq=512)
+    par = ParallelConfig(zero=3, global_batch=8, seq=512)  # 8 GPUs: dp 8, 1 micro-batch each
+    case = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1)
+    work = case.stages[0][0]
+    units = work.unit_params  # embedding, three layers, head
+    assert len(units) == 5 and sum(units) == work.params
+    result, ex = run_llm(case)
+    nodes = ex.graph.ranks[0]
+    gathers = [n for n in nodes if n.name.startswith("dp.all-gather.fsdp")]
+    scatters = [n for n in nodes if n.name.startswith("dp.reduce-scatter.fsdp")]
+    assert len(gathers) == 2 * len(units)  # forward and backward, one micro-batch
+    assert sorted(n.size for n in scatters) == sorted(u * 4 for u in units)  # FP32 gradients
+    assert all(n.group == case.place.dp_group for n in gathers + scatters)
+    sharded = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(zero=1, global_batch=8,
+                                                                     seq=512), nodes=1)
+    assert case.memory["weights"] < sharded.memory["weights"]
+    assert case.memory["optimizer"] == pytest.approx(sharded.memory["optimizer"])
+    assert result.exposed["dp"] > 0
+
+
+def test_recompute_layers_recomputes_only_the_first_layers_of_a_chunk() -> None:
+    tiny = TransformerConfig("tiny", layers=4, hidden=512, heads=8, ffn=1024, vocab=8000,
+                             seq=512)
+
+    def backward_kernels(**kw: object) -> int:
+        par = ParallelConfig(global_batch=8, seq=512, **kw)  # type: ignore[arg-type]
+        work = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1).stages[0][0]
+        return sum(len(st.kernels) for st in work.backward)
+
+    none, full = backward_kernels(), backward_kernels(recompute="full")
+    two = backward_kernels(recompute="full", recompute_layers=2)
+    assert none < two < full
+    assert two - none == (full - none) // 2

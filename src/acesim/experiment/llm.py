@@ -115,8 +115,9 @@ def make_llm_case(
     for s, chunks in enumerate(stages):
         sizes = rank_footprint(chunks, schedule(kind, parallel.pp, s, micro, parallel.vpp), p,
                                OPTIMIZER, dp=place.grad_ranks,
-                               distributed_optimizer=parallel.zero == 1,
-                               expert_dp=place.expert_dp, grad_fp32=parallel.grad_fp32)
+                               distributed_optimizer=parallel.zero >= 1,
+                               expert_dp=place.expert_dp, grad_fp32=parallel.grad_fp32,
+                               fsdp=parallel.zero == 3)
         if not worst or sizes["total"] > worst["total"]:
             worst, worst_stage = sizes, s
     if check_memory:
@@ -142,7 +143,8 @@ def _stages(
                 recompute=parallel.recompute,
                 tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
                 ep=parallel.ep, ep_group=place.ep_group, cp=parallel.cp,
-                cp_group=place.cp_group,
+                cp_group=place.cp_group, units=parallel.zero == 3,
+                recompute_layers=parallel.recompute_layers,
             ))
         out.append(tuple(chunks))
     return tuple(out)
@@ -190,7 +192,7 @@ def _update(p: Precision, params: float, gradient_bytes: int) -> Stream:
 def llm_graph(case: LlmCase) -> Graph:
     """Every rank's execution graph of the case's iterations."""
     par, p = case.parallel, case.precision
-    zero = par.zero == 1
+    zero = par.zero >= 1
     updates = []
     for chunks in case.stages:
         params = sum(c.params for c in chunks)
@@ -204,7 +206,7 @@ def llm_graph(case: LlmCase) -> Graph:
     return pipeline_graph(
         case.stages, case.place, case.micro_batches, kind=case.schedule,
         dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
-        param_bytes=p.param_bytes, update=updates, gather_params=zero,
+        param_bytes=p.param_bytes, update=updates, gather_params=zero, fsdp=par.zero == 3,
         iterations=case.iterations, name=case.model.name,
     )
 

@@ -33,6 +33,13 @@ forward waits for its own all-gather only (Megatron's parameter all-gather overl
 simulated iteration is the steady state, from the end of one optimizer step to the end of the
 next.
 
+FSDP (``zero = 3``, Megatron-FSDP's ``optim_grads_params``): parameters, gradients and
+optimizer state are sharded over DP; every forward and every backward of a unit (the
+embedding, each layer, the head) waits for the all-gather of its parameters, the next unit's
+all-gather being issued behind it (prefetch, overlapping this unit's compute), and every
+backward of a unit reduce-scatters its gradients (each micro-batch: assumption, gradients are
+not accumulated unsharded); the optimizer step waits for all of them.
+
 Expert parameters (MoE layers with expert parallelism) reduce and gather over the
 expert-data-parallel group instead of DP.
 
@@ -134,6 +141,7 @@ def pipeline_graph(
     param_bytes: float = 2.0,
     update: Sequence[Compute] | None = None,
     gather_params: bool = False,
+    fsdp: bool = False,
     iterations: int = 1,
     name: str = "llm",
 ) -> Graph:
@@ -148,6 +156,9 @@ def pipeline_graph(
         grad_bytes, param_bytes: bytes per gradient and per parameter (B).
         update: each stage's optimizer step (None: none).
         gather_params: all-gather the updated parameters over DP (distributed optimizer).
+        fsdp: FSDP (ZeRO-3): per unit (the chunks' ``unit_params``), parameters all-gathered
+            before every forward and backward of it and gradients reduce-scattered after
+            every backward, instead of the per-chunk reductions.
     """
     p = place.pp
     v = len(stages[0])
@@ -156,7 +167,8 @@ def pipeline_graph(
     graphs: list[list[Node]] = []
     for rank in range(place.npus):
         graphs.append(_rank_graph(rank, stages, place, micro, kind, dp_op, grad_bytes,
-                                  param_bytes, update, gather_params, iterations))
+                                  param_bytes, update, gather_params and not fsdp, fsdp,
+                                  iterations))
     graph = Graph(graphs, name=name, iterations=iterations, npus=place.npus)
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
@@ -173,6 +185,7 @@ def _rank_graph(
     param_bytes: float,
     update: Sequence[Compute] | None,
     gather_params: bool,
+    fsdp: bool,
     iterations: int,
 ) -> list[Node]:
     p = place.pp
@@ -230,7 +243,33 @@ def _rank_graph(
             pname = "fwd" if op.forward else "bwd"
             pending: int | None = None  # an overlapped collective issued with the next compute
             compute_deps: list[int | None] = deps
+            # FSDP: each unit's parameters all-gathered before its first step (the next
+            # unit's prefetched behind it), its gradients reduce-scattered after its backward
+            starts: dict[int, int] = {}
+            sequence: list[int] = []
+            if fsdp and place.dp_group is not None and work.unit_params:
+                count = len(work.unit_params)
+                sequence = list(range(count)) if op.forward else list(range(count - 1, -1, -1))
+                firsts = work.forward_starts if op.forward else work.backward_starts
+                starts = {firsts[j]: sequence[j] for j in range(count)}
+            gathered: dict[int, int] = {}
+            unit_now: int | None = None
             for k, st in enumerate(steps):
+                if k in starts:
+                    u = starts[k]
+                    if unit_now is not None and not op.forward:
+                        dp_nodes.append(_fsdp(g, "reduce-scatter", work, unit_now, grad_bytes,
+                                              place, deps, label, it))
+                    if u not in gathered:
+                        gathered[u] = _fsdp(g, "all-gather", work, u, param_bytes, place, deps,
+                                            label, it)
+                    deps = [*deps, gathered[u]]
+                    j = sequence.index(u)
+                    if j + 1 < len(sequence):
+                        nxt = sequence[j + 1]
+                        gathered[nxt] = _fsdp(g, "all-gather", work, nxt, param_bytes, place,
+                                              [gathered[u]], label, it)
+                    unit_now = u
                 if st.comm is None:
                     node = g.add(
                         deps, name=f"{pname}.{c}.{i}.{k}", kind="compute",
@@ -256,6 +295,9 @@ def _rank_graph(
                 else:
                     deps = [node]
             deps = [*deps, pending]
+            if unit_now is not None and not op.forward:
+                dp_nodes.append(_fsdp(g, "reduce-scatter", work, unit_now, grad_bytes, place,
+                                      deps, label, it))
             real = sorted({d for d in deps if d is not None})
             if len(real) > 1:
                 prev = g.add(real, name=f"{pname}.{c}.{i}.done", kind="compute",
@@ -271,7 +313,7 @@ def _rank_graph(
                 )
             if not op.forward:
                 remaining[c] -= 1
-                if remaining[c] == 0:
+                if remaining[c] == 0 and not fsdp:
                     for group, params, what in _dp_parts(place, work):
                         dp_nodes.append(_dp(g, dp_op, params * grad_bytes, group, prev, label,
                                             it, f"grad.{what}"))
@@ -297,6 +339,27 @@ def _dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]
     if place.expert_dp_group is not None and work.expert_params:
         out.append((place.expert_dp_group, work.expert_params, "experts"))
     return out
+
+
+def _fsdp(
+    g: _Rank,
+    op: str,
+    work: ChunkWork,
+    unit: int,
+    nbytes: float,
+    place: Placement,
+    deps: Sequence[int | None],
+    label: str,
+    it: int,
+) -> int:
+    """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group
+    (non-blocking; whoever needs it depends on it)."""
+    assert place.dp_group is not None
+    return g.add(
+        deps, name=f"dp.{op}.fsdp.{label}.u{unit}", kind="collective", op=op,
+        size=work.unit_params[unit] * nbytes, group=place.dp_group, layer=label, iteration=it,
+        pass_name="dp", blocking=False,
+    )
 
 
 def _dp(

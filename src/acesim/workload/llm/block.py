@@ -124,6 +124,12 @@ class _Pass:
         if comm is not None:
             self.steps.append(Step(comm=comm, kind=kind, overlap=overlap))
 
+    def seal(self) -> None:
+        """Let nothing merge into the last step (a unit boundary)."""
+        if self.steps and self.steps[-1].comm is None and not self.steps[-1].sealed:
+            last = self.steps[-1]
+            self.steps[-1] = Step(last.kernels, sealed=True)
+
     def extend(self, other: _Pass) -> None:
         for step in other.steps:
             if step.comm is None and not step.sealed:
@@ -142,6 +148,10 @@ class ChunkWork:
         params: parameters held by the rank for this chunk (experts' included).
         expert_params: of them, the experts' (their gradients reduce over the
             expert-data-parallel group).
+        unit_params, forward_starts, backward_starts: with ``units``, the parameters of each
+            FSDP unit (the embedding, each layer, the head; forward order) and the index of
+            each unit's first step in the forward (forward order) and in the backward
+            (backward order, the units reversed).
         boundary_bytes: bytes of the activation (or its gradient) sent to the neighbouring
             pipeline stage.
     """
@@ -152,6 +162,9 @@ class ChunkWork:
     params: int
     boundary_bytes: float
     expert_params: int = 0
+    unit_params: tuple[int, ...] = ()
+    forward_starts: tuple[int, ...] = ()
+    backward_starts: tuple[int, ...] = ()
 
 
 class _Builder:
@@ -462,7 +475,9 @@ class _Builder:
         bwd.compute(nb)
         return fwd, bwd, saved
 
-    def layer(self, i: int) -> tuple[_Pass, _Pass, float]:
+    def layer(self, i: int, full: bool | None = None) -> tuple[_Pass, _Pass, float]:
+        """Layer ``i``'s passes and saved bytes; ``full``: recompute it whole (None: as
+        ``recompute`` says)."""
         af, ab, asv = self.attention(i)
         if self.m.is_moe_layer(i):
             mf, mb, msv = self.moe(i)
@@ -471,7 +486,7 @@ class _Builder:
         fwd, bwd = _Pass(), _Pass()
         fwd.extend(af)
         fwd.extend(mf)
-        if self.recompute == "full":
+        if full if full is not None else self.recompute == "full":
             bwd.extend(fwd)
             saved = float(self.rows * self.m.hidden * self.a)  # the layer's input only
         else:
@@ -537,10 +552,15 @@ def chunk_work(
     ep_group: Group | None = None,
     cp: int = 1,
     cp_group: Group | None = None,
+    units: bool = False,
+    recompute_layers: int | None = None,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
-    ``tp_group`` is the TP communicator (needed when ``tp > 1``)."""
+    ``tp_group`` is the TP communicator (needed when ``tp > 1``); ``units``: keep each
+    layer's (and the embedding's and head's) steps apart and say where they start (FSDP);
+    ``recompute_layers``: with ``recompute = "full"``, only the chunk's first that many layers
+    are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``)."""
     if tp > 1 and tp_group is None:
         raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
     if cp > 1 and cp_group is None:
@@ -555,29 +575,51 @@ def chunk_work(
     fwd, bwd_parts = _Pass(), []
     saved = 0.0
     params = experts = 0
+    unit_params: list[int] = []
+    forward_starts: list[int] = []
+
+    def unit(part: _Pass, n: int) -> None:
+        forward_starts.append(len(fwd.steps))
+        fwd.extend(part)
+        unit_params.append(n)
+        if units:
+            fwd.seal()
+
     if embedding:
         ef, eb = b.embedding()
-        fwd.extend(ef)
+        unit(ef, model.embedding_params // tp)
         bwd_parts.append(eb)
         params += model.embedding_params // tp
     for i in layers:
-        lf, lb, ls = b.layer(i)
-        fwd.extend(lf)
-        bwd_parts.append(lb)
-        saved += ls
+        full = recompute == "full" and (
+            recompute_layers is None or i - layers.start < recompute_layers
+        )
+        lf, lb, ls = b.layer(i, full)
         norms = 2 * model.norm_params
         routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
+        own = (model.layer_params(i) - norms - routed) // tp + norms + routed // (tp * ep)
+        unit(lf, own)
+        bwd_parts.append(lb)
+        saved += ls
         params += (model.layer_params(i) - norms - routed) // tp + norms
         experts += routed // (tp * ep)
     if head:
         hf, hb, hs = b.head()
-        fwd.extend(hf)
+        own = (model.head_params - model.norm_params) // tp + model.norm_params
+        unit(hf, own)
         bwd_parts.append(hb)
         saved += hs
-        params += (model.head_params - model.norm_params) // tp + model.norm_params
+        params += own
     bwd = _Pass()
+    backward_starts: list[int] = []
     for part in reversed(bwd_parts):
+        backward_starts.append(len(bwd.steps))
         bwd.extend(part)
+        if units:
+            bwd.seal()
     boundary = b.rows * model.hidden * precision.activation_bytes
+    if not units:
+        return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts,
+                         boundary, experts)
     return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary,
-                     experts)
+                     experts, tuple(unit_params), tuple(forward_starts), tuple(backward_starts))

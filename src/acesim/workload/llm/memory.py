@@ -12,6 +12,9 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
 * ``optimizer``: the master weights and the optimizer's moments
   (:func:`~acesim.workload.optimizer.state_bytes_per_param`), divided over DP with the
   distributed optimizer (ZeRO-1; the experts' over the expert-data-parallel group);
+* with FSDP (ZeRO-3) weights and gradients are divided over DP too, plus the largest unit's
+  gathered parameters twice (the unit running and the one prefetched) and its unsharded
+  gradient before the reduce-scatter;
 * ``activations``: the most bytes the rank's schedule ever keeps at once: walking its steps in
   order, a forward of chunk ``c`` adds that chunk's saved bytes per micro-batch, its backward
   frees them (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more).
@@ -67,6 +70,7 @@ def rank_footprint(
     distributed_optimizer: bool,
     expert_dp: int | None = None,
     grad_fp32: bool | None = None,
+    fsdp: bool = False,
 ) -> dict[str, float]:
     """Bytes per rank of each term and their ``total`` (module docstring); experts' optimizer
     state is divided over ``expert_dp`` (default ``dp``)."""
@@ -77,9 +81,15 @@ def rank_footprint(
         state = per * ((params - experts) / dp + experts / (expert_dp or dp))
     else:
         state = per * params
+    weights = params * p.param_bytes
+    gradients = params * grad_bytes(p, grad_fp32)
+    if fsdp:
+        largest = float(max((u for c in chunks for u in c.unit_params), default=0))
+        weights = weights / dp + 2 * largest * p.param_bytes
+        gradients = gradients / dp + largest * grad_bytes(p, grad_fp32)
     sizes = {
-        "weights": params * p.param_bytes,
-        "gradients": params * grad_bytes(p, grad_fp32),
+        "weights": weights,
+        "gradients": gradients,
         "optimizer": state,
         "activations": peak_activations(chunks, ops),
     }

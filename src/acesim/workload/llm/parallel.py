@@ -6,10 +6,13 @@ A :class:`ParallelConfig` holds Megatron's arguments: tensor (``tp``), pipeline 
 TP all-reduces become a reduce-scatter and an all-gather, and norms and residuals run on
 ``1/tp`` of the sequence); ``zero`` (0: replicated optimizer, gradients all-reduced; 1:
 Megatron's distributed optimizer, ZeRO-1: gradients reduce-scattered, optimizer state and
-master weights sharded over DP, updated parameters all-gathered); ``recompute`` (``none``,
+master weights sharded over DP, updated parameters all-gathered; 3: FSDP, Megatron-FSDP's
+ZeRO-3: parameters and gradients sharded too, gathered and reduced per layer, see
+:mod:`acesim.training.pipeline`); ``recompute`` (``none``,
 ``selective``: the core attention is recomputed in backward, ``full``: every layer's forward
-is recomputed from its saved input); ``global_batch`` and ``micro_batch`` in sequences and
-``seq`` tokens a sequence.
+is recomputed from its saved input; ``recompute_layers = N`` with ``full``: only the first ``N``
+layers of each model chunk, Megatron's ``--recompute-method block``); ``global_batch`` and
+``micro_batch`` in sequences and ``seq`` tokens a sequence.
 
 ``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
 dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
@@ -50,7 +53,7 @@ from .models import TransformerConfig
 __all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_group"]
 
 Recompute = Literal["none", "selective", "full"]
-_INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero")
+_INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero", "recompute_layers")
 _BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32")
 _KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute")
 
@@ -70,6 +73,7 @@ class ParallelConfig:
     grad_fp32: bool | None = None
     zero: int = 1
     recompute: Recompute = "none"
+    recompute_layers: int | None = None
     global_batch: int = 1
     micro_batch: int = 1
     seq: int = 2048
@@ -87,17 +91,34 @@ class ParallelConfig:
             raise ConfigError(
                 "parallel.dp", "must be a whole number of at least 1 or auto", self.dp
             )
-        if self.zero not in (0, 1):
+        if self.zero not in (0, 1, 3):
             raise ConfigError(
                 "parallel.zero",
-                "must be 0 (replicated optimizer) or 1 (distributed optimizer); FSDP (ZeRO-3) "
-                "is not modelled yet",
+                "must be 0 (replicated optimizer), 1 (distributed optimizer) or 3 (FSDP)",
                 self.zero,
+            )
+        if self.zero == 3 and self.ep > 1:
+            raise ConfigError(
+                "parallel.zero", "FSDP with expert parallelism is not modelled yet", self.zero
             )
         if self.recompute not in ("none", "selective", "full"):
             raise ConfigError(
                 "parallel.recompute", "must be none, selective or full", self.recompute
             )
+        if self.recompute_layers is not None:
+            if isinstance(self.recompute_layers, bool) or not isinstance(
+                self.recompute_layers, int
+            ) or self.recompute_layers < 0:
+                raise ConfigError(
+                    "parallel.recompute_layers", "must be a whole number >= 0",
+                    self.recompute_layers,
+                )
+            if self.recompute != "full":
+                raise ConfigError(
+                    "parallel.recompute_layers",
+                    "counts fully recomputed layers: give it with recompute=full",
+                    self.recompute_layers,
+                )
         if self.sp and self.tp == 1:
             raise ConfigError("parallel.sp", "sequence parallelism needs tp > 1", "1")
         if self.tp_overlap and not self.sp:
@@ -207,6 +228,8 @@ class ParallelConfig:
         if self.grad_fp32 is not None:
             parts.append(f"grad_fp32={int(self.grad_fp32)}")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
+        if self.recompute_layers is not None:
+            parts.append(f"recompute_layers={self.recompute_layers}")
         return ",".join(parts)
 
 
