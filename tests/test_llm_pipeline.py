@@ -83,6 +83,7 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
     size = 256 * 2**20
 
     def tp_time(npus: int, tp: int) -> list[float]:
+        """Each rank's time in its TP group's all-reduce (every rank simulated)."""
         system = resolve_system("h100-nvswitch-8", npus=npus)
         place = placement(ParallelConfig(tp=tp, global_batch=npus // tp),
                           tuple(system.network.shape))
@@ -91,6 +92,7 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
         chunk = ChunkWork((Step(comm=comm, kind="tp"),), (), 0.0, 0, 0.0)
         graph = pipeline_graph([[chunk]], place, 1)
         ex = GraphExecutor(Platform(system, exact=True), graph).run()
+        assert {c.group_size for c in ex.collectives} == {tp}
         return [
             rec.end - rec.start for records in ex.records for rec in records.values()
             if rec.node.kind == "collective"
@@ -100,8 +102,7 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
     alone = tp_time(4, 4)
     assert len(both) == 8 and len(alone) == 4
     assert both == pytest.approx([alone[0]] * 8, rel=1e-12)
-    whole = tp_time(8, 8)  # one group of 8 moves 7/8 of the buffer instead of 3/4: slower
-    assert whole[0] > alone[0] * 1.1
+    assert len(tp_time(8, 8)) == 8  # one group of the whole node
 
 
 def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None:
