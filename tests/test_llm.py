@@ -284,3 +284,14 @@ def test_bad_llm_flags_are_one_line_errors(
 ) -> None:
     base = ["run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8"]
     assert expected in cli_error(monkeypatch, capsys, *base, *args)
+
+
+@pytest.mark.parametrize(
+    "args", [("--batch", "4"), ("-n", "2"), ("--npus", "16"), ("--loop", "bucketed")]
+)
+def test_data_parallel_flags_are_refused_for_llm_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
+                     "--parallel", "tp=8", *args)
+    assert "does not apply to LLM runs" in line

@@ -36,6 +36,11 @@ from .common import (
 from .llm import PARALLEL_HELP, is_llm, run_llm_command
 
 DEFAULT_WORKLOAD = "resnet50"
+#: Why a data-parallel flag is refused for an LLM model.
+LLM_UNUSED = (
+    "does not apply to LLM runs (they simulate one steady-state iteration of every GPU; size "
+    "them with --nodes, --global-batch, --micro-batch, --seq and --parallel)"
+)
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
 LONG_RUN_MESSAGES = 350_000
 
@@ -126,9 +131,21 @@ def run_command(
         else None
     )
     if is_llm(workload, parallel):
-        for flag, value in (("--layers-csv", layers_csv), ("--search", search)):
-            if value:
-                raise ConfigError(flag, "is not available for LLM runs yet", str(value))
+        for flag, given, value in (
+            ("--layers", layers, layers),
+            ("--layers-csv", layers_csv is not None, layers_csv),
+            ("--search", search, search),
+            ("--npus", npus is not None, npus),
+            ("--shape", shape is not None, shape),
+            ("--batch", batch is not None, batch),
+            ("--exact", exact, exact),
+            ("--loop", loop != "layerwise", loop),
+            ("--bucket-size", bucket != "25 MiB", bucket),
+            ("--iterations", iterations != 3, iterations),
+            ("--warmup", warmup != 1, warmup),
+        ):
+            if given:
+                raise ConfigError(flag, LLM_UNUSED, str(value))
         run_llm_command(
             system=system, workload=workload, parallel=parallel, global_batch=global_batch,
             micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
