@@ -41,6 +41,7 @@ __all__ = [
     "Corpus",
     "Family",
     "GemmRun",
+    "LlmRun",
     "StreamRun",
     "TrainingRun",
     "load_corpus",
@@ -53,10 +54,11 @@ UNITS: dict[str, dict[str, float]] = {
     "stream": {"TB/s": 1e12, "GB/s": 1e9},
     "collective": {"GB/s": 1e9},
     "training": {"images/s": 1.0},
+    "llm": {"tokens/s/GPU": 1.0},
 }
 
 #: Units of rows that are not simulated yet (no ``run``): any of the above, and LLM throughput.
-OTHER_UNITS = ("tokens/s", "tokens/s/GPU")
+OTHER_UNITS = ("tokens/s",)
 
 
 def _dtype(value: str | None) -> str | None:
@@ -173,7 +175,29 @@ class TrainingRun(Strict):
         return value
 
 
-Run = GemmRun | StreamRun | CollectiveRun | TrainingRun
+class LlmRun(Strict):
+    """One LLM training iteration (:mod:`acesim.experiment.llm`) of a model of the LLM registry
+    with a Megatron parallel configuration on every GPU of the system; the figure is tokens
+    per second per GPU."""
+
+    kind: Literal["llm"]
+    model: str = Field(description="a model of acesim.workload.llm.models.MODELS")
+    parallel: str = Field(description="Megatron sizes as --parallel takes them (tp=4,pp=8,...)")
+    global_batch: int = Field(gt=0, description="sequences per iteration")
+    micro_batch: int = Field(gt=0, description="sequences per micro-batch")
+    seq: int = Field(gt=0, description="tokens per sequence")
+    precision: str = Field(description="training precision recipe (acesim.precision)")
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, value: str) -> str:
+        if value not in PRECISIONS:
+            err = PRECISIONS.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+
+Run = GemmRun | StreamRun | CollectiveRun | TrainingRun | LlmRun
 
 #: Run kinds by name.
 RUN_KINDS: dict[str, type[Run]] = {
@@ -181,6 +205,7 @@ RUN_KINDS: dict[str, type[Run]] = {
     "stream": StreamRun,
     "collective": CollectiveRun,
     "training": TrainingRun,
+    "llm": LlmRun,
 }
 
 #: Kinds that run on one NPU: their ``system`` is an NPU preset name (or a one-NPU file).
