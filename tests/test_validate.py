@@ -22,7 +22,7 @@ from acesim.validation import load_corpus, validate
 
 runner = CliRunner()
 
-FAMILIES = ["kernels", "collectives", "end_to_end", "offload"]
+FAMILIES = ["kernels", "collectives", "end_to_end", "llm", "offload"]
 
 FIT_ROWS = {
     "h100-stream-copy": ["npu.kernels.write_penalty"],
@@ -80,17 +80,16 @@ def test_the_corpus_rows_say_what_they_run() -> None:
     assert all(c.quick and c.kind in ("gemm", "stream") for c in kernels)
     assert {c.system for c in kernels} == {"h100-sxm", "h200-sxm", "gb200", "v100-sxm2"}
     assert all(c.quick for c in corpus.families["collectives"].cases)
-    rn50 = {
-        c.id: c.run
-        for c in corpus.families["end_to_end"].cases
-        if c.status == "live" and c.kind == "training"
-    }
+    rn50 = {c.id: c.run for c in corpus.families["end_to_end"].cases if c.status == "live"}
     assert {k: (r.kind, r.batch, r.precision) for k, r in rn50.items()} == {  # type: ignore[union-attr]
         "rn50-v100-fp32": ("training", 112, "fp32"),
         "rn50-v100-amp": ("training", 256, "amp_fp16"),
     }
     live = [c for c in corpus.families["end_to_end"].cases if c.status == "live"]
     assert not any(c.quick for c in live)  # training rows are not quick
+    llm = corpus.families["llm"]
+    assert not llm.gating and all(c.kind == "llm" for c in llm.cases if c.status == "live")
+    assert not any(c.quick for c in llm.cases)  # every GPU of a run: minutes each
     live_offload = {c.id for c in corpus.families["offload"].cases if c.status == "live"}
     assert live_offload == {"h100x4-alltoall-524mb-sm", "h100x4-alltoall-524mb-ce"}
 
@@ -499,7 +498,8 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     # within 15%), with no parameter fitted on a test row.
     from acesim.validation import validate
 
-    report = validate()
+    # every family but llm, whose rows take minutes each (they do not gate either: issue 14)
+    report = validate([f for f in FAMILIES if f != "llm"])
     judged = {f.name: f for f in report.families if f.within_budget is not None}
     assert {"kernels", "end_to_end", "collectives"} <= set(judged)
     # Known gap, not hidden: the NVLS all-reduce model (two parameters fitted on the 1 MiB and
