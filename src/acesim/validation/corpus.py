@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -29,6 +30,7 @@ from ..config.system import Strict
 from ..errors import ConfigError, shorten
 from ..network.ops import COLLECTIVE_OPS
 from ..precision import DTYPES, PRECISIONS
+from ..registry import Registry
 from ..units import format_size, parse_quantity
 
 __all__ = [
@@ -61,11 +63,20 @@ UNITS: dict[str, dict[str, float]] = {
 OTHER_UNITS = ("tokens/s",)
 
 
+def _registered(registry: Registry[Any]) -> Callable[[str], str]:
+    """A field check: the value names an entry of ``registry`` (its one-line error else)."""
+
+    def check(value: str) -> str:
+        if value not in registry:
+            err = registry.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+    return check
+
+
 def _dtype(value: str | None) -> str | None:
-    if value is not None and value not in DTYPES:
-        err = DTYPES.unknown(value)
-        raise FieldRuleError("", err.rule, value, hint=err.hint)
-    return value
+    return None if value is None else _registered(DTYPES)(value)
 
 
 class GemmRun(Strict):
@@ -135,13 +146,7 @@ class CollectiveRun(Strict):
             raise FieldRuleError("dims", "give either group or dims, not both", self.dims)
         return self
 
-    @field_validator("op")
-    @classmethod
-    def _op(cls, value: str) -> str:
-        if value not in COLLECTIVE_OPS:
-            err = COLLECTIVE_OPS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint)
-        return value
+    _op = field_validator("op")(staticmethod(_registered(COLLECTIVE_OPS)))
 
     @field_validator("size")
     @classmethod
@@ -166,13 +171,7 @@ class TrainingRun(Strict):
     precision: str = Field(description="training precision recipe (acesim.precision)")
     iterations: int = Field(3, ge=3, description="iterations simulated (the first is dropped)")
 
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, value: str) -> str:
-        if value not in PRECISIONS:
-            err = PRECISIONS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint)
-        return value
+    _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
 
 
 class LlmRun(Strict):
@@ -188,13 +187,7 @@ class LlmRun(Strict):
     seq: int = Field(gt=0, description="tokens per sequence")
     precision: str = Field(description="training precision recipe (acesim.precision)")
 
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, value: str) -> str:
-        if value not in PRECISIONS:
-            err = PRECISIONS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint)
-        return value
+    _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
 
 
 Run = GemmRun | StreamRun | CollectiveRun | TrainingRun | LlmRun
