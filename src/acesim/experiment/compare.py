@@ -58,8 +58,8 @@ def check_endpoints(endpoints: Sequence[str] | None, field: str = "endpoints") -
     names = list(endpoints) if endpoints is not None else default_endpoints()
     if not names:
         raise ConfigError(field, "must name at least one endpoint kind")
-    for name in names:
-        ENDPOINT_KINDS.get(name, field)
+    # an alias (sm) stands for its kind (baseline)
+    names = [ENDPOINT_KINDS.canonical(name, field) for name in names]
     if len(set(names)) != len(names):
         raise ConfigError(field, "names an endpoint kind twice", ",".join(names))
     reference = reference_kind()
