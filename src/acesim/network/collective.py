@@ -410,8 +410,9 @@ class CollectiveRuntime:
     def _enqueue(self, run: _ChunkRun) -> None:
         # the endpoint may hold the chunk before its next phase (ACE's phase partitions)
         coll = run.coll
+        io = self._chunk_bytes(coll)
         self.endpoint.phase_begin(
-            run.rank, run, run.phase, coll.phases, self._chunk_bytes(coll), partial(self._queue, run)
+            run.rank, run, run.phase, coll.phases, io, partial(self._queue, run)
         )
 
     def _queue(self, run: _ChunkRun) -> None:

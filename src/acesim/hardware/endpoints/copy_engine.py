@@ -48,7 +48,10 @@ from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
 from .registry import EndpointContext, EndpointKind
 from .sm_kernels import check_fewer_units, engine_parallelism, sm_kernel_demand
 
-__all__ = ["CopyEngineSettings", "CopyEngineEndpoint"]
+__all__ = ["CopyEngineSettings", "CopyEngineEndpoint", "SETUP"]
+
+#: What binds communication while a copy step waits for its commands' setup.
+SETUP = "copy-engine setup"
 
 
 class CopyEngineSettings(Strict):
@@ -158,7 +161,16 @@ class CopyEngineEndpoint(Endpoint):
             return
         self.copy_steps += 1
         if self.cfg.setup > 0:
-            self.engine.schedule(self.cfg.setup, proceed)
+            since = self.engine.now
+
+            def set_up() -> None:
+                listener = self.engine.bound_listener
+                if rank == 0 and listener is not None:
+                    # the step waits for its copy commands: what binds communication then
+                    listener.segment("message", SETUP, since, self.engine.now)
+                proceed()
+
+            self.engine.schedule(self.cfg.setup, set_up)
         else:
             proceed()
 

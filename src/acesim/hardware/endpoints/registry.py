@@ -78,9 +78,10 @@ class EndpointKind:
         role: ``reference`` (speedups are measured against its best variant), ``bound`` (an
             upper bound, no endpoint cost) or ``candidate``.
         default_compare: part of ``compare``'s default endpoint list.
-        chunk_limit: optional ``chunk_limit(settings, system)`` -> the largest piece (bytes) the kind
-            splits chunks into, or None; the model's ``max_chunk_bytes`` returns the same, and
-            the ideal endpoint searches these limits so that no kind out-pipelines the bound.
+        chunk_limit: optional ``chunk_limit(settings, system)`` -> the largest piece (bytes)
+            the kind splits chunks into, or None; the model's ``max_chunk_bytes`` returns the
+            same, and the ideal endpoint searches these limits so that no kind out-pipelines
+            the bound.
         channel_fields: its settings that count NCCL channels (one thread block on one SM
             each), set together by ``--channels`` (empty: it runs no SM channels).
         aliases: other names that stand for this kind wherever a kind is named
