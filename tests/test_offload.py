@@ -112,3 +112,18 @@ def test_h100_node_gpt_offload_takes_no_sms_and_ideal_bounds_them() -> None:
     assert runs["sm"].comm_units_held > 0.0
     for kind in ("sm", "copy_engine", "ace"):
         assert runs["ideal"].iteration_time <= runs[kind].iteration_time * (1 + 1e-9)
+
+
+def test_copy_engine_reduces_in_the_switch_when_the_user_chooses_nvls() -> None:
+    # collective.algorithms all-reduce = nvls: the reduction happens in the NVSwitch, issued by
+    # SM kernels holding nvls_units; no copy-engine reduce fallback on SMs
+    cfg = resolve_system(
+        "h100-nvswitch-8", overrides={"collective.algorithms.all-reduce": "nvls"}
+    ).with_endpoint("copy_engine")
+    platform = Platform(cfg)
+    coll = platform.collectives.issue("all-reduce", 64 * MiB)
+    platform.engine.run()
+    endpoint = platform.endpoint
+    assert endpoint.nvls_steps > 0 and endpoint.reduce_steps == 0
+    held = platform.npus[0].units.held_time
+    assert 0 < held <= cfg.endpoint.settings("copy_engine").nvls_units * coll.duration * (1 + 1e-9)
