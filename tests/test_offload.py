@@ -112,6 +112,9 @@ def test_h100_node_gpt_offload_takes_no_sms_and_ideal_bounds_them() -> None:
     assert runs["sm"].comm_units_held > 0.0
     for kind in ("sm", "copy_engine", "ace"):
         assert runs["ideal"].iteration_time <= runs[kind].iteration_time * (1 + 1e-9)
+    # each says what bound its communication; the ideal endpoint only its links
+    assert all(r.comm_bound for r in runs.values())
+    assert runs["ideal"].comm_bound == "link nvswitch"
 
 
 def test_copy_engine_reduces_in_the_switch_when_the_user_chooses_nvls() -> None:

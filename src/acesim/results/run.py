@@ -323,7 +323,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         ]
         bound_by = {k: v / count for k, v in attribute(ex.bounds, kernels, lo, hi).items()}
         comm_bound_by = {
-            k: v / count for k, v in collective_bounds(ex.bounds, lo, hi).items()
+            k: v / count for k, v in collective_bounds(ex.bounds, lo, hi, waiting=False).items()
         }
     result = RunResult(
         info=info,

@@ -157,14 +157,23 @@ def attribute(
     return out
 
 
-def collective_bounds(recorder: BoundRecorder, lo: float, hi: float) -> dict[str, float]:
+def collective_bounds(
+    recorder: BoundRecorder, lo: float, hi: float, *, waiting: bool = True
+) -> dict[str, float]:
     """Busy seconds of a collective's window [lo, hi) by what bound its activities: for every
-    label (``link <dim>``, ``HBM``, ``ACE DMA``, ``ACE SRAM (...)``, ``copy_engines``, ...),
+    label (``link <dim>``, ``HBM``, ``ACE DMA``, ``ACE SRAM (...)``, ``copy engines``, ...),
     the time at least one of NPU 0's messages, DMA transfers or SRAM waits had it as its
-    bound, largest first. Unlike :func:`attribute` the labels overlap (a pipeline keeps
-    several stages busy at once): the stage busy longest is its bottleneck."""
+    bound, and (``waiting``) ``latency and waiting`` for the time none was, largest first
+    (a training run leaves it out: there, time without communication is compute). Unlike
+    :func:`attribute` the labels overlap (a pipeline keeps several stages busy at once): the
+    stage busy longest is its bottleneck."""
     spans: dict[str, list[tuple[float, float]]] = {}
     for name, start, end in recorder.messages:
         spans.setdefault(name, []).append((max(start, lo), min(end, hi)))
     out = {name: sum(e - s for s, e in _union(v)) for name, v in spans.items()}
+    # time nothing was in flight: latency, step synchronisation, setup delays not recorded
+    busy = sum(e - s for s, e in _union([x for v in spans.values() for x in v]))
+    idle = (hi - lo) - busy
+    if waiting and idle > 1e-15 * max(hi - lo, 1.0):
+        out[WAITING.removeprefix("exposed: ")] = idle
     return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
