@@ -184,6 +184,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "endpoint.ace.alu_bandwidth": "rate",
     "endpoint.ace.dma_bandwidth": "rate",
     "endpoint.ace.spill_hbm_bytes_per_byte": "non_negative",
+    "endpoint.ace.buffers_per_phase": "count",
     "endpoint.ideal.max_chunk_bytes": "size",
     "reproduction.npus[0]": "npus",
     "reproduction.npus[3]": "npus",

@@ -60,7 +60,8 @@ def run_command(
         "--endpoints",
         help="endpoint kinds to compare, comma-separated (default: "
         + ",".join(default_endpoints())
-        + "); the reference kind is always included",
+        + "; sm names the baseline's SM kernels); the reference kind is always included; "
+        "each kind runs its searched variants (the baseline's SM splits) and keeps the best",
     ),
     search: bool = typer.Option(
         False,
@@ -245,6 +246,9 @@ def _rows(result: RunResult) -> list[tuple[str, str]]:
     if result.bound:
         share = result.bound_by[result.bound] / result.iteration_time
         rows.append(("bound by", f"{result.bound} ({100 * share:.0f}%)"))
+    if result.comm_bound and result.comm_time > 0:
+        share = min(result.comm_bound_by[result.comm_bound] / result.comm_time, 1.0)
+        rows.append(("comm bound by", f"{result.comm_bound} ({100 * share:.0f}% of comm)"))
     return rows
 
 

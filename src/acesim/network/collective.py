@@ -29,6 +29,9 @@ over NVLS's) and their messages are
 delivered ``link_latency + nvls_delay`` after they are out (both default to the SM protocol's
 ``protocol_efficiency`` and ``endpoint_delay``).
 
+Before a chunk enters a phase, and once it has left its last, the endpoint may hold it
+(``phase_begin``: ACE's SRAM partitions, one per phase, bound the chunks in each phase).
+
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
 
@@ -405,6 +408,14 @@ class CollectiveRuntime:
         return (rank, coll.id if self.config.scheduling == "fifo" else -coll.id)
 
     def _enqueue(self, run: _ChunkRun) -> None:
+        # the endpoint may hold the chunk before its next phase (ACE's phase partitions)
+        coll = run.coll
+        io = self._chunk_bytes(coll)
+        self.endpoint.phase_begin(
+            run.rank, run, run.phase, coll.phases, io, partial(self._queue, run)
+        )
+
+    def _queue(self, run: _ChunkRun) -> None:
         dim = run.coll.phases[run.phase].dim
         queue = self._queues[run.rank][dim]
         if queue.active < self.config.active_chunks_per_dimension:
@@ -536,13 +547,17 @@ class CollectiveRuntime:
         else:
             coll = run.coll
             del self._runs[(coll.id, run.rank, run.chunk)]
-            _in, out_bytes, footprint = self._chunk_bytes(coll)
-            self.endpoint.chunk_end(
-                run.rank,
-                out_bytes,
-                footprint,
-                partial(self._chunk_stored, coll, run.rank),
+            io = self._chunk_bytes(coll)
+            self.endpoint.phase_begin(
+                run.rank, run, len(coll.phases), coll.phases, io, partial(self._chunk_left, run)
             )
+
+    def _chunk_left(self, run: _ChunkRun) -> None:
+        coll = run.coll
+        _in, out_bytes, footprint = self._chunk_bytes(coll)
+        self.endpoint.chunk_end(
+            run.rank, out_bytes, footprint, partial(self._chunk_stored, coll, run.rank)
+        )
 
     def _chunk_stored(self, coll: Collective, rank: int) -> None:
         left = coll.chunks_left[rank] - 1 if coll.phases else 0
