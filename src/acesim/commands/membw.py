@@ -41,7 +41,9 @@ def membw_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
-    """Memory-bandwidth analysis: HBM bytes per network byte and HBM bandwidth needed."""
+    """Memory-bandwidth analysis: HBM bytes per network byte (the accounting) and the HBM
+    bandwidth each endpoint needs, simulated: to reach its own bandwidth, and to drive the
+    same network bandwidth as the other with ample resources of its own."""
     if plot is not None:
         check_output_path(plot, "--plot", IMAGE_SUFFIXES)
     from ..config.resolve import resolve_system
@@ -67,6 +69,7 @@ def membw_command(
             size=nbytes,
             target=target,
             simulate_need=not no_simulate,
+            equal_bandwidth=not no_simulate,
             progress=lambda: bar.advance(task),
         )
     if plot is not None:
@@ -94,6 +97,10 @@ def membw_command(
         "net bw (ideal)",
         "HBM needed baseline",
         "HBM needed ACE",
+        "equal net bw",
+        "baseline needs",
+        "ACE needs",
+        "saving (simulated)",
     ):
         table.add_column(col, justify="right")
     for r in rows:
@@ -106,5 +113,9 @@ def membw_command(
             format_rate(r.network_bandwidth),
             format_rate(r.baseline_needed_hbm) if r.baseline_needed_hbm else "-",
             format_rate(r.ace_needed_hbm) if r.ace_needed_hbm else "-",
+            format_rate(r.equal_network_bandwidth) if r.equal_network_bandwidth else "-",
+            format_rate(r.baseline_equal_hbm) if r.baseline_equal_hbm else "-",
+            format_rate(r.ace_equal_hbm) if r.ace_equal_hbm else "-",
+            f"{r.equal_saving:.2f}x" if r.equal_saving else "-",
         )
     console.print(table)

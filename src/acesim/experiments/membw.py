@@ -14,6 +14,18 @@ simulated need depart from the accounting. ``network_bandwidth`` reports what th
 endpoint reaches on the same network, ``baseline_network_bandwidth`` and
 ``ace_network_bandwidth`` what each endpoint reaches with ample HBM (the baseline may be bound
 by its compute units).
+
+**At equal network bandwidth** (the paper's claim: ACE needs less HBM bandwidth "to drive the
+same network bandwidth"): each endpoint is given enough of its own resources (its kind's
+``ample`` settings: every compute unit but one for the baseline's kernels; DMA and ALUs of any
+rate and SRAMs of 16, 64 and 256 MiB for ACE, the best of them used, since a larger SRAM cuts
+a chunk into larger pieces that pipeline less) that only HBM and the network can bind it, and
+the HBM bandwidth each needs to drive ``target`` of the ideal endpoint's network bandwidth, the
+*same* target for both, is found by bisection over simulated runs. ``equal_saving`` =
+baseline's need / ACE's: the simulated saving; the accounting ``saving`` is its consistency
+check (the two agree when nothing but average HBM bytes per network byte separates the
+endpoints; they part where one step kind draws more than the average, or a pipeline stage
+waits on another).
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from typing import Any
 
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
+from ..hardware.endpoints import ENDPOINT_KINDS
 from ..simulate import simulate_collective
 
 #: HBM bandwidth used to make memory never bind when measuring byte ratios, B/s.
@@ -45,15 +58,48 @@ class MembwRow:
     baseline_needed_hbm: float | None
     ace_needed_hbm: float | None
     target: float = 0.95
+    #: the network bandwidth both endpoints are asked to drive (target x the ideal's), B/s
+    equal_network_bandwidth: float | None = None
+    #: the HBM bandwidth each needs for it with ample resources of its own, B/s
+    baseline_equal_hbm: float | None = None
+    ace_equal_hbm: float | None = None
+    #: baseline_equal_hbm / ace_equal_hbm: the simulated saving at equal network bandwidth
+    equal_saving: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _with(system: SystemConfig, shape: Sequence[int], hbm: float, endpoint: str) -> SystemConfig:
-    """``system`` resized to ``shape``, with ``hbm`` B/s of HBM and endpoint ``endpoint``."""
+def _with(
+    system: SystemConfig,
+    shape: Sequence[int],
+    hbm: float,
+    endpoint: str,
+    changes: dict[str, object] | None = None,
+) -> SystemConfig:
+    """``system`` resized to ``shape``, with ``hbm`` B/s of HBM and endpoint ``endpoint``
+    (with its settings ``changes``)."""
     resized = resolve_system(system, shape=shape, overrides={"npu.hbm_bandwidth": hbm})
-    return resized.with_endpoint(endpoint)
+    return resized.with_endpoint(endpoint, **(changes or {}))
+
+
+def _equal_need(
+    system: SystemConfig,
+    shape: Sequence[int],
+    endpoint: str,
+    op: str,
+    size: float,
+    target: float,
+    ideal_bw: float,
+) -> float:
+    """The HBM bandwidth (B/s) ``endpoint`` needs to drive ``target * ideal_bw`` with ample
+    resources of its own: the least over its kind's ample settings (module)."""
+    kind = ENDPOINT_KINDS.get(endpoint)
+    offers = kind.ample(system) if kind.ample is not None else [{}]
+    return min(
+        _needed_hbm(system, shape, endpoint, op, size, target, ideal_bw, changes)
+        for changes in offers
+    )
 
 
 def _needed_hbm(
@@ -64,11 +110,13 @@ def _needed_hbm(
     size: float,
     target: float,
     ideal_bw: float,
+    changes: dict[str, object] | None = None,
 ) -> float:
-    """Smallest HBM bandwidth (B/s) at which ``endpoint`` reaches ``target * ideal_bw`` (B/s)."""
+    """Smallest HBM bandwidth (B/s) at which ``endpoint`` (with its settings ``changes``)
+    reaches ``target * ideal_bw`` (B/s)."""
     lo, hi = 1e9, 1e9
     while True:
-        r = simulate_collective(_with(system, shape, hi, endpoint), op, size)
+        r = simulate_collective(_with(system, shape, hi, endpoint, changes), op, size)
         if r.network_bandwidth >= target * ideal_bw or hi > 1e16:
             break
         lo, hi = hi, hi * 2
@@ -76,7 +124,7 @@ def _needed_hbm(
         if hi / lo < 1.005:
             break
         mid = (lo * hi) ** 0.5
-        r = simulate_collective(_with(system, shape, mid, endpoint), op, size)
+        r = simulate_collective(_with(system, shape, mid, endpoint, changes), op, size)
         if r.network_bandwidth >= target * ideal_bw:
             hi = mid
         else:
@@ -92,6 +140,7 @@ def membw_analysis(
     size: float = 64 * 2**20,
     target: float = 0.95,
     simulate_need: bool = True,
+    equal_bandwidth: bool = True,
     progress: Callable[[], Any] | None = None,
 ) -> list[MembwRow]:
     """Rows of the analysis for each NPU count (see module docstring)."""
@@ -109,6 +158,13 @@ def membw_analysis(
             ample[endpoint] = r.network_bandwidth
         ideal = simulate_collective(_with(system, shape, AMPLE_HBM, "ideal"), op, size)
         need_b = need_a = None
+        equal_bw = equal_b = equal_a = None
+        if equal_bandwidth:
+            equal_bw = target * ideal.network_bandwidth
+            equal_b = _equal_need(
+                system, shape, "baseline", op, size, target, ideal.network_bandwidth
+            )
+            equal_a = _equal_need(system, shape, "ace", op, size, target, ideal.network_bandwidth)
         if simulate_need:
             need_b = _needed_hbm(system, shape, "baseline", op, size, target, ample["baseline"])
             need_a = _needed_hbm(system, shape, "ace", op, size, target, ample["ace"])
@@ -125,6 +181,10 @@ def membw_analysis(
                 baseline_needed_hbm=need_b,
                 ace_needed_hbm=need_a,
                 target=target,
+                equal_network_bandwidth=equal_bw,
+                baseline_equal_hbm=equal_b,
+                ace_equal_hbm=equal_a,
+                equal_saving=equal_b / equal_a if equal_b and equal_a else None,
             )
         )
         if progress is not None:

@@ -72,7 +72,7 @@ from ...errors import ConfigError, SimulationError
 from ...network.algorithms import REDUCE
 from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
-from .registry import EndpointContext, EndpointKind
+from .registry import AMPLE_RATE, EndpointContext, EndpointKind
 from .sm_kernels import engine_parallelism
 
 __all__ = [
@@ -444,6 +444,19 @@ def piece_bytes(settings: AceSettings, system: SystemConfig) -> float | None:
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
+#: SRAM sizes offered as "enough" (bytes): 4x, 16x and 64x the shipped 4 MiB; the best is used.
+AMPLE_SRAM = (16 * 2**20, 64 * 2**20, 256 * 2**20)
+
+
+def _ample(system: SystemConfig) -> list[dict[str, object]]:
+    """DMA and ALUs of any rate, with SRAMs of :data:`AMPLE_SRAM` (each cut into its pieces as
+    configured): its one HBM read and one write per chunk remain."""
+    return [
+        {"dma_bandwidth": AMPLE_RATE, "alu_bandwidth": AMPLE_RATE, "sram": sram}
+        for sram in AMPLE_SRAM
+    ]
+
+
 KIND = EndpointKind(
     name="ace",
     label="ACE",
@@ -454,4 +467,5 @@ KIND = EndpointKind(
     check=_check,
     default_compare=True,
     chunk_limit=piece_bytes,
+    ample=_ample,
 )

@@ -51,7 +51,7 @@ from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE
 from ...network.endpoint import Endpoint
-from .registry import EndpointContext, EndpointKind, Variant
+from .registry import AMPLE_RATE, EndpointContext, EndpointKind, Variant
 from .sm_kernels import check_fewer_units, sm_kernel_demand
 
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
@@ -255,6 +255,12 @@ class BaselineEndpoint(Endpoint):
         return self._active, self.units
 
 
+def _ample(system: SystemConfig) -> list[dict[str, object]]:
+    """Every compute unit but one for the collective kernel, each driving any bandwidth: its
+    HBM traffic (and the units' HBM issue) remains."""
+    return [{"comm_units": system.npu.compute_units - 1, "unit_bandwidth": AMPLE_RATE}]
+
+
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
 KIND = EndpointKind(
     name="baseline",
@@ -268,5 +274,6 @@ KIND = EndpointKind(
     role="reference",
     default_compare=True,
     channel_fields=("comm_units", "nvls_units"),
+    ample=_ample,
     aliases=("sm",),
 )

@@ -29,6 +29,7 @@ from ...registry import Registry
 from ..npu import NPU
 
 __all__ = [
+    "AMPLE_RATE",
     "EndpointContext",
     "EndpointKind",
     "Variant",
@@ -84,6 +85,11 @@ class EndpointKind:
             the bound.
         channel_fields: its settings that count NCCL channels (one thread block on one SM
             each), set together by ``--channels`` (empty: it runs no SM channels).
+        ample: optional ``ample(system)`` -> setting changes, each giving the kind enough of
+            its own resources (units, engines, buffers) that only HBM and the network bind it,
+            as far as one setting can (an SRAM is a trade-off: pieces small enough to pipeline,
+            large enough to amortise latency, so several sizes are offered and the best
+            used): what "driving the same network bandwidth" gives each endpoint.
         aliases: other names that stand for this kind wherever a kind is named
             (``endpoint.kind``, ``--endpoint(s)``, ``compare(endpoints=...)``); results and
             tables use ``name``.
@@ -101,6 +107,7 @@ class EndpointKind:
     chunk_limit: Callable[[Any, SystemConfig], float | None] | None = None
     channel_fields: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    ample: Callable[[SystemConfig], list[dict[str, object]]] | None = None
 
     def variants_of(self, system: SystemConfig) -> list[Variant]:
         """The variants to search on ``system`` (one, the settings as given, when none)."""
@@ -109,6 +116,9 @@ class EndpointKind:
         found = self.variants(system.endpoint.settings(self.name), system)
         return found or [Variant(self.label)]
 
+
+#: A rate no endpoint resource reaches (B/s): what ``ample`` settings give engines and units.
+AMPLE_RATE = 1e18
 
 #: Endpoint kinds by name, in registration order.
 ENDPOINT_KINDS: Registry[EndpointKind] = Registry("endpoint kind", "endpoint.kind")
