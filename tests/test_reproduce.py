@@ -52,6 +52,9 @@ def test_summary_has_the_five_headline_figures_under_fixed_keys(
         accounting = row[f"{name}_ratio"] * row["equal_network_bandwidth"]
         assert row[f"{name}_equal_hbm"] >= accounting * (1 - 1e-3)
     assert row["baseline_equal_hbm"] > 1.2 * row["baseline_ratio"] * row["equal_network_bandwidth"]
+    # ...and how far it moves with the target bandwidth (a fraction of what both can drive)
+    assert set(on_disk["hbm_saving_by_target"]) == {"0.8", "0.9", "0.95"}
+    assert on_disk["hbm_saving_by_target"]["0.95"]["avg"] == on_disk["hbm_saving_avg"]
     report = (out / "report.md").read_text()
     assert "| speedup resnet50 (avg) |" in report
     assert f"{PAPER['speedup_avg']['resnet50']:.2f}" in report

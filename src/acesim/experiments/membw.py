@@ -20,8 +20,9 @@ same network bandwidth"): each endpoint is given enough of its own resources (it
 ``ample`` settings: every compute unit but one for the baseline's kernels; DMA and ALUs of any
 rate and SRAMs of 16, 64 and 256 MiB for ACE, the best of them used, since a larger SRAM cuts
 a chunk into larger pieces that pipeline less) that only HBM and the network can bind it, and
-the HBM bandwidth each needs to drive ``target`` of the ideal endpoint's network bandwidth, the
-*same* target for both, is found by bisection over simulated runs. ``equal_saving`` =
+the HBM bandwidth each needs to drive the *same* network bandwidth, ``target`` of the least of
+what the ideal endpoint and the two endpoints (each so equipped, with ample HBM) reach -- a
+bandwidth both can drive -- is found by bisection over simulated runs. ``equal_saving`` =
 baseline's need / ACE's: the simulated saving; the accounting ``saving`` is its consistency
 check (the two agree when nothing but average HBM bytes per network byte separates the
 endpoints; they part where one step kind draws more than the average, or a pipeline stage
@@ -58,7 +59,8 @@ class MembwRow:
     baseline_needed_hbm: float | None
     ace_needed_hbm: float | None
     target: float = 0.95
-    #: the network bandwidth both endpoints are asked to drive (target x the ideal's), B/s
+    #: the network bandwidth both endpoints are asked to drive (target x the least of what the
+    #: ideal endpoint and each amply equipped endpoint reach), B/s
     equal_network_bandwidth: float | None = None
     #: the HBM bandwidth each needs for it with ample resources of its own, B/s
     baseline_equal_hbm: float | None = None
@@ -83,22 +85,37 @@ def _with(
     return resized.with_endpoint(endpoint, **(changes or {}))
 
 
+def _offers(system: SystemConfig, endpoint: str) -> list[dict[str, object]]:
+    kind = ENDPOINT_KINDS.get(endpoint)
+    return kind.ample(system) if kind.ample is not None else [{}]
+
+
+def _ceiling(
+    system: SystemConfig, shape: Sequence[int], endpoint: str, op: str, size: float
+) -> float:
+    """The network bandwidth (B/s) ``endpoint`` drives with ample HBM and ample resources of
+    its own (the best of its kind's ample settings)."""
+    return max(
+        simulate_collective(
+            _with(system, shape, AMPLE_HBM, endpoint, c), op, size
+        ).network_bandwidth
+        for c in _offers(system, endpoint)
+    )
+
+
 def _equal_need(
     system: SystemConfig,
     shape: Sequence[int],
     endpoint: str,
     op: str,
     size: float,
-    target: float,
-    ideal_bw: float,
+    bandwidth: float,
 ) -> float:
-    """The HBM bandwidth (B/s) ``endpoint`` needs to drive ``target * ideal_bw`` with ample
+    """The HBM bandwidth (B/s) ``endpoint`` needs to drive ``bandwidth`` (B/s) with ample
     resources of its own: the least over its kind's ample settings (module)."""
-    kind = ENDPOINT_KINDS.get(endpoint)
-    offers = kind.ample(system) if kind.ample is not None else [{}]
     return min(
-        _needed_hbm(system, shape, endpoint, op, size, target, ideal_bw, changes)
-        for changes in offers
+        _needed_hbm(system, shape, endpoint, op, size, 1.0, bandwidth, changes)
+        for changes in _offers(system, endpoint)
     )
 
 
@@ -160,11 +177,13 @@ def membw_analysis(
         need_b = need_a = None
         equal_bw = equal_b = equal_a = None
         if equal_bandwidth:
-            equal_bw = target * ideal.network_bandwidth
-            equal_b = _equal_need(
-                system, shape, "baseline", op, size, target, ideal.network_bandwidth
+            reach = min(
+                [ideal.network_bandwidth]
+                + [_ceiling(system, shape, k, op, size) for k in ("baseline", "ace")]
             )
-            equal_a = _equal_need(system, shape, "ace", op, size, target, ideal.network_bandwidth)
+            equal_bw = target * reach
+            equal_b = _equal_need(system, shape, "baseline", op, size, equal_bw)
+            equal_a = _equal_need(system, shape, "ace", op, size, equal_bw)
         if simulate_need:
             need_b = _needed_hbm(system, shape, "baseline", op, size, target, ample["baseline"])
             need_a = _needed_hbm(system, shape, "ace", op, size, target, ample["ace"])
