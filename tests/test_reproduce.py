@@ -55,6 +55,10 @@ def test_summary_has_the_five_headline_figures_under_fixed_keys(
     # ...and how far it moves with the target bandwidth (a fraction of what both can drive)
     assert set(on_disk["hbm_saving_by_target"]) == {"0.8", "0.9", "0.95"}
     assert on_disk["hbm_saving_by_target"]["0.95"]["avg"] == on_disk["hbm_saving_avg"]
+    # every case says what bound each endpoint's communication
+    for case in on_disk["cases"]:
+        assert {"best_baseline", "ace", "ideal"} <= set(case["comm_bound"])
+        assert all(isinstance(v, str) and v for v in case["comm_bound"].values()), case
     report = (out / "report.md").read_text()
     assert "| speedup resnet50 (avg) |" in report
     assert f"{PAPER['speedup_avg']['resnet50']:.2f}" in report

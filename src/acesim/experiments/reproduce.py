@@ -330,6 +330,15 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
             },
             "no_overlap": c.no_overlap.iteration_time,
         },
+        # what bound each endpoint's communication in this case (acesim.training.bounds)
+        "comm_bound": {
+            "best_baseline": c.best.comm_bound,
+            **{
+                kind: out.best.comm_bound
+                for kind, out in comp.endpoints.items()
+                if kind != comp.reference
+            },
+        },
     }
 
 
