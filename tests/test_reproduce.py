@@ -80,3 +80,33 @@ def test_worker_count_does_not_change_results(reduced: tuple[dict, Path], tmp_pa
     )
     mine = [c for c in summary["cases"] if c["workload"] == "dlrm"]
     assert again["cases"] == mine
+
+
+def test_the_sensitivity_study_reruns_the_reproduction_under_each_variant(
+    tmp_path: Path,
+) -> None:
+    from acesim.experiments.sensitivity import VARIANTS
+
+    summary = reproduce(
+        load_system("ace-isca21"),
+        tmp_path,
+        workloads=["dlrm"],
+        npus=[16],
+        figures=False,
+        sram=False,
+        hbm_targets=False,
+        sensitivity=["shipped", "store_and_forward", "batch_x4"],
+    )
+    study = summary["sensitivity"]
+    assert list(study["variants"]) == ["shipped", "store_and_forward", "batch_x4"]
+    shipped = study["variants"]["shipped"]["figures"]
+    # the shipped variant is the reproduction itself
+    assert shipped["DLRM avg"] == pytest.approx(summary["speedup_avg"]["dlrm"])
+    assert shipped["HBM saving"] == pytest.approx(summary["hbm_saving_avg"])
+    # each variant moves the system it names: ACE without pipelining changes ACE's speedup
+    assert study["variants"]["store_and_forward"]["figures"]["DLRM avg"] != shipped["DLRM avg"]
+    low, high = study["ranges"]["DLRM avg"]
+    values = [v["figures"]["DLRM avg"] for v in study["variants"].values()]
+    assert (low, high) == (min(values), max(values))
+    assert "## Sensitivity" in (tmp_path / "report.md").read_text()
+    assert set(VARIANTS.names()) >= {"drf", "static_hbm", "fp32", "ideal_kernels", "dma_half"}

@@ -24,6 +24,13 @@ def reproduce_command(
     assumptions: bool = typer.Option(
         False, "--assumptions", help="print every parameter's source and exit", metavar=""
     ),
+    sensitivity: str | None = typer.Option(
+        None,
+        "--sensitivity",
+        help="also re-run the reproduction under each unpinned assumption: 'all' or a comma "
+        "list of variants (shipped, ideal_kernels, drf, static_hbm, fp32, store_and_forward, "
+        "batch_x4, dma_half); minutes each",
+    ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
@@ -60,6 +67,7 @@ def reproduce_command(
             workers=workers,
             figures=not no_figures,
             progress=start,
+            sensitivity=_variants(sensitivity),
         )
     table = Table(title=f"{paper}: acesim vs the paper")
     for col in ("figure", "acesim", "paper", "deviation", "within tolerance"):
@@ -74,3 +82,17 @@ def reproduce_command(
         )
     console.print(table)
     err_console.print(f"summary.json, report.md and figures written to {out}")
+
+
+def _variants(text: str | None) -> bool | list[str]:
+    """``--sensitivity``: False (not given), True (all) or the named variants (checked)."""
+    from ..experiments.sensitivity import VARIANTS
+
+    if text is None:
+        return False
+    if text.strip() == "all":
+        return True
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--sensitivity", "name 'all' or at least one variant", text)
+    return [VARIANTS.check(n, "--sensitivity") for n in names]

@@ -237,8 +237,14 @@ def reproduce(
     sram: bool = True,
     endpoints: Sequence[str] | None = None,
     progress: Callable[[int], Callable[[], Any]] | None = None,
+    sensitivity: bool | Sequence[str] = False,
+    hbm_targets: bool = True,
 ) -> dict[str, Any]:
     """Run the reproduction, write ``summary.json``, ``report.md`` and figures into ``out_dir``.
+
+    ``sensitivity``: also re-run it under every variant of :mod:`acesim.experiments.
+    sensitivity` (or the named ones) into ``summary["sensitivity"]`` (minutes each).
+    ``hbm_targets``: also simulate the HBM saving at the other targets (``HBM_TARGETS``).
 
     ``endpoints``: endpoint kinds compared besides the reference, ACE and the ideal endpoint
     (any registered kind). ``workers``: local processes (None: one per CPU; results do not
@@ -251,7 +257,8 @@ def reproduce(
     repro = system.reproduction
     assert repro is not None
     sizes = npus or list(repro.npus)
-    advance = progress(len(jobs) + len(sizes) * (1 + len(HBM_TARGETS))) if progress else None
+    extra = len(sizes) * len(HBM_TARGETS) if hbm_targets else 0
+    advance = progress(len(jobs) + len(sizes) + extra) if progress else None
     results = run_jobs(jobs, workers, advance)
     cases = collect(results, endpoints)
     membw = membw_analysis(
@@ -262,7 +269,7 @@ def reproduce(
     # How far the simulated saving moves with how close to the network's limit both endpoints
     # are asked to drive (the paper does not say): the same analysis at other targets.
     by_target: dict[str, Any] = {}
-    for target in HBM_TARGETS:
+    for target in HBM_TARGETS if hbm_targets else ():
         rows = membw_analysis(
             system,
             npus=sizes,
@@ -294,6 +301,22 @@ def reproduce(
     summary["assumptions"] = [
         {"field": f, "kind": s.kind, "note": s.note} for f, s in system.sources.items()
     ]
+    if sensitivity:
+        from .sensitivity import sensitivity_study
+
+        names = None if sensitivity is True else list(sensitivity)
+        summary["sensitivity"] = sensitivity_study(
+            system,
+            variants=names,
+            reproduce_kwargs={
+                "workloads": workloads,
+                "npus": npus,
+                "workers": workers,
+                "sram": False,
+                "endpoints": endpoints,
+                "hbm_targets": False,
+            },
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(dumps(summary, indent=2), encoding="utf-8")
     if figures:
@@ -340,6 +363,26 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
             },
         },
     }
+
+
+def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
+    """The report's sensitivity table (nothing when it was not run)."""
+    study = summary.get("sensitivity")
+    if not study:
+        return []
+    labels = list(study["ranges"])
+    lines = [
+        "## Sensitivity: the headline figures under each unpinned assumption",
+        "",
+        "| variant | " + " | ".join(labels) + " | within tolerance |",
+        "|---|" + "---:|" * (len(labels) + 1),
+    ]
+    for row in study["variants"].values():
+        cells = [f"{v:.3f}" if v is not None else "-" for v in row["figures"].values()]
+        lines.append(f"| {row['label']} | " + " | ".join(cells) + f" | {row['within']} of 9 |")
+    cells = [f"{r[0]:.3f}-{r[1]:.3f}" if r else "-" for r in study["ranges"].values()]
+    lines += ["| **range** | " + " | ".join(cells) + " | |", ""]
+    return lines
 
 
 def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
@@ -428,6 +471,7 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
         )
     lines += [
         "",
+        *_sensitivity_lines(summary),
         "## Figures",
         "",
         "speedup.png, net_util.png, membw.png, breakdown.png, sram.png, splits.png (and .svg).",
