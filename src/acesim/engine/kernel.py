@@ -80,6 +80,9 @@ class Engine:
         self._act_seq = 0
         self.resources: list[Resource] = []
         self._dirty: dict[Activity, None] = {}
+        #: resources whose users must be re-allocated (a user finished): marking the resource
+        #: once instead of each user keeps a finish O(its resources), not O(their users)
+        self._dirty_res: dict[Resource, None] = {}
         self.active: dict[Activity, None] = {}
         self.events_processed = 0
         self.pools: list[Pool] = []
@@ -235,6 +238,11 @@ class Engine:
         dirty = self._dirty
         seeds = [a for a in dirty if a.finished is None]
         dirty.clear()
+        dirty_res = self._dirty_res
+        if dirty_res:
+            for res in dirty_res:
+                seeds.extend(res.users)  # users are unfinished (a finish removes itself)
+            dirty_res.clear()
         if not seeds:
             return
         self.reallocations += 1
@@ -312,7 +320,7 @@ class Engine:
         del self.active[act]
         rate = act.rate
         observers = self._observers
-        dirty = self._dirty
+        dirty_res = self._dirty_res
         for res, amount in act.demand.items():
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -326,8 +334,8 @@ class Engine:
             if observers and res in observers:
                 for callback in observers[res]:
                     callback(now, res.allocated)
-            for other in users:
-                dirty[other] = None
+            if users:
+                dirty_res[res] = None
         if act.track is not None and self.bound_listener is not None:
             if now > act.bound_since:
                 self.bound_listener.segment(act.track, act.bound, act.bound_since, now)
@@ -343,14 +351,14 @@ class Engine:
     def settle(self) -> None:
         """Compute the rates of every activity started or changed at the current instant
         (normally done lazily, just before time advances)."""
-        if self._dirty:
+        if self._dirty or self._dirty_res:
             self._reallocate()
 
     def peek(self) -> float:
         """Time (s) of the next event, ``inf`` when none remains."""
         heap = self._heap
         while True:
-            if self._dirty and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
                 self._reallocate()
             if not heap:
                 return INF
@@ -367,7 +375,7 @@ class Engine:
         """Process the next event if it is due by ``until`` (s); False when there is none."""
         heap = self._heap
         while True:
-            if self._dirty and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
                 self._reallocate()
             if not heap:
                 return False
