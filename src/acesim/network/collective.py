@@ -173,10 +173,26 @@ class CollectiveRuntime:
         self._next_id = 0
         self._arrivals = 0  # tie-breaker of waiting chunks: order of arrival
         self.delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
+        #: exact mode with per-link latencies (:meth:`set_link`): each rank's delays
+        self.rank_delays: list[list[float]] | None = None
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
         self.phase_log: list[tuple[int, int, int, int, int, float, float]] | None = None
+
+    def set_link(
+        self, rank: int, dim: int, *, bandwidth: float | None = None, latency: float | None = None
+    ) -> None:
+        """Exact mode, before the run: ``rank``'s egress capacity on ``dim`` (B/s, payload:
+        protocol efficiency included) and its messages' link latency there (s)."""
+        if not self.exact:
+            raise TopologyError("per-rank links need exact mode (every NPU simulated)")
+        if bandwidth is not None:
+            self.engine.set_capacity(self.egress[rank][dim], bandwidth)
+        if latency is not None:
+            if self.rank_delays is None:
+                self.rank_delays = [list(self.delays) for _ in self.ranks]
+            self.rank_delays[rank][dim] = latency + self.config.endpoint_delay
 
     # -- issuing -----------------------------------------------------------------------------
     def issue(
@@ -388,8 +404,9 @@ class CollectiveRuntime:
         coll.bytes_sent += nbytes
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+        delays = self.delays if self.rank_delays is None else self.rank_delays[run.rank]
         self.engine.schedule(
-            self.delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+            delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1
         if run.sends_out == 0:
