@@ -11,7 +11,8 @@ instant, over the connected components of the dirty activities only.
 
 Public API (nothing outside ``engine/`` touches the underscored state): ``add_resource``,
 ``add_pool``, ``schedule``, ``start``, ``set_cap``, ``set_capacity``; ``peek`` (time of the next
-event), ``step`` (process one event), ``run(until=...)``; ``observe(resource, callback)`` (called
+event), ``step`` (process one event), ``run(until=...)``; ``quiet`` and ``advance_to`` (for
+work a model computes without events); ``observe(resource, callback)`` (called
 with ``(time, allocated)`` at every allocation change); ``sync`` (bring every resource's and
 pool's integral to now) and ``work_done(activity)`` (its progress up to now); ``settle`` (compute
 the rates of the current instant without advancing time).
@@ -68,6 +69,10 @@ class EventHandle:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+#: the handle of events scheduled with :meth:`Engine.call` (never cancelled)
+_LIVE = EventHandle(0.0)
 
 
 class Engine:
@@ -157,6 +162,15 @@ class Engine:
         )
         return handle
 
+    def call(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback(*args)`` after ``delay`` seconds (>= 0), at normal priority, with no
+        handle to cancel it (:meth:`schedule` without the handle: the hot path of messages)."""
+        when = self.now + delay
+        if not (delay >= 0) or when == INF:
+            self.schedule(delay, callback, *args)  # raises the error
+        self._seq += 1
+        heapq.heappush(self._heap, (when, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
+
     # -- activities --------------------------------------------------------------------------
     def start(
         self,
@@ -181,15 +195,18 @@ class Engine:
             raise SimulationError(f"activity {tag!r}: work must be finite and >= 0, got {work}")
         if not (weight > 0):
             raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
+        # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
+        clean: dict[Resource, float] = {}
         for res, amount in demand.items():
             if not (amount >= 0) or amount == INF:
                 raise SimulationError(
                     f"activity {tag!r}: demand on {res.name!r} must be finite and >= 0, "
                     f"got {amount}"
                 )
+            if amount > 1e-300:
+                clean[res] = float(amount)
+        demand = clean
         self._act_seq += 1
-        # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
-        demand = {r: float(v) for r, v in demand.items() if v > 1e-300}
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
         act.started = self.now
@@ -348,6 +365,22 @@ class Engine:
             act.on_done(act)
 
     # -- running -----------------------------------------------------------------------------
+    def quiet(self) -> bool:
+        """Nothing scheduled, running or watched: no events, activities, observers or bound
+        listener (a model may then compute a run of its own in closed form)."""
+        return not (
+            self._heap or self.active or self._dirty or self._observers or self.bound_listener
+        )
+
+    def advance_to(self, time: float) -> None:
+        """Move a quiet engine's clock to ``time`` (s, not before now): the end of work a model
+        computed without events."""
+        if not self.quiet():
+            raise SimulationError("advance_to: the engine has events or activities")
+        if not (time >= self.now) or time == INF:
+            raise SimulationError(f"advance_to: cannot move the clock from {self.now} to {time}")
+        self.now = time
+
     def settle(self) -> None:
         """Compute the rates of every activity started or changed at the current instant
         (normally done lazily, just before time advances)."""
@@ -398,12 +431,46 @@ class Engine:
                 callback(*args)
             return True
 
+    def _loop(self, until: float) -> None:
+        # step() in a loop, written out (the simulator's outer loop): same order, same events.
+        heap = self._heap
+        pop = heapq.heappop
+        dirty = self._dirty
+        dirty_res = self._dirty_res
+        finish = self._finish
+        processed = 0
+        try:
+            while True:
+                if (dirty or dirty_res) and (not heap or heap[0][0] > self.now):
+                    self._reallocate()
+                if not heap:
+                    return
+                entry = heap[0]
+                time = entry[0]
+                if time > until:
+                    return
+                pop(heap)
+                target = entry[3]
+                if isinstance(target, Activity):
+                    if target.finished is not None or entry[4] != target._version:
+                        continue
+                    self.now = time
+                    processed += 1
+                    finish(target)
+                else:
+                    if target.cancelled:
+                        continue
+                    self.now = time
+                    processed += 1
+                    callback, args = entry[4]
+                    callback(*args)
+        finally:
+            self.events_processed += processed
+
     def run(self, until: float | None = None) -> float:
         """Process events until none remain (or until ``until`` s); return the final time."""
         limit = INF if until is None else until
-        step = self.step
-        while step(limit):
-            pass
+        self._loop(limit)
         if until is not None:
             if self.peek() > until >= self.now:
                 self.now = until

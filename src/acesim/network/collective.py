@@ -41,6 +41,7 @@ from typing import Any
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
+from .algorithms import Step
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
@@ -175,6 +176,14 @@ class CollectiveRuntime:
         self.delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
         #: exact mode with per-link latencies (:meth:`set_link`): each rank's delays
         self.rank_delays: list[list[float]] | None = None
+        # Hot-path shortcuts (same behaviour): endpoints that keep the base class's no-op step
+        # hooks are not called per step, and point-to-point destinations are computed once per
+        # (rank, dimension, group axis, pattern).
+        kind = type(self.endpoint)
+        self._step_hooks = (
+            kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
+        )
+        self._dests: dict[tuple[int, int, int, int, str, int], list[int]] = {}
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -364,9 +373,24 @@ class CollectiveRuntime:
 
     # -- steps and messages ------------------------------------------------------------------
     def _start_step(self, run: _ChunkRun) -> None:
+        if not self._step_hooks:
+            self._send_step(run)
+            return
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
         self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
+
+    def _destinations(self, rank: int, phase: Phase, step: Step) -> list[int]:
+        """The simulated ranks ``rank`` sends a message of ``step`` to (0s in symmetric mode)."""
+        topo = self.topology
+        global_rank = rank if self.exact else 0
+        dim = phase.dim
+        own = topo.coordinate(global_rank, dim)
+        axis = Axis(dim, phase.size, phase.stride)
+        positions = step.destinations(axis.position(own), phase.size)
+        if not self.exact:
+            return [0] * len(positions)
+        return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
@@ -375,19 +399,22 @@ class CollectiveRuntime:
         # In the step from now on, not from step_begin: a peer's message that arrives while the
         # endpoint still delays this step (setup, units to acquire) must not complete it unsent.
         run.in_step = True
-        topo = self.topology
-        global_rank = run.rank if self.exact else 0
+        rank = run.rank
         dim = phase.dim
-        own = topo.coordinate(global_rank, dim)
-        axis = Axis(dim, phase.size, phase.stride)
-        dests = step.destinations(axis.position(own), phase.size)
+        if step.pattern == "all":  # p-1 messages: the cost is theirs, and a cache O(p) per rank
+            dests = self._destinations(rank, phase, step)
+        else:
+            key = (rank, dim, phase.size, phase.stride, step.pattern, step.distance)
+            cached = self._dests.get(key)
+            if cached is None:
+                cached = self._dests[key] = self._destinations(rank, phase, step)
+            dests = cached
         run.sends_out = len(dests)
-        demand = {self.egress[run.rank][dim]: 1.0}
-        demand.update(self.endpoint.message_demand(run.rank, step.kind))
+        demand = {self.egress[rank][dim]: 1.0}
+        demand.update(self.endpoint.message_demand(rank, step.kind))
         shares = self.shares
-        track = "message" if run.rank == 0 else None
-        for position in dests:
-            dest = topo.peer(global_rank, dim, axis.coordinate(own, position)) if self.exact else 0
+        track = "message" if rank == 0 else None
+        for dest in dests:
             shares.start(
                 run.rank,
                 step.message_bytes,
@@ -405,7 +432,7 @@ class CollectiveRuntime:
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
         delays = self.delays if self.rank_delays is None else self.rank_delays[run.rank]
-        self.engine.schedule(
+        self.engine.call(
             delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1
@@ -432,7 +459,8 @@ class CollectiveRuntime:
             return
         del run.arrived[key]
         run.in_step = False
-        self.endpoint.step_end(run.rank, step.kind)
+        if self._step_hooks:
+            self.endpoint.step_end(run.rank, step.kind)
         run.step += 1
         if run.step < len(phase.steps):
             self._start_step(run)

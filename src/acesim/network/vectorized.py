@@ -1,0 +1,204 @@
+"""Exact mode without an event per message: one collective on one dimension, every NPU at once.
+
+When a collective runs alone on a one-dimension network with an endpoint that charges nothing
+(the ``ideal`` kind) and one chunk in flight per NPU, the event simulation of
+:mod:`acesim.network.collective` reduces to a recurrence that numpy evaluates for every NPU at
+once, step by step (no per-message Python):
+
+* each NPU admits its chunks' phases in one fixed order (the dimension queue is FIFO by
+  arrival within a collective, so the order does not depend on timing: it is computed once);
+* a step of ``k`` messages of ``m`` bytes that starts at ``S`` at rank ``r`` has its messages
+  out at ``F = S + m / x_r``, where ``x_r`` is the rate the fluid allocator gives ``k`` equal
+  messages on the rank's egress (the same arithmetic as :func:`acesim.engine.fluid.max_min_rates`:
+  share ``w / (1/C)``, load the sequential sum of ``k`` shares, level ``C / load``, rate
+  ``share * level``);
+* a message from ``q`` arrives at ``F_q + a_q`` (``a``: latency plus endpoint delay); the step
+  completes at ``C_r = max(F_r, max over the senders q of r of (F_q + a_q))``, and the next
+  step (or the next phase in the queue) starts then;
+* the bytes sent and received are summed message by message in the order the events would
+  have been processed (sequential float additions, as the event runtime does).
+
+Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly the steps
+that depend on it. The result is bit-identical to the event simulation whenever every rank's
+egress is the same; with per-rank capacities each rank's rate uses its own fill level, where the
+allocator, reallocating several ranks' messages at one instant, freezes fill levels within a
+relative 1e-9 of each other at the lowest: the two differ by at most that (in practice by a few
+units in the last place). Cases outside these conditions (several dimensions, endpoints that
+charge HBM or hold units, concurrent chunks or kernels) run on the event engine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from .collective import Collective, CollectiveRuntime
+from .endpoint import Endpoint
+from .group import Group
+
+__all__ = ["ENABLED", "run_alone"]
+
+#: Tests turn this off to compare with the event simulation.
+ENABLED = True
+
+_HOOKS = (
+    "hbm_parallelism",
+    "message_demand",
+    "step_begin",
+    "step_end",
+    "chunk_begin",
+    "chunk_end",
+    "collective_started",
+    "collective_finished",
+)
+
+#: Sequential additions are done this many at a time (numpy's accumulate is sequential).
+_BLOCK = 1 << 20
+
+
+def _free_endpoint(endpoint: Endpoint) -> bool:
+    kind = type(endpoint)
+    return all(getattr(kind, name) is getattr(Endpoint, name) for name in _HOOKS)
+
+
+def run_alone(
+    runtime: CollectiveRuntime,
+    op: str,
+    size: float,
+    *,
+    dims: Sequence[int] | None = None,
+    group: Group | None = None,
+) -> Collective | None:
+    """Run ``op`` of ``size`` bytes as the only work of an exact platform, vectorized over the
+    ranks; None when the case needs the event simulation (see the module docstring)."""
+    if not ENABLED or not runtime.exact or group is not None:
+        return None
+    topo = runtime.topology
+    if len(topo.dimensions) != 1 or dims not in (None, (0,), [0]):
+        return None
+    if not runtime.engine.quiet() or runtime.phase_log is not None:
+        return None
+    if not _free_endpoint(runtime.endpoint):
+        return None
+    axes, chunks, phases = runtime.plan(op, size, dims=dims, group=group)
+    n = topo.npus
+    if not phases or any(p.dim != 0 or p.size != n or p.stride != 1 for p in phases):
+        return None
+    if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
+        return None
+    runtime._check_work(op, size, chunks, phases, None)
+    capacity = np.array([row[0].capacity for row in runtime.egress], dtype=float)
+    if runtime.rank_delays is None:
+        delay = np.full(n, runtime.delays[0])
+    else:
+        delay = np.array([row[0] for row in runtime.rank_delays], dtype=float)
+    uniform = bool(np.all(capacity == capacity[0]) and np.all(delay == delay[0]))
+    sizes = {s.message_bytes for p in phases for s in p.steps}
+    if not uniform and len(sizes) > 1:
+        return None  # bytes would be summed in an order that depends on the ranks' timing
+    weight = runtime.endpoint.message_weight
+    runtime._next_id += 1
+    now = runtime.engine.now
+    coll = Collective(
+        id=runtime._next_id,
+        op=op,
+        size=size,
+        dims=tuple(a.dim for a in axes),
+        group_size=n,
+        phases=phases,
+        chunks=chunks,
+        issued=now,
+        axes=axes,
+        expected=n,
+    )
+    runtime.collectives.append(coll)
+    rates: dict[int, np.ndarray] = {}
+    ranks = np.arange(n)
+    done = np.full(n, now)  # completion of the previous step (or phase) at each rank
+    sent = 0.0
+    for _chunk, index in _admissions(chunks, len(phases)):
+        phase = phases[index]
+        for step in phase.steps:
+            k = step.message_count(phase.size)
+            rate = rates.get(k)
+            if rate is None:
+                rate = rates[k] = _rates(capacity, weight, k)
+            m = float(step.message_bytes)
+            out = done if m <= 0 else done + m / rate
+            out = np.where(np.isinf(rate), done, out)
+            arrive = out + delay
+            if step.pattern == "next":
+                latest = np.roll(arrive, 1)
+            elif step.pattern == "xor":
+                latest = arrive[ranks ^ step.distance]
+            else:
+                latest = _max_of_others(arrive)
+            done = np.maximum(out, latest)
+            sent = _add_repeatedly(sent, m, n * k)
+    coll.bytes_sent = sent
+    coll.bytes_received = sent
+    coll.bytes_sent_per_dim[0] = sent
+    coll.rank_finished = dict(zip(range(n), done.tolist(), strict=True))
+    coll.chunks_left = dict.fromkeys(range(n), 0)
+    coll.finished = float(done.max())
+    if not math.isfinite(coll.finished):
+        return coll  # the caller reports a time that is not finite
+    runtime.engine.advance_to(coll.finished)
+    return coll
+
+
+def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
+    """(chunk, phase) in the order one NPU admits them on the dimension (one at a time, waiting
+    ones by order of arrival): the queue of :class:`CollectiveRuntime`, without time."""
+    waiting: deque[tuple[int, int]] = deque((c, 0) for c in range(1, chunks))
+    order = [(0, 0)]
+    current = (0, 0)
+    while True:
+        chunk, phase = current
+        follow = (chunk, phase + 1) if phase + 1 < phases else None
+        if waiting:
+            current = waiting.popleft()
+            if follow is not None:
+                waiting.append(follow)
+        elif follow is not None:
+            current = follow
+        else:
+            return order
+        order.append(current)
+
+
+def _rates(capacity: np.ndarray, weight: float, k: int) -> np.ndarray:
+    """The rate (B/s) of each of ``k`` equal messages on each rank's egress, as the fluid
+    allocator computes it (inf on an infinite egress)."""
+    finite = np.isfinite(capacity)
+    dominant = np.where(finite, 1.0 / np.where(finite, capacity, 1.0), 0.0)
+    share = np.where(dominant <= 1e-300, weight, weight / np.where(finite, dominant, 1.0))
+    load = np.zeros_like(capacity)
+    for _ in range(k):
+        load = load + share * 1.0
+    level = capacity / load
+    return np.where(finite, share * level, math.inf)
+
+
+def _max_of_others(values: np.ndarray) -> np.ndarray:
+    """For each rank, the largest value of every other rank."""
+    top = int(np.argmax(values))
+    rest = values.copy()
+    rest[top] = -math.inf
+    out = np.full(values.shape, values[top])
+    out[top] = rest.max()
+    return out
+
+
+def _add_repeatedly(total: float, value: float, count: int) -> float:
+    """``total`` plus ``value``, ``count`` times, one float addition at a time."""
+    while count > 0:
+        block = min(count, _BLOCK)
+        terms = np.full(block + 1, value)
+        terms[0] = total
+        total = float(np.add.accumulate(terms)[-1])
+        count -= block
+    return total
