@@ -39,7 +39,7 @@ from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
 
-__all__ = ["ENABLED", "run_alone"]
+__all__ = ["ENABLED", "run_alone", "add_repeatedly"]
 
 #: Tests turn this off to compare with the event simulation.
 ENABLED = True
@@ -115,29 +115,44 @@ def run_alone(
         expected=n,
     )
     runtime.collectives.append(coll)
+    # Time a step's messages take at each rank (its bytes over its rate), per (k, bytes).
+    times: dict[tuple[int, float], np.ndarray] = {}
     rates: dict[int, np.ndarray] = {}
     ranks = np.arange(n)
     done = np.full(n, now)  # completion of the previous step (or phase) at each rank
-    sent = 0.0
+    out = np.empty(n)
+    arrive = np.empty(n)
+    latest = np.empty(n)
+    sums: list[list[float]] = []  # runs of [bytes of a message, messages], in event order
     for _chunk, index in _admissions(chunks, len(phases)):
         phase = phases[index]
         for step in phase.steps:
             k = step.message_count(phase.size)
-            rate = rates.get(k)
-            if rate is None:
-                rate = rates[k] = _rates(capacity, weight, k)
             m = float(step.message_bytes)
-            out = done if m <= 0 else done + m / rate
-            out = np.where(np.isinf(rate), done, out)
-            arrive = out + delay
-            if step.pattern == "next":
-                latest = np.roll(arrive, 1)
+            took = times.get((k, m))
+            if took is None:
+                rate = rates.get(k)
+                if rate is None:
+                    rate = rates[k] = _rates(capacity, weight, k)
+                # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
+                took = times[(k, m)] = m / rate
+            np.add(done, took, out=out)
+            np.add(out, delay, out=arrive)
+            if step.pattern == "next":  # the sender of rank r is r - 1
+                latest[1:] = arrive[:-1]
+                latest[0] = arrive[-1]
             elif step.pattern == "xor":
-                latest = arrive[ranks ^ step.distance]
+                np.take(arrive, ranks ^ step.distance, out=latest)
             else:
-                latest = _max_of_others(arrive)
-            done = np.maximum(out, latest)
-            sent = _add_repeatedly(sent, m, n * k)
+                latest[:] = _max_of_others(arrive)
+            np.maximum(out, latest, out=done)
+            if sums and sums[-1][0] == m:
+                sums[-1][1] += n * k
+            else:
+                sums.append([m, n * k])
+    sent = 0.0
+    for m, count in sums:
+        sent = add_repeatedly(sent, m, int(count))
     coll.bytes_sent = sent
     coll.bytes_received = sent
     coll.bytes_sent_per_dim[0] = sent
@@ -193,8 +208,39 @@ def _max_of_others(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _add_repeatedly(total: float, value: float, count: int) -> float:
-    """``total`` plus ``value``, ``count`` times, one float addition at a time."""
+def add_repeatedly(total: float, value: float, count: int) -> float:
+    """``total`` plus ``value``, ``count`` times, one float addition at a time (rounding after
+    each), without doing them all: inside one binade every addition of a non-negative
+    ``value`` rounds to the same increment (a multiple of the binade's unit), unless ``value``
+    lies halfway between two multiples (then they are done one by one, in blocks)."""
+    if not (value >= 0) or not math.isfinite(value) or not math.isfinite(total) or total < 0:
+        return _accumulate(total, value, count)
+    while count > 0:
+        if value == 0.0:
+            return total + 0.0 if count else total
+        unit = math.ulp(total) if total > 0 else 0.0
+        if unit == 0.0 or (value / unit) % 1.0 == 0.5:
+            total += value
+            count -= 1
+            continue
+        step = (total + value) - total  # the increment of every addition in this binade
+        if step == 0.0:
+            return total  # value is below half a unit: nothing more changes
+        upper = 2.0 ** math.frexp(total)[1]  # the binade is [upper / 2, upper)
+        # additions whose exact sum stays a unit below the binade's end round alike
+        room = upper - unit - total - value
+        jumps = min(count, int(room // step)) if room > 0 else 0
+        if jumps <= 0:
+            total += value
+            count -= 1
+            continue
+        total += jumps * step
+        count -= jumps
+    return total
+
+
+def _accumulate(total: float, value: float, count: int) -> float:
+    """``total`` plus ``value``, ``count`` times, by numpy's sequential accumulate."""
     while count > 0:
         block = min(count, _BLOCK)
         terms = np.full(block + 1, value)
