@@ -23,6 +23,9 @@ blocks on go before the others), then as above.
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
 
+In exact mode the members of a group admit chunk phases on a dimension in one agreed order
+(:mod:`acesim.network.agreement`), so NPUs that run at different speeds cannot deadlock.
+
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
@@ -41,6 +44,7 @@ from typing import Any
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
+from .agreement import LineOrders
 from .algorithms import Step
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
@@ -72,6 +76,9 @@ class Collective:
     axes: tuple[Axis, ...] = ()
     priority: int = 0
     expected: int | None = None
+    #: the ranks that take part (None: every simulated rank); exact mode's agreed orders skip
+    #: the phases of collectives a rank is not in (:mod:`acesim.network.agreement`)
+    members: frozenset[int] | None = None
     finished: float | None = None
     rank_finished: dict[int, float] = field(default_factory=dict)
     chunks_left: dict[int, int] = field(default_factory=dict)
@@ -184,6 +191,8 @@ class CollectiveRuntime:
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
         self._dests: dict[tuple[int, int, int, int, str, int], list[int]] = {}
+        #: exact mode: each group line's agreed order of chunk phases (:mod:`.agreement`)
+        self._lines = LineOrders(self) if exact else None
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -216,6 +225,7 @@ class CollectiveRuntime:
         on_rank_done: Callable[[Collective, int], Any] | None = None,
         on_done: Callable[[Collective], Any] | None = None,
         ranks: Sequence[int] | None = None,
+        joining: frozenset[int] | None = None,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
@@ -225,7 +235,8 @@ class CollectiveRuntime:
         (exact mode: a rank issues when its own program reaches the collective; the others
         join later via :meth:`join`). Default: all simulated ranks at once, and the collective
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
-        reports progress and ``finished`` is the latest finish so far.
+        reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
+        that will ever join (None: every simulated rank).
         """
         axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
@@ -248,6 +259,7 @@ class CollectiveRuntime:
             expected=len(self.ranks) if ranks is None else None,
             on_rank_done=on_rank_done,
             on_done=on_done,
+            members=joining,
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -349,6 +361,11 @@ class CollectiveRuntime:
     def _enqueue(self, run: _ChunkRun) -> None:
         dim = run.coll.phases[run.phase].dim
         queue = self._queues[run.rank][dim]
+        if self._lines is not None:
+            self._arrivals += 1
+            heapq.heappush(queue.waiting, (self._key(run), self._arrivals, run))
+            self._lines.fill(run.rank, dim)
+            return
         if queue.active < self.config.active_chunks_per_dimension:
             queue.active += 1
             run.step = 0
@@ -361,6 +378,9 @@ class CollectiveRuntime:
     def _release(self, rank: int, dim: int) -> None:
         queue = self._queues[rank][dim]
         queue.active -= 1
+        if self._lines is not None:
+            self._lines.fill(rank, dim)
+            return
         if queue.waiting:
             _, _, run = heapq.heappop(queue.waiting)
             queue.active += 1
