@@ -73,6 +73,7 @@ def astra_system(dims: list[dict[str, Any]], algorithm: str | list[str] = "ring"
                 "scheduling": "lifo",
                 "endpoint_delay": "10 ns",
                 "algorithms": {"all-reduce": algorithm},
+                # the event-engine cases (3-D, training) send more than the default bound
                 "max_messages": 10**12,
             },
             "endpoint": {"kind": "ideal"},

@@ -13,6 +13,7 @@ import acesim.network.vectorized as vectorized
 from acesim import simulate_collective
 from acesim.config import SystemConfig
 from acesim.config.variation import LinkChange, Variation
+from acesim.errors import ConfigError
 from acesim.hardware.platform import Platform
 
 MiB = 2**20
@@ -121,3 +122,11 @@ def test_a_slow_link_delays_only_the_ranks_that_wait_for_it() -> None:
     even = vectorized.run_alone(Platform(system, exact=True).collectives, "reduce-scatter", 8 * MiB)
     assert even is not None
     assert all(finished[r] > even.rank_finished[r] for r in range(8))
+
+
+def test_the_work_bound_counts_vectorized_steps_not_messages() -> None:
+    """8.4e6 messages are above the default bound (5e6), but the vectorized run is 8,184 steps."""
+    system = make_system([dim("ring", 1024)], chunks=4, active_chunks_per_dimension=1)
+    assert simulate_collective(system, "all-reduce", 64 * MiB, exact=True).time > 0
+    with pytest.raises(ConfigError, match="collective.max_messages"):
+        simulate_collective(system, "all-reduce", 64 * MiB, exact=True, endpoint="baseline")

@@ -325,7 +325,9 @@ class CollectiveConfig(Strict):
     max_messages: PositiveInt = Field(
         5_000_000,
         description="bound on the messages one collective may send (all simulated NPUs): a "
-        "limit on work, about a minute of simulation at ~70,000 messages/s; raise it knowingly",
+        "limit on work, about a minute of simulation at ~70,000 messages/s; raise it knowingly "
+        "(a collective exact mode runs without events, acesim.network.vectorized, counts its "
+        "steps instead)",
     )
 
     @field_validator("algorithms")

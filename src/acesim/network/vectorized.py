@@ -89,7 +89,10 @@ def run_alone(
         return None
     if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
         return None
-    runtime._check_work(op, size, chunks, phases, None)
+    # The work bound (collective.max_messages) counts what the simulation iterates over: here
+    # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
+    if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:
+        return None
     capacity = np.array([row[0].capacity for row in runtime.egress], dtype=float)
     if runtime.rank_delays is None:
         delay = np.full(n, runtime.delays[0])
