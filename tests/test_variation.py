@@ -249,3 +249,17 @@ def test_a_straggler_on_a_pipelined_3d_torus_completes_and_slows_the_iteration()
     assert base < slow <= base + 0.25 * compute * (1 + 1e-9)
     spread = run(compute_spread={"spread": 0.3, "seed": 11})
     assert base < spread <= base + 0.3 * compute * (1 + 1e-9)
+
+
+def test_collective_command_takes_link_changes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["collective", "--exact", "--sizes", "1MiB", "--endpoint", "ideal", "--json"]
+    fine = CliRunner().invoke(app, base)
+    rerouted = CliRunner().invoke(app, [*base, "--link", "dim=0,rank=3,direction=+,failed=true"])
+    assert fine.exit_code == 0 and rerouted.exit_code == 0, rerouted.output
+    time = '"time": '
+    slow = float(rerouted.output.split(time)[1].split(",")[0])
+    assert slow > float(fine.output.split(time)[1].split(",")[0])
+    refused = cli_error(monkeypatch, capsys, "collective", "--link", "dim=0,rank=3,failed=true")
+    assert "--link" in refused and "--exact" in refused

@@ -14,7 +14,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .cases import cli_system
+from .cases import VARIATION_HELP, cli_system, parse_pairs
 from .common import NODES_HELP, SET_HELP, console, err_console, progress
 
 
@@ -36,6 +36,7 @@ def collective_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
     from ..simulate import simulate_collective
@@ -46,11 +47,16 @@ def collective_command(
     cfg = cli_system(system, sets, nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
+    variation = _links(links, exact) if links else None
     results = []
     with progress() as bar:
         task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
         for size in size_list:
-            results.append(simulate_collective(cfg, op, size, exact=exact, compute=compute))
+            results.append(
+                simulate_collective(
+                    cfg, op, size, exact=exact, compute=compute, variation=variation
+                )
+            )
             bar.advance(task)
     if as_json:
         payload = {
@@ -111,3 +117,21 @@ def _print_assumptions(cfg: Any) -> None:
             f"[dim]{count} parameters of {cfg.name} are assumptions "
             f"(see the preset's \\[sources] table).[/dim]"
         )
+
+
+def _links(texts: list[str], exact: bool) -> Any:
+    """``--link`` texts -> a Variation (ConfigError naming ``--link``)."""
+    from pydantic import ValidationError
+
+    from ..config.errors import config_error_from
+    from ..config.variation import LinkChange, Variation
+
+    if not exact:
+        raise ConfigError("--link", "needs --exact (symmetric mode simulates one NPU)", texts[0])
+    changes = []
+    for text in texts:
+        try:
+            changes.append(LinkChange.model_validate(parse_pairs(text, "--link")))
+        except ValidationError as exc:
+            raise config_error_from(exc, LinkChange, "--link") from None
+    return Variation(links=tuple(changes))
