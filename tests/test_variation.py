@@ -263,3 +263,28 @@ def test_collective_command_takes_link_changes(
     assert slow > float(fine.output.split(time)[1].split(",")[0])
     refused = cli_error(monkeypatch, capsys, "collective", "--link", "dim=0,rank=3,failed=true")
     assert "--link" in refused and "--exact" in refused
+
+
+def test_the_agreed_order_skips_collectives_a_rank_never_joins() -> None:
+    """Per-rank graphs on a 4x2 torus: the ranks of one dimension-0 ring (ranks 0-3) all-reduce
+    8 MiB, those of the other (4-7) 2 MiB, then everyone 1 MiB. Each ring's collective is a
+    collective of its own that the other ring never joins; the agreed order of dimension 0 must
+    let each rank skip the other ring's phases (else a deadlock)."""
+    from acesim.hardware.platform import Platform
+    from acesim.training.executor import GraphExecutor
+    from acesim.workload.graph import Graph, Node
+
+    system = make_system([dim("ring", 4), dim("ring", 2)], chunks=2, active_chunks_per_dimension=1)
+
+    def program(rank: int) -> list[Node]:
+        mine = 8 * MiB if rank < 4 else 2 * MiB
+        return [
+            Node(0, "ring", "collective", op="all-reduce", size=mine, dims=(0,)),
+            Node(1, "all", "collective", deps=(0,), op="all-reduce", size=MiB),
+        ]
+
+    graph = Graph([program(r) for r in range(8)], npus=8)
+    execution = GraphExecutor(Platform(system, exact=True), graph).run()
+    ends = [max(r.end for r in execution.records[rank].values()) for rank in range(8)]
+    assert all(end > 0 for end in ends)
+    assert ends[0] > ends[4]  # the 8 MiB ring finishes its first collective later

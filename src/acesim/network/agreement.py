@@ -8,13 +8,19 @@ whose programs differ), two members could pick different phases, each then waiti
 other's messages of the phase it did not pick: a deadlock the real system does not have (NCCL
 runs the kernels of a communicator in the order every rank launched them).
 
-So in exact mode the NPUs keep one admission order per dimension (and group axis): the first
-NPU to admit a chunk phase there appends it; every other NPU admits that dimension's phases in
-that order, keeping a slot idle until the next one has reached it, and skips the phases of
-collectives it is not a member of (``Collective.members``). One order per dimension, not per
-group line: lines that agree only among themselves can still wait on each other in a cycle
-through the other dimensions. While the NPUs run identically this is exactly the order each
-would have picked, so results do not change.
+So in exact mode the NPUs keep agreed admission orders: the first NPU to admit a chunk phase
+in an order appends it; every other NPU admits that order's phases in that order, keeping a
+slot idle until its next one has reached it.
+
+* Phases of collectives every rank joins share one order per dimension and group axis, across
+  all group lines: lines that agreed only among themselves could still wait on each other in a
+  cycle through the other dimensions.
+* Phases of collectives only some ranks join (per-rank graphs: ``Collective.members``) keep one
+  order per group line (the NPUs that exchange their messages): a rank then never waits for a
+  collective its program reaches only after the one it is in.
+
+While the NPUs run identically each order is exactly the order every NPU would have picked, so
+results do not change.
 """
 
 from __future__ import annotations
@@ -70,18 +76,35 @@ class Line:
 
 
 class LineOrders:
-    """The agreed orders of one runtime, one per (dimension, group axis)."""
+    """The agreed orders of one runtime (see the module docstring)."""
 
     def __init__(self, runtime: Any):
         self.runtime = runtime
-        self.lines: dict[tuple[int, int, int], Line] = {}
+        self.lines: dict[tuple[int, int, int, int], Line] = {}
+        self._bases: dict[tuple[int, int, int, int], int] = {}
 
-    def line(self, dim: int, size: int, stride: int) -> Line:
-        """The order of phases on ``dim`` over groups of ``size`` members ``stride`` apart."""
-        key = (dim, size, stride)
+    def line(self, run: Any) -> Line:
+        """The order ``run``'s current phase is admitted in (see the module docstring)."""
+        phase = run.coll.phases[run.phase]
+        dim, size, stride = phase.dim, phase.size, phase.stride
+        members = run.coll.members
+        ranks = len(self.runtime.ranks)
+        if members is None or len(members) == ranks:
+            key = (dim, size, stride, -1)
+        else:
+            cached = self._bases.get((run.rank, dim, size, stride))
+            if cached is None:
+                topo = self.runtime.topology
+                own = topo.coordinate(run.rank, dim)
+                first = own - ((own // stride) % size) * stride  # the member at position 0
+                cached = self._bases[(run.rank, dim, size, stride)] = topo.peer(
+                    run.rank, dim, first
+                )
+            key = (dim, size, stride, cached)
+            ranks = size
         line = self.lines.get(key)
         if line is None:
-            line = self.lines[key] = Line(len(self.runtime.ranks))
+            line = self.lines[key] = Line(ranks)
         return line
 
     def fill(self, rank: int, dim: int) -> None:
@@ -105,15 +128,12 @@ class LineOrders:
             if chosen is None:
                 return  # the next agreed phases have not reached this rank yet
             run = chosen[2]
-            phase = run.coll.phases[run.phase]
             item = (run.coll.id, run.chunk, run.phase)
-            self.line(dim, phase.size, phase.stride).admitted(run.rank, item, run.coll.members)
+            self.line(run).admitted(run.rank, item, run.coll.members)
             queue.active += 1
             run.step = 0
             rt._phase_started(run)
             rt._start_step(run)
 
     def _admissible(self, run: Any) -> bool:
-        phase = run.coll.phases[run.phase]
-        line = self.line(phase.dim, phase.size, phase.stride)
-        return line.admissible(run.rank, (run.coll.id, run.chunk, run.phase))
+        return self.line(run).admissible(run.rank, (run.coll.id, run.chunk, run.phase))
