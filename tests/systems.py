@@ -14,15 +14,20 @@ def dim(
     bandwidth: float = 100e9,
     latency: float = 1e-6,
     links: int = 1,
+    switch_reduction: bool = False,
 ) -> dict[str, Any]:
-    """One dimension; bandwidth in B/s per link per direction, latency in s."""
-    return {
+    """One dimension; bandwidth in B/s per link per direction, latency in s
+    (``switch_reduction``: a switch that reduces, for NVLS)."""
+    out: dict[str, Any] = {
         "kind": kind,
         "size": size,
         "link_bandwidth": bandwidth,
         "link_latency": latency,
         "links_per_npu": links,
     }
+    if switch_reduction:
+        out["switch_reduction"] = True
+    return out
 
 
 def make_system(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from clitools import cli_error
 from typer.testing import CliRunner
 
@@ -34,6 +35,9 @@ FIT_ROWS = {
     "a100x8-allreduce-64mib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
     "a100x8-allreduce-1gib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
     "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
+    "h100x8-nvls-allreduce-1m": ["collective.protocols.nvls.Simple.hop_latency"],
+    "h100x8-nvls-allreduce-16m": ["collective.nvls_loop_latency"],
+    "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
 }
 
 
@@ -65,7 +69,9 @@ def test_the_corpus_loads_with_sources_figures_and_fit_flags() -> None:
     budgets = {n: (f.budget.statistic, f.budget.limit) for n, f in corpus.families.items()}
     assert budgets["kernels"] == ("mean", 0.10)
     assert budgets["end_to_end"] == ("max", 0.15)
-    assert budgets["collectives"] == ("mean", 0.10)
+    assert budgets["collectives"] == ("mean", 0.15)
+    bands = corpus.families["collectives"].budget.bands
+    assert [(b.label, b.limit) for b in bands] == [(">= 16 MiB", 0.05), ("< 16 MiB", 0.15)]
 
 
 def test_the_corpus_rows_say_what_they_run() -> None:
@@ -92,8 +98,9 @@ def test_the_a100_rows_are_live_and_match_their_fit() -> None:
         row = rows[case_id]
         assert row.status == "ok" and row.case.fit
         assert row.error is not None and abs(row.error) < 0.02  # the rows it was fitted to
-    assert rows["h100x8-nvls-allreduce-1g"].status == "unsupported"
-    assert "issue 12" in rows["h100x8-nvls-allreduce-1g"].note
+    assert rows["h100x8-nvls-allreduce-1g"].status == "ok"
+    assert rows["gb200-nvl72-allreduce-1g"].status == "unsupported"
+    assert "issue 12" in rows["gb200-nvl72-allreduce-1g"].note
 
 
 # -- malformed corpus files ------------------------------------------------------------------
@@ -316,6 +323,8 @@ def load_system_file(path: Path) -> Any:
 
 def test_validate_quick_json_has_every_family() -> None:
     out = runner.invoke(app, ["validate", "--quick", "--json"])
+    # 0: the collectives family is over its budget (its NVLS rows are live, see
+    # test_the_shipped_model_is_within_every_live_familys_budget) but does not gate
     assert out.exit_code == 0, out.output
     data = _strict_json(out.stdout)
     assert data["schema"] == "acesim.validation/1" and data["quick"] is True
@@ -325,17 +334,30 @@ def test_validate_quick_json_has_every_family() -> None:
     assert rows["a100x8-allreduce-1gib"]["fit"] is True
     assert rows["rn50-v100-fp32"]["status"] == "skipped"
     for fam in data["families"]:
-        assert set(fam["summary"]) == {"mean_abs_error", "max_abs_error", "within_budget", "rows"}
+        assert set(fam["summary"]) == {
+            "mean_abs_error",
+            "max_abs_error",
+            "within_budget",
+            "gating",
+            "gating_note",
+            "bands",
+            "rows",
+        }
+    collectives = next(f for f in data["families"] if f["family"] == "collectives")
+    assert collectives["summary"]["within_budget"] is False
+    assert collectives["summary"]["gating"] is False
 
 
 def test_validate_tables_and_family_selection() -> None:
     out = runner.invoke(
         app, ["validate", "--quick", "--family", "collectives,offload"], env={"COLUMNS": "200"}
     )
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 0, out.output  # collectives over budget but not gating (see below)
+    assert "not gating" in out.output
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
+    assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: no simulated test rows" in out.output
+    assert "collectives: 10 test rows" in out.output
     assert "14 unsupported" in out.output
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
@@ -379,6 +401,75 @@ def test_validate_exits_1_when_a_family_is_over_its_budget(tmp_path: Path) -> No
     assert fitted.exit_code == 0, fitted.output
 
 
+COLLECTIVE_CASE = """
+[[cases]]
+id = "tiny-ar-SIZE"
+system = "systems/eight.toml"
+run = { kind = "collective", op = "all-reduce", size = "SIZE" }
+measured = MEASURED
+unit = "GB/s"
+source = "a test"
+fit = false
+quick = true
+"""
+
+BANDS = """budget = { statistic = "mean", limit = 0.5, bands = [
+  { statistic = "mean", limit = 0.05, min_size = "16 MiB" },
+  { statistic = "max", limit = 0.5, below_size = "16 MiB" },
+] }
+"""
+
+
+def _collective_rows(sizes_and_factors: list[tuple[str, float]]) -> str:
+    from acesim import simulate_collective
+    from acesim.config.resolve import resolve_system
+
+    system = resolve_system(tomllib.loads(EIGHT_NPUS))
+    body = ""
+    for size, factor in sizes_and_factors:
+        busbw = simulate_collective(system, "all-reduce", size).busbw / 1e9
+        case = COLLECTIVE_CASE.replace("tiny-ar-SIZE", f"tiny-ar-{size.replace(' ', '').lower()}")
+        body += case.replace("SIZE", size).replace("MEASURED", repr(busbw * factor))
+    return body
+
+
+def test_a_budget_band_judges_the_rows_of_its_sizes(tmp_path: Path) -> None:
+    # Simulated / measured: 1 MiB row 10% off (inside the < 16 MiB band's max 50%), 64 MiB row
+    # exact: the >= 16 MiB band's mean is 0; the overall mean 5% is inside 50%.
+    body = _collective_rows([("1 MiB", 1 / 1.1), ("64 MiB", 1.0)])
+    ok = runner.invoke(
+        app, ["validate", "--corpus", str(_corpus(tmp_path, body, budget=BANDS)), "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    (fam,) = _strict_json(ok.stdout)["families"]
+    bands = fam["summary"]["bands"]
+    assert [b["rows"] for b in bands] == [1, 1]
+    assert bands[0]["judged"] == pytest.approx(0.0, abs=1e-12)
+    assert bands[1]["judged"] == pytest.approx(0.1)
+    # The 64 MiB row 10% off breaks the >= 16 MiB band (5%) though the overall mean is 10%.
+    body = _collective_rows([("1 MiB", 1.0), ("64 MiB", 1 / 1.1)])
+    bad = runner.invoke(
+        app,
+        ["validate", "--corpus", str(_corpus(tmp_path, body, budget=BANDS))],
+        env={"COLUMNS": "250"},
+    )
+    assert bad.exit_code == 1, bad.output
+    assert ">= 16 MiB: mean 10.0% (limit 5%)" in bad.output
+
+
+def test_a_family_that_does_not_gate_is_reported_over_budget_but_passes(
+    tmp_path: Path,
+) -> None:
+    over = GOOD_CASE.replace("measured = 1.0", "measured = 0.5")
+    budget = 'budget = { statistic = "mean", limit = 0.10 }\ngating = false\n'
+    folder = _corpus(tmp_path, over, budget=budget + 'gating_note = "a known gap"\n')
+    out = runner.invoke(app, ["validate", "--corpus", str(folder)], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    assert "OVER BUDGET (not gating: a known gap)" in out.output
+    with pytest.raises(ConfigError, match="gating_note: must say why"):
+        load_corpus(_corpus(tmp_path, over, budget=budget))
+
+
 def test_unsupported_rows_never_fail_the_command(tmp_path: Path) -> None:
     body = """
 [[cases]]
@@ -406,7 +497,13 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
 
     report = validate()
     judged = {f.name: f for f in report.families if f.within_budget is not None}
-    assert {"kernels", "end_to_end"} <= set(judged)
+    assert {"kernels", "end_to_end", "collectives"} <= set(judged)
+    # Known gap, not hidden: the NVLS all-reduce model (two parameters fitted on the 1 MiB and
+    # 1 GiB rows) misses the 8x H100 curve's knee (16-64 MiB) and its smallest sizes, so the
+    # collectives family is over both its size bands (docs/model.md section 5); it is reported
+    # over budget and does not gate while issue 12 is open.
+    over = judged.pop("collectives")
+    assert not over.within_budget and not over.family.gating and not over.fails_run
     for family in judged.values():
         assert family.within_budget, (family.name, family.test_errors)
 
@@ -414,7 +511,7 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
 def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:
     plot = tmp_path / "validation.png"
     result = runner.invoke(app, ["validate", "--quick", "--plot", str(plot)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, result.output  # collectives over budget, not gating
     assert plot.stat().st_size > 0
 
 

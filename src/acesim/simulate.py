@@ -139,6 +139,9 @@ def simulate_collective(
         system=cfg.name,
         shape=list(cfg.network.shape),
         group_size=n,
+        protocol=coll.protocol.name if coll.protocol is not None else None,
+        algorithm=coll.algorithm,
+        comm_units=platform.npus[0].units.peak,
     )
 
 

@@ -185,3 +185,25 @@ def _warn_single_node(system: str, npus: int) -> None:
         err_console.print(
             f"[yellow]warning[/yellow]: {escape(message)}", highlight=False, soft_wrap=True
         )
+
+
+def with_channels(cfg: SystemConfig, channels: int) -> SystemConfig:
+    """``cfg`` with its endpoint's SM kernels running ``channels`` NCCL channels (one thread
+    block on one SM each: the kind's ``channel_fields``); ConfigError naming ``--channels``
+    for a count that is not a whole number from 1 to one fewer than the NPU's units, or an
+    endpoint that runs no SM channels."""
+    from ..hardware.endpoints import ENDPOINT_KINDS
+
+    units = cfg.npu.compute_units
+    if isinstance(channels, bool) or not 1 <= channels < units:
+        raise ConfigError(
+            "--channels", f"must be a whole number from 1 to {units - 1} (npu.compute_units "
+            f"{units} less one for the compute kernel)", channels
+        )
+    kind = ENDPOINT_KINDS.get(cfg.endpoint.kind)
+    if not kind.channel_fields:
+        raise ConfigError(
+            "--channels", f"the {kind.name} endpoint runs no SM channels (use an endpoint of "
+            "SM kernels, e.g. --endpoint baseline)", channels
+        )
+    return cfg.with_endpoint(kind.name, **{name: channels for name in kind.channel_fields})

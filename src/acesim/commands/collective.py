@@ -9,12 +9,14 @@ import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.system import PROTOCOLS
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..network.algorithms import ALGORITHMS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .cases import VARIATION_HELP, cli_system, parse_pairs
+from .cases import VARIATION_HELP, cli_system, parse_pairs, with_channels
 from .common import NODES_HELP, SET_HELP, console, err_console, progress
 
 
@@ -34,6 +36,24 @@ def collective_command(
     with_compute: str | None = typer.Option(
         None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
     ),
+    proto: str | None = typer.Option(
+        None,
+        "--proto",
+        help="force an NCCL protocol (LL, LL128, Simple; like NCCL_PROTO) "
+        "where the system configures collective.protocols; default: the fastest predicted",
+    ),
+    algo: str | None = typer.Option(
+        None,
+        "--algo",
+        help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO); "
+        "default: the fastest predicted among the system's collective.choices",
+    ),
+    channels: int | None = typer.Option(
+        None,
+        "--channels",
+        help="NCCL channels (one thread block on one SM each) the SM "
+        "kernels run, like NCCL_MIN/MAX_NCHANNELS; default: the endpoint's settings",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
@@ -48,6 +68,17 @@ def collective_command(
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
     variation = _links(links, exact) if links else None
+    if proto is not None:
+        if proto not in PROTOCOLS:
+            raise ConfigError("--proto", f"must be one of {', '.join(PROTOCOLS)}", proto)
+        collective = cfg.collective.model_copy(update={"protocol": proto})
+        cfg = cfg.model_copy(update={"collective": collective})
+    if algo is not None:
+        ALGORITHMS.check(algo, "--algo")
+        collective = cfg.collective.model_copy(update={"algorithm": algo})
+        cfg = cfg.model_copy(update={"collective": collective})
+    if channels is not None:
+        cfg = with_channels(cfg, channels)
     results = []
     with progress() as bar:
         task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
@@ -82,12 +113,24 @@ def collective_command(
     table.add_column("time", justify="right")
     for name, (_scale, unit) in scales.items():
         table.add_column(f"{name} ({unit})", justify="right")
+    tuned = any(r.algorithm is not None for r in results)
+    if tuned:
+        table.add_column("algo")
+    protocols = any(r.protocol is not None for r in results)
+    if protocols:
+        table.add_column("protocol")
+    table.add_column("SMs", justify="right")
     if compute:
         table.add_column("kernel slowdown", justify="right")
         table.add_column("coll. slowdown", justify="right")
     for i, r in enumerate(results):
         row = [format_size(r.size), format_time(r.time)]
         row += [f"{rates[name][i] / scale:.4g}" for name, (scale, _unit) in scales.items()]
+        if tuned:
+            row.append(r.algorithm or "-")
+        if protocols:
+            row.append(r.protocol or "-")
+        row.append(f"{r.comm_units:g}")
         if compute and r.compute:
             row += [
                 f"{r.compute['kernel_slowdown']:.3f}x",

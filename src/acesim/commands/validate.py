@@ -56,9 +56,16 @@ def summary_line(f: FamilyReport) -> str:
         verdict = f"{escape(f.name)}: no simulated test rows, nothing to judge ({budget})"
     else:
         state = "within budget" if f.within_budget else "[red]OVER BUDGET[/red]"
+        if f.within_budget is False and not f.family.gating:
+            state += f" (not gating: {escape(f.family.gating_note)})"
+        bands = "".join(
+            f"; {escape(band.label)}: {band.statistic} {_percent(f.band_judged(band))} "
+            f"(limit {band.limit * 100:g}%)"
+            for band in b.bands
+        )
         verdict = (
             f"{escape(f.name)}: {counts['test']} test rows, mean |error| {_percent(f.mean_error)}, "
-            f"max {_percent(f.max_error)} ({budget}): {state}"
+            f"max {_percent(f.max_error)} ({budget}{bands}): {state}"
         )
     rest = [f"{counts['fit']} fit", f"{counts['unsupported']} unsupported"]
     if counts["error"]:
@@ -83,8 +90,9 @@ def validate_command(
         None, "--corpus", hidden=True, help="a folder of family .toml files (tests)"
     ),
 ) -> None:
-    """Compare simulated figures with public measurements; exit 1 when a family's test rows
-    are over its error budget."""
+    """Compare simulated figures with public measurements; exit 1 when a gating family's
+    test rows are over its error budget (a family that does not gate is reported over budget
+    with its reason)."""
     from ..validation import load_corpus, validate
 
     if plot is not None:

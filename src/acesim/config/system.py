@@ -182,6 +182,14 @@ def _check_egress(link_bandwidth: float, links_per_npu: int) -> None:
         )
 
 
+def _check_switch_reduction(kind: str, switch_reduction: bool) -> None:
+    """Only a switch reduces in the network."""
+    if switch_reduction and kind != "switch":
+        raise FieldRuleError(
+            "switch_reduction", f"applies only to a switch dimension, got kind {kind!r}", True
+        )
+
+
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
@@ -193,10 +201,16 @@ class DimensionConfig(Strict):
     link_bandwidth: PositiveBytesPerSecond = Field(description="one link, one direction, B/s")
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="links of this dimension at each NPU")
+    switch_reduction: bool = Field(
+        False,
+        description="the switch reduces in the network (NVLink SHARP on NVSwitch from H100 on, "
+        "SHARP on InfiniBand): in-switch algorithms (nvls) may run here; switch dimensions only",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
+        _check_switch_reduction(self.kind, self.switch_reduction)
         return self
 
 
@@ -212,10 +226,14 @@ class ScaleOutConfig(Strict):
     )
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="scale-out links (NICs) at each NPU")
+    switch_reduction: bool = Field(
+        False, description="the scale-out switches reduce in the network (SHARP)"
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> ScaleOutConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
+        _check_switch_reduction(self.kind, self.switch_reduction)
         return self
 
 
@@ -296,6 +314,29 @@ class NetworkConfig(Strict):
         return tuple(d.size for d in self.dimensions)
 
 
+#: NCCL's protocols (NCCL_PROTO names), in the tuner's order.
+PROTOCOLS = ("LL", "LL128", "Simple")
+#: Algorithms restricted to some protocols: NCCL runs NVLS (in-switch reduction) with Simple
+#: only (its tuner skips LL and LL128 for NVLS).
+PROTOCOLS_OF_ALGORITHM = {"nvls": ("Simple",)}
+
+
+class ProtocolConfig(Strict):
+    """One NCCL protocol of one algorithm: its bandwidth and its latency (docs/model.md)."""
+
+    bandwidth: PositiveFraction = Field(
+        description="fraction of the algorithm's efficiency it carries: LL 0.5 (an 8-byte "
+        "flag per 8 data bytes), LL128 120/128 (8 flag bytes per 128-byte line), Simple 1.0"
+    )
+    base_latency: NonNegativeSeconds = Field(
+        0.0, description="latency paid once per collective, s (NCCL's base latency)"
+    )
+    hop_latency: NonNegativeSeconds = Field(
+        description="per-message delay of the algorithm's steps, s, in place of "
+        "endpoint_delay / nvls_delay (NCCL's per-step hardware latency)"
+    )
+
+
 class CollectiveConfig(Strict):
     """How collectives are decomposed and scheduled."""
 
@@ -304,6 +345,17 @@ class CollectiveConfig(Strict):
         description="per collective op: one algorithm for all dimensions or one per dimension; "
         "default ring, and direct for all-to-all on switch/fully-connected dimensions "
         "(names: the registries of acesim.network; checked when the platform is elaborated)",
+    )
+    choices: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per collective op, the algorithms NCCL's tuner chooses among for each "
+        "collective (the fastest predicted; each applies on the dimensions it can run on, the "
+        "others keep collective.algorithms), e.g. { all-reduce = ['ring', 'nvls'] }",
+    )
+    algorithm: str | None = Field(
+        None,
+        description="force this algorithm (NCCL_ALGO) for every operation that lists it in "
+        "collective.choices; None: the fastest predicted",
     )
     composition: Literal["hierarchical", "per_dimension"] = "hierarchical"
     chunks: PositiveInt = Field(4, description="chunks a collective is split into (dataset splits)")
@@ -321,6 +373,41 @@ class CollectiveConfig(Strict):
     )
     protocol_efficiency: PositiveFraction = Field(
         1.0, description="fraction of link bandwidth carrying payload (protocol overhead)"
+    )
+    nvls_efficiency: PositiveFraction | None = Field(
+        None,
+        description="fraction of link bandwidth carrying payload in NVLS (in-switch reduction) "
+        "steps, in place of protocol_efficiency (None: protocol_efficiency)",
+    )
+    nvls_delay: NonNegativeSeconds | None = Field(
+        None,
+        description="per-message delay of NVLS steps, s, in place of endpoint_delay "
+        "(None: endpoint_delay)",
+    )
+    nvls_chunk_bytes: PositiveBytes = Field(
+        131072,
+        description="NVLS chunk size, bytes (NCCL_NVLS_CHUNKSIZE, 128 KiB in NCCL 2.18-2.27): "
+        "the largest chunk; smaller buffers use smaller chunks by NCCL's rule "
+        "(acesim.network.plan.nvls_chunk)",
+    )
+    nvls_loop_latency: NonNegativeSeconds = Field(
+        0.0,
+        description="NVLS synchronisation per NCCL loop, s: each loop moves nvls_channels x p x "
+        "chunk bytes of the buffer (its scatter, switch reduce-multicast and gather warps "
+        "hand over through flags once per loop); 0: none",
+    )
+    nvls_channels: PositiveInt = Field(
+        16, description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
+        "nvls_channels x p x chunk bytes)"
+    )
+    protocols: dict[str, dict[str, ProtocolConfig]] = Field(
+        default_factory=dict,
+        description="per algorithm, its NCCL protocols (LL, LL128, Simple): each collective "
+        "runs the one predicted fastest (latency + bytes / bandwidth); algorithms not listed "
+        "run as without protocols (endpoint_delay, protocol_efficiency)",
+    )
+    protocol: str | None = Field(
+        None, description="force this protocol (NCCL_PROTO) where configured; None: the fastest"
     )
     max_messages: PositiveInt = Field(
         5_000_000,
@@ -341,6 +428,60 @@ class CollectiveConfig(Strict):
                     err = algorithms.unknown(name)
                     where = f"{op}[{i}]" if isinstance(choice, list) else op
                     raise FieldRuleError(where, err.rule, name, hint=err.hint)
+        return value
+
+    @field_validator("choices")
+    @classmethod
+    def _choices(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        ops, algorithms = listed("collective operation"), listed("algorithm")
+        for op, names in value.items():
+            if ops is not None and op not in ops:
+                err = ops.unknown(op)
+                raise FieldRuleError(op, f"unknown collective operation; {err.rule}", hint=err.hint)
+            if not names:
+                raise FieldRuleError(op, "must list at least one algorithm", names)
+            if len(set(names)) != len(names):
+                raise FieldRuleError(op, "must not list an algorithm twice", names)
+            for i, name in enumerate(names):
+                if algorithms is not None and name not in algorithms:
+                    err = algorithms.unknown(name)
+                    raise FieldRuleError(f"{op}[{i}]", err.rule, name, hint=err.hint)
+        return value
+
+    @field_validator("algorithm")
+    @classmethod
+    def _forced_algorithm(cls, value: str | None) -> str | None:
+        algorithms = listed("algorithm")
+        if value is not None and algorithms is not None and value not in algorithms:
+            err = algorithms.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+    @field_validator("protocols")
+    @classmethod
+    def _protocols(
+        cls, value: dict[str, dict[str, ProtocolConfig]]
+    ) -> dict[str, dict[str, ProtocolConfig]]:
+        algorithms = listed("algorithm")
+        for algo, table in value.items():
+            if algorithms is not None and algo not in algorithms:
+                err = algorithms.unknown(algo)
+                raise FieldRuleError(algo, err.rule, algo, hint=err.hint)
+            allowed = PROTOCOLS_OF_ALGORITHM.get(algo, PROTOCOLS)
+            if not table:
+                raise FieldRuleError(algo, "must list at least one protocol", table)
+            for name in table:
+                if name not in allowed:
+                    raise FieldRuleError(
+                        f"{algo}.{name}", f"must be one of {', '.join(allowed)}", name
+                    )
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROTOCOLS:
+            raise FieldRuleError("", f"must be one of {', '.join(PROTOCOLS)}", value)
         return value
 
 

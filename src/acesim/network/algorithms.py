@@ -20,6 +20,20 @@ Steps per algorithm (p NPUs in the dimension):
   the data. Modelled by its per-level cost: ``2 ceil(log2 p)`` levels (reduce up, broadcast
   down), each moving ``D/2`` on each tree, so ``D`` per NPU per level. One chunk then takes
   ``2 ceil(log2 p) (a + D/B)``; pipelining comes from chunking.
+* nvls (all-reduce only, switch dimensions): NVIDIA NVLink SHARP, in-switch reduction. Each NPU
+  reduce-scatters through the switch (``multimem.ld_reduce``: the switch reads every NPU's copy
+  of one ``D/p`` slice, reduces it and returns the sum) and all-gathers through it
+  (``multimem.st``: one write of the reduced slice is multicast to all ``p``). Per NPU the link
+  carries, in each direction, ``D`` (every slice of its copy goes up to be reduced; every
+  reduced slice comes down) plus ``D/p`` (its own reduced slice back down, then up to be
+  multicast): ``D(p+1)/p`` each way against the ring's ``2D(p-1)/p``. The two directions
+  overlap (NCCL pipelines the load-reduce of one piece with the multicast store of the
+  previous), and only the sender's egress is modelled, so it is two steps on egress: an
+  ``nvls_reduce`` step of ``p-1`` messages of ``D/(p-1)`` (``D`` up) and an ``nvls_gather``
+  step of ``p-1`` messages of ``D/(p(p-1))`` (``D/p`` up). Their egress time is the
+  overlapped time; the second step's downstream ``D`` is the first's upstream ``D`` mirrored.
+  The reduction happens in the switch: endpoints charge no reduction, and memory traffic is one
+  read and one write of the buffer (endpoint accounting by the two step kinds).
 """
 
 from __future__ import annotations
@@ -35,6 +49,12 @@ from ..registry import Registry
 REDUCE = "reduce"
 GATHER = "gather"
 ALLTOALL = "alltoall"
+#: NVLS steps (in-switch reduction): the load-reduce upload and the multicast-store upload.
+NVLS_REDUCE = "nvls_reduce"
+NVLS_GATHER = "nvls_gather"
+#: The step kinds of in-switch (NVLS) collectives: they run at ``collective.nvls_efficiency``
+#: with ``collective.nvls_delay`` per step instead of the SM protocol's settings.
+NVLS_KINDS = frozenset({NVLS_REDUCE, NVLS_GATHER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +66,8 @@ class Step:
         pattern: ``next`` (coordinate + 1), ``xor`` (coordinate ^ distance) or ``all`` (every
             other coordinate).
         distance: XOR distance for the ``xor`` pattern.
-        kind: ``reduce``, ``gather`` or ``alltoall`` (endpoint accounting).
+        kind: ``reduce``, ``gather``, ``alltoall``, ``nvls_reduce`` or ``nvls_gather``
+            (endpoint accounting).
     """
 
     message_bytes: float
@@ -83,14 +104,15 @@ class Algorithm:
         summary: one line for help texts and docs tables.
         steps: ``steps(phase_op, p, data_bytes)`` -> the steps of ``phase_op`` on ``p`` NPUs
             with per-NPU buffer ``data_bytes`` (see the module docstring).
-        problem: ``problem(phase_op, dimension_kind, p)`` -> why it cannot run there, or None.
+        problem: ``problem(phase_op, dimension_kind, p, switch_reduction)`` -> why it cannot
+            run there, or None (``switch_reduction``: the dimension's switch can reduce).
         phase_ops: the phase operations it implements.
     """
 
     name: str
     summary: str
     steps: Callable[[str, int, float], list[Step]]
-    problem: Callable[[str, str, int], str | None]
+    problem: Callable[[str, str, int, bool], str | None]
     phase_ops: tuple[str, ...] = PHASE_OPS
 
 
@@ -153,12 +175,31 @@ def _tree_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     return up + down
 
 
-def _anywhere(op: str, kind: str, size: int) -> str | None:
+def _nvls_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    # all-reduce only (phase_ops): D up for the load-reduce, D/p up for the multicast store
+    return [
+        Step(data_bytes / (p - 1), "all", 0, NVLS_REDUCE),
+        Step(data_bytes / (p * (p - 1)), "all", 0, NVLS_GATHER),
+    ]
+
+
+def _on_a_switch(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+    if kind != "switch":
+        return f"needs a switch dimension (the reduction happens in the switch), got a {kind}"
+    if not switch_reduction:
+        return (
+            "needs a switch that reduces (switch_reduction = true on the dimension: NVSwitch "
+            "with NVLink SHARP, from the third generation, H100 on)"
+        )
     return None
 
 
-def _needs_direct_links(name: str) -> Callable[[str, str, int], str | None]:
-    def problem(op: str, kind: str, size: int) -> str | None:
+def _anywhere(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+    return None
+
+
+def _needs_direct_links(name: str) -> Callable[[str, str, int, bool], str | None]:
+    def problem(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
         if name == "halving_doubling" and not _is_pow2(size):
             return f"needs a power-of-two size, got {size}"
         if kind == "ring" and size > (3 if name == "direct" else 2):
@@ -197,16 +238,31 @@ ALGORITHMS.register(
     ),
 )
 
+ALGORITHMS.register(
+    "nvls",
+    Algorithm(
+        "nvls",
+        "NVLink SHARP: reduction and multicast in the switch, D(p+1)/p each way (all-reduce, "
+        "switch dimensions only)",
+        _nvls_steps,
+        _on_a_switch,
+        phase_ops=("all-reduce",),
+    ),
+)
 
-def check_algorithm(algorithm: str, op: str, kind: str, size: int, where: str) -> None:
+
+def check_algorithm(
+    algorithm: str, op: str, kind: str, size: int, where: str, switch_reduction: bool = False
+) -> None:
     """Raise :class:`~acesim.errors.ConfigError` for an unknown algorithm and
-    :class:`TopologyError` if ``algorithm`` cannot run ``op`` on this dimension."""
+    :class:`TopologyError` if ``algorithm`` cannot run ``op`` on this dimension (of ``kind``,
+    ``size`` NPUs; ``switch_reduction``: its switch can reduce)."""
     algo = ALGORITHMS.get(algorithm, where)
     if op not in algo.phase_ops:
         raise TopologyError(
             f"{where}: algorithm {algorithm!r} runs only {', '.join(algo.phase_ops)}, not {op}"
         )
-    problem = algo.problem(op, kind, size)
+    problem = algo.problem(op, kind, size, switch_reduction)
     if problem:
         raise TopologyError(f"{where}: algorithm {algorithm!r} {problem}")
 

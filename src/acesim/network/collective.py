@@ -9,10 +9,12 @@ fed: a chunk's later phase does not overtake a waiting chunk's first phase, whic
 a bubble in the pipeline and make a faster dimension finish later).
 
 A step at an NPU sends its messages; each message is a fluid activity demanding the NPU's
-egress capacity on the dimension plus whatever the collective endpoint charges per network
-byte (HBM bytes, comm-unit throughput, engine ALU/DMA). When a message is on the wire it is
-delivered after the link latency plus the fixed per-message endpoint delay. A step completes at
-an NPU when its own messages are out and its peers' messages for that step have arrived.
+egress capacity on the dimension, the receiver's ingress capacity on it (the same links in the
+other direction: many senders to one receiver share that receiver's ingress, incast) plus
+whatever the collective endpoint charges per network byte (HBM bytes, comm-unit throughput,
+engine ALU/DMA). When a message is on the wire it is delivered after the link latency plus
+the fixed per-message endpoint delay. A step completes at an NPU when its own messages are out
+and its peers' messages for that step have arrived.
 
 A collective runs on a communicator group (:mod:`acesim.network.group`): whole dimensions, a
 slice of a dimension (TP=4 inside an 8-GPU switch) or strided members; groups that run at the
@@ -20,11 +22,27 @@ same time share the egress capacity of the dimensions they use. Waiting chunks a
 priority first (``collective.priorities = "blocking_first"``: collectives the training loop
 blocks on go before the others), then as above.
 
+Steps of in-switch (NVLS) collectives (:data:`~acesim.network.algorithms.NVLS_KINDS`) run at
+``collective.nvls_efficiency`` of the link bandwidth (each of their bytes weighs
+``protocol_efficiency / nvls_efficiency`` on the egress capacity) and their messages are
+delivered ``link_latency + nvls_delay`` after they are out (both default to the SM protocol's
+``protocol_efficiency`` and ``endpoint_delay``).
+
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
 
-In exact mode the members of a group admit chunk phases on a dimension in one agreed order
-(:mod:`acesim.network.agreement`), so NPUs that run at different speeds cannot deadlock.
+Where ``collective.choices`` lists algorithms for an operation, each collective runs the one
+:func:`~acesim.network.plan.choose_algorithm` predicts fastest (or ``collective.algorithm``).
+Where ``collective.protocols`` configures NCCL protocols (LL, LL128, Simple) for an algorithm,
+each collective runs the one :func:`~acesim.network.plan.choose_protocol` predicts fastest (or
+``collective.protocol``): its phases' bytes weigh ``1 / bandwidth`` more on the egress
+capacity, their messages are delivered ``link_latency + hop_latency`` after they are out, and
+each rank starts ``base_latency`` after it joins; so it does the NVLS loops' synchronisation
+(:func:`~acesim.network.plan.nvls_sync_latency`; the same total as paying it loop by loop when
+nothing else contends).
+
+In exact mode chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so
+NPUs that run at different speeds cannot deadlock.
 
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
@@ -45,11 +63,18 @@ from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
 from .agreement import LineOrders
-from .algorithms import Step
+from .algorithms import NVLS_KINDS, Step
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
-from .plan import Phase, build_phases, validate_algorithms
+from .plan import (
+    AlgorithmChoice,
+    Phase,
+    ProtocolChoice,
+    choose_algorithm,
+    nvls_sync_latency,
+    validate_algorithms,
+)
 from .shares import MessageShares
 from .topology import Topology
 
@@ -87,12 +112,23 @@ class Collective:
     bytes_sent_per_dim: dict[int, float] = field(default_factory=dict)
     on_rank_done: Callable[[Collective, int], Any] | None = None
     on_done: Callable[[Collective], Any] | None = None
+    #: the NCCL protocol it runs (None: no protocols configured) and its per-phase terms
+    protocol: ProtocolChoice | None = None
+    #: the algorithm the tuner chose among ``collective.choices`` (None: no choice configured)
+    algorithm: str | None = None
+    #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_sync_latency), s
+    sync_latency: float = 0.0
 
     @property
     def duration(self) -> float:
         if self.finished is None:
             raise TopologyError(f"collective {self.label or self.id} has not finished")
         return self.finished - self.issued
+
+    @property
+    def algorithms(self) -> frozenset[str]:
+        """The algorithms of its phases (endpoints hold kernels' units by algorithm)."""
+        return frozenset(p.algorithm for p in self.phases)
 
 
 def _messages(chunks: int, phases: list[Phase]) -> int:
@@ -176,13 +212,31 @@ class CollectiveRuntime:
             ]
             for r in self.ranks
         ]
+        #: what each NPU can receive from a dimension: the same links, the other direction
+        self.ingress: list[list[Resource]] = [
+            [
+                engine.add_resource(f"npu{r}.{d.name}.ingress", d.egress_bandwidth)
+                for d in topology.dimensions
+            ]
+            for r in self.ranks
+        ]
         self._queues = [[_DimQueue() for _ in topology.dimensions] for _ in self.ranks]
         self._runs: dict[tuple[int, int, int], _ChunkRun] = {}
         self._next_id = 0
         self._arrivals = 0  # tie-breaker of waiting chunks: order of arrival
         self.delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
-        #: exact mode with per-link latencies (:meth:`set_link`): each rank's delays
-        self.rank_delays: list[list[float]] | None = None
+        nvls_delay = config.endpoint_delay if config.nvls_delay is None else config.nvls_delay
+        #: per dimension, the delivery delay of NVLS messages
+        self.nvls_delays = [d.latency + nvls_delay for d in topology.dimensions]
+        nvls_eff = (
+            config.protocol_efficiency if config.nvls_efficiency is None else config.nvls_efficiency
+        )
+        #: egress capacity one byte of an NVLS message takes, per byte (see module)
+        self.nvls_weight = config.protocol_efficiency / nvls_eff
+        #: the per-message delay of NVLS steps after the link latency (s)
+        self.nvls_delay = nvls_delay
+        #: exact mode with per-link latencies (:meth:`set_link`): each rank's link latency, s
+        self.rank_latencies: list[list[float]] | None = None
         # Hot-path shortcuts (same behaviour): endpoints that keep the base class's no-op step
         # hooks are not called per step, and point-to-point destinations are computed once per
         # (rank, dimension, group axis, pattern).
@@ -208,9 +262,11 @@ class CollectiveRuntime:
         if bandwidth is not None:
             self.engine.set_capacity(self.egress[rank][dim], bandwidth)
         if latency is not None:
-            if self.rank_delays is None:
-                self.rank_delays = [list(self.delays) for _ in self.ranks]
-            self.rank_delays[rank][dim] = latency + self.config.endpoint_delay
+            if self.rank_latencies is None:
+                self.rank_latencies = [
+                    [d.latency for d in self.topology.dimensions] for _ in self.ranks
+                ]
+            self.rank_latencies[rank][dim] = latency
 
     # -- issuing -----------------------------------------------------------------------------
     def issue(
@@ -238,7 +294,8 @@ class CollectiveRuntime:
         reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
         that will ever join (None: every simulated rank).
         """
-        axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
+        axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
+        phases, protocol = choice.phases, choice.protocol
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
         members = 1
         for axis in axes:
@@ -260,6 +317,9 @@ class CollectiveRuntime:
             on_rank_done=on_rank_done,
             on_done=on_done,
             members=joining,
+            protocol=protocol,
+            algorithm=choice.algorithm,
+            sync_latency=nvls_sync_latency(self.config, phases, chunks),
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -276,6 +336,19 @@ class CollectiveRuntime:
     ) -> tuple[tuple[Axis, ...], int, list[Phase]]:
         """The group's axes, the chunk count and one chunk's phases for ``op`` of ``size``
         bytes, without issuing anything (errors as :meth:`issue`'s)."""
+        axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
+        return axes, chunks, choice.phases
+
+    def choose(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        group: Group | None = None,
+    ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
+        """The group's axes, the chunk count and the tuner's choice (algorithm, one chunk's
+        phases, protocol) for ``op`` of ``size`` bytes, without issuing anything."""
         COLLECTIVE_OPS.get(op)
         if not size >= 0 or size == math.inf:
             raise TopologyError(f"collective size must be finite and >= 0, got {size}")
@@ -294,8 +367,10 @@ class CollectiveRuntime:
                     "endpoint more buffer or let it stage chunks another way",
                 )
             chunks *= math.ceil(pieces)
-        phases = build_phases(self.config, self.topology, op, size / chunks, axes)
-        return axes, chunks, phases
+        choice = choose_algorithm(
+            self.config, self.topology, op, size / chunks, axes, chunks, self.endpoint.step_kinds
+        )
+        return axes, chunks, choice
 
     def messages_per_rank(
         self,
@@ -327,10 +402,18 @@ class CollectiveRuntime:
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` starts its part of ``coll`` now."""
         coll.chunks_left[rank] = coll.chunks
-        self.endpoint.collective_started(rank)
+        self.endpoint.collective_started(rank, coll.algorithms)
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
+        base = coll.protocol.base_latency if coll.protocol is not None else 0.0
+        base += coll.sync_latency
+        if base > 0:
+            self.engine.schedule(base, self._start_chunks, coll, rank)
+        else:
+            self._start_chunks(coll, rank)
+
+    def _start_chunks(self, coll: Collective, rank: int) -> None:
         in_bytes, _out, footprint = self._chunk_bytes(coll)
         for c in range(coll.chunks):
             run = self._run_for(coll, rank, c)
@@ -430,15 +513,23 @@ class CollectiveRuntime:
                 cached = self._dests[key] = self._destinations(rank, phase, step)
             dests = cached
         run.sends_out = len(dests)
-        demand = {self.egress[rank][dim]: 1.0}
+        nvls = step.kind in NVLS_KINDS
+        weight = self.nvls_weight if nvls else 1.0
+        if coll.protocol is not None and coll.protocol.factors:
+            weight /= coll.protocol.factors[run.phase]
+        demand = {self.egress[rank][dim]: weight}
         demand.update(self.endpoint.message_demand(rank, step.kind))
         shares = self.shares
         track = "message" if rank == 0 else None
+        ingress = self.ingress
         for dest in dests:
+            # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
+            message = dict(demand)
+            message[ingress[dest][dim]] = weight
             shares.start(
                 run.rank,
                 step.message_bytes,
-                demand,
+                message,
                 self._sent,
                 tag=(run, dest, run.phase, run.step),
                 track=track,
@@ -451,9 +542,21 @@ class CollectiveRuntime:
         coll.bytes_sent += nbytes
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
-        delays = self.delays if self.rank_delays is None else self.rank_delays[run.rank]
+        nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
+        hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
+        if self.rank_latencies is None:
+            delay = (self.nvls_delays if nvls else self.delays)[dim]
+            if hop is not None:
+                delay = self.topology.dimensions[dim].latency + hop
+        else:  # per-rank link latencies (set_link)
+            extra = (
+                hop
+                if hop is not None
+                else (self.nvls_delay if nvls else self.config.endpoint_delay)
+            )
+            delay = self.rank_latencies[run.rank][dim] + extra
         self.engine.call(
-            delays[dim], self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+            delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1
         if run.sends_out == 0:
@@ -518,7 +621,7 @@ class CollectiveRuntime:
         if left > 0:
             return
         coll.rank_finished[rank] = self.engine.now
-        self.endpoint.collective_finished(rank)
+        self.endpoint.collective_finished(rank, coll.algorithms)
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, rank)
         if coll.expected is None:

@@ -4,7 +4,8 @@ The collective runtime (:mod:`acesim.network.collective`) asks the endpoint, at 
 collective, what that level costs at a rank:
 
 * per collective: ``collective_started`` / ``collective_finished`` (hold compute units for the
-  whole collective, as NCCL's persistent kernels do);
+  whole collective, as NCCL's persistent kernels do; told the algorithms of its phases, since
+  an NVLS kernel holds a different number of units than a ring kernel);
 * per chunk: ``chunk_begin`` / ``chunk_end`` (stage the chunk through an SRAM, read it from HBM
   once and write the result once) and ``max_chunk_bytes`` (split chunks that do not fit);
 * per step: ``step_begin`` / ``step_end`` (hold compute units, or wait for a setup latency,
@@ -23,8 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..engine import Resource
+from .algorithms import ALLTOALL, GATHER, REDUCE
 
-__all__ = ["Endpoint"]
+__all__ = ["Endpoint", "SM_FREE_STEP_KINDS"]
+
+#: The step kinds an engine that is not an SM kernel runs: point-to-point reduce, gather and
+#: all-to-all steps (not the switch's multimem load-reduce and multicast store).
+SM_FREE_STEP_KINDS = frozenset({REDUCE, GATHER, ALLTOALL})
 
 
 class Endpoint:
@@ -33,6 +39,9 @@ class Endpoint:
     name = "ideal"
     #: max-min weight of this endpoint's message activities against compute kernels
     message_weight = 1.0
+    #: the step kinds it can run (None: every kind); the tuner offers only algorithms whose
+    #: steps it can run (a copy engine or ACE cannot issue NVLS multimem operations)
+    step_kinds: frozenset[str] | None = None
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         """The HBM resource the rank's messages draw on and the memory-level parallelism (in
@@ -71,8 +80,8 @@ class Endpoint:
         """Largest chunk the endpoint handles at once (bytes); larger chunks are split."""
         return None
 
-    def collective_started(self, rank: int) -> None:
-        """A collective became active at ``rank``."""
+    def collective_started(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+        """A collective whose phases run ``algorithms`` became active at ``rank``."""
 
-    def collective_finished(self, rank: int) -> None:
-        """A collective finished at ``rank``."""
+    def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+        """A collective whose phases run ``algorithms`` finished at ``rank``."""

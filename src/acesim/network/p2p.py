@@ -4,7 +4,8 @@ A message from ``src`` to ``dst`` travels, in dimension order, one hop per dimen
 their coordinates differ (a switch or fully connected dimension is one hop; on a ring the
 message also takes one modelled hop, with the ring's per-NPU egress capacity — multi-hop ring
 routing is not modelled). Each hop is a fluid activity on the egress capacity of the NPU it
-leaves from, charged like an all-to-all byte by the endpoint, followed by the hop's latency
+leaves from and the ingress capacity of the NPU it reaches (many senders to one receiver share
+its ingress: incast), charged like an all-to-all byte by the endpoint, followed by the hop's latency
 plus the per-message endpoint delay. Point-to-point traffic names absolute peers, so it is
 simulated in exact mode only.
 """
@@ -61,7 +62,7 @@ class PointToPoint:
     ) -> None:
         rt = self.rt
         dim, nxt = hops[index]
-        demand = {rt.egress[sim_rank][dim]: 1.0}
+        demand = {rt.egress[sim_rank][dim]: 1.0, rt.ingress[nxt][dim]: 1.0}
         demand.update(rt.endpoint.message_demand(sim_rank, ALLTOALL))
 
         def sent(_act: Activity) -> None:

@@ -3,20 +3,36 @@
 The operation (:mod:`acesim.network.ops`) says which phase runs on which axis with how much
 data; the configured algorithm of each (operation, dimension) (:mod:`acesim.network.algorithms`)
 turns a phase into steps. ``double_binary_tree`` runs only the all-reduce phase of a
-hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``.
+hierarchical all-reduce; its reduce-scatter and all-gather phases use ``ring``. So does
+``nvls`` (in-switch reduction, all-reduce on a switch dimension only).
+
+Where ``collective.protocols`` configures NCCL protocols for an algorithm,
+:func:`choose_protocol` picks the one a collective runs (see it); where ``collective.choices``
+lists algorithms for an operation, :func:`choose_algorithm` picks one per collective, as
+NCCL's tuner does.
+
+NVLS loops (:func:`nvls_sync_latency`): NCCL's NVLS kernel moves a buffer in loops of
+``channels x p x chunk`` bytes (``p`` heads, one per NPU; 16 channels), the chunk shrinking for
+smaller buffers by NCCL's rule (NCCL 2.18 ``enqueue.cc``: 128 KiB, halved to 64 KiB below
+``64 x channels x p x 128 KiB``, to 32 KiB below ``8 x ... x 64 KiB``, to 16 KiB below
+``2 x ... x 32 KiB``). Each loop pays ``collective.nvls_loop_latency`` of synchronisation
+between its scatter, reduce-multicast and gather warps, in series with its transfer: the
+collective's NVLS phases take ``loops x nvls_loop_latency`` more, which is why NVLS bandwidth
+keeps rising with size long after latency stops mattering (smaller chunks, more loops per byte).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config.system import CollectiveConfig
-from ..errors import TopologyError
-from .algorithms import Step, check_algorithm, phase_steps
+from ..config.system import PROTOCOLS, CollectiveConfig, ProtocolConfig
+from ..errors import ConfigError, TopologyError
+from .algorithms import ALGORITHMS, Step, check_algorithm, phase_steps
 from .group import Axis
 from .ops import COLLECTIVE_OPS
-from .topology import Topology
+from .topology import Dimension, Topology
 
 
 @dataclass(frozen=True)
@@ -68,23 +84,257 @@ def validate_algorithms(cfg: CollectiveConfig, topology: Topology) -> None:
         build_phases(cfg, topology, op, 1.0, axes)
 
 
+def _can_run(algorithm: str, phase_op: str, d: Dimension, size: int) -> bool:
+    algo = ALGORITHMS.get(algorithm)
+    return phase_op in algo.phase_ops and not algo.problem(
+        phase_op, d.kind, size, d.switch_reduction
+    )
+
+
 def build_phases(
-    cfg: CollectiveConfig, topology: Topology, op: str, size: float, axes: Sequence[Axis]
+    cfg: CollectiveConfig,
+    topology: Topology,
+    op: str,
+    size: float,
+    axes: Sequence[Axis],
+    override: str | None = None,
 ) -> list[Phase]:
-    """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module)."""
+    """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module).
+
+    ``override``: an algorithm that runs ``op``'s phases wherever it can (the tuner's
+    candidate); elsewhere the configured algorithm runs.
+    """
     spec = COLLECTIVE_OPS.get(op)
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
         axis = axes[index]
-        algo = algorithm_for(cfg, topology, algo_op, axis.dim)
+        d = topology.dimensions[axis.dim]
+        if (
+            override is not None
+            and algo_op == op
+            and _can_run(override, phase_op, d, axis.size)
+        ):
+            algo = override
+        else:
+            algo = algorithm_for(cfg, topology, algo_op, axis.dim)
         if algo == "double_binary_tree" and phase_op != "all-reduce":
             algo = "ring"  # trees run only the all-reduce phase of a hierarchical all-reduce
-        d = topology.dimensions[axis.dim]
-        check_algorithm(algo, phase_op, d.kind, axis.size, f"collective.algorithms.{algo_op}")
+        if algo == "nvls" and algo_op == "all-reduce" and phase_op != "all-reduce":
+            algo = "ring"  # so does NVLS; chosen for another operation, it is refused below
+        check_algorithm(
+            algo,
+            phase_op,
+            d.kind,
+            axis.size,
+            f"collective.algorithms.{algo_op}",
+            d.switch_reduction,
+        )
         steps = tuple(phase_steps(phase_op, algo, axis.size, data))
         phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
 
     if axes:
         spec.compose(add, [a.size for a in axes], size, cfg.composition)
     return phases
+
+
+@dataclass(frozen=True)
+class ProtocolChoice:
+    """The protocol a collective runs (NCCL's tuner: the fastest predicted) and what it does
+    to each phase: ``factors`` (bandwidth, a fraction of the algorithm's efficiency) and
+    ``hop_latencies`` (per-message delay in place of the default; None: the default)."""
+
+    name: str | None
+    base_latency: float = 0.0
+    factors: tuple[float, ...] = ()
+    hop_latencies: tuple[float | None, ...] = ()
+    #: the predicted time of each candidate protocol, s
+    predicted: tuple[tuple[str, float], ...] = ()
+    #: the predicted time of the chosen protocol (the tuner's cost), s
+    time: float = 0.0
+
+
+def choose_protocol(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    phases: Sequence[Phase],
+    chunks: int,
+    forced: str | None = None,
+) -> ProtocolChoice:
+    """Pick the protocol of a collective whose chunks go through ``phases``.
+
+    The candidates are the protocols every phase's algorithm lists in ``cfg.protocols``
+    (phases of algorithms it does not list run as without protocols). Each is predicted, as
+    NCCL's tuner does, as latency plus bytes over bandwidth: the largest ``base_latency`` of
+    the phases' algorithms, each step's ``link_latency + hop_latency``, and each phase's bytes
+    (all chunks) over its dimension's egress bandwidth times the protocol's ``bandwidth``
+    factor (times ``nvls_efficiency / protocol_efficiency`` on NVLS phases). The fastest wins
+    (``forced``, NCCL_PROTO, overrides). No phase with protocols: ``name`` None, nothing
+    changes.
+    """
+    tables = [cfg.protocols.get(p.algorithm) for p in phases]
+    if not any(tables):
+        if forced is not None:
+            raise ConfigError(
+                "collective.protocol",
+                f"{forced} is forced, but no algorithm of this collective "
+                f"({', '.join(sorted({p.algorithm for p in phases})) or 'none'}) has "
+                "collective.protocols configured",
+            )
+        return ProtocolChoice(
+            None,
+            factors=(1.0,) * len(phases),
+            hop_latencies=(None,) * len(phases),
+            time=_predict(cfg, topology, phases, [None] * len(phases), chunks, None),
+        )
+    candidates = [
+        name for name in PROTOCOLS if all(t is None or name in t for t in tables)
+    ]
+    if forced is not None:
+        if forced not in candidates:
+            raise ConfigError(
+                "collective.protocol",
+                f"{forced} is not configured for every algorithm of this collective "
+                f"(they share: {', '.join(candidates) or 'none'})",
+            )
+        candidates = [forced]
+    if not candidates:
+        raise ConfigError(
+            "collective.protocols",
+            "the algorithms of this collective share no protocol: "
+            + ", ".join(
+                f"{p.algorithm}: {', '.join(t)}"
+                for p, t in zip(phases, tables, strict=True)
+                if t
+            ),
+        )
+    best: tuple[float, str] | None = None
+    predicted: list[tuple[str, float]] = []
+    for name in candidates:
+        time = _predict(cfg, topology, phases, tables, chunks, name)
+        predicted.append((name, time))
+        if best is None or time < best[0]:
+            best = (time, name)
+    assert best is not None
+    chosen = best[1]
+    factors = tuple(1.0 if t is None else t[chosen].bandwidth for t in tables)
+    hops = tuple(None if t is None else t[chosen].hop_latency for t in tables)
+    base = max((t[chosen].base_latency for t in tables if t is not None), default=0.0)
+    return ProtocolChoice(chosen, base, factors, hops, tuple(predicted), best[0])
+
+
+def nvls_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
+    """NCCL's NVLS chunk for a buffer of ``size`` bytes over ``heads`` NPUs (module), bytes."""
+    chunk = float(cfg.nvls_chunk_bytes)
+    ops = cfg.nvls_channels * heads
+    for below, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+        if size < below * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
+def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: int) -> float:
+    """The NVLS loops' synchronisation of a collective whose ``chunks`` chunks go through
+    ``phases`` (module), s: ``loops x collective.nvls_loop_latency`` over its NVLS phases."""
+    if cfg.nvls_loop_latency <= 0:
+        return 0.0
+    total = 0.0
+    for phase in phases:
+        if phase.algorithm != "nvls":
+            continue
+        size = phase.data_bytes * chunks
+        loop = cfg.nvls_channels * phase.size * nvls_chunk(cfg, size, phase.size)
+        total += math.ceil(size / loop) * cfg.nvls_loop_latency
+    return total
+
+
+def _predict(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    phases: Sequence[Phase],
+    tables: Sequence[dict[str, ProtocolConfig] | None],
+    chunks: int,
+    name: str | None,
+) -> float:
+    """The tuner's time of ``phases`` (all chunks) under protocol ``name`` (see
+    :func:`choose_protocol`), s."""
+    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
+    time = 0.0
+    base = 0.0
+    for phase, table in zip(phases, tables, strict=True):
+        d = topology.dimensions[phase.dim]
+        weight = 1.0
+        if phase.algorithm == "nvls":
+            weight = cfg.protocol_efficiency / nvls_eff
+        hop = cfg.endpoint_delay
+        if phase.algorithm == "nvls" and cfg.nvls_delay is not None:
+            hop = cfg.nvls_delay
+        if table is not None and name is not None:
+            proto = table[name]
+            weight /= proto.bandwidth
+            hop = proto.hop_latency
+            base = max(base, proto.base_latency)
+        time += len(phase.steps) * (d.latency + hop)
+        time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
+    return time + base + nvls_sync_latency(cfg, phases, chunks)
+
+
+@dataclass(frozen=True)
+class AlgorithmChoice:
+    """What the tuner picked for one collective: the candidate algorithm (None: no
+    ``collective.choices`` for the operation), the phases it gives, their protocol, and the
+    predicted time of every candidate (s)."""
+
+    algorithm: str | None
+    phases: list[Phase]
+    protocol: ProtocolChoice
+    predicted: tuple[tuple[str, float], ...] = ()
+
+
+def choose_algorithm(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    op: str,
+    chunk_bytes: float,
+    axes: Sequence[Axis],
+    chunks: int,
+    step_kinds: frozenset[str] | None = None,
+) -> AlgorithmChoice:
+    """NCCL's tuner: among ``collective.choices[op]`` (or the forced ``collective.algorithm``)
+    the algorithm whose phases, under their best protocol, are predicted fastest (latency plus
+    bytes over bandwidth, :func:`choose_protocol`). A candidate runs the phases it can run
+    (``nvls`` the all-reduce phase on a switch that reduces); the others keep
+    ``collective.algorithms``. Ties go to the earlier candidate. A candidate with steps the
+    endpoint cannot run (``step_kinds``; None: any) is not offered. Without choices or a
+    forced algorithm, the configured algorithms with their best protocol."""
+    names = cfg.choices.get(op)
+    if cfg.algorithm is not None:
+        names = [cfg.algorithm]
+    if not names:
+        phases = build_phases(cfg, topology, op, chunk_bytes, axes)
+        return AlgorithmChoice(None, phases, choose_protocol(cfg, topology, phases, chunks,
+                                                             cfg.protocol))
+    best: AlgorithmChoice | None = None
+    predicted: list[tuple[str, float]] = []
+    problems: list[str] = []
+    for name in names:
+        phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=name)
+        if phases and name not in {p.algorithm for p in phases}:
+            problems.append(f"{name} cannot run {op} on any dimension of this group")
+            continue
+        kinds = {step.kind for phase in phases for step in phase.steps}
+        if step_kinds is not None and not kinds <= step_kinds:
+            problems.append(f"{name} needs steps the endpoint cannot run")
+            continue
+        try:
+            protocol = choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
+        except ConfigError as exc:
+            problems.append(f"{name}: {exc.rule}")
+            continue
+        predicted.append((name, protocol.time))
+        if best is None or protocol.time < best.protocol.time:
+            best = AlgorithmChoice(name, phases, protocol)
+    if best is None:
+        field = "collective.algorithm" if cfg.algorithm is not None else f"collective.choices.{op}"
+        raise ConfigError(field, "; ".join(problems))
+    return AlgorithmChoice(best.algorithm, best.phases, best.protocol, tuple(predicted))

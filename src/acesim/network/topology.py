@@ -29,6 +29,7 @@ class Dimension:
         egress_bandwidth: payload B/s one NPU can send into this dimension.
         latency: s per message (link latency).
         stride: rank distance between neighbours in this dimension.
+        switch_reduction: its switch reduces in the network (in-switch algorithms may run).
     """
 
     index: int
@@ -39,6 +40,7 @@ class Dimension:
     latency: float
     links: int
     stride: int
+    switch_reduction: bool = False
 
 
 class Topology:
@@ -77,6 +79,7 @@ class Topology:
             latency=cfg.link_latency,
             links=cfg.links_per_npu,
             stride=stride,
+            switch_reduction=cfg.switch_reduction,
         )
 
     @property

@@ -9,9 +9,9 @@ once, step by step (no per-message Python):
   arrival within a collective, so the order does not depend on timing: it is computed once);
 * a step of ``k`` messages of ``m`` bytes that starts at ``S`` at rank ``r`` has its messages
   out at ``F = S + m / x_r``, where ``x_r`` is the rate the fluid allocator gives ``k`` equal
-  messages on the rank's egress (the same arithmetic as :func:`acesim.engine.fluid.max_min_rates`:
-  share ``w / (1/C)``, load the sequential sum of ``k`` shares, level ``C / load``, rate
-  ``share * level``);
+  messages on the rank's egress and their receivers' ingress (the same arithmetic as
+  :func:`acesim.engine.fluid.max_min_rates`: share ``w / max(1/C)``, load the sequential sum of
+  ``k`` shares, level ``C / load``, rate ``share * level``);
 * a message from ``q`` arrives at ``F_q + a_q`` (``a``: latency plus endpoint delay); the step
   completes at ``C_r = max(F_r, max over the senders q of r of (F_q + a_q))``, and the next
   step (or the next phase in the queue) starts then;
@@ -24,7 +24,9 @@ egress is the same; with per-rank capacities each rank's rate uses its own fill 
 allocator, reallocating several ranks' messages at one instant, freezes fill levels within a
 relative 1e-9 of each other at the lowest: the two differ by at most that (in practice by a few
 units in the last place). Cases outside these conditions (several dimensions, endpoints that
-charge HBM or hold units, concurrent chunks or kernels) run on the event engine.
+charge HBM or hold units, concurrent chunks or kernels, NCCL protocols and NVLS steps, per-rank
+links under a direct step, whose messages into one receiver couple their senders through its
+ingress) run on the event engine.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .algorithms import NVLS_KINDS, Step
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
+from .plan import nvls_sync_latency
 
 __all__ = ["ENABLED", "run_alone", "add_repeatedly"]
 
@@ -83,25 +87,37 @@ def run_alone(
         return None
     if not _free_endpoint(runtime.endpoint):
         return None
-    axes, chunks, phases = runtime.plan(op, size, dims=dims, group=group)
+    axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
+    phases = choice.phases
     n = topo.npus
     if not phases or any(p.dim != 0 or p.size != n or p.stride != 1 for p in phases):
         return None
     if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
         return None
+    # NCCL protocols, NVLS steps and their synchronisation run on the event path
+    if choice.protocol is not None or nvls_sync_latency(runtime.config, phases, chunks) > 0:
+        return None
+    if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
+        return None
     # The work bound (collective.max_messages) counts what the simulation iterates over: here
     # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
     if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:
         return None
-    capacity = np.array([row[0].capacity for row in runtime.egress], dtype=float)
-    if runtime.rank_delays is None:
+    egress = np.array([row[0].capacity for row in runtime.egress], dtype=float)
+    ingress = np.array([row[0].capacity for row in runtime.ingress], dtype=float)
+    if runtime.rank_latencies is None:
         delay = np.full(n, runtime.delays[0])
     else:
-        delay = np.array([row[0] for row in runtime.rank_delays], dtype=float)
-    uniform = bool(np.all(capacity == capacity[0]) and np.all(delay == delay[0]))
+        latency = np.array([row[0] for row in runtime.rank_latencies], dtype=float)
+        delay = latency + runtime.config.endpoint_delay
+    uniform = bool(
+        np.all(egress == egress[0]) and np.all(ingress == egress[0]) and np.all(delay == delay[0])
+    )
     sizes = {s.message_bytes for p in phases for s in p.steps}
-    if not uniform and len(sizes) > 1:
-        return None  # bytes would be summed in an order that depends on the ranks' timing
+    if not uniform and (len(sizes) > 1 or any(s.pattern == "all" for p in phases for s in p.steps)):
+        # bytes would be summed in an order that depends on the ranks' timing; and a direct
+        # step's messages into one receiver share its ingress, coupling the senders' rates
+        return None
     weight = runtime.endpoint.message_weight
     runtime._next_id += 1
     now = runtime.engine.now
@@ -116,6 +132,7 @@ def run_alone(
         issued=now,
         axes=axes,
         expected=n,
+        algorithm=choice.algorithm,
     )
     runtime.collectives.append(coll)
     # Time a step's messages take at each rank (its bytes over its rate), per (k, bytes).
@@ -136,7 +153,8 @@ def run_alone(
             if took is None:
                 rate = rates.get(k)
                 if rate is None:
-                    rate = rates[k] = _rates(capacity, weight, k)
+                    receiver = ingress if step.pattern == "all" else _from(ingress, step)
+                    rate = rates[k] = _rates(egress, receiver, weight, k)
                 # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
                 took = times[(k, m)] = m / rate
             np.add(done, took, out=out)
@@ -188,17 +206,32 @@ def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
         order.append(current)
 
 
-def _rates(capacity: np.ndarray, weight: float, k: int) -> np.ndarray:
-    """The rate (B/s) of each of ``k`` equal messages on each rank's egress, as the fluid
-    allocator computes it (inf on an infinite egress)."""
-    finite = np.isfinite(capacity)
-    dominant = np.where(finite, 1.0 / np.where(finite, capacity, 1.0), 0.0)
-    share = np.where(dominant <= 1e-300, weight, weight / np.where(finite, dominant, 1.0))
-    load = np.zeros_like(capacity)
+def _from(ingress: np.ndarray, step: Step) -> np.ndarray:
+    """For each sender, the ingress capacity of the rank its one message goes to."""
+    if step.pattern == "next":
+        out: np.ndarray = np.roll(ingress, -1)
+        return out
+    picked: np.ndarray = ingress[np.arange(len(ingress)) ^ step.distance]
+    return picked
+
+
+def _rates(egress: np.ndarray, ingress: np.ndarray, weight: float, k: int) -> np.ndarray:
+    """The rate (B/s) of each of a rank's ``k`` equal messages, each demanding one unit per byte
+    of its egress and of its receiver's ingress (``ingress``: per sender, that receiver's
+    capacity; every receiver gets ``k`` messages), as the fluid allocator computes it when
+    every message is frozen at its own fill level (inf on infinite capacities)."""
+    finite_e, finite_i = np.isfinite(egress), np.isfinite(ingress)
+    frac_e = np.where(finite_e, 1.0 / np.where(finite_e, egress, 1.0), 0.0)
+    frac_i = np.where(finite_i, 1.0 / np.where(finite_i, ingress, 1.0), 0.0)
+    dominant = np.maximum(frac_e, frac_i)
+    safe = np.where(dominant <= 1e-300, 1.0, dominant)
+    share = np.where(dominant <= 1e-300, weight, weight / safe)
+    load = np.zeros_like(egress)
     for _ in range(k):
         load = load + share * 1.0
-    level = capacity / load
-    return np.where(finite, share * level, math.inf)
+    level_e = np.where(finite_e, egress / load, math.inf)
+    level_i = np.where(finite_i, ingress / load, math.inf)
+    return np.where(finite_e | finite_i, share * np.minimum(level_e, level_i), math.inf)
 
 
 def _max_of_others(values: np.ndarray) -> np.ndarray:

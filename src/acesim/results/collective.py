@@ -40,6 +40,13 @@ class CollectiveResult:
     system: str = ""
     shape: list[int] = field(default_factory=list)
     group_size: int = 0
+    #: the NCCL protocol the collective ran (None: the system configures no protocols)
+    protocol: str | None = None
+    #: the algorithm the tuner chose among collective.choices (None: no choice configured)
+    algorithm: str | None = None
+    #: the most compute units (SMs: NCCL channels, one thread block each) the collective held
+    #: at once on NPU 0, as simulated
+    comm_units: float = 0.0
     version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:

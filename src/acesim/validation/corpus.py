@@ -13,6 +13,7 @@ the field (``kernels.toml: case h100-gemm-fp8-1024: run.m: ...``).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -28,11 +29,12 @@ from ..config.system import Strict
 from ..errors import ConfigError, shorten
 from ..network.ops import COLLECTIVE_OPS
 from ..precision import DTYPES, PRECISIONS
-from ..units import parse_quantity
+from ..units import format_size, parse_quantity
 
 __all__ = [
     "RUN_KINDS",
     "UNITS",
+    "Band",
     "Budget",
     "Case",
     "CollectiveRun",
@@ -106,6 +108,11 @@ class CollectiveRun(Strict):
     endpoint: str | None = Field(None, description="endpoint kind (None: the system's)")
     group: int | None = Field(
         None, gt=0, description="NPUs of the innermost dimension in the group (None: all NPUs)"
+    )
+    algorithm: str | None = Field(
+        None,
+        description="the algorithm the measurement forced (NCCL_ALGO), forced as the system's "
+        "collective.algorithm; None: the system's own (its tuner's choice)",
     )
 
     @field_validator("op")
@@ -257,13 +264,56 @@ def _all_units() -> list[str]:
     return list(dict.fromkeys([*seen, *OTHER_UNITS]))
 
 
+class Band(Strict):
+    """A budget on the test rows of a size range (collective rows: their size)."""
+
+    statistic: Literal["mean", "max"] = Field(
+        description="mean: the mean |error| over the band's test rows; max: every one"
+    )
+    limit: float = Field(gt=0, description="largest |simulated / measured - 1| allowed")
+    min_size: float | str | None = Field(None, description="rows of at least this size")
+    below_size: float | str | None = Field(None, description="rows smaller than this size")
+
+    @field_validator("min_size", "below_size")
+    @classmethod
+    def _size(cls, value: float | str | None) -> float | None:
+        if value is None:
+            return None
+        size = parse_quantity(value, "size", "size")
+        if size <= 0:
+            raise FieldRuleError("", "must be a positive size", value)
+        return size
+
+    def holds(self, case: Case) -> bool:
+        """The case is a sized row within the band."""
+        size = getattr(case.run, "size", None)
+        if not isinstance(size, float):
+            return False
+        low = self.min_size if isinstance(self.min_size, float) else 0.0
+        high = self.below_size if isinstance(self.below_size, float) else math.inf
+        return low <= size < high
+
+    @property
+    def label(self) -> str:
+        parts = []
+        if isinstance(self.min_size, float):
+            parts.append(f">= {format_size(self.min_size)}")
+        if isinstance(self.below_size, float):
+            parts.append(f"< {format_size(self.below_size)}")
+        return " and ".join(parts) or "all sizes"
+
+
 class Budget(Strict):
-    """The error a family's test rows may have: their ``mean`` or ``max`` |error|."""
+    """The error a family's test rows may have: their ``mean`` or ``max`` |error|, over all
+    of them and, where ``bands`` are given, over each band's rows too."""
 
     statistic: Literal["mean", "max"] = Field(
         description="mean: the mean |error| over the test rows; max: every test row"
     )
     limit: float = Field(gt=0, description="largest |simulated / measured - 1| allowed")
+    bands: list[Band] = Field(
+        default_factory=list, description="budgets per size range, each also to be met"
+    )
 
 
 class FamilyDocument(Strict):
@@ -274,7 +324,19 @@ class FamilyDocument(Strict):
     description: str = ""
     order: int = Field(100, description="where the family comes in reports (then by name)")
     budget: Budget
+    gating: bool = Field(
+        True,
+        description="over budget fails `acesim validate` (false: reported as over budget, "
+        "with gating_note saying why it does not fail the run)",
+    )
+    gating_note: str = Field("", description="why the family does not gate (with gating false)")
     cases: list[Any] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _note(self) -> FamilyDocument:
+        if not self.gating and not self.gating_note.strip():
+            raise FieldRuleError("gating_note", "must say why a family does not gate", "")
+        return self
 
 
 @dataclass(frozen=True)
@@ -289,6 +351,8 @@ class Family:
     cases: tuple[Case, ...]
     origin: str
     base: Path | None
+    gating: bool = True
+    gating_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -347,7 +411,16 @@ def _family(name: str, text: str, base: Path | None) -> Family:
         seen.add(case.id)
         cases.append(case)
     return Family(
-        doc.family, doc.title, doc.description, doc.order, doc.budget, tuple(cases), name, base
+        doc.family,
+        doc.title,
+        doc.description,
+        doc.order,
+        doc.budget,
+        tuple(cases),
+        name,
+        base,
+        doc.gating,
+        doc.gating_note,
     )
 
 

@@ -10,7 +10,8 @@ source measured, in the case's unit, from the model alone.
   and writes nothing worth counting; triad and dot do 2N FLOPs).
 * ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system
   (or a group of the innermost dimension's first ``group`` NPUs), with the system's endpoint
-  kind or the row's ``endpoint``; its busbw (or algbw).
+  kind or the row's ``endpoint``; its busbw (or algbw); a row's ``algorithm`` (what the
+  measurement forced, ``NCCL_ALGO``) is forced as the system's ``collective.algorithm``.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
@@ -32,7 +33,7 @@ from typing import Any
 from ..config import single_npu_system
 from ..config.presets import DOCUMENT_SUFFIXES
 from ..config.resolve import resolve_system
-from ..config.system import SystemConfig
+from ..config.system import CollectiveConfig, SystemConfig
 from ..errors import AcesimError, ConfigError, SimulationError
 from ..experiment import make_case, run_case
 from ..hardware.kernel_model import plan_kernel
@@ -123,6 +124,11 @@ def _stream(case: Case, run: StreamRun, system: SystemConfig) -> tuple[float, st
 
 
 def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[float, str]:
+    if run.algorithm is not None:
+        collective = CollectiveConfig.model_validate(
+            {**system.collective.model_dump(), "algorithm": run.algorithm}
+        )
+        system = system.model_copy(update={"collective": collective})
     group = Group((Span(0, run.group),)) if run.group is not None else None
     result = simulate_collective(system, run.op, run.nbytes, endpoint=run.endpoint, group=group)
     value = result.busbw if run.metric == "busbw" else result.algbw

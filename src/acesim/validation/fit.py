@@ -1,4 +1,4 @@
-"""Fitting kernel-model parameters of an NPU on the corpus rows marked ``fit = true``.
+"""Fitting kernel-model and collective parameters on the corpus rows marked ``fit = true``.
 
 A fit row names the parameters it fits (``fits = ["npu.kernels.gemm_efficiency"]``, or one
 dtype's entry of a per-dtype table, ``npu.kernels.gemm_efficiency.fp32``). For an NPU
@@ -8,9 +8,14 @@ higher efficiency is faster, a higher penalty or latency slower). Parameters int
 (the GEMM rows move HBM bytes, the STREAM rows pay a latency), so the rows are solved in turn
 until no value moves by more than a part in 10^6.
 
-The values the NPU presets carry are these fits, rounded to four significant digits; a test
-checks that the presets still match what this module computes from the corpus, and every other
-row of the corpus is a test row (docs/validation.md).
+For a system preset, :func:`fit_collective` does the same for the collective parameters its
+rows fit (``collective.nvls_efficiency``: the large-message plateau of NVLS all-reduce, on a
+bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a row where latency
+and bandwidth weigh about equally), the bisection run on simulated collectives.
+
+The values the NPU and system presets carry are these fits, rounded to four significant
+digits; a test checks that the presets still match what this module computes from the
+corpus, and every other row of the corpus is a test row (docs/validation.md).
 """
 
 from __future__ import annotations
@@ -19,12 +24,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config.system import NPUConfig, SystemConfig
+from ..config.system import CollectiveConfig, NPUConfig, SystemConfig
 from ..errors import ConfigError
 from .corpus import Case, Corpus, Family, load_corpus
 from .evaluate import simulate_case, system_of
 
-__all__ = ["FIT_RANGES", "Fit", "fit_npu", "fit_rows"]
+__all__ = ["FIT_RANGES", "Fit", "fit_collective", "fit_npu", "fit_rows"]
 
 #: Parameters a fit row may fit, and the range searched.
 FIT_RANGES: dict[str, tuple[float, float]] = {
@@ -32,7 +37,22 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.hbm_efficiency": (1e-3, 1.0),
     "npu.kernels.write_penalty": (0.0, 10.0),
     "npu.kernels.latency": (0.0, 1e-3),
+    "collective.nvls_efficiency": (1e-3, 1.0),
+    "collective.nvls_delay": (0.0, 1e-3),
+    "collective.nvls_loop_latency": (0.0, 1e-3),
 }
+for _proto in ("LL", "LL128", "Simple"):
+    for _algo in ("ring", "nvls", "double_binary_tree"):
+        FIT_RANGES[f"collective.protocols.{_algo}.{_proto}.base_latency"] = (0.0, 1e-3)
+        FIT_RANGES[f"collective.protocols.{_algo}.{_proto}.hop_latency"] = (0.0, 1e-3)
+
+#: The collective parameters :func:`fit_collective` fits (the others are set by hand).
+COLLECTIVE_FITS = (
+    "collective.nvls_efficiency",
+    "collective.nvls_delay",
+    "collective.nvls_loop_latency",
+    "collective.protocols.",
+)
 
 
 @dataclass(frozen=True)
@@ -46,13 +66,16 @@ class Fit:
     simulated: float
 
 
-def fit_rows(corpus: Corpus, npu_preset: str) -> list[tuple[Case, str]]:
-    """(case, parameter) of every kernel-model parameter fitted for ``npu_preset``."""
+def fit_rows(
+    corpus: Corpus, preset: str, prefixes: tuple[str, ...] = ("npu.kernels.",)
+) -> list[tuple[Case, str]]:
+    """(case, parameter) of every parameter starting with one of ``prefixes`` (kernel-model
+    parameters by default) fitted on the rows of ``preset``."""
     out: list[tuple[Case, str]] = []
     for family in corpus.families.values():
         for case in family.cases:
-            if case.fit and case.system == npu_preset:
-                out.extend((case, p) for p in case.fits if p.startswith("npu.kernels."))
+            if case.fit and case.system == preset:
+                out.extend((case, p) for p in case.fits if p.startswith(prefixes))
     return out
 
 
@@ -66,6 +89,17 @@ def _range(parameter: str) -> tuple[float, float]:
 
 
 def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
+    if parameter.startswith("collective.protocols."):
+        # one protocol's latency: collective.protocols.<algorithm>.<protocol>.<field>
+        algo, proto, name = parameter.removeprefix("collective.protocols.").split(".")
+        data = system.collective.model_dump()
+        data["protocols"][algo][proto][name] = value
+        collective = CollectiveConfig.model_validate(data)
+        return system.model_copy(update={"collective": collective})
+    if parameter.startswith("collective."):
+        data = {**system.collective.model_dump(), parameter.removeprefix("collective."): value}
+        collective = CollectiveConfig.model_validate(data)
+        return system.model_copy(update={"collective": collective})
     field = parameter.removeprefix("npu.kernels.")
     update: dict[str, object] = {field: value}
     if "." in field:  # one dtype's entry of a per-dtype table
@@ -84,6 +118,24 @@ def fit_npu(npu_preset: str, corpus: Corpus | None = None, *, rounds: int = 20) 
     rows = fit_rows(corpus, npu_preset)
     if not rows:
         raise ConfigError("npu", "has no fit rows in the validation corpus", npu_preset)
+    return _fit(corpus, rows, rounds)
+
+
+def fit_collective(
+    system_preset: str, corpus: Corpus | None = None, *, rounds: int = 20
+) -> list[Fit]:
+    """Fit the collective parameters (:data:`COLLECTIVE_FITS`) of ``system_preset`` on its fit
+    rows (see the module)."""
+    corpus = corpus if corpus is not None else load_corpus()
+    rows = fit_rows(corpus, system_preset, COLLECTIVE_FITS)
+    if not rows:
+        raise ConfigError(
+            "system", "has no collective fit rows in the validation corpus", system_preset
+        )
+    return _fit(corpus, rows, rounds)
+
+
+def _fit(corpus: Corpus, rows: list[tuple[Case, str]], rounds: int) -> list[Fit]:
     families = {c.id: f for f in corpus.families.values() for c in f.cases}
     system = system_of(rows[0][0], families[rows[0][0].id])
     values: dict[str, float] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .corpus import Budget, Case, Family
+from .corpus import Band, Budget, Case, Family
 
 __all__ = ["CaseResult", "FamilyReport", "Report", "Status"]
 
@@ -102,10 +102,39 @@ class FamilyReport:
         """The budget's statistic over the test rows (None without any)."""
         return self.mean_error if self.budget.statistic == "mean" else self.max_error
 
+    def band_errors(self, band: Band) -> list[float]:
+        """|error| of the simulated test rows in ``band``."""
+        return [
+            abs(r.error)
+            for r in self.results
+            if r.is_test and r.error is not None and band.holds(r.case)
+        ]
+
+    def band_judged(self, band: Band) -> float | None:
+        """The band's statistic over its test rows (None without any)."""
+        errors = self.band_errors(band)
+        if not errors:
+            return None
+        return sum(errors) / len(errors) if band.statistic == "mean" else max(errors)
+
     @property
     def within_budget(self) -> bool | None:
+        """Every statistic of the budget (overall and per band) within its limit; None
+        without any simulated test row."""
         value = self.judged
-        return None if value is None else value <= self.budget.limit
+        if value is None:
+            return None
+        bands = [
+            (self.band_judged(b), b.limit) for b in self.budget.bands
+        ]
+        return value <= self.budget.limit and all(
+            v is None or v <= limit for v, limit in bands
+        )
+
+    @property
+    def fails_run(self) -> bool:
+        """Over budget in a gating family."""
+        return self.family.gating and self.within_budget is False
 
     @property
     def counts(self) -> dict[str, int]:
@@ -126,6 +155,17 @@ class FamilyReport:
                 "mean_abs_error": self.mean_error,
                 "max_abs_error": self.max_error,
                 "within_budget": self.within_budget,
+                "gating": self.family.gating,
+                "gating_note": self.family.gating_note,
+                "bands": [
+                    {
+                        **b.model_dump(mode="json"),
+                        "label": b.label,
+                        "judged": self.band_judged(b),
+                        "rows": len(self.band_errors(b)),
+                    }
+                    for b in self.budget.bands
+                ],
                 "rows": self.counts,
             },
             "cases": [r.to_dict() for r in self.results],
@@ -142,8 +182,9 @@ class Report:
 
     @property
     def within_budget(self) -> bool:
-        """No family over its budget (families with nothing to judge pass)."""
-        return all(f.within_budget is not False for f in self.families)
+        """No gating family over its budget (families with nothing to judge pass; a family
+        that does not gate is reported, not judged here)."""
+        return not any(f.fails_run for f in self.families)
 
     def family(self, name: str) -> FamilyReport:
         for f in self.families:

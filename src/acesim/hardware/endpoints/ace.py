@@ -25,7 +25,7 @@ from ...config.validators import NonNegativeFloat, PositiveBytes, PositiveBytesP
 from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import REDUCE
-from ...network.endpoint import Endpoint
+from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
 from .registry import EndpointContext, EndpointKind
 from .sm_kernels import engine_parallelism
 
@@ -56,6 +56,7 @@ class AceEndpoint(Endpoint):
     """The Accelerator Collectives Engine (see module docstring)."""
 
     name = "ace"
+    step_kinds = SM_FREE_STEP_KINDS
 
     def __init__(self, ctx: EndpointContext):
         engine = ctx.engine

@@ -10,6 +10,14 @@
     ``reduction_flops_per_byte`` FLOPs per network byte on the held units; the held units drive
     at most ``comm_units * unit_bandwidth`` network bytes/s.
 
+NVLS (in-switch reduction, the ``nvls`` algorithm): the switch reduces and multicasts, so the
+NVLS kernel does no reduction FLOPs and moves each buffer byte through HBM once each way (the
+switch reads the NPU's copy, the multicast writes the sum): ``nvls_reduce`` steps, which send
+the whole buffer, cost ``nvls_reduce_hbm_bytes_per_byte`` = 2 (one read and one write per byte)
+and ``nvls_gather`` steps (the ``1/p`` store upload) nothing more. An NVLS kernel holds
+``nvls_units`` units (16 thread blocks on Hopper in NCCL) instead of ``comm_units``, which drive
+at most ``nvls_units * unit_bandwidth``.
+
 HBM is shared with compute kernels (``hbm_sharing = "fair"``) the way the NPU arbitrates it
 (``npu.hbm_arbitration``): in proportion to memory-level parallelism, the collective kernels
 weighing the ``comm_units`` they hold and drawing at most ``comm_units * unit_hbm_bandwidth``
@@ -40,7 +48,7 @@ from ...config.validators import (
 )
 from ...engine import Resource
 from ...errors import ConfigError
-from ...network.algorithms import ALLTOALL, GATHER, REDUCE
+from ...network.algorithms import ALLTOALL, GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE
 from ...network.endpoint import Endpoint
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import check_fewer_units, sm_kernel_demand
@@ -86,6 +94,15 @@ class BaselineSettings(Strict):
     reduce_hbm_bytes_per_byte: PositiveFloat = Field(5.0, description="reduce-scatter step")
     gather_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-gather step")
     alltoall_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-to-all step")
+    nvls_units: PositiveInt = Field(
+        16, description="compute units an NVLS (in-switch reduction) kernel holds"
+    )
+    nvls_reduce_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        2.0, description="NVLS load-reduce step: one read and one write per buffer byte"
+    )
+    nvls_gather_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        0.0, description="NVLS multicast-store step (counted with the load-reduce step)"
+    )
     reduction_flops_per_byte: NonNegativeFloat = Field(
         0.25, description="FP32 add: 1 FLOP per 4 bytes"
     )
@@ -113,6 +130,9 @@ def _check(settings: BaselineSettings, system: SystemConfig) -> None:
     for i, split in enumerate(settings.splits):
         check_fewer_units(f"endpoint.baseline.splits[{i}].comm_units", split.comm_units, system)
     check_fewer_units("endpoint.baseline.comm_units", settings.comm_units, system)
+    choices = system.collective.algorithms.values()
+    if any("nvls" in (c if isinstance(c, list) else [c]) for c in choices):
+        check_fewer_units("endpoint.baseline.nvls_units", settings.nvls_units, system)
     # The held units drive at most comm_units * unit_bandwidth; fewer than compute_units of
     # them, so bounding that product bounds every split's.
     if not math.isfinite(units * settings.unit_bandwidth):
@@ -151,29 +171,48 @@ class BaselineEndpoint(Endpoint):
         self.units = cfg.comm_units
         self.message_weight = cfg.hbm_weight if cfg.hbm_weight is not None else 1.0
         self._mlp = npu.hbm_arbitration == "mlp" and cfg.hbm_sharing == "fair"
+        self.nvls_units = cfg.nvls_units
         self._active = [0] * len(npus)
+        self._active_nvls = [0] * len(npus)
         self._demand: list[dict[str, dict[Resource, float]]] = []
         per_byte = {
             REDUCE: cfg.reduce_hbm_bytes_per_byte,
             GATHER: cfg.gather_hbm_bytes_per_byte,
             ALLTOALL: cfg.alltoall_hbm_bytes_per_byte,
         }
+        nvls_per_byte = {
+            NVLS_REDUCE: cfg.nvls_reduce_hbm_bytes_per_byte,
+            NVLS_GATHER: cfg.nvls_gather_hbm_bytes_per_byte,
+        }
         for n in npus:
             if cfg.hbm_sharing == "static":
                 n.partition_hbm(cfg.hbm_share)
-            self._demand.append(
+            demand = sm_kernel_demand(
+                engine,
+                npu,
+                n.hbm_comm,
+                f"npu{n.rank}.comm_units",
+                cfg.comm_units,
+                cfg.unit_bandwidth,
+                per_byte,
+                REDUCE,
+                cfg.reduction_flops_per_byte,
+            )
+            # NVLS kernels hold their own units; the switch reduces (no FLOPs here)
+            demand.update(
                 sm_kernel_demand(
                     engine,
                     npu,
                     n.hbm_comm,
-                    f"npu{n.rank}.comm_units",
-                    cfg.comm_units,
+                    f"npu{n.rank}.nvls_units",
+                    cfg.nvls_units,
                     cfg.unit_bandwidth,
-                    per_byte,
+                    nvls_per_byte,
                     REDUCE,
-                    cfg.reduction_flops_per_byte,
+                    0.0,
                 )
             )
+            self._demand.append(demand)
             if cfg.unit_policy == "reserved":
                 n.units.acquire(cfg.comm_units, _nothing)
 
@@ -182,6 +221,8 @@ class BaselineEndpoint(Endpoint):
             REDUCE: self.cfg.reduce_hbm_bytes_per_byte,
             GATHER: self.cfg.gather_hbm_bytes_per_byte,
             ALLTOALL: self.cfg.alltoall_hbm_bytes_per_byte,
+            NVLS_REDUCE: self.cfg.nvls_reduce_hbm_bytes_per_byte,
+            NVLS_GATHER: self.cfg.nvls_gather_hbm_bytes_per_byte,
         }[kind]
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
@@ -192,15 +233,25 @@ class BaselineEndpoint(Endpoint):
             return None
         return self.npus[rank].hbm_comm, float(self.units)
 
-    def collective_started(self, rank: int) -> None:
-        self._active[rank] += 1
-        if self._active[rank] == 1 and self.cfg.unit_policy == "while_active":
-            self.npus[rank].units.acquire(self.units, _nothing)
+    def collective_started(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+        # NVLS kernels hold nvls_units, others comm_units; each while any of its kind is active
+        active, units = self._held(rank, algorithms)
+        active[rank] += 1
+        if active[rank] == 1 and self.cfg.unit_policy == "while_active":
+            self.npus[rank].units.acquire(units, _nothing)
 
-    def collective_finished(self, rank: int) -> None:
-        self._active[rank] -= 1
-        if self._active[rank] == 0 and self.cfg.unit_policy == "while_active":
-            self.npus[rank].units.release(self.units)
+    def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+        active, units = self._held(rank, algorithms)
+        active[rank] -= 1
+        if active[rank] == 0 and self.cfg.unit_policy == "while_active":
+            self.npus[rank].units.release(units)
+
+    def _held(self, rank: int, algorithms: frozenset[str]) -> tuple[list[int], int]:
+        """The active-collective counter and the units of a collective running ``algorithms``
+        (an NVLS all-reduce on one switch; one that also runs rings holds ``comm_units``)."""
+        if algorithms == {"nvls"}:
+            return self._active_nvls, self.nvls_units
+        return self._active, self.units
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
@@ -215,4 +266,5 @@ KIND = EndpointKind(
     variants=_variants,
     role="reference",
     default_compare=True,
+    channel_fields=("comm_units", "nvls_units"),
 )

@@ -44,7 +44,7 @@ from ...config.validators import (
 )
 from ...engine import Resource
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
-from ...network.endpoint import Endpoint
+from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
 from .registry import EndpointContext, EndpointKind
 from .sm_kernels import check_fewer_units, engine_parallelism, sm_kernel_demand
 
@@ -93,6 +93,7 @@ class CopyEngineEndpoint(Endpoint):
     """Copy engines for gathers and all-to-alls, SM kernels for reductions (see module)."""
 
     name = "copy_engine"
+    step_kinds = SM_FREE_STEP_KINDS
 
     def __init__(self, ctx: EndpointContext):
         engine = ctx.engine
@@ -176,4 +177,5 @@ KIND = EndpointKind(
     settings=CopyEngineSettings,
     build=CopyEngineEndpoint,
     check=_check,
+    channel_fields=("fallback_units",),
 )

@@ -81,6 +81,8 @@ class EndpointKind:
         chunk_limit: optional ``chunk_limit(settings)`` -> the largest piece (bytes) the kind
             splits chunks into, or None; the model's ``max_chunk_bytes`` returns the same, and
             the ideal endpoint searches these limits so that no kind out-pipelines the bound.
+        channel_fields: its settings that count NCCL channels (one thread block on one SM
+            each), set together by ``--channels`` (empty: it runs no SM channels).
     """
 
     name: str
@@ -93,6 +95,7 @@ class EndpointKind:
     role: str = "candidate"
     default_compare: bool = False
     chunk_limit: Callable[[Any], float | None] | None = None
+    channel_fields: tuple[str, ...] = ()
 
     def variants_of(self, system: SystemConfig) -> list[Variant]:
         """The variants to search on ``system`` (one, the settings as given, when none)."""

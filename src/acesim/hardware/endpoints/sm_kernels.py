@@ -46,12 +46,16 @@ def sm_kernel_demand(
         reduce_kind: the step kind that reduces (pays ``reduction_flops_per_byte``).
     """
     throughput = engine.add_resource(f"{name}.bytes", units * unit_bandwidth)
-    demand = {kind: {hbm: b, throughput: 1.0} for kind, b in hbm_bytes_per_byte.items()}
+    demand: dict[str, dict[Resource, float]] = {
+        kind: ({hbm: b, throughput: 1.0} if b > 0 else {throughput: 1.0})
+        for kind, b in hbm_bytes_per_byte.items()
+    }
     if npu.kernels.unit_hbm_bandwidth is not None:
         # what the held units can keep in flight bounds the HBM they draw
         issue = engine.add_resource(f"{name}.hbm", units * npu.kernels.unit_hbm_bandwidth)
         for per_byte in demand.values():
-            per_byte[issue] = per_byte[hbm]
+            if hbm in per_byte:
+                per_byte[issue] = per_byte[hbm]
     if reduction_flops_per_byte > 0 and reduce_kind in demand:
         flops = engine.add_resource(f"{name}.flops", units * npu.vector_flops / npu.compute_units)
         demand[reduce_kind][flops] = reduction_flops_per_byte

@@ -1,0 +1,63 @@
+"""Contention where it happens: a receiver's ingress (incast) and the NICs of a scale-out."""
+
+from __future__ import annotations
+
+import pytest
+
+from acesim import simulate_collective
+from acesim.config.resolve import resolve_system
+from acesim.hardware.platform import Platform
+from acesim.training.executor import GraphExecutor
+from acesim.workload.graph import Graph, Node
+
+GB = 1e9
+
+
+def _switch(npus: int, bandwidth: float) -> object:
+    return resolve_system(
+        {
+            "network": {
+                "dimensions": [
+                    {"kind": "switch", "size": npus, "link_bandwidth": bandwidth}
+                ]
+            },
+            "collective": {"endpoint_delay": 0.0},
+            "endpoint": {"kind": "ideal"},
+        }
+    )
+
+
+def test_an_incast_of_63_senders_is_bound_by_the_receivers_ingress() -> None:
+    # 63 ranks each send S bytes to rank 0 at once on a 64-NPU switch of B per NPU and direction:
+    # each sender could send at B, but rank 0's ingress takes 63 S at B, so the last byte
+    # arrives at 63 S / B (the link latency is 0), not at S / B.
+    npus, size, bandwidth = 64, 1e8, 10 * GB
+    ranks = [[Node(i, "recv", "recv", peer=i + 1, tag=0, size=size) for i in range(npus - 1)]]
+    ranks += [[Node(0, "send", "send", peer=0, tag=0, size=size)] for _ in range(1, npus)]
+    system = _switch(npus, bandwidth)
+    ex = GraphExecutor(Platform(system, exact=True), Graph(ranks, npus=npus)).run()
+    assert ex.makespan == pytest.approx((npus - 1) * size / bandwidth, rel=1e-9)
+
+
+def test_one_sender_alone_runs_at_its_egress() -> None:
+    npus, size, bandwidth = 4, 1e8, 10 * GB
+    ranks = [[Node(0, "recv", "recv", peer=1, tag=0, size=size)]]
+    ranks += [[Node(0, "send", "send", peer=0, tag=0, size=size)]] + [[] for _ in range(2)]
+    ex = GraphExecutor(Platform(_switch(npus, bandwidth), exact=True), Graph(ranks, npus=npus))
+    assert ex.run().makespan == pytest.approx(size / bandwidth, rel=1e-9)
+
+
+def test_all_to_all_on_64_gpus_over_8_nodes_is_bound_by_the_nics() -> None:
+    # h100-nvswitch-8 with --nodes 8: NVLink (18 x 25 GB/s) inside a node, one 400 Gb/s NIC
+    # per GPU between nodes. Of an all-to-all's data 7/8 leaves the node; the NICs carry it
+    # at a ninth of the NVLink bandwidth, so doubling NVLink changes almost nothing and
+    # halving the NICs almost doubles the time.
+    size = 1 << 30
+
+    def time(**changes: str) -> float:
+        system = resolve_system("h100-nvswitch-8", nodes=8, overrides=changes)
+        return simulate_collective(system, "all-to-all", size).time
+
+    base = time()
+    assert time(**{"network.dimensions[0].link_bandwidth": "50 GB/s"}) / base > 0.95
+    assert time(**{"scale_out.link_bandwidth": "200 Gb/s"}) / base > 1.8

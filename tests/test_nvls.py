@@ -1,0 +1,249 @@
+"""NVLS (NVLink SHARP, in-switch reduction) all-reduce on switch dimensions."""
+
+from __future__ import annotations
+
+import pytest
+from systems import dim, make_system
+
+from acesim import simulate_collective
+from acesim.config.resolve import resolve_system
+from acesim.config.system import CollectiveConfig, SystemConfig
+from acesim.errors import AcesimError
+from acesim.hardware.platform import Platform
+from acesim.network.algorithms import NVLS_GATHER, NVLS_REDUCE, phase_steps
+from acesim.validation import validate
+from acesim.validation.fit import fit_collective
+
+MiB = 2**20
+GiB = 2**30
+
+
+def forcing(system: SystemConfig, algorithm: str) -> SystemConfig:
+    data = {**system.collective.model_dump(), "algorithm": algorithm}
+    return system.model_copy(update={"collective": CollectiveConfig.model_validate(data)})
+
+
+def h100(nvls: bool = True) -> SystemConfig:
+    """The preset with NVLS (or the ring) forced, as NCCL_ALGO does."""
+    return forcing(resolve_system("h100-nvswitch-8"), "nvls" if nvls else "ring")
+
+
+def test_nvls_sends_the_buffer_and_one_slice_up() -> None:
+    p, size = 8, 64 * MiB
+    steps = phase_steps("all-reduce", "nvls", p, size)
+    assert [s.kind for s in steps] == [NVLS_REDUCE, NVLS_GATHER]
+    sent = sum(s.message_bytes * s.message_count(p) for s in steps)
+    assert sent == pytest.approx(size * (p + 1) / p)  # against the ring's 2 S (p-1)/p
+
+
+def test_nvls_closed_form_on_an_ideal_switch() -> None:
+    p, bw, lat, delay, size = 8, 100e9, 1e-6, 3e-6, 256 * MiB
+    system = make_system(
+        [dim("switch", p, bw, lat, switch_reduction=True)],
+        endpoint_delay=1e-8,
+        nvls_delay=delay,
+        nvls_efficiency=0.5,
+        algorithms={"all-reduce": "nvls"},
+    )
+    expected = 2 * (lat + delay) + size * (p + 1) / p / (bw * 0.5)
+    assert simulate_collective(system, "all-reduce", size).time == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("kind", ["ring", "fully_connected"])
+def test_nvls_is_refused_off_a_switch(kind: str) -> None:
+    system = make_system([dim(kind, 4)], algorithms={"all-reduce": "nvls"})
+    with pytest.raises(AcesimError, match="needs a switch dimension") as info:
+        Platform(system)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("op", ["reduce-scatter", "all-gather", "all-to-all"])
+def test_nvls_is_refused_for_other_operations(op: str) -> None:
+    system = make_system([dim("switch", 8, switch_reduction=True)], algorithms={op: "nvls"})
+    with pytest.raises(AcesimError, match=f"runs only all-reduce, not {op}") as info:
+        Platform(system)
+    assert "\n" not in str(info.value)
+
+
+def test_nvls_beats_the_ring_at_1_gib_on_h100() -> None:
+    nvls = simulate_collective(h100(), "all-reduce", GiB)
+    ring = simulate_collective(h100(nvls=False), "all-reduce", GiB)
+    assert nvls.busbw > ring.busbw
+
+
+def test_nvls_holds_its_units_and_moves_each_byte_through_hbm_once_each_way() -> None:
+    system = h100()
+    assert system.endpoint.settings("baseline").nvls_units == 16
+    platform = Platform(system)
+    npu = platform.npus[0]
+    endpoint = platform.endpoint
+    assert endpoint.hbm_bytes_per_network_byte(NVLS_REDUCE) == 2.0
+    assert endpoint.hbm_bytes_per_network_byte(NVLS_GATHER) == 0.0
+    platform.collectives.issue("all-reduce", 64 * MiB)
+    platform.engine.run()
+    assert npu.units.peak == 16
+    result = simulate_collective(system, "all-reduce", 64 * MiB)
+    # one read and one write of the buffer; no reduction FLOPs on the SMs
+    assert result.hbm_bytes_per_npu == pytest.approx(2 * 64 * MiB)
+
+
+def test_nvls_units_differ_from_comm_units() -> None:
+    system = h100()
+    data = system.model_dump()
+    data["endpoint"]["baseline"]["nvls_units"] = 24
+    platform = Platform(SystemConfig.model_validate(data))
+    platform.collectives.issue("all-reduce", 16 * MiB)
+    platform.engine.run()
+    assert platform.npus[0].units.peak == 24
+
+
+def test_the_preset_carries_the_fitted_nvls_values() -> None:
+    collective = h100(nvls=False).collective
+    for fit in fit_collective("h100-nvswitch-8"):
+        assert fit.simulated == pytest.approx(fit.measured, rel=1e-6), fit
+        carried: object = collective.model_dump()
+        for key in fit.parameter.removeprefix("collective.").split("."):
+            assert isinstance(carried, dict)
+            carried = carried[key]
+        assert carried == pytest.approx(fit.value, rel=5e-4), fit
+
+
+def test_the_nvls_rows_are_live() -> None:
+    report = validate(["collectives"], quick=True)
+    rows = {r.case.id: r for f in report.families for r in f.results}
+    nvls = [r for i, r in rows.items() if i.startswith("h100x8-nvls-allreduce-")]
+    assert len(nvls) == 13
+    assert all(r.status == "ok" for r in nvls), [r.note for r in nvls]
+    assert sorted(r.case.id for r in nvls if r.case.fit) == [
+        "h100x8-nvls-allreduce-16m",
+        "h100x8-nvls-allreduce-1g",
+        "h100x8-nvls-allreduce-1m",
+    ]
+
+
+def test_nvls_is_refused_on_a_switch_that_does_not_reduce() -> None:
+    system = make_system([dim("switch", 8)], algorithms={"all-reduce": "nvls"})
+    with pytest.raises(AcesimError, match="needs a switch that reduces") as info:
+        Platform(system)
+    assert "\n" not in str(info.value)
+
+
+def test_switch_reduction_is_refused_off_a_switch() -> None:
+    with pytest.raises(AcesimError, match="switch_reduction: applies only to a switch"):
+        make_system([{**dim("ring", 4), "switch_reduction": True}])
+
+
+# -- the tuner: collective.choices, collective.algorithm --------------------------------------
+
+
+def _tuned(**collective: object) -> SystemConfig:
+    # 8 NPUs on a reducing switch; NVLS at half the ring's bandwidth but with 2 steps of latency
+    # against the ring's 14: NVLS is predicted faster for small sizes, the ring for large.
+    return make_system(
+        [dim("switch", 8, 100e9, 5e-6, switch_reduction=True)],
+        endpoint_delay=0.0,
+        nvls_efficiency=0.3,
+        chunks=1,
+        choices={"all-reduce": ["ring", "nvls"]},
+        **collective,
+    )
+
+
+def test_the_tuner_picks_the_fastest_predicted_algorithm_per_size() -> None:
+    small = simulate_collective(_tuned(), "all-reduce", 64 * 1024)
+    large = simulate_collective(_tuned(), "all-reduce", GiB)
+    assert small.algorithm == "nvls"
+    assert large.algorithm == "ring"
+    for size in (64 * 1024, GiB):
+        for name in ("ring", "nvls"):
+            forced = simulate_collective(_tuned(algorithm=name), "all-reduce", size)
+            assert forced.algorithm == name
+        chosen = simulate_collective(_tuned(), "all-reduce", size)
+        others = [
+            simulate_collective(_tuned(algorithm=n), "all-reduce", size).time
+            for n in ("ring", "nvls")
+        ]
+        assert chosen.time == min(others)
+
+
+def test_a_forced_algorithm_that_cannot_run_is_an_error() -> None:
+    system = make_system(
+        [dim("switch", 8)], choices={"all-reduce": ["ring", "nvls"]}, algorithm="nvls"
+    )
+    with pytest.raises(AcesimError, match="collective.algorithm: nvls cannot run all-reduce"):
+        simulate_collective(system, "all-reduce", GiB)
+
+
+def test_choices_name_known_operations_and_algorithms() -> None:
+    with pytest.raises(AcesimError, match="choices.all-reduce.1"):
+        make_system([dim("switch", 8)], choices={"all-reduce": ["ring", "warp"]})
+    with pytest.raises(AcesimError, match="must list at least one algorithm"):
+        make_system([dim("switch", 8)], choices={"all-reduce": []})
+
+
+def test_the_collective_table_shows_algorithm_protocol_and_sms() -> None:
+    from typer.testing import CliRunner
+
+    from acesim.cli import app
+
+    env = {"COLUMNS": "200"}
+    args = ["collective", "-s", "h100-nvswitch-8", "--sizes", "1GiB"]
+    out = CliRunner().invoke(app, args, env=env).output
+    assert "nvls" in out and "Simple" in out and "SMs" in out
+    ring = CliRunner().invoke(
+        app, [*args, "--algo", "ring", "--channels", "24", "--json"], env=env
+    ).output
+    assert '"algorithm": "ring"' in ring and '"comm_units": 24' in ring
+
+
+def test_channels_are_the_sms_a_collective_holds() -> None:
+    for channels in (4, 24):
+        system = resolve_system(
+            "h100-nvswitch-8",
+            overrides={
+                "collective.algorithm": "ring",
+                "endpoint.baseline.comm_units": channels,
+            },
+        )
+        assert simulate_collective(system, "all-reduce", 64 * MiB).comm_units == channels
+
+
+# -- NVLS loops: NCCL's chunk rule and the per-loop synchronisation ---------------------------
+
+
+@pytest.mark.parametrize(
+    "size, chunk",
+    [
+        (4 * MiB, 16384),  # < 2 x 128 x 32 KiB = 8 MiB
+        (8 * MiB, 32768),
+        (63 * MiB, 32768),  # < 8 x 128 x 64 KiB = 64 MiB
+        (64 * MiB, 65536),
+        (GiB - 1, 65536),  # < 64 x 128 x 128 KiB = 1 GiB
+        (GiB, 131072),
+        (8 * GiB, 131072),
+    ],
+)
+def test_nvls_chunks_follow_nccls_rule(size: float, chunk: int) -> None:
+    from acesim.network.plan import nvls_chunk
+
+    # 16 channels x 8 heads = 128 concurrent chunks, as NCCL 2.18's enqueue.cc
+    assert nvls_chunk(CollectiveConfig(), size, 8) == chunk
+
+
+def test_each_nvls_loop_adds_its_latency() -> None:
+    # An ideal switch: the time with a loop latency is the time without it plus loops x it,
+    # loops = ceil(S / (16 channels x 8 heads x chunk)).
+    p, bw = 8, 100e9
+    delay = 2e-6
+
+    def time(size: float, loop: float) -> float:
+        system = make_system(
+            [dim("switch", p, bw, 0.0, switch_reduction=True)],
+            endpoint_delay=0.0,
+            algorithms={"all-reduce": "nvls"},
+            nvls_loop_latency=loop,
+        )
+        return simulate_collective(system, "all-reduce", size).time
+
+    for size, loops in ((MiB, 1), (16 * MiB, 4), (256 * MiB, 32), (GiB, 64)):
+        assert time(size, delay) - time(size, 0.0) == pytest.approx(loops * delay, rel=1e-9)
