@@ -95,7 +95,15 @@ def run_alone(
     if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
         return None
     # NCCL protocols, NVLS steps and their synchronisation run on the event path
-    if choice.protocol is not None or nvls_sync_latency(runtime.config, phases, chunks) > 0:
+    protocol = choice.protocol
+    if protocol is not None and (
+        protocol.name is not None
+        or protocol.base_latency != 0
+        or any(f != 1.0 for f in protocol.factors)
+        or any(h is not None for h in protocol.hop_latencies)
+    ):
+        return None
+    if nvls_sync_latency(runtime.config, phases, chunks) > 0:
         return None
     if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
         return None
@@ -133,6 +141,7 @@ def run_alone(
         axes=axes,
         expected=n,
         algorithm=choice.algorithm,
+        protocol=protocol,
     )
     runtime.collectives.append(coll)
     # Time a step's messages take at each rank (its bytes over its rate), per (k, bytes).
