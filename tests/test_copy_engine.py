@@ -44,7 +44,10 @@ def test_an_all_gather_takes_zero_sms() -> None:
 
 
 def test_an_all_reduce_holds_fallback_units_only_during_reduce_steps() -> None:
-    platform = _platform()
+    # the ring forced (NCCL_ALGO=Ring): its reduce steps fall back to SM kernels (the tuner
+    # would pick NVLS on this node; tests/test_offload.py covers that path)
+    cfg = resolve_system(SYSTEM, overrides={"collective.algorithm": "ring"})
+    platform = Platform(cfg.with_endpoint("copy_engine"))
     log: list[tuple[float, float]] = []
     pool = platform.npus[0].units
     pool.observe(lambda p: log.append((platform.engine.now, p.held)))

@@ -194,7 +194,8 @@ def test_membw_ratios_follow_the_paper_derivation() -> None:
 def test_ace_spill_accounts_extra_hbm_traffic() -> None:
     # Splitting off, spilling on: a 16 MiB chunk through 4 MiB of SRAM spills 3/4 of its
     # network bytes, each paying 2 extra HBM bytes.
-    cfg = system(endpoint="ace", ace={"sram": 4 * MiB, "split_chunks": False})
+    ace = {"sram": 4 * MiB, "mode": "store_and_forward", "split_chunks": False}
+    cfg = system(endpoint="ace", ace=ace)
     r = simulate_collective(cfg, "all-reduce", 16 * MiB)
     expected = 2 * 16 * MiB + 0.75 * 2.0 * r.bytes_sent_per_npu
     assert r.hbm_bytes_per_npu == pytest.approx(expected, rel=1e-9)
@@ -225,7 +226,13 @@ def test_bad_endpoint_parameters_name_the_field(overrides: dict[str, Any], messa
 
 
 def test_chunk_larger_than_sram_with_spilling_off_is_a_config_error() -> None:
-    cfg = system(endpoint="ace", ace={"sram": "1 MiB", "split_chunks": False, "allow_spill": False})
+    ace = {
+        "sram": "1 MiB",
+        "mode": "store_and_forward",
+        "split_chunks": False,
+        "allow_spill": False,
+    }
+    cfg = system(endpoint="ace", ace=ace)
     with pytest.raises(ConfigError, match="endpoint.ace.sram: a chunk of 4194304 bytes"):
         simulate_collective(cfg, "all-reduce", 4 * MiB)
 

@@ -79,8 +79,15 @@ def test_the_cli_reports_and_forces_the_protocol() -> None:
     forced = runner.invoke(
         app,
         ["collective", "-s", "h100-nvswitch-8", "--sizes", "1MiB", "--proto", "LL",
-         "--set", "collective.algorithms.all-reduce=nvls"],
+         "--algo", "nvls"],
     )
-    assert forced.exit_code != 0
+    assert forced.exit_code != 0  # NVLS runs Simple only
+    # NCCL_PROTO=LL alone: NVLS is not a candidate, the tuner runs the ring with LL
+    ring = runner.invoke(
+        app,
+        ["collective", "-s", "h100-nvswitch-8", "--sizes", "1MiB", "--proto", "LL", "--json"],
+    )
+    assert ring.exit_code == 0, ring.output
+    assert '"algorithm": "ring"' in ring.output and '"protocol": "LL"' in ring.output
     bad = runner.invoke(app, ["collective", "--sizes", "1MiB", "--proto", "ll"])
     assert bad.exit_code != 0

@@ -22,7 +22,7 @@ from acesim.validation import load_corpus, validate
 
 runner = CliRunner()
 
-FAMILIES = ["kernels", "collectives", "end_to_end", "offload"]
+FAMILIES = ["kernels", "collectives", "end_to_end", "llm", "offload"]
 
 FIT_ROWS = {
     "h100-stream-copy": ["npu.kernels.write_penalty"],
@@ -87,6 +87,9 @@ def test_the_corpus_rows_say_what_they_run() -> None:
     }
     live = [c for c in corpus.families["end_to_end"].cases if c.status == "live"]
     assert not any(c.quick for c in live)  # training rows are not quick
+    llm = corpus.families["llm"]
+    assert not llm.gating and all(c.kind == "llm" for c in llm.cases if c.status == "live")
+    assert not any(c.quick for c in llm.cases)  # every GPU of a run: minutes each
     live_offload = {c.id for c in corpus.families["offload"].cases if c.status == "live"}
     assert live_offload == {"h100x4-alltoall-524mb-sm", "h100x4-alltoall-524mb-ce"}
 
@@ -357,8 +360,8 @@ def test_validate_tables_and_family_selection() -> None:
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: 10 test rows" in out.output
-    assert "14 unsupported" in out.output
+    assert "collectives: 11 test rows" in out.output
+    assert "22 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
 
@@ -495,7 +498,8 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     # within 15%), with no parameter fitted on a test row.
     from acesim.validation import validate
 
-    report = validate()
+    # every family but llm, whose rows take minutes each (they do not gate either: issue 14)
+    report = validate([f for f in FAMILIES if f != "llm"])
     judged = {f.name: f for f in report.families if f.within_budget is not None}
     assert {"kernels", "end_to_end", "collectives"} <= set(judged)
     # Known gap, not hidden: the NVLS all-reduce model (two parameters fitted on the 1 MiB and

@@ -49,6 +49,7 @@ class Registry(Generic[T]):
         self.what = what
         self.field = field
         self._items: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}
         if listed:
             _LISTED[what] = self
 
@@ -63,21 +64,46 @@ class Registry(Generic[T]):
         return item
 
     def unregister(self, name: str) -> None:
-        """Remove ``name`` (for tests and plug-ins that withdraw a kind)."""
+        """Remove ``name`` and its aliases (for tests and plug-ins that withdraw a kind)."""
         self._items.pop(name, None)
+        for alias in [a for a, n in self._aliases.items() if n == name]:
+            del self._aliases[alias]
+
+    def alias(self, alias: str, name: str) -> None:
+        """Let ``alias`` stand for the registered ``name`` wherever a name is looked up
+        (:meth:`get`, :meth:`canonical`); listings keep the one name."""
+        if alias in self._items:
+            raise ConfigError(self.field, f"{alias!r} is already a {self.what} name")
+        self.get(name)
+        self._aliases[alias] = name
+
+    def aliases(self, name: str) -> tuple[str, ...]:
+        """The aliases of ``name``."""
+        return tuple(a for a, n in self._aliases.items() if n == name)
+
+    def canonical(self, name: str, field: str | None = None) -> str:
+        """The registered name ``name`` is or stands for; ConfigError as :meth:`get`."""
+        if isinstance(name, str) and name in self._aliases:
+            return self._aliases[name]
+        return self.check(name, field)
 
     def get(self, name: str, field: str | None = None) -> T:
-        """The implementation of ``name``; ConfigError naming ``field`` (default: the
-        registry's field) with the known names and a did-you-mean hint otherwise."""
+        """The implementation of ``name`` (or of the name an alias stands for); ConfigError
+        naming ``field`` (default: the registry's field) with the known names and a
+        did-you-mean hint otherwise."""
         try:
-            return self._items[name]
+            return self._items[self._aliases.get(name, name)]
         except (KeyError, TypeError):
             raise self.unknown(name, field) from None
 
     def unknown(self, name: object, field: str | None = None) -> ConfigError:
         """The error for a name that is not registered."""
         known = list(self._items)
-        close = difflib.get_close_matches(str(name), known, n=1) if isinstance(name, str) else []
+        close = (
+            difflib.get_close_matches(str(name), known + list(self._aliases), n=1)
+            if isinstance(name, str)
+            else []
+        )
         hint = f"did you mean {close[0]!r}?" if close else None
         return ConfigError(
             field or self.field, f"must be one of {', '.join(known)}", name, hint=hint

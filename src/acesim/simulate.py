@@ -17,6 +17,7 @@ from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
 from .network.vectorized import run_alone
 from .results.collective import CollectiveResult, bus_factor
+from .training.bounds import BoundRecorder, collective_bounds
 from .units import parse_quantity
 
 __all__ = ["simulate_collective"]
@@ -83,6 +84,8 @@ def simulate_collective(
     if kernels is not None:
         for npu in platform.npus:
             npu.run_kernels(kernels, _nothing, tag="compute")
+    recorder = BoundRecorder()
+    platform.engine.bound_listener = recorder
     fast = (
         None
         if kernels is not None
@@ -95,6 +98,7 @@ def simulate_collective(
         coll = fast
         end = platform.engine.now
     time = coll.duration
+    bound_by = collective_bounds(recorder, coll.issued, coll.issued + time)
     if not math.isfinite(end) or not math.isfinite(time):
         raise SimulationError(
             f"{op} of {nbytes:g} bytes on {cfg.name}: the time is not finite ({time}); check "
@@ -142,6 +146,8 @@ def simulate_collective(
         protocol=coll.protocol.name if coll.protocol is not None else None,
         algorithm=coll.algorithm,
         comm_units=platform.npus[0].units.peak,
+        bound=max(bound_by, key=lambda k: bound_by[k]) if bound_by else "",
+        bound_by=bound_by,
     )
 
 

@@ -123,6 +123,7 @@ def collective_command(
     if compute:
         table.add_column("kernel slowdown", justify="right")
         table.add_column("coll. slowdown", justify="right")
+    table.add_column("bound by (busy)")
     for i, r in enumerate(results):
         row = [format_size(r.size), format_time(r.time)]
         row += [f"{rates[name][i] / scale:.4g}" for name, (scale, _unit) in scales.items()]
@@ -136,6 +137,8 @@ def collective_command(
                 f"{r.compute['kernel_slowdown']:.3f}x",
                 f"{r.compute['collective_slowdown']:.3f}x",
             ]
+        busy = r.bound_by.get(r.bound, 0.0) / r.time if r.time > 0 else 0.0
+        row.append(f"{r.bound} ({100 * busy:.0f}%)" if r.bound else "-")
         table.add_row(*row)
     console.print(table)
     _print_assumptions(cfg)

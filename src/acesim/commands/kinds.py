@@ -30,7 +30,8 @@ def kinds_command(
             table.add_column(col)
         for name, kind in ENDPOINT_KINDS.items():
             fields = ", ".join(kind.settings.model_fields) or "-"
-            table.add_row(name, kind.role, fields, kind.summary)
+            label = f"{name} (alias {', '.join(kind.aliases)})" if kind.aliases else name
+            table.add_row(label, kind.role, fields, kind.summary)
         console.print(table)
     if what in (None, "ops"):
         table = Table(title="collective operations (--op, collective.algorithms keys)")

@@ -33,8 +33,14 @@ from .common import (
     parse_sets,
     progress,
 )
+from .llm import PARALLEL_HELP, is_llm, run_llm_command
 
 DEFAULT_WORKLOAD = "resnet50"
+#: Why a data-parallel flag is refused for an LLM model.
+LLM_UNUSED = (
+    "does not apply to LLM runs (they simulate one steady-state iteration of every GPU; size "
+    "them with --nodes, --global-batch, --micro-batch, --seq and --parallel)"
+)
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
 LONG_RUN_MESSAGES = 350_000
 
@@ -54,7 +60,8 @@ def run_command(
         "--endpoints",
         help="endpoint kinds to compare, comma-separated (default: "
         + ",".join(default_endpoints())
-        + "); the reference kind is always included",
+        + "; sm names the baseline's SM kernels); the reference kind is always included; "
+        "each kind runs its searched variants (the baseline's SM splits) and keeps the best",
     ),
     search: bool = typer.Option(
         False,
@@ -92,6 +99,19 @@ def run_command(
         None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
     ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
+    global_batch: int | None = typer.Option(
+        None,
+        "--global-batch",
+        help="LLM models: sequences per iteration (default: one micro-batch)",
+    ),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="LLM models: sequences a micro-batch"),
+    seq: int | None = typer.Option(
+        None, "--seq", help="LLM models: tokens a sequence (default: the model's)"
+    ),
+    recompute: str | None = typer.Option(
+        None, "--recompute", help="LLM models: activation recomputation none, selective or full"
+    ),
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
     if output is not None:
@@ -116,6 +136,29 @@ def run_command(
         if endpoints is not None
         else None
     )
+    if is_llm(workload, parallel):
+        for flag, given, value in (
+            ("--layers", layers, layers),
+            ("--layers-csv", layers_csv is not None, layers_csv),
+            ("--search", search, search),
+            ("--npus", npus is not None, npus),
+            ("--shape", shape is not None, shape),
+            ("--batch", batch is not None, batch),
+            ("--exact", exact, exact),
+            ("--loop", loop != "layerwise", loop),
+            ("--bucket-size", bucket != "25 MiB", bucket),
+            ("--iterations", iterations != 3, iterations),
+            ("--warmup", warmup != 1, warmup),
+        ):
+            if given:
+                raise ConfigError(flag, LLM_UNUSED, str(value))
+        run_llm_command(
+            system=system, workload=workload, parallel=parallel, global_batch=global_batch,
+            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
+            nodes=nodes, endpoint=endpoint, endpoints=kinds, as_json=as_json, output=output,
+            overrides=parse_sets(sets), trace=trace,
+        )
+        return
     case = cli_case(
         system,
         workload,
@@ -211,6 +254,9 @@ def _rows(result: RunResult) -> list[tuple[str, str]]:
     if result.bound:
         share = result.bound_by[result.bound] / result.iteration_time
         rows.append(("bound by", f"{result.bound} ({100 * share:.0f}%)"))
+    if result.comm_bound and result.comm_time > 0:
+        share = min(result.comm_bound_by[result.comm_bound] / result.comm_time, 1.0)
+        rows.append(("comm bound by", f"{result.comm_bound} ({100 * share:.0f}% of comm)"))
     return rows
 
 

@@ -58,10 +58,12 @@ class EndpointConfig(BaseModel):
     @field_validator("kind")
     @classmethod
     def _registered(cls, value: str) -> str:
-        if value not in ENDPOINT_SETTINGS:
+        try:
+            # an alias (``sm``) stands for its kind (``baseline``)
+            return ENDPOINT_SETTINGS.canonical(value)
+        except ConfigError:
             err = ENDPOINT_SETTINGS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint)
-        return value
+            raise FieldRuleError("", err.rule, value, hint=err.hint) from None
 
     @model_validator(mode="after")
     def _sections(self) -> EndpointConfig:

@@ -23,7 +23,14 @@ from .system import ScaleOutConfig
 
 __all__ = ["scale_out"]
 
-_TEMPLATE_KEYS = ("kind", "link_bandwidth", "links_per_npu", "link_latency", "switch_reduction")
+_TEMPLATE_KEYS = (
+    "kind",
+    "link_bandwidth",
+    "links_per_npu",
+    "link_latency",
+    "switch_reduction",
+    "efficiency",
+)
 
 
 def scale_out(doc: dict[str, Any], nodes: int, field: str = "nodes") -> dict[str, Any]:

@@ -206,6 +206,11 @@ class DimensionConfig(Strict):
         description="the switch reduces in the network (NVLink SHARP on NVSwitch from H100 on, "
         "SHARP on InfiniBand): in-switch algorithms (nvls) may run here; switch dimensions only",
     )
+    efficiency: PositiveFraction | None = Field(
+        None,
+        description="fraction of this dimension's link bandwidth carrying payload (its link "
+        "type's protocol efficiency); None: collective.protocol_efficiency",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
@@ -228,6 +233,11 @@ class ScaleOutConfig(Strict):
     links_per_npu: PositiveInt = Field(1, description="scale-out links (NICs) at each NPU")
     switch_reduction: bool = Field(
         False, description="the scale-out switches reduce in the network (SHARP)"
+    )
+    efficiency: PositiveFraction | None = Field(
+        None,
+        description="fraction of the NICs' bandwidth carrying payload; None: "
+        "collective.protocol_efficiency",
     )
 
     @model_validator(mode="after")

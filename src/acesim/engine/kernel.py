@@ -365,17 +365,18 @@ class Engine:
             act.on_done(act)
 
     # -- running -----------------------------------------------------------------------------
-    def quiet(self) -> bool:
+    def quiet(self, *, listened: bool = False) -> bool:
         """Nothing scheduled, running or watched: no events, activities, observers or bound
-        listener (a model may then compute a run of its own in closed form)."""
-        return not (
-            self._heap or self.active or self._dirty or self._observers or self.bound_listener
-        )
+        listener (``listened``: a bound listener allowed) -- a model may then compute a run of
+        its own in closed form."""
+        if self._heap or self.active or self._dirty or self._observers:
+            return False
+        return listened or self.bound_listener is None
 
     def advance_to(self, time: float) -> None:
         """Move a quiet engine's clock to ``time`` (s, not before now): the end of work a model
         computed without events."""
-        if not self.quiet():
+        if not self.quiet(listened=True):
             raise SimulationError("advance_to: the engine has events or activities")
         if not (time >= self.now) or time == INF:
             raise SimulationError(f"advance_to: cannot move the clock from {self.now} to {time}")

@@ -58,10 +58,13 @@ def check_endpoints(endpoints: Sequence[str] | None, field: str = "endpoints") -
     names = list(endpoints) if endpoints is not None else default_endpoints()
     if not names:
         raise ConfigError(field, "must name at least one endpoint kind")
-    for name in names:
-        ENDPOINT_KINDS.get(name, field)
+    # an alias (sm) stands for its kind (baseline)
+    given = names
+    names = [ENDPOINT_KINDS.canonical(name, field) for name in given]
     if len(set(names)) != len(names):
-        raise ConfigError(field, "names an endpoint kind twice", ",".join(names))
+        aliases = [f"{g} is {n}" for g, n in zip(given, names, strict=True) if g != n]
+        why = f" ({', '.join(aliases)})" if aliases else ""
+        raise ConfigError(field, f"names an endpoint kind twice{why}", ",".join(given))
     reference = reference_kind()
     if reference not in names:
         names.insert(0, reference)

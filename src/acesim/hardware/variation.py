@@ -3,9 +3,10 @@
 Links. A rank's egress on a dimension (:mod:`acesim.network.topology`) aggregates its
 ``links_per_npu`` links; messages are split evenly over them (as NCCL splits a collective over
 its channels), so the slowest link paces the rank: the egress capacity becomes
-``links * min(link bandwidth) * protocol_efficiency`` and the message latency the largest
-link latency. On a bidirectional ring (``links_per_npu >= 2``, more than two NPUs) half the
-links go each way (``direction`` ``"+"``: towards rank+1, ``"-"``: towards rank-1).
+``links * min(link bandwidth) * efficiency`` (the dimension's payload efficiency) and the
+message latency the largest link latency. On a bidirectional ring (``links_per_npu >= 2``,
+more than two NPUs) half the links go each way (``direction`` ``"+"``: towards rank+1,
+``"-"``: towards rank-1).
 
 Failures and rerouting:
 
@@ -119,7 +120,6 @@ def _apply_links(
             ]
             if change.failed:
                 _check_reroutable(d.kind, d.size, d.links, topology, change)
-    eff = system.collective.protocol_efficiency
     touched = sorted({(dim, rank) for dim, rank, _ in links})
     # Rings with a failed direction reroute as a whole (every member).
     rerouted: dict[tuple[int, int], str] = {}  # (dim, first member) -> surviving direction
@@ -146,12 +146,12 @@ def _apply_links(
         survivor = rerouted.get((dim, ring_first)) if ring_first is not None else None
         if survivor is not None:
             bandwidth, latency, _failed = links.get((dim, rank, survivor), default)
-            capacity = float(bandwidth) * (d.links // 2) * eff
+            capacity = float(bandwidth) * (d.links // 2) * d.efficiency
             collectives.set_link(rank, dim, bandwidth=capacity, latency=float(latency))
             continue
         entries = [links.get((dim, rank, x), default) for x in _directions(d.kind, d.size, d.links)]
         slowest = min(float(e[0]) for e in entries)
-        capacity = slowest * d.links * eff
+        capacity = slowest * d.links * d.efficiency
         latency = max(float(e[1]) for e in entries)
         collectives.set_link(rank, dim, bandwidth=capacity, latency=latency)
 

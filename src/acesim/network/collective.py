@@ -24,9 +24,13 @@ blocks on go before the others), then as above.
 
 Steps of in-switch (NVLS) collectives (:data:`~acesim.network.algorithms.NVLS_KINDS`) run at
 ``collective.nvls_efficiency`` of the link bandwidth (each of their bytes weighs
-``protocol_efficiency / nvls_efficiency`` on the egress capacity) and their messages are
+``efficiency / nvls_efficiency`` on the egress capacity, the dimension's payload efficiency
+over NVLS's) and their messages are
 delivered ``link_latency + nvls_delay`` after they are out (both default to the SM protocol's
 ``protocol_efficiency`` and ``endpoint_delay``).
+
+Before a chunk enters a phase, and once it has left its last, the endpoint may hold it
+(``phase_begin``: ACE's SRAM partitions, one per phase, bound the chunks in each phase).
 
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``).
@@ -231,8 +235,8 @@ class CollectiveRuntime:
         nvls_eff = (
             config.protocol_efficiency if config.nvls_efficiency is None else config.nvls_efficiency
         )
-        #: egress capacity one byte of an NVLS message takes, per byte (see module)
-        self.nvls_weight = config.protocol_efficiency / nvls_eff
+        #: per dimension, the egress capacity one byte of an NVLS message takes (see module)
+        self.nvls_weights = [d.efficiency / nvls_eff for d in topology.dimensions]
         #: the per-message delay of NVLS steps after the link latency (s)
         self.nvls_delay = nvls_delay
         #: exact mode with per-link latencies (:meth:`set_link`): each rank's link latency, s
@@ -442,6 +446,14 @@ class CollectiveRuntime:
         return (rank, coll.id if self.config.scheduling == "fifo" else -coll.id)
 
     def _enqueue(self, run: _ChunkRun) -> None:
+        # the endpoint may hold the chunk before its next phase (ACE's phase partitions)
+        coll = run.coll
+        io = self._chunk_bytes(coll)
+        self.endpoint.phase_begin(
+            run.rank, run, run.phase, coll.phases, io, partial(self._queue, run)
+        )
+
+    def _queue(self, run: _ChunkRun) -> None:
         dim = run.coll.phases[run.phase].dim
         queue = self._queues[run.rank][dim]
         if self._lines is not None:
@@ -514,7 +526,7 @@ class CollectiveRuntime:
             dests = cached
         run.sends_out = len(dests)
         nvls = step.kind in NVLS_KINDS
-        weight = self.nvls_weight if nvls else 1.0
+        weight = self.nvls_weights[dim] if nvls else 1.0
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
         demand = {self.egress[rank][dim]: weight}
@@ -607,13 +619,17 @@ class CollectiveRuntime:
         else:
             coll = run.coll
             del self._runs[(coll.id, run.rank, run.chunk)]
-            _in, out_bytes, footprint = self._chunk_bytes(coll)
-            self.endpoint.chunk_end(
-                run.rank,
-                out_bytes,
-                footprint,
-                partial(self._chunk_stored, coll, run.rank),
+            io = self._chunk_bytes(coll)
+            self.endpoint.phase_begin(
+                run.rank, run, len(coll.phases), coll.phases, io, partial(self._chunk_left, run)
             )
+
+    def _chunk_left(self, run: _ChunkRun) -> None:
+        coll = run.coll
+        _in, out_bytes, footprint = self._chunk_bytes(coll)
+        self.endpoint.chunk_end(
+            run.rank, out_bytes, footprint, partial(self._chunk_stored, coll, run.rank)
+        )
 
     def _chunk_stored(self, coll: Collective, rank: int) -> None:
         left = coll.chunks_left[rank] - 1 if coll.phases else 0

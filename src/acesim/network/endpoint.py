@@ -8,6 +8,8 @@ collective, what that level costs at a rank:
   an NVLS kernel holds a different number of units than a ring kernel);
 * per chunk: ``chunk_begin`` / ``chunk_end`` (stage the chunk through an SRAM, read it from HBM
   once and write the result once) and ``max_chunk_bytes`` (split chunks that do not fit);
+* per phase: ``phase_begin`` (a chunk is about to enter a phase, or has left its last: a
+  streaming engine moves it between SRAM partitions, one per phase);
 * per step: ``step_begin`` / ``step_end`` (hold compute units, or wait for a setup latency,
   while one step of one chunk runs: a reduction on SMs beside a copy engine, an NVLS step);
 * per network byte: ``message_demand`` (HBM bytes, engine ALU/DMA throughput, comm-unit
@@ -21,10 +23,11 @@ The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 
 from ..engine import Resource
 from .algorithms import ALLTOALL, GATHER, REDUCE
+from .plan import Phase
 
 __all__ = ["Endpoint", "SM_FREE_STEP_KINDS"]
 
@@ -74,6 +77,21 @@ class Endpoint:
     ) -> None:
         """A chunk left its last phase at ``rank`` with ``out_bytes`` of result; call
         ``proceed`` once it is stored."""
+        proceed()
+
+    def phase_begin(
+        self,
+        rank: int,
+        chunk: Hashable,
+        index: int,
+        phases: Sequence[Phase],
+        io: tuple[float, float, float],
+        proceed: Callable[[], None],
+    ) -> None:
+        """``chunk`` (the same key in all its calls) is about to enter ``phases[index]`` at
+        ``rank``, or, with ``index == len(phases)``, has left its last phase (``chunk_end``
+        follows). ``io``: the chunk's (input, output, footprint) bytes. Call ``proceed`` when
+        it may go on (before it queues for the phase's dimension)."""
         proceed()
 
     def max_chunk_bytes(self) -> float | None:

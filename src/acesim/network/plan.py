@@ -168,9 +168,9 @@ def choose_protocol(
     NCCL's tuner does, as latency plus bytes over bandwidth: the largest ``base_latency`` of
     the phases' algorithms, each step's ``link_latency + hop_latency``, and each phase's bytes
     (all chunks) over its dimension's egress bandwidth times the protocol's ``bandwidth``
-    factor (times ``nvls_efficiency / protocol_efficiency`` on NVLS phases). The fastest wins
-    (``forced``, NCCL_PROTO, overrides). No phase with protocols: ``name`` None, nothing
-    changes.
+    factor (times ``nvls_efficiency / efficiency`` of the dimension on NVLS phases). The
+    fastest wins (``forced``, NCCL_PROTO, overrides). No phase with protocols: ``name`` None,
+    nothing changes.
     """
     tables = [cfg.protocols.get(p.algorithm) for p in phases]
     if not any(tables):
@@ -265,7 +265,7 @@ def _predict(
         d = topology.dimensions[phase.dim]
         weight = 1.0
         if phase.algorithm == "nvls":
-            weight = cfg.protocol_efficiency / nvls_eff
+            weight = d.efficiency / nvls_eff
         hop = cfg.endpoint_delay
         if phase.algorithm == "nvls" and cfg.nvls_delay is not None:
             hop = cfg.nvls_delay

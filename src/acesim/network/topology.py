@@ -30,6 +30,7 @@ class Dimension:
         latency: s per message (link latency).
         stride: rank distance between neighbours in this dimension.
         switch_reduction: its switch reduces in the network (in-switch algorithms may run).
+        efficiency: the payload fraction of its links (egress = links x bandwidth x this).
     """
 
     index: int
@@ -41,6 +42,7 @@ class Dimension:
     links: int
     stride: int
     switch_reduction: bool = False
+    efficiency: float = 1.0
 
 
 class Topology:
@@ -68,18 +70,20 @@ class Topology:
                 f"must have an even count (half each way), got {cfg.links_per_npu}"
             )
         name = dimension_name(i, cfg.name)
+        efficiency = (
+            collective.protocol_efficiency if cfg.efficiency is None else cfg.efficiency
+        )
         return Dimension(
             index=i,
             name=name,
             kind=cfg.kind,
             size=cfg.size,
-            egress_bandwidth=(
-                cfg.link_bandwidth * cfg.links_per_npu * collective.protocol_efficiency
-            ),
+            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * efficiency,
             latency=cfg.link_latency,
             links=cfg.links_per_npu,
             stride=stride,
             switch_reduction=cfg.switch_reduction,
+            efficiency=efficiency,
         )
 
     @property

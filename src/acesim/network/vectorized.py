@@ -52,6 +52,7 @@ _HOOKS = (
     "hbm_parallelism",
     "message_demand",
     "step_begin",
+    "phase_begin",
     "step_end",
     "chunk_begin",
     "chunk_end",
@@ -83,7 +84,7 @@ def run_alone(
     topo = runtime.topology
     if len(topo.dimensions) != 1 or dims not in (None, (0,), [0]):
         return None
-    if not runtime.engine.quiet() or runtime.phase_log is not None:
+    if not runtime.engine.quiet(listened=True) or runtime.phase_log is not None:
         return None
     if not _free_endpoint(runtime.endpoint):
         return None
@@ -126,6 +127,10 @@ def run_alone(
         # bytes would be summed in an order that depends on the ranks' timing; and a direct
         # step's messages into one receiver share its ingress, coupling the senders' rates
         return None
+    listener = runtime.engine.bound_listener
+    if listener is not None and not egress[0] <= ingress.min():
+        return None  # rank 0's messages would be bound by a receiver's ingress: the event path
+    bound = runtime.egress[0][0]  # what binds rank 0's (tracked) messages
     weight = runtime.endpoint.message_weight
     runtime._next_id += 1
     now = runtime.engine.now
@@ -167,6 +172,13 @@ def run_alone(
                 # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
                 took = times[(k, m)] = m / rate
             np.add(done, took, out=out)
+            if listener is not None:  # rank 0's messages, as the engine reports them
+                start, end = float(done[0]), float(out[0])
+                for _ in range(k):
+                    listener.opened("message", start)
+                    if end > start:
+                        listener.segment("message", bound, start, end)
+                    listener.closed("message", end)
             np.add(out, delay, out=arrive)
             if step.pattern == "next":  # the sender of rank r is r - 1
                 latest[1:] = arrive[:-1]

@@ -47,6 +47,11 @@ class CollectiveResult:
     #: the most compute units (SMs: NCCL channels, one thread block each) the collective held
     #: at once on NPU 0, as simulated
     comm_units: float = 0.0
+    #: what bound NPU 0's part of the collective, second by second (labels of
+    #: :func:`acesim.training.bounds.collective_bounds`: a link, HBM, ACE DMA, ACE SRAM, copy
+    #: engines, comm units, latency and waiting); ``bound`` is the largest
+    bound: str = ""
+    bound_by: dict[str, float] = field(default_factory=dict)
     version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,7 +21,12 @@ without warm-up is measured as the whole run (its communication tail included). 
 * ``bound`` / ``bound_by``: what bound the iteration, second by second
   (:mod:`acesim.training.bounds`): ``compute: compute units``, ``compute: HBM``, ``exposed:
   link <dim>``, ``exposed: latency and waiting``... (s per iteration; they sum to
-  ``iteration_time``), and the largest of them.
+  ``iteration_time``), and the largest of them;
+* ``comm_bound`` / ``comm_bound_by``: what bound communication, hidden or exposed
+  (:func:`acesim.training.bounds.collective_bounds`): per label (``link <dim>``, ``HBM``,
+  ``comm-unit HBM issue``, ``copy engines``, ``copy-engine setup``, ``ACE DMA``, ``ACE SRAM
+  (...)``), the time at least one of NPU 0's messages, DMA transfers or waits had it as its
+  bound (s per iteration; labels overlap), and the largest.
 
 A :class:`RunResult` also states what it was run with (:class:`RunInfo`): system, network
 shape, NPUs, workload, per-NPU batch and datatype, loop, iterations simulated, warm-up
@@ -35,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import SimulationError, WorkloadError
-from ..training.bounds import attribute
+from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution
 from ..version import __version__
 
@@ -108,6 +113,8 @@ class RunResult:
     makespan: float
     bound: str = ""
     bound_by: dict[str, float] = field(default_factory=dict)
+    comm_bound: str = ""
+    comm_bound_by: dict[str, float] = field(default_factory=dict)
     layers: list[LayerRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 
@@ -178,6 +185,7 @@ class RunResult:
             "comm_units_held": self.comm_units_held,
             "makespan": self.makespan,
             "bound": self.bound,
+            "comm_bound": self.comm_bound,
         }
         for dim, value in self.net_util.items():
             out[f"net_util_{dim}"] = value
@@ -306,6 +314,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
     bound_by: dict[str, float] = {}
+    comm_bound_by: dict[str, float] = {}
     if ex.bounds is not None:
         kernels = [
             (r.start, r.end)
@@ -313,6 +322,9 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
             if r.node.kind == "compute" and r.end > r.start
         ]
         bound_by = {k: v / count for k, v in attribute(ex.bounds, kernels, lo, hi).items()}
+        comm_bound_by = {
+            k: v / count for k, v in collective_bounds(ex.bounds, lo, hi, waiting=False).items()
+        }
     result = RunResult(
         info=info,
         iteration_time=window / count,
@@ -330,6 +342,8 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         makespan=ex.makespan,
         bound=max(bound_by, key=lambda k: bound_by[k]) if bound_by else "",
         bound_by=dict(sorted(bound_by.items(), key=lambda kv: -kv[1])),
+        comm_bound=next(iter(comm_bound_by), ""),
+        comm_bound_by=comm_bound_by,
         layers=[rows[name] for name in rows],
     )
     _check_finite(result)

@@ -15,6 +15,9 @@ a breakdown of the window:
   (link latency, step synchronisation, SRAM admission, dependencies).
 
 The labels of a run sum to its iteration time; the largest is what bound the run.
+:func:`collective_bounds` gives, for one collective alone, the time each label kept at least
+one of its messages, DMA transfers or SRAM waits busy (they overlap: the busiest stage of the
+pipeline is its bottleneck).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from ..engine import CAP, Resource
 
-__all__ = ["BoundRecorder", "attribute", "WAITING"]
+__all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
 
 WAITING = "exposed: latency and waiting"
 _EGRESS = re.compile(r"^npu\d+\.(?P<dim>.+)\.egress$")
@@ -34,6 +37,11 @@ _NAMES = {
     "hbm.comm": "HBM",
     "comm_units.bytes": "comm-unit throughput",
     "comm_units.flops": "comm-unit reductions",
+    "comm_units.hbm": "comm-unit HBM issue",
+    "copy_engines": "copy engines",
+    "copy_engine.fallback.bytes": "SM fallback throughput",
+    "copy_engine.fallback.hbm": "SM fallback HBM issue",
+    "copy_engine.fallback.flops": "SM fallback reductions",
     "ace.dma": "ACE DMA",
     "ace.alu": "ACE ALU",
 }
@@ -147,3 +155,25 @@ def attribute(
     if waiting > 1e-15 * max(hi - lo, 1.0):
         out[WAITING] = waiting
     return out
+
+
+def collective_bounds(
+    recorder: BoundRecorder, lo: float, hi: float, *, waiting: bool = True
+) -> dict[str, float]:
+    """Busy seconds of a collective's window [lo, hi) by what bound its activities: for every
+    label (``link <dim>``, ``HBM``, ``ACE DMA``, ``ACE SRAM (...)``, ``copy engines``, ...),
+    the time at least one of NPU 0's messages, DMA transfers or SRAM waits had it as its
+    bound, and (``waiting``) ``latency and waiting`` for the time none was, largest first
+    (a training run leaves it out: there, time without communication is compute). Unlike
+    :func:`attribute` the labels overlap (a pipeline keeps several stages busy at once): the
+    stage busy longest is its bottleneck."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for name, start, end in recorder.messages:
+        spans.setdefault(name, []).append((max(start, lo), min(end, hi)))
+    out = {name: sum(e - s for s, e in _union(v)) for name, v in spans.items()}
+    # time nothing was in flight: latency, step synchronisation, setup delays not recorded
+    busy = sum(e - s for s, e in _union([x for v in spans.values() for x in v]))
+    idle = (hi - lo) - busy
+    if waiting and idle > 1e-15 * max(hi - lo, 1.0):
+        out[WAITING.removeprefix("exposed: ")] = idle
+    return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -29,6 +30,7 @@ from ..config.system import Strict
 from ..errors import ConfigError, shorten
 from ..network.ops import COLLECTIVE_OPS
 from ..precision import DTYPES, PRECISIONS
+from ..registry import Registry
 from ..units import format_size, parse_quantity
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "Corpus",
     "Family",
     "GemmRun",
+    "LlmRun",
     "StreamRun",
     "TrainingRun",
     "load_corpus",
@@ -53,17 +56,27 @@ UNITS: dict[str, dict[str, float]] = {
     "stream": {"TB/s": 1e12, "GB/s": 1e9},
     "collective": {"GB/s": 1e9},
     "training": {"images/s": 1.0},
+    "llm": {"tokens/s/GPU": 1.0},
 }
 
 #: Units of rows that are not simulated yet (no ``run``): any of the above, and LLM throughput.
-OTHER_UNITS = ("tokens/s", "tokens/s/GPU")
+OTHER_UNITS = ("tokens/s",)
+
+
+def _registered(registry: Registry[Any]) -> Callable[[str], str]:
+    """A field check: the value names an entry of ``registry`` (its one-line error else)."""
+
+    def check(value: str) -> str:
+        if value not in registry:
+            err = registry.unknown(value)
+            raise FieldRuleError("", err.rule, value, hint=err.hint)
+        return value
+
+    return check
 
 
 def _dtype(value: str | None) -> str | None:
-    if value is not None and value not in DTYPES:
-        err = DTYPES.unknown(value)
-        raise FieldRuleError("", err.rule, value, hint=err.hint)
-    return value
+    return None if value is None else _registered(DTYPES)(value)
 
 
 class GemmRun(Strict):
@@ -109,19 +122,31 @@ class CollectiveRun(Strict):
     group: int | None = Field(
         None, gt=0, description="NPUs of the innermost dimension in the group (None: all NPUs)"
     )
+    dims: list[int] | None = Field(
+        None,
+        description="the dimensions the collective spans, whole (e.g. [1]: one GPU per node "
+        "across the scale-out); None: every dimension (not with group)",
+    )
     algorithm: str | None = Field(
         None,
         description="the algorithm the measurement forced (NCCL_ALGO), forced as the system's "
         "collective.algorithm; None: the system's own (its tuner's choice)",
     )
 
-    @field_validator("op")
+    @field_validator("dims")
     @classmethod
-    def _op(cls, value: str) -> str:
-        if value not in COLLECTIVE_OPS:
-            err = COLLECTIVE_OPS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint)
+    def _dims(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or any(d < 0 for d in value)):
+            raise FieldRuleError("", "must list dimension indices >= 0", value)
         return value
+
+    @model_validator(mode="after")
+    def _group_or_dims(self) -> CollectiveRun:
+        if self.group is not None and self.dims is not None:
+            raise FieldRuleError("dims", "give either group or dims, not both", self.dims)
+        return self
+
+    _op = field_validator("op")(staticmethod(_registered(COLLECTIVE_OPS)))
 
     @field_validator("size")
     @classmethod
@@ -146,16 +171,26 @@ class TrainingRun(Strict):
     precision: str = Field(description="training precision recipe (acesim.precision)")
     iterations: int = Field(3, ge=3, description="iterations simulated (the first is dropped)")
 
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, value: str) -> str:
-        if value not in PRECISIONS:
-            err = PRECISIONS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint)
-        return value
+    _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
 
 
-Run = GemmRun | StreamRun | CollectiveRun | TrainingRun
+class LlmRun(Strict):
+    """One LLM training iteration (:mod:`acesim.experiment.llm`) of a model of the LLM registry
+    with a Megatron parallel configuration on every GPU of the system; the figure is tokens
+    per second per GPU."""
+
+    kind: Literal["llm"]
+    model: str = Field(description="a model of acesim.workload.llm.models.MODELS")
+    parallel: str = Field(description="Megatron sizes as --parallel takes them (tp=4,pp=8,...)")
+    global_batch: int = Field(gt=0, description="sequences per iteration")
+    micro_batch: int = Field(gt=0, description="sequences per micro-batch")
+    seq: int = Field(gt=0, description="tokens per sequence")
+    precision: str = Field(description="training precision recipe (acesim.precision)")
+
+    _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
+
+
+Run = GemmRun | StreamRun | CollectiveRun | TrainingRun | LlmRun
 
 #: Run kinds by name.
 RUN_KINDS: dict[str, type[Run]] = {
@@ -163,6 +198,7 @@ RUN_KINDS: dict[str, type[Run]] = {
     "stream": StreamRun,
     "collective": CollectiveRun,
     "training": TrainingRun,
+    "llm": LlmRun,
 }
 
 #: Kinds that run on one NPU: their ``system`` is an NPU preset name (or a one-NPU file).

@@ -9,12 +9,16 @@ source measured, in the case's unit, from the model alone.
   elements, triad ``a[i] = b[i] + s c[i]`` reads 2N and writes N, dot ``sum a[i] b[i]`` reads 2N
   and writes nothing worth counting; triad and dot do 2N FLOPs).
 * ``collective``: :func:`~acesim.simulate.simulate_collective` over every NPU of the system
-  (or a group of the innermost dimension's first ``group`` NPUs), with the system's endpoint
-  kind or the row's ``endpoint``; its busbw (or algbw); a row's ``algorithm`` (what the
-  measurement forced, ``NCCL_ALGO``) is forced as the system's ``collective.algorithm``.
+  (or a group of the innermost dimension's first ``group`` NPUs, or whole dimensions ``dims``),
+  with the system's endpoint kind or the row's ``endpoint``; its busbw (or algbw); a row's
+  ``algorithm`` (what the measurement forced, ``NCCL_ALGO``) is forced as the system's
+  ``collective.algorithm``.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
+* ``llm``: one training iteration of an LLM registry model with a Megatron parallel
+  configuration on every GPU of the system (:mod:`acesim.experiment.llm`, exact mode);
+  tokens per second per GPU.
 
 Systems: a collective row names a system preset (or a system file next to the corpus file); the
 one-NPU kinds name an NPU preset, built into a one-NPU system by
@@ -36,11 +40,13 @@ from ..config.resolve import resolve_system
 from ..config.system import CollectiveConfig, SystemConfig
 from ..errors import AcesimError, ConfigError, SimulationError
 from ..experiment import make_case, run_case
+from ..experiment.llm import make_llm_case, run_llm
 from ..hardware.kernel_model import plan_kernel
 from ..hardware.kernels import Gemm, Stream
 from ..network.group import Group, Span
 from ..simulate import simulate_collective
 from ..units import format_time
+from ..workload.llm.parallel import parse_parallel
 from .corpus import (
     SINGLE_NPU_KINDS,
     Case,
@@ -48,6 +54,7 @@ from .corpus import (
     Corpus,
     Family,
     GemmRun,
+    LlmRun,
     StreamRun,
     TrainingRun,
     load_corpus,
@@ -130,7 +137,16 @@ def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[f
         )
         system = system.model_copy(update={"collective": collective})
     group = Group((Span(0, run.group),)) if run.group is not None else None
-    result = simulate_collective(system, run.op, run.nbytes, endpoint=run.endpoint, group=group)
+    dims = tuple(run.dims) if run.dims is not None else None
+    if dims is not None and max(dims) >= len(system.network.dimensions):
+        raise ConfigError(
+            "run.dims",
+            f"names a dimension the system does not have ({len(system.network.dimensions)})",
+            list(dims),
+        )
+    result = simulate_collective(
+        system, run.op, run.nbytes, endpoint=run.endpoint, group=group, dims=dims
+    )
     value = result.busbw if run.metric == "busbw" else result.algbw
     return value, f"{result.group_size} NPUs, {format_time(result.time)}"
 
@@ -146,6 +162,18 @@ def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float
     result, _ = run_case(resolved)
     note = result.bound or ""
     return run.batch / result.iteration_time, note
+
+
+def _llm(case: Case, run: LlmRun, system: SystemConfig) -> tuple[float, str]:
+    par = parse_parallel(
+        run.parallel, global_batch=run.global_batch, micro_batch=run.micro_batch, seq=run.seq,
+        field="run.parallel",
+    )
+    result, _ = run_llm(make_llm_case(system, run.model, par, precision=run.precision))
+    note = f"{format_time(result.iteration_time)} an iteration, bubble " + (
+        f"{100 * result.bubble_fraction:.1f}%"
+    )
+    return result.tokens_per_s_per_gpu, note
 
 
 def simulate_case(
@@ -164,6 +192,8 @@ def simulate_case(
         value, note = _stream(case, run, system)
     elif isinstance(run, CollectiveRun):
         value, note = _collective(case, run, system)
+    elif isinstance(run, LlmRun):
+        value, note = _llm(case, run, system)
     else:
         value, note = _training(case, run, system)
     if not math.isfinite(value) or value <= 0:

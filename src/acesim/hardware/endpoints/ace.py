@@ -4,32 +4,85 @@
     An engine with SRAM, ALUs and DMA beside the network interface. A chunk entering a
     collective is read from HBM once by DMA into SRAM (its input bytes), every phase runs out of
     SRAM, the result is written once (its output bytes). Reduce steps use the ALU at one byte of
-    ALU throughput per network byte. SRAM bounds the chunks in flight: a chunk waits (FIFO)
-    until its footprint fits. By default ACE splits every chunk into pieces of at most half its
-    SRAM (so that one piece streams in while another is in the network); with splitting off, a
-    chunk larger than the whole SRAM is, if spilling is allowed,
-    staged through HBM: the fraction ``1 - sram/chunk`` of its network bytes pays
-    ``spill_hbm_bytes_per_byte`` of extra HBM traffic (written out and read back); otherwise it
-    is a configuration error. ACE holds no compute unit.
+    ALU throughput per network byte. ACE holds no compute unit. Two ways to use the SRAM
+    (``mode``):
+
+``mode = "streaming"`` (default)
+    The SRAM is partitioned among the phases a collective can be in at once: one partition of
+    ``sram / K`` per phase position, ``K`` the most phases a collective has on the system's
+    network (a hierarchical all-reduce on ``D`` dimensions: ``2D - 1``; per-dimension
+    composition: ``D``). Chunks are split into pieces of ``sram / (K * buffers_per_phase)``,
+    so that every partition holds ``buffers_per_phase`` pieces (2: double buffering, one piece
+    in the network while the next is delivered). A piece holds, in the partition of the phase
+    it is in, that phase's live bytes (``Phase.data_bytes``: it shrinks through the
+    reduce-scatters of a hierarchical all-reduce and grows back through its all-gathers). It
+    enters phase ``k`` only once partition ``k`` has room (FIFO), and only then frees partition
+    ``k - 1`` (back-pressure: a piece that cannot move on keeps its buffer); DMA reads fill
+    partition 0, DMA writes drain the last. So DMA reads, network phases and DMA writes of
+    successive pieces overlap, every dimension can have a piece in flight, and the SRAM binds
+    only when a partition is full. The DMA serves reads in order, one at a time (a descriptor
+    queue), and writes likewise, so the first piece is not slowed by the ones behind it.
+
+``mode = "store_and_forward"``
+    A chunk (or piece) holds its whole footprint in SRAM from its DMA read to the end of its
+    DMA write, through every phase. SRAM bounds the chunks in flight: a chunk waits (FIFO)
+    until its footprint fits. With ``split_chunks`` ACE splits every chunk into pieces of at
+    most half its SRAM (one piece streams in while another is in the network); with splitting
+    off, a chunk larger than the whole SRAM is, if spilling is allowed, staged through HBM:
+    the fraction ``1 - sram/chunk`` of its network bytes pays ``spill_hbm_bytes_per_byte`` of
+    extra HBM traffic (written out and read back); otherwise it is a configuration error.
+    This was acesim's only ACE before issue 13; on a multi-dimensional network it keeps at
+    most two pieces in a pipeline of ``2D + 1`` stages (DMA in, the phases, DMA out).
+
+Why streaming is the default: the paper's ACE has its DMA engines, its ALUs and the network
+interface as separate units beside one SRAM, run by a control unit that moves chunks through
+the phases of the collective (paper.md section 4); units that are separate run at the same time
+unless something serialises them, and nothing in the mechanism does (a store-and-forward engine
+would leave its DMA idle while its pieces are in the network, and the network idle while they
+are read). The full paper (not in paper.md, which holds the abstract and figure 1) describes
+the SRAM as split into partitions per phase with chunks pipelined through them, from our
+recollection; the partition count, equal partition sizes and double buffering are
+assumptions (equal: the simplest split; a piece's live bytes never exceed the piece).
+
+What bound communication ("what bound a run", and a collective's ``bound_by``): DMA transfers
+are tracked like messages (``ACE DMA``, or the HBM behind it). Store and forward records the
+time each chunk waits for SRAM space as :data:`SRAM_WAIT`; streaming records, once per
+interval, the time a piece is held back by a full partition after its DMA read (back-pressure;
+pieces queued for the read partition are the collective's work queue, as pieces queued for a
+dimension are, and are not recorded).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from typing import Literal
 
 from pydantic import Field
 
-from ...config.system import Strict
-from ...config.validators import NonNegativeFloat, PositiveBytes, PositiveBytesPerSecond
+from ...config.system import Strict, SystemConfig
+from ...config.validators import (
+    NonNegativeFloat,
+    PositiveBytes,
+    PositiveBytesPerSecond,
+    PositiveInt,
+)
 from ...engine import Resource
-from ...errors import ConfigError
+from ...errors import ConfigError, SimulationError
 from ...network.algorithms import REDUCE
 from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
+from ...network.plan import Phase
 from .registry import EndpointContext, EndpointKind
 from .sm_kernels import engine_parallelism
 
-__all__ = ["AceSettings", "AceEndpoint", "SRAM_WAIT"]
+__all__ = [
+    "AceSettings",
+    "AceEndpoint",
+    "SRAM_WAIT",
+    "buffers_per_partition",
+    "phase_partitions",
+    "piece_bytes",
+]
 
 #: What binds communication while a chunk waits for SRAM space (for "what bound a run").
 SRAM_WAIT = "ACE SRAM (chunks waiting for space)"
@@ -41,15 +94,60 @@ class AceSettings(Strict):
     sram: PositiveBytes = Field(4 * 2**20, description="SRAM buffer, bytes")
     alu_bandwidth: PositiveBytesPerSecond = Field(1.6e12, description="reduction throughput, B/s")
     dma_bandwidth: PositiveBytesPerSecond = Field(500e9, description="HBM<->SRAM DMA, B/s")
+    mode: Literal["streaming", "store_and_forward"] = Field(
+        "streaming",
+        description="streaming: SRAM partitioned per phase, pieces pipelined through DMA in, "
+        "the phases and DMA out; store_and_forward: a chunk holds its footprint from read to "
+        "write-back",
+    )
+    buffers_per_phase: PositiveInt | None = Field(
+        None,
+        description="streaming: pieces each SRAM partition holds (None: "
+        "collective.active_chunks_per_dimension, the pieces a phase has in the network at once)",
+    )
     split_chunks: bool = Field(
-        True, description="split chunks into pieces of at most sram/2 (two in flight)"
+        True,
+        description="store_and_forward: split chunks into pieces of at most sram/2 (two in "
+        "flight); streaming always splits",
     )
     allow_spill: bool = Field(
-        True, description="without splitting: chunks larger than SRAM spill to HBM"
+        True, description="store_and_forward without splitting: chunks larger than SRAM spill"
     )
     spill_hbm_bytes_per_byte: NonNegativeFloat = Field(
         2.0, description="extra HBM bytes per network byte of a spilled chunk (write+read back)"
     )
+
+
+def phase_partitions(system: SystemConfig) -> int:
+    """The SRAM partitions of a streaming ACE on ``system``: the most phases one collective
+    has on its network (a hierarchical all-reduce on ``D`` dimensions has ``2D - 1``; every
+    other operation, and per-dimension composition, ``D``)."""
+    dims = len(system.network.dimensions)
+    if system.collective.composition == "hierarchical":
+        return max(2 * dims - 1, 1)
+    return max(dims, 1)
+
+
+def _check(settings: AceSettings, system: SystemConfig) -> None:
+    if settings.mode == "streaming" and not settings.split_chunks:
+        raise ConfigError(
+            "endpoint.ace.split_chunks",
+            "applies to mode = 'store_and_forward' only (a streaming ACE always splits chunks "
+            "into pieces that fit its phase partitions); set mode = 'store_and_forward' to "
+            "stage whole chunks",
+            settings.split_chunks,
+        )
+
+
+class _Partition:
+    """One phase's share of the SRAM at one NPU: free bytes and pieces waiting (FIFO) for room
+    as (bytes, continuation, since)."""
+
+    __slots__ = ("free", "waiting")
+
+    def __init__(self, size: float):
+        self.free = size
+        self.waiting: deque[tuple[float, Callable[[], None], float]] = deque()
 
 
 class AceEndpoint(Endpoint):
@@ -64,6 +162,7 @@ class AceEndpoint(Endpoint):
         self.engine = engine
         self.npus = npus
         self.cfg: AceSettings = ctx.settings
+        self.streaming = self.cfg.mode == "streaming"
         self._free = [self.cfg.sram] * len(npus)
         self._waiting: list[deque[tuple[float, float, Callable[[], None], float]]] = [
             deque() for _ in npus
@@ -80,20 +179,31 @@ class AceEndpoint(Endpoint):
         self._mlp = npu.hbm_arbitration == "mlp"
         # the DMA engine keeps the requests in flight that streaming dma_bandwidth needs
         self.dma_parallelism = engine_parallelism(npu, self.cfg.dma_bandwidth)
+        #: streaming: SRAM partitions per NPU (DMA read, one per phase position, DMA write)
+        #: and each one's bytes
+        self.partitions = phase_partitions(ctx.system) + 2
+        self.partition_bytes = self.cfg.sram / self.partitions
+        #: the piece size chunks are split into (bytes; None: not split)
+        self.piece = piece_bytes(self.cfg, ctx.system)
+        self._parts = [
+            [_Partition(self.partition_bytes) for _ in range(self.partitions)] for _ in npus
+        ]
+        #: streaming: the partition and bytes each piece in flight holds, per NPU
+        self._held: list[dict[Hashable, tuple[int, float]]] = [{} for _ in npus]
+        #: streaming: DMA descriptor queues per NPU (reads, writes)
+        self._dma_queues: list[tuple[deque[tuple[float, Callable[[], None]]], ...]] = [
+            (deque(), deque()) for _ in npus
+        ]
+        #: seconds NPU 0 had chunks waiting for SRAM space (store and forward: per chunk
+        #: waiting; streaming: intervals with a piece held back by a full partition)
+        self.sram_wait = 0.0
+        self._blocked_count = 0
+        self._blocked_since = 0.0
 
     def max_chunk_bytes(self) -> float | None:
-        return _chunk_limit(self.cfg)
+        return self.piece
 
-    def _footprint(self, nbytes: float) -> float:
-        if nbytes > self.cfg.sram and not self.cfg.allow_spill:
-            raise ConfigError(
-                "endpoint.ace.sram",
-                f"a chunk of {nbytes:.0f} bytes does not fit and allow_spill is off; "
-                "raise sram, use more collective.chunks or allow spilling",
-                self.cfg.sram,
-            )
-        return min(nbytes, self.cfg.sram)
-
+    # -- per network byte ---------------------------------------------------------------------
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         demand: dict[Resource, float] = {}
         if kind == REDUCE:
@@ -107,9 +217,175 @@ class AceEndpoint(Endpoint):
         # spilled chunks' traffic goes through the same DMA engine
         return (self.npus[rank].hbm_comm, self.dma_parallelism) if self._mlp else None
 
+    def _dma_transfer(self, rank: int, nbytes: float, then: Callable[[], None]) -> None:
+        npu = self.npus[rank]
+        self.hbm_bytes += nbytes
+        self.engine.start(
+            nbytes,
+            {npu.hbm_comm: 1.0, self._dma[rank]: 1.0},
+            lambda _act: then(),
+            weight=self.dma_parallelism if self._mlp else 1.0,
+            basis=npu.hbm_comm if self._mlp else None,
+            tag=("ace-dma", rank),
+            track="message" if rank == 0 else None,
+        )
+
+    def _dma_in_order(
+        self, rank: int, direction: int, nbytes: float, then: Callable[[], None]
+    ) -> None:
+        """Streaming: a DMA transfer served in order, one at a time per direction (reads 0,
+        writes 1: a descriptor queue each), so the first piece is not slowed by the rest."""
+        queue = self._dma_queues[rank][direction]
+        queue.append((nbytes, then))
+        if len(queue) == 1:
+            self._dma_next(rank, direction)
+
+    def _dma_next(self, rank: int, direction: int) -> None:
+        queue = self._dma_queues[rank][direction]
+        nbytes, then = queue[0]
+
+        def done() -> None:
+            queue.popleft()
+            if queue:
+                self._dma_next(rank, direction)
+            then()
+
+        self._dma_transfer(rank, nbytes, done)
+
+    def _waited(self, rank: int, since: float) -> None:
+        """A piece of ``rank`` admitted now after waiting for SRAM space since ``since``."""
+        now = self.engine.now
+        if rank != 0 or now <= since:
+            return
+        self.sram_wait += now - since
+        listener = self.engine.bound_listener
+        if listener is not None:
+            # Time a chunk waited for SRAM space: what binds communication then.
+            listener.segment("message", SRAM_WAIT, since, now)
+
+    # -- streaming: SRAM partitions per stage -------------------------------------------------
+    def phase_begin(
+        self,
+        rank: int,
+        chunk: Hashable,
+        index: int,
+        phases: Sequence[Phase],
+        io: tuple[float, float, float],
+        proceed: Callable[[], None],
+    ) -> None:
+        if not self.streaming:
+            proceed()
+            return
+        if index > self.partitions - 2:
+            raise SimulationError(
+                f"a collective with {len(phases)} phases on an ACE with "
+                f"{self.partitions - 2} phase partitions (one per phase of a hierarchical "
+                "all-reduce)"
+            )
+        if index == 0:
+            # DMA reads the piece's input into the read partition, then it enters phase 0
+            def read() -> None:
+                self._dma_in_order(
+                    rank, 0, io[0], lambda: self._move(rank, chunk, 1, first, proceed)
+                )
+
+            first = phases[0].data_bytes
+            self._take_space(rank, 0, io[0], chunk, read)
+            return
+        if index < len(phases):
+            self._move(rank, chunk, index + 1, phases[index].data_bytes, proceed)
+            return
+
+        # left its last phase: into the write partition, written back, then freed
+        def write() -> None:
+            self._dma_in_order(rank, 1, io[1], written)
+
+        def written() -> None:
+            self._free_space(rank, *self._held[rank].pop(chunk))
+            proceed()
+
+        self._move(rank, chunk, self.partitions - 1, io[1], write)
+
+    def _move(
+        self, rank: int, chunk: Hashable, index: int, need: float, then: Callable[[], None]
+    ) -> None:
+        """``chunk`` takes ``need`` bytes of partition ``index``, then frees what it held
+        (back-pressure: it keeps its buffer until the next one has room), then ``then``."""
+        previous = self._held[rank][chunk]
+
+        def moved() -> None:
+            self._free_space(rank, *previous)
+            then()
+
+        self._take_space(rank, index, need, chunk, moved)
+
+    def _take_space(
+        self, rank: int, index: int, need: float, chunk: Hashable, then: Callable[[], None]
+    ) -> None:
+        if need > self.partition_bytes * (1 + 1e-12):
+            raise SimulationError(
+                f"a piece holding {need:.0f} bytes does not fit an ACE SRAM partition of "
+                f"{self.partition_bytes:.0f} bytes"
+            )
+        part = self._parts[rank][index]
+
+        def taken() -> None:
+            self._held[rank][chunk] = (index, need)
+            then()
+
+        if part.waiting or part.free < need * (1 - 1e-12):
+            part.waiting.append((need, taken, self.engine.now))
+            if index > 0:
+                self._blocked(rank, +1)
+            return
+        part.free -= need
+        taken()
+
+    def _free_space(self, rank: int, index: int, nbytes: float) -> None:
+        part = self._parts[rank][index]
+        part.free += nbytes
+        while part.waiting and part.free >= part.waiting[0][0] * (1 - 1e-12):
+            need, then, _since = part.waiting.popleft()
+            part.free -= need
+            if index > 0:
+                self._blocked(rank, -1)
+            then()
+
+    def _blocked(self, rank: int, change: int) -> None:
+        """Streaming, NPU 0: count pieces held back by a full partition after their DMA read
+        (back-pressure; pieces queued for the read partition are the collective's work queue,
+        as pieces queued for a dimension are, and are not counted); each interval with at
+        least one is recorded once as :data:`SRAM_WAIT`."""
+        if rank != 0:
+            return
+        before = self._blocked_count
+        self._blocked_count += change
+        now = self.engine.now
+        if before == 0 and change > 0:
+            self._blocked_since = now
+        elif self._blocked_count == 0 and now > self._blocked_since:
+            self.sram_wait += now - self._blocked_since
+            listener = self.engine.bound_listener
+            if listener is not None:
+                listener.segment("message", SRAM_WAIT, self._blocked_since, now)
+
+    # -- store and forward: a chunk holds its footprint from read to write-back -----------------
+    def _footprint(self, nbytes: float) -> float:
+        if nbytes > self.cfg.sram and not self.cfg.allow_spill:
+            raise ConfigError(
+                "endpoint.ace.sram",
+                f"a chunk of {nbytes:.0f} bytes does not fit and allow_spill is off; "
+                "raise sram, use more collective.chunks or allow spilling",
+                self.cfg.sram,
+            )
+        return min(nbytes, self.cfg.sram)
+
     def chunk_begin(
         self, rank: int, in_bytes: float, footprint: float, proceed: Callable[[], None]
     ) -> None:
+        if self.streaming:
+            proceed()
+            return
         need = self._footprint(footprint)
         if footprint > self.cfg.sram:
             self._spill_fraction[rank] = max(
@@ -127,39 +403,43 @@ class AceEndpoint(Endpoint):
         self._free[rank] -= self._footprint(footprint)
         self._dma_transfer(rank, in_bytes, proceed)
 
-    def _dma_transfer(self, rank: int, nbytes: float, then: Callable[[], None]) -> None:
-        npu = self.npus[rank]
-        self.hbm_bytes += nbytes
-        self.engine.start(
-            nbytes,
-            {npu.hbm_comm: 1.0, self._dma[rank]: 1.0},
-            lambda _act: then(),
-            weight=self.dma_parallelism if self._mlp else 1.0,
-            basis=npu.hbm_comm if self._mlp else None,
-            tag=("ace-dma", rank),
-            track="message" if rank == 0 else None,
-        )
-
     def chunk_end(
         self, rank: int, out_bytes: float, footprint: float, proceed: Callable[[], None]
     ) -> None:
+        if self.streaming:
+            proceed()  # written back when it left its last phase
+            return
+
         def stored() -> None:
             self._free[rank] += self._footprint(footprint)
             queue = self._waiting[rank]
             while queue and self._free[rank] >= self._footprint(queue[0][1]) * (1 - 1e-12):
                 size, fp, cont, since = queue.popleft()
-                listener = self.engine.bound_listener
-                if rank == 0 and listener is not None and self.engine.now > since:
-                    # Time a chunk waited for SRAM space: what binds communication then.
-                    listener.segment("message", SRAM_WAIT, since, self.engine.now)
+                self._waited(rank, since)
                 self._admit(rank, size, fp, cont)
             proceed()
 
         self._dma_transfer(rank, out_bytes, stored)
 
 
-def _chunk_limit(settings: AceSettings) -> float | None:
-    """Pieces of at most half the SRAM (one streams in while another is in the network)."""
+def buffers_per_partition(settings: AceSettings, system: SystemConfig) -> int:
+    """Pieces each streaming partition holds: ``buffers_per_phase``, or by default
+    ``collective.active_chunks_per_dimension`` (the pieces a phase can have in the network at
+    once; the piece waiting to enter a phase waits in the previous partition)."""
+    if settings.buffers_per_phase is not None:
+        return settings.buffers_per_phase
+    return system.collective.active_chunks_per_dimension
+
+
+def piece_bytes(settings: AceSettings, system: SystemConfig) -> float | None:
+    """The piece size chunks are split into on ``system`` (bytes; None: not split).
+
+    Streaming: ``sram / ((K + 2) * buffers)``, so that each of the ``K + 2`` equal partitions
+    (DMA read, ``K`` phases, DMA write) holds ``buffers`` pieces; store and forward: half the
+    SRAM (one piece streams in while another is in the network), or none without splitting."""
+    if settings.mode == "streaming":
+        partitions = phase_partitions(system) + 2
+        return settings.sram / (partitions * buffers_per_partition(settings, system))
     return settings.sram / 2 if settings.split_chunks else None
 
 
@@ -168,9 +448,10 @@ KIND = EndpointKind(
     name="ace",
     label="ACE",
     summary="offload engine beside the NIC: SRAM, ALUs and DMA; one HBM read and one write "
-    "per chunk, no compute units",
+    "per chunk, no compute units; streaming (SRAM partitioned per phase) or store-and-forward",
     settings=AceSettings,
     build=AceEndpoint,
+    check=_check,
     default_compare=True,
-    chunk_limit=_chunk_limit,
+    chunk_limit=piece_bytes,
 )

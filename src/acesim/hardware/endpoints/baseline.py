@@ -1,4 +1,5 @@
-"""The ``baseline`` endpoint kind: NCCL-like collective kernels on the NPU's own compute units.
+"""The ``baseline`` endpoint kind (alias ``sm``): NCCL-like collective kernels on the NPU's own
+compute units.
 
 ``baseline`` (NCCL-like)
     Collective kernels hold ``comm_units`` compute units, either only while a collective is
@@ -267,4 +268,5 @@ KIND = EndpointKind(
     role="reference",
     default_compare=True,
     channel_fields=("comm_units", "nvls_units"),
+    aliases=("sm",),
 )

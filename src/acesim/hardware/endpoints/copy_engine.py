@@ -23,6 +23,14 @@
     vector FLOPs), and the held units drive at most ``fallback_units * fallback_unit_bandwidth``
     network bytes/s. It pays no copy setup (a kernel, not a copy command).
 
+    Or the switch reduces (``collective.algorithms`` naming ``nvls`` for the all-reduce: the
+    user's choice): an NVLS step is issued by SM kernels (multimem loads and stores), so it
+    holds ``nvls_units`` units for the step (16 thread blocks on Hopper in NCCL), drives at
+    most ``nvls_units * fallback_unit_bandwidth`` and costs ``nvls_reduce_hbm_bytes_per_byte``
+    (one read and one write of the buffer) on its load-reduce step and
+    ``nvls_gather_hbm_bytes_per_byte`` on its multicast-store step, no FLOPs (as the
+    baseline's NVLS kernels).
+
 HBM arbitration (``npu.hbm_arbitration = "mlp"``): the engines weigh their memory-level
 parallelism in compute units' worth, ``engines * engine_bandwidth`` over what one unit draws
 (as ACE's DMA); while reduce steps hold fallback units, those units are added.
@@ -43,12 +51,15 @@ from ...config.validators import (
     PositiveInt,
 )
 from ...engine import Resource
-from ...network.algorithms import ALLTOALL, GATHER, REDUCE
+from ...network.algorithms import ALLTOALL, GATHER, NVLS_GATHER, NVLS_KINDS, NVLS_REDUCE, REDUCE
 from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
 from .registry import EndpointContext, EndpointKind
 from .sm_kernels import check_fewer_units, engine_parallelism, sm_kernel_demand
 
-__all__ = ["CopyEngineSettings", "CopyEngineEndpoint"]
+__all__ = ["CopyEngineSettings", "CopyEngineEndpoint", "SETUP"]
+
+#: What binds communication while a copy step waits for its commands' setup.
+SETUP = "copy-engine setup"
 
 
 class CopyEngineSettings(Strict):
@@ -83,17 +94,31 @@ class CopyEngineSettings(Strict):
     reduction_flops_per_byte: NonNegativeFloat = Field(
         0.25, description="reduce step: FP32 add, 1 FLOP per 4 bytes"
     )
+    nvls_units: PositiveInt = Field(
+        16, description="compute units an NVLS (in-switch reduction) step's kernel holds"
+    )
+    nvls_reduce_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        2.0, description="NVLS load-reduce step: one read and one write per buffer byte"
+    )
+    nvls_gather_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        0.0, description="NVLS multicast-store step (counted with the load-reduce step)"
+    )
 
 
 def _check(settings: CopyEngineSettings, system: SystemConfig) -> None:
     check_fewer_units("endpoint.copy_engine.fallback_units", settings.fallback_units, system)
+    choices = system.collective.algorithms.values()
+    if any("nvls" in (c if isinstance(c, list) else [c]) for c in choices):
+        check_fewer_units("endpoint.copy_engine.nvls_units", settings.nvls_units, system)
 
 
 class CopyEngineEndpoint(Endpoint):
     """Copy engines for gathers and all-to-alls, SM kernels for reductions (see module)."""
 
     name = "copy_engine"
-    step_kinds = SM_FREE_STEP_KINDS
+    #: copies, and reduce steps on SM kernels: point-to-point ones or NVLS (the SM kernels
+    #: issue the switch's multimem operations), as NCCL's tuner or the user picks
+    step_kinds = SM_FREE_STEP_KINDS | NVLS_KINDS
 
     def __init__(self, ctx: EndpointContext):
         engine = ctx.engine
@@ -105,6 +130,8 @@ class CopyEngineEndpoint(Endpoint):
         cfg = self.cfg
         self._mlp = npu.hbm_arbitration == "mlp"
         self._reducing = [0] * len(npus)
+        self._nvls = [0] * len(npus)
+        self.nvls_steps = 0
         self.copy_steps = 0
         self.reduce_steps = 0
         copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
@@ -128,13 +155,31 @@ class CopyEngineEndpoint(Endpoint):
                 cfg.reduction_flops_per_byte,
             )
             reduce = fallback[REDUCE]
-            self._demand.append({GATHER: copy, ALLTOALL: copy, REDUCE: reduce})
+            nvls = sm_kernel_demand(
+                engine,
+                npu,
+                n.hbm_comm,
+                f"npu{n.rank}.copy_engine.nvls",
+                cfg.nvls_units,
+                cfg.fallback_unit_bandwidth,
+                {
+                    NVLS_REDUCE: cfg.nvls_reduce_hbm_bytes_per_byte,
+                    NVLS_GATHER: cfg.nvls_gather_hbm_bytes_per_byte,
+                },
+                REDUCE,
+                0.0,
+            )
+            self._demand.append({GATHER: copy, ALLTOALL: copy, REDUCE: reduce, **nvls})
         #: the engines' memory-level parallelism, in compute units' worth (as ACE's DMA)
         self.engine_parallelism = engine_parallelism(npu, cfg.engines * cfg.engine_bandwidth)
 
     def hbm_bytes_per_network_byte(self, kind: str) -> float:
         if kind == REDUCE:
             return self.cfg.reduce_hbm_bytes_per_byte
+        if kind == NVLS_REDUCE:
+            return self.cfg.nvls_reduce_hbm_bytes_per_byte
+        if kind == NVLS_GATHER:
+            return self.cfg.nvls_gather_hbm_bytes_per_byte
         return self.cfg.read_hbm_bytes_per_byte + self.cfg.write_hbm_bytes_per_byte
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
@@ -144,6 +189,7 @@ class CopyEngineEndpoint(Endpoint):
         if not self._mlp:
             return None
         held = self.cfg.fallback_units if self._reducing[rank] > 0 else 0
+        held += self.cfg.nvls_units if self._nvls[rank] > 0 else 0
         return self.npus[rank].hbm_comm, self.engine_parallelism + held
 
     def step_begin(self, rank: int, kind: str, proceed: Callable[[], None]) -> None:
@@ -156,9 +202,27 @@ class CopyEngineEndpoint(Endpoint):
 
             self.npus[rank].units.acquire(self.cfg.fallback_units, held)
             return
+        if kind in NVLS_KINDS:
+
+            def nvls_held() -> None:
+                self._nvls[rank] += 1
+                self.nvls_steps += 1
+                proceed()
+
+            self.npus[rank].units.acquire(self.cfg.nvls_units, nvls_held)
+            return
         self.copy_steps += 1
         if self.cfg.setup > 0:
-            self.engine.schedule(self.cfg.setup, proceed)
+            since = self.engine.now
+
+            def set_up() -> None:
+                listener = self.engine.bound_listener
+                if rank == 0 and listener is not None:
+                    # the step waits for its copy commands: what binds communication then
+                    listener.segment("message", SETUP, since, self.engine.now)
+                proceed()
+
+            self.engine.schedule(self.cfg.setup, set_up)
         else:
             proceed()
 
@@ -166,6 +230,9 @@ class CopyEngineEndpoint(Endpoint):
         if kind == REDUCE:
             self._reducing[rank] -= 1
             self.npus[rank].units.release(self.cfg.fallback_units)
+        elif kind in NVLS_KINDS:
+            self._nvls[rank] -= 1
+            self.npus[rank].units.release(self.cfg.nvls_units)
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
@@ -173,7 +240,7 @@ KIND = EndpointKind(
     name="copy_engine",
     label="copy engine",
     summary="DMA copy engines drive gathers and all-to-alls with zero SMs (a setup per step); "
-    "reduce steps fall back to SM kernels",
+    "reduce steps fall back to SM kernels, or to the switch (NVLS) where configured",
     settings=CopyEngineSettings,
     build=CopyEngineEndpoint,
     check=_check,

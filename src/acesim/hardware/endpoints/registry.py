@@ -78,11 +78,15 @@ class EndpointKind:
         role: ``reference`` (speedups are measured against its best variant), ``bound`` (an
             upper bound, no endpoint cost) or ``candidate``.
         default_compare: part of ``compare``'s default endpoint list.
-        chunk_limit: optional ``chunk_limit(settings)`` -> the largest piece (bytes) the kind
-            splits chunks into, or None; the model's ``max_chunk_bytes`` returns the same, and
-            the ideal endpoint searches these limits so that no kind out-pipelines the bound.
+        chunk_limit: optional ``chunk_limit(settings, system)`` -> the largest piece (bytes)
+            the kind splits chunks into, or None; the model's ``max_chunk_bytes`` returns the
+            same, and the ideal endpoint searches these limits so that no kind out-pipelines
+            the bound.
         channel_fields: its settings that count NCCL channels (one thread block on one SM
             each), set together by ``--channels`` (empty: it runs no SM channels).
+        aliases: other names that stand for this kind wherever a kind is named
+            (``endpoint.kind``, ``--endpoint(s)``, ``compare(endpoints=...)``); results and
+            tables use ``name``.
     """
 
     name: str
@@ -94,8 +98,9 @@ class EndpointKind:
     variants: Callable[[Any, SystemConfig], list[Variant]] | None = None
     role: str = "candidate"
     default_compare: bool = False
-    chunk_limit: Callable[[Any], float | None] | None = None
+    chunk_limit: Callable[[Any, SystemConfig], float | None] | None = None
     channel_fields: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
     def variants_of(self, system: SystemConfig) -> list[Variant]:
         """The variants to search on ``system`` (one, the settings as given, when none)."""
@@ -116,7 +121,11 @@ def register_endpoint(kind: EndpointKind, *, replace: bool = False) -> EndpointK
     ENDPOINT_SETTINGS.register(
         kind.name, EndpointSchema(kind.settings, kind.check), replace=replace
     )
-    return ENDPOINT_KINDS.register(kind.name, kind, replace=replace)
+    ENDPOINT_KINDS.register(kind.name, kind, replace=replace)
+    for alias in kind.aliases:
+        ENDPOINT_SETTINGS.alias(alias, kind.name)
+        ENDPOINT_KINDS.alias(alias, kind.name)
+    return kind
 
 
 def unregister_endpoint(name: str) -> None:
@@ -140,7 +149,7 @@ def chunk_limits(system: SystemConfig) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, kind in ENDPOINT_KINDS.items():
         if kind.chunk_limit is not None:
-            limit = kind.chunk_limit(system.endpoint.settings(name))
+            limit = kind.chunk_limit(system.endpoint.settings(name), system)
             if limit is not None:
                 out[name] = limit
     return out

@@ -1,0 +1,263 @@
+"""LLM training runs: a model, a Megatron parallel configuration and a system, simulated.
+
+:func:`make_llm_case` resolves everything once: the system (preset, file or table, with
+``nodes`` nodes), the model (a :data:`~acesim.workload.llm.models.MODELS` name or a
+:class:`~acesim.workload.llm.models.TransformerConfig`), the parallel configuration (checked
+against the model and the NPU count), the placement of its groups on the network, each
+stage's chunks (:func:`~acesim.workload.llm.block.chunk_work`) and every rank's memory
+footprint (:mod:`acesim.workload.llm.memory`): a configuration whose largest rank does not fit
+in ``npu.hbm_capacity`` is a ConfigError saying by how much and which term dominates.
+:func:`run_llm` builds the per-rank graphs (:func:`~acesim.training.pipeline.pipeline_graph`)
+and runs them with every rank simulated (exact mode; one representative per class of
+identical ranks is not built yet), giving an :class:`~acesim.results.llm.LlmResult`.
+
+The optimizer is Adam (Megatron's default and the published models' recipe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config.resolve import resolve_system
+from ..config.system import SystemConfig
+from ..errors import ConfigError
+from ..hardware.endpoints import ENDPOINT_KINDS
+from ..hardware.kernels import Stream
+from ..hardware.platform import Platform
+from ..precision import PRECISIONS, Precision
+from ..results.llm import LlmResult, idle_breakdown
+from ..results.trace import enable_tracing
+from ..training.executor import Execution, GraphExecutor
+from ..training.pipeline import Schedule, pipeline_graph, schedule
+from ..units import format_size
+from ..workload.graph import Graph
+from ..workload.llm.block import ChunkWork, chunk_work
+from ..workload.llm.memory import TERMS, grad_bytes, rank_footprint
+from ..workload.llm.models import MODELS, TransformerConfig, model_flops
+from ..workload.llm.parallel import ParallelConfig, Placement, placement
+from ..workload.model import Compute
+from ..workload.optimizer import update_kernel
+
+__all__ = ["LlmCase", "make_llm_case", "run_llm", "llm_graph", "OPTIMIZER"]
+
+OPTIMIZER = "adam"
+
+SystemLike = SystemConfig | str | Path | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class LlmCase:
+    """A resolved LLM training case (see the module docstring)."""
+
+    system: SystemConfig
+    model: TransformerConfig
+    parallel: ParallelConfig
+    precision: Precision
+    place: Placement
+    micro_batches: int
+    schedule: Schedule
+    stages: tuple[tuple[ChunkWork, ...], ...]
+    memory: dict[str, float]
+    memory_stage: int
+    iterations: int = 1
+
+    def with_endpoint(self, kind: str) -> LlmCase:
+        ENDPOINT_KINDS.get(kind, "--endpoint")
+        return LlmCase(self.system.with_endpoint(kind), self.model, self.parallel,
+                       self.precision, self.place, self.micro_batches, self.schedule,
+                       self.stages, self.memory, self.memory_stage, self.iterations)
+
+
+def _model(model: TransformerConfig | str) -> TransformerConfig:
+    if isinstance(model, TransformerConfig):
+        return model
+    return MODELS.get(model, "workload.name")
+
+
+def make_llm_case(
+    system: SystemLike,
+    model: TransformerConfig | str,
+    parallel: ParallelConfig,
+    *,
+    precision: str = "bf16",
+    nodes: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    iterations: int = 1,
+    check_memory: bool = True,
+) -> LlmCase:
+    """Resolve an LLM case (module docstring); ConfigErrors name the field at fault."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
+    resolved = resolve_system(system, overrides=overrides, nodes=nodes)
+    cfg = _model(model)
+    p = PRECISIONS.get(precision, "workload.precision")
+    if p.math not in resolved.npu.matrix_flops:
+        npu = resolved.npu
+        runnable = [n for n, q in PRECISIONS.items() if q.math in npu.matrix_flops]
+        raise ConfigError(
+            "workload.precision",
+            f"runs its matrix math in {p.math}, which this NPU ({npu.name}) has no peak for "
+            f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can run: "
+            f"{', '.join(runnable) or 'none'}",
+            precision,
+        )
+    parallel.check_model(cfg)
+    shape = tuple(resolved.network.shape)
+    place = placement(parallel, shape)
+    micro = parallel.micro_batches(place.dp)
+    kind: Schedule = "interleaved" if parallel.vpp > 1 else "1f1b"
+    stages = _stages(cfg, p, parallel, place)
+    worst: dict[str, float] = {}
+    worst_stage = 0
+    for s, chunks in enumerate(stages):
+        sizes = rank_footprint(chunks, schedule(kind, parallel.pp, s, micro, parallel.vpp), p,
+                               OPTIMIZER, dp=place.grad_ranks,
+                               distributed_optimizer=parallel.zero >= 1,
+                               expert_dp=place.expert_dp, grad_fp32=parallel.grad_fp32,
+                               fsdp=parallel.zero == 3)
+        if not worst or sizes["total"] > worst["total"]:
+            worst, worst_stage = sizes, s
+    if check_memory:
+        _check_memory(cfg, parallel, p, resolved, worst, worst_stage)
+    return LlmCase(resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage,
+                   iterations)
+
+
+def _stages(
+    model: TransformerConfig, p: Precision, parallel: ParallelConfig, place: Placement
+) -> tuple[tuple[ChunkWork, ...], ...]:
+    pp, v = parallel.pp, parallel.vpp
+    per = model.layers // (pp * v)
+    out = []
+    for s in range(pp):
+        chunks = []
+        for c in range(v):
+            vs = c * pp + s
+            chunks.append(chunk_work(
+                model, p, range(vs * per, (vs + 1) * per), micro_batch=parallel.micro_batch,
+                seq=parallel.seq, tp=parallel.tp, sp=bool(parallel.sp),
+                tp_overlap=parallel.tp_overlap,
+                recompute=parallel.recompute,
+                tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
+                ep=parallel.ep, ep_group=place.ep_group, cp=parallel.cp,
+                cp_group=place.cp_group, units=parallel.zero == 3,
+                recompute_layers=parallel.recompute_layers,
+            ))
+        out.append(tuple(chunks))
+    return tuple(out)
+
+
+def _check_memory(
+    model: TransformerConfig,
+    parallel: ParallelConfig,
+    p: Precision,
+    system: SystemConfig,
+    sizes: dict[str, float],
+    stage: int,
+) -> None:
+    capacity = system.npu.hbm_capacity
+    if sizes["total"] <= capacity:
+        return
+    dominant = max(TERMS, key=lambda t: sizes[t])
+    parts = ", ".join(f"{t} {format_size(sizes[t])}" for t in TERMS)
+    advice = ["more tensor or pipeline parallelism"]
+    if parallel.zero == 0:
+        advice.append("the distributed optimizer (zero=1)")
+    if parallel.recompute != "full":
+        advice.append("recomputation")
+    if parallel.micro_batch > 1:
+        advice.append("a smaller micro-batch")
+    raise ConfigError(
+        "npu.hbm_capacity",
+        f"{model.name} with {parallel.describe()} ({p.name}) needs "
+        f"{format_size(sizes['total'])} per GPU on pipeline stage {stage} ({parts}), "
+        f"{format_size(sizes['total'] - capacity)} more than the {format_size(capacity)} of HBM; "
+        f"{dominant} dominate{'s' if not dominant.endswith('s') else ''}: use "
+        + ", ".join(advice[:-1]) + (" or " if len(advice) > 1 else "") + advice[-1],
+    )
+
+
+def _update(p: Precision, params: float, gradient_bytes: int) -> Stream:
+    """The optimizer step of ``params`` parameters (:func:`~acesim.workload.optimizer.
+    update_kernel`) reading the main gradients in ``gradient_bytes`` per element instead of
+    the parameter dtype."""
+    kernel = update_kernel(OPTIMIZER, p, params)
+    extra = params * (gradient_bytes - p.param_bytes)
+    return Stream(kernel.read_bytes + extra, kernel.write_bytes, kernel.flops, name=kernel.name)
+
+
+def llm_graph(case: LlmCase) -> Graph:
+    """Every rank's execution graph of the case's iterations."""
+    par, p = case.parallel, case.precision
+    zero = par.zero >= 1
+    updates = []
+    for chunks in case.stages:
+        params = sum(c.params for c in chunks)
+        experts = sum(c.expert_params for c in chunks)
+        share = (
+            (params - experts) / case.place.grad_ranks + experts / case.place.expert_dp
+            if zero
+            else params
+        )
+        updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
+    return pipeline_graph(
+        case.stages, case.place, case.micro_batches, kind=case.schedule,
+        dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
+        param_bytes=p.param_bytes, update=updates, gather_params=zero, fsdp=par.zero == 3,
+        iterations=case.iterations, name=case.model.name,
+    )
+
+
+def run_llm(case: LlmCase, *, trace: bool = False) -> tuple[LlmResult, Execution]:
+    """Simulate the case (every rank) and summarise it (:mod:`acesim.results.llm`);
+    ``trace``: record what :func:`acesim.results.trace.write_trace` needs."""
+    graph = llm_graph(case)
+    platform = Platform(case.system, exact=True)
+    if trace:
+        enable_tracing(platform)
+    execution = GraphExecutor(platform, graph).run()
+    ranks = len(execution.records)
+    iters = case.iterations
+    iteration = execution.makespan / iters
+    compute, bubble, exposed = idle_breakdown(execution)
+    per = ranks * iters
+    par = case.parallel
+    tokens = par.global_batch * par.seq
+    npus = case.place.npus
+    dtype = case.precision.math
+    flops = model_flops(case.model, par.global_batch, par.seq)
+    system = case.system
+    notes = []
+    if case.model.notes:
+        notes.append(case.model.notes)
+    result = LlmResult(
+        model=case.model.name,
+        system=system.name,
+        npus=npus,
+        parallel=par.describe(),
+        schedule=case.schedule,
+        precision=case.precision.name,
+        global_batch=par.global_batch,
+        micro_batch=par.micro_batch,
+        seq=par.seq,
+        micro_batches=case.micro_batches,
+        iterations=iters,
+        iteration_time=iteration,
+        tokens_per_s_per_gpu=tokens / (iteration * npus),
+        mfu=flops / (iteration * npus * system.npu.matrix_peak(dtype)),
+        mfu_dtype=dtype,
+        compute_time=compute / per,
+        bubble_time=bubble / per,
+        bubble_fraction=bubble / per / iteration,
+        exposed={k: v / per for k, v in exposed.items()},
+        memory=dict(case.memory),
+        memory_stage=case.memory_stage,
+        hbm_capacity=system.npu.hbm_capacity,
+        endpoint=system.endpoint.kind,
+        notes=notes,
+        assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
+    )
+    return result, execution

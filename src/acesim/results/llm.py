@@ -1,0 +1,169 @@
+"""What an LLM training iteration did: throughput, MFU, the pipeline bubble, exposed
+communication by kind, memory.
+
+From an :class:`~acesim.training.executor.Execution` of a pipeline graph
+(:mod:`acesim.training.pipeline`), every rank simulated:
+
+* ``iteration_time``: the whole run over its iterations (one iteration: from the start to the
+  last rank's last node, the pipeline flush and the optimizer step included) (s);
+* ``tokens_per_s_per_gpu``: global batch x sequence / (iteration time x GPUs);
+* ``mfu``: model FLOPs (:func:`~acesim.workload.llm.models.model_flops`, Megatron's count) per
+  iteration / (iteration time x GPUs x the NPU's dense matrix peak in the recipe's math dtype);
+* per rank, the time its compute stream is idle, split by what it waits for, in this order: a
+  TP collective in flight (``tp``); a CP exchange (``cp``); an EP all-to-all (``ep``); a
+  receive whose message is on its way (``pp``, from the moment the sender sent it); a receive
+  whose sender has not sent yet (waiting for the other stage to compute: bubble); a DP
+  collective in flight (``dp``). The rest of the idle time is the pipeline ``bubble``
+  (waiting for other stages, the flush). Figures are means over ranks per iteration, the
+  bubble also as a fraction of the iteration; with no communication the bubble is all of the
+  idle time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..training.executor import Execution, NodeRecord
+from ..training.pipeline import COMM_KINDS, comm_kind
+
+__all__ = ["LlmResult", "idle_breakdown", "SCHEMA"]
+
+SCHEMA = "acesim.llm/1"
+
+#: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
+#: waiting for a peer stage that has not sent yet (bubble), DP collectives.
+_ORDER = ("tp", "cp", "ep", "pp", "peer", "dp")
+
+
+@dataclass
+class LlmResult:
+    """One LLM training run's figures (times in s, bytes, fractions 0..1)."""
+
+    model: str
+    system: str
+    npus: int
+    parallel: str
+    schedule: str
+    precision: str
+    global_batch: int
+    micro_batch: int
+    seq: int
+    micro_batches: int
+    iterations: int
+    iteration_time: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    mfu_dtype: str
+    compute_time: float
+    bubble_time: float
+    bubble_fraction: float
+    exposed: dict[str, float]
+    memory: dict[str, float]
+    memory_stage: int
+    hbm_capacity: float
+    endpoint: str
+    mode: str = "exact"
+    notes: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["schema"] = SCHEMA
+        return data
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def _complement(busy: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    out = []
+    t = lo
+    for start, end in busy:
+        if start > t:
+            out.append((t, min(start, hi)))
+        t = max(t, end)
+    if t < hi:
+        out.append((t, hi))
+    return out
+
+
+Intervals = list[tuple[float, float]]
+
+
+def _intersect(a: Intervals, b: Intervals) -> Intervals:
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    return sum(e - s for s, e in intervals)
+
+
+def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
+    """(compute time, bubble, exposed communication by kind), each summed over ranks (s)."""
+    sends: dict[tuple[int, int, int], list[float]] = {}
+    for rank, records in enumerate(ex.records):
+        for rec in records.values():
+            node = rec.node
+            if node.kind == "send" and node.peer is not None:
+                sends.setdefault((rank, node.peer, node.tag), []).append(rec.start)
+    for starts in sends.values():
+        starts.sort()
+    lo, hi = 0.0, ex.makespan
+    compute = bubble = 0.0
+    exposed = dict.fromkeys(COMM_KINDS, 0.0)
+    for rank, records in enumerate(ex.records):
+        busy: list[tuple[float, float]] = []
+        waits: dict[str, list[tuple[float, float]]] = {k: [] for k in _ORDER}
+        recvs: dict[tuple[int, int, int], list[NodeRecord]] = {}
+        for rec in records.values():
+            node = rec.node
+            if node.kind == "compute":
+                if rec.end > rec.start:
+                    busy.append((rec.start, rec.end))
+            elif node.kind == "collective":
+                waits.setdefault(comm_kind(node) or "other", []).append((rec.start, rec.end))
+            elif node.kind == "recv" and node.peer is not None:
+                recvs.setdefault((node.peer, rank, node.tag), []).append(rec)
+        for key, recs in recvs.items():
+            starts = sends.get(key, [])
+            for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):
+                sent = starts[k] if k < len(starts) else rec.start
+                waits["pp"].append((max(rec.start, sent), rec.end))
+                waits["peer"].append((rec.start, min(sent, rec.end)))
+        busy_u = _union(busy)
+        compute += _length(busy_u)
+        idle = _complement(busy_u, lo, hi)
+        explained: list[tuple[float, float]] = []
+        comm = 0.0
+        for kind in _ORDER:
+            mine = _union(waits.get(kind, []))
+            left = _complement(_union(explained), lo, hi)
+            part = _intersect(_intersect(idle, mine), left)
+            explained += part
+            if kind in exposed:
+                exposed[kind] += _length(part)
+                comm += _length(part)
+        bubble += _length(idle) - comm
+    return compute, bubble, exposed

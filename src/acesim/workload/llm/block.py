@@ -1,0 +1,625 @@
+"""One model chunk's work on one rank for one micro-batch, as Megatron-LM runs it.
+
+A chunk is a run of consecutive transformer layers (plus the embedding on the first chunk of
+the first stage and the output head on the last chunk of the last stage). Its forward and its
+backward are sequences of :class:`Step`: compute (kernels of
+:mod:`acesim.hardware.kernels`, run one after another) or one tensor-parallel collective that
+the next compute waits for. Per micro-batch of ``b`` sequences of ``s`` tokens (``T = b s``
+rows) on a rank of a TP group of ``t``:
+
+* attention sublayer, forward: norm; QKV projection ``Gemm(T, (q + 2 kv)/t, h)`` (column
+  parallel: heads and query groups split over TP); fused causal attention over ``b heads/t``
+  sequences (:class:`~acesim.hardware.kernels.Attention`, FlashAttention); output projection
+  ``Gemm(T, h, q/t)`` (row parallel); its partial sums all-reduced over TP (with sequence
+  parallelism ``sp``: reduce-scattered, and the norm's output all-gathered before the QKV
+  GEMM); the residual add.
+* MLP sublayer: norm; ``Gemm(T, 2 ffn/t, h)`` (gated: gate and up projections fused, as
+  Megatron's ``linear_fc1``; else ``ffn/t``); the activation (SwiGLU or GELU, element-wise);
+  ``Gemm(T, h, ffn/t)``; TP all-reduce (sp: reduce-scatter, all-gather before fc1); add.
+* MoE sublayer (tokens balanced over experts, as the Megatron-Bridge MoE benchmarks force):
+  the router ``Gemm(T, E, h)`` and its top-k; the permutation of ``T k`` token copies; with
+  expert parallelism ``ep``, the all-to-all dispatch of the copies over the EP group (``T k h``
+  bytes of activations sent per rank, the all-to-all's send buffer); the rank's ``E / ep``
+  experts' MLPs as grouped GEMMs (``batch = E / ep``, ``T k ep / E`` rows each, expert widths
+  split over TP); the all-to-all combine; the shared experts as one dense MLP; the
+  unpermutation. Backward runs the two all-to-alls the other way.
+* backward, per sublayer in reverse: (sp: the all-gathers of the output gradient and of the
+  saved input for the weight gradients) the data- and weight-gradient GEMMs and the attention
+  backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
+  the norm's backward. Backward is one pass (Megatron computes data and weight gradients of a
+  micro-batch together).
+* TP communication overlap (``tp_overlap``, with sequence parallelism: Megatron's
+  ``--tp-comm-overlap``, Transformer Engine's userbuffers): each dense sublayer's all-gathers
+  and reduce-scatters run beside the GEMM they feed or drain (:meth:`_Builder._overlapped`),
+  sharing the GPU with it as the endpoint charges them; the embedding's, the head's and MoE
+  layers' TP collectives stay blocking.
+* context parallelism ``cp``: a rank holds ``s / cp`` tokens of each sequence (Megatron's
+  load-balanced split: its share of the causal attention work is ``1 / cp``), so every kernel
+  above runs on ``T = b s / cp`` rows; the attention kernel takes its ``s / cp`` queries
+  against all ``s`` keys, beside an all-gather of K and V over the CP group (the ring
+  exchange, which runs under the attention compute); backward gathers K and V again beside
+  the attention backward and reduce-scatters their gradients.
+* recomputation: ``selective`` reruns the attention forward kernel before its backward and
+  does not keep its output; ``full`` keeps only each layer's input and reruns the layer's
+  whole forward (its TP collectives too) before its backward.
+
+Dtypes: GEMMs in the precision's math dtype writing its activation dtype; attention in the
+activation dtype when the math is FP8 (Transformer Engine's FP8 recipes keep dot-product
+attention in BF16 unless FP8 attention is asked for); norms, activations and residuals move
+activations. Not counted (each well under a percent of a layer): biases and their gradients,
+rotary embeddings, dropout (Megatron-Bridge's LLM recipes use none), FP8 casts (taken as
+fused into the producing kernel, weight casts as cached across micro-batches), the vocab-
+parallel cross-entropy's small all-reduces of per-token statistics.
+
+Saved bytes (activation memory per micro-batch in flight) are the tensors the backward reads:
+norm inputs and FP32 statistics, GEMM inputs, attention's Q, K, V, O and log-sum-exp, the
+activation's input; with ``sp`` the tensors before the all-gathers are kept sharded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ...errors import WorkloadError
+from ...hardware.kernels import Attention, Gemm, Kernel, Stream
+from ...network.group import Group
+from ...precision import Precision
+from ..model import Comm
+from ..zoo.costs import (
+    ADD_FLOPS,
+    FP32,
+    GELU_FLOPS,
+    LAYERNORM_BWD_FLOPS,
+    LAYERNORM_FWD_FLOPS,
+    LAYERNORM_PARAM_FLOPS,
+    SOFTMAX_BWD_FLOPS,
+    SOFTMAX_FLOPS,
+)
+from .models import TransformerConfig
+
+__all__ = ["Step", "ChunkWork", "chunk_work", "SWIGLU_FLOPS"]
+
+SWIGLU_FLOPS = 6.0
+"""SwiGLU ``silu(a) * b`` per output element: negate, exp, add, divide (sigmoid), two
+multiplies; its backward taken as the same plus the product rule (8; estimate)."""
+SWIGLU_BWD_FLOPS = 8.0
+
+
+Overlap = Literal["", "next", "prev"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node of a chunk's pass: compute kernels, or one collective ``comm`` of ``kind``.
+
+    A collective with ``overlap`` runs beside a compute step instead of before the next one:
+    ``next``: issued with the following compute step (which does not wait for it); ``prev``:
+    issued with the preceding one; the step after the pair waits for both. ``sealed`` compute
+    steps are never merged with their neighbours (the GEMM a collective overlaps)."""
+
+    kernels: tuple[Kernel, ...] = ()
+    comm: Comm | None = None
+    kind: str = ""
+    overlap: Overlap = ""
+    sealed: bool = False
+
+
+@dataclass
+class _Pass:
+    steps: list[Step] = field(default_factory=list)
+
+    def compute(self, *kernels: Kernel) -> None:
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.comm is None and not last.sealed:
+            self.steps[-1] = Step(last.kernels + kernels)
+        else:
+            self.steps.append(Step(tuple(kernels)))
+
+    def alone(self, kernel: Kernel) -> None:
+        """One kernel as a sealed step of its own."""
+        self.steps.append(Step((kernel,), sealed=True))
+
+    def comm(self, comm: Comm | None, kind: str = "tp", overlap: Overlap = "") -> None:
+        if comm is not None:
+            self.steps.append(Step(comm=comm, kind=kind, overlap=overlap))
+
+    def seal(self) -> None:
+        """Let nothing merge into the last step (a unit boundary)."""
+        if self.steps and self.steps[-1].comm is None and not self.steps[-1].sealed:
+            last = self.steps[-1]
+            self.steps[-1] = Step(last.kernels, sealed=True)
+
+    def extend(self, other: _Pass) -> None:
+        for step in other.steps:
+            if step.comm is None and not step.sealed:
+                self.compute(*step.kernels)
+            else:
+                self.steps.append(step)
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """A chunk's forward and backward for one micro-batch on one rank.
+
+    Attributes:
+        forward, backward: the steps.
+        saved: activation bytes kept from the forward to the backward.
+        params: parameters held by the rank for this chunk (experts' included).
+        expert_params: of them, the experts' (their gradients reduce over the
+            expert-data-parallel group).
+        unit_params, forward_starts, backward_starts: with ``units``, the parameters of each
+            FSDP unit (the embedding, each layer, the head; forward order) and the index of
+            each unit's first step in the forward (forward order) and in the backward
+            (backward order, the units reversed).
+        boundary_bytes: bytes of the activation (or its gradient) sent to the neighbouring
+            pipeline stage.
+    """
+
+    forward: tuple[Step, ...]
+    backward: tuple[Step, ...]
+    saved: float
+    params: int
+    boundary_bytes: float
+    expert_params: int = 0
+    unit_params: tuple[int, ...] = ()
+    forward_starts: tuple[int, ...] = ()
+    backward_starts: tuple[int, ...] = ()
+
+
+class _Builder:
+    def __init__(
+        self,
+        model: TransformerConfig,
+        p: Precision,
+        *,
+        micro_batch: int,
+        seq: int,
+        tp: int,
+        sp: bool,
+        recompute: str,
+        tp_group: Group | None,
+        tp_overlap: bool = False,
+        ep: int = 1,
+        ep_group: Group | None = None,
+        cp: int = 1,
+        cp_group: Group | None = None,
+    ):
+        self.m = model
+        self.p = p
+        self.b = micro_batch
+        self.s = seq
+        self.t = tp
+        self.sp = sp
+        self.recompute = recompute
+        self.group = tp_group
+        self.ov = tp_overlap and tp_group is not None
+        self.ep = ep
+        self.ep_group = ep_group
+        self.cp = cp
+        self.cp_group = cp_group
+        self.q_len = seq // cp  # queries (and tokens) a rank holds with context parallelism
+        self.T = micro_batch * self.q_len
+        self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
+        self.a = p.activation_bytes
+        self.attn_dtype = p.activations if p.math == "fp8" else p.math
+
+    # -- kernels -----------------------------------------------------------------------------
+    def gemm(self, m: float, n: float, k: float, name: str) -> Gemm:
+        return Gemm(m, n, k, dtype=self.p.math, out_dtype=self.p.activations, name=name)
+
+    def norm(self, name: str) -> tuple[Stream, Stream, float]:
+        n = self.rows * self.m.hidden
+        a = n * self.a
+        stats = 2 * self.rows * FP32
+        fwd = Stream(a, a + stats, LAYERNORM_FWD_FLOPS * n, name=name)
+        bwd = Stream(
+            3 * a + stats, a, (LAYERNORM_BWD_FLOPS + LAYERNORM_PARAM_FLOPS) * n,
+            name=f"{name}.bwd",
+        )
+        return fwd, bwd, a + stats
+
+    def add(self, name: str) -> Stream:
+        n = self.rows * self.m.hidden
+        return Stream(2 * n * self.a, n * self.a, ADD_FLOPS * n, name=name)
+
+    def act(self, width: float, name: str) -> tuple[Stream, Stream, float]:
+        """The MLP activation over ``T x width`` outputs (gated: two inputs)."""
+        n = self.T * width
+        a = self.a
+        if self.m.gated:
+            return (
+                Stream(2 * n * a, n * a, SWIGLU_FLOPS * n, name=name),
+                Stream(3 * n * a, 2 * n * a, SWIGLU_BWD_FLOPS * n, name=f"{name}.bwd"),
+                2 * n * a,
+            )
+        return (
+            Stream(n * a, n * a, GELU_FLOPS * n, name=name),
+            Stream(2 * n * a, n * a, GELU_FLOPS * n, name=f"{name}.bwd"),
+            n * a,
+        )
+
+    # -- TP collectives ----------------------------------------------------------------------
+    def _tp(self, op: str) -> Comm | None:
+        if self.group is None:
+            return None
+        return Comm(op, self.T * self.m.hidden * self.a, group=self.group)
+
+    def after_row_parallel(self) -> Comm | None:
+        """Forward of a row-parallel GEMM's output: all-reduce, or reduce-scatter with sp."""
+        return self._tp("reduce-scatter" if self.sp else "all-reduce")
+
+    def before_column_parallel(self) -> Comm | None:
+        """Forward into a column-parallel GEMM: the all-gather of sp (nothing without)."""
+        return self._tp("all-gather") if self.sp else None
+
+    def _overlapped(
+        self,
+        fwd: _Pass,
+        bwd: _Pass,
+        col: Gemm,
+        middle: _Pass,
+        row: Gemm,
+        row_dgrad: Gemm,
+        between: _Pass,
+        col_dgrad: Gemm,
+        col_wgrad: Gemm,
+    ) -> None:
+        """A sublayer's column-parallel GEMM ``col``, ``middle`` kernels and row-parallel GEMM
+        ``row`` with TP communication overlap (sequence parallelism; Transformer Engine's
+        userbuffers, Megatron's ``--tp-comm-overlap``): forward, the all-gather runs beside
+        ``col`` and the reduce-scatter beside ``row``; backward, the output gradient's
+        all-gather beside the row-parallel data gradient, the input's re-gather beside the
+        column-parallel data gradient and the input gradient's reduce-scatter beside its
+        weight gradient. The backward's other kernels are ``between``."""
+        fwd.comm(self._tp("all-gather"), overlap="next")
+        fwd.alone(col)
+        fwd.extend(middle)
+        fwd.alone(row)
+        fwd.comm(self._tp("reduce-scatter"), overlap="prev")
+        bwd.comm(self._tp("all-gather"), overlap="next")
+        bwd.alone(row_dgrad)
+        bwd.extend(between)
+        bwd.comm(self._tp("all-gather"), overlap="next")
+        bwd.alone(col_dgrad)
+        bwd.comm(self._tp("reduce-scatter"), overlap="next")
+        bwd.alone(col_wgrad)
+
+    # -- sublayers ---------------------------------------------------------------------------
+    def _linear_pair(
+        self, fwd: _Pass, width_in: float, name: str
+    ) -> tuple[Gemm, Gemm, Gemm]:
+        h = self.m.hidden
+        return (
+            self.gemm(self.T, width_in, h, f"{name}.fwd"),
+            self.gemm(self.T, h, width_in, f"{name}.dgrad"),
+            self.gemm(h, width_in, self.T, f"{name}.wgrad"),
+        )
+
+    def attention(self, i: int) -> tuple[_Pass, _Pass, float]:
+        m, t = self.m, self.t
+        fwd, bwd = _Pass(), _Pass()
+        nf, nb, nsaved = self.norm(f"l{i}.attn_norm")
+        qkv_w = (m.q_width + 2 * m.kv_width) / t
+        qkv = self.gemm(self.T, qkv_w, m.hidden, f"l{i}.qkv")
+        qkv_d = self.gemm(self.T, m.hidden, qkv_w, f"l{i}.qkv.dgrad")
+        qkv_g = self.gemm(m.hidden, qkv_w, self.T, f"l{i}.qkv.wgrad")
+        seqs = self.b * m.heads / t
+        q = self.q_len
+        core = Attention(seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True,
+                         name=f"l{i}.flash_attn")
+        core_b = Attention(seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True,
+                           backward=True, name=f"l{i}.flash_attn.bwd")
+        proj = self.gemm(self.T, m.hidden, m.q_width / t, f"l{i}.proj")
+        proj_d = self.gemm(self.T, m.q_width / t, m.hidden, f"l{i}.proj.dgrad")
+        proj_g = self.gemm(m.q_width / t, m.hidden, self.T, f"l{i}.proj.wgrad")
+        fwd.compute(nf)
+        recomputed = (core,) if self.recompute == "selective" else ()
+        # the core: with context parallelism, the K and V of the whole sequence gathered over
+        # the CP group beside the attention kernel (the ring exchange of Megatron's CP runs
+        # under the attention compute), and in backward gathered again and their gradients
+        # reduce-scattered
+        kv = (
+            Comm("all-gather", self.b * self.s * 2 * m.kv_width / t * self.a,
+                 group=self.cp_group)
+            if self.cp_group is not None else None
+        )
+        dkv = (
+            Comm("reduce-scatter", self.b * self.s * 2 * m.kv_width / t * self.a,
+                 group=self.cp_group)
+            if self.cp_group is not None else None
+        )
+        middle, between = _Pass(), _Pass()
+        if kv is not None:
+            middle.comm(kv, "cp", overlap="next")
+            middle.alone(core)
+            between.compute(proj_g, *recomputed)
+            between.comm(kv, "cp", overlap="next")
+            between.alone(core_b)
+            between.comm(dkv, "cp")
+        else:
+            middle.compute(core)
+            between.compute(proj_g, *recomputed, core_b)
+        if self.ov:
+            self._overlapped(fwd, bwd, qkv, middle, proj, proj_d, between, qkv_d, qkv_g)
+        else:
+            fwd.comm(self.before_column_parallel())
+            fwd.compute(qkv)
+            fwd.extend(middle)
+            fwd.compute(proj)
+            fwd.comm(self.after_row_parallel())
+            if self.sp:
+                bwd.comm(self._tp("all-gather"))  # dY of the reduce-scatter
+                bwd.comm(self._tp("all-gather"))  # the norm output again, for the QKV wgrad
+            bwd.compute(proj_d)
+            bwd.extend(between)
+            bwd.compute(qkv_d, qkv_g)
+            bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        fwd.compute(self.add(f"l{i}.attn_residual"))
+        bwd.compute(nb)
+        a = self.a
+        qkvo = self.T * (2 * m.q_width + 2 * m.kv_width) / t * a
+        lse = seqs * q * FP32
+        attn_saved = qkvo + lse
+        if self.recompute == "selective":
+            attn_saved -= self.T * m.q_width / t * a + lse  # O and its statistics
+        saved = nsaved + self.rows * m.hidden * a + attn_saved  # norm, QKV input, core
+        return fwd, bwd, saved
+
+    def mlp(self, i: int, width: float, name: str) -> tuple[_Pass, _Pass, float]:
+        """A dense MLP of inner width ``width`` (already divided over TP)."""
+        m = self.m
+        fwd, bwd = _Pass(), _Pass()
+        nf, nb, nsaved = self.norm(f"l{i}.{name}_norm")
+        inputs = 2 if m.gated else 1
+        fc1, fc1_d, fc1_g = self._linear_pair(fwd, inputs * width, f"l{i}.{name}.fc1")
+        af, ab, asaved = self.act(width, f"l{i}.{name}.act")
+        fc2 = self.gemm(self.T, m.hidden, width, f"l{i}.{name}.fc2")
+        fc2_d = self.gemm(self.T, width, m.hidden, f"l{i}.{name}.fc2.dgrad")
+        fc2_g = self.gemm(width, m.hidden, self.T, f"l{i}.{name}.fc2.wgrad")
+        fwd.compute(nf)
+        if self.ov:
+            middle, between = _Pass(), _Pass()
+            middle.compute(af)
+            between.compute(fc2_g, ab)
+            self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g)
+        else:
+            fwd.comm(self.before_column_parallel())
+            fwd.compute(fc1, af, fc2)
+            fwd.comm(self.after_row_parallel())
+            if self.sp:
+                bwd.comm(self._tp("all-gather"))
+                bwd.comm(self._tp("all-gather"))
+            bwd.compute(fc2_d, fc2_g, ab, fc1_d, fc1_g)
+            bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        fwd.compute(self.add(f"l{i}.{name}_residual"))
+        bwd.compute(nb)
+        saved = nsaved + self.rows * m.hidden * self.a + asaved + self.T * width * self.a
+        return fwd, bwd, saved
+
+    def moe(self, i: int) -> tuple[_Pass, _Pass, float]:
+        """Router, permutation, grouped expert GEMMs, shared experts, unpermutation."""
+        m, t, a = self.m, self.t, self.a
+        fwd, bwd = _Pass(), _Pass()
+        nf, nb, nsaved = self.norm(f"l{i}.moe_norm")
+        E, k, h = m.experts, m.top_k, m.hidden
+        router = self.gemm(self.T, E, h, f"l{i}.router")
+        router_d = self.gemm(self.T, h, E, f"l{i}.router.dgrad")
+        router_g = self.gemm(h, E, self.T, f"l{i}.router.wgrad")
+        scores = self.T * E
+        topk = Stream(scores * a, scores * FP32, SOFTMAX_FLOPS * scores, name=f"l{i}.topk")
+        topk_b = Stream(2 * scores * FP32, scores * a, SOFTMAX_BWD_FLOPS * scores,
+                        name=f"l{i}.topk.bwd")
+        copies = self.T * k * h * a
+        permute = Stream(self.T * h * a, copies, name=f"l{i}.permute")
+        permute_b = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.permute.bwd")
+        unpermute = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.unpermute")
+        unpermute_b = Stream(self.T * h * a, copies, name=f"l{i}.unpermute.bwd")
+        local = E // self.ep
+        rows = self.T * k / local
+        width = m.expert_ffn / t
+        inputs = 2 if m.gated else 1
+
+        def grouped(mm: float, n: float, kk: float, name: str) -> Gemm:
+            return Gemm(mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations,
+                        batch=local, name=name)
+
+        e1 = grouped(rows, inputs * width, h, f"l{i}.experts.fc1")
+        e1_d = grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad")
+        e1_g = grouped(h, inputs * width, rows, f"l{i}.experts.fc1.wgrad")
+        e2 = grouped(rows, h, width, f"l{i}.experts.fc2")
+        e2_d = grouped(rows, width, h, f"l{i}.experts.fc2.dgrad")
+        e2_g = grouped(width, h, rows, f"l{i}.experts.fc2.wgrad")
+        n_act = self.T * k * width
+        if m.gated:
+            eact = Stream(2 * n_act * a, n_act * a, SWIGLU_FLOPS * n_act, name=f"l{i}.experts.act")
+            eact_b = Stream(3 * n_act * a, 2 * n_act * a, SWIGLU_BWD_FLOPS * n_act,
+                            name=f"l{i}.experts.act.bwd")
+        else:
+            eact = Stream(n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act")
+            eact_b = Stream(2 * n_act * a, n_act * a, GELU_FLOPS * n_act,
+                            name=f"l{i}.experts.act.bwd")
+        fwd.compute(nf)
+        fwd.comm(self.before_column_parallel())
+        a2a = Comm("all-to-all", copies, group=self.ep_group) if self.ep_group else None
+        fwd.compute(router, topk, permute)
+        fwd.comm(a2a, "ep")
+        fwd.compute(e1, eact, e2)
+        fwd.comm(a2a, "ep")
+        fwd.compute(unpermute)
+        bwd_router: list[Kernel] = [permute_b, topk_b, router_d, router_g]
+        bwd_experts: list[Kernel] = [e2_d, e2_g, eact_b, e1_d, e1_g]
+        saved = (nsaved + self.rows * h * a + scores * FP32 + copies
+                 + self.T * k * inputs * width * a + n_act * a)
+        if m.shared_experts:
+            sw = m.shared_experts * width
+            s1, s1_d, s1_g = self._linear_pair(fwd, inputs * sw, f"l{i}.shared.fc1")
+            sf, sb, ssaved = self.act(sw, f"l{i}.shared.act")
+            s2 = self.gemm(self.T, h, sw, f"l{i}.shared.fc2")
+            s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
+            s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
+            fwd.compute(s1, sf, s2)
+            bwd_router = [s2_d, s2_g, sb, s1_d, s1_g, *bwd_router]
+            saved += ssaved + self.T * sw * a
+        fwd.comm(self.after_row_parallel())
+        fwd.compute(self.add(f"l{i}.moe_residual"))
+        if self.sp:
+            bwd.comm(self._tp("all-gather"))
+            bwd.comm(self._tp("all-gather"))
+        bwd.compute(unpermute_b)
+        bwd.comm(a2a, "ep")
+        bwd.compute(*bwd_experts)
+        bwd.comm(a2a, "ep")
+        bwd.compute(*bwd_router)
+        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        bwd.compute(nb)
+        return fwd, bwd, saved
+
+    def layer(self, i: int, full: bool | None = None) -> tuple[_Pass, _Pass, float]:
+        """Layer ``i``'s passes and saved bytes; ``full``: recompute it whole (None: as
+        ``recompute`` says)."""
+        af, ab, asv = self.attention(i)
+        if self.m.is_moe_layer(i):
+            mf, mb, msv = self.moe(i)
+        else:
+            mf, mb, msv = self.mlp(i, self.m.ffn / self.t, "mlp")
+        fwd, bwd = _Pass(), _Pass()
+        fwd.extend(af)
+        fwd.extend(mf)
+        if full if full is not None else self.recompute == "full":
+            bwd.extend(fwd)
+            saved = float(self.rows * self.m.hidden * self.a)  # the layer's input only
+        else:
+            saved = asv + msv
+        bwd.extend(mb)
+        bwd.extend(ab)
+        return fwd, bwd, saved
+
+    def embedding(self) -> tuple[_Pass, _Pass]:
+        """Vocab-parallel lookup: each TP rank gathers the rows of its vocabulary shard, the
+        partial embeddings are all-reduced (sp: reduce-scattered); backward scatter-adds the
+        output gradient into the (persistent) gradient buffer."""
+        h, a = self.m.hidden, self.a
+        n = self.T * h
+        pb = self.p.param_bytes
+        fwd, bwd = _Pass(), _Pass()
+        fwd.compute(Stream(n * pb, n * a, name="embedding"))
+        fwd.comm(self.after_row_parallel())
+        if self.sp:
+            bwd.comm(self._tp("all-gather"))
+        bwd.compute(Stream(n * a + n * pb, n * pb, n, name="embedding.bwd"))
+        return fwd, bwd
+
+    def head(self) -> tuple[_Pass, _Pass, float]:
+        """Final norm, the vocab-parallel output GEMM and the fused cross-entropy."""
+        m, a = self.m, self.a
+        v = m.vocab / self.t
+        fwd, bwd = _Pass(), _Pass()
+        nf, nb, nsaved = self.norm("final_norm")
+        out = self.gemm(self.T, v, m.hidden, "output")
+        out_d = self.gemm(self.T, m.hidden, v, "output.dgrad")
+        out_g = self.gemm(m.hidden, v, self.T, "output.wgrad")
+        logits = self.T * v
+        xent = Stream(logits * a, 2 * self.T * FP32, SOFTMAX_FLOPS * logits, name="xentropy")
+        xent_b = Stream(logits * a, logits * a, SOFTMAX_BWD_FLOPS * logits, name="xentropy.bwd")
+        fwd.compute(nf)
+        fwd.comm(self.before_column_parallel())
+        fwd.compute(out, xent)
+        if self.sp:
+            bwd.comm(self._tp("all-gather"))  # the norm output again, for the wgrad
+        bwd.compute(xent_b, out_d, out_g)
+        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        bwd.compute(nb)
+        saved = nsaved + self.rows * m.hidden * a + logits * a
+        return fwd, bwd, saved
+
+
+def chunk_work(
+    model: TransformerConfig,
+    precision: Precision,
+    layers: range,
+    *,
+    micro_batch: int,
+    seq: int,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    tp_group: Group | None = None,
+    tp_overlap: bool = False,
+    embedding: bool = False,
+    head: bool = False,
+    ep: int = 1,
+    ep_group: Group | None = None,
+    cp: int = 1,
+    cp_group: Group | None = None,
+    units: bool = False,
+    recompute_layers: int | None = None,
+) -> ChunkWork:
+    """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
+    ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
+    ``tp_group`` is the TP communicator (needed when ``tp > 1``); ``units``: keep each
+    layer's (and the embedding's and head's) steps apart and say where they start (FSDP);
+    ``recompute_layers``: with ``recompute = "full"``, only the chunk's first that many layers
+    are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``)."""
+    if tp > 1 and tp_group is None:
+        raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
+    if cp > 1 and cp_group is None:
+        raise WorkloadError("cp > 1 needs the CP group its exchanges run on", field="cp_group")
+    if ep > 1 and ep_group is None:
+        raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
+    b = _Builder(
+        model, precision, micro_batch=micro_batch, seq=seq, tp=tp, sp=sp, recompute=recompute,
+        tp_group=tp_group if tp > 1 else None, tp_overlap=tp_overlap, ep=ep,
+        ep_group=ep_group if ep > 1 else None, cp=cp, cp_group=cp_group if cp > 1 else None,
+    )
+    fwd, bwd_parts = _Pass(), []
+    saved = 0.0
+    params = experts = 0
+    unit_params: list[int] = []
+    forward_starts: list[int] = []
+
+    def unit(part: _Pass, n: int) -> None:
+        forward_starts.append(len(fwd.steps))
+        fwd.extend(part)
+        unit_params.append(n)
+        if units:
+            fwd.seal()
+
+    if embedding:
+        ef, eb = b.embedding()
+        unit(ef, model.embedding_params // tp)
+        bwd_parts.append(eb)
+        params += model.embedding_params // tp
+    for i in layers:
+        full = recompute == "full" and (
+            recompute_layers is None or i - layers.start < recompute_layers
+        )
+        lf, lb, ls = b.layer(i, full)
+        norms = 2 * model.norm_params
+        routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
+        own = (model.layer_params(i) - norms - routed) // tp + norms + routed // (tp * ep)
+        unit(lf, own)
+        bwd_parts.append(lb)
+        saved += ls
+        params += (model.layer_params(i) - norms - routed) // tp + norms
+        experts += routed // (tp * ep)
+    if head:
+        hf, hb, hs = b.head()
+        own = (model.head_params - model.norm_params) // tp + model.norm_params
+        unit(hf, own)
+        bwd_parts.append(hb)
+        saved += hs
+        params += own
+    bwd = _Pass()
+    backward_starts: list[int] = []
+    for part in reversed(bwd_parts):
+        backward_starts.append(len(bwd.steps))
+        bwd.extend(part)
+        if units:
+            bwd.seal()
+    boundary = b.rows * model.hidden * precision.activation_bytes
+    if not units:
+        return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts,
+                         boundary, experts)
+    return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary,
+                     experts, tuple(unit_params), tuple(forward_starts), tuple(backward_starts))

@@ -1,0 +1,387 @@
+"""Parallelism as Megatron-LM defines it, and its placement onto the network.
+
+A :class:`ParallelConfig` holds Megatron's arguments: tensor (``tp``), pipeline (``pp``) with
+``vpp`` virtual stages (model chunks) per rank, context (``cp``), expert (``ep``) and data
+(``dp``, ``None`` = whatever the NPUs leave) parallel sizes; ``sp`` (sequence parallelism: the
+TP all-reduces become a reduce-scatter and an all-gather, and norms and residuals run on
+``1/tp`` of the sequence); ``zero`` (0: replicated optimizer, gradients all-reduced; 1:
+Megatron's distributed optimizer, ZeRO-1: gradients reduce-scattered, optimizer state and
+master weights sharded over DP, updated parameters all-gathered; 3: FSDP, Megatron-FSDP's
+ZeRO-3: parameters and gradients sharded too, gathered and reduced per layer, see
+:mod:`acesim.training.pipeline`); ``recompute`` (``none``,
+``selective``: the core attention is recomputed in backward, ``full``: every layer's forward
+is recomputed from its saved input; ``recompute_layers = N`` with ``full``: only the first ``N``
+layers of each model chunk, Megatron's ``--recompute-method block``); ``global_batch`` and
+``micro_batch`` in sequences and ``seq`` tokens a sequence.
+
+``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
+dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
+(:mod:`.block`); off by default, as in Megatron-LM. ``grad_fp32``: keep and reduce the main
+gradients in FP32 (default: when the recipe keeps FP32 master weights, Megatron-LM's rule for
+BF16; Megatron-Bridge's performance scripts set ``grad_reduce_in_fp32 = False``).
+
+Defaults: ``sp`` on whenever ``tp > 1`` and the distributed optimizer on (``zero = 1``), as
+the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distributed_optimizer``;
+the measurements of the validation corpus ran them); Megatron-LM's own command-line defaults
+have both off (``sp=0,zero=0``).
+
+Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
+recompute=none``.
+
+Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
+``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
+(EP is carved out of DP: ``ep`` consecutive DP ranks form an expert-parallel group, and the
+ranks ``ep`` apart that hold the same experts an expert-data-parallel group, as in
+Megatron-core). Gradients reduce over DP x CP (Megatron's data-parallel group with context
+parallelism), which is also what the distributed optimizer shards over. The NPUs' global ranks
+run over the network's dimensions innermost first (8 GPUs of a node, then the nodes), so TP
+lands inside the NVLink domain when it fits there, and each group is a
+:class:`~acesim.network.group.Group` of spans (slices and strides of dimensions): groups of
+the same kind that run at once share the links they really share. A group that is not a
+product of per-dimension slices (TP=3 on 8-GPU nodes) is a TopologyError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ...errors import ConfigError, TopologyError
+from ...network.group import Group, Span
+from .models import TransformerConfig
+
+__all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_group"]
+
+Recompute = Literal["none", "selective", "full"]
+_INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero", "recompute_layers")
+_BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32")
+_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """Megatron's parallel configuration (see the module docstring); ``dp`` None = auto."""
+
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    cp: int = 1
+    ep: int = 1
+    dp: int | None = None
+    sp: bool | None = None
+    tp_overlap: bool = False
+    grad_fp32: bool | None = None
+    zero: int = 1
+    recompute: Recompute = "none"
+    recompute_layers: int | None = None
+    global_batch: int = 1
+    micro_batch: int = 1
+    seq: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.sp is None:
+            object.__setattr__(self, "sp", self.tp > 1)
+        for name in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"parallel.{name}", "must be a whole number of at least 1", value)
+        if self.dp is not None and (
+            isinstance(self.dp, bool) or not isinstance(self.dp, int) or self.dp < 1
+        ):
+            raise ConfigError(
+                "parallel.dp", "must be a whole number of at least 1 or auto", self.dp
+            )
+        if self.zero not in (0, 1, 3):
+            raise ConfigError(
+                "parallel.zero",
+                "must be 0 (replicated optimizer), 1 (distributed optimizer) or 3 (FSDP)",
+                self.zero,
+            )
+        if self.zero == 3 and self.ep > 1:
+            raise ConfigError(
+                "parallel.zero", "FSDP with expert parallelism is not modelled yet", self.zero
+            )
+        if self.recompute not in ("none", "selective", "full"):
+            raise ConfigError(
+                "parallel.recompute", "must be none, selective or full", self.recompute
+            )
+        if self.recompute_layers is not None:
+            if isinstance(self.recompute_layers, bool) or not isinstance(
+                self.recompute_layers, int
+            ) or self.recompute_layers < 0:
+                raise ConfigError(
+                    "parallel.recompute_layers", "must be a whole number >= 0",
+                    self.recompute_layers,
+                )
+            if self.recompute != "full":
+                raise ConfigError(
+                    "parallel.recompute_layers",
+                    "counts fully recomputed layers: give it with recompute=full",
+                    self.recompute_layers,
+                )
+        if self.sp and self.tp == 1:
+            raise ConfigError("parallel.sp", "sequence parallelism needs tp > 1", "1")
+        if self.tp_overlap and not self.sp:
+            raise ConfigError(
+                "parallel.tp_overlap",
+                "TP communication overlap needs sequence parallelism (sp=1), as Megatron's does",
+                "1",
+            )
+        if self.vpp > 1 and self.pp == 1:
+            raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
+        if self.cp > 1 and self.ep > 1:
+            raise ConfigError(
+                "parallel.ep", "expert parallelism with context parallelism is not modelled yet",
+                self.ep,
+            )
+        if self.cp > 1 and self.seq % (2 * self.cp * (self.tp if self.sp else 1)):
+            raise ConfigError(
+                "parallel.seq",
+                f"must be a multiple of 2 x cp{' x tp' if self.sp else ''} (Megatron splits each "
+                "sequence into 2 cp load-balanced chunks)",
+                self.seq,
+            )
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tp * self.cp * self.pp
+
+    def data_parallel(self, npus: int) -> int:
+        """DP for ``npus`` NPUs (ConfigError when the sizes do not multiply to ``npus``)."""
+        mp = self.model_parallel
+        if npus % mp:
+            raise ConfigError(
+                "parallel",
+                f"tp x cp x pp = {mp} does not divide the {npus} NPUs",
+                self.describe(),
+            )
+        dp = npus // mp
+        if self.dp is not None and self.dp != dp:
+            raise ConfigError(
+                "parallel.dp",
+                f"tp x cp x pp x dp must be the {npus} NPUs; with tp x cp x pp = {mp}, dp is {dp}",
+                self.dp,
+            )
+        if (dp * self.cp) % self.ep:
+            raise ConfigError(
+                "parallel.ep",
+                f"must divide dp x cp = {dp * self.cp} (expert-parallel groups are carved out of "
+                "the data-parallel ranks, as Megatron-core's are)",
+                self.ep,
+            )
+        return dp
+
+    def micro_batches(self, dp: int) -> int:
+        """Micro-batches per pipeline per iteration: global batch / (micro batch x DP)."""
+        per = self.micro_batch * dp
+        if self.global_batch % per:
+            raise ConfigError(
+                "parallel.global_batch",
+                f"must be a multiple of micro_batch x dp = {self.micro_batch} x {dp} = {per}",
+                self.global_batch,
+            )
+        return self.global_batch // per
+
+    def check_model(self, model: TransformerConfig) -> None:
+        """The divisibility rules Megatron-LM checks for this model (ConfigError naming the
+        field)."""
+        if model.heads % self.tp:
+            raise ConfigError(
+                "parallel.tp", f"must divide the {model.heads} attention heads of {model.name}",
+                self.tp,
+            )
+        if model.groups % self.tp:
+            raise ConfigError(
+                "parallel.tp",
+                f"must divide the {model.groups} key/value heads of {model.name} (Megatron "
+                "splits query groups over TP)",
+                self.tp,
+            )
+        chunks = self.pp * self.vpp
+        if model.layers % chunks:
+            raise ConfigError(
+                "parallel",
+                f"pp x vpp = {chunks} must divide the {model.layers} layers of {model.name}",
+                self.describe(),
+            )
+        if self.ep > 1 and not model.experts:
+            raise ConfigError(
+                "parallel.ep", f"expert parallelism needs an MoE model; {model.name} is dense",
+                self.ep,
+            )
+        if model.experts % self.ep:
+            raise ConfigError(
+                "parallel.ep", f"must divide the {model.experts} experts of {model.name}", self.ep
+            )
+        if self.sp and self.seq % self.tp:
+            raise ConfigError("parallel.seq", f"must be a multiple of tp = {self.tp} with sp",
+                              self.seq)
+
+    def describe(self) -> str:
+        parts = [f"tp={self.tp}", f"pp={self.pp}"]
+        if self.vpp > 1:
+            parts.append(f"vpp={self.vpp}")
+        parts += [f"cp={self.cp}", f"ep={self.ep}", f"dp={self.dp or 'auto'}"]
+        parts.append(f"sp={int(bool(self.sp))}")
+        if self.tp_overlap:
+            parts.append("tp_overlap=1")
+        if self.grad_fp32 is not None:
+            parts.append(f"grad_fp32={int(self.grad_fp32)}")
+        parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
+        if self.recompute_layers is not None:
+            parts.append(f"recompute_layers={self.recompute_layers}")
+        return ",".join(parts)
+
+
+def parse_parallel(
+    text: str, *, global_batch: int, micro_batch: int, seq: int, field: str = "--parallel"
+) -> ParallelConfig:
+    """``tp=4,pp=8,vpp=5`` (module docstring) -> a :class:`ParallelConfig` (ConfigError naming
+    ``field`` for an unknown key or a bad value)."""
+    values: dict[str, object] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        key, sep, raw = item.partition("=")
+        key = key.strip().lower()
+        raw = raw.strip().lower()
+        if not sep or key not in _KEYS:
+            raise ConfigError(
+                field, f"expected key=value with keys {', '.join(_KEYS)}", item
+            )
+        if key in values:
+            raise ConfigError(field, f"{key} is given twice", text)
+        if key == "recompute":
+            values[key] = raw
+        elif key in _BOOL_KEYS:
+            if raw not in ("0", "1", "true", "false", "on", "off"):
+                raise ConfigError(field, f"{key} must be 0 or 1", raw)
+            values[key] = raw in ("1", "true", "on")
+        elif key == "dp" and raw == "auto":
+            values[key] = None
+        else:
+            try:
+                values[key] = int(raw)
+            except ValueError:
+                raise ConfigError(field, f"{key} must be a whole number", raw) from None
+    try:
+        return ParallelConfig(
+            global_batch=global_batch, micro_batch=micro_batch, seq=seq, **values  # type: ignore[arg-type]
+        )
+    except ConfigError as err:
+        name = err.field.removeprefix("parallel.")
+        flag = {"global_batch": "--global-batch", "micro_batch": "--micro-batch", "seq": "--seq"}
+        raise ConfigError(
+            flag.get(name, field if name == "parallel" else f"{field} {name}"),
+            err.rule,
+            err.value,
+        ) from None
+
+
+def flat_group(shape: tuple[int, ...], size: int, stride: int, name: str) -> Group:
+    """The group of ``size`` ranks ``stride`` apart in the flat rank order of a network of
+    dimension sizes ``shape`` (innermost first) as spans; TopologyError when it is not a product
+    of per-dimension slices."""
+    spans: list[Span] = []
+    remaining, step = size, stride
+    for dim, extent in enumerate(shape):
+        if remaining == 1:
+            break
+        if step >= extent:
+            if step % extent:
+                raise TopologyError(
+                    f"{name} group: members {stride} ranks apart do not align with dimension "
+                    f"{dim} of {extent} NPUs"
+                )
+            step //= extent
+            continue
+        if extent % step:
+            raise TopologyError(
+                f"{name} group: a stride of {step} does not divide dimension {dim} of {extent}"
+            )
+        along = min(remaining, extent // step)
+        if remaining % along or (along < extent // step and remaining > along):
+            raise TopologyError(
+                f"{name} group of {size} does not tile dimension {dim} of {extent} NPUs"
+            )
+        if extent % (along * step):
+            raise TopologyError(
+                f"{name} group: {along} members {step} apart do not tile dimension {dim} of "
+                f"{extent} NPUs"
+            )
+        spans.append(Span(dim, along, step))
+        remaining //= along
+        step = 1
+    if remaining != 1:
+        raise TopologyError(f"{name} group of {size} does not fit the network {shape}")
+    return Group(tuple(spans), name)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each parallel coordinate lives: sizes, strides in the flat rank order, and the
+    communicator groups (None where the group is one rank)."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    shape: tuple[int, ...]
+    tp_group: Group | None
+    dp_group: Group | None
+    ep: int = 1
+    cp_group: Group | None = None
+    ep_group: Group | None = None
+    expert_dp_group: Group | None = None
+
+    @property
+    def grad_ranks(self) -> int:
+        """Ranks a gradient is reduced over (and the distributed optimizer shards over):
+        DP x CP, as Megatron's data-parallel-with-context group."""
+        return self.dp * self.cp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks that hold the same experts (expert data parallelism): dp x cp / ep."""
+        return self.dp * self.cp // self.ep
+
+    @property
+    def npus(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def stage_stride(self) -> int:
+        """Rank distance between consecutive pipeline stages."""
+        return self.tp * self.cp * self.dp
+
+    def stage(self, rank: int) -> int:
+        return rank // self.stage_stride
+
+    def peer_stage(self, rank: int, stage: int) -> int:
+        """The rank with ``rank``'s TP/CP/DP coordinates on pipeline stage ``stage``."""
+        return rank % self.stage_stride + stage * self.stage_stride
+
+
+def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
+    """The placement of ``parallel`` on a network of dimension sizes ``shape`` (module
+    docstring)."""
+    npus = 1
+    for extent in shape:
+        npus *= extent
+    dp = parallel.data_parallel(npus)
+    tp_group = flat_group(shape, parallel.tp, 1, "tp") if parallel.tp > 1 else None
+    grad = dp * parallel.cp
+    dp_group = flat_group(shape, grad, parallel.tp, "dp") if grad > 1 else None
+    cp_group = flat_group(shape, parallel.cp, parallel.tp, "cp") if parallel.cp > 1 else None
+    inner = parallel.tp * parallel.cp
+    ep = parallel.ep
+    ep_group = flat_group(shape, ep, inner, "ep") if ep > 1 else None
+    edp = dp * parallel.cp // ep
+    if ep == 1:
+        edp_group = dp_group  # experts are reduced with the rest
+    else:
+        edp_group = flat_group(shape, edp, inner * ep, "expert-dp") if edp > 1 else None
+    return Placement(
+        parallel.tp, parallel.pp, dp, parallel.cp, tuple(shape), tp_group, dp_group, ep,
+        cp_group, ep_group, edp_group,
+    )

@@ -1,0 +1,206 @@
+"""Pipeline schedules as execution graphs: the bubble comes out of the simulation (issue 14)."""
+
+from __future__ import annotations
+
+import pytest
+
+from acesim.config.resolve import resolve_system
+from acesim.config.system import SystemConfig
+from acesim.experiment.llm import make_llm_case, run_llm
+from acesim.hardware.kernels import Fixed
+from acesim.hardware.platform import Platform
+from acesim.network.group import Span
+from acesim.results.llm import idle_breakdown
+from acesim.training.executor import Execution, GraphExecutor
+from acesim.training.pipeline import Op, pipeline_graph, schedule
+from acesim.workload.llm.block import ChunkWork, Step
+from acesim.workload.llm.models import TransformerConfig
+from acesim.workload.llm.parallel import ParallelConfig, placement
+from acesim.workload.model import Comm
+
+TF, TB = 1e-3, 2e-3  # forward and backward of a whole stage, s
+
+
+def _no_latency(npus: int) -> SystemConfig:
+    """An NVSwitch node with zero link latency and per-message delay: empty point-to-point
+    messages cost nothing, so the schedule alone sets the time."""
+    return resolve_system(
+        "h100-nvswitch-8",
+        overrides={"network.dimensions[0].link_latency": "0 s", "collective.endpoint_delay": "0 s"},
+        npus=npus,
+    )
+
+
+def _pipeline(p: int, m: int, v: int) -> tuple[Execution, float]:
+    system = _no_latency(p)
+    place = placement(ParallelConfig(pp=p, vpp=v, global_batch=m), tuple(system.network.shape))
+    chunk = ChunkWork((Step((Fixed(TF / v),)),), (Step((Fixed(TB / v),)),), 0.0, 0, 0.0)
+    graph = pipeline_graph([[chunk] * v] * p, place, m, kind="interleaved" if v > 1 else "1f1b")
+    ex = GraphExecutor(Platform(system, exact=True), graph).run()
+    _compute, bubble, exposed = idle_breakdown(ex)
+    assert exposed == {"tp": 0.0, "cp": 0.0, "ep": 0.0, "pp": 0.0, "dp": 0.0}
+    return ex, bubble / p
+
+
+def test_1f1b_order_of_each_stage() -> None:
+    names = [("F" if o.forward else "B") + str(o.micro) for o in schedule("1f1b", 4, 1, 6)]
+    assert names == ["F0", "F1", "F2", "B0", "F3", "B1", "F4", "B2", "F5", "B3", "B4", "B5"]
+    last = schedule("1f1b", 4, 3, 2)
+    assert last == [Op(True, 0, 0), Op(False, 0, 0), Op(True, 0, 1), Op(False, 0, 1)]
+
+
+def test_interleaved_order_follows_megatron() -> None:
+    ops = schedule("interleaved", 2, 0, 4, 2)
+    # warm-up (p - s - 1) * 2 + (v - 1) * p = 4 forwards: chunk 0 on micro-batches 0, 1, then
+    # chunk 1 on 0, 1; then one forward, one backward; backwards take the chunks in reverse.
+    assert [(o.forward, o.chunk, o.micro) for o in ops[:6]] == [
+        (True, 0, 0), (True, 0, 1), (True, 1, 0), (True, 1, 1), (True, 0, 2), (False, 1, 0),
+    ]
+    assert sum(o.forward for o in ops) == sum(not o.forward for o in ops) == 8
+    with pytest.raises(Exception, match="multiple of the pipeline stages"):
+        schedule("interleaved", 4, 0, 6, 2)
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 2), (4, 8), (8, 8), (4, 13)])
+def test_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1(p: int, m: int) -> None:
+    ex, bubble = _pipeline(p, m, 1)
+    iteration = ex.makespan
+    assert iteration == pytest.approx((m + p - 1) * (TF + TB), rel=1e-9)
+    assert bubble / iteration == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(4, 8, 2), (4, 16, 4), (8, 16, 2), (4, 4, 2)])
+def test_interleaving_divides_the_bubble_by_v(p: int, m: int, v: int) -> None:
+    _ex, plain = _pipeline(p, m, 1)
+    _ex, interleaved = _pipeline(p, m, v)
+    assert interleaved == pytest.approx(plain / v, rel=1e-9)
+    assert interleaved == pytest.approx((p - 1) * (TF + TB) / v, rel=1e-9)
+
+
+def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
+    # TP=4 on an 8-GPU NVSwitch node: ranks 0-3 and 4-7 all-reduce at the same time; each
+    # NPU has its own links to the switch, so each group runs as fast as one group alone.
+    size = 256 * 2**20
+
+    def tp_time(npus: int, tp: int) -> list[float]:
+        """Each rank's time in its TP group's all-reduce (every rank simulated)."""
+        system = resolve_system("h100-nvswitch-8", npus=npus)
+        place = placement(ParallelConfig(tp=tp, global_batch=npus // tp),
+                          tuple(system.network.shape))
+        assert place.tp_group is not None
+        comm = Comm("all-reduce", size, group=place.tp_group)
+        chunk = ChunkWork((Step(comm=comm, kind="tp"),), (), 0.0, 0, 0.0)
+        graph = pipeline_graph([[chunk]], place, 1)
+        ex = GraphExecutor(Platform(system, exact=True), graph).run()
+        assert {c.group_size for c in ex.collectives} == {tp}
+        return [
+            rec.end - rec.start for records in ex.records for rec in records.values()
+            if rec.node.kind == "collective"
+        ]
+
+    both = tp_time(8, 4)
+    alone = tp_time(4, 4)
+    assert len(both) == 8 and len(alone) == 4
+    assert both == pytest.approx([alone[0]] * 8, rel=1e-12)
+    assert len(tp_time(8, 8)) == 8  # one group of the whole node
+
+
+def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None:
+    tiny = TransformerConfig("tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816,
+                             vocab=32000, seq=1024)
+    case = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32,
+                                                                  seq=1024), nodes=8)
+    assert (case.place.dp, case.micro_batches) == (8, 4)
+    result, ex = run_llm(case)
+    assert len(ex.records) == 64
+    # consistency of the accounting (not a result): every second of every rank is computing,
+    # exposed communication or bubble
+    total = result.compute_time + result.bubble_time + sum(result.exposed.values())
+    assert total == pytest.approx(result.iteration_time, rel=1e-9)
+    assert all(result.exposed[k] > 0 for k in ("tp", "pp", "dp")) and result.exposed["ep"] == 0
+    assert result.bubble_fraction > 0
+    assert 0 < result.mfu < 1
+    again, _ = run_llm(case)
+    assert again.to_dict() == result.to_dict()  # deterministic
+
+
+def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
+    moe = TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=2, ffn=1024,
+                            vocab=8000, seq=512, experts=8, top_k=2, expert_ffn=256)
+    case = make_llm_case("h100-nvswitch-8", moe, ParallelConfig(pp=2, ep=2, global_batch=8,
+                                                                 seq=512), nodes=1)
+    place = case.place
+    assert (place.dp, place.ep, place.expert_dp) == (4, 2, 2)
+    assert place.ep_group is not None and place.ep_group.spans == (Span(0, 2, 1),)
+    assert place.expert_dp_group is not None
+    assert place.expert_dp_group.spans == (Span(0, 2, 2),)
+    work = case.stages[0][0]
+    a2a = [st.comm for st in work.forward if st.comm is not None]
+    tokens_copies = 512 * moe.top_k * moe.hidden * 2  # T k h bf16 bytes, one micro-batch
+    assert [c.op for c in a2a] == ["all-to-all"] * 4  # dispatch and combine, two MoE layers
+    assert all(c.size == tokens_copies and c.group == place.ep_group for c in a2a)
+    assert work.expert_params == 2 * moe.experts * moe.mlp_params(moe.expert_ffn) // 2
+    result, ex = run_llm(case)
+    assert result.exposed["ep"] > 0
+    grads = {
+        n.group for n in ex.graph.ranks[0] if n.kind == "collective" and ".grad." in n.name
+    }
+    assert grads == {place.dp_group, place.expert_dp_group}
+
+
+def test_tp_communication_overlap_hides_tp_time_behind_the_gemms() -> None:
+    tiny = TransformerConfig("tiny", layers=4, hidden=2048, heads=16, kv_heads=4, ffn=5632,
+                             vocab=32000, seq=2048)
+    runs = {}
+    for overlap in (False, True):
+        par = ParallelConfig(tp=4, pp=2, tp_overlap=overlap, global_batch=4, seq=2048)
+        case = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1)
+        steps = case.stages[0][0].forward
+        marked = [st.overlap for st in steps if st.comm is not None and st.kind == "tp"]
+        # two layers of two sublayers, an all-gather and a reduce-scatter each; the
+        # embedding's reduce-scatter stays blocking
+        assert sum(bool(m) for m in marked) == (8 if overlap else 0)
+        assert len(marked) == 9
+        runs[overlap], _ = run_llm(case)
+    plain, hidden = runs[False], runs[True]
+    assert hidden.exposed["tp"] < plain.exposed["tp"]
+    assert hidden.iteration_time < plain.iteration_time
+    total = hidden.compute_time + hidden.bubble_time + sum(hidden.exposed.values())
+    assert total == pytest.approx(hidden.iteration_time, rel=1e-9)
+
+
+def test_fsdp_gathers_every_unit_for_every_pass_and_reduces_its_gradients() -> None:
+    tiny = TransformerConfig("tiny", layers=3, hidden=512, heads=8, ffn=1024, vocab=8000,
+                             seq=512)
+    par = ParallelConfig(zero=3, global_batch=8, seq=512)  # 8 GPUs: dp 8, 1 micro-batch each
+    case = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1)
+    work = case.stages[0][0]
+    units = work.unit_params  # embedding, three layers, head
+    assert len(units) == 5 and sum(units) == work.params
+    result, ex = run_llm(case)
+    nodes = ex.graph.ranks[0]
+    gathers = [n for n in nodes if n.name.startswith("dp.all-gather.fsdp")]
+    scatters = [n for n in nodes if n.name.startswith("dp.reduce-scatter.fsdp")]
+    assert len(gathers) == 2 * len(units)  # forward and backward, one micro-batch
+    assert sorted(n.size for n in scatters) == sorted(u * 4 for u in units)  # FP32 gradients
+    assert all(n.group == case.place.dp_group for n in gathers + scatters)
+    sharded = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(zero=1, global_batch=8,
+                                                                     seq=512), nodes=1)
+    assert case.memory["weights"] < sharded.memory["weights"]
+    assert case.memory["optimizer"] == pytest.approx(sharded.memory["optimizer"])
+    assert result.exposed["dp"] > 0
+
+
+def test_recompute_layers_recomputes_only_the_first_layers_of_a_chunk() -> None:
+    tiny = TransformerConfig("tiny", layers=4, hidden=512, heads=8, ffn=1024, vocab=8000,
+                             seq=512)
+
+    def backward_kernels(**kw: object) -> int:
+        par = ParallelConfig(global_batch=8, seq=512, **kw)  # type: ignore[arg-type]
+        work = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1).stages[0][0]
+        return sum(len(st.kernels) for st in work.backward)
+
+    none, full = backward_kernels(), backward_kernels(recompute="full")
+    two = backward_kernels(recompute="full", recompute_layers=2)
+    assert none < two < full
+    assert two - none == (full - none) // 2
