@@ -66,3 +66,4 @@ class Platform:
                     "symmetric",
                 )
             apply_variation(variation, system, self.topology, self.npus, self.collectives)
+            self.collectives.agree()

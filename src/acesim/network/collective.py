@@ -45,8 +45,9 @@ each rank starts ``base_latency`` after it joins; so it does the NVLS loops' syn
 (:func:`~acesim.network.plan.nvls_sync_latency`; the same total as paying it loop by loop when
 nothing else contends).
 
-In exact mode chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so
-NPUs that run at different speeds cannot deadlock.
+In exact mode with ranks made to differ (stragglers, link changes: :meth:`CollectiveRuntime.agree`)
+chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so NPUs that run
+at different speeds cannot deadlock.
 
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
@@ -249,8 +250,8 @@ class CollectiveRuntime:
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
         self._dests: dict[tuple[int, int, int, int, str, int], list[int]] = {}
-        #: exact mode: each group line's agreed order of chunk phases (:mod:`.agreement`)
-        self._lines = LineOrders(self) if exact else None
+        #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
+        self._lines: LineOrders | None = None
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -271,6 +272,16 @@ class CollectiveRuntime:
                     [d.latency for d in self.topology.dimensions] for _ in self.ranks
                 ]
             self.rank_latencies[rank][dim] = latency
+
+    def agree(self) -> None:
+        """Exact mode, before the run: admit chunk phases in agreed orders
+        (:mod:`acesim.network.agreement`), so ranks made to run at different speeds (stragglers,
+        link changes) cannot pick different phases and wait on each other forever."""
+        if not self.exact:
+            raise TopologyError("agreed orders are for exact mode (every NPU simulated)")
+        if self.collectives:
+            raise TopologyError("agree() must come before the first collective is issued")
+        self._lines = LineOrders(self)
 
     # -- issuing -----------------------------------------------------------------------------
     def issue(
