@@ -8,12 +8,14 @@ from pathlib import Path
 
 from .config.resolve import resolve_system
 from .config.system import SystemConfig
+from .config.variation import Variation
 from .errors import ConfigError, SimulationError
 from .hardware.endpoints import ENDPOINT_KINDS
 from .hardware.kernels import Kernel, Roofline
 from .hardware.platform import Platform
 from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
+from .network.vectorized import run_alone
 from .results.collective import CollectiveResult, bus_factor
 from .training.bounds import BoundRecorder, collective_bounds
 from .units import parse_quantity
@@ -36,6 +38,7 @@ def simulate_collective(
     group: Group | None = None,
     compute: tuple[float, float] | None = None,
     compute_kernels: Sequence[Kernel] | None = None,
+    variation: Variation | None = None,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -51,6 +54,8 @@ def simulate_collective(
             collective; the result's ``compute`` reports both slowdowns.
         compute_kernels: or the concurrent kernels themselves (``[Gemm(...)]``), run one after
             another on the compute stream from the collective's start (not with ``compute``).
+        variation: exact mode: stragglers and degraded or failed links
+            (:class:`acesim.config.variation.Variation`).
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -60,7 +65,7 @@ def simulate_collective(
     if endpoint is not None:
         ENDPOINT_KINDS.get(endpoint, "endpoint")
         cfg = cfg.with_endpoint(endpoint)
-    platform = Platform(cfg, exact=exact)
+    platform = Platform(cfg, exact=exact, variation=variation)
     kernel_times: dict[str, float] = {}
     kernels: list[Kernel] | None = None
     if compute is not None and compute_kernels is not None:
@@ -81,8 +86,17 @@ def simulate_collective(
             npu.run_kernels(kernels, _nothing, tag="compute")
     recorder = BoundRecorder()
     platform.engine.bound_listener = recorder
-    coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
-    end = platform.engine.run()
+    fast = (
+        None
+        if kernels is not None
+        else run_alone(platform.collectives, op, nbytes, dims=dims, group=group)
+    )
+    if fast is None:
+        coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
+        end = platform.engine.run()
+    else:
+        coll = fast
+        end = platform.engine.now
     time = coll.duration
     bound_by = collective_bounds(recorder, coll.issued, coll.issued + time)
     if not math.isfinite(end) or not math.isfinite(time):
@@ -101,7 +115,7 @@ def simulate_collective(
     if kernels is not None:
         npu = platform.npus[0]
         tag, start, stop, alone = npu.kernel_log[0]
-        solo = _collective_alone(cfg, op, nbytes, exact, dims, group)
+        solo = _collective_alone(cfg, op, nbytes, exact, dims, group, variation)
         kernel_times = {
             "kernel_time": stop - start,
             "kernel_time_alone": alone,
@@ -144,8 +158,9 @@ def _collective_alone(
     exact: bool,
     dims: tuple[int, ...] | None,
     group: Group | None,
+    variation: Variation | None,
 ) -> float:
-    platform = Platform(cfg, exact=exact)
+    platform = Platform(cfg, exact=exact, variation=variation)
     coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     platform.engine.run()
     return coll.duration

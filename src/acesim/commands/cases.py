@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tomllib
 from rich.markup import escape
 
 from ..config.resolve import resolve_system
@@ -17,7 +18,7 @@ from ..training.loops import LOOPS
 from ..units import parse_quantity
 from .common import err_console, parse_sets
 
-__all__ = ["FLAGS", "parse_shape", "cli_case", "cli_system"]
+__all__ = ["FLAGS", "parse_shape", "parse_pairs", "cli_case", "cli_system", "VARIATION_HELP"]
 
 #: run option (or workload setting) -> the flag that sets it
 FLAGS = {
@@ -33,7 +34,39 @@ FLAGS = {
     "nodes": "--nodes",
     "workload.batch_per_npu": "--batch",
     "workload.precision": "--precision",
+    "run.stragglers": "--straggler",
+    "run.compute_spread": "--compute-spread",
+    "run.links": "--link",
 }
+
+#: help of the exact-mode variation flags (acesim.config.variation)
+VARIATION_HELP = {
+    "straggler": "exact mode: a slow rank, e.g. rank=17,slowdown=1.3 (its kernels compute 1.3x "
+    "as long); repeatable",
+    "compute_spread": "exact mode: every rank's compute slowdown 1 + spread*U[0,1), e.g. "
+    "spread=0.1,seed=7",
+    "link": "exact mode: a rank's links on a dimension, e.g. dim=0,rank=3,direction=+,failed=true "
+    "or dim=1,rank=5,bandwidth='25 GB/s',latency='2 us'; repeatable (a failed direction of a "
+    "bidirectional ring reroutes the ring the other way; other failures are errors)",
+}
+
+
+def parse_pairs(text: str, flag: str) -> dict[str, Any]:
+    """``rank=17,slowdown=1.3`` -> ``{"rank": 17, "slowdown": 1.3}`` (values as TOML when they
+    are TOML, else text; ConfigError naming ``flag``)."""
+    out: dict[str, Any] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ConfigError(flag, "expected key=value pairs separated by commas", text)
+        if key in out:
+            raise ConfigError(flag, f"gives {key!r} twice", text)
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value.strip("'\"")
+    return out
 
 
 def parse_shape(text: str) -> list[int]:
@@ -77,8 +110,12 @@ def cli_case(
     precision: str | None = None,
     search: bool = False,
     overrides: dict[str, Any] | None = None,
+    stragglers: list[str] | None = None,
+    compute_spread: str | None = None,
+    links: list[str] | None = None,
 ) -> Case:
-    """The case the command-line options describe."""
+    """The case the command-line options describe (``stragglers``, ``compute_spread``,
+    ``links``: the text of ``--straggler``, ``--compute-spread`` and ``--link``)."""
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
     if nodes is not None and (npus is not None or shape is not None):
@@ -100,6 +137,12 @@ def cli_case(
         "npus": npus,
         "nodes": nodes,
     }
+    if stragglers:
+        options["stragglers"] = [parse_pairs(t, "--straggler") for t in stragglers]
+    if compute_spread is not None:
+        options["compute_spread"] = parse_pairs(compute_spread, "--compute-spread")
+    if links:
+        options["links"] = [parse_pairs(t, "--link") for t in links]
     try:
         return make_case(
             system,

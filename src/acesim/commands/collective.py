@@ -16,7 +16,7 @@ from ..network.algorithms import ALGORITHMS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .cases import cli_system, with_channels
+from .cases import VARIATION_HELP, cli_system, parse_pairs, with_channels
 from .common import NODES_HELP, SET_HELP, console, err_console, progress
 
 
@@ -37,19 +37,26 @@ def collective_command(
         None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
     ),
     proto: str | None = typer.Option(
-        None, "--proto", help="force an NCCL protocol (LL, LL128, Simple; like NCCL_PROTO) "
-        "where the system configures collective.protocols; default: the fastest predicted"
+        None,
+        "--proto",
+        help="force an NCCL protocol (LL, LL128, Simple; like NCCL_PROTO) "
+        "where the system configures collective.protocols; default: the fastest predicted",
     ),
     algo: str | None = typer.Option(
-        None, "--algo", help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO); "
-        "default: the fastest predicted among the system's collective.choices"
+        None,
+        "--algo",
+        help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO); "
+        "default: the fastest predicted among the system's collective.choices",
     ),
     channels: int | None = typer.Option(
-        None, "--channels", help="NCCL channels (one thread block on one SM each) the SM "
-        "kernels run, like NCCL_MIN/MAX_NCHANNELS; default: the endpoint's settings"
+        None,
+        "--channels",
+        help="NCCL channels (one thread block on one SM each) the SM "
+        "kernels run, like NCCL_MIN/MAX_NCHANNELS; default: the endpoint's settings",
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
     from ..simulate import simulate_collective
@@ -60,6 +67,7 @@ def collective_command(
     cfg = cli_system(system, sets, nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
+    variation = _links(links, exact) if links else None
     if proto is not None:
         if proto not in PROTOCOLS:
             raise ConfigError("--proto", f"must be one of {', '.join(PROTOCOLS)}", proto)
@@ -75,7 +83,11 @@ def collective_command(
     with progress() as bar:
         task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
         for size in size_list:
-            results.append(simulate_collective(cfg, op, size, exact=exact, compute=compute))
+            results.append(
+                simulate_collective(
+                    cfg, op, size, exact=exact, compute=compute, variation=variation
+                )
+            )
             bar.advance(task)
     if as_json:
         payload = {
@@ -151,3 +163,21 @@ def _print_assumptions(cfg: Any) -> None:
             f"[dim]{count} parameters of {cfg.name} are assumptions "
             f"(see the preset's \\[sources] table).[/dim]"
         )
+
+
+def _links(texts: list[str], exact: bool) -> Any:
+    """``--link`` texts -> a Variation (ConfigError naming ``--link``)."""
+    from pydantic import ValidationError
+
+    from ..config.errors import config_error_from
+    from ..config.variation import LinkChange, Variation
+
+    if not exact:
+        raise ConfigError("--link", "needs --exact (symmetric mode simulates one NPU)", texts[0])
+    changes = []
+    for text in texts:
+        try:
+            changes.append(LinkChange.model_validate(parse_pairs(text, "--link")))
+        except ValidationError as exc:
+            raise config_error_from(exc, LinkChange, "--link") from None
+    return Variation(links=tuple(changes))

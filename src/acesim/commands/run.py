@@ -23,7 +23,7 @@ from ..results.jsonout import dumps
 from ..results.run import RunResult
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
-from .cases import cli_case
+from .cases import VARIATION_HELP, cli_case
 from .common import (
     NODES_HELP,
     SET_HELP,
@@ -86,6 +86,11 @@ def run_command(
         "system's setting or the model's)",
     ),
     exact: bool = typer.Option(False, "--exact", help="simulate every NPU", metavar=""),
+    stragglers: list[str] = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"]),
+    compute_spread: str | None = typer.Option(
+        None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
+    ),
+    links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
@@ -169,6 +174,9 @@ def run_command(
         precision=precision,
         search=search,
         overrides=parse_sets(sets),
+        stragglers=stragglers,
+        compute_spread=compute_spread,
+        links=links,
     )
     cfg = case.system
     payload: dict[str, Any]

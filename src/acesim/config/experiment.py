@@ -24,6 +24,7 @@ from ..registry import listed
 from .errors import FieldRuleError
 from .system import Strict, defaults
 from .validators import NonNegativeInt, NpuCount, PositiveBytes, PositiveInt, PrecisionName
+from .variation import ComputeSpread, LinkChange, Straggler, Variation, variation_problem
 
 __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
 
@@ -78,6 +79,17 @@ class RunOptions(Strict):
         description="run every variant of the endpoint kind (the baseline's splits) and "
         "report the fastest",
     )
+    stragglers: list[Straggler] = Field(
+        default_factory=list,
+        description="exact mode: ranks whose compute kernels run slower (acesim.config.variation)",
+    )
+    compute_spread: ComputeSpread | None = Field(
+        None, description="exact mode: seeded per-rank compute slowdowns (acesim.config.variation)"
+    )
+    links: list[LinkChange] = Field(
+        default_factory=list,
+        description="exact mode: degraded, re-timed or failed links (acesim.config.variation)",
+    )
 
     @field_validator("loop")
     @classmethod
@@ -98,11 +110,23 @@ class RunOptions(Strict):
         if self.nodes is not None and (self.shape is not None or self.npus is not None):
             other = "npus" if self.npus is not None else "shape"
             raise FieldRuleError("nodes", f"give either nodes or {other}, not both", self.nodes)
+        varied = variation_problem(self.stragglers, self.compute_spread, self.links)
+        if varied is not None and self.mode != "exact":
+            raise FieldRuleError(
+                varied,
+                "needs mode = 'exact' (--exact): symmetric mode simulates one representative "
+                "NPU, so every rank and link is the same",
+            )
         return self
 
     @property
     def exact(self) -> bool:
         return self.mode == "exact"
+
+    @property
+    def variation(self) -> Variation:
+        """The stragglers, compute spread and link changes, for the platform."""
+        return Variation(tuple(self.stragglers), self.compute_spread, tuple(self.links))
 
 
 class ExperimentConfig(Strict):

@@ -11,7 +11,8 @@ instant, over the connected components of the dirty activities only.
 
 Public API (nothing outside ``engine/`` touches the underscored state): ``add_resource``,
 ``add_pool``, ``schedule``, ``start``, ``set_cap``, ``set_capacity``; ``peek`` (time of the next
-event), ``step`` (process one event), ``run(until=...)``; ``observe(resource, callback)`` (called
+event), ``step`` (process one event), ``run(until=...)``; ``quiet`` and ``advance_to`` (for
+work a model computes without events); ``observe(resource, callback)`` (called
 with ``(time, allocated)`` at every allocation change); ``sync`` (bring every resource's and
 pool's integral to now) and ``work_done(activity)`` (its progress up to now); ``settle`` (compute
 the rates of the current instant without advancing time).
@@ -70,6 +71,10 @@ class EventHandle:
         self.cancelled = True
 
 
+#: the handle of events scheduled with :meth:`Engine.call` (never cancelled)
+_LIVE = EventHandle(0.0)
+
+
 class Engine:
     """Owns simulated time (seconds), timers, resources and activities."""
 
@@ -80,6 +85,9 @@ class Engine:
         self._act_seq = 0
         self.resources: list[Resource] = []
         self._dirty: dict[Activity, None] = {}
+        #: resources whose users must be re-allocated (a user finished): marking the resource
+        #: once instead of each user keeps a finish O(its resources), not O(their users)
+        self._dirty_res: dict[Resource, None] = {}
         self.active: dict[Activity, None] = {}
         self.events_processed = 0
         self.pools: list[Pool] = []
@@ -154,6 +162,15 @@ class Engine:
         )
         return handle
 
+    def call(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback(*args)`` after ``delay`` seconds (>= 0), at normal priority, with no
+        handle to cancel it (:meth:`schedule` without the handle: the hot path of messages)."""
+        when = self.now + delay
+        if not (delay >= 0) or when == INF:
+            self.schedule(delay, callback, *args)  # raises the error
+        self._seq += 1
+        heapq.heappush(self._heap, (when, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
+
     # -- activities --------------------------------------------------------------------------
     def start(
         self,
@@ -178,15 +195,18 @@ class Engine:
             raise SimulationError(f"activity {tag!r}: work must be finite and >= 0, got {work}")
         if not (weight > 0):
             raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
+        # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
+        clean: dict[Resource, float] = {}
         for res, amount in demand.items():
             if not (amount >= 0) or amount == INF:
                 raise SimulationError(
                     f"activity {tag!r}: demand on {res.name!r} must be finite and >= 0, "
                     f"got {amount}"
                 )
+            if amount > 1e-300:
+                clean[res] = float(amount)
+        demand = clean
         self._act_seq += 1
-        # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
-        demand = {r: float(v) for r, v in demand.items() if v > 1e-300}
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
         act.started = self.now
@@ -235,6 +255,11 @@ class Engine:
         dirty = self._dirty
         seeds = [a for a in dirty if a.finished is None]
         dirty.clear()
+        dirty_res = self._dirty_res
+        if dirty_res:
+            for res in dirty_res:
+                seeds.extend(res.users)  # users are unfinished (a finish removes itself)
+            dirty_res.clear()
         if not seeds:
             return
         self.reallocations += 1
@@ -312,7 +337,7 @@ class Engine:
         del self.active[act]
         rate = act.rate
         observers = self._observers
-        dirty = self._dirty
+        dirty_res = self._dirty_res
         for res, amount in act.demand.items():
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -326,8 +351,8 @@ class Engine:
             if observers and res in observers:
                 for callback in observers[res]:
                     callback(now, res.allocated)
-            for other in users:
-                dirty[other] = None
+            if users:
+                dirty_res[res] = None
         if act.track is not None and self.bound_listener is not None:
             if now > act.bound_since:
                 self.bound_listener.segment(act.track, act.bound, act.bound_since, now)
@@ -340,17 +365,34 @@ class Engine:
             act.on_done(act)
 
     # -- running -----------------------------------------------------------------------------
+    def quiet(self, *, listened: bool = False) -> bool:
+        """Nothing scheduled, running or watched: no events, activities, observers or bound
+        listener (``listened``: a bound listener allowed) -- a model may then compute a run of
+        its own in closed form."""
+        if self._heap or self.active or self._dirty or self._observers:
+            return False
+        return listened or self.bound_listener is None
+
+    def advance_to(self, time: float) -> None:
+        """Move a quiet engine's clock to ``time`` (s, not before now): the end of work a model
+        computed without events."""
+        if not self.quiet(listened=True):
+            raise SimulationError("advance_to: the engine has events or activities")
+        if not (time >= self.now) or time == INF:
+            raise SimulationError(f"advance_to: cannot move the clock from {self.now} to {time}")
+        self.now = time
+
     def settle(self) -> None:
         """Compute the rates of every activity started or changed at the current instant
         (normally done lazily, just before time advances)."""
-        if self._dirty:
+        if self._dirty or self._dirty_res:
             self._reallocate()
 
     def peek(self) -> float:
         """Time (s) of the next event, ``inf`` when none remains."""
         heap = self._heap
         while True:
-            if self._dirty and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
                 self._reallocate()
             if not heap:
                 return INF
@@ -367,7 +409,7 @@ class Engine:
         """Process the next event if it is due by ``until`` (s); False when there is none."""
         heap = self._heap
         while True:
-            if self._dirty and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
                 self._reallocate()
             if not heap:
                 return False
@@ -390,12 +432,46 @@ class Engine:
                 callback(*args)
             return True
 
+    def _loop(self, until: float) -> None:
+        # step() in a loop, written out (the simulator's outer loop): same order, same events.
+        heap = self._heap
+        pop = heapq.heappop
+        dirty = self._dirty
+        dirty_res = self._dirty_res
+        finish = self._finish
+        processed = 0
+        try:
+            while True:
+                if (dirty or dirty_res) and (not heap or heap[0][0] > self.now):
+                    self._reallocate()
+                if not heap:
+                    return
+                entry = heap[0]
+                time = entry[0]
+                if time > until:
+                    return
+                pop(heap)
+                target = entry[3]
+                if isinstance(target, Activity):
+                    if target.finished is not None or entry[4] != target._version:
+                        continue
+                    self.now = time
+                    processed += 1
+                    finish(target)
+                else:
+                    if target.cancelled:
+                        continue
+                    self.now = time
+                    processed += 1
+                    callback, args = entry[4]
+                    callback(*args)
+        finally:
+            self.events_processed += processed
+
     def run(self, until: float | None = None) -> float:
         """Process events until none remain (or until ``until`` s); return the final time."""
         limit = INF if until is None else until
-        step = self.step
-        while step(limit):
-            pass
+        self._loop(limit)
         if until is not None:
             if self.peek() > until >= self.now:
                 self.now = until

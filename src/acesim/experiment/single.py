@@ -81,7 +81,7 @@ def execute(
         graph = build_graph(workload, opts.iterations, opts.loop, opts.bucket_size)
         warmup = opts.warmup
         loop = opts.loop
-    platform = Platform(case.system, exact=opts.exact)
+    platform = Platform(case.system, exact=opts.exact, variation=opts.variation)
     if trace:
         enable_tracing(platform)
     total = graph.iterations

@@ -22,11 +22,17 @@ Model
 
 Compute kernels on one NPU run one at a time (one compute stream); the training loop ensures
 that.
+
+A straggler (exact mode, :mod:`acesim.config.variation`) has a ``slowdown``: the compute time of
+every block of its kernels is multiplied by it (a slower clock); launch latency (the host's) and
+what a kernel moves are not, so a memory-bound kernel slows only as far as compute becomes its
+bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..config.system import NPUConfig
@@ -65,6 +71,15 @@ class NPU:
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
         self.kernel_log: list[tuple[Any, float, float, float]] = []  # tag, start, end, alone
+        #: compute-time multiplier of this NPU's kernels (1.0: as the kernel model plans)
+        self.slowdown = 1.0
+
+    def set_slowdown(self, slowdown: float) -> None:
+        """Make this NPU's kernels compute ``slowdown`` times as long (> 0; before the run)."""
+        if not (slowdown > 0) or slowdown == float("inf"):
+            raise SimulationError(f"npu{self.rank}: slowdown must be positive, got {slowdown}")
+        self.slowdown = float(slowdown)
+        self._plans.clear()
 
     @property
     def hbm_rate(self) -> float:
@@ -96,7 +111,10 @@ class NPU:
         """The kernel's plan on this NPU (cached per kernel)."""
         plan = self._plans.get(kernel)
         if plan is None:
-            plan = self._plans[kernel] = plan_kernel(self.config, kernel)
+            plan = plan_kernel(self.config, kernel)
+            if self.slowdown != 1.0:
+                plan = replace(plan, block_seconds=plan.block_seconds * self.slowdown)
+            self._plans[kernel] = plan
         return plan
 
     def chosen(self, kernels: Sequence[Kernel]) -> list[Kernel]:

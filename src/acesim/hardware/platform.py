@@ -11,12 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.system import SystemConfig
+from ..config.variation import Variation
 from ..engine import Engine
+from ..errors import ConfigError
 from ..network.collective import CollectiveRuntime
 from ..network.plan import validate_algorithms
 from ..network.topology import Topology
 from .endpoints import ENDPOINT_KINDS, build_endpoint
 from .npu import NPU
+from .variation import apply_variation
 
 __all__ = ["Platform", "elaborate"]
 
@@ -35,9 +38,13 @@ class Platform:
     Args:
         system: the validated system document.
         exact: simulate every NPU (True) or one representative per class (False).
+        variation: stragglers and link changes (exact mode only; see
+            :mod:`acesim.hardware.variation`).
     """
 
-    def __init__(self, system: SystemConfig, *, exact: bool = False):
+    def __init__(
+        self, system: SystemConfig, *, exact: bool = False, variation: Variation | None = None
+    ):
         #: what observers attached to this platform record during a run (traces), by name
         self.recording: dict[str, Any] = {}
         self.system = system
@@ -50,3 +57,13 @@ class Platform:
         self.collectives = CollectiveRuntime(
             self.engine, self.topology, system.collective, self.endpoint, exact=exact
         )
+        if variation:
+            if not exact:
+                raise ConfigError(
+                    "run.mode",
+                    "stragglers, compute_spread and links need mode = 'exact' (symmetric mode "
+                    "simulates one representative NPU)",
+                    "symmetric",
+                )
+            apply_variation(variation, system, self.topology, self.npus, self.collectives)
+            self.collectives.agree()

@@ -45,6 +45,10 @@ each rank starts ``base_latency`` after it joins; so it does the NVLS loops' syn
 (:func:`~acesim.network.plan.nvls_sync_latency`; the same total as paying it loop by loop when
 nothing else contends).
 
+In exact mode with ranks made to differ (stragglers, link changes: :meth:`CollectiveRuntime.agree`)
+chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so NPUs that run
+at different speeds cannot deadlock.
+
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
@@ -63,7 +67,8 @@ from typing import Any
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
-from .algorithms import NVLS_KINDS
+from .agreement import LineOrders
+from .algorithms import NVLS_KINDS, Step
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
@@ -101,6 +106,9 @@ class Collective:
     axes: tuple[Axis, ...] = ()
     priority: int = 0
     expected: int | None = None
+    #: the ranks that take part (None: every simulated rank); exact mode's agreed orders skip
+    #: the phases of collectives a rank is not in (:mod:`acesim.network.agreement`)
+    members: frozenset[int] | None = None
     finished: float | None = None
     rank_finished: dict[int, float] = field(default_factory=dict)
     chunks_left: dict[int, int] = field(default_factory=dict)
@@ -226,16 +234,54 @@ class CollectiveRuntime:
         #: per dimension, the delivery delay of NVLS messages
         self.nvls_delays = [d.latency + nvls_delay for d in topology.dimensions]
         nvls_eff = (
-            config.protocol_efficiency
-            if config.nvls_efficiency is None
-            else config.nvls_efficiency
+            config.protocol_efficiency if config.nvls_efficiency is None else config.nvls_efficiency
         )
         #: per dimension, the egress capacity one byte of an NVLS message takes (see module)
         self.nvls_weights = [d.efficiency / nvls_eff for d in topology.dimensions]
+        #: the per-message delay of NVLS steps after the link latency (s)
+        self.nvls_delay = nvls_delay
+        #: exact mode with per-link latencies (:meth:`set_link`): each rank's link latency, s
+        self.rank_latencies: list[list[float]] | None = None
+        # Hot-path shortcuts (same behaviour): endpoints that keep the base class's no-op step
+        # hooks are not called per step, and point-to-point destinations are computed once per
+        # (rank, dimension, group axis, pattern).
+        kind = type(self.endpoint)
+        self._step_hooks = (
+            kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
+        )
+        self._dests: dict[tuple[int, int, int, int, str, int], list[int]] = {}
+        #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
+        self._lines: LineOrders | None = None
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
         self.phase_log: list[tuple[int, int, int, int, int, float, float]] | None = None
+
+    def set_link(
+        self, rank: int, dim: int, *, bandwidth: float | None = None, latency: float | None = None
+    ) -> None:
+        """Exact mode, before the run: ``rank``'s egress capacity on ``dim`` (B/s, payload:
+        protocol efficiency included) and its messages' link latency there (s)."""
+        if not self.exact:
+            raise TopologyError("per-rank links need exact mode (every NPU simulated)")
+        if bandwidth is not None:
+            self.engine.set_capacity(self.egress[rank][dim], bandwidth)
+        if latency is not None:
+            if self.rank_latencies is None:
+                self.rank_latencies = [
+                    [d.latency for d in self.topology.dimensions] for _ in self.ranks
+                ]
+            self.rank_latencies[rank][dim] = latency
+
+    def agree(self) -> None:
+        """Exact mode, before the run: admit chunk phases in agreed orders
+        (:mod:`acesim.network.agreement`), so ranks made to run at different speeds (stragglers,
+        link changes) cannot pick different phases and wait on each other forever."""
+        if not self.exact:
+            raise TopologyError("agreed orders are for exact mode (every NPU simulated)")
+        if self.collectives:
+            raise TopologyError("agree() must come before the first collective is issued")
+        self._lines = LineOrders(self)
 
     # -- issuing -----------------------------------------------------------------------------
     def issue(
@@ -250,6 +296,7 @@ class CollectiveRuntime:
         on_rank_done: Callable[[Collective, int], Any] | None = None,
         on_done: Callable[[Collective], Any] | None = None,
         ranks: Sequence[int] | None = None,
+        joining: frozenset[int] | None = None,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
@@ -259,7 +306,8 @@ class CollectiveRuntime:
         (exact mode: a rank issues when its own program reaches the collective; the others
         join later via :meth:`join`). Default: all simulated ranks at once, and the collective
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
-        reports progress and ``finished`` is the latest finish so far.
+        reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
+        that will ever join (None: every simulated rank).
         """
         axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
         phases, protocol = choice.phases, choice.protocol
@@ -283,6 +331,7 @@ class CollectiveRuntime:
             expected=len(self.ranks) if ranks is None else None,
             on_rank_done=on_rank_done,
             on_done=on_done,
+            members=joining,
             protocol=protocol,
             algorithm=choice.algorithm,
             sync_latency=nvls_sync_latency(self.config, phases, chunks),
@@ -418,6 +467,11 @@ class CollectiveRuntime:
     def _queue(self, run: _ChunkRun) -> None:
         dim = run.coll.phases[run.phase].dim
         queue = self._queues[run.rank][dim]
+        if self._lines is not None:
+            self._arrivals += 1
+            heapq.heappush(queue.waiting, (self._key(run), self._arrivals, run))
+            self._lines.fill(run.rank, dim)
+            return
         if queue.active < self.config.active_chunks_per_dimension:
             queue.active += 1
             run.step = 0
@@ -430,6 +484,9 @@ class CollectiveRuntime:
     def _release(self, rank: int, dim: int) -> None:
         queue = self._queues[rank][dim]
         queue.active -= 1
+        if self._lines is not None:
+            self._lines.fill(rank, dim)
+            return
         if queue.waiting:
             _, _, run = heapq.heappop(queue.waiting)
             queue.active += 1
@@ -442,9 +499,24 @@ class CollectiveRuntime:
 
     # -- steps and messages ------------------------------------------------------------------
     def _start_step(self, run: _ChunkRun) -> None:
+        if not self._step_hooks:
+            self._send_step(run)
+            return
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
         self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
+
+    def _destinations(self, rank: int, phase: Phase, step: Step) -> list[int]:
+        """The simulated ranks ``rank`` sends a message of ``step`` to (0s in symmetric mode)."""
+        topo = self.topology
+        global_rank = rank if self.exact else 0
+        dim = phase.dim
+        own = topo.coordinate(global_rank, dim)
+        axis = Axis(dim, phase.size, phase.stride)
+        positions = step.destinations(axis.position(own), phase.size)
+        if not self.exact:
+            return [0] * len(positions)
+        return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
@@ -453,24 +525,27 @@ class CollectiveRuntime:
         # In the step from now on, not from step_begin: a peer's message that arrives while the
         # endpoint still delays this step (setup, units to acquire) must not complete it unsent.
         run.in_step = True
-        topo = self.topology
-        global_rank = run.rank if self.exact else 0
+        rank = run.rank
         dim = phase.dim
-        own = topo.coordinate(global_rank, dim)
-        axis = Axis(dim, phase.size, phase.stride)
-        dests = step.destinations(axis.position(own), phase.size)
+        if step.pattern == "all":  # p-1 messages: the cost is theirs, and a cache O(p) per rank
+            dests = self._destinations(rank, phase, step)
+        else:
+            key = (rank, dim, phase.size, phase.stride, step.pattern, step.distance)
+            cached = self._dests.get(key)
+            if cached is None:
+                cached = self._dests[key] = self._destinations(rank, phase, step)
+            dests = cached
         run.sends_out = len(dests)
         nvls = step.kind in NVLS_KINDS
         weight = self.nvls_weights[dim] if nvls else 1.0
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
-        demand = {self.egress[run.rank][dim]: weight}
-        demand.update(self.endpoint.message_demand(run.rank, step.kind))
+        demand = {self.egress[rank][dim]: weight}
+        demand.update(self.endpoint.message_demand(rank, step.kind))
         shares = self.shares
-        track = "message" if run.rank == 0 else None
+        track = "message" if rank == 0 else None
         ingress = self.ingress
-        for position in dests:
-            dest = topo.peer(global_rank, dim, axis.coordinate(own, position)) if self.exact else 0
+        for dest in dests:
             # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
             message = dict(demand)
             message[ingress[dest][dim]] = weight
@@ -491,13 +566,20 @@ class CollectiveRuntime:
         dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
         nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
-        delay = (self.nvls_delays if nvls else self.delays)[dim]
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
-        if hop is not None:
-            delay = self.topology.dimensions[dim].latency + hop
-        self.engine.schedule(
-            delay,
-            self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+        if self.rank_latencies is None:
+            delay = (self.nvls_delays if nvls else self.delays)[dim]
+            if hop is not None:
+                delay = self.topology.dimensions[dim].latency + hop
+        else:  # per-rank link latencies (set_link)
+            extra = (
+                hop
+                if hop is not None
+                else (self.nvls_delay if nvls else self.config.endpoint_delay)
+            )
+            delay = self.rank_latencies[run.rank][dim] + extra
+        self.engine.call(
+            delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
         run.sends_out -= 1
         if run.sends_out == 0:
@@ -523,7 +605,8 @@ class CollectiveRuntime:
             return
         del run.arrived[key]
         run.in_step = False
-        self.endpoint.step_end(run.rank, step.kind)
+        if self._step_hooks:
+            self.endpoint.step_end(run.rank, step.kind)
         run.step += 1
         if run.step < len(phase.steps):
             self._start_step(run)

@@ -145,6 +145,18 @@ class GraphExecutor:
         ]
         self.p2p = PointToPoint(platform.collectives)
         self._instances: dict[tuple[Any, int], Collective] = {}
+        #: per-rank graphs: which ranks issue each collective instance (its members)
+        self._members: dict[tuple[Any, int], frozenset[int]] = {}
+        if platform.exact and len(graph.ranks) > 1:
+            counts: dict[Any, list[int]] = defaultdict(list)
+            for st in self.states:
+                seen: dict[Any, int] = defaultdict(int)
+                for n in st.nodes.values():
+                    if n.kind == "collective":
+                        sig = (n.op, n.size, n.dims, n.group)
+                        counts[(sig, seen[sig])].append(st.rank)
+                        seen[sig] += 1
+            self._members = {key: frozenset(ranks) for key, ranks in counts.items()}
         self._issue_count: list[dict[Any, int]] = [defaultdict(int) for _ in self.states]
         self._coll_node: dict[tuple[int, int], int] = {}
         self._arrived: list[dict[tuple[int, int], int]] = [defaultdict(int) for _ in self.states]
@@ -265,6 +277,7 @@ class GraphExecutor:
                 priority=priority,
                 ranks=[],
                 on_rank_done=self._collective_done,
+                joining=self._members.get(key),
             )
             self._instances[key] = coll
         self._coll_node[(coll.id, st.rank)] = node.id

@@ -1,0 +1,258 @@
+"""Exact mode (every NPU simulated) at scale, beside ASTRA-sim 2.0's analytical backend.
+
+Each case runs in a child process (``--child NAME``), so that its user CPU time and peak RSS
+are its own (``os.wait4``); the table gives the median of ``--repeat`` runs and the ratio of
+acesim's user CPU to ASTRA-sim's figure from ``../shared/reference/astra-sim-2.0-runs.md``
+(same machine kind, single thread, median of 3; the target is a ratio of at most 0.1).
+"user CPU" is the whole child process (Python start-up and ``import acesim``, about 0.7 s,
+included); "run CPU" (``time.process_time`` around the simulation alone) is what the ratio
+uses.
+
+Cases use ASTRA-sim's conventions: one dimension of 50 GB/s per link per direction with
+GB = 2^30 B, 500 ns latency, 10 ns endpoint delay, 4 chunks, one active chunk per dimension,
+LIFO, the ``ideal`` endpoint (the reduction charge removed); the 3-D network is
+Ring(4) x FullyConnected(8) x Switch(32) at 200/100/50 GB/s and 50/500/2000 ns.
+
+    python benchmarks/exact_scale.py                       # every case but the largest
+    python benchmarks/exact_scale.py --cases ring-512,fc-1024 --repeat 3
+    python benchmarks/exact_scale.py --all --markdown      # 4,096 and 16,384 NPUs and
+                                                           # ResNet-50 too (tens of minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from acesim import SystemConfig, simulate_collective
+from acesim.config import load_system, system_from_dict
+
+MiB = 2**20
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    label: str
+    npus: int
+    run: Callable[[], float]  # returns the simulated time (s)
+    astra_cpu: float | None = None  # ASTRA-sim 2.0 user CPU (s), median of 3
+    astra_rss: float | None = None  # its peak RSS (MiB)
+    heavy: bool = False  # only with --all
+
+
+def _dim(kind: str, size: int, bandwidth: str, latency: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "size": size,
+        "link_bandwidth": bandwidth,
+        "link_latency": latency,
+        "links_per_npu": 1,
+    }
+
+
+def astra_system(dims: list[dict[str, Any]], algorithm: str | list[str] = "ring") -> SystemConfig:
+    """A system with ASTRA-sim's conventions (see the module docstring)."""
+    return system_from_dict(
+        {
+            "name": "astra-conventions",
+            "network": {"dimensions": dims},
+            "collective": {
+                "chunks": 4,
+                "active_chunks_per_dimension": 1,
+                "scheduling": "lifo",
+                "endpoint_delay": "10 ns",
+                "algorithms": {"all-reduce": algorithm},
+                # the event-engine cases (3-D, training) send more than the default bound
+                "max_messages": 10**12,
+            },
+            "endpoint": {"kind": "ideal"},
+        }
+    )
+
+
+def one_dim(kind: str, n: int, algorithm: str = "ring") -> SystemConfig:
+    return astra_system([_dim(kind, n, "50 GiB/s", "500 ns")], algorithm)
+
+
+def three_d() -> SystemConfig:
+    return astra_system(
+        [
+            _dim("ring", 4, "200 GiB/s", "50 ns"),
+            _dim("fully_connected", 8, "100 GiB/s", "500 ns"),
+            _dim("switch", 32, "50 GiB/s", "2000 ns"),
+        ],
+        ["ring", "direct", "ring"],
+    )
+
+
+def allreduce(system: Callable[[], SystemConfig], size: float) -> Callable[[], float]:
+    return lambda: simulate_collective(system(), "all-reduce", size, exact=True).time
+
+
+def data_parallel_64() -> float:
+    """Four layers, each a fixed 1 ms forward and weight-gradient pass and an all-reduce of
+    its 16 MiB gradient, two iterations on a Ring of 64 (our reconstruction: the reference
+    does not give the layer sizes of ASTRA-sim's run, so only the CPU figures compare)."""
+    from acesim.experiment import run_system
+    from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+
+    layers = tuple(
+        Layer(
+            f"l{i}",
+            forward=Pass(Compute(duration=1e-3)),
+            weight_grad=Pass(Compute(duration=1e-3), Comm("all-reduce", 16 * MiB)),
+        )
+        for i in range(4)
+    )
+    result, _ = run_system(
+        one_dim("ring", 64), Workload("dp4", layers), iterations=2, warmup=0, mode="exact"
+    )
+    return result.iteration_time * 2
+
+
+def resnet50_1024() -> float:
+    """ResNet-50, 2 iterations, on the 3-D network with the ace-isca21 NPU (ideal endpoint)."""
+    from acesim.experiment import run_system
+    from acesim.workload.loader import load_workload
+
+    system = load_system("ace-isca21").model_copy(deep=True)
+    net = three_d()
+    system = system.model_copy(
+        update={"network": net.network, "collective": net.collective, "endpoint": net.endpoint}
+    )
+    result, _ = run_system(system, load_workload("resnet50"), iterations=2, warmup=0, mode="exact")
+    return result.iteration_time * 2
+
+
+CASES = [
+    Case("ring-512", "ring all-reduce 64 MiB, Ring", 512,
+         allreduce(lambda: one_dim("ring", 512), 64 * MiB), 1.45, 102),
+    Case("ring-1024", "ring all-reduce 64 MiB, Ring", 1024,
+         allreduce(lambda: one_dim("ring", 1024), 64 * MiB), 6.05, 356),
+    Case("switch-1024", "ring all-reduce 64 MiB, Switch", 1024,
+         allreduce(lambda: one_dim("switch", 1024), 64 * MiB), 6.28, 356),
+    Case("ring-1g-1024", "ring all-reduce 1 GiB, Ring", 1024,
+         allreduce(lambda: one_dim("ring", 1024), GiB), 6.18, 356),
+    Case("fc-512", "direct all-reduce 64 MiB, FullyConnected", 512,
+         allreduce(lambda: one_dim("fully_connected", 512, "direct"), 64 * MiB), 11.97, 297),
+    Case("fc-1024", "direct all-reduce 64 MiB, FullyConnected", 1024,
+         allreduce(lambda: one_dim("fully_connected", 1024, "direct"), 64 * MiB), 77.85, 1139),
+    Case("hd-1024", "halving-doubling 64 MiB, Switch", 1024,
+         allreduce(lambda: one_dim("switch", 1024, "halving_doubling"), 64 * MiB), 0.73, 358),
+    Case("3d-1024", "ring/direct/ring 64 MiB, 3-D Ring x FC x Switch", 1024,
+         allreduce(three_d, 64 * MiB), 0.60, 59),
+    Case("dp-64", "4-layer data-parallel training, 2 iterations, Ring", 64,
+         data_parallel_64, 0.16, 16),
+    Case("ring-4096", "ring all-reduce 64 MiB, Ring", 4096,
+         allreduce(lambda: one_dim("ring", 4096), 64 * MiB), heavy=True),
+    Case("ring-16384", "ring all-reduce 64 MiB, Ring", 16384,
+         allreduce(lambda: one_dim("ring", 16384), 64 * MiB), heavy=True),
+    Case("resnet50-1024", "ResNet-50, 2 iterations, 3-D", 1024, resnet50_1024, 156.0, 609,
+         heavy=True),
+]  # fmt: skip
+BY_NAME = {c.name: c for c in CASES}
+
+
+def child(name: str) -> None:
+    """Run one case in this process and print its simulated time as JSON."""
+    start, cpu = time.perf_counter(), time.process_time()
+    simulated = BY_NAME[name].run()
+    run_cpu = time.process_time() - cpu
+    print(json.dumps({"simulated": simulated, "wall": time.perf_counter() - start, "cpu": run_cpu}))
+
+
+def measure(name: str, timeout: float | None) -> dict[str, float]:
+    """One child run: wall (s), user CPU (s), peak RSS (MiB), simulated time (s)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", name], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    try:
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    except KeyboardInterrupt:
+        proc.kill()
+        raise
+    wall = time.perf_counter() - start
+    out = proc.stdout.read()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{name}: the child failed ({proc.returncode})")
+    payload = json.loads(out.strip().splitlines()[-1])
+    return {
+        "wall": wall,
+        "user": usage.ru_utime,
+        "run_cpu": payload["cpu"],
+        "rss": usage.ru_maxrss / 1024,  # KiB on Linux
+        "simulated": payload["simulated"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", help="comma-separated case names (default: the light ones)")
+    parser.add_argument("--all", action="store_true", help="also the heavy cases")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case (median)")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    if args.cases:
+        names = [n.strip() for n in args.cases.split(",") if n.strip()]
+        unknown = [n for n in names if n not in BY_NAME]
+        if unknown:
+            raise SystemExit(f"unknown cases {unknown}; known: {', '.join(BY_NAME)}")
+    else:
+        names = [c.name for c in CASES if args.all or not c.heavy]
+    rows = []
+    for name in names:
+        case = BY_NAME[name]
+        runs = [measure(name, None) for _ in range(args.repeat)]
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        ratio = med["run_cpu"] / case.astra_cpu if case.astra_cpu else None
+        rows.append((case, med, ratio, len(runs)))
+        if not args.markdown:
+            vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.2f}" if ratio else ""
+            print(
+                f"{name:14s} {case.npus:>6,d} NPUs  simulated {med['simulated'] * 1e3:9.3f} ms  "
+                f"wall {med['wall']:8.2f} s  user {med['user']:8.2f} s  run CPU "
+                f"{med['run_cpu']:8.2f} s  "
+                f"RSS {med['rss']:7.0f} MiB{vs}",
+                flush=True,
+            )
+    if args.markdown:
+        print(
+            "| case | NPUs | simulated (ms) | wall (s) | user CPU (s) | run CPU (s) | "
+            "peak RSS (MiB) | "
+            "ASTRA-sim user CPU (s) | ASTRA-sim RSS (MiB) | ratio (target <= 0.1) | runs |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for case, med, ratio, n in rows:
+            astra = f"{case.astra_cpu:g}" if case.astra_cpu else "-"
+            arss = f"{case.astra_rss:g}" if case.astra_rss else "-"
+            shown = f"{ratio:.2f}" if ratio is not None else "-"
+            print(
+                f"| {case.label} | {case.npus:,} | {med['simulated'] * 1e3:.3f} | "
+                f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.2f} | "
+                f"{med['rss']:.0f} | {astra} | {arss} | "
+                f"{shown} | {n} |"
+            )
+        print()
+        print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+
+
+if __name__ == "__main__":
+    main()

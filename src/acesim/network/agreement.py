@@ -1,0 +1,139 @@
+"""Exact mode: the NPUs of a group admit chunk phases on a dimension in one agreed order.
+
+Each NPU runs at most ``active_chunks_per_dimension`` chunk phases on a dimension at once and
+picks the next waiting one by priority, FIFO/LIFO and arrival (:mod:`acesim.network.collective`).
+In symmetric mode, and in exact mode while every NPU runs the same traffic at the same times,
+every member of a group picks the same phase. Once NPUs differ (a straggler, a slow link, ranks
+whose programs differ), two members could pick different phases, each then waiting for the
+other's messages of the phase it did not pick: a deadlock the real system does not have (NCCL
+runs the kernels of a communicator in the order every rank launched them).
+
+So in exact mode the NPUs keep agreed admission orders: the first NPU to admit a chunk phase
+in an order appends it; every other NPU admits that order's phases in that order, keeping a
+slot idle until its next one has reached it.
+
+* Phases of collectives every rank joins share one order per dimension and group axis, across
+  all group lines: lines that agreed only among themselves could still wait on each other in a
+  cycle through the other dimensions.
+* Phases of collectives only some ranks join (per-rank graphs: ``Collective.members``) keep one
+  order per group line (the NPUs that exchange their messages): a rank then never waits for a
+  collective its program reaches only after the one it is in.
+
+While the NPUs run identically each order is exactly the order every NPU would have picked, so
+results do not change.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+__all__ = ["Line", "LineOrders"]
+
+
+class Line:
+    """The agreed admission order of one group line on one dimension."""
+
+    __slots__ = ("order", "start", "cursor", "ranks")
+
+    def __init__(self, ranks: int):
+        #: (collective id, chunk, phase index, the collective's members or None for all)
+        self.order: list[tuple[int, int, int, frozenset[int] | None]] = []
+        self.start = 0  # absolute index of order[0] (consumed entries are dropped)
+        self.cursor: dict[int, int] = {}  # rank -> absolute index of its next entry
+        self.ranks = ranks
+
+    def _next(self, rank: int) -> int:
+        """The rank's next entry (absolute index), past those of collectives it is not in."""
+        at = self.cursor.get(rank, 0)
+        order = self.order
+        while at - self.start < len(order):
+            members = order[at - self.start][3]
+            if members is None or rank in members:
+                break
+            at += 1
+        self.cursor[rank] = at
+        return at
+
+    def admissible(self, rank: int, item: tuple[int, int, int]) -> bool:
+        """May ``rank`` admit ``item`` now (it is the rank's next agreed entry, or the rank is
+        ahead of everyone and decides)?"""
+        index = self._next(rank) - self.start
+        return index >= len(self.order) or self.order[index][:3] == item
+
+    def admitted(
+        self, rank: int, item: tuple[int, int, int], members: frozenset[int] | None
+    ) -> None:
+        at = self._next(rank)
+        if at - self.start >= len(self.order):
+            self.order.append((*item, members))
+        self.cursor[rank] = at + 1
+        if len(self.order) > 2 * self.ranks + 16 and len(self.cursor) == self.ranks:
+            low = min(self.cursor.values())
+            if low > self.start:
+                del self.order[: low - self.start]
+                self.start = low
+
+
+class LineOrders:
+    """The agreed orders of one runtime (see the module docstring)."""
+
+    def __init__(self, runtime: Any):
+        self.runtime = runtime
+        self.lines: dict[tuple[int, int, int, int], Line] = {}
+        self._bases: dict[tuple[int, int, int, int], int] = {}
+
+    def line(self, run: Any) -> Line:
+        """The order ``run``'s current phase is admitted in (see the module docstring)."""
+        phase = run.coll.phases[run.phase]
+        dim, size, stride = phase.dim, phase.size, phase.stride
+        members = run.coll.members
+        ranks = len(self.runtime.ranks)
+        if members is None or len(members) == ranks:
+            key = (dim, size, stride, -1)
+        else:
+            cached = self._bases.get((run.rank, dim, size, stride))
+            if cached is None:
+                topo = self.runtime.topology
+                own = topo.coordinate(run.rank, dim)
+                first = own - ((own // stride) % size) * stride  # the member at position 0
+                cached = self._bases[(run.rank, dim, size, stride)] = topo.peer(
+                    run.rank, dim, first
+                )
+            key = (dim, size, stride, cached)
+            ranks = size
+        line = self.lines.get(key)
+        if line is None:
+            line = self.lines[key] = Line(ranks)
+        return line
+
+    def fill(self, rank: int, dim: int) -> None:
+        """Admit waiting chunk phases at ``rank`` on ``dim`` while slots are free and the
+        lines' orders allow, best (priority, FIFO/LIFO, arrival) first."""
+        rt = self.runtime
+        queue = rt._queues[rank][dim]
+        limit = rt.config.active_chunks_per_dimension
+        while queue.active < limit and queue.waiting:
+            chosen = None
+            top = queue.waiting[0]
+            if self._admissible(top[2]):
+                chosen = heapq.heappop(queue.waiting)
+            else:
+                for entry in sorted(queue.waiting)[1:]:
+                    if self._admissible(entry[2]):
+                        chosen = entry
+                        queue.waiting.remove(entry)
+                        heapq.heapify(queue.waiting)
+                        break
+            if chosen is None:
+                return  # the next agreed phases have not reached this rank yet
+            run = chosen[2]
+            item = (run.coll.id, run.chunk, run.phase)
+            self.line(run).admitted(run.rank, item, run.coll.members)
+            queue.active += 1
+            run.step = 0
+            rt._phase_started(run)
+            rt._start_step(run)
+
+    def _admissible(self, run: Any) -> bool:
+        return self.line(run).admissible(run.rank, (run.coll.id, run.chunk, run.phase))

@@ -1,0 +1,292 @@
+"""Stragglers and link changes (exact mode): against hand-computed cases, and the errors.
+
+Ring model used by the hand computations (one chunk, ideal endpoint): a step sends ``u = m/B``
+seconds and its message arrives ``a`` (latency + endpoint delay) later, so step ``s`` completes
+at rank ``j`` at ``C[j][s] = max(C[j][s-1], C[j-1][s-1] + a) + u`` with ``C[j][-1]`` the time
+rank ``j`` joins.
+"""
+
+from __future__ import annotations
+
+import pytest
+from clitools import cli_error
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from systems import dim, examples, make_system
+from typer.testing import CliRunner
+
+from acesim import simulate_collective
+from acesim.cli import app
+from acesim.config.variation import LinkChange, Straggler, Variation
+from acesim.errors import ConfigError, TopologyError
+from acesim.experiment import run_system
+from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+
+MiB = 2**20
+P, BW, LAT, DELAY, GRAD, D = 8, 50e9, 1e-6, 10e-9, 8 * MiB, 2e-3
+
+
+def ring8(links: int = 1, bandwidth: float = BW) -> object:
+    return make_system([dim("ring", P, bandwidth, LAT, links)], chunks=1, endpoint_delay=DELAY)
+
+
+def data_parallel(layers: int) -> Workload:
+    """``layers`` layers of a fixed-time forward and weight-gradient pass (D s each), each
+    gradient all-reduced (GRAD bytes)."""
+    return Workload(
+        "dp",
+        tuple(
+            Layer(
+                f"l{i}",
+                forward=Pass(Compute(duration=D)),
+                weight_grad=Pass(Compute(duration=D), Comm("all-reduce", GRAD)),
+            )
+            for i in range(layers)
+        ),
+    )
+
+
+def ring_allreduce_finish(joins: list[float]) -> list[float]:
+    a, u = LAT + DELAY, GRAD / P / BW
+    done = list(joins)
+    for _step in range(2 * (P - 1)):
+        done = [max(done[j], done[j - 1] + a) + u for j in range(P)]
+    return done
+
+
+def test_a_straggler_delays_a_one_layer_iteration_by_its_extra_compute() -> None:
+    """Everyone waits for the straggler's gradients: 2*s*D of compute, then the all-reduce."""
+    slowdown = 1.3
+    base, _ = run_system(ring8(), data_parallel(1), iterations=1, warmup=0, mode="exact")
+    slow, _ = run_system(
+        ring8(),
+        data_parallel(1),
+        iterations=1,
+        warmup=0,
+        mode="exact",
+        stragglers=[{"rank": 5, "slowdown": slowdown}],
+    )
+    allreduce = 2 * (P - 1) * (LAT + DELAY + GRAD / (P * BW))
+    assert base.iteration_time == pytest.approx(2 * D + allreduce, rel=1e-12)
+    assert slow.iteration_time == pytest.approx(2 * slowdown * D + allreduce, rel=1e-12)
+
+
+def test_a_straggler_in_a_blocking_data_parallel_loop_matches_the_ring_recurrence() -> None:
+    """Three layers, every all-reduce blocking the next compute (no_overlap): each rank's next
+    compute starts when its own part of the all-reduce is done."""
+    layers, slowdown, rank = 3, 1.3, 5
+    result, _ = run_system(
+        ring8(),
+        data_parallel(layers),
+        iterations=1,
+        warmup=0,
+        loop="no_overlap",
+        mode="exact",
+        stragglers=[{"rank": rank, "slowdown": slowdown}],
+    )
+    speed = [slowdown if r == rank else 1.0 for r in range(P)]
+    finish = [0.0] * P
+    for layer in range(layers):
+        # the first segment is every forward pass and the last layer's weight gradient
+        segment = (layers + 1) * D if layer == 0 else D
+        finish = ring_allreduce_finish([finish[r] + speed[r] * segment for r in range(P)])
+    assert result.iteration_time == pytest.approx(max(finish), rel=1e-12)
+
+
+def test_compute_spread_is_seeded_and_bounded() -> None:
+    def run(**kw: object) -> float:
+        result, _ = run_system(
+            ring8(), data_parallel(2), iterations=1, warmup=0, mode="exact", **kw
+        )
+        return result.iteration_time
+
+    base = run()
+    spread = {"spread": 0.2, "seed": 3}
+    first = run(compute_spread=spread)
+    assert run(compute_spread=spread) == first
+    assert run(compute_spread={"spread": 0.2, "seed": 4}) != first
+    worst = run(stragglers=[{"rank": r, "slowdown": 1.2} for r in range(P)])
+    assert base < first < worst
+
+
+def test_variation_needs_exact_mode_and_names_the_option() -> None:
+    with pytest.raises(ConfigError, match=r"run\.stragglers.*exact"):
+        run_system(ring8(), data_parallel(1), stragglers=[{"rank": 1, "slowdown": 2.0}])
+    with pytest.raises(ConfigError, match=r"run\.links.*exact"):
+        run_system(ring8(), data_parallel(1), links=[{"dim": 0, "rank": 1, "failed": True}])
+    with pytest.raises(ConfigError, match=r"run\.stragglers\[0\]\.rank.*below 8"):
+        run_system(
+            ring8(), data_parallel(1), mode="exact", stragglers=[{"rank": 8, "slowdown": 2.0}]
+        )
+
+
+def _allreduce(system: object, *changes: LinkChange) -> float:
+    variation = Variation(links=tuple(changes))
+    return simulate_collective(system, "all-reduce", 64 * MiB, exact=True, variation=variation).time  # type: ignore[arg-type]
+
+
+def test_a_failed_direction_of_a_bidirectional_ring_reroutes_the_ring_the_other_way() -> None:
+    """The whole ring then runs on one direction's link: exactly a one-link ring."""
+    rerouted = _allreduce(ring8(links=2), LinkChange(dim=0, rank=3, direction="+", failed=True))
+    assert rerouted == _allreduce(ring8(links=1))
+    assert rerouted > _allreduce(ring8(links=2))
+
+
+@pytest.mark.parametrize(
+    ("system", "change", "message"),
+    [
+        (ring8(links=1), {"rank": 3}, r"npu3 -> npu4 .*unidirectional"),
+        (ring8(links=2), {"rank": 3}, r"npu3 -> npu4 .*both directions"),
+        (
+            make_system([dim("switch", P)], chunks=1),
+            {"rank": 6},
+            r"npu6's port .*switch.*no other path",
+        ),
+        (
+            make_system([dim("fully_connected", 4)], chunks=1),
+            {"rank": 2},
+            r"npu2's links .*fully_connected.*not modelled",
+        ),
+    ],
+)
+def test_a_failed_link_without_another_path_is_an_error_naming_it(
+    system: object, change: dict[str, int], message: str
+) -> None:
+    with pytest.raises(TopologyError, match=message):
+        _allreduce(system, LinkChange(dim=0, failed=True, **change))  # type: ignore[arg-type]
+
+
+def test_both_directions_failing_in_one_ring_names_both_links() -> None:
+    with pytest.raises(TopologyError, match=r"npu3 -> npu4 .* and npu6 -> npu5 .*no working"):
+        _allreduce(
+            ring8(links=2),
+            LinkChange(dim=0, rank=3, direction="+", failed=True),
+            LinkChange(dim=0, rank=6, direction="-", failed=True),
+        )
+
+
+def test_one_slow_link_paces_the_ring_between_the_fast_and_the_all_slow_case() -> None:
+    slow = _allreduce(ring8(), LinkChange(dim=0, rank=2, bandwidth=BW / 2))
+    assert _allreduce(ring8()) < slow <= _allreduce(ring8(bandwidth=BW / 2)) * (1 + 1e-12)
+    later = _allreduce(ring8(), LinkChange(dim=0, rank=2, latency=LAT + 5e-6))
+    assert later > _allreduce(ring8())
+
+
+@st.composite
+def neutral_variations(draw: st.DrawFn) -> tuple[object, Variation]:
+    """A small system and changes that change nothing (slowdown 1, the dimension's own link)."""
+    kind = draw(st.sampled_from(["ring", "switch", "fully_connected"]))
+    size = draw(st.integers(2, 5))
+    bandwidth = draw(st.sampled_from([10e9, 50e9]))
+    latency = draw(st.sampled_from([0.0, 1e-6]))
+    system = make_system(
+        [dim(kind, size, bandwidth, latency), dim("ring", 2, 25e9, 1e-6)],
+        chunks=draw(st.integers(1, 3)),
+    )
+    ranks = st.integers(0, 2 * size - 1)
+    links = tuple(
+        LinkChange(dim=0, rank=r, bandwidth=bandwidth, latency=latency)
+        for r in draw(st.lists(ranks, max_size=3, unique=True))
+    )
+    stragglers = tuple(
+        Straggler(rank=r, slowdown=1.0) for r in draw(st.lists(ranks, max_size=2, unique=True))
+    )
+    return system, Variation(stragglers=stragglers, links=links)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(neutral_variations(), st.sampled_from(["all-reduce", "all-gather"]))
+def test_exact_mode_with_neutral_changes_agrees_with_symmetric_mode(
+    case: tuple[object, Variation], op: str
+) -> None:
+    system, variation = case
+    symmetric = simulate_collective(system, op, 3 * MiB)  # type: ignore[arg-type]
+    exact = simulate_collective(system, op, 3 * MiB, exact=True, variation=variation)  # type: ignore[arg-type]
+    assert exact.time == symmetric.time
+    assert exact.bytes_sent_per_npu == pytest.approx(symmetric.bytes_sent_per_npu, rel=1e-12)
+
+
+def test_cli_straggler_flag_and_its_errors(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["run", "--endpoint", "ideal", "--npus", "8", "-n", "1", "--warmup", "0", "-w", "gnmt"]
+    base += ["--set", "collective.chunks=1", "--loop", "no_overlap"]
+    refused = cli_error(monkeypatch, capsys, *base, "--straggler", "rank=3,slowdown=1.3")
+    assert "--straggler" in refused and "exact" in refused
+    ok = CliRunner().invoke(app, [*base, "--exact", "--straggler", "rank=3,slowdown=1.3", "--json"])
+    assert ok.exit_code == 0, ok.output
+    bad = cli_error(monkeypatch, capsys, *base, "--exact", "--straggler", "rank=3,slow=1.3")
+    assert "slowdown" in bad
+    link = cli_error(monkeypatch, capsys, *base, "--exact", "--link", "dim=0,rank=3,failed=true")
+    assert "npu3" in link
+
+
+def test_a_straggler_on_a_pipelined_3d_torus_completes_and_slows_the_iteration() -> None:
+    """Four chunks, one in flight per dimension, LIFO, overlapping layers: ranks that run at
+    different speeds once picked different chunk phases and deadlocked; with one agreed order
+    per dimension they finish, the straggler's extra compute bounded by what it adds."""
+    system = make_system(
+        [
+            dim("ring", 2, 50e9, 1e-6, 2),
+            dim("ring", 2, 25e9, 1e-6, 2),
+            dim("ring", 4, 25e9, 2e-6, 2),
+        ],
+        chunks=4,
+        active_chunks_per_dimension=1,
+        scheduling="lifo",
+    )
+    workload = data_parallel(4)
+
+    def run(**kw: object) -> float:
+        result, _ = run_system(system, workload, iterations=4, warmup=1, mode="exact", **kw)
+        return result.iteration_time
+
+    base = run()
+    symmetric, _ = run_system(system, workload, iterations=4, warmup=1)
+    assert base == symmetric.iteration_time
+    slow = run(stragglers=[{"rank": 5, "slowdown": 1.25}])
+    compute = 2 * 4 * D  # every pass of one iteration, alone
+    assert base < slow <= base + 0.25 * compute * (1 + 1e-9)
+    spread = run(compute_spread={"spread": 0.3, "seed": 11})
+    assert base < spread <= base + 0.3 * compute * (1 + 1e-9)
+
+
+def test_collective_command_takes_link_changes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["collective", "--exact", "--sizes", "1MiB", "--endpoint", "ideal", "--json"]
+    fine = CliRunner().invoke(app, base)
+    rerouted = CliRunner().invoke(app, [*base, "--link", "dim=0,rank=3,direction=+,failed=true"])
+    assert fine.exit_code == 0 and rerouted.exit_code == 0, rerouted.output
+    time = '"time": '
+    slow = float(rerouted.output.split(time)[1].split(",")[0])
+    assert slow > float(fine.output.split(time)[1].split(",")[0])
+    refused = cli_error(monkeypatch, capsys, "collective", "--link", "dim=0,rank=3,failed=true")
+    assert "--link" in refused and "--exact" in refused
+
+
+def test_the_agreed_order_skips_collectives_a_rank_never_joins() -> None:
+    """Per-rank graphs on a 4x2 torus: the ranks of one dimension-0 ring (ranks 0-3) all-reduce
+    8 MiB, those of the other (4-7) 2 MiB, then everyone 1 MiB. Each ring's collective is a
+    collective of its own that the other ring never joins; the agreed order of dimension 0 must
+    let each rank skip the other ring's phases (else a deadlock)."""
+    from acesim.hardware.platform import Platform
+    from acesim.training.executor import GraphExecutor
+    from acesim.workload.graph import Graph, Node
+
+    system = make_system([dim("ring", 4), dim("ring", 2)], chunks=2, active_chunks_per_dimension=1)
+
+    def program(rank: int) -> list[Node]:
+        mine = 8 * MiB if rank < 4 else 2 * MiB
+        return [
+            Node(0, "ring", "collective", op="all-reduce", size=mine, dims=(0,)),
+            Node(1, "all", "collective", deps=(0,), op="all-reduce", size=MiB),
+        ]
+
+    graph = Graph([program(r) for r in range(8)], npus=8)
+    platform = Platform(system, exact=True)
+    platform.collectives.agree()
+    execution = GraphExecutor(platform, graph).run()
+    ends = [max(r.end for r in execution.records[rank].values()) for rank in range(8)]
+    assert all(end > 0 for end in ends)
+    assert ends[0] > ends[4]  # the 8 MiB ring finishes its first collective later
