@@ -7,7 +7,7 @@ import pytest
 
 import acesim
 from acesim.config.resolve import resolve_system
-from acesim.errors import ConfigError
+from acesim.errors import AcesimError, ConfigError
 from acesim.experiment.compare import check_endpoints
 from acesim.hardware.endpoints.ace import SRAM_WAIT, piece_bytes
 from acesim.hardware.platform import Platform
@@ -105,12 +105,12 @@ def test_h100_node_gpt_offload_takes_no_sms_and_ideal_bounds_them() -> None:
     # a data-parallel GPT: ACE holds no unit; the ideal endpoint is at least as fast as each
     runs = {
         kind: acesim.run(system, "gpt", endpoint=kind)
-        for kind in ("sm", "copy_engine", "ace", "ideal")
+        for kind in ("sm", "copy_engine", "nvls", "ace", "ideal")
     }
     assert runs["ace"].comm_units_held == 0.0
     assert runs["ideal"].comm_units_held == 0.0
     assert runs["sm"].comm_units_held > 0.0
-    for kind in ("sm", "copy_engine", "ace"):
+    for kind in ("sm", "copy_engine", "nvls", "ace"):
         assert runs["ideal"].iteration_time <= runs[kind].iteration_time * (1 + 1e-9)
     # each says what bound its communication; the ideal endpoint only its links
     assert all(r.comm_bound for r in runs.values())
@@ -130,3 +130,29 @@ def test_copy_engine_reduces_in_the_switch_when_the_user_chooses_nvls() -> None:
     assert endpoint.nvls_steps > 0 and endpoint.reduce_steps == 0
     held = platform.npus[0].units.held_time
     assert 0 < held <= cfg.endpoint.settings("copy_engine").nvls_units * coll.duration * (1 + 1e-9)
+
+
+def test_the_nvls_kind_reduces_in_the_switch_on_its_block_count() -> None:
+    # A GPT's gradient all-reduces on one 8x H100 node: every one runs NVLS, holding the NVLS
+    # kernel's 16 SMs (NCCL's thread blocks on Hopper), and never more.
+    system = resolve_system("h100-nvswitch-8")
+    platform = Platform(system.with_endpoint("nvls"))
+    coll = platform.collectives.issue("all-reduce", 64 * MiB)
+    platform.engine.run()
+    assert coll.algorithms == frozenset({"nvls"})
+    assert platform.npus[0].units.peak == system.endpoint.settings("baseline").nvls_units == 16
+    run = acesim.run("h100-nvswitch-8", "gpt", endpoint="nvls")
+    assert 0 < run.comm_units_held <= 16
+    # other operations run as the SM kernels; on two nodes the scale-out phase is a ring
+    two = Platform(resolve_system("h100-nvswitch-8", nodes=2).with_endpoint("nvls"))
+    gather = two.collectives.issue("all-gather", 64 * MiB)
+    reduce = two.collectives.issue("all-reduce", 64 * MiB)
+    two.engine.run()
+    assert gather.algorithms == frozenset({"ring"})
+    assert reduce.algorithms == frozenset({"ring"})  # the all-reduce phase is on the NICs
+
+
+def test_the_nvls_kind_needs_a_switch_that_reduces() -> None:
+    with pytest.raises(AcesimError, match="nvls needs a switch that reduces") as info:
+        resolve_system("a100-nvswitch-8", overrides={"endpoint.kind": "nvls"})
+    assert "\n" not in str(info.value)

@@ -188,7 +188,7 @@ def test_run_cli_compares_three_endpoints() -> None:
         (["--warmup", "-1"], "--warmup: must not be negative, got -1"),
         (
             ["--endpoint", "acee"],
-            "--endpoint: must be one of baseline, ace, ideal, copy_engine, got 'acee'",
+            "--endpoint: must be one of baseline, ace, ideal, copy_engine, nvls, got 'acee'",
         ),
     ],
 )

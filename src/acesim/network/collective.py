@@ -383,7 +383,14 @@ class CollectiveRuntime:
                 )
             chunks *= math.ceil(pieces)
         choice = choose_algorithm(
-            self.config, self.topology, op, size / chunks, axes, chunks, self.endpoint.step_kinds
+            self.config,
+            self.topology,
+            op,
+            size / chunks,
+            axes,
+            chunks,
+            self.endpoint.step_kinds,
+            self.endpoint.preferred_algorithms.get(op),
         )
         return axes, chunks, choice
 

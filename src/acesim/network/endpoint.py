@@ -24,6 +24,7 @@ The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import ClassVar
 
 from ..engine import Resource
 from .algorithms import ALLTOALL, GATHER, REDUCE
@@ -45,6 +46,9 @@ class Endpoint:
     #: the step kinds it can run (None: every kind); the tuner offers only algorithms whose
     #: steps it can run (a copy engine or ACE cannot issue NVLS multimem operations)
     step_kinds: frozenset[str] | None = None
+    #: per operation, the algorithm this endpoint runs wherever it can (the ``nvls`` kind's
+    #: in-switch all-reduce); the tuner chooses for the others
+    preferred_algorithms: ClassVar[dict[str, str]] = {}
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         """The HBM resource the rank's messages draw on and the memory-level parallelism (in

@@ -299,6 +299,7 @@ def choose_algorithm(
     axes: Sequence[Axis],
     chunks: int,
     step_kinds: frozenset[str] | None = None,
+    preferred: str | None = None,
 ) -> AlgorithmChoice:
     """NCCL's tuner: among ``collective.choices[op]`` (or the forced ``collective.algorithm``)
     the algorithm whose phases, under their best protocol, are predicted fastest (latency plus
@@ -306,7 +307,17 @@ def choose_algorithm(
     (``nvls`` the all-reduce phase on a switch that reduces); the others keep
     ``collective.algorithms``. Ties go to the earlier candidate. A candidate with steps the
     endpoint cannot run (``step_kinds``; None: any) is not offered. Without choices or a
-    forced algorithm, the configured algorithms with their best protocol."""
+    forced algorithm, the configured algorithms with their best protocol. ``preferred`` (the
+    endpoint's, e.g. the ``nvls`` kind's NVLS for all-reduce) runs whenever it can run on the
+    group and no algorithm is forced; elsewhere the tuner chooses as above."""
+    if preferred is not None and cfg.algorithm is None:
+        phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=preferred)
+        kinds = {step.kind for phase in phases for step in phase.steps}
+        if phases and preferred in {p.algorithm for p in phases} and (
+            step_kinds is None or kinds <= step_kinds
+        ):
+            protocol = choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
+            return AlgorithmChoice(preferred, phases, protocol, ((preferred, protocol.time),))
     names = cfg.choices.get(op)
     if cfg.algorithm is not None:
         names = [cfg.algorithm]
