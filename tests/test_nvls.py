@@ -247,3 +247,15 @@ def test_each_nvls_loop_adds_its_latency() -> None:
 
     for size, loops in ((MiB, 1), (16 * MiB, 4), (256 * MiB, 32), (GiB, 64)):
         assert time(size, delay) - time(size, 0.0) == pytest.approx(loops * delay, rel=1e-9)
+
+
+def test_a_forced_algorithm_that_cannot_run_names_the_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clitools import cli_error
+
+    line = cli_error(
+        monkeypatch, capsys, "collective", "-s", "a100-nvswitch-8", "--algo", "nvls",
+        "--sizes", "1GiB",
+    )
+    assert line == "error: --algo: nvls cannot run all-reduce on any dimension of this group"

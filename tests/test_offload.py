@@ -156,3 +156,9 @@ def test_the_nvls_kind_needs_a_switch_that_reduces() -> None:
     with pytest.raises(AcesimError, match="nvls needs a switch that reduces") as info:
         resolve_system("a100-nvswitch-8", overrides={"endpoint.kind": "nvls"})
     assert "\n" not in str(info.value)
+
+
+def test_comparing_with_nvls_on_a_system_without_a_reducing_switch_is_refused() -> None:
+    # compare derives its variants without re-validating the document: the endpoint refuses
+    with pytest.raises(AcesimError, match="nvls needs a switch that reduces"):
+        acesim.compare("ace-isca21", "resnet50", endpoints=["nvls"])

@@ -83,11 +83,18 @@ def collective_command(
     with progress() as bar:
         task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
         for size in size_list:
-            results.append(
-                simulate_collective(
-                    cfg, op, size, exact=exact, compute=compute, variation=variation
+            try:
+                results.append(
+                    simulate_collective(
+                        cfg, op, size, exact=exact, compute=compute, variation=variation
+                    )
                 )
-            )
+            except ConfigError as err:
+                # a forced algorithm or protocol that cannot run: name the flag that forced it
+                flag = _FORCED.get(err.field)
+                if flag is None:
+                    raise
+                raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
             bar.advance(task)
     if as_json:
         payload = {
@@ -142,6 +149,10 @@ def collective_command(
         table.add_row(*row)
     console.print(table)
     _print_assumptions(cfg)
+
+
+#: Collective settings the command's flags force, and the flag to name in their errors.
+_FORCED = {"collective.algorithm": "--algo", "collective.protocol": "--proto"}
 
 
 def _parse_compute(text: str) -> tuple[float, float]:

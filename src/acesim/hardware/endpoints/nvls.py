@@ -34,6 +34,10 @@ def _check(settings: NvlsSettings, system: SystemConfig) -> None:
     # every kind's settings are checked with each document; this rule is the chosen kind's
     if system.endpoint.kind != "nvls":
         return
+    _require_a_reducing_switch(system)
+
+
+def _require_a_reducing_switch(system: SystemConfig) -> None:
     if not any(d.switch_reduction for d in system.network.dimensions):
         raise ConfigError(
             "endpoint.kind",
@@ -50,6 +54,8 @@ class NvlsEndpoint(BaselineEndpoint):
     preferred_algorithms: ClassVar[dict[str, str]] = {"all-reduce": "nvls"}
 
     def __init__(self, ctx: EndpointContext):
+        # also when the kind was set without validating the document (compare's variants)
+        _require_a_reducing_switch(ctx.system)
         super().__init__(replace(ctx, settings=ctx.system.endpoint.settings("baseline")))
 
 
