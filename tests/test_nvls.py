@@ -259,3 +259,12 @@ def test_a_forced_algorithm_that_cannot_run_names_the_flag(
         "--sizes", "1GiB",
     )
     assert line == "error: --algo: nvls cannot run all-reduce on any dimension of this group"
+
+
+def test_nvls_units_are_checked_wherever_nvls_can_run() -> None:
+    # h100-nvswitch-8 offers NVLS through collective.choices (not collective.algorithms): the
+    # NVLS kernel's units must still leave the compute kernel some
+    with pytest.raises(AcesimError, match="endpoint.baseline.nvls_units: must be fewer than"):
+        resolve_system("h100-nvswitch-8", overrides={"endpoint.baseline.nvls_units": 132})
+    # a100's switch does not reduce: NVLS never runs there, nothing to check
+    resolve_system("a100-nvswitch-8", overrides={"endpoint.baseline.nvls_units": 108})

@@ -49,10 +49,10 @@ from ...config.validators import (
 )
 from ...engine import Resource
 from ...errors import ConfigError
-from ...network.algorithms import ALLTOALL, GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE
+from ...network.algorithms import ALLTOALL, GATHER, REDUCE
 from ...network.endpoint import Endpoint
 from .registry import AMPLE_RATE, EndpointContext, EndpointKind, Variant
-from .sm_kernels import check_fewer_units, sm_kernel_demand
+from .sm_kernels import NvlsKernelSettings, check_fewer_units, check_nvls_units, sm_kernel_demand
 
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
 
@@ -73,7 +73,7 @@ class BaselineSplit(Strict):
     )
 
 
-class BaselineSettings(Strict):
+class BaselineSettings(NvlsKernelSettings):
     """NCCL-like collectives running as kernels on the NPU's own compute units."""
 
     comm_units: PositiveInt = Field(8, description="compute units the collective kernels hold")
@@ -95,15 +95,6 @@ class BaselineSettings(Strict):
     reduce_hbm_bytes_per_byte: PositiveFloat = Field(5.0, description="reduce-scatter step")
     gather_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-gather step")
     alltoall_hbm_bytes_per_byte: PositiveFloat = Field(2.0, description="all-to-all step")
-    nvls_units: PositiveInt = Field(
-        16, description="compute units an NVLS (in-switch reduction) kernel holds"
-    )
-    nvls_reduce_hbm_bytes_per_byte: NonNegativeFloat = Field(
-        2.0, description="NVLS load-reduce step: one read and one write per buffer byte"
-    )
-    nvls_gather_hbm_bytes_per_byte: NonNegativeFloat = Field(
-        0.0, description="NVLS multicast-store step (counted with the load-reduce step)"
-    )
     reduction_flops_per_byte: NonNegativeFloat = Field(
         0.25, description="FP32 add: 1 FLOP per 4 bytes"
     )
@@ -131,9 +122,7 @@ def _check(settings: BaselineSettings, system: SystemConfig) -> None:
     for i, split in enumerate(settings.splits):
         check_fewer_units(f"endpoint.baseline.splits[{i}].comm_units", split.comm_units, system)
     check_fewer_units("endpoint.baseline.comm_units", settings.comm_units, system)
-    choices = system.collective.algorithms.values()
-    if any("nvls" in (c if isinstance(c, list) else [c]) for c in choices):
-        check_fewer_units("endpoint.baseline.nvls_units", settings.nvls_units, system)
+    check_nvls_units("baseline", settings, system)
     # The held units drive at most comm_units * unit_bandwidth; fewer than compute_units of
     # them, so bounding that product bounds every split's.
     if not math.isfinite(units * settings.unit_bandwidth):
@@ -181,10 +170,7 @@ class BaselineEndpoint(Endpoint):
             GATHER: cfg.gather_hbm_bytes_per_byte,
             ALLTOALL: cfg.alltoall_hbm_bytes_per_byte,
         }
-        nvls_per_byte = {
-            NVLS_REDUCE: cfg.nvls_reduce_hbm_bytes_per_byte,
-            NVLS_GATHER: cfg.nvls_gather_hbm_bytes_per_byte,
-        }
+        nvls_per_byte = cfg.nvls_hbm_bytes_per_byte()
         for n in npus:
             if cfg.hbm_sharing == "static":
                 n.partition_hbm(cfg.hbm_share)
@@ -222,8 +208,7 @@ class BaselineEndpoint(Endpoint):
             REDUCE: self.cfg.reduce_hbm_bytes_per_byte,
             GATHER: self.cfg.gather_hbm_bytes_per_byte,
             ALLTOALL: self.cfg.alltoall_hbm_bytes_per_byte,
-            NVLS_REDUCE: self.cfg.nvls_reduce_hbm_bytes_per_byte,
-            NVLS_GATHER: self.cfg.nvls_gather_hbm_bytes_per_byte,
+            **self.cfg.nvls_hbm_bytes_per_byte(),
         }[kind]
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:

@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from pydantic import Field
 
-from ...config.system import Strict, SystemConfig
+from ...config.system import SystemConfig
 from ...config.validators import (
     NonNegativeFloat,
     NonNegativeSeconds,
@@ -51,10 +51,16 @@ from ...config.validators import (
     PositiveInt,
 )
 from ...engine import Resource
-from ...network.algorithms import ALLTOALL, GATHER, NVLS_GATHER, NVLS_KINDS, NVLS_REDUCE, REDUCE
+from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE
 from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
 from .registry import EndpointContext, EndpointKind
-from .sm_kernels import check_fewer_units, engine_parallelism, sm_kernel_demand
+from .sm_kernels import (
+    NvlsKernelSettings,
+    check_fewer_units,
+    check_nvls_units,
+    engine_parallelism,
+    sm_kernel_demand,
+)
 
 __all__ = ["CopyEngineSettings", "CopyEngineEndpoint", "SETUP"]
 
@@ -62,7 +68,7 @@ __all__ = ["CopyEngineSettings", "CopyEngineEndpoint", "SETUP"]
 SETUP = "copy-engine setup"
 
 
-class CopyEngineSettings(Strict):
+class CopyEngineSettings(NvlsKernelSettings):
     """DMA copy engines drive gather/all-to-all steps; reduce steps fall back to SM kernels."""
 
     engines: PositiveInt = Field(4, description="DMA copy engines per NPU used by collectives")
@@ -94,22 +100,11 @@ class CopyEngineSettings(Strict):
     reduction_flops_per_byte: NonNegativeFloat = Field(
         0.25, description="reduce step: FP32 add, 1 FLOP per 4 bytes"
     )
-    nvls_units: PositiveInt = Field(
-        16, description="compute units an NVLS (in-switch reduction) step's kernel holds"
-    )
-    nvls_reduce_hbm_bytes_per_byte: NonNegativeFloat = Field(
-        2.0, description="NVLS load-reduce step: one read and one write per buffer byte"
-    )
-    nvls_gather_hbm_bytes_per_byte: NonNegativeFloat = Field(
-        0.0, description="NVLS multicast-store step (counted with the load-reduce step)"
-    )
 
 
 def _check(settings: CopyEngineSettings, system: SystemConfig) -> None:
     check_fewer_units("endpoint.copy_engine.fallback_units", settings.fallback_units, system)
-    choices = system.collective.algorithms.values()
-    if any("nvls" in (c if isinstance(c, list) else [c]) for c in choices):
-        check_fewer_units("endpoint.copy_engine.nvls_units", settings.nvls_units, system)
+    check_nvls_units("copy_engine", settings, system)
 
 
 class CopyEngineEndpoint(Endpoint):
@@ -162,10 +157,7 @@ class CopyEngineEndpoint(Endpoint):
                 f"npu{n.rank}.copy_engine.nvls",
                 cfg.nvls_units,
                 cfg.fallback_unit_bandwidth,
-                {
-                    NVLS_REDUCE: cfg.nvls_reduce_hbm_bytes_per_byte,
-                    NVLS_GATHER: cfg.nvls_gather_hbm_bytes_per_byte,
-                },
+                cfg.nvls_hbm_bytes_per_byte(),
                 REDUCE,
                 0.0,
             )
@@ -176,10 +168,9 @@ class CopyEngineEndpoint(Endpoint):
     def hbm_bytes_per_network_byte(self, kind: str) -> float:
         if kind == REDUCE:
             return self.cfg.reduce_hbm_bytes_per_byte
-        if kind == NVLS_REDUCE:
-            return self.cfg.nvls_reduce_hbm_bytes_per_byte
-        if kind == NVLS_GATHER:
-            return self.cfg.nvls_gather_hbm_bytes_per_byte
+        nvls = self.cfg.nvls_hbm_bytes_per_byte()
+        if kind in nvls:
+            return nvls[kind]
         return self.cfg.read_hbm_bytes_per_byte + self.cfg.write_hbm_bytes_per_byte
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:

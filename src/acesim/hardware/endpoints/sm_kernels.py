@@ -11,17 +11,59 @@ memory-level parallelism.
   flight to stream ``bandwidth``: over what one unit draws at most, or (without that limit)
   over a unit's even share of HBM. Its weight under memory-level-parallelism arbitration.
 * :func:`check_fewer_units` — a count of held units must leave the compute kernel some.
+* :class:`NvlsKernelSettings` — the NVLS (in-switch reduction) kernel's settings, shared by every
+  kind that runs NVLS steps on SMs: the units it holds and its HBM bytes per network byte by
+  step kind (:meth:`~NvlsKernelSettings.nvls_hbm_bytes_per_byte`); :func:`check_nvls_units`
+  checks its units wherever NVLS can run (a switch that reduces).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...config.system import NPUConfig, SystemConfig
+from pydantic import Field
+
+from ...config.system import NPUConfig, Strict, SystemConfig
+from ...config.validators import NonNegativeFloat, PositiveInt
 from ...engine import Engine, Resource
 from ...errors import ConfigError
+from ...network.algorithms import NVLS_GATHER, NVLS_REDUCE
 
-__all__ = ["check_fewer_units", "engine_parallelism", "sm_kernel_demand"]
+__all__ = [
+    "NvlsKernelSettings",
+    "check_fewer_units",
+    "check_nvls_units",
+    "engine_parallelism",
+    "sm_kernel_demand",
+]
+
+
+class NvlsKernelSettings(Strict):
+    """The NVLS kernel of a kind that runs NVLS steps on SMs (see the module)."""
+
+    nvls_units: PositiveInt = Field(
+        16, description="compute units an NVLS (in-switch reduction) kernel holds"
+    )
+    nvls_reduce_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        2.0, description="NVLS load-reduce step: one read and one write per buffer byte"
+    )
+    nvls_gather_hbm_bytes_per_byte: NonNegativeFloat = Field(
+        0.0, description="NVLS multicast-store step (counted with the load-reduce step)"
+    )
+
+    def nvls_hbm_bytes_per_byte(self) -> dict[str, float]:
+        """HBM bytes per network byte of the NVLS step kinds."""
+        return {
+            NVLS_REDUCE: self.nvls_reduce_hbm_bytes_per_byte,
+            NVLS_GATHER: self.nvls_gather_hbm_bytes_per_byte,
+        }
+
+
+def check_nvls_units(kind: str, settings: NvlsKernelSettings, system: SystemConfig) -> None:
+    """Where NVLS can run (a dimension whose switch reduces), its kernel's units must leave the
+    compute kernel some (ConfigError naming ``endpoint.<kind>.nvls_units``)."""
+    if any(d.switch_reduction for d in system.network.dimensions):
+        check_fewer_units(f"endpoint.{kind}.nvls_units", settings.nvls_units, system)
 
 
 def sm_kernel_demand(
