@@ -158,6 +158,8 @@ SYSTEM_FIELDS: dict[str, str] = {
     "collective.nvls_delay": "time0",
     "collective.nvls_chunk_bytes": "size",
     "network.dimensions[0].efficiency": "efficiency",
+    "network.dimensions[0].incast_efficiency": "efficiency",
+    "network.dimensions[0].incast_fan_in": "count",
     "collective.nvls_loop_latency": "time0",
     "collective.nvls_channels": "count",
     "endpoint.baseline.comm_units": "count",
