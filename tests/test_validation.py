@@ -138,6 +138,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.kernels.unit_hbm_bandwidth": "rate",
     "npu.hbm_bandwidth": "rate",
     "npu.hbm_capacity": "size",
+    "npu.host_link_bandwidth": "rate",
     **{
         f"network.dimensions[{i}].{name}": rule
         for i in range(3)

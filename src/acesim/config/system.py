@@ -121,6 +121,11 @@ class NPUConfig(Strict):
     )
     hbm_bandwidth: PositiveBytesPerSecond = Field(900e9, description="HBM bandwidth, B/s")
     hbm_capacity: PositiveBytes = Field(32 * 2**30, description="HBM capacity, bytes")
+    host_link_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="the link to the host (PCIe, NVLink-C2C), one direction, B/s; host-device "
+        "copies run on the copy engines over it; None: not modelled (host copies refused)",
+    )
     hbm_arbitration: Literal["mlp", "drf"] = Field(
         "mlp",
         description="how HBM is shared: mlp (in proportion to each party's memory-level "

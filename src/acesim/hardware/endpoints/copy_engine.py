@@ -194,7 +194,8 @@ class CopyEngineEndpoint(Endpoint):
         copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
         self._demand: list[dict[str, dict[Resource, float]]] = []
         for n in npus:
-            engines = engine.add_resource(
+            # the NPU's engines (host-device copies share them), or the endpoint's own
+            engines = n.copy_engines or engine.add_resource(
                 f"npu{n.rank}.copy_engines", cfg.engines * cfg.engine_bandwidth
             )
             copy: dict[Resource, float] = {engines: 1.0}
