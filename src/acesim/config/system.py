@@ -211,6 +211,12 @@ class DimensionConfig(Strict):
         description="fraction of this dimension's link bandwidth carrying payload (its link "
         "type's protocol efficiency); None: collective.protocol_efficiency",
     )
+    network: bool = Field(
+        False,
+        description="its links are NICs on a scale-out network (InfiniBand/RoCE) rather than "
+        "a scale-up fabric: NCCL's network step latencies (collective.protocols.*.*."
+        "net_hop_latency) apply to its steps; set on the [scale_out] dimension of --nodes",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
@@ -344,6 +350,11 @@ class ProtocolConfig(Strict):
     hop_latency: NonNegativeSeconds = Field(
         description="per-message delay of the algorithm's steps, s, in place of "
         "endpoint_delay / nvls_delay (NCCL's per-step hardware latency)"
+    )
+    net_hop_latency: NonNegativeSeconds | None = Field(
+        None,
+        description="per-message delay of its steps across a network dimension (network = "
+        "true: NICs between nodes), s (NCCL's hwLat[NET]); None: hop_latency",
     )
 
 

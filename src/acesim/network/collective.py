@@ -74,6 +74,7 @@ from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .plan import (
     AlgorithmChoice,
+    Lane,
     Phase,
     ProtocolChoice,
     choose_algorithm,
@@ -138,7 +139,7 @@ class Collective:
 
 def _messages(chunks: int, phases: list[Phase]) -> int:
     return chunks * sum(
-        sum(step.message_count(phase.size) for step in phase.steps) for phase in phases
+        sum(phase.message_count(step) for step in phase.steps) for phase in phases
     )
 
 
@@ -428,7 +429,9 @@ class CollectiveRuntime:
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
-        base = coll.protocol.base_latency if coll.protocol is not None else 0.0
+        base = 0.0
+        if coll.protocol is not None:
+            base = coll.protocol.base_latency + coll.protocol.crossing_latency
         base += coll.sync_latency
         if base > 0:
             self.engine.schedule(base, self._start_chunks, coll, rank)
@@ -525,6 +528,40 @@ class CollectiveRuntime:
             return [0] * len(positions)
         return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
+    def _lane_destination(self, rank: int, lane: Lane) -> int:
+        """The next member along ``lane``'s axis (0 in symmetric mode)."""
+        if not self.exact:
+            return 0
+        topo = self.topology
+        own = topo.coordinate(rank, lane.dim)
+        axis = Axis(lane.dim, lane.size, lane.stride)
+        nxt = (axis.position(own) + 1) % lane.size
+        return topo.peer(rank, lane.dim, axis.coordinate(own, nxt))
+
+    def _send_lanes(self, run: _ChunkRun, phase: Phase, step: Step) -> None:
+        """A flat-ring step: one message per lane, each its share of the step's bytes."""
+        coll = run.coll
+        rank = run.rank
+        weight = 1.0
+        if coll.protocol is not None and coll.protocol.factors:
+            weight /= coll.protocol.factors[run.phase]
+        extra = self.endpoint.message_demand(rank, step.kind)
+        track = "message" if rank == 0 else None
+        run.sends_out = len(phase.lanes)
+        for lane in phase.lanes:
+            dest = self._lane_destination(rank, lane)
+            message = {self.egress[rank][lane.dim]: weight}
+            message.update(extra)
+            message[self.ingress[dest][lane.dim]] = weight
+            self.shares.start(
+                rank,
+                step.message_bytes * lane.fraction,
+                message,
+                self._sent,
+                tag=(run, dest, run.phase, run.step, lane.dim),
+                track=track,
+            )
+
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
@@ -532,6 +569,9 @@ class CollectiveRuntime:
         # In the step from now on, not from step_begin: a peer's message that arrives while the
         # endpoint still delays this step (setup, units to acquire) must not complete it unsent.
         run.in_step = True
+        if phase.lanes:
+            self._send_lanes(run, phase, step)
+            return
         rank = run.rank
         dim = phase.dim
         if step.pattern == "all":  # p-1 messages: the cost is theirs, and a cache O(p) per rank
@@ -561,30 +601,32 @@ class CollectiveRuntime:
                 step.message_bytes,
                 message,
                 self._sent,
-                tag=(run, dest, run.phase, run.step),
+                tag=(run, dest, run.phase, run.step, dim),
                 track=track,
             )
 
     def _sent(self, act: Activity) -> None:
-        run, dest, phase_index, step_index = act.tag
+        run, dest, phase_index, step_index, dim = act.tag
         coll = run.coll
         nbytes = act.work
         coll.bytes_sent += nbytes
-        dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+        # a flat ring's messages on every lane take its inner dimension's delay (the outer
+        # hops' extra is paid once: plan.crossing_latency)
+        at = coll.phases[phase_index].dim
         nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
         if self.rank_latencies is None:
-            delay = (self.nvls_delays if nvls else self.delays)[dim]
+            delay = (self.nvls_delays if nvls else self.delays)[at]
             if hop is not None:
-                delay = self.topology.dimensions[dim].latency + hop
+                delay = self.topology.dimensions[at].latency + hop
         else:  # per-rank link latencies (set_link)
             extra = (
                 hop
                 if hop is not None
                 else (self.nvls_delay if nvls else self.config.endpoint_delay)
             )
-            delay = self.rank_latencies[run.rank][dim] + extra
+            delay = self.rank_latencies[run.rank][at] + extra
         self.engine.call(
             delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
@@ -608,7 +650,7 @@ class CollectiveRuntime:
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
         key = (run.phase, run.step)
-        if run.arrived.get(key, 0) < step.message_count(phase.size):
+        if run.arrived.get(key, 0) < phase.message_count(step):
             return
         del run.arrived[key]
         run.in_step = False

@@ -31,6 +31,7 @@ class Dimension:
         stride: rank distance between neighbours in this dimension.
         switch_reduction: its switch reduces in the network (in-switch algorithms may run).
         efficiency: the payload fraction of its links (egress = links x bandwidth x this).
+        network: its links are NICs between nodes (NCCL's network step latencies apply).
     """
 
     index: int
@@ -43,6 +44,8 @@ class Dimension:
     stride: int
     switch_reduction: bool = False
     efficiency: float = 1.0
+    #: NICs on a scale-out network (NCCL's network step latencies apply)
+    network: bool = False
 
 
 class Topology:
@@ -84,6 +87,7 @@ class Topology:
             stride=stride,
             switch_reduction=cfg.switch_reduction,
             efficiency=efficiency,
+            network=cfg.network,
         )
 
     @property

@@ -1,0 +1,122 @@
+"""Collectives across nodes as NCCL runs them: the flat ring (NVLink in the node, each GPU's
+NIC between nodes), the tree between nodes, network step latencies, and the tuner's choice."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from acesim.config.resolve import resolve_system
+from acesim.errors import ConfigError
+from acesim.simulate import simulate_collective
+
+GIB = 2**30
+
+
+def h100(nodes: int, **overrides: object) -> object:
+    return resolve_system("h100-nvswitch-8", nodes=nodes, overrides=overrides or None)
+
+
+def test_scale_out_dimension_is_a_network_dimension() -> None:
+    s = resolve_system("h100-nvswitch-8", nodes=2)
+    assert [d.network for d in s.network.dimensions] == [False, True]
+
+
+def test_flat_ring_is_bound_by_the_nics_of_the_node() -> None:
+    # 16 nodes x 8 GPUs, one NIC each: a flat ring crosses each node boundary once per
+    # channel, so every GPU's NIC carries 1/8 of each step's bytes and the busbw is the
+    # node's 8 NICs (not one NIC, as the hierarchical phases run one after another give).
+    s = h100(16, **{"collective.algorithm": "flat_ring"})
+    r = simulate_collective(s, "all-reduce", 8 * GIB, endpoint="ideal")
+    out = s.scale_out
+    assert out is not None and out.efficiency is not None
+    nic = out.link_bandwidth * out.links_per_npu * out.efficiency
+    assert r.algorithm == "flat_ring"
+    assert r.protocol == "Simple"
+    n, nodes = 128, 16
+    moved = 2 * (n - 1) / n * 8 * GIB
+    simple = s.collective.protocols["ring"]["Simple"]
+    nvl, net = s.network.dimensions
+    assert simple.net_hop_latency is not None
+    inner = nvl.link_latency + simple.hop_latency
+    outer = net.link_latency + simple.net_hop_latency
+    latency = simple.base_latency + 2 * (n - 1) * inner + 2 * nodes * (outer - inner)
+    assert r.time == pytest.approx(latency + moved / 8 / nic, rel=1e-3)
+    assert r.busbw > 0.95 * 8 * nic
+    assert r.per_dimension_bytes["scaleout"] == pytest.approx(moved / 8)
+    assert r.per_dimension_bytes["nvswitch"] == pytest.approx(moved * 7 / 8)
+    hier = simulate_collective(
+        h100(16, **{"collective.algorithm": "ring"}), "all-reduce", 8 * GIB, endpoint="ideal"
+    )
+    assert r.busbw > 1.5 * hier.busbw
+
+
+def test_tuner_picks_the_tree_small_and_the_flat_ring_large() -> None:
+    s = h100(16)
+    small = simulate_collective(s, "all-reduce", "64 KiB")
+    large = simulate_collective(s, "all-reduce", 8 * GIB)
+    assert small.algorithm == "double_binary_tree"
+    assert large.algorithm == "flat_ring"
+    # on one node neither can run: the ring or NVLS, as before
+    one = simulate_collective(h100(1), "all-reduce", 8 * GIB)
+    assert one.algorithm == "nvls"
+
+
+def test_flat_ring_latency_counts_its_node_crossings() -> None:
+    # A tiny forced flat ring with Simple: NCCL's base latency, 2(n-1) steps at the NVLink
+    # delay and 2N crossings paying the network delay instead (plan.crossing_latency).
+    s = h100(4, **{"collective.algorithm": "flat_ring", "collective.protocol": "Simple"})
+    r = simulate_collective(s, "all-reduce", 8, endpoint="ideal")
+    simple = s.collective.protocols["ring"]["Simple"]
+    nvl, net = s.network.dimensions
+    assert simple.net_hop_latency is not None
+    inner = nvl.link_latency + simple.hop_latency
+    outer = net.link_latency + simple.net_hop_latency
+    n, nodes = 32, 4
+    expected = simple.base_latency + 2 * (n - 1) * inner + 2 * nodes * (outer - inner)
+    assert r.time == pytest.approx(expected, rel=1e-3)
+
+
+def test_flat_ring_exact_equals_symmetric() -> None:
+    s = h100(2, **{"collective.algorithm": "flat_ring"})
+    for op in ("all-reduce", "all-gather", "reduce-scatter"):
+        sym = simulate_collective(s, op, "8 MiB")
+        exact = simulate_collective(s, op, "8 MiB", exact=True)
+        assert math.isclose(sym.time, exact.time, rel_tol=1e-9)
+        assert sym.algorithm == exact.algorithm == "flat_ring"
+
+
+def test_hierarchical_steps_across_nodes_pay_network_latency() -> None:
+    s = h100(2, **{"collective.algorithm": "ring", "collective.protocol": "LL"})
+    r = simulate_collective(s, "all-reduce", 8, endpoint="ideal")
+    ll = s.collective.protocols["ring"]["LL"]
+    nvl, net = s.network.dimensions
+    assert ll.net_hop_latency is not None
+    # ring reduce-scatter (7) and all-gather (7) in the node, all-reduce of 2 steps across
+    expected = (
+        ll.base_latency
+        + 14 * (nvl.link_latency + ll.hop_latency)
+        + 2 * (net.link_latency + ll.net_hop_latency)
+    )
+    assert r.time == pytest.approx(expected, rel=1e-3)
+
+
+def test_flat_ring_on_one_node_is_refused_in_one_line() -> None:
+    s = h100(1, **{"collective.algorithm": "flat_ring"})
+    with pytest.raises(ConfigError) as err:
+        simulate_collective(s, "all-reduce", "1 MiB")
+    assert "two or more dimensions" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_flat_ring_per_dimension_is_refused() -> None:
+    with pytest.raises((ConfigError, Exception)) as err:
+        simulate_collective(
+            resolve_system(
+                "h100-nvswitch-8", overrides={"collective.algorithms": {"all-gather": "flat_ring"}}
+            ),
+            "all-gather",
+            "1 MiB",
+        )
+    assert "not per dimension" in str(err.value)
