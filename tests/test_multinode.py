@@ -120,3 +120,27 @@ def test_flat_ring_per_dimension_is_refused() -> None:
             "1 MiB",
         )
     assert "not per dimension" in str(err.value)
+
+
+def test_gpus_sharing_a_nic_get_their_share() -> None:
+    # four NICs for eight GPUs (npus_per_link = 2): each GPU's NIC share halves, and the
+    # NIC-bound flat ring with it
+    full = simulate_collective(h100(2), "all-reduce", 8 * GIB, endpoint="ideal")
+    shared = simulate_collective(
+        h100(2, **{"scale_out.npus_per_link": 2}), "all-reduce", 8 * GIB, endpoint="ideal"
+    )
+    assert full.algorithm == shared.algorithm == "flat_ring"
+    assert shared.busbw == pytest.approx(full.busbw / 2, rel=0.01)
+    # and an all-to-all over the nodes' NICs only (one GPU per node) likewise
+    a2a = [
+        simulate_collective(h100(8, **ov), "all-to-all", "64 MiB", dims=(1,), endpoint="ideal")
+        for ov in ({}, {"scale_out.npus_per_link": 2})
+    ]
+    assert a2a[1].time == pytest.approx(2 * a2a[0].time, rel=0.02)
+
+
+def test_npus_per_link_must_be_a_positive_whole_number() -> None:
+    with pytest.raises(ConfigError) as err:
+        h100(2, **{"scale_out.npus_per_link": 0})
+    assert "npus_per_link" in str(err.value)
+    assert "\n" not in str(err.value)

@@ -32,6 +32,7 @@ _TEMPLATE_KEYS = (
     "link_latency",
     "switch_reduction",
     "efficiency",
+    "npus_per_link",
 )
 
 

@@ -211,6 +211,13 @@ class DimensionConfig(Strict):
         description="fraction of this dimension's link bandwidth carrying payload (its link "
         "type's protocol efficiency); None: collective.protocol_efficiency",
     )
+    npus_per_link: PositiveInt = Field(
+        1,
+        description="NPUs that share each of these links (a NIC serving two GPUs: 2; NICs per "
+        "GPU below one); each NPU's egress and ingress are its share, links x bandwidth / this "
+        "(exact when the NPUs behind a link all send at once, as collectives over whole nodes "
+        "do)",
+    )
     network: bool = Field(
         False,
         description="its links are NICs on a scale-out network (InfiniBand/RoCE) rather than "
@@ -237,6 +244,11 @@ class ScaleOutConfig(Strict):
     )
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="scale-out links (NICs) at each NPU")
+    npus_per_link: PositiveInt = Field(
+        1,
+        description="GPUs that share one NIC (NICs per GPU below one: 4 NICs for 8 GPUs is 2); "
+        "each GPU's share is links_per_npu x link_bandwidth / this",
+    )
     switch_reduction: bool = Field(
         False, description="the scale-out switches reduce in the network (SHARP)"
     )

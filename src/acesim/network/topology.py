@@ -1,7 +1,9 @@
 """Network topology: a list of dimensions; NPU ranks are mixed-radix coordinates.
 
 Model: each dimension gives every NPU an *egress* capacity ``links_per_npu * link_bandwidth *
-protocol_efficiency`` (B/s) shared by everything it sends along that dimension, and a fixed
+protocol_efficiency / npus_per_link`` (B/s; ``npus_per_link`` > 1 where NPUs share a link, e.g.
+a NIC serving two GPUs: each NPU's fair share while all of them send, which every collective
+over whole nodes does) shared by everything it sends along that dimension, and a fixed
 per-message latency. Assumption (stated once here): the receive side never binds, because every
 collective algorithm modelled moves equal bytes in and out of each NPU per step; a bidirectional
 ring (``links_per_npu >= 2``) splits each message over both directions, which the aggregate
@@ -81,7 +83,8 @@ class Topology:
             name=name,
             kind=cfg.kind,
             size=cfg.size,
-            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * efficiency,
+            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * efficiency
+            / cfg.npus_per_link,
             latency=cfg.link_latency,
             links=cfg.links_per_npu,
             stride=stride,
