@@ -8,8 +8,9 @@ size ``N``, is appended last (named ``scaleout`` unless the table names it), so 
 on 4 nodes is an ``8 x 4`` network of 32 NPUs and hierarchical collectives reduce inside the node
 first. The new dimension is a network dimension (``network = true``: NCCL's network step
 latencies apply to its steps, and NCCL's flat ring crosses it once per channel, see
-:mod:`acesim.network.plan`). ``nodes = 1`` is the node itself. The sources of ``scale_out.*`` values are copied to the
-new dimension's fields, so ``acesim assumptions`` lists them where they apply.
+:mod:`acesim.network.plan`). ``nodes = 1`` is the node itself. The sources of
+``scale_out.*`` values are copied to the new dimension's fields, so ``acesim assumptions``
+lists them where they apply.
 """
 
 from __future__ import annotations
