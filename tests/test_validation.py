@@ -146,6 +146,7 @@ SYSTEM_FIELDS: dict[str, str] = {
             ("link_bandwidth", "rate"),
             ("link_latency", "time0"),
             ("links_per_npu", "count"),
+            ("npus_per_link", "count"),
         )
     },
     "network.npus": "npus",
