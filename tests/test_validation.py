@@ -161,6 +161,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "network.dimensions[0].efficiency": "efficiency",
     "collective.nvls_loop_latency": "time0",
     "collective.nvls_channels": "count",
+    "collective.nvls_stages": "count",
     "endpoint.baseline.comm_units": "count",
     "endpoint.baseline.nvls_units": "count",
     "endpoint.baseline.nvls_reduce_hbm_bytes_per_byte": "non_negative",

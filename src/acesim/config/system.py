@@ -429,6 +429,14 @@ class CollectiveConfig(Strict):
         "chunk bytes of the buffer (its scatter, switch reduce-multicast and gather warps "
         "hand over through flags once per loop); 0: none",
     )
+    nvls_stages: PositiveInt | None = Field(
+        None,
+        description="pipeline stages of NCCL's NVLS kernel per channel (3 on one node: its "
+        "scatter, reduce-multicast and gather warps); set, an NVLS all-reduce of L loops takes "
+        "(L + stages - 1) stage times, a stage being nvls_loop_latency plus one channel's "
+        "bytes of a loop at 1/nvls_channels of the NVLS bandwidth "
+        "(acesim.network.plan.nvls_pipeline_latency); None: L x nvls_loop_latency",
+    )
     nvls_channels: PositiveInt = Field(
         16, description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
         "nvls_channels x p x chunk bytes)"

@@ -42,8 +42,8 @@ each collective runs the one :func:`~acesim.network.plan.choose_protocol` predic
 ``collective.protocol``): its phases' bytes weigh ``1 / bandwidth`` more on the egress
 capacity, their messages are delivered ``link_latency + hop_latency`` after they are out, and
 each rank starts ``base_latency`` after it joins; so it does the NVLS loops' synchronisation
-(:func:`~acesim.network.plan.nvls_sync_latency`; the same total as paying it loop by loop when
-nothing else contends).
+(:func:`~acesim.network.plan.nvls_pipeline_latency`; the same total as paying it loop by loop
+when nothing else contends).
 
 In exact mode with ranks made to differ (stragglers, link changes: :meth:`CollectiveRuntime.agree`)
 chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so NPUs that run
@@ -78,7 +78,7 @@ from .plan import (
     Phase,
     ProtocolChoice,
     choose_algorithm,
-    nvls_sync_latency,
+    nvls_pipeline_latency,
     validate_algorithms,
 )
 from .shares import MessageShares
@@ -122,7 +122,7 @@ class Collective:
     protocol: ProtocolChoice | None = None
     #: the algorithm the tuner chose among ``collective.choices`` (None: no choice configured)
     algorithm: str | None = None
-    #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_sync_latency), s
+    #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_pipeline_latency), s
     sync_latency: float = 0.0
 
     @property
@@ -335,7 +335,7 @@ class CollectiveRuntime:
             members=joining,
             protocol=protocol,
             algorithm=choice.algorithm,
-            sync_latency=nvls_sync_latency(self.config, phases, chunks),
+            sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:

@@ -391,6 +391,42 @@ def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: in
     return total
 
 
+def nvls_pipeline_latency(
+    cfg: CollectiveConfig, topology: Topology, phases: Sequence[Phase], chunks: int
+) -> float:
+    """What NCCL's NVLS kernel adds to the NVLS phases' transfer (module), s.
+
+    Without ``collective.nvls_stages``: :func:`nvls_sync_latency`. With it, NCCL 2.18's kernel
+    (``all_reduce.h``) as a pipeline: per channel, ``stages`` warp groups (scatter,
+    reduce-multicast, gather) hand each loop on through flags, so a buffer of ``L`` loops takes
+    ``(L + stages - 1)`` stage times, a stage being ``nvls_loop_latency`` plus the bytes one
+    channel holds in a loop (``min(p x chunk, buffer)``: channel ``b`` takes the ``b``-th
+    ``p x chunk`` of a loop) at ``1 / nvls_channels`` of the NVLS bandwidth (each channel is one
+    SM; assumption: a channel moves at most its share of the links, also when others idle). So
+    a buffer too small to fill the channels is as slow as one channel's share of it allows:
+    every size from ``p x chunk`` (128 KiB on 8 GPUs) to a full loop (2 MiB) costs the same
+    (the measured plateau of 64 KiB-2 MiB). The transfer itself is simulated (the NVLS steps'
+    bytes on the links); this returns the rest, ``(L + stages - 1) x stage`` less the buffer's
+    time at the NVLS bandwidth, paid when a rank joins.
+    """
+    if cfg.nvls_stages is None:
+        return nvls_sync_latency(cfg, phases, chunks)
+    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
+    total = 0.0
+    for phase in phases:
+        if phase.algorithm != "nvls":
+            continue
+        d = topology.dimensions[phase.dim]
+        p = phase.size
+        size = phase.data_bytes * chunks
+        chunk = nvls_chunk(cfg, size, p)
+        loops = max(1, math.ceil(size / (cfg.nvls_channels * p * chunk)))
+        per_byte = (p + 1) / p / (d.egress_bandwidth / d.efficiency * nvls_eff)  # s per byte
+        stage = cfg.nvls_loop_latency + min(p * chunk, size) * cfg.nvls_channels * per_byte
+        total += max(0.0, (loops + cfg.nvls_stages - 1) * stage - size * per_byte)
+    return total
+
+
 def _predict(
     cfg: CollectiveConfig,
     topology: Topology,
@@ -427,7 +463,7 @@ def _predict(
         else:
             time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
     crossing = crossing_latency(cfg, topology, phases, tables, name)
-    return time + base + crossing + nvls_sync_latency(cfg, phases, chunks)
+    return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
 
 
 @dataclass(frozen=True)
