@@ -34,6 +34,8 @@ _TEMPLATE_KEYS = (
     "switch_reduction",
     "efficiency",
     "npus_per_link",
+    "leaf_size",
+    "oversubscription",
 )
 
 

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import ConfigError
 from ..precision import DTYPES
@@ -30,8 +39,13 @@ from .validators import (
     PositiveFraction,
     PositiveInt,
     PrecisionName,
+    at_least,
+    real_number,
     show_number,
 )
+
+#: a ratio of at least 1 (a leaf switch's downlink to uplink bandwidth)
+AtLeastOne = Annotated[float, BeforeValidator(real_number()), AfterValidator(at_least(1))]
 
 DimensionKind = Literal["ring", "fully_connected", "switch"]
 
@@ -190,6 +204,25 @@ def _check_switch_reduction(kind: str, switch_reduction: bool) -> None:
         )
 
 
+def _check_leaves(
+    kind: str, size: int | None, leaf_size: int | None, oversubscription: float
+) -> None:
+    """A leaf/spine fabric is a switch; its leaves tile the dimension."""
+    if leaf_size is None:
+        if oversubscription != 1.0:
+            raise FieldRuleError(
+                "oversubscription", "needs leaf_size (the nodes under one leaf switch)",
+                oversubscription,
+            )
+        return
+    if kind != "switch":
+        raise FieldRuleError("leaf_size", f"applies only to a switch dimension, got {kind!r}")
+    if size is not None and size > leaf_size and size % leaf_size:
+        raise FieldRuleError(
+            "leaf_size", f"must divide the dimension's size {size} (whole leaves)", leaf_size
+        )
+
+
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
@@ -224,11 +257,23 @@ class DimensionConfig(Strict):
         "a scale-up fabric: NCCL's network step latencies (collective.protocols.*.*."
         "net_hop_latency) apply to its steps; set on the [scale_out] dimension of --nodes",
     )
+    leaf_size: PositiveInt | None = Field(
+        None,
+        description="switch dimensions: coordinates (nodes) under one leaf switch of a "
+        "leaf/spine fabric (per rail on a rail-optimised one); messages between leaves cross "
+        "the spine (oversubscription); None: one non-blocking switch",
+    )
+    oversubscription: AtLeastOne = Field(
+        1.0,
+        description="a leaf's downlink over uplink bandwidth (2: a 2:1 oversubscribed fabric): "
+        "the leaf's traffic to other leaves shares 1/oversubscription of its NPUs' links",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
         _check_switch_reduction(self.kind, self.switch_reduction)
+        _check_leaves(self.kind, self.size, self.leaf_size, self.oversubscription)
         return self
 
 
@@ -258,10 +303,22 @@ class ScaleOutConfig(Strict):
         "collective.protocol_efficiency",
     )
 
+    leaf_size: PositiveInt | None = Field(
+        None,
+        description="nodes under one leaf switch (per rail on a rail-optimised fabric); "
+        "traffic between leaves crosses the spine; None: one non-blocking switch",
+    )
+    oversubscription: AtLeastOne = Field(
+        1.0,
+        description="a leaf's downlink over uplink bandwidth (2: 2:1 oversubscribed); needs "
+        "leaf_size",
+    )
+
     @model_validator(mode="after")
     def _egress_finite(self) -> ScaleOutConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
         _check_switch_reduction(self.kind, self.switch_reduction)
+        _check_leaves(self.kind, None, self.leaf_size, self.oversubscription)
         return self
 
 

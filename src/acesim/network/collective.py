@@ -226,6 +226,26 @@ class CollectiveRuntime:
             ]
             for r in self.ranks
         ]
+        #: leaf/spine dimensions (Dimension.spine; exact mode only): each leaf's uplinks and
+        #: downlinks, shared by its NPUs, taken by messages between leaves
+        self._leaves: dict[tuple[int, str, int], Resource] = {}
+        for d in topology.dimensions:
+            if not d.spine or d.leaf_size is None:
+                continue
+            if not exact:
+                raise TopologyError(
+                    f"network.dimensions[{d.index}] ({d.name}): an oversubscribed leaf/spine "
+                    f"fabric (leaf_size {d.leaf_size}, oversubscription {d.oversubscription:g}) "
+                    "loads the spine unevenly across NPUs, which symmetric mode cannot "
+                    "represent: run exact mode (--exact)"
+                )
+            share = d.egress_bandwidth / d.oversubscription
+            for r in range(topology.npus):
+                if topology.coordinate(r, d.index) % d.leaf_size == 0:
+                    for way in ("up", "down"):
+                        self._leaves[(d.index, way, r)] = engine.add_resource(
+                            f"leaf{r}.{d.name}.spine_{way}", d.leaf_size * share
+                        )
         self._queues = [[_DimQueue() for _ in topology.dimensions] for _ in self.ranks]
         self._runs: dict[tuple[int, int, int], _ChunkRun] = {}
         self._next_id = 0
@@ -528,6 +548,22 @@ class CollectiveRuntime:
             return [0] * len(positions)
         return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
+    def _spine(self, src: int, dest: int, dim: int) -> tuple[Resource, ...]:
+        """What a message from rank ``src`` to rank ``dest`` takes across the spine of
+        ``dim`` (exact mode only: symmetric mode refuses a spine): nothing inside a leaf;
+        between leaves the source leaf's uplinks and the destination leaf's downlinks, each
+        ``leaf_size x`` an NPU's links over ``oversubscription``, shared by the leaf's NPUs."""
+        topo = self.topology
+        d = topo.dimensions[dim]
+        if d.leaf_size is None:
+            return ()
+        a, b = topo.coordinate(src, dim), topo.coordinate(dest, dim)
+        if d.leaf(a) == d.leaf(b):
+            return ()
+        up = topo.peer(src, dim, d.leaf(a) * d.leaf_size)
+        down = topo.peer(dest, dim, d.leaf(b) * d.leaf_size)
+        return (self._leaves[(dim, "up", up)], self._leaves[(dim, "down", down)])
+
     def _lane_destination(self, rank: int, lane: Lane) -> int:
         """The next member along ``lane``'s axis (0 in symmetric mode)."""
         if not self.exact:
@@ -553,6 +589,9 @@ class CollectiveRuntime:
             message = {self.egress[rank][lane.dim]: weight}
             message.update(extra)
             message[self.ingress[dest][lane.dim]] = weight
+            if self.topology.dimensions[lane.dim].spine:
+                for resource in self._spine(rank, dest, lane.dim):
+                    message[resource] = weight
             self.shares.start(
                 rank,
                 step.message_bytes * lane.fraction,
@@ -592,10 +631,16 @@ class CollectiveRuntime:
         shares = self.shares
         track = "message" if rank == 0 else None
         ingress = self.ingress
-        for dest in dests:
+        spines: list[tuple[Resource, ...]] | None = None
+        if self.topology.dimensions[dim].spine:
+            spines = [self._spine(rank, dest, dim) for dest in dests]
+        for i, dest in enumerate(dests):
             # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
             message = dict(demand)
             message[ingress[dest][dim]] = weight
+            if spines is not None:
+                for resource in spines[i]:
+                    message[resource] = weight
             shares.start(
                 run.rank,
                 step.message_bytes,

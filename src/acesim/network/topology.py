@@ -48,6 +48,23 @@ class Dimension:
     efficiency: float = 1.0
     #: NICs on a scale-out network (NCCL's network step latencies apply)
     network: bool = False
+    #: coordinates under one leaf switch (None: one non-blocking switch) and the leaves'
+    #: downlink over uplink bandwidth
+    leaf_size: int | None = None
+    oversubscription: float = 1.0
+
+    def leaf(self, coordinate: int) -> int:
+        """The leaf switch of a coordinate (0 without leaves)."""
+        return 0 if self.leaf_size is None else coordinate // self.leaf_size
+
+    @property
+    def spine(self) -> bool:
+        """Messages between leaves cross an oversubscribed spine here."""
+        return (
+            self.leaf_size is not None
+            and self.size > self.leaf_size
+            and self.oversubscription > 1.0
+        )
 
 
 class Topology:
@@ -91,6 +108,8 @@ class Topology:
             switch_reduction=cfg.switch_reduction,
             efficiency=efficiency,
             network=cfg.network,
+            leaf_size=cfg.leaf_size,
+            oversubscription=cfg.oversubscription,
         )
 
     @property
