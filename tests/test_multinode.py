@@ -197,3 +197,20 @@ def test_leaf_spine_settings_are_checked(overrides: dict[str, object], field: st
     with pytest.raises(ConfigError) as err:
         h100(8, **overrides)
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_flat_ring_feels_one_ranks_slower_nic_in_exact_mode() -> None:
+    from acesim.config.variation import LinkChange, Variation
+
+    s = h100(2, **{"collective.algorithm": "flat_ring"})
+
+    def run(**change: float) -> float:
+        v = Variation(links=(LinkChange(dim=1, rank=3, **change),)) if change else None
+        return simulate_collective(
+            s, "all-reduce", "64 MiB", exact=True, endpoint="ideal", variation=v
+        ).time
+
+    base = run()
+    assert run(latency=3e-6) == base  # the dimension's own latency: nothing changes
+    assert run(latency=20e-6) > base + 100e-6
+    assert run(bandwidth=25e9) > 1.3 * base

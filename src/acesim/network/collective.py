@@ -672,6 +672,8 @@ class CollectiveRuntime:
                 else (self.nvls_delay if nvls else self.config.endpoint_delay)
             )
             delay = self.rank_latencies[run.rank][at] + extra
+            if dim != at:  # a flat ring's outer lane: its own link's change, step by step
+                delay += self.rank_latencies[run.rank][dim] - self.topology.dimensions[dim].latency
         self.engine.call(
             delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
