@@ -45,6 +45,13 @@ each rank starts ``base_latency`` after it joins; so it does the NVLS loops' syn
 (:func:`~acesim.network.plan.nvls_pipeline_latency`; the same total as paying it loop by loop
 when nothing else contends).
 
+A flat-ring phase (``Phase.lanes``, NCCL's ring across nodes) sends one message per lane in
+each step, its share of the step's bytes on that lane's dimension (NVLink, the GPU's NIC),
+every one delivered after the inner dimension's delay (the crossings' extra is paid at join:
+:func:`~acesim.network.plan.crossing_latency`). On a leaf/spine dimension (``leaf_size``,
+``oversubscription``; exact mode only) a message between leaves also takes its source leaf's
+uplinks and its destination leaf's downlinks, shared by the leaf's NPUs.
+
 In exact mode with ranks made to differ (stragglers, link changes: :meth:`CollectiveRuntime.agree`)
 chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so NPUs that run
 at different speeds cannot deadlock.

@@ -19,6 +19,15 @@ smaller buffers by NCCL's rule (NCCL 2.18 ``enqueue.cc``: 128 KiB, halved to 64 
 between its scatter, reduce-multicast and gather warps, in series with its transfer: the
 collective's NVLS phases take ``loops x nvls_loop_latency`` more, which is why NVLS bandwidth
 keeps rising with size long after latency stops mattering (smaller chunks, more loops per byte).
+With ``collective.nvls_stages`` the loops flow through the kernel's pipeline instead
+(:func:`nvls_pipeline_latency`).
+
+Across nodes: ``flat_ring`` (NCCL's ring through every member of a multi-dimension group) is
+one phase whose steps' bytes are split over lanes, one per dimension (:func:`flat_ring_lanes`),
+its node crossings' extra latency paid once (:func:`crossing_latency`); steps on network
+dimensions (``Dimension.network``, the scale-out of ``--nodes``) pay a protocol's
+``net_hop_latency`` (:func:`hop_latency`); ``double_binary_tree`` is offered on network
+dimensions only.
 """
 
 from __future__ import annotations

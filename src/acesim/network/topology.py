@@ -1,11 +1,14 @@
 """Network topology: a list of dimensions; NPU ranks are mixed-radix coordinates.
 
+Leaf/spine dimensions (``leaf_size``, ``oversubscription``) add, in exact mode, the leaves'
+up- and downlinks that messages between leaves share (:mod:`acesim.network.collective`).
+
 Model: each dimension gives every NPU an *egress* capacity ``links_per_npu * link_bandwidth *
 protocol_efficiency / npus_per_link`` (B/s; ``npus_per_link`` > 1 where NPUs share a link, e.g.
 a NIC serving two GPUs: each NPU's fair share while all of them send, which every collective
 over whole nodes does) shared by everything it sends along that dimension, and a fixed
-per-message latency. Assumption (stated once here): the receive side never binds, because every
-collective algorithm modelled moves equal bytes in and out of each NPU per step; a bidirectional
+per-message latency, and the same *ingress* capacity for what it receives (the runtime charges
+both, so incast binds at the receiver); a bidirectional
 ring (``links_per_npu >= 2``) splits each message over both directions, which the aggregate
 egress capacity represents exactly. Rank ``r`` has coordinate ``(r // stride_d) % size_d`` in
 dimension ``d`` (dimension 0 varies fastest).
