@@ -8,6 +8,7 @@ import math
 import pytest
 
 from acesim.config.resolve import resolve_system
+from acesim.config.system import SystemConfig
 from acesim.errors import AcesimError, ConfigError
 from acesim.simulate import simulate_collective
 
@@ -214,3 +215,26 @@ def test_flat_ring_feels_one_ranks_slower_nic_in_exact_mode() -> None:
     assert run(latency=3e-6) == base  # the dimension's own latency: nothing changes
     assert run(latency=20e-6) > base + 100e-6
     assert run(bandwidth=25e9) > 1.3 * base
+
+
+def test_a_one_dimension_leaf_spine_network_takes_its_spine() -> None:
+    # 8 NPUs on one switch dimension, leaves of 2, 4:1: 6 of a GPU's 8 all-to-all pieces go
+    # to other leaves at a quarter of its link (exact mode's event path, not the vectorized)
+    s = SystemConfig.model_validate(
+        {
+            "network": {
+                "dimensions": [
+                    {
+                        "kind": "switch",
+                        "size": 8,
+                        "link_bandwidth": 50e9,
+                        "leaf_size": 2,
+                        "oversubscription": 4.0,
+                    }
+                ]
+            }
+        }
+    )
+    r = simulate_collective(s, "all-to-all", "64 MiB", exact=True, endpoint="ideal")
+    wire = (6 / 8) * 64 * 2**20 / (50e9 / 4)
+    assert wire < r.time < 1.02 * wire
