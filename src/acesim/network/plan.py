@@ -524,6 +524,7 @@ def choose_algorithm(
     best: AlgorithmChoice | None = None
     predicted: list[tuple[str, float]] = []
     problems: list[str] = []
+    protocol_errors: list[ConfigError] = []
     for name in names:
         phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=name)
         if phases and name not in {p.algorithm for p in phases}:
@@ -543,11 +544,14 @@ def choose_algorithm(
             protocol = choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
         except ConfigError as exc:
             problems.append(f"{name}: {exc.rule}")
+            protocol_errors.append(exc)
             continue
         predicted.append((name, protocol.time))
         if best is None or protocol.time < best.protocol.time:
             best = AlgorithmChoice(name, phases, protocol)
     if best is None:
+        if protocol_errors:  # every candidate that can run refuses the protocol: say so
+            raise protocol_errors[0]
         field = "collective.algorithm" if cfg.algorithm is not None else f"collective.choices.{op}"
         raise ConfigError(field, "; ".join(problems))
     return AlgorithmChoice(best.algorithm, best.phases, best.protocol, tuple(predicted))
