@@ -119,7 +119,6 @@ def test_the_nvls_rows_are_live() -> None:
     assert len(nvls) == 13
     assert all(r.status == "ok" for r in nvls), [r.note for r in nvls]
     assert sorted(r.case.id for r in nvls if r.case.fit) == [
-        "h100x8-nvls-allreduce-16m",
         "h100x8-nvls-allreduce-1g",
         "h100x8-nvls-allreduce-1m",
     ]
@@ -272,3 +271,23 @@ def test_nvls_units_are_checked_wherever_nvls_can_run() -> None:
         resolve_system("h100-nvswitch-8", overrides={"endpoint.baseline.nvls_units": 132})
     # a100's switch does not reduce: NVLS never runs there, nothing to check
     resolve_system("a100-nvswitch-8", overrides={"endpoint.baseline.nvls_units": 108})
+
+
+def test_nvls_pipeline_of_loops() -> None:
+    # collective.nvls_stages: an NVLS all-reduce of L loops takes (L + stages - 1) stages, a
+    # stage the loop latency plus one channel's bytes of a loop at 1/16 of the NVLS bandwidth
+    # (acesim.network.plan.nvls_pipeline_latency): every buffer from one full channel (8 heads
+    # x 16 KiB) to one full loop (16 channels) takes the same time.
+    s = resolve_system("h100-nvswitch-8", overrides={"collective.algorithm": "nvls"})
+    c = s.collective
+    assert c.nvls_stages == 3 and c.nvls_efficiency is not None
+    d = s.network.dimensions[0]
+    per_byte = (8 + 1) / 8 / (d.links_per_npu * d.link_bandwidth * c.nvls_efficiency)
+    link = 2 * d.link_latency  # the two NVLS steps (hop latency 0, NCCL's)
+    times = [simulate_collective(s, "all-reduce", size).time for size in ("256 KiB", "2 MiB")]
+    stage = c.nvls_loop_latency + 8 * 16384 * c.nvls_channels * per_byte
+    assert times == pytest.approx([link + 3 * stage] * 2, rel=1e-9)
+    # 1 GiB: 64 loops of 128 KiB chunks, 66 stages
+    big = simulate_collective(s, "all-reduce", "1 GiB").time
+    stage = c.nvls_loop_latency + 8 * 131072 * c.nvls_channels * per_byte
+    assert big == pytest.approx(link + 66 * stage, rel=1e-9)

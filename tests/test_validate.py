@@ -35,8 +35,7 @@ FIT_ROWS = {
     "a100x8-allreduce-64mib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
     "a100x8-allreduce-1gib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
     "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
-    "h100x8-nvls-allreduce-1m": ["collective.protocols.nvls.Simple.hop_latency"],
-    "h100x8-nvls-allreduce-16m": ["collective.nvls_loop_latency"],
+    "h100x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
     "gb200-nvl64-ce-allgather-32mb-batch": ["endpoint.copy_engine.command_setup"],
     "gb200-nvl64-ce-allgather-32mb-waves": ["endpoint.copy_engine.setup"],
@@ -369,7 +368,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: 11 test rows" in out.output
+    assert "collectives: 13 test rows" in out.output
     assert "16 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output

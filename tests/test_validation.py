@@ -120,6 +120,7 @@ RULES: dict[str, list[tuple[Any, str]]] = {
     "non_negative": _plain("must not be negative", {-1: "-1", -1e-300: "-1e-300"}),
     "efficiency": _plain("must be in (0, 1]", {-1: "-1", 0: "0", 1.5: "1.5"}),
     "share": _plain("must be in (0, 1)", {-1: "-1", 0: "0", 1: "1", 1.0000001: "1.0000001"}),
+    "at_least_one": _plain("must be at least 1", {0.5: "0.5", 0: "0", -1: "-1"}),
 }
 
 #: every numeric field of the system document (ace-isca21, built-in endpoint kinds) -> its rule
@@ -147,6 +148,9 @@ SYSTEM_FIELDS: dict[str, str] = {
             ("link_bandwidth", "rate"),
             ("link_latency", "time0"),
             ("links_per_npu", "count"),
+            ("npus_per_link", "count"),
+            ("oversubscription", "at_least_one"),
+            ("leaf_size", "count"),
         )
     },
     "network.npus": "npus",
@@ -163,6 +167,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "network.dimensions[0].incast_fan_in": "count",
     "collective.nvls_loop_latency": "time0",
     "collective.nvls_channels": "count",
+    "collective.nvls_stages": "count",
     "endpoint.baseline.comm_units": "count",
     "endpoint.baseline.nvls_units": "count",
     "endpoint.baseline.nvls_reduce_hbm_bytes_per_byte": "non_negative",

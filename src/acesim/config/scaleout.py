@@ -6,8 +6,11 @@ seen from one NPU: ``kind``, ``link_bandwidth``, ``links_per_npu``, ``link_laten
 ``nodes = N >= 2`` the node's dimensions stay as they are and one dimension of that template, of
 size ``N``, is appended last (named ``scaleout`` unless the table names it), so an 8-GPU node
 on 4 nodes is an ``8 x 4`` network of 32 NPUs and hierarchical collectives reduce inside the node
-first. ``nodes = 1`` is the node itself. The sources of ``scale_out.*`` values are copied to the
-new dimension's fields, so ``acesim assumptions`` lists them where they apply.
+first. The new dimension is a network dimension (``network = true``: NCCL's network step
+latencies apply to its steps, and NCCL's flat ring crosses it once per channel, see
+:mod:`acesim.network.plan`). ``nodes = 1`` is the node itself. The sources of
+``scale_out.*`` values are copied to the new dimension's fields, so ``acesim assumptions``
+lists them where they apply.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ _TEMPLATE_KEYS = (
     "link_latency",
     "switch_reduction",
     "efficiency",
+    "npus_per_link",
+    "leaf_size",
+    "oversubscription",
 )
 
 
@@ -80,6 +86,7 @@ def scale_out(doc: dict[str, Any], nodes: int, field: str = "nodes") -> dict[str
     dimension = {"name": dim_name, "size": nodes}
     dimension.update({k: copy.deepcopy(template[k]) for k in _TEMPLATE_KEYS if k in template})
     dimension.setdefault("kind", "switch")
+    dimension["network"] = True  # NICs between nodes: NCCL's network step latencies apply
     dims.append(dimension)
     network.pop("npus", None)
     sources = out.get("sources")

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import ConfigError
 from ..precision import DTYPES
@@ -30,8 +39,13 @@ from .validators import (
     PositiveFraction,
     PositiveInt,
     PrecisionName,
+    at_least,
+    real_number,
     show_number,
 )
+
+#: a ratio of at least 1 (a leaf switch's downlink to uplink bandwidth)
+AtLeastOne = Annotated[float, BeforeValidator(real_number()), AfterValidator(at_least(1))]
 
 DimensionKind = Literal["ring", "fully_connected", "switch"]
 
@@ -194,6 +208,25 @@ def _check_switch_reduction(kind: str, switch_reduction: bool) -> None:
         )
 
 
+def _check_leaves(
+    kind: str, size: int | None, leaf_size: int | None, oversubscription: float
+) -> None:
+    """A leaf/spine fabric is a switch; its leaves tile the dimension."""
+    if leaf_size is None:
+        if oversubscription != 1.0:
+            raise FieldRuleError(
+                "oversubscription", "needs leaf_size (the nodes under one leaf switch)",
+                oversubscription,
+            )
+        return
+    if kind != "switch":
+        raise FieldRuleError("leaf_size", f"applies only to a switch dimension, got {kind!r}")
+    if size is not None and size > leaf_size and size % leaf_size:
+        raise FieldRuleError(
+            "leaf_size", f"must divide the dimension's size {size} (whole leaves)", leaf_size
+        )
+
+
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
@@ -226,6 +259,30 @@ class DimensionConfig(Strict):
         description="fraction of the links' bandwidth a step with more than incast_fan_in "
         "writers per receiver delivers (switch output-port congestion)",
     )
+    npus_per_link: PositiveInt = Field(
+        1,
+        description="NPUs that share each of these links (a NIC serving two GPUs: 2; NICs per "
+        "GPU below one); each NPU's egress and ingress are its share, links x bandwidth / this "
+        "(exact when the NPUs behind a link all send at once, as collectives over whole nodes "
+        "do)",
+    )
+    network: bool = Field(
+        False,
+        description="its links are NICs on a scale-out network (InfiniBand/RoCE) rather than "
+        "a scale-up fabric: NCCL's network step latencies (collective.protocols.*.*."
+        "net_hop_latency) apply to its steps; set on the [scale_out] dimension of --nodes",
+    )
+    leaf_size: PositiveInt | None = Field(
+        None,
+        description="switch dimensions: coordinates (nodes) under one leaf switch of a "
+        "leaf/spine fabric (per rail on a rail-optimised one); messages between leaves cross "
+        "the spine (oversubscription); None: one non-blocking switch",
+    )
+    oversubscription: AtLeastOne = Field(
+        1.0,
+        description="a leaf's downlink over uplink bandwidth (2: a 2:1 oversubscribed fabric): "
+        "the leaf's traffic to other leaves shares 1/oversubscription of its NPUs' links",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
@@ -237,6 +294,7 @@ class DimensionConfig(Strict):
                 f"applies only to a switch dimension, got kind {self.kind!r}",
                 self.incast_fan_in,
             )
+        _check_leaves(self.kind, self.size, self.leaf_size, self.oversubscription)
         return self
 
 
@@ -252,6 +310,11 @@ class ScaleOutConfig(Strict):
     )
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="scale-out links (NICs) at each NPU")
+    npus_per_link: PositiveInt = Field(
+        1,
+        description="GPUs that share one NIC (NICs per GPU below one: 4 NICs for 8 GPUs is 2); "
+        "each GPU's share is links_per_npu x link_bandwidth / this",
+    )
     switch_reduction: bool = Field(
         False, description="the scale-out switches reduce in the network (SHARP)"
     )
@@ -261,10 +324,22 @@ class ScaleOutConfig(Strict):
         "collective.protocol_efficiency",
     )
 
+    leaf_size: PositiveInt | None = Field(
+        None,
+        description="nodes under one leaf switch (per rail on a rail-optimised fabric); "
+        "traffic between leaves crosses the spine; None: one non-blocking switch",
+    )
+    oversubscription: AtLeastOne = Field(
+        1.0,
+        description="a leaf's downlink over uplink bandwidth (2: 2:1 oversubscribed); needs "
+        "leaf_size",
+    )
+
     @model_validator(mode="after")
     def _egress_finite(self) -> ScaleOutConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
         _check_switch_reduction(self.kind, self.switch_reduction)
+        _check_leaves(self.kind, None, self.leaf_size, self.oversubscription)
         return self
 
 
@@ -366,6 +441,11 @@ class ProtocolConfig(Strict):
         description="per-message delay of the algorithm's steps, s, in place of "
         "endpoint_delay / nvls_delay (NCCL's per-step hardware latency)"
     )
+    net_hop_latency: NonNegativeSeconds | None = Field(
+        None,
+        description="per-message delay of its steps across a network dimension (network = "
+        "true: NICs between nodes), s (NCCL's hwLat[NET]); None: hop_latency",
+    )
 
 
 class CollectiveConfig(Strict):
@@ -426,6 +506,14 @@ class CollectiveConfig(Strict):
         description="NVLS synchronisation per NCCL loop, s: each loop moves nvls_channels x p x "
         "chunk bytes of the buffer (its scatter, switch reduce-multicast and gather warps "
         "hand over through flags once per loop); 0: none",
+    )
+    nvls_stages: PositiveInt | None = Field(
+        None,
+        description="pipeline stages of NCCL's NVLS kernel per channel (3 on one node: its "
+        "scatter, reduce-multicast and gather warps); set, an NVLS all-reduce of L loops takes "
+        "(L + stages - 1) stage times, a stage being nvls_loop_latency plus one channel's "
+        "bytes of a loop at 1/nvls_channels of the NVLS bandwidth "
+        "(acesim.network.plan.nvls_pipeline_latency); None: L x nvls_loop_latency",
     )
     nvls_channels: PositiveInt = Field(
         16,

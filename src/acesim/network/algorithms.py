@@ -34,6 +34,10 @@ Steps per algorithm (p NPUs in the dimension):
   overlapped time; the second step's downstream ``D`` is the first's upstream ``D`` mirrored.
   The reduction happens in the switch: endpoints charge no reduction, and memory traffic is one
   read and one write of the buffer (endpoint accounting by the two step kinds).
+* flat_ring (all-reduce, reduce-scatter, all-gather; whole groups of two or more dimensions,
+  offered to the tuner only): NCCL's ring through all ``n`` members of a group, its steps the
+  ring's over ``n``, each step's bytes split over the dimensions it crosses
+  (:func:`acesim.network.plan.flat_ring_lanes`). Per dimension it is refused (it is not one).
 """
 
 from __future__ import annotations
@@ -255,6 +259,26 @@ ALGORITHMS.register(
         _nvls_steps,
         _on_a_switch,
         phase_ops=("all-reduce",),
+    ),
+)
+
+
+def _whole_group(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+    return (
+        "runs over every dimension of a group at once (NCCL's flat ring across nodes): offer "
+        "it in collective.choices or force it (collective.algorithm, --algo), not per dimension"
+    )
+
+
+ALGORITHMS.register(
+    "flat_ring",
+    Algorithm(
+        "flat_ring",
+        "NCCL's flat ring through every member of a multi-dimension group (NVLink in the node, "
+        "the GPU's NIC between nodes), pipelined; tuner choice only",
+        _ring_steps,
+        _whole_group,
+        phase_ops=("reduce-scatter", "all-gather", "all-reduce"),
     ),
 )
 

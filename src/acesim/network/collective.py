@@ -55,8 +55,15 @@ each collective runs the one :func:`~acesim.network.plan.choose_protocol` predic
 ``collective.protocol``): its phases' bytes weigh ``1 / bandwidth`` more on the egress
 capacity, their messages are delivered ``link_latency + hop_latency`` after they are out, and
 each rank starts ``base_latency`` after it joins; so it does the NVLS loops' synchronisation
-(:func:`~acesim.network.plan.nvls_sync_latency`; the same total as paying it loop by loop when
-nothing else contends).
+(:func:`~acesim.network.plan.nvls_pipeline_latency`; the same total as paying it loop by loop
+when nothing else contends).
+
+A flat-ring phase (``Phase.lanes``, NCCL's ring across nodes) sends one message per lane in
+each step, its share of the step's bytes on that lane's dimension (NVLink, the GPU's NIC),
+every one delivered after the inner dimension's delay (the crossings' extra is paid at join:
+:func:`~acesim.network.plan.crossing_latency`). On a leaf/spine dimension (``leaf_size``,
+``oversubscription``; exact mode only) a message between leaves also takes its source leaf's
+uplinks and its destination leaf's downlinks, shared by the leaf's NPUs.
 
 In exact mode with ranks made to differ (stragglers, link changes: :meth:`CollectiveRuntime.agree`)
 chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so NPUs that run
@@ -87,10 +94,11 @@ from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .plan import (
     AlgorithmChoice,
+    Lane,
     Phase,
     ProtocolChoice,
     choose_algorithm,
-    nvls_sync_latency,
+    nvls_pipeline_latency,
     validate_algorithms,
 )
 from .shares import MessageShares
@@ -134,7 +142,7 @@ class Collective:
     protocol: ProtocolChoice | None = None
     #: the algorithm the tuner chose among ``collective.choices`` (None: no choice configured)
     algorithm: str | None = None
-    #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_sync_latency), s
+    #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_pipeline_latency), s
     sync_latency: float = 0.0
 
     @property
@@ -151,7 +159,7 @@ class Collective:
 
 def _messages(chunks: int, phases: list[Phase]) -> int:
     return chunks * sum(
-        sum(step.message_count(phase.size) for step in phase.steps) for phase in phases
+        sum(phase.message_count(step) for step in phase.steps) for phase in phases
     )
 
 
@@ -238,6 +246,26 @@ class CollectiveRuntime:
             ]
             for r in self.ranks
         ]
+        #: leaf/spine dimensions (Dimension.spine; exact mode only): each leaf's uplinks and
+        #: downlinks, shared by its NPUs, taken by messages between leaves
+        self._leaves: dict[tuple[int, str, int], Resource] = {}
+        for d in topology.dimensions:
+            if not d.spine or d.leaf_size is None:
+                continue
+            if not exact:
+                raise TopologyError(
+                    f"network.dimensions[{d.index}] ({d.name}): an oversubscribed leaf/spine "
+                    f"fabric (leaf_size {d.leaf_size}, oversubscription {d.oversubscription:g}) "
+                    "loads the spine unevenly across NPUs, which symmetric mode cannot "
+                    "represent: run exact mode (--exact)"
+                )
+            share = d.egress_bandwidth / d.oversubscription
+            for r in range(topology.npus):
+                if topology.coordinate(r, d.index) % d.leaf_size == 0:
+                    for way in ("up", "down"):
+                        self._leaves[(d.index, way, r)] = engine.add_resource(
+                            f"leaf{r}.{d.name}.spine_{way}", d.leaf_size * share
+                        )
         self._queues = [[_DimQueue() for _ in topology.dimensions] for _ in self.ranks]
         self._runs: dict[tuple[int, int, int], _ChunkRun] = {}
         self._next_id = 0
@@ -347,7 +375,7 @@ class CollectiveRuntime:
             members=joining,
             protocol=protocol,
             algorithm=choice.algorithm,
-            sync_latency=nvls_sync_latency(self.config, phases, chunks),
+            sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -444,7 +472,9 @@ class CollectiveRuntime:
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
-        base = coll.protocol.base_latency if coll.protocol is not None else 0.0
+        base = 0.0
+        if coll.protocol is not None:
+            base = coll.protocol.base_latency + coll.protocol.crossing_latency
         base += coll.sync_latency
         if base > 0:
             self.engine.schedule(base, self._start_chunks, coll, rank)
@@ -543,6 +573,59 @@ class CollectiveRuntime:
             return [0] * len(positions)
         return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
+    def _spine(self, src: int, dest: int, dim: int) -> tuple[Resource, ...]:
+        """What a message from rank ``src`` to rank ``dest`` takes across the spine of
+        ``dim`` (exact mode only: symmetric mode refuses a spine): nothing inside a leaf;
+        between leaves the source leaf's uplinks and the destination leaf's downlinks, each
+        ``leaf_size x`` an NPU's links over ``oversubscription``, shared by the leaf's NPUs."""
+        topo = self.topology
+        d = topo.dimensions[dim]
+        if d.leaf_size is None:
+            return ()
+        a, b = topo.coordinate(src, dim), topo.coordinate(dest, dim)
+        if d.leaf(a) == d.leaf(b):
+            return ()
+        up = topo.peer(src, dim, d.leaf(a) * d.leaf_size)
+        down = topo.peer(dest, dim, d.leaf(b) * d.leaf_size)
+        return (self._leaves[(dim, "up", up)], self._leaves[(dim, "down", down)])
+
+    def _lane_destination(self, rank: int, lane: Lane) -> int:
+        """The next member along ``lane``'s axis (0 in symmetric mode)."""
+        if not self.exact:
+            return 0
+        topo = self.topology
+        own = topo.coordinate(rank, lane.dim)
+        axis = Axis(lane.dim, lane.size, lane.stride)
+        nxt = (axis.position(own) + 1) % lane.size
+        return topo.peer(rank, lane.dim, axis.coordinate(own, nxt))
+
+    def _send_lanes(self, run: _ChunkRun, phase: Phase, step: Step) -> None:
+        """A flat-ring step: one message per lane, each its share of the step's bytes."""
+        coll = run.coll
+        rank = run.rank
+        weight = 1.0
+        if coll.protocol is not None and coll.protocol.factors:
+            weight /= coll.protocol.factors[run.phase]
+        extra = self.endpoint.message_demand(rank, step.kind)
+        track = "message" if rank == 0 else None
+        run.sends_out = len(phase.lanes)
+        for lane in phase.lanes:
+            dest = self._lane_destination(rank, lane)
+            message = {self.egress[rank][lane.dim]: weight}
+            message.update(extra)
+            message[self.ingress[dest][lane.dim]] = weight
+            if self.topology.dimensions[lane.dim].spine:
+                for resource in self._spine(rank, dest, lane.dim):
+                    message[resource] = weight
+            self.shares.start(
+                rank,
+                step.message_bytes * lane.fraction,
+                message,
+                self._sent,
+                tag=(run, dest, run.phase, run.step, lane.dim),
+                track=track,
+            )
+
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
@@ -550,6 +633,9 @@ class CollectiveRuntime:
         # In the step from now on, not from step_begin: a peer's message that arrives while the
         # endpoint still delays this step (setup, units to acquire) must not complete it unsent.
         run.in_step = True
+        if phase.lanes:
+            self._send_lanes(run, phase, step)
+            return
         rank = run.rank
         dim = phase.dim
         if step.pattern == "all":  # p-1 messages: the cost is theirs, and a cache O(p) per rank
@@ -576,39 +662,49 @@ class CollectiveRuntime:
         shares = self.shares
         track = "message" if rank == 0 else None
         ingress = self.ingress
-        for dest in dests:
+        spines: list[tuple[Resource, ...]] | None = None
+        if self.topology.dimensions[dim].spine:
+            spines = [self._spine(rank, dest, dim) for dest in dests]
+        for i, dest in enumerate(dests):
             # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
             message = dict(demand)
             message[ingress[dest][dim]] = weight
+            if spines is not None:
+                for resource in spines[i]:
+                    message[resource] = weight
             shares.start(
                 run.rank,
                 step.message_bytes,
                 message,
                 self._sent,
-                tag=(run, dest, run.phase, run.step),
+                tag=(run, dest, run.phase, run.step, dim),
                 track=track,
             )
 
     def _sent(self, act: Activity) -> None:
-        run, dest, phase_index, step_index = act.tag
+        run, dest, phase_index, step_index, dim = act.tag
         coll = run.coll
         nbytes = act.work
         coll.bytes_sent += nbytes
-        dim = coll.phases[phase_index].dim
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+        # a flat ring's messages on every lane take its inner dimension's delay (the outer
+        # hops' extra is paid once: plan.crossing_latency)
+        at = coll.phases[phase_index].dim
         nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
         if self.rank_latencies is None:
-            delay = (self.nvls_delays if nvls else self.delays)[dim]
+            delay = (self.nvls_delays if nvls else self.delays)[at]
             if hop is not None:
-                delay = self.topology.dimensions[dim].latency + hop
+                delay = self.topology.dimensions[at].latency + hop
         else:  # per-rank link latencies (set_link)
             extra = (
                 hop
                 if hop is not None
                 else (self.nvls_delay if nvls else self.config.endpoint_delay)
             )
-            delay = self.rank_latencies[run.rank][dim] + extra
+            delay = self.rank_latencies[run.rank][at] + extra
+            if dim != at:  # a flat ring's outer lane: its own link's change, step by step
+                delay += self.rank_latencies[run.rank][dim] - self.topology.dimensions[dim].latency
         self.engine.call(
             delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
         )
@@ -632,7 +728,7 @@ class CollectiveRuntime:
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
         key = (run.phase, run.step)
-        if run.arrived.get(key, 0) < step.message_count(phase.size):
+        if run.arrived.get(key, 0) < phase.message_count(step):
             return
         del run.arrived[key]
         run.in_step = False

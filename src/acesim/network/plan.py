@@ -19,6 +19,15 @@ smaller buffers by NCCL's rule (NCCL 2.18 ``enqueue.cc``: 128 KiB, halved to 64 
 between its scatter, reduce-multicast and gather warps, in series with its transfer: the
 collective's NVLS phases take ``loops x nvls_loop_latency`` more, which is why NVLS bandwidth
 keeps rising with size long after latency stops mattering (smaller chunks, more loops per byte).
+With ``collective.nvls_stages`` the loops flow through the kernel's pipeline instead
+(:func:`nvls_pipeline_latency`).
+
+Across nodes: ``flat_ring`` (NCCL's ring through every member of a multi-dimension group) is
+one phase whose steps' bytes are split over lanes, one per dimension (:func:`flat_ring_lanes`),
+its node crossings' extra latency paid once (:func:`crossing_latency`); steps on network
+dimensions (``Dimension.network``, the scale-out of ``--nodes``) pay a protocol's
+``net_hop_latency`` (:func:`hop_latency`); ``double_binary_tree`` is offered on network
+dimensions only.
 """
 
 from __future__ import annotations
@@ -36,10 +45,24 @@ from .topology import Dimension, Topology
 
 
 @dataclass(frozen=True)
+class Lane:
+    """One dimension a flat-ring phase's messages cross (:data:`FLAT_RING`): its axis and the
+    fraction of every step's bytes that goes along it (to the next member on that axis)."""
+
+    dim: int
+    size: int
+    stride: int
+    fraction: float
+
+
+@dataclass(frozen=True)
 class Phase:
     """One phase of a chunk: an operation on one axis of the group.
 
     ``size`` is the group's members along the dimension, ``stride`` their coordinate distance.
+    A flat-ring phase (``lanes`` not empty) runs over every axis of the group at once: ``size``
+    is all its members, ``dim`` and ``stride`` its innermost axis's (where it queues), and each
+    step's bytes are split over ``lanes`` (one message per lane).
     """
 
     dim: int
@@ -49,11 +72,74 @@ class Phase:
     steps: tuple[Step, ...]
     size: int = 1
     stride: int = 1
+    lanes: tuple[Lane, ...] = ()
+
+    def message_count(self, step: Step) -> int:
+        """Messages one NPU sends (and receives) in ``step``."""
+        return len(self.lanes) if self.lanes else step.message_count(self.size)
 
     @property
     def bytes_sent(self) -> float:
         """Network bytes one NPU sends in this phase."""
+        if self.lanes:
+            return sum(s.message_bytes for s in self.steps)
         return sum(s.message_bytes * s.message_count(self.size) for s in self.steps)
+
+
+#: NCCL's flat ring: one ring through every member of a group that spans several dimensions
+#: (NVLink inside a node, NICs between nodes), offered to the tuner in ``collective.choices``.
+FLAT_RING = "flat_ring"
+#: The operations the flat ring runs.
+FLAT_RING_OPS = ("all-reduce", "reduce-scatter", "all-gather")
+
+
+def flat_ring_lanes(axes: Sequence[Axis]) -> tuple[Lane, ...]:
+    """The lanes of a flat ring over ``axes`` (innermost first, sizes > 1): the ring visits
+    the members in mixed-radix order, and NCCL's channels are rotated so that, summed over
+    channels, every member sends the same share along each axis. Of the ``n`` hops of the
+    ring, the share along axis ``k`` (not the last) is ``(s_k - 1) / (s_0 ... s_k)``, along
+    the last ``1 / (s_0 ... s_{K-1})``: on ``G`` GPUs per node times ``N`` nodes, ``(G-1)/G``
+    of every step's bytes on NVLink and ``1/G`` on the GPU's own NIC (rail-aligned: to the
+    GPU of the same local index in the next node, so each channel crosses each node boundary
+    once)."""
+    lanes = []
+    inner = 1
+    for i, axis in enumerate(axes):
+        if i < len(axes) - 1:
+            fraction = (axis.size - 1) / (inner * axis.size)
+        else:
+            fraction = 1.0 / inner
+        lanes.append(Lane(axis.dim, axis.size, axis.stride, fraction))
+        inner *= axis.size
+    return tuple(lanes)
+
+
+def _flat_ring_phase(op: str, size: float, axes: Sequence[Axis]) -> Phase | None:
+    """The one phase of ``op`` as NCCL's flat ring over ``axes``; None where it does not
+    apply (fewer than two axes with members, or an operation it does not run)."""
+    real = [a for a in axes if a.size > 1]
+    if op not in FLAT_RING_OPS or len(real) < 2:
+        return None
+    members = math.prod(a.size for a in real)
+    steps = tuple(phase_steps(op, "ring", members, size))
+    return Phase(
+        real[0].dim, op, FLAT_RING, size, steps, members, real[0].stride, flat_ring_lanes(real)
+    )
+
+
+def ring_crossings(phase: Phase) -> list[tuple[Lane, int]]:
+    """Per outer lane of a flat-ring phase, the hops along it on one pass's chain of data
+    dependencies, times the passes (all-reduce 2, others 1): on a pass of ``n - 1`` steps the
+    slowest piece of data crosses every boundary of the ring, ``(s_k - 1) s_{k+1} ... s_K``
+    hops along axis ``k`` (``N`` node boundaries on ``N`` nodes; NCCL 2.18's tuner counts
+    ``2N`` for an all-reduce)."""
+    passes = 2 if phase.op == "all-reduce" else 1
+    out = []
+    for k, lane in enumerate(phase.lanes[1:], start=1):
+        outer = math.prod(lane_.size for lane_ in phase.lanes[k + 1:])
+        hops = (lane.size - 1) * outer if k < len(phase.lanes) - 1 else lane.size
+        out.append((lane, passes * hops))
+    return out
 
 
 def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) -> str:
@@ -102,9 +188,16 @@ def build_phases(
     """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module).
 
     ``override``: an algorithm that runs ``op``'s phases wherever it can (the tuner's
-    candidate); elsewhere the configured algorithm runs.
+    candidate); elsewhere the configured algorithm runs. ``flat_ring`` runs the whole
+    collective as one phase over every axis (NCCL's ring across nodes) where the group has two
+    or more; ``double_binary_tree`` runs only on network dimensions (NCCL builds its trees
+    between nodes; inside a node its tree is a chain, which the ring covers).
     """
     spec = COLLECTIVE_OPS.get(op)
+    if override == FLAT_RING:
+        flat = _flat_ring_phase(op, size, axes)
+        if flat is not None:
+            return [flat]
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
@@ -114,6 +207,7 @@ def build_phases(
             override is not None
             and algo_op == op
             and _can_run(override, phase_op, d, axis.size)
+            and (override != "double_binary_tree" or d.network)
         ):
             algo = override
         else:
@@ -152,6 +246,9 @@ class ProtocolChoice:
     predicted: tuple[tuple[str, float], ...] = ()
     #: the predicted time of the chosen protocol (the tuner's cost), s
     time: float = 0.0
+    #: flat rings: what their hops across outer dimensions (NICs) add to the chain of
+    #: data dependencies over the inner hops' delay (:func:`crossing_latency`), s
+    crossing_latency: float = 0.0
 
 
 def choose_protocol(
@@ -172,7 +269,7 @@ def choose_protocol(
     fastest wins (``forced``, NCCL_PROTO, overrides). No phase with protocols: ``name`` None,
     nothing changes.
     """
-    tables = [cfg.protocols.get(p.algorithm) for p in phases]
+    tables = [protocol_table(cfg, p.algorithm) for p in phases]
     if not any(tables):
         if forced is not None:
             raise ConfigError(
@@ -181,11 +278,13 @@ def choose_protocol(
                 f"({', '.join(sorted({p.algorithm for p in phases})) or 'none'}) has "
                 "collective.protocols configured",
             )
+        nones: list[dict[str, ProtocolConfig] | None] = [None] * len(phases)
         return ProtocolChoice(
             None,
             factors=(1.0,) * len(phases),
             hop_latencies=(None,) * len(phases),
-            time=_predict(cfg, topology, phases, [None] * len(phases), chunks, None),
+            time=_predict(cfg, topology, phases, nones, chunks, None),
+            crossing_latency=crossing_latency(cfg, topology, phases, nones, None),
         )
     candidates = [
         name for name in PROTOCOLS if all(t is None or name in t for t in tables)
@@ -218,9 +317,62 @@ def choose_protocol(
     assert best is not None
     chosen = best[1]
     factors = tuple(1.0 if t is None else t[chosen].bandwidth for t in tables)
-    hops = tuple(None if t is None else t[chosen].hop_latency for t in tables)
+    hops = tuple(
+        None if t is None else hop_latency(t[chosen], topology.dimensions[p.dim])
+        for p, t in zip(phases, tables, strict=True)
+    )
     base = max((t[chosen].base_latency for t in tables if t is not None), default=0.0)
-    return ProtocolChoice(chosen, base, factors, hops, tuple(predicted), best[0])
+    crossing = crossing_latency(cfg, topology, phases, tables, chosen)
+    return ProtocolChoice(chosen, base, factors, hops, tuple(predicted), best[0], crossing)
+
+
+def protocol_table(cfg: CollectiveConfig, algorithm: str) -> dict[str, ProtocolConfig] | None:
+    """The protocols ``algorithm`` runs with: its own ``collective.protocols`` table; the
+    flat ring, NCCL's ring, the ring's where it has none of its own."""
+    table = cfg.protocols.get(algorithm)
+    if table is None and algorithm == FLAT_RING:
+        return cfg.protocols.get("ring")
+    return table
+
+
+def hop_latency(proto: ProtocolConfig, d: Dimension) -> float:
+    """A protocol's per-step latency on dimension ``d`` (after its link latency), s: NCCL's
+    network one (``net_hop_latency``) on a network dimension where given, else
+    ``hop_latency``."""
+    if d.network and proto.net_hop_latency is not None:
+        return proto.net_hop_latency
+    return proto.hop_latency
+
+
+def crossing_latency(
+    cfg: CollectiveConfig,
+    topology: Topology,
+    phases: Sequence[Phase],
+    tables: Sequence[dict[str, ProtocolConfig] | None],
+    name: str | None,
+) -> float:
+    """What the hops of flat rings across their outer dimensions add, s.
+
+    A flat ring's messages on every lane are delivered with its inner dimension's delay
+    (link latency plus hop latency), so each step costs one inner hop; a ring's latency is
+    the sum of the hop delays along its chain of data dependencies, of which
+    :func:`ring_crossings` hops cross an outer dimension (a NIC): each adds its own delay
+    less the inner one, once per collective, as NCCL's tuner adds ``nInterSteps`` network
+    latencies to the ring's. Other phases add nothing.
+    """
+    total = 0.0
+    for phase, table in zip(phases, tables, strict=True):
+        if not phase.lanes:
+            continue
+        proto = table[name] if table is not None and name is not None else None
+
+        def delay(d: Dimension, proto: ProtocolConfig | None = proto) -> float:
+            return d.latency + (cfg.endpoint_delay if proto is None else hop_latency(proto, d))
+
+        inner = delay(topology.dimensions[phase.dim])
+        for lane, hops in ring_crossings(phase):
+            total += hops * max(0.0, delay(topology.dimensions[lane.dim]) - inner)
+    return total
 
 
 def nvls_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
@@ -248,6 +400,42 @@ def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: in
     return total
 
 
+def nvls_pipeline_latency(
+    cfg: CollectiveConfig, topology: Topology, phases: Sequence[Phase], chunks: int
+) -> float:
+    """What NCCL's NVLS kernel adds to the NVLS phases' transfer (module), s.
+
+    Without ``collective.nvls_stages``: :func:`nvls_sync_latency`. With it, NCCL 2.18's kernel
+    (``all_reduce.h``) as a pipeline: per channel, ``stages`` warp groups (scatter,
+    reduce-multicast, gather) hand each loop on through flags, so a buffer of ``L`` loops takes
+    ``(L + stages - 1)`` stage times, a stage being ``nvls_loop_latency`` plus the bytes one
+    channel holds in a loop (``min(p x chunk, buffer)``: channel ``b`` takes the ``b``-th
+    ``p x chunk`` of a loop) at ``1 / nvls_channels`` of the NVLS bandwidth (each channel is one
+    SM; assumption: a channel moves at most its share of the links, also when others idle). So
+    a buffer too small to fill the channels is as slow as one channel's share of it allows:
+    every size from ``p x chunk`` (128 KiB on 8 GPUs) to a full loop (2 MiB) costs the same
+    (the measured plateau of 64 KiB-2 MiB). The transfer itself is simulated (the NVLS steps'
+    bytes on the links); this returns the rest, ``(L + stages - 1) x stage`` less the buffer's
+    time at the NVLS bandwidth, paid when a rank joins.
+    """
+    if cfg.nvls_stages is None:
+        return nvls_sync_latency(cfg, phases, chunks)
+    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
+    total = 0.0
+    for phase in phases:
+        if phase.algorithm != "nvls":
+            continue
+        d = topology.dimensions[phase.dim]
+        p = phase.size
+        size = phase.data_bytes * chunks
+        chunk = nvls_chunk(cfg, size, p)
+        loops = max(1, math.ceil(size / (cfg.nvls_channels * p * chunk)))
+        per_byte = (p + 1) / p / (d.egress_bandwidth / d.efficiency * nvls_eff)  # s per byte
+        stage = cfg.nvls_loop_latency + min(p * chunk, size) * cfg.nvls_channels * per_byte
+        total += max(0.0, (loops + cfg.nvls_stages - 1) * stage - size * per_byte)
+    return total
+
+
 def _predict(
     cfg: CollectiveConfig,
     topology: Topology,
@@ -272,11 +460,19 @@ def _predict(
         if table is not None and name is not None:
             proto = table[name]
             weight /= proto.bandwidth
-            hop = proto.hop_latency
+            hop = hop_latency(proto, d)
             base = max(base, proto.base_latency)
         time += len(phase.steps) * (d.latency + hop)
-        time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
-    return time + base + nvls_sync_latency(cfg, phases, chunks)
+        if phase.lanes:  # the busiest lane's egress sets the pace of each step
+            time += chunks * max(
+                phase.bytes_sent * lane.fraction * weight
+                / topology.dimensions[lane.dim].egress_bandwidth
+                for lane in phase.lanes
+            )
+        else:
+            time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
+    crossing = crossing_latency(cfg, topology, phases, tables, name)
+    return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
 
 
 @dataclass(frozen=True)
@@ -328,10 +524,17 @@ def choose_algorithm(
     best: AlgorithmChoice | None = None
     predicted: list[tuple[str, float]] = []
     problems: list[str] = []
+    protocol_errors: list[ConfigError] = []
     for name in names:
         phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=name)
         if phases and name not in {p.algorithm for p in phases}:
-            problems.append(f"{name} cannot run {op} on any dimension of this group")
+            if name == FLAT_RING:
+                problems.append(
+                    f"{name} runs {', '.join(FLAT_RING_OPS)} on a group over two or more "
+                    "dimensions (several nodes), not {op} on this one".replace("{op}", op)
+                )
+            else:
+                problems.append(f"{name} cannot run {op} on any dimension of this group")
             continue
         kinds = {step.kind for phase in phases for step in phase.steps}
         if step_kinds is not None and not kinds <= step_kinds:
@@ -341,11 +544,14 @@ def choose_algorithm(
             protocol = choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
         except ConfigError as exc:
             problems.append(f"{name}: {exc.rule}")
+            protocol_errors.append(exc)
             continue
         predicted.append((name, protocol.time))
         if best is None or protocol.time < best.protocol.time:
             best = AlgorithmChoice(name, phases, protocol)
     if best is None:
+        if protocol_errors:  # every candidate that can run refuses the protocol: say so
+            raise protocol_errors[0]
         field = "collective.algorithm" if cfg.algorithm is not None else f"collective.choices.{op}"
         raise ConfigError(field, "; ".join(problems))
     return AlgorithmChoice(best.algorithm, best.phases, best.protocol, tuple(predicted))

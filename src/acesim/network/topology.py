@@ -1,9 +1,14 @@
 """Network topology: a list of dimensions; NPU ranks are mixed-radix coordinates.
 
+Leaf/spine dimensions (``leaf_size``, ``oversubscription``) add, in exact mode, the leaves'
+up- and downlinks that messages between leaves share (:mod:`acesim.network.collective`).
+
 Model: each dimension gives every NPU an *egress* capacity ``links_per_npu * link_bandwidth *
-protocol_efficiency`` (B/s) shared by everything it sends along that dimension, and a fixed
-per-message latency. Assumption (stated once here): the receive side never binds, because every
-collective algorithm modelled moves equal bytes in and out of each NPU per step; a bidirectional
+protocol_efficiency / npus_per_link`` (B/s; ``npus_per_link`` > 1 where NPUs share a link, e.g.
+a NIC serving two GPUs: each NPU's fair share while all of them send, which every collective
+over whole nodes does) shared by everything it sends along that dimension, and a fixed
+per-message latency, and the same *ingress* capacity for what it receives (the runtime charges
+both, so incast binds at the receiver); a bidirectional
 ring (``links_per_npu >= 2``) splits each message over both directions, which the aggregate
 egress capacity represents exactly. Rank ``r`` has coordinate ``(r // stride_d) % size_d`` in
 dimension ``d`` (dimension 0 varies fastest).
@@ -35,6 +40,7 @@ class Dimension:
             any number).
         incast_efficiency: the fraction of the links' bandwidth a step with more writers per
             receiver than ``incast_fan_in`` delivers.
+        network: its links are NICs between nodes (NCCL's network step latencies apply).
     """
 
     index: int
@@ -49,6 +55,25 @@ class Dimension:
     efficiency: float = 1.0
     incast_fan_in: int | None = None
     incast_efficiency: float = 1.0
+    #: NICs on a scale-out network (NCCL's network step latencies apply)
+    network: bool = False
+    #: coordinates under one leaf switch (None: one non-blocking switch) and the leaves'
+    #: downlink over uplink bandwidth
+    leaf_size: int | None = None
+    oversubscription: float = 1.0
+
+    def leaf(self, coordinate: int) -> int:
+        """The leaf switch of a coordinate (0 without leaves)."""
+        return 0 if self.leaf_size is None else coordinate // self.leaf_size
+
+    @property
+    def spine(self) -> bool:
+        """Messages between leaves cross an oversubscribed spine here."""
+        return (
+            self.leaf_size is not None
+            and self.size > self.leaf_size
+            and self.oversubscription > 1.0
+        )
 
 
 class Topology:
@@ -82,7 +107,8 @@ class Topology:
             name=name,
             kind=cfg.kind,
             size=cfg.size,
-            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * efficiency,
+            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * efficiency
+            / cfg.npus_per_link,
             latency=cfg.link_latency,
             links=cfg.links_per_npu,
             stride=stride,
@@ -90,6 +116,9 @@ class Topology:
             efficiency=efficiency,
             incast_fan_in=cfg.incast_fan_in,
             incast_efficiency=cfg.incast_efficiency,
+            network=cfg.network,
+            leaf_size=cfg.leaf_size,
+            oversubscription=cfg.oversubscription,
         )
 
     @property

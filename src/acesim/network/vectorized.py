@@ -86,6 +86,8 @@ def run_alone(
     topo = runtime.topology
     if len(topo.dimensions) != 1 or dims not in (None, (0,), [0]):
         return None
+    if any(d.spine for d in topo.dimensions):  # leaves' up/downlinks: the event path's
+        return None
     if not runtime.engine.quiet(listened=True) or runtime.phase_log is not None:
         return None
     if not _free_endpoint(runtime.endpoint):
