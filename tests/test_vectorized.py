@@ -15,6 +15,7 @@ from acesim.config import SystemConfig
 from acesim.config.variation import LinkChange, Variation
 from acesim.errors import ConfigError
 from acesim.hardware.platform import Platform
+from acesim.network.group import Group, Span
 
 MiB = 2**20
 OPS = ["all-reduce", "reduce-scatter", "all-gather", "all-to-all"]
@@ -98,8 +99,9 @@ def test_the_vectorized_path_runs_without_events_and_only_where_it_applies() -> 
     coll = vectorized.run_alone(one.collectives, "all-reduce", 64 * MiB)
     assert coll is not None and one.engine.events_processed == 0
     assert len(coll.rank_finished) == 8 and one.engine.now == coll.finished
-    two_dims = Platform(make_system([dim("ring", 4), dim("switch", 2)]), exact=True)
-    assert vectorized.run_alone(two_dims.collectives, "all-reduce", 64 * MiB) is None
+    two_dims = Platform(make_system([dim("ring", 4), dim("switch", 2)], chunks=4), exact=True)
+    coll = vectorized.run_alone(two_dims.collectives, "all-reduce", 64 * MiB)
+    assert coll is not None and two_dims.engine.events_processed == 0
     concurrent = Platform(
         make_system([dim("ring", 8)], chunks=4, active_chunks_per_dimension=2), exact=True
     )
@@ -130,3 +132,99 @@ def test_the_work_bound_counts_vectorized_steps_not_messages() -> None:
     assert simulate_collective(system, "all-reduce", 64 * MiB, exact=True).time > 0
     with pytest.raises(ConfigError, match="collective.max_messages"):
         simulate_collective(system, "all-reduce", 64 * MiB, exact=True, endpoint="baseline")
+
+
+@st.composite
+def multi_cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation | None, Any]:
+    """Two or three dimensions, every operation, whole dimensions, a subset or a group."""
+    count = draw(st.integers(2, 3))
+    dims = []
+    algorithms = []
+    op = draw(st.sampled_from(OPS))
+    for _ in range(count):
+        kind = draw(st.sampled_from(["ring", "switch", "fully_connected"]))
+        size = draw(st.sampled_from([2, 3, 4]))
+        dims.append(
+            dim(
+                kind,
+                size,
+                draw(st.sampled_from([10e9, 25e9, 50e9])),
+                draw(st.sampled_from([0.0, 5e-7, 1e-6])),
+                1 if kind != "ring" or size <= 2 else 2,
+            )
+        )
+        algorithms.append(draw(st.sampled_from(_algorithms(op, kind, size))))
+    system = make_system(
+        dims,
+        chunks=draw(st.integers(1, 4)),
+        active_chunks_per_dimension=draw(st.sampled_from([1, 1, 2])),
+        scheduling=draw(st.sampled_from(["fifo", "lifo"])),
+        endpoint_delay=draw(st.sampled_from([0.0, 10e-9])),
+        algorithms={op: algorithms},
+    )
+    variation = None
+    if draw(st.booleans()):
+        variation = Variation(
+            links=(
+                LinkChange(
+                    dim=draw(st.integers(0, count - 1)),
+                    rank=draw(st.integers(0, 7)),
+                    bandwidth=draw(st.sampled_from([5e9, 20e9])),
+                    latency=draw(st.sampled_from([None, 3e-6])),
+                ),
+            )
+        )
+    where: Any = draw(
+        st.sampled_from([None, (0, 1), (1,), "group"] if count == 3 else [None, (1,), (0,)])
+    )
+    size_bytes = draw(st.sampled_from([0.0, 4096.0, 3 * MiB]))
+    return system, op, size_bytes, variation, where
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(multi_cases())
+def test_several_dimensions_vectorized_agree_with_the_event_simulation(case: tuple) -> None:
+    system, op, size, variation, where = case
+    extra: dict[str, Any] = {}
+    if where == "group":
+        extra["group"] = Group((Span(0), Span(2)))
+    elif where is not None:
+        extra["dims"] = where
+
+    def run() -> dict[str, Any]:
+        return simulate_collective(
+            system, op, size, exact=True, variation=variation, **extra
+        ).to_dict()
+
+    fast = run()
+    vectorized.ENABLED = False
+    try:
+        events = run()
+    finally:
+        vectorized.ENABLED = True
+    if variation is None or fast["time"] == events["time"]:
+        assert fast == events
+    else:
+        assert fast["time"] == pytest.approx(events["time"], rel=1e-9)
+
+
+def test_the_three_dimensional_case_runs_without_events() -> None:
+    """Ring(4) x FC(8) x Switch(32) at 200/100/50 GB/s, 4 chunks: the benchmark's 3-D case,
+    scaled down on the last dimension; bit-identical to the event simulation."""
+    system = make_system(
+        [
+            dim("ring", 4, 200e9, 50e-9),
+            dim("fully_connected", 8, 100e9, 500e-9),
+            dim("switch", 4, 50e9, 2e-6),
+        ],
+        chunks=4,
+        active_chunks_per_dimension=1,
+        scheduling="lifo",
+        endpoint_delay=10e-9,
+        algorithms={"all-reduce": ["ring", "direct", "ring"]},
+    )
+    platform = Platform(system, exact=True)
+    coll = vectorized.run_alone(platform.collectives, "all-reduce", 64 * MiB)
+    assert coll is not None and platform.engine.events_processed == 0
+    fast, events = _both(system, "all-reduce", 64 * MiB, None)
+    assert fast == events

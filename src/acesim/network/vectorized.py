@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +42,9 @@ from .algorithms import NVLS_KINDS, Step
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
-from .plan import nvls_sync_latency
+from .plan import Phase, nvls_sync_latency
 
-__all__ = ["ENABLED", "run_alone", "add_repeatedly"]
+__all__ = ["ENABLED", "Lockstep", "Outcome", "run_alone", "add_repeatedly"]
 
 #: Tests turn this off to compare with the event simulation.
 ENABLED = True
@@ -63,6 +64,10 @@ _HOOKS = (
 #: Sequential additions are done this many at a time (numpy's accumulate is sequential).
 _BLOCK = 1 << 20
 
+#: The most per-rank (time, bytes) records summed in time order (ranks out of lockstep with
+#: several message sizes); beyond it the event path runs the case.
+_MAX_RECORDS = 1 << 24
+
 
 def _free_endpoint(endpoint: Endpoint) -> bool:
     kind = type(endpoint)
@@ -79,10 +84,7 @@ def run_alone(
 ) -> Collective | None:
     """Run ``op`` of ``size`` bytes as the only work of an exact platform, vectorized over the
     ranks; None when the case needs the event simulation (see the module docstring)."""
-    if not ENABLED or not runtime.exact or group is not None:
-        return None
-    topo = runtime.topology
-    if len(topo.dimensions) != 1 or dims not in (None, (0,), [0]):
+    if not ENABLED or not runtime.exact:
         return None
     if not runtime.engine.quiet(listened=True) or runtime.phase_log is not None:
         return None
@@ -90,121 +92,421 @@ def run_alone(
         return None
     axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
     phases = choice.phases
-    n = topo.npus
-    if not phases or any(p.dim != 0 or p.size != n or p.stride != 1 for p in phases):
+    if not phases or not _expressible(runtime, phases, chunks, choice.protocol):
         return None
-    if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
-        return None
-    # NCCL protocols, NVLS steps and their synchronisation run on the event path
-    protocol = choice.protocol
-    if protocol is not None and (
-        protocol.name is not None
-        or protocol.base_latency != 0
-        or any(f != 1.0 for f in protocol.factors)
-        or any(h is not None for h in protocol.hop_latencies)
-    ):
-        return None
-    if nvls_sync_latency(runtime.config, phases, chunks) > 0:
-        return None
-    if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
-        return None
-    # The work bound (collective.max_messages) counts what the simulation iterates over: here
-    # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
-    if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:
-        return None
-    egress = np.array([row[0].capacity for row in runtime.egress], dtype=float)
-    ingress = np.array([row[0].capacity for row in runtime.ingress], dtype=float)
-    if runtime.rank_latencies is None:
-        delay = np.full(n, runtime.delays[0])
-    else:
-        latency = np.array([row[0] for row in runtime.rank_latencies], dtype=float)
-        delay = latency + runtime.config.endpoint_delay
-    uniform = bool(
-        np.all(egress == egress[0]) and np.all(ingress == egress[0]) and np.all(delay == delay[0])
-    )
-    sizes = {s.message_bytes for p in phases for s in p.steps}
-    if not uniform and (len(sizes) > 1 or any(s.pattern == "all" for p in phases for s in p.steps)):
-        # bytes would be summed in an order that depends on the ranks' timing; and a direct
-        # step's messages into one receiver share its ingress, coupling the senders' rates
-        return None
-    listener = runtime.engine.bound_listener
-    if listener is not None and not egress[0] <= ingress.min():
-        return None  # rank 0's messages would be bound by a receiver's ingress: the event path
-    bound = runtime.egress[0][0]  # what binds rank 0's (tracked) messages
-    weight = runtime.endpoint.message_weight
-    runtime._next_id += 1
     now = runtime.engine.now
+    n = runtime.topology.npus
+    outcome = Lockstep(runtime, phases, chunks).run(np.full(n, now))
+    if outcome is None:
+        return None
+    members = 1
+    for axis in axes:
+        members *= axis.size
+    runtime._next_id += 1
     coll = Collective(
         id=runtime._next_id,
         op=op,
         size=size,
         dims=tuple(a.dim for a in axes),
-        group_size=n,
+        group_size=members,
         phases=phases,
         chunks=chunks,
         issued=now,
         axes=axes,
         expected=n,
         algorithm=choice.algorithm,
-        protocol=protocol,
+        protocol=choice.protocol,
     )
     runtime.collectives.append(coll)
-    # Time a step's messages take at each rank (its bytes over its rate), per (k, bytes).
-    times: dict[tuple[int, float], np.ndarray] = {}
-    rates: dict[int, np.ndarray] = {}
-    ranks = np.arange(n)
-    done = np.full(n, now)  # completion of the previous step (or phase) at each rank
-    out = np.empty(n)
-    arrive = np.empty(n)
-    latest = np.empty(n)
-    sums: list[list[float]] = []  # runs of [bytes of a message, messages], in event order
-    for _chunk, index in _admissions(chunks, len(phases)):
-        phase = phases[index]
-        for step in phase.steps:
-            k = step.message_count(phase.size)
-            m = float(step.message_bytes)
-            took = times.get((k, m))
-            if took is None:
-                rate = rates.get(k)
-                if rate is None:
-                    receiver = ingress if step.pattern == "all" else _from(ingress, step)
-                    rate = rates[k] = _rates(egress, receiver, weight, k)
-                # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
-                took = times[(k, m)] = m / rate
-            np.add(done, took, out=out)
-            if listener is not None:  # rank 0's messages, as the engine reports them
-                start, end = float(done[0]), float(out[0])
-                for _ in range(k):
-                    listener.opened("message", start)
-                    if end > start:
-                        listener.segment("message", bound, start, end)
-                    listener.closed("message", end)
-            np.add(out, delay, out=arrive)
-            if step.pattern == "next":  # the sender of rank r is r - 1
-                latest[1:] = arrive[:-1]
-                latest[0] = arrive[-1]
-            elif step.pattern == "xor":
-                np.take(arrive, ranks ^ step.distance, out=latest)
-            else:
-                latest[:] = _max_of_others(arrive)
-            np.maximum(out, latest, out=done)
-            if sums and sums[-1][0] == m:
-                sums[-1][1] += n * k
-            else:
-                sums.append([m, n * k])
-    sent = 0.0
-    for m, count in sums:
-        sent = add_repeatedly(sent, m, int(count))
-    coll.bytes_sent = sent
-    coll.bytes_received = sent
-    coll.bytes_sent_per_dim[0] = sent
-    coll.rank_finished = dict(zip(range(n), done.tolist(), strict=True))
+    outcome.emit(runtime.engine.bound_listener)
+    coll.bytes_sent = outcome.sent
+    coll.bytes_received = outcome.received
+    coll.bytes_sent_per_dim.update(outcome.sent_per_dim)
+    coll.rank_finished = dict(zip(range(n), outcome.finished.tolist(), strict=True))
     coll.chunks_left = dict.fromkeys(range(n), 0)
-    coll.finished = float(done.max())
+    coll.finished = float(outcome.finished.max())
     if not math.isfinite(coll.finished):
         return coll  # the caller reports a time that is not finite
     runtime.engine.advance_to(coll.finished)
     return coll
+
+
+def _expressible(
+    runtime: CollectiveRuntime, phases: list[Phase], chunks: int, protocol: Any
+) -> bool:
+    """Whether the chunk phases can run without events (see the module docstring)."""
+    if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
+        return False
+    # NCCL protocols, NVLS steps and their synchronisation run on the event path
+    if protocol is not None and (
+        protocol.name is not None
+        or protocol.base_latency != 0
+        or any(f != 1.0 for f in protocol.factors)
+        or any(h is not None for h in protocol.hop_latencies)
+    ):
+        return False
+    if nvls_sync_latency(runtime.config, phases, chunks) > 0:
+        return False
+    if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
+        return False
+    # The work bound (collective.max_messages) counts what the simulation iterates over: here
+    # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
+    return chunks * sum(len(p.steps) for p in phases) <= runtime.config.max_messages
+
+
+class Outcome:
+    """What a vectorized run produced: per-rank finish times (s), byte sums, and rank 0's
+    message segments for the bound listener."""
+
+    __slots__ = ("finished", "sent", "received", "sent_per_dim", "segments")
+
+    def __init__(
+        self,
+        finished: np.ndarray,
+        sent: float,
+        received: float,
+        sent_per_dim: dict[int, float],
+        segments: list[tuple[Any, float, float, int]],
+    ):
+        self.finished = finished
+        self.sent = sent
+        self.received = received
+        self.sent_per_dim = sent_per_dim
+        self.segments = segments
+
+    def emit(self, listener: Any) -> None:
+        """Tell ``listener`` (the engine's bound listener, or None) of rank 0's messages."""
+        if listener is None:
+            return
+        for bound, start, end, k in self.segments:
+            for _ in range(k):
+                listener.opened("message", start)
+                if end > start:
+                    listener.segment("message", bound, start, end)
+                listener.closed("message", end)
+
+
+class _Geometry:
+    """Where each rank sits in its group line of one phase (dimension, size, stride)."""
+
+    __slots__ = ("pos", "unit", "base", "size", "_rows")
+
+    def __init__(self, runtime: CollectiveRuntime, phase: Phase, ranks: np.ndarray):
+        d = runtime.topology.dimensions[phase.dim]
+        own = (ranks // d.stride) % d.size
+        self.size = phase.size
+        self.pos = (own // phase.stride) % phase.size
+        self.unit = phase.stride * d.stride
+        self.base = ranks - self.pos * self.unit  # the member at position 0
+        self._rows: np.ndarray | None = None
+
+    def member(self, position: np.ndarray) -> np.ndarray:
+        """The rank at ``position`` (per rank) of each rank's group line."""
+        out: np.ndarray = self.base + position * self.unit
+        return out
+
+    def rows(self) -> np.ndarray:
+        """The group lines as rows of ranks, by position."""
+        if self._rows is None:
+            order = np.lexsort((self.pos, self.base))
+            self._rows = order.reshape(-1, self.size)
+        return self._rows
+
+
+class Lockstep:
+    """Every NPU's chunk phases of one collective as numpy recurrences over the ranks.
+
+    Args:
+        runtime: the exact collective runtime (its egress, ingress and latencies are read).
+        phases: one chunk's phases.
+        chunks: chunks of the collective.
+    """
+
+    def __init__(self, runtime: CollectiveRuntime, phases: list[Phase], chunks: int):
+        self.runtime = runtime
+        self.phases = phases
+        self.chunks = chunks
+        n = self.n = runtime.topology.npus
+        self.ranks = np.arange(n)
+        self.weight = runtime.endpoint.message_weight
+        self.dims = sorted({p.dim for p in phases})
+        self.egress: dict[int, np.ndarray] = {}
+        self.ingress: dict[int, np.ndarray] = {}
+        self.delay: dict[int, np.ndarray] = {}
+        self.uniform: dict[int, bool] = {}
+        for d in self.dims:
+            egress = np.array([row[d].capacity for row in runtime.egress], dtype=float)
+            ingress = np.array([row[d].capacity for row in runtime.ingress], dtype=float)
+            if runtime.rank_latencies is None:
+                delay = np.full(n, runtime.delays[d])
+            else:
+                latency = np.array([row[d] for row in runtime.rank_latencies], dtype=float)
+                delay = latency + runtime.config.endpoint_delay
+            self.egress[d], self.ingress[d], self.delay[d] = egress, ingress, delay
+            self.uniform[d] = bool(
+                np.all(egress == egress[0])
+                and np.all(ingress == egress[0])
+                and np.all(delay == delay[0])
+            )
+        #: dimensions whose steps are not all ring steps: every step there must run in
+        #: lockstep within its group lines (senders into one ingress are then in one step)
+        self.coupled = {p.dim for p in phases for s in p.steps if s.pattern != "next"}
+        self.sizes = {float(s.message_bytes) for p in phases for s in p.steps}
+        self._geometry: dict[tuple[int, int, int], _Geometry] = {}
+        self._peers: dict[tuple[int, int, int, str, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._rates: dict[tuple[int, int, int, str, int, int], np.ndarray] = {}
+        self._times: dict[tuple[int, int, int, str, int, int, float], np.ndarray] = {}
+        # (dim, bytes of a message, messages per rank, times: a float when every rank's are
+        # equal, else an array per rank), for sent (completion) and received (delivery)
+        self._sent: list[tuple[int, float, int, Any]] = []
+        self._received: list[tuple[int, float, int, Any]] = []
+        self._records = 0
+        self._bound: dict[int, Any] = {}
+        self.segments: list[tuple[Any, float, float, int]] = []
+        self.listened = runtime.engine.bound_listener is not None
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, start: np.ndarray) -> Outcome | None:
+        """Every rank joins at ``start`` (s, per rank); None where the event path is needed."""
+        if self.listened:
+            for d in self.dims:
+                # rank 0's messages must be bound by its own egress (what the engine reports)
+                if not self.egress[d][0] <= self.ingress[d].min():
+                    return None
+                self._bound[d] = self.runtime.egress[0][d]
+        if any(not self.uniform[d] for d in self.coupled):
+            # a direct step's messages into one receiver share its ingress, coupling the
+            # senders' rates
+            return None
+        if len(self.dims) == 1:
+            finished = self._one_dimension(start)
+        else:
+            finished = self._dimensions(start)
+        if finished is None:
+            return None
+        sent = self._total(self._sent)
+        received = self._total(self._received)
+        if sent is None or received is None:
+            return None
+        per_dim: dict[int, float] = {}
+        for d in self._first_dims():
+            part = self._total([r for r in self._sent if r[0] == d])
+            if part is None:
+                return None
+            per_dim[d] = part
+        return Outcome(finished, sent, received, per_dim, self.segments)
+
+    def _one_dimension(self, start: np.ndarray) -> np.ndarray | None:
+        """One dimension: phases are admitted in one order whatever the timing."""
+        done = start
+        for _chunk, index in _admissions(self.chunks, len(self.phases)):
+            phase_done = self._phase(self.phases[index], done)
+            if phase_done is None:
+                return None
+            done = phase_done
+        return done
+
+    def _dimensions(self, start: np.ndarray) -> np.ndarray | None:
+        """Several dimensions: each admits the chunk phases that reach it in order of arrival
+        (FIFO within a collective), one at a time. The next phase to admit is one that
+        arrives first at every rank, before every other waiting phase of its dimension and
+        no later than any chunk that may still come to it; where no phase is first at every
+        rank, or a phase takes no time (arrivals could then tie), the event path runs it."""
+        phases = self.phases
+        later = [{p.dim for p in phases[i:]} for i in range(len(phases) + 1)]
+        # per chunk: [phase index, arrival (s, per rank), order of arrival among equal times]
+        frontier: list[list[Any]] = [[0, start, c] for c in range(self.chunks)]
+        free: dict[int, np.ndarray] = {}
+        finished: np.ndarray | None = None
+        while frontier:
+            chosen = None
+            for entry in frontier:
+                if self._is_next(entry, frontier, later):
+                    chosen = entry
+                    break
+            if chosen is None:
+                return None
+            index, arrival = chosen[0], chosen[1]
+            phase = phases[index]
+            busy = free.get(phase.dim)
+            begin = arrival if busy is None else np.maximum(arrival, busy)
+            end = self._phase(phase, begin)
+            if end is None or not bool(np.all(end > begin)):
+                return None
+            free[phase.dim] = end
+            if index + 1 < len(phases):
+                chosen[0], chosen[1], chosen[2] = index + 1, end, None
+            else:
+                frontier.remove(chosen)
+                finished = end if finished is None else np.maximum(finished, end)
+        return finished
+
+    def _is_next(self, entry: list[Any], frontier: list[list[Any]], later: list[set[int]]) -> bool:
+        index, arrival, order = entry
+        dim = self.phases[index].dim
+        for other in frontier:
+            if other is entry:
+                continue
+            o_index, o_arrival, o_order = other
+            if self.phases[o_index].dim == dim:
+                if order is not None and o_order is not None and order < o_order:
+                    ok = bool(np.all(arrival <= o_arrival))
+                else:
+                    ok = bool(np.all(arrival < o_arrival))
+            elif dim in later[o_index + 1]:
+                ok = bool(np.all(arrival <= o_arrival))
+            else:
+                ok = True
+            if not ok:
+                return False
+        return True
+
+    # -- one phase ---------------------------------------------------------------------------
+    def _geo(self, phase: Phase) -> _Geometry:
+        key = (phase.dim, phase.size, phase.stride)
+        geo = self._geometry.get(key)
+        if geo is None:
+            geo = self._geometry[key] = _Geometry(self.runtime, phase, self.ranks)
+        return geo
+
+    def _pair(self, phase: Phase, step: Step) -> tuple[np.ndarray, np.ndarray]:
+        """(the rank each rank sends to, the rank each rank receives from) of a step."""
+        key = (phase.dim, phase.size, phase.stride, step.pattern, step.distance)
+        pair = self._peers.get(key)
+        if pair is None:
+            geo = self._geo(phase)
+            p = phase.size
+            if step.pattern == "next":
+                pair = (geo.member((geo.pos + 1) % p), geo.member((geo.pos - 1) % p))
+            else:  # xor: the partner both ways
+                partner = geo.member(geo.pos ^ step.distance)
+                pair = (partner, partner)
+            self._peers[key] = pair
+        return pair
+
+    def _took(self, phase: Phase, step: Step, k: int) -> np.ndarray:
+        """Each rank's time to send the step's messages (s): their bytes over their rate."""
+        m = float(step.message_bytes)
+        key = (phase.dim, phase.size, phase.stride, step.pattern, step.distance, k)
+        took = self._times.get((*key, m))
+        if took is None:
+            rate = self._rates.get(key)
+            if rate is None:
+                d = phase.dim
+                if step.pattern == "all":
+                    receiver = self.ingress[d]
+                else:
+                    receiver = self.ingress[d][self._pair(phase, step)[0]]
+                rate = self._rates[key] = _rates(self.egress[d], receiver, self.weight, k)
+            # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
+            took = self._times[(*key, m)] = m / rate
+        return took
+
+    def _phase(self, phase: Phase, begin: np.ndarray) -> np.ndarray | None:
+        """Every rank's completion of ``phase`` (s) when it starts at ``begin``."""
+        d = phase.dim
+        delay = self.delay[d]
+        coupled = d in self.coupled
+        done = begin
+        for step in phase.steps:
+            k = step.message_count(phase.size)
+            m = float(step.message_bytes)
+            if coupled:
+                rows = self._geo(phase).rows()
+                lines = done[rows]
+                if not bool(np.all(lines == lines[:, :1])):
+                    return None  # members of a line in different steps: the event path
+            out = done + self._took(phase, step, k)
+            arrive = out + delay
+            if step.pattern == "all":
+                latest = self._max_of_others(phase, arrive)
+            else:
+                latest = arrive[self._pair(phase, step)[1]]
+            if self.listened:
+                self.segments.append((self._bound[d], float(done[0]), float(out[0]), k))
+            self._record(d, m, k, out, arrive)
+            done = np.maximum(out, latest)
+        return done
+
+    def _max_of_others(self, phase: Phase, values: np.ndarray) -> np.ndarray:
+        """For each rank, the largest value of every other member of its group line."""
+        rows = self._geo(phase).rows()
+        if rows.shape[0] == 1:
+            return _max_of_others(values)
+        lines = values[rows]
+        which = np.arange(lines.shape[0])
+        top = lines.argmax(axis=1)
+        highest = lines[which, top]
+        rest = lines.copy()
+        rest[which, top] = -math.inf
+        second = rest.max(axis=1)
+        out_lines = np.repeat(highest[:, None], lines.shape[1], axis=1)
+        out_lines[which, top] = second
+        out = np.empty_like(values)
+        out[rows] = out_lines
+        return out
+
+    # -- bytes -------------------------------------------------------------------------------
+    def _record(self, d: int, m: float, k: int, out: np.ndarray, arrive: np.ndarray) -> None:
+        if len(self.sizes) == 1:
+            # one message size: the sums do not depend on the order of the additions
+            self._sent.append((d, m, k, 0.0))
+            self._received.append((d, m, k, 0.0))
+            return
+        for records, times in ((self._sent, out), (self._received, arrive)):
+            low, high = float(times.min()), float(times.max())
+            if low == high:
+                records.append((d, m, k, low))
+            else:
+                records.append((d, m, k, times.copy()))
+                self._records += len(times)
+
+    def _first_dims(self) -> list[int]:
+        """Dimensions in the order their first message completes (the event runtime's dict)."""
+        first: dict[int, float] = {}
+        for d, _m, _k, times in self._sent:
+            t = float(np.min(times))
+            if d not in first or t < first[d]:
+                first[d] = t
+        return sorted(first, key=lambda d: (first[d], d))
+
+    def _total(self, records: list[tuple[int, float, int, Any]]) -> float | None:
+        """The bytes of ``records``, added one message at a time in the order the events would
+        have been processed (by time); None when messages of different sizes tie in time."""
+        n = self.n
+        if not records:
+            return 0.0
+        if len(self.sizes) == 1:
+            m = records[0][1]
+            return add_repeatedly(0.0, m, sum(n * k for _d, _m, k, _t in records))
+        if self._records > _MAX_RECORDS:
+            return None
+        times: list[np.ndarray] = []
+        sizes: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for _d, m, k, t in records:
+            if isinstance(t, float):
+                times.append(np.array([t]))
+                counts.append(np.array([n * k]))
+                sizes.append(np.array([m]))
+            else:
+                times.append(t)
+                counts.append(np.full(len(t), k))
+                sizes.append(np.full(len(t), m))
+        t_all = np.concatenate(times)
+        order = np.argsort(t_all, kind="stable")
+        t_all = t_all[order]
+        m_all = np.concatenate(sizes)[order]
+        c_all = np.concatenate(counts)[order]
+        differ = m_all[1:] != m_all[:-1]
+        if bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
+            return None  # which size the engine adds first depends on its event order
+        starts = np.concatenate(([0], np.flatnonzero(differ) + 1))
+        runs = np.add.reduceat(c_all, starts)
+        total = 0.0
+        for m, count in zip(m_all[starts].tolist(), runs.tolist(), strict=True):
+            total = add_repeatedly(total, m, int(count))
+        return total
 
 
 def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
@@ -225,15 +527,6 @@ def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
         else:
             return order
         order.append(current)
-
-
-def _from(ingress: np.ndarray, step: Step) -> np.ndarray:
-    """For each sender, the ingress capacity of the rank its one message goes to."""
-    if step.pattern == "next":
-        out: np.ndarray = np.roll(ingress, -1)
-        return out
-    picked: np.ndarray = ingress[np.arange(len(ingress)) ^ step.distance]
-    return picked
 
 
 def _rates(egress: np.ndarray, ingress: np.ndarray, weight: float, k: int) -> np.ndarray:
