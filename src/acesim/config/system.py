@@ -80,7 +80,6 @@ class KernelModelConfig(Strict):
         None, description="most HBM B/s one compute unit can draw (None: no limit)"
     )
 
-
     @field_validator("gemm_efficiency")
     @classmethod
     def _gemm_dtypes(cls, value: float | dict[str, float]) -> float | dict[str, float]:
@@ -407,8 +406,9 @@ class CollectiveConfig(Strict):
         "hand over through flags once per loop); 0: none",
     )
     nvls_channels: PositiveInt = Field(
-        16, description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
-        "nvls_channels x p x chunk bytes)"
+        16,
+        description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
+        "nvls_channels x p x chunk bytes)",
     )
     protocols: dict[str, dict[str, ProtocolConfig]] = Field(
         default_factory=dict,

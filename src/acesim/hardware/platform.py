@@ -49,6 +49,8 @@ class Platform:
         self.recording: dict[str, Any] = {}
         self.system = system
         self.exact = exact
+        #: what made its ranks differ (None: nothing)
+        self.variation = variation
         self.engine = Engine()
         self.topology = elaborate(system)
         count = self.topology.npus if exact else 1

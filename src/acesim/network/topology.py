@@ -70,9 +70,7 @@ class Topology:
                 f"must have an even count (half each way), got {cfg.links_per_npu}"
             )
         name = dimension_name(i, cfg.name)
-        efficiency = (
-            collective.protocol_efficiency if cfg.efficiency is None else cfg.efficiency
-        )
+        efficiency = collective.protocol_efficiency if cfg.efficiency is None else cfg.efficiency
         return Dimension(
             index=i,
             name=name,

@@ -44,7 +44,16 @@ from .endpoint import Endpoint
 from .group import Group
 from .plan import Phase, nvls_sync_latency
 
-__all__ = ["ENABLED", "Lockstep", "Outcome", "run_alone", "add_repeatedly"]
+__all__ = [
+    "ENABLED",
+    "Conflict",
+    "Deferred",
+    "Lockstep",
+    "Outcome",
+    "add_repeatedly",
+    "applies",
+    "run_alone",
+]
 
 #: Tests turn this off to compare with the event simulation.
 ENABLED = True
@@ -72,6 +81,18 @@ _MAX_RECORDS = 1 << 24
 def _free_endpoint(endpoint: Endpoint) -> bool:
     kind = type(endpoint)
     return all(getattr(kind, name) is getattr(Endpoint, name) for name in _HOOKS)
+
+
+def applies(runtime: CollectiveRuntime) -> bool:
+    """Whether exact-mode collectives on ``runtime`` may run without events at all (an
+    enabled fast path, exact mode, an endpoint that charges nothing, nothing recording)."""
+    return (
+        ENABLED
+        and runtime.exact
+        and runtime.phase_log is None
+        and runtime.engine.quiet(listened=True)
+        and _free_endpoint(runtime.endpoint)
+    )
 
 
 def run_alone(
@@ -158,7 +179,7 @@ class Outcome:
     """What a vectorized run produced: per-rank finish times (s), byte sums, and rank 0's
     message segments for the bound listener."""
 
-    __slots__ = ("finished", "sent", "received", "sent_per_dim", "segments")
+    __slots__ = ("finished", "sent", "received", "sent_per_dim", "segments", "usage")
 
     def __init__(
         self,
@@ -167,7 +188,10 @@ class Outcome:
         received: float,
         sent_per_dim: dict[int, float],
         segments: list[tuple[Any, float, float, int]],
+        usage: list[tuple[int, float, float, float]],
     ):
+        #: rank 0's egress allocation per step: (dimension, start s, end s, B/s)
+        self.usage = usage
         self.finished = finished
         self.sent = sent
         self.received = received
@@ -263,6 +287,8 @@ class Lockstep:
         self._records = 0
         self._bound: dict[int, Any] = {}
         self.segments: list[tuple[Any, float, float, int]] = []
+        self.usage: list[tuple[int, float, float, float]] = []
+        self._allocated: dict[tuple[Any, ...], float] = {}
         self.listened = runtime.engine.bound_listener is not None
 
     # -- running -----------------------------------------------------------------------------
@@ -294,7 +320,7 @@ class Lockstep:
             if part is None:
                 return None
             per_dim[d] = part
-        return Outcome(finished, sent, received, per_dim, self.segments)
+        return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
 
     def _one_dimension(self, start: np.ndarray) -> np.ndarray | None:
         """One dimension: phases are admitted in one order whatever the timing."""
@@ -416,17 +442,34 @@ class Lockstep:
                 lines = done[rows]
                 if not bool(np.all(lines == lines[:, :1])):
                     return None  # members of a line in different steps: the event path
-            out = done + self._took(phase, step, k)
+            took = self._took(phase, step, k)
+            out = done + took
             arrive = out + delay
             if step.pattern == "all":
                 latest = self._max_of_others(phase, arrive)
             else:
                 latest = arrive[self._pair(phase, step)[1]]
+            start0, end0 = float(done[0]), float(out[0])
             if self.listened:
-                self.segments.append((self._bound[d], float(done[0]), float(out[0]), k))
+                self.segments.append((self._bound[d], start0, end0, k))
+            if end0 > start0:
+                self.usage.append((d, start0, end0, self._rank0_allocated(phase, step, k)))
             self._record(d, m, k, out, arrive)
             done = np.maximum(out, latest)
         return done
+
+    def _rank0_allocated(self, phase: Phase, step: Step, k: int) -> float:
+        """What rank 0's ``k`` messages of the step are allocated on its egress (B/s), summed
+        message by message as the engine does."""
+        key = (phase.dim, phase.size, phase.stride, step.pattern, step.distance, k)
+        allocated = self._allocated.get(key)
+        if allocated is None:
+            rate = float(self._rates[key][0])
+            allocated = 0.0
+            for _ in range(k):
+                allocated += rate
+            self._allocated[key] = allocated
+        return allocated
 
     def _max_of_others(self, phase: Phase, values: np.ndarray) -> np.ndarray:
         """For each rank, the largest value of every other member of its group line."""
@@ -598,3 +641,109 @@ def _accumulate(total: float, value: float, count: int) -> float:
         total = float(np.add.accumulate(terms)[-1])
         count -= block
     return total
+
+
+class Conflict(Exception):
+    """A vectorized collective would have shared the network with another collective: the
+    run must be redone with these collectives (the caller's keys) on the event path."""
+
+    def __init__(self, keys: set[Any]):
+        super().__init__(f"collectives {sorted(map(repr, keys))} overlap")
+        self.keys = keys
+
+
+class Deferred:
+    """Exact-mode training: collectives that run alone on the network, without events.
+
+    Ranks join a collective as their programs reach it; its part at each rank cannot finish
+    before every member has joined (each phase waits on its group line, and every phase of
+    a collective over whole dimensions reaches every member), so the collective is computed
+    when the last rank joins (:class:`Lockstep`, with each rank's own join time) and every
+    rank's completion is scheduled as one event. This holds while no other collective uses
+    the network meanwhile: :meth:`start` raises :class:`Conflict` when one would, naming the
+    collectives to run on the event path when the run is redone (a collective that starts
+    while only event-path ones are in flight runs there too, without a redo).
+
+    Args:
+        runtime: the exact collective runtime.
+        excluded: keys of collectives that run on the event path.
+    """
+
+    def __init__(self, runtime: CollectiveRuntime, excluded: frozenset[Any] = frozenset()):
+        self.runtime = runtime
+        self.excluded = excluded
+        self.n = runtime.topology.npus
+        #: collectives in flight: id -> (key, vectorized?)
+        self.inflight: dict[int, tuple[Any, bool]] = {}
+        self._joined: dict[int, np.ndarray] = {}
+        self._count: dict[int, int] = {}
+        self._done: dict[int, int] = {}
+        self._plans: dict[tuple[str, float, Any, Any], bool] = {}
+
+    def _vectorizable(self, coll: Collective, key: Any) -> bool:
+        if key in self.excluded or (coll.members is not None and len(coll.members) != self.n):
+            return False
+        sig = (coll.op, coll.size, coll.dims, tuple(coll.axes))
+        ok = self._plans.get(sig)
+        if ok is None:
+            ok = self._plans[sig] = bool(coll.phases) and _expressible(
+                self.runtime, coll.phases, coll.chunks, coll.protocol
+            )
+        return ok
+
+    def start(self, coll: Collective, key: Any) -> bool:
+        """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
+        (join its ranks with :meth:`join`), False for the event path. Raises
+        :class:`Conflict` when it would share the network with a vectorized one."""
+        if any(v for _k, v in self.inflight.values()):
+            raise Conflict({key, *(k for k, _v in self.inflight.values())})
+        # while event-path collectives are in flight, a new one joins them there
+        vector = not self.inflight and self._vectorizable(coll, key)
+        self.inflight[coll.id] = (key, vector)
+        if vector:
+            self._joined[coll.id] = np.full(self.n, math.nan)
+            self._count[coll.id] = 0
+        self._done[coll.id] = 0
+        return vector
+
+    def event_rank_done(self, coll: Collective) -> None:
+        """An event-path collective finished at one rank."""
+        self._finished_at_rank(coll)
+
+    def _finished_at_rank(self, coll: Collective) -> None:
+        done = self._done[coll.id] = self._done[coll.id] + 1
+        if done == self.n:
+            del self.inflight[coll.id], self._done[coll.id]
+
+    def join(self, coll: Collective, rank: int) -> None:
+        """``rank`` joins the vectorized ``coll`` now."""
+        engine = self.runtime.engine
+        joined = self._joined[coll.id]
+        joined[rank] = engine.now
+        coll.chunks_left[rank] = coll.chunks
+        self._count[coll.id] += 1
+        if self._count[coll.id] < self.n:
+            return
+        del self._joined[coll.id], self._count[coll.id]
+        outcome = Lockstep(self.runtime, coll.phases, coll.chunks).run(joined)
+        if outcome is None:
+            raise Conflict({self.inflight[coll.id][0]})
+        outcome.emit(engine.bound_listener)
+        coll.bytes_sent += outcome.sent
+        coll.bytes_received += outcome.received
+        for d, b in outcome.sent_per_dim.items():
+            coll.bytes_sent_per_dim[d] = coll.bytes_sent_per_dim.get(d, 0.0) + b
+        egress = self.runtime.egress[0]
+        for d, begin, end, rate in outcome.usage:
+            engine.plan_usage(egress[d], begin, end, rate)
+        for r, t in enumerate(outcome.finished.tolist()):
+            engine.call_at(t, self._rank_done, coll, r)
+
+    def _rank_done(self, coll: Collective, rank: int) -> None:
+        coll.chunks_left[rank] = 0
+        now = coll.rank_finished[rank] = self.runtime.engine.now
+        if coll.finished is None or now > coll.finished:
+            coll.finished = now
+        self._finished_at_rank(coll)
+        if coll.on_rank_done is not None:
+            coll.on_rank_done(coll, rank)

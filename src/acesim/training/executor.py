@@ -26,10 +26,15 @@ from typing import Any
 
 from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
+from ..network import vectorized
 from ..network.collective import Collective
 from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
 from .bounds import BoundRecorder
+
+#: Exact mode: how many collectives may be moved to the event path by redoing a run (see
+#: :meth:`GraphExecutor.run`) before every collective is.
+MAX_REDOS = 16
 
 
 @dataclass
@@ -99,10 +104,17 @@ class GraphExecutor:
         platform: Platform,
         graph: Graph,
         on_iteration: Callable[[int], Any] | None = None,
+        *,
+        event_path: frozenset[Any] | None = frozenset(),
     ):
         self.platform = platform
         self.graph = graph
         self.on_iteration = on_iteration
+        #: collective instances (signature, index) that run on the event path; None: all
+        #: (see :meth:`run`)
+        self.event_path = event_path
+        self._deferred: vectorized.Deferred | None = None
+        self._vector: set[int] = set()
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -194,8 +206,34 @@ class GraphExecutor:
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
+        """Run the graph. In exact mode, collectives that run alone on the network are computed
+        without per-message events (:class:`acesim.network.vectorized.Deferred`); when one
+        would have overlapped another collective, the run is redone from the start with those
+        on the event path (at most :data:`MAX_REDOS` times, then all of them)."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
+        rt = self.platform.collectives
+        if (
+            self.event_path is not None
+            and vectorized.applies(rt)
+            and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
+        ):
+            self._deferred = vectorized.Deferred(rt, self.event_path)
+        try:
+            return self._run()
+        except vectorized.Conflict as conflict:
+            assert self.event_path is not None
+            redo = self.event_path | conflict.keys
+            platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+            again = GraphExecutor(
+                platform,
+                self.graph,
+                self.on_iteration,
+                event_path=redo if len(redo) <= MAX_REDOS else None,
+            )
+            return again.run()
+
+    def _run(self) -> Execution:
         engine = self.platform.engine
         for st in self.states:
             for node_id, count in list(st.waiting.items()):
@@ -280,11 +318,19 @@ class GraphExecutor:
                 joining=self._members.get(key),
             )
             self._instances[key] = coll
+            if self._deferred is not None and self._deferred.start(coll, key):
+                self._vector.add(coll.id)
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
-        rt.join(coll, st.rank)
+        if coll.id in self._vector:
+            assert self._deferred is not None
+            self._deferred.join(coll, st.rank)
+        else:
+            rt.join(coll, st.rank)
 
     def _collective_done(self, coll: Collective, rank: int) -> None:
+        if self._deferred is not None and coll.id not in self._vector:
+            self._deferred.event_rank_done(coll)
         st = self.states[rank]
         node_id = self._coll_node.pop((coll.id, rank))
         self._finish(st, st.nodes[node_id])
