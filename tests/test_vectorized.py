@@ -168,7 +168,7 @@ def multi_cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation | 
             links=(
                 LinkChange(
                     dim=draw(st.integers(0, count - 1)),
-                    rank=draw(st.integers(0, 7)),
+                    rank=draw(st.integers(0, 3)),
                     bandwidth=draw(st.sampled_from([5e9, 20e9])),
                     latency=draw(st.sampled_from([None, 3e-6])),
                 ),

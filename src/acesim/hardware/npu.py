@@ -42,6 +42,17 @@ from .kernel_model import KernelPlan, expand, plan_kernel
 from .kernels import Kernel
 
 
+class SharedPlans:
+    """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
+
+    __slots__ = ("plans", "chosen", "alone")
+
+    def __init__(self) -> None:
+        self.plans: dict[Kernel, KernelPlan] = {}
+        self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
+        self.alone: dict[tuple[Kernel, ...], float] = {}
+
+
 class NPU:
     """One simulated NPU.
 
@@ -49,9 +60,17 @@ class NPU:
         engine: the event kernel.
         rank: simulated rank index.
         config: NPU parameters.
+        shared: plans of NPUs with the same ``config``, shared by those that run at its
+            speed (exact mode: one kernel model evaluation per kernel, not one per NPU).
     """
 
-    def __init__(self, engine: Engine, rank: int, config: NPUConfig):
+    def __init__(
+        self,
+        engine: Engine,
+        rank: int,
+        config: NPUConfig,
+        shared: SharedPlans | None = None,
+    ):
         self.engine = engine
         self.rank = rank
         self.config = config
@@ -64,8 +83,10 @@ class NPU:
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
-        self._plans: dict[Kernel, KernelPlan] = {}
-        self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
+        self._shared = shared if shared is not None else SharedPlans()
+        self._plans: dict[Kernel, KernelPlan] = self._shared.plans
+        self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = self._shared.chosen
+        self._alone: dict[tuple[Kernel, ...], float] = self._shared.alone
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
@@ -79,7 +100,9 @@ class NPU:
         if not (slowdown > 0) or slowdown == float("inf"):
             raise SimulationError(f"npu{self.rank}: slowdown must be positive, got {slowdown}")
         self.slowdown = float(slowdown)
-        self._plans.clear()
+        if slowdown != 1.0:  # its own plans from now on
+            self._plans = {}
+            self._alone = {}
 
     @property
     def hbm_rate(self) -> float:
@@ -127,7 +150,11 @@ class NPU:
 
     def kernels_time_alone(self, kernels: Sequence[Kernel]) -> float:
         """Time (s) of ``kernels`` one after another on the whole NPU with nothing else."""
-        return sum(self.plan(k).time_alone for k in self.chosen(kernels))
+        key = tuple(kernels)
+        alone = self._alone.get(key)
+        if alone is None:
+            alone = self._alone[key] = sum(self.plan(k).time_alone for k in self.chosen(kernels))
+        return alone
 
     def run_kernels(
         self,

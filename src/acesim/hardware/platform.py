@@ -18,7 +18,7 @@ from ..network.collective import CollectiveRuntime
 from ..network.plan import validate_algorithms
 from ..network.topology import Topology
 from .endpoints import ENDPOINT_KINDS, build_endpoint
-from .npu import NPU
+from .npu import NPU, SharedPlans
 from .variation import apply_variation
 
 __all__ = ["Platform", "elaborate"]
@@ -54,7 +54,8 @@ class Platform:
         self.engine = Engine()
         self.topology = elaborate(system)
         count = self.topology.npus if exact else 1
-        self.npus = [NPU(self.engine, r, system.npu) for r in range(count)]
+        shared = SharedPlans()
+        self.npus = [NPU(self.engine, r, system.npu, shared) for r in range(count)]
         self.endpoint = build_endpoint(self.engine, self.npus, self.topology, system)
         self.collectives = CollectiveRuntime(
             self.engine, self.topology, system.collective, self.endpoint, exact=exact
