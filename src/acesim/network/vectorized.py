@@ -175,6 +175,10 @@ def _expressible(
     return chunks * sum(len(p.steps) for p in phases) <= runtime.config.max_messages
 
 
+#: a step whose sender of rank r is r - 1 (mod the ranks): a shift, not a gather
+_RING = object()
+
+
 class Outcome:
     """What a vectorized run produced: per-rank finish times (s), byte sums, and rank 0's
     message segments for the bound listener."""
@@ -289,6 +293,11 @@ class Lockstep:
         self.segments: list[tuple[Any, float, float, int]] = []
         self.usage: list[tuple[int, float, float, float]] = []
         self._allocated: dict[tuple[Any, ...], float] = {}
+        self._prepared: dict[int, list[tuple[Any, ...]]] = {}
+        #: one message size: messages per rank sent on each dimension (order is irrelevant)
+        self._counts: dict[int, int] = {}
+        #: the time each dimension's first message completes (s)
+        self._first: dict[int, float] = {}
         self.listened = runtime.engine.bound_listener is not None
 
     # -- running -----------------------------------------------------------------------------
@@ -310,11 +319,19 @@ class Lockstep:
             finished = self._dimensions(start)
         if finished is None:
             return None
-        sent = self._total(self._sent)
-        received = self._total(self._received)
-        if sent is None or received is None:
-            return None
         per_dim: dict[int, float] = {}
+        if len(self.sizes) == 1:
+            (m,) = self.sizes
+            sent = add_repeatedly(0.0, m, self.n * sum(self._counts.values()))
+            received = sent
+            for d in self._first_dims():
+                per_dim[d] = add_repeatedly(0.0, m, self.n * self._counts[d])
+            return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
+        total_sent = self._total(self._sent)
+        total_received = self._total(self._received)
+        if total_sent is None or total_received is None:
+            return None
+        sent, received = total_sent, total_received
         for d in self._first_dims():
             part = self._total([r for r in self._sent if r[0] == d])
             if part is None:
@@ -428,34 +445,60 @@ class Lockstep:
             took = self._times[(*key, m)] = m / rate
         return took
 
+    def _prepare(self, phase: Phase) -> list[tuple[Any, ...]]:
+        """Per step of ``phase``: (messages per rank, bytes of one, each rank's send time,
+        the rank each rank receives from or None for a direct step, rank 0's allocation)."""
+        steps = self._prepared.get(id(phase))
+        if steps is None:
+            steps = []
+            alike: dict[Step, tuple[Any, ...]] = {}  # ring phases repeat one step
+            for step in phase.steps:
+                entry = alike.get(step)
+                if entry is None:
+                    k = step.message_count(phase.size)
+                    took = self._took(phase, step, k)
+                    src: Any = None if step.pattern == "all" else self._pair(phase, step)[1]
+                    if src is not None and np.array_equal(src, np.roll(self.ranks, 1)):
+                        src = _RING
+                    allocated = self._rank0_allocated(phase, step, k)
+                    entry = alike[step] = (k, float(step.message_bytes), took, src, allocated)
+                steps.append(entry)
+            self._prepared[id(phase)] = steps
+        return steps
+
     def _phase(self, phase: Phase, begin: np.ndarray) -> np.ndarray | None:
         """Every rank's completion of ``phase`` (s) when it starts at ``begin``."""
         d = phase.dim
         delay = self.delay[d]
-        coupled = d in self.coupled
-        done = begin
-        for step in phase.steps:
-            k = step.message_count(phase.size)
-            m = float(step.message_bytes)
-            if coupled:
-                rows = self._geo(phase).rows()
+        rows = self._geo(phase).rows() if d in self.coupled else None
+        bound = self._bound.get(d)
+        listened = self.listened
+        segments, usage = self.segments, self.usage
+        n = self.n
+        out, arrive, latest = np.empty(n), np.empty(n), np.empty(n)
+        done = begin.copy()
+        add, maximum, take = np.add, np.maximum, np.take
+        for k, m, took, src, allocated in self._prepare(phase):
+            if rows is not None:
                 lines = done[rows]
                 if not bool(np.all(lines == lines[:, :1])):
                     return None  # members of a line in different steps: the event path
-            took = self._took(phase, step, k)
-            out = done + took
-            arrive = out + delay
-            if step.pattern == "all":
+            add(done, took, out=out)
+            add(out, delay, out=arrive)
+            if src is None:
                 latest = self._max_of_others(phase, arrive)
+            elif src is _RING:  # the sender of rank r is r - 1
+                latest[1:] = arrive[:-1]
+                latest[0] = arrive[-1]
             else:
-                latest = arrive[self._pair(phase, step)[1]]
+                take(arrive, src, out=latest)
             start0, end0 = float(done[0]), float(out[0])
-            if self.listened:
-                self.segments.append((self._bound[d], start0, end0, k))
+            if listened:
+                segments.append((bound, start0, end0, k))
             if end0 > start0:
-                self.usage.append((d, start0, end0, self._rank0_allocated(phase, step, k)))
+                usage.append((d, start0, end0, allocated))
             self._record(d, m, k, out, arrive)
-            done = np.maximum(out, latest)
+            maximum(out, latest, out=done)
         return done
 
     def _rank0_allocated(self, phase: Phase, step: Step, k: int) -> float:
@@ -491,10 +534,11 @@ class Lockstep:
 
     # -- bytes -------------------------------------------------------------------------------
     def _record(self, d: int, m: float, k: int, out: np.ndarray, arrive: np.ndarray) -> None:
+        if d not in self._first:
+            self._first[d] = float(out.min())
         if len(self.sizes) == 1:
             # one message size: the sums do not depend on the order of the additions
-            self._sent.append((d, m, k, 0.0))
-            self._received.append((d, m, k, 0.0))
+            self._counts[d] = self._counts.get(d, 0) + k
             return
         for records, times in ((self._sent, out), (self._received, arrive)):
             low, high = float(times.min()), float(times.max())
@@ -506,11 +550,7 @@ class Lockstep:
 
     def _first_dims(self) -> list[int]:
         """Dimensions in the order their first message completes (the event runtime's dict)."""
-        first: dict[int, float] = {}
-        for d, _m, _k, times in self._sent:
-            t = float(np.min(times))
-            if d not in first or t < first[d]:
-                first[d] = t
+        first = self._first
         return sorted(first, key=lambda d: (first[d], d))
 
     def _total(self, records: list[tuple[int, float, int, Any]]) -> float | None:
@@ -519,9 +559,6 @@ class Lockstep:
         n = self.n
         if not records:
             return 0.0
-        if len(self.sizes) == 1:
-            m = records[0][1]
-            return add_repeatedly(0.0, m, sum(n * k for _d, _m, k, _t in records))
         if self._records > _MAX_RECORDS:
             return None
         times: list[np.ndarray] = []
