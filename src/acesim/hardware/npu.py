@@ -45,9 +45,12 @@ from .kernels import Kernel
 class SharedPlans:
     """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
 
-    __slots__ = ("plans", "chosen", "alone")
+    __slots__ = ("plans", "chosen", "alone", "caps")
 
     def __init__(self) -> None:
+        #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
+        #: long as the platform (they are kept in ``plans`` or an NPU's own dict)
+        self.caps: dict[tuple[int, int], float] = {}
         self.plans: dict[Kernel, KernelPlan] = {}
         self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
         self.alone: dict[tuple[Kernel, ...], float] = {}
@@ -221,12 +224,21 @@ class NPU:
             1.0,
             demand,
             done,
-            cap=plan.rate_cap(units),
+            cap=self._rate_cap(plan, units),
             weight=max(units, 1) if mlp else 1.0,
             basis=self.hbm_compute if mlp and demand else None,
             tag=tag,
             track="kernel" if track else None,
         )
+
+    def _rate_cap(self, plan: KernelPlan, units: int) -> float:
+        """``plan.rate_cap(units)``, computed once per plan and unit count."""
+        caps = self._shared.caps
+        key = (id(plan), units)
+        cap = caps.get(key)
+        if cap is None:
+            cap = caps[key] = plan.rate_cap(units)
+        return cap
 
     def _units_changed(self, pool: Pool) -> None:
         """The units free for compute changed (collective kernels took or returned some)."""
@@ -235,7 +247,7 @@ class NPU:
             return
         self.units_for_compute = units
         if self.kernel is not None and self._plan is not None:
-            self.engine.set_cap(self.kernel, self._plan.rate_cap(units))
+            self.engine.set_cap(self.kernel, self._rate_cap(self._plan, units))
             if self.config.hbm_arbitration == "mlp":
                 self.engine.set_weight(self.kernel, max(units, 1))
 
