@@ -76,6 +76,10 @@ class Execution:
     final: Snapshot | None = None
     bounds: BoundRecorder | None = None  # what bound NPU 0's kernels and messages
     warmup: int = 0  # iterations the measurement drops (set by whoever runs it)
+    #: exact mode: times the run was redone to move overlapping collectives to the event
+    #: path, and the collectives that ran there (the others ran without message events)
+    redone: int = 0
+    event_collectives: int = 0
 
 
 class _RankState:
@@ -209,7 +213,7 @@ class GraphExecutor:
         """Run the graph. In exact mode, collectives that run alone on the network are computed
         without per-message events (:class:`acesim.network.vectorized.Deferred`); when one
         would have overlapped another collective, the run is redone from the start with those
-        on the event path (at most :data:`MAX_REDOS` times, then all of them)."""
+        on the event path (until more than :data:`MAX_REDOS` would be: then all of them)."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         rt = self.platform.collectives
@@ -231,7 +235,9 @@ class GraphExecutor:
                 self.on_iteration,
                 event_path=redo if len(redo) <= MAX_REDOS else None,
             )
-            return again.run()
+            execution = again.run()
+            execution.redone += 1
+            return execution
 
     def _run(self) -> Execution:
         engine = self.platform.engine
@@ -251,6 +257,7 @@ class GraphExecutor:
         self.execution.makespan = engine.now
         self.execution.final = self._snapshot()
         self.execution.collectives = list(self.platform.collectives.collectives)
+        self.execution.event_collectives = len(self.execution.collectives) - len(self._vector)
         return self.execution
 
     def _ready(self, st: _RankState, node: Node) -> None:
