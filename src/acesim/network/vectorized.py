@@ -294,6 +294,9 @@ class Lockstep:
         self.usage: list[tuple[int, float, float, float]] = []
         self._allocated: dict[tuple[Any, ...], float] = {}
         self._prepared: dict[int, list[tuple[Any, ...]]] = {}
+        #: per dimension, when each rank's queue frees, and its last admission (s; see run)
+        self.free: dict[int, np.ndarray] = {}
+        self.admitted: dict[int, np.ndarray] = {}
         #: one message size: messages per rank sent on each dimension (order is irrelevant)
         self._counts: dict[int, int] = {}
         #: the time each dimension's first message completes (s)
@@ -301,8 +304,21 @@ class Lockstep:
         self.listened = runtime.engine.bound_listener is not None
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, start: np.ndarray) -> Outcome | None:
-        """Every rank joins at ``start`` (s, per rank); None where the event path is needed."""
+    def run(
+        self,
+        start: np.ndarray,
+        busy: dict[int, np.ndarray] | None = None,
+        admitted: dict[int, np.ndarray] | None = None,
+    ) -> Outcome | None:
+        """Every rank joins at ``start`` (s, per rank); None where the event path is needed.
+
+        ``busy``: per dimension, when each rank's queue there frees from earlier collectives
+        (s); ``admitted``: when they admitted their last phase there (s). This collective's
+        phases must reach each dimension after that (so that none of it could have been
+        admitted before an earlier one's waiting phases); after the run :attr:`free` and
+        :attr:`admitted` hold the same for what ran."""
+        self.free = dict(busy or {})
+        self.admitted = dict(admitted or {})
         if self.listened:
             for d in self.dims:
                 # rank 0's messages must be bound by its own egress (what the engine reports)
@@ -339,14 +355,28 @@ class Lockstep:
             per_dim[d] = part
         return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
 
+    def _after_earlier(self, dim: int, arrival: np.ndarray) -> np.ndarray | None:
+        """When a first phase on ``dim`` arriving at ``arrival`` starts (s, per rank), after
+        earlier collectives' phases there; None when it could have overtaken one."""
+        before = self.admitted.get(dim)
+        if before is not None and not bool(np.all(arrival > before)):
+            return None
+        busy = self.free.get(dim)
+        return arrival if busy is None else np.maximum(arrival, busy)
+
     def _one_dimension(self, start: np.ndarray) -> np.ndarray | None:
         """One dimension: phases are admitted in one order whatever the timing."""
-        done = start
+        (dim,) = self.dims
+        done = self._after_earlier(dim, start)
+        if done is None:
+            return None
         for _chunk, index in _admissions(self.chunks, len(self.phases)):
+            self.admitted[dim] = done
             phase_done = self._phase(self.phases[index], done)
             if phase_done is None:
                 return None
             done = phase_done
+        self.free[dim] = done
         return done
 
     def _dimensions(self, start: np.ndarray) -> np.ndarray | None:
@@ -359,7 +389,8 @@ class Lockstep:
         later = [{p.dim for p in phases[i:]} for i in range(len(phases) + 1)]
         # per chunk: [phase index, arrival (s, per rank), order of arrival among equal times]
         frontier: list[list[Any]] = [[0, start, c] for c in range(self.chunks)]
-        free: dict[int, np.ndarray] = {}
+        free = self.free
+        seen: set[int] = set()
         finished: np.ndarray | None = None
         while frontier:
             chosen = None
@@ -371,8 +402,15 @@ class Lockstep:
                 return None
             index, arrival = chosen[0], chosen[1]
             phase = phases[index]
-            busy = free.get(phase.dim)
-            begin = arrival if busy is None else np.maximum(arrival, busy)
+            if phase.dim in seen:
+                begin = np.maximum(arrival, free[phase.dim])
+            else:
+                seen.add(phase.dim)
+                first = self._after_earlier(phase.dim, arrival)
+                if first is None:
+                    return None
+                begin = first
+            self.admitted[phase.dim] = begin
             end = self._phase(phase, begin)
             if end is None or not bool(np.all(end > begin)):
                 return None
@@ -696,8 +734,11 @@ class Deferred:
     before every member has joined (each phase waits on its group line, and every phase of
     a collective over whole dimensions reaches every member), so the collective is computed
     when the last rank joins (:class:`Lockstep`, with each rank's own join time) and every
-    rank's completion is scheduled as one event. This holds while no other collective uses
-    the network meanwhile: :meth:`start` raises :class:`Conflict` when one would, naming the
+    rank's completion is scheduled as one event. A collective that starts while computed
+    ones are in flight is computed after them (each dimension's queue frees when theirs
+    leave it), provided its phases reach every dimension after their last admission there
+    (so that it cannot have overtaken one of their waiting phases: LIFO and priorities would
+    let it). Otherwise :meth:`start` or :meth:`join` raises :class:`Conflict`, naming the
     collectives to run on the event path when the run is redone (a collective that starts
     while only event-path ones are in flight runs there too, without a redo).
 
@@ -716,6 +757,12 @@ class Deferred:
         self._count: dict[int, int] = {}
         self._done: dict[int, int] = {}
         self._plans: dict[tuple[str, float, Any, Any], bool] = {}
+        #: vectorized collectives in flight whose ranks have not all joined
+        self._pending: set[int] = set()
+        #: per dimension, when each rank's queue frees from the computed collectives, and
+        #: their last admission there (s)
+        self._busy: dict[int, np.ndarray] = {}
+        self._admitted: dict[int, np.ndarray] = {}
 
     def _vectorizable(self, coll: Collective, key: Any) -> bool:
         if key in self.excluded or (coll.members is not None and len(coll.members) != self.n):
@@ -731,15 +778,22 @@ class Deferred:
     def start(self, coll: Collective, key: Any) -> bool:
         """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
         (join its ranks with :meth:`join`), False for the event path. Raises
-        :class:`Conflict` when it would share the network with a vectorized one."""
-        if any(v for _k, v in self.inflight.values()):
-            raise Conflict({key, *(k for k, _v in self.inflight.values())})
-        # while event-path collectives are in flight, a new one joins them there
-        vector = not self.inflight and self._vectorizable(coll, key)
+        :class:`Conflict` when it would share the network with a vectorized one that has not
+        been computed yet (or it needs the event path while a vectorized one is in flight)."""
+        vectors = [k for k, v in self.inflight.values() if v]
+        if not vectors:
+            # while event-path collectives are in flight, a new one joins them there
+            vector = not self.inflight and self._vectorizable(coll, key)
+        elif self._pending or not self._vectorizable(coll, key):
+            raise Conflict({key, *vectors})
+        else:
+            # after computed ones: it must reach each dimension after their last admission
+            vector = True
         self.inflight[coll.id] = (key, vector)
         if vector:
             self._joined[coll.id] = np.full(self.n, math.nan)
             self._count[coll.id] = 0
+            self._pending.add(coll.id)
         self._done[coll.id] = 0
         return vector
 
@@ -762,9 +816,12 @@ class Deferred:
         if self._count[coll.id] < self.n:
             return
         del self._joined[coll.id], self._count[coll.id]
-        outcome = Lockstep(self.runtime, coll.phases, coll.chunks).run(joined)
+        self._pending.discard(coll.id)
+        lockstep = Lockstep(self.runtime, coll.phases, coll.chunks)
+        outcome = lockstep.run(joined, self._busy, self._admitted)
         if outcome is None:
-            raise Conflict({self.inflight[coll.id][0]})
+            raise Conflict({k for k, v in self.inflight.values() if v})
+        self._busy, self._admitted = lockstep.free, lockstep.admitted
         outcome.emit(engine.bound_listener)
         coll.bytes_sent += outcome.sent
         coll.bytes_received += outcome.received
