@@ -1,12 +1,10 @@
-"""Exact mode without an event per message: one collective on one dimension, every NPU at once.
+"""Exact mode without an event per message: collectives as numpy recurrences over every NPU.
 
-When a collective runs alone on a one-dimension network with an endpoint that charges nothing
-(the ``ideal`` kind) and one chunk in flight per NPU, the event simulation of
-:mod:`acesim.network.collective` reduces to a recurrence that numpy evaluates for every NPU at
-once, step by step (no per-message Python):
+When collectives run with an endpoint that charges nothing (the ``ideal`` kind) and one chunk
+in flight per NPU and dimension, the event simulation of :mod:`acesim.network.collective`
+reduces to recurrences that numpy evaluates for every NPU at once, step by step (no
+per-message Python; every NPU keeps its own times):
 
-* each NPU admits its chunks' phases in one fixed order (the dimension queue is FIFO by
-  arrival within a collective, so the order does not depend on timing: it is computed once);
 * a step of ``k`` messages of ``m`` bytes that starts at ``S`` at rank ``r`` has its messages
   out at ``F = S + m / x_r``, where ``x_r`` is the rate the fluid allocator gives ``k`` equal
   messages on the rank's egress and their receivers' ingress (the same arithmetic as
@@ -14,19 +12,35 @@ once, step by step (no per-message Python):
   ``k`` shares, level ``C / load``, rate ``share * level``);
 * a message from ``q`` arrives at ``F_q + a_q`` (``a``: latency plus endpoint delay); the step
   completes at ``C_r = max(F_r, max over the senders q of r of (F_q + a_q))``, and the next
-  step (or the next phase in the queue) starts then;
+  step starts then; senders are found per group line (a dimension, a slice or a strided
+  group), so every dimension, subset of dimensions and communicator group is expressible;
+* each dimension's queue admits one chunk phase at a time, FIFO by arrival within a
+  collective: on one dimension the order does not depend on timing (computed once); on
+  several (:class:`Lockstep`) the next phase admitted is one that reaches its dimension first
+  at every rank, before every other waiting phase there and no later than any chunk that may
+  still come to it. Where no phase is first at every rank, or a phase takes no time (arrivals
+  could tie), or a direct step's line is not in lockstep (its messages into one receiver
+  would couple senders in different steps through its ingress), the event engine runs it;
 * the bytes sent and received are summed message by message in the order the events would
-  have been processed (sequential float additions, as the event runtime does).
+  have been processed (by time; sequential float additions, as the event runtime does).
+
+:func:`run_alone` runs one collective as the only work of a platform
+(``simulate_collective(..., exact=True)``). :class:`Deferred` runs a training graph's
+collectives (:class:`acesim.training.executor.GraphExecutor`): each is computed when its last
+rank joins, from every rank's own join time (stragglers), and each rank's completion is one
+event; one that starts while computed ones are in flight is computed after them when it
+reaches every dimension after their last admission there; any other overlap makes the
+executor redo the run with those collectives on the event engine.
 
 Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly the steps
-that depend on it. The result is bit-identical to the event simulation whenever every rank's
-egress is the same; with per-rank capacities each rank's rate uses its own fill level, where the
-allocator, reallocating several ranks' messages at one instant, freezes fill levels within a
-relative 1e-9 of each other at the lowest: the two differ by at most that (in practice by a few
-units in the last place). Cases outside these conditions (several dimensions, endpoints that
-charge HBM or hold units, concurrent chunks or kernels, NCCL protocols and NVLS steps, per-rank
-links under a direct step, whose messages into one receiver couple their senders through its
-ingress) run on the event engine.
+that depend on it. The result is bit-identical to the event simulation while the ranks run in
+lockstep (no variation); with per-rank capacities or join times each rank's rate uses its own
+fill level, where the allocator, reallocating several ranks' messages at one instant, freezes
+fill levels within a relative 1e-9 of each other at the lowest, and byte sums that tie in
+time are added in step order: the two differ by at most that (in practice by a few units in
+the last place); link integrals (``Resource.used``, :meth:`acesim.engine.Engine.plan_usage`)
+by rounding. Endpoints that charge HBM or hold units, concurrent chunks per dimension, NCCL
+protocols and NVLS steps run on the event engine.
 """
 
 from __future__ import annotations
@@ -617,8 +631,11 @@ class Lockstep:
         m_all = np.concatenate(sizes)[order]
         c_all = np.concatenate(counts)[order]
         differ = m_all[1:] != m_all[:-1]
-        if bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
-            return None  # which size the engine adds first depends on its event order
+        if self._records == 0 and bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
+            # which size the engine adds first depends on its event order: in lockstep the
+            # event path keeps the sums bit-identical; out of lockstep (ranks made to
+            # differ) ties are added in step order, within a few units in the last place
+            return None
         starts = np.concatenate(([0], np.flatnonzero(differ) + 1))
         runs = np.add.reduceat(c_all, starts)
         total = 0.0
