@@ -774,6 +774,11 @@ class Deferred:
         self._count: dict[int, int] = {}
         self._done: dict[int, int] = {}
         self._plans: dict[tuple[str, float, Any, Any], bool] = {}
+        #: collectives that ran (or run) here
+        self.vector_ids: set[int] = set()
+        #: keys of collectives that must run on the event path: when not empty, the run's
+        #: results are not valid and it must be redone (the caller raises :class:`Conflict`)
+        self.conflicts: set[Any] = set()
         #: vectorized collectives in flight whose ranks have not all joined
         self._pending: set[int] = set()
         #: per dimension, when each rank's queue frees from the computed collectives, and
@@ -794,15 +799,17 @@ class Deferred:
 
     def start(self, coll: Collective, key: Any) -> bool:
         """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
-        (join its ranks with :meth:`join`), False for the event path. Raises
-        :class:`Conflict` when it would share the network with a vectorized one that has not
-        been computed yet (or it needs the event path while a vectorized one is in flight)."""
+        (join its ranks with :meth:`join`), False for the event path. One that would share
+        the network with a vectorized one not computed yet (or needs the event path while a
+        vectorized one is in flight) is a conflict (:attr:`conflicts`): it runs on the event
+        path, and the run goes on only to find further conflicts before it is redone."""
         vectors = [k for k, v in self.inflight.values() if v]
         if not vectors:
             # while event-path collectives are in flight, a new one joins them there
             vector = not self.inflight and self._vectorizable(coll, key)
         elif self._pending or not self._vectorizable(coll, key):
-            raise Conflict({key, *vectors})
+            self.conflicts.update((key, *vectors))
+            vector = False
         else:
             # after computed ones: it must reach each dimension after their last admission
             vector = True
@@ -811,6 +818,7 @@ class Deferred:
             self._joined[coll.id] = np.full(self.n, math.nan)
             self._count[coll.id] = 0
             self._pending.add(coll.id)
+            self.vector_ids.add(coll.id)
         self._done[coll.id] = 0
         return vector
 
@@ -837,7 +845,16 @@ class Deferred:
         lockstep = Lockstep(self.runtime, coll.phases, coll.chunks)
         outcome = lockstep.run(joined, self._busy, self._admitted)
         if outcome is None:
-            raise Conflict({k for k, v in self.inflight.values() if v})
+            keys = {k for k, v in self.inflight.values() if v}
+            if not bool(np.all(joined == engine.now)):
+                raise Conflict(self.conflicts | keys)
+            # every rank joined now: it can still start on the event path
+            self.conflicts.update(keys)
+            self.inflight[coll.id] = (self.inflight[coll.id][0], False)
+            self.vector_ids.discard(coll.id)
+            for r in range(self.n):
+                self.runtime.join(coll, r)
+            return
         self._busy, self._admitted = lockstep.free, lockstep.admitted
         outcome.emit(engine.bound_listener)
         coll.bytes_sent += outcome.sent

@@ -32,9 +32,9 @@ from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
 from .bounds import BoundRecorder
 
-#: Exact mode: how many collectives may be moved to the event path by redoing a run (see
-#: :meth:`GraphExecutor.run`) before every collective is.
-MAX_REDOS = 16
+#: Exact mode: how many times a run may be redone to move overlapping collectives to the event
+#: path (see :meth:`GraphExecutor.run`) before every collective runs there.
+MAX_REDOS = 4
 
 
 @dataclass
@@ -118,7 +118,8 @@ class GraphExecutor:
         #: (see :meth:`run`)
         self.event_path = event_path
         self._deferred: vectorized.Deferred | None = None
-        self._vector: set[int] = set()
+        #: times the run was redone before this executor's (see :meth:`run`)
+        self.redone = 0
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -212,8 +213,9 @@ class GraphExecutor:
     def run(self) -> Execution:
         """Run the graph. In exact mode, collectives that run alone on the network are computed
         without per-message events (:class:`acesim.network.vectorized.Deferred`); when one
-        would have overlapped another collective, the run is redone from the start with those
-        on the event path (until more than :data:`MAX_REDOS` would be: then all of them)."""
+        would have overlapped another in a way they cannot express, the run goes on to find
+        the other such collectives, then is redone from the start with them on the event path
+        (at most :data:`MAX_REDOS` times; then with every collective there)."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         rt = self.platform.collectives
@@ -233,10 +235,11 @@ class GraphExecutor:
                 platform,
                 self.graph,
                 self.on_iteration,
-                event_path=redo if len(redo) <= MAX_REDOS else None,
+                event_path=redo if self.redone < MAX_REDOS else None,
             )
+            again.redone = self.redone + 1
             execution = again.run()
-            execution.redone += 1
+            execution.redone = again.redone
             return execution
 
     def _run(self) -> Execution:
@@ -245,7 +248,16 @@ class GraphExecutor:
             for node_id, count in list(st.waiting.items()):
                 if count == 0:
                     self._ready(st, st.nodes[node_id])
-        engine.run()
+        deferred = self._deferred
+        try:
+            engine.run()
+        except Exception:
+            if deferred is not None and deferred.conflicts:
+                # the run went on after a conflict only to find more: redo it
+                raise vectorized.Conflict(deferred.conflicts) from None
+            raise
+        if deferred is not None and deferred.conflicts:
+            raise vectorized.Conflict(deferred.conflicts)
         for st in self.states:
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
@@ -257,7 +269,8 @@ class GraphExecutor:
         self.execution.makespan = engine.now
         self.execution.final = self._snapshot()
         self.execution.collectives = list(self.platform.collectives.collectives)
-        self.execution.event_collectives = len(self.execution.collectives) - len(self._vector)
+        vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
+        self.execution.event_collectives = len(self.execution.collectives) - vector
         return self.execution
 
     def _ready(self, st: _RankState, node: Node) -> None:
@@ -325,19 +338,20 @@ class GraphExecutor:
                 joining=self._members.get(key),
             )
             self._instances[key] = coll
-            if self._deferred is not None and self._deferred.start(coll, key):
-                self._vector.add(coll.id)
+            if self._deferred is not None:
+                self._deferred.start(coll, key)
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
-        if coll.id in self._vector:
-            assert self._deferred is not None
-            self._deferred.join(coll, st.rank)
+        deferred = self._deferred
+        if deferred is not None and coll.id in deferred.vector_ids:
+            deferred.join(coll, st.rank)
         else:
             rt.join(coll, st.rank)
 
     def _collective_done(self, coll: Collective, rank: int) -> None:
-        if self._deferred is not None and coll.id not in self._vector:
-            self._deferred.event_rank_done(coll)
+        deferred = self._deferred
+        if deferred is not None and coll.id not in deferred.vector_ids:
+            deferred.event_rank_done(coll)
         st = self.states[rank]
         node_id = self._coll_node.pop((coll.id, rank))
         self._finish(st, st.nodes[node_id])
