@@ -318,3 +318,22 @@ def test_training_collectives_run_without_message_events() -> None:
     assert fast["iteration_time"] == events["iteration_time"]
     # compute kernels and one completion per rank and collective, no message
     assert execution.platform.engine.events_processed < 8 * 2 * 3 * 10
+
+
+def test_overlapping_collectives_are_redone_or_predicted_on_the_event_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Layers shorter than their all-reduces: the collectives overlap (LIFO lets a newer one
+    overtake an older one's waiting chunks), so they run on the event path, found by a redo
+    or, for a costly run, predicted from a symmetric run; both agree with the event path."""
+    import acesim.training.executor as executor
+
+    system = make_system([dim("ring", 8, 50e9, 1e-6)], chunks=2, active_chunks_per_dimension=1)
+    workload = _layers(4, 8 * MiB, 2e-4)
+    fast, events, execution = _training(system, workload, iterations=2)
+    _close(fast, events, 1e-12)
+    assert execution.redone == 1 and execution.event_collectives > 0
+    monkeypatch.setattr(executor, "PREDICT_MESSAGES", 0)
+    predicted, _, execution = _training(system, workload, iterations=2)
+    assert execution.redone == 0 and execution.event_collectives > 0
+    _close(predicted, events, 1e-12)

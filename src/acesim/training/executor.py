@@ -36,6 +36,13 @@ from .bounds import BoundRecorder
 #: path (see :meth:`GraphExecutor.run`) before every collective runs there.
 MAX_REDOS = 4
 
+#: Exact mode: a run that sends more messages than this (every rank) first predicts which
+#: collectives overlap from a symmetric run of its graph (when it is symmetric and nothing
+#: makes ranks differ), rather than finding them in a run that is then redone. A cost
+#: threshold (the symmetric run costs about one rank's share of the exact one), not a model
+#: parameter.
+PREDICT_MESSAGES = 2_000_000
+
 
 @dataclass
 class NodeRecord:
@@ -224,6 +231,8 @@ class GraphExecutor:
             and vectorized.applies(rt)
             and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
         ):
+            if self.redone == 0 and self._worth_predicting():
+                self.event_path = self.event_path | self._predicted_overlaps()
             self._deferred = vectorized.Deferred(rt, self.event_path)
         try:
             return self._run()
@@ -241,6 +250,37 @@ class GraphExecutor:
             execution = again.run()
             execution.redone = again.redone
             return execution
+
+    def _worth_predicting(self) -> bool:
+        """Whether a redo would cost more than a symmetric run to predict it: the graph is
+        symmetric, nothing makes the ranks differ, and the run sends many messages."""
+        return (
+            not self.platform.variation
+            and self.graph.symmetric
+            and self.estimate_messages() > PREDICT_MESSAGES
+        )
+
+    def _predicted_overlaps(self) -> frozenset[Any]:
+        """The collective instances that overlap another in the symmetric run of the graph
+        (one representative rank: what every rank does when all run alike), to run on the
+        event path from the start instead of after a redo. A prediction only: the exact run
+        still checks every overlap."""
+        platform = Platform(self.platform.system, exact=False)
+        symmetric = GraphExecutor(platform, self.graph, event_path=None)
+        symmetric.run()
+        spans = sorted(
+            (coll.issued, coll.finished if coll.finished is not None else float("inf"), key)
+            for key, coll in symmetric._instances.items()
+        )
+        overlapping: set[Any] = set()
+        flight: list[tuple[float, Any]] = []
+        for issued, finished, key in spans:
+            flight = [(end, k) for end, k in flight if end > issued]
+            if flight:
+                overlapping.add(key)
+                overlapping.update(k for _end, k in flight)
+            flight.append((finished, key))
+        return frozenset(overlapping)
 
     def _run(self) -> Execution:
         engine = self.platform.engine
