@@ -262,9 +262,13 @@ class Lockstep:
         runtime: the exact collective runtime (its egress, ingress and latencies are read).
         phases: one chunk's phases.
         chunks: chunks of the collective.
+        usage: record rank 0's egress allocations (:attr:`Outcome.usage`).
     """
 
-    def __init__(self, runtime: CollectiveRuntime, phases: list[Phase], chunks: int):
+    def __init__(
+        self, runtime: CollectiveRuntime, phases: list[Phase], chunks: int, usage: bool = False
+    ):
+        self.record_usage = usage
         self.runtime = runtime
         self.phases = phases
         self.chunks = chunks
@@ -526,6 +530,7 @@ class Lockstep:
         bound = self._bound.get(d)
         listened = self.listened
         segments, usage = self.segments, self.usage
+        record_usage = self.record_usage
         n = self.n
         out, arrive, latest = np.empty(n), np.empty(n), np.empty(n)
         done = begin.copy()
@@ -547,7 +552,7 @@ class Lockstep:
             start0, end0 = float(done[0]), float(out[0])
             if listened:
                 segments.append((bound, start0, end0, k))
-            if end0 > start0:
+            if end0 > start0 and record_usage:
                 usage.append((d, start0, end0, allocated))
             self._record(d, m, k, out, arrive)
             maximum(out, latest, out=done)
@@ -842,7 +847,7 @@ class Deferred:
             return
         del self._joined[coll.id], self._count[coll.id]
         self._pending.discard(coll.id)
-        lockstep = Lockstep(self.runtime, coll.phases, coll.chunks)
+        lockstep = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True)
         outcome = lockstep.run(joined, self._busy, self._admitted)
         if outcome is None:
             keys = {k for k, v in self.inflight.values() if v}
