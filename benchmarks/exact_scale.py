@@ -115,10 +115,21 @@ def data_parallel_64() -> float:
         )
         for i in range(4)
     )
-    result, _ = run_system(
+    result, execution = run_system(
         one_dim("ring", 64), Workload("dp4", layers), iterations=2, warmup=0, mode="exact"
     )
+    _note(execution)
     return result.iteration_time * 2
+
+
+#: what the training cases' runs did (collectives on the event path, runs redone)
+NOTES: dict[str, int] = {}
+
+
+def _note(execution: Any) -> None:
+    NOTES["event_collectives"] = execution.event_collectives
+    NOTES["collectives"] = len(execution.collectives)
+    NOTES["redone"] = execution.redone
 
 
 def resnet50_1024() -> float:
@@ -131,7 +142,10 @@ def resnet50_1024() -> float:
     system = system.model_copy(
         update={"network": net.network, "collective": net.collective, "endpoint": net.endpoint}
     )
-    result, _ = run_system(system, load_workload("resnet50"), iterations=2, warmup=0, mode="exact")
+    result, execution = run_system(
+        system, load_workload("resnet50"), iterations=2, warmup=0, mode="exact"
+    )
+    _note(execution)
     return result.iteration_time * 2
 
 
@@ -169,7 +183,8 @@ def child(name: str) -> None:
     start, cpu = time.perf_counter(), time.process_time()
     simulated = BY_NAME[name].run()
     run_cpu = time.process_time() - cpu
-    print(json.dumps({"simulated": simulated, "wall": time.perf_counter() - start, "cpu": run_cpu}))
+    wall = time.perf_counter() - start
+    print(json.dumps({"simulated": simulated, "wall": wall, "cpu": run_cpu, "notes": NOTES}))
 
 
 def measure(name: str, timeout: float | None) -> dict[str, float]:
@@ -196,6 +211,7 @@ def measure(name: str, timeout: float | None) -> dict[str, float]:
         "run_cpu": payload["cpu"],
         "rss": usage.ru_maxrss / 1024,  # KiB on Linux
         "simulated": payload["simulated"],
+        "notes": payload.get("notes", {}),
     }
 
 
@@ -221,11 +237,17 @@ def main() -> None:
     for name in names:
         case = BY_NAME[name]
         runs = [measure(name, None) for _ in range(args.repeat)]
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "notes"}
+        notes = runs[-1]["notes"]
         ratio = med["run_cpu"] / case.astra_cpu if case.astra_cpu else None
         rows.append((case, med, ratio, len(runs)))
         if not args.markdown:
             vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.2f}" if ratio else ""
+            if notes:
+                vs += (
+                    f"  ({notes['event_collectives']} of {notes['collectives']} collectives on "
+                    f"the event path, {notes['redone']} redone)"
+                )
             print(
                 f"{name:14s} {case.npus:>6,d} NPUs  simulated {med['simulated'] * 1e3:9.3f} ms  "
                 f"wall {med['wall']:8.2f} s  user {med['user']:8.2f} s  run CPU "

@@ -26,12 +26,28 @@ from acesim.workload.llm.parallel import parse_parallel
 CASES = [
     ("8B tp=2 pp=1, 8 GPUs", "llama3-8b", 1, "tp=2,pp=1", 16, 1, 8192, "fp8"),
     ("8B tp=2 pp=4, 64 GPUs", "llama3-8b", 8, "tp=2,pp=4", 64, 1, 4096, "bf16"),
-    ("70B tp=4 pp=8 vpp=5, 64 GPUs, GBS 32", "llama3-70b", 8, "tp=4,pp=8,vpp=5", 32, 1, 8192,
-     "fp8"),
+    (
+        "70B tp=4 pp=8 vpp=5, 64 GPUs, GBS 32",
+        "llama3-70b",
+        8,
+        "tp=4,pp=8,vpp=5",
+        32,
+        1,
+        8192,
+        "fp8",
+    ),
 ]
 BIG = [
-    ("70B tp=4 pp=8 vpp=5, 64 GPUs, GBS 128", "llama3-70b", 8, "tp=4,pp=8,vpp=5", 128, 1, 8192,
-     "fp8"),
+    (
+        "70B tp=4 pp=8 vpp=5, 64 GPUs, GBS 128",
+        "llama3-70b",
+        8,
+        "tp=4,pp=8,vpp=5",
+        128,
+        1,
+        8192,
+        "fp8",
+    ),
 ]
 
 
@@ -41,24 +57,32 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="also the Megatron-Bridge 70B case")
     args = parser.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}, exact mode")
-    print(f"{'case':42s} {'wall s (median)':>16s} {'nodes':>9s} {'collectives':>11s}"
-          f" {'iteration s':>12s}")
+    print(
+        f"{'case':42s} {'wall s (median)':>16s} {'nodes':>9s} {'collectives':>11s}"
+        f" {'iteration s':>12s}"
+    )
     for label, model, nodes, par, gbs, mbs, seq, prec in CASES + (BIG if args.big else []):
         times = []
         result = None
         messages = nodes_count = 0
         for _ in range(args.repeats):
             start = time.perf_counter()
-            case = make_llm_case("h100-nvswitch-8", MODELS.get(model),
-                                 parse_parallel(par, global_batch=gbs, micro_batch=mbs, seq=seq),
-                                 precision=prec, nodes=nodes)
+            case = make_llm_case(
+                "h100-nvswitch-8",
+                MODELS.get(model),
+                parse_parallel(par, global_batch=gbs, micro_batch=mbs, seq=seq),
+                precision=prec,
+                nodes=nodes,
+            )
             result, ex = run_llm(case)
             times.append(time.perf_counter() - start)
             nodes_count = sum(len(r) for r in ex.graph.ranks)
             messages = len(ex.collectives)
         assert result is not None
-        print(f"{label:42s} {statistics.median(times):16.2f} {nodes_count:9d} {messages:11d}"
-              f" {result.iteration_time:12.3f}")
+        print(
+            f"{label:42s} {statistics.median(times):16.2f} {nodes_count:9d} {messages:11d}"
+            f" {result.iteration_time:12.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -535,8 +535,10 @@ def test_no_activity_finishes_faster_than_its_bottleneck_allows(scenario: tuple)
 
 
 @settings(max_examples=examples(60), deadline=None)
-@given(st.floats(1.0, 100.0), st.lists(st.tuples(st.floats(0.0, 5.0), st.floats(0.1, 50.0)),
-                                       min_size=1, max_size=10))
+@given(
+    st.floats(1.0, 100.0),
+    st.lists(st.tuples(st.floats(0.0, 5.0), st.floats(0.1, 50.0)), min_size=1, max_size=10),
+)
 def test_one_shared_resource_is_work_conserving(capacity: float, specs: list) -> None:
     """Uncapped activities on one resource keep it busy: the last finishes when all the work
     could have finished on the capacity, counting idle gaps before late starts."""

@@ -61,8 +61,18 @@ def test_a_bad_model_shape_is_a_named_error() -> None:
     with pytest.raises(WorkloadError, match="kv_heads"):
         TransformerConfig("x", layers=2, hidden=64, heads=8, kv_heads=3, ffn=128, vocab=10, seq=8)
     with pytest.raises(WorkloadError, match="top_k"):
-        TransformerConfig("x", layers=2, hidden=64, heads=8, ffn=128, vocab=10, seq=8,
-                          experts=4, top_k=5, expert_ffn=32)
+        TransformerConfig(
+            "x",
+            layers=2,
+            hidden=64,
+            heads=8,
+            ffn=128,
+            vocab=10,
+            seq=8,
+            experts=4,
+            top_k=5,
+            expert_ffn=32,
+        )
 
 
 def test_parse_parallel_and_defaults() -> None:
@@ -70,8 +80,9 @@ def test_parse_parallel_and_defaults() -> None:
     assert (p.tp, p.pp, p.vpp, p.cp, p.ep, p.dp) == (4, 8, 5, 1, 1, None)
     assert p.sp and p.zero == 1 and p.recompute == "none"  # Megatron-Bridge recipe defaults
     assert p.data_parallel(64) == 2 and p.micro_batches(2) == 64
-    q = parse_parallel("tp=2,sp=0,zero=0,recompute=full,dp=auto", global_batch=8,
-                       micro_batch=2, seq=128)
+    q = parse_parallel(
+        "tp=2,sp=0,zero=0,recompute=full,dp=auto", global_batch=8, micro_batch=2, seq=128
+    )
     assert not q.sp and q.zero == 0 and q.recompute == "full"
 
 
@@ -139,21 +150,26 @@ def test_a_layers_gemms_are_its_shapes_split_over_tp() -> None:
     ops = [st.comm.op for st in work.forward if st.comm is not None]
     assert ops == ["all-reduce", "all-reduce"]
     assert [st.comm.op for st in work.backward if st.comm is not None] == ["all-reduce"] * 2
-    sp = chunk_work(m, p, range(1), micro_batch=b, seq=s, tp=t, sp=True,
-                    tp_group=group)
+    sp = chunk_work(m, p, range(1), micro_batch=b, seq=s, tp=t, sp=True, tp_group=group)
     fwd_ops = [st.comm.op for st in sp.forward if st.comm is not None]
     assert fwd_ops == ["all-gather", "reduce-scatter"] * 2
     assert sp.saved < work.saved  # norms and residual inputs are kept sharded
-    full = chunk_work(m, p, range(1), micro_batch=b, seq=s, tp=t, sp=True, recompute="full",
-                      tp_group=group)
+    full = chunk_work(
+        m, p, range(1), micro_batch=b, seq=s, tp=t, sp=True, recompute="full", tp_group=group
+    )
     assert full.saved == T // t * h * p.activation_bytes  # only the layer's input
     assert len(_gemms(full.backward)) == len(_gemms(sp.backward)) + len(_gemms(sp.forward))
 
 
 def test_llama3_70b_without_model_parallelism_does_not_fit_an_80gb_gpu() -> None:
     with pytest.raises(ConfigError) as info:
-        make_llm_case("h100-nvswitch-8", "llama3-70b", ParallelConfig(global_batch=8, seq=8192),
-                      nodes=1, precision="bf16")
+        make_llm_case(
+            "h100-nvswitch-8",
+            "llama3-70b",
+            ParallelConfig(global_batch=8, seq=8192),
+            nodes=1,
+            precision="bf16",
+        )
     message = str(info.value)
     assert message.startswith("npu.hbm_capacity: llama3-70b with tp=1,pp=1")
     assert "per GPU" in message and "more than the 80 GiB of HBM" in message
@@ -164,10 +180,23 @@ def test_llama3_70b_without_model_parallelism_does_not_fit_an_80gb_gpu() -> None
 
 def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    out = runner.invoke(app, [
-        "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8",
-        "--global-batch", "1", "--seq", "512", "--json",
-    ])
+    out = runner.invoke(
+        app,
+        [
+            "run",
+            "-w",
+            "llama3-8b",
+            "-s",
+            "h100-nvswitch-8",
+            "--parallel",
+            "tp=8",
+            "--global-batch",
+            "1",
+            "--seq",
+            "512",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["schema"] == "acesim.llm/1" and data["npus"] == 8
@@ -175,16 +204,43 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(data["exposed"]) == {"tp", "cp", "ep", "pp", "dp"}
     assert data["exposed"]["tp"] > 0 and data["memory"]["total"] > 0
     assert data["tokens_per_s_per_gpu"] == pytest.approx(512 / (data["iteration_time"] * 8))
-    table = runner.invoke(app, [
-        "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8",
-        "--global-batch", "1", "--seq", "512",
-    ])
+    table = runner.invoke(
+        app,
+        [
+            "run",
+            "-w",
+            "llama3-8b",
+            "-s",
+            "h100-nvswitch-8",
+            "--parallel",
+            "tp=8",
+            "--global-batch",
+            "1",
+            "--seq",
+            "512",
+        ],
+    )
     assert table.exit_code == 0, table.output
     assert "tokens/s/GPU" in table.output and "pipeline bubble" in table.output
-    both = runner.invoke(app, [
-        "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8",
-        "--global-batch", "1", "--seq", "512", "--endpoints", "ideal", "--json",
-    ])
+    both = runner.invoke(
+        app,
+        [
+            "run",
+            "-w",
+            "llama3-8b",
+            "-s",
+            "h100-nvswitch-8",
+            "--parallel",
+            "tp=8",
+            "--global-batch",
+            "1",
+            "--seq",
+            "512",
+            "--endpoints",
+            "ideal",
+            "--json",
+        ],
+    )
     assert both.exit_code == 0, both.output
     runs = json.loads(both.output)["runs"]
     assert [r["endpoint"] for r in runs] == ["baseline", "ideal"]
@@ -194,21 +250,45 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_acesim_run_llm_errors_are_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
-                     "--parallel", "tp=8,qq=1")
+    line = cli_error(
+        monkeypatch,
+        capsys,
+        "run",
+        "-w",
+        "llama3-8b",
+        "-s",
+        "h100-nvswitch-8",
+        "--parallel",
+        "tp=8,qq=1",
+    )
     assert "--parallel: expected key=value" in line
-    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
-                     "--parallel", "tp=8", "--global-batch", "3", "--micro-batch", "2")
+    line = cli_error(
+        monkeypatch,
+        capsys,
+        "run",
+        "-w",
+        "llama3-8b",
+        "-s",
+        "h100-nvswitch-8",
+        "--parallel",
+        "tp=8",
+        "--global-batch",
+        "3",
+        "--micro-batch",
+        "2",
+    )
     assert "--global-batch" in line and "multiple of micro_batch" in line
 
 
 def test_context_parallelism_splits_the_sequence_and_gathers_kv() -> None:
     from acesim.hardware.kernels import Attention
 
-    tiny = TransformerConfig("tiny", layers=2, hidden=1024, heads=16, kv_heads=4, ffn=2816,
-                             vocab=32000, seq=4096)
-    case = make_llm_case("h100-nvswitch-8", tiny,
-                         ParallelConfig(tp=2, cp=2, global_batch=2, seq=4096), nodes=1)
+    tiny = TransformerConfig(
+        "tiny", layers=2, hidden=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000, seq=4096
+    )
+    case = make_llm_case(
+        "h100-nvswitch-8", tiny, ParallelConfig(tp=2, cp=2, global_batch=2, seq=4096), nodes=1
+    )
     place = case.place
     assert (place.dp, place.grad_ranks) == (2, 4)
     assert place.cp_group is not None and place.cp_group.spans == (Span(0, 2, 2),)
@@ -225,11 +305,14 @@ def test_context_parallelism_splits_the_sequence_and_gathers_kv() -> None:
 
 
 def test_grad_fp32_sets_the_gradient_buffer_and_the_dp_reduction() -> None:
-    tiny = TransformerConfig("tiny", layers=2, hidden=512, heads=8, ffn=1024, vocab=8000,
-                             seq=256)
+    tiny = TransformerConfig("tiny", layers=2, hidden=512, heads=8, ffn=1024, vocab=8000, seq=256)
     cases = {
-        fp32: make_llm_case("h100-nvswitch-8", tiny,
-                            ParallelConfig(global_batch=8, seq=256, grad_fp32=fp32), nodes=1)
+        fp32: make_llm_case(
+            "h100-nvswitch-8",
+            tiny,
+            ParallelConfig(global_batch=8, seq=256, grad_fp32=fp32),
+            nodes=1,
+        )
         for fp32 in (None, True, False)
     }
     params = sum(c.params for c in cases[None].stages[0])
@@ -238,9 +321,7 @@ def test_grad_fp32_sets_the_gradient_buffer_and_the_dp_reduction() -> None:
     assert cases[False].memory["gradients"] == 2 * params
     from acesim.experiment.llm import llm_graph
 
-    sizes = {
-        n.size for n in llm_graph(cases[False]).ranks[0] if n.name.startswith("dp.reduce")
-    }
+    sizes = {n.size for n in llm_graph(cases[False]).ranks[0] if n.name.startswith("dp.reduce")}
     assert sizes == {2 * params}
 
 
@@ -292,6 +373,16 @@ def test_bad_llm_flags_are_one_line_errors(
 def test_data_parallel_flags_are_refused_for_llm_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
 ) -> None:
-    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
-                     "--parallel", "tp=8", *args)
+    line = cli_error(
+        monkeypatch,
+        capsys,
+        "run",
+        "-w",
+        "llama3-8b",
+        "-s",
+        "h100-nvswitch-8",
+        "--parallel",
+        "tp=8",
+        *args,
+    )
     assert "does not apply to LLM runs" in line

@@ -54,7 +54,12 @@ def test_interleaved_order_follows_megatron() -> None:
     # warm-up (p - s - 1) * 2 + (v - 1) * p = 4 forwards: chunk 0 on micro-batches 0, 1, then
     # chunk 1 on 0, 1; then one forward, one backward; backwards take the chunks in reverse.
     assert [(o.forward, o.chunk, o.micro) for o in ops[:6]] == [
-        (True, 0, 0), (True, 0, 1), (True, 1, 0), (True, 1, 1), (True, 0, 2), (False, 1, 0),
+        (True, 0, 0),
+        (True, 0, 1),
+        (True, 1, 0),
+        (True, 1, 1),
+        (True, 0, 2),
+        (False, 1, 0),
     ]
     assert sum(o.forward for o in ops) == sum(not o.forward for o in ops) == 8
     with pytest.raises(Exception, match="multiple of the pipeline stages"):
@@ -85,8 +90,9 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
     def tp_time(npus: int, tp: int) -> list[float]:
         """Each rank's time in its TP group's all-reduce (every rank simulated)."""
         system = resolve_system("h100-nvswitch-8", npus=npus)
-        place = placement(ParallelConfig(tp=tp, global_batch=npus // tp),
-                          tuple(system.network.shape))
+        place = placement(
+            ParallelConfig(tp=tp, global_batch=npus // tp), tuple(system.network.shape)
+        )
         assert place.tp_group is not None
         comm = Comm("all-reduce", size, group=place.tp_group)
         chunk = ChunkWork((Step(comm=comm, kind="tp"),), (), 0.0, 0, 0.0)
@@ -94,7 +100,9 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
         ex = GraphExecutor(Platform(system, exact=True), graph).run()
         assert {c.group_size for c in ex.collectives} == {tp}
         return [
-            rec.end - rec.start for records in ex.records for rec in records.values()
+            rec.end - rec.start
+            for records in ex.records
+            for rec in records.values()
             if rec.node.kind == "collective"
         ]
 
@@ -106,10 +114,12 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
 
 
 def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None:
-    tiny = TransformerConfig("tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816,
-                             vocab=32000, seq=1024)
-    case = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32,
-                                                                  seq=1024), nodes=8)
+    tiny = TransformerConfig(
+        "tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000, seq=1024
+    )
+    case = make_llm_case(
+        "h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32, seq=1024), nodes=8
+    )
     assert (case.place.dp, case.micro_batches) == (8, 4)
     result, ex = run_llm(case)
     assert len(ex.records) == 64
@@ -125,10 +135,22 @@ def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None
 
 
 def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
-    moe = TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=2, ffn=1024,
-                            vocab=8000, seq=512, experts=8, top_k=2, expert_ffn=256)
-    case = make_llm_case("h100-nvswitch-8", moe, ParallelConfig(pp=2, ep=2, global_batch=8,
-                                                                 seq=512), nodes=1)
+    moe = TransformerConfig(
+        "tiny-moe",
+        layers=4,
+        hidden=512,
+        heads=8,
+        kv_heads=2,
+        ffn=1024,
+        vocab=8000,
+        seq=512,
+        experts=8,
+        top_k=2,
+        expert_ffn=256,
+    )
+    case = make_llm_case(
+        "h100-nvswitch-8", moe, ParallelConfig(pp=2, ep=2, global_batch=8, seq=512), nodes=1
+    )
     place = case.place
     assert (place.dp, place.ep, place.expert_dp) == (4, 2, 2)
     assert place.ep_group is not None and place.ep_group.spans == (Span(0, 2, 1),)
@@ -142,15 +164,14 @@ def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
     assert work.expert_params == 2 * moe.experts * moe.mlp_params(moe.expert_ffn) // 2
     result, ex = run_llm(case)
     assert result.exposed["ep"] > 0
-    grads = {
-        n.group for n in ex.graph.ranks[0] if n.kind == "collective" and ".grad." in n.name
-    }
+    grads = {n.group for n in ex.graph.ranks[0] if n.kind == "collective" and ".grad." in n.name}
     assert grads == {place.dp_group, place.expert_dp_group}
 
 
 def test_tp_communication_overlap_hides_tp_time_behind_the_gemms() -> None:
-    tiny = TransformerConfig("tiny", layers=4, hidden=2048, heads=16, kv_heads=4, ffn=5632,
-                             vocab=32000, seq=2048)
+    tiny = TransformerConfig(
+        "tiny", layers=4, hidden=2048, heads=16, kv_heads=4, ffn=5632, vocab=32000, seq=2048
+    )
     runs = {}
     for overlap in (False, True):
         par = ParallelConfig(tp=4, pp=2, tp_overlap=overlap, global_batch=4, seq=2048)
@@ -170,8 +191,7 @@ def test_tp_communication_overlap_hides_tp_time_behind_the_gemms() -> None:
 
 
 def test_fsdp_gathers_every_unit_for_every_pass_and_reduces_its_gradients() -> None:
-    tiny = TransformerConfig("tiny", layers=3, hidden=512, heads=8, ffn=1024, vocab=8000,
-                             seq=512)
+    tiny = TransformerConfig("tiny", layers=3, hidden=512, heads=8, ffn=1024, vocab=8000, seq=512)
     par = ParallelConfig(zero=3, global_batch=8, seq=512)  # 8 GPUs: dp 8, 1 micro-batch each
     case = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1)
     work = case.stages[0][0]
@@ -184,16 +204,16 @@ def test_fsdp_gathers_every_unit_for_every_pass_and_reduces_its_gradients() -> N
     assert len(gathers) == 2 * len(units)  # forward and backward, one micro-batch
     assert sorted(n.size for n in scatters) == sorted(u * 4 for u in units)  # FP32 gradients
     assert all(n.group == case.place.dp_group for n in gathers + scatters)
-    sharded = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(zero=1, global_batch=8,
-                                                                     seq=512), nodes=1)
+    sharded = make_llm_case(
+        "h100-nvswitch-8", tiny, ParallelConfig(zero=1, global_batch=8, seq=512), nodes=1
+    )
     assert case.memory["weights"] < sharded.memory["weights"]
     assert case.memory["optimizer"] == pytest.approx(sharded.memory["optimizer"])
     assert result.exposed["dp"] > 0
 
 
 def test_recompute_layers_recomputes_only_the_first_layers_of_a_chunk() -> None:
-    tiny = TransformerConfig("tiny", layers=4, hidden=512, heads=8, ffn=1024, vocab=8000,
-                             seq=512)
+    tiny = TransformerConfig("tiny", layers=4, hidden=512, heads=8, ffn=1024, vocab=8000, seq=512)
 
     def backward_kernels(**kw: object) -> int:
         par = ParallelConfig(global_batch=8, seq=512, **kw)  # type: ignore[arg-type]

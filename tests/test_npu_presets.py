@@ -115,7 +115,7 @@ def test_a_system_extending_an_npu_preset_changes_fields_and_keeps_sources(
         'name = "mine"\n'
         '[npu]\nextends = "h100-sxm"\nhbm_bandwidth = "4 TB/s"\n'
         'matrix_flops = { fp8 = "2000 TFLOP/s" }\n'
-        "[[network.dimensions]]\nsize = 4\nlink_bandwidth = \"25 GB/s\"\n"
+        '[[network.dimensions]]\nsize = 4\nlink_bandwidth = "25 GB/s"\n'
         '[sources]\n"npu.hbm_bandwidth" = { kind = "assumption", note = "what if" }\n',
         encoding="utf-8",
     )
@@ -252,8 +252,20 @@ def test_acesim_run_on_nodes_and_its_errors(
 ) -> None:
     out = runner.invoke(
         app,
-        ["run", "-s", "b200-nvswitch-8", "--nodes", "2", "-n", "1", "--warmup", "0",
-         "--endpoint", "ideal", "--json"],
+        [
+            "run",
+            "-s",
+            "b200-nvswitch-8",
+            "--nodes",
+            "2",
+            "-n",
+            "1",
+            "--warmup",
+            "0",
+            "--endpoint",
+            "ideal",
+            "--json",
+        ],
     )
     assert out.exit_code == 0, out.output
     assert '"npus": 16' in out.output

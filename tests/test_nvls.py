@@ -193,9 +193,11 @@ def test_the_collective_table_shows_algorithm_protocol_and_sms() -> None:
     args = ["collective", "-s", "h100-nvswitch-8", "--sizes", "1GiB"]
     out = CliRunner().invoke(app, args, env=env).output
     assert "nvls" in out and "Simple" in out and "SMs" in out
-    ring = CliRunner().invoke(
-        app, [*args, "--algo", "ring", "--channels", "24", "--json"], env=env
-    ).output
+    ring = (
+        CliRunner()
+        .invoke(app, [*args, "--algo", "ring", "--channels", "24", "--json"], env=env)
+        .output
+    )
     assert '"algorithm": "ring"' in ring and '"comm_units": 24' in ring
 
 
@@ -258,8 +260,15 @@ def test_a_forced_algorithm_that_cannot_run_names_the_flag(
     from clitools import cli_error
 
     line = cli_error(
-        monkeypatch, capsys, "collective", "-s", "a100-nvswitch-8", "--algo", "nvls",
-        "--sizes", "1GiB",
+        monkeypatch,
+        capsys,
+        "collective",
+        "-s",
+        "a100-nvswitch-8",
+        "--algo",
+        "nvls",
+        "--sizes",
+        "1GiB",
     )
     assert line == "error: --algo: nvls cannot run all-reduce on any dimension of this group"
 

@@ -70,16 +70,32 @@ def test_forcing_an_unconfigured_protocol_is_refused() -> None:
 def test_the_cli_reports_and_forces_the_protocol() -> None:
     out = runner.invoke(
         app,
-        ["collective", "-s", "h100-nvswitch-8", "--sizes", "1MiB",
-         "--set", "collective.algorithms.all-reduce=nvls"],
+        [
+            "collective",
+            "-s",
+            "h100-nvswitch-8",
+            "--sizes",
+            "1MiB",
+            "--set",
+            "collective.algorithms.all-reduce=nvls",
+        ],
         env={"COLUMNS": "200"},
     )
     assert out.exit_code == 0, out.output
     assert "protocol" in out.output and "Simple" in out.output
     forced = runner.invoke(
         app,
-        ["collective", "-s", "h100-nvswitch-8", "--sizes", "1MiB", "--proto", "LL",
-         "--algo", "nvls"],
+        [
+            "collective",
+            "-s",
+            "h100-nvswitch-8",
+            "--sizes",
+            "1MiB",
+            "--proto",
+            "LL",
+            "--algo",
+            "nvls",
+        ],
     )
     assert forced.exit_code != 0  # NVLS runs Simple only
     # NCCL_PROTO=LL alone: NVLS is not a candidate, the tuner runs the ring with LL

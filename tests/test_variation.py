@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 from systems import dim, examples, make_system
 from typer.testing import CliRunner
 
+import acesim.network.vectorized as vectorized
 from acesim import simulate_collective
 from acesim.cli import app
 from acesim.config.variation import LinkChange, Straggler, Variation
 from acesim.errors import ConfigError, TopologyError
 from acesim.experiment import run_system
+from acesim.hardware.platform import Platform
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 MiB = 2**20
@@ -75,7 +77,7 @@ def test_a_straggler_in_a_blocking_data_parallel_loop_matches_the_ring_recurrenc
     """Three layers, every all-reduce blocking the next compute (no_overlap): each rank's next
     compute starts when its own part of the all-reduce is done."""
     layers, slowdown, rank = 3, 1.3, 5
-    result, _ = run_system(
+    result, execution = run_system(
         ring8(),
         data_parallel(layers),
         iterations=1,
@@ -91,6 +93,44 @@ def test_a_straggler_in_a_blocking_data_parallel_loop_matches_the_ring_recurrenc
         segment = (layers + 1) * D if layer == 0 else D
         finish = ring_allreduce_finish([finish[r] + speed[r] * segment for r in range(P)])
     assert result.iteration_time == pytest.approx(max(finish), rel=1e-12)
+    # the all-reduces ran without message events, each rank joining at its own time
+    assert execution.event_collectives == 0 and execution.redone == 0
+    vectorized.ENABLED = False
+    try:
+        events, _ = run_system(
+            ring8(),
+            data_parallel(layers),
+            iterations=1,
+            warmup=0,
+            loop="no_overlap",
+            mode="exact",
+            stragglers=[{"rank": rank, "slowdown": slowdown}],
+        )
+    finally:
+        vectorized.ENABLED = True
+    assert result.iteration_time == pytest.approx(events.iteration_time, rel=1e-12)
+
+
+def test_a_failed_ring_link_reroutes_without_message_events_as_the_event_path() -> None:
+    """A failed ring direction (rerouted: the other direction carries both) on a 3-D
+    platform: the collective alone runs vectorized and agrees with the event simulation."""
+    system = make_system(
+        [dim("ring", 4, BW, LAT, 2), dim("switch", 2, BW, LAT)],
+        chunks=2,
+        endpoint_delay=DELAY,
+        algorithms={"all-reduce": ["ring", "ring"]},
+    )
+    variation = Variation(links=(LinkChange(dim=0, rank=1, failed=True, direction="+"),))
+    platform = Platform(system, exact=True, variation=variation)
+    assert vectorized.run_alone(platform.collectives, "all-reduce", 8 * MiB) is not None
+    fast = simulate_collective(system, "all-reduce", 8 * MiB, exact=True, variation=variation)
+    vectorized.ENABLED = False
+    try:
+        events = simulate_collective(system, "all-reduce", 8 * MiB, exact=True, variation=variation)
+    finally:
+        vectorized.ENABLED = True
+    assert fast.time == pytest.approx(events.time, rel=1e-9)
+    assert fast.time > simulate_collective(system, "all-reduce", 8 * MiB, exact=True).time
 
 
 def test_compute_spread_is_seeded_and_bounded() -> None:

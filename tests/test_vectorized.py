@@ -15,6 +15,7 @@ from acesim.config import SystemConfig
 from acesim.config.variation import LinkChange, Variation
 from acesim.errors import ConfigError
 from acesim.hardware.platform import Platform
+from acesim.network.group import Group, Span
 
 MiB = 2**20
 OPS = ["all-reduce", "reduce-scatter", "all-gather", "all-to-all"]
@@ -98,8 +99,9 @@ def test_the_vectorized_path_runs_without_events_and_only_where_it_applies() -> 
     coll = vectorized.run_alone(one.collectives, "all-reduce", 64 * MiB)
     assert coll is not None and one.engine.events_processed == 0
     assert len(coll.rank_finished) == 8 and one.engine.now == coll.finished
-    two_dims = Platform(make_system([dim("ring", 4), dim("switch", 2)]), exact=True)
-    assert vectorized.run_alone(two_dims.collectives, "all-reduce", 64 * MiB) is None
+    two_dims = Platform(make_system([dim("ring", 4), dim("switch", 2)], chunks=4), exact=True)
+    coll = vectorized.run_alone(two_dims.collectives, "all-reduce", 64 * MiB)
+    assert coll is not None and two_dims.engine.events_processed == 0
     concurrent = Platform(
         make_system([dim("ring", 8)], chunks=4, active_chunks_per_dimension=2), exact=True
     )
@@ -130,3 +132,208 @@ def test_the_work_bound_counts_vectorized_steps_not_messages() -> None:
     assert simulate_collective(system, "all-reduce", 64 * MiB, exact=True).time > 0
     with pytest.raises(ConfigError, match="collective.max_messages"):
         simulate_collective(system, "all-reduce", 64 * MiB, exact=True, endpoint="baseline")
+
+
+@st.composite
+def multi_cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation | None, Any]:
+    """Two or three dimensions, every operation, whole dimensions, a subset or a group."""
+    count = draw(st.integers(2, 3))
+    dims = []
+    algorithms = []
+    op = draw(st.sampled_from(OPS))
+    for _ in range(count):
+        kind = draw(st.sampled_from(["ring", "switch", "fully_connected"]))
+        size = draw(st.sampled_from([2, 3, 4]))
+        dims.append(
+            dim(
+                kind,
+                size,
+                draw(st.sampled_from([10e9, 25e9, 50e9])),
+                draw(st.sampled_from([0.0, 5e-7, 1e-6])),
+                1 if kind != "ring" or size <= 2 else 2,
+            )
+        )
+        algorithms.append(draw(st.sampled_from(_algorithms(op, kind, size))))
+    system = make_system(
+        dims,
+        chunks=draw(st.integers(1, 4)),
+        active_chunks_per_dimension=draw(st.sampled_from([1, 1, 2])),
+        scheduling=draw(st.sampled_from(["fifo", "lifo"])),
+        endpoint_delay=draw(st.sampled_from([0.0, 10e-9])),
+        algorithms={op: algorithms},
+    )
+    variation = None
+    if draw(st.booleans()):
+        variation = Variation(
+            links=(
+                LinkChange(
+                    dim=draw(st.integers(0, count - 1)),
+                    rank=draw(st.integers(0, 3)),
+                    bandwidth=draw(st.sampled_from([5e9, 20e9])),
+                    latency=draw(st.sampled_from([None, 3e-6])),
+                ),
+            )
+        )
+    where: Any = draw(
+        st.sampled_from([None, (0, 1), (1,), "group"] if count == 3 else [None, (1,), (0,)])
+    )
+    size_bytes = draw(st.sampled_from([0.0, 4096.0, 3 * MiB]))
+    return system, op, size_bytes, variation, where
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(multi_cases())
+def test_several_dimensions_vectorized_agree_with_the_event_simulation(case: tuple) -> None:
+    system, op, size, variation, where = case
+    extra: dict[str, Any] = {}
+    if where == "group":
+        extra["group"] = Group((Span(0), Span(2)))
+    elif where is not None:
+        extra["dims"] = where
+
+    def run() -> dict[str, Any]:
+        return simulate_collective(
+            system, op, size, exact=True, variation=variation, **extra
+        ).to_dict()
+
+    fast = run()
+    vectorized.ENABLED = False
+    try:
+        events = run()
+    finally:
+        vectorized.ENABLED = True
+    if variation is None or fast["time"] == events["time"]:
+        assert fast == events
+    else:
+        assert fast["time"] == pytest.approx(events["time"], rel=1e-9)
+
+
+def test_the_three_dimensional_case_runs_without_events() -> None:
+    """Ring(4) x FC(8) x Switch(32) at 200/100/50 GB/s, 4 chunks: the benchmark's 3-D case,
+    scaled down on the last dimension; bit-identical to the event simulation."""
+    system = make_system(
+        [
+            dim("ring", 4, 200e9, 50e-9),
+            dim("fully_connected", 8, 100e9, 500e-9),
+            dim("switch", 4, 50e9, 2e-6),
+        ],
+        chunks=4,
+        active_chunks_per_dimension=1,
+        scheduling="lifo",
+        endpoint_delay=10e-9,
+        algorithms={"all-reduce": ["ring", "direct", "ring"]},
+    )
+    platform = Platform(system, exact=True)
+    coll = vectorized.run_alone(platform.collectives, "all-reduce", 64 * MiB)
+    assert coll is not None and platform.engine.events_processed == 0
+    fast, events = _both(system, "all-reduce", 64 * MiB, None)
+    assert fast == events
+
+
+def _training(system: SystemConfig, workload: Any, **options: Any) -> tuple[Any, Any, Any]:
+    from acesim.experiment import run_system
+
+    fast, execution = run_system(system, workload, warmup=0, mode="exact", **options)
+    vectorized.ENABLED = False
+    try:
+        events, _ = run_system(system, workload, warmup=0, mode="exact", **options)
+    finally:
+        vectorized.ENABLED = True
+    return fast.to_dict(), events.to_dict(), execution
+
+
+def _layers(count: int, grad: float, duration: float) -> Any:
+    from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+
+    return Workload(
+        "dp",
+        tuple(
+            Layer(
+                f"l{i}",
+                forward=Pass(Compute(duration=duration)),
+                weight_grad=Pass(Compute(duration=duration), Comm("all-reduce", grad)),
+            )
+            for i in range(count)
+        ),
+    )
+
+
+def _close(fast: Any, events: Any, rel: float) -> None:
+    """Equal, numbers within ``rel`` of each other (the vectorized link integrals differ in
+    the last places from the engine's, see Engine.plan_usage)."""
+    if isinstance(fast, dict):
+        assert fast.keys() == events.keys()
+        for key in fast:
+            _close(fast[key], events[key], rel)
+    elif isinstance(fast, list | tuple):
+        assert len(fast) == len(events)
+        for a, b in zip(fast, events, strict=True):
+            _close(a, b, rel)
+    elif isinstance(fast, float):
+        assert fast == pytest.approx(events, rel=rel, abs=1e-300)
+    else:
+        assert fast == events
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(
+    st.sampled_from(
+        [
+            [dim("ring", 8, 50e9, 1e-6)],
+            [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
+            [dim("ring", 2), dim("fully_connected", 4, 50e9), dim("switch", 2, 25e9)],
+        ]
+    ),
+    st.integers(1, 4),
+    st.sampled_from([1 * MiB, 8 * MiB]),
+    st.sampled_from([2e-4, 2e-3]),
+    st.sampled_from(["layerwise", "no_overlap"]),
+    st.sampled_from([None, "straggler", "link"]),
+)
+def test_training_without_message_events_agrees_with_the_event_simulation(
+    dims: list[dict[str, Any]],
+    layers: int,
+    grad: float,
+    duration: float,
+    loop: str,
+    variation: str | None,
+) -> None:
+    """Data-parallel training in exact mode: collectives alone on the network run without
+    message events (overlapping ones make the run redo them on the event path); results agree
+    with the all-event simulation (bit for bit but for the link integrals: 1e-12)."""
+    system = make_system(dims, chunks=2, active_chunks_per_dimension=1)
+    options: dict[str, Any] = {"iterations": 2, "loop": loop}
+    if variation == "straggler":
+        options["stragglers"] = [{"rank": 3, "slowdown": 1.3}]
+    elif variation == "link":
+        options["links"] = [{"dim": 0, "rank": 1, "bandwidth": "10 GB/s"}]
+    fast, events, _ = _training(system, _layers(layers, grad, duration), **options)
+    _close(fast, events, 1e-9 if variation else 1e-12)
+
+
+def test_training_collectives_run_without_message_events() -> None:
+    system = make_system([dim("ring", 8, 50e9, 1e-6)], chunks=4, active_chunks_per_dimension=1)
+    fast, events, execution = _training(system, _layers(3, 8 * MiB, 2e-3), iterations=2)
+    _close(fast, events, 1e-12)
+    assert fast["iteration_time"] == events["iteration_time"]
+    # compute kernels and one completion per rank and collective, no message
+    assert execution.platform.engine.events_processed < 8 * 2 * 3 * 10
+
+
+def test_overlapping_collectives_are_redone_or_predicted_on_the_event_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Layers shorter than their all-reduces: the collectives overlap (LIFO lets a newer one
+    overtake an older one's waiting chunks), so they run on the event path, found by a redo
+    or, for a costly run, predicted from a symmetric run; both agree with the event path."""
+    import acesim.training.executor as executor
+
+    system = make_system([dim("ring", 8, 50e9, 1e-6)], chunks=2, active_chunks_per_dimension=1)
+    workload = _layers(4, 8 * MiB, 2e-4)
+    fast, events, execution = _training(system, workload, iterations=2)
+    _close(fast, events, 1e-12)
+    assert execution.redone == 1 and execution.event_collectives > 0
+    monkeypatch.setattr(executor, "PREDICT_MESSAGES", 0)
+    predicted, _, execution = _training(system, workload, iterations=2)
+    assert execution.redone == 0 and execution.event_collectives > 0
+    _close(predicted, events, 1e-12)

@@ -683,8 +683,9 @@ def test_kernels_that_disagree_with_the_totals_give_way_to_them(tmp_path: Path) 
     ok = Compute(kernels=kernels)
     write_rank(
         tmp_path / "k.0.et",
-        chakra_node(0, COMP, num_ops=int(ok.flops), tensor_size=int(ok.hbm_bytes),
-                    acesim_kernels=text),
+        chakra_node(
+            0, COMP, num_ops=int(ok.flops), tensor_size=int(ok.hbm_bytes), acesim_kernels=text
+        ),
         chakra_node(1, COMP, num_ops=7, tensor_size=int(ok.hbm_bytes), acesim_kernels=text),
     )
     first, second = read_chakra(tmp_path / "k").ranks[0]
@@ -693,11 +694,17 @@ def test_kernels_that_disagree_with_the_totals_give_way_to_them(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "text", ["{", '{"k": [["gemm", {"m": -1, "n": 1, "k": 1}]], "o": [0]}',
-             '{"k": [["warp", {}]], "o": [0]}', '{"k": [], "o": [0]}']
+    "text",
+    [
+        "{",
+        '{"k": [["gemm", {"m": -1, "n": 1, "k": 1}]], "o": [0]}',
+        '{"k": [["warp", {}]], "o": [0]}',
+        '{"k": [], "o": [0]}',
+    ],
 )
 def test_a_bad_kernel_list_is_a_trace_error_naming_the_node(tmp_path: Path, text: str) -> None:
-    write_rank(tmp_path / "b.0.et", chakra_node(0, COMP, num_ops=1, tensor_size=1,
-                                                acesim_kernels=text))
+    write_rank(
+        tmp_path / "b.0.et", chakra_node(0, COMP, num_ops=1, tensor_size=1, acesim_kernels=text)
+    )
     with pytest.raises(TraceError, match=r"b\.0\.et: node 0: attribute 'acesim_kernels' is not"):
         read_chakra(tmp_path / "b")

@@ -143,7 +143,8 @@ def test_amp_halves_activations_but_keeps_fp32_weights():
     # autocast keeps for backward (batch-norm statistics stay FP32: under 0.1%)
     indices = 8 * 32 * 64 * 56 * 56
     assert amp["activations"] == pytest.approx(
-        (fp32["activations"] - indices) / 2 + indices
+        (fp32["activations"] - indices) / 2
+        + indices
         + 2 * (RESNET50_PARAMS - bn_and_bias_params()),
         rel=1e-3,
     )

@@ -19,8 +19,9 @@ from acesim.workload.zoo.costs import SOFTMAX_FLOPS
 from acesim.workload.zoo.dlrm import CRITEO_TB_ROWS, interaction_features
 from acesim.workload.zoo.resnet50 import conv_specs
 
-REFERENCE = (Path(__file__).resolve().parents[2].parent / "shared" / "reference"
-             / "astra-sim-1.0-workloads")
+REFERENCE = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-1.0-workloads"
+)
 
 
 def passes(w: Workload, name: str) -> float:
@@ -186,7 +187,8 @@ def test_dlrm_params_are_the_mlperf_tables_and_mlps():
     emb = w.layers[0]
     assert emb.name == "embedding" and emb.params == sum(CRITEO_TB_ROWS) * 128
     assert w.params == emb.params + mlp_params((13, 512, 256, 128)) + mlp_params(
-        (479, 1024, 1024, 512, 256, 1))
+        (479, 1024, 1024, 512, 256, 1)
+    )
     assert w.params == pytest.approx(24.04e9, rel=0.01)  # about 96 GB of FP32 tables
 
 
@@ -219,7 +221,11 @@ def test_dlrm_follows_astra_sim_hybrid_dlrm_layout():
     assert rows[0][0] == "HYBRID_DLRM"
     ref_emb = rows[2]
     assert (ref_emb[0], ref_emb[3], ref_emb[6], ref_emb[9]) == (
-        "Embedding", "ALLTOALL", "ALLTOALL", "NONE")
+        "Embedding",
+        "ALLTOALL",
+        "ALLTOALL",
+        "NONE",
+    )
     assert all(row[9] == "ALLREDUCE" for row in rows[3:])
     assert rows[int(rows[0][1]) + 2][0].startswith("MLP_Bottom")  # last bottom layer index
     w = load_zoo("dlrm")
@@ -277,8 +283,11 @@ def test_gpt_attention_is_one_fused_causal_kernel_each_way():
     w = load_zoo("gpt", batch_per_npu=2)
     attn = w.layers[1]
     fwd = [k for k in attn.forward.compute.kernels if isinstance(k, Attention)]
-    bwd = [k for k in attn.input_grad.compute.kernels + attn.weight_grad.compute.kernels
-           if isinstance(k, Attention)]
+    bwd = [
+        k
+        for k in attn.input_grad.compute.kernels + attn.weight_grad.compute.kernels
+        if isinstance(k, Attention)
+    ]
     assert len(fwd) == 1 and len(bwd) == 1
     assert (fwd[0].heads, fwd[0].q_len, fwd[0].kv_len, fwd[0].head_dim) == (2 * 16, 1024, 1024, 64)
     assert fwd[0].causal and not fwd[0].backward and bwd[0].backward
@@ -341,8 +350,13 @@ def test_bf16_halves_gemm_and_gradient_bytes_not_flops(name):
 
 @pytest.mark.parametrize(
     ("precision", "math", "out"),
-    [("fp32", "fp32", "fp32"), ("tf32", "tf32", "fp32"), ("amp_fp16", "fp16", "fp16"),
-     ("bf16", "bf16", "bf16"), ("fp8", "fp8", "bf16")],
+    [
+        ("fp32", "fp32", "fp32"),
+        ("tf32", "tf32", "fp32"),
+        ("amp_fp16", "fp16", "fp16"),
+        ("bf16", "bf16", "bf16"),
+        ("fp8", "fp8", "bf16"),
+    ],
 )
 def test_gemms_compute_in_the_math_dtype_and_write_activations(precision, math, out):
     w = load_zoo("resnet50", batch_per_npu=2, precision=precision)
@@ -376,8 +390,10 @@ def test_resnet50_kernel_counts_per_pass():
     (grad_sum) first in backward, except the last block's."""
     w = load_zoo("resnet50", precision="fp32")
     counts = {
-        x.name: tuple(len(c.kernels) for c in (x.forward.compute, x.input_grad.compute,
-                                               x.weight_grad.compute, x.update))
+        x.name: tuple(
+            len(c.kernels)
+            for c in (x.forward.compute, x.input_grad.compute, x.weight_grad.compute, x.update)
+        )
         for x in w.layers
     }
     assert counts["conv1"] == (5, 0, 6, 1)  # + max-pool; no image gradient
@@ -405,29 +421,49 @@ def test_resnet50_conv_gemm_shapes():
 
     def gemms(name):
         x = layer(w, name)
-        return [shape(next(k for k in canonical(c.kernels) if isinstance(k, Gemm)))
-                for c in (x.forward.compute, x.input_grad.compute, x.weight_grad.compute)]
+        return [
+            shape(next(k for k in canonical(c.kernels) if isinstance(k, Gemm)))
+            for c in (x.forward.compute, x.input_grad.compute, x.weight_grad.compute)
+        ]
 
     assert gemms("layer_64_1_conv2") == [
-        (b * 56 * 56, 64, 576), (b * 56 * 56, 64, 576), (576, 64, b * 56 * 56)]
+        (b * 56 * 56, 64, 576),
+        (b * 56 * 56, 64, 576),
+        (576, 64, b * 56 * 56),
+    ]
     assert gemms("layer_128_1_conv2") == [
-        (b * 28 * 28, 128, 1152), (b * 56 * 56, 128, 288), (1152, 128, b * 28 * 28)]
+        (b * 28 * 28, 128, 1152),
+        (b * 56 * 56, 128, 288),
+        (1152, 128, b * 28 * 28),
+    ]
     assert gemms("layer_128_1_conv4") == [  # 1x1/2 projection, 256 -> 512
-        (b * 28 * 28, 512, 256), (b * 56 * 56, 256, 128), (256, 512, b * 28 * 28)]
+        (b * 28 * 28, 512, 256),
+        (b * 56 * 56, 256, 128),
+        (256, 512, b * 28 * 28),
+    ]
     fc = layer(w, "fc1000")
-    fc_gemms = [k for c in (fc.forward.compute, fc.weight_grad.compute) for k in c.kernels
-                if isinstance(k, Gemm)]
+    fc_gemms = [
+        k
+        for c in (fc.forward.compute, fc.weight_grad.compute)
+        for k in c.kernels
+        if isinstance(k, Gemm)
+    ]
     assert [shape(g) for g in fc_gemms] == [(b, 1000, 2048), (2048, 1000, b), (b, 2048, 1000)]
     # the implicit GEMM reads the input tensor, not its im2col matrix
-    fwd = next(k for k in canonical(layer(w, "layer_64_1_conv2").forward.compute.kernels)
-               if isinstance(k, Gemm))
+    fwd = next(
+        k
+        for k in canonical(layer(w, "layer_64_1_conv2").forward.compute.kernels)
+        if isinstance(k, Gemm)
+    )
     assert fwd.read_bytes == 4 * (b * 56 * 56 * 64 + 64 * 576)
     for spec in conv_specs():
         if spec.name == "conv1":
             continue
         x = layer(w, spec.name)
-        f, d = (next(k for k in canonical(c.kernels) if isinstance(k, Gemm))
-                for c in (x.forward.compute, x.input_grad.compute))
+        f, d = (
+            next(k for k in canonical(c.kernels) if isinstance(k, Gemm))
+            for c in (x.forward.compute, x.input_grad.compute)
+        )
         assert d.flops == pytest.approx(f.flops, rel=1e-12), spec.name
 
 
@@ -450,8 +486,7 @@ def test_lstm_recurrence_is_one_gemm_and_one_cell_kernel_per_step():
 
 def test_no_zoo_pass_is_a_summed_roofline():
     for name in zoo_names():
-        assert not [k for k in kernels(load_zoo(name, batch_per_npu=2))
-                    if isinstance(k, Roofline)]
+        assert not [k for k in kernels(load_zoo(name, batch_per_npu=2)) if isinstance(k, Roofline)]
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -478,8 +513,11 @@ def test_bad_precision_or_optimizer_names_the_field_and_the_known_names():
         "got 'bf61' (did you mean 'bf16'?)"
     )
     assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match=r"^workload.optimizer: must be one of sgd, "
-                       r"sgd_momentum, adam, got 'lamb'$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^workload.optimizer: must be one of sgd, "
+        r"sgd_momentum, adam, got 'lamb'$",
+    ):
         load_zoo("gpt", optimizer="lamb")
     with pytest.raises(ConfigError, match=r"^workload.precision: must be one of"):
         Workload("w", (Layer("x"),), precision="fp4")

@@ -197,13 +197,17 @@ def with_channels(cfg: SystemConfig, channels: int) -> SystemConfig:
     units = cfg.npu.compute_units
     if isinstance(channels, bool) or not 1 <= channels < units:
         raise ConfigError(
-            "--channels", f"must be a whole number from 1 to {units - 1} (npu.compute_units "
-            f"{units} less one for the compute kernel)", channels
+            "--channels",
+            f"must be a whole number from 1 to {units - 1} (npu.compute_units "
+            f"{units} less one for the compute kernel)",
+            channels,
         )
     kind = ENDPOINT_KINDS.get(cfg.endpoint.kind)
     if not kind.channel_fields:
         raise ConfigError(
-            "--channels", f"the {kind.name} endpoint runs no SM channels (use an endpoint of "
-            "SM kernels, e.g. --endpoint baseline)", channels
+            "--channels",
+            f"the {kind.name} endpoint runs no SM channels (use an endpoint of "
+            "SM kernels, e.g. --endpoint baseline)",
+            channels,
         )
     return cfg.with_endpoint(kind.name, **{name: channels for name in kind.channel_fields})

@@ -78,8 +78,9 @@ def _case(
         seq=seq if seq is not None else model.seq,
     )
     try:
-        return make_llm_case(system, model, par, precision=precision or "bf16", nodes=nodes,
-                             overrides=overrides)
+        return make_llm_case(
+            system, model, par, precision=precision or "bf16", nodes=nodes, overrides=overrides
+        )
     except ConfigError as err:
         flag = FLAGS.get(err.field) or _flag(err.field)
         if flag is None:
@@ -106,9 +107,18 @@ def run_llm_command(
     trace: Path | None = None,
 ) -> None:
     """Run an LLM case on one or several endpoint kinds and print (or write) the results."""
-    case = _case(system, workload, parallel or "", global_batch=global_batch,
-                 micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
-                 nodes=nodes, overrides=overrides)
+    case = _case(
+        system,
+        workload,
+        parallel or "",
+        global_batch=global_batch,
+        micro_batch=micro_batch,
+        seq=seq,
+        recompute=recompute,
+        precision=precision,
+        nodes=nodes,
+        overrides=overrides,
+    )
     kinds = [endpoint] if endpoint else (endpoints or [case.system.endpoint.kind])
     runs = [run_llm(case.with_endpoint(kind), trace=trace is not None) for kind in kinds]
     results = [r for r, _ in runs]

@@ -153,10 +153,21 @@ def run_command(
             if given:
                 raise ConfigError(flag, LLM_UNUSED, str(value))
         run_llm_command(
-            system=system, workload=workload, parallel=parallel, global_batch=global_batch,
-            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
-            nodes=nodes, endpoint=endpoint, endpoints=kinds, as_json=as_json, output=output,
-            overrides=parse_sets(sets), trace=trace,
+            system=system,
+            workload=workload,
+            parallel=parallel,
+            global_batch=global_batch,
+            micro_batch=micro_batch,
+            seq=seq,
+            recompute=recompute,
+            precision=precision,
+            nodes=nodes,
+            endpoint=endpoint,
+            endpoints=kinds,
+            as_json=as_json,
+            output=output,
+            overrides=parse_sets(sets),
+            trace=trace,
         )
         return
     case = cli_case(

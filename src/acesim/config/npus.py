@@ -53,9 +53,7 @@ def _npu_dir() -> Any:
 
 def npu_preset_names() -> list[str]:
     """Names of the NPU presets shipped with acesim, sorted."""
-    return sorted(
-        p.name[: -len(".toml")] for p in _npu_dir().iterdir() if p.name.endswith(".toml")
-    )
+    return sorted(p.name[: -len(".toml")] for p in _npu_dir().iterdir() if p.name.endswith(".toml"))
 
 
 def npu_preset_document(name: str, field: str = "npu.extends") -> dict[str, Any]:

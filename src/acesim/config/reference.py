@@ -137,7 +137,8 @@ def _npu_preset_rows() -> list[str]:
             for d in _PEAK_DTYPES
         ]
         rows.append(
-            f"| `{name}` | {npu.name} | {npu.compute_units} | " + " | ".join(peaks)
+            f"| `{name}` | {npu.name} | {npu.compute_units} | "
+            + " | ".join(peaks)
             + f" | {npu.vector_flops / 1e12:g} | {npu.hbm_bandwidth / 1e12:g} TB/s"
             + f" | {npu.hbm_capacity / 2**30:g} GiB |"
         )

@@ -10,12 +10,13 @@ activities dirty, and the allocator runs once before the clock advances past the
 instant, over the connected components of the dirty activities only.
 
 Public API (nothing outside ``engine/`` touches the underscored state): ``add_resource``,
-``add_pool``, ``schedule``, ``start``, ``set_cap``, ``set_capacity``; ``peek`` (time of the next
-event), ``step`` (process one event), ``run(until=...)``; ``quiet`` and ``advance_to`` (for
-work a model computes without events); ``observe(resource, callback)`` (called
-with ``(time, allocated)`` at every allocation change); ``sync`` (bring every resource's and
-pool's integral to now) and ``work_done(activity)`` (its progress up to now); ``settle`` (compute
-the rates of the current instant without advancing time).
+``add_pool``, ``schedule``, ``call``, ``call_at``, ``start``, ``set_cap``, ``set_capacity``;
+``peek`` (time of the next event), ``step`` (process one event), ``run(until=...)``; ``quiet``
+and ``advance_to`` (for work a model computes without events) and ``plan_usage`` (the
+allocations of such work); ``observe(resource, callback)`` (called with ``(time, allocated)``
+at every allocation change); ``sync`` (bring every resource's and pool's integral to now) and
+``work_done(activity)`` (its progress up to now); ``settle`` (compute the rates of the current
+instant without advancing time).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class Engine:
         #: told what bound each tracked activity, segment by segment (see :meth:`start`)
         self.bound_listener: BoundListener | None = None
         self.reallocations = 0
+        #: allocations a model computed without activities (:meth:`plan_usage`), per resource:
+        #: [start s, end s, units/s], folded into ``used`` by :meth:`sync`
+        self._planned: dict[Resource, list[list[float]]] = {}
 
     # -- resources ---------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float) -> Resource:
@@ -123,8 +127,37 @@ class Engine:
         now = self.now
         for res in self.resources:
             res._advance(now)
+        if self._planned:
+            self._fold_planned(now)
         for pool in self.pools:
             pool.sync()
+
+    def plan_usage(self, resource: Resource, start: float, end: float, rate: float) -> None:
+        """Record that ``resource`` is allocated ``rate`` units/s over [``start``, ``end``) s
+        by work a model computed without activities (exact mode's vectorized collectives):
+        :meth:`sync` adds it to ``used`` as time passes (and to ``peak``)."""
+        if end > start and rate > 0:
+            self._planned.setdefault(resource, []).append([start, end, rate])
+            if rate > resource.peak:
+                resource.peak = rate
+
+    def _fold_planned(self, now: float) -> None:
+        for res, spans in list(self._planned.items()):
+            keep = []
+            for span in spans:
+                start, end, rate = span
+                if start >= now:
+                    keep.append(span)
+                    continue
+                upto = end if end < now else now
+                res.used += rate * (upto - start)
+                if end > now:
+                    span[0] = now
+                    keep.append(span)
+            if keep:
+                self._planned[res] = keep
+            else:
+                del self._planned[res]
 
     def work_done(self, activity: Activity) -> float:
         """Work ``activity`` has done up to now (its units: bytes, or 1.0 for a kernel)."""
@@ -170,6 +203,14 @@ class Engine:
             self.schedule(delay, callback, *args)  # raises the error
         self._seq += 1
         heapq.heappush(self._heap, (when, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
+
+    def call_at(self, time: float, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback(*args)`` at ``time`` (s, not before now, finite), at normal priority
+        (:meth:`call` at an absolute time: no rounding of ``now + (time - now)``)."""
+        if not (time >= self.now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self.now} s)")
+        self._seq += 1
+        heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
 
     # -- activities --------------------------------------------------------------------------
     def start(

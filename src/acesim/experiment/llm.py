@@ -66,9 +66,19 @@ class LlmCase:
 
     def with_endpoint(self, kind: str) -> LlmCase:
         ENDPOINT_KINDS.get(kind, "--endpoint")
-        return LlmCase(self.system.with_endpoint(kind), self.model, self.parallel,
-                       self.precision, self.place, self.micro_batches, self.schedule,
-                       self.stages, self.memory, self.memory_stage, self.iterations)
+        return LlmCase(
+            self.system.with_endpoint(kind),
+            self.model,
+            self.parallel,
+            self.precision,
+            self.place,
+            self.micro_batches,
+            self.schedule,
+            self.stages,
+            self.memory,
+            self.memory_stage,
+            self.iterations,
+        )
 
 
 def _model(model: TransformerConfig | str) -> TransformerConfig:
@@ -113,17 +123,24 @@ def make_llm_case(
     worst: dict[str, float] = {}
     worst_stage = 0
     for s, chunks in enumerate(stages):
-        sizes = rank_footprint(chunks, schedule(kind, parallel.pp, s, micro, parallel.vpp), p,
-                               OPTIMIZER, dp=place.grad_ranks,
-                               distributed_optimizer=parallel.zero >= 1,
-                               expert_dp=place.expert_dp, grad_fp32=parallel.grad_fp32,
-                               fsdp=parallel.zero == 3)
+        sizes = rank_footprint(
+            chunks,
+            schedule(kind, parallel.pp, s, micro, parallel.vpp),
+            p,
+            OPTIMIZER,
+            dp=place.grad_ranks,
+            distributed_optimizer=parallel.zero >= 1,
+            expert_dp=place.expert_dp,
+            grad_fp32=parallel.grad_fp32,
+            fsdp=parallel.zero == 3,
+        )
         if not worst or sizes["total"] > worst["total"]:
             worst, worst_stage = sizes, s
     if check_memory:
         _check_memory(cfg, parallel, p, resolved, worst, worst_stage)
-    return LlmCase(resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage,
-                   iterations)
+    return LlmCase(
+        resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage, iterations
+    )
 
 
 def _stages(
@@ -136,16 +153,28 @@ def _stages(
         chunks = []
         for c in range(v):
             vs = c * pp + s
-            chunks.append(chunk_work(
-                model, p, range(vs * per, (vs + 1) * per), micro_batch=parallel.micro_batch,
-                seq=parallel.seq, tp=parallel.tp, sp=bool(parallel.sp),
-                tp_overlap=parallel.tp_overlap,
-                recompute=parallel.recompute,
-                tp_group=place.tp_group, embedding=vs == 0, head=vs == pp * v - 1,
-                ep=parallel.ep, ep_group=place.ep_group, cp=parallel.cp,
-                cp_group=place.cp_group, units=parallel.zero == 3,
-                recompute_layers=parallel.recompute_layers,
-            ))
+            chunks.append(
+                chunk_work(
+                    model,
+                    p,
+                    range(vs * per, (vs + 1) * per),
+                    micro_batch=parallel.micro_batch,
+                    seq=parallel.seq,
+                    tp=parallel.tp,
+                    sp=bool(parallel.sp),
+                    tp_overlap=parallel.tp_overlap,
+                    recompute=parallel.recompute,
+                    tp_group=place.tp_group,
+                    embedding=vs == 0,
+                    head=vs == pp * v - 1,
+                    ep=parallel.ep,
+                    ep_group=place.ep_group,
+                    cp=parallel.cp,
+                    cp_group=place.cp_group,
+                    units=parallel.zero == 3,
+                    recompute_layers=parallel.recompute_layers,
+                )
+            )
         out.append(tuple(chunks))
     return tuple(out)
 
@@ -176,7 +205,9 @@ def _check_memory(
         f"{format_size(sizes['total'])} per GPU on pipeline stage {stage} ({parts}), "
         f"{format_size(sizes['total'] - capacity)} more than the {format_size(capacity)} of HBM; "
         f"{dominant} dominate{'s' if not dominant.endswith('s') else ''}: use "
-        + ", ".join(advice[:-1]) + (" or " if len(advice) > 1 else "") + advice[-1],
+        + ", ".join(advice[:-1])
+        + (" or " if len(advice) > 1 else "")
+        + advice[-1],
     )
 
 
@@ -204,10 +235,18 @@ def llm_graph(case: LlmCase) -> Graph:
         )
         updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
     return pipeline_graph(
-        case.stages, case.place, case.micro_batches, kind=case.schedule,
-        dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
-        param_bytes=p.param_bytes, update=updates, gather_params=zero, fsdp=par.zero == 3,
-        iterations=case.iterations, name=case.model.name,
+        case.stages,
+        case.place,
+        case.micro_batches,
+        kind=case.schedule,
+        dp_op="reduce-scatter" if zero else "all-reduce",
+        grad_bytes=grad_bytes(p, par.grad_fp32),
+        param_bytes=p.param_bytes,
+        update=updates,
+        gather_params=zero,
+        fsdp=par.zero == 3,
+        iterations=case.iterations,
+        name=case.model.name,
     )
 
 

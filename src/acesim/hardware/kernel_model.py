@@ -300,5 +300,14 @@ def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
         blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
         detail = f"{ATTENTION_ROWS} query rows per block, {blocks} blocks"
     per_block = a.flops / blocks if blocks else a.flops
-    return _plan(npu, "attention", a.name, a.flops, a.read_bytes, a.write_bytes, blocks,
-                 per_block / unit_rate, detail=detail)
+    return _plan(
+        npu,
+        "attention",
+        a.name,
+        a.flops,
+        a.read_bytes,
+        a.write_bytes,
+        blocks,
+        per_block / unit_rate,
+        detail=detail,
+    )

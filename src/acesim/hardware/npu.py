@@ -52,6 +52,20 @@ from .kernels import Kernel
 HOST_DIRECTIONS = ("h2d", "d2h")
 
 
+class SharedPlans:
+    """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
+
+    __slots__ = ("plans", "chosen", "alone", "caps")
+
+    def __init__(self) -> None:
+        #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
+        #: long as the platform (they are kept in ``plans`` or an NPU's own dict)
+        self.caps: dict[tuple[int, int], float] = {}
+        self.plans: dict[Kernel, KernelPlan] = {}
+        self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
+        self.alone: dict[tuple[Kernel, ...], float] = {}
+
+
 class NPU:
     """One simulated NPU.
 
@@ -59,9 +73,17 @@ class NPU:
         engine: the event kernel.
         rank: simulated rank index.
         config: NPU parameters.
+        shared: plans of NPUs with the same ``config``, shared by those that run at its
+            speed (exact mode: one kernel model evaluation per kernel, not one per NPU).
     """
 
-    def __init__(self, engine: Engine, rank: int, config: NPUConfig):
+    def __init__(
+        self,
+        engine: Engine,
+        rank: int,
+        config: NPUConfig,
+        shared: SharedPlans | None = None,
+    ):
         self.engine = engine
         self.rank = rank
         self.config = config
@@ -74,8 +96,10 @@ class NPU:
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
-        self._plans: dict[Kernel, KernelPlan] = {}
-        self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
+        self._shared = shared if shared is not None else SharedPlans()
+        self._plans: dict[Kernel, KernelPlan] = self._shared.plans
+        self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = self._shared.chosen
+        self._alone: dict[tuple[Kernel, ...], float] = self._shared.alone
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
@@ -131,7 +155,9 @@ class NPU:
         if not (slowdown > 0) or slowdown == float("inf"):
             raise SimulationError(f"npu{self.rank}: slowdown must be positive, got {slowdown}")
         self.slowdown = float(slowdown)
-        self._plans.clear()
+        if slowdown != 1.0:  # its own plans from now on
+            self._plans = {}
+            self._alone = {}
 
     @property
     def hbm_rate(self) -> float:
@@ -182,7 +208,11 @@ class NPU:
 
     def kernels_time_alone(self, kernels: Sequence[Kernel]) -> float:
         """Time (s) of ``kernels`` one after another on the whole NPU with nothing else."""
-        return sum(self.plan(k).time_alone for k in self.chosen(kernels))
+        key = tuple(kernels)
+        alone = self._alone.get(key)
+        if alone is None:
+            alone = self._alone[key] = sum(self.plan(k).time_alone for k in self.chosen(kernels))
+        return alone
 
     def run_kernels(
         self,
@@ -249,12 +279,21 @@ class NPU:
             1.0,
             demand,
             done,
-            cap=plan.rate_cap(units),
+            cap=self._rate_cap(plan, units),
             weight=max(units, 1) if mlp else 1.0,
             basis=self.hbm_compute if mlp and demand else None,
             tag=tag,
             track="kernel" if track else None,
         )
+
+    def _rate_cap(self, plan: KernelPlan, units: int) -> float:
+        """``plan.rate_cap(units)``, computed once per plan and unit count."""
+        caps = self._shared.caps
+        key = (id(plan), units)
+        cap = caps.get(key)
+        if cap is None:
+            cap = caps[key] = plan.rate_cap(units)
+        return cap
 
     def _units_changed(self, pool: Pool) -> None:
         """The units free for compute changed (collective kernels took or returned some)."""
@@ -263,7 +302,7 @@ class NPU:
             return
         self.units_for_compute = units
         if self.kernel is not None and self._plan is not None:
-            self.engine.set_cap(self.kernel, self._plan.rate_cap(units))
+            self.engine.set_cap(self.kernel, self._rate_cap(self._plan, units))
             if self.config.hbm_arbitration == "mlp":
                 self.engine.set_weight(self.kernel, max(units, 1))
 

@@ -18,7 +18,7 @@ from ..network.collective import CollectiveRuntime
 from ..network.plan import validate_algorithms
 from ..network.topology import Topology
 from .endpoints import ENDPOINT_KINDS, CopyEngineSettings, build_endpoint
-from .npu import NPU
+from .npu import NPU, SharedPlans
 from .variation import apply_variation
 
 __all__ = ["Platform", "elaborate"]
@@ -49,10 +49,13 @@ class Platform:
         self.recording: dict[str, Any] = {}
         self.system = system
         self.exact = exact
+        #: what made its ranks differ (None: nothing)
+        self.variation = variation
         self.engine = Engine()
         self.topology = elaborate(system)
         count = self.topology.npus if exact else 1
-        self.npus = [NPU(self.engine, r, system.npu) for r in range(count)]
+        shared = SharedPlans()
+        self.npus = [NPU(self.engine, r, system.npu, shared) for r in range(count)]
         engines = system.endpoint.of(CopyEngineSettings, "copy_engine")
         for npu in self.npus:  # the hardware's DMA engines, whatever drives the collectives
             npu.copy_engines = self.engine.add_resource(

@@ -286,9 +286,7 @@ def choose_protocol(
             time=_predict(cfg, topology, phases, nones, chunks, None),
             crossing_latency=crossing_latency(cfg, topology, phases, nones, None),
         )
-    candidates = [
-        name for name in PROTOCOLS if all(t is None or name in t for t in tables)
-    ]
+    candidates = [name for name in PROTOCOLS if all(t is None or name in t for t in tables)]
     if forced is not None:
         if forced not in candidates:
             raise ConfigError(
@@ -302,9 +300,7 @@ def choose_protocol(
             "collective.protocols",
             "the algorithms of this collective share no protocol: "
             + ", ".join(
-                f"{p.algorithm}: {', '.join(t)}"
-                for p, t in zip(phases, tables, strict=True)
-                if t
+                f"{p.algorithm}: {', '.join(t)}" for p, t in zip(phases, tables, strict=True) if t
             ),
         )
     best: tuple[float, str] | None = None
@@ -509,8 +505,10 @@ def choose_algorithm(
     if preferred is not None and cfg.algorithm is None:
         phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=preferred)
         kinds = {step.kind for phase in phases for step in phase.steps}
-        if phases and preferred in {p.algorithm for p in phases} and (
-            step_kinds is None or kinds <= step_kinds
+        if (
+            phases
+            and preferred in {p.algorithm for p in phases}
+            and (step_kinds is None or kinds <= step_kinds)
         ):
             protocol = choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
             return AlgorithmChoice(preferred, phases, protocol, ((preferred, protocol.time),))
@@ -519,8 +517,9 @@ def choose_algorithm(
         names = [cfg.algorithm]
     if not names:
         phases = build_phases(cfg, topology, op, chunk_bytes, axes)
-        return AlgorithmChoice(None, phases, choose_protocol(cfg, topology, phases, chunks,
-                                                             cfg.protocol))
+        return AlgorithmChoice(
+            None, phases, choose_protocol(cfg, topology, phases, chunks, cfg.protocol)
+        )
     best: AlgorithmChoice | None = None
     predicted: list[tuple[str, float]] = []
     problems: list[str] = []

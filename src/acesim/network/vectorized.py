@@ -1,12 +1,10 @@
-"""Exact mode without an event per message: one collective on one dimension, every NPU at once.
+"""Exact mode without an event per message: collectives as numpy recurrences over every NPU.
 
-When a collective runs alone on a one-dimension network with an endpoint that charges nothing
-(the ``ideal`` kind) and one chunk in flight per NPU, the event simulation of
-:mod:`acesim.network.collective` reduces to a recurrence that numpy evaluates for every NPU at
-once, step by step (no per-message Python):
+When collectives run with an endpoint that charges nothing (the ``ideal`` kind) and one chunk
+in flight per NPU and dimension, the event simulation of :mod:`acesim.network.collective`
+reduces to recurrences that numpy evaluates for every NPU at once, step by step (no
+per-message Python; every NPU keeps its own times):
 
-* each NPU admits its chunks' phases in one fixed order (the dimension queue is FIFO by
-  arrival within a collective, so the order does not depend on timing: it is computed once);
 * a step of ``k`` messages of ``m`` bytes that starts at ``S`` at rank ``r`` has its messages
   out at ``F = S + m / x_r``, where ``x_r`` is the rate the fluid allocator gives ``k`` equal
   messages on the rank's egress and their receivers' ingress (the same arithmetic as
@@ -14,19 +12,35 @@ once, step by step (no per-message Python):
   ``k`` shares, level ``C / load``, rate ``share * level``);
 * a message from ``q`` arrives at ``F_q + a_q`` (``a``: latency plus endpoint delay); the step
   completes at ``C_r = max(F_r, max over the senders q of r of (F_q + a_q))``, and the next
-  step (or the next phase in the queue) starts then;
+  step starts then; senders are found per group line (a dimension, a slice or a strided
+  group), so every dimension, subset of dimensions and communicator group is expressible;
+* each dimension's queue admits one chunk phase at a time, FIFO by arrival within a
+  collective: on one dimension the order does not depend on timing (computed once); on
+  several (:class:`Lockstep`) the next phase admitted is one that reaches its dimension first
+  at every rank, before every other waiting phase there and no later than any chunk that may
+  still come to it. Where no phase is first at every rank, or a phase takes no time (arrivals
+  could tie), or a direct step's line is not in lockstep (its messages into one receiver
+  would couple senders in different steps through its ingress), the event engine runs it;
 * the bytes sent and received are summed message by message in the order the events would
-  have been processed (sequential float additions, as the event runtime does).
+  have been processed (by time; sequential float additions, as the event runtime does).
+
+:func:`run_alone` runs one collective as the only work of a platform
+(``simulate_collective(..., exact=True)``). :class:`Deferred` runs a training graph's
+collectives (:class:`acesim.training.executor.GraphExecutor`): each is computed when its last
+rank joins, from every rank's own join time (stragglers), and each rank's completion is one
+event; one that starts while computed ones are in flight is computed after them when it
+reaches every dimension after their last admission there; any other overlap makes the
+executor redo the run with those collectives on the event engine.
 
 Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly the steps
-that depend on it. The result is bit-identical to the event simulation whenever every rank's
-egress is the same; with per-rank capacities each rank's rate uses its own fill level, where the
-allocator, reallocating several ranks' messages at one instant, freezes fill levels within a
-relative 1e-9 of each other at the lowest: the two differ by at most that (in practice by a few
-units in the last place). Cases outside these conditions (several dimensions, endpoints that
-charge HBM or hold units, concurrent chunks or kernels, NCCL protocols and NVLS steps, per-rank
-links under a direct step, whose messages into one receiver couple their senders through its
-ingress) run on the event engine.
+that depend on it. The result is bit-identical to the event simulation while the ranks run in
+lockstep (no variation); with per-rank capacities or join times each rank's rate uses its own
+fill level, where the allocator, reallocating several ranks' messages at one instant, freezes
+fill levels within a relative 1e-9 of each other at the lowest, and byte sums that tie in
+time are added in step order: the two differ by at most that (in practice by a few units in
+the last place); link integrals (``Resource.used``, :meth:`acesim.engine.Engine.plan_usage`)
+by rounding. Endpoints that charge HBM or hold units, concurrent chunks per dimension, NCCL
+protocols and NVLS steps run on the event engine.
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +56,18 @@ from .algorithms import NVLS_KINDS, Step
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
-from .plan import nvls_sync_latency
+from .plan import Phase, nvls_sync_latency
 
-__all__ = ["ENABLED", "run_alone", "add_repeatedly"]
+__all__ = [
+    "ENABLED",
+    "Conflict",
+    "Deferred",
+    "Lockstep",
+    "Outcome",
+    "add_repeatedly",
+    "applies",
+    "run_alone",
+]
 
 #: Tests turn this off to compare with the event simulation.
 ENABLED = True
@@ -65,10 +89,26 @@ _HOOKS = (
 #: Sequential additions are done this many at a time (numpy's accumulate is sequential).
 _BLOCK = 1 << 20
 
+#: The most per-rank (time, bytes) records summed in time order (ranks out of lockstep with
+#: several message sizes); beyond it the event path runs the case.
+_MAX_RECORDS = 1 << 24
+
 
 def _free_endpoint(endpoint: Endpoint) -> bool:
     kind = type(endpoint)
     return all(getattr(kind, name) is getattr(Endpoint, name) for name in _HOOKS)
+
+
+def applies(runtime: CollectiveRuntime) -> bool:
+    """Whether exact-mode collectives on ``runtime`` may run without events at all (an
+    enabled fast path, exact mode, an endpoint that charges nothing, nothing recording)."""
+    return (
+        ENABLED
+        and runtime.exact
+        and runtime.phase_log is None
+        and runtime.engine.quiet(listened=True)
+        and _free_endpoint(runtime.endpoint)
+    )
 
 
 def run_alone(
@@ -81,12 +121,9 @@ def run_alone(
 ) -> Collective | None:
     """Run ``op`` of ``size`` bytes as the only work of an exact platform, vectorized over the
     ranks; None when the case needs the event simulation (see the module docstring)."""
-    if not ENABLED or not runtime.exact or group is not None:
+    if not ENABLED or not runtime.exact:
         return None
-    topo = runtime.topology
-    if len(topo.dimensions) != 1 or dims not in (None, (0,), [0]):
-        return None
-    if any(d.spine for d in topo.dimensions):  # leaves' up/downlinks: the event path's
+    if any(d.spine for d in runtime.topology.dimensions):  # leaves' up/downlinks: the event path's
         return None
     if not runtime.engine.quiet(listened=True) or runtime.phase_log is not None:
         return None
@@ -94,123 +131,536 @@ def run_alone(
         return None
     axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
     phases = choice.phases
-    n = topo.npus
-    if not phases or any(p.dim != 0 or p.size != n or p.stride != 1 for p in phases):
+    if not phases or not _expressible(runtime, phases, chunks, choice.protocol):
         return None
-    if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
-        return None
-    # NCCL protocols, NVLS steps and their synchronisation run on the event path
-    protocol = choice.protocol
-    if protocol is not None and (
-        protocol.name is not None
-        or protocol.base_latency != 0
-        or any(f != 1.0 for f in protocol.factors)
-        or any(h is not None for h in protocol.hop_latencies)
-    ):
-        return None
-    if nvls_sync_latency(runtime.config, phases, chunks) > 0:
-        return None
-    if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
-        return None
-    if any(d.incast_fan_in is not None for d in topo.dimensions):
-        return None  # incast weights: the event path
-    # The work bound (collective.max_messages) counts what the simulation iterates over: here
-    # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
-    if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:
-        return None
-    egress = np.array([row[0].capacity for row in runtime.egress], dtype=float)
-    ingress = np.array([row[0].capacity for row in runtime.ingress], dtype=float)
-    if runtime.rank_latencies is None:
-        delay = np.full(n, runtime.delays[0])
-    else:
-        latency = np.array([row[0] for row in runtime.rank_latencies], dtype=float)
-        delay = latency + runtime.config.endpoint_delay
-    uniform = bool(
-        np.all(egress == egress[0]) and np.all(ingress == egress[0]) and np.all(delay == delay[0])
-    )
-    sizes = {s.message_bytes for p in phases for s in p.steps}
-    if not uniform and (len(sizes) > 1 or any(s.pattern == "all" for p in phases for s in p.steps)):
-        # bytes would be summed in an order that depends on the ranks' timing; and a direct
-        # step's messages into one receiver share its ingress, coupling the senders' rates
-        return None
-    listener = runtime.engine.bound_listener
-    if listener is not None and not egress[0] <= ingress.min():
-        return None  # rank 0's messages would be bound by a receiver's ingress: the event path
-    bound = runtime.egress[0][0]  # what binds rank 0's (tracked) messages
-    weight = runtime.endpoint.message_weight
-    runtime._next_id += 1
     now = runtime.engine.now
+    n = runtime.topology.npus
+    outcome = Lockstep(runtime, phases, chunks).run(np.full(n, now))
+    if outcome is None:
+        return None
+    members = 1
+    for axis in axes:
+        members *= axis.size
+    runtime._next_id += 1
     coll = Collective(
         id=runtime._next_id,
         op=op,
         size=size,
         dims=tuple(a.dim for a in axes),
-        group_size=n,
+        group_size=members,
         phases=phases,
         chunks=chunks,
         issued=now,
         axes=axes,
         expected=n,
         algorithm=choice.algorithm,
-        protocol=protocol,
+        protocol=choice.protocol,
     )
     runtime.collectives.append(coll)
-    # Time a step's messages take at each rank (its bytes over its rate), per (k, bytes).
-    times: dict[tuple[int, float], np.ndarray] = {}
-    rates: dict[int, np.ndarray] = {}
-    ranks = np.arange(n)
-    done = np.full(n, now)  # completion of the previous step (or phase) at each rank
-    out = np.empty(n)
-    arrive = np.empty(n)
-    latest = np.empty(n)
-    sums: list[list[float]] = []  # runs of [bytes of a message, messages], in event order
-    for _chunk, index in _admissions(chunks, len(phases)):
-        phase = phases[index]
-        for step in phase.steps:
-            k = step.message_count(phase.size)
-            m = float(step.message_bytes)
-            took = times.get((k, m))
-            if took is None:
-                rate = rates.get(k)
-                if rate is None:
-                    receiver = ingress if step.pattern == "all" else _from(ingress, step)
-                    rate = rates[k] = _rates(egress, receiver, weight, k)
-                # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
-                took = times[(k, m)] = m / rate
-            np.add(done, took, out=out)
-            if listener is not None:  # rank 0's messages, as the engine reports them
-                start, end = float(done[0]), float(out[0])
-                for _ in range(k):
-                    listener.opened("message", start)
-                    if end > start:
-                        listener.segment("message", bound, start, end)
-                    listener.closed("message", end)
-            np.add(out, delay, out=arrive)
-            if step.pattern == "next":  # the sender of rank r is r - 1
-                latest[1:] = arrive[:-1]
-                latest[0] = arrive[-1]
-            elif step.pattern == "xor":
-                np.take(arrive, ranks ^ step.distance, out=latest)
-            else:
-                latest[:] = _max_of_others(arrive)
-            np.maximum(out, latest, out=done)
-            if sums and sums[-1][0] == m:
-                sums[-1][1] += n * k
-            else:
-                sums.append([m, n * k])
-    sent = 0.0
-    for m, count in sums:
-        sent = add_repeatedly(sent, m, int(count))
-    coll.bytes_sent = sent
-    coll.bytes_received = sent
-    coll.bytes_sent_per_dim[0] = sent
-    coll.rank_finished = dict(zip(range(n), done.tolist(), strict=True))
+    outcome.emit(runtime.engine.bound_listener)
+    coll.bytes_sent = outcome.sent
+    coll.bytes_received = outcome.received
+    coll.bytes_sent_per_dim.update(outcome.sent_per_dim)
+    coll.rank_finished = dict(zip(range(n), outcome.finished.tolist(), strict=True))
     coll.chunks_left = dict.fromkeys(range(n), 0)
-    coll.finished = float(done.max())
+    coll.finished = float(outcome.finished.max())
     if not math.isfinite(coll.finished):
         return coll  # the caller reports a time that is not finite
     runtime.engine.advance_to(coll.finished)
     return coll
+
+
+def _expressible(
+    runtime: CollectiveRuntime, phases: list[Phase], chunks: int, protocol: Any
+) -> bool:
+    """Whether the chunk phases can run without events (see the module docstring)."""
+    if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
+        return False
+    # NCCL protocols, NVLS steps and their synchronisation run on the event path
+    if protocol is not None and (
+        protocol.name is not None
+        or protocol.base_latency != 0
+        or any(f != 1.0 for f in protocol.factors)
+        or any(h is not None for h in protocol.hop_latencies)
+    ):
+        return False
+    if nvls_sync_latency(runtime.config, phases, chunks) > 0:
+        return False
+    if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
+        return False
+    # flat rings (lanes), waves (span steps), leaf/spine fabrics and switch incast weights run
+    # on the event path
+    if any(p.lanes for p in phases) or any(
+        s.pattern not in ("next", "xor", "all") for p in phases for s in p.steps
+    ):
+        return False
+    if any(d.spine or d.incast_fan_in is not None for d in runtime.topology.dimensions):
+        return False
+    if protocol is not None and protocol.crossing_latency:
+        return False
+    # The work bound (collective.max_messages) counts what the simulation iterates over: here
+    # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
+    return chunks * sum(len(p.steps) for p in phases) <= runtime.config.max_messages
+
+
+#: a step whose sender of rank r is r - 1 (mod the ranks): a shift, not a gather
+_RING = object()
+
+
+class Outcome:
+    """What a vectorized run produced: per-rank finish times (s), byte sums, and rank 0's
+    message segments for the bound listener."""
+
+    __slots__ = ("finished", "sent", "received", "sent_per_dim", "segments", "usage")
+
+    def __init__(
+        self,
+        finished: np.ndarray,
+        sent: float,
+        received: float,
+        sent_per_dim: dict[int, float],
+        segments: list[tuple[Any, float, float, int]],
+        usage: list[tuple[int, float, float, float]],
+    ):
+        #: rank 0's egress allocation per step: (dimension, start s, end s, B/s)
+        self.usage = usage
+        self.finished = finished
+        self.sent = sent
+        self.received = received
+        self.sent_per_dim = sent_per_dim
+        self.segments = segments
+
+    def emit(self, listener: Any) -> None:
+        """Tell ``listener`` (the engine's bound listener, or None) of rank 0's messages."""
+        if listener is None:
+            return
+        for bound, start, end, k in self.segments:
+            for _ in range(k):
+                listener.opened("message", start)
+                if end > start:
+                    listener.segment("message", bound, start, end)
+                listener.closed("message", end)
+
+
+class _Geometry:
+    """Where each rank sits in its group line of one phase (dimension, size, stride)."""
+
+    __slots__ = ("pos", "unit", "base", "size", "_rows")
+
+    def __init__(self, runtime: CollectiveRuntime, phase: Phase, ranks: np.ndarray):
+        d = runtime.topology.dimensions[phase.dim]
+        own = (ranks // d.stride) % d.size
+        self.size = phase.size
+        self.pos = (own // phase.stride) % phase.size
+        self.unit = phase.stride * d.stride
+        self.base = ranks - self.pos * self.unit  # the member at position 0
+        self._rows: np.ndarray | None = None
+
+    def member(self, position: np.ndarray) -> np.ndarray:
+        """The rank at ``position`` (per rank) of each rank's group line."""
+        out: np.ndarray = self.base + position * self.unit
+        return out
+
+    def rows(self) -> np.ndarray:
+        """The group lines as rows of ranks, by position."""
+        if self._rows is None:
+            order = np.lexsort((self.pos, self.base))
+            self._rows = order.reshape(-1, self.size)
+        return self._rows
+
+
+class Lockstep:
+    """Every NPU's chunk phases of one collective as numpy recurrences over the ranks.
+
+    Args:
+        runtime: the exact collective runtime (its egress, ingress and latencies are read).
+        phases: one chunk's phases.
+        chunks: chunks of the collective.
+        usage: record rank 0's egress allocations (:attr:`Outcome.usage`).
+    """
+
+    def __init__(
+        self, runtime: CollectiveRuntime, phases: list[Phase], chunks: int, usage: bool = False
+    ):
+        self.record_usage = usage
+        self.runtime = runtime
+        self.phases = phases
+        self.chunks = chunks
+        n = self.n = runtime.topology.npus
+        self.ranks = np.arange(n)
+        self.weight = runtime.endpoint.message_weight
+        self.dims = sorted({p.dim for p in phases})
+        self.egress: dict[int, np.ndarray] = {}
+        self.ingress: dict[int, np.ndarray] = {}
+        self.delay: dict[int, np.ndarray] = {}
+        self.uniform: dict[int, bool] = {}
+        for d in self.dims:
+            egress = np.array([row[d].capacity for row in runtime.egress], dtype=float)
+            ingress = np.array([row[d].capacity for row in runtime.ingress], dtype=float)
+            if runtime.rank_latencies is None:
+                delay = np.full(n, runtime.delays[d])
+            else:
+                latency = np.array([row[d] for row in runtime.rank_latencies], dtype=float)
+                delay = latency + runtime.config.endpoint_delay
+            self.egress[d], self.ingress[d], self.delay[d] = egress, ingress, delay
+            self.uniform[d] = bool(
+                np.all(egress == egress[0])
+                and np.all(ingress == egress[0])
+                and np.all(delay == delay[0])
+            )
+        #: dimensions whose steps are not all ring steps: every step there must run in
+        #: lockstep within its group lines (senders into one ingress are then in one step)
+        self.coupled = {p.dim for p in phases for s in p.steps if s.pattern != "next"}
+        self.sizes = {float(s.message_bytes) for p in phases for s in p.steps}
+        self._geometry: dict[tuple[int, int, int], _Geometry] = {}
+        self._peers: dict[tuple[int, int, int, str, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._rates: dict[tuple[int, int, int, str, int, int], np.ndarray] = {}
+        self._times: dict[tuple[int, int, int, str, int, int, float], np.ndarray] = {}
+        # (dim, bytes of a message, messages per rank, times: a float when every rank's are
+        # equal, else an array per rank), for sent (completion) and received (delivery)
+        self._sent: list[tuple[int, float, int, Any]] = []
+        self._received: list[tuple[int, float, int, Any]] = []
+        self._records = 0
+        self._bound: dict[int, Any] = {}
+        self.segments: list[tuple[Any, float, float, int]] = []
+        self.usage: list[tuple[int, float, float, float]] = []
+        self._allocated: dict[tuple[Any, ...], float] = {}
+        self._prepared: dict[int, list[tuple[Any, ...]]] = {}
+        #: per dimension, when each rank's queue frees, and its last admission (s; see run)
+        self.free: dict[int, np.ndarray] = {}
+        self.admitted: dict[int, np.ndarray] = {}
+        #: one message size: messages per rank sent on each dimension (order is irrelevant)
+        self._counts: dict[int, int] = {}
+        #: the time each dimension's first message completes (s)
+        self._first: dict[int, float] = {}
+        self.listened = runtime.engine.bound_listener is not None
+
+    # -- running -----------------------------------------------------------------------------
+    def run(
+        self,
+        start: np.ndarray,
+        busy: dict[int, np.ndarray] | None = None,
+        admitted: dict[int, np.ndarray] | None = None,
+    ) -> Outcome | None:
+        """Every rank joins at ``start`` (s, per rank); None where the event path is needed.
+
+        ``busy``: per dimension, when each rank's queue there frees from earlier collectives
+        (s); ``admitted``: when they admitted their last phase there (s). This collective's
+        phases must reach each dimension after that (so that none of it could have been
+        admitted before an earlier one's waiting phases); after the run :attr:`free` and
+        :attr:`admitted` hold the same for what ran."""
+        self.free = dict(busy or {})
+        self.admitted = dict(admitted or {})
+        if self.listened:
+            for d in self.dims:
+                # rank 0's messages must be bound by its own egress (what the engine reports)
+                if not self.egress[d][0] <= self.ingress[d].min():
+                    return None
+                self._bound[d] = self.runtime.egress[0][d]
+        if any(not self.uniform[d] for d in self.coupled):
+            # a direct step's messages into one receiver share its ingress, coupling the
+            # senders' rates
+            return None
+        if len(self.dims) == 1:
+            finished = self._one_dimension(start)
+        else:
+            finished = self._dimensions(start)
+        if finished is None:
+            return None
+        per_dim: dict[int, float] = {}
+        if len(self.sizes) == 1:
+            (m,) = self.sizes
+            sent = add_repeatedly(0.0, m, self.n * sum(self._counts.values()))
+            received = sent
+            for d in self._first_dims():
+                per_dim[d] = add_repeatedly(0.0, m, self.n * self._counts[d])
+            return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
+        total_sent = self._total(self._sent)
+        total_received = self._total(self._received)
+        if total_sent is None or total_received is None:
+            return None
+        sent, received = total_sent, total_received
+        for d in self._first_dims():
+            part = self._total([r for r in self._sent if r[0] == d])
+            if part is None:
+                return None
+            per_dim[d] = part
+        return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
+
+    def _after_earlier(self, dim: int, arrival: np.ndarray) -> np.ndarray | None:
+        """When a first phase on ``dim`` arriving at ``arrival`` starts (s, per rank), after
+        earlier collectives' phases there; None when it could have overtaken one."""
+        before = self.admitted.get(dim)
+        if before is not None and not bool(np.all(arrival > before)):
+            return None
+        busy = self.free.get(dim)
+        return arrival if busy is None else np.maximum(arrival, busy)
+
+    def _one_dimension(self, start: np.ndarray) -> np.ndarray | None:
+        """One dimension: phases are admitted in one order whatever the timing."""
+        (dim,) = self.dims
+        done = self._after_earlier(dim, start)
+        if done is None:
+            return None
+        for _chunk, index in _admissions(self.chunks, len(self.phases)):
+            self.admitted[dim] = done
+            phase_done = self._phase(self.phases[index], done)
+            if phase_done is None:
+                return None
+            done = phase_done
+        self.free[dim] = done
+        return done
+
+    def _dimensions(self, start: np.ndarray) -> np.ndarray | None:
+        """Several dimensions: each admits the chunk phases that reach it in order of arrival
+        (FIFO within a collective), one at a time. The next phase to admit is one that
+        arrives first at every rank, before every other waiting phase of its dimension and
+        no later than any chunk that may still come to it; where no phase is first at every
+        rank, or a phase takes no time (arrivals could then tie), the event path runs it."""
+        phases = self.phases
+        later = [{p.dim for p in phases[i:]} for i in range(len(phases) + 1)]
+        # per chunk: [phase index, arrival (s, per rank), order of arrival among equal times]
+        frontier: list[list[Any]] = [[0, start, c] for c in range(self.chunks)]
+        free = self.free
+        seen: set[int] = set()
+        finished: np.ndarray | None = None
+        while frontier:
+            chosen = None
+            for entry in frontier:
+                if self._is_next(entry, frontier, later):
+                    chosen = entry
+                    break
+            if chosen is None:
+                return None
+            index, arrival = chosen[0], chosen[1]
+            phase = phases[index]
+            if phase.dim in seen:
+                begin = np.maximum(arrival, free[phase.dim])
+            else:
+                seen.add(phase.dim)
+                first = self._after_earlier(phase.dim, arrival)
+                if first is None:
+                    return None
+                begin = first
+            self.admitted[phase.dim] = begin
+            end = self._phase(phase, begin)
+            if end is None or not bool(np.all(end > begin)):
+                return None
+            free[phase.dim] = end
+            if index + 1 < len(phases):
+                chosen[0], chosen[1], chosen[2] = index + 1, end, None
+            else:
+                frontier.remove(chosen)
+                finished = end if finished is None else np.maximum(finished, end)
+        return finished
+
+    def _is_next(self, entry: list[Any], frontier: list[list[Any]], later: list[set[int]]) -> bool:
+        index, arrival, order = entry
+        dim = self.phases[index].dim
+        for other in frontier:
+            if other is entry:
+                continue
+            o_index, o_arrival, o_order = other
+            if self.phases[o_index].dim == dim:
+                if order is not None and o_order is not None and order < o_order:
+                    ok = bool(np.all(arrival <= o_arrival))
+                else:
+                    ok = bool(np.all(arrival < o_arrival))
+            elif dim in later[o_index + 1]:
+                ok = bool(np.all(arrival <= o_arrival))
+            else:
+                ok = True
+            if not ok:
+                return False
+        return True
+
+    # -- one phase ---------------------------------------------------------------------------
+    def _geo(self, phase: Phase) -> _Geometry:
+        key = (phase.dim, phase.size, phase.stride)
+        geo = self._geometry.get(key)
+        if geo is None:
+            geo = self._geometry[key] = _Geometry(self.runtime, phase, self.ranks)
+        return geo
+
+    def _pair(self, phase: Phase, step: Step) -> tuple[np.ndarray, np.ndarray]:
+        """(the rank each rank sends to, the rank each rank receives from) of a step."""
+        key = (phase.dim, phase.size, phase.stride, step.pattern, step.distance)
+        pair = self._peers.get(key)
+        if pair is None:
+            geo = self._geo(phase)
+            p = phase.size
+            if step.pattern == "next":
+                pair = (geo.member((geo.pos + 1) % p), geo.member((geo.pos - 1) % p))
+            else:  # xor: the partner both ways
+                partner = geo.member(geo.pos ^ step.distance)
+                pair = (partner, partner)
+            self._peers[key] = pair
+        return pair
+
+    def _took(self, phase: Phase, step: Step, k: int) -> np.ndarray:
+        """Each rank's time to send the step's messages (s): their bytes over their rate."""
+        m = float(step.message_bytes)
+        key = (phase.dim, phase.size, phase.stride, step.pattern, step.distance, k)
+        took = self._times.get((*key, m))
+        if took is None:
+            rate = self._rates.get(key)
+            if rate is None:
+                d = phase.dim
+                if step.pattern == "all":
+                    receiver = self.ingress[d]
+                else:
+                    receiver = self.ingress[d][self._pair(phase, step)[0]]
+                rate = self._rates[key] = _rates(self.egress[d], receiver, self.weight, k)
+            # finish = now + remaining / rate (an infinite rate, or no bytes: now + 0)
+            took = self._times[(*key, m)] = m / rate
+        return took
+
+    def _prepare(self, phase: Phase) -> list[tuple[Any, ...]]:
+        """Per step of ``phase``: (messages per rank, bytes of one, each rank's send time,
+        the rank each rank receives from or None for a direct step, rank 0's allocation)."""
+        steps = self._prepared.get(id(phase))
+        if steps is None:
+            steps = []
+            alike: dict[Step, tuple[Any, ...]] = {}  # ring phases repeat one step
+            for step in phase.steps:
+                entry = alike.get(step)
+                if entry is None:
+                    k = step.message_count(phase.size)
+                    took = self._took(phase, step, k)
+                    src: Any = None if step.pattern == "all" else self._pair(phase, step)[1]
+                    if src is not None and np.array_equal(src, np.roll(self.ranks, 1)):
+                        src = _RING
+                    allocated = self._rank0_allocated(phase, step, k)
+                    entry = alike[step] = (k, float(step.message_bytes), took, src, allocated)
+                steps.append(entry)
+            self._prepared[id(phase)] = steps
+        return steps
+
+    def _phase(self, phase: Phase, begin: np.ndarray) -> np.ndarray | None:
+        """Every rank's completion of ``phase`` (s) when it starts at ``begin``."""
+        d = phase.dim
+        delay = self.delay[d]
+        rows = self._geo(phase).rows() if d in self.coupled else None
+        bound = self._bound.get(d)
+        listened = self.listened
+        segments, usage = self.segments, self.usage
+        record_usage = self.record_usage
+        n = self.n
+        out, arrive, latest = np.empty(n), np.empty(n), np.empty(n)
+        done = begin.copy()
+        add, maximum, take = np.add, np.maximum, np.take
+        for k, m, took, src, allocated in self._prepare(phase):
+            if rows is not None:
+                lines = done[rows]
+                if not bool(np.all(lines == lines[:, :1])):
+                    return None  # members of a line in different steps: the event path
+            add(done, took, out=out)
+            add(out, delay, out=arrive)
+            if src is None:
+                latest = self._max_of_others(phase, arrive)
+            elif src is _RING:  # the sender of rank r is r - 1
+                latest[1:] = arrive[:-1]
+                latest[0] = arrive[-1]
+            else:
+                take(arrive, src, out=latest)
+            start0, end0 = float(done[0]), float(out[0])
+            if listened:
+                segments.append((bound, start0, end0, k))
+            if end0 > start0 and record_usage:
+                usage.append((d, start0, end0, allocated))
+            self._record(d, m, k, out, arrive)
+            maximum(out, latest, out=done)
+        return done
+
+    def _rank0_allocated(self, phase: Phase, step: Step, k: int) -> float:
+        """What rank 0's ``k`` messages of the step are allocated on its egress (B/s), summed
+        message by message as the engine does."""
+        key = (phase.dim, phase.size, phase.stride, step.pattern, step.distance, k)
+        allocated = self._allocated.get(key)
+        if allocated is None:
+            rate = float(self._rates[key][0])
+            allocated = 0.0
+            for _ in range(k):
+                allocated += rate
+            self._allocated[key] = allocated
+        return allocated
+
+    def _max_of_others(self, phase: Phase, values: np.ndarray) -> np.ndarray:
+        """For each rank, the largest value of every other member of its group line."""
+        rows = self._geo(phase).rows()
+        if rows.shape[0] == 1:
+            return _max_of_others(values)
+        lines = values[rows]
+        which = np.arange(lines.shape[0])
+        top = lines.argmax(axis=1)
+        highest = lines[which, top]
+        rest = lines.copy()
+        rest[which, top] = -math.inf
+        second = rest.max(axis=1)
+        out_lines = np.repeat(highest[:, None], lines.shape[1], axis=1)
+        out_lines[which, top] = second
+        out = np.empty_like(values)
+        out[rows] = out_lines
+        return out
+
+    # -- bytes -------------------------------------------------------------------------------
+    def _record(self, d: int, m: float, k: int, out: np.ndarray, arrive: np.ndarray) -> None:
+        if d not in self._first:
+            self._first[d] = float(out.min())
+        if len(self.sizes) == 1:
+            # one message size: the sums do not depend on the order of the additions
+            self._counts[d] = self._counts.get(d, 0) + k
+            return
+        for records, times in ((self._sent, out), (self._received, arrive)):
+            low, high = float(times.min()), float(times.max())
+            if low == high:
+                records.append((d, m, k, low))
+            else:
+                records.append((d, m, k, times.copy()))
+                self._records += len(times)
+
+    def _first_dims(self) -> list[int]:
+        """Dimensions in the order their first message completes (the event runtime's dict)."""
+        first = self._first
+        return sorted(first, key=lambda d: (first[d], d))
+
+    def _total(self, records: list[tuple[int, float, int, Any]]) -> float | None:
+        """The bytes of ``records``, added one message at a time in the order the events would
+        have been processed (by time); None when messages of different sizes tie in time."""
+        n = self.n
+        if not records:
+            return 0.0
+        if self._records > _MAX_RECORDS:
+            return None
+        times: list[np.ndarray] = []
+        sizes: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for _d, m, k, t in records:
+            if isinstance(t, float):
+                times.append(np.array([t]))
+                counts.append(np.array([n * k]))
+                sizes.append(np.array([m]))
+            else:
+                times.append(t)
+                counts.append(np.full(len(t), k))
+                sizes.append(np.full(len(t), m))
+        t_all = np.concatenate(times)
+        order = np.argsort(t_all, kind="stable")
+        t_all = t_all[order]
+        m_all = np.concatenate(sizes)[order]
+        c_all = np.concatenate(counts)[order]
+        differ = m_all[1:] != m_all[:-1]
+        if self._records == 0 and bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
+            # which size the engine adds first depends on its event order: in lockstep the
+            # event path keeps the sums bit-identical; out of lockstep (ranks made to
+            # differ) ties are added in step order, within a few units in the last place
+            return None
+        starts = np.concatenate(([0], np.flatnonzero(differ) + 1))
+        runs = np.add.reduceat(c_all, starts)
+        total = 0.0
+        for m, count in zip(m_all[starts].tolist(), runs.tolist(), strict=True):
+            total = add_repeatedly(total, m, int(count))
+        return total
 
 
 def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
@@ -231,15 +681,6 @@ def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
         else:
             return order
         order.append(current)
-
-
-def _from(ingress: np.ndarray, step: Step) -> np.ndarray:
-    """For each sender, the ingress capacity of the rank its one message goes to."""
-    if step.pattern == "next":
-        out: np.ndarray = np.roll(ingress, -1)
-        return out
-    picked: np.ndarray = ingress[np.arange(len(ingress)) ^ step.distance]
-    return picked
 
 
 def _rates(egress: np.ndarray, ingress: np.ndarray, weight: float, k: int) -> np.ndarray:
@@ -311,3 +752,145 @@ def _accumulate(total: float, value: float, count: int) -> float:
         total = float(np.add.accumulate(terms)[-1])
         count -= block
     return total
+
+
+class Conflict(Exception):
+    """A vectorized collective would have shared the network with another collective: the
+    run must be redone with these collectives (the caller's keys) on the event path."""
+
+    def __init__(self, keys: set[Any]):
+        super().__init__(f"collectives {sorted(map(repr, keys))} overlap")
+        self.keys = keys
+
+
+class Deferred:
+    """Exact-mode training: collectives that run alone on the network, without events.
+
+    Ranks join a collective as their programs reach it; its part at each rank cannot finish
+    before every member has joined (each phase waits on its group line, and every phase of
+    a collective over whole dimensions reaches every member), so the collective is computed
+    when the last rank joins (:class:`Lockstep`, with each rank's own join time) and every
+    rank's completion is scheduled as one event. A collective that starts while computed
+    ones are in flight is computed after them (each dimension's queue frees when theirs
+    leave it), provided its phases reach every dimension after their last admission there
+    (so that it cannot have overtaken one of their waiting phases: LIFO and priorities would
+    let it). Otherwise :meth:`start` or :meth:`join` raises :class:`Conflict`, naming the
+    collectives to run on the event path when the run is redone (a collective that starts
+    while only event-path ones are in flight runs there too, without a redo).
+
+    Args:
+        runtime: the exact collective runtime.
+        excluded: keys of collectives that run on the event path.
+    """
+
+    def __init__(self, runtime: CollectiveRuntime, excluded: frozenset[Any] = frozenset()):
+        self.runtime = runtime
+        self.excluded = excluded
+        self.n = runtime.topology.npus
+        #: collectives in flight: id -> (key, vectorized?)
+        self.inflight: dict[int, tuple[Any, bool]] = {}
+        self._joined: dict[int, np.ndarray] = {}
+        self._count: dict[int, int] = {}
+        self._done: dict[int, int] = {}
+        self._plans: dict[tuple[str, float, Any, Any], bool] = {}
+        #: collectives that ran (or run) here
+        self.vector_ids: set[int] = set()
+        #: keys of collectives that must run on the event path: when not empty, the run's
+        #: results are not valid and it must be redone (the caller raises :class:`Conflict`)
+        self.conflicts: set[Any] = set()
+        #: vectorized collectives in flight whose ranks have not all joined
+        self._pending: set[int] = set()
+        #: per dimension, when each rank's queue frees from the computed collectives, and
+        #: their last admission there (s)
+        self._busy: dict[int, np.ndarray] = {}
+        self._admitted: dict[int, np.ndarray] = {}
+
+    def _vectorizable(self, coll: Collective, key: Any) -> bool:
+        if key in self.excluded or (coll.members is not None and len(coll.members) != self.n):
+            return False
+        sig = (coll.op, coll.size, coll.dims, tuple(coll.axes))
+        ok = self._plans.get(sig)
+        if ok is None:
+            ok = self._plans[sig] = bool(coll.phases) and _expressible(
+                self.runtime, coll.phases, coll.chunks, coll.protocol
+            )
+        return ok
+
+    def start(self, coll: Collective, key: Any) -> bool:
+        """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
+        (join its ranks with :meth:`join`), False for the event path. One that would share
+        the network with a vectorized one not computed yet (or needs the event path while a
+        vectorized one is in flight) is a conflict (:attr:`conflicts`): it runs on the event
+        path, and the run goes on only to find further conflicts before it is redone."""
+        vectors = [k for k, v in self.inflight.values() if v]
+        if not vectors:
+            # while event-path collectives are in flight, a new one joins them there
+            vector = not self.inflight and self._vectorizable(coll, key)
+        elif self._pending or not self._vectorizable(coll, key):
+            self.conflicts.update((key, *vectors))
+            vector = False
+        else:
+            # after computed ones: it must reach each dimension after their last admission
+            vector = True
+        self.inflight[coll.id] = (key, vector)
+        if vector:
+            self._joined[coll.id] = np.full(self.n, math.nan)
+            self._count[coll.id] = 0
+            self._pending.add(coll.id)
+            self.vector_ids.add(coll.id)
+        self._done[coll.id] = 0
+        return vector
+
+    def event_rank_done(self, coll: Collective) -> None:
+        """An event-path collective finished at one rank."""
+        self._finished_at_rank(coll)
+
+    def _finished_at_rank(self, coll: Collective) -> None:
+        done = self._done[coll.id] = self._done[coll.id] + 1
+        if done == self.n:
+            del self.inflight[coll.id], self._done[coll.id]
+
+    def join(self, coll: Collective, rank: int) -> None:
+        """``rank`` joins the vectorized ``coll`` now."""
+        engine = self.runtime.engine
+        joined = self._joined[coll.id]
+        joined[rank] = engine.now
+        coll.chunks_left[rank] = coll.chunks
+        self._count[coll.id] += 1
+        if self._count[coll.id] < self.n:
+            return
+        del self._joined[coll.id], self._count[coll.id]
+        self._pending.discard(coll.id)
+        lockstep = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True)
+        outcome = lockstep.run(joined, self._busy, self._admitted)
+        if outcome is None:
+            keys = {k for k, v in self.inflight.values() if v}
+            if not bool(np.all(joined == engine.now)):
+                raise Conflict(self.conflicts | keys)
+            # every rank joined now: it can still start on the event path
+            self.conflicts.update(keys)
+            self.inflight[coll.id] = (self.inflight[coll.id][0], False)
+            self.vector_ids.discard(coll.id)
+            for r in range(self.n):
+                self.runtime.join(coll, r)
+            return
+        self._busy, self._admitted = lockstep.free, lockstep.admitted
+        outcome.emit(engine.bound_listener)
+        coll.bytes_sent += outcome.sent
+        coll.bytes_received += outcome.received
+        for d, b in outcome.sent_per_dim.items():
+            coll.bytes_sent_per_dim[d] = coll.bytes_sent_per_dim.get(d, 0.0) + b
+        egress = self.runtime.egress[0]
+        for d, begin, end, rate in outcome.usage:
+            engine.plan_usage(egress[d], begin, end, rate)
+        for r, t in enumerate(outcome.finished.tolist()):
+            engine.call_at(t, self._rank_done, coll, r)
+
+    def _rank_done(self, coll: Collective, rank: int) -> None:
+        coll.chunks_left[rank] = 0
+        now = coll.rank_finished[rank] = self.runtime.engine.now
+        if coll.finished is None or now > coll.finished:
+            coll.finished = now
+        self._finished_at_rank(coll)
+        if coll.on_rank_done is not None:
+            coll.on_rank_done(coll, rank)

@@ -26,10 +26,22 @@ from typing import Any
 
 from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
+from ..network import vectorized
 from ..network.collective import Collective
 from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
 from .bounds import BoundRecorder
+
+#: Exact mode: how many times a run may be redone to move overlapping collectives to the event
+#: path (see :meth:`GraphExecutor.run`) before every collective runs there.
+MAX_REDOS = 4
+
+#: Exact mode: a run that sends more messages than this (every rank) first predicts which
+#: collectives overlap from a symmetric run of its graph (when it is symmetric and nothing
+#: makes ranks differ), rather than finding them in a run that is then redone. A cost
+#: threshold (the symmetric run costs about one rank's share of the exact one), not a model
+#: parameter.
+PREDICT_MESSAGES = 2_000_000
 
 
 @dataclass
@@ -71,6 +83,10 @@ class Execution:
     final: Snapshot | None = None
     bounds: BoundRecorder | None = None  # what bound NPU 0's kernels and messages
     warmup: int = 0  # iterations the measurement drops (set by whoever runs it)
+    #: exact mode: times the run was redone to move overlapping collectives to the event
+    #: path, and the collectives that ran there (the others ran without message events)
+    redone: int = 0
+    event_collectives: int = 0
 
 
 class _RankState:
@@ -99,10 +115,18 @@ class GraphExecutor:
         platform: Platform,
         graph: Graph,
         on_iteration: Callable[[int], Any] | None = None,
+        *,
+        event_path: frozenset[Any] | None = frozenset(),
     ):
         self.platform = platform
         self.graph = graph
         self.on_iteration = on_iteration
+        #: collective instances (signature, index) that run on the event path; None: all
+        #: (see :meth:`run`)
+        self.event_path = event_path
+        self._deferred: vectorized.Deferred | None = None
+        #: times the run was redone before this executor's (see :meth:`run`)
+        self.redone = 0
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -194,14 +218,86 @@ class GraphExecutor:
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
+        """Run the graph. In exact mode, collectives that run alone on the network are computed
+        without per-message events (:class:`acesim.network.vectorized.Deferred`); when one
+        would have overlapped another in a way they cannot express, the run goes on to find
+        the other such collectives, then is redone from the start with them on the event path
+        (at most :data:`MAX_REDOS` times; then with every collective there)."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
+        rt = self.platform.collectives
+        if (
+            self.event_path is not None
+            and vectorized.applies(rt)
+            and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
+        ):
+            if self.redone == 0 and self._worth_predicting():
+                self.event_path = self.event_path | self._predicted_overlaps()
+            self._deferred = vectorized.Deferred(rt, self.event_path)
+        try:
+            return self._run()
+        except vectorized.Conflict as conflict:
+            assert self.event_path is not None
+            redo = self.event_path | conflict.keys
+            platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+            again = GraphExecutor(
+                platform,
+                self.graph,
+                self.on_iteration,
+                event_path=redo if self.redone < MAX_REDOS else None,
+            )
+            again.redone = self.redone + 1
+            execution = again.run()
+            execution.redone = again.redone
+            return execution
+
+    def _worth_predicting(self) -> bool:
+        """Whether a redo would cost more than a symmetric run to predict it: the graph is
+        symmetric, nothing makes the ranks differ, and the run sends many messages."""
+        return (
+            not self.platform.variation
+            and self.graph.symmetric
+            and self.estimate_messages() > PREDICT_MESSAGES
+        )
+
+    def _predicted_overlaps(self) -> frozenset[Any]:
+        """The collective instances that overlap another in the symmetric run of the graph
+        (one representative rank: what every rank does when all run alike), to run on the
+        event path from the start instead of after a redo. A prediction only: the exact run
+        still checks every overlap."""
+        platform = Platform(self.platform.system, exact=False)
+        symmetric = GraphExecutor(platform, self.graph, event_path=None)
+        symmetric.run()
+        spans = sorted(
+            (coll.issued, coll.finished if coll.finished is not None else float("inf"), key)
+            for key, coll in symmetric._instances.items()
+        )
+        overlapping: set[Any] = set()
+        flight: list[tuple[float, Any]] = []
+        for issued, finished, key in spans:
+            flight = [(end, k) for end, k in flight if end > issued]
+            if flight:
+                overlapping.add(key)
+                overlapping.update(k for _end, k in flight)
+            flight.append((finished, key))
+        return frozenset(overlapping)
+
+    def _run(self) -> Execution:
         engine = self.platform.engine
         for st in self.states:
             for node_id, count in list(st.waiting.items()):
                 if count == 0:
                     self._ready(st, st.nodes[node_id])
-        engine.run()
+        deferred = self._deferred
+        try:
+            engine.run()
+        except Exception:
+            if deferred is not None and deferred.conflicts:
+                # the run went on after a conflict only to find more: redo it
+                raise vectorized.Conflict(deferred.conflicts) from None
+            raise
+        if deferred is not None and deferred.conflicts:
+            raise vectorized.Conflict(deferred.conflicts)
         for st in self.states:
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
@@ -213,6 +309,8 @@ class GraphExecutor:
         self.execution.makespan = engine.now
         self.execution.final = self._snapshot()
         self.execution.collectives = list(self.platform.collectives.collectives)
+        vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
+        self.execution.event_collectives = len(self.execution.collectives) - vector
         return self.execution
 
     def _ready(self, st: _RankState, node: Node) -> None:
@@ -280,11 +378,20 @@ class GraphExecutor:
                 joining=self._members.get(key),
             )
             self._instances[key] = coll
+            if self._deferred is not None:
+                self._deferred.start(coll, key)
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
-        rt.join(coll, st.rank)
+        deferred = self._deferred
+        if deferred is not None and coll.id in deferred.vector_ids:
+            deferred.join(coll, st.rank)
+        else:
+            rt.join(coll, st.rank)
 
     def _collective_done(self, coll: Collective, rank: int) -> None:
+        deferred = self._deferred
+        if deferred is not None and coll.id not in deferred.vector_ids:
+            deferred.event_rank_done(coll)
         st = self.states[rank]
         node_id = self._coll_node.pop((coll.id, rank))
         self._finish(st, st.nodes[node_id])

@@ -124,8 +124,9 @@ class _Rank:
         self.nodes: list[Node] = []
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
-        node = Node(id=len(self.nodes), deps=tuple(sorted({d for d in deps if d is not None})),
-                    **fields)
+        node = Node(
+            id=len(self.nodes), deps=tuple(sorted({d for d in deps if d is not None})), **fields
+        )
         self.nodes.append(node)
         return node.id
 
@@ -166,9 +167,22 @@ def pipeline_graph(
         raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
     graphs: list[list[Node]] = []
     for rank in range(place.npus):
-        graphs.append(_rank_graph(rank, stages, place, micro, kind, dp_op, grad_bytes,
-                                  param_bytes, update, gather_params and not fsdp, fsdp,
-                                  iterations))
+        graphs.append(
+            _rank_graph(
+                rank,
+                stages,
+                place,
+                micro,
+                kind,
+                dp_op,
+                grad_bytes,
+                param_bytes,
+                update,
+                gather_params and not fsdp,
+                fsdp,
+                iterations,
+            )
+        )
     graph = Graph(graphs, name=name, iterations=iterations, npus=place.npus)
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
@@ -210,14 +224,34 @@ def _rank_graph(
             # updated, overlapping this iteration's forward: each chunk's first forward waits
             # for its own.
             gathers = [
-                _dp(g, "all-gather", params * param_bytes, group, prev, f"chunk{c}", it,
-                    f"params.{what}")
+                _dp(
+                    g,
+                    "all-gather",
+                    params * param_bytes,
+                    group,
+                    prev,
+                    f"chunk{c}",
+                    it,
+                    f"params.{what}",
+                )
                 for group, params, what in (_dp_parts(place, work) if gather_params else [])
             ]
-            gate[c] = gathers[0] if len(gathers) == 1 else (
-                g.add(gathers, name=f"gathered.{c}", kind="compute", compute=Compute(),
-                      layer=f"chunk{c}", iteration=it, pass_name="update")
-                if gathers else None
+            gate[c] = (
+                gathers[0]
+                if len(gathers) == 1
+                else (
+                    g.add(
+                        gathers,
+                        name=f"gathered.{c}",
+                        kind="compute",
+                        compute=Compute(),
+                        layer=f"chunk{c}",
+                        iteration=it,
+                        pass_name="update",
+                    )
+                    if gathers
+                    else None
+                )
             )
         remaining = {c: micro for c in range(v)}
         dp_nodes: list[int] = []
@@ -234,9 +268,15 @@ def _rank_graph(
             src = vs - 1 if op.forward else vs + 1
             if 0 <= src < vstages:
                 recv = g.add(
-                    [prev], name=f"pp.recv.{'act' if op.forward else 'grad'}.{c}.{i}",
-                    kind="recv", peer=vrank(src), tag=tag(op.forward, vs, i),
-                    size=work.boundary_bytes, layer=label, iteration=it, pass_name="pp",
+                    [prev],
+                    name=f"pp.recv.{'act' if op.forward else 'grad'}.{c}.{i}",
+                    kind="recv",
+                    peer=vrank(src),
+                    tag=tag(op.forward, vs, i),
+                    size=work.boundary_bytes,
+                    layer=label,
+                    iteration=it,
+                    pass_name="pp",
                 )
                 deps.append(recv)
             steps = work.forward if op.forward else work.backward
@@ -258,22 +298,39 @@ def _rank_graph(
                 if k in starts:
                     u = starts[k]
                     if unit_now is not None and not op.forward:
-                        dp_nodes.append(_fsdp(g, "reduce-scatter", work, unit_now, grad_bytes,
-                                              place, deps, label, it))
+                        dp_nodes.append(
+                            _fsdp(
+                                g,
+                                "reduce-scatter",
+                                work,
+                                unit_now,
+                                grad_bytes,
+                                place,
+                                deps,
+                                label,
+                                it,
+                            )
+                        )
                     if u not in gathered:
-                        gathered[u] = _fsdp(g, "all-gather", work, u, param_bytes, place, deps,
-                                            label, it)
+                        gathered[u] = _fsdp(
+                            g, "all-gather", work, u, param_bytes, place, deps, label, it
+                        )
                     deps = [*deps, gathered[u]]
                     j = sequence.index(u)
                     if j + 1 < len(sequence):
                         nxt = sequence[j + 1]
-                        gathered[nxt] = _fsdp(g, "all-gather", work, nxt, param_bytes, place,
-                                              [gathered[u]], label, it)
+                        gathered[nxt] = _fsdp(
+                            g, "all-gather", work, nxt, param_bytes, place, [gathered[u]], label, it
+                        )
                     unit_now = u
                 if st.comm is None:
                     node = g.add(
-                        deps, name=f"{pname}.{c}.{i}.{k}", kind="compute",
-                        compute=Compute(kernels=st.kernels), layer=label, iteration=it,
+                        deps,
+                        name=f"{pname}.{c}.{i}.{k}",
+                        kind="compute",
+                        compute=Compute(kernels=st.kernels),
+                        layer=label,
+                        iteration=it,
                         pass_name=pname,
                     )
                     compute_deps = deps
@@ -284,8 +341,14 @@ def _rank_graph(
                 node = g.add(
                     compute_deps if st.overlap == "prev" else deps,
                     name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
-                    kind="collective", op=comm.op, size=comm.size, group=comm.group,
-                    dims=comm.dims, layer=label, iteration=it, pass_name=st.kind,
+                    kind="collective",
+                    op=comm.op,
+                    size=comm.size,
+                    group=comm.group,
+                    dims=comm.dims,
+                    layer=label,
+                    iteration=it,
+                    pass_name=st.kind,
                     blocking=not st.overlap,
                 )
                 if st.overlap == "next":
@@ -296,34 +359,72 @@ def _rank_graph(
                     deps = [node]
             deps = [*deps, pending]
             if unit_now is not None and not op.forward:
-                dp_nodes.append(_fsdp(g, "reduce-scatter", work, unit_now, grad_bytes, place,
-                                      deps, label, it))
+                dp_nodes.append(
+                    _fsdp(g, "reduce-scatter", work, unit_now, grad_bytes, place, deps, label, it)
+                )
             real = sorted({d for d in deps if d is not None})
             if len(real) > 1:
-                prev = g.add(real, name=f"{pname}.{c}.{i}.done", kind="compute",
-                             compute=Compute(), layer=label, iteration=it, pass_name=pname)
+                prev = g.add(
+                    real,
+                    name=f"{pname}.{c}.{i}.done",
+                    kind="compute",
+                    compute=Compute(),
+                    layer=label,
+                    iteration=it,
+                    pass_name=pname,
+                )
             else:
                 prev = real[0] if real else prev
             dst = vs + 1 if op.forward else vs - 1
             if 0 <= dst < vstages:
                 g.add(
-                    [prev], name=f"pp.send.{'act' if op.forward else 'grad'}.{c}.{i}",
-                    kind="send", peer=vrank(dst), tag=tag(op.forward, dst, i),
-                    size=work.boundary_bytes, layer=label, iteration=it, pass_name="pp",
+                    [prev],
+                    name=f"pp.send.{'act' if op.forward else 'grad'}.{c}.{i}",
+                    kind="send",
+                    peer=vrank(dst),
+                    tag=tag(op.forward, dst, i),
+                    size=work.boundary_bytes,
+                    layer=label,
+                    iteration=it,
+                    pass_name="pp",
                 )
             if not op.forward:
                 remaining[c] -= 1
                 if remaining[c] == 0 and not fsdp:
                     for group, params, what in _dp_parts(place, work):
-                        dp_nodes.append(_dp(g, dp_op, params * grad_bytes, group, prev, label,
-                                            it, f"grad.{what}"))
+                        dp_nodes.append(
+                            _dp(
+                                g,
+                                dp_op,
+                                params * grad_bytes,
+                                group,
+                                prev,
+                                label,
+                                it,
+                                f"grad.{what}",
+                            )
+                        )
         deps = [prev, *dp_nodes]
         if update is not None and not update[s].empty:
-            prev = g.add(deps, name="update", kind="compute", compute=update[s],
-                         layer="optimizer", iteration=it, pass_name="update")
+            prev = g.add(
+                deps,
+                name="update",
+                kind="compute",
+                compute=update[s],
+                layer="optimizer",
+                iteration=it,
+                pass_name="update",
+            )
         else:
-            prev = g.add(deps, name="update", kind="compute", compute=Compute(),
-                         layer="optimizer", iteration=it, pass_name="update")
+            prev = g.add(
+                deps,
+                name="update",
+                kind="compute",
+                compute=Compute(),
+                layer="optimizer",
+                iteration=it,
+                pass_name="update",
+            )
     return g.nodes
 
 
@@ -356,19 +457,40 @@ def _fsdp(
     (non-blocking; whoever needs it depends on it)."""
     assert place.dp_group is not None
     return g.add(
-        deps, name=f"dp.{op}.fsdp.{label}.u{unit}", kind="collective", op=op,
-        size=work.unit_params[unit] * nbytes, group=place.dp_group, layer=label, iteration=it,
-        pass_name="dp", blocking=False,
+        deps,
+        name=f"dp.{op}.fsdp.{label}.u{unit}",
+        kind="collective",
+        op=op,
+        size=work.unit_params[unit] * nbytes,
+        group=place.dp_group,
+        layer=label,
+        iteration=it,
+        pass_name="dp",
+        blocking=False,
     )
 
 
 def _dp(
-    g: _Rank, op: str, size: float, group: Group, after: int | None, label: str, it: int,
+    g: _Rank,
+    op: str,
+    size: float,
+    group: Group,
+    after: int | None,
+    label: str,
+    it: int,
     what: str,
 ) -> int:
     return g.add(
-        [after], name=f"dp.{op}.{what}.{label}", kind="collective", op=op, size=size,
-        group=group, layer=label, iteration=it, pass_name="dp", blocking=False,
+        [after],
+        name=f"dp.{op}.{what}.{label}",
+        kind="collective",
+        op=op,
+        size=size,
+        group=group,
+        layer=label,
+        iteration=it,
+        pass_name="dp",
+        blocking=False,
     )
 
 

@@ -169,7 +169,10 @@ def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float
 
 def _llm(case: Case, run: LlmRun, system: SystemConfig) -> tuple[float, str]:
     par = parse_parallel(
-        run.parallel, global_batch=run.global_batch, micro_batch=run.micro_batch, seq=run.seq,
+        run.parallel,
+        global_batch=run.global_batch,
+        micro_batch=run.micro_batch,
+        seq=run.seq,
         field="run.parallel",
     )
     result, _ = run_llm(make_llm_case(system, run.model, par, precision=run.precision))

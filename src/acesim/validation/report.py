@@ -124,12 +124,8 @@ class FamilyReport:
         value = self.judged
         if value is None:
             return None
-        bands = [
-            (self.band_judged(b), b.limit) for b in self.budget.bands
-        ]
-        return value <= self.budget.limit and all(
-            v is None or v <= limit for v, limit in bands
-        )
+        bands = [(self.band_judged(b), b.limit) for b in self.budget.bands]
+        return value <= self.budget.limit and all(v is None or v <= limit for v, limit in bands)
 
     @property
     def fails_run(self) -> bool:

@@ -214,7 +214,9 @@ class _Builder:
         stats = 2 * self.rows * FP32
         fwd = Stream(a, a + stats, LAYERNORM_FWD_FLOPS * n, name=name)
         bwd = Stream(
-            3 * a + stats, a, (LAYERNORM_BWD_FLOPS + LAYERNORM_PARAM_FLOPS) * n,
+            3 * a + stats,
+            a,
+            (LAYERNORM_BWD_FLOPS + LAYERNORM_PARAM_FLOPS) * n,
             name=f"{name}.bwd",
         )
         return fwd, bwd, a + stats
@@ -286,9 +288,7 @@ class _Builder:
         bwd.alone(col_wgrad)
 
     # -- sublayers ---------------------------------------------------------------------------
-    def _linear_pair(
-        self, fwd: _Pass, width_in: float, name: str
-    ) -> tuple[Gemm, Gemm, Gemm]:
+    def _linear_pair(self, fwd: _Pass, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
         h = self.m.hidden
         return (
             self.gemm(self.T, width_in, h, f"{name}.fwd"),
@@ -306,10 +306,19 @@ class _Builder:
         qkv_g = self.gemm(m.hidden, qkv_w, self.T, f"l{i}.qkv.wgrad")
         seqs = self.b * m.heads / t
         q = self.q_len
-        core = Attention(seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True,
-                         name=f"l{i}.flash_attn")
-        core_b = Attention(seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True,
-                           backward=True, name=f"l{i}.flash_attn.bwd")
+        core = Attention(
+            seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True, name=f"l{i}.flash_attn"
+        )
+        core_b = Attention(
+            seqs,
+            q,
+            self.s,
+            m.dim,
+            dtype=self.attn_dtype,
+            causal=True,
+            backward=True,
+            name=f"l{i}.flash_attn.bwd",
+        )
         proj = self.gemm(self.T, m.hidden, m.q_width / t, f"l{i}.proj")
         proj_d = self.gemm(self.T, m.q_width / t, m.hidden, f"l{i}.proj.dgrad")
         proj_g = self.gemm(m.q_width / t, m.hidden, self.T, f"l{i}.proj.wgrad")
@@ -320,14 +329,16 @@ class _Builder:
         # under the attention compute), and in backward gathered again and their gradients
         # reduce-scattered
         kv = (
-            Comm("all-gather", self.b * self.s * 2 * m.kv_width / t * self.a,
-                 group=self.cp_group)
-            if self.cp_group is not None else None
+            Comm("all-gather", self.b * self.s * 2 * m.kv_width / t * self.a, group=self.cp_group)
+            if self.cp_group is not None
+            else None
         )
         dkv = (
-            Comm("reduce-scatter", self.b * self.s * 2 * m.kv_width / t * self.a,
-                 group=self.cp_group)
-            if self.cp_group is not None else None
+            Comm(
+                "reduce-scatter", self.b * self.s * 2 * m.kv_width / t * self.a, group=self.cp_group
+            )
+            if self.cp_group is not None
+            else None
         )
         middle, between = _Pass(), _Pass()
         if kv is not None:
@@ -408,8 +419,9 @@ class _Builder:
         router_g = self.gemm(h, E, self.T, f"l{i}.router.wgrad")
         scores = self.T * E
         topk = Stream(scores * a, scores * FP32, SOFTMAX_FLOPS * scores, name=f"l{i}.topk")
-        topk_b = Stream(2 * scores * FP32, scores * a, SOFTMAX_BWD_FLOPS * scores,
-                        name=f"l{i}.topk.bwd")
+        topk_b = Stream(
+            2 * scores * FP32, scores * a, SOFTMAX_BWD_FLOPS * scores, name=f"l{i}.topk.bwd"
+        )
         copies = self.T * k * h * a
         permute = Stream(self.T * h * a, copies, name=f"l{i}.permute")
         permute_b = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.permute.bwd")
@@ -421,8 +433,9 @@ class _Builder:
         inputs = 2 if m.gated else 1
 
         def grouped(mm: float, n: float, kk: float, name: str) -> Gemm:
-            return Gemm(mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations,
-                        batch=local, name=name)
+            return Gemm(
+                mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations, batch=local, name=name
+            )
 
         e1 = grouped(rows, inputs * width, h, f"l{i}.experts.fc1")
         e1_d = grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad")
@@ -433,12 +446,14 @@ class _Builder:
         n_act = self.T * k * width
         if m.gated:
             eact = Stream(2 * n_act * a, n_act * a, SWIGLU_FLOPS * n_act, name=f"l{i}.experts.act")
-            eact_b = Stream(3 * n_act * a, 2 * n_act * a, SWIGLU_BWD_FLOPS * n_act,
-                            name=f"l{i}.experts.act.bwd")
+            eact_b = Stream(
+                3 * n_act * a, 2 * n_act * a, SWIGLU_BWD_FLOPS * n_act, name=f"l{i}.experts.act.bwd"
+            )
         else:
             eact = Stream(n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act")
-            eact_b = Stream(2 * n_act * a, n_act * a, GELU_FLOPS * n_act,
-                            name=f"l{i}.experts.act.bwd")
+            eact_b = Stream(
+                2 * n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act.bwd"
+            )
         fwd.compute(nf)
         fwd.comm(self.before_column_parallel())
         a2a = Comm("all-to-all", copies, group=self.ep_group) if self.ep_group else None
@@ -449,8 +464,14 @@ class _Builder:
         fwd.compute(unpermute)
         bwd_router: list[Kernel] = [permute_b, topk_b, router_d, router_g]
         bwd_experts: list[Kernel] = [e2_d, e2_g, eact_b, e1_d, e1_g]
-        saved = (nsaved + self.rows * h * a + scores * FP32 + copies
-                 + self.T * k * inputs * width * a + n_act * a)
+        saved = (
+            nsaved
+            + self.rows * h * a
+            + scores * FP32
+            + copies
+            + self.T * k * inputs * width * a
+            + n_act * a
+        )
         if m.shared_experts:
             sw = m.shared_experts * width
             s1, s1_d, s1_g = self._linear_pair(fwd, inputs * sw, f"l{i}.shared.fc1")
@@ -568,9 +589,19 @@ def chunk_work(
     if ep > 1 and ep_group is None:
         raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
     b = _Builder(
-        model, precision, micro_batch=micro_batch, seq=seq, tp=tp, sp=sp, recompute=recompute,
-        tp_group=tp_group if tp > 1 else None, tp_overlap=tp_overlap, ep=ep,
-        ep_group=ep_group if ep > 1 else None, cp=cp, cp_group=cp_group if cp > 1 else None,
+        model,
+        precision,
+        micro_batch=micro_batch,
+        seq=seq,
+        tp=tp,
+        sp=sp,
+        recompute=recompute,
+        tp_group=tp_group if tp > 1 else None,
+        tp_overlap=tp_overlap,
+        ep=ep,
+        ep_group=ep_group if ep > 1 else None,
+        cp=cp,
+        cp_group=cp_group if cp > 1 else None,
     )
     fwd, bwd_parts = _Pass(), []
     saved = 0.0
@@ -619,7 +650,17 @@ def chunk_work(
             bwd.seal()
     boundary = b.rows * model.hidden * precision.activation_bytes
     if not units:
-        return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts,
-                         boundary, experts)
-    return ChunkWork(tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary,
-                     experts, tuple(unit_params), tuple(forward_starts), tuple(backward_starts))
+        return ChunkWork(
+            tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary, experts
+        )
+    return ChunkWork(
+        tuple(fwd.steps),
+        tuple(bwd.steps),
+        saved,
+        params + experts,
+        boundary,
+        experts,
+        tuple(unit_params),
+        tuple(forward_starts),
+        tuple(backward_starts),
+    )

@@ -97,8 +97,7 @@ class TransformerConfig:
                 )
             if self.dense_layers > self.layers:
                 raise WorkloadError(
-                    f"dense_layers must be at most layers ({self.layers}), got "
-                    f"{self.dense_layers}",
+                    f"dense_layers must be at most layers ({self.layers}), got {self.dense_layers}",
                     location=where,
                     field="dense_layers",
                 )
@@ -216,27 +215,68 @@ _LLAMA3 = (
 )
 for _m in (
     TransformerConfig(
-        "llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
-        seq=8192, source=_LLAMA3 + " (meta-llama/Meta-Llama-3-8B)",
+        "llama3-8b",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=128256,
+        seq=8192,
+        source=_LLAMA3 + " (meta-llama/Meta-Llama-3-8B)",
     ),
     TransformerConfig(
-        "llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256,
-        seq=8192, source=_LLAMA3 + " (meta-llama/Meta-Llama-3-70B)",
+        "llama3-70b",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=28672,
+        vocab=128256,
+        seq=8192,
+        source=_LLAMA3 + " (meta-llama/Meta-Llama-3-70B)",
     ),
     TransformerConfig(
-        "llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248,
-        vocab=128256, seq=8192, source=_LLAMA3 + " (meta-llama/Llama-3.1-405B)",
+        "llama3-405b",
+        layers=126,
+        hidden=16384,
+        heads=128,
+        kv_heads=8,
+        ffn=53248,
+        vocab=128256,
+        seq=8192,
+        source=_LLAMA3 + " (meta-llama/Llama-3.1-405B)",
     ),
     TransformerConfig(
-        "gpt3-175b", layers=96, hidden=12288, heads=96, ffn=4 * 12288, vocab=50257, seq=2048,
-        gated=False, norm="layernorm", bias=True, tied=True,
+        "gpt3-175b",
+        layers=96,
+        hidden=12288,
+        heads=96,
+        ffn=4 * 12288,
+        vocab=50257,
+        seq=2048,
+        gated=False,
+        norm="layernorm",
+        bias=True,
+        tied=True,
         source="Brown et al., 'Language Models are Few-Shot Learners' (NeurIPS 2020), table "
         "2.1: 96 layers, d_model 12,288, 96 heads of 128, context 2,048; FFN 4 x d_model and "
         "the GPT-2 vocabulary of 50,257 (section 2.1: the GPT-2 architecture)",
     ),
     TransformerConfig(
-        "gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn=2880,
-        vocab=201088, seq=4096, bias=True, experts=128, top_k=4, expert_ffn=2880,
+        "gpt-oss-120b",
+        layers=36,
+        hidden=2880,
+        heads=64,
+        kv_heads=8,
+        head_dim=64,
+        ffn=2880,
+        vocab=201088,
+        seq=4096,
+        bias=True,
+        experts=128,
+        top_k=4,
+        expert_ffn=2880,
         source="OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (2025), table 1 and section "
         "2.1: 36 layers, residual width 2,880, 128 experts with top-4 routing, SwiGLU, 64 "
         "query heads of 64 and 8 key/value heads, o200k_harmony tokenizer; vocabulary 201,088, "
@@ -246,9 +286,20 @@ for _m in (
         "attention sinks not modelled",
     ),
     TransformerConfig(
-        "deepseek-v3-like", layers=61, hidden=7168, heads=128, kv_heads=128, head_dim=128,
-        ffn=18432, vocab=129280, seq=4096, experts=256, top_k=8, expert_ffn=2048,
-        shared_experts=1, dense_layers=3,
+        "deepseek-v3-like",
+        layers=61,
+        hidden=7168,
+        heads=128,
+        kv_heads=128,
+        head_dim=128,
+        ffn=18432,
+        vocab=129280,
+        seq=4096,
+        experts=256,
+        top_k=8,
+        expert_ffn=2048,
+        shared_experts=1,
+        dense_layers=3,
         source="DeepSeek-AI, 'DeepSeek-V3 Technical Report' (arXiv 2412.19437, 2024), section "
         "4.2: 61 layers, hidden 7,168, 128 heads of 128, first three layers dense (FFN 18,432 "
         "in the released config.json), then 1 shared and 256 routed experts of 2,048 with 8 "

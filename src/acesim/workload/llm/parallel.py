@@ -106,11 +106,14 @@ class ParallelConfig:
                 "parallel.recompute", "must be none, selective or full", self.recompute
             )
         if self.recompute_layers is not None:
-            if isinstance(self.recompute_layers, bool) or not isinstance(
-                self.recompute_layers, int
-            ) or self.recompute_layers < 0:
+            if (
+                isinstance(self.recompute_layers, bool)
+                or not isinstance(self.recompute_layers, int)
+                or self.recompute_layers < 0
+            ):
                 raise ConfigError(
-                    "parallel.recompute_layers", "must be a whole number >= 0",
+                    "parallel.recompute_layers",
+                    "must be a whole number >= 0",
                     self.recompute_layers,
                 )
             if self.recompute != "full":
@@ -131,7 +134,8 @@ class ParallelConfig:
             raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
         if self.cp > 1 and self.ep > 1:
             raise ConfigError(
-                "parallel.ep", "expert parallelism with context parallelism is not modelled yet",
+                "parallel.ep",
+                "expert parallelism with context parallelism is not modelled yet",
                 self.ep,
             )
         if self.cp > 1 and self.seq % (2 * self.cp * (self.tp if self.sp else 1)):
@@ -187,7 +191,8 @@ class ParallelConfig:
         field)."""
         if model.heads % self.tp:
             raise ConfigError(
-                "parallel.tp", f"must divide the {model.heads} attention heads of {model.name}",
+                "parallel.tp",
+                f"must divide the {model.heads} attention heads of {model.name}",
                 self.tp,
             )
         if model.groups % self.tp:
@@ -206,7 +211,8 @@ class ParallelConfig:
             )
         if self.ep > 1 and not model.experts:
             raise ConfigError(
-                "parallel.ep", f"expert parallelism needs an MoE model; {model.name} is dense",
+                "parallel.ep",
+                f"expert parallelism needs an MoE model; {model.name} is dense",
                 self.ep,
             )
         if model.experts % self.ep:
@@ -214,8 +220,9 @@ class ParallelConfig:
                 "parallel.ep", f"must divide the {model.experts} experts of {model.name}", self.ep
             )
         if self.sp and self.seq % self.tp:
-            raise ConfigError("parallel.seq", f"must be a multiple of tp = {self.tp} with sp",
-                              self.seq)
+            raise ConfigError(
+                "parallel.seq", f"must be a multiple of tp = {self.tp} with sp", self.seq
+            )
 
     def describe(self) -> str:
         parts = [f"tp={self.tp}", f"pp={self.pp}"]
@@ -246,9 +253,7 @@ def parse_parallel(
         key = key.strip().lower()
         raw = raw.strip().lower()
         if not sep or key not in _KEYS:
-            raise ConfigError(
-                field, f"expected key=value with keys {', '.join(_KEYS)}", item
-            )
+            raise ConfigError(field, f"expected key=value with keys {', '.join(_KEYS)}", item)
         if key in values:
             raise ConfigError(field, f"{key} is given twice", text)
         if key == "recompute":
@@ -266,7 +271,10 @@ def parse_parallel(
                 raise ConfigError(field, f"{key} must be a whole number", raw) from None
     try:
         return ParallelConfig(
-            global_batch=global_batch, micro_batch=micro_batch, seq=seq, **values  # type: ignore[arg-type]
+            global_batch=global_batch,
+            micro_batch=micro_batch,
+            seq=seq,
+            **values,  # type: ignore[arg-type]
         )
     except ConfigError as err:
         name = err.field.removeprefix("parallel.")
@@ -382,6 +390,15 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
     else:
         edp_group = flat_group(shape, edp, inner * ep, "expert-dp") if edp > 1 else None
     return Placement(
-        parallel.tp, parallel.pp, dp, parallel.cp, tuple(shape), tp_group, dp_group, ep,
-        cp_group, ep_group, edp_group,
+        parallel.tp,
+        parallel.pp,
+        dp,
+        parallel.cp,
+        tuple(shape),
+        tp_group,
+        dp_group,
+        ep,
+        cp_group,
+        ep_group,
+        edp_group,
     )

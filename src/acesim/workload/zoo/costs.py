@@ -366,8 +366,11 @@ def batch_norm(p: Precision, n: float, channels: int, *, name: str = "bn") -> La
             Stream(a, 2 * channels * FP32, BN_STATS_FLOPS * n, name=f"{name}.stats"),
             Stream(a, a, BN_APPLY_FLOPS * n, name=f"{name}.apply"),
         ),
-        weight_grad=(Stream(2 * a, 2 * channels * p.param_bytes, BN_REDUCE_FLOPS * n,
-                            name=f"{name}.bwd_reduce"),),
+        weight_grad=(
+            Stream(
+                2 * a, 2 * channels * p.param_bytes, BN_REDUCE_FLOPS * n, name=f"{name}.bwd_reduce"
+            ),
+        ),
         input_grad=(Stream(2 * a, a, BN_ELEMT_FLOPS * n, name=f"{name}.bwd"),),
         params=2 * channels,
         saved=a + 2 * channels * FP32,
@@ -486,8 +489,12 @@ def layer_norm(p: Precision, rows: float, width: int, *, name: str = "ln") -> La
         forward=(Stream(a, a + stats, LAYERNORM_FWD_FLOPS * n, name=name),),
         input_grad=(Stream(2 * a + stats, a, LAYERNORM_BWD_FLOPS * n, name=f"{name}.bwd"),),
         weight_grad=(
-            Stream(2 * a + stats, 2 * width * p.param_bytes, LAYERNORM_PARAM_FLOPS * n,
-                   name=f"{name}.bwd_params"),
+            Stream(
+                2 * a + stats,
+                2 * width * p.param_bytes,
+                LAYERNORM_PARAM_FLOPS * n,
+                name=f"{name}.bwd_params",
+            ),
         ),
         params=2 * width,
         saved=a + stats,
@@ -609,7 +616,8 @@ def lstm(
         )
         + casts.weight_grad,
         params=g * (inputs + hidden) + 2 * g,
-        saved=(5 * hidden + hidden) * rows * a + (rows * inputs * a if save_input else 0.0)
+        saved=(5 * hidden + hidden) * rows * a
+        + (rows * inputs * a if save_input else 0.0)
         + casts.saved,
     )
     out = one
@@ -655,9 +663,7 @@ def embedding(
         )
         return LayerCost(forward=(gather,), weight_grad=weight_grad, params=rows * dim)
     update = Stream(2 * n * b, n * b, 2.0 * n, name=f"{name}.sparse_sgd")
-    return LayerCost(
-        forward=(gather,), weight_grad=(update,), params=rows * dim, sparse_grad=n * b
-    )
+    return LayerCost(forward=(gather,), weight_grad=(update,), params=rows * dim, sparse_grad=n * b)
 
 
 def to_layer(

@@ -182,8 +182,9 @@ def build(
     dots = batched_matmul(
         p, batch, vecs, vecs, embedding_dim, save_b=False, name="dots"
     )  # T T^T: one tensor
-    gather = elementwise(p, batch * features, "tril_gather", flops=0, bwd_flops=ADD_FLOPS,
-                         bwd_reads=1, save=1)
+    gather = elementwise(
+        p, batch * features, "tril_gather", flops=0, bwd_flops=ADD_FLOPS, bwd_reads=1, save=1
+    )
     layers.append(to_layer("interaction", cat + dots + gather, p, optimizer))
 
     widths = (features, *top_mlp)

@@ -90,29 +90,32 @@ def attention(p: Precision, batch: int, src: int, tgt: int, hidden: int) -> Laye
     """
     a = p.activation_bytes
     keys = linear(p, batch * src, hidden, hidden, bias=False, name="linear_k")
-    queries = linear(p, batch * tgt, hidden, hidden, bias=False, save_input=False,
-                     name="linear_q")
+    queries = linear(p, batch * tgt, hidden, hidden, bias=False, save_input=False, name="linear_q")
     n_score = batch * tgt * src * hidden
     q_k = (batch * tgt + batch * src) * hidden
     scores = batch * tgt * src
     score = LayerCost(
         forward=(Stream(q_k * a, scores * a, ATTN_SCORE_FLOPS * n_score, name="attn_score"),),
         input_grad=(
-            Stream((q_k + scores) * a, q_k * a, 2 * ATTN_SCORE_FLOPS * n_score,
-                   name="attn_score.bwd"),
+            Stream(
+                (q_k + scores) * a, q_k * a, 2 * ATTN_SCORE_FLOPS * n_score, name="attn_score.bwd"
+            ),
         ),
         weight_grad=(
-            Stream((q_k + scores) * a, (2 * hidden + 1) * p.param_bytes, 2.0 * n_score,
-                   name="attn_score.bwd_params"),
+            Stream(
+                (q_k + scores) * a,
+                (2 * hidden + 1) * p.param_bytes,
+                2.0 * n_score,
+                name="attn_score.bwd_params",
+            ),
         ),
         params=2 * hidden + 1,
         saved=q_k * a,
     )
-    softmax = elementwise(p, scores, "softmax", flops=SOFTMAX_FLOPS, bwd_flops=SOFTMAX_BWD_FLOPS,
-                          save=1)
-    context = batched_matmul(
-        p, batch, tgt, hidden, src, save_a=False, save_b=False, name="context"
+    softmax = elementwise(
+        p, scores, "softmax", flops=SOFTMAX_FLOPS, bwd_flops=SOFTMAX_BWD_FLOPS, save=1
     )
+    context = batched_matmul(p, batch, tgt, hidden, src, save_a=False, save_b=False, name="context")
     return total([keys, queries, score, softmax, context])
 
 
@@ -151,8 +154,9 @@ def build(
         inputs = hidden if i != 1 else 2 * hidden  # layer 0 is bidirectional: 2H out
         # The input is kept here unless it is the previous LSTM's own output (kept there).
         fresh_input = i == 0 or i > FIRST_RESIDUAL_LAYER
-        cost = lstm(p, batch, src_len, inputs, hidden, directions=2 if i == 0 else 1,
-                    save_input=fresh_input)
+        cost = lstm(
+            p, batch, src_len, inputs, hidden, directions=2 if i == 0 else 1, save_input=fresh_input
+        )
         add_layer(f"encoder_lstm_{i}", cost + residual(src_tokens, i))
 
     tgt_tokens = batch * tgt_len

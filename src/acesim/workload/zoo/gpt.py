@@ -84,7 +84,11 @@ def attention_core(
         return flash_attention(p, b, seq, head_dim, causal=True)
     scores = batched_matmul(p, b, seq, seq, head_dim, name="scores")
     softmax = elementwise(
-        p, b * seq * seq, "masked_softmax", flops=SOFTMAX_FLOPS, bwd_flops=SOFTMAX_BWD_FLOPS,
+        p,
+        b * seq * seq,
+        "masked_softmax",
+        flops=SOFTMAX_FLOPS,
+        bwd_flops=SOFTMAX_BWD_FLOPS,
         save=1,
     )
     context = batched_matmul(p, b, seq, head_dim, seq, save_a=False, name="context")
@@ -107,8 +111,12 @@ def token_embedding(p: Precision, batch: int, seq: int, hidden: int, vocab: int)
     )
     tied = LayerCost(
         weight_grad=(
-            Stream(2 * vocab * hidden * b, vocab * hidden * b, vocab * hidden,
-                   name="wte.accumulate_grad"),
+            Stream(
+                2 * vocab * hidden * b,
+                vocab * hidden * b,
+                vocab * hidden,
+                name="wte.accumulate_grad",
+            ),
         )
     )
     return total([tok, pos, add_pos, tied])

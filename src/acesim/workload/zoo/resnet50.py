@@ -127,8 +127,15 @@ def build(
     layers = []
     for spec in specs:
         conv, out = conv2d(
-            p, batch, spec.c_in, spec.c_out, spec.size, spec.kernel, spec.stride,
-            save_input=spec.name == "conv1", name=f"{spec.name}",
+            p,
+            batch,
+            spec.c_in,
+            spec.c_out,
+            spec.size,
+            spec.kernel,
+            spec.stride,
+            save_input=spec.name == "conv1",
+            name=f"{spec.name}",
         )
         n_out = batch * spec.c_out * out * out
         cost = conv + batch_norm(p, n_out, spec.c_out)
