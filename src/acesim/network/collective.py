@@ -190,6 +190,9 @@ class CollectiveRuntime:
         config: collective settings (chunks, scheduling, priorities, per-message delay).
         endpoint: the collective endpoint model.
         exact: simulate every NPU (True) or one representative (False).
+        classes: symmetric mode: representatives simulated (class mode, one per class of
+            identical ranks; each one's peers in a collective are mapped onto itself, so a
+            collective's group must lie within one class).
     """
 
     def __init__(
@@ -200,6 +203,7 @@ class CollectiveRuntime:
         endpoint: Endpoint | None = None,
         *,
         exact: bool = False,
+        classes: int = 1,
     ):
         self.engine = engine
         self.topology = topology
@@ -207,7 +211,7 @@ class CollectiveRuntime:
         self.endpoint = endpoint or Endpoint()
         self.exact = exact
         validate_algorithms(config, topology)
-        self.ranks: Sequence[int] = range(topology.npus) if exact else range(1)
+        self.ranks: Sequence[int] = range(topology.npus) if exact else range(classes)
         #: starts message activities with the HBM shares of the endpoint
         self.shares = MessageShares(engine, self.endpoint, len(self.ranks))
         self.egress: list[list[Resource]] = [
@@ -250,6 +254,8 @@ class CollectiveRuntime:
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
         self._dests: dict[tuple[int, int, int, int, str, int], list[int]] = {}
+        self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
+        self._counts: dict[int, int] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
         self._lines: LineOrders | None = None
         self.collectives: list[Collective] = []
@@ -363,7 +369,24 @@ class CollectiveRuntime:
         group: Group | None = None,
     ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
         """The group's axes, the chunk count and the tuner's choice (algorithm, one chunk's
-        phases, protocol) for ``op`` of ``size`` bytes, without issuing anything."""
+        phases, protocol) for ``op`` of ``size`` bytes, without issuing anything (computed
+        once per distinct collective: the choice depends on nothing else)."""
+        key = (op, size, None if dims is None else tuple(dims), group)
+        known = self._choices.get(key)
+        if known is not None:
+            return known
+        made = self._choose(op, size, dims=dims, group=group)
+        self._choices[key] = made
+        return made
+
+    def _choose(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        group: Group | None = None,
+    ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
         COLLECTIVE_OPS.get(op)
         if not size >= 0 or size == math.inf:
             raise TopologyError(f"collective size must be finite and >= 0, got {size}")
@@ -410,7 +433,9 @@ class CollectiveRuntime:
         self, op: str, size: float, chunks: int, phases: list[Phase], ranks: int | None
     ) -> None:
         """Refuse a collective whose messages alone would exceed the work bound."""
-        per_rank = _messages(chunks, phases)
+        per_rank = self._counts.get(id(phases))  # phases lists live on in self._choices
+        if per_rank is None:
+            per_rank = self._counts[id(phases)] = _messages(chunks, phases)
         total = per_rank * (ranks if ranks is not None else len(self.ranks))
         if total > self.config.max_messages:
             mode = "every NPU" if self.exact else "one NPU"
@@ -514,7 +539,8 @@ class CollectiveRuntime:
         self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
 
     def _destinations(self, rank: int, phase: Phase, step: Step) -> list[int]:
-        """The simulated ranks ``rank`` sends a message of ``step`` to (0s in symmetric mode)."""
+        """The simulated ranks ``rank`` sends a message of ``step`` to (in symmetric mode the
+        representative itself, for each of its peers)."""
         topo = self.topology
         global_rank = rank if self.exact else 0
         dim = phase.dim
@@ -522,7 +548,7 @@ class CollectiveRuntime:
         axis = Axis(dim, phase.size, phase.stride)
         positions = step.destinations(axis.position(own), phase.size)
         if not self.exact:
-            return [0] * len(positions)
+            return [rank] * len(positions)
         return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
     def _send_step(self, run: _ChunkRun) -> None:
