@@ -50,13 +50,13 @@ from ..workload.graph import Graph
 from ..workload.llm.block import ChunkWork, chunk_work
 from ..workload.llm.memory import TERMS, grad_bytes, rank_footprint
 from ..workload.llm.models import MODELS, TransformerConfig, model_flops
-from ..workload.llm.parallel import ParallelConfig, Placement, placement
+from ..workload.llm.parallel import ParallelConfig, Placement, parse_parallel, placement
 from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
 
 __all__ = [
     "LlmCase", "make_llm_case", "run_llm", "llm_graph", "class_mode_problem", "OPTIMIZER",
-    "MODES", "Mode",
+    "MODES", "Mode", "llm_point_config", "run_llm_point",
 ]
 
 OPTIMIZER = "adam"
@@ -324,3 +324,71 @@ def run_llm(
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
     )
     return result, execution
+
+
+#: LLM sweep points' parameters echoed by the result (configuration, not results)
+_POINT_ECHO = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision", "schema")
+
+
+def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(key, "must be a whole number of at least 1", value)
+    return value
+
+
+def llm_point_config(
+    system: SystemConfig, system_doc: dict[str, Any], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The normalised configuration of an LLM sweep point (``model``, ``parallel``,
+    ``global_batch``, ``micro_batch``, ``seq``, ``precision``, ``nodes``, ``mode``; defaults
+    as ``acesim run``'s), its case resolved once so that a configuration that does not divide
+    or does not fit is a ConfigError (or TopologyError) naming the field: the sweep records
+    the point as refused, with the reason."""
+    name = raw.get("model")
+    if not isinstance(name, str):
+        raise ConfigError("model", "LLM points need a model name (base.model or an axis)", name)
+    model = MODELS.get(name, "model")
+    text = raw.get("parallel", "")
+    if not isinstance(text, str):
+        raise ConfigError("parallel", "must be text such as 'tp=8,pp=4'", text)
+    micro = _int_param(raw, "micro_batch", 1)
+    assert micro is not None
+    global_batch = _int_param(raw, "global_batch", micro)
+    seq = _int_param(raw, "seq", model.seq)
+    nodes = _int_param(raw, "nodes", None)
+    precision = raw.get("precision", "bf16")
+    if not isinstance(precision, str):
+        raise ConfigError("precision", "must be a precision name", precision)
+    mode = raw.get("mode", "class")
+    if mode not in MODES:
+        raise ConfigError("mode", f"must be one of {', '.join(MODES)}", mode)
+    assert global_batch is not None and seq is not None
+    par = parse_parallel(text, global_batch=global_batch, micro_batch=micro, seq=seq,
+                         field="parallel")
+    make_llm_case(system, model, par, precision=precision, nodes=nodes)
+    return {
+        "kind": "llm", "system": system_doc, "model": name, "parallel": text,
+        "global_batch": global_batch, "micro_batch": micro, "seq": seq,
+        "precision": precision, "nodes": nodes, "mode": mode,
+    }
+
+
+def run_llm_point(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Run an LLM sweep point (:func:`llm_point_config`'s configuration): the result's
+    figures (:meth:`~acesim.results.llm.LlmResult.to_dict`) without the echoed inputs."""
+    from ..config.presets import system_from_dict
+
+    par = parse_parallel(config["parallel"], global_batch=config["global_batch"],
+                         micro_batch=config["micro_batch"], seq=config["seq"],
+                         field="parallel")
+    case = make_llm_case(system_from_dict(config["system"]), config["model"], par,
+                         precision=config["precision"], nodes=config["nodes"])
+    result, _ = run_llm(case, mode=config["mode"])
+    data = result.to_dict()
+    data["parallel_resolved"] = data["parallel"]
+    for key in _POINT_ECHO:
+        data.pop(key, None)
+    return data
