@@ -50,3 +50,10 @@ def test_llm_spec_errors_name_the_field() -> None:
     no_model = load_spec({"kind": "llm", "base": {"system": "h100-nvswitch-8"},
                           "grid": {"parallel": ["tp=8"]}}).points()
     assert no_model[0].error is not None and "model" in no_model[0].error
+
+
+def test_the_example_llm_sweep_resolves() -> None:
+    spec = load_spec(Path(__file__).resolve().parents[1] / "examples" / "sweep_llm_parallel.toml")
+    points = spec.points()
+    assert spec.kind == "llm" and len(points) == 6
+    assert [p.ok for p in points] == [True] * 5 + [False]
