@@ -286,3 +286,15 @@ def test_recompute_layers_recomputes_only_the_first_layers_of_a_chunk() -> None:
     two = backward_kernels(recompute="full", recompute_layers=2)
     assert none < two < full
     assert two - none == (full - none) // 2
+
+
+def test_a_class_mode_trace_names_the_ranks_each_process_stands_for() -> None:
+    from acesim.results.trace import trace_events
+
+    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=2,
+                                                                  seq=1024), nodes=1)
+    _result, ex = run_llm(case, trace=True)
+    meta = trace_events(ex)["metadata"]
+    assert meta["processes"]["2"] == {"simulated_rank": 1, "represents": "4-7",
+                                      "represents_count": 4}
+    assert meta["note"].startswith("class mode")
