@@ -163,7 +163,7 @@ MOE = TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=2, f
 @pytest.mark.parametrize(
     ("model", "parallel", "nodes"),
     [
-        (TINY, ParallelConfig(tp=2, pp=4, vpp=2, global_batch=32, seq=1024), 4),  # interleaved
+        (TINY, ParallelConfig(tp=2, pp=4, vpp=2, global_batch=16, seq=1024), 4),  # interleaved
         (TINY, ParallelConfig(tp=2, pp=2, cp=2, global_batch=8, seq=1024), 2),  # CP
         (MOE, ParallelConfig(pp=2, ep=2, global_batch=16, seq=512), 2),  # EP
         (TINY, ParallelConfig(pp=2, zero=3, global_batch=16, seq=1024), 2),  # FSDP
@@ -176,6 +176,16 @@ def test_class_mode_agrees_with_exact_mode(
     model: TransformerConfig, parallel: ParallelConfig, nodes: int
 ) -> None:
     _agree(make_llm_case("h100-nvswitch-8", model, parallel, nodes=nodes))
+
+
+@pytest.mark.parametrize("endpoint", ["ace", "ideal"])
+def test_class_mode_agrees_with_exact_mode_on_other_endpoints_and_iterations(
+    endpoint: str,
+) -> None:
+    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=4,
+                                                                  seq=1024), nodes=1,
+                         iterations=2)
+    _agree(case.with_endpoint(endpoint))
 
 
 def test_ranks_that_differ_run_in_exact_mode_and_say_so() -> None:

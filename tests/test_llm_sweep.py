@@ -13,13 +13,18 @@ from acesim.sweep import load_results, load_spec, run_sweep
 
 
 def _spec(**grid: Any) -> dict[str, Any]:
-    return {
+    spec: dict[str, Any] = {
         "name": "llm-parallel",
         "kind": "llm",
-        "base": {"system": "h100-nvswitch-8", "model": "llama3-8b", "global_batch": 8,
+        "base": {"system": "h100-nvswitch-8", "model": "llama3-8b", "global_batch": 2,
                  "seq": 512, "nodes": 1},
-        "grid": grid or {"parallel": ["tp=8", "tp=2,pp=4", "tp=3", "tp=1,zero=0"]},
     }
+    if grid:
+        spec["grid"] = grid
+    else:  # the global batch advanced with the configuration (DP 1, 1, 1 and 8)
+        spec["zip"] = {"parallel": ["tp=8", "tp=2,pp=4", "tp=3", "tp=1,zero=0"],
+                       "global_batch": [2, 2, 2, 8]}
+    return spec
 
 
 def test_a_parallel_axis_runs_the_configurations_that_fit_and_records_the_rest(
