@@ -9,7 +9,7 @@ import pytest
 from acesim.config.resolve import resolve_system
 from acesim.config.system import SystemConfig
 from acesim.config.variation import Straggler, Variation
-from acesim.errors import ConfigError
+from acesim.errors import ConfigError, WorkloadError
 from acesim.experiment.llm import LlmCase, make_llm_case, run_llm
 from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
@@ -19,6 +19,7 @@ from acesim.network.topology import Topology
 from acesim.results.llm import LlmResult, idle_breakdown
 from acesim.training.executor import Execution, GraphExecutor
 from acesim.training.pipeline import Op, pipeline_graph, schedule
+from acesim.workload.graph import Graph, Node
 from acesim.workload.llm.block import ChunkWork, Step
 from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import ParallelConfig, placement
@@ -308,3 +309,12 @@ def test_a_class_mode_trace_names_the_ranks_each_process_stands_for() -> None:
     assert meta["processes"]["2"] == {"simulated_rank": 1, "represents": "4-7",
                                       "represents_count": 4}
     assert meta["note"].startswith("class mode")
+
+
+def test_class_mode_refuses_a_collective_across_classes() -> None:
+    system = resolve_system("h100-nvswitch-8", nodes=2)
+    classes = RankClasses(2, 8)
+    node = Node(0, "dp.all-reduce", "collective", op="all-reduce", size=1e6)  # every rank
+    graph = Graph([[node], [node]], npus=16, classes=classes)
+    with pytest.raises(WorkloadError, match="class mode needs every group within one class"):
+        GraphExecutor(Platform(system, classes=classes), graph).run()

@@ -204,11 +204,20 @@ class GraphExecutor:
             topo = self.platform.topology
             classes = self.platform.classes
             own = classes.representative(rank) if classes is not None else rank
-            root = own
+            root = last = own
             for axis in resolve(topo, node.group if node.group is not None else node.dims):
                 coordinate = topo.coordinate(own, axis.dim)
-                first = axis.coordinate(coordinate, 0)
-                root += (first - coordinate) * topo.dimensions[axis.dim].stride
+                stride = topo.dimensions[axis.dim].stride
+                root += (axis.coordinate(coordinate, 0) - coordinate) * stride
+                last += (axis.coordinate(coordinate, axis.size - 1) - coordinate) * stride
+            if classes is not None and not classes.of(root) == classes.of(last) == rank:
+                raise WorkloadError(
+                    f"class {rank}: collective {node.name!r} spans ranks {root}-{last}, beyond "
+                    f"its class (ranks {classes.representative(rank)}-"
+                    f"{classes.representative(rank) + classes.block - 1}); class mode needs "
+                    "every group within one class",
+                    location=self.graph.name or "graph",
+                )
             self._roots[key] = root
         return root
 
