@@ -189,7 +189,7 @@ def parse_spec(
     """Check a spec document's structure and build a :class:`SweepSpec`."""
     _known_keys(doc, SPEC_KEYS, "")
     kind = doc.get("kind", "collective")
-    if kind not in _BASE_KEYS:
+    if not isinstance(kind, str) or kind not in _BASE_KEYS:
         raise ConfigError("kind", "must be 'collective', 'run' or 'llm'", kind)
     base = doc.get("base", {})
     if not isinstance(base, dict):
