@@ -44,7 +44,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -240,7 +240,7 @@ def parse_spec(
         seen.add(axis.path)
     return SweepSpec(
         name=spec_name,
-        kind=kind,
+        kind=cast(Kind, kind),
         base=base,
         grid=grid,
         zips=zips,
