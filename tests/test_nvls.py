@@ -97,14 +97,18 @@ def test_nvls_units_differ_from_comm_units() -> None:
     assert platform.npus[0].units.peak == 24
 
 
-def test_the_preset_carries_the_fitted_nvls_values() -> None:
-    collective = h100(nvls=False).collective
-    for fit in fit_collective("h100-nvswitch-8"):
+@pytest.mark.parametrize("preset", ["h100-nvswitch-8", "gb200-nvl72"])
+def test_the_presets_carry_their_fitted_collective_values(preset: str) -> None:
+    from acesim.config import load_system
+    from acesim.config.paths import parse_path
+
+    carried_doc = load_system(preset).model_dump()
+    for fit in fit_collective(preset):
         assert fit.simulated == pytest.approx(fit.measured, rel=1e-6), fit
-        carried: object = collective.model_dump()
-        for key in fit.parameter.removeprefix("collective.").split("."):
-            assert isinstance(carried, dict)
-            carried = carried[key]
+        carried: object = carried_doc
+        for key in parse_path(fit.parameter):
+            assert isinstance(carried, dict | list)
+            carried = carried[key]  # type: ignore[index]
         assert carried == pytest.approx(fit.value, rel=5e-4), fit
 
 

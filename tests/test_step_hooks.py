@@ -71,7 +71,9 @@ class HeldStepsEndpoint(Endpoint):
         self.cfg: HeldStepsSettings = ctx.settings
         self.steps = 0
 
-    def step_begin(self, rank: int, kind: str, proceed: Callable[[], None]) -> None:
+    def step_begin(
+        self, rank: int, kind: str, proceed: Callable[[], None], messages: int = 1
+    ) -> None:
         def held() -> None:
             self.steps += 1
             self.engine.schedule(self.cfg.setup, proceed)

@@ -531,3 +531,13 @@ def test_run_sweep_works_from_a_script_without_a_main_guard(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     assert "ran 24" in proc.stdout
     assert len(load_results(db)) == 24
+
+
+def test_best_of_an_alias_searches_the_kind_it_stands_for() -> None:
+    from acesim.sweep.spec import _best_of
+
+    raw: dict[str, Any] = {"system": {"endpoint": {"kind": "best_sm"}}}
+    assert _best_of(raw)
+    assert raw["system"]["endpoint"]["kind"] == "baseline"
+    unknown: dict[str, Any] = {"system": {"endpoint": {"kind": "best_nope"}}}
+    assert not _best_of(unknown)

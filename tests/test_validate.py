@@ -38,6 +38,10 @@ FIT_ROWS = {
     "h100x8-nvls-allreduce-1m": ["collective.protocols.nvls.Simple.hop_latency"],
     "h100x8-nvls-allreduce-16m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
+    "gb200-nvl64-ce-allgather-32mb-batch": ["endpoint.copy_engine.command_setup"],
+    "gb200-nvl64-ce-allgather-32mb-waves": ["endpoint.copy_engine.setup"],
+    "gb200-nvl64-ce-allgather-512mb-batch": ["network.dimensions[0].incast_efficiency"],
+    "gb200-nvl64-ce-allgather-512mb-waves": ["endpoint.copy_engine.engine_bandwidth"],
 }
 
 
@@ -91,7 +95,12 @@ def test_the_corpus_rows_say_what_they_run() -> None:
     assert not llm.gating and all(c.kind == "llm" for c in llm.cases if c.status == "live")
     assert not any(c.quick for c in llm.cases)  # every GPU of a run: minutes each
     live_offload = {c.id for c in corpus.families["offload"].cases if c.status == "live"}
-    assert live_offload == {"h100x4-alltoall-524mb-sm", "h100x4-alltoall-524mb-ce"}
+    gb200 = {
+        f"gb200-nvl64-ce-allgather-{mb}mb-{how}"
+        for mb in (32, 64, 128, 256, 512)
+        for how in ("batch", "waves")
+    }
+    assert live_offload == {"h100x4-alltoall-524mb-sm", "h100x4-alltoall-524mb-ce"} | gb200
 
 
 def test_the_a100_rows_are_live_and_match_their_fit() -> None:
@@ -361,7 +370,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
     assert "collectives: 11 test rows" in out.output
-    assert "22 unsupported" in out.output  # offload: sections 2-3 of validation.md
+    assert "16 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
 

@@ -138,6 +138,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.kernels.unit_hbm_bandwidth": "rate",
     "npu.hbm_bandwidth": "rate",
     "npu.hbm_capacity": "size",
+    "npu.host_link_bandwidth": "rate",
     **{
         f"network.dimensions[{i}].{name}": rule
         for i in range(3)
@@ -158,6 +159,8 @@ SYSTEM_FIELDS: dict[str, str] = {
     "collective.nvls_delay": "time0",
     "collective.nvls_chunk_bytes": "size",
     "network.dimensions[0].efficiency": "efficiency",
+    "network.dimensions[0].incast_efficiency": "efficiency",
+    "network.dimensions[0].incast_fan_in": "count",
     "collective.nvls_loop_latency": "time0",
     "collective.nvls_channels": "count",
     "endpoint.baseline.comm_units": "count",

@@ -81,6 +81,10 @@ class Registry(Generic[T]):
         """The aliases of ``name``."""
         return tuple(a for a, n in self._aliases.items() if n == name)
 
+    def aliases_all(self) -> tuple[str, ...]:
+        """Every alias, of every name."""
+        return tuple(self._aliases)
+
     def canonical(self, name: str, field: str | None = None) -> str:
         """The registered name ``name`` is or stands for; ConfigError as :meth:`get`."""
         if isinstance(name, str) and name in self._aliases:

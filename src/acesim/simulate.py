@@ -38,6 +38,7 @@ def simulate_collective(
     group: Group | None = None,
     compute: tuple[float, float] | None = None,
     compute_kernels: Sequence[Kernel] | None = None,
+    host_copy: tuple[float, str] | None = None,
     variation: Variation | None = None,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
@@ -54,6 +55,9 @@ def simulate_collective(
             collective; the result's ``compute`` reports both slowdowns.
         compute_kernels: or the concurrent kernels themselves (``[Gemm(...)]``), run one after
             another on the compute stream from the collective's start (not with ``compute``).
+        host_copy: optional concurrent host-device copy ``(bytes, "h2d" or "d2h")`` on every
+            simulated NPU, started with the collective on the copy engines; the result's
+            ``compute`` reports its time with and without the collective.
         variation: exact mode: stragglers and degraded or failed links
             (:class:`acesim.config.variation.Variation`).
     """
@@ -84,11 +88,16 @@ def simulate_collective(
     if kernels is not None:
         for npu in platform.npus:
             npu.run_kernels(kernels, _nothing, tag="compute")
+    copy_end: list[float] = []
+    if host_copy is not None:
+        copy_bytes, direction = host_copy
+        for npu in platform.npus:
+            npu.host_copy(copy_bytes, direction, lambda _a: copy_end.append(platform.engine.now))
     recorder = BoundRecorder()
     platform.engine.bound_listener = recorder
     fast = (
         None
-        if kernels is not None
+        if kernels is not None or host_copy is not None
         else run_alone(platform.collectives, op, nbytes, dims=dims, group=group)
     )
     if fast is None:
@@ -124,6 +133,23 @@ def simulate_collective(
             "collective_slowdown": time / solo if solo > 0 else 1.0,
             "end_time": end,
         }
+    if host_copy is not None:
+        alone = _host_copy_alone(cfg, host_copy)
+        copy_time = max(copy_end)
+        if "collective_time_alone" in kernel_times:
+            solo = kernel_times["collective_time_alone"]
+        else:
+            solo = _collective_alone(cfg, op, nbytes, exact, dims, group, variation)
+        kernel_times.update(
+            {
+                "host_copy_time": copy_time,
+                "host_copy_time_alone": alone,
+                "host_copy_slowdown": copy_time / alone if alone > 0 else 1.0,
+                "collective_time_alone": solo,
+                "collective_slowdown": time / solo if solo > 0 else 1.0,
+                "end_time": end,
+            }
+        )
     return CollectiveResult(
         op=op,
         size=nbytes,
@@ -164,6 +190,14 @@ def _collective_alone(
     coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
     platform.engine.run()
     return coll.duration
+
+
+def _host_copy_alone(cfg: SystemConfig, host_copy: tuple[float, str]) -> float:
+    platform = Platform(cfg)
+    ends: list[float] = []
+    platform.npus[0].host_copy(*host_copy, lambda _a: ends.append(platform.engine.now))
+    platform.engine.run()
+    return ends[0]
 
 
 def _comm_hbm_bytes(platform: Platform) -> float:

@@ -12,6 +12,7 @@ from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Gemm
+from ..hardware.npu import HOST_DIRECTIONS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_size, format_time, parse_quantity
@@ -21,9 +22,17 @@ from .common import NODES_HELP, SET_HELP, console, parse_gemm
 __all__ = ["overlap_command", "overlap"]
 
 
-def overlap(cfg: Any, gemm: Gemm, op: str, size: float, endpoint: str) -> dict[str, Any]:
-    """The GEMM and the collective on ``cfg`` with ``endpoint``: each alone, serial (their
-    sum) and overlapped (both started together: the makespan), and each one's slowdown."""
+def overlap(
+    cfg: Any,
+    gemm: Gemm,
+    op: str,
+    size: float,
+    endpoint: str,
+    host_copy: tuple[float, str] | None = None,
+) -> dict[str, Any]:
+    """The GEMM and the collective on ``cfg`` with ``endpoint`` (and optionally a host-device
+    copy ``(bytes, direction)`` on the copy engines): each alone, serial (their sum) and
+    overlapped (all started together: the makespan), and each one's slowdown."""
     from ..simulate import simulate_collective
 
     if gemm.dtype not in cfg.npu.matrix_flops:
@@ -33,12 +42,14 @@ def overlap(cfg: Any, gemm: Gemm, op: str, size: float, endpoint: str) -> dict[s
             f"{', '.join(cfg.npu.matrix_flops)}",
             gemm.dtype,
         )
-    result = simulate_collective(cfg, op, size, endpoint=endpoint, compute_kernels=[gemm])
+    result = simulate_collective(
+        cfg, op, size, endpoint=endpoint, compute_kernels=[gemm], host_copy=host_copy
+    )
     info = result.compute
     assert info is not None
     gemm_alone = info["kernel_time_alone"]
     coll_alone = info["collective_time_alone"]
-    return {
+    row: dict[str, Any] = {
         "endpoint": endpoint,
         "gemm_time_alone": gemm_alone,
         "collective_time_alone": coll_alone,
@@ -49,6 +60,28 @@ def overlap(cfg: Any, gemm: Gemm, op: str, size: float, endpoint: str) -> dict[s
         "gemm_slowdown": info["kernel_slowdown"],
         "collective_slowdown": info["collective_slowdown"],
     }
+    if host_copy is not None:
+        row["serial_time"] += info["host_copy_time_alone"]
+        row["overlapped_time"] = max(row["overlapped_time"], info["host_copy_time"])
+        for key in ("host_copy_time_alone", "host_copy_time", "host_copy_slowdown"):
+            row[key] = info[key]
+    return row
+
+
+def parse_host_copy(text: str | None) -> tuple[float, str] | None:
+    """``SIZE[:h2d|d2h]`` (default h2d) as (bytes, direction); None for None."""
+    if text is None:
+        return None
+    size, _, direction = text.partition(":")
+    direction = direction.strip() or "h2d"
+    if direction not in HOST_DIRECTIONS:
+        raise ConfigError(
+            "--host-copy", f"direction must be one of {', '.join(HOST_DIRECTIONS)}", text
+        )
+    nbytes = parse_quantity(size, "size", "--host-copy")
+    if not nbytes > 0:
+        raise ConfigError("--host-copy", "must be a positive size", text)
+    return nbytes, direction
 
 
 def overlap_command(
@@ -62,11 +95,18 @@ def overlap_command(
         "--endpoints",
         help=f"comma-separated endpoint kinds: {ENDPOINT_KINDS.choices()}",
     ),
+    host_copy: str | None = typer.Option(
+        None,
+        "--host-copy",
+        help="also a host-device copy on the copy engines, SIZE[:h2d|d2h] (e.g. 1GiB:h2d); "
+        "copy-engine collectives share the engines with it",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """A GEMM and a collective per endpoint: alone, serial and overlapped, and slowdowns."""
     kernel = parse_gemm(gemm)
+    copy = parse_host_copy(host_copy)
     COLLECTIVE_OPS.get(op, "--op")
     nbytes = parse_quantity(size, "size", "--size")
     if not nbytes > 0:
@@ -77,7 +117,7 @@ def overlap_command(
     for kind in kinds:
         ENDPOINT_KINDS.check(kind, "--endpoints")
     cfg = cli_system(system, sets, nodes)
-    rows = [overlap(cfg, kernel, op, nbytes, kind) for kind in kinds]
+    rows = [overlap(cfg, kernel, op, nbytes, kind, copy) for kind in kinds]
     if as_json:
         payload = {
             "schema": "acesim.overlap/1",
@@ -85,29 +125,36 @@ def overlap_command(
             "gemm": {"m": kernel.m, "n": kernel.n, "k": kernel.k, "dtype": kernel.dtype},
             "op": op,
             "size": nbytes,
+            "host_copy": None if copy is None else {"bytes": copy[0], "direction": copy[1]},
             "results": rows,
         }
         console.out(dumps(payload, indent=2))
         return
-    table = Table(title=f"{kernel.name} with {op} of {format_size(nbytes)} on {cfg.name}")
-    for col in (
-        "endpoint",
-        "GEMM alone",
-        "collective alone",
-        "serial",
-        "overlapped",
-        "GEMM slowdown",
-        "coll. slowdown",
-    ):
+    title = f"{kernel.name} with {op} of {format_size(nbytes)} on {cfg.name}"
+    if copy is not None:
+        title += f" and a {format_size(copy[0])} {copy[1]} copy"
+    table = Table(title=title)
+    columns = ["endpoint", "GEMM alone", "collective alone"]
+    columns += ["host copy alone"] if copy is not None else []
+    columns += ["serial", "overlapped", "GEMM slowdown", "coll. slowdown"]
+    columns += ["copy slowdown"] if copy is not None else []
+    for col in columns:
         table.add_column(col, justify="left" if col == "endpoint" else "right")
     for row in rows:
-        table.add_row(
+        cells = [
             row["endpoint"],
             format_time(row["gemm_time_alone"]),
             format_time(row["collective_time_alone"]),
+        ]
+        if copy is not None:
+            cells.append(format_time(row["host_copy_time_alone"]))
+        cells += [
             format_time(row["serial_time"]),
             format_time(row["overlapped_time"]),
             f"{row['gemm_slowdown']:.3f}x",
             f"{row['collective_slowdown']:.3f}x",
-        )
+        ]
+        if copy is not None:
+            cells.append(f"{row['host_copy_slowdown']:.3f}x")
+        table.add_row(*cells)
     console.print(table)

@@ -80,7 +80,6 @@ class KernelModelConfig(Strict):
         None, description="most HBM B/s one compute unit can draw (None: no limit)"
     )
 
-
     @field_validator("gemm_efficiency")
     @classmethod
     def _gemm_dtypes(cls, value: float | dict[str, float]) -> float | dict[str, float]:
@@ -122,6 +121,11 @@ class NPUConfig(Strict):
     )
     hbm_bandwidth: PositiveBytesPerSecond = Field(900e9, description="HBM bandwidth, B/s")
     hbm_capacity: PositiveBytes = Field(32 * 2**30, description="HBM capacity, bytes")
+    host_link_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="the link to the host (PCIe, NVLink-C2C), one direction, B/s; host-device "
+        "copies run on the copy engines over it; None: not modelled (host copies refused)",
+    )
     hbm_arbitration: Literal["mlp", "drf"] = Field(
         "mlp",
         description="how HBM is shared: mlp (in proportion to each party's memory-level "
@@ -211,11 +215,28 @@ class DimensionConfig(Strict):
         description="fraction of this dimension's link bandwidth carrying payload (its link "
         "type's protocol efficiency); None: collective.protocol_efficiency",
     )
+    incast_fan_in: PositiveInt | None = Field(
+        None,
+        description="the most peers a switch port takes writes from at once at full rate; a "
+        "step with more writers per receiver (a direct step's p-1, a wave's copies) runs at "
+        "incast_efficiency; None: no incast loss; switch dimensions only",
+    )
+    incast_efficiency: PositiveFraction = Field(
+        1.0,
+        description="fraction of the links' bandwidth a step with more than incast_fan_in "
+        "writers per receiver delivers (switch output-port congestion)",
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
         _check_switch_reduction(self.kind, self.switch_reduction)
+        if self.incast_fan_in is not None and self.kind != "switch":
+            raise FieldRuleError(
+                "incast_fan_in",
+                f"applies only to a switch dimension, got kind {self.kind!r}",
+                self.incast_fan_in,
+            )
         return self
 
 
@@ -407,8 +428,9 @@ class CollectiveConfig(Strict):
         "hand over through flags once per loop); 0: none",
     )
     nvls_channels: PositiveInt = Field(
-        16, description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
-        "nvls_channels x p x chunk bytes)"
+        16,
+        description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
+        "nvls_channels x p x chunk bytes)",
     )
     protocols: dict[str, dict[str, ProtocolConfig]] = Field(
         default_factory=dict,

@@ -33,10 +33,17 @@ __all__ = [
 
 
 def scalar_settings(settings: Any) -> dict[str, Any]:
-    """The endpoint settings worth echoing in a result: the scalar ones (lists of variants to
-    search are left out)."""
+    """The endpoint settings worth echoing in a result: the scalar ones, and tables of names as
+    ``key:value`` text (the ideal endpoint's ``algorithms``); lists of variants to search and
+    tables of numbers are left out."""
     dumped: dict[str, Any] = settings.model_dump(mode="json")
-    return {k: v for k, v in dumped.items() if not isinstance(v, list | dict)}
+    out: dict[str, Any] = {}
+    for k, v in dumped.items():
+        if isinstance(v, dict) and all(isinstance(x, str) for x in v.values()):
+            out[k] = ",".join(f"{a}:{b}" for a, b in v.items()) or "-"
+        elif not isinstance(v, list | dict):
+            out[k] = v
+    return out
 
 
 def variant_case(case: Case, kind: str | None, variant: Variant | None) -> Case:

@@ -23,6 +23,13 @@ Model
 Compute kernels on one NPU run one at a time (one compute stream); the training loop ensures
 that.
 
+Host-device copies (:meth:`NPU.host_copy`) run on the NPU's DMA copy engines (one resource of
+``engines x engine_bandwidth`` of ``[endpoint.copy_engine]``, attached by the platform whatever
+the endpoint kind: the hardware has them) over the host link of its direction
+(``npu.host_link_bandwidth`` each way), and read (device to host) or write (host to device)
+one HBM byte per byte. A copy-engine endpoint's collectives draw on the same engines, so the
+two share them; SM collectives do not.
+
 A straggler (exact mode, :mod:`acesim.config.variation`) has a ``slowdown``: the compute time of
 every block of its kernels is multiplied by it (a slower clock); launch latency (the host's) and
 what a kernel moves are not, so a memory-bound kernel slows only as far as compute becomes its
@@ -37,9 +44,12 @@ from typing import Any
 
 from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
-from ..errors import SimulationError
+from ..errors import ConfigError, SimulationError
 from .kernel_model import KernelPlan, expand, plan_kernel
 from .kernels import Kernel
+
+#: Directions of host-device copies.
+HOST_DIRECTIONS = ("h2d", "d2h")
 
 
 class NPU:
@@ -73,6 +83,48 @@ class NPU:
         self.kernel_log: list[tuple[Any, float, float, float]] = []  # tag, start, end, alone
         #: compute-time multiplier of this NPU's kernels (1.0: as the kernel model plans)
         self.slowdown = 1.0
+        #: the DMA copy engines (B/s of copies; the platform attaches them)
+        self.copy_engines: Resource | None = None
+        #: the host link, per direction (none without ``npu.host_link_bandwidth``)
+        self.host_links: dict[str, Resource] = {}
+        if config.host_link_bandwidth is not None:
+            for direction in HOST_DIRECTIONS:
+                self.host_links[direction] = engine.add_resource(
+                    f"npu{rank}.host_link.{direction}", config.host_link_bandwidth
+                )
+        self.host_hbm_bytes = 0.0  # HBM bytes moved by host-device copies so far
+
+    def host_copy(
+        self,
+        nbytes: float,
+        direction: str,
+        on_done: Callable[[Activity], Any],
+        *,
+        tag: Any = None,
+    ) -> Activity:
+        """Copy ``nbytes`` (bytes) between host and device (``direction``: ``h2d`` or ``d2h``)
+        on the copy engines over the host link; ``on_done(activity)`` when done."""
+        if direction not in HOST_DIRECTIONS:
+            raise ConfigError(
+                "host_copy.direction", f"must be one of {', '.join(HOST_DIRECTIONS)}", direction
+            )
+        if not (nbytes >= 0) or nbytes == float("inf"):
+            raise ConfigError("host_copy.bytes", "must be a finite number >= 0", nbytes)
+        if not self.host_links:
+            raise ConfigError(
+                "npu.host_link_bandwidth",
+                f"must be set for host-device copies ({self.config.name} has no host link)",
+                None,
+            )
+        demand = {self.host_links[direction]: 1.0, self.hbm_comm: 1.0}
+        if self.copy_engines is not None:
+            demand[self.copy_engines] = 1.0
+
+        def done(act: Activity) -> None:
+            self.host_hbm_bytes += act.work
+            on_done(act)
+
+        return self.engine.start(nbytes, demand, done, tag=tag)
 
     def set_slowdown(self, slowdown: float) -> None:
         """Make this NPU's kernels compute ``slowdown`` times as long (> 0; before the run)."""
@@ -100,8 +152,11 @@ class NPU:
 
     @property
     def comm_hbm_bytes(self) -> float:
-        """HBM bytes moved by communication so far (everything that is not a compute kernel)."""
-        return sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes
+        """HBM bytes moved by communication so far (everything that is neither a compute
+        kernel nor a finished host-device copy)."""
+        return sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes - (
+            self.host_hbm_bytes
+        )
 
     @property
     def hbm_resources(self) -> list[Resource]:

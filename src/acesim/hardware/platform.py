@@ -18,7 +18,7 @@ from ..network.classes import RankClasses
 from ..network.collective import CollectiveRuntime
 from ..network.plan import validate_algorithms
 from ..network.topology import Topology
-from .endpoints import ENDPOINT_KINDS, build_endpoint
+from .endpoints import ENDPOINT_KINDS, CopyEngineSettings, build_endpoint
 from .npu import NPU
 from .variation import apply_variation
 
@@ -75,6 +75,11 @@ class Platform:
         self.classes = classes
         count = self.topology.npus if exact else (classes.count if classes else 1)
         self.npus = [NPU(self.engine, r, system.npu) for r in range(count)]
+        engines = system.endpoint.of(CopyEngineSettings, "copy_engine")
+        for npu in self.npus:  # the hardware's DMA engines, whatever drives the collectives
+            npu.copy_engines = self.engine.add_resource(
+                f"npu{npu.rank}.copy_engines", engines.engines * engines.engine_bandwidth
+            )
         self.endpoint = build_endpoint(self.engine, self.npus, self.topology, system)
         self.collectives = CollectiveRuntime(
             self.engine, self.topology, system.collective, self.endpoint, exact=exact,

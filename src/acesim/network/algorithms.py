@@ -63,17 +63,21 @@ class Step:
 
     Attributes:
         message_bytes: bytes of each message this NPU sends in the step.
-        pattern: ``next`` (coordinate + 1), ``xor`` (coordinate ^ distance) or ``all`` (every
-            other coordinate).
-        distance: XOR distance for the ``xor`` pattern.
+        pattern: ``next`` (coordinate + 1), ``xor`` (coordinate ^ distance), ``all`` (every
+            other coordinate) or ``span`` (the ``count`` coordinates ``distance``,
+            ``distance + 1`` ... ahead, modulo the size: one wave of a direct step issued in
+            waves, in which every NPU also receives from ``count`` peers).
+        distance: XOR distance for the ``xor`` pattern; the first offset of a ``span``.
         kind: ``reduce``, ``gather``, ``alltoall``, ``nvls_reduce`` or ``nvls_gather``
             (endpoint accounting).
+        count: messages of a ``span`` step (1 for the others).
     """
 
     message_bytes: float
     pattern: str
     distance: int
     kind: str
+    count: int = 1
 
     def destinations(self, coordinate: int, size: int) -> list[int]:
         """Coordinates this NPU sends to."""
@@ -81,10 +85,14 @@ class Step:
             return [(coordinate + 1) % size]
         if self.pattern == "xor":
             return [coordinate ^ self.distance]
+        if self.pattern == "span":
+            return [(coordinate + self.distance + j) % size for j in range(self.count)]
         return [c for c in range(size) if c != coordinate]
 
     def message_count(self, size: int) -> int:
-        return size - 1 if self.pattern == "all" else 1
+        if self.pattern == "all":
+            return size - 1
+        return self.count if self.pattern == "span" else 1
 
 
 def _is_pow2(n: int) -> bool:

@@ -12,8 +12,11 @@ A step at an NPU sends its messages; each message is a fluid activity demanding 
 egress capacity on the dimension, the receiver's ingress capacity on it (the same links in the
 other direction: many senders to one receiver share that receiver's ingress, incast) plus
 whatever the collective endpoint charges per network byte (HBM bytes, comm-unit throughput,
-engine ALU/DMA). When a message is on the wire it is delivered after the link latency plus
-the fixed per-message endpoint delay. A step completes at an NPU when its own messages are out
+engine ALU/DMA). An endpoint whose messages carry no collective protocol (a copy engine's
+writes) may give its own payload fraction of the links (``link_efficiency``): its bytes weigh
+``efficiency / link_efficiency`` on the capacities, the dimension's efficiency over its own.
+When a message is on the wire it is delivered after the link latency plus the fixed
+per-message endpoint delay. A step completes at an NPU when its own messages are out
 and its peers' messages for that step have arrived.
 
 A collective runs on a communicator group (:mod:`acesim.network.group`): whole dimensions, a
@@ -33,7 +36,17 @@ Before a chunk enters a phase, and once it has left its last, the endpoint may h
 (``phase_begin``: ACE's SRAM partitions, one per phase, bound the chunks in each phase).
 
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
-acquire); it is told when the step completes (``step_end``).
+acquire); it is told when the step completes (``step_end``). The endpoint also says how it
+issues a collective's planned steps (``shape_phases``): a copy engine issues a direct step as
+one batch or in waves of a few copies (``span`` steps, each a barrier).
+
+Incast at a switch: a step in which every NPU writes to more than its dimension's
+``incast_fan_in`` peers at once (so every receiver takes as many writers at once: a direct
+step's ``p-1``, a wave's ``count``) runs at the dimension's ``incast_efficiency`` of the links'
+bandwidth: its bytes weigh ``1 / incast_efficiency`` on the egress and ingress capacities. The
+fluid model alone would share each receiver's ingress evenly among its writers and lose
+nothing; a real switch's output port congests under many-to-one traffic and backs up the
+writers' links (head-of-line blocking). ``incast_fan_in = None`` (the default): no loss.
 
 Where ``collective.choices`` lists algorithms for an operation, each collective runs the one
 :func:`~acesim.network.plan.choose_algorithm` predicts fastest (or ``collective.algorithm``).
@@ -60,7 +73,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -253,7 +266,7 @@ class CollectiveRuntime:
         self._step_hooks = (
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
-        self._dests: dict[tuple[int, int, int, int, str, int], list[int]] = {}
+        self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
         self._counts: dict[int, int] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
@@ -415,6 +428,9 @@ class CollectiveRuntime:
             self.endpoint.step_kinds,
             self.endpoint.preferred_algorithms.get(op),
         )
+        shaped = self.endpoint.shape_phases(choice.phases)
+        if shaped != choice.phases:
+            choice = replace(choice, phases=shaped)
         return axes, chunks, choice
 
     def messages_per_rank(
@@ -536,7 +552,9 @@ class CollectiveRuntime:
             return
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
-        self.endpoint.step_begin(run.rank, step.kind, partial(self._send_step, run))
+        self.endpoint.step_begin(
+            run.rank, step.kind, partial(self._send_step, run), step.message_count(phase.size)
+        )
 
     def _destinations(self, rank: int, phase: Phase, step: Step) -> list[int]:
         """The simulated ranks ``rank`` sends a message of ``step`` to (in symmetric mode the
@@ -563,7 +581,7 @@ class CollectiveRuntime:
         if step.pattern == "all":  # p-1 messages: the cost is theirs, and a cache O(p) per rank
             dests = self._destinations(rank, phase, step)
         else:
-            key = (rank, dim, phase.size, phase.stride, step.pattern, step.distance)
+            key = (rank, dim, phase.size, phase.stride, step.pattern, step.distance, step.count)
             cached = self._dests.get(key)
             if cached is None:
                 cached = self._dests[key] = self._destinations(rank, phase, step)
@@ -573,6 +591,12 @@ class CollectiveRuntime:
         weight = self.nvls_weights[dim] if nvls else 1.0
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
+        d = self.topology.dimensions[dim]
+        own = self.endpoint.link_efficiency(step.kind)
+        if own is not None:
+            weight *= d.efficiency / own  # the endpoint's payload fraction, not the protocol's
+        if d.incast_fan_in is not None and step.message_count(phase.size) > d.incast_fan_in:
+            weight /= d.incast_efficiency  # more senders per receiver than the switch takes
         demand = {self.egress[rank][dim]: weight}
         demand.update(self.endpoint.message_demand(rank, step.kind))
         shares = self.shares

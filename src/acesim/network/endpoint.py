@@ -12,10 +12,15 @@ collective, what that level costs at a rank:
   streaming engine moves it between SRAM partitions, one per phase);
 * per step: ``step_begin`` / ``step_end`` (hold compute units, or wait for a setup latency,
   while one step of one chunk runs: a reduction on SMs beside a copy engine, an NVLS step);
-* per network byte: ``message_demand`` (HBM bytes, engine ALU/DMA throughput, comm-unit
-  throughput consumed per byte sent), and how messages share HBM: ``hbm_parallelism`` (the
-  memory-level parallelism, in compute units, of the kernel or engine that moves them, under
-  ``npu.hbm_arbitration = "mlp"``) or ``message_weight`` (a dominant-resource-fair weight).
+  and ``shape_phases``, once per collective: how the endpoint issues the planned steps (a copy
+  engine splits a direct step into waves of copies, or issues it as one batch in a common
+  peer order);
+* per network byte: ``link_efficiency`` (the payload fraction of the links for its messages,
+  where it is not the collective protocol's), ``message_demand`` (HBM bytes, engine ALU/DMA
+  throughput, comm-unit throughput consumed per byte sent), and how messages share HBM:
+  ``hbm_parallelism`` (the memory-level parallelism, in compute units, of the kernel or engine
+  that moves them, under ``npu.hbm_arbitration = "mlp"``) or ``message_weight`` (a
+  dominant-resource-fair weight).
 
 The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live in
 :mod:`acesim.hardware.endpoints` and are registered there.
@@ -23,8 +28,8 @@ The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import MappingProxyType
 
 from ..engine import Resource
 from .algorithms import ALLTOALL, GATHER, REDUCE
@@ -48,7 +53,7 @@ class Endpoint:
     step_kinds: frozenset[str] | None = None
     #: per operation, the algorithm this endpoint runs wherever it can (the ``nvls`` kind's
     #: in-switch all-reduce); the tuner chooses for the others
-    preferred_algorithms: ClassVar[dict[str, str]] = {}
+    preferred_algorithms: Mapping[str, str] = MappingProxyType({})
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         """The HBM resource the rank's messages draw on and the memory-level parallelism (in
@@ -61,9 +66,23 @@ class Endpoint:
         (``kind``: a step kind of :mod:`acesim.network.algorithms`)."""
         return {}
 
-    def step_begin(self, rank: int, kind: str, proceed: Callable[[], None]) -> None:
-        """A step of ``kind`` is about to send at ``rank``; call ``proceed`` when it may (after
-        a setup latency, or once the compute units it needs are held)."""
+    def link_efficiency(self, kind: str) -> float | None:
+        """The payload fraction of the links for this endpoint's messages in a step of
+        ``kind`` (a DMA engine's writes carry no collective protocol's overhead); None: the
+        dimension's own (``efficiency``, or ``collective.protocol_efficiency``)."""
+        return None
+
+    def shape_phases(self, phases: Sequence[Phase]) -> list[Phase]:
+        """The phases as this endpoint issues them (default: as planned). Called once per
+        collective, after the algorithm and protocol are chosen."""
+        return list(phases)
+
+    def step_begin(
+        self, rank: int, kind: str, proceed: Callable[[], None], messages: int = 1
+    ) -> None:
+        """A step of ``kind`` sending ``messages`` messages is about to send at ``rank``; call
+        ``proceed`` when it may (after a setup latency, or once the compute units it needs are
+        held)."""
         proceed()
 
     def step_end(self, rank: int, kind: str) -> None:

@@ -31,6 +31,10 @@ class Dimension:
         stride: rank distance between neighbours in this dimension.
         switch_reduction: its switch reduces in the network (in-switch algorithms may run).
         efficiency: the payload fraction of its links (egress = links x bandwidth x this).
+        incast_fan_in: the most writers per receiver a switch port takes at full rate (None:
+            any number).
+        incast_efficiency: the fraction of the links' bandwidth a step with more writers per
+            receiver than ``incast_fan_in`` delivers.
     """
 
     index: int
@@ -43,6 +47,8 @@ class Dimension:
     stride: int
     switch_reduction: bool = False
     efficiency: float = 1.0
+    incast_fan_in: int | None = None
+    incast_efficiency: float = 1.0
 
 
 class Topology:
@@ -70,9 +76,7 @@ class Topology:
                 f"must have an even count (half each way), got {cfg.links_per_npu}"
             )
         name = dimension_name(i, cfg.name)
-        efficiency = (
-            collective.protocol_efficiency if cfg.efficiency is None else cfg.efficiency
-        )
+        efficiency = collective.protocol_efficiency if cfg.efficiency is None else cfg.efficiency
         return Dimension(
             index=i,
             name=name,
@@ -84,6 +88,8 @@ class Topology:
             stride=stride,
             switch_reduction=cfg.switch_reduction,
             efficiency=efficiency,
+            incast_fan_in=cfg.incast_fan_in,
+            incast_efficiency=cfg.incast_efficiency,
         )
 
     @property

@@ -49,6 +49,8 @@ __all__ = ["ENABLED", "run_alone", "add_repeatedly"]
 ENABLED = True
 
 _HOOKS = (
+    "shape_phases",
+    "link_efficiency",
     "hbm_parallelism",
     "message_demand",
     "step_begin",
@@ -108,6 +110,8 @@ def run_alone(
         return None
     if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
         return None
+    if any(d.incast_fan_in is not None for d in topo.dimensions):
+        return None  # incast weights: the event path
     # The work bound (collective.max_messages) counts what the simulation iterates over: here
     # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
     if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:

@@ -475,9 +475,9 @@ def _best_of(raw: dict[str, Any]) -> bool:
     if not isinstance(kind, str) or not kind.startswith(BEST_PREFIX):
         return False
     name = kind[len(BEST_PREFIX) :]
-    if name not in ENDPOINT_KINDS:
+    if name not in ENDPOINT_KINDS and name not in ENDPOINT_KINDS.aliases_all():
         return False  # the system validation reports the unknown kind
-    endpoint["kind"] = name
+    endpoint["kind"] = ENDPOINT_KINDS.canonical(name)
     return True
 
 

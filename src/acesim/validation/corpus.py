@@ -132,6 +132,12 @@ class CollectiveRun(Strict):
         description="the algorithm the measurement forced (NCCL_ALGO), forced as the system's "
         "collective.algorithm; None: the system's own (its tuner's choice)",
     )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="system settings the measurement used, by dotted path (e.g. "
+        "'endpoint.copy_engine.wave_size' = 8, 'network.dimensions[0].size' = 64), applied to "
+        "the system before it is validated",
+    )
 
     @field_validator("dims")
     @classmethod

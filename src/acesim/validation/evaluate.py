@@ -12,7 +12,8 @@ source measured, in the case's unit, from the model alone.
   (or a group of the innermost dimension's first ``group`` NPUs, or whole dimensions ``dims``),
   with the system's endpoint kind or the row's ``endpoint``; its busbw (or algbw); a row's
   ``algorithm`` (what the measurement forced, ``NCCL_ALGO``) is forced as the system's
-  ``collective.algorithm``.
+  ``collective.algorithm``; its ``settings`` (dotted paths: a wave size, a group of 64 GPUs
+  of a 72-GPU domain) are set on the system first.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
@@ -131,6 +132,8 @@ def _stream(case: Case, run: StreamRun, system: SystemConfig) -> tuple[float, st
 
 
 def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[float, str]:
+    if run.settings:
+        system = resolve_system(system, overrides=run.settings)
     if run.algorithm is not None:
         collective = CollectiveConfig.model_validate(
             {**system.collective.model_dump(), "algorithm": run.algorithm}

@@ -11,7 +11,8 @@ until no value moves by more than a part in 10^6.
 For a system preset, :func:`fit_collective` does the same for the collective parameters its
 rows fit (``collective.nvls_efficiency``: the large-message plateau of NVLS all-reduce, on a
 bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a row where latency
-and bandwidth weigh about equally), the bisection run on simulated collectives.
+and bandwidth weigh about equally; the copy engines' bandwidth and setups and a switch's
+incast efficiency), the bisection run on simulated collectives.
 
 The values the NPU and system presets carry are these fits, rounded to four significant
 digits; a test checks that the presets still match what this module computes from the
@@ -24,6 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..config.resolve import resolve_system
 from ..config.system import CollectiveConfig, NPUConfig, SystemConfig
 from ..errors import ConfigError
 from .corpus import Case, Corpus, Family, load_corpus
@@ -40,6 +42,10 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "collective.nvls_efficiency": (1e-3, 1.0),
     "collective.nvls_delay": (0.0, 1e-3),
     "collective.nvls_loop_latency": (0.0, 1e-3),
+    "endpoint.copy_engine.engine_bandwidth": (1e9, 1e13),
+    "endpoint.copy_engine.setup": (0.0, 1e-3),
+    "endpoint.copy_engine.command_setup": (0.0, 1e-4),
+    "network.dimensions[0].incast_efficiency": (1e-3, 1.0),
 }
 for _proto in ("LL", "LL128", "Simple"):
     for _algo in ("ring", "nvls", "double_binary_tree"):
@@ -52,6 +58,8 @@ COLLECTIVE_FITS = (
     "collective.nvls_delay",
     "collective.nvls_loop_latency",
     "collective.protocols.",
+    "endpoint.copy_engine.",
+    "network.dimensions[",
 )
 
 
@@ -100,6 +108,8 @@ def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
         data = {**system.collective.model_dump(), parameter.removeprefix("collective."): value}
         collective = CollectiveConfig.model_validate(data)
         return system.model_copy(update={"collective": collective})
+    if not parameter.startswith("npu.kernels."):  # endpoint settings, dimensions
+        return resolve_system(system, overrides={parameter: value})
     field = parameter.removeprefix("npu.kernels.")
     update: dict[str, object] = {field: value}
     if "." in field:  # one dtype's entry of a per-dtype table

@@ -6,7 +6,18 @@
     byte of the NPU's copy-engine throughput (one resource of ``engines * engine_bandwidth``)
     and no compute unit. Before a copy step sends, the engines pay ``setup`` once (the copy
     commands of a step are issued together and their setups overlap on the engines: one
-    setup per step, whatever its message count).
+    setup per step, whatever its message count); with ``batched_submission = false`` the host
+    submits each copy on its own (one ``cudaMemcpyAsync`` per copy) and a step of ``m`` copies
+    pays ``setup + m * command_setup``.
+
+    Waves (``wave_size``): a direct gather or all-to-all step (``p-1`` copies) is issued as one
+    batch (``wave_size = 0``) or in waves of ``wave_size`` copies: wave ``k`` writes to the
+    peers ``1 + k w .. (k+1) w`` ahead (anti-diagonal order, so every NPU is also written by
+    ``w`` peers in each wave), and a wave is a step of its own (a barrier: it ends when its
+    copies are out and its peers' have arrived; it pays its own setup). Waves exist to bound
+    the writers per receiver below the switch's ``incast_fan_in`` (see
+    :mod:`acesim.network.collective`); they cost a setup and a synchronisation each.
+    ``wave_sizes`` lists the sizes searched for the best (the kind's variants).
 
     HBM: a copy reads the source at the sender (``read_hbm_bytes_per_byte``, 1) and the peer's
     HBM absorbs the write (``write_hbm_bytes_per_byte``, 1). The runtime charges a message at
@@ -38,22 +49,27 @@ parallelism in compute units' worth, ``engines * engine_bandwidth`` over what on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
 
 from pydantic import Field
 
 from ...config.system import SystemConfig
 from ...config.validators import (
     NonNegativeFloat,
+    NonNegativeInt,
     NonNegativeSeconds,
     PositiveBytesPerSecond,
     PositiveFloat,
+    PositiveFraction,
     PositiveInt,
 )
 from ...engine import Resource
-from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE
+from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
 from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
-from .registry import EndpointContext, EndpointKind
+from ...network.plan import Phase
+from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
     NvlsKernelSettings,
     check_fewer_units,
@@ -79,6 +95,30 @@ class CopyEngineSettings(NvlsKernelSettings):
     )
     setup: NonNegativeSeconds = Field(
         4e-6, description="per-command setup of the engines, paid once per copy step, s"
+    )
+    link_efficiency: PositiveFraction | None = Field(
+        None,
+        description="payload fraction of the links for the engines' writes (DMA writes carry "
+        "no collective protocol); None: the dimension's efficiency",
+    )
+    batched_submission: bool = Field(
+        True,
+        description="a step's copies are submitted with one batched call (cudaMemcpyBatchAsync);"
+        " false: one call per copy, each paying command_setup",
+    )
+    command_setup: NonNegativeSeconds = Field(
+        0.0,
+        description="host submission of one copy on its own (batched_submission = false), s",
+    )
+    wave_size: NonNegativeInt = Field(
+        0,
+        description="copies each NPU issues at once in a direct gather/all-to-all step: 0, "
+        "the step's p-1 copies in one batch; w, waves of w copies in anti-diagonal peer order, "
+        "each wave a barrier with its own setup",
+    )
+    wave_sizes: list[NonNegativeInt] = Field(
+        default_factory=list,
+        description="wave sizes searched for the best (0: one batch; empty: wave_size alone)",
     )
     read_hbm_bytes_per_byte: NonNegativeFloat = Field(
         1.0, description="HBM bytes per network byte read at the sender"
@@ -107,6 +147,25 @@ def _check(settings: CopyEngineSettings, system: SystemConfig) -> None:
     check_nvls_units("copy_engine", settings, system)
 
 
+def _variants(settings: CopyEngineSettings, system: SystemConfig) -> list[Variant]:
+    return [
+        Variant(f"waves of {w}" if w else "one batch", {"wave_size": w})
+        for w in dict.fromkeys(settings.wave_sizes)
+    ]
+
+
+def in_waves(step: Step, size: int, wave: int) -> list[Step]:
+    """A direct (``all``) step of a ``size``-NPU phase as waves of ``wave`` copies (``span``
+    steps in anti-diagonal order); the step itself when one wave would hold every copy."""
+    copies = size - 1
+    if step.pattern != "all" or wave <= 0 or wave >= copies:
+        return [step]
+    return [
+        Step(step.message_bytes, "span", first, step.kind, min(wave, copies - first + 1))
+        for first in range(1, copies + 1, wave)
+    ]
+
+
 class CopyEngineEndpoint(Endpoint):
     """Copy engines for gathers and all-to-alls, SM kernels for reductions (see module)."""
 
@@ -114,6 +173,9 @@ class CopyEngineEndpoint(Endpoint):
     #: copies, and reduce steps on SM kernels: point-to-point ones or NVLS (the SM kernels
     #: issue the switch's multimem operations), as NCCL's tuner or the user picks
     step_kinds = SM_FREE_STEP_KINDS | NVLS_KINDS
+    #: copy-engine all-gathers write the NPU's shard straight into every peer (NCCL's and
+    #: torchcomms' CE all-gathers), wherever a dimension connects every pair
+    preferred_algorithms: Mapping[str, str] = MappingProxyType({"all-gather": "direct"})
 
     def __init__(self, ctx: EndpointContext):
         engine = ctx.engine
@@ -132,7 +194,8 @@ class CopyEngineEndpoint(Endpoint):
         copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
         self._demand: list[dict[str, dict[Resource, float]]] = []
         for n in npus:
-            engines = engine.add_resource(
+            # the NPU's engines (host-device copies share them), or the endpoint's own
+            engines = n.copy_engines or engine.add_resource(
                 f"npu{n.rank}.copy_engines", cfg.engines * cfg.engine_bandwidth
             )
             copy: dict[Resource, float] = {engines: 1.0}
@@ -176,6 +239,23 @@ class CopyEngineEndpoint(Endpoint):
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         return self._demand[rank][kind]
 
+    def link_efficiency(self, kind: str) -> float | None:
+        return self.cfg.link_efficiency if kind in (GATHER, ALLTOALL) else None
+
+    def shape_phases(self, phases: Sequence[Phase]) -> list[Phase]:
+        wave = self.cfg.wave_size
+        if wave == 0:
+            return list(phases)
+        out = []
+        for phase in phases:
+            steps: list[Step] = []
+            for step in phase.steps:
+                copies = step.kind in (GATHER, ALLTOALL)
+                steps.extend(in_waves(step, phase.size, wave) if copies else [step])
+            shaped = len(steps) != len(phase.steps)
+            out.append(replace(phase, steps=tuple(steps)) if shaped else phase)
+        return out
+
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         if not self._mlp:
             return None
@@ -183,7 +263,9 @@ class CopyEngineEndpoint(Endpoint):
         held += self.cfg.nvls_units if self._nvls[rank] > 0 else 0
         return self.npus[rank].hbm_comm, self.engine_parallelism + held
 
-    def step_begin(self, rank: int, kind: str, proceed: Callable[[], None]) -> None:
+    def step_begin(
+        self, rank: int, kind: str, proceed: Callable[[], None], messages: int = 1
+    ) -> None:
         if kind == REDUCE:
 
             def held() -> None:
@@ -203,7 +285,10 @@ class CopyEngineEndpoint(Endpoint):
             self.npus[rank].units.acquire(self.cfg.nvls_units, nvls_held)
             return
         self.copy_steps += 1
-        if self.cfg.setup > 0:
+        setup = self.cfg.setup
+        if not self.cfg.batched_submission:
+            setup += messages * self.cfg.command_setup
+        if setup > 0:
             since = self.engine.now
 
             def set_up() -> None:
@@ -213,7 +298,7 @@ class CopyEngineEndpoint(Endpoint):
                     listener.segment("message", SETUP, since, self.engine.now)
                 proceed()
 
-            self.engine.schedule(self.cfg.setup, set_up)
+            self.engine.schedule(setup, set_up)
         else:
             proceed()
 
@@ -235,5 +320,6 @@ KIND = EndpointKind(
     settings=CopyEngineSettings,
     build=CopyEngineEndpoint,
     check=_check,
+    variants=_variants,
     channel_fields=("fallback_units",),
 )

@@ -15,8 +15,9 @@ h100-nvswitch-8 preset's is fitted on nccl-tests rows, docs/validation.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import ClassVar
+from types import MappingProxyType
 
 from ...config.system import Strict, SystemConfig
 from ...errors import ConfigError
@@ -51,7 +52,7 @@ class NvlsEndpoint(BaselineEndpoint):
     """The SM endpoint with every all-reduce it can run in the switch (see module)."""
 
     name = "nvls"
-    preferred_algorithms: ClassVar[dict[str, str]] = {"all-reduce": "nvls"}
+    preferred_algorithms: Mapping[str, str] = MappingProxyType({"all-reduce": "nvls"})
 
     def __init__(self, ctx: EndpointContext):
         # also when the kind was set without validating the document (compare's variants)
