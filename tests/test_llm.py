@@ -247,6 +247,24 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runs[1]["iteration_time"] <= runs[0]["iteration_time"]
 
 
+def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    base = ["run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=2,pp=2",
+            "--global-batch", "2", "--seq", "512", "--json"]
+    runs = {}
+    for name, extra in (("class", []), ("exact", ["--exact"]),
+                        ("slow", ["--straggler", "rank=3,slowdown=1.5"])):
+        out = runner.invoke(app, [*base, *extra])
+        assert out.exit_code == 0, out.output
+        runs[name] = json.loads(out.output)
+    assert (runs["class"]["mode"], runs["exact"]["mode"]) == ("class", "exact")
+    assert runs["class"]["mode_note"] == runs["exact"]["mode_note"] == ""
+    assert runs["class"]["iteration_time"] == pytest.approx(runs["exact"]["iteration_time"],
+                                                            rel=1e-9)
+    assert runs["slow"]["mode"] == "exact" and "stragglers" in runs["slow"]["mode_note"]
+    assert runs["slow"]["iteration_time"] > runs["exact"]["iteration_time"]
+
+
 def test_acesim_run_llm_errors_are_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -278,6 +296,9 @@ def test_acesim_run_llm_errors_are_one_line(
         "2",
     )
     assert "--global-batch" in line and "multiple of micro_batch" in line
+    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
+                     "--parallel", "tp=8", "--straggler", "rank=1,slowdown=-2")
+    assert "--straggler" in line and "slowdown" in line
 
 
 def test_context_parallelism_splits_the_sequence_and_gathers_kv() -> None:

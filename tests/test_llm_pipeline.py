@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from acesim.config.resolve import resolve_system
 from acesim.config.system import SystemConfig
-from acesim.experiment.llm import make_llm_case, run_llm
+from acesim.config.variation import Straggler, Variation
+from acesim.errors import ConfigError, WorkloadError
+from acesim.experiment.llm import LlmCase, make_llm_case, run_llm
 from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
+from acesim.network.classes import RankClasses
 from acesim.network.group import Span
-from acesim.results.llm import idle_breakdown
+from acesim.network.topology import Topology
+from acesim.results.llm import LlmResult, idle_breakdown
 from acesim.training.executor import Execution, GraphExecutor
 from acesim.training.pipeline import Op, pipeline_graph, schedule
+from acesim.workload.graph import Graph, Node
 from acesim.workload.llm.block import ChunkWork, Step
 from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import ParallelConfig, placement
@@ -113,16 +120,38 @@ def test_two_tp_groups_share_the_switch_at_their_own_link_bandwidth() -> None:
     assert len(tp_time(8, 8)) == 8  # one group of the whole node
 
 
-def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None:
-    tiny = TransformerConfig(
-        "tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000, seq=1024
-    )
-    case = make_llm_case(
-        "h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32, seq=1024), nodes=8
-    )
+def _floats(data: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every number of a result's dictionary, by dotted key."""
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_floats(value, f"{prefix}{key}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[prefix + key] = float(value)
+    return out
+
+
+def _agree(case: LlmCase) -> tuple[LlmResult, LlmResult, Execution]:
+    """Class and exact mode of ``case``: every reported number equal to 1e-9 relative."""
+    fast, ex = run_llm(case)
+    full, every = run_llm(case, mode="exact")
+    assert (fast.mode, fast.mode_note, full.mode) == ("class", "", "exact")
+    assert len(ex.records) == case.place.pp and len(every.records) == case.place.npus
+    a, b = _floats(fast.to_dict()), _floats(full.to_dict())
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key] == pytest.approx(b[key], rel=1e-9, abs=0), key
+    return fast, full, ex
+
+
+def test_class_mode_agrees_with_exact_mode_on_64_gpus_tp2_pp4_dp8() -> None:
+    tiny = TransformerConfig("tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816,
+                             vocab=32000, seq=1024)
+    case = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32,
+                                                                  seq=1024), nodes=8)
     assert (case.place.dp, case.micro_batches) == (8, 4)
-    result, ex = run_llm(case)
-    assert len(ex.records) == 64
+    result, _exact, ex = _agree(case)
+    assert ex.graph.classes == RankClasses(4, 16)
     # consistency of the accounting (not a result): every second of every rank is computing,
     # exposed communication or bubble
     total = result.compute_time + result.bubble_time + sum(result.exposed.values())
@@ -132,6 +161,68 @@ def test_a_64_gpu_tp2_pp4_dp8_iteration_runs_and_accounts_for_its_time() -> None
     assert 0 < result.mfu < 1
     again, _ = run_llm(case)
     assert again.to_dict() == result.to_dict()  # deterministic
+
+
+TINY = TransformerConfig("tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816,
+                         vocab=32000, seq=1024)
+MOE = TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=2, ffn=1024,
+                        vocab=8000, seq=512, experts=8, top_k=2, expert_ffn=256)
+
+
+@pytest.mark.parametrize(
+    ("model", "parallel", "nodes"),
+    [
+        (TINY, ParallelConfig(tp=2, pp=4, vpp=2, global_batch=16, seq=1024), 4),  # interleaved
+        (TINY, ParallelConfig(tp=2, pp=2, cp=2, global_batch=8, seq=1024), 2),  # CP
+        (MOE, ParallelConfig(pp=2, ep=2, global_batch=16, seq=512), 2),  # EP
+        (TINY, ParallelConfig(pp=2, zero=3, global_batch=16, seq=1024), 2),  # FSDP
+        # stages of 4 GPUs: stage 1's messages to stage 2 leave the node through stage 0's
+        (TINY, ParallelConfig(tp=2, pp=4, zero=0, global_batch=8, seq=1024), 2),
+    ],
+    ids=["interleaved", "cp", "ep", "fsdp", "two-hop"],
+)
+def test_class_mode_agrees_with_exact_mode(
+    model: TransformerConfig, parallel: ParallelConfig, nodes: int
+) -> None:
+    _agree(make_llm_case("h100-nvswitch-8", model, parallel, nodes=nodes))
+
+
+@pytest.mark.parametrize("endpoint", ["ace", "ideal"])
+def test_class_mode_agrees_with_exact_mode_on_other_endpoints_and_iterations(
+    endpoint: str,
+) -> None:
+    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=4,
+                                                                  seq=1024), nodes=1,
+                         iterations=2)
+    _agree(case.with_endpoint(endpoint))
+
+
+def test_ranks_that_differ_run_in_exact_mode_and_say_so() -> None:
+    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=4,
+                                                                  seq=1024), nodes=1)
+    slow = Variation(stragglers=[Straggler(rank=1, slowdown=1.5)])
+    result, ex = run_llm(case, variation=slow)
+    assert result.mode == "exact" and len(ex.records) == 8
+    assert "stragglers" in result.mode_note
+    plain, _ = run_llm(case)
+    assert result.iteration_time > plain.iteration_time
+    with pytest.raises(ConfigError, match="run.mode"):
+        run_llm(case, mode="fast")  # type: ignore[arg-type]
+
+
+def test_classes_whose_members_route_differently_are_refused() -> None:
+    # 3 x 4 NPUs in classes of 4: ranks 0-2 reach their peer 4 ranks on through their own
+    # class, rank 3 through class 1
+    system = resolve_system(resolve_system("h100-nvswitch-8", nodes=4), shape=[3, 4])
+    topology = Topology(system.network, system.collective)
+    classes = RankClasses(3, 4)
+    assert classes.route(topology, 0, 1) == [(0, 0), (1, 1)]
+    problem = classes.route_problem(topology, [(0, 1)])
+    assert problem is not None and "rank 3" in problem
+    nodes = resolve_system("h100-nvswitch-8", nodes=2)
+    assert RankClasses(2, 8).route_problem(
+        Topology(nodes.network, nodes.collective), [(0, 1), (1, 0)]
+    ) is None
 
 
 def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
@@ -224,3 +315,24 @@ def test_recompute_layers_recomputes_only_the_first_layers_of_a_chunk() -> None:
     two = backward_kernels(recompute="full", recompute_layers=2)
     assert none < two < full
     assert two - none == (full - none) // 2
+
+
+def test_a_class_mode_trace_names_the_ranks_each_process_stands_for() -> None:
+    from acesim.results.trace import trace_events
+
+    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=2,
+                                                                  seq=1024), nodes=1)
+    _result, ex = run_llm(case, trace=True)
+    meta = trace_events(ex)["metadata"]
+    assert meta["processes"]["2"] == {"simulated_rank": 1, "represents": "4-7",
+                                      "represents_count": 4}
+    assert meta["note"].startswith("class mode")
+
+
+def test_class_mode_refuses_a_collective_across_classes() -> None:
+    system = resolve_system("h100-nvswitch-8", nodes=2)
+    classes = RankClasses(2, 8)
+    node = Node(0, "dp.all-reduce", "collective", op="all-reduce", size=1e6)  # every rank
+    graph = Graph([[node], [node]], npus=16, classes=classes)
+    with pytest.raises(WorkloadError, match="class mode needs every group within one class"):
+        GraphExecutor(Platform(system, classes=classes), graph).run()

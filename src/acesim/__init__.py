@@ -9,6 +9,11 @@ registers).
     comparison = acesim.compare("ace-isca21", "resnet50")   # the same case as `acesim run`
     print(comparison.speedup("ace"), comparison.best_baseline.info.describe())
     result = acesim.run("ace-isca21", "gnmt", endpoint="ace", iterations=5, npus=16)
+
+    # LLM training with Megatron's parallelism (class mode: one simulated GPU per stage)
+    par = acesim.parse_parallel("tp=4,pp=8,vpp=5", global_batch=128, micro_batch=1, seq=8192)
+    case = acesim.make_llm_case("h100-nvswitch-8", "llama3-70b", par, precision="fp8", nodes=8)
+    llm, _execution = acesim.run_llm(case)
 """
 
 from .config import SystemConfig, load_system, preset_names
@@ -24,13 +29,17 @@ from .errors import (
     WorkloadError,
 )
 from .experiment import Comparison, compare, run, run_experiment
+from .experiment.llm import LlmCase, make_llm_case, run_llm
 from .hardware.endpoints import EndpointKind, register_endpoint
 from .network.group import Group, Span
 from .results.collective import CollectiveResult
+from .results.llm import LlmResult
 from .results.run import RunResult
 from .simulate import simulate_collective
 from .sweep import load_results, run_sweep
 from .version import __version__
+from .workload.llm.models import TransformerConfig
+from .workload.llm.parallel import ParallelConfig, parse_parallel
 from .workload.loader import load_workload
 
 __all__ = [
@@ -52,6 +61,13 @@ __all__ = [
     "EndpointKind",
     "register_endpoint",
     "load_workload",
+    "TransformerConfig",
+    "ParallelConfig",
+    "parse_parallel",
+    "LlmCase",
+    "make_llm_case",
+    "run_llm",
+    "LlmResult",
     "run_sweep",
     "load_results",
     "AcesimError",

@@ -4,10 +4,13 @@ configuration (``--parallel``, ``--global-batch``, ``--micro-batch``, ``--seq``)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
+from ..config.errors import config_error_from
+from ..config.variation import ComputeSpread, LinkChange, Straggler, Variation
 from ..errors import ConfigError
 from ..experiment.llm import LlmCase, make_llm_case, run_llm
 from ..results.jsonout import dumps
@@ -16,7 +19,7 @@ from ..units import format_size, format_time
 from ..workload.llm.memory import TERMS
 from ..workload.llm.models import MODELS
 from ..workload.llm.parallel import parse_parallel
-from .cases import FLAGS
+from .cases import FLAGS, parse_pairs
 from .common import console, err_console
 
 __all__ = ["is_llm", "run_llm_command", "PARALLEL_HELP"]
@@ -25,9 +28,12 @@ PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
     "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full. "
-    "One iteration is simulated, every GPU (exact mode)"
+    "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
+    "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
 )
 
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _FLAGS = {
     "parallel.global_batch": "--global-batch",
@@ -105,22 +111,23 @@ def run_llm_command(
     output: Path | None,
     overrides: dict[str, Any],
     trace: Path | None = None,
+    exact: bool = False,
+    stragglers: list[str] | None = None,
+    compute_spread: str | None = None,
+    links: list[str] | None = None,
 ) -> None:
-    """Run an LLM case on one or several endpoint kinds and print (or write) the results."""
-    case = _case(
-        system,
-        workload,
-        parallel or "",
-        global_batch=global_batch,
-        micro_batch=micro_batch,
-        seq=seq,
-        recompute=recompute,
-        precision=precision,
-        nodes=nodes,
-        overrides=overrides,
-    )
+    """Run an LLM case on one or several endpoint kinds and print (or write) the results
+    (class mode unless ``exact`` or a variation flag asks for every GPU)."""
+    case = _case(system, workload, parallel or "", global_batch=global_batch,
+                 micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
+                 nodes=nodes, overrides=overrides)
+    variation = _variation(stragglers or [], compute_spread, links or [])
     kinds = [endpoint] if endpoint else (endpoints or [case.system.endpoint.kind])
-    runs = [run_llm(case.with_endpoint(kind), trace=trace is not None) for kind in kinds]
+    runs = [
+        run_llm(case.with_endpoint(kind), trace=trace is not None,
+                mode="exact" if exact else "class", variation=variation)
+        for kind in kinds
+    ]
     results = [r for r, _ in runs]
     if trace is not None:
         from ..results.trace import write_trace
@@ -137,6 +144,22 @@ def run_llm_command(
     if output is not None:
         output.write_text(dumps(payload, indent=2), encoding="utf-8")
         err_console.print(f"results written to {output}")
+
+
+def _variation(stragglers: list[str], compute_spread: str | None, links: list[str]) -> Variation:
+    """The ``--straggler``, ``--compute-spread`` and ``--link`` texts as a Variation
+    (ConfigError naming the flag)."""
+    def one(model: type[_M], text: str, flag: str) -> _M:
+        try:
+            return model.model_validate(parse_pairs(text, flag))
+        except ValidationError as exc:
+            raise config_error_from(exc, model, flag) from None
+
+    return Variation(
+        tuple(one(Straggler, t, "--straggler") for t in stragglers),
+        one(ComputeSpread, compute_spread, "--compute-spread") if compute_spread else None,
+        tuple(one(LinkChange, t, "--link") for t in links),
+    )
 
 
 def _rows(r: LlmResult) -> list[tuple[str, str]]:
@@ -178,6 +201,8 @@ def _tables(results: list[LlmResult]) -> None:
             *(f"{first.iteration_time / r.iteration_time:.3f}x" for r in results),
         )
     console.print(table)
+    if first.mode_note:
+        err_console.print(f"[dim]{first.mode_note}[/dim]", highlight=False)
     memory = Table(title=f"memory per GPU (largest: pipeline stage {first.memory_stage})")
     memory.add_column("term")
     memory.add_column("bytes", justify="right")

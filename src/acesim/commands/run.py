@@ -38,8 +38,8 @@ from .llm import PARALLEL_HELP, is_llm, run_llm_command
 DEFAULT_WORKLOAD = "resnet50"
 #: Why a data-parallel flag is refused for an LLM model.
 LLM_UNUSED = (
-    "does not apply to LLM runs (they simulate one steady-state iteration of every GPU; size "
-    "them with --nodes, --global-batch, --micro-batch, --seq and --parallel)"
+    "does not apply to LLM runs (they simulate one steady-state iteration; size them with "
+    "--nodes, --global-batch, --micro-batch, --seq and --parallel)"
 )
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
 LONG_RUN_MESSAGES = 350_000
@@ -144,7 +144,6 @@ def run_command(
             ("--npus", npus is not None, npus),
             ("--shape", shape is not None, shape),
             ("--batch", batch is not None, batch),
-            ("--exact", exact, exact),
             ("--loop", loop != "layerwise", loop),
             ("--bucket-size", bucket != "25 MiB", bucket),
             ("--iterations", iterations != 3, iterations),
@@ -153,21 +152,11 @@ def run_command(
             if given:
                 raise ConfigError(flag, LLM_UNUSED, str(value))
         run_llm_command(
-            system=system,
-            workload=workload,
-            parallel=parallel,
-            global_batch=global_batch,
-            micro_batch=micro_batch,
-            seq=seq,
-            recompute=recompute,
-            precision=precision,
-            nodes=nodes,
-            endpoint=endpoint,
-            endpoints=kinds,
-            as_json=as_json,
-            output=output,
-            overrides=parse_sets(sets),
-            trace=trace,
+            system=system, workload=workload, parallel=parallel, global_batch=global_batch,
+            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
+            nodes=nodes, endpoint=endpoint, endpoints=kinds, as_json=as_json, output=output,
+            overrides=parse_sets(sets), trace=trace, exact=exact, stragglers=stragglers,
+            compute_spread=compute_spread, links=links,
         )
         return
     case = cli_case(

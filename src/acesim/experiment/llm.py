@@ -7,9 +7,20 @@ against the model and the NPU count), the placement of its groups on the network
 stage's chunks (:func:`~acesim.workload.llm.block.chunk_work`) and every rank's memory
 footprint (:mod:`acesim.workload.llm.memory`): a configuration whose largest rank does not fit
 in ``npu.hbm_capacity`` is a ConfigError saying by how much and which term dominates.
-:func:`run_llm` builds the per-rank graphs (:func:`~acesim.training.pipeline.pipeline_graph`)
-and runs them with every rank simulated (exact mode; one representative per class of
-identical ranks is not built yet), giving an :class:`~acesim.results.llm.LlmResult`.
+:func:`run_llm` builds the graphs (:func:`~acesim.training.pipeline.pipeline_graph`) and runs
+them, giving an :class:`~acesim.results.llm.LlmResult`, in one of two modes:
+
+``class`` (the default)
+    One simulated rank per pipeline stage: the TP/CP/DP/EP replicas of a stage run the same
+    graph on a symmetric platform, so one representative stands for all of them; the
+    representatives exchange the pipeline's sends and receives, and each collective within a
+    stage's groups runs symmetric mode's per-group model (:mod:`acesim.network.classes`). An
+    exact reduction: the same figures as exact mode (to rounding), at a cost that grows with
+    the pipeline depth, not the GPU count. Where ranks differ (stragglers, a compute spread,
+    link changes), or a stage's members would route their pipeline messages differently, the
+    run is exact mode instead and the result says why (``mode``, ``mode_note``).
+``exact``
+    Every rank simulated.
 
 The optimizer is Adam (Megatron's default and the published models' recipe).
 """
@@ -19,14 +30,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
+from ..config.variation import Variation
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
+from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
 from ..results.llm import LlmResult, idle_breakdown
 from ..results.trace import enable_tracing
@@ -37,13 +50,20 @@ from ..workload.graph import Graph
 from ..workload.llm.block import ChunkWork, chunk_work
 from ..workload.llm.memory import TERMS, grad_bytes, rank_footprint
 from ..workload.llm.models import MODELS, TransformerConfig, model_flops
-from ..workload.llm.parallel import ParallelConfig, Placement, placement
+from ..workload.llm.parallel import ParallelConfig, Placement, parse_parallel, placement
 from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
 
-__all__ = ["LlmCase", "make_llm_case", "run_llm", "llm_graph", "OPTIMIZER"]
+__all__ = [
+    "LlmCase", "make_llm_case", "run_llm", "llm_graph", "class_mode_problem", "OPTIMIZER",
+    "MODES", "Mode", "llm_point_config", "run_llm_point",
+]
 
 OPTIMIZER = "adam"
+
+Mode = Literal["class", "exact"]
+#: The simulation modes of LLM runs (module docstring).
+MODES: tuple[Mode, ...] = ("class", "exact")
 
 SystemLike = SystemConfig | str | Path | Mapping[str, Any]
 
@@ -220,8 +240,9 @@ def _update(p: Precision, params: float, gradient_bytes: int) -> Stream:
     return Stream(kernel.read_bytes + extra, kernel.write_bytes, kernel.flops, name=kernel.name)
 
 
-def llm_graph(case: LlmCase) -> Graph:
-    """Every rank's execution graph of the case's iterations."""
+def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
+    """Every rank's execution graph of the case's iterations (``classes``: one per pipeline
+    stage, class mode)."""
     par, p = case.parallel, case.precision
     zero = par.zero >= 1
     updates = []
@@ -235,26 +256,58 @@ def llm_graph(case: LlmCase) -> Graph:
         )
         updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
     return pipeline_graph(
-        case.stages,
-        case.place,
-        case.micro_batches,
-        kind=case.schedule,
-        dp_op="reduce-scatter" if zero else "all-reduce",
-        grad_bytes=grad_bytes(p, par.grad_fp32),
-        param_bytes=p.param_bytes,
-        update=updates,
-        gather_params=zero,
-        fsdp=par.zero == 3,
-        iterations=case.iterations,
-        name=case.model.name,
+        case.stages, case.place, case.micro_batches, kind=case.schedule,
+        dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
+        param_bytes=p.param_bytes, update=updates, gather_params=zero, fsdp=par.zero == 3,
+        iterations=case.iterations, name=case.model.name, classes=classes,
     )
 
 
-def run_llm(case: LlmCase, *, trace: bool = False) -> tuple[LlmResult, Execution]:
-    """Simulate the case (every rank) and summarise it (:mod:`acesim.results.llm`);
-    ``trace``: record what :func:`acesim.results.trace.write_trace` needs."""
-    graph = llm_graph(case)
-    platform = Platform(case.system, exact=True)
+def class_mode_problem(
+    case: LlmCase, graph: Graph | None = None, variation: Variation | None = None
+) -> str | None:
+    """Why class mode would not be an exact reduction of ``case`` (module docstring), or
+    None. ``graph``: its class-mode graph (built when not given)."""
+    if variation:
+        return "stragglers, a compute spread or link changes make ranks differ"
+    graph = graph if graph is not None else llm_graph(case, classes=True)
+    classes = graph.classes
+    assert classes is not None
+    pairs = {
+        (c, n.peer) for c, nodes in enumerate(graph.ranks) for n in nodes
+        if n.kind == "send" and n.peer is not None
+    }
+    topology = Topology(case.system.network, case.system.collective)
+    problem = classes.route_problem(topology, pairs)
+    return None if problem is None else f"pipeline messages are not symmetric: {problem}"
+
+
+def run_llm(
+    case: LlmCase,
+    *,
+    trace: bool = False,
+    mode: Mode = "class",
+    variation: Variation | None = None,
+) -> tuple[LlmResult, Execution]:
+    """Simulate the case and summarise it (:mod:`acesim.results.llm`); ``trace``: record what
+    :func:`acesim.results.trace.write_trace` needs; ``mode``: ``class`` (one rank per pipeline
+    stage where that is exact, else every rank, said in the result) or ``exact`` (every rank);
+    ``variation``: stragglers and link changes (exact mode)."""
+    if mode not in MODES:
+        raise ConfigError("run.mode", f"must be one of {', '.join(MODES)}", mode)
+    note = ""
+    graph: Graph | None = None
+    if mode == "class":
+        graph = llm_graph(case, classes=True)
+        problem = class_mode_problem(case, graph, variation)
+        if problem is not None:
+            note = f"exact mode (every GPU simulated): {problem}"
+            graph = None
+    if graph is not None:
+        platform = Platform(case.system, classes=graph.classes)
+    else:
+        graph = llm_graph(case)
+        platform = Platform(case.system, exact=True, variation=variation)
     if trace:
         enable_tracing(platform)
     execution = GraphExecutor(platform, graph).run()
@@ -296,7 +349,77 @@ def run_llm(case: LlmCase, *, trace: bool = False) -> tuple[LlmResult, Execution
         memory_stage=case.memory_stage,
         hbm_capacity=system.npu.hbm_capacity,
         endpoint=system.endpoint.kind,
+        mode="class" if graph.classes is not None else "exact",
+        mode_note=note,
         notes=notes,
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
     )
     return result, execution
+
+
+#: LLM sweep points' parameters echoed by the result (configuration, not results)
+_POINT_ECHO = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision", "schema")
+
+
+def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(key, "must be a whole number of at least 1", value)
+    return value
+
+
+def llm_point_config(
+    system: SystemConfig, system_doc: dict[str, Any], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The normalised configuration of an LLM sweep point (``model``, ``parallel``,
+    ``global_batch``, ``micro_batch``, ``seq``, ``precision``, ``nodes``, ``mode``; defaults
+    as ``acesim run``'s), its case resolved once so that a configuration that does not divide
+    or does not fit is a ConfigError (or TopologyError) naming the field: the sweep records
+    the point as refused, with the reason."""
+    name = raw.get("model")
+    if not isinstance(name, str):
+        raise ConfigError("model", "LLM points need a model name (base.model or an axis)", name)
+    model = MODELS.get(name, "model")
+    text = raw.get("parallel", "")
+    if not isinstance(text, str):
+        raise ConfigError("parallel", "must be text such as 'tp=8,pp=4'", text)
+    micro = _int_param(raw, "micro_batch", 1)
+    assert micro is not None
+    global_batch = _int_param(raw, "global_batch", micro)
+    seq = _int_param(raw, "seq", model.seq)
+    nodes = _int_param(raw, "nodes", None)
+    precision = raw.get("precision", "bf16")
+    if not isinstance(precision, str):
+        raise ConfigError("precision", "must be a precision name", precision)
+    mode = raw.get("mode", "class")
+    if mode not in MODES:
+        raise ConfigError("mode", f"must be one of {', '.join(MODES)}", mode)
+    assert global_batch is not None and seq is not None
+    par = parse_parallel(text, global_batch=global_batch, micro_batch=micro, seq=seq,
+                         field="parallel")
+    make_llm_case(system, model, par, precision=precision, nodes=nodes)
+    return {
+        "kind": "llm", "system": system_doc, "model": name, "parallel": text,
+        "global_batch": global_batch, "micro_batch": micro, "seq": seq,
+        "precision": precision, "nodes": nodes, "mode": mode,
+    }
+
+
+def run_llm_point(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Run an LLM sweep point (:func:`llm_point_config`'s configuration): the result's
+    figures (:meth:`~acesim.results.llm.LlmResult.to_dict`) without the echoed inputs."""
+    from ..config.presets import system_from_dict
+
+    par = parse_parallel(config["parallel"], global_batch=config["global_batch"],
+                         micro_batch=config["micro_batch"], seq=config["seq"],
+                         field="parallel")
+    case = make_llm_case(system_from_dict(config["system"]), config["model"], par,
+                         precision=config["precision"], nodes=config["nodes"])
+    result, _ = run_llm(case, mode=config["mode"])
+    data = result.to_dict()
+    data["parallel_resolved"] = data["parallel"]
+    for key in _POINT_ECHO:
+        data.pop(key, None)
+    return data

@@ -14,6 +14,7 @@ from ..config.system import SystemConfig
 from ..config.variation import Variation
 from ..engine import Engine
 from ..errors import ConfigError
+from ..network.classes import RankClasses
 from ..network.collective import CollectiveRuntime
 from ..network.plan import validate_algorithms
 from ..network.topology import Topology
@@ -40,10 +41,17 @@ class Platform:
         exact: simulate every NPU (True) or one representative per class (False).
         variation: stragglers and link changes (exact mode only; see
             :mod:`acesim.hardware.variation`).
+        classes: symmetric mode with several classes of identical ranks, one NPU simulated
+            per class (class mode, :mod:`acesim.network.classes`); None: one class.
     """
 
     def __init__(
-        self, system: SystemConfig, *, exact: bool = False, variation: Variation | None = None
+        self,
+        system: SystemConfig,
+        *,
+        exact: bool = False,
+        variation: Variation | None = None,
+        classes: RankClasses | None = None,
     ):
         #: what observers attached to this platform record during a run (traces), by name
         self.recording: dict[str, Any] = {}
@@ -53,7 +61,21 @@ class Platform:
         self.variation = variation
         self.engine = Engine()
         self.topology = elaborate(system)
-        count = self.topology.npus if exact else 1
+        if classes is not None:
+            if exact:
+                raise ConfigError(
+                    "run.mode", "class mode simulates one NPU per class, not every NPU", "exact"
+                )
+            if classes.npus != self.topology.npus:
+                raise ConfigError(
+                    "run.mode",
+                    f"the rank classes cover {classes.npus} NPUs but the system has "
+                    f"{self.topology.npus}",
+                    "class",
+                )
+        #: class mode's classes (None: exact mode, or symmetric mode's one class)
+        self.classes = classes
+        count = self.topology.npus if exact else (classes.count if classes else 1)
         shared = SharedPlans()
         self.npus = [NPU(self.engine, r, system.npu, shared) for r in range(count)]
         engines = system.endpoint.of(CopyEngineSettings, "copy_engine")
@@ -63,15 +85,16 @@ class Platform:
             )
         self.endpoint = build_endpoint(self.engine, self.npus, self.topology, system)
         self.collectives = CollectiveRuntime(
-            self.engine, self.topology, system.collective, self.endpoint, exact=exact
+            self.engine, self.topology, system.collective, self.endpoint, exact=exact,
+            classes=count if not exact else 1,
         )
         if variation:
             if not exact:
                 raise ConfigError(
                     "run.mode",
-                    "stragglers, compute_spread and links need mode = 'exact' (symmetric mode "
-                    "simulates one representative NPU)",
-                    "symmetric",
+                    "stragglers, compute_spread and links need mode = 'exact' (symmetric and "
+                    "class modes simulate one representative NPU per class)",
+                    "class" if classes else "symmetric",
                 )
             apply_variation(variation, system, self.topology, self.npus, self.collectives)
             self.collectives.agree()

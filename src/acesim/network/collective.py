@@ -211,6 +211,9 @@ class CollectiveRuntime:
         config: collective settings (chunks, scheduling, priorities, per-message delay).
         endpoint: the collective endpoint model.
         exact: simulate every NPU (True) or one representative (False).
+        classes: symmetric mode: representatives simulated (class mode, one per class of
+            identical ranks; each one's peers in a collective are mapped onto itself, so a
+            collective's group must lie within one class).
     """
 
     def __init__(
@@ -221,6 +224,7 @@ class CollectiveRuntime:
         endpoint: Endpoint | None = None,
         *,
         exact: bool = False,
+        classes: int = 1,
     ):
         self.engine = engine
         self.topology = topology
@@ -228,7 +232,7 @@ class CollectiveRuntime:
         self.endpoint = endpoint or Endpoint()
         self.exact = exact
         validate_algorithms(config, topology)
-        self.ranks: Sequence[int] = range(topology.npus) if exact else range(1)
+        self.ranks: Sequence[int] = range(topology.npus) if exact else range(classes)
         #: starts message activities with the HBM shares of the endpoint
         self.shares = MessageShares(engine, self.endpoint, len(self.ranks))
         self.egress: list[list[Resource]] = [
@@ -291,6 +295,8 @@ class CollectiveRuntime:
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
         self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
+        self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
+        self._counts: dict[int, int] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
         self._lines: LineOrders | None = None
         self.collectives: list[Collective] = []
@@ -404,7 +410,24 @@ class CollectiveRuntime:
         group: Group | None = None,
     ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
         """The group's axes, the chunk count and the tuner's choice (algorithm, one chunk's
-        phases, protocol) for ``op`` of ``size`` bytes, without issuing anything."""
+        phases, protocol) for ``op`` of ``size`` bytes, without issuing anything (computed
+        once per distinct collective: the choice depends on nothing else)."""
+        key = (op, size, None if dims is None else tuple(dims), group)
+        known = self._choices.get(key)
+        if known is not None:
+            return known
+        made = self._choose(op, size, dims=dims, group=group)
+        self._choices[key] = made
+        return made
+
+    def _choose(
+        self,
+        op: str,
+        size: float,
+        *,
+        dims: Sequence[int] | None = None,
+        group: Group | None = None,
+    ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
         COLLECTIVE_OPS.get(op)
         if not size >= 0 or size == math.inf:
             raise TopologyError(f"collective size must be finite and >= 0, got {size}")
@@ -454,7 +477,9 @@ class CollectiveRuntime:
         self, op: str, size: float, chunks: int, phases: list[Phase], ranks: int | None
     ) -> None:
         """Refuse a collective whose messages alone would exceed the work bound."""
-        per_rank = _messages(chunks, phases)
+        per_rank = self._counts.get(id(phases))  # phases lists live on in self._choices
+        if per_rank is None:
+            per_rank = self._counts[id(phases)] = _messages(chunks, phases)
         total = per_rank * (ranks if ranks is not None else len(self.ranks))
         if total > self.config.max_messages:
             mode = "every NPU" if self.exact else "one NPU"
@@ -562,7 +587,8 @@ class CollectiveRuntime:
         )
 
     def _destinations(self, rank: int, phase: Phase, step: Step) -> list[int]:
-        """The simulated ranks ``rank`` sends a message of ``step`` to (0s in symmetric mode)."""
+        """The simulated ranks ``rank`` sends a message of ``step`` to (in symmetric mode the
+        representative itself, for each of its peers)."""
         topo = self.topology
         global_rank = rank if self.exact else 0
         dim = phase.dim
@@ -570,7 +596,7 @@ class CollectiveRuntime:
         axis = Axis(dim, phase.size, phase.stride)
         positions = step.destinations(axis.position(own), phase.size)
         if not self.exact:
-            return [0] * len(positions)
+            return [rank] * len(positions)
         return [topo.peer(global_rank, dim, axis.coordinate(own, p)) for p in positions]
 
     def _spine(self, src: int, dest: int, dim: int) -> tuple[Resource, ...]:

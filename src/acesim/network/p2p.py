@@ -7,7 +7,9 @@ routing is not modelled). Each hop is a fluid activity on the egress capacity of
 leaves from and the ingress capacity of the NPU it reaches (many senders to one receiver share
 its ingress: incast), charged like an all-to-all byte by the endpoint, followed by the hop's latency
 plus the per-message endpoint delay. Point-to-point traffic names absolute peers, so it is
-simulated in exact mode only.
+simulated in exact mode, or in class mode between class representatives
+(:mod:`acesim.network.classes`: each hop on the resources of the classes of the ranks it
+leaves and reaches).
 """
 
 from __future__ import annotations
@@ -17,26 +19,30 @@ from typing import Any
 
 from ..engine import Activity
 from .algorithms import ALLTOALL
+from .classes import RankClasses, hops
 
 
 class PointToPoint:
     """Sends messages over a :class:`~acesim.network.collective.CollectiveRuntime`'s network."""
 
-    def __init__(self, runtime: Any):
+    def __init__(self, runtime: Any, classes: RankClasses | None = None):
         self.rt = runtime
+        #: class mode: simulated ranks are classes, routed between their representatives
+        self.classes = classes
         self.bytes_sent_per_dim: dict[int, float] = {}
+        self._routes: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
     def _hops(self, src: int, dst: int) -> list[tuple[int, int]]:
-        """(dimension, next rank) hops from ``src`` to ``dst`` in dimension order."""
-        topo = self.rt.topology
-        hops = []
-        here = src
-        for d in range(len(topo.dimensions)):
-            target = topo.coordinate(dst, d)
-            if topo.coordinate(here, d) != target:
-                here = topo.peer(here, d, target)
-                hops.append((d, here))
-        return hops
+        """(dimension, next simulated rank) hops from ``src`` to ``dst`` in dimension order."""
+        route = self._routes.get((src, dst))
+        if route is None:
+            topo = self.rt.topology
+            route = (
+                hops(topo, src, dst) if self.classes is None
+                else self.classes.route(topo, src, dst)
+            )
+            self._routes[(src, dst)] = route
+        return route
 
     def send(
         self,
@@ -45,7 +51,8 @@ class PointToPoint:
         size: float,
         on_delivered: Callable[[], Any],
     ) -> None:
-        """Send ``size`` bytes from rank ``src`` to ``dst`` (exact mode); call ``on_delivered``."""
+        """Send ``size`` bytes from simulated rank ``src`` to ``dst`` (exact or class mode); call
+        ``on_delivered``."""
         hops = self._hops(src, dst)
         if not hops:
             self.rt.engine.schedule(0.0, on_delivered)

@@ -2,7 +2,8 @@
 communication by kind, memory.
 
 From an :class:`~acesim.training.executor.Execution` of a pipeline graph
-(:mod:`acesim.training.pipeline`), every rank simulated:
+(:mod:`acesim.training.pipeline`), every rank simulated or one per class (class mode: every
+class has as many ranks, so means over the simulated ranks are means over all ranks):
 
 * ``iteration_time``: the whole run over its iterations (one iteration: from the start to the
   last rank's last node, the pipeline flush and the optimizer step included) (s);
@@ -64,6 +65,8 @@ class LlmResult:
     hbm_capacity: float
     endpoint: str
     mode: str = "exact"
+    #: why a run asked for class mode ran in exact mode ("" when it did not)
+    mode_note: str = ""
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 

@@ -296,14 +296,22 @@ def trace_events(execution: Execution) -> dict[str, Any]:
     for rank in range(sim_ranks):
         pid = rank + 1
         proc = _Process(b, pid)
-        stands_for = [rank] if exact else list(range(npus))
+        classes = platform.classes
+        if classes is not None:
+            first = classes.representative(rank)
+            stands_for = list(range(first, first + classes.block))
+        else:
+            stands_for = [rank] if exact else list(range(npus))
         span = _rank_span(stands_for)
         processes[str(pid)] = {
             "simulated_rank": rank,
             "represents": span,
             "represents_count": len(stands_for),
         }
-        label = f"NPU {rank}" if exact else f"NPU 0 (represents all {npus} NPUs: {span})"
+        if classes is not None:
+            label = f"NPU {stands_for[0]} (class {rank}: represents NPUs {span})"
+        else:
+            label = f"NPU {rank}" if exact else f"NPU 0 (represents all {npus} NPUs: {span})"
         b.meta.append(
             {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
         )
@@ -421,7 +429,12 @@ def trace_events(execution: Execution) -> dict[str, Any]:
         ],
         "processes": processes,
     }
-    if not exact:
+    if platform.classes is not None:
+        metadata["note"] = (
+            f"class mode: each simulated NPU stands for the {platform.classes.block} NPUs of "
+            "its class (pipeline stage), which run the same timeline"
+        )
+    elif not exact:
         metadata["note"] = (
             f"symmetric mode: simulated NPU 0 (pid 1) stands for all {npus} NPUs "
             f"({_rank_span(range(npus))}); every NPU runs the same timeline"

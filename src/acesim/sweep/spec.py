@@ -3,7 +3,7 @@
 A spec (TOML, or the same structure as a dict) has::
 
     name = "collective-hbm"          # optional, default: the file name
-    kind = "collective"              # or "run"
+    kind = "collective"              # or "run", or "llm"
     [base]                           # one point: a collective, or an experiment document
     system = "ace-isca21"
     op = "all-reduce"
@@ -15,8 +15,11 @@ A spec (TOML, or the same structure as a dict) has::
     "network.dimensions[0].size" = [2, 4]
     "network.dimensions[1].size" = [2, 4]
 
-Paths: ``workload.*`` and ``run.*`` (run points) and ``op``, ``size``, ``exact``, ``dims``,
-``compute`` (collective points) address the point; ``system`` swaps the whole system (a preset
+Paths: ``workload.*`` and ``run.*`` (run points), ``op``, ``size``, ``exact``, ``dims``,
+``compute`` (collective points) and ``model``, ``parallel``, ``global_batch``, ``micro_batch``,
+``seq``, ``precision``, ``nodes``, ``mode`` (LLM points: the arguments of ``acesim run`` for an
+LLM model; ``parallel = ["tp=8,pp=4", "tp=4,pp=8"]`` sweeps the parallel configuration)
+address the point; ``system`` swaps the whole system (a preset
 name, a file or an inline table); ``endpoint = "ace"`` is shorthand for ``endpoint.kind``; every
 other path addresses the system document.
 
@@ -26,8 +29,11 @@ Errors are split in two (see docs/sweeps.md):
   not a non-empty list, zip lists differ in length: :class:`ConfigError` before anything runs;
 * *a value* that fails validation for one point (``npu.hbm_bandwidth = "-1 GB/s"``, a list index
   that one swept system lacks): that point is never run; it is recorded in the database with the
-  :class:`ConfigError` naming the path and value, and every other point runs. When *every* point
-  is invalid the spec is rejected as a whole, and ``strict=True`` rejects it on the first.
+  :class:`ConfigError` naming the path and value, and every other point runs. An LLM point's
+  case is resolved up front, so a parallel configuration that does not divide the model or the
+  GPUs, or does not fit in HBM, is such a point: recorded as refused with its reason. When
+  *every* point is invalid the spec is rejected as a whole, and ``strict=True`` rejects it on
+  the first.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -57,7 +63,7 @@ from .paths import check_path, get_path, parse_path, set_in_place
 
 __all__ = ["Axis", "Point", "SweepSpec", "load_spec", "config_hash", "canonical_json"]
 
-Kind = Literal["collective", "run"]
+Kind = Literal["collective", "run", "llm"]
 #: The most points one spec may expand to (each is resolved and hashed up front).
 MAX_POINTS = 1_000_000
 Target = Literal["system", "system_ref", "endpoint", "param", "workload", "run"]
@@ -66,6 +72,11 @@ SPEC_KEYS = ("name", "description", "kind", "base", "grid", "zip")
 COLLECTIVE_PARAMS = ("op", "size", "exact", "dims", "compute")
 COLLECTIVE_BASE_KEYS = ("system", "overrides", "endpoint") + COLLECTIVE_PARAMS
 RUN_BASE_KEYS = ("system", "overrides", "endpoint", "workload", "run")
+LLM_PARAMS = (
+    "model", "parallel", "global_batch", "micro_batch", "seq", "precision", "nodes", "mode",
+)
+LLM_BASE_KEYS = ("system", "overrides", "endpoint") + LLM_PARAMS
+_BASE_KEYS = {"collective": COLLECTIVE_BASE_KEYS, "run": RUN_BASE_KEYS, "llm": LLM_BASE_KEYS}
 
 
 def canonical_json(doc: Any) -> str:
@@ -178,13 +189,13 @@ def parse_spec(
     """Check a spec document's structure and build a :class:`SweepSpec`."""
     _known_keys(doc, SPEC_KEYS, "")
     kind = doc.get("kind", "collective")
-    if kind not in ("collective", "run"):
-        raise ConfigError("kind", "must be 'collective' or 'run'", kind)
+    if not isinstance(kind, str) or kind not in _BASE_KEYS:
+        raise ConfigError("kind", "must be 'collective', 'run' or 'llm'", kind)
     base = doc.get("base", {})
     if not isinstance(base, dict):
         raise ConfigError("base", "must be a table", base)
     base = copy.deepcopy(base)
-    _known_keys(base, COLLECTIVE_BASE_KEYS if kind == "collective" else RUN_BASE_KEYS, "base")
+    _known_keys(base, _BASE_KEYS[kind], "base")
     overrides = base.get("overrides", {})
     if not isinstance(overrides, dict):
         raise ConfigError("base.overrides", "must be a table of dotted paths", overrides)
@@ -229,7 +240,7 @@ def parse_spec(
         seen.add(axis.path)
     return SweepSpec(
         name=spec_name,
-        kind=kind,
+        kind=cast(Kind, kind),
         base=base,
         grid=grid,
         zips=zips,
@@ -281,7 +292,9 @@ def _axis(kind: str, path: str, values: Any, where: str, group: str) -> Axis:
         raise ConfigError(label, "unknown path: sweep system fields directly, not 'overrides'")
     elif head == "endpoint" and len(parts) == 1 and all(isinstance(v, str) for v in values):
         target = "endpoint"
-    elif kind == "collective" and head in COLLECTIVE_PARAMS:
+    elif (kind == "collective" and head in COLLECTIVE_PARAMS) or (
+        kind == "llm" and head in LLM_PARAMS
+    ):
         if len(parts) > 1:
             raise ConfigError(label, f"unknown path: {head!r} has no fields", values)
         target = "param"
@@ -341,6 +354,8 @@ class _Resolver:
             params: dict[str, Any] = {}
             if spec.kind == "collective":
                 params = {k: base[k] for k in COLLECTIVE_PARAMS if k in base}
+            elif spec.kind == "llm":
+                params = {k: base[k] for k in LLM_PARAMS if k in base}
             else:
                 params = {
                     "workload": copy.deepcopy(base.get("workload", {})),
@@ -375,6 +390,10 @@ class _Resolver:
         config = system_from_dict(raw["system"])
         elaborate(config)
         system = config.model_dump(mode="json", exclude={"sources"})
+        if self.spec.kind == "llm":
+            from ..experiment.llm import llm_point_config
+
+            return llm_point_config(config, system, raw)
         if self.spec.kind == "run":
             run = dict(raw["run"])
             if search:

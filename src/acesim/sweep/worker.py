@@ -90,6 +90,10 @@ def execute_point(config: dict[str, Any]) -> dict[str, Any]:
             metrics = run_collective(config)
         elif config["kind"] == "run":
             metrics = run_training(config)
+        elif config["kind"] == "llm":
+            from ..experiment.llm import run_llm_point
+
+            metrics = run_llm_point(config)
         else:
             raise ValueError(f"unknown point kind {config['kind']!r}")
         outcome: dict[str, Any] = {

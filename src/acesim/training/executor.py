@@ -9,8 +9,8 @@ Semantics:
   chunks wait with priority ``node.priority``, or, when unset, 1 for a blocking node and 0
   otherwise (the runtime honours it under ``collective.priorities = "blocking_first"``);
 * a send finishes when its message is delivered; a receive finishes when the message with its
-  (source, tag) has arrived (in symmetric mode the representative receives its own sends, so
-  matching is by tag alone).
+  (source, tag) has arrived (class mode: sources and peers are classes, simulated by their
+  representatives, :mod:`acesim.network.classes`).
 
 Everything a report needs is recorded on the way: per-node start/end, per-kernel time alone,
 iteration boundaries and resource snapshots at those boundaries.
@@ -28,6 +28,7 @@ from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
 from ..network import vectorized
 from ..network.collective import Collective
+from ..network.group import resolve
 from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
 from .bounds import BoundRecorder
@@ -108,7 +109,8 @@ class _RankState:
 
 
 class GraphExecutor:
-    """Runs a :class:`Graph` on a :class:`Platform` (symmetric: rank 0's graph stands for all)."""
+    """Runs a :class:`Graph` on a :class:`Platform` (symmetric: rank 0's graph stands for all;
+    class mode: class i's graph for every rank of class i, peers named by class)."""
 
     def __init__(
         self,
@@ -137,7 +139,21 @@ class GraphExecutor:
                 f"{graph.npus} NPUs (--npus {graph.npus} or --shape)",
                 location=graph.name or "graph",
             )
-        if platform.exact:
+        classes = platform.classes
+        if classes is not None or graph.classes is not None:
+            if graph.classes is None or classes != graph.classes:
+                raise WorkloadError(
+                    f"the graph's rank classes ({graph.classes}) are not the platform's "
+                    f"({classes}): build the platform with the graph's classes",
+                    location=graph.name or "graph",
+                )
+            if len(graph.ranks) != classes.count:
+                raise WorkloadError(
+                    f"the graph has {len(graph.ranks)} node lists for {classes.count} classes",
+                    location=graph.name or "graph",
+                )
+            graph_ranks = graph.ranks
+        elif platform.exact:
             if len(graph.ranks) == 1:
                 graph_ranks = [graph.ranks[0]] * sim_ranks
             elif len(graph.ranks) == sim_ranks:
@@ -167,17 +183,21 @@ class GraphExecutor:
         self.records: list[dict[int, NodeRecord]] = [
             {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
         ]
-        self.p2p = PointToPoint(platform.collectives)
+        self.p2p = PointToPoint(platform.collectives, classes)
         self._instances: dict[tuple[Any, int], Collective] = {}
+        #: per-rank (or per-class) graphs: instances are matched within each physical group
+        #: (keyed by its first member), not across groups that merely look alike
+        self._split = len(graph_ranks) > 1
+        self._roots: dict[tuple[int, Any, Any], int] = {}
         #: per-rank graphs: which ranks issue each collective instance (its members)
         self._members: dict[tuple[Any, int], frozenset[int]] = {}
-        if platform.exact and len(graph.ranks) > 1:
+        if (platform.exact or classes is not None) and len(graph.ranks) > 1:
             counts: dict[Any, list[int]] = defaultdict(list)
             for st in self.states:
                 seen: dict[Any, int] = defaultdict(int)
                 for n in st.nodes.values():
                     if n.kind == "collective":
-                        sig = (n.op, n.size, n.dims, n.group)
+                        sig = (n.op, n.size, n.dims, n.group, self._root(st.rank, n))
                         counts[(sig, seen[sig])].append(st.rank)
                         seen[sig] += 1
             self._members = {key: frozenset(ranks) for key, ranks in counts.items()}
@@ -196,6 +216,34 @@ class GraphExecutor:
         platform.engine.bound_listener = self.execution.bounds
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
+
+    def _root(self, rank: int, node: Node) -> int:
+        """The global rank of the first member of ``rank``'s group for ``node`` (per-rank
+        graphs; 0 otherwise): collective instances are matched within one group."""
+        if not self._split:
+            return 0
+        key = (rank, node.dims, node.group)
+        root = self._roots.get(key)
+        if root is None:
+            topo = self.platform.topology
+            classes = self.platform.classes
+            own = classes.representative(rank) if classes is not None else rank
+            root = last = own
+            for axis in resolve(topo, node.group if node.group is not None else node.dims):
+                coordinate = topo.coordinate(own, axis.dim)
+                stride = topo.dimensions[axis.dim].stride
+                root += (axis.coordinate(coordinate, 0) - coordinate) * stride
+                last += (axis.coordinate(coordinate, axis.size - 1) - coordinate) * stride
+            if classes is not None and not classes.of(root) == classes.of(last) == rank:
+                raise WorkloadError(
+                    f"class {rank}: collective {node.name!r} spans ranks {root}-{last}, beyond "
+                    f"its class (ranks {classes.representative(rank)}-"
+                    f"{classes.representative(rank) + classes.block - 1}); class mode needs "
+                    "every group within one class",
+                    location=self.graph.name or "graph",
+                )
+            self._roots[key] = root
+        return root
 
     def estimate_messages(self) -> int:
         """Messages the run will send (every simulated rank): its cost, before running it.
@@ -359,7 +407,7 @@ class GraphExecutor:
 
     def _collective(self, st: _RankState, node: Node) -> None:
         rt = self.platform.collectives
-        signature = (node.op, node.size, node.dims, node.group)
+        signature = (node.op, node.size, node.dims, node.group, self._root(st.rank, node))
         index = self._issue_count[st.rank][signature]
         self._issue_count[st.rank][signature] += 1
         key = (signature, index)
@@ -397,7 +445,7 @@ class GraphExecutor:
         self._finish(st, st.nodes[node_id])
 
     def _send(self, st: _RankState, node: Node) -> None:
-        src = st.rank  # point-to-point runs in exact mode only (see __init__)
+        src = st.rank  # point-to-point runs in exact or class mode only (see __init__)
         dst = node.peer if node.peer is not None else -1
         if not 0 <= dst < len(self.states):
             raise WorkloadError(

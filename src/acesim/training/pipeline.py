@@ -55,6 +55,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..hardware.kernels import Kernel
+from ..network.classes import RankClasses
 from ..network.group import Group
 from ..workload.graph import Graph, Node
 from ..workload.llm.block import ChunkWork
@@ -145,6 +146,7 @@ def pipeline_graph(
     fsdp: bool = False,
     iterations: int = 1,
     name: str = "llm",
+    classes: bool = False,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -160,30 +162,23 @@ def pipeline_graph(
         fsdp: FSDP (ZeRO-3): per unit (the chunks' ``unit_params``), parameters all-gathered
             before every forward and backward of it and gradients reduce-scattered after
             every backward, instead of the per-chunk reductions.
+        classes: class mode: one node list per pipeline stage (the graph of the stage's first
+            rank, standing for every TP/CP/DP/EP replica of it), point-to-point peers named by
+            stage (:mod:`acesim.network.classes`); False: one list per rank.
     """
     p = place.pp
     v = len(stages[0])
     if len(stages) != p or any(len(chunks) != v for chunks in stages):
         raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
     graphs: list[list[Node]] = []
-    for rank in range(place.npus):
-        graphs.append(
-            _rank_graph(
-                rank,
-                stages,
-                place,
-                micro,
-                kind,
-                dp_op,
-                grad_bytes,
-                param_bytes,
-                update,
-                gather_params and not fsdp,
-                fsdp,
-                iterations,
-            )
-        )
-    graph = Graph(graphs, name=name, iterations=iterations, npus=place.npus)
+    stride = place.stage_stride
+    ranks = range(0, place.npus, stride) if classes else range(place.npus)
+    for rank in ranks:
+        graphs.append(_rank_graph(rank, stages, place, micro, kind, dp_op, grad_bytes,
+                                  param_bytes, update, gather_params and not fsdp, fsdp,
+                                  iterations, classes))
+    graph = Graph(graphs, name=name, iterations=iterations, npus=place.npus,
+                  classes=RankClasses(p, stride) if classes else None)
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
 
@@ -201,6 +196,7 @@ def _rank_graph(
     gather_params: bool,
     fsdp: bool,
     iterations: int,
+    classes: bool = False,
 ) -> list[Node]:
     p = place.pp
     s = place.stage(rank)
@@ -213,7 +209,7 @@ def _rank_graph(
     gate: list[int | None] = [None] * v  # what the next iteration's first forward waits for
 
     def vrank(vs: int) -> int:
-        return place.peer_stage(rank, vs % p)
+        return vs % p if classes else place.peer_stage(rank, vs % p)
 
     def tag(forward: bool, vs: int, i: int) -> int:
         return ((0 if forward else 1) * vstages + vs) * micro + i

@@ -13,8 +13,10 @@ exposed, and by default its chunks go before others'); ``priority``, when set, o
 A graph holds one node list per rank, or a single list that every rank runs (a builder's
 rank-agnostic graph). ``npus`` is the number of ranks the graph was made for (a Chakra trace's
 file count) or None when it runs on any number; a system of another size is an error.
-Symmetric mode runs one representative for each class of identical ranks; today that is one
-class, so it needs every rank's list to be the same.
+Symmetric mode runs one representative for each class of identical ranks: with ``classes``
+None that is one class, so it needs every rank's list to be the same; a graph with ``classes``
+(:class:`~acesim.network.classes.RankClasses`) holds one node list per class, whose
+point-to-point peers are classes (class mode).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import WorkloadError
+from ..network.classes import RankClasses
 from ..network.group import Group
 from .model import Compute
 
@@ -73,6 +76,8 @@ class Graph:
     iterations: int = 1
     meta: dict[str, str] = field(default_factory=dict)
     npus: int | None = None
+    #: class mode: ``ranks[i]`` is class i's representative's list (None: one list per rank)
+    classes: RankClasses | None = None
 
     @property
     def symmetric(self) -> bool:
