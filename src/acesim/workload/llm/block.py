@@ -46,10 +46,24 @@ rows) on a rank of a TP group of ``t``:
 Dtypes: GEMMs in the precision's math dtype writing its activation dtype; attention in the
 activation dtype when the math is FP8 (Transformer Engine's FP8 recipes keep dot-product
 attention in BF16 unless FP8 attention is asked for); norms, activations and residuals move
-activations. Not counted (each well under a percent of a layer): biases and their gradients,
-rotary embeddings, dropout (Megatron-Bridge's LLM recipes use none), FP8 casts (taken as
-fused into the producing kernel, weight casts as cached across micro-batches), the vocab-
-parallel cross-entropy's small all-reduces of per-token statistics.
+activations. The output layer is Megatron's own ``ColumnParallelLinear``, outside Transformer
+Engine's FP8 autocast: its GEMMs run in the activation dtype under an FP8 recipe.
+
+FP8 (Transformer Engine 2.x current scaling, Megatron-Bridge's ``fp8_cs``; :meth:`_Builder.
+cast`): every GEMM operand produced in BF16 (the QKV and fc1 inputs from the norms, the
+projection's and fc2's inputs, and backward the four output gradients) is quantized before
+its GEMM: an amax reduction over the tensor (``nvte_compute_amax``; for the norms' outputs
+computed by the norm kernel, TE's fused norm + amax), the scale from it, and a cast writing
+the row-wise FP8 copy and the column-wise (transposed) copy the other backward GEMM reads.
+With sequence parallelism the cast runs on the rank's shard, the row-wise copy is all-gathered
+in FP8 (one byte an element) and the gathered copy transposed (TE's ``_all_gather_fp8``).
+Weight casts run once an iteration (TE caches them across micro-batches) and are not counted;
+nor are the amax all-reduces over TP of gathered operands (a few bytes each).
+
+Rotary embeddings: the fused kernel (``apply_rope_fusion``) reads and writes Q and K forward,
+their gradients backward. Not counted (each well under a percent of a layer): biases and
+their gradients, dropout (Megatron-Bridge's LLM recipes use none), the vocab-parallel
+cross-entropy's small all-reduces of per-token statistics.
 
 Saved bytes (activation memory per micro-batch in flight) are the tensors the backward reads:
 norm inputs and FP32 statistics, GEMM inputs, attention's Q, K, V, O and log-sum-exp, the
