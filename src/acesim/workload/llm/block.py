@@ -232,7 +232,7 @@ class _Builder:
         self.fp8 = p.math == "fp8"
         self.attn_dtype = p.activations if self.fp8 else p.math
         # with sequence parallelism the inputs of column-parallel GEMMs (and the output
-        # gradients of row-parallel ones) are all-gathered over TP: in FP8 when the math is
+        # gradients of row-parallel ones) are all-gathered over TP, in FP8 when the math is
         self.gathered = sp and self.group is not None
 
     # -- kernels -----------------------------------------------------------------------------
