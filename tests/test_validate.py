@@ -29,6 +29,8 @@ FIT_ROWS = {
     "h100-stream-dot": ["npu.kernels.hbm_efficiency"],
     "h100-gemm-fp8-1024": ["npu.kernels.latency"],
     "h100-gemm-fp8-16384": ["npu.kernels.gemm_efficiency"],
+    "h100-attention-bf16-fwd-causal-8k": ["npu.kernels.attention_efficiency"],
+    "h100-attention-bf16-bwd-8k": ["npu.kernels.attention_backward_efficiency"],
     "gb200-gemm-fp8-16384": ["npu.kernels.gemm_efficiency"],
     "v100-gemm-fp32-8192": ["npu.kernels.gemm_efficiency.fp32"],
     "v100-gemm-fp16-8192": ["npu.kernels.gemm_efficiency.fp16"],
@@ -80,7 +82,7 @@ def test_the_corpus_loads_with_sources_figures_and_fit_flags() -> None:
 def test_the_corpus_rows_say_what_they_run() -> None:
     corpus = load_corpus()
     kernels = corpus.families["kernels"].cases
-    assert all(c.quick and c.kind in ("gemm", "stream") for c in kernels)
+    assert all(c.quick and c.kind in ("gemm", "attention", "stream") for c in kernels)
     assert {c.system for c in kernels} == {"h100-sxm", "h200-sxm", "gb200", "v100-sxm2"}
     assert all(c.quick for c in corpus.families["collectives"].cases)
     rn50 = {c.id: c.run for c in corpus.families["end_to_end"].cases if c.status == "live"}

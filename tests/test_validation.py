@@ -133,6 +133,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.kernels.gemm_efficiency.fp16": "efficiency",
     "npu.kernels.gemm_efficiency.fp32": "efficiency",
     "npu.kernels.attention_efficiency": "efficiency",
+    "npu.kernels.attention_backward_efficiency": "efficiency",
     "npu.kernels.hbm_efficiency": "efficiency",
     "npu.kernels.write_penalty": "non_negative",
     "npu.kernels.latency": "time0",

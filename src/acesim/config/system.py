@@ -74,7 +74,12 @@ class KernelModelConfig(Strict):
         "every dtype, or a table per math dtype (CUDA-core and tensor-core GEMMs differ)",
     )
     attention_efficiency: PositiveFraction = Field(
-        1.0, description="fraction of the matrix peak fused (Flash) attention sustains"
+        1.0, description="fraction of the matrix peak fused (Flash) attention's forward "
+        "sustains"
+    )
+    attention_backward_efficiency: PositiveFraction | None = Field(
+        None, description="fraction of the matrix peak fused attention's backward sustains "
+        "(None: the forward's)"
     )
     tile: tuple[PositiveInt, PositiveInt] | None = Field(
         None,

@@ -15,7 +15,9 @@ A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:
   library's heuristic aims for). One tile shape per NPU: a list of shapes to choose from would
   always pick the smallest, since nothing here charges a small tile its lower operand reuse.
   Fused attention is tiled by :data:`ATTENTION_ROWS` query rows per block at
-  ``attention_efficiency`` of the matrix peak.
+  ``attention_efficiency`` of the matrix peak forward and ``attention_backward_efficiency``
+  backward (its five products and the recomputed softmax run further from the peak than the
+  forward's two: FlashAttention-3's and cuDNN's published H100 figures).
   Memory-bound kernels spread evenly over any number of units (grid-stride loops: no waves);
   their FLOPs run on the FP32 vector units. Without a tile (the ideal default) every kernel
   spreads evenly.
@@ -293,7 +295,11 @@ def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
 
 
 def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
-    unit_rate = npu.matrix_peak(a.dtype) * npu.kernels.attention_efficiency / npu.compute_units
+    k = npu.kernels
+    efficiency = k.attention_efficiency
+    if a.backward and k.attention_backward_efficiency is not None:
+        efficiency = k.attention_backward_efficiency
+    unit_rate = npu.matrix_peak(a.dtype) * efficiency / npu.compute_units
     blocks = None
     detail = ""
     if npu.kernels.tile is not None:

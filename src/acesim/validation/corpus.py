@@ -41,6 +41,7 @@ __all__ = [
     "Case",
     "CollectiveRun",
     "Corpus",
+    "AttentionRun",
     "Family",
     "GemmRun",
     "LlmRun",
@@ -53,6 +54,7 @@ __all__ = [
 #: (FLOP/s, B/s, images/s). Rates use decimal prefixes, as the sources do.
 UNITS: dict[str, dict[str, float]] = {
     "gemm": {"TFLOP/s": 1e12, "GFLOP/s": 1e9},
+    "attention": {"TFLOP/s": 1e12},
     "stream": {"TB/s": 1e12, "GB/s": 1e9},
     "collective": {"GB/s": 1e9},
     "training": {"images/s": 1.0},
@@ -98,6 +100,24 @@ class GemmRun(Strict):
     @classmethod
     def _dtypes(cls, value: str | None) -> str | None:
         return _dtype(value)
+
+
+class AttentionRun(Strict):
+    """One fused attention kernel alone on the NPU over ``batch x heads`` sequences of ``seq``
+    tokens (queries and keys), forward or ``backward``; the figure is FLOPs over its time,
+    counted as FlashAttention's benchmarks count them (forward ``4 batch heads seq^2 d``, half
+    with a causal mask; backward 2.5 times the forward)."""
+
+    kind: Literal["attention"]
+    batch: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    seq: int = Field(gt=0, description="tokens per sequence (queries = keys)")
+    head_dim: int = Field(gt=0)
+    dtype: str = Field("bf16", description="dtype of Q, K, V and of the math")
+    causal: bool = False
+    backward: bool = False
+
+    _dtypes = field_validator("dtype")(staticmethod(_registered(DTYPES)))
 
 
 class StreamRun(Strict):
@@ -196,11 +216,12 @@ class LlmRun(Strict):
     _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
 
 
-Run = GemmRun | StreamRun | CollectiveRun | TrainingRun | LlmRun
+Run = GemmRun | AttentionRun | StreamRun | CollectiveRun | TrainingRun | LlmRun
 
 #: Run kinds by name.
 RUN_KINDS: dict[str, type[Run]] = {
     "gemm": GemmRun,
+    "attention": AttentionRun,
     "stream": StreamRun,
     "collective": CollectiveRun,
     "training": TrainingRun,
@@ -208,7 +229,7 @@ RUN_KINDS: dict[str, type[Run]] = {
 }
 
 #: Kinds that run on one NPU: their ``system`` is an NPU preset name (or a one-NPU file).
-SINGLE_NPU_KINDS = ("gemm", "stream", "training")
+SINGLE_NPU_KINDS = ("gemm", "attention", "stream", "training")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 

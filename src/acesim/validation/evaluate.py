@@ -4,6 +4,8 @@ source measured, in the case's unit, from the model alone.
 * ``gemm``: one :class:`~acesim.hardware.kernels.Gemm` planned on the NPU
   (:func:`~acesim.hardware.kernel_model.plan_kernel`); FLOPs (counted as the benchmark counts
   them) over its time alone.
+* ``attention``: one fused :class:`~acesim.hardware.kernels.Attention` kernel planned on the
+  NPU; its FLOPs (FlashAttention's count) over its time alone.
 * ``stream``: one :class:`~acesim.hardware.kernels.Stream` kernel; bytes read plus bytes written
   over its time alone (BabelStream's convention: copy ``a[i] = b[i]`` reads N and writes N
   elements, triad ``a[i] = b[i] + s c[i]`` reads 2N and writes N, dot ``sum a[i] b[i]`` reads 2N
@@ -43,13 +45,14 @@ from ..errors import AcesimError, ConfigError, SimulationError
 from ..experiment import make_case, run_case
 from ..experiment.llm import make_llm_case, run_llm
 from ..hardware.kernel_model import plan_kernel
-from ..hardware.kernels import Gemm, Stream
+from ..hardware.kernels import Attention, Gemm, Stream
 from ..network.group import Group, Span
 from ..simulate import simulate_collective
 from ..units import format_time
 from ..workload.llm.parallel import parse_parallel
 from .corpus import (
     SINGLE_NPU_KINDS,
+    AttentionRun,
     Case,
     CollectiveRun,
     Corpus,
@@ -108,6 +111,14 @@ def _gemm(case: Case, run: GemmRun, system: SystemConfig) -> tuple[float, str]:
     flops = 2.0 * run.m * run.n * k if run.flops == "2mnk" else run.m * run.n * (2.0 * k - 1)
     note = plan.bound + (f"; {plan.detail}" if plan.detail else "")
     return flops / plan.time_alone, note
+
+
+def _attention(case: Case, run: AttentionRun, system: SystemConfig) -> tuple[float, str]:
+    kernel = Attention(run.batch * run.heads, run.seq, run.seq, run.head_dim, dtype=run.dtype,
+                       causal=run.causal, backward=run.backward)
+    plan = plan_kernel(system.npu, kernel)
+    note = plan.bound + (f"; {plan.detail}" if plan.detail else "")
+    return kernel.flops / plan.time_alone, note
 
 
 #: (arrays read, arrays written, FLOPs per element) of each STREAM kernel.
@@ -194,6 +205,8 @@ def simulate_case(
         system = system_of(case, family)
     if isinstance(run, GemmRun):
         value, note = _gemm(case, run, system)
+    elif isinstance(run, AttentionRun):
+        value, note = _attention(case, run, system)
     elif isinstance(run, StreamRun):
         value, note = _stream(case, run, system)
     elif isinstance(run, CollectiveRun):

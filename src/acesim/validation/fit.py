@@ -36,6 +36,8 @@ __all__ = ["FIT_RANGES", "Fit", "fit_collective", "fit_npu", "fit_rows"]
 #: Parameters a fit row may fit, and the range searched.
 FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.gemm_efficiency": (1e-3, 1.0),
+    "npu.kernels.attention_efficiency": (1e-3, 1.0),
+    "npu.kernels.attention_backward_efficiency": (1e-3, 1.0),
     "npu.kernels.hbm_efficiency": (1e-3, 1.0),
     "npu.kernels.write_penalty": (0.0, 10.0),
     "npu.kernels.latency": (0.0, 1e-3),

@@ -46,10 +46,24 @@ rows) on a rank of a TP group of ``t``:
 Dtypes: GEMMs in the precision's math dtype writing its activation dtype; attention in the
 activation dtype when the math is FP8 (Transformer Engine's FP8 recipes keep dot-product
 attention in BF16 unless FP8 attention is asked for); norms, activations and residuals move
-activations. Not counted (each well under a percent of a layer): biases and their gradients,
-rotary embeddings, dropout (Megatron-Bridge's LLM recipes use none), FP8 casts (taken as
-fused into the producing kernel, weight casts as cached across micro-batches), the vocab-
-parallel cross-entropy's small all-reduces of per-token statistics.
+activations. The output layer is Megatron's own ``ColumnParallelLinear``, outside Transformer
+Engine's FP8 autocast: its GEMMs run in the activation dtype under an FP8 recipe.
+
+FP8 (Transformer Engine 2.x current scaling, Megatron-Bridge's ``fp8_cs``; :meth:`_Builder.
+cast`): every GEMM operand produced in BF16 (the QKV and fc1 inputs from the norms, the
+projection's and fc2's inputs, and backward the four output gradients) is quantized before
+its GEMM: an amax reduction over the tensor (``nvte_compute_amax``; for the norms' outputs
+computed by the norm kernel, TE's fused norm + amax), the scale from it, and a cast writing
+the row-wise FP8 copy and the column-wise (transposed) copy the other backward GEMM reads.
+With sequence parallelism the cast runs on the rank's shard, the row-wise copy is all-gathered
+in FP8 (one byte an element) and the gathered copy transposed (TE's ``_all_gather_fp8``).
+Weight casts run once an iteration (TE caches them across micro-batches) and are not counted;
+nor are the amax all-reduces over TP of gathered operands (a few bytes each).
+
+Rotary embeddings: the fused kernel (``apply_rope_fusion``) reads and writes Q and K forward,
+their gradients backward. Not counted (each well under a percent of a layer): biases and
+their gradients, dropout (Megatron-Bridge's LLM recipes use none), the vocab-parallel
+cross-entropy's small all-reduces of per-token statistics.
 
 Saved bytes (activation memory per micro-batch in flight) are the tensors the backward reads:
 norm inputs and FP32 statistics, GEMM inputs, attention's Q, K, V, O and log-sum-exp, the
@@ -84,6 +98,19 @@ SWIGLU_FLOPS = 6.0
 """SwiGLU ``silu(a) * b`` per output element: negate, exp, add, divide (sigmoid), two
 multiplies; its backward taken as the same plus the product rule (8; estimate)."""
 SWIGLU_BWD_FLOPS = 8.0
+
+FP8_BYTES = 1
+"""Bytes of an FP8 element (E4M3 or E5M2)."""
+CAST_FLOPS = 2.0
+"""FP8 cast per element: the multiply by the scale and the conversion (estimate)."""
+AMAX_FLOPS = 1.0
+"""Absolute-maximum reduction per element (estimate)."""
+SCALE_BYTES = FP32
+"""The amax read and the scale written by Transformer Engine's compute-scale kernel (one FP32
+each): a kernel of launch latency only."""
+ROPE_FLOPS = 3.0
+"""Rotary embedding per element: two multiplies and an add with the cached cos/sin (the
+fused kernel Megatron-Bridge enables, ``apply_rope_fusion``)."""
 
 
 Overlap = Literal["", "next", "prev"]
@@ -202,7 +229,11 @@ class _Builder:
         self.T = micro_batch * self.q_len
         self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
         self.a = p.activation_bytes
-        self.attn_dtype = p.activations if p.math == "fp8" else p.math
+        self.fp8 = p.math == "fp8"
+        self.attn_dtype = p.activations if self.fp8 else p.math
+        # with sequence parallelism the inputs of column-parallel GEMMs (and the output
+        # gradients of row-parallel ones) are all-gathered over TP, in FP8 when the math is
+        self.gathered = sp and self.group is not None
 
     # -- kernels -----------------------------------------------------------------------------
     def gemm(self, m: float, n: float, k: float, name: str) -> Gemm:
@@ -241,19 +272,53 @@ class _Builder:
             n * a,
         )
 
+    def cast(
+        self, width: float, name: str, *, fused_amax: bool = False, gathered: bool = False
+    ) -> tuple[tuple[Stream, ...], tuple[Stream, ...]]:
+        """Transformer Engine's FP8 current scaling of a GEMM operand ``[T, width]`` held in
+        BF16 (an input, or an output gradient): its amax (a reduction over the tensor, unless
+        the norm producing it computed it: ``fused_amax``), the scale from it, and the cast to
+        the row-wise FP8 copy the GEMM reads and the column-wise (transposed) one the other
+        backward GEMM reads (Hopper's FP8 GEMMs take K-major operands only). ``gathered``
+        (sequence parallelism): the cast runs on the rank's ``T / tp`` rows, the row-wise FP8
+        copy is all-gathered, and the gathered copy is transposed. Returns the kernels before
+        the gather (all of them when not gathered) and after it; nothing when the math is not
+        FP8."""
+        if not self.fp8:
+            return (), ()
+        a = self.a
+        rows = self.T // self.t if gathered else self.T
+        n = rows * width
+        before: list[Stream] = []
+        if not fused_amax:
+            before.append(Stream(n * a, 0.0, AMAX_FLOPS * n, name=f"{name}.amax"))
+        before.append(Stream(SCALE_BYTES, SCALE_BYTES, name=f"{name}.scale"))
+        if not gathered:
+            before.append(Stream(n * a, 2 * n * FP8_BYTES, CAST_FLOPS * n,
+                                 name=f"{name}.cast_transpose"))
+            return tuple(before), ()
+        before.append(Stream(n * a, n * FP8_BYTES, CAST_FLOPS * n, name=f"{name}.cast"))
+        full = self.T * width
+        after = (Stream(full * FP8_BYTES, full * FP8_BYTES, name=f"{name}.transpose"),)
+        return tuple(before), after
+
     # -- TP collectives ----------------------------------------------------------------------
-    def _tp(self, op: str) -> Comm | None:
+    def _tp(self, op: str, fp8: bool = False) -> Comm | None:
+        """A TP collective of the ``[T, hidden]`` activation; ``fp8``: a Transformer Engine
+        layer's all-gather of an FP8 operand (one byte an element when the math is FP8)."""
         if self.group is None:
             return None
-        return Comm(op, self.T * self.m.hidden * self.a, group=self.group)
+        elem = FP8_BYTES if fp8 and self.fp8 else self.a
+        return Comm(op, self.T * self.m.hidden * elem, group=self.group)
 
     def after_row_parallel(self) -> Comm | None:
         """Forward of a row-parallel GEMM's output: all-reduce, or reduce-scatter with sp."""
         return self._tp("reduce-scatter" if self.sp else "all-reduce")
 
-    def before_column_parallel(self) -> Comm | None:
-        """Forward into a column-parallel GEMM: the all-gather of sp (nothing without)."""
-        return self._tp("all-gather") if self.sp else None
+    def before_column_parallel(self, fp8: bool = False) -> Comm | None:
+        """Forward into a column-parallel GEMM: the all-gather of sp (nothing without);
+        ``fp8``: of an FP8 operand (a Transformer Engine layer)."""
+        return self._tp("all-gather", fp8) if self.sp else None
 
     def _overlapped(
         self,
@@ -266,6 +331,7 @@ class _Builder:
         between: _Pass,
         col_dgrad: Gemm,
         col_wgrad: Gemm,
+        regathered: tuple[Kernel, ...] = (),
     ) -> None:
         """A sublayer's column-parallel GEMM ``col``, ``middle`` kernels and row-parallel GEMM
         ``row`` with TP communication overlap (sequence parallelism; Transformer Engine's
@@ -273,17 +339,20 @@ class _Builder:
         ``col`` and the reduce-scatter beside ``row``; backward, the output gradient's
         all-gather beside the row-parallel data gradient, the input's re-gather beside the
         column-parallel data gradient and the input gradient's reduce-scatter beside its
-        weight gradient. The backward's other kernels are ``between``."""
-        fwd.comm(self._tp("all-gather"), overlap="next")
+        weight gradient. The backward's other kernels are ``between``; ``regathered`` run
+        after the input's re-gather, before the weight gradient (its FP8 transpose)."""
+        fwd.comm(self._tp("all-gather", fp8=True), overlap="next")
         fwd.alone(col)
         fwd.extend(middle)
         fwd.alone(row)
         fwd.comm(self._tp("reduce-scatter"), overlap="prev")
-        bwd.comm(self._tp("all-gather"), overlap="next")
+        bwd.comm(self._tp("all-gather", fp8=True), overlap="next")
         bwd.alone(row_dgrad)
         bwd.extend(between)
-        bwd.comm(self._tp("all-gather"), overlap="next")
+        bwd.comm(self._tp("all-gather", fp8=True), overlap="next")
         bwd.alone(col_dgrad)
+        if regathered:
+            bwd.compute(*regathered)
         bwd.comm(self._tp("reduce-scatter"), overlap="next")
         bwd.alone(col_wgrad)
 
@@ -322,8 +391,20 @@ class _Builder:
         proj = self.gemm(self.T, m.hidden, m.q_width / t, f"l{i}.proj")
         proj_d = self.gemm(self.T, m.q_width / t, m.hidden, f"l{i}.proj.dgrad")
         proj_g = self.gemm(m.q_width / t, m.hidden, self.T, f"l{i}.proj.wgrad")
-        fwd.compute(nf)
-        recomputed = (core,) if self.recompute == "selective" else ()
+        # FP8 casts (module docstring): the QKV input (amax fused into the norm), the
+        # projection's input (the attention output), and backward the projection's output
+        # gradient and the QKV output gradient (dQ, dK, dV)
+        g = self.gathered
+        qkv_in, qkv_in_t = self.cast(m.hidden, f"l{i}.qkv.input", fused_amax=True, gathered=g)
+        proj_in, _ = self.cast(m.q_width / t, f"l{i}.proj.input")
+        proj_dy, proj_dy_t = self.cast(m.hidden, f"l{i}.proj.dgrad_output", gathered=g)
+        qkv_dy, _ = self.cast(qkv_w, f"l{i}.qkv.dgrad_output")
+        rope_n = self.T * (m.q_width + m.kv_width) / t
+        rope = Stream(rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n, name=f"l{i}.rope")
+        rope_b = Stream(rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n,
+                        name=f"l{i}.rope.bwd")
+        fwd.compute(nf, *qkv_in)
+        recomputed = (rope, core) if self.recompute == "selective" else ()
         # the core: with context parallelism, the K and V of the whole sequence gathered over
         # the CP group beside the attention kernel (the ring exchange of Megatron's CP runs
         # under the attention compute), and in backward gathered again and their gradients
@@ -341,30 +422,35 @@ class _Builder:
             else None
         )
         middle, between = _Pass(), _Pass()
+        middle.compute(rope)
         if kv is not None:
             middle.comm(kv, "cp", overlap="next")
             middle.alone(core)
-            between.compute(proj_g, *recomputed)
+            between.compute(*proj_dy_t, proj_g, *recomputed)
             between.comm(kv, "cp", overlap="next")
             between.alone(core_b)
             between.comm(dkv, "cp")
         else:
             middle.compute(core)
-            between.compute(proj_g, *recomputed, core_b)
+            between.compute(*proj_dy_t, proj_g, *recomputed, core_b)
+        middle.compute(*proj_in)
+        between.compute(rope_b, *qkv_dy)
+        bwd.compute(*proj_dy)
         if self.ov:
-            self._overlapped(fwd, bwd, qkv, middle, proj, proj_d, between, qkv_d, qkv_g)
+            self._overlapped(fwd, bwd, qkv, middle, proj, proj_d, between, qkv_d, qkv_g,
+                             qkv_in_t)
         else:
-            fwd.comm(self.before_column_parallel())
+            fwd.comm(self.before_column_parallel(fp8=True))
             fwd.compute(qkv)
             fwd.extend(middle)
             fwd.compute(proj)
             fwd.comm(self.after_row_parallel())
             if self.sp:
-                bwd.comm(self._tp("all-gather"))  # dY of the reduce-scatter
-                bwd.comm(self._tp("all-gather"))  # the norm output again, for the QKV wgrad
+                bwd.comm(self._tp("all-gather", fp8=True))  # dY of the reduce-scatter
+                bwd.comm(self._tp("all-gather", fp8=True))  # the norm output, for the wgrad
             bwd.compute(proj_d)
             bwd.extend(between)
-            bwd.compute(qkv_d, qkv_g)
+            bwd.compute(qkv_d, *qkv_in_t, qkv_g)
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.attn_residual"))
         bwd.compute(nb)
@@ -388,20 +474,28 @@ class _Builder:
         fc2 = self.gemm(self.T, m.hidden, width, f"l{i}.{name}.fc2")
         fc2_d = self.gemm(self.T, width, m.hidden, f"l{i}.{name}.fc2.dgrad")
         fc2_g = self.gemm(width, m.hidden, self.T, f"l{i}.{name}.fc2.wgrad")
-        fwd.compute(nf)
+        g = self.gathered
+        fc1_in, fc1_in_t = self.cast(m.hidden, f"l{i}.{name}.fc1.input", fused_amax=True,
+                                     gathered=g)
+        fc2_in, _ = self.cast(width, f"l{i}.{name}.fc2.input")
+        fc2_dy, fc2_dy_t = self.cast(m.hidden, f"l{i}.{name}.fc2.dgrad_output", gathered=g)
+        fc1_dy, _ = self.cast(inputs * width, f"l{i}.{name}.fc1.dgrad_output")
+        fwd.compute(nf, *fc1_in)
+        bwd.compute(*fc2_dy)
         if self.ov:
             middle, between = _Pass(), _Pass()
-            middle.compute(af)
-            between.compute(fc2_g, ab)
-            self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g)
+            middle.compute(af, *fc2_in)
+            between.compute(*fc2_dy_t, fc2_g, ab, *fc1_dy)
+            self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g,
+                             fc1_in_t)
         else:
-            fwd.comm(self.before_column_parallel())
-            fwd.compute(fc1, af, fc2)
+            fwd.comm(self.before_column_parallel(fp8=True))
+            fwd.compute(fc1, af, *fc2_in, fc2)
             fwd.comm(self.after_row_parallel())
             if self.sp:
-                bwd.comm(self._tp("all-gather"))
-                bwd.comm(self._tp("all-gather"))
-            bwd.compute(fc2_d, fc2_g, ab, fc1_d, fc1_g)
+                bwd.comm(self._tp("all-gather", fp8=True))
+                bwd.comm(self._tp("all-gather", fp8=True))
+            bwd.compute(*fc2_dy_t, fc2_d, fc2_g, ab, *fc1_dy, fc1_d, *fc1_in_t, fc1_g)
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.{name}_residual"))
         bwd.compute(nb)
@@ -537,9 +631,12 @@ class _Builder:
         v = m.vocab / self.t
         fwd, bwd = _Pass(), _Pass()
         nf, nb, nsaved = self.norm("final_norm")
-        out = self.gemm(self.T, v, m.hidden, "output")
-        out_d = self.gemm(self.T, m.hidden, v, "output.dgrad")
-        out_g = self.gemm(m.hidden, v, self.T, "output.wgrad")
+        # Megatron's output layer is its own ColumnParallelLinear, outside Transformer
+        # Engine's FP8 autocast: its GEMMs run in the activation dtype under an FP8 recipe
+        hp = self.p.activations
+        out = Gemm(self.T, v, m.hidden, dtype=hp, out_dtype=hp, name="output")
+        out_d = Gemm(self.T, m.hidden, v, dtype=hp, out_dtype=hp, name="output.dgrad")
+        out_g = Gemm(m.hidden, v, self.T, dtype=hp, out_dtype=hp, name="output.wgrad")
         logits = self.T * v
         xent = Stream(logits * a, 2 * self.T * FP32, SOFTMAX_FLOPS * logits, name="xentropy")
         xent_b = Stream(logits * a, logits * a, SOFTMAX_BWD_FLOPS * logits, name="xentropy.bwd")
