@@ -45,6 +45,7 @@ the iteration than at a production batch; the report says so).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,16 +164,20 @@ SYSTEMS: tuple[str, ...] = ("h100-nvswitch-8", "b200-nvswitch-8")
 ENDPOINTS: tuple[str, ...] = ("baseline", "copy_engine", "nvls", "ace", "ideal")
 
 
-def find_cases(names: Sequence[str] | None) -> list[StudyCase]:
-    """The cases named (all when None); ConfigError naming ``--cases`` for an unknown one."""
+def find_cases(names: Sequence[str | StudyCase] | None) -> list[StudyCase]:
+    """The cases named (all when None; a :class:`StudyCase` stands for itself); ConfigError
+    naming ``--cases`` for an unknown name."""
     if not names:
         return list(CASES)
     known = {c.name: c for c in CASES}
     out = []
     for name in names:
-        if name not in known:
+        if isinstance(name, StudyCase):
+            out.append(name)
+        elif name not in known:
             raise ConfigError("--cases", "not a case of the study: " + ", ".join(known), name)
-        out.append(known[name])
+        else:
+            out.append(known[name])
     return out
 
 
@@ -232,6 +237,8 @@ class StudyRun:
     bound_by: dict[str, float]
     comm_bound_by: dict[str, float]
     variant: str = ""
+    #: CPU seconds the run took in its worker (a cost, not a result: never in the summary)
+    cpu_s: float = 0.0
 
     @property
     def bound(self) -> str:
@@ -247,6 +254,7 @@ def run_variant(
 ) -> StudyRun:
     """Simulate ``case`` on ``system`` with endpoint ``kind`` in the settings ``changes`` (a
     task's function: module level, picklable arguments)."""
+    start = time.process_time()
     llm = _llm_case(system, case)
     llm = dataclasses.replace(llm, system=llm.system.with_endpoint(kind, **changes))
     result, ex = run_llm(llm)
@@ -261,7 +269,7 @@ def run_variant(
         raw = attribute(ex.bounds, kernels, 0.0, ex.makespan)
         bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
         comm_by = collective_bounds(ex.bounds, 0.0, ex.makespan, waiting=False)
-    return StudyRun(result, bound_by, comm_by, variant)
+    return StudyRun(result, bound_by, comm_by, variant, time.process_time() - start)
 
 
 @dataclass
@@ -507,7 +515,7 @@ def study_2026(
     out_dir: Path,
     *,
     systems: Sequence[str] | None = None,
-    cases: Sequence[str] | None = None,
+    cases: Sequence[str | StudyCase] | None = None,
     endpoints: Sequence[str] | None = None,
     workers: int | None = None,
     dask: Any = None,

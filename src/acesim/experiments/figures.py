@@ -208,6 +208,7 @@ def sensitivity_figure(ranges: Mapping[str, Any], title: str = "") -> Any:
     ax.set_xscale("log")
     ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)], fontsize=8)
     ax.set_xlabel("acesim / paper (ratio, log scale; 1 = the paper's value)")
+    ax.set_ylabel("headline figure (x)")
     ax.axvline(1.0, color="grey", lw=0.8)
     finish(fig, ax, title or "Headline figures: shipped, range over the assumptions, paper")
     return fig
