@@ -39,9 +39,7 @@ def test_every_system_and_substrate_is_reported(study: tuple[dict[str, Any], Pat
     assert on_disk["results"][0]["endpoints"]["ace"] == summary["results"][0]["endpoints"]["ace"]
     assert summary["systems"] == list(SYSTEMS)
     assert summary["endpoints"] == list(ENDPOINTS)
-    assert [(r["system"], r["case"]) for r in summary["results"]] == [
-        (s, "tiny") for s in SYSTEMS
-    ]
+    assert [(r["system"], r["case"]) for r in summary["results"]] == [(s, "tiny") for s in SYSTEMS]
     for row in summary["results"]:
         assert row["applicable"]
         assert set(row["endpoints"]) == set(ENDPOINTS)

@@ -19,8 +19,13 @@ Headline figures (``summary.json``):
   communication in flight x egress capacity)) over the best baseline's, mean and max over cases;
 * ``speedup_avg`` / ``speedup_max`` per workload: best-baseline iteration time / ACE's.
 
-Runs go to local processes (one per core) with a progress bar; results are deterministic and
-independent of the number of workers.
+Every simulation is a :class:`~acesim.experiments.tasks.Task` (:func:`plan_reproduction`):
+the comparison runs and the HBM analysis per network size and target, and with ``sensitivity``
+every run of every variant (:mod:`.sensitivity`), all in one pool of local processes or on
+Dask (:func:`~acesim.experiments.tasks.run_tasks`), then assembled
+(:func:`assemble_reproduction`). Results are deterministic and independent of the backend and
+the number of workers. ``summary["orderings"]`` says where ideal >= ACE >= best baseline holds
+and where it does not.
 """
 
 from __future__ import annotations
