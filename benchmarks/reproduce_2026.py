@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from acesim.experiments.ace2026 import assemble_study, find_cases, plan_study
 from acesim.experiments.tasks import run_tasks
@@ -22,13 +23,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="also write the study here")
     args = parser.parse_args()
     cases = find_cases(args.cases.split(",") if args.cases else None)
     start = time.perf_counter()
     plan = plan_study(cases=cases)
     results = run_tasks(plan.tasks, workers=args.workers, preload=("acesim.experiments.ace2026",))
-    assemble_study(plan, results, cases=cases)
+    summary = assemble_study(plan, results, cases=cases)
     wall = time.perf_counter() - start
+    if args.out is not None:
+        from acesim.experiments.figures2026 import write_figures
+        from acesim.experiments.report2026 import report_markdown
+        from acesim.results.jsonout import dumps
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "summary.json").write_text(dumps(summary, indent=2), encoding="utf-8")
+        (args.out / "report.md").write_text(report_markdown(summary), encoding="utf-8")
+        write_figures(args.out, summary)
     cpu = {key: run.cpu_s for key, run in results.items()}
     per_case: dict[tuple[str, str], float] = {}
     for (system, case, _kind, _i), seconds in cpu.items():

@@ -101,6 +101,9 @@ class StudyCase:
     micro_batch: int = 1
     seq: int | None = None
     source: str = ""
+    #: run by default (False: named with ``--cases`` only, e.g. too costly for the two-core
+    #: machine while LLM runs simulate every GPU)
+    default: bool = True
 
     @property
     def nodes(self) -> int | None:
@@ -109,7 +112,8 @@ class StudyCase:
 
 #: The cases, smallest first. Configurations: Megatron-Bridge's published ones where there is
 #: one (llm.toml of the validation corpus), Megatron-LM's command-line defaults for the
-#: all-reduce case; global batches cut to what two cores simulate in minutes.
+#: all-reduce case; global batches cut to what two cores simulate in minutes. The study runs
+#: the ``default`` ones; the others by name (``--cases``), until LLM runs get cheaper.
 CASES: tuple[StudyCase, ...] = (
     StudyCase(
         "8b-8-dp",
@@ -139,13 +143,23 @@ CASES: tuple[StudyCase, ...] = (
         "4 nodes on InfiniBand; global batch 16",
     ),
     StudyCase(
+        "70b-32-tp8pp4",
+        "llama3-70b",
+        32,
+        "tp=8,pp=4",
+        8,
+        source="TP8 inside each node, PP4 across 4 nodes on InfiniBand (the pipeline's "
+        "sends between nodes), DP1; global batch 8 (8 micro-batches per pipeline)",
+    ),
+    StudyCase(
         "8b-64-dp",
         "llama3-8b",
         64,
         "tp=1,pp=1,recompute=full",
         64,
         source="as 8b-8-dp on 8 nodes: DP64 across InfiniBand (hierarchical reduce-scatter and "
-        "all-gather); global batch 64",
+        "all-gather); global batch 64. Not run by default: minutes per run in exact mode",
+        default=False,
     ),
     StudyCase(
         "70b-64-tp4pp8",
@@ -154,7 +168,9 @@ CASES: tuple[StudyCase, ...] = (
         "tp=4,pp=8,vpp=5,tp_overlap=1",
         16,
         source="Megatron-Bridge's Llama3 70B H100 configuration (TP4 PP8 VP5, TP communication "
-        "overlap), 8 nodes; global batch 16 (8 micro-batches per pipeline)",
+        "overlap), 8 nodes; global batch 16 (8 micro-batches per pipeline). Not run by "
+        "default: minutes per run in exact mode",
+        default=False,
     ),
 )
 
@@ -165,10 +181,10 @@ ENDPOINTS: tuple[str, ...] = ("baseline", "copy_engine", "nvls", "ace", "ideal")
 
 
 def find_cases(names: Sequence[str | StudyCase] | None) -> list[StudyCase]:
-    """The cases named (all when None; a :class:`StudyCase` stands for itself); ConfigError
-    naming ``--cases`` for an unknown name."""
+    """The cases named (the default ones when None; a :class:`StudyCase` stands for itself);
+    ConfigError naming ``--cases`` for an unknown name."""
     if not names:
-        return list(CASES)
+        return [c for c in CASES if c.default]
     known = {c.name: c for c in CASES}
     out = []
     for name in names:
@@ -233,10 +249,12 @@ def _llm_case(system: str, case: StudyCase) -> LlmCase:
 class StudyRun:
     """One simulated run: the LLM result and what bound rank 0 (seconds by label)."""
 
-    result: LlmResult
+    result: LlmResult | None
     bound_by: dict[str, float]
     comm_bound_by: dict[str, float]
     variant: str = ""
+    #: why the run could not be simulated (an AcesimError's message); None when it ran
+    error: str | None = None
     #: CPU seconds the run took in its worker (a cost, not a result: never in the summary)
     cpu_s: float = 0.0
 
@@ -255,9 +273,12 @@ def run_variant(
     """Simulate ``case`` on ``system`` with endpoint ``kind`` in the settings ``changes`` (a
     task's function: module level, picklable arguments)."""
     start = time.process_time()
-    llm = _llm_case(system, case)
-    llm = dataclasses.replace(llm, system=llm.system.with_endpoint(kind, **changes))
-    result, ex = run_llm(llm)
+    try:
+        llm = _llm_case(system, case)
+        llm = dataclasses.replace(llm, system=llm.system.with_endpoint(kind, **changes))
+        result, ex = run_llm(llm)
+    except AcesimError as err:  # reported as the substrate not applicable, with the reason
+        return StudyRun(None, {}, {}, variant, str(err), time.process_time() - start)
     bound_by: dict[str, float] = {}
     comm_by: dict[str, float] = {}
     if ex.bounds is not None:
@@ -269,7 +290,7 @@ def run_variant(
         raw = attribute(ex.bounds, kernels, 0.0, ex.makespan)
         bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
         comm_by = collective_bounds(ex.bounds, 0.0, ex.makespan, waiting=False)
-    return StudyRun(result, bound_by, comm_by, variant, time.process_time() - start)
+    return StudyRun(result, bound_by, comm_by, variant, None, time.process_time() - start)
 
 
 @dataclass
@@ -287,11 +308,12 @@ class Planned:
 
 def plan_study(
     systems: Sequence[str] = SYSTEMS,
-    cases: Sequence[StudyCase] = CASES,
+    cases: Sequence[StudyCase] | None = None,
     endpoints: Sequence[str] = ENDPOINTS,
 ) -> Planned:
     """Every run of the study as tasks keyed ``(system, case, kind, variant index)``."""
     plan = Planned()
+    cases = find_cases(None) if cases is None else cases
     reference = reference_kind()
     kinds = [ENDPOINT_KINDS.canonical(k, "endpoints") for k in endpoints]
     if reference not in kinds:
@@ -326,8 +348,14 @@ def _verdict(speedup: float) -> str:
     return "ties"
 
 
+def _time(run: StudyRun) -> float:
+    assert run.result is not None
+    return run.result.iteration_time
+
+
 def _run_summary(run: StudyRun, best_sm: float) -> dict[str, Any]:
     r = run.result
+    assert r is not None
     speedup = best_sm / r.iteration_time
     exposed = {k: v for k, v in r.exposed.items() if v > 0}
     return {
@@ -375,11 +403,12 @@ def assemble_study(
     plan: Planned,
     results: Mapping[Any, Any],
     systems: Sequence[str] = SYSTEMS,
-    cases: Sequence[StudyCase] = CASES,
+    cases: Sequence[StudyCase] | None = None,
     endpoints: Sequence[str] = ENDPOINTS,
 ) -> dict[str, Any]:
     """The summary (module): per (system, case) every substrate's figures against the best SM
     configuration, where each substrate beats it, and what could not run, with the reason."""
+    cases = find_cases(None) if cases is None else cases
     reference = reference_kind()
     kinds = [ENDPOINT_KINDS.canonical(k, "endpoints") for k in endpoints]
     if reference not in kinds:
@@ -402,14 +431,27 @@ def assemble_study(
             for key in sorted(k for k in results if k[0] == name and k[1] == case.name):
                 runs.setdefault(key[2], []).append(results[key])
             best: dict[str, StudyRun] = {}
+            failed: dict[str, dict[str, str]] = {}
             for kind, ordered in runs.items():
-                pick = ordered[0]
-                for r in ordered[1:]:
-                    if r.result.iteration_time < pick.result.iteration_time:
+                ran = [r for r in ordered if r.result is not None]
+                failed[kind] = {r.variant: r.error or "" for r in ordered if r.result is None}
+                if not ran:
+                    continue
+                pick = ran[0]
+                for r in ran[1:]:
+                    if _time(r) < _time(pick):
                         pick = r
                 best[kind] = pick
+            if reference not in best:
+                row["applicable"] = False
+                row["reason"] = "the simulation refused the best SM configuration: " + "; ".join(
+                    f"{v}: {e}" for v, e in failed.get(reference, {}).items()
+                )
+                rows.append(row)
+                continue
             sm = best[reference]
             first = sm.result
+            assert first is not None
             row.update(
                 applicable=True,
                 parallel=first.parallel,
@@ -418,7 +460,7 @@ def assemble_study(
                 micro_batches=first.micro_batches,
                 seq=first.seq,
                 memory_per_gpu=first.memory["total"],
-                sm_variants={r.variant: r.result.iteration_time for r in runs[reference]},
+                sm_variants={r.variant: _time(r) for r in runs[reference] if r.result is not None},
             )
             endpoints_out: dict[str, Any] = {}
             sm_row = _run_summary(sm, first.iteration_time)
@@ -426,7 +468,16 @@ def assemble_study(
                 if kind in best:
                     out = _run_summary(best[kind], first.iteration_time)
                     out["why"] = _why(kind, out, sm_row)
+                    if failed.get(kind):
+                        out["failed_variants"] = failed[kind]
                     endpoints_out[kind] = out
+                elif failed.get(kind):
+                    why = "; ".join(f"{v or kind}: {e}" for v, e in failed[kind].items())
+                    plan.kinds_na[(name, case.name, kind)] = "the simulation refused it: " + why
+                    endpoints_out[kind] = {
+                        "applicable": False,
+                        "reason": plan.kinds_na[(name, case.name, kind)],
+                    }
                 else:
                     endpoints_out[kind] = {
                         "applicable": False,
@@ -447,21 +498,21 @@ def assemble_study(
     for kind in kinds:
         if kind == reference:
             continue
-        ran = [
+        speedups: list[tuple[float, str, str]] = [
             (r["endpoints"][kind]["speedup"], r["system"], r["case"])
             for r in rows
             if r["applicable"] and r["endpoints"][kind]["applicable"]
         ]
-        if not ran:
+        if not speedups:
             headline[kind] = None
             continue
-        top = max(ran)
-        low = min(ran)
+        top = max(speedups)
+        low = min(speedups)
         headline[kind] = {
-            "runs": len(ran),
-            "beats": sum(1 for s, _n, _c in ran if s > 1 + TIE),
-            "ties": sum(1 for s, _n, _c in ran if abs(s - 1) <= TIE),
-            "loses": sum(1 for s, _n, _c in ran if s < 1 - TIE),
+            "runs": len(speedups),
+            "beats": sum(1 for s, _n, _c in speedups if s > 1 + TIE),
+            "ties": sum(1 for s, _n, _c in speedups if abs(s - 1) <= TIE),
+            "loses": sum(1 for s, _n, _c in speedups if s < 1 - TIE),
             "max": {"speedup": top[0], "system": top[1], "case": top[2]},
             "min": {"speedup": low[0], "system": low[1], "case": low[2]},
         }

@@ -13,7 +13,9 @@ task independent of the others. :func:`run_tasks` runs them and returns the resu
 
 Every task is a deterministic simulation of its own arguments, so the results do not depend on
 the backend, the number of workers or the order tasks finish in (bit-identical; the tests
-check local against Dask). ``progress()`` is called once per finished task.
+check local against Dask). ``progress()`` is called once per finished task. A task that raises
+is a :class:`~acesim.errors.SimulationError` in the caller naming the task (a study that
+reports failures as results catches them in its task function).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SimulationError
 from ..processes import process_pool
 
 __all__ = ["Task", "run_tasks", "usable_cpus"]
@@ -47,8 +49,25 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class _Failed:
+    """A task's exception, carried back as text (not every exception pickles)."""
+
+    kind: str
+    message: str
+
+
 def _call(task: Task) -> tuple[Hashable, Any]:
-    return task.key, task.fn(*task.args)
+    try:
+        return task.key, task.fn(*task.args)
+    except Exception as exc:  # re-raised in the parent, naming the task
+        return task.key, _Failed(type(exc).__name__, str(exc))
+
+
+def _value(key: Hashable, value: Any) -> Any:
+    if isinstance(value, _Failed):
+        raise SimulationError(f"task {key!r} failed: {value.kind}: {value.message}")
+    return value
 
 
 def run_tasks(
@@ -73,7 +92,7 @@ def run_tasks(
     if count == 1 or len(tasks) <= 1:
         for task in tasks:
             key, value = _call(task)
-            results[key] = value
+            results[key] = _value(key, value)
             if progress is not None:
                 progress()
         return results
@@ -88,7 +107,7 @@ def run_tasks(
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 key, value = fut.result()
-                results[key] = value
+                results[key] = _value(key, value)
                 if progress is not None:
                     progress()
     return results
@@ -126,7 +145,7 @@ def _run_dask(
         futures = [client.submit(_call, t, pure=False) for t in tasks]
         for fut in dist.as_completed(futures):
             key, value = fut.result()
-            results[key] = value
+            results[key] = _value(key, value)
             fut.release()
             if progress is not None:
                 progress()
