@@ -4,8 +4,8 @@ partition, precision, store-and-forward ACE, batch per NPU, ACE DMA).
 
 Usage: python scripts/reproduction_sensitivity.py [--workers N] [--variants a,b] [--out FILE.md]
 
-The same as `acesim reproduce ace-isca21 --sensitivity all` (which also writes the table into
-report.md and the figures into summary.json); prints the markdown table docs/reproduction.md
+The same study as `acesim reproduce ace-isca21` runs by default (which also writes the table
+into report.md and the figures into summary.json); prints the markdown table docs/reproduction.md
 quotes.
 """
 
@@ -25,17 +25,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     names = args.variants.split(",") if args.variants else None
-    study = sensitivity_study(
-        load_system("ace-isca21"),
-        variants=names,
-        reproduce_kwargs={"workers": args.workers, "sram": False, "hbm_targets": False},
-    )
+    study = sensitivity_study(load_system("ace-isca21"), variants=names, workers=args.workers)
     labels = [label for label, _, _ in FIGURES]
     rows = []
     for row in study["variants"].values():
         cells = [f"{v:.3f}" if v is not None else "-" for v in row["figures"].values()]
         rows.append(f"| {row['label']} | " + " | ".join(cells) + f" | {row['within']} of 9 |")
-    ranges = [f"{r[0]:.3f}-{r[1]:.3f}" if r else "-" for r in study["ranges"].values()]
+    ranges = [f"{r['low']:.3f}-{r['high']:.3f}" if r else "-" for r in study["ranges"].values()]
     rows.append("| **range** | " + " | ".join(ranges) + " | |")
     header = "| variant | " + " | ".join(labels) + " | within tolerance |"
     table = "\n".join([header, "|" + "---|" * (len(labels) + 2), *rows])

@@ -63,6 +63,7 @@ def test_reproduce_subset_writes_summary_and_report(tmp_path: Path) -> None:
             "--npus",
             "16",
             "--no-figures",
+            "--no-sensitivity",
             "--workers",
             "1",
         ],

@@ -1,8 +1,11 @@
-"""`acesim reproduce NAME`: regenerate a paper's evaluation from the model."""
+"""`acesim reproduce NAME`: regenerate a paper's evaluation from the model, or run a study
+(the registered names: :data:`acesim.experiments.studies.STUDIES`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -10,72 +13,230 @@ from rich.table import Table
 from ..errors import ConfigError
 from .common import SET_HELP, console, err_console, parse_sets, progress
 
-PAPERS = {"ace-isca21": "ace-isca21"}
-
 
 def reproduce_command(
-    paper: str = typer.Argument("ace-isca21", help="which paper: ace-isca21"),
-    out: Path = typer.Option(Path("out/ace-isca21"), "--out", "-o", help="output folder"),
-    system: str | None = typer.Option(None, "--system", "-s", help="system preset or file"),
-    workloads: str | None = typer.Option(None, "--workloads", help="subset, e.g. resnet50,gnmt"),
-    npus: str | None = typer.Option(None, "--npus", help="subset of network sizes, e.g. 16,64"),
-    workers: int | None = typer.Option(None, "--workers", help="processes (default: cores)"),
+    paper: str = typer.Argument(
+        "ace-isca21", help="which study: ace-isca21 (the ACE paper), ace-2026 (LLMs on H100/B200)"
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="output folder (default out/NAME)"),
+    workers: int | None = typer.Option(
+        None, "--workers", help="local processes (default: the usable cores)"
+    ),
+    dask: str | None = typer.Option(
+        None,
+        "--dask",
+        help="run on Dask: 'local' (a LocalCluster of --workers processes) or a scheduler "
+        "address tcp://HOST:PORT; results are identical to a local run",
+    ),
     no_figures: bool = typer.Option(False, "--no-figures", help="skip the figures", metavar=""),
+    system: str | None = typer.Option(
+        None, "--system", "-s", help="ace-isca21: system preset or file"
+    ),
+    workloads: str | None = typer.Option(
+        None, "--workloads", help="ace-isca21: subset, e.g. resnet50,gnmt"
+    ),
+    npus: str | None = typer.Option(
+        None, "--npus", help="ace-isca21: subset of network sizes, e.g. 16,64"
+    ),
     assumptions: bool = typer.Option(
-        False, "--assumptions", help="print every parameter's source and exit", metavar=""
+        False,
+        "--assumptions",
+        help="ace-isca21: print every parameter's source and exit",
+        metavar="",
     ),
     sensitivity: str | None = typer.Option(
         None,
         "--sensitivity",
-        help="also re-run the reproduction under each unpinned assumption: 'all' or a comma "
-        "list of variants (shipped, ideal_kernels, drf, static_hbm, fp32, store_and_forward, "
-        "batch_x4, dma_half); minutes each",
+        help="ace-isca21: the variants of the sensitivity study to run ('all', the default, or "
+        "a comma list of shipped, ideal_kernels, drf, static_hbm, fp32, store_and_forward, "
+        "batch_x4, dma_half); each a whole re-run of the reproduction, all in one pool",
     ),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    no_sensitivity: bool = typer.Option(
+        False,
+        "--no-sensitivity",
+        help="ace-isca21: skip the sensitivity study (no ranges in the report)",
+        metavar="",
+    ),
+    sets: list[str] = typer.Option([], "--set", help="ace-isca21: " + SET_HELP),
+    systems: str | None = typer.Option(
+        None,
+        "--systems",
+        help="ace-2026: node presets, comma-separated (default h100-nvswitch-8,b200-nvswitch-8)",
+    ),
+    cases: str | None = typer.Option(
+        None, "--cases", help="ace-2026: subset of the study's cases (names in its report)"
+    ),
+    endpoints: str | None = typer.Option(
+        None,
+        "--endpoints",
+        help="ace-2026: substrates (default baseline,copy_engine,nvls,ace,ideal; the best SM "
+        "configuration is always run)",
+    ),
 ) -> None:
-    """Reproduce the ACE paper: summary.json, report.md and figures in --out."""
+    """Reproduce the ACE paper (ace-isca21) or run the 2026 study (ace-2026): summary.json,
+    report.md and figures in --out."""
+    from ..experiments.studies import STUDIES
+
+    study = STUDIES.get(paper, "paper")
+    given = {
+        "--system": system is not None,
+        "--workloads": workloads is not None,
+        "--npus": npus is not None,
+        "--assumptions": assumptions,
+        "--sensitivity": sensitivity is not None,
+        "--no-sensitivity": no_sensitivity,
+        "--set": bool(sets),
+        "--systems": systems is not None,
+        "--cases": cases is not None,
+        "--endpoints": endpoints is not None,
+    }
+    for flag, used in given.items():
+        if used and flag not in study.options:
+            raise ConfigError(flag, f"is not an option of the study {paper}", paper)
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", "must be at least 1", workers)
+    if dask is not None:
+        from ..sweep.runner import check_dask
+
+        check_dask(dask)
+    folder = out if out is not None else Path("out") / paper
+    if paper == "ace-2026":
+        _study_2026(folder, systems, cases, endpoints, workers, dask, not no_figures)
+        return
+    _ace_isca21(
+        paper,
+        folder,
+        system=system,
+        workloads=workloads,
+        npus=npus,
+        workers=workers,
+        dask=dask,
+        figures=not no_figures,
+        assumptions=assumptions,
+        sensitivity=sensitivity,
+        no_sensitivity=no_sensitivity,
+        sets=sets,
+    )
+
+
+def _split(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _bar(label: str) -> tuple[Any, Callable[[int], Callable[[], Any]]]:
+    bar = progress()
+    task = bar.add_task(label, total=None)
+
+    def start(total: int) -> Callable[[], Any]:
+        bar.update(task, total=total)
+        return lambda: bar.advance(task)
+
+    return bar, start
+
+
+def _study_2026(
+    out: Path,
+    systems: str | None,
+    cases: str | None,
+    endpoints: str | None,
+    workers: int | None,
+    dask: str | None,
+    figures: bool,
+) -> None:
+    from ..experiment.compare import check_endpoints
+    from ..experiments.ace2026 import study_2026
+
+    kinds = _split(endpoints)
+    if kinds is not None:
+        kinds = check_endpoints(kinds, "--endpoints")
+    bar, start = _bar("ace-2026")
+    with bar:
+        summary = study_2026(
+            out,
+            systems=_split(systems),
+            cases=_split(cases),
+            endpoints=kinds,
+            workers=workers,
+            dask=dask,
+            figures=figures,
+            progress=start,
+        )
+    table = Table(title="ace-2026: speedup over the best SM configuration")
+    others = summary["endpoints"][1:]
+    for col in ("system", "case", *others):
+        table.add_column(col, justify="right")
+    for row in summary["results"]:
+        if not row["applicable"]:
+            table.add_row(row["system"], row["case"], *(["n/a"] * len(others)))
+            continue
+        cells = []
+        for kind in others:
+            e = row["endpoints"][kind]
+            cells.append(f"{e['speedup']:.3f}x" if e["applicable"] else "n/a")
+        table.add_row(row["system"], row["case"], *cells)
+    console.print(table)
+    err_console.print(f"summary.json, report.md and figures written to {out}")
+
+
+def _ace_isca21(
+    paper: str,
+    out: Path,
+    *,
+    system: str | None,
+    workloads: str | None,
+    npus: str | None,
+    workers: int | None,
+    dask: str | None,
+    figures: bool,
+    assumptions: bool,
+    sensitivity: str | None,
+    no_sensitivity: bool,
+    sets: list[str],
+) -> None:
     from ..config.resolve import resolve_system
     from ..experiments.reproduce import reproduce
 
-    if paper not in PAPERS:
-        raise ConfigError("paper", "must be one of " + ", ".join(PAPERS), paper)
-    if workers is not None and workers < 1:
-        raise ConfigError("--workers", "must be at least 1", workers)
-    cfg = resolve_system(system or PAPERS[paper], overrides=parse_sets(sets))
+    if sensitivity is not None and no_sensitivity:
+        raise ConfigError("--no-sensitivity", "give either --sensitivity or --no-sensitivity")
+    cfg = resolve_system(system or paper, overrides=parse_sets(sets))
     if assumptions:
         from .assumptions import assumptions_command
 
-        assumptions_command(system or PAPERS[paper], sets)
+        assumptions_command(system or paper, sets)
         return
-    names = workloads.split(",") if workloads else None
+    names = _split(workloads)
     try:
         sizes = [int(x) for x in npus.split(",")] if npus else None
     except ValueError:
         raise ConfigError("--npus", "expected comma-separated integers", npus) from None
-    with progress() as bar:
-        task = bar.add_task(f"reproducing {paper}", total=None)
-
-        def start(total: int):  # type: ignore[no-untyped-def]
-            bar.update(task, total=total)
-            return lambda: bar.advance(task)
-
+    variants: bool | list[str] = False if no_sensitivity else _variants(sensitivity)
+    bar, start = _bar(f"reproducing {paper}")
+    with bar:
         summary = reproduce(
             cfg,
             out,
             workloads=names,
             npus=sizes,
             workers=workers,
-            figures=not no_figures,
+            dask=dask,
+            figures=figures,
             progress=start,
-            sensitivity=_variants(sensitivity),
+            sensitivity=variants,
         )
+    from ..experiments.reproduce import ranges_by_id
+
+    ranges = ranges_by_id(summary)
     table = Table(title=f"{paper}: acesim vs the paper")
-    for col in ("figure", "acesim", "paper", "deviation", "within tolerance"):
+    for col in ("figure", "acesim", "range", "paper", "deviation", "within tolerance"):
         table.add_column(col, justify="right")
     for row in summary["deviations"]:
+        r = ranges.get(row["id"])
         table.add_row(
             row["figure"],
             f"{row['acesim']:.3f}",
+            f"{r['low']:.3f}-{r['high']:.3f}" if r else "-",
             f"{row['paper']:.2f}",
             f"{100 * row['deviation']:+.1f}%",
             "yes" if row["within"] else "no",
@@ -85,12 +246,10 @@ def reproduce_command(
 
 
 def _variants(text: str | None) -> bool | list[str]:
-    """``--sensitivity``: False (not given), True (all) or the named variants (checked)."""
+    """``--sensitivity``: True (not given, or 'all') or the named variants (checked)."""
     from ..experiments.sensitivity import VARIANTS
 
-    if text is None:
-        return False
-    if text.strip() == "all":
+    if text is None or text.strip() == "all":
         return True
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:

@@ -20,10 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .membw import MembwRow, membw_figure  # noqa: E402
 from .plotting import color_of, finish  # noqa: E402
 
-__all__ = ["figures", "write_figures", "FIGURES"]
+__all__ = ["figures", "write_figures", "sensitivity_figure", "FIGURES"]
 
 #: Names of the figures, in the order they are written.
 FIGURES = ("speedup", "net_util", "membw", "breakdown", "sram", "splits")
+#: Written besides them when the summary has the sensitivity study.
+SENSITIVITY_FIGURE = "sensitivity"
 ENDPOINT_COLORS = {"best baseline": "tab:red", "ACE": "tab:blue", "ideal": "tab:gray"}
 
 
@@ -168,10 +170,59 @@ def _splits(cases: list[Any], mid: int) -> Any:
     return fig
 
 
+def sensitivity_figure(ranges: Mapping[str, Any], title: str = "") -> Any:
+    """Per headline figure (one row each): its range over the sensitivity variants (a bar),
+    the shipped value (a dot) and the paper's (a cross), each as a ratio to the paper's value
+    on a log axis, so figures of different scales share it; the shipped value is written
+    beside its dot."""
+    rows = [(label, r) for label, r in ranges.items() if r]
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(rows) + 1.6))
+    for i, (_label, r) in enumerate(rows):
+        y = len(rows) - 1 - i
+        paper = r["paper"]
+        ax.plot(
+            [r["low"] / paper, r["high"] / paper],
+            [y, y],
+            color="tab:blue",
+            lw=5,
+            alpha=0.45,
+            solid_capstyle="butt",
+            label="range over the assumptions" if i == 0 else None,
+        )
+        if r["shipped"] is not None:
+            ax.plot(
+                r["shipped"] / paper,
+                y,
+                "o",
+                color="tab:blue",
+                label="as shipped" if i == 0 else None,
+            )
+            ax.annotate(
+                f"{r['shipped']:.2f} ({r['low']:.2f}-{r['high']:.2f})",
+                (max(r["high"], r["shipped"]) / paper, y),
+                xytext=(6, -3),
+                textcoords="offset points",
+                fontsize=7,
+            )
+        ax.plot(1.0, y, "kx", label="paper" if i == 0 else None)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)], fontsize=8)
+    ax.set_xlabel("acesim / paper (ratio, log scale; 1 = the paper's value)")
+    ax.set_ylabel("headline figure (x)")
+    ax.axvline(1.0, color="grey", lw=0.8)
+    finish(fig, ax, title or "Headline figures: shipped, range over the assumptions, paper")
+    return fig
+
+
 def figures(cases: list[Any], membw: list[MembwRow], summary: dict[str, Any]) -> dict[str, Any]:
-    """Every figure of the reproduction, by name (matplotlib Figures; the caller closes them)."""
+    """Every figure of the reproduction, by name (matplotlib Figures; the caller closes them);
+    ``sensitivity`` only when the summary has the study."""
     sizes = sorted({c.npus for c in cases})
     mid = sizes[len(sizes) // 2]
+    extra = {}
+    study = summary.get("sensitivity")
+    if study:
+        extra["sensitivity"] = sensitivity_figure(study["ranges"])
     return {
         "speedup": _speedup(cases, summary),
         "net_util": _net_util(cases),
@@ -181,6 +232,7 @@ def figures(cases: list[Any], membw: list[MembwRow], summary: dict[str, Any]) ->
         "breakdown": _breakdown(cases, mid),
         "sram": _sram(cases, summary, mid),
         "splits": _splits(cases, mid),
+        **extra,
     }
 
 

@@ -19,8 +19,13 @@ Headline figures (``summary.json``):
   communication in flight x egress capacity)) over the best baseline's, mean and max over cases;
 * ``speedup_avg`` / ``speedup_max`` per workload: best-baseline iteration time / ACE's.
 
-Runs go to local processes (one per core) with a progress bar; results are deterministic and
-independent of the number of workers.
+Every simulation is a :class:`~acesim.experiments.tasks.Task` (:func:`plan_reproduction`):
+the comparison runs and the HBM analysis per network size and target, and with ``sensitivity``
+every run of every variant (:mod:`.sensitivity`), all in one pool of local processes or on
+Dask (:func:`~acesim.experiments.tasks.run_tasks`), then assembled
+(:func:`assemble_reproduction`). Results are deterministic and independent of the backend and
+the number of workers. ``summary["orderings"]`` says where ideal >= ACE >= best baseline holds
+and where it does not.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ from typing import Any
 from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..experiment.case import make_case
-from ..experiment.compare import Comparison, Job, assemble, check_endpoints, plan, run_jobs
+from ..experiment.compare import Comparison, Job, assemble, check_endpoints, plan
+from ..experiment.single import execute
 from ..results.jsonout import dumps
 from ..results.run import RunResult
+from .membw import MembwRow
+from .tasks import Task, run_tasks
 
 #: The paper's headline figures (paper.md section 1).
 PAPER: dict[str, Any] = {
@@ -180,50 +188,188 @@ def headline(
     }
 
 
+#: The headline figures' labels in the comparison table, by figure id (``key`` or
+#: ``key.workload``, the ids of :data:`acesim.experiments.sensitivity.FIGURES`).
+LABELS = {
+    "hbm_saving_avg": "HBM bandwidth saving at equal network bandwidth (avg, simulated)",
+    "net_util_gain_avg": "network utilisation gain (avg)",
+    "net_util_gain_max": "network utilisation gain (max)",
+}
+
+
+def figure_id(key: str, workload: str | None) -> str:
+    """The id of a headline figure: its summary key, with the workload for per-workload ones."""
+    return f"{key}.{workload}" if workload else key
+
+
 def deviations(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows (figure, ours, paper, deviation, tolerance, within) comparing to the paper."""
+    """Rows (id, figure, ours, paper, deviation, tolerance, within) comparing to the paper."""
     rows = []
-
-    def row(label: str, ours: float | None, paper: float, tol: float) -> None:
-        if ours is None:
-            return
-        dev = ours / paper - 1
-        rows.append(
-            {
-                "figure": label,
-                "acesim": ours,
-                "paper": paper,
-                "deviation": dev,
-                "tolerance": tol,
-                "within": abs(dev) <= tol,
-            }
-        )
-
-    row(
-        "HBM bandwidth saving at equal network bandwidth (avg, simulated)",
-        summary["hbm_saving_avg"],
-        PAPER["hbm_saving_avg"],
-        TOLERANCE_AVG,
-    )
-    row(
-        "network utilisation gain (avg)",
-        summary["net_util_gain_avg"],
-        PAPER["net_util_gain_avg"],
-        TOLERANCE_AVG,
-    )
-    row(
-        "network utilisation gain (max)",
-        summary["net_util_gain_max"],
-        PAPER["net_util_gain_max"],
-        TOLERANCE_MAX,
-    )
-    for name, paper in PAPER["speedup_avg"].items():
-        if name in summary["speedup_avg"]:
-            row(f"speedup {name} (avg)", summary["speedup_avg"][name], paper, TOLERANCE_AVG)
-    for name, paper in PAPER["speedup_max"].items():
-        if name in summary["speedup_max"]:
-            row(f"speedup {name} (max)", summary["speedup_max"][name], paper, TOLERANCE_MAX)
+    for key, paper in PAPER.items():
+        tol = TOLERANCE_MAX if key.endswith("_max") else TOLERANCE_AVG
+        items = paper.items() if isinstance(paper, dict) else [(None, paper)]
+        for work, value in items:
+            ours = summary.get(key)
+            if work is not None:
+                ours = ours.get(work) if isinstance(ours, dict) else None
+            if ours is None:
+                continue
+            dev = ours / value - 1
+            ident = figure_id(key, work)
+            kind = key.rsplit("_", 1)[1]
+            rows.append(
+                {
+                    "id": ident,
+                    "figure": LABELS.get(ident, f"speedup {work} ({kind})"),
+                    "acesim": ours,
+                    "paper": value,
+                    "deviation": dev,
+                    "tolerance": tol,
+                    "within": abs(dev) <= tol,
+                }
+            )
     return rows
+
+
+#: The fraction of the bandwidth both endpoints can drive that the headline HBM saving is
+#: simulated at (membw's default).
+HBM_TARGET = 0.95
+
+
+def run_job(job: Job) -> RunResult:
+    """One run of a comparison (a task's function: module level, picklable)."""
+    result, _execution = execute(job.case, variant=job.variant)
+    return result
+
+
+def membw_row(system: SystemConfig, npus: int, size: float, target: float) -> MembwRow:
+    """The simulated HBM saving at ``npus`` NPUs, ``target`` of the bandwidth both can drive,
+    for an all-reduce of ``size`` bytes (a task's function)."""
+    from .membw import membw_analysis
+
+    (row,) = membw_analysis(system, npus=[npus], size=size, target=target, simulate_need=False)
+    return row
+
+
+def _sizes(system: SystemConfig, npus: Sequence[int] | None) -> list[int]:
+    repro = system.reproduction
+    assert repro is not None
+    return list(npus) if npus else list(repro.npus)
+
+
+def plan_reproduction(
+    system: SystemConfig,
+    *,
+    workloads: list[str] | None = None,
+    npus: list[int] | None = None,
+    sram: bool = True,
+    endpoints: Sequence[str] | None = None,
+    hbm_targets: bool = True,
+    prefix: tuple[Any, ...] = (),
+) -> list[Task]:
+    """Every simulation of the reproduction as tasks: the comparison runs (keys
+    ``prefix + ("run", workload, NPUs, kind, variant)``) and the HBM-saving analysis per
+    target and network size (``prefix + ("membw", target, NPUs)``)."""
+    jobs = plan_cases(system, workloads=workloads, npus=npus, sram=sram, endpoints=endpoints)
+    tasks = [Task((*prefix, "run", *job.key), run_job, (job,)) for job in jobs]
+    repro = system.reproduction
+    assert repro is not None
+    targets = (HBM_TARGET, *HBM_TARGETS) if hbm_targets else (HBM_TARGET,)
+    for target in targets:
+        for n in _sizes(system, npus):
+            tasks.append(
+                Task(
+                    (*prefix, "membw", target, n), membw_row, (system, n, repro.membw_size, target)
+                )
+            )
+    return tasks
+
+
+@dataclass
+class Reproduction:
+    """A reproduction assembled from its tasks' results."""
+
+    summary: dict[str, Any]
+    cases: list[CaseResult]
+    membw: list[MembwRow]
+    runs: dict[tuple[Any, ...], RunResult]
+
+
+def assemble_reproduction(
+    system: SystemConfig,
+    results: Mapping[Any, Any],
+    *,
+    npus: list[int] | None = None,
+    endpoints: Sequence[str] | None = None,
+    prefix: tuple[Any, ...] = (),
+) -> Reproduction:
+    """The summary (headline figures, deviations, cases, HBM analysis, orderings) from the
+    results of :func:`plan_reproduction`'s tasks with the same ``prefix``."""
+    cut = len(prefix)
+    runs: dict[tuple[Any, ...], RunResult] = {}
+    membw_by: dict[float, dict[int, MembwRow]] = {}
+    for key, value in results.items():
+        if not isinstance(key, tuple) or tuple(key[:cut]) != prefix:
+            continue
+        rest = key[cut:]
+        if rest[0] == "run":
+            runs[tuple(rest[1:])] = value
+        elif rest[0] == "membw":
+            membw_by.setdefault(rest[1], {})[rest[2]] = value
+    sizes = _sizes(system, npus)
+    cases = collect(runs, endpoints)
+    membw = [membw_by[HBM_TARGET][n] for n in sizes]
+    equal = [row.equal_saving for row in membw if row.equal_saving is not None]
+    summary = headline(cases, equal, [row.saving for row in membw])
+    # How far the simulated saving moves with how close to the network's limit both endpoints
+    # are asked to drive (the paper does not say): the same analysis at other targets.
+    by_target: dict[str, Any] = {}
+    for target, rows_by in membw_by.items():
+        rows = [rows_by[n] for n in sizes]
+        savings = [r.equal_saving for r in rows if r.equal_saving is not None]
+        by_target[f"{target:g}"] = {
+            "avg": sum(savings) / len(savings) if savings else None,
+            "per_npus": {str(r.npus): r.equal_saving for r in rows},
+        }
+    summary["hbm_saving_by_target"] = dict(sorted(by_target.items()))
+    summary["schema"] = SCHEMA
+    summary["system"] = system.name
+    summary["paper"] = PAPER
+    summary["deviations"] = deviations(summary)
+    summary["cases"] = [_case_summary(c) for c in cases]
+    summary["orderings"] = orderings(cases)
+    summary["membw"] = [row.to_dict() for row in membw]
+    sram_rows = sorted((k[0], k[3], v.iteration_time) for k, v in runs.items() if k[2] == SRAM)
+    summary["sram_sensitivity"] = [
+        {"workload": w, "sram": s, "iteration_time": t} for w, s, t in sram_rows
+    ]
+    summary["assumptions"] = [
+        {"field": f, "kind": s.kind, "note": s.note} for f, s in system.sources.items()
+    ]
+    return Reproduction(summary, cases, membw, runs)
+
+
+SCHEMA = "acesim.reproduction/2"
+
+
+def orderings(cases: list[CaseResult]) -> dict[str, Any]:
+    """Where ideal >= ACE >= best baseline (faster is better) holds and where it does not:
+    per ordering, the cases that break it (workload, NPUs, the two iteration times)."""
+    checks: dict[str, tuple[str, str]] = {
+        "ideal >= ace": ("ideal", "ace"),
+        "ideal >= best_baseline": ("ideal", "best"),
+        "ace >= best_baseline": ("ace", "best"),
+    }
+    out: dict[str, Any] = {}
+    for name, (better, worse) in checks.items():
+        broken = []
+        for c in cases:
+            faster = getattr(c, better).iteration_time
+            slower = getattr(c, worse).iteration_time
+            if faster > slower:
+                broken.append({"workload": c.workload, "npus": c.npus, "times": [faster, slower]})
+        out[name] = {"holds": not broken, "cases": len(cases), "broken": broken}
+    return out
 
 
 def reproduce(
@@ -233,6 +379,7 @@ def reproduce(
     workloads: list[str] | None = None,
     npus: list[int] | None = None,
     workers: int | None = None,
+    dask: Any = None,
     figures: bool = True,
     sram: bool = True,
     endpoints: Sequence[str] | None = None,
@@ -243,88 +390,61 @@ def reproduce(
     """Run the reproduction, write ``summary.json``, ``report.md`` and figures into ``out_dir``.
 
     ``sensitivity``: also re-run it under every variant of :mod:`acesim.experiments.
-    sensitivity` (or the named ones) into ``summary["sensitivity"]`` (minutes each).
-    ``hbm_targets``: also simulate the HBM saving at the other targets (``HBM_TARGETS``).
+    sensitivity` (or the named ones) into ``summary["sensitivity"]`` (each variant a whole
+    reproduction without the SRAM sweep and the other HBM targets; every simulation of every
+    variant in the same pool). ``hbm_targets``: also simulate the HBM saving at the other
+    targets (``HBM_TARGETS``).
 
     ``endpoints``: endpoint kinds compared besides the reference, ACE and the ideal endpoint
-    (any registered kind). ``workers``: local processes (None: one per CPU; results do not
-    depend on it). ``progress(total)`` returns a callable advanced once per finished
+    (any registered kind). ``workers``: local processes (None: one per CPU); ``dask``:
+    ``"local"``, a scheduler address or a ``distributed.Client`` (:mod:`.tasks`); results do
+    not depend on either. ``progress(total)`` returns a callable advanced once per finished
     simulation.
     """
-    from .membw import membw_analysis
+    from .sensitivity import assemble_sensitivity, plan_sensitivity
 
-    jobs = plan_cases(system, workloads=workloads, npus=npus, sram=sram, endpoints=endpoints)
-    repro = system.reproduction
-    assert repro is not None
-    sizes = npus or list(repro.npus)
-    extra = len(sizes) * len(HBM_TARGETS) if hbm_targets else 0
-    advance = progress(len(jobs) + len(sizes) + extra) if progress else None
-    results = run_jobs(jobs, workers, advance)
-    cases = collect(results, endpoints)
-    membw = membw_analysis(
-        system, npus=sizes, size=repro.membw_size, simulate_need=False, progress=advance
+    tasks = plan_reproduction(
+        system,
+        workloads=workloads,
+        npus=npus,
+        sram=sram,
+        endpoints=endpoints,
+        hbm_targets=hbm_targets,
     )
-    equal = [row.equal_saving for row in membw if row.equal_saving is not None]
-    summary = headline(cases, equal, [row.saving for row in membw])
-    # How far the simulated saving moves with how close to the network's limit both endpoints
-    # are asked to drive (the paper does not say): the same analysis at other targets.
-    by_target: dict[str, Any] = {}
-    for target in HBM_TARGETS if hbm_targets else ():
-        rows = membw_analysis(
-            system,
-            npus=sizes,
-            size=repro.membw_size,
-            target=target,
-            simulate_need=False,
-            progress=advance,
-        )
-        savings = [r.equal_saving for r in rows if r.equal_saving is not None]
-        by_target[f"{target:g}"] = {
-            "avg": sum(savings) / len(savings) if savings else None,
-            "per_npus": {str(r.npus): r.equal_saving for r in rows},
-        }
-    by_target[f"{membw[0].target:g}"] = {
-        "avg": summary["hbm_saving_avg"],
-        "per_npus": {str(r.npus): r.equal_saving for r in membw},
-    }
-    summary["hbm_saving_by_target"] = dict(sorted(by_target.items()))
-    summary["schema"] = "acesim.reproduction/1"
-    summary["system"] = system.name
-    summary["paper"] = PAPER
-    summary["deviations"] = deviations(summary)
-    summary["cases"] = [_case_summary(c) for c in cases]
-    summary["membw"] = [row.to_dict() for row in membw]
-    sram_rows = sorted((k[0], k[3], v.iteration_time) for k, v in results.items() if k[2] == SRAM)
-    summary["sram_sensitivity"] = [
-        {"workload": w, "sram": s, "iteration_time": t} for w, s, t in sram_rows
-    ]
-    summary["assumptions"] = [
-        {"field": f, "kind": s.kind, "note": s.note} for f, s in system.sources.items()
-    ]
+    variants: list[str] = []
     if sensitivity:
-        from .sensitivity import sensitivity_study
-
-        names = None if sensitivity is True else list(sensitivity)
-        summary["sensitivity"] = sensitivity_study(
-            system,
-            variants=names,
-            reproduce_kwargs={
-                "workloads": workloads,
-                "npus": npus,
-                "workers": workers,
-                "sram": False,
-                "endpoints": endpoints,
-                "hbm_targets": False,
-            },
+        variants = plan_sensitivity_names(sensitivity)
+        tasks += plan_sensitivity(
+            system, variants, workloads=workloads, npus=npus, endpoints=endpoints
+        )
+    advance = progress(len(tasks)) if progress else None
+    results = run_tasks(tasks, workers=workers, dask=dask, progress=advance, preload=PRELOAD)
+    main = assemble_reproduction(system, results, npus=npus, endpoints=endpoints)
+    summary = main.summary
+    if variants:
+        summary["sensitivity"] = assemble_sensitivity(
+            system, variants, results, main=summary, npus=npus, endpoints=endpoints
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(dumps(summary, indent=2), encoding="utf-8")
     if figures:
         from .figures import write_figures
 
-        write_figures(out_dir, cases, membw, summary, results)
-    (out_dir / "report.md").write_text(report_markdown(summary, cases), encoding="utf-8")
+        write_figures(out_dir, main.cases, main.membw, summary, main.runs)
+    (out_dir / "report.md").write_text(report_markdown(summary, main.cases), encoding="utf-8")
     return summary
+
+
+#: Modules local workers import once, before forking (the forkserver's preload).
+PRELOAD = ("acesim.experiments.reproduce",)
+
+
+def plan_sensitivity_names(sensitivity: bool | Sequence[str]) -> list[str]:
+    """The variants ``sensitivity`` asks for (True: all), checked."""
+    from .sensitivity import VARIANTS
+
+    names = list(VARIANTS.names()) if sensitivity is True else list(sensitivity)  # type: ignore[arg-type]
+    return [VARIANTS.check(n, "--sensitivity") for n in names]
 
 
 def _case_summary(c: CaseResult) -> dict[str, Any]:
@@ -365,6 +485,14 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
     }
 
 
+def ranges_by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The sensitivity ranges by figure id (empty when the study was not run)."""
+    study = summary.get("sensitivity")
+    if not study:
+        return {}
+    return {r["id"]: r for r in study["ranges"].values() if r}
+
+
 def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
     """The report's sensitivity table (nothing when it was not run)."""
     study = summary.get("sensitivity")
@@ -374,15 +502,47 @@ def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         "## Sensitivity: the headline figures under each unpinned assumption",
         "",
-        "| variant | " + " | ".join(labels) + " | within tolerance |",
-        "|---|" + "---:|" * (len(labels) + 1),
+        "Each variant re-runs the reproduction (without the SRAM sweep and the other HBM",
+        "targets) with one assumption the paper does not pin down moved",
+        "(`acesim.experiments.sensitivity.VARIANTS`); sensitivity.png draws the ranges.",
+        "",
+        "| variant | " + " | ".join(labels) + " | within tolerance | orderings broken |",
+        "|---|" + "---:|" * (len(labels) + 1) + "---|",
     ]
     for row in study["variants"].values():
         cells = [f"{v:.3f}" if v is not None else "-" for v in row["figures"].values()]
-        lines.append(f"| {row['label']} | " + " | ".join(cells) + f" | {row['within']} of 9 |")
-    cells = [f"{r[0]:.3f}-{r[1]:.3f}" if r else "-" for r in study["ranges"].values()]
-    lines += ["| **range** | " + " | ".join(cells) + " | |", ""]
+        broken = "; ".join(
+            f"{name}: " + ", ".join(f"{b['workload']} {b['npus']}" for b in cases)
+            for name, cases in row["orderings_broken"].items()
+        )
+        lines.append(
+            f"| {row['label']} | "
+            + " | ".join(cells)
+            + f" | {row['within']} of {row['out_of']} | {broken or 'none'} |"
+        )
+    cells = [f"{r['low']:.3f}-{r['high']:.3f}" if r else "-" for r in study["ranges"].values()]
+    lines += ["| **range** | " + " | ".join(cells) + " | | |", ""]
     return lines
+
+
+def _orderings_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Orderings",
+        "",
+        "Faster is better: `ideal >= ace` means the ideal endpoint's iteration is no longer",
+        "than ACE's, in every case of this run.",
+        "",
+        "| ordering | holds | broken in |",
+        "|---|:---:|---|",
+    ]
+    for name, check in summary["orderings"].items():
+        where = ", ".join(
+            f"{b['workload']} {b['npus']} ({1e3 * b['times'][0]:.3f} vs {1e3 * b['times'][1]:.3f}"
+            " ms)"
+            for b in check["broken"]
+        )
+        lines.append(f"| {name} | {'yes' if check['holds'] else 'no'} | {where or '-'} |")
+    return [*lines, ""]
 
 
 def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
@@ -395,15 +555,26 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
         "",
         "## Headline figures",
         "",
-        "| figure | acesim | paper | deviation | tolerance | within |",
-        "|---|---:|---:|---:|---:|:---:|",
+        "| figure | acesim | range over the assumptions | paper | deviation | tolerance |"
+        " within | paper in range |",
+        "|---|---:|---:|---:|---:|---:|:---:|:---:|",
     ]
+    ranges = ranges_by_id(summary)
     for row in summary["deviations"]:
+        r = ranges.get(row["id"])
+        span = f"{r['low']:.3f}-{r['high']:.3f}" if r else "not run"
+        inside = ("yes" if r["paper_in_range"] else "no") if r else "-"
         lines.append(
-            f"| {row['figure']} | {row['acesim']:.3f} | {row['paper']:.2f} | "
+            f"| {row['figure']} | {row['acesim']:.3f} | {span} | {row['paper']:.2f} | "
             f"{100 * row['deviation']:+.1f}% | ±{100 * row['tolerance']:.0f}% | "
-            f"{'yes' if row['within'] else 'no'} |"
+            f"{'yes' if row['within'] else 'no'} | {inside} |"
         )
+    if not ranges:
+        lines += [
+            "",
+            "(The sensitivity study was not run: `acesim reproduce ace-isca21` runs it unless",
+            "given `--no-sensitivity`.)",
+        ]
     lines += [
         "",
         "## Cases",
@@ -471,10 +642,12 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
         )
     lines += [
         "",
+        *_orderings_lines(summary),
         *_sensitivity_lines(summary),
         "## Figures",
         "",
-        "speedup.png, net_util.png, membw.png, breakdown.png, sram.png, splits.png (and .svg).",
+        "speedup.png, net_util.png, membw.png, breakdown.png, sram.png, splits.png,",
+        "sensitivity.png (with the sensitivity study) (and .svg).",
         "",
         "## Assumptions",
         "",

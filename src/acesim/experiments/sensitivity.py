@@ -18,23 +18,34 @@ The baseline's SM split is not a variant: every case already searches it for the
 
 ``sensitivity_study`` returns, per variant, the headline figures (the keys of
 :func:`acesim.experiments.reproduce.headline`) and, per figure, its range over the variants.
-Every variant is a whole reproduction (minutes on two cores each), so it is opt-in
-(``acesim reproduce --sensitivity``).
+Every variant is a whole reproduction without the SRAM sweep and the other HBM targets
+(minutes on two cores each); :func:`plan_sensitivity` plans them as tasks that run in the same
+pool (or Dask cluster) as the reproduction, :func:`assemble_sensitivity` reads them back.
+``acesim reproduce ace-isca21`` runs every variant by default (``--no-sensitivity`` skips it,
+``--sensitivity a,b`` picks some); :func:`acesim.experiments.reproduce.reproduce` only when
+asked (``sensitivity=True``).
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from ..config.system import KernelModelConfig, SystemConfig
 from ..hardware.endpoints.ace import AceSettings
 from ..registry import Registry
+from .tasks import Task, run_tasks
 
-__all__ = ["VARIANTS", "SensitivityVariant", "headline_values", "sensitivity_study"]
+__all__ = [
+    "VARIANTS",
+    "FIGURES",
+    "SensitivityVariant",
+    "headline_values",
+    "plan_sensitivity",
+    "assemble_sensitivity",
+    "sensitivity_study",
+]
 
 
 @dataclass(frozen=True)
@@ -132,37 +143,131 @@ def headline_values(summary: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _same(a: SystemConfig, b: SystemConfig) -> bool:
+    return a is b or a == b
+
+
+def plan_sensitivity(
+    system: SystemConfig,
+    variants: Sequence[str],
+    *,
+    workloads: list[str] | None = None,
+    npus: list[int] | None = None,
+    endpoints: Sequence[str] | None = None,
+    include_shipped: bool = False,
+) -> list[Task]:
+    """The tasks of every variant's reproduction (keys prefixed ``("sensitivity", name)``):
+    without the SRAM sweep and the other HBM targets. A variant that leaves the system as it
+    is (``shipped``) is the reproduction itself and plans nothing unless ``include_shipped``
+    (a study run without the main reproduction)."""
+    from .reproduce import plan_reproduction
+
+    tasks: list[Task] = []
+    for name in variants:
+        changed = VARIANTS.get(name, "--sensitivity").change(system)
+        if _same(changed, system) and not include_shipped:
+            continue
+        tasks += plan_reproduction(
+            changed,
+            workloads=workloads,
+            npus=npus,
+            sram=False,
+            endpoints=endpoints,
+            hbm_targets=False,
+            prefix=("sensitivity", name),
+        )
+    return tasks
+
+
+def assemble_sensitivity(
+    system: SystemConfig,
+    variants: Sequence[str],
+    results: Mapping[Any, Any],
+    *,
+    main: dict[str, Any] | None = None,
+    npus: list[int] | None = None,
+    endpoints: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Per variant its headline figures; per figure (:data:`FIGURES`) the shipped value, its
+    range over the variants (with the variants at each end) and the paper's value."""
+    from .reproduce import PAPER, assemble_reproduction, figure_id
+
+    rows: dict[str, Any] = {}
+    for name in variants:
+        variant = VARIANTS.get(name)
+        changed = variant.change(system)
+        if main is not None and _same(changed, system):
+            summary = main
+        else:
+            summary = assemble_reproduction(
+                changed, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
+            ).summary
+        rows[name] = {
+            "label": variant.label,
+            "figures": headline_values(summary),
+            "within": sum(1 for d in summary["deviations"] if d["within"]),
+            "out_of": len(summary["deviations"]),
+            # the orderings (ideal >= ACE >= best baseline) this variant breaks, and where
+            "orderings_broken": {
+                k: v["broken"] for k, v in summary.get("orderings", {}).items() if not v["holds"]
+            },
+        }
+    shipped = headline_values(main) if main is not None else None
+    ranges: dict[str, Any] = {}
+    for label, key, work in FIGURES:
+        values = {
+            n: r["figures"][label] for n, r in rows.items() if r["figures"][label] is not None
+        }
+        if not values:
+            ranges[label] = None
+            continue
+        low = min(values, key=lambda n: (values[n], n))
+        high = max(values, key=lambda n: (values[n], n))
+        paper = PAPER[key][work] if work is not None else PAPER[key]
+        ranges[label] = {
+            "id": figure_id(key, work),
+            "shipped": shipped[label] if shipped is not None else None,
+            "low": values[low],
+            "high": values[high],
+            "low_variant": low,
+            "high_variant": high,
+            "paper": paper,
+            "paper_in_range": values[low] <= paper <= values[high],
+        }
+    return {"variants": rows, "ranges": ranges}
+
+
 def sensitivity_study(
     system: SystemConfig,
     *,
     variants: list[str] | None = None,
-    reproduce_kwargs: dict[str, Any] | None = None,
+    workers: int | None = None,
+    dask: Any = None,
+    workloads: list[str] | None = None,
+    npus: list[int] | None = None,
+    endpoints: Sequence[str] | None = None,
+    progress: Callable[[int], Callable[[], Any]] | None = None,
 ) -> dict[str, Any]:
-    """Re-run the reproduction of ``system`` under each variant (all by default); per variant
-    its headline figures, per figure its ``[min, max]`` over the variants (module)."""
-    from .reproduce import reproduce
+    """The study alone (module): every variant's reproduction (the shipped one included) in
+    one pool; :func:`assemble_sensitivity`'s result, with the shipped variant as ``main``."""
+    from .reproduce import assemble_reproduction
 
-    names = variants or list(VARIANTS.names())
+    names = [VARIANTS.check(n, "--sensitivity") for n in (variants or VARIANTS.names())]
+    tasks = plan_sensitivity(
+        system,
+        names,
+        workloads=workloads,
+        npus=npus,
+        endpoints=endpoints,
+        include_shipped=True,
+    )
+    advance = progress(len(tasks)) if progress else None
+    results = run_tasks(tasks, workers=workers, dask=dask, progress=advance)
+    main = None
     for name in names:
-        VARIANTS.get(name, "--sensitivity")
-    results: dict[str, Any] = {}
-    for name in names:
-        variant = VARIANTS.get(name)
-        with tempfile.TemporaryDirectory() as tmp:
-            summary = reproduce(
-                variant.change(system),
-                Path(tmp),
-                figures=False,
-                sensitivity=False,
-                **(reproduce_kwargs or {}),
-            )
-        results[name] = {
-            "label": variant.label,
-            "figures": headline_values(summary),
-            "within": sum(1 for d in summary["deviations"] if d["within"]),
-        }
-    ranges: dict[str, list[float] | None] = {}
-    for label, _key, _work in FIGURES:
-        values = [r["figures"][label] for r in results.values() if r["figures"][label] is not None]
-        ranges[label] = [min(values), max(values)] if values else None
-    return {"variants": results, "ranges": ranges}
+        if _same(VARIANTS.get(name).change(system), system):
+            main = assemble_reproduction(
+                system, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
+            ).summary
+            break
+    return assemble_sensitivity(system, names, results, main=main, npus=npus, endpoints=endpoints)

@@ -1,0 +1,135 @@
+"""Figures of the 2026 study (:mod:`.ace2026`), each as PNG and SVG, from its summary.
+
+* ``speedup``: one panel per system; per case, one bar per substrate: its speedup over the
+  best SM configuration (a substrate that cannot run there has no bar, and an ``n/a`` mark);
+* ``exposed``: one panel per system; per case and substrate, a stacked bar of the iteration:
+  compute, the pipeline bubble and the exposed communication by kind (TP, DP, PP, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .plotting import finish, time_axis  # noqa: E402
+
+__all__ = ["figures", "write_figures", "FIGURES"]
+
+FIGURES = ("speedup", "exposed")
+KIND_COLORS = {
+    "baseline": "tab:red",
+    "copy_engine": "tab:orange",
+    "nvls": "tab:green",
+    "ace": "tab:blue",
+    "ideal": "tab:gray",
+}
+PART_COLORS = {
+    "compute": "tab:blue",
+    "bubble": "lightgray",
+    "tp": "tab:red",
+    "cp": "tab:brown",
+    "ep": "tab:pink",
+    "pp": "tab:olive",
+    "dp": "tab:orange",
+}
+
+
+def _rows(summary: dict[str, Any], system: str) -> list[dict[str, Any]]:
+    return [r for r in summary["results"] if r["system"] == system]
+
+
+def _speedup(summary: dict[str, Any]) -> Any:
+    systems = summary["systems"]
+    kinds = summary["endpoints"]
+    fig, axes = plt.subplots(len(systems), 1, figsize=(7.5, 3.0 * len(systems) + 0.8))
+    axes = list(axes) if len(systems) > 1 else [axes]
+    width = 0.8 / len(kinds)
+    for ax, system in zip(axes, systems, strict=True):
+        rows = _rows(summary, system)
+        for j, kind in enumerate(kinds):
+            xs, ys = [], []
+            for i, r in enumerate(rows):
+                out = r.get("endpoints", {}).get(kind)
+                x = i + j * width
+                if out and out["applicable"]:
+                    xs.append(x)
+                    ys.append(out["speedup"])
+                else:
+                    ax.text(x, 1.0, "n/a", rotation=90, fontsize=6, ha="center", va="bottom")
+            ax.bar(xs, ys, width, color=KIND_COLORS.get(kind, "tab:purple"), label=kind)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(
+            [i + 0.4 - width / 2 for i in range(len(rows))], [r["case"] for r in rows], fontsize=7
+        )
+        ax.set_ylabel("speedup over best SM (x)")
+        ax.set_xlabel(f"case on {system}")
+        ax.set_title(system, fontsize=9)
+        ax.grid(alpha=0.3)
+    finish(fig, axes[-1], f"Substrates against the best SM configuration ({summary['precision']})")
+    axes[-1].set_title(systems[-1], fontsize=9)
+    fig.suptitle("Substrates against the best SM configuration", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _exposed(summary: dict[str, Any]) -> Any:
+    systems = summary["systems"]
+    kinds = summary["endpoints"]
+    fig, axes = plt.subplots(len(systems), 1, figsize=(9.0, 3.2 * len(systems) + 0.8))
+    axes = list(axes) if len(systems) > 1 else [axes]
+    width = 0.8 / len(kinds)
+    seen: set[str] = set()
+    for ax, system in zip(axes, systems, strict=True):
+        rows = _rows(summary, system)
+        for i, r in enumerate(rows):
+            for j, kind in enumerate(kinds):
+                out = r.get("endpoints", {}).get(kind)
+                if not out or not out["applicable"]:
+                    continue
+                x = i + j * width
+                parts = {"compute": out["compute_time"], "bubble": out["bubble_time"]}
+                parts.update(out["exposed"])
+                bottom = 0.0
+                for part, value in parts.items():
+                    label = part if part not in seen else None
+                    seen.add(part)
+                    ax.bar(
+                        x,
+                        value,
+                        width,
+                        bottom=bottom,
+                        color=PART_COLORS.get(part, "tab:purple"),
+                        edgecolor=KIND_COLORS.get(kind, "k"),
+                        linewidth=0.8,
+                        label=label,
+                    )
+                    bottom += value
+        ax.set_xticks(
+            [i + 0.4 - width / 2 for i in range(len(rows))], [r["case"] for r in rows], fontsize=7
+        )
+        time_axis(ax.yaxis, "per GPU")
+        ax.set_xlabel(f"case on {system} (bars: " + ", ".join(kinds) + ")")
+        ax.set_title(system, fontsize=9)
+        ax.grid(alpha=0.3)
+    finish(fig, axes[-1], systems[-1])
+    fig.suptitle("The iteration per substrate: compute, bubble, exposed communication", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """Every figure of the study, by name (matplotlib Figures; the caller closes them)."""
+    return {"speedup": _speedup(summary), "exposed": _exposed(summary)}
+
+
+def write_figures(out_dir: Path, summary: dict[str, Any]) -> None:
+    """speedup, exposed (PNG + SVG) into ``out_dir``."""
+    for name, fig in figures(summary).items():
+        for suffix in ("png", "svg"):
+            fig.savefig(out_dir / f"{name}.{suffix}", dpi=150)
+        plt.close(fig)
