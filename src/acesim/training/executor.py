@@ -302,11 +302,15 @@ class GraphExecutor:
     def _worth_predicting(self) -> bool:
         """Whether a redo would cost more than a symmetric run to predict it: the graph is
         symmetric, nothing makes the ranks differ, and the run sends many messages."""
-        return (
-            not self.platform.variation
-            and self.graph.symmetric
-            and self.estimate_messages() > PREDICT_MESSAGES
+        if self.platform.variation or not self.graph.symmetric:
+            return False
+        rt = self.platform.collectives
+        per_rank = sum(
+            rt.messages_per_rank(n.op or "all-reduce", n.size, dims=n.dims, group=n.group)
+            for n in self.graph.ranks[0]
+            if n.kind == "collective"
         )
+        return per_rank * len(self.states) > PREDICT_MESSAGES
 
     def _predicted_overlaps(self) -> frozenset[Any]:
         """The collective instances that overlap another in the symmetric run of the graph
