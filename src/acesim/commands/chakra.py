@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -10,6 +11,7 @@ from ..config.presets import DEFAULT_PRESET
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
 from .common import NODES_HELP, SET_HELP, console, parse_sets
+from .llm import PARALLEL_HELP, is_llm, llm_case
 
 
 def export_chakra_command(
@@ -25,13 +27,25 @@ def export_chakra_command(
     precision: str | None = typer.Option(
         None, "--precision", help=f"training precision ({PRECISIONS.choices()}; zoo workloads)"
     ),
+    parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
+    global_batch: int | None = typer.Option(
+        None, "--global-batch", help="LLM models: sequences per iteration"
+    ),
+    micro_batch: int = typer.Option(
+        1, "--micro-batch", help="LLM models: sequences per micro-batch"
+    ),
+    seq: int | None = typer.Option(None, "--seq", help="LLM models: sequence length (tokens)"),
+    recompute: str | None = typer.Option(
+        None, "--recompute", help="LLM models: none, selective or full"
+    ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
     Compute nodes carry num_ops/tensor_size (a pass's kernels summed, for ASTRA-sim's roofline
     mode) and duration_micros computed by acesim's kernel model on the system's NPU, so
-    ASTRA-sim runs them either way.
+    ASTRA-sim runs them either way. An LLM model (--parallel ...) is written for every GPU, with
+    its TP/CP/EP/DP groups in PREFIX.comm_groups.json (--comm-group-configuration).
     """
     from ..engine import Engine
     from ..hardware.npu import NPU
@@ -41,6 +55,13 @@ def export_chakra_command(
     from ..workload.model import Compute
     from .cases import cli_case
 
+    if is_llm(workload, parallel):
+        _export_llm(
+            output, system, workload, parallel or "", nodes=nodes, global_batch=global_batch,
+            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
+            overrides=parse_sets(sets),
+        )
+        return
     # Export unrolls iterations without measuring them: no warm-up rule applies.
     case = cli_case(
         system,
@@ -73,5 +94,47 @@ def export_chakra_command(
         npus=cfg.network.total_npus if len(graph.ranks) == 1 else None,
         dim_sizes=list(cfg.network.shape),
         compute_time=compute_time,
+    )
+    console.print(str(summary))
+
+
+def _export_llm(
+    output: Path,
+    system: str,
+    workload: str,
+    parallel: str,
+    *,
+    nodes: int | None,
+    global_batch: int | None,
+    micro_batch: int,
+    seq: int | None,
+    recompute: str | None,
+    precision: str | None,
+    overrides: dict[str, Any],
+) -> None:
+    """An LLM iteration's per-GPU graphs (every GPU, as exact mode runs them) as traces."""
+    from ..engine import Engine
+    from ..experiment.llm import llm_graph
+    from ..hardware.npu import NPU
+    from ..network.topology import Topology
+    from ..workload.chakra import export_chakra
+    from ..workload.model import Compute
+
+    case = llm_case(
+        system, workload, parallel, global_batch=global_batch, micro_batch=micro_batch,
+        seq=seq, recompute=recompute, precision=precision, nodes=nodes, overrides=overrides,
+    )
+    cfg = case.system
+    npu = NPU(Engine(), 0, cfg.npu)
+
+    def compute_time(c: Compute) -> float:
+        return npu.kernels_time_alone(c.kernels)
+
+    summary = export_chakra(
+        llm_graph(case),
+        str(output),
+        dim_sizes=list(cfg.network.shape),
+        compute_time=compute_time,
+        topology=Topology(cfg.network, cfg.collective),
     )
     console.print(str(summary))

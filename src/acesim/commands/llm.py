@@ -22,7 +22,7 @@ from ..workload.llm.parallel import parse_parallel
 from .cases import FLAGS, parse_pairs
 from .common import console, err_console
 
-__all__ = ["is_llm", "run_llm_command", "PARALLEL_HELP"]
+__all__ = ["is_llm", "llm_case", "run_llm_command", "PARALLEL_HELP"]
 
 PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
@@ -58,7 +58,7 @@ def is_llm(workload: str, parallel: str | None) -> bool:
     return workload in MODELS or parallel is not None
 
 
-def _case(
+def llm_case(
     system: str,
     workload: str,
     parallel: str,
@@ -118,7 +118,7 @@ def run_llm_command(
 ) -> None:
     """Run an LLM case on one or several endpoint kinds and print (or write) the results
     (class mode unless ``exact`` or a variation flag asks for every GPU)."""
-    case = _case(system, workload, parallel or "", global_batch=global_batch,
+    case = llm_case(system, workload, parallel or "", global_batch=global_batch,
                  micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
                  nodes=nodes, overrides=overrides)
     variation = _variation(stragglers or [], compute_spread, links or [])

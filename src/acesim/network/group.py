@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..errors import TopologyError
 from .topology import Topology
 
-__all__ = ["Span", "Group", "Axis", "resolve"]
+__all__ = ["Span", "Group", "Axis", "resolve", "members", "group_to_json", "group_from_json"]
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,42 @@ def resolve(
             )
         axes[index] = Axis(index, size, stride)
     return tuple(axes[i] for i in sorted(axes) if axes[i].size > 1)
+
+
+def members(topology: Topology, group: Group | Iterable[int] | None, rank: int) -> tuple[int, ...]:
+    """The ranks of the instance of ``group`` that holds ``rank`` (sorted; the rules of
+    :func:`resolve` apply)."""
+    if not 0 <= rank < topology.npus:
+        raise TopologyError(f"rank {rank} is not one of the {topology.npus} NPUs")
+    ranks = [rank]
+    for axis in resolve(topology, group):
+        stride = topology.dimensions[axis.dim].stride
+        own = topology.coordinate(rank, axis.dim)
+        offsets = [(axis.coordinate(own, j) - own) * stride for j in range(axis.size)]
+        ranks = [r + off for r in ranks for off in offsets]
+    return tuple(sorted(ranks))
+
+
+def group_to_json(group: Group) -> list[object]:
+    """``group`` as JSON-ready data: ``[name, [[dim, size, stride], ...]]``."""
+    return [group.name, [[s.dim, s.size, s.stride] for s in group.spans]]
+
+
+def group_from_json(data: object) -> Group:
+    """The inverse of :func:`group_to_json`; ValueError when ``data`` is not one."""
+    if not (isinstance(data, list) and len(data) == 2 and isinstance(data[0], str)):
+        raise ValueError(f"not a group: {data!r}")
+    name, spans = data
+    if not isinstance(spans, list):
+        raise ValueError(f"not a list of spans: {spans!r}")
+    out = []
+    for span in spans:
+        if not (isinstance(span, list) and len(span) == 3):
+            raise ValueError(f"not a span [dim, size, stride]: {span!r}")
+        dim, size, stride = span
+        if not isinstance(dim, int | str) or not (size is None or isinstance(size, int)):
+            raise ValueError(f"not a span [dim, size, stride]: {span!r}")
+        if not isinstance(stride, int):
+            raise ValueError(f"not a span stride: {stride!r}")
+        out.append(Span(dim, size, stride))
+    return Group(tuple(out), name)

@@ -10,7 +10,9 @@ Mapping (docs/chakra.md has the full table):
   when their totals agree with the node's (not with ``roofline=True``).
 - ``COMM_COLL_NODE`` -> collective: ``comm_type`` -> op, ``comm_size`` -> size (all-gather:
   times the group size, see :mod:`.mapping`), ``involved_dim`` (bool list) -> dims (absent = all).
-  ``pg_name`` other than "" or "0" is reported: acesim has no communicator groups.
+  ``pg_name`` other than "" or "0" is reported (acesim cannot map a rank list onto the
+  network), except on collectives acesim wrote with ``acesim_group``: their communicator group
+  (:class:`~acesim.network.group.Group`) and exact size come back from it.
 - ``COMM_SEND_NODE``/``COMM_RECV_NODE`` -> send/recv with peer (``comm_dst``/``comm_src``), tag
   (``comm_tag``) and size (``comm_size``).
 - ``data_deps`` and ``ctrl_deps`` -> deps (ASTRA-sim honours only data_deps; acesim honours both).
@@ -33,6 +35,7 @@ missing from the set.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import warnings
@@ -46,6 +49,7 @@ from google.protobuf.message import DecodeError
 
 from ...config.files import describe_size
 from ...errors import TraceError
+from ...network.group import Group, group_from_json
 from ...network.ops import COLLECTIVE_OPS
 from ..graph import Graph, Node
 from ..model import Compute
@@ -356,6 +360,17 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
                 out.append(None)
                 continue
             _require(a, A.COMM_SIZE, loc, nid)
+            group = _group(a)
+            if group is not None:  # acesim's own communicator group, and its exact size
+                size = a.as_float(A.A_SIZE)
+                if size is None or not size >= 0:
+                    raise TraceError(
+                        f"a collective with {A.A_GROUP!r} needs a non-negative {A.A_SIZE!r}",
+                        location=loc,
+                        field=f"node {nid}",
+                    )
+                out.append(Node(kind="collective", op=op, size=size, group=group, **base))
+                continue
             dims = _dims(a, ctx)
             pg = a.as_str(A.PG_NAME)
             if pg not in (None, "", "0"):
@@ -479,6 +494,19 @@ def _require(a: A.AttrReader, name: str, loc: str, nid: int) -> None:
         )
 
 
+def _group(a: A.AttrReader) -> Group | None:
+    """The communicator group acesim wrote (``acesim_group``), or None."""
+    text = a.as_str(A.A_GROUP)
+    if text is None:
+        return None
+    try:
+        return group_from_json(json.loads(text))
+    except ValueError as err:  # json.JSONDecodeError is a ValueError
+        raise TraceError(
+            f"attribute {A.A_GROUP!r} is not a group: {err}", location=a.location, field=a.node
+        ) from None
+
+
 def _comm_size(a: A.AttrReader, op: str, dims: tuple[int, ...] | None, ctx: _Context) -> float:
     standard = a.as_int(A.COMM_SIZE, 0) or 0
     if standard < 0:
@@ -576,7 +604,11 @@ def _check_collectives(ranks: list[list[Node]], traces: list[_RankTrace], ctx: _
     if ctx.pg_names or len(ranks) < 2:
         return
     counts = [
-        Counter((n.op, n.size) for n in nodes if n.kind == "collective" and n.dims is None)
+        Counter(
+            (n.op, n.size)
+            for n in nodes
+            if n.kind == "collective" and n.dims is None and n.group is None
+        )
         for nodes in ranks
     ]
     for rank in range(1, len(ranks)):
@@ -588,7 +620,10 @@ def _check_collectives(ranks: list[list[Node]], traces: list[_RankTrace], ctx: _
         nid = next(
             n.id
             for n in ranks[bad_rank]
-            if n.kind == "collective" and n.dims is None and (n.op, n.size) == (op, size)
+            if n.kind == "collective"
+            and n.dims is None
+            and n.group is None
+            and (n.op, n.size) == (op, size)
         )
         other = 0 if bad_rank == rank else rank
         raise TraceError(

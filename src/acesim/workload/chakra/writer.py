@@ -14,10 +14,18 @@ a roofline per node; the kernels themselves go in ``acesim_kernels`` (:mod:`.ker
 acesim's reader. ``compute_time`` optionally fills
 ``duration_micros`` of roofline nodes too, so ASTRA-sim can run them without its roofline; those
 durations are marked (``acesim_duration_derived``) and ignored when acesim reads the file back.
+
+Communicator groups (a collective on a :class:`~acesim.network.group.Group`: TP, DP, PP groups
+of an LLM run): given the network's topology, each group instance (its sorted member ranks) gets
+an id from 1 in order of first appearance (rank by rank); the node carries ``pg_name`` = that id
+and ``comm_size`` per the group's size, and ``<prefix>.comm_groups.json`` maps every id to its
+ranks: ASTRA-sim 2.0's ``--comm-group-configuration`` file. acesim's reader takes the group
+itself back from ``acesim_group`` (its spans, JSON).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import Counter
@@ -26,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import WorkloadError
+from ...errors import TopologyError, WorkloadError
+from ...network.group import Group, group_to_json, members
+from ...network.topology import Topology
 from ..graph import Graph, Node
 from ..model import Compute
 from . import attrs as A
@@ -101,6 +111,7 @@ def _to_message(
     npus: int,
     dim_sizes: Sequence[int] | None,
     compute_time: Callable[[Compute], float] | None,
+    groups: _Groups | None = None,
 ) -> Any:
     if node.id < 0:
         raise WorkloadError(f"node id must not be negative, got {node.id}", location=where)
@@ -113,14 +124,23 @@ def _to_message(
         op = node.op or ""
         if op not in mapping.COLL_TYPES:
             raise WorkloadError(f"collective {op!r} has no Chakra comm_type", location=where)
-        if node.group is not None:
-            raise WorkloadError(
-                "a collective on a communicator group (not whole network dimensions) cannot be "
-                "written: Chakra's involved_dim names whole dimensions only",
-                location=where,
-            )
         factor = 1
-        if mapping.size_factor(op):
+        group_id: int | None = None
+        if node.group is not None:
+            if groups is None:
+                raise WorkloadError(
+                    "a collective on a communicator group (not whole network dimensions) needs "
+                    "the network's topology to be written (write_chakra(topology=...))",
+                    location=where,
+                )
+            try:
+                ranks = groups.topology_members(node.group, rank)
+            except TopologyError as err:
+                raise WorkloadError(str(err), location=where) from None
+            group_id = groups.ids.setdefault(ranks, len(groups.ids) + 1)
+            if mapping.size_factor(op):
+                factor = len(ranks)
+        elif mapping.size_factor(op):
             group = mapping.group_size(node.dims, dim_sizes, npus)
             if group is None:
                 raise WorkloadError(
@@ -133,8 +153,12 @@ def _to_message(
         msg.type = schema.NODE_TYPES["COMM_COLL_NODE"]
         msg.attr.append(attr(A.COMM_TYPE, int64_val=mapping.COLL_TYPES[op]))
         msg.attr.append(attr(A.COMM_SIZE, int64_val=comm_size))
-        if comm_size * factor != node.size:
+        if comm_size * factor != node.size or group_id is not None:
             msg.attr.append(attr(A.A_SIZE, double_val=node.size))
+        if group_id is not None and node.group is not None:
+            msg.attr.append(attr(A.PG_NAME, string_val=str(group_id)))
+            text = json.dumps(group_to_json(node.group), separators=(",", ":"))
+            msg.attr.append(attr(A.A_GROUP, string_val=text))
         if node.dims is not None:
             width = len(dim_sizes) if dim_sizes is not None else max(node.dims, default=-1) + 1
             if any(d < 0 or d >= width for d in node.dims) or not node.dims:
@@ -169,6 +193,17 @@ def _to_message(
     return msg
 
 
+@dataclass
+class _Groups:
+    """The communicator group instances written so far: sorted member ranks -> id."""
+
+    topology: Topology
+    ids: dict[tuple[int, ...], int] = field(default_factory=dict)
+
+    def topology_members(self, group: Group, rank: int) -> tuple[int, ...]:
+        return members(self.topology, group, rank)
+
+
 def write_chakra(
     graph: Graph,
     prefix: str | os.PathLike[str],
@@ -176,6 +211,7 @@ def write_chakra(
     npus: int | None = None,
     dim_sizes: Sequence[int] | None = None,
     compute_time: Callable[[Compute], float] | None = None,
+    topology: Topology | None = None,
 ) -> list[Path]:
     """Write ``graph`` as ``<prefix>.<rank>.et`` files; return their paths in rank order.
 
@@ -187,6 +223,8 @@ def write_chakra(
         dim_sizes: NPUs per network dimension: sets the length of ``involved_dim`` and the group
             of an all-gather over a subset of dimensions (Chakra's size is per contribution).
         compute_time: seconds a roofline Compute takes, to fill ``duration_micros`` too.
+        topology: the network, for collectives on communicator groups (see the module); the
+            group file ``<prefix>.comm_groups.json`` is then written too (last in the list).
 
     Raises:
         WorkloadError: the graph is invalid or holds something Chakra cannot express.
@@ -220,6 +258,14 @@ def write_chakra(
             continue  # what the reader noted about a trace it read, not the graph's own
         metadata.attr.append(attr(A.A_META_PREFIX + key, string_val=str(value)))
 
+    groups = None
+    if topology is not None:
+        if n != topology.npus:
+            raise WorkloadError(
+                f"graph has {n} ranks but the topology {topology.npus} NPUs",
+                location=graph.name or None,
+            )
+        groups = _Groups(topology)
     paths: list[Path] = []
     for rank, nodes in enumerate(ranks):
         path = prefix.parent / f"{prefix.name}.{rank}.et"
@@ -231,6 +277,7 @@ def write_chakra(
                 npus=n,
                 dim_sizes=dim_sizes,
                 compute_time=compute_time,
+                groups=groups,
             )
             for node in nodes
         ]
@@ -240,6 +287,11 @@ def write_chakra(
             for msg in messages:
                 write_message(out, msg)
         os.replace(tmp, path)
+        paths.append(path)
+    if groups is not None and groups.ids:
+        path = prefix.parent / f"{prefix.name}.comm_groups.json"
+        lines = [f' "{i}": {json.dumps(list(ranks))}' for ranks, i in groups.ids.items()]
+        path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
         paths.append(path)
     return paths
 
@@ -257,7 +309,7 @@ class ChakraExport:
 
     @property
     def ranks(self) -> int:
-        return len(self.files)
+        return sum(1 for f in self.files if f.suffix == ".et")
 
     def lines(self) -> list[str]:
         first = self.files[0] if self.files else "-"
@@ -266,6 +318,9 @@ class ChakraExport:
             f"wrote {self.ranks} Chakra rank files ({first} ...), {self.bytes_written} bytes",
             f"{self.nodes} nodes: {kinds}",
         ]
+        groups = [f for f in self.files if f.suffix == ".json"]
+        if groups:
+            out.append(f"communicator groups: {groups[0]} (--comm-group-configuration)")
         if self.collectives:
             colls = ", ".join(f"{n} {op}" for op, n in sorted(self.collectives.items()))
             out.append(f"collectives: {colls}; {self.comm_bytes:.6g} bytes of communication")
@@ -282,9 +337,13 @@ def export_chakra(
     npus: int | None = None,
     dim_sizes: Sequence[int] | None = None,
     compute_time: Callable[[Compute], float] | None = None,
+    topology: Topology | None = None,
 ) -> ChakraExport:
     """:func:`write_chakra` plus a summary of what was written (for ``acesim export-chakra``)."""
-    files = write_chakra(graph, prefix, npus=npus, dim_sizes=dim_sizes, compute_time=compute_time)
+    files = write_chakra(
+        graph, prefix, npus=npus, dim_sizes=dim_sizes, compute_time=compute_time,
+        topology=topology,
+    )
     ranks = graph.ranks if npus is None or len(graph.ranks) != 1 else graph.ranks * npus
     kinds: Counter[str] = Counter()
     colls: Counter[str] = Counter()
