@@ -263,6 +263,16 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
     )
 
 
+def _order_problem(case: LlmCase) -> str | None:
+    """Why the rank order keeps class mode out (each stage must be one block of ranks)."""
+    if case.place.stages_outermost:
+        return None
+    return (
+        f"order {case.parallel.order} puts the pipeline stages inside data parallelism: a "
+        "stage is not one block of ranks"
+    )
+
+
 def class_mode_problem(
     case: LlmCase, graph: Graph | None = None, variation: Variation | None = None
 ) -> str | None:
@@ -270,6 +280,9 @@ def class_mode_problem(
     None. ``graph``: its class-mode graph (built when not given)."""
     if variation:
         return "stragglers, a compute spread or link changes make ranks differ"
+    order = _order_problem(case)
+    if order is not None:
+        return order
     graph = graph if graph is not None else llm_graph(case, classes=True)
     classes = graph.classes
     assert classes is not None
@@ -298,8 +311,10 @@ def run_llm(
     note = ""
     graph: Graph | None = None
     if mode == "class":
-        graph = llm_graph(case, classes=True)
-        problem = class_mode_problem(case, graph, variation)
+        problem = _order_problem(case)
+        if problem is None:
+            graph = llm_graph(case, classes=True)
+            problem = class_mode_problem(case, graph, variation)
         if problem is not None:
             note = f"exact mode (every GPU simulated): {problem}"
             graph = None

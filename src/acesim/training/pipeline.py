@@ -172,6 +172,10 @@ def pipeline_graph(
         raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
     graphs: list[list[Node]] = []
     stride = place.stage_stride
+    if classes and not place.stages_outermost:
+        raise ConfigError(
+            "run.mode", "class mode needs each pipeline stage to be one block of ranks", "class"
+        )
     ranks = range(0, place.npus, stride) if classes else range(place.npus)
     for rank in ranks:
         graphs.append(_rank_graph(rank, stages, place, micro, kind, dp_op, grad_bytes,

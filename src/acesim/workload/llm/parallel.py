@@ -26,7 +26,7 @@ the measurements of the validation corpus ran them); Megatron-LM's own command-l
 have both off (``sp=0,zero=0``).
 
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
-recompute=none``.
+recompute=none,order=tp-cp-ep-dp-pp``.
 
 Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
 ``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
@@ -35,7 +35,11 @@ ranks ``ep`` apart that hold the same experts an expert-data-parallel group, as 
 Megatron-core). Gradients reduce over DP x CP (Megatron's data-parallel group with context
 parallelism), which is also what the distributed optimizer shards over. The NPUs' global ranks
 run over the network's dimensions innermost first (8 GPUs of a node, then the nodes), so TP
-lands inside the NVLink domain when it fits there, and each group is a
+lands inside the NVLink domain when it fits there. ``order=tp-cp-ep-pp-dp`` (Megatron's
+``--use-tp-pp-dp-mapping``) numbers pipeline stages inside data parallelism instead:
+``rank = tp + TP (pp + PP dp)`` (with cp = 1), so the stages of a pipeline sit closer together
+and the DP groups span further; class mode needs each stage to be one block of ranks, so such
+runs simulate every GPU. Each group is a
 :class:`~acesim.network.group.Group` of spans (slices and strides of dimensions): groups of
 the same kind that run at once share the links they really share. A group that is not a
 product of per-dimension slices (TP=3 on 8-GPU nodes) is a TopologyError.
@@ -53,9 +57,12 @@ from .models import TransformerConfig
 __all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_group"]
 
 Recompute = Literal["none", "selective", "full"]
+#: Rank orders (Megatron-core's ``order``, TP fastest): the default, and
+#: ``--use-tp-pp-dp-mapping``'s, which puts the pipeline stages inside data parallelism.
+ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
 _INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero", "recompute_layers")
 _BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32")
-_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute")
+_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order")
 
 
 @dataclass(frozen=True)
@@ -77,10 +84,20 @@ class ParallelConfig:
     global_batch: int = 1
     micro_batch: int = 1
     seq: int = 2048
+    order: str = ORDERS[0]
 
     def __post_init__(self) -> None:
         if self.sp is None:
             object.__setattr__(self, "sp", self.tp > 1)
+        if self.order not in ORDERS:
+            raise ConfigError("parallel.order", f"must be one of {', '.join(ORDERS)}", self.order)
+        if self.order == ORDERS[1] and self.cp > 1:
+            raise ConfigError(
+                "parallel.order",
+                f"{ORDERS[1]} with cp > 1 is not modelled (its data-parallel-with-context group "
+                "is not one strided block of ranks)",
+                self.order,
+            )
         for name in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -256,7 +273,7 @@ def parse_parallel(
             raise ConfigError(field, f"expected key=value with keys {', '.join(_KEYS)}", item)
         if key in values:
             raise ConfigError(field, f"{key} is given twice", text)
-        if key == "recompute":
+        if key in ("recompute", "order"):
             values[key] = raw
         elif key in _BOOL_KEYS:
             if raw not in ("0", "1", "true", "false", "on", "off"):
@@ -341,6 +358,8 @@ class Placement:
     cp_group: Group | None = None
     ep_group: Group | None = None
     expert_dp_group: Group | None = None
+    #: rank distance between consecutive pipeline stages (None: tp x cp x dp, stages outermost)
+    pp_stride: int | None = None
 
     @property
     def grad_ranks(self) -> int:
@@ -360,14 +379,19 @@ class Placement:
     @property
     def stage_stride(self) -> int:
         """Rank distance between consecutive pipeline stages."""
-        return self.tp * self.cp * self.dp
+        return self.tp * self.cp * self.dp if self.pp_stride is None else self.pp_stride
+
+    @property
+    def stages_outermost(self) -> bool:
+        """Each pipeline stage is one contiguous block of ranks (the default order)."""
+        return self.stage_stride * self.pp == self.npus
 
     def stage(self, rank: int) -> int:
-        return rank // self.stage_stride
+        return (rank // self.stage_stride) % self.pp
 
     def peer_stage(self, rank: int, stage: int) -> int:
         """The rank with ``rank``'s TP/CP/DP coordinates on pipeline stage ``stage``."""
-        return rank % self.stage_stride + stage * self.stage_stride
+        return rank + (stage - self.stage(rank)) * self.stage_stride
 
 
 def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
@@ -379,16 +403,21 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
     dp = parallel.data_parallel(npus)
     tp_group = flat_group(shape, parallel.tp, 1, "tp") if parallel.tp > 1 else None
     grad = dp * parallel.cp
-    dp_group = flat_group(shape, grad, parallel.tp, "dp") if grad > 1 else None
-    cp_group = flat_group(shape, parallel.cp, parallel.tp, "cp") if parallel.cp > 1 else None
     inner = parallel.tp * parallel.cp
+    stages_inside = parallel.order == ORDERS[1]  # tp-cp-ep-pp-dp: cp == 1 (checked)
+    # the rank distance between consecutive DP ranks, and between consecutive stages
+    dp_stride = inner * parallel.pp if stages_inside else inner
+    pp_stride = inner if stages_inside else None
+    first_dp = dp_stride if stages_inside else parallel.tp  # cp and dp are one block otherwise
+    dp_group = flat_group(shape, grad, first_dp, "dp") if grad > 1 else None
+    cp_group = flat_group(shape, parallel.cp, parallel.tp, "cp") if parallel.cp > 1 else None
     ep = parallel.ep
-    ep_group = flat_group(shape, ep, inner, "ep") if ep > 1 else None
+    ep_group = flat_group(shape, ep, dp_stride, "ep") if ep > 1 else None
     edp = dp * parallel.cp // ep
     if ep == 1:
         edp_group = dp_group  # experts are reduced with the rest
     else:
-        edp_group = flat_group(shape, edp, inner * ep, "expert-dp") if edp > 1 else None
+        edp_group = flat_group(shape, edp, dp_stride * ep, "expert-dp") if edp > 1 else None
     return Placement(
         parallel.tp,
         parallel.pp,
@@ -401,4 +430,5 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
         cp_group,
         ep_group,
         edp_group,
+        pp_stride,
     )
