@@ -27,7 +27,8 @@ __all__ = ["is_llm", "llm_case", "run_llm_command", "PARALLEL_HELP"]
 PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
-    "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full. "
+    "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
+    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order). "
     "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
     "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
 )
