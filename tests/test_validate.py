@@ -93,8 +93,9 @@ def test_the_corpus_rows_say_what_they_run() -> None:
     live = [c for c in corpus.families["end_to_end"].cases if c.status == "live"]
     assert not any(c.quick for c in live)  # training rows are not quick
     llm = corpus.families["llm"]
-    assert not llm.gating and all(c.kind == "llm" for c in llm.cases if c.status == "live")
-    assert not any(c.quick for c in llm.cases)  # every GPU of a run: minutes each
+    assert llm.gating and all(c.kind == "llm" for c in llm.cases if c.status == "live")
+    # class mode: one GPU per pipeline stage, seconds a row
+    assert all(c.quick for c in llm.cases if c.status == "live")
     live_offload = {c.id for c in corpus.families["offload"].cases if c.status == "live"}
     gb200 = {
         f"gb200-nvl64-ce-allgather-{mb}mb-{how}"
@@ -508,10 +509,10 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     # within 15%), with no parameter fitted on a test row.
     from acesim.validation import validate
 
-    # every family but llm, whose rows take minutes each (they do not gate either: issue 14)
-    report = validate([f for f in FAMILIES if f != "llm"])
+    # llm included: each Megatron-Bridge row within 15% of its measured throughput (issue 14)
+    report = validate(list(FAMILIES))
     judged = {f.name: f for f in report.families if f.within_budget is not None}
-    assert {"kernels", "end_to_end", "collectives"} <= set(judged)
+    assert {"kernels", "end_to_end", "collectives", "llm", "offload"} <= set(judged)
     # Known gap, not hidden: the NVLS all-reduce model (two parameters fitted on the 1 MiB and
     # 1 GiB rows) misses the 8x H100 curve's knee (16-64 MiB) and its smallest sizes, so the
     # collectives family is over both its size bands (docs/model.md section 5); it is reported
@@ -524,7 +525,8 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
 
 def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:
     plot = tmp_path / "validation.png"
-    result = runner.invoke(app, ["validate", "--quick", "--plot", str(plot)])
+    families = ["-f", "kernels,offload"]
+    result = runner.invoke(app, ["validate", "--quick", *families, "--plot", str(plot)])
     assert result.exit_code == 0, result.output  # collectives over budget, not gating
     assert plot.stat().st_size > 0
 

@@ -20,8 +20,8 @@ source measured, in the case's unit, from the model alone.
   (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
 * ``llm``: one training iteration of an LLM registry model with a Megatron parallel
-  configuration on every GPU of the system (:mod:`acesim.experiment.llm`, exact mode);
-  tokens per second per GPU.
+  configuration on every GPU of the system (:mod:`acesim.experiment.llm`, class mode: one GPU
+  per pipeline stage, the same figures as simulating every GPU); tokens per second per GPU.
 
 Systems: a collective row names a system preset (or a system file next to the corpus file); the
 one-NPU kinds name an NPU preset, built into a one-NPU system by
