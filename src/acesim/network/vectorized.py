@@ -235,6 +235,12 @@ class Outcome:
         """Tell ``listener`` (the engine's bound listener, or None) of rank 0's messages."""
         if listener is None:
             return
+        repeated = getattr(listener, "repeated", None)  # BoundRecorder's batch of k
+        if repeated is not None:
+            for bound, start, end, k in self.segments:
+                if end > start and k > 0:
+                    repeated("message", bound, start, end, k)
+            return
         for bound, start, end, k in self.segments:
             for _ in range(k):
                 listener.opened("message", start)

@@ -85,6 +85,14 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
+    def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
+        """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
+        what ``count`` times opened, :meth:`segment` and closed records."""
+        self.segment(kind, bound, start, end)
+        if count > 1:
+            out = self.kernels if kind == "kernel" else self.messages
+            out.extend([out[-1]] * (count - 1))
+
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
