@@ -321,13 +321,7 @@ class GraphExecutor:
             and vectorized.applies(rt)
             and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
         ):
-            # replicated ranks: a redo costs one rank's run, less than predicting it would
-            if (
-                self.redone == 0
-                and not self._predicted
-                and not self.replicated
-                and self._worth_predicting()
-            ):
+            if self.redone == 0 and not self._predicted and self._worth_predicting():
                 self.event_path = self.event_path | self._predicted_overlaps()
                 self._predicted = True
             self._deferred = vectorized.Deferred(
