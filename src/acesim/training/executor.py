@@ -255,8 +255,8 @@ class GraphExecutor:
         if any(npu.slowdown != 1.0 or npu.config is not platform.npus[0].config
                for npu in platform.npus):  # fmt: skip
             return False
-        if any(n.kind in ("send", "recv") for n in graph_ranks[0]):
-            return False
+        if any(n.kind not in ("compute", "collective") for n in graph_ranks[0]):
+            return False  # point-to-point (or any kind this check does not know)
         return vectorized.applies(platform.collectives)
 
     def _root(self, rank: int, node: Node) -> int:
