@@ -442,6 +442,8 @@ def test_replicated_ranks_run_one_ranks_kernels() -> None:
     assert fast.replicated
     # one rank's kernels and one completion per collective, not every rank's
     assert fast.platform.engine.events_processed * 4 < full.platform.engine.events_processed
+    # deterministic: a second run is the same, bit for bit
+    assert _whole(_execute(system, graph, replicate=True)) == _whole(fast)
 
 
 def test_replicated_ranks_that_would_diverge_are_redone_with_every_rank(
