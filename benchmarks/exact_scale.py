@@ -122,7 +122,8 @@ def data_parallel_64() -> float:
     return result.iteration_time * 2
 
 
-#: what the training cases' runs did (collectives on the event path, runs redone)
+#: what the training cases' runs did (collectives on the event path, runs redone, ranks
+#: replicated from rank 0)
 NOTES: dict[str, int] = {}
 
 
@@ -130,6 +131,7 @@ def _note(execution: Any) -> None:
     NOTES["event_collectives"] = execution.event_collectives
     NOTES["collectives"] = len(execution.collectives)
     NOTES["redone"] = execution.redone
+    NOTES["replicated"] = int(execution.replicated)
 
 
 def resnet50_1024() -> float:
@@ -246,7 +248,8 @@ def main() -> None:
             if notes:
                 vs += (
                     f"  ({notes['event_collectives']} of {notes['collectives']} collectives on "
-                    f"the event path, {notes['redone']} redone)"
+                    f"the event path, {notes['redone']} redone"
+                    f"{', ranks replicated' if notes.get('replicated') else ''})"
                 )
             print(
                 f"{name:14s} {case.npus:>6,d} NPUs  simulated {med['simulated'] * 1e3:9.3f} ms  "

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from systems import examples
 
 import acesim
 from acesim.config.resolve import resolve_system
@@ -73,3 +76,19 @@ def test_the_default_case_says_what_bound_each_endpoint() -> None:
         assert sum(best.bound_by.values()) == pytest.approx(best.iteration_time, rel=1e-9)
     # ResNet-50 at 2 images per NPU on a V100-class NPU: memory-bound kernels dominate.
     assert comp.best("ideal").bound == "compute: HBM"
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12)), max_size=12),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12)), max_size=30),
+)
+def test_the_vectorized_overlaps_are_the_loops(
+    raw_spans: list[tuple[int, int]], raw: list[tuple[int, int]]
+) -> None:
+    """numpy's overlaps of many intervals with disjoint spans: bit for bit the loop's."""
+    from acesim.training.bounds import _overlap, _overlaps, _union
+
+    spans = _union([(a / 7, (a + w) / 7) for a, w in raw_spans])
+    intervals = [("m", a / 3, (a + w) / 3) for a, w in raw]
+    assert _overlaps(intervals, spans) == [_overlap(s, e, spans) for _n, s, e in intervals]

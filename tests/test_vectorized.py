@@ -333,7 +333,133 @@ def test_overlapping_collectives_are_redone_or_predicted_on_the_event_path(
     fast, events, execution = _training(system, workload, iterations=2)
     _close(fast, events, 1e-12)
     assert execution.redone == 1 and execution.event_collectives > 0
+    assert execution.replicated
     monkeypatch.setattr(executor, "PREDICT_MESSAGES", 0)
     predicted, _, execution = _training(system, workload, iterations=2)
-    assert execution.redone == 0 and execution.event_collectives > 0
+    assert execution.replicated and execution.redone == 0 and execution.event_collectives > 0
     _close(predicted, events, 1e-12)
+    # every rank simulated, predicted as well: the same execution, bit for bit
+    from acesim.training.loops import build_graph
+
+    full = _execute(system, build_graph(workload, 2), replicate=False)
+    assert not full.replicated and full.redone == 0 and full.event_collectives > 0
+    assert _whole(full) == _whole(execution)
+
+
+def _execute(
+    system: SystemConfig, graph: Any, *, replicate: bool, variation: Variation | None = None
+) -> Any:
+    from acesim.training.executor import GraphExecutor
+
+    platform = Platform(system, exact=True, variation=variation)
+    return GraphExecutor(platform, graph, replicate=replicate).run()
+
+
+def _whole(execution: Any) -> dict[str, Any]:
+    """Everything an exact-mode execution holds, every rank's records and NPU counters."""
+    platform = execution.platform
+    return {
+        "records": [
+            {i: (r.start, r.end, r.alone, r.hbm_bytes, r.collective) for i, r in recs.items()}
+            for recs in execution.records
+        ],
+        "iterations": (execution.iteration_start, execution.iteration_end),
+        "snapshots": {k: vars(s) for k, s in execution.snapshots.items()},
+        "final": vars(execution.final),
+        "makespan": execution.makespan,
+        "collectives": [
+            (c.id, c.issued, c.finished, c.rank_finished, c.chunks_left, c.bytes_sent,
+             c.bytes_received, c.bytes_sent_per_dim)
+            for c in execution.collectives
+        ],
+        "npus": [
+            (n.compute_busy, n.compute_hbm_bytes, n.kernel_log,
+             [(r.used, r.peak, r.allocated) for r in n.hbm_resources])
+            for n in platform.npus
+        ],
+        "egress": [[r.used for r in row] for row in platform.collectives.egress],
+        "bounds": (execution.bounds.kernels, execution.bounds.messages),
+        "redone": execution.redone,
+        "event_collectives": execution.event_collectives,
+    }  # fmt: skip
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(
+    st.sampled_from(
+        [
+            [dim("ring", 8, 50e9, 1e-6)],
+            [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
+            [dim("ring", 2), dim("fully_connected", 4, 50e9), dim("switch", 2, 25e9)],
+        ]
+    ),
+    st.integers(1, 4),
+    st.sampled_from([1 * MiB, 8 * MiB]),
+    st.sampled_from([2e-4, 2e-3]),
+    st.sampled_from(["layerwise", "no_overlap"]),
+)
+def test_replicated_ranks_are_bit_identical_to_every_rank_simulated(
+    dims: list[dict[str, Any]], layers: int, grad: float, duration: float, loop: str
+) -> None:
+    """Identical ranks simulated once (rank 0's records and counters copied) give the whole
+    execution, every rank's records and NPU counters included, bit for bit as simulating
+    every rank; overlapping collectives (event path) included."""
+    from acesim.training.loops import build_graph
+
+    system = make_system(dims, chunks=2, active_chunks_per_dimension=1)
+    graph = build_graph(_layers(layers, grad, duration), 2, loop)
+    fast = _execute(system, graph, replicate=True)
+    full = _execute(system, graph, replicate=False)
+    assert fast.replicated and not full.replicated
+    assert len(fast.records) == len(full.records) == full.platform.topology.npus
+    assert _whole(fast) == _whole(full)
+
+
+def test_replicated_ranks_fall_back_where_ranks_differ() -> None:
+    """A straggler makes ranks differ: no replication, and the result is the full run's."""
+    from acesim.training.loops import build_graph
+
+    system = make_system([dim("ring", 8, 50e9, 1e-6)], chunks=2, active_chunks_per_dimension=1)
+    graph = build_graph(_layers(3, 8 * MiB, 2e-3), 2, "layerwise")
+    from acesim.config.variation import Straggler
+
+    slow = Variation(stragglers=(Straggler(rank=3, slowdown=1.3),))
+    fast = _execute(system, graph, replicate=True, variation=slow)
+    full = _execute(system, graph, replicate=False, variation=slow)
+    assert not fast.replicated
+    assert _whole(fast) == _whole(full)
+    # the straggler's kernels are longer than its peers'
+    assert fast.records[3][0].end > fast.records[0][0].end
+
+
+def test_replicated_ranks_run_one_ranks_kernels() -> None:
+    from acesim.training.loops import build_graph
+
+    system = make_system([dim("ring", 8, 50e9, 1e-6)], chunks=4, active_chunks_per_dimension=1)
+    graph = build_graph(_layers(3, 8 * MiB, 2e-3), 2, "layerwise")
+    fast = _execute(system, graph, replicate=True)
+    full = _execute(system, graph, replicate=False)
+    assert fast.replicated
+    # one rank's kernels and one completion per collective, not every rank's
+    assert fast.platform.engine.events_processed * 4 < full.platform.engine.events_processed
+    # deterministic: a second run is the same, bit for bit
+    assert _whole(_execute(system, graph, replicate=True)) == _whole(fast)
+
+
+def test_replicated_ranks_that_would_diverge_are_redone_with_every_rank(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the replicas' check fails, the run is redone with every rank simulated."""
+    from acesim.training.executor import GraphExecutor
+    from acesim.training.loops import build_graph
+
+    def diverge(self: Any) -> None:
+        raise vectorized.Diverged("test")
+
+    system = make_system([dim("ring", 4, 50e9, 1e-6)], chunks=2, active_chunks_per_dimension=1)
+    graph = build_graph(_layers(2, 1 * MiB, 2e-3), 2, "layerwise")
+    full = _execute(system, graph, replicate=False)
+    monkeypatch.setattr(GraphExecutor, "_check_replicas", diverge)
+    redone = _execute(system, graph, replicate=True)
+    assert not redone.replicated
+    assert _whole(redone) == _whole(full)

@@ -132,6 +132,18 @@ class Engine:
         for pool in self.pools:
             pool.sync()
 
+    def mirror_resource(self, source: Resource, target: Resource) -> None:
+        """Give ``target`` the integrals of ``source`` (``used``, ``allocated``, ``peak``),
+        neither having users now: a resource whose every allocation was ``source``'s (a
+        replicated rank's, see :meth:`acesim.hardware.npu.NPU.mirror`)."""
+        if source.users or target.users or source in self._planned or target in self._planned:
+            raise SimulationError(f"cannot mirror {source.name!r} onto {target.name!r} now")
+        source._advance(self.now)
+        target.used = source.used
+        target.allocated = source.allocated
+        target.peak = source.peak
+        target._since = source._since
+
     def plan_usage(self, resource: Resource, start: float, end: float, rate: float) -> None:
         """Record that ``resource`` is allocated ``rate`` units/s over [``start``, ``end``) s
         by work a model computed without activities (exact mode's vectorized collectives):

@@ -306,6 +306,18 @@ class NPU:
             if self.config.hbm_arbitration == "mlp":
                 self.engine.set_weight(self.kernel, max(units, 1))
 
+    def mirror(self, other: NPU) -> None:
+        """Take ``other``'s compute record: its kernel log, busy time, compute HBM bytes and
+        HBM integrals (after a run in which this NPU's kernels ran exactly as ``other``'s:
+        exact mode's replicated ranks, :class:`acesim.training.executor.GraphExecutor`)."""
+        if self._busy or other._busy:
+            raise SimulationError(f"npu{self.rank}: cannot mirror a running compute stream")
+        self.compute_busy = other.compute_busy
+        self.compute_hbm_bytes = other.compute_hbm_bytes
+        self.kernel_log = list(other.kernel_log)
+        for source, target in zip(other.hbm_resources, self.hbm_resources, strict=True):
+            self.engine.mirror_resource(source, target)
+
     def busy_time(self) -> float:
         """Seconds of compute-stream time so far, the running pass included."""
         running = self.engine.now - self._pass_start if self._busy else 0.0

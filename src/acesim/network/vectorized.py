@@ -62,6 +62,7 @@ __all__ = [
     "ENABLED",
     "Conflict",
     "Deferred",
+    "Diverged",
     "Lockstep",
     "Outcome",
     "add_repeatedly",
@@ -233,6 +234,12 @@ class Outcome:
     def emit(self, listener: Any) -> None:
         """Tell ``listener`` (the engine's bound listener, or None) of rank 0's messages."""
         if listener is None:
+            return
+        repeated = getattr(listener, "repeated", None)  # BoundRecorder's batch of k
+        if repeated is not None:
+            for bound, start, end, k in self.segments:
+                if end > start and k > 0:
+                    repeated("message", bound, start, end, k)
             return
         for bound, start, end, k in self.segments:
             for _ in range(k):
@@ -763,6 +770,11 @@ class Conflict(Exception):
         self.keys = keys
 
 
+class Diverged(Exception):
+    """Replicated ranks (:attr:`Deferred.replicated`) would not finish a collective at one
+    time: the run must be redone with every rank simulated."""
+
+
 class Deferred:
     """Exact-mode training: collectives that run alone on the network, without events.
 
@@ -778,14 +790,29 @@ class Deferred:
     collectives to run on the event path when the run is redone (a collective that starts
     while only event-path ones are in flight runs there too, without a redo).
 
+    Replicated ranks (``replicated``: the caller simulates rank 0 alone, every rank being
+    identical to it): rank 0's join stands for every rank's at the same instant, and when the
+    collective finishes at one time at every rank, that is one event (rank 0's completion,
+    after every rank's counters are set as their completions would have set them, in rank
+    order); where ranks would finish at different times, :meth:`join` raises
+    :class:`Diverged`.
+
     Args:
         runtime: the exact collective runtime.
         excluded: keys of collectives that run on the event path.
+        replicated: rank 0 stands for every rank (see above).
     """
 
-    def __init__(self, runtime: CollectiveRuntime, excluded: frozenset[Any] = frozenset()):
+    def __init__(
+        self,
+        runtime: CollectiveRuntime,
+        excluded: frozenset[Any] = frozenset(),
+        *,
+        replicated: bool = False,
+    ):
         self.runtime = runtime
         self.excluded = excluded
+        self.replicated = replicated
         self.n = runtime.topology.npus
         #: collectives in flight: id -> (key, vectorized?)
         self.inflight: dict[int, tuple[Any, bool]] = {}
@@ -854,9 +881,15 @@ class Deferred:
         """``rank`` joins the vectorized ``coll`` now."""
         engine = self.runtime.engine
         joined = self._joined[coll.id]
-        joined[rank] = engine.now
-        coll.chunks_left[rank] = coll.chunks
-        self._count[coll.id] += 1
+        if self.replicated:
+            joined[:] = engine.now
+            for r in range(self.n):
+                coll.chunks_left[r] = coll.chunks
+            self._count[coll.id] = self.n
+        else:
+            joined[rank] = engine.now
+            coll.chunks_left[rank] = coll.chunks
+            self._count[coll.id] += 1
         if self._count[coll.id] < self.n:
             return
         del self._joined[coll.id], self._count[coll.id]
@@ -874,6 +907,9 @@ class Deferred:
             for r in range(self.n):
                 self.runtime.join(coll, r)
             return
+        finished = outcome.finished.tolist()
+        if self.replicated and finished.count(finished[0]) != len(finished):
+            raise Diverged(f"collective {coll.label!r} finishes at different times")
         self._busy, self._admitted = lockstep.free, lockstep.admitted
         outcome.emit(engine.bound_listener)
         coll.bytes_sent += outcome.sent
@@ -883,8 +919,25 @@ class Deferred:
         egress = self.runtime.egress[0]
         for d, begin, end, rate in outcome.usage:
             engine.plan_usage(egress[d], begin, end, rate)
-        for r, t in enumerate(outcome.finished.tolist()):
+        if self.replicated:
+            engine.call_at(finished[0], self._every_rank_done, coll)
+            return
+        for r, t in enumerate(finished):
             engine.call_at(t, self._rank_done, coll, r)
+
+    def _every_rank_done(self, coll: Collective) -> None:
+        """Replicated ranks: ``coll`` finished now at every rank (as :meth:`_rank_done` would
+        record it rank by rank); rank 0's completion is reported."""
+        now = self.runtime.engine.now
+        for r in range(self.n):
+            coll.chunks_left[r] = 0
+            coll.rank_finished[r] = now
+        if coll.finished is None or now > coll.finished:
+            coll.finished = now
+        if coll.on_rank_done is not None:
+            coll.on_rank_done(coll, 0)
+        # after rank 0's completion, as after the last rank's on the other ranks' events
+        del self.inflight[coll.id], self._done[coll.id]
 
     def _rank_done(self, coll: Collective, rank: int) -> None:
         coll.chunks_left[rank] = 0

@@ -26,6 +26,8 @@ import bisect
 import re
 from typing import Any
 
+import numpy as np
+
 from ..engine import CAP, Resource
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
@@ -85,6 +87,14 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
+    def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
+        """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
+        what ``count`` times opened, :meth:`segment` and closed records."""
+        self.segment(kind, bound, start, end)
+        if count > 1:
+            out = self.kernels if kind == "kernel" else self.messages
+            out.extend([out[-1]] * (count - 1))
+
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
@@ -108,6 +118,34 @@ def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> floa
             total += hi - lo
         i += 1
     return total
+
+
+def _overlaps(
+    intervals: list[tuple[Any, float, float]], spans: list[tuple[float, float]]
+) -> list[float]:
+    """:func:`_overlap` of each ``(_, start, end)`` of ``intervals`` with ``spans``, with
+    numpy over the intervals (the same float operations, in the same order)."""
+    if not intervals or not spans:
+        return [0.0] * len(intervals)
+    starts = np.array([s for _n, s, _e in intervals], dtype=float)
+    ends = np.array([e for _n, _s, e in intervals], dtype=float)
+    lo = np.array([s for s, _e in spans], dtype=float)
+    hi = np.array([e for _s, e in spans], dtype=float)
+    last = len(spans) - 1
+    index = np.maximum(np.searchsorted(lo, starts, side="right") - 1, 0)
+    total = np.zeros(len(intervals))
+    active = np.ones(len(intervals), dtype=bool)
+    while True:
+        at = np.minimum(index, last)
+        active &= (index <= last) & (lo[at] < ends)
+        if not active.any():
+            break
+        low = np.maximum(starts, lo[at])
+        high = np.minimum(ends, hi[at])
+        total = np.where(active & (high > low), total + (high - low), total)
+        index += 1
+    out: list[float] = total.tolist()
+    return out
 
 
 def attribute(
@@ -143,8 +181,9 @@ def attribute(
     weights: dict[str, float] = {}
     in_flight = _union([(s, e) for _n, s, e in recorder.messages])
     with_messages = sum(_overlap(s, e, idle) for s, e in in_flight)
-    for name, start, end in recorder.messages:
-        inside = _overlap(start, end, idle)
+    for (name, _start, _end), inside in zip(
+        recorder.messages, _overlaps(recorder.messages, idle), strict=True
+    ):
         if inside > 0:
             weights[name] = weights.get(name, 0.0) + inside
     total_weight = sum(weights.values())

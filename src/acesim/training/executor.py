@@ -88,6 +88,10 @@ class Execution:
     #: path, and the collectives that ran there (the others ran without message events)
     redone: int = 0
     event_collectives: int = 0
+    #: exact mode: every rank was identical to rank 0 (same graph and NPU, nothing making
+    #: ranks differ, collectives finishing at one time everywhere), so rank 0 was simulated
+    #: and its records stand for every rank's (see :class:`GraphExecutor`)
+    replicated: bool = False
 
 
 class _RankState:
@@ -110,7 +114,19 @@ class _RankState:
 
 class GraphExecutor:
     """Runs a :class:`Graph` on a :class:`Platform` (symmetric: rank 0's graph stands for all;
-    class mode: class i's graph for every rank of class i, peers named by class)."""
+    class mode: class i's graph for every rank of class i, peers named by class).
+
+    Exact mode, replicated ranks (``replicate``, the default, where it applies): when every
+    rank runs one graph on one NPU configuration, nothing makes ranks differ (no variation,
+    no point-to-point) and collectives charge the NPUs nothing (the vectorized endpoint), a
+    rank's compute kernels share no resource with anything but its own stream, so every
+    rank's timeline is rank 0's as long as every collective finishes at one time at every
+    rank. Rank 0 alone then runs its kernels; each collective is joined by every rank when
+    rank 0 joins it, and checked to finish at one time everywhere (vectorized ones when they
+    are computed, event-path ones at the end of the run); rank 0's records and NPU counters
+    are copied to the other ranks at the end. Where a check fails the run is redone with
+    every rank simulated (:class:`acesim.network.vectorized.Diverged`).
+    """
 
     def __init__(
         self,
@@ -119,6 +135,7 @@ class GraphExecutor:
         on_iteration: Callable[[int], Any] | None = None,
         *,
         event_path: frozenset[Any] | None = frozenset(),
+        replicate: bool = True,
     ):
         self.platform = platform
         self.graph = graph
@@ -129,6 +146,8 @@ class GraphExecutor:
         self._deferred: vectorized.Deferred | None = None
         #: times the run was redone before this executor's (see :meth:`run`)
         self.redone = 0
+        #: the event path already holds the symmetric run's prediction (see :meth:`run`)
+        self._predicted = False
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -179,6 +198,13 @@ class GraphExecutor:
                     location=graph.name or "graph",
                 )
             graph_ranks = [graph.ranks[0]]
+        #: ranks the run stands for (exact mode: every NPU; symmetric: one; class mode: one
+        #: per class)
+        self.ranks = len(graph_ranks)
+        self._replicate = replicate
+        self.replicated = replicate and self._replicable(graph_ranks)
+        if self.replicated:
+            graph_ranks = graph_ranks[:1]
         self.states = [_RankState(r, nodes) for r, nodes in enumerate(graph_ranks)]
         self.records: list[dict[int, NodeRecord]] = [
             {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
@@ -216,6 +242,22 @@ class GraphExecutor:
         platform.engine.bound_listener = self.execution.bounds
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
+
+    def _replicable(self, graph_ranks: list[list[Node]]) -> bool:
+        """Whether every rank may be replicated from rank 0 (see the class docstring): exact
+        mode, one graph for every rank, no variation, no point-to-point, collectives that
+        may run vectorized (an endpoint that charges the NPUs nothing), nothing recording."""
+        platform = self.platform
+        if not platform.exact or platform.classes is not None or platform.variation:
+            return False
+        if len(graph_ranks) < 2 or len(self.graph.ranks) != 1 or self.event_path is None:
+            return False
+        if any(npu.slowdown != 1.0 or npu.config is not platform.npus[0].config
+               for npu in platform.npus):  # fmt: skip
+            return False
+        if any(n.kind not in ("compute", "collective") for n in graph_ranks[0]):
+            return False  # point-to-point (or any kind this check does not know)
+        return vectorized.applies(platform.collectives)
 
     def _root(self, rank: int, node: Node) -> int:
         """The global rank of the first member of ``rank``'s group for ``node`` (per-rank
@@ -262,7 +304,7 @@ class GraphExecutor:
                             node.op or "all-reduce", node.size, dims=node.dims, group=node.group
                         )
                     total += plans[key]
-        return total
+        return total * (self.ranks if self.replicated else 1)
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
@@ -279,11 +321,18 @@ class GraphExecutor:
             and vectorized.applies(rt)
             and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
         ):
-            if self.redone == 0 and self._worth_predicting():
+            if self.redone == 0 and not self._predicted and self._worth_predicting():
                 self.event_path = self.event_path | self._predicted_overlaps()
-            self._deferred = vectorized.Deferred(rt, self.event_path)
+                self._predicted = True
+            self._deferred = vectorized.Deferred(
+                rt, self.event_path, replicated=self.replicated
+            )
+        elif self.replicated:
+            return self._every_rank()
         try:
             return self._run()
+        except vectorized.Diverged:
+            return self._every_rank()
         except vectorized.Conflict as conflict:
             assert self.event_path is not None
             redo = self.event_path | conflict.keys
@@ -293,11 +342,23 @@ class GraphExecutor:
                 self.graph,
                 self.on_iteration,
                 event_path=redo if self.redone < MAX_REDOS else None,
+                replicate=self._replicate,
             )
             again.redone = self.redone + 1
             execution = again.run()
             execution.redone = again.redone
             return execution
+
+    def _every_rank(self) -> Execution:
+        """The run redone with every rank simulated (replicated ranks would have differed)."""
+        platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+        again = GraphExecutor(
+            platform, self.graph, self.on_iteration, event_path=self.event_path, replicate=False
+        )
+        again.redone = self.redone
+        again._predicted = self._predicted
+        execution = again.run()
+        return execution
 
     def _worth_predicting(self) -> bool:
         """Whether a redo would cost more than a symmetric run to predict it: the graph is
@@ -310,7 +371,7 @@ class GraphExecutor:
             for n in self.graph.ranks[0]
             if n.kind == "collective"
         )
-        return per_rank * len(self.states) > PREDICT_MESSAGES
+        return per_rank * self.ranks > PREDICT_MESSAGES
 
     def _predicted_overlaps(self) -> frozenset[Any]:
         """The collective instances that overlap another in the symmetric run of the graph
@@ -350,6 +411,8 @@ class GraphExecutor:
             raise
         if deferred is not None and deferred.conflicts:
             raise vectorized.Conflict(deferred.conflicts)
+        if self.replicated:
+            self._check_replicas()
         for st in self.states:
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
@@ -363,7 +426,36 @@ class GraphExecutor:
         self.execution.collectives = list(self.platform.collectives.collectives)
         vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
         self.execution.event_collectives = len(self.execution.collectives) - vector
+        if self.replicated:
+            self._copy_replicas()
         return self.execution
+
+    def _check_replicas(self) -> None:
+        """Replicated ranks: every event-path collective finished at one time at every rank
+        (vectorized ones were checked when computed); else :class:`vectorized.Diverged`."""
+        assert self._deferred is not None
+        vector = self._deferred.vector_ids
+        for coll in self.platform.collectives.collectives:
+            if coll.id in vector:
+                continue
+            times = set(coll.rank_finished.values())
+            if len(coll.rank_finished) != self.ranks or len(times) != 1:
+                raise vectorized.Diverged(f"collective {coll.label!r} finishes unevenly")
+
+    def _copy_replicas(self) -> None:
+        """Replicated ranks: rank 0's records and NPU counters for every other rank."""
+        self.platform.engine.sync()
+        base = self.records[0]
+        npus = self.platform.npus
+        for rank in range(1, self.ranks):
+            self.records.append(
+                {
+                    i: NodeRecord(r.node, r.start, r.end, r.alone, r.hbm_bytes, r.collective)
+                    for i, r in base.items()
+                }
+            )
+            npus[rank].mirror(npus[0])
+        self.execution.replicated = True
 
     def _ready(self, st: _RankState, node: Node) -> None:
         if node.iteration not in self.execution.iteration_start:
@@ -437,6 +529,9 @@ class GraphExecutor:
         deferred = self._deferred
         if deferred is not None and coll.id in deferred.vector_ids:
             deferred.join(coll, st.rank)
+        elif self.replicated:
+            for rank in range(self.ranks):  # every rank joins as rank 0 does
+                rt.join(coll, rank)
         else:
             rt.join(coll, st.rank)
 
@@ -444,6 +539,8 @@ class GraphExecutor:
         deferred = self._deferred
         if deferred is not None and coll.id not in deferred.vector_ids:
             deferred.event_rank_done(coll)
+        if rank >= len(self.states):
+            return  # a replicated rank (checked at the end of the run)
         st = self.states[rank]
         node_id = self._coll_node.pop((coll.id, rank))
         self._finish(st, st.nodes[node_id])
