@@ -36,8 +36,9 @@ exposed communication by kind (TP, DP, PP, ...: :mod:`acesim.results.llm`), and 
 bounds.attribute`) and ``comm_bound`` (what bound rank 0's communication, hidden or exposed,
 :func:`acesim.training.bounds.collective_bounds`).
 
-Cost: LLM runs simulate every GPU (exact mode), seconds to tens of seconds each; the case list
-is sized to finish within minutes on two cores (small global batches: fewer micro-batches per
+Cost: LLM runs simulate one GPU per pipeline stage (class mode, the same figures as every GPU),
+a second to tens of seconds each (ACE's SRAM pieces cost most); the case list is sized to finish
+within minutes on two cores (small global batches: fewer micro-batches per
 iteration than a production run, which makes the data-parallel collectives a larger share of
 the iteration than at a production batch; the report says so).
 """
@@ -103,7 +104,7 @@ class StudyCase:
     seq: int | None = None
     source: str = ""
     #: run by default (False: named with ``--cases`` only, e.g. too costly for the two-core
-    #: machine while LLM runs simulate every GPU)
+    #: machine)
     default: bool = True
 
     @property
@@ -114,7 +115,7 @@ class StudyCase:
 #: The cases, smallest first. Configurations: Megatron-Bridge's published ones where there is
 #: one (llm.toml of the validation corpus), Megatron-LM's command-line defaults for the
 #: all-reduce case; global batches cut to what two cores simulate in minutes. The study runs
-#: the ``default`` ones; the others by name (``--cases``), until LLM runs get cheaper.
+#: the ``default`` ones (all of them since class mode); others by name (``--cases``).
 CASES: tuple[StudyCase, ...] = (
     StudyCase(
         "8b-8-dp",
@@ -150,9 +151,7 @@ CASES: tuple[StudyCase, ...] = (
         "tp=8,pp=4",
         8,
         source="TP8 inside each node, PP4 across 4 nodes on InfiniBand (the pipeline's "
-        "sends between nodes), DP1; global batch 8 (8 micro-batches per pipeline). Not run by "
-        "default: its 17 runs alone take more than 10 minutes of two cores in exact mode",
-        default=False,
+        "sends between nodes), DP1; global batch 8 (8 micro-batches per pipeline)",
     ),
     StudyCase(
         "8b-64-dp",
@@ -161,8 +160,7 @@ CASES: tuple[StudyCase, ...] = (
         "tp=1,pp=1,recompute=full",
         64,
         source="as 8b-8-dp on 8 nodes: DP64 across InfiniBand (hierarchical reduce-scatter and "
-        "all-gather); global batch 64. Not run by default: minutes per run in exact mode",
-        default=False,
+        "all-gather); global batch 64",
     ),
     StudyCase(
         "70b-64-tp4pp8",
@@ -171,9 +169,7 @@ CASES: tuple[StudyCase, ...] = (
         "tp=4,pp=8,vpp=5,tp_overlap=1",
         16,
         source="Megatron-Bridge's Llama3 70B H100 configuration (TP4 PP8 VP5, TP communication "
-        "overlap), 8 nodes; global batch 16 (8 micro-batches per pipeline). Not run by "
-        "default: minutes per run in exact mode",
-        default=False,
+        "overlap), 8 nodes; global batch 16 (8 micro-batches per pipeline)",
     ),
 )
 
