@@ -26,6 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..clusters import dask_client
 from ..errors import ConfigError, SimulationError
 from ..processes import process_pool
 
@@ -116,32 +117,11 @@ def run_tasks(
 def _run_dask(
     tasks: Sequence[Task], dask: Any, workers: int, progress: Callable[[], Any] | None
 ) -> dict[Hashable, Any]:
-    import logging
+    def unreachable(address: str, exc: BaseException) -> Exception:
+        return ConfigError("--dask", f"cannot reach the scheduler ({exc})", address)
 
-    import distributed
-
-    # distributed ships no type hints: go through an Any so mypy --strict accepts the calls.
-    dist: Any = distributed
-    cluster = None
-    own = True
-    if isinstance(dask, str) and dask == "local":
-        cluster = dist.LocalCluster(
-            n_workers=max(1, workers),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-        client = dist.Client(cluster)
-    elif isinstance(dask, str):
-        try:
-            client = dist.Client(dask, timeout="20s")
-        except (OSError, TimeoutError) as exc:
-            raise ConfigError("--dask", f"cannot reach the scheduler ({exc})", dask) from None
-    else:
-        client, own = dask, False
     results: dict[Hashable, Any] = {}
-    try:
+    with dask_client(dask, workers, unreachable) as (dist, client):
         futures = [client.submit(_call, t, pure=False) for t in tasks]
         for fut in dist.as_completed(futures):
             key, value = fut.result()
@@ -149,9 +129,4 @@ def _run_dask(
             fut.release()
             if progress is not None:
                 progress()
-    finally:
-        if own:
-            client.close()
-        if cluster is not None:
-            cluster.close()
     return results

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..clusters import dask_client
 from ..errors import ConfigError, SweepError, short_repr
 from ..processes import process_pool
 from .spec import Point, SweepSpec, canonical_json, load_spec
@@ -356,36 +357,13 @@ def _run_local(items: list[Item], workers: int) -> Iterator[tuple[str, Any]]:
 
 
 def _run_dask(items: list[Item], dask: Any, workers: int) -> Iterator[tuple[str, Any]]:
-    try:
-        import logging
-
-        import distributed
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        raise SweepError(
-            "--dask needs the 'distributed' package (pip install dask[distributed])"
-        ) from None
-    # distributed ships no type hints: go through an Any so mypy --strict accepts the calls.
-    dist: Any = distributed
-    cluster = None
-    own_client = True
-    if isinstance(dask, str) and dask == "local":
-        cluster = dist.LocalCluster(
-            n_workers=max(1, workers),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-        client = dist.Client(cluster)
-    elif isinstance(dask, str):
+    if isinstance(dask, str) and dask != "local":
         check_dask(dask)
-        try:
-            client = dist.Client(dask, timeout="20s")
-        except (OSError, TimeoutError) as exc:
-            raise SweepError(f"--dask {dask}: cannot reach the scheduler ({exc})") from None
-    else:
-        client, own_client = dask, False
-    try:
+
+    def unreachable(address: str, exc: BaseException) -> Exception:
+        return SweepError(f"--dask {address}: cannot reach the scheduler ({exc})")
+
+    with dask_client(dask, workers, unreachable) as (dist, client):
         if not items:
             return
         threads = sum(client.nthreads().values()) or 1
@@ -413,8 +391,3 @@ def _run_dask(items: list[Item], dask: Any, workers: int) -> Iterator[tuple[str,
             yield h, outcome
             while queue and stream.count() < window:
                 submit()
-    finally:
-        if own_client:
-            client.close()
-        if cluster is not None:
-            cluster.close()

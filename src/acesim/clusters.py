@@ -1,0 +1,54 @@
+"""Dask clients for the sweep runner and the reproduction studies: one way to get one.
+
+``"local"`` starts a ``LocalCluster`` of worker processes (one thread each, no dashboard, quiet
+logs) and closes it afterwards; an address (``tcp://host:port``) connects to a running
+scheduler; a ``distributed.Client`` is used as given and left open. It imports nothing from
+acesim, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["dask_client"]
+
+
+@contextmanager
+def dask_client(
+    dask: Any, workers: int, unreachable: Callable[[str, BaseException], Exception]
+) -> Iterator[tuple[Any, Any]]:
+    """``(distributed, client)`` for ``dask`` (module docstring); a scheduler that cannot be
+    reached raises ``unreachable(address, exc)``. ``workers``: a local cluster's processes."""
+    import logging
+
+    import distributed
+
+    # distributed ships no type hints: go through an Any so mypy --strict accepts the calls.
+    dist: Any = distributed
+    cluster = None
+    own = True
+    if isinstance(dask, str) and dask == "local":
+        cluster = dist.LocalCluster(
+            n_workers=max(1, workers),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = dist.Client(cluster)
+    elif isinstance(dask, str):
+        try:
+            client = dist.Client(dask, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise unreachable(dask, exc) from None
+    else:
+        client, own = dask, False
+    try:
+        yield dist, client
+    finally:
+        if own:
+            client.close()
+        if cluster is not None:
+            cluster.close()
