@@ -78,3 +78,18 @@ def test_resizing_a_single_node_preset_warns(capsys: pytest.CaptureFixture[str])
     cli_case("h100-nvswitch-8", "resnet50", npus=16, precision="amp_bf16")
     err = capsys.readouterr().err
     assert "h100-nvswitch-8 is one switch of 8 NPUs" in err and "not 2 nodes" in err
+
+
+@pytest.mark.parametrize(
+    ("alias", "preset"),
+    [
+        ("dgx-h100", "h100-nvswitch-8"),
+        ("dgx-b200", "b200-nvswitch-8"),
+        ("dgx-a100", "a100-nvswitch-8"),
+    ],
+)
+def test_dgx_names_stand_for_the_node_presets(alias: str, preset: str) -> None:
+    from acesim.config.resolve import resolve_system
+
+    assert resolve_system(alias) == resolve_system(preset)
+    assert resolve_system(alias, nodes=2).network.total_npus == 16

@@ -190,8 +190,19 @@ def read_document(path: Path) -> dict[str, Any]:
     return data
 
 
+#: NVIDIA's product names for the 8-GPU NVSwitch node presets (DGX systems), accepted wherever
+#: a preset is named; the system keeps the preset's own name.
+PRESET_ALIASES = {
+    "dgx-a100": "a100-nvswitch-8",
+    "dgx-h100": "h100-nvswitch-8",
+    "dgx-h200": "h200-nvswitch-8",
+    "dgx-b200": "b200-nvswitch-8",
+}
+
+
 def preset_document(name: str) -> dict[str, Any]:
-    """The raw document of a shipped preset."""
+    """The raw document of a shipped preset (or of the preset an alias names)."""
+    name = PRESET_ALIASES.get(name, name)
     names = preset_names()
     if name not in names:
         if name in npu_preset_names():
