@@ -147,6 +147,9 @@ def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) 
     choice = cfg.algorithms.get(op)
     d = topology.dimensions[dim]
     if choice is None:
+        default = COLLECTIVE_OPS.get(op).default_algorithm
+        if default is not None:
+            return default
         if op == "all-to-all" and d.kind != "ring":
             return "direct"
         return "ring"
@@ -224,7 +227,7 @@ def build_phases(
             f"collective.algorithms.{algo_op}",
             d.switch_reduction,
         )
-        steps = tuple(phase_steps(phase_op, algo, axis.size, data))
+        steps = tuple(phase_steps(phase_op, algo, axis.size, data, cfg.chain_piece_bytes))
         phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
 
     if axes:
