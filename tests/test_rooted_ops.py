@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from systems import dim, make_system
 
 from acesim import simulate_collective
 from acesim.config.variation import LinkChange, Variation
@@ -20,7 +21,6 @@ from acesim.network import vectorized
 from acesim.network.algorithms import chain_steps, phase_steps
 from acesim.network.ops import COLLECTIVE_OPS
 from acesim.results.collective import bus_factor
-from systems import dim, make_system
 
 MiB = 1 << 20
 LATENCY = 1e-6

@@ -28,8 +28,10 @@ Decomposition over the group's dimensions ``1..N`` (innermost first), hierarchic
   which no per-dimension phase expresses: refused.
 
 ``bus_factor`` is nccl-tests' bus-bandwidth factor: ``2(n-1)/n`` for all-reduce, 1 for
-broadcast, reduce and sendrecv (nccl-tests' PERFORMANCE.md: busbw = algbw; NCCL's tuner's ring
-ratio ``nRanks / nsteps`` with ``nsteps = nRanks``), ``(n-1)/n`` otherwise. ``chunk_io`` gives one chunk's (input, output, live footprint) bytes at an NPU, for
+broadcast, reduce (nccl-tests' doc/PERFORMANCE.md: all data leaves or reaches the root,
+busbw = algbw; NCCL's tuner's ring ratio ``nRanks / nsteps`` with ``nsteps = nRanks``) and
+sendrecv (nccl-tests' sendrecv.cu: factor 1), ``(n-1)/n`` otherwise. ``chunk_io`` gives
+one chunk's (input, output, live footprint) bytes at an NPU, for
 endpoints that stage chunks (ACE).
 
 Register a new operation with ``COLLECTIVE_OPS.register(name, CollectiveOp(...))``.
