@@ -355,18 +355,6 @@ ALGORITHMS.register(
 )
 
 
-ALGORITHMS.register(
-    "p2p",
-    Algorithm(
-        "p2p",
-        "sendrecv: one step, D to the next NPU and D from the previous (point to point)",
-        _shift_steps,
-        _anywhere,
-        phase_ops=("sendrecv",),
-    ),
-)
-
-
 def _whole_group(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
     return (
         "runs over every dimension of a group at once (NCCL's flat ring across nodes): offer "
@@ -383,6 +371,18 @@ ALGORITHMS.register(
         _ring_steps,
         _whole_group,
         phase_ops=("reduce-scatter", "all-gather", "all-reduce"),
+    ),
+)
+
+
+ALGORITHMS.register(
+    "p2p",
+    Algorithm(
+        "p2p",
+        "sendrecv: one step, D to the next NPU and D from the previous (point to point)",
+        _shift_steps,
+        _anywhere,
+        phase_ops=("sendrecv",),
     ),
 )
 
