@@ -137,7 +137,8 @@ def test_unknown_algorithm_names_the_operation() -> None:
     err = _error(lambda d: d.update(collective={"algorithms": {"allreduce": "ring"}}))
     assert str(err) == (
         "collective.algorithms.allreduce: unknown collective operation; must be one of "
-        "all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, reduce, sendrecv (did you mean 'all-reduce'?)"
+        "all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, reduce, sendrecv "
+        "(did you mean 'all-reduce'?)"
     )
 
 
