@@ -71,6 +71,7 @@ def test_collective_broadcast_prints_an_nccl_tests_table_in_exact_mode() -> None
         (["--op", "broadcast", "--exact", "--algo", "nvls"], "error: --algo: nvls cannot run"),
         (["--op", "broadcst"], "error: --op: must be one of"),
         (["--op", "broadcast", "--exact", "--nodes", "2"], "error: broadcast runs on a group"),
+        (["--op", "sendrecv", "--nodes", "2"], "error: sendrecv over several dimensions"),
     ],
 )
 def test_collective_rooted_and_p2p_errors_are_one_line(

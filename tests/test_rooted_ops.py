@@ -129,9 +129,29 @@ def test_symmetric_mode_refuses_rooted_ops_by_name(op: str) -> None:
     assert op in text and "--exact" in text and "\n" not in text
 
 
-def test_ops_on_one_dimension_refuse_groups_over_several() -> None:
+def test_sendrecv_across_dimensions_is_a_routed_shift_in_exact_mode() -> None:
+    cfg = make_system([dim("switch", 4, 100e9, 1e-6), dim("switch", 2, 25e9, 5e-6)])
+    topo = Platform(cfg).topology
+    fast, slow = (d.egress_bandwidth for d in topo.dimensions)
+    size = 64 * MiB
+    r = simulate_collective(cfg, "sendrecv", size, exact=True)
+    # the last member of each inner line sends to the first of the next line: one hop on the
+    # inner dimension, then one on the outer; nothing else contends with it
+    assert r.time == pytest.approx(
+        size / fast + size / slow + (1e-6 + DELAY) + (5e-6 + DELAY), rel=1e-12
+    )
+    # every member's message takes the inner hop; one in four also the outer one
+    assert r.per_dimension_bytes == {"local": size, "vertical": size / 4}
+    assert r.busbw == r.algbw
+    with pytest.raises(TopologyError, match="sendrecv over several dimensions .*--exact"):
+        simulate_collective(cfg, "sendrecv", size)
+    platform = Platform(cfg, exact=True)
+    assert vectorized.run_alone(platform.collectives, "sendrecv", size) is None
+
+
+def test_rooted_ops_refuse_groups_over_several_dimensions() -> None:
     cfg = make_system([dim("switch", 4), dim("switch", 2)], chain_piece_bytes=MiB)
-    for op in ("broadcast", "reduce", "sendrecv"):
+    for op in ("broadcast", "reduce"):
         with pytest.raises(TopologyError, match=f"{op} runs on a group along one dimension"):
             simulate_collective(cfg, op, MiB, exact=True)
     # ... but run on one of its dimensions

@@ -80,7 +80,10 @@ symmetric mode refuses them by name, exact mode runs them (``issue(..., root=)``
 root, a member of the group, default 0). A chain position with nothing to send in a step
 completes it when its expected arrivals (:meth:`~acesim.network.algorithms.Step.arrivals`,
 possibly none) are in. Operations marked ``single_axis`` are refused on groups of several
-dimensions.
+dimensions. A ``routed_shift`` operation (sendrecv) on a group of several dimensions has no
+phases: in exact mode each member sends its buffer to its successor as one point-to-point
+message routed dimension by dimension (:mod:`acesim.network.p2p`) and is done when that
+message and its predecessor's have arrived; symmetric mode refuses it.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ from .algorithms import NVLS_KINDS, ROOTED_PATTERNS, Step
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
+from .p2p import PointToPoint, shift_destination
 from .plan import (
     AlgorithmChoice,
     Lane,
@@ -152,6 +156,8 @@ class Collective:
     algorithm: str | None = None
     #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_pipeline_latency), s
     sync_latency: float = 0.0
+    #: a routed shift (sendrecv over several dimensions): one point-to-point message per rank
+    shift: bool = False
 
     @property
     def duration(self) -> float:
@@ -307,6 +313,11 @@ class CollectiveRuntime:
         self._counts: dict[int, int] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
         self._lines: LineOrders | None = None
+        #: routed shifts (sendrecv over several dimensions): their messages, and per
+        #: (collective, rank) the arrivals it still waits for (its own message, its
+        #: predecessor's)
+        self._p2p: PointToPoint | None = None
+        self._shift_left: dict[tuple[int, int], int] = {}
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -394,6 +405,7 @@ class CollectiveRuntime:
             protocol=protocol,
             algorithm=choice.algorithm,
             sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
+            shift=_routed_shift(op, axes),
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -472,6 +484,8 @@ class CollectiveRuntime:
         if shaped != choice.phases:
             choice = replace(choice, phases=shaped)
         self._check_mode(op, axes, choice.phases)
+        if _routed_shift(op, axes):  # one routed message per rank, no phases
+            choice = replace(choice, phases=[])
         return axes, chunks, choice
 
     def _check_mode(self, op: str, axes: Sequence[Axis], phases: Sequence[Phase]) -> None:
@@ -479,6 +493,12 @@ class CollectiveRuntime:
         several, steps that differ by position (rooted chains) in symmetric mode."""
         spec = COLLECTIVE_OPS.get(op)
         real = [a for a in axes if a.size > 1]
+        if spec.routed_shift and len(real) > 1 and not self.exact:
+            raise TopologyError(
+                f"{op} over several dimensions sends across the outer ones only from the end "
+                "of each inner line, which symmetric mode (one representative NPU) cannot "
+                "represent: run exact mode (--exact, exact=True)"
+            )
         if spec.single_axis and len(real) > 1:
             shape = "x".join(str(a.size) for a in real)
             raise TopologyError(
@@ -530,6 +550,9 @@ class CollectiveRuntime:
         """``rank`` starts its part of ``coll`` now."""
         coll.chunks_left[rank] = coll.chunks
         self.endpoint.collective_started(rank, coll.algorithms)
+        if coll.shift:
+            self._join_shift(coll, rank)
+            return
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
@@ -541,6 +564,32 @@ class CollectiveRuntime:
             self.engine.schedule(base, self._start_chunks, coll, rank)
         else:
             self._start_chunks(coll, rank)
+
+    def _join_shift(self, coll: Collective, rank: int) -> None:
+        """``rank`` sends its buffer to its successor in the group (a routed shift)."""
+        if self._p2p is None:
+            self._p2p = PointToPoint(self)
+        dest = shift_destination(self.topology, coll.axes, rank)
+
+        def hop(dim: int, nbytes: float) -> None:
+            coll.bytes_sent += nbytes
+            coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+
+        def delivered() -> None:
+            coll.bytes_received += coll.size
+            self._shift_arrival(coll, rank)
+            self._shift_arrival(coll, dest)
+
+        self._p2p.send(rank, dest, coll.size, delivered, hop)
+
+    def _shift_arrival(self, coll: Collective, rank: int) -> None:
+        key = (coll.id, rank)
+        left = self._shift_left.get(key, 2) - 1
+        if left > 0:
+            self._shift_left[key] = left
+            return
+        self._shift_left.pop(key, None)
+        self._chunk_stored(coll, rank)
 
     def _start_chunks(self, coll: Collective, rank: int) -> None:
         in_bytes, _out, footprint = self._chunk_bytes(coll)
@@ -880,3 +929,8 @@ def _rooted(op: str, phases: list[Phase], root: int | None, members: int) -> lis
         )
         out.append(replace(phase, steps=steps))
     return out
+
+
+def _routed_shift(op: str, axes: Sequence[Axis]) -> bool:
+    """Whether ``op`` on ``axes`` runs as a routed shift (see the module docstring)."""
+    return COLLECTIVE_OPS.get(op).routed_shift and sum(1 for a in axes if a.size > 1) > 1

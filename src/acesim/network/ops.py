@@ -25,7 +25,10 @@ Decomposition over the group's dimensions ``1..N`` (innermost first), hierarchic
   group and receives ``S`` from the previous one. On one dimension this is a shift every NPU
   runs alike (symmetric mode represents it exactly, and the vectorized exact path runs it); on
   several dimensions only the members at the end of an inner line cross the outer dimension,
-  which no per-dimension phase expresses: refused.
+  which no per-dimension phase expresses (``routed_shift``): symmetric mode refuses it, exact
+  mode sends each member's buffer to its successor as one point-to-point message routed
+  dimension by dimension (:mod:`acesim.network.p2p`), a member done when its message has
+  arrived and its predecessor's has.
 
 ``bus_factor`` is nccl-tests' bus-bandwidth factor: ``2(n-1)/n`` for all-reduce, 1 for
 broadcast, reduce (nccl-tests' doc/PERFORMANCE.md: all data leaves or reaches the root,
@@ -67,6 +70,8 @@ class CollectiveOp:
         single_axis: runs only on groups along one dimension (refused on more).
         default_algorithm: the algorithm it runs where ``collective.algorithms`` names none
             (None: the planner's default, ``ring``, or ``direct`` for all-to-all off rings).
+        routed_shift: on groups over several dimensions, every member sends its buffer to
+            the next member as one routed point-to-point message (exact mode only).
     """
 
     name: str
@@ -78,6 +83,7 @@ class CollectiveOp:
     symmetric: bool = True
     single_axis: bool = False
     default_algorithm: str | None = None
+    routed_shift: bool = False
 
 
 COLLECTIVE_OPS: Registry[CollectiveOp] = Registry("collective operation", "op", listed=True)
@@ -223,11 +229,11 @@ COLLECTIVE_OPS.register(
     CollectiveOp(
         "sendrecv",
         "every NPU sends its buffer to the next member and receives the previous one's "
-        "(nccl-tests sendrecv_perf; one dimension)",
+        "(nccl-tests sendrecv_perf; across dimensions in exact mode)",
         _sendrecv,
         _same_io,
         _algbw_factor,
-        single_axis=True,
         default_algorithm="p2p",
+        routed_shift=True,
     ),
 )
