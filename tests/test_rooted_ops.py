@@ -203,3 +203,22 @@ def test_tuner_forcing_and_protocols() -> None:
     assert large.time == pytest.approx(
         5e-6 + _chain_time(64 * MiB, 4, MiB, bandwidth, LATENCY + 2e-6), rel=1e-12
     )
+
+
+def test_the_tuner_predicts_the_chain_it_simulates() -> None:
+    protocols = {
+        "ring": {
+            "LL": {"bandwidth": 0.5, "hop_latency": 0.5e-6},
+            "LL128": {"bandwidth": 0.9, "hop_latency": 1e-6},
+            "Simple": {"bandwidth": 1.0, "hop_latency": 2e-6, "base_latency": 5e-6},
+        }
+    }
+    cfg = _system(p=8, protocols=protocols)
+    platform = Platform(cfg, exact=True)
+    for size in (4096, 3 * MiB, 64 * MiB):
+        _axes, _chunks, choice = platform.collectives.choose("broadcast", size)
+        predicted = dict(choice.protocol.predicted)
+        for name, time in predicted.items():
+            forced = _system(p=8, protocols=protocols, protocol=name)
+            simulated = simulate_collective(forced, "broadcast", size, exact=True).time
+            assert time == pytest.approx(simulated, rel=1e-9), (size, name)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from ..config.system import PROTOCOLS, CollectiveConfig, ProtocolConfig
 from ..errors import ConfigError, TopologyError
-from .algorithms import ALGORITHMS, Step, check_algorithm, phase_steps
+from .algorithms import ALGORITHMS, ROOTED_PATTERNS, Step, check_algorithm, phase_steps
 from .group import Axis
 from .ops import COLLECTIVE_OPS
 from .topology import Dimension, Topology
@@ -461,7 +461,7 @@ def _predict(
             weight /= proto.bandwidth
             hop = hop_latency(proto, d)
             base = max(base, proto.base_latency)
-        time += len(phase.steps) * (d.latency + hop)
+        time += _latency_steps(phase) * (d.latency + hop)
         if phase.lanes:  # the busiest lane's egress sets the pace of each step
             time += chunks * max(
                 phase.bytes_sent * lane.fraction * weight
@@ -472,6 +472,14 @@ def _predict(
             time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
     crossing = crossing_latency(cfg, topology, phases, tables, name)
     return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
+
+
+def _latency_steps(phase: Phase) -> int:
+    """The message delays on a phase's critical path: one per step, but one per hop of a
+    pipelined chain (``p - 1``: its positions wait only for the pieces they forward)."""
+    if any(s.pattern in ROOTED_PATTERNS for s in phase.steps):
+        return phase.size - 1
+    return len(phase.steps)
 
 
 @dataclass(frozen=True)
