@@ -60,6 +60,19 @@ def test_collective_broadcast_prints_an_nccl_tests_table_in_exact_mode() -> None
         assert column in out
 
 
+def test_collective_reduce_takes_forced_algo_proto_and_channels() -> None:
+    result = runner.invoke(
+        app,
+        ["collective", "--op", "reduce", "--sizes", "64MiB", "--system", "dgx-h100", "--exact",
+         "--algo", "ring", "--proto", "LL128", "--channels", "8", "--root", "5"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "64 MiB" in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert "ring" in cells and "LL128" in cells and "8" in cells
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
