@@ -196,10 +196,10 @@ def nvls_tree_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str 
         return f"needs one dimension inside the node (its switch), got {len(inner)}"
     d = topology.dimensions[inner[0].dim]
     if d.kind != "switch" or not d.switch_reduction:
+        what = f"is a {d.kind}" if d.kind != "switch" else "does not reduce"
         return (
-            f"needs a node switch that reduces (switch_reduction = true: NVSwitch with NVLink "
-            f"SHARP, H100 on), and {d.name} is a {d.kind}"
-            + ("" if d.kind != "switch" else " that does not reduce")
+            "needs a node switch that reduces (switch_reduction = true: NVSwitch with NVLink "
+            f"SHARP, H100 on), and {d.name} {what}"
         )
     return None
 
@@ -347,6 +347,8 @@ def build_phases(
             algo = "ring"  # trees run only the all-reduce phase of a hierarchical all-reduce
         if algo == "nvls" and algo_op == "all-reduce" and phase_op != "all-reduce":
             algo = "ring"  # so does NVLS; chosen for another operation, it is refused below
+        if algo in (COLLNET, NVLS_TREE) and algo_op == "all-reduce" and phase_op != "all-reduce":
+            algo = "ring"  # and CollNet; NVLS_TREE is refused below (not per dimension)
         check_algorithm(
             algo,
             phase_op,
