@@ -289,3 +289,15 @@ def test_cli_refuses_collnet_without_sharp(
         "--algo", "collnet", "--sizes", "1MiB",
     )
     assert line.startswith("error: --algo") and "switch_reduction" in line
+
+
+def test_cli_names_sharp_as_an_assumption_when_collnet_runs() -> None:
+    result = CliRunner().invoke(
+        app,
+        ["collective", "--system", "dgx-h100", "--nodes", "4", "--algo", "collnet",
+         "--sizes", "1MiB", "--set", "scale_out.switch_reduction=true"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "collnet" in result.stdout
+    assert "scale_out.switch_reduction = true, an assumption" in result.stderr
