@@ -224,8 +224,8 @@ def nvls_tree_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> l
     chunk.) The two NVLS steps are ``nvls``'s split around the tree: summed, ``S (G+1)/G`` on the
     node's links, NVLS's two directions overlapped (NCCL's kernel pipelines the loads of one
     loop with the stores of another). Every phase is labelled ``nvls_tree`` (its protocols:
-    ``collective.protocols.nvls_tree``); the NVLS loops are paid once (:func:`nvls_chunk` of
-    the NVLS_TREE rule, :func:`nvls_tree_chunk`)."""
+    ``collective.protocols.nvls_tree``); the NVLS loops are paid once, on the load-reduce
+    phase, with NCCL's NVLS_TREE chunk (:func:`nvls_tree_chunk`)."""
     real = [a for a in axes if a.size > 1]
     node = next(a for a in real if not topology.dimensions[a.dim].network)
     net = next(a for a in real if topology.dimensions[a.dim].network)
