@@ -301,3 +301,20 @@ def test_cli_names_sharp_as_an_assumption_when_collnet_runs() -> None:
     assert result.exit_code == 0, result.output
     assert "collnet" in result.stdout
     assert "scale_out.switch_reduction = true, an assumption" in result.stderr
+
+
+def test_collnet_takes_no_incast_loss() -> None:
+    # a switch port that takes fewer writers than collnet's p-1 messages would slow a direct
+    # step down; the switches' reduction is no incast, so collnet runs at the links' rate
+    def nics(**incast: object) -> SystemConfig:
+        d = {"kind": "switch", "size": 8, "link_bandwidth": 25e9, "link_latency": 3e-6,
+             "switch_reduction": True, "network": True, **incast}
+        return make_system([d], algorithm="collnet")
+
+    plain = simulate_collective(nics(), "all-reduce", 64 * MIB)
+    lossy = simulate_collective(
+        nics(incast_fan_in=2, incast_efficiency=0.5), "all-reduce", 64 * MIB
+    )
+    assert plain.algorithm == lossy.algorithm == "collnet"
+    assert lossy.time == plain.time
+    assert plain.time == pytest.approx(3e-6 + 10e-9 + 64 * MIB / 25e9)
