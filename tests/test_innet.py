@@ -5,6 +5,7 @@ switches reduce). Closed forms from the model's own terms, the tuner's offers an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from clitools import cli_error
@@ -179,9 +180,9 @@ def test_the_tuner_runs_its_pick() -> None:
     ],
 )
 def test_a_forced_algorithm_that_cannot_run_says_why_in_one_line(
-    system: object, algorithm: str, words: str
+    system: Callable[[], SystemConfig], algorithm: str, words: str
 ) -> None:
-    s = system()  # type: ignore[operator]
+    s = system()
     forced = s.model_copy(
         update={"collective": s.collective.model_copy(update={"algorithm": algorithm})}
     )
