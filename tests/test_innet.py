@@ -144,7 +144,7 @@ def test_the_tuner_offers_each_where_it_can_run() -> None:
         assert "nvls" not in predicted  # NVLS alone does not run across nodes
         assert chosen == min(predicted, key=lambda k: predicted[k])
         chosen, predicted = _choice(sharp(16), size)
-        assert {"nvls_tree", "collnet"} <= set(predicted)
+        assert {"nvls_tree", "collnet", "nvls"} <= set(predicted)  # NVLS with SHARP too
         assert chosen == min(predicted, key=lambda k: predicted[k])
     # on one node neither runs; a node switch that does not reduce (A100) has no nvls_tree
     _, predicted = _choice(h100(1), 16 * MIB)
@@ -177,6 +177,7 @@ def test_the_tuner_runs_its_pick() -> None:
         ),
         (lambda: h100(16), "collnet", "switch_reduction = true on [scale_out]"),
         (lambda: sharp(1), "collnet", "needs a group over nodes"),
+        (lambda: h100(2), "nvls", "only where the scale-out switches reduce"),
     ],
 )
 def test_a_forced_algorithm_that_cannot_run_says_why_in_one_line(
@@ -319,3 +320,36 @@ def test_collnet_takes_no_incast_loss() -> None:
     assert plain.algorithm == lossy.algorithm == "collnet"
     assert lossy.time == plain.time
     assert plain.time == pytest.approx(3e-6 + 10e-9 + 64 * MIB / 25e9)
+
+
+def test_nvls_over_nodes_reduces_in_both_switches() -> None:
+    # SHARP on: NCCL's NVLS over nodes, the NVLS load-reduce in the node (S up), the network's
+    # switches all-reduce each GPU's S/8 (once through its NIC each way, collnet's step and
+    # protocol), the NVLS multicast store (S/8 up), plus one node's NVLS loops (NVLS's chunk)
+    s = sharp(4, **{"collective.algorithm": "nvls"})
+    size = 256.0 * MIB
+    r = simulate_collective(s, "all-reduce", size, endpoint="ideal")
+    assert r.algorithm == "nvls" and r.protocol == "Simple"
+    c = s.collective
+    nvls = c.protocols["nvls"]["Simple"]
+    coll = c.protocols["collnet"]["Simple"]
+    nvl, net = s.network.dimensions
+    assert c.nvls_efficiency is not None and c.nvls_stages is not None
+    assert coll.net_hop_latency is not None
+    b_n = nvl.links_per_npu * nvl.link_bandwidth * c.nvls_efficiency
+    a_n = nvl.link_latency + nvls.hop_latency
+    g = 8
+    transfer = (
+        (a_n + size / b_n)
+        + (net.link_latency + coll.net_hop_latency + size / (g * _nic(s)))
+        + (a_n + size / (g * b_n))
+    )
+    # NCCL's NVLS chunk for 256 MiB over 16 channels x 8 heads: 64 KiB (below 64 loops of
+    # 128 KiB, not below 8 of 64 KiB): 256 MiB / (128 x 64 KiB) = 32 loops
+    chunk, loops = 64 * 1024, 32
+    per_byte = (g + 1) / g / b_n
+    stage = c.nvls_loop_latency + g * chunk * c.nvls_channels * per_byte
+    pipeline = (loops + c.nvls_stages - 1) * stage - size * per_byte
+    assert r.time == pytest.approx(pipeline + transfer, rel=1e-9)
+    assert r.per_dimension_bytes["scaleout"] == pytest.approx(size / g)
+    assert simulate_collective(s, "all-reduce", size).comm_units == 16  # the NVLS channels

@@ -35,7 +35,8 @@ NVLS's load-reduce in the node, a double binary tree of each GPU's reduced ``1/G
 between nodes over its own NIC, and NVLS's multicast store back; ``collnet`` (NCCL's CollNet
 with SHARP) runs the all-reduce phase of a network dimension whose switches reduce
 (``switch_reduction``), the node's phases keeping their configured algorithm. ``nvls`` runs
-only off network dimensions, ``collnet`` only on them.
+only off network dimensions, ``collnet`` only on them; over nodes whose network reduces,
+``nvls`` is NCCL's NVLS with SHARP (:func:`nvls_sharp_phases`).
 """
 
 from __future__ import annotations
@@ -226,29 +227,72 @@ def nvls_tree_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> l
     loop with the stores of another). Every phase is labelled ``nvls_tree`` (its protocols:
     ``collective.protocols.nvls_tree``); the NVLS loops are paid once, on the load-reduce
     phase, with NCCL's NVLS_TREE chunk (:func:`nvls_tree_chunk`)."""
-    real = [a for a in axes if a.size > 1]
-    node = next(a for a in real if not topology.dimensions[a.dim].network)
-    net = next(a for a in real if topology.dimensions[a.dim].network)
-    g = node.size
-    slice_ = size / g
+    node, net = _node_and_network(topology, axes)
+    slice_ = size / node.size
     levels = max(1, math.ceil(math.log2(net.size)))
     # the tree pipelined over the kernel's loops: its levels' latency, 2 x slice per NIC
     tree = tuple(phase_steps("all-reduce", "double_binary_tree", net.size, slice_ / levels))
+    across = Phase(net.dim, "all-reduce", NVLS_TREE, slice_, tree, net.size, net.stride)
+    return _nvls_around(NVLS_TREE, size, node, across)
+
+
+def nvls_sharp_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str | None:
+    """Why ``nvls`` cannot run ``op`` across the nodes of ``axes`` (NCCL's NVLS over several
+    nodes: NVLS in the node, SHARP between nodes), or None: :func:`nvls_tree_problem`'s group,
+    on a network whose switches reduce."""
+    problem = nvls_tree_problem(topology, op, axes)
+    if problem is not None:
+        return problem
+    _node, net = _node_and_network(topology, axes)
+    d = topology.dimensions[net.dim]
+    if d.kind != "switch" or not d.switch_reduction:
+        return (
+            "runs across nodes only where the scale-out switches reduce (NCCL 2.18 runs NVLS "
+            "over nodes with CollNet/SHARP only: switch_reduction = true on [scale_out]); "
+            "nvls_tree runs the tree between nodes instead"
+        )
+    return None
+
+
+def nvls_sharp_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> list[Phase]:
+    """NCCL's NVLS all-reduce over several nodes (2.18: with CollNet/SHARP; ``all_reduce.h``,
+    ``RunWorkElement<NVLS>`` with a network ``out``): as :func:`nvls_tree_phases`, every GPU
+    the head of ``1/G`` of each loop, with its reduced slice all-reduced between nodes by the
+    network's switches (a ``collnet`` phase of ``S/G``, with collnet's protocols) in place of
+    the tree. The node's phases are labelled ``nvls`` (its protocols and loops, NCCL's NVLS
+    chunk)."""
+    node, net = _node_and_network(topology, axes)
+    slice_ = size / node.size
+    steps = tuple(phase_steps("all-reduce", COLLNET, net.size, slice_))
+    across = Phase(net.dim, "all-reduce", COLLNET, slice_, steps, net.size, net.stride)
+    return _nvls_around("nvls", size, node, across)
+
+
+def _node_and_network(topology: Topology, axes: Sequence[Axis]) -> tuple[Axis, Axis]:
+    real = [a for a in axes if a.size > 1]
+    node = next(a for a in real if not topology.dimensions[a.dim].network)
+    net = next(a for a in real if topology.dimensions[a.dim].network)
+    return node, net
+
+
+def _nvls_around(label: str, size: float, node: Axis, across: Phase) -> list[Phase]:
+    """NVLS's load-reduce in the node, ``across`` between nodes, NVLS's multicast store."""
+    g = node.size
     return [
         Phase(
             node.dim,
             "reduce-scatter",
-            NVLS_TREE,
+            label,
             size,
             (Step(size / (g - 1), "all", 0, NVLS_REDUCE),),
             g,
             node.stride,
         ),
-        Phase(net.dim, "all-reduce", NVLS_TREE, slice_, tree, net.size, net.stride),
+        across,
         Phase(
             node.dim,
             "all-gather",
-            NVLS_TREE,
+            label,
             size,
             (Step(size / (g * (g - 1)), "all", 0, NVLS_GATHER),),
             g,
@@ -328,6 +372,8 @@ def build_phases(
             return [flat]
     if override == NVLS_TREE and nvls_tree_problem(topology, op, axes) is None:
         return nvls_tree_phases(topology, size, axes)
+    if override == "nvls" and nvls_sharp_problem(topology, op, axes) is None:
+        return nvls_sharp_phases(topology, size, axes)
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
@@ -543,11 +589,16 @@ def nvls_tree_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
 
 
 def _runs_nvls_loops(phase: Phase) -> bool:
-    """The phases that pay NCCL's NVLS loops: ``nvls``'s, and ``nvls_tree``'s load-reduce
-    phase for the whole NVLS_TREE kernel (its loops carry the node's NVLS and the tree's
-    hand-offs; the tree's steps pay their own latency)."""
-    return phase.algorithm == "nvls" or (
-        phase.algorithm == NVLS_TREE and phase.op == "reduce-scatter" and in_switch(phase)
+    """The phases that pay NCCL's NVLS loops: ``nvls``'s on one node, and over nodes the
+    load-reduce phase of ``nvls_tree`` or ``nvls`` with SHARP for the whole kernel (its loops
+    carry the node's NVLS and the hand-offs to the network; the network's steps pay their
+    own latency)."""
+    if phase.algorithm == "nvls" and phase.op == "all-reduce":
+        return True  # one node's NVLS
+    return (  # over nodes, NVLS_TREE's or NVLS with SHARP: once, on the load-reduce phase
+        phase.algorithm in ("nvls", NVLS_TREE)
+        and phase.op == "reduce-scatter"
+        and in_switch(phase)
     )
 
 
@@ -711,6 +762,8 @@ def choose_algorithm(
                 )
             elif name == NVLS_TREE:
                 problems.append(f"{name} {nvls_tree_problem(topology, op, axes)}")
+            elif name == "nvls" and any(topology.dimensions[a.dim].network for a in axes):
+                problems.append(f"{name} {nvls_sharp_problem(topology, op, axes)}")
             elif name == COLLNET:
                 problems.append(f"{name} {collnet_problem(topology, op, axes)}")
             else:
