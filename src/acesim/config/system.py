@@ -324,7 +324,8 @@ class ScaleOutConfig(Strict):
     switch_reduction: bool = Field(
         False,
         description="the scale-out switches reduce in the network (InfiniBand SHARP, NCCL's "
-        "CollNet): collnet may run across the nodes; off by default (a deployment choice)",
+        "CollNet): collnet, and nvls over nodes (NVLS with SHARP), may run across the "
+        "nodes; off by default (a deployment choice)",
     )
     efficiency: PositiveFraction | None = Field(
         None,
