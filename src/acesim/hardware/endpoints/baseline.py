@@ -235,7 +235,8 @@ class BaselineEndpoint(Endpoint):
     def _held(self, rank: int, algorithms: frozenset[str]) -> tuple[list[int], int]:
         """The active-collective counter and the units of a collective running ``algorithms``
         (an NVLS all-reduce on one switch; one that also runs rings holds ``comm_units``)."""
-        if algorithms == {"nvls"}:
+        nvls = algorithms & {"nvls", "nvls_tree"}  # NCCL runs these on its nvlsChannels,
+        if nvls and algorithms <= nvls | {"collnet"}:  # across nodes too (SHARP: collnet)
             return self._active_nvls, self.nvls_units
         return self._active, self.units
 
