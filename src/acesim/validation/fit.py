@@ -10,10 +10,10 @@ until no value moves by more than a part in 10^6.
 
 For a system preset, :func:`fit_collective` does the same for the collective parameters its
 rows fit (``collective.protocol_efficiency``: the ring's large-message plateau, on a
-bandwidth-bound row; ``collective.nvls_efficiency``: the large-message plateau of NVLS all-reduce, on a
-bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a row where latency
-and bandwidth weigh about equally; the copy engines' bandwidth and setups and a switch's
-incast efficiency), the bisection run on simulated collectives.
+bandwidth-bound row; ``collective.nvls_efficiency``: the large-message plateau of NVLS
+all-reduce, on a bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a
+row where latency and bandwidth weigh about equally; the copy engines' bandwidth and setups
+and a switch's incast efficiency), the bisection run on simulated collectives.
 
 The values the NPU and system presets carry are these fits, rounded to four significant
 digits; a test checks that the presets still match what this module computes from the

@@ -6,8 +6,8 @@ memory-level parallelism.
   units' FP32 vector peak (``units x vector_flops / compute_units``), its HBM bytes by step
   kind and, with ``npu.kernels.unit_hbm_bandwidth``, the HBM those units can issue
   (``units x unit_hbm_bandwidth``, the kind's own figure where it sets one: a collective
-  library's kernel keeps its own bytes in flight). The baseline's kernels and the copy engines' reduce
-  fallback are both this.
+  library's kernel keeps its own bytes in flight). The baseline's kernels and the copy
+  engines' reduce fallback are both this.
 * :func:`engine_parallelism` — the compute units' worth of requests a DMA engine keeps in
   flight to stream ``bandwidth``: over what one unit draws at most, or (without that limit)
   over a unit's even share of HBM. Its weight under memory-level-parallelism arbitration.
