@@ -27,7 +27,8 @@ one phase whose steps' bytes are split over lanes, one per dimension (:func:`fla
 its node crossings' extra latency paid once (:func:`crossing_latency`); steps on network
 dimensions (``Dimension.network``, the scale-out of ``--nodes``) pay a protocol's
 ``net_hop_latency`` (:func:`hop_latency`); ``double_binary_tree`` is offered on network
-dimensions only.
+dimensions only. On an oversubscribed leaf/spine dimension the prediction stretches each step's
+bytes by its leaves' up- and downlinks (:func:`acesim.network.spine.spine_factor`).
 
 In-network reduction across nodes (:func:`nvls_tree_phases`, :data:`COLLNET`): ``nvls_tree``
 (NCCL's NVLS_TREE) runs an all-reduce over a node's reducing switch and a network dimension as
@@ -58,6 +59,7 @@ from .algorithms import (
 )
 from .group import Axis
 from .ops import COLLECTIVE_OPS
+from .spine import spine_factor
 from .topology import Dimension, Topology
 
 
@@ -687,16 +689,38 @@ def _predict(
             hop = hop_latency(proto, d)
             base = max(base, proto.base_latency)
         time += len(phase.steps) * (d.latency + hop)
-        if phase.lanes:  # the busiest lane's egress sets the pace of each step
+        if phase.lanes:  # the busiest lane's egress (or its leaves' spine) sets the pace
             time += chunks * max(
-                phase.bytes_sent * lane.fraction * weight
+                phase.bytes_sent * lane.fraction * weight * _lane_spine(topology, phase, lane)
                 / topology.dimensions[lane.dim].egress_bandwidth
                 for lane in phase.lanes
             )
         else:
-            time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
+            time += chunks * _spine_bytes(d, phase) * weight / d.egress_bandwidth
     crossing = crossing_latency(cfg, topology, phases, tables, name)
     return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
+
+
+def _spine_bytes(d: Dimension, phase: Phase) -> float:
+    """A phase's bytes sent, each step's stretched by its leaves' spine (:mod:`.spine`)."""
+    if not d.spine:
+        return phase.bytes_sent
+    return sum(
+        step.message_bytes
+        * phase.message_count(step)
+        * spine_factor(d, phase.size, phase.stride, step)
+        for step in phase.steps
+    )
+
+
+def _lane_spine(topology: Topology, phase: Phase, lane: Lane) -> float:
+    """How much a flat ring's lane is stretched by its dimension's spine: its steps send to
+    the next member along the lane's axis (:mod:`.spine`)."""
+    d = topology.dimensions[lane.dim]
+    if not d.spine or not phase.steps:
+        return 1.0
+    step = phase.steps[0]
+    return spine_factor(d, lane.size, lane.stride, Step(step.message_bytes, "next", 0, step.kind))
 
 
 @dataclass(frozen=True)
