@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from clitools import cli_error
 from typer.testing import CliRunner
 
 from acesim import __version__, preset_names
@@ -41,6 +42,63 @@ def test_collective_prints_an_nccl_tests_like_table() -> None:
     for size in ("1 KiB", "2 KiB", "512 KiB", "1 MiB"):
         assert size in out
     assert out.count("KiB") + out.count("MiB") == 11  # 1 KiB .. 1 MiB in x2 steps
+
+
+def test_collective_broadcast_prints_an_nccl_tests_table_in_exact_mode() -> None:
+    result = runner.invoke(
+        app,
+        ["collective", "--op", "broadcast", "--sizes", "8B:1GiB:x64", "--system", "dgx-h100",
+         "--exact", "--root", "3"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "broadcast on h100-nvswitch-8 (8 NPUs, root 3, baseline endpoint, exact)" in out
+    for size in ("8 B", "512 B", "32 KiB", "2 MiB", "128 MiB"):
+        assert size in out
+    for column in ("algbw", "busbw", "protocol"):
+        assert column in out
+
+
+def test_collective_reduce_takes_forced_algo_proto_and_channels() -> None:
+    result = runner.invoke(
+        app,
+        ["collective", "--op", "reduce", "--sizes", "64MiB", "--system", "dgx-h100", "--exact",
+         "--algo", "ring", "--proto", "LL128", "--channels", "8", "--root", "5"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "64 MiB" in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert "ring" in cells and "LL128" in cells and "8" in cells
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--op", "broadcast"], "error: broadcast is rooted"),
+        (["--op", "reduce", "--exact", "--root", "8"], "error: --root: must be a whole number"),
+        (["--op", "broadcast", "--exact", "--root", "-1"], "error: --root: must be a whole"),
+        (["--op", "all-reduce", "--root", "1"], "error: --root: all-reduce takes no root"),
+        (["--op", "sendrecv", "--algo", "ring"], "error: --algo: ring cannot run sendrecv"),
+        (["--op", "broadcast", "--exact", "--algo", "nvls"], "error: --algo: nvls cannot run"),
+        (["--op", "broadcst"], "error: --op: must be one of"),
+        (["--op", "broadcast", "--exact", "--nodes", "2"], "error: broadcast runs on a group"),
+        (["--op", "sendrecv", "--nodes", "2"], "error: sendrecv over several dimensions"),
+    ],
+)
+def test_collective_rooted_and_p2p_errors_are_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    line = cli_error(
+        monkeypatch, capsys, "collective", "--system", "dgx-h100", "--sizes", "1MiB", *args
+    )
+    assert line.startswith(message), line
+    if "rooted" in message:
+        assert "--exact" in line
 
 
 def test_collective_json_is_machine_readable() -> None:

@@ -130,14 +130,16 @@ def test_unknown_algorithm_names_the_operation() -> None:
     err = _error(lambda d: d.update(collective={"algorithms": {"all-reduce": "magic"}}))
     assert str(err) == (
         "collective.algorithms.all-reduce: must be one of ring, direct, "
-        "halving_doubling, double_binary_tree, nvls, flat_ring, collnet, nvls_tree, got 'magic'"
+        "halving_doubling, double_binary_tree, nvls, flat_ring, collnet, nvls_tree, p2p, "
+        "got 'magic'"
     )
     err = _error(lambda d: d.update(collective={"algorithms": {"all-reduce": ["ring", "x"]}}))
     assert str(err).startswith("collective.algorithms.all-reduce[1]: must be one of ring,")
     err = _error(lambda d: d.update(collective={"algorithms": {"allreduce": "ring"}}))
     assert str(err) == (
         "collective.algorithms.allreduce: unknown collective operation; must be one of "
-        "all-reduce, reduce-scatter, all-gather, all-to-all (did you mean 'all-reduce'?)"
+        "all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, reduce, sendrecv "
+        "(did you mean 'all-reduce'?)"
     )
 
 
@@ -175,8 +177,8 @@ def test_unknown_collective_operation() -> None:
     with pytest.raises(ConfigError) as info:
         simulate_collective("a100-nvswitch-8", "allreduce", 1024)
     assert str(info.value) == (
-        "op: must be one of all-reduce, reduce-scatter, all-gather, all-to-all, got 'allreduce' "
-        "(did you mean 'all-reduce'?)"
+        "op: must be one of all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, "
+        "reduce, sendrecv, got 'allreduce' (did you mean 'all-reduce'?)"
     )
 
 

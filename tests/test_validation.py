@@ -163,6 +163,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "collective.nvls_efficiency": "efficiency",
     "collective.nvls_delay": "time0",
     "collective.nvls_chunk_bytes": "size",
+    "collective.chain_piece_bytes": "size",
     "network.dimensions[0].efficiency": "efficiency",
     "network.dimensions[0].incast_efficiency": "efficiency",
     "network.dimensions[0].incast_fan_in": "count",

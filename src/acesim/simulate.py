@@ -40,12 +40,14 @@ def simulate_collective(
     compute_kernels: Sequence[Kernel] | None = None,
     host_copy: tuple[float, str] | None = None,
     variation: Variation | None = None,
+    root: int | None = None,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
     Args:
         system: a :class:`SystemConfig`, a preset name or a config file path.
-        op: ``all-reduce``, ``reduce-scatter``, ``all-gather`` or ``all-to-all``.
+        op: a registered operation (``all-reduce``, ``reduce-scatter``, ``all-gather``,
+            ``all-to-all``, ``broadcast``, ``reduce``, ``sendrecv``).
         size: bytes, or text such as ``"64 MiB"``.
         exact: simulate every NPU instead of one representative.
         endpoint: override the system's endpoint kind (a registered kind).
@@ -60,6 +62,8 @@ def simulate_collective(
             ``compute`` reports its time with and without the collective.
         variation: exact mode: stragglers and degraded or failed links
             (:class:`acesim.config.variation.Variation`).
+        root: a rooted operation's root (broadcast, reduce), its position in the group
+            (default 0; exact mode only: symmetric mode refuses rooted operations).
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -101,7 +105,7 @@ def simulate_collective(
         else run_alone(platform.collectives, op, nbytes, dims=dims, group=group)
     )
     if fast is None:
-        coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
+        coll = platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root)
         end = platform.engine.run()
     else:
         coll = fast
@@ -124,7 +128,7 @@ def simulate_collective(
     if kernels is not None:
         npu = platform.npus[0]
         tag, start, stop, alone = npu.kernel_log[0]
-        solo = _collective_alone(cfg, op, nbytes, exact, dims, group, variation)
+        solo = _collective_alone(cfg, op, nbytes, exact, dims, group, variation, root)
         kernel_times = {
             "kernel_time": stop - start,
             "kernel_time_alone": alone,
@@ -139,7 +143,7 @@ def simulate_collective(
         if "collective_time_alone" in kernel_times:
             solo = kernel_times["collective_time_alone"]
         else:
-            solo = _collective_alone(cfg, op, nbytes, exact, dims, group, variation)
+            solo = _collective_alone(cfg, op, nbytes, exact, dims, group, variation, root)
         kernel_times.update(
             {
                 "host_copy_time": copy_time,
@@ -185,9 +189,10 @@ def _collective_alone(
     dims: tuple[int, ...] | None,
     group: Group | None,
     variation: Variation | None,
+    root: int | None = None,
 ) -> float:
     platform = Platform(cfg, exact=exact, variation=variation)
-    coll = platform.collectives.issue(op, nbytes, dims=dims, group=group)
+    coll = platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root)
     platform.engine.run()
     return coll.duration
 

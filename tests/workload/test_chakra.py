@@ -325,7 +325,7 @@ def test_unsupported_nodes_are_skipped_reported_and_bridged(tmp_path: Path) -> N
         tmp_path / "s.0.et",
         chakra_node(0, COMP, duration_micros=1),
         chakra_node(1, S.NODE_TYPES["MEM_LOAD_NODE"], (0,), tensor_size=64),
-        chakra_node(2, COLL, (1,), comm_type=S.COMM_TYPES["BROADCAST"], comm_size=8),
+        chakra_node(2, COLL, (1,), comm_type=S.COMM_TYPES["GATHER"], comm_size=8),
         chakra_node(3, COMP, (2,), duration_micros=1, is_cpu_op=True),
         chakra_node(4, COMP, (3,), duration_micros=1),
         chakra_node(5, S.NODE_TYPES["METADATA_NODE"]),
@@ -334,7 +334,7 @@ def test_unsupported_nodes_are_skipped_reported_and_bridged(tmp_path: Path) -> N
         g = read_chakra(tmp_path / "s")
     assert [(n.id, n.deps) for n in g.ranks[0]] == [(0, ()), (4, (0,))]
     assert g.meta["chakra.skipped"] == (
-        "1 COMM_COLL_NODE BROADCAST, 1 CPU COMP_NODE, 1 MEM_LOAD_NODE, 1 METADATA_NODE"
+        "1 COMM_COLL_NODE GATHER, 1 CPU COMP_NODE, 1 MEM_LOAD_NODE, 1 METADATA_NODE"
     )
     assert g.meta["chakra.skipped_nodes"] == "0:1,0:2,0:3,0:5"
 

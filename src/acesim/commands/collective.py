@@ -54,6 +54,12 @@ def collective_command(
         help="NCCL channels (one thread block on one SM each) the SM "
         "kernels run, like NCCL_MIN/MAX_NCHANNELS; default: the endpoint's settings",
     ),
+    root: int | None = typer.Option(
+        None,
+        "--root",
+        help="the root of a rooted operation (broadcast, reduce): its position in the group, "
+        "0 to n-1; default 0 (rooted operations run in exact mode only: --exact)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
@@ -61,7 +67,10 @@ def collective_command(
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
     from ..simulate import simulate_collective
 
-    COLLECTIVE_OPS.get(op, "--op")
+    spec = COLLECTIVE_OPS.get(op, "--op")
+    if root is not None and not spec.rooted:
+        rooted = ", ".join(name for name, o in COLLECTIVE_OPS.items() if o.rooted)
+        raise ConfigError("--root", f"{op} takes no root (only {rooted} do)", root)
     size_list = parse_size_range(sizes, "--sizes")
     compute = _parse_compute(with_compute) if with_compute else None
     cfg = cli_system(system, sets, nodes)
@@ -86,7 +95,13 @@ def collective_command(
             try:
                 results.append(
                     simulate_collective(
-                        cfg, op, size, exact=exact, compute=compute, variation=variation
+                        cfg,
+                        op,
+                        size,
+                        exact=exact,
+                        compute=compute,
+                        variation=variation,
+                        root=root,
                     )
                 )
             except ConfigError as err:
@@ -105,8 +120,10 @@ def collective_command(
         console.out(dumps(payload, indent=2))
         return
     mode = "exact" if exact else "symmetric"
+    rooted = f", root {root or 0}" if spec.rooted else ""
     table = Table(
-        title=f"{op} on {cfg.name} ({results[0].npus} NPUs, {cfg.endpoint.kind} endpoint, {mode})"
+        title=f"{op} on {cfg.name} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} "
+        f"endpoint, {mode})"
     )
     # One unit per column (the largest value's prefix), as nccl-tests prints.
     rates = {
@@ -157,7 +174,7 @@ def collective_command(
 
 
 #: Collective settings the command's flags force, and the flag to name in their errors.
-_FORCED = {"collective.algorithm": "--algo", "collective.protocol": "--proto"}
+_FORCED = {"collective.algorithm": "--algo", "collective.protocol": "--proto", "root": "--root"}
 
 
 def _parse_compute(text: str) -> tuple[float, float]:

@@ -529,6 +529,14 @@ class CollectiveConfig(Strict):
         "bytes of a loop at 1/nvls_channels of the NVLS bandwidth "
         "(acesim.network.plan.nvls_pipeline_latency); None: L x nvls_loop_latency",
     )
+    chain_piece_bytes: PositiveBytes = Field(
+        8 * 1024 * 1024,
+        description="bytes a broadcast or reduce ring chain moves per pipeline step, over all "
+        "its channels: NCCL's Simple chunk of one step per channel (512 KiB: NCCL_BUFFSIZE "
+        "4 MiB / NCCL_STEPS 8, BROADCAST_CHUNKSTEPS 1) times 16 channels (the channel count "
+        "is an assumption: NCCL picks it per system); a buffer of D goes in ceil(D / piece) "
+        "pieces (acesim.network.algorithms.chain_steps)",
+    )
     nvls_channels: PositiveInt = Field(
         16,
         description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "

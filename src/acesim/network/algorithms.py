@@ -50,6 +50,21 @@ Steps per algorithm (p NPUs in the dimension):
 * nvls_tree (all-reduce only; a node's reducing switch plus a network dimension, offered to
   the tuner only): NCCL's NVLS_TREE, NVLS in the node and a double binary tree between nodes
   (:func:`acesim.network.plan.nvls_tree_phases`). Per dimension it is refused.
+* ring, broadcast and reduce (:func:`chain_steps`): NCCL's ring algorithm for rooted operations
+  is a pipelined chain (NCCL ``broadcast.h``/``reduce.h``: the root sends, every other member
+  receives and forwards, the last one only receives; a reduce's chain starts after the root
+  and ends at it, each member adding its own data before forwarding). The buffer ``D`` goes in
+  ``k = ceil(D / piece)`` pieces (``collective.chain_piece_bytes``: NCCL's Simple chunk of one
+  step per channel, 512 KiB, times the channels), and the chain takes ``k + p - 2`` steps: in
+  step ``t`` chain position ``i`` sends piece ``t - i`` to position ``i + 1`` and receives
+  piece ``t - i + 1`` from ``i - 1`` (where those pieces exist). A position waits only for
+  the piece it forwards, so the root streams its pieces back to back and, on free links, the
+  chain takes ``(k + p - 2) (D/k) / B + (p - 1) a`` (``a`` the per-message delay: one per
+  hop, as NCCL's tuner counts its ring latency). The steps differ by position (``chain``
+  pattern): not symmetric, exact mode only; the vectorized exact path declines them.
+* p2p (sendrecv only): nccl-tests' ``sendrecv_perf`` shift, one step in which every NPU sends
+  ``D`` to the next NPU and receives ``D`` from the previous one (NCCL's point-to-point path,
+  not its tuner's algorithms): symmetric.
 """
 
 from __future__ import annotations
@@ -65,6 +80,9 @@ from ..registry import Registry
 REDUCE = "reduce"
 GATHER = "gather"
 ALLTOALL = "alltoall"
+#: Step patterns whose work differs by position in the group (rooted chains): symmetric mode
+#: cannot represent them (see :mod:`acesim.network.ops`).
+ROOTED_PATTERNS = frozenset({"chain"})
 #: NVLS steps (in-switch reduction): the load-reduce upload and the multicast-store upload.
 NVLS_REDUCE = "nvls_reduce"
 NVLS_GATHER = "nvls_gather"
@@ -82,11 +100,17 @@ class Step:
         pattern: ``next`` (coordinate + 1), ``xor`` (coordinate ^ distance), ``all`` (every
             other coordinate) or ``span`` (the ``count`` coordinates ``distance``,
             ``distance + 1`` ... ahead, modulo the size: one wave of a direct step issued in
-            waves, in which every NPU also receives from ``count`` peers).
-        distance: XOR distance for the ``xor`` pattern; the first offset of a ``span``.
+            waves, in which every NPU also receives from ``count`` peers) or ``chain`` (step
+            ``distance`` of a pipelined chain of ``pieces`` pieces starting at coordinate
+            ``root``: see :func:`chain_steps`; the sends and receives differ by coordinate).
+        distance: XOR distance for the ``xor`` pattern; the first offset of a ``span``; the
+            step's index in a ``chain``.
         kind: ``reduce``, ``gather``, ``alltoall``, ``nvls_reduce`` or ``nvls_gather``
             (endpoint accounting).
         count: messages of a ``span`` step (1 for the others).
+        root: a ``chain``'s first coordinate (the root of a broadcast, the one after the root
+            of a reduce).
+        pieces: a ``chain``'s pieces.
     """
 
     message_bytes: float
@@ -94,6 +118,8 @@ class Step:
     distance: int
     kind: str
     count: int = 1
+    root: int = 0
+    pieces: int = 1
 
     def destinations(self, coordinate: int, size: int) -> list[int]:
         """Coordinates this NPU sends to."""
@@ -103,12 +129,26 @@ class Step:
             return [coordinate ^ self.distance]
         if self.pattern == "span":
             return [(coordinate + self.distance + j) % size for j in range(self.count)]
+        if self.pattern == "chain":
+            i = (coordinate - self.root) % size
+            sends = i <= size - 2 and 0 <= self.distance - i < self.pieces
+            return [(coordinate + 1) % size] if sends else []
         return [c for c in range(size) if c != coordinate]
 
     def message_count(self, size: int) -> int:
+        """Messages one NPU sends (and receives) in the step; a ``chain``'s busiest
+        position's (one each way)."""
         if self.pattern == "all":
             return size - 1
         return self.count if self.pattern == "span" else 1
+
+    def arrivals(self, coordinate: int, size: int) -> int:
+        """Messages the NPU at ``coordinate`` receives in the step (a ``chain``'s differ by
+        position; the other patterns' are :meth:`message_count`)."""
+        if self.pattern != "chain":
+            return self.message_count(size)
+        i = (coordinate - self.root) % size
+        return 1 if i >= 1 and 0 <= self.distance - (i - 1) < self.pieces else 0
 
 
 def _is_pow2(n: int) -> bool:
@@ -117,6 +157,11 @@ def _is_pow2(n: int) -> bool:
 
 #: The operations a phase runs on one dimension (what algorithms implement).
 PHASE_OPS = ("reduce-scatter", "all-gather", "all-reduce", "all-to-all")
+#: Rooted phase operations (NCCL's ring runs them as a pipelined chain: :func:`chain_steps`).
+CHAIN_OPS = ("broadcast", "reduce")
+#: NCCL's Simple-protocol chunk of a broadcast or reduce on one channel, bytes: one step of
+#: its buffer (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8; BROADCAST_CHUNKSTEPS = REDUCE_CHUNKSTEPS = 1).
+NCCL_CHAIN_CHUNK_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -131,6 +176,9 @@ class Algorithm:
         problem: ``problem(phase_op, dimension_kind, p, switch_reduction)`` -> why it cannot
             run there, or None (``switch_reduction``: the dimension's switch can reduce).
         phase_ops: the phase operations it implements.
+        piece_steps: for pipelined phases, ``piece_steps(phase_op, p, data_bytes,
+            piece_bytes)`` -> the steps with pieces of at most ``piece_bytes``
+            (``collective.chain_piece_bytes``); None: ``steps`` only.
     """
 
     name: str
@@ -138,6 +186,7 @@ class Algorithm:
     steps: Callable[[str, int, float], list[Step]]
     problem: Callable[[str, str, int, bool], str | None]
     phase_ops: tuple[str, ...] = PHASE_OPS
+    piece_steps: Callable[[str, int, float, float], list[Step]] | None = None
 
 
 #: Per-dimension algorithms, by name (register new ones with ``ALGORITHMS.register``).
@@ -155,6 +204,41 @@ def _ring_steps(op: str, p: int, data_bytes: float) -> list[Step]:
             p - 1
         )
     return [Step((p - k) * piece, "next", 0, ALLTOALL) for k in range(1, p)]
+
+
+def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[Step]:
+    """A pipelined ring chain (module docstring) of ``op`` (broadcast or reduce) on ``p`` NPUs,
+    root at coordinate 0: ``data_bytes`` in ``k = ceil(data / piece_bytes)`` pieces of
+    ``data/k``, ``k + p - 2`` steps. A broadcast's chain starts at the root; a reduce's at the
+    member after it and ends at it."""
+    if not piece_bytes > 0:
+        raise TopologyError(f"a chain's piece must be > 0 bytes, got {piece_bytes}")
+    pieces = max(1, math.ceil(data_bytes / piece_bytes))
+    kind, start = (GATHER, 0) if op == "broadcast" else (REDUCE, 1 % p)
+    piece = data_bytes / pieces
+    return [
+        Step(piece, "chain", t, kind, root=start, pieces=pieces) for t in range(pieces + p - 2)
+    ]
+
+
+#: Pieces of a chain where no ``collective.chain_piece_bytes`` is given: NCCL's chunk on 16
+#: channels (the default of ``collective.chain_piece_bytes``).
+DEFAULT_CHAIN_PIECE_BYTES = 16 * NCCL_CHAIN_CHUNK_BYTES
+
+
+def _ring_piece_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[Step]:
+    if op in CHAIN_OPS:
+        return chain_steps(op, p, data_bytes, piece_bytes)
+    return _ring_steps(op, p, data_bytes)
+
+
+def _ring_family_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    return _ring_piece_steps(op, p, data_bytes, DEFAULT_CHAIN_PIECE_BYTES)
+
+
+def _shift_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    # sendrecv: D to the next NPU, D from the previous one (a copy: all-to-all accounting)
+    return [Step(data_bytes, "next", 0, ALLTOALL)]
 
 
 def _direct_steps(op: str, p: int, data_bytes: float) -> list[Step]:
@@ -251,7 +335,15 @@ def _needs_direct_links(name: str) -> Callable[[str, str, int, bool], str | None
 
 
 ALGORITHMS.register(
-    "ring", Algorithm("ring", "p-1 steps of D/p to the next NPU per phase", _ring_steps, _anywhere)
+    "ring",
+    Algorithm(
+        "ring",
+        "p-1 steps of D/p to the next NPU per phase; broadcast/reduce: a pipelined chain",
+        _ring_family_steps,
+        _anywhere,
+        phase_ops=PHASE_OPS + CHAIN_OPS,
+        piece_steps=_ring_piece_steps,
+    ),
 )
 ALGORITHMS.register(
     "direct",
@@ -346,6 +438,18 @@ ALGORITHMS.register(
 )
 
 
+ALGORITHMS.register(
+    "p2p",
+    Algorithm(
+        "p2p",
+        "sendrecv: one step, D to the next NPU and D from the previous (point to point)",
+        _shift_steps,
+        _anywhere,
+        phase_ops=("sendrecv",),
+    ),
+)
+
+
 def check_algorithm(
     algorithm: str, op: str, kind: str, size: int, where: str, switch_reduction: bool = False
 ) -> None:
@@ -362,11 +466,16 @@ def check_algorithm(
         raise TopologyError(f"{where}: algorithm {algorithm!r} {problem}")
 
 
-def phase_steps(op: str, algorithm: str, size: int, data_bytes: float) -> list[Step]:
-    """The steps of ``op`` on ``size`` NPUs with per-NPU buffer ``data_bytes`` (see module)."""
+def phase_steps(
+    op: str, algorithm: str, size: int, data_bytes: float, piece_bytes: float | None = None
+) -> list[Step]:
+    """The steps of ``op`` on ``size`` NPUs with per-NPU buffer ``data_bytes`` (see module);
+    ``piece_bytes``: a pipelined algorithm's pieces (None: its default)."""
     if size <= 1:
         return []
     algo = ALGORITHMS.get(algorithm)
     if op not in algo.phase_ops:
         raise TopologyError(f"algorithm {algorithm!r} cannot run {op}")
+    if piece_bytes is not None and algo.piece_steps is not None:
+        return algo.piece_steps(op, size, data_bytes, piece_bytes)
     return algo.steps(op, size, data_bytes)

@@ -78,6 +78,17 @@ Symmetric mode simulates one representative NPU: every peer is mapped onto it, s
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
 with its own resources; both run this same code.
+
+Rooted operations (broadcast, reduce: ``CollectiveOp.symmetric`` False) run chain steps whose
+sends and receives differ by position (:data:`~acesim.network.algorithms.ROOTED_PATTERNS`):
+symmetric mode refuses them by name, exact mode runs them (``issue(..., root=)`` names the
+root, a member of the group, default 0). A chain position with nothing to send in a step
+completes it when its expected arrivals (:meth:`~acesim.network.algorithms.Step.arrivals`,
+possibly none) are in. Operations marked ``single_axis`` are refused on groups of several
+dimensions. A ``routed_shift`` operation (sendrecv) on a group of several dimensions has no
+phases: in exact mode each member sends its buffer to its successor as one point-to-point
+message routed dimension by dimension (:mod:`acesim.network.p2p`) and is done when that
+message and its predecessor's have arrived; symmetric mode refuses it.
 """
 
 from __future__ import annotations
@@ -93,10 +104,11 @@ from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
 from .agreement import LineOrders
-from .algorithms import NVLS_KINDS, Step
+from .algorithms import NVLS_KINDS, ROOTED_PATTERNS, Step
 from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
+from .p2p import PointToPoint, shift_destination
 from .plan import (
     COLLNET,
     AlgorithmChoice,
@@ -150,6 +162,8 @@ class Collective:
     algorithm: str | None = None
     #: NVLS loops' synchronisation, paid when a rank joins (plan.nvls_pipeline_latency), s
     sync_latency: float = 0.0
+    #: a routed shift (sendrecv over several dimensions): one point-to-point message per rank
+    shift: bool = False
 
     @property
     def duration(self) -> float:
@@ -305,6 +319,11 @@ class CollectiveRuntime:
         self._counts: dict[int, int] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
         self._lines: LineOrders | None = None
+        #: routed shifts (sendrecv over several dimensions): their messages, and per
+        #: (collective, rank) the arrivals it still waits for (its own message, its
+        #: predecessor's)
+        self._p2p: PointToPoint | None = None
+        self._shift_left: dict[tuple[int, int], int] = {}
         self.collectives: list[Collective] = []
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
@@ -350,6 +369,7 @@ class CollectiveRuntime:
         on_done: Callable[[Collective], Any] | None = None,
         ranks: Sequence[int] | None = None,
         joining: frozenset[int] | None = None,
+        root: int | None = None,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
@@ -360,11 +380,14 @@ class CollectiveRuntime:
         join later via :meth:`join`). Default: all simulated ranks at once, and the collective
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
         reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
-        that will ever join (None: every simulated rank).
+        that will ever join (None: every simulated rank). ``root``: a rooted operation's root,
+        its position in the group (default 0); refused for other operations.
         """
         axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
         phases, protocol = choice.phases, choice.protocol
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
+        if root is not None or COLLECTIVE_OPS.get(op).rooted:
+            phases = _rooted(op, phases, root, math.prod(a.size for a in axes))
         members = 1
         for axis in axes:
             members *= axis.size
@@ -388,6 +411,7 @@ class CollectiveRuntime:
             protocol=protocol,
             algorithm=choice.algorithm,
             sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
+            shift=_routed_shift(op, axes),
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -465,7 +489,39 @@ class CollectiveRuntime:
         shaped = self.endpoint.shape_phases(choice.phases)
         if shaped != choice.phases:
             choice = replace(choice, phases=shaped)
+        self._check_mode(op, axes, choice.phases)
+        if _routed_shift(op, axes):  # one routed message per rank, no phases
+            choice = replace(choice, phases=[])
         return axes, chunks, choice
+
+    def _check_mode(self, op: str, axes: Sequence[Axis], phases: Sequence[Phase]) -> None:
+        """Refuse what this runtime cannot represent: an operation on one dimension only over
+        several, steps that differ by position (rooted chains) in symmetric mode."""
+        spec = COLLECTIVE_OPS.get(op)
+        real = [a for a in axes if a.size > 1]
+        if spec.routed_shift and len(real) > 1 and not self.exact:
+            raise TopologyError(
+                f"{op} over several dimensions sends across the outer ones only from the end "
+                "of each inner line, which symmetric mode (one representative NPU) cannot "
+                "represent: run exact mode (--exact, exact=True)"
+            )
+        if spec.single_axis and len(real) > 1:
+            shape = "x".join(str(a.size) for a in real)
+            raise TopologyError(
+                f"{op} runs on a group along one dimension; this group spans {len(real)} "
+                f"({shape}): across dimensions its members' traffic differs (not modelled), "
+                "use a group on one dimension (without --nodes)"
+            )
+        if self.exact:
+            return
+        if not spec.symmetric or any(
+            s.pattern in ROOTED_PATTERNS for p in phases for s in p.steps
+        ):
+            raise TopologyError(
+                f"{op} is rooted (every member of its chain does different work), which "
+                "symmetric mode (one representative NPU) cannot represent: run exact mode "
+                "(--exact, exact=True)"
+            )
 
     def messages_per_rank(
         self,
@@ -500,6 +556,9 @@ class CollectiveRuntime:
         """``rank`` starts its part of ``coll`` now."""
         coll.chunks_left[rank] = coll.chunks
         self.endpoint.collective_started(rank, coll.algorithms)
+        if coll.shift:
+            self._join_shift(coll, rank)
+            return
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
@@ -511,6 +570,32 @@ class CollectiveRuntime:
             self.engine.schedule(base, self._start_chunks, coll, rank)
         else:
             self._start_chunks(coll, rank)
+
+    def _join_shift(self, coll: Collective, rank: int) -> None:
+        """``rank`` sends its buffer to its successor in the group (a routed shift)."""
+        if self._p2p is None:
+            self._p2p = PointToPoint(self)
+        dest = shift_destination(self.topology, coll.axes, rank)
+
+        def hop(dim: int, nbytes: float) -> None:
+            coll.bytes_sent += nbytes
+            coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
+
+        def delivered() -> None:
+            coll.bytes_received += coll.size
+            self._shift_arrival(coll, rank)
+            self._shift_arrival(coll, dest)
+
+        self._p2p.send(rank, dest, coll.size, delivered, hop)
+
+    def _shift_arrival(self, coll: Collective, rank: int) -> None:
+        key = (coll.id, rank)
+        left = self._shift_left.get(key, 2) - 1
+        if left > 0:
+            self._shift_left[key] = left
+            return
+        self._shift_left.pop(key, None)
+        self._chunk_stored(coll, rank)
 
     def _start_chunks(self, coll: Collective, rank: int) -> None:
         in_bytes, _out, footprint = self._chunk_bytes(coll)
@@ -670,7 +755,9 @@ class CollectiveRuntime:
             return
         rank = run.rank
         dim = phase.dim
-        if step.pattern == "all":  # p-1 messages: the cost is theirs, and a cache O(p) per rank
+        if step.pattern == "all" or step.pattern in ROOTED_PATTERNS:
+            # p-1 messages: the cost is theirs, and a cache O(p) per rank; a chain's
+            # destinations depend on the step
             dests = self._destinations(rank, phase, step)
         else:
             key = (rank, dim, phase.size, phase.stride, step.pattern, step.distance, step.count)
@@ -679,6 +766,9 @@ class CollectiveRuntime:
                 cached = self._dests[key] = self._destinations(rank, phase, step)
             dests = cached
         run.sends_out = len(dests)
+        if not dests:  # a chain position with nothing to send: done when its arrivals are in
+            self.engine.schedule(0.0, self._check_step, run)
+            return
         nvls = step.kind in NVLS_KINDS
         weight = self.nvls_weights[dim] if nvls else 1.0
         if coll.protocol is not None and coll.protocol.factors:
@@ -765,9 +855,15 @@ class CollectiveRuntime:
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
         key = (run.phase, run.step)
-        if run.arrived.get(key, 0) < phase.message_count(step):
+        if step.pattern in ROOTED_PATTERNS:
+            axis = Axis(phase.dim, phase.size, phase.stride)
+            own = axis.position(self.topology.coordinate(run.rank, phase.dim))
+            expected = step.arrivals(own, phase.size)
+        else:
+            expected = phase.message_count(step)
+        if run.arrived.get(key, 0) < expected:
             return
-        del run.arrived[key]
+        run.arrived.pop(key, None)
         run.in_step = False
         if self._step_hooks:
             self.endpoint.step_end(run.rank, step.kind)
@@ -823,3 +919,29 @@ class CollectiveRuntime:
             coll.finished = max(coll.rank_finished.values())
             if coll.on_done is not None:
                 coll.on_done(coll)
+
+
+def _rooted(op: str, phases: list[Phase], root: int | None, members: int) -> list[Phase]:
+    """``phases`` with their chains rooted at group position ``root`` (default 0); ConfigError
+    naming ``root`` for a root given to an operation that takes none, or outside the group."""
+    if not COLLECTIVE_OPS.get(op).rooted:
+        raise ConfigError("root", f"{op} takes no root (only rooted operations do)", root)
+    if root is None or root == 0:
+        return phases
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < members:
+        raise ConfigError(
+            "root", f"must be a whole number from 0 to {members - 1} (the group's members)", root
+        )
+    out = []
+    for phase in phases:
+        steps = tuple(
+            replace(s, root=(s.root + root) % phase.size) if s.pattern in ROOTED_PATTERNS else s
+            for s in phase.steps
+        )
+        out.append(replace(phase, steps=steps))
+    return out
+
+
+def _routed_shift(op: str, axes: Sequence[Axis]) -> bool:
+    """Whether ``op`` on ``axes`` runs as a routed shift (see the module docstring)."""
+    return COLLECTIVE_OPS.get(op).routed_shift and sum(1 for a in axes if a.size > 1) > 1

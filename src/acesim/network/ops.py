@@ -14,10 +14,27 @@ Decomposition over the group's dimensions ``1..N`` (innermost first), hierarchic
 * all-gather: all-gather on N..1 (the output grows from the outermost dimension inwards, so the
   local dimension carries the largest data);
 * all-to-all: all-to-all along each dimension in turn with the whole buffer (data is routed one
-  dimension at a time).
+  dimension at a time);
+* broadcast (``S`` the root's buffer, received whole by every NPU) and reduce (``S`` every NPU's
+  buffer, summed at the root): NCCL's pipelined ring chain from (to) the root, on one dimension
+  (:func:`acesim.network.algorithms.chain_steps`). Rooted: position ``i`` of the chain does
+  other work than position ``j``, so symmetric mode (one representative NPU) cannot represent
+  it and refuses it; exact mode runs it. A group over several dimensions is refused (NCCL runs
+  one ring through every member of such a group; not modelled for rooted operations);
+* sendrecv (nccl-tests' ``sendrecv_perf``): every NPU sends ``S`` to the next member of the
+  group and receives ``S`` from the previous one. On one dimension this is a shift every NPU
+  runs alike (symmetric mode represents it exactly, and the vectorized exact path runs it); on
+  several dimensions only the members at the end of an inner line cross the outer dimension,
+  which no per-dimension phase expresses (``routed_shift``): symmetric mode refuses it, exact
+  mode sends each member's buffer to its successor as one point-to-point message routed
+  dimension by dimension (:mod:`acesim.network.p2p`), a member done when its message has
+  arrived and its predecessor's has.
 
-``bus_factor`` is nccl-tests' bus-bandwidth factor: ``2(n-1)/n`` for all-reduce, ``(n-1)/n``
-otherwise. ``chunk_io`` gives one chunk's (input, output, live footprint) bytes at an NPU, for
+``bus_factor`` is nccl-tests' bus-bandwidth factor: ``2(n-1)/n`` for all-reduce, 1 for
+broadcast, reduce (nccl-tests' doc/PERFORMANCE.md: all data leaves or reaches the root,
+busbw = algbw; NCCL's tuner's ring ratio ``nRanks / nsteps`` with ``nsteps = nRanks``) and
+sendrecv (nccl-tests' sendrecv.cu: factor 1), ``(n-1)/n`` otherwise. ``chunk_io`` gives
+one chunk's (input, output, live footprint) bytes at an NPU, for
 endpoints that stage chunks (ACE).
 
 Register a new operation with ``COLLECTIVE_OPS.register(name, CollectiveOp(...))``.
@@ -47,6 +64,14 @@ class CollectiveOp:
             chunk of ``data`` bytes over axes of ``sizes`` (innermost first).
         chunk_io: ``chunk_io(chunk bytes, group size)`` -> (input, output, footprint) bytes.
         bus_factor: ``bus_factor(n)`` for a group of ``n``.
+        rooted: takes a root (a member of the group: ``--root``, ``issue(..., root=)``).
+        symmetric: symmetric mode (one representative NPU) represents it exactly; False:
+            symmetric mode refuses it by name and exact mode runs it.
+        single_axis: runs only on groups along one dimension (refused on more).
+        default_algorithm: the algorithm it runs where ``collective.algorithms`` names none
+            (None: the planner's default, ``ring``, or ``direct`` for all-to-all off rings).
+        routed_shift: on groups over several dimensions, every member sends its buffer to
+            the next member as one routed point-to-point message (exact mode only).
     """
 
     name: str
@@ -54,6 +79,11 @@ class CollectiveOp:
     compose: Callable[[PhaseSink, list[int], float, str], None]
     chunk_io: Callable[[float, int], tuple[float, float, float]]
     bus_factor: Callable[[int], float]
+    rooted: bool = False
+    symmetric: bool = True
+    single_axis: bool = False
+    default_algorithm: str | None = None
+    routed_shift: bool = False
 
 
 COLLECTIVE_OPS: Registry[CollectiveOp] = Registry("collective operation", "op", listed=True)
@@ -92,6 +122,27 @@ def _all_gather(add: PhaseSink, sizes: list[int], data: float, composition: str)
 def _all_to_all(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
     for i in range(len(sizes)):
         add(i, "all-to-all", data, "all-to-all")
+
+
+def _broadcast(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    # outermost first: the data leaves the root's line before it spreads inwards (one
+    # dimension only at run time: single_axis)
+    for i in reversed(range(len(sizes))):
+        add(i, "broadcast", data, "broadcast")
+
+
+def _reduce(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    for i in range(len(sizes)):
+        add(i, "reduce", data, "reduce")
+
+
+def _sendrecv(add: PhaseSink, sizes: list[int], data: float, composition: str) -> None:
+    for i in range(len(sizes)):
+        add(i, "sendrecv", data, "sendrecv")
+
+
+def _algbw_factor(n: int) -> float:
+    return 1.0 if n > 1 else 0.0
 
 
 def _all_reduce_factor(n: int) -> float:
@@ -144,5 +195,45 @@ COLLECTIVE_OPS.register(
         _all_to_all,
         _same_io,
         _one_pass_factor,
+    ),
+)
+COLLECTIVE_OPS.register(
+    "broadcast",
+    CollectiveOp(
+        "broadcast",
+        "the root's buffer to every NPU (NCCL's pipelined ring chain; exact mode, one dimension)",
+        _broadcast,
+        _same_io,
+        _algbw_factor,
+        rooted=True,
+        symmetric=False,
+        single_axis=True,
+    ),
+)
+COLLECTIVE_OPS.register(
+    "reduce",
+    CollectiveOp(
+        "reduce",
+        "sum every NPU's buffer into the root (NCCL's pipelined ring chain; exact mode, one "
+        "dimension)",
+        _reduce,
+        _same_io,
+        _algbw_factor,
+        rooted=True,
+        symmetric=False,
+        single_axis=True,
+    ),
+)
+COLLECTIVE_OPS.register(
+    "sendrecv",
+    CollectiveOp(
+        "sendrecv",
+        "every NPU sends its buffer to the next member and receives the previous one's "
+        "(nccl-tests sendrecv_perf; across dimensions in exact mode)",
+        _sendrecv,
+        _same_io,
+        _algbw_factor,
+        default_algorithm="p2p",
+        routed_shift=True,
     ),
 )

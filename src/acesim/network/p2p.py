@@ -10,6 +10,11 @@ plus the per-message endpoint delay. Point-to-point traffic names absolute peers
 simulated in exact mode, or in class mode between class representatives
 (:mod:`acesim.network.classes`: each hop on the resources of the classes of the ranks it
 leaves and reaches).
+
+:func:`shift_destination` names a group member's successor (group positions in mixed radix,
+the innermost axis fastest, as NCCL numbers the ranks of a multi-node communicator): a
+sendrecv over several dimensions (``CollectiveOp.routed_shift``) sends each member's buffer
+there as one such routed message (exact mode; the runtime's ``_join_shift``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,28 @@ from typing import Any
 from ..engine import Activity
 from .algorithms import ALLTOALL
 from .classes import RankClasses, hops
+from .group import Axis
+from .topology import Topology
+
+
+def shift_destination(
+    topology: Topology, axes: tuple[Axis, ...], rank: int, offset: int = 1
+) -> int:
+    """The global rank ``offset`` positions after ``rank`` in its group over ``axes``
+    (innermost first; group position ``sum_k position_k x size_0 ... size_{k-1}``, modulo the
+    group's size)."""
+    index = 0
+    scale = 1
+    for axis in axes:
+        index += axis.position(topology.coordinate(rank, axis.dim)) * scale
+        scale *= axis.size
+    index = (index + offset) % scale
+    out = rank
+    for axis in axes:
+        own = topology.coordinate(rank, axis.dim)
+        out = topology.peer(out, axis.dim, axis.coordinate(own, index % axis.size))
+        index //= axis.size
+    return out
 
 
 class PointToPoint:
@@ -50,14 +77,15 @@ class PointToPoint:
         dst: int,
         size: float,
         on_delivered: Callable[[], Any],
+        on_hop: Callable[[int, float], Any] | None = None,
     ) -> None:
         """Send ``size`` bytes from simulated rank ``src`` to ``dst`` (exact or class mode); call
-        ``on_delivered``."""
+        ``on_delivered``, and ``on_hop(dimension, bytes)`` as each hop's bytes are out."""
         hops = self._hops(src, dst)
         if not hops:
             self.rt.engine.schedule(0.0, on_delivered)
             return
-        self._hop(hops, 0, src, size, on_delivered)
+        self._hop(hops, 0, src, size, on_delivered, on_hop)
 
     def _hop(
         self,
@@ -66,6 +94,7 @@ class PointToPoint:
         sim_rank: int,
         size: float,
         on_delivered: Callable[[], Any],
+        on_hop: Callable[[int, float], Any] | None = None,
     ) -> None:
         rt = self.rt
         dim, nxt = hops[index]
@@ -74,9 +103,11 @@ class PointToPoint:
 
         def sent(_act: Activity) -> None:
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size
+            if on_hop is not None:
+                on_hop(dim, size)
             if index + 1 < len(hops):
                 rt.engine.schedule(
-                    rt.delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered
+                    rt.delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered, on_hop
                 )
             else:
                 rt.engine.schedule(rt.delays[dim], on_delivered)

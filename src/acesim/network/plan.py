@@ -53,6 +53,7 @@ from .algorithms import (
     NVLS_GATHER,
     NVLS_KINDS,
     NVLS_REDUCE,
+    ROOTED_PATTERNS,
     Step,
     check_algorithm,
     phase_steps,
@@ -321,6 +322,9 @@ def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) 
     choice = cfg.algorithms.get(op)
     d = topology.dimensions[dim]
     if choice is None:
+        default = COLLECTIVE_OPS.get(op).default_algorithm
+        if default is not None:
+            return default
         if op == "all-to-all" and d.kind != "ring":
             return "direct"
         return "ring"
@@ -415,7 +419,7 @@ def build_phases(
                     else f"runs in a node's switch (NVLink SHARP), not on the network {d.name}"
                 )
             )
-        steps = tuple(phase_steps(phase_op, algo, axis.size, data))
+        steps = tuple(phase_steps(phase_op, algo, axis.size, data, cfg.chain_piece_bytes))
         phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
 
     if axes:
@@ -688,7 +692,7 @@ def _predict(
             weight /= proto.bandwidth
             hop = hop_latency(proto, d)
             base = max(base, proto.base_latency)
-        time += len(phase.steps) * (d.latency + hop)
+        time += _latency_steps(phase) * (d.latency + hop)
         if phase.lanes:  # the busiest lane's egress (or its leaves' spine) sets the pace
             time += chunks * max(
                 phase.bytes_sent * lane.fraction * weight * _lane_spine(topology, phase, lane)
@@ -699,6 +703,14 @@ def _predict(
             time += chunks * _spine_bytes(d, phase) * weight / d.egress_bandwidth
     crossing = crossing_latency(cfg, topology, phases, tables, name)
     return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
+
+
+def _latency_steps(phase: Phase) -> int:
+    """The message delays on a phase's critical path: one per step, but one per hop of a
+    pipelined chain (``p - 1``: its positions wait only for the pieces they forward)."""
+    if any(s.pattern in ROOTED_PATTERNS for s in phase.steps):
+        return phase.size - 1
+    return len(phase.steps)
 
 
 def _spine_bytes(d: Dimension, phase: Phase) -> float:

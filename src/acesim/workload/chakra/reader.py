@@ -19,7 +19,7 @@ Mapping (docs/chakra.md has the full table):
 
 Skips: a node acesim cannot simulate is never dropped silently. ``INVALID_NODE`` and
 ``METADATA_NODE`` (no-ops in ASTRA-sim too) are always skipped; memory, storage, batch and
-checkpoint nodes, unknown node types and collectives acesim lacks (broadcast, reduce, gather,
+checkpoint nodes, unknown node types and collectives acesim lacks (gather,
 scatter, barrier, ...) are skipped when ``unsupported="skip"`` (default) or raise with
 ``"error"``; CPU compute (``is_cpu_op`` true) follows ``cpu_ops``. A skipped node becomes a
 zero-time pass-through: its dependants inherit its dependencies. Every skip is listed in
