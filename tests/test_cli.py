@@ -47,8 +47,18 @@ def test_collective_prints_an_nccl_tests_like_table() -> None:
 def test_collective_broadcast_prints_an_nccl_tests_table_in_exact_mode() -> None:
     result = runner.invoke(
         app,
-        ["collective", "--op", "broadcast", "--sizes", "8B:1GiB:x64", "--system", "dgx-h100",
-         "--exact", "--root", "3"],
+        [
+            "collective",
+            "--op",
+            "broadcast",
+            "--sizes",
+            "8B:1GiB:x64",
+            "--system",
+            "dgx-h100",
+            "--exact",
+            "--root",
+            "3",
+        ],
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
@@ -63,8 +73,24 @@ def test_collective_broadcast_prints_an_nccl_tests_table_in_exact_mode() -> None
 def test_collective_reduce_takes_forced_algo_proto_and_channels() -> None:
     result = runner.invoke(
         app,
-        ["collective", "--op", "reduce", "--sizes", "64MiB", "--system", "dgx-h100", "--exact",
-         "--algo", "ring", "--proto", "LL128", "--channels", "8", "--root", "5"],
+        [
+            "collective",
+            "--op",
+            "reduce",
+            "--sizes",
+            "64MiB",
+            "--system",
+            "dgx-h100",
+            "--exact",
+            "--algo",
+            "ring",
+            "--proto",
+            "LL128",
+            "--channels",
+            "8",
+            "--root",
+            "5",
+        ],
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
@@ -85,6 +111,7 @@ def test_collective_reduce_takes_forced_algo_proto_and_channels() -> None:
         (["--op", "broadcst"], "error: --op: must be one of"),
         (["--op", "broadcast", "--exact", "--nodes", "2"], "error: broadcast runs on a group"),
         (["--op", "sendrecv", "--nodes", "2"], "error: sendrecv over several dimensions"),
+        (["--op", "all-reduce", "--algo", "CollNetChain"], "error: --algo: must be one of"),
     ],
 )
 def test_collective_rooted_and_p2p_errors_are_one_line(
@@ -253,3 +280,42 @@ def test_collective_table_uses_one_unit_per_column() -> None:
     assert "busbw (GB/s)" in out.output
     body = out.output.split("busbw (GB/s)")[1]
     assert "MB/s" not in body and "KB/s" not in body
+
+
+@pytest.mark.parametrize(
+    ("nccl_name", "algorithm"),
+    [("NVLS", "nvls"), ("nvlstree", "nvls_tree"), ("Tree", "double_binary_tree")],
+)
+def test_collective_algo_takes_ncclalgo_names(nccl_name: str, algorithm: str) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "collective",
+            "--op",
+            "all-reduce",
+            "--sizes",
+            "64MiB",
+            "--system",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--algo",
+            nccl_name,
+        ]
+        if algorithm != "nvls"
+        else [
+            "collective",
+            "--op",
+            "all-reduce",
+            "--sizes",
+            "64MiB",
+            "--system",
+            "dgx-h100",
+            "--algo",
+            nccl_name,
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "64 MiB" in line)
+    assert algorithm in [c.strip() for c in row.split("│")]

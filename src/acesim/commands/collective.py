@@ -12,7 +12,7 @@ from ..config.presets import DEFAULT_PRESET
 from ..config.system import PROTOCOLS
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
-from ..network.algorithms import ALGORITHMS
+from ..network.algorithms import ALGORITHMS, algorithm_name
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
@@ -45,7 +45,8 @@ def collective_command(
     algo: str | None = typer.Option(
         None,
         "--algo",
-        help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO); "
+        help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO, whose names "
+        "Tree, NVLS, NVLSTree and CollNetDirect are accepted too); "
         "default: the fastest predicted among the system's collective.choices",
     ),
     channels: int | None = typer.Option(
@@ -83,7 +84,7 @@ def collective_command(
         collective = cfg.collective.model_copy(update={"protocol": proto})
         cfg = cfg.model_copy(update={"collective": collective})
     if algo is not None:
-        ALGORITHMS.check(algo, "--algo")
+        algo = algorithm_name(algo, "--algo")
         collective = cfg.collective.model_copy(update={"algorithm": algo})
         cfg = cfg.model_copy(update={"collective": collective})
     if channels is not None:

@@ -450,6 +450,26 @@ ALGORITHMS.register(
 )
 
 
+#: NCCL_ALGO's names (NCCL src/init.cc ``ncclAlgoStr``, matched case-insensitively as NCCL does)
+#: for the algorithms that model them; NCCL's ``Ring`` is ``ring`` in a node and ``flat_ring``
+#: across nodes, and ``CollNetChain`` and ``PAT`` are not modelled, so none is an alias.
+NCCL_ALGO_NAMES: dict[str, str] = {
+    "tree": "double_binary_tree",
+    "nvls": "nvls",
+    "nvlstree": "nvls_tree",
+    "collnetdirect": "collnet",
+}
+
+
+def algorithm_name(name: str, where: str) -> str:
+    """The registered algorithm ``name`` is, or that NCCL's name ``name`` (as NCCL_ALGO takes
+    it: ``NVLSTree``, ``CollNetDirect``, ``Tree``) stands for; ConfigError naming ``where``."""
+    if name in ALGORITHMS:
+        return name
+    nccl = NCCL_ALGO_NAMES.get(name.lower()) if isinstance(name, str) else None
+    return nccl if nccl is not None else ALGORITHMS.check(name, where)
+
+
 def check_algorithm(
     algorithm: str, op: str, kind: str, size: int, where: str, switch_reduction: bool = False
 ) -> None:
