@@ -124,6 +124,33 @@ def test_the_nvls_rows_are_live() -> None:
     ]
 
 
+def test_the_h200_nvls_rows_are_live_test_rows() -> None:
+    report = validate(["collectives"], quick=True)
+    rows = [
+        r
+        for f in report.families
+        for r in f.results
+        if r.case.id.startswith("h200x8-nvls-allreduce-")
+    ]
+    assert len(rows) == 13
+    assert all(r.status == "ok" and not r.case.fit for r in rows), [r.note for r in rows]
+
+
+def test_h200_carries_the_h100_nvls_parameters_over() -> None:
+    """The same NVLink4 links and NVSwitch: the H100 NVLS settings, not refitted (an assumption
+    its [sources] names)."""
+    from acesim.config import load_system
+
+    h100, h200 = load_system("h100-nvswitch-8"), load_system("h200-nvswitch-8")
+    assert h200.network.dimensions[0] == h100.network.dimensions[0]
+    assert h200.network.dimensions[0].switch_reduction
+    fields = ("nvls_efficiency", "nvls_loop_latency", "nvls_stages", "nvls_chunk_bytes")
+    for name in (*fields, "nvls_channels", "protocols", "choices"):
+        assert getattr(h200.collective, name) == getattr(h100.collective, name), name
+    for name in ("collective.nvls_efficiency", "collective.nvls_loop_latency"):
+        assert h200.sources[name].kind == "assumption", name
+
+
 def test_nvls_is_refused_on_a_switch_that_does_not_reduce() -> None:
     system = make_system([dim("switch", 8)], algorithms={"all-reduce": "nvls"})
     with pytest.raises(AcesimError, match="needs a switch that reduces") as info:
