@@ -97,7 +97,7 @@ def test_nvls_units_differ_from_comm_units() -> None:
     assert platform.npus[0].units.peak == 24
 
 
-@pytest.mark.parametrize("preset", ["h100-nvswitch-8", "gb200-nvl72"])
+@pytest.mark.parametrize("preset", ["h100-nvswitch-8", "h200-nvswitch-8", "gb200-nvl72"])
 def test_the_presets_carry_their_fitted_collective_values(preset: str) -> None:
     from acesim.config import load_system
     from acesim.config.paths import parse_path
@@ -124,7 +124,9 @@ def test_the_nvls_rows_are_live() -> None:
     ]
 
 
-def test_the_h200_nvls_rows_are_live_test_rows() -> None:
+def test_the_h200_nvls_rows_are_live_and_fitted_as_the_h100_rows() -> None:
+    # the same protocol as H100's: its own 1 MiB row fits the loop latency, its 1 GiB row the
+    # efficiency, every other row is a test row
     report = validate(["collectives"], quick=True)
     rows = [
         r
@@ -133,22 +135,30 @@ def test_the_h200_nvls_rows_are_live_test_rows() -> None:
         if r.case.id.startswith("h200x8-nvls-allreduce-")
     ]
     assert len(rows) == 13
-    assert all(r.status == "ok" and not r.case.fit for r in rows), [r.note for r in rows]
+    assert all(r.status == "ok" for r in rows), [r.note for r in rows]
+    fitted = {r.case.id: list(r.case.fits) for r in rows if r.case.fit}
+    assert fitted == {
+        "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
+        "h200x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
+    }
 
 
-def test_h200_carries_the_h100_nvls_parameters_over() -> None:
-    """The same NVLink4 links and NVSwitch: the H100 NVLS settings, not refitted (an assumption
-    its [sources] names)."""
+def test_h200_has_the_h100_nvls_kernel_with_the_nccl_2_20_layout_and_its_own_fit() -> None:
+    """The same NVLink4 links, NVSwitch and NVLS kernel; NCCL 2.20.5's buffer layout (its rows'
+    version) against 2.18.5's, and its own fitted loop latency and efficiency."""
     from acesim.config import load_system
 
     h100, h200 = load_system("h100-nvswitch-8"), load_system("h200-nvswitch-8")
     assert h200.network.dimensions[0] == h100.network.dimensions[0]
     assert h200.network.dimensions[0].switch_reduction
-    fields = ("nvls_efficiency", "nvls_loop_latency", "nvls_stages", "nvls_chunk_bytes")
-    for name in (*fields, "nvls_channels", "protocols", "choices"):
+    for name in ("nvls_stages", "nvls_chunk_bytes", "nvls_channels", "protocols", "choices"):
         assert getattr(h200.collective, name) == getattr(h100.collective, name), name
+    assert (h100.collective.nvls_layout, h200.collective.nvls_layout) == ("fill_channels", "spread")
     for name in ("collective.nvls_efficiency", "collective.nvls_loop_latency"):
-        assert h200.sources[name].kind == "assumption", name
+        assert h200.sources[name].kind == "fit", name
+        assert "h200x8-nvls-allreduce-" in h200.sources[name].note, name
+    assert "2.20" in h200.sources["collective.nvls_layout"].note
+    assert "2.18" in h100.sources["collective.nvls_layout"].note
 
 
 def test_nvls_is_refused_on_a_switch_that_does_not_reduce() -> None:
@@ -327,3 +337,58 @@ def test_nvls_pipeline_of_loops() -> None:
     big = simulate_collective(s, "all-reduce", "1 GiB").time
     stage = c.nvls_loop_latency + 8 * 131072 * c.nvls_channels * per_byte
     assert big == pytest.approx(link + 66 * stage, rel=1e-9)
+
+
+def _ideal_nvls(layout: str, loop: float) -> SystemConfig:
+    """8 NPUs on an ideal reducing switch (no link latency), NVLS with a 3-stage pipeline."""
+    return make_system(
+        [dim("switch", 8, 100e9, 0.0, switch_reduction=True)],
+        endpoint_delay=0.0,
+        algorithms={"all-reduce": "nvls"},
+        nvls_loop_latency=loop,
+        nvls_stages=3,
+        nvls_layout=layout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("size", "held"),
+    [
+        (1024, 1024),  # below one 4 KiB share: one channel holds it all
+        (20 * 1024, 4096),  # 20 KiB / 16 = 1.25 KiB, rounded up to 4 KiB: five channels
+        (64 * 1024, 4096),  # a 4 KiB share on each of the 16 channels
+        (MiB, 65536),  # 64 KiB per channel, half a loop of 8 heads x 16 KiB
+    ],
+)
+def test_the_spread_layout_pipeline_in_closed_form(size: int, held: int) -> None:
+    # NCCL 2.20's layout (collective.nvls_layout = "spread"): every channel a 4 KiB-aligned
+    # sixteenth of the buffer; one loop (below 16 x 8 x 16 KiB), so the three stages each pay
+    # the loop latency and the busiest channel's bytes at 1/16 of the NVLS bandwidth, and the
+    # collective takes 3 stages (the transfer's time is part of it)
+    loop = 5e-6
+    per_byte = (8 + 1) / 8 / 100e9
+    expected = 3 * (loop + held * 16 * per_byte)
+    spread = simulate_collective(_ideal_nvls("spread", loop), "all-reduce", size).time
+    assert spread == pytest.approx(expected, rel=1e-9)
+    # NCCL 2.18's layout fills channel 0's eight 16 KiB slots first
+    filled = simulate_collective(_ideal_nvls("fill_channels", loop), "all-reduce", size).time
+    assert filled == pytest.approx(3 * (loop + min(size, 8 * 16384) * 16 * per_byte), rel=1e-9)
+
+
+@pytest.mark.parametrize("size", [2 * MiB, 16 * MiB, GiB + 4096])
+def test_the_layouts_agree_from_one_full_loop_up(size: int) -> None:
+    # the busiest channel's loops and loop bytes are the same once the channels are full
+    times = [
+        simulate_collective(_ideal_nvls(layout, 5e-6), "all-reduce", size).time
+        for layout in ("fill_channels", "spread")
+    ]
+    assert times[1] == pytest.approx(times[0], rel=1e-12)
+
+
+def test_a_bad_nvls_layout_is_one_line_naming_the_field() -> None:
+    with pytest.raises(AcesimError) as info:
+        resolve_system("h100-nvswitch-8", overrides={"collective.nvls_layout": "even"})
+    assert str(info.value) == (
+        "h100-nvswitch-8: collective.nvls_layout: input should be 'fill_channels' or 'spread', "
+        "got 'even'"
+    )
