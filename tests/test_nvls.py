@@ -392,3 +392,27 @@ def test_a_bad_nvls_layout_is_one_line_naming_the_field() -> None:
         "h100-nvswitch-8: collective.nvls_layout: input should be 'fill_channels' or 'spread', "
         "got 'even'"
     )
+
+
+def test_the_fit_script_fits_the_h200_nvls_values_on_its_own_rows() -> None:
+    # scripts/fit_presets.py finds h200-nvswitch-8 among the presets with collective fit rows,
+    # the H200 1 MiB and 1 GiB rows; the values it prints (fit_collective on them) are the ones
+    # the preset carries (test_the_presets_carry_their_fitted_collective_values)
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_presets.py"
+    spec = importlib.util.spec_from_file_location("fit_presets", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    _, systems = script.presets_with_fit_rows()
+    assert "h200-nvswitch-8" in systems
+    from acesim.validation import load_corpus
+    from acesim.validation.fit import COLLECTIVE_FITS, fit_rows
+
+    rows = fit_rows(load_corpus(), "h200-nvswitch-8", COLLECTIVE_FITS)
+    assert sorted((p, c.id) for c, p in rows) == [
+        ("collective.nvls_efficiency", "h200x8-nvls-allreduce-1g"),
+        ("collective.nvls_loop_latency", "h200x8-nvls-allreduce-1m"),
+    ]
