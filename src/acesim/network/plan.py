@@ -403,8 +403,8 @@ def nvls_channel_loop(cfg: CollectiveConfig, size: float, heads: int) -> tuple[i
     :data:`NCCL_SIMPLE_ALIGNMENT`, the last channel the rest, and runs its own loops over it
     (``all_reduce.h``, ``oneNode``); channel 0 holds ``share = min(size, that)`` in
     ``ceil(share / (heads x chunk))`` loops of ``min(heads x chunk, share)`` bytes. Both give
-    every buffer at least one loop; they differ only below one full loop of all channels
-    (``nvls_channels x heads x chunk``, 2 MiB on 8 GPUs), above it in no loop count.
+    every buffer at least one loop; with chunks of whole 4 KiB (NCCL's) they differ only below
+    one full loop of all channels (``nvls_channels x heads x chunk``, 2 MiB on 8 GPUs).
     (``computeCollLastChunkInfo``, 2.20's even split of a channel's last loop over the heads,
     moves bytes between the heads of one channel, which the pipeline does not tell apart.)
     """
