@@ -130,7 +130,7 @@ def test_unknown_algorithm_names_the_operation() -> None:
     err = _error(lambda d: d.update(collective={"algorithms": {"all-reduce": "magic"}}))
     assert str(err) == (
         "collective.algorithms.all-reduce: must be one of ring, direct, "
-        "halving_doubling, double_binary_tree, nvls, flat_ring, got 'magic'"
+        "halving_doubling, double_binary_tree, nvls, flat_ring, collnet, nvls_tree, got 'magic'"
     )
     err = _error(lambda d: d.update(collective={"algorithms": {"all-reduce": ["ring", "x"]}}))
     assert str(err).startswith("collective.algorithms.all-reduce[1]: must be one of ring,")

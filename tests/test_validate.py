@@ -41,6 +41,7 @@ FIT_ROWS = {
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
     "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h200x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
+    "gb200x4-ring-allreduce-1g": ["collective.protocol_efficiency"],
     "gb200-nvl64-ce-allgather-32mb-batch": ["endpoint.copy_engine.command_setup"],
     "gb200-nvl64-ce-allgather-32mb-waves": ["endpoint.copy_engine.setup"],
     "gb200-nvl64-ce-allgather-512mb-batch": ["network.dimensions[0].incast_efficiency"],
@@ -115,8 +116,8 @@ def test_the_a100_rows_are_live_and_match_their_fit() -> None:
         assert row.status == "ok" and row.case.fit
         assert row.error is not None and abs(row.error) < 0.02  # the rows it was fitted to
     assert rows["h100x8-nvls-allreduce-1g"].status == "ok"
-    assert rows["gb200-nvl72-allreduce-1g"].status == "unsupported"
-    assert "issue 12" in rows["gb200-nvl72-allreduce-1g"].note
+    assert rows["gb200-nvl72-allreduce-1g"].status == "ok"
+    assert rows["gb200x4-ring-allreduce-1g"].status == "ok"
 
 
 # -- malformed corpus files ------------------------------------------------------------------
@@ -373,7 +374,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: 24 test rows" in out.output
+    assert "collectives: 39 test rows" in out.output
     assert "16 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output

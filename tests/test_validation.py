@@ -174,6 +174,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "endpoint.baseline.nvls_reduce_hbm_bytes_per_byte": "non_negative",
     "endpoint.baseline.nvls_gather_hbm_bytes_per_byte": "non_negative",
     "endpoint.baseline.unit_bandwidth": "rate",
+    "endpoint.baseline.unit_hbm_bandwidth": "rate",
     "endpoint.baseline.hbm_share": "share",
     "endpoint.baseline.hbm_weight": "positive",
     "endpoint.baseline.reduce_hbm_bytes_per_byte": "positive",

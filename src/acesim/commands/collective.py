@@ -148,6 +148,11 @@ def collective_command(
         row.append(f"{r.bound} ({100 * busy:.0f}%)" if r.bound else "-")
         table.add_row(*row)
     console.print(table)
+    if any(r.algorithm == "collnet" for r in results):
+        err_console.print(
+            "[dim]collnet assumes the scale-out switches reduce (SHARP enabled on the cluster: "
+            "scale_out.switch_reduction = true, an assumption).[/dim]"
+        )
     _print_assumptions(cfg)
 
 

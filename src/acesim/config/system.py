@@ -246,7 +246,8 @@ class DimensionConfig(Strict):
     switch_reduction: bool = Field(
         False,
         description="the switch reduces in the network (NVLink SHARP on NVSwitch from H100 on, "
-        "SHARP on InfiniBand): in-switch algorithms (nvls) may run here; switch dimensions only",
+        "SHARP on InfiniBand): in-switch algorithms may run here (nvls and nvls_tree in a "
+        "node, collnet on a network dimension); switch dimensions only",
     )
     efficiency: PositiveFraction | None = Field(
         None,
@@ -321,7 +322,10 @@ class ScaleOutConfig(Strict):
         "each GPU's share is links_per_npu x link_bandwidth / this",
     )
     switch_reduction: bool = Field(
-        False, description="the scale-out switches reduce in the network (SHARP)"
+        False,
+        description="the scale-out switches reduce in the network (InfiniBand SHARP, NCCL's "
+        "CollNet): collnet, and nvls over nodes (NVLS with SHARP), may run across the "
+        "nodes; off by default (a deployment choice)",
     )
     efficiency: PositiveFraction | None = Field(
         None,
@@ -428,8 +432,13 @@ class NetworkConfig(Strict):
 #: NCCL's protocols (NCCL_PROTO names), in the tuner's order.
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: Algorithms restricted to some protocols: NCCL runs NVLS (in-switch reduction) with Simple
-#: only (its tuner skips LL and LL128 for NVLS).
-PROTOCOLS_OF_ALGORITHM = {"nvls": ("Simple",)}
+#: only (its tuner skips LL and LL128 for NVLS), and so NVLS_TREE; CollNet runs Simple only
+#: (NCCL 2.18.5 tuning.cc: CollNet's LL and LL128 bandwidths are 0, "not used").
+PROTOCOLS_OF_ALGORITHM = {
+    "nvls": ("Simple",),
+    "nvls_tree": ("Simple",),
+    "collnet": ("Simple",),
+}
 
 
 class ProtocolConfig(Strict):

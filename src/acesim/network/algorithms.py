@@ -38,6 +38,18 @@ Steps per algorithm (p NPUs in the dimension):
   offered to the tuner only): NCCL's ring through all ``n`` members of a group, its steps the
   ring's over ``n``, each step's bytes split over the dimensions it crosses
   (:func:`acesim.network.plan.flat_ring_lanes`). Per dimension it is refused (it is not one).
+* collnet (all-reduce only, network dimensions whose switches reduce): NCCL's CollNet with
+  the SHARP plugin, in-network reduction on the scale-out switches. Each NPU sends its whole
+  ``D`` into the switch fabric once and receives the reduced ``D`` once (the aggregation tree
+  of the switches reduces; nothing is sliced among the NPUs, unlike NVLS's heads): one step of
+  ``p-1`` messages of ``D/(p-1)`` (``D`` out and ``D`` in at every NPU; the switch ports are
+  the NPUs' links), of kind ``gather`` for the endpoints (HBM and units as a copy: the NPU
+  reduces nothing). It runs on network dimensions only (:mod:`acesim.network.plan`); its
+  messages take no leaf/spine links and no incast loss (the switches' aggregation tree sends
+  one reduced stream per leaf, not one per NPU pair).
+* nvls_tree (all-reduce only; a node's reducing switch plus a network dimension, offered to
+  the tuner only): NCCL's NVLS_TREE, NVLS in the node and a double binary tree between nodes
+  (:func:`acesim.network.plan.nvls_tree_phases`). Per dimension it is refused.
 """
 
 from __future__ import annotations
@@ -195,6 +207,23 @@ def _nvls_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     ]
 
 
+def _innet_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+    # all-reduce only (phase_ops): D into the switches, the reduced D back
+    return [Step(data_bytes / (p - 1), "all", 0, GATHER)]
+
+
+def _on_a_reducing_network(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+    if kind != "switch":
+        return f"needs a switch dimension (the network's switches reduce), got a {kind}"
+    if not switch_reduction:
+        return (
+            "needs a scale-out network whose switches reduce (switch_reduction = true on "
+            "[scale_out] or the network dimension: InfiniBand SHARP; off on every preset, a "
+            "deployment choice)"
+        )
+    return None
+
+
 def _on_a_switch(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
     if kind != "switch":
         return f"needs a switch dimension (the reduction happens in the switch), got a {kind}"
@@ -279,6 +308,40 @@ ALGORITHMS.register(
         _ring_steps,
         _whole_group,
         phase_ops=("reduce-scatter", "all-gather", "all-reduce"),
+    ),
+)
+
+
+ALGORITHMS.register(
+    "collnet",
+    Algorithm(
+        "collnet",
+        "NCCL CollNet (SHARP): the network's switches reduce, D out and D in per NPU "
+        "(all-reduce, network dimensions whose switches reduce)",
+        _innet_steps,
+        _on_a_reducing_network,
+        phase_ops=("all-reduce",),
+    ),
+)
+
+
+def _node_and_network(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+    return (
+        "runs NVLS in a node's switch and a tree between nodes at once (NCCL's NVLS_TREE): "
+        "offer it in collective.choices or force it (collective.algorithm, --algo), not per "
+        "dimension"
+    )
+
+
+ALGORITHMS.register(
+    "nvls_tree",
+    Algorithm(
+        "nvls_tree",
+        "NCCL's NVLS_TREE: NVLS in the node's switch, a double binary tree between nodes "
+        "over each GPU's NIC (all-reduce over nodes; tuner choice only)",
+        _nvls_steps,
+        _node_and_network,
+        phase_ops=("all-reduce",),
     ),
 )
 

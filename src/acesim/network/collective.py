@@ -65,6 +65,11 @@ every one delivered after the inner dimension's delay (the crossings' extra is p
 ``oversubscription``; exact mode only) a message between leaves also takes its source leaf's
 uplinks and its destination leaf's downlinks, shared by the leaf's NPUs.
 
+CollNet (``collnet``, SHARP on the network's switches) messages take neither incast loss nor
+the leaves' uplinks: the switches' aggregation tree sends one reduced stream per leaf to the
+spine, ``1/leaf_size`` of the leaf's traffic, which binds only where ``oversubscription``
+exceeds ``leaf_size`` (not modelled).
+
 In exact mode with ranks made to differ (stragglers, link changes: :meth:`CollectiveRuntime.agree`)
 chunk phases are admitted in agreed orders (:mod:`acesim.network.agreement`), so NPUs that run
 at different speeds cannot deadlock.
@@ -93,6 +98,7 @@ from .endpoint import Endpoint
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .plan import (
+    COLLNET,
     AlgorithmChoice,
     Lane,
     Phase,
@@ -681,7 +687,12 @@ class CollectiveRuntime:
         own = self.endpoint.link_efficiency(step.kind)
         if own is not None:
             weight *= d.efficiency / own  # the endpoint's payload fraction, not the protocol's
-        if d.incast_fan_in is not None and step.message_count(phase.size) > d.incast_fan_in:
+        innet = phase.algorithm == COLLNET  # the switches reduce: no incast, no spine streams
+        if (
+            d.incast_fan_in is not None
+            and step.message_count(phase.size) > d.incast_fan_in
+            and not innet
+        ):
             weight /= d.incast_efficiency  # more senders per receiver than the switch takes
         demand = {self.egress[rank][dim]: weight}
         demand.update(self.endpoint.message_demand(rank, step.kind))
@@ -689,7 +700,7 @@ class CollectiveRuntime:
         track = "message" if rank == 0 else None
         ingress = self.ingress
         spines: list[tuple[Resource, ...]] | None = None
-        if self.topology.dimensions[dim].spine:
+        if self.topology.dimensions[dim].spine and not innet:
             spines = [self._spine(rank, dest, dim) for dest in dests]
         for i, dest in enumerate(dests):
             # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)

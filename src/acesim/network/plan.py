@@ -31,7 +31,17 @@ one phase whose steps' bytes are split over lanes, one per dimension (:func:`fla
 its node crossings' extra latency paid once (:func:`crossing_latency`); steps on network
 dimensions (``Dimension.network``, the scale-out of ``--nodes``) pay a protocol's
 ``net_hop_latency`` (:func:`hop_latency`); ``double_binary_tree`` is offered on network
-dimensions only.
+dimensions only. On an oversubscribed leaf/spine dimension the prediction stretches each step's
+bytes by its leaves' up- and downlinks (:func:`acesim.network.spine.spine_factor`).
+
+In-network reduction across nodes (:func:`nvls_tree_phases`, :data:`COLLNET`): ``nvls_tree``
+(NCCL's NVLS_TREE) runs an all-reduce over a node's reducing switch and a network dimension as
+NVLS's load-reduce in the node, a double binary tree of each GPU's reduced ``1/G`` slice
+between nodes over its own NIC, and NVLS's multicast store back; ``collnet`` (NCCL's CollNet
+with SHARP) runs the all-reduce phase of a network dimension whose switches reduce
+(``switch_reduction``), the node's phases keeping their configured algorithm. ``nvls`` runs
+only off network dimensions, ``collnet`` only on them; over nodes whose network reduces,
+``nvls`` is NCCL's NVLS with SHARP (:func:`nvls_sharp_phases`).
 """
 
 from __future__ import annotations
@@ -42,9 +52,18 @@ from dataclasses import dataclass
 
 from ..config.system import PROTOCOLS, CollectiveConfig, ProtocolConfig
 from ..errors import ConfigError, TopologyError
-from .algorithms import ALGORITHMS, Step, check_algorithm, phase_steps
+from .algorithms import (
+    ALGORITHMS,
+    NVLS_GATHER,
+    NVLS_KINDS,
+    NVLS_REDUCE,
+    Step,
+    check_algorithm,
+    phase_steps,
+)
 from .group import Axis
 from .ops import COLLECTIVE_OPS
+from .spine import spine_factor
 from .topology import Dimension, Topology
 
 
@@ -95,6 +114,11 @@ class Phase:
 FLAT_RING = "flat_ring"
 #: The operations the flat ring runs.
 FLAT_RING_OPS = ("all-reduce", "reduce-scatter", "all-gather")
+#: NCCL's NVLS_TREE: NVLS in the node, a double binary tree between nodes (all-reduce).
+NVLS_TREE = "nvls_tree"
+#: NCCL's CollNet with SHARP: the network's switches reduce (all-reduce phases on network
+#: dimensions whose switches reduce).
+COLLNET = "collnet"
 
 
 def flat_ring_lanes(axes: Sequence[Axis]) -> tuple[Lane, ...]:
@@ -144,6 +168,156 @@ def ring_crossings(phase: Phase) -> list[tuple[Lane, int]]:
         hops = (lane.size - 1) * outer if k < len(phase.lanes) - 1 else lane.size
         out.append((lane, passes * hops))
     return out
+
+
+def in_switch(phase: Phase) -> bool:
+    """Whether ``phase`` runs NVLS steps (in-switch reduction on NVSwitch: ``nvls``, and
+    ``nvls_tree``'s phases in the node), which run at ``nvls_efficiency``."""
+    return bool(phase.steps) and all(s.kind in NVLS_KINDS for s in phase.steps)
+
+
+def _fits_fabric(algorithm: str, d: Dimension) -> bool:
+    """``nvls`` reduces in a node's switch (NVLink SHARP), ``collnet`` in the network's
+    (SHARP on InfiniBand): each runs only on its own kind of fabric."""
+    if algorithm == "nvls":
+        return not d.network
+    if algorithm == COLLNET:
+        return d.network
+    return True
+
+
+def nvls_tree_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str | None:
+    """Why ``nvls_tree`` cannot run ``op`` on ``axes``, or None: it runs an all-reduce over
+    one node axis whose switch reduces (NVLink SHARP) and one network axis (the nodes)."""
+    if op != "all-reduce":
+        return f"runs all-reduce only, not {op}"
+    real = [a for a in axes if a.size > 1]
+    inner = [a for a in real if not topology.dimensions[a.dim].network]
+    outer = [a for a in real if topology.dimensions[a.dim].network]
+    if len(outer) != 1:
+        return (
+            "needs a group over nodes (one network dimension: --nodes 2 or more), got "
+            f"{len(outer)} network dimensions"
+        )
+    if len(inner) != 1:
+        return f"needs one dimension inside the node (its switch), got {len(inner)}"
+    d = topology.dimensions[inner[0].dim]
+    if d.kind != "switch" or not d.switch_reduction:
+        what = f"is a {d.kind}" if d.kind != "switch" else "does not reduce"
+        return (
+            "needs a node switch that reduces (switch_reduction = true: NVSwitch with NVLink "
+            f"SHARP, H100 on), and {d.name} {what}"
+        )
+    return None
+
+
+def nvls_tree_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> list[Phase]:
+    """The phases of NCCL's NVLS_TREE all-reduce of ``size`` bytes per NPU on ``axes`` (one
+    node axis of ``G`` NPUs on a reducing switch, one network axis of ``N`` nodes; check
+    :func:`nvls_tree_problem` first).
+
+    NCCL 2.18 (``all_reduce.h``, ``RunWorkElement<NVLS_TREE>``): every GPU is the head of
+    ``1/G`` of each loop; its reduce warps load-reduce that slice through the switch and send
+    it up the inter-node tree over the GPU's own NIC, its broadcast warps take the tree's
+    result back and multicast-store it to the node. Here, in series: the NVLS load-reduce step
+    (``S`` up, as ``nvls``'s first step), a double binary tree all-reduce of ``S/G`` on the
+    network axis, and the NVLS multicast-store step (``S/G`` up). The tree is the one
+    ``double_binary_tree`` builds (``2 ceil(log2 N)`` levels, up then down) but pipelined, as
+    NCCL's kernel streams its loops through it: every level's latency once, and ``2 S/G``
+    through each GPU's NIC in all (in one of the two trees a GPU is interior, sending half the
+    data up once and down twice, in the other a leaf, sending it up once: NCCL's tuner's tree
+    ratio of 0.5, ``tuning.cc``), spread evenly over the levels (``S/(G ceil(log2 N))`` a
+    step). (``double_binary_tree`` itself moves ``S/G`` per level, unpipelined within a
+    chunk.) The two NVLS steps are ``nvls``'s split around the tree: summed, ``S (G+1)/G`` on the
+    node's links, NVLS's two directions overlapped (NCCL's kernel pipelines the loads of one
+    loop with the stores of another). Every phase is labelled ``nvls_tree`` (its protocols:
+    ``collective.protocols.nvls_tree``); the NVLS loops are paid once, on the load-reduce
+    phase, with NCCL's NVLS_TREE chunk (:func:`nvls_tree_chunk`)."""
+    node, net = _node_and_network(topology, axes)
+    slice_ = size / node.size
+    levels = max(1, math.ceil(math.log2(net.size)))
+    # the tree pipelined over the kernel's loops: its levels' latency, 2 x slice per NIC
+    tree = tuple(phase_steps("all-reduce", "double_binary_tree", net.size, slice_ / levels))
+    across = Phase(net.dim, "all-reduce", NVLS_TREE, slice_, tree, net.size, net.stride)
+    return _nvls_around(NVLS_TREE, size, node, across)
+
+
+def nvls_sharp_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str | None:
+    """Why ``nvls`` cannot run ``op`` across the nodes of ``axes`` (NCCL's NVLS over several
+    nodes: NVLS in the node, SHARP between nodes), or None: :func:`nvls_tree_problem`'s group,
+    on a network whose switches reduce."""
+    problem = nvls_tree_problem(topology, op, axes)
+    if problem is not None:
+        return problem
+    _node, net = _node_and_network(topology, axes)
+    d = topology.dimensions[net.dim]
+    if d.kind != "switch" or not d.switch_reduction:
+        return (
+            "runs across nodes only where the scale-out switches reduce (NCCL 2.18 runs NVLS "
+            "over nodes with CollNet/SHARP only: switch_reduction = true on [scale_out]); "
+            "nvls_tree runs the tree between nodes instead"
+        )
+    return None
+
+
+def nvls_sharp_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> list[Phase]:
+    """NCCL's NVLS all-reduce over several nodes (2.18: with CollNet/SHARP; ``all_reduce.h``,
+    ``RunWorkElement<NVLS>`` with a network ``out``): as :func:`nvls_tree_phases`, every GPU
+    the head of ``1/G`` of each loop, with its reduced slice all-reduced between nodes by the
+    network's switches (a ``collnet`` phase of ``S/G``, with collnet's protocols) in place of
+    the tree. The node's phases are labelled ``nvls`` (its protocols and loops, NCCL's NVLS
+    chunk)."""
+    node, net = _node_and_network(topology, axes)
+    slice_ = size / node.size
+    steps = tuple(phase_steps("all-reduce", COLLNET, net.size, slice_))
+    across = Phase(net.dim, "all-reduce", COLLNET, slice_, steps, net.size, net.stride)
+    return _nvls_around("nvls", size, node, across)
+
+
+def _node_and_network(topology: Topology, axes: Sequence[Axis]) -> tuple[Axis, Axis]:
+    real = [a for a in axes if a.size > 1]
+    node = next(a for a in real if not topology.dimensions[a.dim].network)
+    net = next(a for a in real if topology.dimensions[a.dim].network)
+    return node, net
+
+
+def _nvls_around(label: str, size: float, node: Axis, across: Phase) -> list[Phase]:
+    """NVLS's load-reduce in the node, ``across`` between nodes, NVLS's multicast store."""
+    g = node.size
+    return [
+        Phase(
+            node.dim,
+            "reduce-scatter",
+            label,
+            size,
+            (Step(size / (g - 1), "all", 0, NVLS_REDUCE),),
+            g,
+            node.stride,
+        ),
+        across,
+        Phase(
+            node.dim,
+            "all-gather",
+            label,
+            size,
+            (Step(size / (g * (g - 1)), "all", 0, NVLS_GATHER),),
+            g,
+            node.stride,
+        ),
+    ]
+
+
+def collnet_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str:
+    """Why ``collnet`` runs on no dimension of ``axes`` (one line)."""
+    if op != "all-reduce":
+        return f"runs all-reduce only, not {op}"
+    if not any(topology.dimensions[a.dim].network for a in axes if a.size > 1):
+        return "needs a group over nodes (a network dimension: --nodes 2 or more)"
+    return (
+        "needs a scale-out network whose switches reduce (switch_reduction = true on "
+        "[scale_out]: InfiniBand SHARP, e.g. Quantum-2 SHARPv3); every preset keeps it off "
+        "(whether a cluster enables it is a deployment choice)"
+    )
 
 
 def algorithm_for(cfg: CollectiveConfig, topology: Topology, op: str, dim: int) -> str:
@@ -202,6 +376,10 @@ def build_phases(
         flat = _flat_ring_phase(op, size, axes)
         if flat is not None:
             return [flat]
+    if override == NVLS_TREE and nvls_tree_problem(topology, op, axes) is None:
+        return nvls_tree_phases(topology, size, axes)
+    if override == "nvls" and nvls_sharp_problem(topology, op, axes) is None:
+        return nvls_sharp_phases(topology, size, axes)
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
@@ -212,6 +390,7 @@ def build_phases(
             and algo_op == op
             and _can_run(override, phase_op, d, axis.size)
             and (override != "double_binary_tree" or d.network)
+            and _fits_fabric(override, d)
         ):
             algo = override
         else:
@@ -220,6 +399,8 @@ def build_phases(
             algo = "ring"  # trees run only the all-reduce phase of a hierarchical all-reduce
         if algo == "nvls" and algo_op == "all-reduce" and phase_op != "all-reduce":
             algo = "ring"  # so does NVLS; chosen for another operation, it is refused below
+        if algo in (COLLNET, NVLS_TREE) and algo_op == "all-reduce" and phase_op != "all-reduce":
+            algo = "ring"  # and CollNet; NVLS_TREE is refused below (not per dimension)
         check_algorithm(
             algo,
             phase_op,
@@ -228,6 +409,16 @@ def build_phases(
             f"collective.algorithms.{algo_op}",
             d.switch_reduction,
         )
+        if not _fits_fabric(algo, d):
+            raise TopologyError(
+                f"collective.algorithms.{algo_op}: algorithm {algo!r} "
+                + (
+                    "runs on a scale-out network dimension (its switches reduce), not on "
+                    f"{d.name}"
+                    if algo == COLLNET
+                    else f"runs in a node's switch (NVLink SHARP), not on the network {d.name}"
+                )
+            )
         steps = tuple(phase_steps(phase_op, algo, axis.size, data))
         phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
 
@@ -385,32 +576,76 @@ def nvls_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
     return chunk
 
 
+#: NCCL 2.18.5's NVLS_TREE chunk (``enqueue.cc``): it starts at the Simple protocol's step,
+#: ``NCCL_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8), and halves for smaller buffers:
+#: (a buffer below this many loops of the current chunk, the chunk it then takes).
+NVLS_TREE_CHUNK = 524288.0
+NVLS_TREE_CHUNK_RULE = ((32, 262144.0), (16, 131072.0), (4, 65536.0), (1, 32768.0))
+
+
+def nvls_tree_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
+    """NCCL's NVLS_TREE chunk for a buffer of ``size`` bytes over ``heads`` NPUs of a node
+    (:data:`NVLS_TREE_CHUNK_RULE`), bytes."""
+    chunk = NVLS_TREE_CHUNK
+    ops = cfg.nvls_channels * heads
+    for below, smaller in NVLS_TREE_CHUNK_RULE:
+        if size < below * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
+def _runs_nvls_loops(phase: Phase) -> bool:
+    """The phases that pay NCCL's NVLS loops: ``nvls``'s on one node, and over nodes the
+    load-reduce phase of ``nvls_tree`` or ``nvls`` with SHARP for the whole kernel (its loops
+    carry the node's NVLS and the hand-offs to the network; the network's steps pay their
+    own latency)."""
+    if phase.algorithm == "nvls" and phase.op == "all-reduce":
+        return True  # one node's NVLS
+    return (  # over nodes, NVLS_TREE's or NVLS with SHARP: once, on the load-reduce phase
+        phase.algorithm in ("nvls", NVLS_TREE)
+        and phase.op == "reduce-scatter"
+        and in_switch(phase)
+    )
+
+
+def _loop_chunk(cfg: CollectiveConfig, phase: Phase, size: float) -> float:
+    if phase.algorithm == NVLS_TREE:
+        return nvls_tree_chunk(cfg, size, phase.size)
+    return nvls_chunk(cfg, size, phase.size)
+
+
 #: NCCL's alignment of a channel's share of a Simple-protocol buffer, bytes
 #: (``NCCL_SIMPLE_ALIGNMENT = WARP_SIZE x 8 x 16``, ``src/include/enqueue.h``; NCCL 2.20-2.21).
 NCCL_SIMPLE_ALIGNMENT = 4096
 
 
-def nvls_channel_loop(cfg: CollectiveConfig, size: float, heads: int) -> tuple[int, float]:
-    """The busiest NVLS channel of a buffer of ``size`` bytes over ``heads`` NPUs under
-    ``collective.nvls_layout`` (module): (its loops, the bytes one of its loops holds).
+def nvls_channel_loop(cfg: CollectiveConfig, phase: Phase, size: float) -> tuple[int, float]:
+    """The busiest NVLS channel of a phase (``phase.size`` heads, one per NPU) that moves a
+    buffer of ``size`` bytes through NCCL's NVLS loops (module): (its loops, the bytes one of
+    its loops holds), by ``collective.nvls_layout`` for one node's NVLS.
 
-    A loop of one channel holds ``heads x chunk`` bytes (:func:`nvls_chunk`, one slot per
-    head). ``fill_channels`` (NCCL 2.17-2.19, ``all_reduce.h``: channel ``b`` takes the
-    ``b``-th ``heads x chunk`` of every loop of ``nvls_channels x heads x chunk``): channel 0
-    holds ``min(heads x chunk, size)`` in each of ``ceil(size / (nvls_channels x heads x
-    chunk))`` loops. ``spread`` (NCCL 2.20-2.21, ``enqueue.cc`` ``addCBDCollToPlan``): each
-    channel takes a share of ``ceil(size / nvls_channels)`` rounded up to
-    :data:`NCCL_SIMPLE_ALIGNMENT`, the last channel the rest, and runs its own loops over it
-    (``all_reduce.h``, ``oneNode``); channel 0 holds ``share = min(size, that)`` in
-    ``ceil(share / (heads x chunk))`` loops of ``min(heads x chunk, share)`` bytes. Both give
-    every buffer at least one loop; with chunks of whole 4 KiB (NCCL's) they differ only below
-    one full loop of all channels (``nvls_channels x heads x chunk``, 2 MiB on 8 GPUs).
-    (``computeCollLastChunkInfo``, 2.20's even split of a channel's last loop over the heads,
-    moves bytes between the heads of one channel, which the pipeline does not tell apart.)
+    A loop of one channel holds ``heads x chunk`` bytes (one slot per head; the chunk by
+    NCCL's rule, :func:`nvls_chunk` or :func:`nvls_tree_chunk`). ``fill_channels`` (NCCL
+    2.17-2.19, ``all_reduce.h``: channel ``b`` takes the ``b``-th ``heads x chunk`` of every
+    loop of ``nvls_channels x heads x chunk``): channel 0 holds ``min(heads x chunk, size)`` in
+    each of ``ceil(size / (nvls_channels x heads x chunk))`` loops. ``spread`` (NCCL 2.20-2.21,
+    ``enqueue.cc`` ``addCBDCollToPlan``): each channel takes a share of
+    ``ceil(size / nvls_channels)`` rounded up to :data:`NCCL_SIMPLE_ALIGNMENT`, the last
+    channel the rest, and runs its own loops over it (``all_reduce.h``, ``oneNode``); channel 0
+    holds ``share = min(size, that)`` in ``ceil(share / (heads x chunk))`` loops of
+    ``min(heads x chunk, share)`` bytes. Both give every buffer at least one loop; with chunks
+    of whole 4 KiB (NCCL's) they differ only below one full loop of all channels
+    (``nvls_channels x heads x chunk``, 2 MiB on 8 GPUs). (``computeCollLastChunkInfo``, 2.20's
+    even split of a channel's last loop over the heads, moves bytes between the heads of one
+    channel, which the pipeline does not tell apart.) ``spread`` is 2.20's one-node schedule:
+    over nodes (``nvls_tree``, NVLS with SHARP) 2.20 queues the collective apart
+    (``addCollnetCollToPlan``) and its kernel addresses channels as 2.18's, so those phases
+    keep ``fill_channels``.
     """
-    chunk = nvls_chunk(cfg, size, heads)
-    slot = heads * chunk
-    if cfg.nvls_layout == "spread":
+    chunk = _loop_chunk(cfg, phase, size)
+    slot = phase.size * chunk
+    one_node = phase.algorithm == "nvls" and phase.op == "all-reduce"
+    if one_node and cfg.nvls_layout == "spread":
         align = NCCL_SIMPLE_ALIGNMENT
         share = min(size, math.ceil(size / cfg.nvls_channels / align) * align)
         return max(1, math.ceil(share / slot)), min(slot, share)
@@ -424,10 +659,10 @@ def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: in
         return 0.0
     total = 0.0
     for phase in phases:
-        if phase.algorithm != "nvls":
+        if not _runs_nvls_loops(phase):
             continue
         size = phase.data_bytes * chunks
-        loops, _ = nvls_channel_loop(cfg, size, phase.size)
+        loops, _ = nvls_channel_loop(cfg, phase, size)
         total += loops * cfg.nvls_loop_latency
     return total
 
@@ -458,12 +693,12 @@ def nvls_pipeline_latency(
     nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
     total = 0.0
     for phase in phases:
-        if phase.algorithm != "nvls":
+        if not _runs_nvls_loops(phase):
             continue
         d = topology.dimensions[phase.dim]
         p = phase.size
         size = phase.data_bytes * chunks
-        loops, held = nvls_channel_loop(cfg, size, p)
+        loops, held = nvls_channel_loop(cfg, phase, size)
         per_byte = (p + 1) / p / (d.egress_bandwidth / d.efficiency * nvls_eff)  # s per byte
         stage = cfg.nvls_loop_latency + held * cfg.nvls_channels * per_byte
         total += max(0.0, (loops + cfg.nvls_stages - 1) * stage - size * per_byte)
@@ -486,10 +721,11 @@ def _predict(
     for phase, table in zip(phases, tables, strict=True):
         d = topology.dimensions[phase.dim]
         weight = 1.0
-        if phase.algorithm == "nvls":
+        nvls = in_switch(phase)
+        if nvls:
             weight = d.efficiency / nvls_eff
         hop = cfg.endpoint_delay
-        if phase.algorithm == "nvls" and cfg.nvls_delay is not None:
+        if nvls and cfg.nvls_delay is not None:
             hop = cfg.nvls_delay
         if table is not None and name is not None:
             proto = table[name]
@@ -497,16 +733,38 @@ def _predict(
             hop = hop_latency(proto, d)
             base = max(base, proto.base_latency)
         time += len(phase.steps) * (d.latency + hop)
-        if phase.lanes:  # the busiest lane's egress sets the pace of each step
+        if phase.lanes:  # the busiest lane's egress (or its leaves' spine) sets the pace
             time += chunks * max(
-                phase.bytes_sent * lane.fraction * weight
+                phase.bytes_sent * lane.fraction * weight * _lane_spine(topology, phase, lane)
                 / topology.dimensions[lane.dim].egress_bandwidth
                 for lane in phase.lanes
             )
         else:
-            time += chunks * phase.bytes_sent * weight / d.egress_bandwidth
+            time += chunks * _spine_bytes(d, phase) * weight / d.egress_bandwidth
     crossing = crossing_latency(cfg, topology, phases, tables, name)
     return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
+
+
+def _spine_bytes(d: Dimension, phase: Phase) -> float:
+    """A phase's bytes sent, each step's stretched by its leaves' spine (:mod:`.spine`)."""
+    if not d.spine:
+        return phase.bytes_sent
+    return sum(
+        step.message_bytes
+        * phase.message_count(step)
+        * spine_factor(d, phase.size, phase.stride, step)
+        for step in phase.steps
+    )
+
+
+def _lane_spine(topology: Topology, phase: Phase, lane: Lane) -> float:
+    """How much a flat ring's lane is stretched by its dimension's spine: its steps send to
+    the next member along the lane's axis (:mod:`.spine`)."""
+    d = topology.dimensions[lane.dim]
+    if not d.spine or not phase.steps:
+        return 1.0
+    step = phase.steps[0]
+    return spine_factor(d, lane.size, lane.stride, Step(step.message_bytes, "next", 0, step.kind))
 
 
 @dataclass(frozen=True)
@@ -570,6 +828,12 @@ def choose_algorithm(
                     f"{name} runs {', '.join(FLAT_RING_OPS)} on a group over two or more "
                     "dimensions (several nodes), not {op} on this one".replace("{op}", op)
                 )
+            elif name == NVLS_TREE:
+                problems.append(f"{name} {nvls_tree_problem(topology, op, axes)}")
+            elif name == "nvls" and any(topology.dimensions[a.dim].network for a in axes):
+                problems.append(f"{name} {nvls_sharp_problem(topology, op, axes)}")
+            elif name == COLLNET:
+                problems.append(f"{name} {collnet_problem(topology, op, axes)}")
             else:
                 problems.append(f"{name} cannot run {op} on any dimension of this group")
             continue

@@ -9,10 +9,11 @@ higher efficiency is faster, a higher penalty or latency slower). Parameters int
 until no value moves by more than a part in 10^6.
 
 For a system preset, :func:`fit_collective` does the same for the collective parameters its
-rows fit (``collective.nvls_efficiency``: the large-message plateau of NVLS all-reduce, on a
-bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a row where latency
-and bandwidth weigh about equally; the copy engines' bandwidth and setups and a switch's
-incast efficiency), the bisection run on simulated collectives.
+rows fit (``collective.protocol_efficiency``: the ring's large-message plateau, on a
+bandwidth-bound row; ``collective.nvls_efficiency``: the large-message plateau of NVLS
+all-reduce, on a bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a
+row where latency and bandwidth weigh about equally; the copy engines' bandwidth and setups
+and a switch's incast efficiency), the bisection run on simulated collectives.
 
 The values the NPU and system presets carry are these fits, rounded to four significant
 digits; a test checks that the presets still match what this module computes from the
@@ -41,6 +42,7 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.hbm_efficiency": (1e-3, 1.0),
     "npu.kernels.write_penalty": (0.0, 10.0),
     "npu.kernels.latency": (0.0, 1e-3),
+    "collective.protocol_efficiency": (1e-3, 1.0),
     "collective.nvls_efficiency": (1e-3, 1.0),
     "collective.nvls_delay": (0.0, 1e-3),
     "collective.nvls_loop_latency": (0.0, 1e-3),
@@ -56,6 +58,7 @@ for _proto in ("LL", "LL128", "Simple"):
 
 #: The collective parameters :func:`fit_collective` fits (the others are set by hand).
 COLLECTIVE_FITS = (
+    "collective.protocol_efficiency",
     "collective.nvls_efficiency",
     "collective.nvls_delay",
     "collective.nvls_loop_latency",

@@ -22,6 +22,8 @@ at most ``nvls_units * unit_bandwidth``.
 HBM is shared with compute kernels (``hbm_sharing = "fair"``) the way the NPU arbitrates it
 (``npu.hbm_arbitration``): in proportion to memory-level parallelism, the collective kernels
 weighing the ``comm_units`` they hold and drawing at most ``comm_units * unit_hbm_bandwidth``
+(the kind's own ``unit_hbm_bandwidth`` where set: the bytes the library's kernel keeps in
+flight, else the NPU's ``npu.kernels.unit_hbm_bandwidth``)
 (``mlp``), or by dominant-resource fairness, messages weighing ``hbm_weight`` (``drf``). Or
 HBM is partitioned (``static``: communication owns ``hbm_share`` of the bandwidth). The held
 units come out of the NPU's unit pool, so the compute kernel runs on the rest; reductions run
@@ -82,6 +84,12 @@ class BaselineSettings(NvlsKernelSettings):
     )
     unit_bandwidth: PositiveBytesPerSecond = Field(
         50e9, description="network bytes/s one comm unit can drive"
+    )
+    unit_hbm_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="most HBM B/s one held unit of the collective kernels keeps in flight (the "
+        "library kernel's loads in flight over the loaded HBM latency); None: "
+        "npu.kernels.unit_hbm_bandwidth",
     )
     hbm_sharing: Literal["static", "fair"] = Field(
         "fair", description="static: comm gets hbm_share of HBM; fair: weighted max-min"
@@ -184,6 +192,7 @@ class BaselineEndpoint(Endpoint):
                 per_byte,
                 REDUCE,
                 cfg.reduction_flops_per_byte,
+                cfg.unit_hbm_bandwidth,
             )
             # NVLS kernels hold their own units; the switch reduces (no FLOPs here)
             demand.update(
@@ -197,6 +206,7 @@ class BaselineEndpoint(Endpoint):
                     nvls_per_byte,
                     REDUCE,
                     0.0,
+                    cfg.unit_hbm_bandwidth,
                 )
             )
             self._demand.append(demand)
@@ -235,7 +245,8 @@ class BaselineEndpoint(Endpoint):
     def _held(self, rank: int, algorithms: frozenset[str]) -> tuple[list[int], int]:
         """The active-collective counter and the units of a collective running ``algorithms``
         (an NVLS all-reduce on one switch; one that also runs rings holds ``comm_units``)."""
-        if algorithms == {"nvls"}:
+        nvls = algorithms & {"nvls", "nvls_tree"}  # NCCL runs these on its nvlsChannels,
+        if nvls and algorithms <= nvls | {"collnet"}:  # across nodes too (SHARP: collnet)
             return self._active_nvls, self.nvls_units
         return self._active, self.units
 

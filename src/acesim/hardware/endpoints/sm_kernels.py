@@ -5,8 +5,9 @@ memory-level parallelism.
   consumes per network byte: its throughput (``units x unit_bandwidth``), its reductions on the
   units' FP32 vector peak (``units x vector_flops / compute_units``), its HBM bytes by step
   kind and, with ``npu.kernels.unit_hbm_bandwidth``, the HBM those units can issue
-  (``units x unit_hbm_bandwidth``). The baseline's kernels and the copy engines' reduce
-  fallback are both this.
+  (``units x unit_hbm_bandwidth``, the kind's own figure where it sets one: a collective
+  library's kernel keeps its own bytes in flight). The baseline's kernels and the copy
+  engines' reduce fallback are both this.
 * :func:`engine_parallelism` — the compute units' worth of requests a DMA engine keeps in
   flight to stream ``bandwidth``: over what one unit draws at most, or (without that limit)
   over a unit's even share of HBM. Its weight under memory-level-parallelism arbitration.
@@ -76,6 +77,7 @@ def sm_kernel_demand(
     hbm_bytes_per_byte: Mapping[str, float],
     reduce_kind: str,
     reduction_flops_per_byte: float,
+    unit_hbm_bandwidth: float | None = None,
 ) -> dict[str, dict[Resource, float]]:
     """Per step kind, the resources (and amounts per network byte) of a collective kernel on
     ``units`` held units (see the module docstring); resources are named ``<name>.bytes``,
@@ -86,15 +88,18 @@ def sm_kernel_demand(
         unit_bandwidth: network bytes/s one unit drives (B/s).
         hbm_bytes_per_byte: HBM bytes per network byte, per step kind.
         reduce_kind: the step kind that reduces (pays ``reduction_flops_per_byte``).
+        unit_hbm_bandwidth: most HBM B/s one held unit of this kernel keeps in flight (B/s);
+            None: ``npu.kernels.unit_hbm_bandwidth`` (no limit if that is unset too).
     """
     throughput = engine.add_resource(f"{name}.bytes", units * unit_bandwidth)
     demand: dict[str, dict[Resource, float]] = {
         kind: ({hbm: b, throughput: 1.0} if b > 0 else {throughput: 1.0})
         for kind, b in hbm_bytes_per_byte.items()
     }
-    if npu.kernels.unit_hbm_bandwidth is not None:
+    unit_hbm = npu.kernels.unit_hbm_bandwidth if unit_hbm_bandwidth is None else unit_hbm_bandwidth
+    if unit_hbm is not None:
         # what the held units can keep in flight bounds the HBM they draw
-        issue = engine.add_resource(f"{name}.hbm", units * npu.kernels.unit_hbm_bandwidth)
+        issue = engine.add_resource(f"{name}.hbm", units * unit_hbm)
         for per_byte in demand.values():
             if hbm in per_byte:
                 per_byte[issue] = per_byte[hbm]
