@@ -416,3 +416,19 @@ def test_the_fit_script_fits_the_h200_nvls_values_on_its_own_rows() -> None:
         ("collective.nvls_efficiency", "h200x8-nvls-allreduce-1g"),
         ("collective.nvls_loop_latency", "h200x8-nvls-allreduce-1m"),
     ]
+
+
+def test_the_spread_layout_is_one_nodes_nvls_only() -> None:
+    # NCCL 2.20 queues NVLS over nodes apart (addCollnetCollToPlan) and its kernel's multi-node
+    # branch addresses channels as 2.18's: the load-reduce phase of nvls_tree keeps channel 0
+    # first under spread, one node's NVLS all-reduce phase takes the 4 KiB-aligned share
+    from acesim.network.plan import Phase, nvls_channel_loop
+
+    spread = CollectiveConfig(nvls_layout="spread")
+    node = Phase(dim=0, op="all-reduce", algorithm="nvls", data_bytes=0.0, steps=(), size=8)
+    tree = Phase(
+        dim=0, op="reduce-scatter", algorithm="nvls_tree", data_bytes=0.0, steps=(), size=8
+    )
+    assert nvls_channel_loop(spread, node, 64 * 1024) == (1, 4096)
+    assert nvls_channel_loop(spread, tree, 64 * 1024) == (1, 64 * 1024)
+    assert nvls_channel_loop(CollectiveConfig(), node, 64 * 1024) == (1, 64 * 1024)
