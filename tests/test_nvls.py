@@ -97,7 +97,7 @@ def test_nvls_units_differ_from_comm_units() -> None:
     assert platform.npus[0].units.peak == 24
 
 
-@pytest.mark.parametrize("preset", ["h100-nvswitch-8", "gb200-nvl72"])
+@pytest.mark.parametrize("preset", ["h100-nvswitch-8", "h200-nvswitch-8", "gb200-nvl72"])
 def test_the_presets_carry_their_fitted_collective_values(preset: str) -> None:
     from acesim.config import load_system
     from acesim.config.paths import parse_path
@@ -122,6 +122,43 @@ def test_the_nvls_rows_are_live() -> None:
         "h100x8-nvls-allreduce-1g",
         "h100x8-nvls-allreduce-1m",
     ]
+
+
+def test_the_h200_nvls_rows_are_live_and_fitted_as_the_h100_rows() -> None:
+    # the same protocol as H100's: its own 1 MiB row fits the loop latency, its 1 GiB row the
+    # efficiency, every other row is a test row
+    report = validate(["collectives"], quick=True)
+    rows = [
+        r
+        for f in report.families
+        for r in f.results
+        if r.case.id.startswith("h200x8-nvls-allreduce-")
+    ]
+    assert len(rows) == 13
+    assert all(r.status == "ok" for r in rows), [r.note for r in rows]
+    fitted = {r.case.id: list(r.case.fits) for r in rows if r.case.fit}
+    assert fitted == {
+        "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
+        "h200x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
+    }
+
+
+def test_h200_has_the_h100_nvls_kernel_with_the_nccl_2_20_layout_and_its_own_fit() -> None:
+    """The same NVLink4 links, NVSwitch and NVLS kernel; NCCL 2.20.5's buffer layout (its rows'
+    version) against 2.18.5's, and its own fitted loop latency and efficiency."""
+    from acesim.config import load_system
+
+    h100, h200 = load_system("h100-nvswitch-8"), load_system("h200-nvswitch-8")
+    assert h200.network.dimensions[0] == h100.network.dimensions[0]
+    assert h200.network.dimensions[0].switch_reduction
+    for name in ("nvls_stages", "nvls_chunk_bytes", "nvls_channels", "protocols", "choices"):
+        assert getattr(h200.collective, name) == getattr(h100.collective, name), name
+    assert (h100.collective.nvls_layout, h200.collective.nvls_layout) == ("fill_channels", "spread")
+    for name in ("collective.nvls_efficiency", "collective.nvls_loop_latency"):
+        assert h200.sources[name].kind == "fit", name
+        assert "h200x8-nvls-allreduce-" in h200.sources[name].note, name
+    assert "2.20" in h200.sources["collective.nvls_layout"].note
+    assert "2.18" in h100.sources["collective.nvls_layout"].note
 
 
 def test_nvls_is_refused_on_a_switch_that_does_not_reduce() -> None:
@@ -300,3 +337,98 @@ def test_nvls_pipeline_of_loops() -> None:
     big = simulate_collective(s, "all-reduce", "1 GiB").time
     stage = c.nvls_loop_latency + 8 * 131072 * c.nvls_channels * per_byte
     assert big == pytest.approx(link + 66 * stage, rel=1e-9)
+
+
+def _ideal_nvls(layout: str, loop: float) -> SystemConfig:
+    """8 NPUs on an ideal reducing switch (no link latency), NVLS with a 3-stage pipeline."""
+    return make_system(
+        [dim("switch", 8, 100e9, 0.0, switch_reduction=True)],
+        endpoint_delay=0.0,
+        algorithms={"all-reduce": "nvls"},
+        nvls_loop_latency=loop,
+        nvls_stages=3,
+        nvls_layout=layout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("size", "held"),
+    [
+        (1024, 1024),  # below one 4 KiB share: one channel holds it all
+        (20 * 1024, 4096),  # 20 KiB / 16 = 1.25 KiB, rounded up to 4 KiB: five channels
+        (64 * 1024, 4096),  # a 4 KiB share on each of the 16 channels
+        (MiB, 65536),  # 64 KiB per channel, half a loop of 8 heads x 16 KiB
+    ],
+)
+def test_the_spread_layout_pipeline_in_closed_form(size: int, held: int) -> None:
+    # NCCL 2.20's layout (collective.nvls_layout = "spread"): every channel a 4 KiB-aligned
+    # sixteenth of the buffer; one loop (below 16 x 8 x 16 KiB), so the three stages each pay
+    # the loop latency and the busiest channel's bytes at 1/16 of the NVLS bandwidth, and the
+    # collective takes 3 stages (the transfer's time is part of it)
+    loop = 5e-6
+    per_byte = (8 + 1) / 8 / 100e9
+    expected = 3 * (loop + held * 16 * per_byte)
+    spread = simulate_collective(_ideal_nvls("spread", loop), "all-reduce", size).time
+    assert spread == pytest.approx(expected, rel=1e-9)
+    # NCCL 2.18's layout fills channel 0's eight 16 KiB slots first
+    filled = simulate_collective(_ideal_nvls("fill_channels", loop), "all-reduce", size).time
+    assert filled == pytest.approx(3 * (loop + min(size, 8 * 16384) * 16 * per_byte), rel=1e-9)
+
+
+@pytest.mark.parametrize("size", [2 * MiB, 16 * MiB, GiB + 4096])
+def test_the_layouts_agree_from_one_full_loop_up(size: int) -> None:
+    # the busiest channel's loops and loop bytes are the same once the channels are full
+    times = [
+        simulate_collective(_ideal_nvls(layout, 5e-6), "all-reduce", size).time
+        for layout in ("fill_channels", "spread")
+    ]
+    assert times[1] == pytest.approx(times[0], rel=1e-12)
+
+
+def test_a_bad_nvls_layout_is_one_line_naming_the_field() -> None:
+    with pytest.raises(AcesimError) as info:
+        resolve_system("h100-nvswitch-8", overrides={"collective.nvls_layout": "even"})
+    assert str(info.value) == (
+        "h100-nvswitch-8: collective.nvls_layout: input should be 'fill_channels' or 'spread', "
+        "got 'even'"
+    )
+
+
+def test_the_fit_script_fits_the_h200_nvls_values_on_its_own_rows() -> None:
+    # scripts/fit_presets.py finds h200-nvswitch-8 among the presets with collective fit rows,
+    # the H200 1 MiB and 1 GiB rows; the values it prints (fit_collective on them) are the ones
+    # the preset carries (test_the_presets_carry_their_fitted_collective_values)
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_presets.py"
+    spec = importlib.util.spec_from_file_location("fit_presets", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    _, systems = script.presets_with_fit_rows()
+    assert "h200-nvswitch-8" in systems
+    from acesim.validation import load_corpus
+    from acesim.validation.fit import COLLECTIVE_FITS, fit_rows
+
+    rows = fit_rows(load_corpus(), "h200-nvswitch-8", COLLECTIVE_FITS)
+    assert sorted((p, c.id) for c, p in rows) == [
+        ("collective.nvls_efficiency", "h200x8-nvls-allreduce-1g"),
+        ("collective.nvls_loop_latency", "h200x8-nvls-allreduce-1m"),
+    ]
+
+
+def test_the_spread_layout_is_one_nodes_nvls_only() -> None:
+    # NCCL 2.20 queues NVLS over nodes apart (addCollnetCollToPlan) and its kernel's multi-node
+    # branch addresses channels as 2.18's: the load-reduce phase of nvls_tree keeps channel 0
+    # first under spread, one node's NVLS all-reduce phase takes the 4 KiB-aligned share
+    from acesim.network.plan import Phase, nvls_channel_loop
+
+    spread = CollectiveConfig(nvls_layout="spread")
+    node = Phase(dim=0, op="all-reduce", algorithm="nvls", data_bytes=0.0, steps=(), size=8)
+    tree = Phase(
+        dim=0, op="reduce-scatter", algorithm="nvls_tree", data_bytes=0.0, steps=(), size=8
+    )
+    assert nvls_channel_loop(spread, node, 64 * 1024) == (1, 4096)
+    assert nvls_channel_loop(spread, tree, 64 * 1024) == (1, 64 * 1024)
+    assert nvls_channel_loop(CollectiveConfig(), node, 64 * 1024) == (1, 64 * 1024)

@@ -39,6 +39,8 @@ FIT_ROWS = {
     "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
     "h100x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
+    "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
+    "h200x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
     "gb200x4-ring-allreduce-1g": ["collective.protocol_efficiency"],
     "gb200-nvl64-ce-allgather-32mb-batch": ["endpoint.copy_engine.command_setup"],
     "gb200-nvl64-ce-allgather-32mb-waves": ["endpoint.copy_engine.setup"],
@@ -372,7 +374,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: 28 test rows" in out.output
+    assert "collectives: 39 test rows" in out.output
     assert "16 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output

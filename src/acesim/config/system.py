@@ -542,6 +542,15 @@ class CollectiveConfig(Strict):
         description="channels of an NVLS collective (NCCL_NVLS_NCHANNELS; its loops move "
         "nvls_channels x p x chunk bytes)",
     )
+    nvls_layout: Literal["fill_channels", "spread"] = Field(
+        "fill_channels",
+        description="how NCCL lays an NVLS buffer out over its channels, by NCCL version: "
+        "fill_channels (NCCL 2.17-2.19: channel b takes the b-th p x chunk of each loop, so a "
+        "small buffer fills channel 0 first; all_reduce.h) or spread (NCCL 2.20-2.21: every "
+        "channel an equal 4 KiB-aligned share, enqueue.cc addCBDCollToPlan); sets the bytes "
+        "of the busiest channel's loop in the nvls_stages pipeline "
+        "(acesim.network.plan.nvls_channel_loop)",
+    )
     protocols: dict[str, dict[str, ProtocolConfig]] = Field(
         default_factory=dict,
         description="per algorithm, its NCCL protocols (LL, LL128, Simple): each collective "

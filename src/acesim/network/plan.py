@@ -20,7 +20,11 @@ between its scatter, reduce-multicast and gather warps, in series with its trans
 collective's NVLS phases take ``loops x nvls_loop_latency`` more, which is why NVLS bandwidth
 keeps rising with size long after latency stops mattering (smaller chunks, more loops per byte).
 With ``collective.nvls_stages`` the loops flow through the kernel's pipeline instead
-(:func:`nvls_pipeline_latency`).
+(:func:`nvls_pipeline_latency`), whose stage is set by the busiest channel's loop: which bytes
+a channel holds is NCCL's buffer layout, which changed in NCCL 2.20
+(``collective.nvls_layout``, :func:`nvls_channel_loop`): ``fill_channels`` (2.17-2.19, a
+small buffer fills channel 0's head slots first) or ``spread`` (2.20-2.21, every channel an
+equal share; 2.22's scheduler, with a minimum of traffic per channel, is not modelled).
 
 Across nodes: ``flat_ring`` (NCCL's ring through every member of a multi-dimension group) is
 one phase whose steps' bytes are split over lanes, one per dimension (:func:`flat_ring_lanes`),
@@ -614,6 +618,44 @@ def _loop_chunk(cfg: CollectiveConfig, phase: Phase, size: float) -> float:
     return nvls_chunk(cfg, size, phase.size)
 
 
+#: NCCL's alignment of a channel's share of a Simple-protocol buffer, bytes
+#: (``NCCL_SIMPLE_ALIGNMENT = WARP_SIZE x 8 x 16``, ``src/include/enqueue.h``; NCCL 2.20-2.21).
+NCCL_SIMPLE_ALIGNMENT = 4096
+
+
+def nvls_channel_loop(cfg: CollectiveConfig, phase: Phase, size: float) -> tuple[int, float]:
+    """The busiest NVLS channel of a phase (``phase.size`` heads, one per NPU) that moves a
+    buffer of ``size`` bytes through NCCL's NVLS loops (module): (its loops, the bytes one of
+    its loops holds), by ``collective.nvls_layout`` for one node's NVLS.
+
+    A loop of one channel holds ``heads x chunk`` bytes (one slot per head; the chunk by
+    NCCL's rule, :func:`nvls_chunk` or :func:`nvls_tree_chunk`). ``fill_channels`` (NCCL
+    2.17-2.19, ``all_reduce.h``: channel ``b`` takes the ``b``-th ``heads x chunk`` of every
+    loop of ``nvls_channels x heads x chunk``): channel 0 holds ``min(heads x chunk, size)`` in
+    each of ``ceil(size / (nvls_channels x heads x chunk))`` loops. ``spread`` (NCCL 2.20-2.21,
+    ``enqueue.cc`` ``addCBDCollToPlan``): each channel takes a share of
+    ``ceil(size / nvls_channels)`` rounded up to :data:`NCCL_SIMPLE_ALIGNMENT`, the last
+    channel the rest, and runs its own loops over it (``all_reduce.h``, ``oneNode``); channel 0
+    holds ``share = min(size, that)`` in ``ceil(share / (heads x chunk))`` loops of
+    ``min(heads x chunk, share)`` bytes. Both give every buffer at least one loop; with chunks
+    of whole 4 KiB (NCCL's) they differ only below one full loop of all channels
+    (``nvls_channels x heads x chunk``, 2 MiB on 8 GPUs). (``computeCollLastChunkInfo``, 2.20's
+    even split of a channel's last loop over the heads, moves bytes between the heads of one
+    channel, which the pipeline does not tell apart.) ``spread`` is 2.20's one-node schedule:
+    over nodes (``nvls_tree``, NVLS with SHARP) 2.20 queues the collective apart
+    (``addCollnetCollToPlan``) and its kernel addresses channels as 2.18's, so those phases
+    keep ``fill_channels``.
+    """
+    chunk = _loop_chunk(cfg, phase, size)
+    slot = phase.size * chunk
+    one_node = phase.algorithm == "nvls" and phase.op == "all-reduce"
+    if one_node and cfg.nvls_layout == "spread":
+        align = NCCL_SIMPLE_ALIGNMENT
+        share = min(size, math.ceil(size / cfg.nvls_channels / align) * align)
+        return max(1, math.ceil(share / slot)), min(slot, share)
+    return max(1, math.ceil(size / (cfg.nvls_channels * slot))), min(slot, size)
+
+
 def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: int) -> float:
     """The NVLS loops' synchronisation of a collective whose ``chunks`` chunks go through
     ``phases`` (module), s: ``loops x collective.nvls_loop_latency`` over its NVLS phases."""
@@ -624,8 +666,8 @@ def nvls_sync_latency(cfg: CollectiveConfig, phases: Sequence[Phase], chunks: in
         if not _runs_nvls_loops(phase):
             continue
         size = phase.data_bytes * chunks
-        loop = cfg.nvls_channels * phase.size * _loop_chunk(cfg, phase, size)
-        total += math.ceil(size / loop) * cfg.nvls_loop_latency
+        loops, _ = nvls_channel_loop(cfg, phase, size)
+        total += loops * cfg.nvls_loop_latency
     return total
 
 
@@ -637,13 +679,16 @@ def nvls_pipeline_latency(
     Without ``collective.nvls_stages``: :func:`nvls_sync_latency`. With it, NCCL 2.18's kernel
     (``all_reduce.h``) as a pipeline: per channel, ``stages`` warp groups (scatter,
     reduce-multicast, gather) hand each loop on through flags, so a buffer of ``L`` loops takes
-    ``(L + stages - 1)`` stage times, a stage being ``nvls_loop_latency`` plus the bytes one
-    channel holds in a loop (``min(p x chunk, buffer)``: channel ``b`` takes the ``b``-th
-    ``p x chunk`` of a loop) at ``1 / nvls_channels`` of the NVLS bandwidth (each channel is one
-    SM; assumption: a channel moves at most its share of the links, also when others idle). So
-    a buffer too small to fill the channels is as slow as one channel's share of it allows:
-    every size from ``p x chunk`` (128 KiB on 8 GPUs) to a full loop (2 MiB) costs the same
-    (the measured plateau of 64 KiB-2 MiB). The transfer itself is simulated (the NVLS steps'
+    ``(L + stages - 1)`` stage times, ``L`` and a stage being the busiest channel's loops and
+    ``nvls_loop_latency`` plus the bytes one of its loops holds (:func:`nvls_channel_loop`,
+    by ``collective.nvls_layout``) at ``1 / nvls_channels`` of the NVLS bandwidth (each
+    channel is one SM; assumption: a channel moves at most its share of the links, also when
+    others idle). So under ``fill_channels`` (NCCL 2.17-2.19) a buffer too small to fill the
+    channels is as slow as one channel's share of it allows: every size from ``p x chunk``
+    (128 KiB on 8 GPUs) to a full loop (2 MiB) costs the same (the measured plateau of 64
+    KiB-2 MiB on NCCL 2.18.5); under ``spread`` (NCCL 2.20-2.21) a buffer of one loop or less
+    costs ``stages x nvls_loop_latency`` plus ``stages x nvls_channels x share`` bytes' time,
+    ``share`` its 4 KiB-aligned sixteenth. The transfer itself is simulated (the NVLS steps'
     bytes on the links); this returns the rest, ``(L + stages - 1) x stage`` less the buffer's
     time at the NVLS bandwidth, paid when a rank joins.
     """
@@ -657,10 +702,9 @@ def nvls_pipeline_latency(
         d = topology.dimensions[phase.dim]
         p = phase.size
         size = phase.data_bytes * chunks
-        chunk = _loop_chunk(cfg, phase, size)
-        loops = max(1, math.ceil(size / (cfg.nvls_channels * p * chunk)))
+        loops, held = nvls_channel_loop(cfg, phase, size)
         per_byte = (p + 1) / p / (d.egress_bandwidth / d.efficiency * nvls_eff)  # s per byte
-        stage = cfg.nvls_loop_latency + min(p * chunk, size) * cfg.nvls_channels * per_byte
+        stage = cfg.nvls_loop_latency + held * cfg.nvls_channels * per_byte
         total += max(0.0, (loops + cfg.nvls_stages - 1) * stage - size * per_byte)
     return total
 
