@@ -37,13 +37,6 @@ from .bounds import BoundRecorder
 #: path (see :meth:`GraphExecutor.run`) before every collective runs there.
 MAX_REDOS = 4
 
-#: Exact mode: a run that sends more messages than this (every rank) first predicts which
-#: collectives overlap from a symmetric run of its graph (when it is symmetric and nothing
-#: makes ranks differ), rather than finding them in a run that is then redone. A cost
-#: threshold (the symmetric run costs about one rank's share of the exact one), not a model
-#: parameter.
-PREDICT_MESSAGES = 2_000_000
-
 
 @dataclass
 class NodeRecord:
@@ -88,6 +81,9 @@ class Execution:
     #: path, and the collectives that ran there (the others ran without message events)
     redone: int = 0
     event_collectives: int = 0
+    #: exact mode: collectives computed without events together with overlapping ones
+    #: (:meth:`acesim.network.vectorized.Lockstep.run_joint`)
+    joint_collectives: int = 0
     #: exact mode: every rank was identical to rank 0 (same graph and NPU, nothing making
     #: ranks differ, collectives finishing at one time everywhere), so rank 0 was simulated
     #: and its records stand for every rank's (see :class:`GraphExecutor`)
@@ -146,8 +142,6 @@ class GraphExecutor:
         self._deferred: vectorized.Deferred | None = None
         #: times the run was redone before this executor's (see :meth:`run`)
         self.redone = 0
-        #: the event path already holds the symmetric run's prediction (see :meth:`run`)
-        self._predicted = False
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -321,9 +315,6 @@ class GraphExecutor:
             and vectorized.applies(rt)
             and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
         ):
-            if self.redone == 0 and not self._predicted and self._worth_predicting():
-                self.event_path = self.event_path | self._predicted_overlaps()
-                self._predicted = True
             self._deferred = vectorized.Deferred(
                 rt, self.event_path, replicated=self.replicated
             )
@@ -345,9 +336,7 @@ class GraphExecutor:
                 replicate=self._replicate,
             )
             again.redone = self.redone + 1
-            execution = again.run()
-            execution.redone = again.redone
-            return execution
+            return again.run()  # its execution counts every redo before it (see _run)
 
     def _every_rank(self) -> Execution:
         """The run redone with every rank simulated (replicated ranks would have differed)."""
@@ -356,44 +345,8 @@ class GraphExecutor:
             platform, self.graph, self.on_iteration, event_path=self.event_path, replicate=False
         )
         again.redone = self.redone
-        again._predicted = self._predicted
         execution = again.run()
         return execution
-
-    def _worth_predicting(self) -> bool:
-        """Whether a redo would cost more than a symmetric run to predict it: the graph is
-        symmetric, nothing makes the ranks differ, and the run sends many messages."""
-        if self.platform.variation or not self.graph.symmetric:
-            return False
-        rt = self.platform.collectives
-        per_rank = sum(
-            rt.messages_per_rank(n.op or "all-reduce", n.size, dims=n.dims, group=n.group)
-            for n in self.graph.ranks[0]
-            if n.kind == "collective"
-        )
-        return per_rank * self.ranks > PREDICT_MESSAGES
-
-    def _predicted_overlaps(self) -> frozenset[Any]:
-        """The collective instances that overlap another in the symmetric run of the graph
-        (one representative rank: what every rank does when all run alike), to run on the
-        event path from the start instead of after a redo. A prediction only: the exact run
-        still checks every overlap."""
-        platform = Platform(self.platform.system, exact=False)
-        symmetric = GraphExecutor(platform, self.graph, event_path=None)
-        symmetric.run()
-        spans = sorted(
-            (coll.issued, coll.finished if coll.finished is not None else float("inf"), key)
-            for key, coll in symmetric._instances.items()
-        )
-        overlapping: set[Any] = set()
-        flight: list[tuple[float, Any]] = []
-        for issued, finished, key in spans:
-            flight = [(end, k) for end, k in flight if end > issued]
-            if flight:
-                overlapping.add(key)
-                overlapping.update(k for _end, k in flight)
-            flight.append((finished, key))
-        return frozenset(overlapping)
 
     def _run(self) -> Execution:
         engine = self.platform.engine
@@ -426,6 +379,8 @@ class GraphExecutor:
         self.execution.collectives = list(self.platform.collectives.collectives)
         vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
         self.execution.event_collectives = len(self.execution.collectives) - vector
+        self.execution.joint_collectives = self._deferred.joint if self._deferred else 0
+        self.execution.redone = self.redone
         if self.replicated:
             self._copy_replicas()
         return self.execution
