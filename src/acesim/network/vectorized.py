@@ -29,8 +29,13 @@ per-message Python; every NPU keeps its own times):
 collectives (:class:`acesim.training.executor.GraphExecutor`): each is computed when its last
 rank joins, from every rank's own join time (stragglers), and each rank's completion is one
 event; one that starts while computed ones are in flight is computed after them when it
-reaches every dimension after their last admission there; any other overlap makes the
-executor redo the run with those collectives on the event engine.
+reaches every dimension after their last admission there, else together with them
+(:meth:`Lockstep.run_joint`: each dimension's queue admits, when it frees, the waiting phase
+with the smallest key (priority, FIFO/LIFO between collectives, arrival within one), else
+the first to arrive; the next admission on a dimension is one every rank makes next, and
+phases waiting on another dimension arrive later than that queue frees), moving the
+completions of those already computed where the batch changed them; any overlap this cannot
+express makes the executor redo the run with those collectives on the event engine.
 
 Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly the steps
 that depend on it. The result is bit-identical to the event simulation while the ranks run in
@@ -736,6 +741,9 @@ class Lockstep:
         segments, usage = part.segments, part.usage
         record_usage = self.record_usage
         n = self.n
+        if self.uniform[d] and phase.size > 1 and float(begin.min()) == float(begin.max()):
+            # every rank starts together on links alike: every rank's times are one number
+            return self._phase_together(phase, float(begin[0]))
         out, arrive, latest = np.empty(n), np.empty(n), np.empty(n)
         done = begin.copy()
         add, maximum, take = np.add, np.maximum, np.take
@@ -761,6 +769,38 @@ class Lockstep:
             self._record(part, d, m, k, out, arrive)
             maximum(out, latest, out=done)
         return done
+
+    def _phase_together(self, phase: Phase, begin: float) -> np.ndarray:
+        """:meth:`_phase` when every rank starts at ``begin`` (s) on a dimension whose links
+        and latencies are alike at every rank: each step's arrays would hold one value, so
+        the same float operations are done once, on that value."""
+        d = phase.dim
+        delay = float(self.delay[d][0])
+        bound = self._bound.get(d)
+        listened = self.listened
+        part = self.part
+        segments, usage = part.segments, part.usage
+        record_usage = self.record_usage
+        first = d not in part.first
+        one_size = len(part.sizes) == 1
+        done = begin
+        for k, m, took, _src, allocated in self._prepare(phase):
+            out = done + float(took[0])
+            arrive = out + delay  # every sender's message, the latest one included
+            if listened:
+                segments.append((bound, done, out, k))
+            if out > done and record_usage:
+                usage.append((d, done, out, allocated))
+            if first:
+                part.first[d] = out
+                first = False
+            if one_size:
+                part.counts[d] = part.counts.get(d, 0) + k
+            else:
+                part.sent.append((d, m, k, out))
+                part.received.append((d, m, k, arrive))
+            done = out if out >= arrive else arrive  # np.maximum of the two
+        return np.full(self.n, done)
 
     def _rank0_allocated(self, phase: Phase, step: Step, k: int) -> float:
         """What rank 0's ``k`` messages of the step are allocated on its egress (B/s), summed
