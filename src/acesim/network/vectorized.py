@@ -1106,8 +1106,6 @@ class Deferred:
         #: keys of collectives that must run on the event path: when not empty, the run's
         #: results are not valid and it must be redone (the caller raises :class:`Conflict`)
         self.conflicts: set[Any] = set()
-        #: vectorized collectives in flight whose ranks have not all joined
-        self._pending: set[int] = set()
         #: per dimension, when each rank's queue frees from the computed collectives, and
         #: their last admission there (s)
         self._busy: dict[int, np.ndarray] = {}
@@ -1135,25 +1133,25 @@ class Deferred:
 
     def start(self, coll: Collective, key: Any) -> bool:
         """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
-        (join its ranks with :meth:`join`), False for the event path. One that would share
-        the network with a vectorized one not computed yet (or needs the event path while a
-        vectorized one is in flight) is a conflict (:attr:`conflicts`): it runs on the event
-        path, and the run goes on only to find further conflicts before it is redone."""
+        (join its ranks with :meth:`join`), False for the event path. One that needs the
+        event path while a vectorized one is in flight is a conflict (:attr:`conflicts`): it
+        runs on the event path, and the run goes on only to find further conflicts before it
+        is redone."""
         vectors = [k for k, v in self.inflight.values() if v]
         if not vectors:
             # while event-path collectives are in flight, a new one joins them there
             vector = not self.inflight and self._vectorizable(coll, key)
-        elif self._pending or not self._vectorizable(coll, key):
+        elif not self._vectorizable(coll, key):
             self.conflicts.update((key, *vectors))
             vector = False
         else:
-            # after computed ones, or together with them (see join)
+            # after computed ones, or together with them (see join; one whose ranks have
+            # not all joined yet is recomputed with it then, if nothing it did has happened)
             vector = True
         self.inflight[coll.id] = (key, vector)
         if vector:
             self._joined[coll.id] = np.full(self.n, math.nan)
             self._count[coll.id] = 0
-            self._pending.add(coll.id)
             self.vector_ids.add(coll.id)
         self._done[coll.id] = 0
         return vector
@@ -1184,7 +1182,6 @@ class Deferred:
         if self._count[coll.id] < self.n:
             return
         del self._joined[coll.id], self._count[coll.id]
-        self._pending.discard(coll.id)
         key = self.inflight[coll.id][0]
         computed = _Computed(coll, key, joined)
         lockstep = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True)
