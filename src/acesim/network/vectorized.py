@@ -865,6 +865,8 @@ class Lockstep:
             return 0.0
         if part.records > _MAX_RECORDS:
             return None
+        if part.records == 0:
+            return self._total_together(records)
         times: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
         counts: list[np.ndarray] = []
@@ -894,6 +896,33 @@ class Lockstep:
         for m, count in zip(m_all[starts].tolist(), runs.tolist(), strict=True):
             total = add_repeatedly(total, m, int(count))
         return total
+
+
+    def _total_together(self, records: list[tuple[int, float, int, Any]]) -> float | None:
+        """:meth:`_total` where every record's time is one number (every rank's alike): the
+        same stable sort by time, runs of one size and additions, without arrays."""
+        n = self.n
+        entries = sorted(((t, m, n * k) for _d, m, k, t in records), key=_time)
+        total = 0.0
+        size: float | None = None
+        count = 0
+        previous = -math.inf
+        for t, m, c in entries:
+            if m != size:
+                if size is not None:
+                    if t == previous:
+                        return None  # sizes that tie in time (see _total)
+                    total = add_repeatedly(total, size, count)
+                size, count = m, c
+            else:
+                count += c
+            previous = t
+        assert size is not None
+        return add_repeatedly(total, size, count)
+
+
+def _time(entry: tuple[float, float, int]) -> float:
+    return entry[0]
 
 
 def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:

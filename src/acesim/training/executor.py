@@ -86,7 +86,8 @@ class Execution:
     joint_collectives: int = 0
     #: exact mode: every rank was identical to rank 0 (same graph and NPU, nothing making
     #: ranks differ, collectives finishing at one time everywhere), so rank 0 was simulated
-    #: and its records stand for every rank's (see :class:`GraphExecutor`)
+    #: and its records stand for every rank's (each rank's map holds rank 0's record
+    #: objects; see :class:`GraphExecutor`)
     replicated: bool = False
 
 
@@ -399,17 +400,14 @@ class GraphExecutor:
                 raise vectorized.Diverged(f"collective {coll.label!r} finishes unevenly")
 
     def _copy_replicas(self) -> None:
-        """Replicated ranks: rank 0's records and NPU counters for every other rank."""
+        """Replicated ranks: rank 0's records and NPU counters for every other rank (each
+        rank's record map holds rank 0's records, one object per node: a finished run's
+        records are read, never written)."""
         self.platform.engine.sync()
         base = self.records[0]
         npus = self.platform.npus
         for rank in range(1, self.ranks):
-            self.records.append(
-                {
-                    i: NodeRecord(r.node, r.start, r.end, r.alone, r.hbm_bytes, r.collective)
-                    for i, r in base.items()
-                }
-            )
+            self.records.append(dict(base))
             npus[rank].mirror(npus[0])
         self.execution.replicated = True
 
