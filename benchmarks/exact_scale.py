@@ -270,7 +270,7 @@ def main() -> None:
             print(
                 f"{name:14s} {case.npus:>6,d} NPUs  simulated {med['simulated'] * 1e3:9.3f} ms  "
                 f"wall {med['wall']:8.2f} s  user {med['user']:8.2f} s  run CPU "
-                f"{med['run_cpu']:8.2f} s  "
+                f"{med['run_cpu']:8.3f} s  "
                 f"RSS {med['rss']:7.0f} MiB{vs}",
                 flush=True,
             )
@@ -287,7 +287,7 @@ def main() -> None:
             shown = f"{ratio:.2f}" if ratio is not None else "-"
             print(
                 f"| {case.label} | {case.npus:,} | {med['simulated'] * 1e3:.3f} | "
-                f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.2f} | "
+                f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.3f} | "
                 f"{med['rss']:.0f} | {astra} | {arss} | "
                 f"{shown} | {n} |"
             )
