@@ -259,7 +259,7 @@ def main() -> None:
         ratio = med["run_cpu"] / case.astra_cpu if case.astra_cpu else None
         rows.append((case, med, ratio, len(runs)))
         if not args.markdown:
-            vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.2f}" if ratio else ""
+            vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.3f}" if ratio else ""
             if notes:
                 vs += (
                     f"  ({notes['event_collectives']} of {notes['collectives']} collectives on "
@@ -284,7 +284,7 @@ def main() -> None:
         for case, med, ratio, n in rows:
             astra = f"{case.astra_cpu:g}" if case.astra_cpu else "-"
             arss = f"{case.astra_rss:g}" if case.astra_rss else "-"
-            shown = f"{ratio:.2f}" if ratio is not None else "-"
+            shown = f"{ratio:.3f}" if ratio is not None else "-"
             print(
                 f"| {case.label} | {case.npus:,} | {med['simulated'] * 1e3:.3f} | "
                 f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.3f} | "
