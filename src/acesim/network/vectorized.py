@@ -557,26 +557,38 @@ class Lockstep:
         ]
         # per chunk: [part, phase index, arrival (s, per rank), order of arrival among equal
         # times (the join's, chunk by chunk) or None, chunk]
-        frontier: list[list[Any]] = [
-            [i, 0, np.asarray(starts[i], dtype=float), c, c]
-            for i, part in enumerate(parts)
-            for c in range(part.chunks)
-            if part.phases
-        ]
+        # (and that arrival as one number when every rank's is the same, else None)
+        frontier: list[list[Any]] = []
+        for i, part in enumerate(parts):
+            if part.phases:
+                start = np.asarray(starts[i], dtype=float)
+                alike = _alike(start)
+                frontier.extend([i, 0, start, c, c, alike] for c in range(part.chunks))
         before = dict(self.admitted)
         free = self.free
+        #: free as one number per dimension where every rank's is the same (else None)
+        self._free_alike = {d: _alike(f) for d, f in free.items()}
         #: per dimension, the chunk (part, chunk) whose phase there was admitted last
         last: dict[int, tuple[int, int]] = {}
         finished: list[np.ndarray | None] = [None] * len(parts)
         while frontier:
             chosen = None
-            for entry in frontier:
-                if self._joint_next(entry, frontier, later, last):
-                    chosen = entry
-                    break
+            alike = all(e[5] is not None for e in frontier) and all(
+                f is not None for f in self._free_alike.values()
+            )
+            if alike:  # every rank's times alike: compare numbers, earliest arrivals first
+                for entry in sorted(frontier, key=_arrival):
+                    if self._joint_next_alike(entry, frontier, later, last):
+                        chosen = entry
+                        break
+            else:
+                for entry in frontier:
+                    if self._joint_next(entry, frontier, later, last):
+                        chosen = entry
+                        break
             if chosen is None:
                 return None
-            i, index, arrival, _order, chunk = chosen
+            i, index, arrival, _order, chunk, _alike_arrival = chosen
             part = self.part = parts[i]
             phase = part.phases[index]
             d = phase.dim
@@ -590,9 +602,10 @@ class Lockstep:
             if end is None or not bool(np.all(end > begin)):
                 return None
             free[d] = end
+            self._free_alike[d] = end_alike = _alike(end)
             last[d] = (i, chunk)
             if index + 1 < len(part.phases):
-                chosen[1], chosen[2], chosen[3] = index + 1, end, None
+                chosen[1], chosen[2], chosen[3], chosen[5] = index + 1, end, None, end_alike
             else:
                 frontier.remove(chosen)
                 done = finished[i]
@@ -623,7 +636,7 @@ class Lockstep:
         key, or is the chunk releasing the queue at ``F`` (queued behind the waiting ones).
         Phases still on other dimensions arrive later than their present arrival and than the
         freeing of the queue they wait in (every phase admitted there so far goes first)."""
-        i, index, arrival, order, _chunk = entry
+        i, index, arrival, order, _chunk, _alike_arrival = entry
         parts = self.parts
         key = parts[i].key
         dim = parts[i].phases[index].dim
@@ -632,7 +645,7 @@ class Lockstep:
         for other in frontier:
             if other is entry:
                 continue
-            j, o_index, o_arrival, o_order, o_chunk = other
+            j, o_index, o_arrival, o_order, o_chunk, _o_alike = other
             same = i == j
             if parts[j].phases[o_index].dim == dim:
                 if same and order is not None and o_order is not None and order < o_order:
@@ -662,6 +675,53 @@ class Lockstep:
                 else:
                     assert busy is not None
                     ok = bool(np.all(np.where(wait, o_arrival >= busy, ahead)))
+            else:
+                ok = True
+            if not ok:
+                return False
+        return True
+
+    def _joint_next_alike(
+        self,
+        entry: list[Any],
+        frontier: list[list[Any]],
+        later: list[list[set[int]]],
+        last: dict[int, tuple[int, int]],
+    ) -> bool:
+        """:meth:`_joint_next` where every arrival and queue's freeing is one number (every
+        rank's alike): the same comparisons, on those numbers."""
+        i, index, _arrival, order, _chunk, arrival = entry
+        parts = self.parts
+        key = parts[i].key
+        dim = parts[i].phases[index].dim
+        free = self._free_alike
+        busy = free.get(dim)
+        wait = busy is not None and arrival < busy
+        for other in frontier:
+            if other is entry:
+                continue
+            j, o_index, _o_arrays, o_order, o_chunk, o_arrival = other
+            same = i == j
+            o_dim = parts[j].phases[o_index].dim
+            if o_dim == dim:
+                if same and order is not None and o_order is not None and order < o_order:
+                    after = arrival <= o_arrival
+                else:
+                    after = arrival < o_arrival
+                if not wait:
+                    ok = after
+                elif last.get(dim) == (j, o_chunk):
+                    ok = True  # it arrives as the queue frees, behind the waiting phases
+                else:
+                    ok = o_arrival > busy or (after if same else key < parts[j].key)
+            elif dim in later[j][o_index + 1]:
+                o_busy = free.get(o_dim)
+                if o_busy is not None and o_busy > o_arrival:
+                    o_arrival = o_busy
+                if same or not wait:
+                    ok = arrival <= o_arrival
+                else:
+                    ok = key < parts[j].key or o_arrival >= busy
             else:
                 ok = True
             if not ok:
@@ -923,6 +983,17 @@ class Lockstep:
 
 def _time(entry: tuple[float, float, int]) -> float:
     return entry[0]
+
+
+def _alike(values: np.ndarray) -> float | None:
+    """The value of every rank when they are all the same number (not NaN), else None."""
+    low = float(values.min())
+    return low if low == float(values.max()) else None
+
+
+def _arrival(entry: list[Any]) -> float:
+    arrival: float = entry[5]
+    return arrival
 
 
 def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
