@@ -1288,8 +1288,9 @@ class Deferred:
         outcome = lockstep.run(joined, self._busy, self._admitted)
         if outcome is not None:
             latest = max((float(a.max()) for a in self._admitted.values()), default=-math.inf)
-            if float(joined.min()) > latest:
-                # nothing computed waits anywhere any more: a new batch
+            if latest < engine.now:
+                # every computed phase was admitted before now: nothing to come can overtake
+                # one, nor does this one (it reaches each dimension after them): a new batch
                 self._batch = []
                 self._base = (self._busy, self._admitted)
             self._finish(computed, outcome)
