@@ -1220,9 +1220,11 @@ class Deferred:
         #: (those of an earlier generation were moved by a recomputation)
         self._generations: dict[int, int] = {}
 
-    def _vectorizable(self, coll: Collective, key: Any) -> bool:
+    def _vectorizable(self, coll: Collective, key: Any, ranks: int | None) -> bool:
         if key in self.excluded or (coll.members is not None and len(coll.members) != self.n):
             return False
+        if ranks is not None and ranks != self.n:
+            return False  # an instance only some ranks join (one group's)
         sig = (coll.op, coll.size, coll.dims, tuple(coll.axes))
         ok = self._plans.get(sig)
         if ok is None:
@@ -1231,17 +1233,18 @@ class Deferred:
             )
         return ok
 
-    def start(self, coll: Collective, key: Any) -> bool:
-        """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
-        (join its ranks with :meth:`join`), False for the event path. One that needs the
+    def start(self, coll: Collective, key: Any, ranks: int | None = None) -> bool:
+        """A new collective instance ``coll`` (the caller's ``key``; ``ranks``: how many ranks
+        will join it, when not every rank does): True when it runs here (join its ranks with
+        :meth:`join`), False for the event path. One that needs the
         event path while a vectorized one is in flight is a conflict (:attr:`conflicts`): it
         runs on the event path, and the run goes on only to find further conflicts before it
         is redone."""
         vectors = [k for k, v in self.inflight.values() if v]
         if not vectors:
             # while event-path collectives are in flight, a new one joins them there
-            vector = not self.inflight and self._vectorizable(coll, key)
-        elif not self._vectorizable(coll, key):
+            vector = not self.inflight and self._vectorizable(coll, key, ranks)
+        elif not self._vectorizable(coll, key, ranks):
             self.conflicts.update((key, *vectors))
             vector = False
         else:

@@ -477,7 +477,15 @@ class GraphExecutor:
             )
             self._instances[key] = coll
             if self._deferred is not None:
-                self._deferred.start(coll, key)
+                # who joins: the instance's members (per-rank graphs), one group (instances
+                # matched within each group), or every rank
+                joining = self._members.get(key)
+                ranks = (
+                    len(joining)
+                    if joining is not None
+                    else coll.group_size if self._split else self.ranks
+                )
+                self._deferred.start(coll, key, ranks)
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
         deferred = self._deferred
