@@ -41,12 +41,11 @@ Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly
 that depend on it. The result is bit-identical to the event simulation while the ranks run in
 lockstep (no variation); with per-rank capacities or join times each rank's rate uses its own
 fill level, where the allocator, reallocating several ranks' messages at one instant, freezes
-fill levels within a relative 1e-9 of each other at the lowest: the two differ by at most
-that (in practice by a few units in the last place; byte sums whose messages of different
-sizes tie in time are left to the event path, which adds them in its event order); link
-integrals (``Resource.used``, :meth:`acesim.engine.Engine.plan_usage`) by rounding.
-Endpoints that charge HBM or hold units, concurrent chunks per dimension, NCCL protocols and
-NVLS steps run on the event engine.
+fill levels within a relative 1e-9 of each other at the lowest, and byte sums that tie in
+time are added in step order: the two differ by at most that (in practice by a few units in
+the last place); link integrals (``Resource.used``, :meth:`acesim.engine.Engine.plan_usage`)
+by rounding. Endpoints that charge HBM or hold units, concurrent chunks per dimension, NCCL
+protocols and NVLS steps run on the event engine.
 """
 
 from __future__ import annotations
@@ -946,9 +945,10 @@ class Lockstep:
         m_all = np.concatenate(sizes)[order]
         c_all = np.concatenate(counts)[order]
         differ = m_all[1:] != m_all[:-1]
-        if bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
-            # which size the engine adds first depends on its event order: the event path
-            # keeps the sums bit-identical
+        if part.records == 0 and bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
+            # which size the engine adds first depends on its event order: in lockstep the
+            # event path keeps the sums bit-identical; out of lockstep (ranks made to
+            # differ) ties are added in step order, within a few units in the last place
             return None
         starts = np.concatenate(([0], np.flatnonzero(differ) + 1))
         runs = np.add.reduceat(c_all, starts)
