@@ -202,10 +202,13 @@ def test_several_dimensions_vectorized_agree_with_the_event_simulation(case: tup
         events = run()
     finally:
         vectorized.ENABLED = True
-    if variation is None or fast["time"] == events["time"]:
+    if variation is None:
         assert fast == events
     else:
-        assert fast["time"] == pytest.approx(events["time"], rel=1e-9)
+        # per-rank fill levels, and byte sums whose messages of different sizes tie in time
+        # added in step order (module docstring): every number within 1e-9 (a 2x2x2 ring
+        # with a slow link: equal times, bytes a unit in the last place apart)
+        _close(fast, events, 1e-9)
 
 
 def test_the_three_dimensional_case_runs_without_events() -> None:
