@@ -16,7 +16,9 @@ Ring(4) x FullyConnected(8) x Switch(32) at 200/100/50 GB/s and 50/500/2000 ns.
     python benchmarks/exact_scale.py                       # every case but the largest
     python benchmarks/exact_scale.py --cases ring-512,fc-1024 --repeat 3
     python benchmarks/exact_scale.py --all --markdown      # 4,096 and 16,384 NPUs and
-                                                           # ResNet-50 too (tens of minutes)
+                                                           # ResNet-50 too (minutes)
+    python benchmarks/exact_scale.py --cases dp-64 --cli-gc  # as the acesim CLI runs it
+                                                             # (gc.freeze() after imports)
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ def _note(execution: Any) -> None:
     NOTES["event_collectives"] = execution.event_collectives
     NOTES["collectives"] = len(execution.collectives)
     NOTES["redone"] = execution.redone
+    NOTES["joint"] = execution.joint_collectives
     NOTES["replicated"] = int(execution.replicated)
 
 
@@ -180,8 +183,15 @@ CASES = [
 BY_NAME = {c.name: c for c in CASES}
 
 
-def child(name: str) -> None:
-    """Run one case in this process and print its simulated time as JSON."""
+def child(name: str, freeze: bool = False) -> None:
+    """Run one case in this process and print its simulated time as JSON (``freeze``: as
+    the ``acesim`` command line does, ``gc.freeze()`` after the imports)."""
+    if freeze:
+        import gc
+
+        import acesim.experiment  # noqa: F401  (the training cases' imports, as the CLI's)
+
+        gc.freeze()
     start, cpu = time.perf_counter(), time.process_time()
     simulated = BY_NAME[name].run()
     run_cpu = time.process_time() - cpu
@@ -189,12 +199,11 @@ def child(name: str) -> None:
     print(json.dumps({"simulated": simulated, "wall": wall, "cpu": run_cpu, "notes": NOTES}))
 
 
-def measure(name: str, timeout: float | None) -> dict[str, float]:
+def measure(name: str, timeout: float | None, freeze: bool = False) -> dict[str, float]:
     """One child run: wall (s), user CPU (s), peak RSS (MiB), simulated time (s)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", name], stdout=subprocess.PIPE, text=True
-    )
+    command = [sys.executable, __file__, "--child", name] + (["--cli-gc"] if freeze else [])
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     try:
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -223,10 +232,16 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="also the heavy cases")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case (median)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument(
+        "--cli-gc",
+        action="store_true",
+        help="freeze the import-time objects out of the garbage collector before each case, "
+        "as the acesim command line does (the library does not)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.cli_gc)
         return
     if args.cases:
         names = [n.strip() for n in args.cases.split(",") if n.strip()]
@@ -238,23 +253,24 @@ def main() -> None:
     rows = []
     for name in names:
         case = BY_NAME[name]
-        runs = [measure(name, None) for _ in range(args.repeat)]
+        runs = [measure(name, None, args.cli_gc) for _ in range(args.repeat)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "notes"}
         notes = runs[-1]["notes"]
         ratio = med["run_cpu"] / case.astra_cpu if case.astra_cpu else None
         rows.append((case, med, ratio, len(runs)))
         if not args.markdown:
-            vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.2f}" if ratio else ""
+            vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.3f}" if ratio else ""
             if notes:
                 vs += (
                     f"  ({notes['event_collectives']} of {notes['collectives']} collectives on "
-                    f"the event path, {notes['redone']} redone"
+                    f"the event path, {notes.get('joint', 0)} computed with overlapping ones, "
+                    f"{notes['redone']} redone"
                     f"{', ranks replicated' if notes.get('replicated') else ''})"
                 )
             print(
                 f"{name:14s} {case.npus:>6,d} NPUs  simulated {med['simulated'] * 1e3:9.3f} ms  "
                 f"wall {med['wall']:8.2f} s  user {med['user']:8.2f} s  run CPU "
-                f"{med['run_cpu']:8.2f} s  "
+                f"{med['run_cpu']:8.3f} s  "
                 f"RSS {med['rss']:7.0f} MiB{vs}",
                 flush=True,
             )
@@ -268,10 +284,10 @@ def main() -> None:
         for case, med, ratio, n in rows:
             astra = f"{case.astra_cpu:g}" if case.astra_cpu else "-"
             arss = f"{case.astra_rss:g}" if case.astra_rss else "-"
-            shown = f"{ratio:.2f}" if ratio is not None else "-"
+            shown = f"{ratio:.3f}" if ratio is not None else "-"
             print(
                 f"| {case.label} | {case.npus:,} | {med['simulated'] * 1e3:.3f} | "
-                f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.2f} | "
+                f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.3f} | "
                 f"{med['rss']:.0f} | {astra} | {arss} | "
                 f"{shown} | {n} |"
             )

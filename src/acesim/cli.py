@@ -10,6 +10,7 @@ Errors a user causes are printed as one or two lines naming the field and exit w
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -89,7 +90,15 @@ def run_cli(func: Callable[[], Any]) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    The command line owns its process, so it moves the objects its imports created (tens of
+    thousands: modules, classes, pydantic schemas) out of the cyclic garbage collector's
+    reach (``gc.freeze()``) before the command runs: they live as long as the process, and
+    the collector's passes over them were half of a small exact-mode run's time. Objects the
+    command creates are collected as usual. The library (``import acesim``) leaves the
+    collector alone."""
+    gc.freeze()
     run_cli(app)
 
 

@@ -99,6 +99,8 @@ class Engine:
         #: allocations a model computed without activities (:meth:`plan_usage`), per resource:
         #: [start s, end s, units/s], folded into ``used`` by :meth:`sync`
         self._planned: dict[Resource, list[list[float]]] = {}
+        #: the last instant :meth:`sync` folded planned allocations into ``used`` (s)
+        self._folded = -INF
 
     # -- resources ---------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float) -> Resource:
@@ -144,16 +146,43 @@ class Engine:
         target.peak = source.peak
         target._since = source._since
 
-    def plan_usage(self, resource: Resource, start: float, end: float, rate: float) -> None:
+    def plan_usage(
+        self, resource: Resource, start: float, end: float, rate: float
+    ) -> list[float] | None:
         """Record that ``resource`` is allocated ``rate`` units/s over [``start``, ``end``) s
         by work a model computed without activities (exact mode's vectorized collectives):
-        :meth:`sync` adds it to ``used`` as time passes (and to ``peak``)."""
+        :meth:`sync` adds it to ``used`` as time passes (and to ``peak``). Returns the span
+        (for :meth:`replan`), or None when it allocates nothing."""
         if end > start and rate > 0:
-            self._planned.setdefault(resource, []).append([start, end, rate])
+            span = [start, end, rate]
+            self._planned.setdefault(resource, []).append(span)
             if rate > resource.peak:
                 resource.peak = rate
+            return span
+        return None
+
+    def can_replan(self, resource: Resource, span: list[float], start: float) -> bool:
+        """Whether :meth:`replan` may move ``span`` (of :meth:`plan_usage` on ``resource``)
+        to begin at ``start`` (s): no part of it was folded into ``used`` yet, nor would be
+        of the new one."""
+        if not (span[0] >= self._folded and start >= self._folded):
+            return False
+        return any(s is span for s in self._planned.get(resource, ()))
+
+    def replan(
+        self, resource: Resource, span: list[float], start: float, end: float, rate: float
+    ) -> None:
+        """Move a span of :meth:`plan_usage` to [``start``, ``end``) s at ``rate`` units/s (a
+        model recomputed its work), in place (its order among the resource's spans is kept);
+        :meth:`can_replan` must allow it."""
+        if not self.can_replan(resource, span, start) or not (end > start and rate > 0):
+            raise SimulationError(f"{resource.name}: a planned span cannot move now")
+        span[0], span[1], span[2] = start, end, rate
+        if rate > resource.peak:
+            resource.peak = rate
 
     def _fold_planned(self, now: float) -> None:
+        self._folded = now
         for res, spans in list(self._planned.items()):
             keep = []
             for span in spans:

@@ -29,8 +29,13 @@ per-message Python; every NPU keeps its own times):
 collectives (:class:`acesim.training.executor.GraphExecutor`): each is computed when its last
 rank joins, from every rank's own join time (stragglers), and each rank's completion is one
 event; one that starts while computed ones are in flight is computed after them when it
-reaches every dimension after their last admission there; any other overlap makes the
-executor redo the run with those collectives on the event engine.
+reaches every dimension after their last admission there, else together with them
+(:meth:`Lockstep.run_joint`: each dimension's queue admits, when it frees, the waiting phase
+with the smallest key (priority, FIFO/LIFO between collectives, arrival within one), else
+the first to arrive; the next admission on a dimension is one every rank makes next, and
+phases waiting on another dimension arrive later than that queue frees), moving the
+completions of those already computed where the batch changed them; any overlap this cannot
+express makes the executor redo the run with those collectives on the event engine.
 
 Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly the steps
 that depend on it. The result is bit-identical to the event simulation while the ranks run in
@@ -52,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine import Resource
 from .algorithms import NVLS_KINDS, Step
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
@@ -276,6 +282,33 @@ class _Geometry:
         return self._rows
 
 
+class _Part:
+    """One collective of a :class:`Lockstep` run: its plan and what its messages add up to."""
+
+    __slots__ = (
+        "phases", "chunks", "key", "sizes", "coupled", "sent", "received", "records",
+        "counts", "first", "segments", "usage",
+    )  # fmt: skip
+
+    def __init__(self, phases: list[Phase], chunks: int, key: tuple[int, int]):
+        self.phases = phases
+        self.chunks = chunks
+        self.key = key
+        self.sizes = {float(s.message_bytes) for p in phases for s in p.steps}
+        self.coupled = {p.dim for p in phases for s in p.steps if s.pattern != "next"}
+        # (dim, bytes of a message, messages per rank, times: a float when every rank's are
+        # equal, else an array per rank), for sent (completion) and received (delivery)
+        self.sent: list[tuple[int, float, int, Any]] = []
+        self.received: list[tuple[int, float, int, Any]] = []
+        self.records = 0
+        #: one message size: messages per rank sent on each dimension (order is irrelevant)
+        self.counts: dict[int, int] = {}
+        #: the time each dimension's first message completes (s)
+        self.first: dict[int, float] = {}
+        self.segments: list[tuple[Any, float, float, int]] = []
+        self.usage: list[tuple[int, float, float, float]] = []
+
+
 class Lockstep:
     """Every NPU's chunk phases of one collective as numpy recurrences over the ranks.
 
@@ -287,16 +320,27 @@ class Lockstep:
     """
 
     def __init__(
-        self, runtime: CollectiveRuntime, phases: list[Phase], chunks: int, usage: bool = False
+        self,
+        runtime: CollectiveRuntime,
+        phases: list[Phase],
+        chunks: int,
+        usage: bool = False,
+        *,
+        others: Sequence[tuple[list[Phase], int, tuple[int, int]]] = (),
+        key: tuple[int, int] = (0, 0),
     ):
         self.record_usage = usage
         self.runtime = runtime
         self.phases = phases
         self.chunks = chunks
+        #: the collectives run together (:meth:`run_joint`): this one first, then ``others``
+        #: (phases, chunks, queue key: smaller keys are admitted first among waiting phases)
+        self.parts = [_Part(phases, chunks, key)] + [_Part(p, c, k) for p, c, k in others]
+        self.part = self.parts[0]
         n = self.n = runtime.topology.npus
         self.ranks = np.arange(n)
         self.weight = runtime.endpoint.message_weight
-        self.dims = sorted({p.dim for p in phases})
+        self.dims = sorted({p.dim for part in self.parts for p in part.phases})
         self.egress: dict[int, np.ndarray] = {}
         self.ingress: dict[int, np.ndarray] = {}
         self.delay: dict[int, np.ndarray] = {}
@@ -317,29 +361,17 @@ class Lockstep:
             )
         #: dimensions whose steps are not all ring steps: every step there must run in
         #: lockstep within its group lines (senders into one ingress are then in one step)
-        self.coupled = {p.dim for p in phases for s in p.steps if s.pattern != "next"}
-        self.sizes = {float(s.message_bytes) for p in phases for s in p.steps}
+        self.coupled = set().union(*(part.coupled for part in self.parts))
         self._geometry: dict[tuple[int, int, int], _Geometry] = {}
         self._peers: dict[tuple[int, int, int, str, int], tuple[np.ndarray, np.ndarray]] = {}
         self._rates: dict[tuple[int, int, int, str, int, int], np.ndarray] = {}
         self._times: dict[tuple[int, int, int, str, int, int, float], np.ndarray] = {}
-        # (dim, bytes of a message, messages per rank, times: a float when every rank's are
-        # equal, else an array per rank), for sent (completion) and received (delivery)
-        self._sent: list[tuple[int, float, int, Any]] = []
-        self._received: list[tuple[int, float, int, Any]] = []
-        self._records = 0
         self._bound: dict[int, Any] = {}
-        self.segments: list[tuple[Any, float, float, int]] = []
-        self.usage: list[tuple[int, float, float, float]] = []
         self._allocated: dict[tuple[Any, ...], float] = {}
         self._prepared: dict[int, list[tuple[Any, ...]]] = {}
         #: per dimension, when each rank's queue frees, and its last admission (s; see run)
         self.free: dict[int, np.ndarray] = {}
         self.admitted: dict[int, np.ndarray] = {}
-        #: one message size: messages per rank sent on each dimension (order is irrelevant)
-        self._counts: dict[int, int] = {}
-        #: the time each dimension's first message completes (s)
-        self._first: dict[int, float] = {}
         self.listened = runtime.engine.bound_listener is not None
 
     # -- running -----------------------------------------------------------------------------
@@ -374,25 +406,29 @@ class Lockstep:
             finished = self._dimensions(start)
         if finished is None:
             return None
+        return self._outcome(self.part, finished)
+
+    def _outcome(self, part: _Part, finished: np.ndarray) -> Outcome | None:
+        """``part``'s outcome: its finish times and its byte sums (None: the event path)."""
         per_dim: dict[int, float] = {}
-        if len(self.sizes) == 1:
-            (m,) = self.sizes
-            sent = add_repeatedly(0.0, m, self.n * sum(self._counts.values()))
+        if len(part.sizes) == 1:
+            (m,) = part.sizes
+            sent = add_repeatedly(0.0, m, self.n * sum(part.counts.values()))
             received = sent
-            for d in self._first_dims():
-                per_dim[d] = add_repeatedly(0.0, m, self.n * self._counts[d])
-            return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
-        total_sent = self._total(self._sent)
-        total_received = self._total(self._received)
+            for d in self._first_dims(part):
+                per_dim[d] = add_repeatedly(0.0, m, self.n * part.counts[d])
+            return Outcome(finished, sent, received, per_dim, part.segments, part.usage)
+        total_sent = self._total(part, part.sent)
+        total_received = self._total(part, part.received)
         if total_sent is None or total_received is None:
             return None
         sent, received = total_sent, total_received
-        for d in self._first_dims():
-            part = self._total([r for r in self._sent if r[0] == d])
-            if part is None:
+        for d in self._first_dims(part):
+            one = self._total(part, [r for r in part.sent if r[0] == d])
+            if one is None:
                 return None
-            per_dim[d] = part
-        return Outcome(finished, sent, received, per_dim, self.segments, self.usage)
+            per_dim[d] = one
+        return Outcome(finished, sent, received, per_dim, part.segments, part.usage)
 
     def _after_earlier(self, dim: int, arrival: np.ndarray) -> np.ndarray | None:
         """When a first phase on ``dim`` arriving at ``arrival`` starts (s, per rank), after
@@ -481,6 +517,217 @@ class Lockstep:
                 return False
         return True
 
+    # -- several collectives together --------------------------------------------------------
+    def run_joint(
+        self,
+        starts: Sequence[np.ndarray],
+        busy: dict[int, np.ndarray] | None = None,
+        admitted: dict[int, np.ndarray] | None = None,
+    ) -> list[Outcome] | None:
+        """Every collective of :attr:`parts` at once, the i-th joined by every rank at
+        ``starts[i]`` (s, per rank); their outcomes in that order, or None where the event
+        path is needed. ``busy`` and ``admitted`` as for :meth:`run` (earlier collectives).
+
+        Each dimension's queue at each rank admits one chunk phase at a time: when it frees,
+        the waiting phase with the smallest key (priority, then FIFO/LIFO between
+        collectives, then order of arrival within a collective), else the first to arrive.
+        The next phase admitted on a dimension is one that every rank admits next there
+        (:meth:`_joint_next`); where none is, or arrivals tie in a way only the event order
+        decides, the event path runs the collectives."""
+        self.free = dict(busy or {})
+        self.admitted = dict(admitted or {})
+        if self.listened:
+            for d in self.dims:
+                if not self.egress[d][0] <= self.ingress[d].min():
+                    return None
+                self._bound[d] = self.runtime.egress[0][d]
+        if any(not self.uniform[d] for d in self.coupled):
+            return None
+        # messages into one receiver on a dimension come from one sender at a time only if
+        # every phase there has the same group lines
+        lines: dict[int, tuple[int, int]] = {}
+        for part in self.parts:
+            for p in part.phases:
+                if lines.setdefault(p.dim, (p.size, p.stride)) != (p.size, p.stride):
+                    return None
+        parts = self.parts
+        later = [
+            [{p.dim for p in part.phases[i:]} for i in range(len(part.phases) + 1)]
+            for part in parts
+        ]
+        # per chunk: [part, phase index, arrival (s, per rank), order of arrival among equal
+        # times (the join's, chunk by chunk) or None, chunk]
+        # (and that arrival as one number when every rank's is the same, else None)
+        frontier: list[list[Any]] = []
+        for i, part in enumerate(parts):
+            if part.phases:
+                start = np.asarray(starts[i], dtype=float)
+                alike = _alike(start)
+                frontier.extend([i, 0, start, c, c, alike] for c in range(part.chunks))
+        before = dict(self.admitted)
+        free = self.free
+        #: free as one number per dimension where every rank's is the same (else None)
+        self._free_alike = {d: _alike(f) for d, f in free.items()}
+        #: per dimension, the chunk (part, chunk) whose phase there was admitted last
+        last: dict[int, tuple[int, int]] = {}
+        finished: list[np.ndarray | None] = [None] * len(parts)
+        while frontier:
+            chosen = None
+            alike = all(e[5] is not None for e in frontier) and all(
+                f is not None for f in self._free_alike.values()
+            )
+            if alike:  # every rank's times alike: compare numbers, earliest arrivals first
+                for entry in sorted(frontier, key=_arrival):
+                    if self._joint_next_alike(entry, frontier, later, last):
+                        chosen = entry
+                        break
+            else:
+                for entry in frontier:
+                    if self._joint_next(entry, frontier, later, last):
+                        chosen = entry
+                        break
+            if chosen is None:
+                return None
+            i, index, arrival, _order, chunk, _alike_arrival = chosen
+            part = self.part = parts[i]
+            phase = part.phases[index]
+            d = phase.dim
+            earlier = before.get(d)
+            if earlier is not None and not bool(np.all(arrival > earlier)):
+                return None  # it could have overtaken an earlier collective's phase
+            busy_d = free.get(d)
+            begin = arrival if busy_d is None else np.maximum(arrival, busy_d)
+            self.admitted[d] = begin
+            end = self._phase(phase, begin)
+            if end is None or not bool(np.all(end > begin)):
+                return None
+            free[d] = end
+            self._free_alike[d] = end_alike = _alike(end)
+            last[d] = (i, chunk)
+            if index + 1 < len(part.phases):
+                chosen[1], chosen[2], chosen[3], chosen[5] = index + 1, end, None, end_alike
+            else:
+                frontier.remove(chosen)
+                done = finished[i]
+                finished[i] = end if done is None else np.maximum(done, end)
+        outcomes = []
+        for i, part in enumerate(parts):
+            done = finished[i]
+            if done is None:  # no phases: done when joined
+                done = np.asarray(starts[i], dtype=float)
+            outcome = self._outcome(part, done)
+            if outcome is None:
+                return None
+            outcomes.append(outcome)
+        self.part = parts[0]
+        return outcomes
+
+    def _joint_next(
+        self,
+        entry: list[Any],
+        frontier: list[list[Any]],
+        later: list[list[set[int]]],
+        last: dict[int, tuple[int, int]],
+    ) -> bool:
+        """Whether every rank admits ``entry``'s phase next on its dimension (see
+        :meth:`run_joint`). At a rank whose queue there frees at ``F``, a phase arriving at
+        ``A > F`` (or ``A == F``) is admitted next iff every other one arrives there later; one
+        arriving at ``A < F`` (waiting) iff every other one arrives after ``F``, has a larger
+        key, or is the chunk releasing the queue at ``F`` (queued behind the waiting ones).
+        Phases still on other dimensions arrive later than their present arrival and than the
+        freeing of the queue they wait in (every phase admitted there so far goes first)."""
+        i, index, arrival, order, _chunk, _alike_arrival = entry
+        parts = self.parts
+        key = parts[i].key
+        dim = parts[i].phases[index].dim
+        busy = self.free.get(dim)
+        wait = None if busy is None else arrival < busy
+        for other in frontier:
+            if other is entry:
+                continue
+            j, o_index, o_arrival, o_order, o_chunk, _o_alike = other
+            same = i == j
+            if parts[j].phases[o_index].dim == dim:
+                if same and order is not None and o_order is not None and order < o_order:
+                    after = arrival <= o_arrival
+                else:
+                    after = arrival < o_arrival
+                if wait is None or not bool(wait.any()):
+                    ok = bool(np.all(after))
+                elif last.get(dim) == (j, o_chunk):
+                    # it arrives as the queue frees, behind the waiting phases
+                    ok = bool(np.all(after | wait))
+                else:
+                    assert busy is not None
+                    better = after if same else key < parts[j].key
+                    ok = bool(np.all(np.where(wait, (o_arrival > busy) | better, after)))
+            elif dim in later[j][o_index + 1]:
+                # it is admitted where it is after every phase admitted there so far, so it
+                # arrives here later than both its present arrival and that queue's freeing
+                o_busy = self.free.get(parts[j].phases[o_index].dim)
+                if o_busy is not None:
+                    o_arrival = np.maximum(o_arrival, o_busy)
+                ahead = arrival <= o_arrival
+                if same or wait is None or not bool(wait.any()):
+                    ok = bool(np.all(ahead))
+                elif key < parts[j].key:
+                    ok = bool(np.all(ahead | wait))
+                else:
+                    assert busy is not None
+                    ok = bool(np.all(np.where(wait, o_arrival >= busy, ahead)))
+            else:
+                ok = True
+            if not ok:
+                return False
+        return True
+
+    def _joint_next_alike(
+        self,
+        entry: list[Any],
+        frontier: list[list[Any]],
+        later: list[list[set[int]]],
+        last: dict[int, tuple[int, int]],
+    ) -> bool:
+        """:meth:`_joint_next` where every arrival and queue's freeing is one number (every
+        rank's alike): the same comparisons, on those numbers."""
+        i, index, _arrival, order, _chunk, arrival = entry
+        parts = self.parts
+        key = parts[i].key
+        dim = parts[i].phases[index].dim
+        free = self._free_alike
+        busy = free.get(dim)
+        wait = busy is not None and arrival < busy
+        for other in frontier:
+            if other is entry:
+                continue
+            j, o_index, _o_arrays, o_order, o_chunk, o_arrival = other
+            same = i == j
+            o_dim = parts[j].phases[o_index].dim
+            if o_dim == dim:
+                if same and order is not None and o_order is not None and order < o_order:
+                    after = arrival <= o_arrival
+                else:
+                    after = arrival < o_arrival
+                if not wait:
+                    ok = after
+                elif last.get(dim) == (j, o_chunk):
+                    ok = True  # it arrives as the queue frees, behind the waiting phases
+                else:
+                    ok = o_arrival > busy or (after if same else key < parts[j].key)
+            elif dim in later[j][o_index + 1]:
+                o_busy = free.get(o_dim)
+                if o_busy is not None and o_busy > o_arrival:
+                    o_arrival = o_busy
+                if same or not wait:
+                    ok = arrival <= o_arrival
+                else:
+                    ok = key < parts[j].key or o_arrival >= busy
+            else:
+                ok = True
+            if not ok:
+                return False
+        return True
+
     # -- one phase ---------------------------------------------------------------------------
     def _geo(self, phase: Phase) -> _Geometry:
         key = (phase.dim, phase.size, phase.stride)
@@ -550,9 +797,13 @@ class Lockstep:
         rows = self._geo(phase).rows() if d in self.coupled else None
         bound = self._bound.get(d)
         listened = self.listened
-        segments, usage = self.segments, self.usage
+        part = self.part
+        segments, usage = part.segments, part.usage
         record_usage = self.record_usage
         n = self.n
+        if self.uniform[d] and phase.size > 1 and float(begin.min()) == float(begin.max()):
+            # every rank starts together on links alike: every rank's times are one number
+            return self._phase_together(phase, float(begin[0]))
         out, arrive, latest = np.empty(n), np.empty(n), np.empty(n)
         done = begin.copy()
         add, maximum, take = np.add, np.maximum, np.take
@@ -575,9 +826,41 @@ class Lockstep:
                 segments.append((bound, start0, end0, k))
             if end0 > start0 and record_usage:
                 usage.append((d, start0, end0, allocated))
-            self._record(d, m, k, out, arrive)
+            self._record(part, d, m, k, out, arrive)
             maximum(out, latest, out=done)
         return done
+
+    def _phase_together(self, phase: Phase, begin: float) -> np.ndarray:
+        """:meth:`_phase` when every rank starts at ``begin`` (s) on a dimension whose links
+        and latencies are alike at every rank: each step's arrays would hold one value, so
+        the same float operations are done once, on that value."""
+        d = phase.dim
+        delay = float(self.delay[d][0])
+        bound = self._bound.get(d)
+        listened = self.listened
+        part = self.part
+        segments, usage = part.segments, part.usage
+        record_usage = self.record_usage
+        first = d not in part.first
+        one_size = len(part.sizes) == 1
+        done = begin
+        for k, m, took, _src, allocated in self._prepare(phase):
+            out = done + float(took[0])
+            arrive = out + delay  # every sender's message, the latest one included
+            if listened:
+                segments.append((bound, done, out, k))
+            if out > done and record_usage:
+                usage.append((d, done, out, allocated))
+            if first:
+                part.first[d] = out
+                first = False
+            if one_size:
+                part.counts[d] = part.counts.get(d, 0) + k
+            else:
+                part.sent.append((d, m, k, out))
+                part.received.append((d, m, k, arrive))
+            done = out if out >= arrive else arrive  # np.maximum of the two
+        return np.full(self.n, done)
 
     def _rank0_allocated(self, phase: Phase, step: Step, k: int) -> float:
         """What rank 0's ``k`` messages of the step are allocated on its egress (B/s), summed
@@ -611,34 +894,39 @@ class Lockstep:
         return out
 
     # -- bytes -------------------------------------------------------------------------------
-    def _record(self, d: int, m: float, k: int, out: np.ndarray, arrive: np.ndarray) -> None:
-        if d not in self._first:
-            self._first[d] = float(out.min())
-        if len(self.sizes) == 1:
+    def _record(
+        self, part: _Part, d: int, m: float, k: int, out: np.ndarray, arrive: np.ndarray
+    ) -> None:
+        if d not in part.first:
+            part.first[d] = float(out.min())
+        if len(part.sizes) == 1:
             # one message size: the sums do not depend on the order of the additions
-            self._counts[d] = self._counts.get(d, 0) + k
+            part.counts[d] = part.counts.get(d, 0) + k
             return
-        for records, times in ((self._sent, out), (self._received, arrive)):
+        for records, times in ((part.sent, out), (part.received, arrive)):
             low, high = float(times.min()), float(times.max())
             if low == high:
                 records.append((d, m, k, low))
             else:
                 records.append((d, m, k, times.copy()))
-                self._records += len(times)
+                part.records += len(times)
 
-    def _first_dims(self) -> list[int]:
+    @staticmethod
+    def _first_dims(part: _Part) -> list[int]:
         """Dimensions in the order their first message completes (the event runtime's dict)."""
-        first = self._first
+        first = part.first
         return sorted(first, key=lambda d: (first[d], d))
 
-    def _total(self, records: list[tuple[int, float, int, Any]]) -> float | None:
+    def _total(self, part: _Part, records: list[tuple[int, float, int, Any]]) -> float | None:
         """The bytes of ``records``, added one message at a time in the order the events would
         have been processed (by time); None when messages of different sizes tie in time."""
         n = self.n
         if not records:
             return 0.0
-        if self._records > _MAX_RECORDS:
+        if part.records > _MAX_RECORDS:
             return None
+        if part.records == 0:
+            return self._total_together(records)
         times: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
         counts: list[np.ndarray] = []
@@ -657,7 +945,7 @@ class Lockstep:
         m_all = np.concatenate(sizes)[order]
         c_all = np.concatenate(counts)[order]
         differ = m_all[1:] != m_all[:-1]
-        if self._records == 0 and bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
+        if part.records == 0 and bool(np.any(differ & (t_all[1:] == t_all[:-1]))):
             # which size the engine adds first depends on its event order: in lockstep the
             # event path keeps the sums bit-identical; out of lockstep (ranks made to
             # differ) ties are added in step order, within a few units in the last place
@@ -668,6 +956,44 @@ class Lockstep:
         for m, count in zip(m_all[starts].tolist(), runs.tolist(), strict=True):
             total = add_repeatedly(total, m, int(count))
         return total
+
+
+    def _total_together(self, records: list[tuple[int, float, int, Any]]) -> float | None:
+        """:meth:`_total` where every record's time is one number (every rank's alike): the
+        same stable sort by time, runs of one size and additions, without arrays."""
+        n = self.n
+        entries = sorted(((t, m, n * k) for _d, m, k, t in records), key=_time)
+        total = 0.0
+        size: float | None = None
+        count = 0
+        previous = -math.inf
+        for t, m, c in entries:
+            if m != size:
+                if size is not None:
+                    if t == previous:
+                        return None  # sizes that tie in time (see _total)
+                    total = add_repeatedly(total, size, count)
+                size, count = m, c
+            else:
+                count += c
+            previous = t
+        assert size is not None
+        return add_repeatedly(total, size, count)
+
+
+def _time(entry: tuple[float, float, int]) -> float:
+    return entry[0]
+
+
+def _alike(values: np.ndarray) -> float | None:
+    """The value of every rank when they are all the same number (not NaN), else None."""
+    low = float(values.min())
+    return low if low == float(values.max()) else None
+
+
+def _arrival(entry: list[Any]) -> float:
+    arrival: float = entry[5]
+    return arrival
 
 
 def _admissions(chunks: int, phases: int) -> list[tuple[int, int]]:
@@ -775,8 +1101,54 @@ class Diverged(Exception):
     time: the run must be redone with every rank simulated."""
 
 
+#: The most collectives :class:`Deferred` computes together (a bound on the cost of
+#: recomputing overlapping collectives: each new one recomputes its batch); beyond it the
+#: overlapping ones run on the event path. A cost bound, not a model parameter.
+MAX_JOINT = 16
+
+
+class _Computed:
+    """A collective :class:`Deferred` computed: what it was computed from, what it produced,
+    and what it told the engine and the bound listener (to change them if recomputed)."""
+
+    __slots__ = ("coll", "key", "joined", "outcome", "generation", "messages", "spans")
+
+    def __init__(self, coll: Collective, key: Any, joined: np.ndarray):
+        self.coll = coll
+        self.key = key
+        self.joined = joined
+        self.outcome: Outcome | None = None
+        self.generation = 0
+        #: the slice of the bound listener's messages its segments are (BoundRecorder)
+        self.messages: tuple[int, int] | None = None
+        #: its spans of Engine.plan_usage, one per entry of outcome.usage (None: nothing)
+        self.spans: list[list[float] | None] = []
+
+
+def _entries(outcome: Outcome) -> int:
+    """How many messages :meth:`Outcome.emit` gives a batching listener (BoundRecorder)."""
+    return sum(k for _bound, start, end, k in outcome.segments if end > start and k > 0)
+
+
+def _same(a: Outcome, b: Outcome) -> bool:
+    """Whether two outcomes of one collective are the same, bit for bit."""
+    return (
+        np.array_equal(a.finished, b.finished)
+        and a.sent == b.sent
+        and a.received == b.received
+        and list(a.sent_per_dim.items()) == list(b.sent_per_dim.items())
+        and sorted(a.segments, key=_segment_key) == sorted(b.segments, key=_segment_key)
+        and sorted(a.usage) == sorted(b.usage)
+    )
+
+
+def _segment_key(segment: tuple[Any, float, float, int]) -> tuple[float, float, int, int]:
+    bound, start, end, k = segment
+    return (start, end, k, id(bound))
+
+
 class Deferred:
-    """Exact-mode training: collectives that run alone on the network, without events.
+    """Exact-mode training: collectives computed without events, alone or together.
 
     Ranks join a collective as their programs reach it; its part at each rank cannot finish
     before every member has joined (each phase waits on its group line, and every phase of
@@ -784,9 +1156,18 @@ class Deferred:
     when the last rank joins (:class:`Lockstep`, with each rank's own join time) and every
     rank's completion is scheduled as one event. A collective that starts while computed
     ones are in flight is computed after them (each dimension's queue frees when theirs
-    leave it), provided its phases reach every dimension after their last admission there
-    (so that it cannot have overtaken one of their waiting phases: LIFO and priorities would
-    let it). Otherwise :meth:`start` or :meth:`join` raises :class:`Conflict`, naming the
+    leave it) when its phases reach every dimension after their last admission there (so
+    that it cannot have overtaken one of their waiting phases: LIFO and priorities would
+    let it). Otherwise it is computed together with them (:meth:`Lockstep.run_joint`: the
+    batch of collectives computed since the network last had nothing waiting, from the
+    state before the batch, with the queues' admission order between collectives), and the
+    completions of those already computed are moved where the batch changed them: a
+    change is only possible after the new collective's first join, so nothing the run
+    already did depends on it; the executor checks that (a completion that already happened,
+    a link integral already folded, a completion now in the past) and raises
+    :class:`Conflict` otherwise. Where the batch cannot be computed (arrivals that only the
+    event order decides, more than :data:`MAX_JOINT` collectives, phases that share a
+    receiver's ingress), :meth:`start` or :meth:`join` raises :class:`Conflict`, naming the
     collectives to run on the event path when the run is redone (a collective that starts
     while only event-path ones are in flight runs there too, without a redo).
 
@@ -825,16 +1206,25 @@ class Deferred:
         #: keys of collectives that must run on the event path: when not empty, the run's
         #: results are not valid and it must be redone (the caller raises :class:`Conflict`)
         self.conflicts: set[Any] = set()
-        #: vectorized collectives in flight whose ranks have not all joined
-        self._pending: set[int] = set()
         #: per dimension, when each rank's queue frees from the computed collectives, and
         #: their last admission there (s)
         self._busy: dict[int, np.ndarray] = {}
         self._admitted: dict[int, np.ndarray] = {}
+        #: the collectives computed since the network last had nothing waiting, and the
+        #: queues' state before them (busy, admitted)
+        self._batch: list[_Computed] = []
+        self._base: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
+        #: collectives computed together with others (recomputed batches)
+        self.joint = 0
+        #: per vectorized collective in flight, the generation of its completion events
+        #: (those of an earlier generation were moved by a recomputation)
+        self._generations: dict[int, int] = {}
 
-    def _vectorizable(self, coll: Collective, key: Any) -> bool:
+    def _vectorizable(self, coll: Collective, key: Any, ranks: int | None) -> bool:
         if key in self.excluded or (coll.members is not None and len(coll.members) != self.n):
             return False
+        if ranks is not None and ranks != self.n:
+            return False  # an instance only some ranks join (one group's)
         sig = (coll.op, coll.size, coll.dims, tuple(coll.axes))
         ok = self._plans.get(sig)
         if ok is None:
@@ -843,27 +1233,28 @@ class Deferred:
             )
         return ok
 
-    def start(self, coll: Collective, key: Any) -> bool:
-        """A new collective instance ``coll`` (the caller's ``key``): True when it runs here
-        (join its ranks with :meth:`join`), False for the event path. One that would share
-        the network with a vectorized one not computed yet (or needs the event path while a
-        vectorized one is in flight) is a conflict (:attr:`conflicts`): it runs on the event
-        path, and the run goes on only to find further conflicts before it is redone."""
+    def start(self, coll: Collective, key: Any, ranks: int | None = None) -> bool:
+        """A new collective instance ``coll`` (the caller's ``key``; ``ranks``: how many ranks
+        will join it, when not every rank does): True when it runs here (join its ranks with
+        :meth:`join`), False for the event path. One that needs the
+        event path while a vectorized one is in flight is a conflict (:attr:`conflicts`): it
+        runs on the event path, and the run goes on only to find further conflicts before it
+        is redone."""
         vectors = [k for k, v in self.inflight.values() if v]
         if not vectors:
             # while event-path collectives are in flight, a new one joins them there
-            vector = not self.inflight and self._vectorizable(coll, key)
-        elif self._pending or not self._vectorizable(coll, key):
+            vector = not self.inflight and self._vectorizable(coll, key, ranks)
+        elif not self._vectorizable(coll, key, ranks):
             self.conflicts.update((key, *vectors))
             vector = False
         else:
-            # after computed ones: it must reach each dimension after their last admission
+            # after computed ones, or together with them (see join; one whose ranks have
+            # not all joined yet is recomputed with it then, if nothing it did has happened)
             vector = True
         self.inflight[coll.id] = (key, vector)
         if vector:
             self._joined[coll.id] = np.full(self.n, math.nan)
             self._count[coll.id] = 0
-            self._pending.add(coll.id)
             self.vector_ids.add(coll.id)
         self._done[coll.id] = 0
         return vector
@@ -876,6 +1267,7 @@ class Deferred:
         done = self._done[coll.id] = self._done[coll.id] + 1
         if done == self.n:
             del self.inflight[coll.id], self._done[coll.id]
+            self._generations.pop(coll.id, None)
 
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` joins the vectorized ``coll`` now."""
@@ -893,41 +1285,222 @@ class Deferred:
         if self._count[coll.id] < self.n:
             return
         del self._joined[coll.id], self._count[coll.id]
-        self._pending.discard(coll.id)
+        key = self.inflight[coll.id][0]
+        computed = _Computed(coll, key, joined)
         lockstep = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True)
         outcome = lockstep.run(joined, self._busy, self._admitted)
-        if outcome is None:
-            keys = {k for k, v in self.inflight.values() if v}
-            if not bool(np.all(joined == engine.now)):
-                raise Conflict(self.conflicts | keys)
-            # every rank joined now: it can still start on the event path
-            self.conflicts.update(keys)
-            self.inflight[coll.id] = (self.inflight[coll.id][0], False)
-            self.vector_ids.discard(coll.id)
-            for r in range(self.n):
-                self.runtime.join(coll, r)
+        if outcome is not None:
+            latest = max((float(a.max()) for a in self._admitted.values()), default=-math.inf)
+            if latest < engine.now:
+                # every computed phase was admitted before now: nothing to come can overtake
+                # one, nor does this one (it reaches each dimension after them): a new batch
+                self._batch = []
+                self._base = (self._busy, self._admitted)
+            self._finish(computed, outcome)
+            self._busy, self._admitted = lockstep.free, lockstep.admitted
+            self._batch.append(computed)
             return
+        if self._batch and len(self._batch) < MAX_JOINT and self._together(computed):
+            return
+        keys = {k for k, v in self.inflight.values() if v}
+        if not bool(np.all(joined == engine.now)):
+            raise Conflict(self.conflicts | keys)
+        # every rank joined now: it can still start on the event path
+        self.conflicts.update(keys)
+        self.inflight[coll.id] = (key, False)
+        self.vector_ids.discard(coll.id)
+        for r in range(self.n):
+            self.runtime.join(coll, r)
+
+    def _queue_key(self, coll: Collective) -> tuple[int, int]:
+        """Where ``coll``'s waiting phases go in a queue between collectives (the runtime's
+        ``CollectiveRuntime._key``): smaller first."""
+        config = self.runtime.config
+        rank = -coll.priority if config.priorities == "blocking_first" else 0
+        return (rank, coll.id if config.scheduling == "fifo" else -coll.id)
+
+    def _together(self, computed: _Computed) -> bool:
+        """Compute ``computed`` with the batch (see the class docstring): True when done
+        (the batch's changed completions moved), False when the batch cannot be computed.
+        Raises :class:`Conflict` where a change would reach what already happened."""
+        members = [*self._batch, computed]
+        head = members[0].coll
+        lockstep = Lockstep(
+            self.runtime,
+            head.phases,
+            head.chunks,
+            usage=True,
+            key=self._queue_key(head),
+            others=[
+                (m.coll.phases, m.coll.chunks, self._queue_key(m.coll)) for m in members[1:]
+            ],
+        )
+        busy, admitted = self._base
+        outcomes = lockstep.run_joint([m.joined for m in members], busy, admitted)
+        if outcomes is None:
+            return False
+        engine = self.runtime.engine
+        now = engine.now
+        listener = engine.bound_listener
+        changed = []
+        for member, outcome in zip(self._batch, outcomes, strict=False):
+            assert member.outcome is not None
+            if _same(member.outcome, outcome):
+                continue
+            coll = member.coll
+            old = member.outcome.finished
+            new = outcome.finished
+            if self.replicated:
+                done = np.full(self.n, coll.id not in self.inflight)
+            else:
+                done = np.array([coll.chunks_left[r] == 0 for r in range(self.n)])
+            if (
+                bool(np.any(done & (new != old)))  # a completion that already happened
+                or bool(np.any(~done & (new < now)))  # one that should have happened
+                or len(outcome.usage) != len(member.outcome.usage)
+                or (
+                    listener is not None
+                    and (
+                        member.messages is None
+                        or _entries(outcome) != member.messages[1] - member.messages[0]
+                    )
+                )
+            ):
+                raise Conflict(self.conflicts | {member.key, computed.key})
+            changed.append((member, outcome))
+        if self.replicated:
+            for _member, outcome in changed:
+                finished = outcome.finished
+                if not bool(np.all(finished == finished[0])):
+                    raise Diverged("a recomputed collective finishes at different times")
+        moves: list[tuple[Resource, list[float], tuple[int, float, float, float]]] = []
+        respans: list[list[list[float] | None]] = []
+        for member, outcome in changed:
+            spans = self._match_spans(member, outcome, moves)
+            if spans is None:
+                raise Conflict(self.conflicts | {member.key, computed.key})
+            respans.append(spans)
+        for resource, span, (_d, begin, _end, _rate) in moves:
+            if not engine.can_replan(resource, span, begin):
+                raise Conflict(self.conflicts | {computed.key, *(m.key for m, _o in changed)})
+        for resource, span, (_d, begin, end, rate) in moves:
+            engine.replan(resource, span, begin, end, rate)
+        for (member, _outcome), spans in zip(changed, respans, strict=True):
+            member.spans = spans
+        # nothing can fail from here on
+        for member, outcome in changed:
+            self._replace(member, outcome)
+        self._busy, self._admitted = lockstep.free, lockstep.admitted
+        self._finish(computed, outcomes[-1])
+        self._batch.append(computed)
+        self.joint += 1
+        return True
+
+    def _match_spans(
+        self,
+        member: _Computed,
+        outcome: Outcome,
+        moves: list[tuple[Resource, list[float], tuple[int, float, float, float]]],
+    ) -> list[list[float] | None] | None:
+        """The planned spans of ``member`` for the entries of its new ``outcome.usage``: an
+        unchanged entry keeps its span, a changed one moves an old span of its dimension
+        (appended to ``moves``); None when the dimensions' counts differ."""
+        old = member.outcome
+        assert old is not None
+        unused: dict[tuple[int, float, float, float], list[int]] = {}
+        for i, entry in enumerate(old.usage):
+            unused.setdefault(entry, []).append(i)
+        spans: list[list[float] | None] = [None] * len(outcome.usage)
+        moved: list[int] = []
+        for i, entry in enumerate(outcome.usage):
+            same = unused.get(entry)
+            if same:
+                spans[i] = member.spans[same.pop(0)]
+            else:
+                moved.append(i)
+        left: dict[int, list[int]] = {}
+        for entries in unused.values():
+            for i in entries:
+                left.setdefault(old.usage[i][0], []).append(i)
+        for entries in left.values():
+            entries.sort()
+        egress = self.runtime.egress[0]
+        for i in moved:
+            entry = outcome.usage[i]
+            olds = left.get(entry[0])
+            if not olds:
+                return None
+            span = member.spans[olds.pop(0)]
+            if span is None:
+                return None
+            moves.append((egress[entry[0]], span, entry))
+            spans[i] = span
+        if any(left.values()):
+            return None
+        return spans
+
+    def _replace(self, member: _Computed, outcome: Outcome) -> None:
+        """A recomputed collective's new outcome (spans already moved)."""
+        coll = member.coll
+        engine = self.runtime.engine
+        listener = engine.bound_listener
+        messages = getattr(listener, "messages", None)
+        if listener is not None and member.messages is not None and isinstance(messages, list):
+            scratch: Any = type(listener)()  # a BoundRecorder's like (see _finish)
+            outcome.emit(scratch)
+            lo, hi = member.messages
+            messages[lo:hi] = scratch.messages
+        coll.bytes_sent = 0.0 + outcome.sent
+        coll.bytes_received = 0.0 + outcome.received
+        coll.bytes_sent_per_dim.clear()
+        coll.bytes_sent_per_dim.update(outcome.sent_per_dim)
+        member.outcome = outcome
+        member.generation += 1
+        finished = outcome.finished.tolist()
+        self._generations[coll.id] = member.generation
+        if self.replicated:
+            engine.call_at(finished[0], self._every_rank_done, coll, member.generation)
+            return
+        for r, t in enumerate(finished):
+            if coll.chunks_left[r] != 0:  # not done yet: every such completion moves
+                engine.call_at(t, self._rank_done, coll, r, member.generation)
+
+    def _finish(self, computed: _Computed, outcome: Outcome) -> None:
+        """Tell the engine, the listener and the collective what ``outcome`` did, and
+        schedule the completions."""
+        coll = computed.coll
+        engine = self.runtime.engine
         finished = outcome.finished.tolist()
         if self.replicated and finished.count(finished[0]) != len(finished):
             raise Diverged(f"collective {coll.label!r} finishes at different times")
-        self._busy, self._admitted = lockstep.free, lockstep.admitted
-        outcome.emit(engine.bound_listener)
+        computed.outcome = outcome
+        self._generations[coll.id] = computed.generation
+        listener = engine.bound_listener
+        messages = getattr(listener, "messages", None)
+        before = len(messages) if isinstance(messages, list) else None
+        outcome.emit(listener)
+        if before is not None and isinstance(messages, list):
+            computed.messages = (before, len(messages))
         coll.bytes_sent += outcome.sent
         coll.bytes_received += outcome.received
         for d, b in outcome.sent_per_dim.items():
             coll.bytes_sent_per_dim[d] = coll.bytes_sent_per_dim.get(d, 0.0) + b
         egress = self.runtime.egress[0]
-        for d, begin, end, rate in outcome.usage:
+        computed.spans = [
             engine.plan_usage(egress[d], begin, end, rate)
+            for d, begin, end, rate in outcome.usage
+        ]
         if self.replicated:
-            engine.call_at(finished[0], self._every_rank_done, coll)
+            engine.call_at(finished[0], self._every_rank_done, coll, computed.generation)
             return
         for r, t in enumerate(finished):
-            engine.call_at(t, self._rank_done, coll, r)
+            engine.call_at(t, self._rank_done, coll, r, computed.generation)
 
-    def _every_rank_done(self, coll: Collective) -> None:
+    def _every_rank_done(self, coll: Collective, generation: int) -> None:
         """Replicated ranks: ``coll`` finished now at every rank (as :meth:`_rank_done` would
         record it rank by rank); rank 0's completion is reported."""
+        if self._generations.get(coll.id) != generation:
+            return  # moved by a recomputation
         now = self.runtime.engine.now
         for r in range(self.n):
             coll.chunks_left[r] = 0
@@ -937,9 +1510,11 @@ class Deferred:
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, 0)
         # after rank 0's completion, as after the last rank's on the other ranks' events
-        del self.inflight[coll.id], self._done[coll.id]
+        del self.inflight[coll.id], self._done[coll.id], self._generations[coll.id]
 
-    def _rank_done(self, coll: Collective, rank: int) -> None:
+    def _rank_done(self, coll: Collective, rank: int, generation: int) -> None:
+        if self._generations.get(coll.id) != generation:
+            return  # moved by a recomputation
         coll.chunks_left[rank] = 0
         now = coll.rank_finished[rank] = self.runtime.engine.now
         if coll.finished is None or now > coll.finished:

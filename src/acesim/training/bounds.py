@@ -180,7 +180,7 @@ def attribute(
         out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
     weights: dict[str, float] = {}
     in_flight = _union([(s, e) for _n, s, e in recorder.messages])
-    with_messages = sum(_overlap(s, e, idle) for s, e in in_flight)
+    with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
     for (name, _start, _end), inside in zip(
         recorder.messages, _overlaps(recorder.messages, idle), strict=True
     ):

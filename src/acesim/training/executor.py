@@ -37,13 +37,6 @@ from .bounds import BoundRecorder
 #: path (see :meth:`GraphExecutor.run`) before every collective runs there.
 MAX_REDOS = 4
 
-#: Exact mode: a run that sends more messages than this (every rank) first predicts which
-#: collectives overlap from a symmetric run of its graph (when it is symmetric and nothing
-#: makes ranks differ), rather than finding them in a run that is then redone. A cost
-#: threshold (the symmetric run costs about one rank's share of the exact one), not a model
-#: parameter.
-PREDICT_MESSAGES = 2_000_000
-
 
 @dataclass
 class NodeRecord:
@@ -88,9 +81,13 @@ class Execution:
     #: path, and the collectives that ran there (the others ran without message events)
     redone: int = 0
     event_collectives: int = 0
+    #: exact mode: collectives computed without events together with overlapping ones
+    #: (:meth:`acesim.network.vectorized.Lockstep.run_joint`)
+    joint_collectives: int = 0
     #: exact mode: every rank was identical to rank 0 (same graph and NPU, nothing making
     #: ranks differ, collectives finishing at one time everywhere), so rank 0 was simulated
-    #: and its records stand for every rank's (see :class:`GraphExecutor`)
+    #: and its records stand for every rank's (each rank's map holds rank 0's record
+    #: objects; see :class:`GraphExecutor`)
     replicated: bool = False
 
 
@@ -146,8 +143,6 @@ class GraphExecutor:
         self._deferred: vectorized.Deferred | None = None
         #: times the run was redone before this executor's (see :meth:`run`)
         self.redone = 0
-        #: the event path already holds the symmetric run's prediction (see :meth:`run`)
-        self._predicted = False
         graph.validate(graph.name or "graph")
         sim_ranks = len(platform.npus)
         npus = platform.topology.npus
@@ -309,10 +304,11 @@ class GraphExecutor:
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
         """Run the graph. In exact mode, collectives that run alone on the network are computed
-        without per-message events (:class:`acesim.network.vectorized.Deferred`); when one
-        would have overlapped another in a way they cannot express, the run goes on to find
-        the other such collectives, then is redone from the start with them on the event path
-        (at most :data:`MAX_REDOS` times; then with every collective there)."""
+        without per-message events (:class:`acesim.network.vectorized.Deferred`, overlapping
+        ones together); when one would have overlapped another in a way they cannot express,
+        the run goes on to find the other such collectives, then is redone from the start
+        with them on the event path (at most :data:`MAX_REDOS` times; then with every
+        collective there; :attr:`Execution.redone` counts every redo, nested ones included)."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         rt = self.platform.collectives
@@ -321,9 +317,6 @@ class GraphExecutor:
             and vectorized.applies(rt)
             and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
         ):
-            if self.redone == 0 and not self._predicted and self._worth_predicting():
-                self.event_path = self.event_path | self._predicted_overlaps()
-                self._predicted = True
             self._deferred = vectorized.Deferred(
                 rt, self.event_path, replicated=self.replicated
             )
@@ -345,9 +338,7 @@ class GraphExecutor:
                 replicate=self._replicate,
             )
             again.redone = self.redone + 1
-            execution = again.run()
-            execution.redone = again.redone
-            return execution
+            return again.run()  # its execution counts every redo before it (see _run)
 
     def _every_rank(self) -> Execution:
         """The run redone with every rank simulated (replicated ranks would have differed)."""
@@ -356,44 +347,8 @@ class GraphExecutor:
             platform, self.graph, self.on_iteration, event_path=self.event_path, replicate=False
         )
         again.redone = self.redone
-        again._predicted = self._predicted
         execution = again.run()
         return execution
-
-    def _worth_predicting(self) -> bool:
-        """Whether a redo would cost more than a symmetric run to predict it: the graph is
-        symmetric, nothing makes the ranks differ, and the run sends many messages."""
-        if self.platform.variation or not self.graph.symmetric:
-            return False
-        rt = self.platform.collectives
-        per_rank = sum(
-            rt.messages_per_rank(n.op or "all-reduce", n.size, dims=n.dims, group=n.group)
-            for n in self.graph.ranks[0]
-            if n.kind == "collective"
-        )
-        return per_rank * self.ranks > PREDICT_MESSAGES
-
-    def _predicted_overlaps(self) -> frozenset[Any]:
-        """The collective instances that overlap another in the symmetric run of the graph
-        (one representative rank: what every rank does when all run alike), to run on the
-        event path from the start instead of after a redo. A prediction only: the exact run
-        still checks every overlap."""
-        platform = Platform(self.platform.system, exact=False)
-        symmetric = GraphExecutor(platform, self.graph, event_path=None)
-        symmetric.run()
-        spans = sorted(
-            (coll.issued, coll.finished if coll.finished is not None else float("inf"), key)
-            for key, coll in symmetric._instances.items()
-        )
-        overlapping: set[Any] = set()
-        flight: list[tuple[float, Any]] = []
-        for issued, finished, key in spans:
-            flight = [(end, k) for end, k in flight if end > issued]
-            if flight:
-                overlapping.add(key)
-                overlapping.update(k for _end, k in flight)
-            flight.append((finished, key))
-        return frozenset(overlapping)
 
     def _run(self) -> Execution:
         engine = self.platform.engine
@@ -426,6 +381,8 @@ class GraphExecutor:
         self.execution.collectives = list(self.platform.collectives.collectives)
         vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
         self.execution.event_collectives = len(self.execution.collectives) - vector
+        self.execution.joint_collectives = self._deferred.joint if self._deferred else 0
+        self.execution.redone = self.redone
         if self.replicated:
             self._copy_replicas()
         return self.execution
@@ -443,17 +400,14 @@ class GraphExecutor:
                 raise vectorized.Diverged(f"collective {coll.label!r} finishes unevenly")
 
     def _copy_replicas(self) -> None:
-        """Replicated ranks: rank 0's records and NPU counters for every other rank."""
+        """Replicated ranks: rank 0's records and NPU counters for every other rank (each
+        rank's record map holds rank 0's records, one object per node: a finished run's
+        records are read, never written)."""
         self.platform.engine.sync()
         base = self.records[0]
         npus = self.platform.npus
         for rank in range(1, self.ranks):
-            self.records.append(
-                {
-                    i: NodeRecord(r.node, r.start, r.end, r.alone, r.hbm_bytes, r.collective)
-                    for i, r in base.items()
-                }
-            )
+            self.records.append(dict(base))
             npus[rank].mirror(npus[0])
         self.execution.replicated = True
 
@@ -523,7 +477,15 @@ class GraphExecutor:
             )
             self._instances[key] = coll
             if self._deferred is not None:
-                self._deferred.start(coll, key)
+                # who joins: the instance's members (per-rank graphs), one group (instances
+                # matched within each group), or every rank
+                joining = self._members.get(key)
+                ranks = (
+                    len(joining)
+                    if joining is not None
+                    else coll.group_size if self._split else self.ranks
+                )
+                self._deferred.start(coll, key, ranks)
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
         deferred = self._deferred
