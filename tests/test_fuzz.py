@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from systems import examples
@@ -264,6 +265,7 @@ CHAKRA_BYTES = [p.read_bytes() for p in _CHAKRA_FILES]
 
 
 @FUZZ
+@pytest.mark.filterwarnings("ignore::acesim.workload.chakra.reader.ChakraWarning")  # warned: an outcome
 @given(
     st.integers(min_value=0, max_value=1),
     st.lists(
