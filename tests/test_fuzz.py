@@ -265,7 +265,8 @@ CHAKRA_BYTES = [p.read_bytes() for p in _CHAKRA_FILES]
 
 
 @FUZZ
-@pytest.mark.filterwarnings("ignore::acesim.workload.chakra.reader.ChakraWarning")  # warned: an outcome
+# a read that warns (skipped nodes) is an outcome like any other
+@pytest.mark.filterwarnings("ignore::acesim.workload.chakra.reader.ChakraWarning")
 @given(
     st.integers(min_value=0, max_value=1),
     st.lists(
