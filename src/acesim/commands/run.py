@@ -91,6 +91,7 @@ def run_command(
         None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
     ),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
+    npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
@@ -148,6 +149,7 @@ def run_command(
             ("--bucket-size", bucket != "25 MiB", bucket),
             ("--iterations", iterations != 3, iterations),
             ("--warmup", warmup != 1, warmup),
+            ("--npu", bool(npu_types), npu_types[0] if npu_types else None),
         ):
             if given:
                 raise ConfigError(flag, LLM_UNUSED, str(value))
@@ -177,6 +179,7 @@ def run_command(
         stragglers=stragglers,
         compute_spread=compute_spread,
         links=links,
+        npu_types=npu_types,
     )
     cfg = case.system
     payload: dict[str, Any]
