@@ -138,6 +138,13 @@ def run_command(
         else None
     )
     if is_llm(workload, parallel):
+        if npu_types:
+            raise ConfigError(
+                "--npu",
+                "is not supported for LLM runs (their MFU and memory check use the system's "
+                "one NPU)",
+                npu_types[0],
+            )
         for flag, given, value in (
             ("--layers", layers, layers),
             ("--layers-csv", layers_csv is not None, layers_csv),
@@ -149,7 +156,6 @@ def run_command(
             ("--bucket-size", bucket != "25 MiB", bucket),
             ("--iterations", iterations != 3, iterations),
             ("--warmup", warmup != 1, warmup),
-            ("--npu", bool(npu_types), npu_types[0] if npu_types else None),
         ):
             if given:
                 raise ConfigError(flag, LLM_UNUSED, str(value))
