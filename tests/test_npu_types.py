@@ -12,8 +12,10 @@ from clitools import cli_error
 from systems import dim, make_system
 from typer.testing import CliRunner
 
+import acesim.network.vectorized as vectorized
 from acesim import simulate_collective
 from acesim.cli import app
+from acesim.config.experiment import RunOptions
 from acesim.config.npus import load_npu_preset
 from acesim.config.system import NPUConfig, SystemConfig
 from acesim.config.variation import NpuType, Variation
@@ -75,6 +77,7 @@ def test_a_one_layer_iteration_with_half_the_ranks_slower_is_the_kernel_models_t
     joins = [2 * (slow if r >= 4 else fast) for r in range(P)]
     assert result.iteration_time == pytest.approx(max(ring_allreduce_finish(joins)), rel=1e-12)
     assert not execution.replicated
+    assert execution.event_collectives == 0  # computed without message events
     npus = execution.platform.npus
     assert [n.config.vector_flops for n in npus] == [124.2e12] * 4 + [62.1e12] * 4
     # one kernel plan per NPU type
@@ -101,6 +104,24 @@ def test_slower_npus_equal_stragglers_slowed_by_the_models_kernel_ratio(loop: st
     stragglers = run(stragglers=[{"rank": r, "slowdown": ratio} for r in range(4, 8)])
     assert mixed == pytest.approx(stragglers, rel=1e-9)
     assert mixed > run()
+    vectorized.ENABLED = False  # the event simulation of every message agrees
+    try:
+        assert run(npu_types=[SLOW]) == pytest.approx(mixed, rel=1e-9)
+    finally:
+        vectorized.ENABLED = True
+
+
+def test_an_experiment_document_takes_npu_types() -> None:
+    """The document form (``[[run.npu_types]]``): extra keys are [npu] fields by dotted
+    path, or a ``changes`` table of them."""
+    one = {"ranks": "4-7", "changes": {"matrix_flops": {"fp32": HALF}, "vector_flops": HALF}}
+    run = {"mode": "exact", "iterations": 1, "warmup": 0}
+    options = RunOptions.model_validate({**run, "npu_types": [one]})
+    flat = RunOptions.model_validate({**run, "npu_types": [SLOW]})
+    assert options.variation.npu_types[0].npu_config(NPUConfig(), "x") == slow_npu()
+    assert flat.variation == Variation(npu_types=(NpuType.model_validate(SLOW),))
+    with pytest.raises(ValueError, match=r"npu_types.*exact"):
+        RunOptions.model_validate({"npu_types": [SLOW]})
 
 
 def test_a_preset_type_plans_its_kernels_on_the_preset() -> None:
