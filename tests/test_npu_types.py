@@ -227,3 +227,24 @@ def test_a_collective_with_the_ideal_endpoint_is_the_same_on_any_npu() -> None:
     variation = Variation(npu_types=(NpuType(ranks="0-3", preset="a100-sxm"),))
     mixed = simulate_collective(ring8(), "all-reduce", 8 * MiB, exact=True, variation=variation)
     assert mixed.time == simulate_collective(ring8(), "all-reduce", 8 * MiB, exact=True).time
+
+
+@pytest.mark.parametrize("endpoint", ["baseline", "ace", "copy_engine"])
+def test_a_type_that_changes_nothing_changes_no_time(endpoint: str) -> None:
+    """An entry without a preset or changes is the system's NPU again: with an endpoint that
+    charges the NPUs (units, HBM, engines), a collective takes exactly exact mode's time."""
+    system = make_system([dim("switch", 4, BW, LAT)], endpoint=endpoint, chunks=2)
+    variation = Variation(npu_types=(NpuType(ranks="1-2"),))
+    plain = simulate_collective(system, "all-reduce", 8 * MiB, exact=True)
+    same = simulate_collective(system, "all-reduce", 8 * MiB, exact=True, variation=variation)
+    assert same.time == plain.time
+
+
+def test_the_baselines_collectives_draw_on_each_npus_own_hbm() -> None:
+    """One rank's HBM far slower than the links: its SM kernels' HBM traffic paces the
+    all-reduce (the network is unchanged)."""
+    system = make_system([dim("switch", 4, BW, LAT)], endpoint="baseline", chunks=2)
+    variation = Variation(npu_types=(NpuType(ranks=1, changes={"hbm_bandwidth": "10 GB/s"}),))
+    plain = simulate_collective(system, "all-reduce", 8 * MiB, exact=True)
+    slow = simulate_collective(system, "all-reduce", 8 * MiB, exact=True, variation=variation)
+    assert slow.time > 2 * plain.time
