@@ -37,6 +37,7 @@ FLAGS = {
     "run.stragglers": "--straggler",
     "run.compute_spread": "--compute-spread",
     "run.links": "--link",
+    "run.npu_types": "--npu",
 }
 
 #: help of the exact-mode variation flags (acesim.config.variation)
@@ -48,6 +49,10 @@ VARIATION_HELP = {
     "link": "exact mode: a rank's links on a dimension, e.g. dim=0,rank=3,direction=+,failed=true "
     "or dim=1,rank=5,bandwidth='25 GB/s',latency='2 us'; repeatable (a failed direction of a "
     "bidirectional ring reroutes the ring the other way; other failures are errors)",
+    "npu": "exact mode: ranks on another NPU, e.g. ranks=0-3,preset=a100-sxm (an NPU preset) "
+    "and/or [npu] fields changed, e.g. ranks=4-7,hbm_bandwidth='2 TB/s' or "
+    "ranks=5,kernels.gemm_efficiency=0.6; their kernels run on that NPU, the network stays the "
+    "system's; repeatable",
 }
 
 
@@ -113,9 +118,11 @@ def cli_case(
     stragglers: list[str] | None = None,
     compute_spread: str | None = None,
     links: list[str] | None = None,
+    npu_types: list[str] | None = None,
 ) -> Case:
     """The case the command-line options describe (``stragglers``, ``compute_spread``,
-    ``links``: the text of ``--straggler``, ``--compute-spread`` and ``--link``)."""
+    ``links``, ``npu_types``: the text of ``--straggler``, ``--compute-spread``, ``--link``
+    and ``--npu``)."""
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
     if nodes is not None and (npus is not None or shape is not None):
@@ -143,6 +150,8 @@ def cli_case(
         options["compute_spread"] = parse_pairs(compute_spread, "--compute-spread")
     if links:
         options["links"] = [parse_pairs(t, "--link") for t in links]
+    if npu_types:
+        options["npu_types"] = [parse_pairs(t, "--npu") for t in npu_types]
     try:
         return make_case(
             system,

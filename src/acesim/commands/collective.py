@@ -64,6 +64,7 @@ def collective_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
+    npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
     from ..simulate import simulate_collective
@@ -77,7 +78,7 @@ def collective_command(
     cfg = cli_system(system, sets, nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
-    variation = _links(links, exact) if links else None
+    variation = _variation(links, npu_types, exact) if links or npu_types else None
     if proto is not None:
         if proto not in PROTOCOLS:
             raise ConfigError("--proto", f"must be one of {', '.join(PROTOCOLS)}", proto)
@@ -199,19 +200,25 @@ def _print_assumptions(cfg: Any) -> None:
         )
 
 
-def _links(texts: list[str], exact: bool) -> Any:
-    """``--link`` texts -> a Variation (ConfigError naming ``--link``)."""
-    from pydantic import ValidationError
+def _variation(links: list[str], npu_types: list[str], exact: bool) -> Any:
+    """``--link`` and ``--npu`` texts -> a Variation (ConfigError naming the flag)."""
+    from pydantic import BaseModel, ValidationError
 
     from ..config.errors import config_error_from
-    from ..config.variation import LinkChange, Variation
+    from ..config.variation import LinkChange, NpuType, Variation
 
-    if not exact:
-        raise ConfigError("--link", "needs --exact (symmetric mode simulates one NPU)", texts[0])
-    changes = []
-    for text in texts:
-        try:
-            changes.append(LinkChange.model_validate(parse_pairs(text, "--link")))
-        except ValidationError as exc:
-            raise config_error_from(exc, LinkChange, "--link") from None
-    return Variation(links=tuple(changes))
+    def parsed(model: type[BaseModel], texts: list[str], flag: str) -> list[Any]:
+        if texts and not exact:
+            raise ConfigError(flag, "needs --exact (symmetric mode simulates one NPU)", texts[0])
+        out = []
+        for text in texts:
+            try:
+                out.append(model.model_validate(parse_pairs(text, flag)))
+            except ValidationError as exc:
+                raise config_error_from(exc, model, flag) from None
+        return out
+
+    return Variation(
+        links=tuple(parsed(LinkChange, links, "--link")),
+        npu_types=tuple(parsed(NpuType, npu_types, "--npu")),
+    )

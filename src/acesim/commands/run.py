@@ -91,6 +91,7 @@ def run_command(
         None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
     ),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
+    npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
@@ -137,6 +138,13 @@ def run_command(
         else None
     )
     if is_llm(workload, parallel):
+        if npu_types:
+            raise ConfigError(
+                "--npu",
+                "is not supported for LLM runs (their MFU and memory check use the system's "
+                "one NPU)",
+                npu_types[0],
+            )
         for flag, given, value in (
             ("--layers", layers, layers),
             ("--layers-csv", layers_csv is not None, layers_csv),
@@ -177,6 +185,7 @@ def run_command(
         stragglers=stragglers,
         compute_spread=compute_spread,
         links=links,
+        npu_types=npu_types,
     )
     cfg = case.system
     payload: dict[str, Any]

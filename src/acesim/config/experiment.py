@@ -24,7 +24,14 @@ from ..registry import listed
 from .errors import FieldRuleError
 from .system import Strict, defaults
 from .validators import NonNegativeInt, NpuCount, PositiveBytes, PositiveInt, PrecisionName
-from .variation import ComputeSpread, LinkChange, Straggler, Variation, variation_problem
+from .variation import (
+    ComputeSpread,
+    LinkChange,
+    NpuType,
+    Straggler,
+    Variation,
+    variation_problem,
+)
 
 __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
 
@@ -90,6 +97,11 @@ class RunOptions(Strict):
         default_factory=list,
         description="exact mode: degraded, re-timed or failed links (acesim.config.variation)",
     )
+    npu_types: list[NpuType] = Field(
+        default_factory=list,
+        description="exact mode: ranks on another NPU (a preset and/or [npu] fields changed; "
+        "acesim.config.variation)",
+    )
 
     @field_validator("loop")
     @classmethod
@@ -110,7 +122,9 @@ class RunOptions(Strict):
         if self.nodes is not None and (self.shape is not None or self.npus is not None):
             other = "npus" if self.npus is not None else "shape"
             raise FieldRuleError("nodes", f"give either nodes or {other}, not both", self.nodes)
-        varied = variation_problem(self.stragglers, self.compute_spread, self.links)
+        varied = variation_problem(
+            self.stragglers, self.compute_spread, self.links, self.npu_types
+        )
         if varied is not None and self.mode != "exact":
             raise FieldRuleError(
                 varied,
@@ -125,8 +139,13 @@ class RunOptions(Strict):
 
     @property
     def variation(self) -> Variation:
-        """The stragglers, compute spread and link changes, for the platform."""
-        return Variation(tuple(self.stragglers), self.compute_spread, tuple(self.links))
+        """The stragglers, compute spread, link changes and NPU types, for the platform."""
+        return Variation(
+            tuple(self.stragglers),
+            self.compute_spread,
+            tuple(self.links),
+            tuple(self.npu_types),
+        )
 
 
 class ExperimentConfig(Strict):

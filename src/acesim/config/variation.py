@@ -1,4 +1,4 @@
-"""Ranks and links that differ from the system document: stragglers and link faults.
+"""Ranks and links that differ from the system document: stragglers, mixed NPUs, link faults.
 
 Only exact mode simulates every NPU, so only exact mode can run a platform whose ranks differ;
 symmetric mode refuses these options by name (:func:`variation_problem`).
@@ -13,17 +13,31 @@ symmetric mode refuses these options by name (:func:`variation_problem`).
 * ``links``: ``{dim, rank, direction, bandwidth, latency, failed}``: the links rank ``rank``
   sends on along dimension ``dim`` (``direction`` ``"+"`` or ``"-"``: only that direction of a
   bidirectional ring) get this bandwidth per link (B/s) and latency (s), or fail. How the
-  network carries it is :mod:`acesim.hardware.links`'s.
+  network carries it is :mod:`acesim.hardware.variation`'s.
+* ``npu_types``: ``{ranks, preset, <npu field>...}``: those ranks (``3``, ``"4-7"`` inclusive,
+  or a list of them) are another NPU: NPU preset ``preset``'s ``[npu]`` table
+  (``presets/npus/``; without one, the system's own NPU) with the other keys (dotted paths
+  into the ``[npu]`` table: ``hbm_bandwidth``, ``kernels.gemm_efficiency``) changed. Their
+  kernels are planned on that NPU (peaks, units, HBM, efficiencies, latency, everything the
+  ``[npu]`` table holds); the network and the endpoint's settings stay the system's. Stragglers
+  and a compute spread multiply on top. The endpoint's settings are checked against each type
+  (``comm_units`` must leave every NPU's kernels some units), and every type shares the
+  system's ``hbm_arbitration`` (the endpoint arbitrates HBM one way).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .system import Strict
+from ..errors import ConfigError
+from .errors import FieldRuleError, config_error_from
+from .merge import merge_documents
+from .npus import npu_preset_document
+from .system import NPUConfig, Strict
 from .validators import (
     NonNegativeInt,
     NonNegativeSeconds,
@@ -31,7 +45,14 @@ from .validators import (
     PositiveFloat,
 )
 
-__all__ = ["Straggler", "ComputeSpread", "LinkChange", "Variation", "variation_problem"]
+__all__ = [
+    "Straggler",
+    "ComputeSpread",
+    "LinkChange",
+    "NpuType",
+    "Variation",
+    "variation_problem",
+]
 
 
 class Straggler(Strict):
@@ -65,8 +86,109 @@ class LinkChange(Strict):
     failed: bool = Field(False, description="the links carry nothing")
 
 
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+class NpuType(Strict):
+    """Ranks that run on another NPU: a preset's, and/or with ``[npu]`` fields changed."""
+
+    ranks: int | str | list[int | str] = Field(
+        description="a rank, a range 'first-last' (inclusive) or a list of them"
+    )
+    preset: str | None = Field(
+        None, description="NPU preset (presets/npus/) those ranks are; None: the system's NPU"
+    )
+    changes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="[npu] fields changed on those ranks, by dotted path (hbm_bandwidth, "
+        "kernels.gemm_efficiency); every key besides ranks and preset lands here",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            own = {"ranks", "preset", "changes"}
+            extra = {k: v for k, v in data.items() if k not in own}
+            if extra:
+                data = {k: v for k, v in data.items() if k in own}
+                data["changes"] = {**dict(data.get("changes") or {}), **extra}
+        return data
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks_text(cls, v: int | str | list[int | str]) -> int | str | list[int | str]:
+        for item in v if isinstance(v, list) else [v]:
+            _span(item)
+        if isinstance(v, list) and not v:
+            raise FieldRuleError("", "must name at least one rank", v)
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                npu_preset_document(v, "preset")
+            except ConfigError as err:
+                raise FieldRuleError("", err.rule, v, hint=err.hint) from None
+        return v
+
+    def rank_list(self) -> list[int]:
+        """The ranks, in the order given (ranges expanded)."""
+        out: list[int] = []
+        for item in self.ranks if isinstance(self.ranks, list) else [self.ranks]:
+            first, last = _span(item)
+            out.extend(range(first, last + 1))
+        return out
+
+    def npu_config(self, base: NPUConfig, field: str) -> NPUConfig:
+        """The NPU of these ranks: the preset's (or ``base``) with the changes (ConfigError
+        naming ``field``'s key: an unknown preset, an unknown or invalid NPU field)."""
+        if self.preset is not None:
+            doc = dict(npu_preset_document(self.preset, f"{field}.preset").get("npu", {}))
+        else:
+            doc = base.model_dump()
+        nested: dict[str, Any] = {}
+        for path, value in self.changes.items():
+            keys = path.split(".")
+            if not all(keys):
+                raise ConfigError(f"{field}.{path}", "expected a dotted path into [npu]", value)
+            table = nested
+            for key in keys[:-1]:
+                table = table.setdefault(key, {})
+                if not isinstance(table, dict):
+                    raise ConfigError(f"{field}.{path}", "changes a value twice", value)
+            table[keys[-1]] = value
+        try:
+            return NPUConfig.model_validate(merge_documents(doc, nested))
+        except ValidationError as exc:
+            raise config_error_from(exc, NPUConfig, field) from None
+
+
+def _span(item: int | str) -> tuple[int, int]:
+    """``3`` -> (3, 3); ``"4-7"`` -> (4, 7) (FieldRuleError for anything else)."""
+    if isinstance(item, bool):
+        raise FieldRuleError("", "expected a rank or a range like 4-7", item)
+    if isinstance(item, int):
+        if item < 0:
+            raise FieldRuleError("", "ranks must be >= 0", item)
+        return item, item
+    match = _RANGE.match(item)
+    if match is None:
+        raise FieldRuleError("", "expected a rank or a range like 4-7", item)
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) is not None else first
+    if last < first:
+        raise FieldRuleError("", "a range's last rank must not be below its first", item)
+    return first, last
+
+
 def variation_problem(
-    stragglers: list[Straggler], spread: ComputeSpread | None, links: list[LinkChange]
+    stragglers: list[Straggler],
+    spread: ComputeSpread | None,
+    links: list[LinkChange],
+    npu_types: list[NpuType] | None = None,
 ) -> str | None:
     """The option that needs exact mode (None when nothing varies)."""
     if stragglers:
@@ -75,6 +197,8 @@ def variation_problem(
         return "compute_spread"
     if links:
         return "links"
+    if npu_types:
+        return "npu_types"
     return None
 
 
@@ -85,9 +209,15 @@ class Variation:
     stragglers: tuple[Straggler, ...] = ()
     compute_spread: ComputeSpread | None = None
     links: tuple[LinkChange, ...] = ()
+    npu_types: tuple[NpuType, ...] = ()
 
     def __bool__(self) -> bool:
         return (
-            variation_problem(list(self.stragglers), self.compute_spread, list(self.links))
+            variation_problem(
+                list(self.stragglers),
+                self.compute_spread,
+                list(self.links),
+                list(self.npu_types),
+            )
             is not None
         )

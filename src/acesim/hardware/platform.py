@@ -20,7 +20,7 @@ from ..network.plan import validate_algorithms
 from ..network.topology import Topology
 from .endpoints import ENDPOINT_KINDS, CopyEngineSettings, build_endpoint
 from .npu import NPU, SharedPlans
-from .variation import apply_variation
+from .variation import apply_variation, npu_configs
 
 __all__ = ["Platform", "elaborate"]
 
@@ -39,7 +39,7 @@ class Platform:
     Args:
         system: the validated system document.
         exact: simulate every NPU (True) or one representative per class (False).
-        variation: stragglers and link changes (exact mode only; see
+        variation: stragglers, NPU types and link changes (exact mode only; see
             :mod:`acesim.hardware.variation`).
         classes: symmetric mode with several classes of identical ranks, one NPU simulated
             per class (class mode, :mod:`acesim.network.classes`); None: one class.
@@ -76,8 +76,15 @@ class Platform:
         #: class mode's classes (None: exact mode, or symmetric mode's one class)
         self.classes = classes
         count = self.topology.npus if exact else (classes.count if classes else 1)
-        shared = SharedPlans()
-        self.npus = [NPU(self.engine, r, system.npu, shared) for r in range(count)]
+        if variation and exact and variation.npu_types:
+            configs = npu_configs(variation, system, count)
+        else:
+            configs = [system.npu] * count
+        shared: dict[int, SharedPlans] = {}  # one per NPU configuration object
+        self.npus = [
+            NPU(self.engine, r, configs[r], shared.setdefault(id(configs[r]), SharedPlans()))
+            for r in range(count)
+        ]
         engines = system.endpoint.of(CopyEngineSettings, "copy_engine")
         for npu in self.npus:  # the hardware's DMA engines, whatever drives the collectives
             npu.copy_engines = self.engine.add_resource(
@@ -92,7 +99,8 @@ class Platform:
             if not exact:
                 raise ConfigError(
                     "run.mode",
-                    "stragglers, compute_spread and links need mode = 'exact' (symmetric and "
+                    "stragglers, compute_spread, links and npu_types need mode = 'exact' "
+                    "(symmetric and "
                     "class modes simulate one representative NPU per class)",
                     "class" if classes else "symmetric",
                 )

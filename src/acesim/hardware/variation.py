@@ -1,4 +1,10 @@
-"""Applying stragglers and link changes (:mod:`acesim.config.variation`) to an exact platform.
+"""Applying stragglers, NPU types and link changes (:mod:`acesim.config.variation`) to an exact
+platform.
+
+NPU types (:func:`npu_configs`): each rank's NPU configuration, the system's unless a
+``run.npu_types`` entry names the rank. Each type is checked as the system's NPU would be: the
+endpoint kind's settings against it (held units fewer than its units, ...), and its
+``hbm_arbitration`` must be the system's (the endpoint arbitrates HBM one way for every NPU).
 
 Links. A rank's egress on a dimension (:mod:`acesim.network.topology`) aggregates its
 ``links_per_npu`` links; messages are split evenly over them (as NCCL splits a collective over
@@ -26,14 +32,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..config.system import SystemConfig
+from ..config.system import NPUConfig, SystemConfig
 from ..config.variation import LinkChange, Variation
 from ..errors import ConfigError, TopologyError
 from ..network.collective import CollectiveRuntime
 from ..network.topology import Topology
+from .endpoints import ENDPOINT_KINDS
 from .npu import NPU
 
-__all__ = ["apply_variation", "link_name"]
+__all__ = ["apply_variation", "link_name", "npu_configs"]
 
 
 def link_name(topology: Topology, dim: int, rank: int, direction: str | None = None) -> str:
@@ -48,6 +55,53 @@ def link_name(topology: Topology, dim: int, rank: int, direction: str | None = N
     if d.kind == "switch":
         return f"npu{rank}'s port (dimension {d.index} {d.name}, switch)"
     return f"npu{rank}'s links (dimension {d.index} {d.name}, {d.kind})"
+
+
+def npu_configs(variation: Variation, system: SystemConfig, count: int) -> list[NPUConfig]:
+    """Each of the ``count`` ranks' NPU configuration: the system's, or its ``npu_types``
+    entry's (one object per entry, so ranks of one type can share their kernel plans);
+    ConfigError naming the entry for a rank beyond the platform, a rank given twice, an NPU
+    the endpoint's settings do not fit, or another ``hbm_arbitration``."""
+    configs = [system.npu] * count
+    owner: dict[int, int] = {}
+    kind = ENDPOINT_KINDS.get(system.endpoint.kind)
+    for i, entry in enumerate(variation.npu_types):
+        field = f"run.npu_types[{i}]"
+        ranks = entry.rank_list()
+        for rank in ranks:
+            if rank >= count:
+                raise ConfigError(
+                    f"{field}.ranks", f"must be ranks below {count} (the NPUs)", entry.ranks
+                )
+            if rank in owner:
+                raise ConfigError(
+                    f"{field}.ranks",
+                    f"rank {rank} is already in run.npu_types[{owner[rank]}]",
+                    entry.ranks,
+                )
+            owner[rank] = i
+        config = entry.npu_config(system.npu, field)
+        if config.hbm_arbitration != system.npu.hbm_arbitration:
+            raise ConfigError(
+                f"{field}.hbm_arbitration",
+                f"must be the system's ({system.npu.hbm_arbitration!r}): the endpoint "
+                "arbitrates HBM one way on every NPU",
+                config.hbm_arbitration,
+            )
+        if kind.check is not None:
+            try:
+                kind.check(system.endpoint.settings(kind.name), system.model_copy(
+                    update={"npu": config}))  # fmt: skip
+            except ConfigError as err:
+                raise ConfigError(
+                    field,
+                    f"{err.field}: {err.rule} (on this NPU, {config.name})",
+                    err.value,
+                    hint=err.hint,
+                ) from None
+        for rank in ranks:
+            configs[rank] = config
+    return configs
 
 
 def apply_variation(

@@ -178,7 +178,9 @@ class AceEndpoint(Endpoint):
         npu = ctx.system.npu
         self._mlp = npu.hbm_arbitration == "mlp"
         # the DMA engine keeps the requests in flight that streaming dma_bandwidth needs
-        self.dma_parallelism = engine_parallelism(npu, self.cfg.dma_bandwidth)
+        self.dma_parallelism = [  # each NPU's own (mixed NPU types)
+            engine_parallelism(n.config, self.cfg.dma_bandwidth) for n in npus
+        ]
         #: streaming: SRAM partitions per NPU (DMA read, one per phase position, DMA write)
         #: and each one's bytes
         self.partitions = phase_partitions(ctx.system) + 2
@@ -215,7 +217,7 @@ class AceEndpoint(Endpoint):
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         # spilled chunks' traffic goes through the same DMA engine
-        return (self.npus[rank].hbm_comm, self.dma_parallelism) if self._mlp else None
+        return (self.npus[rank].hbm_comm, self.dma_parallelism[rank]) if self._mlp else None
 
     def _dma_transfer(self, rank: int, nbytes: float, then: Callable[[], None]) -> None:
         npu = self.npus[rank]
@@ -224,7 +226,7 @@ class AceEndpoint(Endpoint):
             nbytes,
             {npu.hbm_comm: 1.0, self._dma[rank]: 1.0},
             lambda _act: then(),
-            weight=self.dma_parallelism if self._mlp else 1.0,
+            weight=self.dma_parallelism[rank] if self._mlp else 1.0,
             basis=npu.hbm_comm if self._mlp else None,
             tag=("ace-dma", rank),
             track="message" if rank == 0 else None,

@@ -184,7 +184,7 @@ class BaselineEndpoint(Endpoint):
                 n.partition_hbm(cfg.hbm_share)
             demand = sm_kernel_demand(
                 engine,
-                npu,
+                n.config,  # this NPU's units (mixed NPU types: its own)
                 n.hbm_comm,
                 f"npu{n.rank}.comm_units",
                 cfg.comm_units,
@@ -198,7 +198,7 @@ class BaselineEndpoint(Endpoint):
             demand.update(
                 sm_kernel_demand(
                     engine,
-                    npu,
+                    n.config,
                     n.hbm_comm,
                     f"npu{n.rank}.nvls_units",
                     cfg.nvls_units,

@@ -203,7 +203,7 @@ class CopyEngineEndpoint(Endpoint):
                 copy[n.hbm_comm] = copy_hbm
             fallback = sm_kernel_demand(
                 engine,
-                npu,
+                n.config,  # this NPU's units (mixed NPU types: its own)
                 n.hbm_comm,
                 f"npu{n.rank}.copy_engine.fallback",
                 cfg.fallback_units,
