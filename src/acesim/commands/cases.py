@@ -5,6 +5,8 @@ Errors name the command-line flag (``--iterations``), not the run option behind 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import tomllib
@@ -18,7 +20,15 @@ from ..training.loops import LOOPS
 from ..units import parse_quantity
 from .common import err_console, parse_sets
 
-__all__ = ["FLAGS", "parse_shape", "parse_pairs", "cli_case", "cli_system", "VARIATION_HELP"]
+__all__ = [
+    "FLAGS",
+    "parse_shape",
+    "parse_pairs",
+    "read_placement",
+    "cli_case",
+    "cli_system",
+    "VARIATION_HELP",
+]
 
 #: run option (or workload setting) -> the flag that sets it
 FLAGS = {
@@ -38,6 +48,7 @@ FLAGS = {
     "run.compute_spread": "--compute-spread",
     "run.links": "--link",
     "run.npu_types": "--npu",
+    "run.placement": "--placement",
 }
 
 #: help of the exact-mode variation flags (acesim.config.variation)
@@ -53,6 +64,9 @@ VARIATION_HELP = {
     "and/or [npu] fields changed, e.g. ranks=4-7,hbm_bandwidth='2 TB/s' or "
     "ranks=5,kernels.gemm_efficiency=0.6; their kernels run on that NPU, the network stays the "
     "system's; repeatable",
+    "placement": "exact mode: a JSON file holding a list p, a permutation of 0..n-1: workload "
+    "rank r runs on NPU position p[r] (its graph, sends and groups move with it; a group the "
+    "placement splits into a set the network cannot express is an error)",
 }
 
 
@@ -72,6 +86,23 @@ def parse_pairs(text: str, flag: str) -> dict[str, Any]:
         except tomllib.TOMLDecodeError:
             out[key] = value.strip("'\"")
     return out
+
+
+def read_placement(path: Path, flag: str = "--placement") -> Any:
+    """The JSON list in the file at ``path`` (ConfigError naming ``flag`` when it cannot be
+    read or is not JSON; the list itself is checked as ``run.placement``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            flag, f"cannot read the file ({err.__class__.__name__})", str(path)
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            flag, f"expected a JSON list of NPU positions (line {err.lineno}: {err.msg})", str(path)
+        ) from None
 
 
 def parse_shape(text: str) -> list[int]:
@@ -119,10 +150,11 @@ def cli_case(
     compute_spread: str | None = None,
     links: list[str] | None = None,
     npu_types: list[str] | None = None,
+    placement: Path | None = None,
 ) -> Case:
     """The case the command-line options describe (``stragglers``, ``compute_spread``,
     ``links``, ``npu_types``: the text of ``--straggler``, ``--compute-spread``, ``--link``
-    and ``--npu``)."""
+    and ``--npu``; ``placement``: the ``--placement`` file)."""
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
     if nodes is not None and (npus is not None or shape is not None):
@@ -152,6 +184,8 @@ def cli_case(
         options["links"] = [parse_pairs(t, "--link") for t in links]
     if npu_types:
         options["npu_types"] = [parse_pairs(t, "--npu") for t in npu_types]
+    if placement is not None:
+        options["placement"] = read_placement(placement)
     try:
         return make_case(
             system,

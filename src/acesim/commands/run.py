@@ -92,6 +92,9 @@ def run_command(
     ),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
     npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
+    placement: Path | None = typer.Option(
+        None, "--placement", help=VARIATION_HELP["placement"], metavar="FILE"
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
     trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
@@ -145,6 +148,12 @@ def run_command(
                 "one NPU)",
                 npu_types[0],
             )
+        if placement is not None:
+            raise ConfigError(
+                "--placement",
+                "is not supported for LLM runs (their parallel configuration places the ranks)",
+                str(placement),
+            )
         for flag, given, value in (
             ("--layers", layers, layers),
             ("--layers-csv", layers_csv is not None, layers_csv),
@@ -186,6 +195,7 @@ def run_command(
         compute_spread=compute_spread,
         links=links,
         npu_types=npu_types,
+        placement=placement,
     )
     cfg = case.system
     payload: dict[str, Any]

@@ -30,6 +30,7 @@ from .variation import (
     NpuType,
     Straggler,
     Variation,
+    placement_problem,
     variation_problem,
 )
 
@@ -102,6 +103,20 @@ class RunOptions(Strict):
         description="exact mode: ranks on another NPU (a preset and/or [npu] fields changed; "
         "acesim.config.variation)",
     )
+    placement: list[int] | None = Field(
+        None,
+        description="exact mode: workload rank r runs on NPU position placement[r] (a "
+        "permutation of 0..n-1; acesim.workload.placement)",
+    )
+
+    @field_validator("placement", mode="before")
+    @classmethod
+    def _placement(cls, v: Any) -> Any:
+        if v is not None:
+            problem = placement_problem(v)
+            if problem is not None:
+                raise FieldRuleError("", problem, v)
+        return v
 
     @field_validator("loop")
     @classmethod
@@ -125,6 +140,8 @@ class RunOptions(Strict):
         varied = variation_problem(
             self.stragglers, self.compute_spread, self.links, self.npu_types
         )
+        if varied is None and self.placement is not None:
+            varied = "placement"
         if varied is not None and self.mode != "exact":
             raise FieldRuleError(
                 varied,

@@ -23,6 +23,10 @@ symmetric mode refuses these options by name (:func:`variation_problem`).
   and a compute spread multiply on top. The endpoint's settings are checked against each type
   (``comm_units`` must leave every NPU's kernels some units), and every type shares the
   system's ``hbm_arbitration`` (the endpoint arbitrates HBM one way).
+* ``placement`` (a run option beside these, :func:`check_placement`): a permutation of the
+  platform's NPU positions; workload rank ``r`` runs on NPU ``placement[r]``
+  (:mod:`acesim.workload.placement` maps the graph). The options above name NPU positions
+  (the hardware), not workload ranks.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ __all__ = [
     "NpuType",
     "Variation",
     "variation_problem",
+    "placement_problem",
+    "check_placement",
 ]
 
 
@@ -220,4 +226,42 @@ class Variation:
                 list(self.npu_types),
             )
             is not None
+        )
+
+
+def placement_problem(value: Any) -> str | None:
+    """Why ``value`` is not a list of distinct NPU positions (None when it is one); the count
+    and range are checked against the platform by :func:`check_placement`."""
+    if not isinstance(value, list):
+        return "must be a list of NPU positions (a permutation of 0..n-1)"
+    seen: set[int] = set()
+    for position in value:
+        if isinstance(position, bool) or not isinstance(position, int):
+            return f"must list integer NPU positions, got {position!r}"
+        if position < 0:
+            return f"must list NPU positions >= 0, got {position}"
+        if position in seen:
+            return f"must be a permutation (each NPU once), {position} repeats"
+        seen.add(position)
+    return None
+
+
+def check_placement(placement: list[int] | None, npus: int, field: str = "run.placement") -> None:
+    """ConfigError naming ``field`` unless ``placement`` is a permutation of ``0..npus-1``
+    (None: no placement)."""
+    if placement is None:
+        return
+    problem = placement_problem(placement)
+    if problem is not None:
+        raise ConfigError(field, problem, placement)
+    if len(placement) != npus:
+        raise ConfigError(
+            field,
+            f"must place every one of the platform's {npus} NPUs once (a permutation of "
+            f"0..{npus - 1}), got {len(placement)} positions",
+        )
+    high = max(placement)
+    if high >= npus:
+        raise ConfigError(
+            field, f"must list NPU positions 0..{npus - 1} (the platform's {npus} NPUs)", high
         )

@@ -18,6 +18,7 @@ sweep points, reproduction cases), so the same inputs give the same case:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -30,6 +31,7 @@ from ..config.errors import config_error_from
 from ..config.experiment import ExperimentConfig, RunOptions, WorkloadConfig
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
+from ..config.variation import check_placement
 from ..errors import ConfigError
 from ..precision import PRECISIONS
 from ..workload.chakra import read_chakra
@@ -184,6 +186,7 @@ def make_case(
     resolved = resolve_system(
         system, overrides=overrides, shape=opts.shape, npus=opts.npus, nodes=opts.nodes
     )
+    check_placement(opts.placement, math.prod(resolved.network.shape))
     work, name, batch, prec = _workload(workload, resolved, batch_per_npu, precision)
     check_precision(work, resolved)
     check_footprint(work, resolved)

@@ -18,6 +18,7 @@ from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
 from ..training.loops import build_graph
 from ..workload.graph import Graph
+from ..workload.placement import place_graph
 from .case import Case, SystemLike, WorkloadLike, case_from_experiment, make_case
 
 __all__ = [
@@ -89,6 +90,7 @@ def execute(
         warmup = opts.warmup
         loop = opts.loop
     platform = Platform(case.system, exact=opts.exact, variation=opts.variation)
+    graph = place_graph(graph, opts.placement, platform.topology)
     if trace:
         enable_tracing(platform)
     total = graph.iterations
