@@ -375,6 +375,23 @@ class Lockstep:
         self.listened = runtime.engine.bound_listener is not None
 
     # -- running -----------------------------------------------------------------------------
+
+    def _start_queues(
+        self, busy: dict[int, np.ndarray] | None, admitted: dict[int, np.ndarray] | None
+    ) -> bool:
+        """Take the queues' state before this run (see :meth:`run`); False where this path
+        cannot compute it: rank 0's messages not bound by its own egress (what the engine
+        reports), or a direct step's messages into one receiver sharing its ingress (which
+        couples the senders' rates)."""
+        self.free = dict(busy or {})
+        self.admitted = dict(admitted or {})
+        if self.listened:
+            for d in self.dims:
+                if not self.egress[d][0] <= self.ingress[d].min():
+                    return False
+                self._bound[d] = self.runtime.egress[0][d]
+        return not any(not self.uniform[d] for d in self.coupled)
+
     def run(
         self,
         start: np.ndarray,
@@ -388,17 +405,7 @@ class Lockstep:
         phases must reach each dimension after that (so that none of it could have been
         admitted before an earlier one's waiting phases); after the run :attr:`free` and
         :attr:`admitted` hold the same for what ran."""
-        self.free = dict(busy or {})
-        self.admitted = dict(admitted or {})
-        if self.listened:
-            for d in self.dims:
-                # rank 0's messages must be bound by its own egress (what the engine reports)
-                if not self.egress[d][0] <= self.ingress[d].min():
-                    return None
-                self._bound[d] = self.runtime.egress[0][d]
-        if any(not self.uniform[d] for d in self.coupled):
-            # a direct step's messages into one receiver share its ingress, coupling the
-            # senders' rates
+        if not self._start_queues(busy, admitted):
             return None
         if len(self.dims) == 1:
             finished = self._one_dimension(start)
@@ -534,14 +541,7 @@ class Lockstep:
         The next phase admitted on a dimension is one that every rank admits next there
         (:meth:`_joint_next`); where none is, or arrivals tie in a way only the event order
         decides, the event path runs the collectives."""
-        self.free = dict(busy or {})
-        self.admitted = dict(admitted or {})
-        if self.listened:
-            for d in self.dims:
-                if not self.egress[d][0] <= self.ingress[d].min():
-                    return None
-                self._bound[d] = self.runtime.egress[0][d]
-        if any(not self.uniform[d] for d in self.coupled):
+        if not self._start_queues(busy, admitted):
             return None
         # messages into one receiver on a dimension come from one sender at a time only if
         # every phase there has the same group lines
@@ -957,7 +957,6 @@ class Lockstep:
             total = add_repeatedly(total, m, int(count))
         return total
 
-
     def _total_together(self, records: list[tuple[int, float, int, Any]]) -> float | None:
         """:meth:`_total` where every record's time is one number (every rank's alike): the
         same stable sort by time, runs of one size and additions, without arrays."""
@@ -1331,9 +1330,7 @@ class Deferred:
             head.chunks,
             usage=True,
             key=self._queue_key(head),
-            others=[
-                (m.coll.phases, m.coll.chunks, self._queue_key(m.coll)) for m in members[1:]
-            ],
+            others=[(m.coll.phases, m.coll.chunks, self._queue_key(m.coll)) for m in members[1:]],
         )
         busy, admitted = self._base
         outcomes = lockstep.run_joint([m.joined for m in members], busy, admitted)
@@ -1487,8 +1484,7 @@ class Deferred:
             coll.bytes_sent_per_dim[d] = coll.bytes_sent_per_dim.get(d, 0.0) + b
         egress = self.runtime.egress[0]
         computed.spans = [
-            engine.plan_usage(egress[d], begin, end, rate)
-            for d, begin, end, rate in outcome.usage
+            engine.plan_usage(egress[d], begin, end, rate) for d, begin, end, rate in outcome.usage
         ]
         if self.replicated:
             engine.call_at(finished[0], self._every_rank_done, coll, computed.generation)
