@@ -49,3 +49,14 @@ def examples(n: int) -> int:
     """Hypothesis ``max_examples``: ``n`` by default (the suite stays fast), scaled by the
     environment variable ``ACESIM_EXAMPLES_SCALE`` for a thorough local run."""
     return max(1, int(n * float(os.environ.get("ACESIM_EXAMPLES_SCALE", "1"))))
+
+
+def ring_allreduce_finish(joins: list[float], step_delay: float, step_time: float) -> list[float]:
+    """When a one-chunk ring all-reduce finishes at each rank, from when each joins (s): step
+    ``s`` completes at rank ``j`` at ``C[j][s] = max(C[j][s-1], C[j-1][s-1] + a) + u``, with
+    ``a = step_delay`` (latency plus endpoint delay, s) and ``u = step_time`` (a step's bytes
+    over the link bandwidth, s), over ``2 (p - 1)`` steps."""
+    done = list(joins)
+    for _step in range(2 * (len(joins) - 1)):
+        done = [max(done[j], done[j - 1] + step_delay) + step_time for j in range(len(joins))]
+    return done

@@ -8,6 +8,7 @@ step ``s`` completes at rank ``j`` at ``C[j][s] = max(C[j][s-1], C[j-1][s-1] + a
 from __future__ import annotations
 
 import pytest
+import systems
 from clitools import cli_error
 from systems import dim, make_system
 from typer.testing import CliRunner
@@ -54,11 +55,7 @@ def data_parallel(layers: int) -> Workload:
 
 
 def ring_allreduce_finish(joins: list[float]) -> list[float]:
-    a, u = LAT + DELAY, GRAD / P / BW
-    done = list(joins)
-    for _step in range(2 * (P - 1)):
-        done = [max(done[j], done[j - 1] + a) + u for j in range(P)]
-    return done
+    return systems.ring_allreduce_finish(joins, LAT + DELAY, GRAD / P / BW)
 
 
 def slow_npu() -> NPUConfig:

@@ -9,6 +9,7 @@ rank ``j`` joins.
 from __future__ import annotations
 
 import pytest
+import systems
 from clitools import cli_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,11 +50,7 @@ def data_parallel(layers: int) -> Workload:
 
 
 def ring_allreduce_finish(joins: list[float]) -> list[float]:
-    a, u = LAT + DELAY, GRAD / P / BW
-    done = list(joins)
-    for _step in range(2 * (P - 1)):
-        done = [max(done[j], done[j - 1] + a) + u for j in range(P)]
-    return done
+    return systems.ring_allreduce_finish(joins, LAT + DELAY, GRAD / P / BW)
 
 
 def test_a_straggler_delays_a_one_layer_iteration_by_its_extra_compute() -> None:
