@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
-from acesim.cli import main
+from acesim.cli import app, main
 
 
 def cli_error(
@@ -25,3 +27,11 @@ def cli_error(
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ")
     return lines[0]
+
+
+def iteration_time(*args: str) -> float:
+    """Run ``acesim run ... --json`` with ``args`` (which must include ``--json``) and return
+    the iteration time it reports (s)."""
+    out = CliRunner().invoke(app, list(args))
+    assert out.exit_code == 0, out.output
+    return float(json.loads(out.stdout)["iteration_time"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import systems
-from clitools import cli_error
+from clitools import cli_error, iteration_time
 from systems import dim, make_system
 from typer.testing import CliRunner
 
@@ -198,12 +198,9 @@ def test_cli_npu_flag_on_run_and_collective(
 ) -> None:
     base = ["run", "--endpoint", "ideal", "--npus", "8", "-n", "1", "--warmup", "0", "-w", "gnmt"]
     base += ["--set", "collective.chunks=1", "--loop", "no_overlap", "--json"]
-    time = '"iteration_time": '
 
     def iteration(*flags: str) -> float:
-        out = CliRunner().invoke(app, [*base, "--exact", *flags])
-        assert out.exit_code == 0, out.output
-        return float(out.output.split(time)[1].split(",")[0])
+        return iteration_time(*base, "--exact", *flags)
 
     slower = iteration("--npu", "ranks=4-7,hbm_bandwidth='450 GB/s'")  # half the system's
     assert slower > iteration()

@@ -13,11 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import cli_error
+from clitools import cli_error, iteration_time
 from systems import dim, make_system
-from typer.testing import CliRunner
 
-from acesim.cli import app
 from acesim.config.system import SystemConfig
 from acesim.errors import ConfigError
 from acesim.experiment import run_system
@@ -150,12 +148,9 @@ def test_cli_placement_flag(
 ) -> None:
     base = ["run", "--endpoint", "ideal", "--npus", "8", "-n", "1", "--warmup", "0", "-w", "gnmt"]
     base += ["--set", "collective.chunks=1", "--loop", "no_overlap", "--json"]
-    time = '"iteration_time": '
 
     def iteration(*flags: str) -> float:
-        out = CliRunner().invoke(app, [*base, "--exact", *flags])
-        assert out.exit_code == 0, out.output
-        return float(out.output.split(time)[1].split(",")[0])
+        return iteration_time(*base, "--exact", *flags)
 
     good = tmp_path / "placement.json"
     good.write_text(json.dumps(SHUFFLED[::-1]))

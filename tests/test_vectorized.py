@@ -18,6 +18,12 @@ from acesim.hardware.platform import Platform
 from acesim.network.group import Group, Span
 
 MiB = 2**20
+#: one, two and three dimensions, for the training property tests
+TRAINING_NETWORKS = [
+    [dim("ring", 8, 50e9, 1e-6)],
+    [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
+    [dim("ring", 2), dim("fully_connected", 4, 50e9), dim("switch", 2, 25e9)],
+]
 OPS = ["all-reduce", "reduce-scatter", "all-gather", "all-to-all"]
 
 
@@ -280,13 +286,7 @@ def _close(fast: Any, events: Any, rel: float) -> None:
 
 @settings(max_examples=examples(15), deadline=None)
 @given(
-    st.sampled_from(
-        [
-            [dim("ring", 8, 50e9, 1e-6)],
-            [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
-            [dim("ring", 2), dim("fully_connected", 4, 50e9), dim("switch", 2, 25e9)],
-        ]
-    ),
+    st.sampled_from(TRAINING_NETWORKS),
     st.integers(1, 4),
     st.sampled_from([1 * MiB, 8 * MiB]),
     st.sampled_from([2e-4, 2e-3]),
@@ -480,9 +480,7 @@ def test_overlapping_collectives_of_any_kind_agree_with_the_event_simulation(
     from acesim.workload.model import Compute, Layer, Pass, Workload
 
     dims, comms = network
-    system = make_system(
-        dims, chunks=chunks, active_chunks_per_dimension=1, scheduling=scheduling
-    )
+    system = make_system(dims, chunks=chunks, active_chunks_per_dimension=1, scheduling=scheduling)
     workload = Workload(
         "mixed",
         tuple(
@@ -595,13 +593,7 @@ def _whole(execution: Any) -> dict[str, Any]:
 
 @settings(max_examples=examples(12), deadline=None)
 @given(
-    st.sampled_from(
-        [
-            [dim("ring", 8, 50e9, 1e-6)],
-            [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
-            [dim("ring", 2), dim("fully_connected", 4, 50e9), dim("switch", 2, 25e9)],
-        ]
-    ),
+    st.sampled_from(TRAINING_NETWORKS),
     st.integers(1, 4),
     st.sampled_from([1 * MiB, 8 * MiB]),
     st.sampled_from([2e-4, 2e-3]),
