@@ -106,7 +106,7 @@ def data_parallel_64() -> float:
     """Four layers, each a fixed 1 ms forward and weight-gradient pass and an all-reduce of
     its 16 MiB gradient, two iterations on a Ring of 64 (our reconstruction: the reference
     does not give the layer sizes of ASTRA-sim's run, so only the CPU figures compare)."""
-    from acesim.experiment import run_system
+    from acesim.runs import run_system
     from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
     layers = tuple(
@@ -139,7 +139,7 @@ def _note(execution: Any) -> None:
 
 def resnet50_1024() -> float:
     """ResNet-50, 2 iterations, on the 3-D network with the ace-isca21 NPU (ideal endpoint)."""
-    from acesim.experiment import run_system
+    from acesim.runs import run_system
     from acesim.workload.loader import load_workload
 
     system = load_system("ace-isca21").model_copy(deep=True)
@@ -189,7 +189,7 @@ def child(name: str, freeze: bool = False) -> None:
     if freeze:
         import gc
 
-        import acesim.experiment  # noqa: F401  (the training cases' imports, as the CLI's)
+        import acesim.runs  # noqa: F401  (the training cases' imports, as the CLI's)
 
         gc.freeze()
     start, cpu = time.perf_counter(), time.process_time()

@@ -30,7 +30,7 @@ import platform
 import statistics
 import time
 
-from acesim.experiment.llm import make_llm_case, run_llm
+from acesim.runs.llm import make_llm_case, run_llm
 from acesim.workload.llm.models import MODELS
 from acesim.workload.llm.parallel import parse_parallel
 
@@ -38,8 +38,7 @@ from acesim.workload.llm.parallel import parse_parallel
 CLASS_CASES = [
     (1008, "llama3-405b", 126, "tp=8,pp=9,recompute=full", 16 * 14, 1, 8192, "bf16", 10.0),
     (16128, "llama3-405b", 2016, "tp=8,pp=9,recompute=full", 16 * 224, 1, 8192, "bf16", 60.0),
-    (100800, "llama3-405b", 12600, "tp=8,pp=9,recompute=full", 16 * 1400, 1, 8192, "bf16",
-     600.0),
+    (100800, "llama3-405b", 12600, "tp=8,pp=9,recompute=full", 16 * 1400, 1, 8192, "bf16", 600.0),
 ]
 #: exact mode against class mode (the agreement, and what class mode saves)
 EXACT_CASES = [
@@ -51,12 +50,21 @@ def _run(case_args: tuple, mode: str) -> tuple[float, float, float, int, str]:
     """(wall s, CPU s, iteration s, simulated ranks, mode run) of one run."""
     _gpus, model, nodes, par, gbs, mbs, seq, prec, _target = case_args
     wall, cpu = time.perf_counter(), time.process_time()
-    case = make_llm_case("h100-nvswitch-8", MODELS.get(model),
-                         parse_parallel(par, global_batch=gbs, micro_batch=mbs, seq=seq),
-                         precision=prec, nodes=nodes)
+    case = make_llm_case(
+        "h100-nvswitch-8",
+        MODELS.get(model),
+        parse_parallel(par, global_batch=gbs, micro_batch=mbs, seq=seq),
+        precision=prec,
+        nodes=nodes,
+    )
     result, ex = run_llm(case, mode="exact" if mode == "exact" else "class")
-    return (time.perf_counter() - wall, time.process_time() - cpu, result.iteration_time,
-            len(ex.records), result.mode)
+    return (
+        time.perf_counter() - wall,
+        time.process_time() - cpu,
+        result.iteration_time,
+        len(ex.records),
+        result.mode,
+    )
 
 
 def main() -> None:
@@ -66,10 +74,14 @@ def main() -> None:
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"python {platform.python_version()} on {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {load:.1f} at start")
-    print(f"{'case':44s} {'mode':>5s} {'ranks':>5s} {'wall s':>8s} {'CPU s':>8s} "
-          f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>11s}")
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at start"
+    )
+    print(
+        f"{'case':44s} {'mode':>5s} {'ranks':>5s} {'wall s':>8s} {'CPU s':>8s} "
+        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>11s}"
+    )
     rows = [(c, "class") for c in CLASS_CASES if not args.only or c[0] in args.only]
     if args.exact:
         rows += [(c, m) for c in EXACT_CASES for m in ("class", "exact")]
@@ -81,8 +93,11 @@ def main() -> None:
         target = case_args[-1]
         label = f"{model} {par} on {gpus:,} GPUs, GBS {gbs}"
         ratio = f"{cpu / target:10.2f}" if target else f"{'':10s}"
-        print(f"{label:44s} {runs[0][4]:>5s} {runs[0][3]:5d} {wall:8.1f} {cpu:8.1f} "
-              f"{target or float('nan'):8.0f} {ratio} {runs[0][2]:11.4f}", flush=True)
+        print(
+            f"{label:44s} {runs[0][4]:>5s} {runs[0][3]:5d} {wall:8.1f} {cpu:8.1f} "
+            f"{target or float('nan'):8.0f} {ratio} {runs[0][2]:11.4f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
-from acesim.experiments.ace2026 import assemble_study, find_cases, plan_study
-from acesim.experiments.tasks import run_tasks
+from acesim.studies.ace2026 import assemble_study, find_cases, plan_study
+from acesim.studies.tasks import run_tasks
 
 TARGET_S = 600.0
 
@@ -28,13 +28,13 @@ def main() -> None:
     cases = find_cases(args.cases.split(",") if args.cases else None)
     start = time.perf_counter()
     plan = plan_study(cases=cases)
-    results = run_tasks(plan.tasks, workers=args.workers, preload=("acesim.experiments.ace2026",))
+    results = run_tasks(plan.tasks, workers=args.workers, preload=("acesim.studies.ace2026",))
     summary = assemble_study(plan, results, cases=cases)
     wall = time.perf_counter() - start
     if args.out is not None:
-        from acesim.experiments.figures2026 import write_figures
-        from acesim.experiments.report2026 import report_markdown
         from acesim.results.jsonout import dumps
+        from acesim.studies.figures2026 import write_figures
+        from acesim.studies.report2026 import report_markdown
 
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "summary.json").write_text(dumps(summary, indent=2), encoding="utf-8")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from acesim.config import load_system
-from acesim.experiments.reproduce import reproduce
+from acesim.studies.reproduce import reproduce
 
 TARGET_S = 300.0
 

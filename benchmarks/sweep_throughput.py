@@ -122,7 +122,7 @@ def main() -> None:
     n = len(points)
     keep = {p.index for p in points}
     configs = [p.config for p in points]
-    work = "training-run points (acesim.experiment.run_point: DLRM, 1 iteration, 16 NPUs)"
+    work = "training-run points (acesim.runs.run_point: DLRM, 1 iteration, 16 NPUs)"
     if kind == "collective":
         work = "collective points (acesim.simulate.simulate_collective: all-reduce 1-512 MiB)"
     print(f"sweep throughput: {n} {work}")

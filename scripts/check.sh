@@ -2,7 +2,9 @@
 # The project's test command: lint, type check (strict), import layers, tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ruff check src tests benchmarks
+ruff check src tests benchmarks scripts
+ruff format --check src tests benchmarks scripts
 mypy --strict src
 lint-imports
-python -m pytest -p no:cacheprovider "$@"
+# the tests on every core (pytest-xdist); pass -n 0 to run them in this process
+python -m pytest -p no:cacheprovider -n auto "$@"

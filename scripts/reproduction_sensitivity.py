@@ -1,5 +1,5 @@
 """How far the ACE reproduction's headline figures move under the assumptions the paper does
-not pin down (acesim.experiments.sensitivity: kernel model, HBM arbitration, static HBM
+not pin down (acesim.studies.sensitivity: kernel model, HBM arbitration, static HBM
 partition, precision, store-and-forward ACE, batch per NPU, ACE DMA).
 
 Usage: python scripts/reproduction_sensitivity.py [--workers N] [--variants a,b] [--out FILE.md]
@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from acesim.config import load_system
-from acesim.experiments.sensitivity import FIGURES, sensitivity_study
+from acesim.studies.sensitivity import FIGURES, sensitivity_study
 
 
 def main() -> None:

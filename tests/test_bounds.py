@@ -9,7 +9,7 @@ from systems import examples
 
 import acesim
 from acesim.config.resolve import resolve_system
-from acesim.experiment import run_system
+from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 MiB = 2**20

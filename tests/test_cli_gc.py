@@ -21,7 +21,7 @@ def test_the_cli_freezes_the_imports_before_the_command(monkeypatch: pytest.Monk
 
 
 def test_importing_the_library_leaves_the_collector_alone() -> None:
-    code = "import gc, acesim, acesim.experiment; print(gc.get_freeze_count(), gc.isenabled())"
+    code = "import gc, acesim, acesim.runs; print(gc.get_freeze_count(), gc.isenabled())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "True"]
     assert gc.isenabled()

@@ -180,7 +180,7 @@ def test_no_resource_above_capacity_and_hbm_bytes_conserved(
 
 def test_membw_ratios_follow_the_paper_derivation() -> None:
     from acesim.config import load_system
-    from acesim.experiments.membw import membw_analysis
+    from acesim.studies.membw import membw_analysis
 
     rows = membw_analysis(load_system("ace-isca21"), npus=(16, 64, 128), simulate_need=False)
     for row, expected in zip(rows, (3.28, 3.45, 3.47), strict=True):

@@ -14,10 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from acesim.config import load_system  # noqa: E402
-from acesim.experiment.compare import run_jobs  # noqa: E402
-from acesim.experiments.figures import FIGURES, figures  # noqa: E402
-from acesim.experiments.membw import membw_analysis  # noqa: E402
-from acesim.experiments.reproduce import collect, plan_cases  # noqa: E402
+from acesim.runs.compare import run_jobs  # noqa: E402
+from acesim.studies.figures import FIGURES, figures  # noqa: E402
+from acesim.studies.membw import membw_analysis  # noqa: E402
+from acesim.studies.reproduce import collect, plan_cases  # noqa: E402
 
 UNIT = re.compile(r"\((x|%|B/s|s|MiB|B|units[^)]*)\)")
 

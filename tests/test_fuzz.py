@@ -27,8 +27,8 @@ from acesim.cli import app
 from acesim.config.paths import set_path
 from acesim.config.presets import system_document, system_from_dict
 from acesim.errors import AcesimError
-from acesim.experiment import execute, make_case
 from acesim.results.jsonout import first_non_finite
+from acesim.runs import execute, make_case
 from acesim.sweep import load_spec
 from acesim.training.loops import build_graph
 from acesim.workload.astra import read_astra_workload, write_astra_workload

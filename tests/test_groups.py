@@ -16,10 +16,10 @@ from systems import dim, make_system
 from acesim import simulate_collective
 from acesim.config import SystemConfig
 from acesim.errors import TopologyError
-from acesim.experiment import run_system
 from acesim.hardware.platform import Platform
 from acesim.network.group import Axis, Group, Span, resolve
 from acesim.network.topology import Topology
+from acesim.runs import run_system
 from acesim.training.loops import build_graph
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 

@@ -6,8 +6,8 @@ import pytest
 from clitools import cli_error
 
 from acesim.errors import ConfigError
-from acesim.experiment import make_case
-from acesim.experiment.memory import check_footprint
+from acesim.runs import make_case
+from acesim.runs.memory import check_footprint
 from acesim.workload.zoo import load_zoo
 
 

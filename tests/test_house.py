@@ -21,7 +21,6 @@ from acesim.config.system import Strict
 from acesim.config.validators import PositiveBytesPerSecond
 from acesim.engine import Resource
 from acesim.errors import ConfigError, WorkloadError
-from acesim.experiments.reproduce import reproduce
 from acesim.hardware.endpoints import (
     ENDPOINT_KINDS,
     EndpointContext,
@@ -31,6 +30,7 @@ from acesim.hardware.endpoints import (
 )
 from acesim.hardware.platform import Platform
 from acesim.network.endpoint import Endpoint
+from acesim.studies.reproduce import reproduce
 from acesim.sweep import load_results, run_sweep
 
 runner = CliRunner()

@@ -213,16 +213,15 @@ def test_each_reduces_only_on_its_own_fabric() -> None:
 def test_only_simple_is_configurable_for_them() -> None:
     for algorithm in ("nvls_tree", "collnet"):
         with pytest.raises(ConfigError) as err:
-            h100(2, **{f"collective.protocols.{algorithm}.LL": {"bandwidth": 0.5,
-                                                                 "hop_latency": 0}})
+            h100(
+                2, **{f"collective.protocols.{algorithm}.LL": {"bandwidth": 0.5, "hop_latency": 0}}
+            )
         assert "must be one of Simple" in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(("algorithm", "sharp_on"), [("nvls_tree", False), ("collnet", True)])
 def test_exact_equals_symmetric(algorithm: str, sharp_on: bool) -> None:
-    s = h100(
-        2, **{"collective.algorithm": algorithm, "scale_out.switch_reduction": sharp_on}
-    )
+    s = h100(2, **{"collective.algorithm": algorithm, "scale_out.switch_reduction": sharp_on})
     sym = simulate_collective(s, "all-reduce", 8 * MIB)
     exact = simulate_collective(s, "all-reduce", 8 * MIB, exact=True)
     assert sym.algorithm == exact.algorithm == algorithm
@@ -232,10 +231,21 @@ def test_exact_equals_symmetric(algorithm: str, sharp_on: bool) -> None:
 def _plain(algorithm: str) -> SystemConfig:
     """4 NPUs on a reducing node switch x 4 nodes on reducing network switches, no NCCL
     protocols (what the vectorized path may run)."""
-    node = {"kind": "switch", "size": 4, "link_bandwidth": 100e9, "link_latency": 1e-6,
-            "switch_reduction": True}
-    nics = {"kind": "switch", "size": 4, "link_bandwidth": 25e9, "link_latency": 3e-6,
-            "switch_reduction": True, "network": True}
+    node = {
+        "kind": "switch",
+        "size": 4,
+        "link_bandwidth": 100e9,
+        "link_latency": 1e-6,
+        "switch_reduction": True,
+    }
+    nics = {
+        "kind": "switch",
+        "size": 4,
+        "link_bandwidth": 25e9,
+        "link_latency": 3e-6,
+        "switch_reduction": True,
+        "network": True,
+    }
     return make_system([node, nics], algorithm=algorithm, endpoint_delay=1e-6)
 
 
@@ -261,8 +271,11 @@ def test_collnet_takes_no_spine_links() -> None:
     flat = sharp(8, **{"collective.algorithm": "collnet"})
     leafy = sharp(
         8,
-        **{"collective.algorithm": "collnet", "scale_out.leaf_size": 4,
-           "scale_out.oversubscription": 2.0},
+        **{
+            "collective.algorithm": "collnet",
+            "scale_out.leaf_size": 4,
+            "scale_out.oversubscription": 2.0,
+        },
     )
     args = ("all-reduce", 64 * MIB)
     one = simulate_collective(flat, *args, dims=(1,), exact=True, endpoint="ideal")
@@ -273,8 +286,19 @@ def test_collnet_takes_no_spine_links() -> None:
 def test_cli_forces_nvls_tree_and_prints_a_table() -> None:
     result = CliRunner().invoke(
         app,
-        ["collective", "--system", "dgx-h100", "--nodes", "16", "--op", "all-reduce",
-         "--algo", "nvls_tree", "--sizes", "1MiB,1GiB"],
+        [
+            "collective",
+            "--system",
+            "dgx-h100",
+            "--nodes",
+            "16",
+            "--op",
+            "all-reduce",
+            "--algo",
+            "nvls_tree",
+            "--sizes",
+            "1MiB,1GiB",
+        ],
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
@@ -287,8 +311,17 @@ def test_cli_refuses_collnet_without_sharp(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = cli_error(
-        monkeypatch, capsys, "collective", "--system", "dgx-h100", "--nodes", "4",
-        "--algo", "collnet", "--sizes", "1MiB",
+        monkeypatch,
+        capsys,
+        "collective",
+        "--system",
+        "dgx-h100",
+        "--nodes",
+        "4",
+        "--algo",
+        "collnet",
+        "--sizes",
+        "1MiB",
     )
     assert line.startswith("error: --algo") and "switch_reduction" in line
 
@@ -296,8 +329,19 @@ def test_cli_refuses_collnet_without_sharp(
 def test_cli_names_sharp_as_an_assumption_when_collnet_runs() -> None:
     result = CliRunner().invoke(
         app,
-        ["collective", "--system", "dgx-h100", "--nodes", "4", "--algo", "collnet",
-         "--sizes", "1MiB", "--set", "scale_out.switch_reduction=true"],
+        [
+            "collective",
+            "--system",
+            "dgx-h100",
+            "--nodes",
+            "4",
+            "--algo",
+            "collnet",
+            "--sizes",
+            "1MiB",
+            "--set",
+            "scale_out.switch_reduction=true",
+        ],
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
@@ -309,8 +353,15 @@ def test_collnet_takes_no_incast_loss() -> None:
     # a switch port that takes fewer writers than collnet's p-1 messages would slow a direct
     # step down; the switches' reduction is no incast, so collnet runs at the links' rate
     def nics(**incast: object) -> SystemConfig:
-        d = {"kind": "switch", "size": 8, "link_bandwidth": 25e9, "link_latency": 3e-6,
-             "switch_reduction": True, "network": True, **incast}
+        d = {
+            "kind": "switch",
+            "size": 8,
+            "link_bandwidth": 25e9,
+            "link_latency": 3e-6,
+            "switch_reduction": True,
+            "network": True,
+            **incast,
+        }
         return make_system([d], algorithm="collnet")
 
     plain = simulate_collective(nics(), "all-reduce", 64 * MIB)

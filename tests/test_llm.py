@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from acesim.cli import app
 from acesim.errors import ConfigError, TopologyError, WorkloadError
-from acesim.experiment.llm import make_llm_case
 from acesim.hardware.kernels import Gemm
 from acesim.network.group import Span
 from acesim.precision import PRECISIONS
+from acesim.runs.llm import make_llm_case
 from acesim.workload.llm.block import chunk_work
 from acesim.workload.llm.models import MODELS, TransformerConfig, model_flops
 from acesim.workload.llm.parallel import ParallelConfig, flat_group, parse_parallel, placement
@@ -249,18 +249,34 @@ def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    base = ["run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=2,pp=2",
-            "--global-batch", "2", "--seq", "512", "--json"]
+    base = [
+        "run",
+        "-w",
+        "llama3-8b",
+        "-s",
+        "h100-nvswitch-8",
+        "--parallel",
+        "tp=2,pp=2",
+        "--global-batch",
+        "2",
+        "--seq",
+        "512",
+        "--json",
+    ]
     runs = {}
-    for name, extra in (("class", []), ("exact", ["--exact"]),
-                        ("slow", ["--straggler", "rank=3,slowdown=1.5"])):
+    for name, extra in (
+        ("class", []),
+        ("exact", ["--exact"]),
+        ("slow", ["--straggler", "rank=3,slowdown=1.5"]),
+    ):
         out = runner.invoke(app, [*base, *extra])
         assert out.exit_code == 0, out.output
         runs[name] = json.loads(out.output)
     assert (runs["class"]["mode"], runs["exact"]["mode"]) == ("class", "exact")
     assert runs["class"]["mode_note"] == runs["exact"]["mode_note"] == ""
-    assert runs["class"]["iteration_time"] == pytest.approx(runs["exact"]["iteration_time"],
-                                                            rel=1e-9)
+    assert runs["class"]["iteration_time"] == pytest.approx(
+        runs["exact"]["iteration_time"], rel=1e-9
+    )
     assert runs["slow"]["mode"] == "exact" and "stragglers" in runs["slow"]["mode_note"]
     assert runs["slow"]["iteration_time"] > runs["exact"]["iteration_time"]
 
@@ -296,8 +312,19 @@ def test_acesim_run_llm_errors_are_one_line(
         "2",
     )
     assert "--global-batch" in line and "multiple of micro_batch" in line
-    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b", "-s", "h100-nvswitch-8",
-                     "--parallel", "tp=8", "--straggler", "rank=1,slowdown=-2")
+    line = cli_error(
+        monkeypatch,
+        capsys,
+        "run",
+        "-w",
+        "llama3-8b",
+        "-s",
+        "h100-nvswitch-8",
+        "--parallel",
+        "tp=8",
+        "--straggler",
+        "rank=1,slowdown=-2",
+    )
     assert "--straggler" in line and "slowdown" in line
 
 
@@ -340,14 +367,14 @@ def test_grad_fp32_sets_the_gradient_buffer_and_the_dp_reduction() -> None:
     assert cases[None].memory["gradients"] == 4 * params  # bf16 params: FP32 main gradients
     assert cases[True].memory["gradients"] == 4 * params
     assert cases[False].memory["gradients"] == 2 * params
-    from acesim.experiment.llm import llm_graph
+    from acesim.runs.llm import llm_graph
 
     sizes = {n.size for n in llm_graph(cases[False]).ranks[0] if n.name.startswith("dp.reduce")}
     assert sizes == {2 * params}
 
 
 def test_an_llm_corpus_row_is_tokens_per_second_per_gpu(tmp_path: Any) -> None:
-    from acesim.experiment.llm import run_llm
+    from acesim.runs.llm import run_llm
     from acesim.validation import validate
 
     folder = tmp_path / "corpus"

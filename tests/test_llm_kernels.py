@@ -34,8 +34,17 @@ def _named(work: ChunkWork, suffix: str) -> dict[str, Stream]:
 
 def _work(precision: str, tp: int = 1, sp: bool = False, **kw: object) -> ChunkWork:
     group = flat_group((8,), tp, 1, "tp") if tp > 1 else None
-    return chunk_work(M, PRECISIONS.get(precision), range(1), micro_batch=B, seq=S, tp=tp,
-                      sp=sp, tp_group=group, **kw)  # type: ignore[arg-type]
+    return chunk_work(
+        M,
+        PRECISIONS.get(precision),
+        range(1),
+        micro_batch=B,
+        seq=S,
+        tp=tp,
+        sp=sp,
+        tp_group=group,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_fp8_casts_follow_the_operand_shapes() -> None:
@@ -44,10 +53,14 @@ def test_fp8_casts_follow_the_operand_shapes() -> None:
     casts = _named(work, ".cast_transpose")
     # every GEMM operand produced in BF16 is cast once into a row-wise and a column-wise copy
     widths = {
-        "l0.qkv.input": h, "l0.proj.input": M.q_width,
-        "l0.mlp.fc1.input": h, "l0.mlp.fc2.input": M.ffn,
-        "l0.proj.dgrad_output": h, "l0.qkv.dgrad_output": M.q_width + 2 * M.kv_width,
-        "l0.mlp.fc2.dgrad_output": h, "l0.mlp.fc1.dgrad_output": 2 * M.ffn,
+        "l0.qkv.input": h,
+        "l0.proj.input": M.q_width,
+        "l0.mlp.fc1.input": h,
+        "l0.mlp.fc2.input": M.ffn,
+        "l0.proj.dgrad_output": h,
+        "l0.qkv.dgrad_output": M.q_width + 2 * M.kv_width,
+        "l0.mlp.fc2.dgrad_output": h,
+        "l0.mlp.fc1.dgrad_output": 2 * M.ffn,
     }
     assert set(casts) == {f"{n}.cast_transpose" for n in widths}
     for name, width in widths.items():
@@ -56,10 +69,13 @@ def test_fp8_casts_follow_the_operand_shapes() -> None:
         assert k.write_bytes == 2 * T * width  # two FP8 copies
     amax = _named(work, ".amax")
     # the norms compute the amax of their outputs (Transformer Engine's fused norm + amax)
-    assert set(amax) == {f"{n}.amax" for n in widths if n not in
-                         ("l0.qkv.input", "l0.mlp.fc1.input")}
-    assert all(k.read_bytes == casts[n.replace(".amax", ".cast_transpose")].read_bytes
-               for n, k in amax.items())
+    assert set(amax) == {
+        f"{n}.amax" for n in widths if n not in ("l0.qkv.input", "l0.mlp.fc1.input")
+    }
+    assert all(
+        k.read_bytes == casts[n.replace(".amax", ".cast_transpose")].read_bytes
+        for n, k in amax.items()
+    )
     assert not _named(_work("bf16"), ".cast_transpose")
     assert not _named(_work("bf16"), ".amax")
 
@@ -74,7 +90,8 @@ def test_fp8_with_sequence_parallelism_casts_the_shard_and_gathers_fp8() -> None
     assert transpose.read_bytes == transpose.write_bytes == T * h  # the gathered FP8 copy
     fwd = [st.comm for st in work.forward if st.comm is not None]
     assert [(c.op, c.size) for c in fwd] == [
-        ("all-gather", T * h), ("reduce-scatter", 2 * T * h),
+        ("all-gather", T * h),
+        ("reduce-scatter", 2 * T * h),
     ] * 2
     bf16 = [st.comm for st in _work("bf16", tp=t, sp=True).forward if st.comm is not None]
     assert [c.size for c in bf16 if c.op == "all-gather"] == [2 * T * h] * 2
@@ -82,8 +99,9 @@ def test_fp8_with_sequence_parallelism_casts_the_shard_and_gathers_fp8() -> None
 
 def test_the_output_layer_runs_in_bf16_under_fp8() -> None:
     work = _work("fp8", head=True)
-    gemms = {k.name: k for k in _kernels(work.forward) + _kernels(work.backward)
-             if isinstance(k, Gemm)}
+    gemms = {
+        k.name: k for k in _kernels(work.forward) + _kernels(work.backward) if isinstance(k, Gemm)
+    }
     assert {gemms[n].dtype for n in ("output", "output.dgrad", "output.wgrad")} == {"bf16"}
     assert gemms["l0.qkv"].dtype == "fp8"
 
@@ -97,10 +115,15 @@ def test_rope_reads_and_writes_q_and_k() -> None:
 
 
 def _npu(**kernels: object) -> NPUConfig:
-    return NPUConfig.model_validate({
-        "compute_units": 100, "matrix_flops": {"bf16": 1e15}, "vector_flops": 60e12,
-        "hbm_bandwidth": 3e12, "kernels": kernels,
-    })
+    return NPUConfig.model_validate(
+        {
+            "compute_units": 100,
+            "matrix_flops": {"bf16": 1e15},
+            "vector_flops": 60e12,
+            "hbm_bandwidth": 3e12,
+            "kernels": kernels,
+        }
+    )
 
 
 def test_attention_backward_runs_at_its_own_efficiency() -> None:
@@ -120,8 +143,15 @@ def test_an_attention_corpus_row_is_flops_over_the_kernel_time() -> None:
     run = case.run
     assert isinstance(run, AttentionRun) and isinstance(case, Case)
     value, _note = simulate_case(case, family)
-    kernel = Attention(run.batch * run.heads, run.seq, run.seq, run.head_dim,
-                       dtype=run.dtype, causal=run.causal, backward=run.backward)
+    kernel = Attention(
+        run.batch * run.heads,
+        run.seq,
+        run.seq,
+        run.head_dim,
+        dtype=run.dtype,
+        causal=run.causal,
+        backward=run.backward,
+    )
     # FlashAttention's count: backward 2.5 times the forward's 4 b h s^2 d (no mask)
     assert kernel.flops == 2.5 * 4 * run.batch * run.heads * run.seq**2 * run.head_dim
     plan = plan_kernel(system_of(case, family).npu, kernel)

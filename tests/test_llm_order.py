@@ -7,8 +7,8 @@ import pytest
 
 from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError
-from acesim.experiment.llm import make_llm_case, run_llm
 from acesim.network.group import Group, Span
+from acesim.runs.llm import make_llm_case, run_llm
 from acesim.workload.llm.parallel import ORDERS, parse_parallel, placement
 
 

@@ -10,13 +10,13 @@ from acesim.config.resolve import resolve_system
 from acesim.config.system import SystemConfig
 from acesim.config.variation import Straggler, Variation
 from acesim.errors import ConfigError, WorkloadError
-from acesim.experiment.llm import LlmCase, make_llm_case, run_llm
 from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
 from acesim.network.classes import RankClasses
 from acesim.network.group import Span
 from acesim.network.topology import Topology
 from acesim.results.llm import LlmResult, idle_breakdown
+from acesim.runs.llm import LlmCase, make_llm_case, run_llm
 from acesim.training.executor import Execution, GraphExecutor
 from acesim.training.pipeline import Op, pipeline_graph, schedule
 from acesim.workload.graph import Graph, Node
@@ -145,10 +145,12 @@ def _agree(case: LlmCase) -> tuple[LlmResult, LlmResult, Execution]:
 
 
 def test_class_mode_agrees_with_exact_mode_on_64_gpus_tp2_pp4_dp8() -> None:
-    tiny = TransformerConfig("tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816,
-                             vocab=32000, seq=1024)
-    case = make_llm_case("h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32,
-                                                                  seq=1024), nodes=8)
+    tiny = TransformerConfig(
+        "tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000, seq=1024
+    )
+    case = make_llm_case(
+        "h100-nvswitch-8", tiny, ParallelConfig(tp=2, pp=4, global_batch=32, seq=1024), nodes=8
+    )
     assert (case.place.dp, case.micro_batches) == (8, 4)
     result, _exact, ex = _agree(case)
     assert ex.graph.classes == RankClasses(4, 16)
@@ -163,10 +165,22 @@ def test_class_mode_agrees_with_exact_mode_on_64_gpus_tp2_pp4_dp8() -> None:
     assert again.to_dict() == result.to_dict()  # deterministic
 
 
-TINY = TransformerConfig("tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816,
-                         vocab=32000, seq=1024)
-MOE = TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=2, ffn=1024,
-                        vocab=8000, seq=512, experts=8, top_k=2, expert_ffn=256)
+TINY = TransformerConfig(
+    "tiny", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000, seq=1024
+)
+MOE = TransformerConfig(
+    "tiny-moe",
+    layers=4,
+    hidden=512,
+    heads=8,
+    kv_heads=2,
+    ffn=1024,
+    vocab=8000,
+    seq=512,
+    experts=8,
+    top_k=2,
+    expert_ffn=256,
+)
 
 
 @pytest.mark.parametrize(
@@ -191,15 +205,20 @@ def test_class_mode_agrees_with_exact_mode(
 def test_class_mode_agrees_with_exact_mode_on_other_endpoints_and_iterations(
     endpoint: str,
 ) -> None:
-    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=4,
-                                                                  seq=1024), nodes=1,
-                         iterations=2)
+    case = make_llm_case(
+        "h100-nvswitch-8",
+        TINY,
+        ParallelConfig(tp=2, pp=2, global_batch=4, seq=1024),
+        nodes=1,
+        iterations=2,
+    )
     _agree(case.with_endpoint(endpoint))
 
 
 def test_ranks_that_differ_run_in_exact_mode_and_say_so() -> None:
-    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=4,
-                                                                  seq=1024), nodes=1)
+    case = make_llm_case(
+        "h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=4, seq=1024), nodes=1
+    )
     slow = Variation(stragglers=[Straggler(rank=1, slowdown=1.5)])
     result, ex = run_llm(case, variation=slow)
     assert result.mode == "exact" and len(ex.records) == 8
@@ -220,9 +239,10 @@ def test_classes_whose_members_route_differently_are_refused() -> None:
     problem = classes.route_problem(topology, [(0, 1)])
     assert problem is not None and "rank 3" in problem
     nodes = resolve_system("h100-nvswitch-8", nodes=2)
-    assert RankClasses(2, 8).route_problem(
-        Topology(nodes.network, nodes.collective), [(0, 1), (1, 0)]
-    ) is None
+    assert (
+        RankClasses(2, 8).route_problem(Topology(nodes.network, nodes.collective), [(0, 1), (1, 0)])
+        is None
+    )
 
 
 def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
@@ -320,12 +340,16 @@ def test_recompute_layers_recomputes_only_the_first_layers_of_a_chunk() -> None:
 def test_a_class_mode_trace_names_the_ranks_each_process_stands_for() -> None:
     from acesim.results.trace import trace_events
 
-    case = make_llm_case("h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=2,
-                                                                  seq=1024), nodes=1)
+    case = make_llm_case(
+        "h100-nvswitch-8", TINY, ParallelConfig(tp=2, pp=2, global_batch=2, seq=1024), nodes=1
+    )
     _result, ex = run_llm(case, trace=True)
     meta = trace_events(ex)["metadata"]
-    assert meta["processes"]["2"] == {"simulated_rank": 1, "represents": "4-7",
-                                      "represents_count": 4}
+    assert meta["processes"]["2"] == {
+        "simulated_rank": 1,
+        "represents": "4-7",
+        "represents_count": 4,
+    }
     assert meta["note"].startswith("class mode")
 
 

@@ -16,14 +16,21 @@ def _spec(**grid: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "name": "llm-parallel",
         "kind": "llm",
-        "base": {"system": "h100-nvswitch-8", "model": "llama3-8b", "global_batch": 2,
-                 "seq": 512, "nodes": 1},
+        "base": {
+            "system": "h100-nvswitch-8",
+            "model": "llama3-8b",
+            "global_batch": 2,
+            "seq": 512,
+            "nodes": 1,
+        },
     }
     if grid:
         spec["grid"] = grid
     else:  # the global batch advanced with the configuration (DP 1, 1, 1 and 8)
-        spec["zip"] = {"parallel": ["tp=8", "tp=2,pp=4", "tp=3", "tp=1,zero=0"],
-                       "global_batch": [2, 2, 2, 8]}
+        spec["zip"] = {
+            "parallel": ["tp=8", "tp=2,pp=4", "tp=3", "tp=1,zero=0"],
+            "global_batch": [2, 2, 2, 8],
+        }
     return spec
 
 
@@ -52,8 +59,9 @@ def test_llm_spec_errors_name_the_field() -> None:
     points = load_spec(bad).points()
     assert points[0].error is not None and "mode" in points[0].error
     assert points[1].ok
-    no_model = load_spec({"kind": "llm", "base": {"system": "h100-nvswitch-8"},
-                          "grid": {"parallel": ["tp=8"]}}).points()
+    no_model = load_spec(
+        {"kind": "llm", "base": {"system": "h100-nvswitch-8"}, "grid": {"parallel": ["tp=8"]}}
+    ).points()
     assert no_model[0].error is not None and "model" in no_model[0].error
 
 

@@ -21,7 +21,7 @@ from acesim.config import (
 from acesim.config.resolve import resolve_system
 from acesim.config.system import KernelModelConfig
 from acesim.errors import ConfigError
-from acesim.experiment.case import make_case
+from acesim.runs.case import make_case
 
 runner = CliRunner()
 T = 1e12

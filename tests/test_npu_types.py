@@ -21,10 +21,10 @@ from acesim.config.npus import load_npu_preset
 from acesim.config.system import NPUConfig, SystemConfig
 from acesim.config.variation import NpuType, Variation
 from acesim.errors import ConfigError
-from acesim.experiment import run_system
 from acesim.hardware.kernel_model import plan_kernel
 from acesim.hardware.kernels import Roofline
 from acesim.hardware.platform import Platform
+from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 MiB = 2**20

@@ -8,9 +8,9 @@ import pytest
 import acesim
 from acesim.config.resolve import resolve_system
 from acesim.errors import AcesimError, ConfigError
-from acesim.experiment.compare import check_endpoints
 from acesim.hardware.endpoints.ace import SRAM_WAIT, piece_bytes
 from acesim.hardware.platform import Platform
+from acesim.runs.compare import check_endpoints
 from acesim.simulate import simulate_collective
 
 MiB = 2**20

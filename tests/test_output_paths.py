@@ -33,8 +33,8 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """No simulation, analysis, database read or plot may start."""
     for name in ("cli_case", "run_case", "run_jobs"):
         _forbid(monkeypatch, "acesim.commands.run", name)
-    _forbid(monkeypatch, "acesim.experiment.case", "make_case")
-    _forbid(monkeypatch, "acesim.experiments.membw", "membw_analysis")
+    _forbid(monkeypatch, "acesim.runs.case", "make_case")
+    _forbid(monkeypatch, "acesim.studies.membw", "membw_analysis")
     _forbid(monkeypatch, "acesim.config.resolve", "resolve_system")
     _forbid(monkeypatch, "acesim.sweep.store", "read_table")
     _forbid(monkeypatch, "acesim.sweep.plot", "plot_results")
@@ -105,7 +105,7 @@ def test_run_trace_into_missing_folder_never_simulates(
     def simulate(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the simulation ran before --trace was checked")
 
-    monkeypatch.setattr("acesim.experiment.run_system", simulate)
+    monkeypatch.setattr("acesim.runs.run_system", simulate)
     target = tmp_path / "x" / "missing" / "dir" / "t.json"
     line = cli_error(monkeypatch, capsys, "run", "--endpoint", "ace", "--trace", str(target))
     assert line == (f"error: --trace: folder does not exist: {target.parent}, got {str(target)!r}")

@@ -18,10 +18,10 @@ from systems import dim, make_system
 
 from acesim.config.system import SystemConfig
 from acesim.errors import ConfigError
-from acesim.experiment import run_system
 from acesim.hardware.kernels import Roofline
 from acesim.hardware.platform import Platform
 from acesim.network.group import Group, Span
+from acesim.runs import run_system
 from acesim.workload.graph import Graph, Node
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 from acesim.workload.placement import place_graph

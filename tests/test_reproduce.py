@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from acesim.config import load_system
-from acesim.experiments.reproduce import PAPER, reproduce
+from acesim.studies.reproduce import PAPER, reproduce
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_worker_count_does_not_change_results(reduced: tuple[dict, Path], tmp_pa
 def test_the_sensitivity_study_reruns_the_reproduction_under_each_variant(
     tmp_path: Path,
 ) -> None:
-    from acesim.experiments.sensitivity import FIGURES, VARIANTS
+    from acesim.studies.sensitivity import FIGURES, VARIANTS
 
     summary = reproduce(
         load_system("ace-isca21"),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from acesim.config.resolve import resolve_system
-from acesim.experiments.ace2026 import (
+from acesim.studies.ace2026 import (
     CASES,
     ENDPOINTS,
     SYSTEMS,
@@ -19,7 +19,7 @@ from acesim.experiments.ace2026 import (
     find_cases,
     study_2026,
 )
-from acesim.experiments.figures2026 import FIGURES
+from acesim.studies.figures2026 import FIGURES
 
 #: Llama3 8B on one node with TP8 and short sequences: a second or so per run.
 TINY = StudyCase("tiny", "llama3-8b", 8, "tp=8", 1, seq=512, source="test")

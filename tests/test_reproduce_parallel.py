@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from acesim.cli import app
 from acesim.config import load_system
 from acesim.errors import AcesimError, ConfigError
-from acesim.experiments.ace2026 import StudyCase, plan_study
-from acesim.experiments.reproduce import plan_reproduction
-from acesim.experiments.tasks import Task, run_tasks
+from acesim.studies.ace2026 import StudyCase, plan_study
+from acesim.studies.reproduce import plan_reproduction
+from acesim.studies.tasks import Task, run_tasks
 
 TINY = StudyCase("tiny", "llama3-8b", 8, "tp=8", 1, seq=512, source="test")
 runner = CliRunner()
@@ -109,7 +109,7 @@ def test_cli_refuses_what_a_study_does_not_take(
 def test_sensitivity_figure_draws_every_range_against_the_paper() -> None:
     import matplotlib.pyplot as plt
 
-    from acesim.experiments.figures import sensitivity_figure
+    from acesim.studies.figures import sensitivity_figure
 
     ranges = {
         "HBM saving": {"shipped": 3.1, "low": 0.37, "high": 11.6, "paper": 3.5},

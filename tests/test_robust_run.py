@@ -19,9 +19,9 @@ from acesim.cli import app
 from acesim.config.resolve import resolve_system
 from acesim.engine import Engine
 from acesim.errors import ConfigError, SimulationError, WorkloadError
-from acesim.experiment import execute, make_case
 from acesim.hardware.platform import Platform
 from acesim.results.jsonout import dumps
+from acesim.runs import execute, make_case
 from acesim.training.executor import GraphExecutor
 from acesim.workload.graph import Graph, Node
 from acesim.workload.model import Compute

@@ -44,9 +44,7 @@ def test_chain_takes_k_plus_p_minus_2_piece_times_and_one_delay_per_hop(
     cfg = _system(p=p)
     bandwidth = Platform(cfg).topology.dimensions[0].egress_bandwidth
     r = simulate_collective(cfg, op, size, exact=True)
-    assert r.time == pytest.approx(
-        _chain_time(size, p, MiB, bandwidth, LATENCY + DELAY), rel=1e-12
-    )
+    assert r.time == pytest.approx(_chain_time(size, p, MiB, bandwidth, LATENCY + DELAY), rel=1e-12)
     # every member but the chain's last sends the whole buffer once
     assert r.bytes_sent_per_npu == pytest.approx(size * (p - 1) / p, rel=1e-12)
     assert r.busbw == r.algbw  # nccl-tests: broadcast_perf / reduce_perf busbw = algbw
@@ -86,8 +84,9 @@ def test_root_is_the_chain_start_a_slow_last_member_costs_nothing() -> None:
     cfg = _system(p=4)
     slow = Variation(links=(LinkChange(dim=0, rank=2, bandwidth=10e9),))
     times = {
-        root: simulate_collective(cfg, "broadcast", 4 * MiB, exact=True, root=root,
-                                  variation=slow).time
+        root: simulate_collective(
+            cfg, "broadcast", 4 * MiB, exact=True, root=root, variation=slow
+        ).time
         for root in range(4)
     }
     fair = simulate_collective(cfg, "broadcast", 4 * MiB, exact=True).time

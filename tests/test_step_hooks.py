@@ -29,7 +29,6 @@ from acesim.config import SystemConfig, system_from_dict
 from acesim.config.quantities import Seconds
 from acesim.config.system import Strict
 from acesim.errors import ConfigError
-from acesim.experiment import compare
 from acesim.hardware.endpoints import (
     ENDPOINT_KINDS,
     EndpointContext,
@@ -39,6 +38,7 @@ from acesim.hardware.endpoints import (
 )
 from acesim.hardware.platform import Platform
 from acesim.network.endpoint import Endpoint
+from acesim.runs import compare
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 MiB = 2**20

@@ -385,7 +385,7 @@ def test_cli_rejects_unknown_path_with_status_2(tmp_path: Path) -> None:
     assert not (tmp_path / "t.db").exists()
 
 
-# --- run points (acesim.experiment.run_point) ------------------------------------------------
+# --- run points (acesim.runs.run_point) ------------------------------------------------
 
 
 def test_run_points_record_training_metrics(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from acesim.cli import app
 from acesim.config import SystemConfig, system_from_dict
-from acesim.experiment import run_system
 from acesim.results.trace import trace_events, write_trace
+from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 MICRO = Path("/work/shared/reference/astra-sim-1.0-workloads/microAllReduce.txt")

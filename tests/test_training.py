@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from acesim.cli import app
 from acesim.config import SystemConfig, system_from_dict
 from acesim.errors import ConfigError, WorkloadError
-from acesim.experiment import run_system
+from acesim.runs import run_system
 from acesim.training.loops import build_graph
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from acesim.cli import app
 from acesim.errors import ConfigError
-from acesim.experiment import make_case, run_case
+from acesim.runs import make_case, run_case
 from acesim.validation import evaluate as evaluate_module
 from acesim.validation import load_corpus, validate
 

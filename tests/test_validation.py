@@ -33,8 +33,8 @@ from acesim.config.validators import (
     positive,
 )
 from acesim.errors import ConfigError, UnitError, short_repr
-from acesim.experiment.case import run_options
 from acesim.network.topology import Topology
+from acesim.runs.case import run_options
 from acesim.units import parse_quantity
 
 NAN, INF = float("nan"), float("inf")

@@ -21,8 +21,8 @@ from acesim import simulate_collective
 from acesim.cli import app
 from acesim.config.variation import LinkChange, Straggler, Variation
 from acesim.errors import ConfigError, TopologyError
-from acesim.experiment import run_system
 from acesim.hardware.platform import Platform
+from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 MiB = 2**20

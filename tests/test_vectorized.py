@@ -240,7 +240,7 @@ def test_the_three_dimensional_case_runs_without_events() -> None:
 
 
 def _training(system: SystemConfig, workload: Any, **options: Any) -> tuple[Any, Any, Any]:
-    from acesim.experiment import run_system
+    from acesim.runs import run_system
 
     fast, execution = run_system(system, workload, warmup=0, mode="exact", **options)
     vectorized.ENABLED = False

@@ -28,13 +28,13 @@ from .errors import (
     UnitError,
     WorkloadError,
 )
-from .experiment import Comparison, compare, run, run_experiment
-from .experiment.llm import LlmCase, make_llm_case, run_llm
 from .hardware.endpoints import EndpointKind, register_endpoint
 from .network.group import Group, Span
 from .results.collective import CollectiveResult
 from .results.llm import LlmResult
 from .results.run import RunResult
+from .runs import Comparison, compare, run, run_experiment
+from .runs.llm import LlmCase, make_llm_case, run_llm
 from .simulate import simulate_collective
 from .sweep import load_results, run_sweep
 from .version import __version__

@@ -7,7 +7,7 @@ workers of :func:`process_pool` watch the parent's pid from a daemon thread and 
 one (``spawn`` elsewhere): workers are not forked from a parent that may run threads (a progress
 bar), and forking from a server that has imported the simulator once keeps them quick to start.
 
-Used by the sweep runner and by :func:`acesim.experiment.compare.run_jobs` (``acesim run``,
+Used by the sweep runner and by :func:`acesim.runs.compare.run_jobs` (``acesim run``,
 ``acesim reproduce``). It imports nothing from acesim, so every layer may use it.
 """
 

@@ -10,10 +10,10 @@ import pytest
 
 from acesim.config.resolve import resolve_system
 from acesim.errors import TopologyError, TraceError, WorkloadError
-from acesim.experiment.llm import llm_graph, make_llm_case
 from acesim.hardware.platform import Platform
 from acesim.network.group import Group, Span, group_from_json, group_to_json, members
 from acesim.network.topology import Topology
+from acesim.runs.llm import llm_graph, make_llm_case
 from acesim.training.executor import GraphExecutor
 from acesim.workload.chakra import attrs as A
 from acesim.workload.chakra import read_chakra, write_chakra
@@ -62,8 +62,10 @@ def test_an_llm_iteration_round_trips_through_chakra_with_its_groups(tmp_path: P
         assert named > 0
     back = read_chakra(tmp_path / "l", dim_sizes=[8, 2])
     pairs = zip(graph.ranks[9], back.ranks[9], strict=True)
-    assert all((a.kind, a.op, a.size, a.group, a.peer) == (b.kind, b.op, b.size, b.group, b.peer)
-               for a, b in pairs)
+    assert all(
+        (a.kind, a.op, a.size, a.group, a.peer) == (b.kind, b.op, b.size, b.group, b.peer)
+        for a, b in pairs
+    )
     before = GraphExecutor(Platform(case.system, exact=True), graph).run().makespan
     after = GraphExecutor(Platform(case.system, exact=True), back).run().makespan
     assert after == before > 0
@@ -84,7 +86,7 @@ def test_a_corrupt_group_attribute_is_a_trace_error(tmp_path: Path) -> None:
     graph = Graph([[node]] * 8)
     write_chakra(graph, tmp_path / "g", topology=topo)
     path = tmp_path / "g.0.et"
-    data = path.read_bytes().replace(b'[[0,8,1]]', b'[[0,8,x]]')
+    data = path.read_bytes().replace(b"[[0,8,1]]", b"[[0,8,x]]")
     path.write_bytes(data)
     with pytest.raises(TraceError, match=A.A_GROUP):
         read_chakra(tmp_path / "g")

@@ -1,4 +1,4 @@
-"""Command-line options -> a :class:`~acesim.experiment.case.Case` (the one run path).
+"""Command-line options -> a :class:`~acesim.runs.case.Case` (the one run path).
 
 Errors name the command-line flag (``--iterations``), not the run option behind it.
 """
@@ -15,7 +15,7 @@ from rich.markup import escape
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
-from ..experiment.case import Case, make_case
+from ..runs.case import Case, make_case
 from ..training.loops import LOOPS
 from ..units import parse_quantity
 from .common import err_console, parse_sets

@@ -57,8 +57,16 @@ def export_chakra_command(
 
     if is_llm(workload, parallel):
         _export_llm(
-            output, system, workload, parallel or "", nodes=nodes, global_batch=global_batch,
-            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
+            output,
+            system,
+            workload,
+            parallel or "",
+            nodes=nodes,
+            global_batch=global_batch,
+            micro_batch=micro_batch,
+            seq=seq,
+            recompute=recompute,
+            precision=precision,
             overrides=parse_sets(sets),
         )
         return
@@ -114,15 +122,23 @@ def _export_llm(
 ) -> None:
     """An LLM iteration's per-GPU graphs (every GPU, as exact mode runs them) as traces."""
     from ..engine import Engine
-    from ..experiment.llm import llm_graph
     from ..hardware.npu import NPU
     from ..network.topology import Topology
+    from ..runs.llm import llm_graph
     from ..workload.chakra import export_chakra
     from ..workload.model import Compute
 
     case = llm_case(
-        system, workload, parallel, global_batch=global_batch, micro_batch=micro_batch,
-        seq=seq, recompute=recompute, precision=precision, nodes=nodes, overrides=overrides,
+        system,
+        workload,
+        parallel,
+        global_batch=global_batch,
+        micro_batch=micro_batch,
+        seq=seq,
+        recompute=recompute,
+        precision=precision,
+        nodes=nodes,
+        overrides=overrides,
     )
     cfg = case.system
     npu = NPU(Engine(), 0, cfg.npu)

@@ -12,9 +12,9 @@ from rich.table import Table
 from ..config.errors import config_error_from
 from ..config.variation import ComputeSpread, LinkChange, Straggler, Variation
 from ..errors import ConfigError
-from ..experiment.llm import LlmCase, make_llm_case, run_llm
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
+from ..runs.llm import LlmCase, make_llm_case, run_llm
 from ..units import format_size, format_time
 from ..workload.llm.memory import TERMS
 from ..workload.llm.models import MODELS
@@ -119,14 +119,27 @@ def run_llm_command(
 ) -> None:
     """Run an LLM case on one or several endpoint kinds and print (or write) the results
     (class mode unless ``exact`` or a variation flag asks for every GPU)."""
-    case = llm_case(system, workload, parallel or "", global_batch=global_batch,
-                 micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
-                 nodes=nodes, overrides=overrides)
+    case = llm_case(
+        system,
+        workload,
+        parallel or "",
+        global_batch=global_batch,
+        micro_batch=micro_batch,
+        seq=seq,
+        recompute=recompute,
+        precision=precision,
+        nodes=nodes,
+        overrides=overrides,
+    )
     variation = _variation(stragglers or [], compute_spread, links or [])
     kinds = [endpoint] if endpoint else (endpoints or [case.system.endpoint.kind])
     runs = [
-        run_llm(case.with_endpoint(kind), trace=trace is not None,
-                mode="exact" if exact else "class", variation=variation)
+        run_llm(
+            case.with_endpoint(kind),
+            trace=trace is not None,
+            mode="exact" if exact else "class",
+            variation=variation,
+        )
         for kind in kinds
     ]
     results = [r for r, _ in runs]
@@ -150,6 +163,7 @@ def run_llm_command(
 def _variation(stragglers: list[str], compute_spread: str | None, links: list[str]) -> Variation:
     """The ``--straggler``, ``--compute-spread`` and ``--link`` texts as a Variation
     (ConfigError naming the flag)."""
+
     def one(model: type[_M], text: str, flag: str) -> _M:
         try:
             return model.model_validate(parse_pairs(text, flag))

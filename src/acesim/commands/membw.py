@@ -47,7 +47,7 @@ def membw_command(
     if plot is not None:
         check_output_path(plot, "--plot", IMAGE_SUFFIXES)
     from ..config.resolve import resolve_system
-    from ..experiments.membw import membw_analysis, plot_membw
+    from ..studies.membw import membw_analysis, plot_membw
 
     COLLECTIVE_OPS.get(op, "--op")
     if not 0 < target <= 1:

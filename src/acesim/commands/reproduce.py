@@ -1,5 +1,5 @@
 """`acesim reproduce NAME`: regenerate a paper's evaluation from the model, or run a study
-(the registered names: :data:`acesim.experiments.studies.STUDIES`)."""
+(the registered names: :data:`acesim.studies.studies.STUDIES`)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def reproduce_command(
 ) -> None:
     """Reproduce the ACE paper (ace-isca21) or run the 2026 study (ace-2026): summary.json,
     report.md and figures in --out."""
-    from ..experiments.studies import STUDIES
+    from ..studies.studies import STUDIES
 
     study = STUDIES.get(paper, "paper")
     given = {
@@ -145,8 +145,8 @@ def _study_2026(
     dask: str | None,
     figures: bool,
 ) -> None:
-    from ..experiment.compare import check_endpoints
-    from ..experiments.ace2026 import study_2026
+    from ..runs.compare import check_endpoints
+    from ..studies.ace2026 import study_2026
 
     kinds = _split(endpoints)
     if kinds is not None:
@@ -196,7 +196,7 @@ def _ace_isca21(
     sets: list[str],
 ) -> None:
     from ..config.resolve import resolve_system
-    from ..experiments.reproduce import reproduce
+    from ..studies.reproduce import reproduce
 
     if sensitivity is not None and no_sensitivity:
         raise ConfigError("--no-sensitivity", "give either --sensitivity or --no-sensitivity")
@@ -225,7 +225,7 @@ def _ace_isca21(
             progress=start,
             sensitivity=variants,
         )
-    from ..experiments.reproduce import ranges_by_id
+    from ..studies.reproduce import ranges_by_id
 
     ranges = ranges_by_id(summary)
     table = Table(title=f"{paper}: acesim vs the paper")
@@ -247,7 +247,7 @@ def _ace_isca21(
 
 def _variants(text: str | None) -> bool | list[str]:
     """``--sensitivity``: True (not given, or 'all') or the named variants (checked)."""
-    from ..experiments.sensitivity import VARIANTS
+    from ..studies.sensitivity import VARIANTS
 
     if text is None or text.strip() == "all":
         return True

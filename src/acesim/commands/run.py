@@ -8,7 +8,11 @@ from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
-from ..experiment.compare import (
+from ..hardware.endpoints import ENDPOINT_KINDS
+from ..precision import PRECISIONS
+from ..results.jsonout import dumps
+from ..results.run import RunResult
+from ..runs.compare import (
     Comparison,
     assemble,
     check_endpoints,
@@ -16,11 +20,7 @@ from ..experiment.compare import (
     plan,
     run_jobs,
 )
-from ..experiment.single import MESSAGES_PER_SECOND, run_case, variant_case
-from ..hardware.endpoints import ENDPOINT_KINDS
-from ..precision import PRECISIONS
-from ..results.jsonout import dumps
-from ..results.run import RunResult
+from ..runs.single import MESSAGES_PER_SECOND, run_case, variant_case
 from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
 from .cases import VARIATION_HELP, cli_case
@@ -169,11 +169,25 @@ def run_command(
             if given:
                 raise ConfigError(flag, LLM_UNUSED, str(value))
         run_llm_command(
-            system=system, workload=workload, parallel=parallel, global_batch=global_batch,
-            micro_batch=micro_batch, seq=seq, recompute=recompute, precision=precision,
-            nodes=nodes, endpoint=endpoint, endpoints=kinds, as_json=as_json, output=output,
-            overrides=parse_sets(sets), trace=trace, exact=exact, stragglers=stragglers,
-            compute_spread=compute_spread, links=links,
+            system=system,
+            workload=workload,
+            parallel=parallel,
+            global_batch=global_batch,
+            micro_batch=micro_batch,
+            seq=seq,
+            recompute=recompute,
+            precision=precision,
+            nodes=nodes,
+            endpoint=endpoint,
+            endpoints=kinds,
+            as_json=as_json,
+            output=output,
+            overrides=parse_sets(sets),
+            trace=trace,
+            exact=exact,
+            stragglers=stragglers,
+            compute_spread=compute_spread,
+            links=links,
         )
         return
     case = cli_case(

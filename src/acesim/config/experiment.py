@@ -137,9 +137,7 @@ class RunOptions(Strict):
         if self.nodes is not None and (self.shape is not None or self.npus is not None):
             other = "npus" if self.npus is not None else "shape"
             raise FieldRuleError("nodes", f"give either nodes or {other}, not both", self.nodes)
-        varied = variation_problem(
-            self.stragglers, self.compute_spread, self.links, self.npu_types
-        )
+        varied = variation_problem(self.stragglers, self.compute_spread, self.links, self.npu_types)
         if varied is None and self.placement is not None:
             varied = "placement"
         if varied is not None and self.mode != "exact":

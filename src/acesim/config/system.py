@@ -74,12 +74,12 @@ class KernelModelConfig(Strict):
         "every dtype, or a table per math dtype (CUDA-core and tensor-core GEMMs differ)",
     )
     attention_efficiency: PositiveFraction = Field(
-        1.0, description="fraction of the matrix peak fused (Flash) attention's forward "
-        "sustains"
+        1.0, description="fraction of the matrix peak fused (Flash) attention's forward sustains"
     )
     attention_backward_efficiency: PositiveFraction | None = Field(
-        None, description="fraction of the matrix peak fused attention's backward sustains "
-        "(None: the forward's)"
+        None,
+        description="fraction of the matrix peak fused attention's backward sustains "
+        "(None: the forward's)",
     )
     tile: tuple[PositiveInt, PositiveInt] | None = Field(
         None,
@@ -220,7 +220,8 @@ def _check_leaves(
     if leaf_size is None:
         if oversubscription != 1.0:
             raise FieldRuleError(
-                "oversubscription", "needs leaf_size (the nodes under one leaf switch)",
+                "oversubscription",
+                "needs leaf_size (the nodes under one leaf switch)",
                 oversubscription,
             )
         return
@@ -653,7 +654,7 @@ class ReproWorkload(Strict):
 
 
 class ReproductionConfig(Strict):
-    """What a paper reproduction runs on this system (see acesim.experiments.reproduce)."""
+    """What a paper reproduction runs on this system (see acesim.studies.reproduce)."""
 
     workloads: dict[str, ReproWorkload] = Field(default_factory=dict)
     npus: list[NpuCount] = Field(default_factory=lambda: [16, 32, 64, 128])

@@ -180,8 +180,8 @@ class NPU:
     def comm_hbm_bytes(self) -> float:
         """HBM bytes moved by communication so far (everything that is neither a compute
         kernel nor a finished host-device copy)."""
-        return sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes - (
-            self.host_hbm_bytes
+        return (
+            sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes - (self.host_hbm_bytes)
         )
 
     @property

@@ -92,7 +92,11 @@ class Platform:
             )
         self.endpoint = build_endpoint(self.engine, self.npus, self.topology, system)
         self.collectives = CollectiveRuntime(
-            self.engine, self.topology, system.collective, self.endpoint, exact=exact,
+            self.engine,
+            self.topology,
+            system.collective,
+            self.endpoint,
+            exact=exact,
             classes=count if not exact else 1,
         )
         if variation:

@@ -216,9 +216,7 @@ def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[
     pieces = max(1, math.ceil(data_bytes / piece_bytes))
     kind, start = (GATHER, 0) if op == "broadcast" else (REDUCE, 1 % p)
     piece = data_bytes / pieces
-    return [
-        Step(piece, "chain", t, kind, root=start, pieces=pieces) for t in range(pieces + p - 2)
-    ]
+    return [Step(piece, "chain", t, kind, root=start, pieces=pieces) for t in range(pieces + p - 2)]
 
 
 #: Pieces of a chain where no ``collective.chain_piece_bytes`` is given: NCCL's chunk on 16

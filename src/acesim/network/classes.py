@@ -81,9 +81,7 @@ class RankClasses:
             for d, r in hops(topology, self.representative(src), self.representative(dst))
         ]
 
-    def route_problem(
-        self, topology: Topology, pairs: Iterable[tuple[int, int]]
-    ) -> str | None:
+    def route_problem(self, topology: Topology, pairs: Iterable[tuple[int, int]]) -> str | None:
         """Why messages between the class pairs ``pairs`` are not symmetric over the classes'
         members (module docstring), or None when class mode is exact for them."""
         if topology.npus != self.npus:

@@ -178,9 +178,7 @@ class Collective:
 
 
 def _messages(chunks: int, phases: list[Phase]) -> int:
-    return chunks * sum(
-        sum(phase.message_count(step) for step in phase.steps) for phase in phases
-    )
+    return chunks * sum(sum(phase.message_count(step) for step in phase.steps) for phase in phases)
 
 
 class _ChunkRun:
@@ -514,9 +512,7 @@ class CollectiveRuntime:
             )
         if self.exact:
             return
-        if not spec.symmetric or any(
-            s.pattern in ROOTED_PATTERNS for p in phases for s in p.steps
-        ):
+        if not spec.symmetric or any(s.pattern in ROOTED_PATTERNS for p in phases for s in p.steps):
             raise TopologyError(
                 f"{op} is rooted (every member of its chain does different work), which "
                 "symmetric mode (one representative NPU) cannot represent: run exact mode "

@@ -65,8 +65,7 @@ class PointToPoint:
         if route is None:
             topo = self.rt.topology
             route = (
-                hops(topo, src, dst) if self.classes is None
-                else self.classes.route(topo, src, dst)
+                hops(topo, src, dst) if self.classes is None else self.classes.route(topo, src, dst)
             )
             self._routes[(src, dst)] = route
         return route

@@ -165,7 +165,7 @@ def ring_crossings(phase: Phase) -> list[tuple[Lane, int]]:
     passes = 2 if phase.op == "all-reduce" else 1
     out = []
     for k, lane in enumerate(phase.lanes[1:], start=1):
-        outer = math.prod(lane_.size for lane_ in phase.lanes[k + 1:])
+        outer = math.prod(lane_.size for lane_ in phase.lanes[k + 1 :])
         hops = (lane.size - 1) * outer if k < len(phase.lanes) - 1 else lane.size
         out.append((lane, passes * hops))
     return out
@@ -417,8 +417,7 @@ def build_phases(
             raise TopologyError(
                 f"collective.algorithms.{algo_op}: algorithm {algo!r} "
                 + (
-                    "runs on a scale-out network dimension (its switches reduce), not on "
-                    f"{d.name}"
+                    f"runs on a scale-out network dimension (its switches reduce), not on {d.name}"
                     if algo == COLLNET
                     else f"runs in a node's switch (NVLink SHARP), not on the network {d.name}"
                 )
@@ -606,9 +605,7 @@ def _runs_nvls_loops(phase: Phase) -> bool:
     if phase.algorithm == "nvls" and phase.op == "all-reduce":
         return True  # one node's NVLS
     return (  # over nodes, NVLS_TREE's or NVLS with SHARP: once, on the load-reduce phase
-        phase.algorithm in ("nvls", NVLS_TREE)
-        and phase.op == "reduce-scatter"
-        and in_switch(phase)
+        phase.algorithm in ("nvls", NVLS_TREE) and phase.op == "reduce-scatter" and in_switch(phase)
     )
 
 
@@ -739,7 +736,10 @@ def _predict(
         time += _latency_steps(phase) * (d.latency + hop)
         if phase.lanes:  # the busiest lane's egress (or its leaves' spine) sets the pace
             time += chunks * max(
-                phase.bytes_sent * lane.fraction * weight * _lane_spine(topology, phase, lane)
+                phase.bytes_sent
+                * lane.fraction
+                * weight
+                * _lane_spine(topology, phase, lane)
                 / topology.dimensions[lane.dim].egress_bandwidth
                 for lane in phase.lanes
             )

@@ -107,7 +107,9 @@ class Topology:
             name=name,
             kind=cfg.kind,
             size=cfg.size,
-            egress_bandwidth=cfg.link_bandwidth * cfg.links_per_npu * efficiency
+            egress_bandwidth=cfg.link_bandwidth
+            * cfg.links_per_npu
+            * efficiency
             / cfg.npus_per_link,
             latency=cfg.link_latency,
             links=cfg.links_per_npu,

@@ -53,10 +53,10 @@ from ..config.experiment import RunOptions, WorkloadConfig
 from ..config.presets import DEFAULT_PRESET, read_document, system_document, system_from_dict
 from ..config.system import SystemConfig
 from ..errors import ConfigError, TopologyError
-from ..experiment.point import BEST_PREFIX
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.platform import elaborate
 from ..network.ops import COLLECTIVE_OPS
+from ..runs.point import BEST_PREFIX
 from ..training.loops import LOOPS
 from ..units import parse_quantity
 from .paths import check_path, get_path, parse_path, set_in_place
@@ -73,7 +73,14 @@ COLLECTIVE_PARAMS = ("op", "size", "exact", "dims", "compute")
 COLLECTIVE_BASE_KEYS = ("system", "overrides", "endpoint") + COLLECTIVE_PARAMS
 RUN_BASE_KEYS = ("system", "overrides", "endpoint", "workload", "run")
 LLM_PARAMS = (
-    "model", "parallel", "global_batch", "micro_batch", "seq", "precision", "nodes", "mode",
+    "model",
+    "parallel",
+    "global_batch",
+    "micro_batch",
+    "seq",
+    "precision",
+    "nodes",
+    "mode",
 )
 LLM_BASE_KEYS = ("system", "overrides", "endpoint") + LLM_PARAMS
 _BASE_KEYS = {"collective": COLLECTIVE_BASE_KEYS, "run": RUN_BASE_KEYS, "llm": LLM_BASE_KEYS}
@@ -391,7 +398,7 @@ class _Resolver:
         elaborate(config)
         system = config.model_dump(mode="json", exclude={"sources"})
         if self.spec.kind == "llm":
-            from ..experiment.llm import llm_point_config
+            from ..runs.llm import llm_point_config
 
             return llm_point_config(config, system, raw)
         if self.spec.kind == "run":
@@ -486,7 +493,7 @@ def _check_workload(name: str) -> None:
     before anything runs, so a typo is one error, not a failed point per row)."""
     import difflib
 
-    from ..experiment.case import chakra_source
+    from ..runs.case import chakra_source
     from ..workload.zoo import zoo_names
 
     if name in zoo_names() or chakra_source(name) is not None:

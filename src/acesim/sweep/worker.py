@@ -62,14 +62,14 @@ def run_collective(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_point_function() -> Any:
-    """The function that runs run points (:func:`acesim.experiment.point.run_point`)."""
-    from ..experiment.point import run_point
+    """The function that runs run points (:func:`acesim.runs.point.run_point`)."""
+    from ..runs.point import run_point
 
     return run_point
 
 
 def run_training(config: dict[str, Any]) -> dict[str, Any]:
-    """A run point: the experiment document handed to ``acesim.experiment.run_point``."""
+    """A run point: the experiment document handed to ``acesim.runs.run_point``."""
     run_point = run_point_function()
     doc = {
         "system": config["system"],
@@ -91,7 +91,7 @@ def execute_point(config: dict[str, Any]) -> dict[str, Any]:
         elif config["kind"] == "run":
             metrics = run_training(config)
         elif config["kind"] == "llm":
-            from ..experiment.llm import run_llm_point
+            from ..runs.llm import run_llm_point
 
             metrics = run_llm_point(config)
         else:

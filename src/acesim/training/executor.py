@@ -317,9 +317,7 @@ class GraphExecutor:
             and vectorized.applies(rt)
             and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
         ):
-            self._deferred = vectorized.Deferred(
-                rt, self.event_path, replicated=self.replicated
-            )
+            self._deferred = vectorized.Deferred(rt, self.event_path, replicated=self.replicated)
         elif self.replicated:
             return self._every_rank()
         try:
@@ -483,7 +481,9 @@ class GraphExecutor:
                 ranks = (
                     len(joining)
                     if joining is not None
-                    else coll.group_size if self._split else self.ranks
+                    else coll.group_size
+                    if self._split
+                    else self.ranks
                 )
                 self._deferred.start(coll, key, ranks)
         self._coll_node[(coll.id, st.rank)] = node.id

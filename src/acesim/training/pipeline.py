@@ -178,11 +178,30 @@ def pipeline_graph(
         )
     ranks = range(0, place.npus, stride) if classes else range(place.npus)
     for rank in ranks:
-        graphs.append(_rank_graph(rank, stages, place, micro, kind, dp_op, grad_bytes,
-                                  param_bytes, update, gather_params and not fsdp, fsdp,
-                                  iterations, classes))
-    graph = Graph(graphs, name=name, iterations=iterations, npus=place.npus,
-                  classes=RankClasses(p, stride) if classes else None)
+        graphs.append(
+            _rank_graph(
+                rank,
+                stages,
+                place,
+                micro,
+                kind,
+                dp_op,
+                grad_bytes,
+                param_bytes,
+                update,
+                gather_params and not fsdp,
+                fsdp,
+                iterations,
+                classes,
+            )
+        )
+    graph = Graph(
+        graphs,
+        name=name,
+        iterations=iterations,
+        npus=place.npus,
+        classes=RankClasses(p, stride) if classes else None,
+    )
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
 

@@ -201,7 +201,7 @@ class TrainingRun(Strict):
 
 
 class LlmRun(Strict):
-    """One LLM training iteration (:mod:`acesim.experiment.llm`) of a model of the LLM registry
+    """One LLM training iteration (:mod:`acesim.runs.llm`) of a model of the LLM registry
     with a Megatron parallel configuration on every GPU of the system; the figure is tokens
     per second per GPU."""
 

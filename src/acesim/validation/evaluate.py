@@ -17,10 +17,10 @@ source measured, in the case's unit, from the model alone.
   ``collective.algorithm``; its ``settings`` (dotted paths: a wave size, a group of 64 GPUs
   of a 72-GPU domain) are set on the system first.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
-  (:mod:`acesim.experiment`; data parallel on one NPU: no collective); samples per second,
+  (:mod:`acesim.runs`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
 * ``llm``: one training iteration of an LLM registry model with a Megatron parallel
-  configuration on every GPU of the system (:mod:`acesim.experiment.llm`, class mode: one GPU
+  configuration on every GPU of the system (:mod:`acesim.runs.llm`, class mode: one GPU
   per pipeline stage, the same figures as simulating every GPU); tokens per second per GPU.
 
 Systems: a collective row names a system preset (or a system file next to the corpus file); the
@@ -42,11 +42,11 @@ from ..config.presets import DOCUMENT_SUFFIXES
 from ..config.resolve import resolve_system
 from ..config.system import CollectiveConfig, SystemConfig
 from ..errors import AcesimError, ConfigError, SimulationError
-from ..experiment import make_case, run_case
-from ..experiment.llm import make_llm_case, run_llm
 from ..hardware.kernel_model import plan_kernel
 from ..hardware.kernels import Attention, Gemm, Stream
 from ..network.group import Group, Span
+from ..runs import make_case, run_case
+from ..runs.llm import make_llm_case, run_llm
 from ..simulate import simulate_collective
 from ..units import format_time
 from ..workload.llm.parallel import parse_parallel
@@ -114,8 +114,15 @@ def _gemm(case: Case, run: GemmRun, system: SystemConfig) -> tuple[float, str]:
 
 
 def _attention(case: Case, run: AttentionRun, system: SystemConfig) -> tuple[float, str]:
-    kernel = Attention(run.batch * run.heads, run.seq, run.seq, run.head_dim, dtype=run.dtype,
-                       causal=run.causal, backward=run.backward)
+    kernel = Attention(
+        run.batch * run.heads,
+        run.seq,
+        run.seq,
+        run.head_dim,
+        dtype=run.dtype,
+        causal=run.causal,
+        backward=run.backward,
+    )
     plan = plan_kernel(system.npu, kernel)
     note = plan.bound + (f"; {plan.detail}" if plan.detail else "")
     return kernel.flops / plan.time_alone, note

@@ -341,7 +341,11 @@ def export_chakra(
 ) -> ChakraExport:
     """:func:`write_chakra` plus a summary of what was written (for ``acesim export-chakra``)."""
     files = write_chakra(
-        graph, prefix, npus=npus, dim_sizes=dim_sizes, compute_time=compute_time,
+        graph,
+        prefix,
+        npus=npus,
+        dim_sizes=dim_sizes,
+        compute_time=compute_time,
         topology=topology,
     )
     ranks = graph.ranks if npus is None or len(graph.ranks) != 1 else graph.ranks * npus

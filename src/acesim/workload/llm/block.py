@@ -294,8 +294,9 @@ class _Builder:
             before.append(Stream(n * a, 0.0, AMAX_FLOPS * n, name=f"{name}.amax"))
         before.append(Stream(SCALE_BYTES, SCALE_BYTES, name=f"{name}.scale"))
         if not gathered:
-            before.append(Stream(n * a, 2 * n * FP8_BYTES, CAST_FLOPS * n,
-                                 name=f"{name}.cast_transpose"))
+            before.append(
+                Stream(n * a, 2 * n * FP8_BYTES, CAST_FLOPS * n, name=f"{name}.cast_transpose")
+            )
             return tuple(before), ()
         before.append(Stream(n * a, n * FP8_BYTES, CAST_FLOPS * n, name=f"{name}.cast"))
         full = self.T * width
@@ -401,8 +402,9 @@ class _Builder:
         qkv_dy, _ = self.cast(qkv_w, f"l{i}.qkv.dgrad_output")
         rope_n = self.T * (m.q_width + m.kv_width) / t
         rope = Stream(rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n, name=f"l{i}.rope")
-        rope_b = Stream(rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n,
-                        name=f"l{i}.rope.bwd")
+        rope_b = Stream(
+            rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd"
+        )
         fwd.compute(nf, *qkv_in)
         recomputed = (rope, core) if self.recompute == "selective" else ()
         # the core: with context parallelism, the K and V of the whole sequence gathered over
@@ -437,8 +439,7 @@ class _Builder:
         between.compute(rope_b, *qkv_dy)
         bwd.compute(*proj_dy)
         if self.ov:
-            self._overlapped(fwd, bwd, qkv, middle, proj, proj_d, between, qkv_d, qkv_g,
-                             qkv_in_t)
+            self._overlapped(fwd, bwd, qkv, middle, proj, proj_d, between, qkv_d, qkv_g, qkv_in_t)
         else:
             fwd.comm(self.before_column_parallel(fp8=True))
             fwd.compute(qkv)
@@ -475,8 +476,9 @@ class _Builder:
         fc2_d = self.gemm(self.T, width, m.hidden, f"l{i}.{name}.fc2.dgrad")
         fc2_g = self.gemm(width, m.hidden, self.T, f"l{i}.{name}.fc2.wgrad")
         g = self.gathered
-        fc1_in, fc1_in_t = self.cast(m.hidden, f"l{i}.{name}.fc1.input", fused_amax=True,
-                                     gathered=g)
+        fc1_in, fc1_in_t = self.cast(
+            m.hidden, f"l{i}.{name}.fc1.input", fused_amax=True, gathered=g
+        )
         fc2_in, _ = self.cast(width, f"l{i}.{name}.fc2.input")
         fc2_dy, fc2_dy_t = self.cast(m.hidden, f"l{i}.{name}.fc2.dgrad_output", gathered=g)
         fc1_dy, _ = self.cast(inputs * width, f"l{i}.{name}.fc1.dgrad_output")
@@ -486,8 +488,7 @@ class _Builder:
             middle, between = _Pass(), _Pass()
             middle.compute(af, *fc2_in)
             between.compute(*fc2_dy_t, fc2_g, ab, *fc1_dy)
-            self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g,
-                             fc1_in_t)
+            self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g, fc1_in_t)
         else:
             fwd.comm(self.before_column_parallel(fp8=True))
             fwd.compute(fc1, af, *fc2_in, fc2)

@@ -17,12 +17,12 @@ Variants (:data:`VARIANTS`; each a change to the system, applied before the repr
 The baseline's SM split is not a variant: every case already searches it for the best.
 
 ``sensitivity_study`` returns, per variant, the headline figures (the keys of
-:func:`acesim.experiments.reproduce.headline`) and, per figure, its range over the variants.
+:func:`acesim.studies.reproduce.headline`) and, per figure, its range over the variants.
 Every variant is a whole reproduction without the SRAM sweep and the other HBM targets
 (minutes on two cores each); :func:`plan_sensitivity` plans them as tasks that run in the same
 pool (or Dask cluster) as the reproduction, :func:`assemble_sensitivity` reads them back.
 ``acesim reproduce ace-isca21`` runs every variant by default (``--no-sensitivity`` skips it,
-``--sensitivity a,b`` picks some); :func:`acesim.experiments.reproduce.reproduce` only when
+``--sensitivity a,b`` picks some); :func:`acesim.studies.reproduce.reproduce` only when
 asked (``sensitivity=True``).
 """
 

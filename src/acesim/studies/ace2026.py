@@ -55,11 +55,11 @@ from typing import Any
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..errors import AcesimError, ConfigError
-from ..experiment.llm import LlmCase, make_llm_case, run_llm
 from ..hardware.endpoints import ENDPOINT_KINDS, reference_kind
 from ..network.algorithms import NVLS_KINDS, phase_steps
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
+from ..runs.llm import LlmCase, make_llm_case, run_llm
 from ..training.bounds import attribute, collective_bounds
 from ..workload.llm.models import MODELS
 from ..workload.llm.parallel import parse_parallel
@@ -588,7 +588,7 @@ def study_2026(
         workers=workers,
         dask=dask,
         progress=advance,
-        preload=("acesim.experiments.ace2026",),
+        preload=("acesim.studies.ace2026",),
     )
     summary = assemble_study(plan, results, names, chosen, kinds)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Cases: every workload of the preset's ``[reproduction]`` table x every network size (3D tori:
 the local dimension kept, the rest split evenly). Each case is the endpoint comparison of
-:mod:`acesim.experiment.compare` (the same code as ``acesim run``): every baseline split, ACE,
+:mod:`acesim.runs.compare` (the same code as ``acesim run``): every baseline split, ACE,
 the ideal endpoint (and any other endpoint kind asked for), plus no overlap (the largest
 baseline split, every collective blocking). The best baseline is the fastest split of that
 case, as the paper compares against the best baseline.
@@ -11,7 +11,7 @@ Headline figures (``summary.json``):
 
 * ``hbm_saving_avg``: mean over network sizes of the *simulated* HBM bandwidth the baseline needs
   to drive the same network bandwidth as ACE (95% of the ideal endpoint's), each given ample
-  resources of its own, over ACE's need (:mod:`acesim.experiments.membw`), for an all-reduce
+  resources of its own, over ACE's need (:mod:`acesim.studies.membw`), for an all-reduce
   of ``membw_size``; ``hbm_saving_accounting_avg`` is the endpoints' byte accounting (HBM
   bytes per network byte, baseline over ACE): an identity of their inputs, kept as a
   consistency check;
@@ -19,10 +19,10 @@ Headline figures (``summary.json``):
   communication in flight x egress capacity)) over the best baseline's, mean and max over cases;
 * ``speedup_avg`` / ``speedup_max`` per workload: best-baseline iteration time / ACE's.
 
-Every simulation is a :class:`~acesim.experiments.tasks.Task` (:func:`plan_reproduction`):
+Every simulation is a :class:`~acesim.studies.tasks.Task` (:func:`plan_reproduction`):
 the comparison runs and the HBM analysis per network size and target, and with ``sensitivity``
 every run of every variant (:mod:`.sensitivity`), all in one pool of local processes or on
-Dask (:func:`~acesim.experiments.tasks.run_tasks`), then assembled
+Dask (:func:`~acesim.studies.tasks.run_tasks`), then assembled
 (:func:`assemble_reproduction`). Results are deterministic and independent of the backend and
 the number of workers. ``summary["orderings"]`` says where ideal >= ACE >= best baseline holds
 and where it does not.
@@ -37,11 +37,11 @@ from typing import Any
 
 from ..config.system import SystemConfig
 from ..errors import ConfigError
-from ..experiment.case import make_case
-from ..experiment.compare import Comparison, Job, assemble, check_endpoints, plan
-from ..experiment.single import execute
 from ..results.jsonout import dumps
 from ..results.run import RunResult
+from ..runs.case import make_case
+from ..runs.compare import Comparison, Job, assemble, check_endpoints, plan
+from ..runs.single import execute
 from .membw import MembwRow
 from .tasks import Task, run_tasks
 
@@ -189,7 +189,7 @@ def headline(
 
 
 #: The headline figures' labels in the comparison table, by figure id (``key`` or
-#: ``key.workload``, the ids of :data:`acesim.experiments.sensitivity.FIGURES`).
+#: ``key.workload``, the ids of :data:`acesim.studies.sensitivity.FIGURES`).
 LABELS = {
     "hbm_saving_avg": "HBM bandwidth saving at equal network bandwidth (avg, simulated)",
     "net_util_gain_avg": "network utilisation gain (avg)",
@@ -389,7 +389,7 @@ def reproduce(
 ) -> dict[str, Any]:
     """Run the reproduction, write ``summary.json``, ``report.md`` and figures into ``out_dir``.
 
-    ``sensitivity``: also re-run it under every variant of :mod:`acesim.experiments.
+    ``sensitivity``: also re-run it under every variant of :mod:`acesim.studies.
     sensitivity` (or the named ones) into ``summary["sensitivity"]`` (each variant a whole
     reproduction without the SRAM sweep and the other HBM targets; every simulation of every
     variant in the same pool). ``hbm_targets``: also simulate the HBM saving at the other
@@ -436,7 +436,7 @@ def reproduce(
 
 
 #: Modules local workers import once, before forking (the forkserver's preload).
-PRELOAD = ("acesim.experiments.reproduce",)
+PRELOAD = ("acesim.studies.reproduce",)
 
 
 def plan_sensitivity_names(sensitivity: bool | Sequence[str]) -> list[str]:
@@ -504,7 +504,7 @@ def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
         "",
         "Each variant re-runs the reproduction (without the SRAM sweep and the other HBM",
         "targets) with one assumption the paper does not pin down moved",
-        "(`acesim.experiments.sensitivity.VARIANTS`); sensitivity.png draws the ranges.",
+        "(`acesim.studies.sensitivity.VARIANTS`); sensitivity.png draws the ranges.",
         "",
         "| variant | " + " | ".join(labels) + " | within tolerance | orderings broken |",
         "|---|" + "---:|" * (len(labels) + 1) + "---|",

@@ -55,8 +55,16 @@ from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
 
 __all__ = [
-    "LlmCase", "make_llm_case", "run_llm", "llm_graph", "class_mode_problem", "OPTIMIZER",
-    "MODES", "Mode", "llm_point_config", "run_llm_point",
+    "LlmCase",
+    "make_llm_case",
+    "run_llm",
+    "llm_graph",
+    "class_mode_problem",
+    "OPTIMIZER",
+    "MODES",
+    "Mode",
+    "llm_point_config",
+    "run_llm_point",
 ]
 
 OPTIMIZER = "adam"
@@ -256,10 +264,19 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         )
         updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
     return pipeline_graph(
-        case.stages, case.place, case.micro_batches, kind=case.schedule,
-        dp_op="reduce-scatter" if zero else "all-reduce", grad_bytes=grad_bytes(p, par.grad_fp32),
-        param_bytes=p.param_bytes, update=updates, gather_params=zero, fsdp=par.zero == 3,
-        iterations=case.iterations, name=case.model.name, classes=classes,
+        case.stages,
+        case.place,
+        case.micro_batches,
+        kind=case.schedule,
+        dp_op="reduce-scatter" if zero else "all-reduce",
+        grad_bytes=grad_bytes(p, par.grad_fp32),
+        param_bytes=p.param_bytes,
+        update=updates,
+        gather_params=zero,
+        fsdp=par.zero == 3,
+        iterations=case.iterations,
+        name=case.model.name,
+        classes=classes,
     )
 
 
@@ -287,7 +304,9 @@ def class_mode_problem(
     classes = graph.classes
     assert classes is not None
     pairs = {
-        (c, n.peer) for c, nodes in enumerate(graph.ranks) for n in nodes
+        (c, n.peer)
+        for c, nodes in enumerate(graph.ranks)
+        for n in nodes
         if n.kind == "send" and n.peer is not None
     }
     topology = Topology(case.system.network, case.system.collective)
@@ -412,13 +431,21 @@ def llm_point_config(
     if mode not in MODES:
         raise ConfigError("mode", f"must be one of {', '.join(MODES)}", mode)
     assert global_batch is not None and seq is not None
-    par = parse_parallel(text, global_batch=global_batch, micro_batch=micro, seq=seq,
-                         field="parallel")
+    par = parse_parallel(
+        text, global_batch=global_batch, micro_batch=micro, seq=seq, field="parallel"
+    )
     make_llm_case(system, model, par, precision=precision, nodes=nodes)
     return {
-        "kind": "llm", "system": system_doc, "model": name, "parallel": text,
-        "global_batch": global_batch, "micro_batch": micro, "seq": seq,
-        "precision": precision, "nodes": nodes, "mode": mode,
+        "kind": "llm",
+        "system": system_doc,
+        "model": name,
+        "parallel": text,
+        "global_batch": global_batch,
+        "micro_batch": micro,
+        "seq": seq,
+        "precision": precision,
+        "nodes": nodes,
+        "mode": mode,
     }
 
 
@@ -427,11 +454,20 @@ def run_llm_point(config: Mapping[str, Any]) -> dict[str, Any]:
     figures (:meth:`~acesim.results.llm.LlmResult.to_dict`) without the echoed inputs."""
     from ..config.presets import system_from_dict
 
-    par = parse_parallel(config["parallel"], global_batch=config["global_batch"],
-                         micro_batch=config["micro_batch"], seq=config["seq"],
-                         field="parallel")
-    case = make_llm_case(system_from_dict(config["system"]), config["model"], par,
-                         precision=config["precision"], nodes=config["nodes"])
+    par = parse_parallel(
+        config["parallel"],
+        global_batch=config["global_batch"],
+        micro_batch=config["micro_batch"],
+        seq=config["seq"],
+        field="parallel",
+    )
+    case = make_llm_case(
+        system_from_dict(config["system"]),
+        config["model"],
+        par,
+        precision=config["precision"],
+        nodes=config["nodes"],
+    )
     result, _ = run_llm(case, mode=config["mode"])
     data = result.to_dict()
     data["parallel_resolved"] = data["parallel"]

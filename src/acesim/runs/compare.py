@@ -230,7 +230,7 @@ def run_jobs(
                 progress()
         return results
     # Workers exit when this process dies (a SIGKILLed `acesim reproduce` leaves none behind).
-    with process_pool(min(workers, len(jobs)), preload=["acesim.experiment.compare"]) as pool:
+    with process_pool(min(workers, len(jobs)), preload=["acesim.runs.compare"]) as pool:
         for key, result in pool.map(_run_job, jobs, chunksize=1):
             results[key] = result
             if progress is not None:
