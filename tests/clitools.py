@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -29,9 +30,15 @@ def cli_error(
     return lines[0]
 
 
+def cli_json(*args: str) -> tuple[dict[str, Any], str]:
+    """Run ``acesim ... --json`` with ``args`` (which must include ``--json``): the JSON it
+    prints and its stderr."""
+    out = CliRunner().invoke(app, list(args))
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout), out.stderr
+
+
 def iteration_time(*args: str) -> float:
     """Run ``acesim run ... --json`` with ``args`` (which must include ``--json``) and return
     the iteration time it reports (s)."""
-    out = CliRunner().invoke(app, list(args))
-    assert out.exit_code == 0, out.output
-    return float(json.loads(out.stdout)["iteration_time"])
+    return float(cli_json(*args)[0]["iteration_time"])

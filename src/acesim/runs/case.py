@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -55,7 +55,9 @@ WorkloadLike = Workload | Graph | str | Path
 
 @dataclass(frozen=True)
 class Case:
-    """What one run needs, resolved (picklable, for worker processes)."""
+    """What one training-graph run needs, resolved (picklable, for worker processes)."""
+
+    kind: ClassVar[str] = "training"
 
     system: SystemConfig
     workload: Workload | Graph
@@ -207,4 +209,38 @@ def case_from_experiment(exp: ExperimentConfig | Mapping[str, Any]) -> Case:
         overrides=exp.overrides,
         batch_per_npu=exp.workload.batch_per_npu,
         precision=exp.workload.precision,
+    )
+
+
+def training_point_config(
+    system: SystemConfig, system_doc: dict[str, Any], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The normalised configuration of a training sweep point (an experiment document's
+    ``workload`` and ``run`` tables; ConfigError naming ``workload.<field>`` or
+    ``run.<field>``): the workload must exist (a zoo model, a file or a Chakra trace prefix)
+    before anything runs, so a typo is one error, not a failed point per row."""
+    options = run_options(raw.get("run", {})).model_dump(mode="json")
+    try:
+        workload = WorkloadConfig.model_validate(raw.get("workload", {}))
+    except ValidationError as exc:
+        raise config_error_from(exc, WorkloadConfig, "workload") from None
+    _check_workload(workload.name)
+    doc = workload.model_dump(mode="json")
+    return {"kind": "run", "system": system_doc, "workload": doc, "run": options}
+
+
+def _check_workload(name: str) -> None:
+    """ConfigError unless ``name`` is a zoo model, a file or a Chakra trace prefix."""
+    import difflib
+
+    from ..workload.zoo import zoo_names
+
+    if name in zoo_names() or chakra_source(name) is not None:
+        return
+    if Path(name).exists():  # run points read workload files from the current folder
+        return
+    close = difflib.get_close_matches(name, zoo_names(), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"the zoo has {', '.join(zoo_names())}"
+    raise ConfigError(
+        "workload.name", "is not a zoo model, a workload file or a Chakra trace", name, hint=hint
     )
