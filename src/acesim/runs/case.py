@@ -47,6 +47,7 @@ __all__ = [
     "run_options",
     "chakra_source",
     "check_precision",
+    "check_math",
 ]
 
 SystemLike = SystemConfig | str | Path | Mapping[str, Any]
@@ -146,30 +147,36 @@ def _workload(
 
 
 def check_precision(workload: Workload | Graph, system: SystemConfig) -> None:
-    """ConfigError unless the system's NPU has a matrix peak for every matrix kernel's dtype;
-    when the dtype is the workload precision's math, the error names ``workload.precision``
-    and the precisions the NPU can run."""
-    npu = system.npu
+    """ConfigError unless the system's NPU has a matrix peak for every matrix kernel's dtype
+    (:func:`check_math`)."""
     if isinstance(workload, Graph):
         dtypes = matrix_dtypes(
             node.compute for nodes in workload.ranks for node in nodes if node.compute is not None
         )
     else:
         dtypes = workload.matrix_dtypes()
+    precision = workload.precision if isinstance(workload, Workload) else None
     for dtype in dtypes:
-        if dtype in npu.matrix_flops:
-            continue
-        precision = workload.precision if isinstance(workload, Workload) else None
-        if precision is not None and PRECISIONS.get(precision).math == dtype:
-            runnable = [n for n, p in PRECISIONS.items() if p.math in npu.matrix_flops]
-            raise ConfigError(
-                "workload.precision",
-                f"runs its matrix math in {dtype}, which this NPU ({npu.name}) has no peak for "
-                f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can "
-                f"run: {', '.join(runnable) or 'none'}",
-                precision,
-            )
-        npu.matrix_peak(dtype)  # the NPU's own error, naming npu.matrix_flops.<dtype>
+        check_math(system, dtype, precision)
+
+
+def check_math(system: SystemConfig, dtype: str, precision: str | None) -> None:
+    """ConfigError unless the system's NPU has a matrix peak in ``dtype``; when ``dtype`` is
+    the math of the training ``precision``, the error names ``workload.precision`` and the
+    precisions the NPU can run, else the NPU's own error (``npu.matrix_flops.<dtype>``)."""
+    npu = system.npu
+    if dtype in npu.matrix_flops:
+        return
+    if precision is not None and PRECISIONS.get(precision).math == dtype:
+        runnable = [n for n, p in PRECISIONS.items() if p.math in npu.matrix_flops]
+        raise ConfigError(
+            "workload.precision",
+            f"runs its matrix math in {dtype}, which this NPU ({npu.name}) has no peak for "
+            f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can "
+            f"run: {', '.join(runnable) or 'none'}",
+            precision,
+        )
+    npu.matrix_peak(dtype)
 
 
 def make_case(

@@ -56,7 +56,7 @@ from ..workload.llm.models import MODELS, TransformerConfig, model_flops
 from ..workload.llm.parallel import ParallelConfig, Placement, parse_parallel, placement
 from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
-from .case import run_options
+from .case import check_math, run_options
 
 __all__ = [
     "LlmCase",
@@ -157,16 +157,7 @@ def make_llm_case(
     resolved = resolve_system(system, overrides=overrides, nodes=opts.nodes)
     cfg = _model(model)
     p = PRECISIONS.get(precision, "workload.precision")
-    if p.math not in resolved.npu.matrix_flops:
-        npu = resolved.npu
-        runnable = [n for n, q in PRECISIONS.items() if q.math in npu.matrix_flops]
-        raise ConfigError(
-            "workload.precision",
-            f"runs its matrix math in {p.math}, which this NPU ({npu.name}) has no peak for "
-            f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can run: "
-            f"{', '.join(runnable) or 'none'}",
-            precision,
-        )
+    check_math(resolved, p.math, precision)
     parallel.check_model(cfg)
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
