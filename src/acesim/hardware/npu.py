@@ -104,6 +104,9 @@ class NPU:
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
+        #: HBM capacity finished compute kernels consumed so far (B: their bytes, writes
+        #: weighed 1 + write_penalty): what they took of the HBM resources' ``used``
+        self.compute_hbm_demand = 0.0
         #: FLOPs of finished compute kernels so far, by what they ran on (KernelPlan.math)
         self.flops_by_math: dict[str, float] = {}
         #: unit-s of compute units running compute kernels so far (a kernel of fewer blocks
@@ -280,6 +283,7 @@ class NPU:
             self.kernel = None
             self._plan = None
             self.compute_hbm_bytes += act.work * plan.hbm_bytes
+            self.compute_hbm_demand += act.work * plan.hbm_demand
             flops = self.flops_by_math
             flops[plan.math] = flops.get(plan.math, 0.0) + act.work * plan.flops
             then()
@@ -335,6 +339,7 @@ class NPU:
         self.compute_busy = other.compute_busy
         self.compute_hbm_bytes = other.compute_hbm_bytes
         self.flops_by_math = dict(other.flops_by_math)
+        self.compute_hbm_demand = other.compute_hbm_demand
         self.compute_unit_seconds = other.compute_unit_seconds
         self.kernel_log = list(other.kernel_log)
         for source, target in zip(other.hbm_resources, self.hbm_resources, strict=True):
@@ -351,6 +356,13 @@ class NPU:
         if self.kernel is None or self._plan is None:
             return self.compute_hbm_bytes
         return self.compute_hbm_bytes + self.engine.work_done(self.kernel) * self._plan.hbm_bytes
+
+    def compute_hbm_demand_now(self) -> float:
+        """HBM capacity consumed by compute kernels so far (B, writes weighed), the running
+        kernel's in proportion to its work done (call after ``engine.sync()``)."""
+        if self.kernel is None or self._plan is None:
+            return self.compute_hbm_demand
+        return self.compute_hbm_demand + self.engine.work_done(self.kernel) * self._plan.hbm_demand
 
     def flops_by_math_now(self) -> dict[str, float]:
         """FLOPs of compute kernels so far by what they ran on, the running kernel's in

@@ -75,7 +75,8 @@ class Meters:
         comm_unit_s: unit-s of compute units held by collective kernels.
         hbm_compute, hbm_comm, hbm_host: HBM bytes of compute kernels, communication,
             host-device copies.
-        sent: wire bytes sent, per network dimension.
+        sent: wire bytes sent, per network dimension: what messages took of its egress
+            (payload capacity) over the dimension's payload efficiency.
         copy_engine: bytes the DMA copy engines moved.
         host_link: bytes over the host link, both directions.
         endpoint: the endpoint's meters (:data:`acesim.network.endpoint.METERS`).
@@ -116,9 +117,12 @@ def read_meters(platform: Platform, index: int = 0) -> Meters:
     engine = platform.engine
     engine.sync()
     npu = platform.npus[index]
-    hbm_total = sum(r.used for r in npu.hbm_resources)
+    hbm_used = sum(r.used for r in npu.hbm_resources)
+    # what the resource integrates weighs compute kernels' writes 1 + write_penalty (a time
+    # cost); their bytes are counted on their own, and the rest is communication's bytes
     compute = npu.compute_hbm_bytes_now()
     host = npu.host_hbm_bytes
+    comm = max(hbm_used - npu.compute_hbm_demand_now() - host, 0.0)
     meters = platform.endpoint.meters(index)
     return Meters(
         time=engine.now,
@@ -126,9 +130,12 @@ def read_meters(platform: Platform, index: int = 0) -> Meters:
         compute_unit_s=npu.compute_unit_seconds_now(),
         comm_unit_s=npu.units.held_time,
         hbm_compute=compute,
-        hbm_comm=max(hbm_total - compute - host, 0.0),
+        hbm_comm=comm if comm > 1e-9 * max(hbm_used, 1.0) else 0.0,
         hbm_host=host,
-        sent=[r.used for r in platform.collectives.egress[index]],
+        sent=[
+            r.used / d.efficiency
+            for r, d in zip(platform.collectives.egress[index], platform.topology.dimensions)
+        ],
         copy_engine=npu.copy_engines.used if npu.copy_engines is not None else 0.0,
         host_link=sum(r.used for r in npu.host_links.values()),
         endpoint={k: sum(r.used for r in meters[k]) for k in METERS if k in meters},

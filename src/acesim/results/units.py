@@ -1,6 +1,6 @@
 """The unit of every metric acesim reports (what a stored number is in).
 
-``s``, ``B``, ``B/s``, ``FLOP/s``; ``1`` for a dimensionless fraction (a utilisation, 0..1);
+``s``, ``B``, ``B/s``, ``FLOP/s``, ``J``, ``W``; ``1`` for a dimensionless fraction (a utilisation, 0..1);
 ``x`` for a ratio (a slowdown, a speedup); ``units`` for compute units; ``""`` for text and
 counts. Sweep databases record them per column, tables print them, plots label axes with them.
 """
@@ -24,6 +24,9 @@ _EXACT: dict[str, str] = {
     "comm_units_held": "units",
     "makespan": "s",
     "speedup": "x",
+    # energy (acesim.results.energy)
+    "average_power": "W",
+    "power_limit": "W",
     # collectives (acesim.results.collective)
     "size": "B",
     "time": "s",
@@ -47,6 +50,7 @@ _EXACT: dict[str, str] = {
 }
 _PREFIXES: tuple[tuple[str, str], ...] = (
     ("net_util_", "1"),
+    ("energy_", "J"),
     ("per_dimension_bytes.", "B"),
     ("run.", ""),
 )
