@@ -124,6 +124,7 @@ def read_meters(platform: Platform, index: int = 0) -> Meters:
     host = npu.host_hbm_bytes
     comm = max(hbm_used - npu.compute_hbm_demand_now() - host, 0.0)
     meters = platform.endpoint.meters(index)
+    egress = platform.collectives.egress[index]
     return Meters(
         time=engine.now,
         flops=npu.flops_by_math_now(),
@@ -133,8 +134,7 @@ def read_meters(platform: Platform, index: int = 0) -> Meters:
         hbm_comm=comm if comm > 1e-9 * max(hbm_used, 1.0) else 0.0,
         hbm_host=host,
         sent=[
-            r.used / d.efficiency
-            for r, d in zip(platform.collectives.egress[index], platform.topology.dimensions)
+            r.used / d.efficiency for r, d in zip(egress, platform.topology.dimensions, strict=True)
         ],
         copy_engine=npu.copy_engines.used if npu.copy_engines is not None else 0.0,
         host_link=sum(r.used for r in npu.host_links.values()),

@@ -31,7 +31,14 @@ from ..hardware.platform import Platform
 from ..hardware.power import Meters, energy_of, read_meters
 from ..units import format_eng
 
-__all__ = ["EnergyResult", "energy_result", "energy_rows", "run_energy", "split"]
+__all__ = [
+    "EnergyResult",
+    "energy_result",
+    "energy_rows",
+    "energy_summary",
+    "run_energy",
+    "split",
+]
 
 #: Board components of compute kernels (and every ``matrix math <dtype>``); ``idle`` is idle;
 #: every other component serves communication (or host copies).
@@ -170,3 +177,20 @@ def _shares(energy: EnergyResult) -> str:
         return "-"
     parts = (energy.idle, energy.compute, energy.communication)
     return " / ".join(f"{100 * p / total:.0f}%" for p in parts)
+
+
+def energy_summary(energy: EnergyResult | None) -> dict[str, float | bool | None] | None:
+    """The figures a study's summary keeps of ``energy`` (J per iteration and GPU, W)."""
+    if energy is None:
+        return None
+    return {
+        "per_iteration": energy.per_iteration,
+        "idle": energy.idle,
+        "compute": energy.compute,
+        "communication": energy.communication,
+        "fabric": energy.fabric_per_iteration,
+        "per_sample": energy.per_sample,
+        "per_token": energy.per_token,
+        "average_power": energy.average_power,
+        "over_limit": energy.over_limit,
+    }
