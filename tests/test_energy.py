@@ -198,3 +198,12 @@ def test_energy_is_deterministic_and_finite(isca: dict[str, acesim.RunResult]) -
     first = isca["ace"].energy
     assert first is not None and again == first
     assert all(math.isfinite(v) for v in [*first.board.values(), *first.fabric.values()])
+
+
+def test_a_dimension_without_a_power_table_is_named_as_not_counted() -> None:
+    system = resolve_system("h100-nvswitch-8", overrides={"network.dimensions[0].power": None})
+    energy = acesim.run(system, "resnet50", endpoint="baseline").energy
+    assert energy is not None
+    assert energy.notes == ["nvswitch: no power table; its links, switches and NICs not counted"]
+    assert not any("nvswitch" in name for name in [*energy.board, *energy.fabric])
+    assert ("  not counted", "nvswitch") in energy_rows(energy)

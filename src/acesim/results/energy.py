@@ -168,6 +168,8 @@ def energy_rows(energy: EnergyResult | None) -> list[tuple[str, str]]:
     rows.append(
         ("average power (GPU)", f"{energy.average_power:.0f} of {energy.power_limit:.0f} W{over}")
     )
+    missing = [note.split(":")[0] for note in energy.notes if "no power table" in note]
+    rows.append(("  not counted", ", ".join(missing) or "-"))
     return rows
 
 

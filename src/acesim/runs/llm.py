@@ -388,7 +388,7 @@ def run_llm(
         mode_note=note,
         notes=notes,
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
-        energy=run_energy(platform, iters),
+        energy=run_energy(execution.platform, iters),
     )
     if result.energy is not None:
         result.energy.per_token = result.energy.per_iteration * npus / tokens
