@@ -11,6 +11,10 @@ Conventions (stated once, used everywhere):
 * times are seconds: ``s``, ``ms``, ``us`` (or ``µs``, the micro sign, or ``μs``, the Greek
   mu), ``ns``, ``ps``.
 * compute rates are FLOP per second: ``TFLOP/s``, ``TFLOPS``, ``GFLOP/s`` ...
+* power is watts (``700 W``, ``1.2 kW``, ``500 mW``); energy per byte moved is joules per byte
+  (``24 pJ/B``), or per bit the way links and memories are quoted (``3 pJ/bit`` = 24 pJ/B);
+  energy per operation is joules per FLOP (``0.33 pJ/FLOP``). These take the small decimal
+  prefixes too (``m``, ``u``, ``n``, ``p``, ``f``).
 * plain numbers (int/float) are taken as already in base units.
 
 Range syntax for sweeps of sizes: ``1KiB:1GiB`` (powers of two between the bounds) or
@@ -25,9 +29,13 @@ from typing import Literal
 
 from .errors import UnitError
 
-Kind = Literal["size", "rate", "time", "flop_rate", "flops"]
+Kind = Literal[
+    "size", "rate", "time", "flop_rate", "flops", "power", "energy_per_byte", "energy_per_flop"
+]
 
 _DEC = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+#: decimal prefixes below one, for power and energies (``pJ/bit``, ``mW``)
+_SMALL = {"m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "n": 1e-9, "p": 1e-12, "f": 1e-15}
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _TIME = {
     "s": 1.0,
@@ -52,6 +60,9 @@ _EXAMPLES = {
     "time": "'500 ns', '1.5 us', '2 ms'",
     "flop_rate": "'125 TFLOP/s', '19.5 TFLOPS'",
     "flops": "'4.1 GFLOP', '1e9'",
+    "power": "'700 W', '1.2 kW', '500 mW'",
+    "energy_per_byte": "'24 pJ/B', '3.9 pJ/bit'",
+    "energy_per_flop": "'0.33 pJ/FLOP', '1e-12'",
 }
 
 
@@ -89,7 +100,26 @@ def _scale(unit: str, kind: Kind) -> float | None:
             if unit.endswith(suffix):
                 return _prefix(unit[: -len(suffix)], allow_binary=False)
         return None
-    return None  # pragma: no cover
+    return _energy_scale(unit, kind)
+
+
+def _small_prefix(text: str) -> float | None:
+    """A decimal prefix, below one included (``p``, ``n``, ``m``: energies and power)."""
+    return _SMALL[text] if text in _SMALL else _prefix(text, allow_binary=False)
+
+
+def _energy_scale(unit: str, kind: Kind) -> float | None:
+    """Scales of power (``W``), energy per byte (``J/B``, ``J/bit`` x 8) and per FLOP."""
+    units: dict[str, tuple[tuple[str, float], ...]] = {
+        "power": (("W", 1.0),),
+        "energy_per_byte": (("J/B", 1.0), ("J/byte", 1.0), ("J/bit", 8.0), ("J/b", 8.0)),
+        "energy_per_flop": (("J/FLOP", 1.0), ("J/flop", 1.0)),
+    }
+    for suffix, factor in units.get(kind, ()):
+        if unit.endswith(suffix):
+            scale = _small_prefix(unit[: -len(suffix)])
+            return None if scale is None else scale * factor
+    return None
 
 
 def parse_quantity(value: object, kind: Kind, field: str = "value") -> float:
@@ -203,6 +233,9 @@ UNIT_OF_KIND: dict[str, str] = {
     "time": "s",
     "flop_rate": "FLOP/s",
     "flops": "FLOP",
+    "power": "W",
+    "energy_per_byte": "J/B",
+    "energy_per_flop": "J/FLOP",
 }
 
 _ENG = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"),

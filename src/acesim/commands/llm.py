@@ -12,6 +12,7 @@ from rich.table import Table
 from ..config.errors import config_error_from
 from ..config.variation import ComputeSpread, LinkChange, Straggler, Variation
 from ..errors import ConfigError
+from ..results.energy import energy_rows
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
 from ..runs.llm import LlmCase, make_llm_case, run_llm
@@ -187,7 +188,7 @@ def _rows(r: LlmResult) -> list[tuple[str, str]]:
     ]
     for kind, seconds in r.exposed.items():
         rows.append((f"exposed {kind.upper()} comm", format_time(seconds)))
-    return rows
+    return rows + energy_rows(r.energy)
 
 
 def _tables(results: list[LlmResult]) -> None:

@@ -41,7 +41,15 @@ from ..errors import short_repr
 from ..precision import PRECISIONS
 from ..registry import Registry
 from .errors import FieldRuleError
-from .quantities import Bytes, BytesPerSecond, FlopsPerSecond, Seconds
+from .quantities import (
+    Bytes,
+    BytesPerSecond,
+    FlopsPerSecond,
+    JoulesPerByte,
+    JoulesPerFlop,
+    Seconds,
+    Watts,
+)
 
 __all__ = [
     "MAX_COUNT",
@@ -69,6 +77,10 @@ __all__ = [
     "PositiveBytesPerSecond",
     "NonNegativeSeconds",
     "PositiveFlopsPerSecond",
+    "PositiveWatts",
+    "NonNegativeWatts",
+    "NonNegativeJoulesPerByte",
+    "NonNegativeJoulesPerFlop",
 ]
 
 N = TypeVar("N", int, float)
@@ -269,6 +281,14 @@ PositiveBytesPerSecond = Annotated[BytesPerSecond, AfterValidator(positive("B/s"
 NonNegativeSeconds = Annotated[Seconds, AfterValidator(non_negative("s"))]
 #: FLOP per second, above 0
 PositiveFlopsPerSecond = Annotated[FlopsPerSecond, AfterValidator(positive("FLOP/s"))]
+#: watts, above 0
+PositiveWatts = Annotated[Watts, AfterValidator(positive("W"))]
+#: watts, at least 0
+NonNegativeWatts = Annotated[Watts, AfterValidator(non_negative("W"))]
+#: joules per byte, at least 0
+NonNegativeJoulesPerByte = Annotated[JoulesPerByte, AfterValidator(non_negative("J/B"))]
+#: joules per FLOP, at least 0
+NonNegativeJoulesPerFlop = Annotated[JoulesPerFlop, AfterValidator(non_negative("J/FLOP"))]
 
 
 def registered(registry: Registry[Any]) -> Callable[[str | None], str | None]:

@@ -41,8 +41,9 @@ from typing import Any
 
 from ..errors import SimulationError, WorkloadError
 from ..training.bounds import attribute, collective_bounds
-from ..training.executor import Execution
+from ..training.executor import Execution, Snapshot
 from ..version import __version__
+from .energy import EnergyResult, energy_result
 
 SCHEMA = "acesim.run/2"
 
@@ -117,6 +118,9 @@ class RunResult:
     comm_bound_by: dict[str, float] = field(default_factory=dict)
     layers: list[LayerRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: energy per iteration, per sample, average power (acesim.results.energy); None: the
+    #: NPU has no power model ([npu.power])
+    energy: EnergyResult | None = None
 
     # The run's identity, for tables and comparisons.
     @property
@@ -189,6 +193,8 @@ class RunResult:
         }
         for dim, value in self.net_util.items():
             out[f"net_util_{dim}"] = value
+        if self.energy is not None:
+            out.update(self.energy.metrics())
         info = self.info
         out.update(
             {
@@ -345,9 +351,25 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         comm_bound=next(iter(comm_bound_by), ""),
         comm_bound_by=comm_bound_by,
         layers=[rows[name] for name in rows],
+        energy=_energy(ex, snap_lo, snap_hi, count, info.batch_per_npu),
     )
     _check_finite(result)
     return result
+
+
+def _energy(
+    ex: Execution, lo: Snapshot, hi: Snapshot, count: int, batch: int | None
+) -> EnergyResult | None:
+    """NPU 0's energy over the window, per iteration and per sample (None without
+    ``[npu.power]``)."""
+    power = ex.platform.npus[0].config.power
+    if power is None or lo.meters is None or hi.meters is None:
+        return None
+    dims = ex.platform.system.network.dimensions
+    energy = energy_result([hi.meters.since(lo.meters)], [power], dims, count)
+    if batch:
+        energy.per_sample = energy.per_iteration / batch
+    return energy
 
 
 def _check_finite(result: RunResult) -> None:

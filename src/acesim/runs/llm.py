@@ -41,6 +41,7 @@ from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
+from ..results.energy import run_energy
 from ..results.llm import LlmResult, idle_breakdown
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
@@ -387,7 +388,10 @@ def run_llm(
         mode_note=note,
         notes=notes,
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
+        energy=run_energy(execution.platform, iters),
     )
+    if result.energy is not None:
+        result.energy.per_token = result.energy.per_iteration * npus / tokens
     return result, execution
 
 

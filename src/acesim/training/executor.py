@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
+from ..hardware.power import Meters, read_meters
 from ..network import vectorized
 from ..network.collective import Collective
 from ..network.group import resolve
@@ -60,6 +61,7 @@ class Snapshot:
     compute_hbm_bytes: float
     compute_busy: float
     units_held_time: float = 0.0  # unit-s held by communication (NPU 0)
+    meters: Meters | None = None  # NPU 0's counters for the energy model
 
 
 @dataclass
@@ -573,4 +575,5 @@ class GraphExecutor:
             compute_hbm_bytes=npu.compute_hbm_bytes_now(),
             compute_busy=npu.busy_time(),
             units_held_time=npu.units.held_time,
+            meters=read_meters(platform, 0),
         )

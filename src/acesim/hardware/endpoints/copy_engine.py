@@ -67,7 +67,7 @@ from ...config.validators import (
 )
 from ...engine import Resource
 from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
-from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
+from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
@@ -75,6 +75,7 @@ from .sm_kernels import (
     check_fewer_units,
     check_nvls_units,
     engine_parallelism,
+    reduction_meters,
     sm_kernel_demand,
 )
 
@@ -238,6 +239,9 @@ class CopyEngineEndpoint(Endpoint):
 
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         return self._demand[rank][kind]
+
+    def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
+        return {REDUCTION_FLOPS: reduction_meters(self._demand[rank])}
 
     def link_efficiency(self, kind: str) -> float | None:
         return self.cfg.link_efficiency if kind in (GATHER, ALLTOALL) else None
