@@ -17,6 +17,7 @@ from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
 from .network.vectorized import run_alone
 from .results.collective import CollectiveResult, bus_factor
+from .results.jsonout import first_non_finite
 from .training.bounds import BoundRecorder, collective_bounds
 from .units import parse_quantity
 
@@ -154,7 +155,7 @@ def simulate_collective(
                 "end_time": end,
             }
         )
-    return CollectiveResult(
+    result = CollectiveResult(
         op=op,
         size=nbytes,
         npus=platform.topology.npus,
@@ -179,6 +180,14 @@ def simulate_collective(
         bound=max(bound_by, key=lambda k: bound_by[k]) if bound_by else "",
         bound_by=bound_by,
     )
+    where = first_non_finite(result.to_dict())
+    if where is not None:
+        raise SimulationError(
+            f"{op} of {nbytes:g} bytes on {cfg.name} ({cfg.endpoint.kind}): {where} is not "
+            "finite (a cost beyond what the model can represent; check the system's "
+            "latencies, bandwidths and endpoint settings)"
+        )
+    return result
 
 
 def _collective_alone(

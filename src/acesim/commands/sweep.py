@@ -37,7 +37,8 @@ def sweep(
         None, "--workers", "-j", help="worker processes (default: the CPUs); 0 = this process"
     ),
     dask: str | None = typer.Option(
-        None, "--dask", help="'local' (a LocalCluster) or a scheduler address tcp://HOST:PORT"
+        None, "--dask", help="'local' (a LocalCluster) or the address of a trusted scheduler, "
+        "tls://HOST:PORT (or tcp:// on a network you control: Dask exchanges pickles)"
     ),
     strict: bool = typer.Option(
         False, "--strict", help="reject the spec if any point has an invalid value"

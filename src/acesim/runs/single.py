@@ -76,7 +76,7 @@ def execute(
     workload = case.workload
     if isinstance(workload, Graph):
         graph = workload
-        warmup = 0 if graph.iterations == 1 else opts.warmup
+        warmup = 0 if graph.iterations == 1 else opts.warmup  # one iteration: measured whole
         problem = measurement_problem(graph.iterations, warmup)
         if problem:
             raise ConfigError(
