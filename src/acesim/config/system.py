@@ -30,6 +30,7 @@ from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError, config_error_from
 from .validators import (
     MAX_NPUS,
+    DimensionSize,
     NonNegativeFloat,
     NonNegativeSeconds,
     NpuCount,
@@ -240,7 +241,9 @@ class DimensionConfig(Strict):
         None, description="unique; default local, vertical, horizontal, then dim3, dim4 ..."
     )
     kind: DimensionKind = "ring"
-    size: NpuCount = Field(description="NPUs along this dimension")
+    size: DimensionSize = Field(
+        description="NPUs along this dimension (at most 2**20, MAX_DIMENSION_SIZE)"
+    )
     link_bandwidth: PositiveBytesPerSecond = Field(description="one link, one direction, B/s")
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="links of this dimension at each NPU")
