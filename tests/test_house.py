@@ -248,7 +248,7 @@ def test_ideal_bounds_ace_and_ace_beats_the_best_baseline_on_large_batch_dlrm() 
     ideal, ace, base = (comp.best(k).iteration_time for k in ("ideal", "ace", "baseline"))
     assert ideal <= ace <= base
     # The bound is met by pipelining as finely as ACE does (its SRAM-sized pieces).
-    assert comp.best("ideal").info.variant == "ideal, ace's pieces"
+    assert comp.best("ideal").info.variant == "ideal, as ace"
 
 
 # -- provenance ------------------------------------------------------------------------------

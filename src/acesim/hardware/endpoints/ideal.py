@@ -72,8 +72,20 @@ class IdealEndpoint(Endpoint):
     def max_chunk_bytes(self) -> float | None:
         return self.limit
 
+
+class _IdealAtOthersEfficiency(IdealEndpoint):
+    """The ideal endpoint with another kind's link payload fractions (a separate class, so that
+    the plain one keeps every hook of the free base endpoint: exact mode's vectorized path
+    takes only endpoints that override none)."""
+
     def link_efficiency(self, kind: str) -> float | None:
         return self.efficiencies.get(kind)
+
+
+def _build(ctx: EndpointContext) -> IdealEndpoint:
+    if ctx.settings.link_efficiency:
+        return _IdealAtOthersEfficiency(ctx)
+    return IdealEndpoint(ctx)
 
 
 def _runs_somewhere(algorithm: str, op: str, system: SystemConfig) -> bool:
@@ -140,7 +152,7 @@ KIND = EndpointKind(
     summary="collectives cost the endpoint nothing, with the best algorithm and pieces any "
     "endpoint may use (its variants; the bound on every kind of the same case)",
     settings=IdealSettings,
-    build=IdealEndpoint,
+    build=_build,
     check=_check,
     variants=_variants,
     role="bound",
