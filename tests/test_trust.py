@@ -282,3 +282,74 @@ def test_a_slow_npu_written_into_per_rank_graphs_runs_in_exact_mode() -> None:
     result, execution = execute(case.with_system(case.system.with_endpoint("ideal")))
     assert result.iteration_time >= 2 * layers * duration * 1.3
     assert execution.redone >= 1
+
+
+# ---- item 1: ideal is a bound on every endpoint
+
+
+def test_ideal_is_at_least_as_fast_as_nvls_on_b200() -> None:
+    """`acesim collective -s b200-nvswitch-8 --sizes 1KiB --endpoint nvls` was 7x faster than
+    `--endpoint ideal`, which ran the ring with algorithm null."""
+    args = ["collective", "-s", "b200-nvswitch-8", "--sizes", "1KiB", "--json", "--endpoint"]
+    nvls = _json(*args, "nvls")["results"][0]
+    ideal = _json(*args, "ideal")["results"][0]
+    assert ideal["time"] <= nvls["time"] * (1 + 1e-9)
+    assert ideal["algorithm"] == "nvls"
+
+
+def test_ideal_takes_the_copy_engines_link_efficiency_on_gb200() -> None:
+    system = resolve_system("gb200-nvl72")
+    for op in ("all-gather", "all-to-all"):
+        ce = acesim.simulate_collective(system, op, 64 * 2**20, endpoint="copy_engine").time
+        ideal = acesim.simulate_collective(system, op, 64 * 2**20, endpoint="ideal").time
+        assert ideal <= ce * (1 + 1e-9), op
+
+
+# ---- item 3: more bandwidth never reports a slower collective without saying why
+
+
+def test_the_collective_table_says_when_the_tuner_kept_a_slower_choice() -> None:
+    out = runner.invoke(
+        app,
+        [
+            "collective",
+            "-s",
+            "h100-nvswitch-8",
+            "--nodes",
+            "2",
+            "--sizes",
+            "64MiB",
+            "--set",
+            "network.dimensions[0].link_bandwidth=50 GB/s",
+        ],
+        env={"COLUMNS": "300"},
+    )
+    assert out.exit_code == 0, out.output
+    assert "flat_ring simulates" in out.output and "kept NCCL's choice" in out.output
+
+
+# ---- item 4: bounded work
+
+
+def test_an_llm_global_batch_past_the_bound_is_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", "-s", "h100-nvswitch-8", "-w", "llama3-8b", "--parallel", "tp=8"]
+    line = cli_error(monkeypatch, capsys, *args, "--global-batch", str(10**12))
+    assert "--global-batch: makes 1000000000000 micro-batches to simulate" in line
+    assert "more than the bound 4096" in line
+
+
+def test_a_2_to_the_31_npu_dimension_is_refused_at_validation(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(
+        monkeypatch,
+        capsys,
+        "collective",
+        "--sizes",
+        "1MiB",
+        "--set",
+        f"network.dimensions[0].size={2**31}",
+    )
+    assert "network.dimensions[0].size: must be at most 1048576" in line
