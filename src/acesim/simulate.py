@@ -46,6 +46,7 @@ def simulate_collective(
     variation: Variation | None = None,
     root: int | None = None,
     tuner_check: bool = True,
+    bound_variants: bool = True,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -73,6 +74,9 @@ def simulate_collective(
         tuner_check: where the tuner chose among ``collective.choices``, also simulate the
             other candidates; if one is faster, the result's ``tuner`` says so (NCCL's choice
             is kept, as NCCL would: :mod:`acesim.network.tuner_check`).
+        bound_variants: False runs the bound kind (``ideal``) as configured only (the free
+            endpoint on the system's own choices: what closed-form checks of an algorithm's
+            cost want), not its best variant; then it bounds no other kind.
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -84,7 +88,7 @@ def simulate_collective(
         cfg = cfg.with_endpoint(endpoint)
     args = (op, nbytes, exact, dims, group, compute, compute_kernels, host_copy, variation, root)
     kind = ENDPOINT_KINDS.get(cfg.endpoint.kind)
-    if kind.role != "bound":
+    if kind.role != "bound" or not bound_variants:
         result, predicted = _simulate(cfg, *args)
         if tuner_check and result.algorithm is not None and len(predicted) > 1:
             check = check_choice(predicted, result.algorithm, result.time, _forced(cfg, args))
