@@ -49,7 +49,8 @@ _TIME = {
 }
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z\u00b5\u03bc/]*)\s*$")
+# ASCII digits only: Python's float() reads "٨" and "８" as 8
+_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z\u00b5\u03bc/]*)\s*$", re.ASCII)
 
 #: longer quantity text is refused before it is parsed (no quantity needs more)
 _MAX_TEXT = 200
@@ -162,19 +163,33 @@ def _finite(number: float, scale: float, field: str, value: object) -> float:
     return result
 
 
+#: most sizes one size list or range may expand to
+MAX_SIZES = 10_000
+
+
+def _whole_bytes(size: float, field: str, text: str) -> float:
+    if size <= 0:
+        raise UnitError(field, "sizes must be positive", text)
+    if size != math.floor(size):
+        raise UnitError(field, "sizes are whole bytes (no half a byte)", text)
+    return size
+
+
 def parse_size_range(text: str, field: str = "sizes") -> list[int]:
-    """Expand ``"1KiB:1GiB"`` (x2 steps) or ``"1KiB:1GiB:x4"`` or ``"4MiB"`` or ``"1MiB,8MiB"``."""
+    """Expand ``"1KiB:1GiB"`` (x2 steps) or ``"1KiB:1GiB:x4"`` or ``"4MiB"`` or ``"1MiB,8MiB"``
+    (whole bytes; at most :data:`MAX_SIZES` sizes)."""
+    if len(text) > MAX_SIZES * 20:
+        raise UnitError(field, f"must be at most {MAX_SIZES * 20} characters long", text[:60])
     if "," in text:
         sizes: list[int] = []
         for part in text.split(","):
             sizes.extend(parse_size_range(part.strip(), field))
+            if len(sizes) > MAX_SIZES:
+                raise UnitError(field, f"expands to more than {MAX_SIZES} sizes", text[:60])
         return sizes
     parts = text.split(":")
     if len(parts) == 1:
-        size = parse_quantity(parts[0], "size", field)
-        if size <= 0:
-            raise UnitError(field, "sizes must be positive", text)
-        return [int(size)]
+        return [int(_whole_bytes(parse_quantity(parts[0], "size", field), field, text))]
     if len(parts) not in (2, 3):
         raise UnitError(field, "expected MIN:MAX or MIN:MAX:xFACTOR", text)
     low = parse_quantity(parts[0], "size", field)
@@ -182,16 +197,17 @@ def parse_size_range(text: str, field: str = "sizes") -> list[int]:
     factor = 2.0
     if len(parts) == 3:
         step = parts[2].strip().lstrip("x*")
-        try:
-            factor = float(step)
-        except ValueError:
-            raise UnitError(field, "step must look like x2 or x4", text) from None
-    if low <= 0 or high <= 0:
-        raise UnitError(field, "sizes must be positive", text)
+        if not re.fullmatch(r"[0-9]+(\.[0-9]*)?", step, re.ASCII):
+            raise UnitError(field, "step must look like x2 or x4", text)
+        factor = float(step)
+    _whole_bytes(low, field, text)
+    _whole_bytes(high, field, text)
     if high < low:
         raise UnitError(field, "MAX must not be below MIN", text)
     if factor <= 1.0:
         raise UnitError(field, "step factor must be above 1", text)
+    if math.log(high / low) / math.log(factor) > MAX_SIZES:
+        raise UnitError(field, f"expands to more than {MAX_SIZES} sizes", text)
     out = []
     size = low
     while size <= high * (1 + 1e-12):

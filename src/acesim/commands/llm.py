@@ -87,7 +87,12 @@ def llm_case(
     )
     try:
         return make_llm_case(
-            system, model, par, precision=precision or "bf16", nodes=nodes, overrides=overrides
+            system,
+            model,
+            par,
+            precision="bf16" if precision is None else precision,
+            nodes=nodes,
+            overrides=overrides,
         )
     except ConfigError as err:
         flag = FLAGS.get(err.field) or _flag(err.field)

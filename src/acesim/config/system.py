@@ -31,6 +31,7 @@ from .power import LinkPowerConfig, NPUPowerConfig, check_link_power, check_npu_
 from .strict import Strict as Strict
 from .validators import (
     MAX_NPUS,
+    DimensionSize,
     NonNegativeFloat,
     NonNegativeSeconds,
     NpuCount,
@@ -243,7 +244,9 @@ class DimensionConfig(Strict):
         None, description="unique; default local, vertical, horizontal, then dim3, dim4 ..."
     )
     kind: DimensionKind = "ring"
-    size: NpuCount = Field(description="NPUs along this dimension")
+    size: DimensionSize = Field(
+        description="NPUs along this dimension (at most 2**20, MAX_DIMENSION_SIZE)"
+    )
     link_bandwidth: PositiveBytesPerSecond = Field(description="one link, one direction, B/s")
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="links of this dimension at each NPU")

@@ -54,6 +54,8 @@ from .quantities import (
 __all__ = [
     "MAX_COUNT",
     "MAX_NPUS",
+    "MAX_DIMENSION_SIZE",
+    "DimensionSize",
     "Check",
     "show_number",
     "finite",
@@ -94,6 +96,13 @@ MAX_COUNT = 2**53
 #: headroom while every rank stays a 32-bit number and every product of an NPU count with a
 #: size or a rate stays far from float overflow; a larger count is a typo, never a machine.
 MAX_NPUS = 2**32
+
+#: Largest size of one network dimension: 2**20 (about 1e6). An algorithm plans a step per
+#: member of a dimension (a ring's ``p - 1``, a chain's ``pieces + p - 2``, an all-to-all's
+#: ``p - 1`` messages of distinct sizes), so a dimension of 2**31 would need hundreds of GB
+#: before time starts (a MemoryError, not an answer); 2**20 keeps a phase's plan near a million
+#: steps while the largest fabrics join on the order of 1e4-1e5 nodes on one dimension.
+MAX_DIMENSION_SIZE = 2**20
 
 
 def show_number(value: object, unit: str = "") -> str:
@@ -252,6 +261,12 @@ NonNegativeInt = Annotated[
 #: a number of NPUs (a dimension's size, a network's size): 1 to MAX_NPUS
 NpuCount = Annotated[
     int, BeforeValidator(whole_number()), AfterValidator(all_of(at_least(1), at_most(MAX_NPUS)))
+]
+#: the size of one network dimension: 1 to MAX_DIMENSION_SIZE
+DimensionSize = Annotated[
+    int,
+    BeforeValidator(whole_number()),
+    AfterValidator(all_of(at_least(1), at_most(MAX_DIMENSION_SIZE))),
 ]
 #: a finite number above 0 (weights, bytes per byte)
 PositiveFloat = Annotated[float, BeforeValidator(real_number()), AfterValidator(positive())]

@@ -2,8 +2,10 @@
 
 The measured iterations are ``warmup .. iterations-2``: iteration ``k`` runs from the moment it
 becomes ready to the moment iteration ``k+1`` does, so the window is ``[start(warmup),
-start(iterations-1))`` and every figure is a mean per measured iteration. A single iteration
-without warm-up is measured as the whole run (its communication tail included). In the window:
+start(iterations-1))`` and every figure is a mean per measured iteration. Without warm-up the
+whole run is measured (``[0, makespan]``, its communication tail included, every iteration
+counted): the cold first iteration's window would otherwise end while its own updates still
+run, shorter than its compute. In the window:
 
 * ``iteration_time``: window length / measured iterations (s);
 * ``compute_time`` / ``compute_time_alone``: kernels of the measured iterations, as run and at
@@ -236,8 +238,8 @@ def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) ->
 
 def measured_iterations(iterations: int, warmup: int) -> list[int]:
     """The iterations a run of ``iterations`` with ``warmup`` dropped measures (see module)."""
-    if iterations == 1 and warmup == 0:
-        return [0]
+    if warmup == 0:
+        return list(range(iterations))
     return list(range(warmup, iterations - 1))
 
 
@@ -257,7 +259,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
             "exists",
             location=ex.graph.name or "graph",
         )
-    whole_run = iters == 1
+    whole_run = info.warmup == 0
     if whole_run:
         lo, hi = 0.0, ex.makespan
         snap_lo, snap_hi = ex.snapshots[0], ex.final
@@ -316,7 +318,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         hbm_comm = 0.0  # rounding of two integrals of the same traffic
     comm_time = 0.0
     for k in measured:
-        start = ex.iteration_start.get(k, lo) if not whole_run else lo
+        start = ex.iteration_start.get(k, lo)
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
     bound_by: dict[str, float] = {}

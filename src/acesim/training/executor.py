@@ -39,6 +39,11 @@ from .bounds import BoundRecorder
 MAX_REDOS = 4
 
 
+class _Stalled(SimulationError):
+    """Nodes never ran: the run ended with ranks waiting on each other (see
+    :meth:`GraphExecutor._agreed`)."""
+
+
 @dataclass
 class NodeRecord:
     """What happened to one node at one simulated rank (times in s)."""
@@ -324,6 +329,10 @@ class GraphExecutor:
             return self._every_rank()
         try:
             return self._run()
+        except _Stalled:
+            if not self.platform.exact or self.platform.collectives.agreed:
+                raise
+            return self._agreed()
         except vectorized.Diverged:
             return self._every_rank()
         except vectorized.Conflict as conflict:
@@ -339,6 +348,23 @@ class GraphExecutor:
             )
             again.redone = self.redone + 1
             return again.run()  # its execution counts every redo before it (see _run)
+
+    def _agreed(self) -> Execution:
+        """The run redone with chunk phases admitted in agreed orders
+        (:meth:`~acesim.network.collective.CollectiveRuntime.agree`): per-rank graphs that
+        run at different speeds (a slow NPU written into a trace's durations) stalled with each
+        NPU picking its own order, as only platforms with a variation agree by default."""
+        platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+        platform.collectives.agree()
+        again = GraphExecutor(
+            platform,
+            self.graph,
+            self.on_iteration,
+            event_path=self.event_path,
+            replicate=self._replicate,
+        )
+        again.redone = self.redone + 1
+        return again.run()
 
     def _every_rank(self) -> Execution:
         """The run redone with every rank simulated (replicated ranks would have differed)."""
@@ -371,7 +397,7 @@ class GraphExecutor:
         for st in self.states:
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
-                raise SimulationError(
+                raise _Stalled(
                     f"rank {st.rank}: {len(unfinished)} nodes never ran (first: "
                     f"{st.nodes[unfinished[0]].name!r}); a receive without a matching send, "
                     "or a collective some ranks never issue"

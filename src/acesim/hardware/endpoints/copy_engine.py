@@ -316,6 +316,13 @@ class CopyEngineEndpoint(Endpoint):
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
+def _link_efficiency(settings: CopyEngineSettings, system: SystemConfig) -> dict[str, float]:
+    """The engines' writes' payload fraction, per step kind they drive (see the settings)."""
+    if settings.link_efficiency is None:
+        return {}
+    return {GATHER: settings.link_efficiency, ALLTOALL: settings.link_efficiency}
+
+
 KIND = EndpointKind(
     name="copy_engine",
     label="copy engine",
@@ -326,4 +333,5 @@ KIND = EndpointKind(
     check=_check,
     variants=_variants,
     channel_fields=("fallback_units",),
+    link_efficiency=_link_efficiency,
 )
