@@ -33,7 +33,9 @@ def cli_error(
 def cli_stdout(*args: str) -> str:
     """Run ``acesim ARGS`` in this process; it must succeed. Its standard output."""
     out = CliRunner().invoke(app, list(args))
-    assert out.exit_code == 0, f"acesim {' '.join(args)}: {out.stderr or out.exception!r}"
+    assert out.exit_code == 0, (
+        f"acesim {' '.join(args)} exited {out.exit_code}: {out.stderr.strip()} {out.exception!r}"
+    )
     return out.stdout
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "DATA_DIR",
     "Difference",
     "compare_numbers",
+    "entry",
     "numbers_of",
     "prepare_inputs",
     "read_corpus",
@@ -318,10 +319,11 @@ class Difference:
 def compare_numbers(
     case: str, old: Mapping[str, float], new: Mapping[str, float]
 ) -> list[Difference]:
-    """Every metric whose value is not bit-identical (or that only one side has)."""
+    """Every metric whose value is not bit-identical (or that only one side has); an integer
+    and the float of the same value are the same number, 0.0 and -0.0 are not."""
     out = []
     for metric in sorted(set(old) | set(new)):
         a, b = old.get(metric), new.get(metric)
-        if a is None or b is None or a != b:
+        if a is None or b is None or float(a).hex() != float(b).hex():
             out.append(Difference(case, metric, a, b))
     return out

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from golden_cases import CASES, KINDS, GoldenCase
-from golden_corpus import Difference, compare_numbers, read_corpus, run_case
+from golden_corpus import Difference, compare_numbers, entry, read_corpus, run_case, write_corpus
 
 RECORDED = read_corpus()
 
@@ -86,9 +86,9 @@ def test_studies_unchanged(case: GoldenCase, inputs: Path) -> None:
 def test_the_corpus_records_every_case_and_nothing_else() -> None:
     listed = {c.id: c for c in CASES}
     assert sorted(RECORDED) == sorted(listed), "python scripts/golden.py --update"
-    for case_id, entry in RECORDED.items():
-        assert entry["run"] == listed[case_id].how(), case_id
-        assert entry["numbers"], case_id
+    for case_id, recorded in RECORDED.items():
+        assert recorded["run"] == listed[case_id].how(), case_id
+        assert recorded["numbers"], case_id
     # every run kind, and at least 300 simulations (a collective case runs one per size)
     assert {c.kind for c in CASES} == set(KINDS)
     sizes = sum(
@@ -106,3 +106,13 @@ def test_a_moved_number_is_reported_with_old_new_and_relative_difference() -> No
     assert differences[1].relative == 2**-52
     assert str(differences[1]) == "c: busbw: 1.0 -> 1.0000000000000002 (+2.220e-16)"
     assert differences[0].old is None and differences[2].new is None
+
+
+def test_recorded_numbers_read_back_bit_for_bit(tmp_path: Path) -> None:
+    case = CASES[0]
+    numbers = {"a": 0.1 + 0.2, "b": 5e-324, "c": 1.7976931348623157e308, "d": 2**53, "e": -0.0}
+    write_corpus({case.id: entry(case, numbers)}, tmp_path)
+    back = read_corpus(tmp_path)[case.id]["numbers"]
+    assert compare_numbers(case.id, numbers, back) == []
+    assert compare_numbers(case.id, {"e": -0.0}, {"e": 0.0}) != []
+    assert compare_numbers(case.id, {"n": 8}, {"n": 8.0}) == []
