@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from clitools import cli_error, cli_json
+from clitools import cli_error, cli_json_stderr
 from typer.testing import CliRunner
 
 from acesim import __version__, preset_names
@@ -132,8 +132,8 @@ def test_collectives_symmetric_mode_cannot_run_run_exact_and_say_why(
     args: list[str], what: str
 ) -> None:
     base = ["collective", "--system", "dgx-h100", "--sizes", "1MiB", "--json", *args]
-    switched, stderr = cli_json(*base)
-    asked, _ = cli_json(*base, "--exact")
+    switched, stderr = cli_json_stderr(*base)
+    asked, _ = cli_json_stderr(*base, "--exact")
     assert switched["results"][0]["mode"] == "exact" and what in stderr
     assert switched["results"][0]["time"] == asked["results"][0]["time"]
 

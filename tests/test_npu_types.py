@@ -11,7 +11,7 @@ import json
 
 import pytest
 import systems
-from clitools import cli_error, cli_json, iteration_time
+from clitools import cli_error, cli_json_stderr, iteration_time
 from systems import dim, make_system
 from typer.testing import CliRunner
 
@@ -207,14 +207,14 @@ def test_cli_npu_flag_on_run_and_collective(
 
     slower = iteration("--npu", "ranks=4-7,hbm_bandwidth='450 GB/s'")  # half the system's
     assert slower > iteration()
-    switched, stderr = cli_json(*base, "--npu", "ranks=4-7,hbm_bandwidth='450 GB/s'")
+    switched, stderr = cli_json_stderr(*base, "--npu", "ranks=4-7,hbm_bandwidth='450 GB/s'")
     assert switched["iteration_time"] == slower and "NPU types" in stderr
     unknown = cli_error(monkeypatch, capsys, *base, "--exact", "--npu", "ranks=1,preset=tpu")
     assert "unknown NPU preset" in unknown and "tpu" in unknown
     coll = ["collective", "--sizes", "1MiB", "--endpoint", "baseline", "--json"]
     fine = CliRunner().invoke(app, [*coll, "--exact", "--npu", "ranks=0-1,preset=a100-sxm"])
     assert fine.exit_code == 0, fine.output
-    switched, stderr = cli_json(*coll, "--npu", "ranks=0-1,preset=a100-sxm")
+    switched, stderr = cli_json_stderr(*coll, "--npu", "ranks=0-1,preset=a100-sxm")
     times = [r["time"] for r in json.loads(fine.stdout)["results"]]
     assert [r["time"] for r in switched["results"]] == times and "NPU types" in stderr
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import cli_error, cli_json, iteration_time
+from clitools import cli_error, cli_json_stderr, iteration_time
 from systems import dim, make_system
 
 from acesim.config.system import SystemConfig
@@ -165,5 +165,5 @@ def test_cli_placement_flag(
     bad.write_text("0 1 2")
     error = cli_error(monkeypatch, capsys, *base, "--exact", "--placement", str(bad))
     assert "--placement: expected a JSON list of NPU positions" in error
-    switched, stderr = cli_json(*base, "--placement", str(good))
+    switched, stderr = cli_json_stderr(*base, "--placement", str(good))
     assert switched["info"]["mode"] == "exact" and "a placement" in stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import systems
-from clitools import cli_error, cli_json, iteration_time
+from clitools import cli_error, cli_json_stderr, iteration_time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -261,7 +261,7 @@ def test_cli_straggler_flag_and_its_errors(
     base = ["run", "--endpoint", "ideal", "--npus", "8", "-n", "1", "--warmup", "0", "-w", "gnmt"]
     base += ["--set", "collective.chunks=1", "--loop", "no_overlap"]
     slow = ["--straggler", "rank=3,slowdown=1.3", "--json"]
-    switched, stderr = cli_json(*base, *slow)  # exact mode, and it says so
+    switched, stderr = cli_json_stderr(*base, *slow)  # exact mode, and it says so
     assert switched["info"]["mode"] == "exact" and "stragglers" in stderr
     assert switched["iteration_time"] == iteration_time(*base, "--exact", *slow)
     bad = cli_error(monkeypatch, capsys, *base, "--exact", "--straggler", "rank=3,slow=1.3")
@@ -311,7 +311,7 @@ def test_collective_command_takes_link_changes(
     slow = float(rerouted.output.split(time)[1].split(",")[0])
     assert slow > float(fine.output.split(time)[1].split(",")[0])
     failed = ["--link", "dim=0,rank=3,direction=+,failed=true"]
-    switched, stderr = cli_json(*[b for b in base if b != "--exact"], *failed)
+    switched, stderr = cli_json_stderr(*[b for b in base if b != "--exact"], *failed)
     assert switched["results"][0]["mode"] == "exact" and "link changes" in stderr
     assert switched["results"][0]["time"] == slow
 

@@ -131,6 +131,9 @@ def collective_command(
         f"{results[0].mode})"
     )
     console.print(_sizes_table(title, results))
+    for r in results:
+        if r.tuner is not None:  # the tuner's choice is kept, as NCCL would: say so
+            err_console.print(f"[dim]{format_size(r.size)}: {r.tuner['note']}[/dim]")
     if any(r.algorithm == "collnet" for r in results):
         err_console.print(
             "[dim]collnet assumes the scale-out switches reduce (SHARP enabled on the cluster: "
@@ -161,15 +164,15 @@ def _sizes_table(title: str, results: list[CollectiveResult]) -> Table:
     ]
     for name, values in rates.items():
         scale, unit = column_scale(values, "B/s")
-        columns.append((f"{name} ({unit})", lambda _r, i, v=values, s=scale: f"{v[i] / s:.4g}"))
+        columns.append((f"{name} ({unit})", _rate(values, scale)))
     if any(r.algorithm is not None for r in results):
         columns.append(("algo", lambda r, _i: r.algorithm or "-"))
     if any(r.protocol is not None for r in results):
         columns.append(("protocol", lambda r, _i: r.protocol or "-"))
     columns.append(("SMs", lambda r, _i: f"{r.comm_units:g}"))
     if any(r.compute for r in results):
-        for head, key in (("kernel slowdown", "kernel"), ("coll. slowdown", "collective")):
-            columns.append((head, lambda r, _i, k=key: _slowdown(r, k)))
+        columns.append(("kernel slowdown", lambda r, _i: _slowdown(r, "kernel")))
+        columns.append(("coll. slowdown", lambda r, _i: _slowdown(r, "collective")))
     columns.append(("bound by (busy)", lambda r, _i: _bound(r)))
     table = Table(title=title)
     for head, _cell in columns:
@@ -180,6 +183,11 @@ def _sizes_table(title: str, results: list[CollectiveResult]) -> Table:
 
 
 _TEXT = ("algo", "protocol", "bound by (busy)")
+
+
+def _rate(values: list[float], scale: float) -> Cell:
+    """The cell of one bandwidth column, in the column's unit."""
+    return lambda _r, i: f"{values[i] / scale:.4g}"
 
 
 def _slowdown(r: CollectiveResult, what: str) -> str:

@@ -62,6 +62,9 @@ class CollectiveResult:
     #: engines, comm units, latency and waiting); ``bound`` is the largest
     bound: str = ""
     bound_by: dict[str, float] = field(default_factory=dict)
+    #: where the tuner chose one algorithm and another candidate simulates faster: both, and
+    #: a note (:func:`acesim.network.tuner_check.check_choice`); None otherwise
+    tuner: dict[str, Any] | None = None
     version: str = __version__
     #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
     mode_note: str = ""

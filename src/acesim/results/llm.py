@@ -30,6 +30,7 @@ from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
 from ..version import __version__
 from ..workload.llm.memory import TERMS
+from .energy import EnergyResult, energy_rows
 from .protocol import Table
 
 __all__ = ["LlmResult", "idle_breakdown", "SCHEMA"]
@@ -90,6 +91,9 @@ class LlmResult:
     mode_note: str = ""
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: energy per iteration and per token, average power (acesim.results.energy); None: the
+    #: NPU has no power model ([npu.power])
+    energy: EnergyResult | None = None
     variant: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     bound_by: dict[str, float] = field(default_factory=dict)
@@ -152,7 +156,7 @@ class LlmResult:
         for kind, seconds in self.exposed.items():
             if kind not in ("cp", "ep") or self.parallel_sizes.get(kind, 1) > 1:
                 rows.append((f"exposed {kind.upper()} comm", format_time(seconds)))
-        return rows
+        return rows + energy_rows(self.energy)
 
     @property
     def parallel_sizes(self) -> dict[str, int]:

@@ -11,7 +11,7 @@ event path, the result saying why) and reports its figures
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,15 +20,17 @@ from ..config.experiment import RunOptions
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig, defaults
 from ..config.variation import Variation
-from ..errors import ConfigError, SimulationError
+from ..errors import ConfigError, SimulationError, TopologyError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Kernel, Roofline
 from ..hardware.platform import Platform
 from ..hardware.strategy import Strategy
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
+from ..network.tuner_check import check_choice
 from ..network.vectorized import run_alone
 from ..results.collective import CollectiveResult, bus_factor
+from ..results.jsonout import first_non_finite
 from ..results.protocol import scalar_settings
 from ..training.bounds import BoundRecorder, collective_bounds
 from ..training.strategy import decide, mode_note
@@ -57,6 +59,9 @@ class CollectiveCase:
     kernels: tuple[Kernel, ...] | None = None
     host_copy: tuple[float, str] | None = None
     root: int | None = None
+    #: where the tuner chose among ``collective.choices``, also simulate the other candidates
+    #: and say in the result's ``tuner`` when one is faster (:mod:`acesim.network.tuner_check`)
+    tuner_check: bool = True
 
     def with_system(self, system: SystemConfig) -> CollectiveCase:
         """The same case on another system (an endpoint variant)."""
@@ -99,6 +104,7 @@ def make_collective_case(
     compute_kernels: Sequence[Kernel] | None = None,
     host_copy: tuple[float, str] | None = None,
     root: int | None = None,
+    tuner_check: bool = True,
     **option_changes: Any,
 ) -> CollectiveCase:
     """Resolve a collective case (arguments as :func:`simulate_collective`'s; ConfigErrors
@@ -113,7 +119,16 @@ def make_collective_case(
     opts = run_options(options, **option_changes)
     kernels = _kernels(compute, compute_kernels)
     return CollectiveCase(
-        cfg, op, nbytes, opts, tuple(dims) if dims else None, group, kernels, host_copy, root
+        cfg,
+        op,
+        nbytes,
+        opts,
+        tuple(dims) if dims else None,
+        group,
+        kernels,
+        host_copy,
+        root,
+        tuner_check,
     )
 
 
@@ -131,6 +146,8 @@ def simulate_collective(
     host_copy: tuple[float, str] | None = None,
     variation: Variation | None = None,
     root: int | None = None,
+    tuner_check: bool = True,
+    bound_variants: bool = True,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -141,7 +158,8 @@ def simulate_collective(
         size: bytes, or text such as ``"64 MiB"``.
         exact: simulate every NPU instead of one representative (a rooted operation or
             ``variation`` runs in exact mode anyway, and the result's ``mode_note`` says so).
-        endpoint: override the system's endpoint kind (a registered kind).
+        endpoint: override the system's endpoint kind (a registered kind). The bound kind
+            (``ideal``) is run in every one of its variants and the fastest is returned.
         dims: dimensions the collective spans (default: all).
         group: or a communicator group (:class:`acesim.network.Group`), e.g. half a node.
         compute: optional concurrent compute kernel ``(FLOPs, HBM bytes)`` started with the
@@ -155,6 +173,12 @@ def simulate_collective(
             (:class:`acesim.config.variation.Variation`; exact mode).
         root: a rooted operation's root (broadcast, reduce), its position in the group
             (default 0).
+        tuner_check: where the tuner chose among ``collective.choices``, also simulate the
+            other candidates; if one is faster, the result's ``tuner`` says so (NCCL's choice
+            is kept, as NCCL would: :mod:`acesim.network.tuner_check`).
+        bound_variants: False runs the bound kind (``ideal``) as configured only (the free
+            endpoint on the system's own choices: what closed-form checks of an algorithm's
+            cost want), not its best variant; then it bounds no other kind.
     """
     changes: dict[str, Any] = {"mode": "exact" if exact else "symmetric"}
     if variation:
@@ -175,9 +199,20 @@ def simulate_collective(
         compute_kernels=compute_kernels,
         host_copy=host_copy,
         root=root,
+        tuner_check=tuner_check,
         **changes,
     )
-    return execute_collective(case)[0]
+    kind = ENDPOINT_KINDS.get(case.system.endpoint.kind)
+    if kind.role != "bound" or not bound_variants:
+        return _collective(case, tuner_check)
+    # the bound: every variant (another kind's algorithms and pieces at no cost), the fastest
+    best: CollectiveResult | None = None
+    for v in kind.variants_of(case.system):
+        result = _collective(case.with_system(case.system.with_endpoint(None, **v.changes)))
+        if best is None or result.time < best.time:
+            best = result
+    assert best is not None  # variants_of returns at least one
+    return best
 
 
 def _nothing() -> None:
@@ -200,9 +235,45 @@ def execute_collective(
     case: CollectiveCase, *, trace: bool = False, variant: str = "", **_hooks: Any
 ) -> tuple[CollectiveResult, None]:
     """Simulate the case (module docstring); the result (no execution: a collective run has
-    no graph). ``trace`` is refused (traces show training runs)."""
+    no graph). ``trace`` is refused (traces show training runs). The bound kind skips the
+    tuner check (its variants search the algorithms)."""
     if trace:
         raise ConfigError("--trace", "shows training runs, not one collective", True)
+    check = case.tuner_check and ENDPOINT_KINDS.get(case.system.endpoint.kind).role != "bound"
+    return _collective(case, check, variant), None
+
+
+def _collective(case: CollectiveCase, check: bool = False, variant: str = "") -> CollectiveResult:
+    """The case's result; with ``check``, the tuner's choice checked against the other
+    candidates (:func:`~acesim.network.tuner_check.check_choice`)."""
+    result, predicted = _simulate(case, variant)
+    if check and result.algorithm is not None and len(predicted) > 1:
+        checked = check_choice(predicted, result.algorithm, result.time, _forced(case))
+        if checked is not None:
+            result = replace(result, tuner=checked.to_dict())
+    return result
+
+
+def _forced(case: CollectiveCase) -> Callable[[str], float | None]:
+    """``algorithm`` -> the collective's time with it forced (None: it cannot run)."""
+
+    def simulate(algorithm: str) -> float | None:
+        cfg = case.system
+        collective = cfg.collective.model_copy(update={"algorithm": algorithm})
+        forced = cfg.model_copy(update={"collective": collective})
+        try:
+            return _simulate(case.with_system(forced), "")[0].time
+        except (ConfigError, TopologyError):
+            return None
+
+    return simulate
+
+
+def _simulate(
+    case: CollectiveCase, variant: str
+) -> tuple[CollectiveResult, tuple[tuple[str, float], ...]]:
+    """One simulation of the case, and the tuner's predicted time of each candidate
+    algorithm (empty: no choice made)."""
     strategy = _strategy(case)
     cfg = case.system
     platform = Platform(cfg, strategy)
@@ -273,7 +344,19 @@ def execute_collective(
         variant=variant or ENDPOINT_KINDS.get(cfg.endpoint.kind).label,
         settings=scalar_settings(cfg.endpoint.settings()),
     )
-    return result, None
+    where = first_non_finite(result.to_dict())
+    if where is not None:
+        raise SimulationError(
+            f"{case.op} of {case.size:g} bytes on {cfg.name} ({cfg.endpoint.kind}): {where} is "
+            "not finite (a cost beyond what the model can represent; check the system's "
+            "latencies, bandwidths and endpoint settings)"
+        )
+    predicted: tuple[tuple[str, float], ...] = ()
+    if coll.algorithm is not None and cfg.collective.algorithm is None:
+        predicted = platform.collectives.choose(
+            case.op, case.size, dims=case.dims, group=case.group
+        )[2].predicted
+    return result, predicted
 
 
 def _concurrent(

@@ -41,6 +41,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
 from ..precision import PRECISIONS, Precision
+from ..results.energy import EnergyResult, run_energy
 from ..results.llm import LlmResult, idle_breakdown
 from ..results.protocol import assumptions, scalar_settings
 from ..results.trace import enable_tracing
@@ -137,6 +138,16 @@ def _model(model: TransformerConfig | str) -> TransformerConfig:
     return MODELS.get(model, "workload.name")
 
 
+#: Most micro-batches one LLM iteration may have (per pipeline): each adds about 0.2 s and 1.6 MB
+#: of simulation (measured on the CI machine kind: llama3-8b on one node), so 4,096 is about a
+#: quarter of an hour, and ``--global-batch 10**12`` is refused at once instead of never ending.
+#: Raise it knowingly: ``make_llm_case(..., max_micro_batches=N)``.
+MAX_MICRO_BATCHES = 4096
+
+#: Simulation seconds per micro-batch of an LLM iteration, for the estimate in the refusal.
+SECONDS_PER_MICRO_BATCH = 0.2
+
+
 def make_llm_case(
     system: SystemLike,
     model: TransformerConfig | str,
@@ -148,8 +159,10 @@ def make_llm_case(
     iterations: int = 1,
     check_memory: bool = True,
     options: RunOptions | Mapping[str, Any] | None = None,
+    max_micro_batches: int = MAX_MICRO_BATCHES,
 ) -> LlmCase:
-    """Resolve an LLM case (module docstring); ConfigErrors name the field at fault.
+    """Resolve an LLM case (module docstring); ConfigErrors name the field at fault, among
+    them more than ``max_micro_batches`` micro-batches an iteration (the work bound).
     ``options``: how to run it (:func:`llm_options`; ``nodes`` is one of them)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
@@ -162,6 +175,17 @@ def make_llm_case(
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
+    if micro * iterations > max_micro_batches:
+        hours = micro * iterations * SECONDS_PER_MICRO_BATCH / 3600
+        raise ConfigError(
+            "parallel.global_batch",
+            f"makes {micro * iterations} micro-batches to simulate ({parallel.global_batch} "
+            f"sequences / (micro-batch {parallel.micro_batch} x dp {place.dp}), about "
+            f"{hours:.3g} hours at {SECONDS_PER_MICRO_BATCH} s each), more than the bound "
+            f"{max_micro_batches} (MAX_MICRO_BATCHES; make_llm_case(max_micro_batches=N) "
+            "raises it knowingly)",
+            parallel.global_batch,
+        )
     kind: Schedule = "interleaved" if parallel.vpp > 1 else "1f1b"
     stages = _stages(cfg, p, parallel, place)
     worst: dict[str, float] = {}
@@ -395,11 +419,21 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         mode_note=note,
         notes=[case.model.notes] if case.model.notes else [],
         assumptions=assumptions(system),
+        energy=_energy(execution, iters, npus, par.global_batch * par.seq),
         variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
         bound_by=bound_by,
         comm_bound_by=comm_by,
     )
+
+
+def _energy(execution: Execution, iterations: int, npus: int, tokens: int) -> EnergyResult | None:
+    """The run's energy (:func:`~acesim.results.energy.run_energy`) with its per-token figure
+    (``npus`` NPUs train on ``tokens`` tokens an iteration)."""
+    energy = run_energy(execution.platform, iterations)
+    if energy is not None:
+        energy.per_token = energy.per_iteration * npus / tokens
+    return energy
 
 
 def run_llm(

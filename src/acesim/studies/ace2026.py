@@ -56,6 +56,7 @@ from ..config.system import SystemConfig
 from ..errors import AcesimError, ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS, reference_kind
 from ..network.algorithms import NVLS_KINDS, phase_steps
+from ..results.energy import energy_summary
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
 from ..runs.compare import assemble, attempt, check_endpoints
@@ -323,6 +324,7 @@ def _run_summary(r: LlmResult, best_sm: float) -> dict[str, Any]:
         "bound_by": r.bound_by,
         "comm_bound": r.comm_bound,
         "comm_bound_by": r.comm_bound_by,
+        "energy": energy_summary(r.energy),
     }
 
 
