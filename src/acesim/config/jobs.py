@@ -78,8 +78,10 @@ class JobPlacement(Strict):
     """Where a job runs: node ranges, NPU ranges, a placement file (job rank r on NPU
     ``file[r]``), or a policy over ``count`` NPUs (``seed``: the random policy's)."""
 
-    nodes: str | None = Field(None, description="node ranges, e.g. '0-1' (a node: a coordinate "
-                              "of the outermost dimension)")
+    nodes: str | None = Field(
+        None,
+        description="node ranges, e.g. '0-1' (a node: a coordinate of the outermost dimension)",
+    )
     npus: str | None = Field(None, description="NPU position ranges, e.g. '0-35'")
     file: str | None = Field(None, description="a JSON list of NPU positions, one per job rank")
     policy: Literal["packed", "spread", "random"] | None = Field(None, description="a policy")

@@ -84,11 +84,12 @@ class JobResult:
 
     @property
     def shared_with(self) -> dict[str, float]:
-        """Seconds an iteration another job's traffic shared a resource bounding this one's."""
+        """Per other job, the most seconds an iteration its traffic shared one resource
+        bounding this job's (the resource they shared longest)."""
         out: dict[str, float] = {}
         for jobs in self.shared.values():
             for job, seconds in jobs.items():
-                out[job] = out.get(job, 0.0) + seconds
+                out[job] = max(out.get(job, 0.0), seconds)
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,9 +269,10 @@ class JobsResult:
         return out
 
     def tables(self) -> list[Table]:
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for job in self.jobs:
-            top = next(iter(job.shared_with.items()), None)
+            where = next(iter(job.shared), "")
+            top = next(iter(sorted(job.shared[where].items(), key=lambda kv: -kv[1])), None)
             rows.append(
                 (
                     job.name,
@@ -280,11 +282,19 @@ class JobsResult:
                     "-" if job.alone is None else f"{job.alone * 1e3:.4g}",
                     "-" if job.slowdown is None else f"{job.slowdown:.3f}x",
                     job.bound or "-",
-                    "-" if top is None else f"{top[0]} ({top[1] * 1e3:.3g} ms/iter)",
+                    "-" if top is None else f"{top[0]} on {where} ({top[1] * 1e3:.3g} ms/iter)",
                 )
             )
-        columns = ("job", "workload", "NPUs", "ms/iter", "alone", "slowdown", "bound by",
-                   "shared bottleneck with")
+        columns = (
+            "job",
+            "workload",
+            "NPUs",
+            "ms/iter",
+            "alone",
+            "slowdown",
+            "bound by",
+            "shared bottleneck with",
+        )
         return [Table("jobs", columns, rows)]
 
     def footnotes(self) -> list[str]:

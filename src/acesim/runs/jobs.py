@@ -4,7 +4,8 @@ A job is a training graph (a zoo model, a workload file, a Chakra trace), an LLM
 parallel configuration, or a loop of one collective (:mod:`acesim.config.jobs`), placed on
 NPUs of the shared system:
 
-* its NPUs: node ranges (a node is a coordinate of the outermost dimension), NPU ranges, a
+* its NPUs: node ranges (a node is a coordinate of the outermost dimension; a system of one
+  dimension is one node), NPU ranges, a
   placement file (job rank r on NPU ``file[r]``), or a policy over ``count`` NPUs, in the
   order of the spec after the explicit placements: ``packed`` takes the first free aligned
   block of ``count`` consecutive NPU positions, ``random`` one of the free aligned blocks
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -81,6 +83,8 @@ __all__ = [
 ]
 
 SpecLike = JobsSpec | Mapping[str, Any] | str | os.PathLike[str]
+
+_KIND_TAG = re.compile(r"^(jobs\[\d+\])\.(?:training|llm|collective)\b")
 
 #: Why the jobs kind runs its collectives on the event path.
 EVENTS = "every job's messages are heard for its bounds"
@@ -139,7 +143,10 @@ def load_jobs(spec: SpecLike) -> tuple[JobsSpec, Path]:
     try:
         return JobsSpec.model_validate(data), base
     except ValidationError as exc:
-        raise config_error_from(exc, JobsSpec) from None
+        error = config_error_from(exc, JobsSpec)
+        # the job's kind is the union's tag in pydantic's path: jobs[0].collective.size
+        path = _KIND_TAG.sub(r"\1", error.field)
+        raise ConfigError(path, error.rule, error.value, hint=error.hint) from None
 
 
 def make_jobs(spec: SpecLike, *, endpoint: str | None = None) -> JobsCase:
@@ -194,13 +201,19 @@ def _place(doc: JobsSpec, topology: Topology, base: Path) -> list[tuple[int, ...
     return [out[i] for i in range(len(doc.jobs))]
 
 
+def node_count(topology: Topology) -> int:
+    """The system's nodes: the outermost dimension's coordinates (one node with one
+    dimension)."""
+    return topology.dimensions[-1].size if len(topology.dimensions) > 1 else 1
+
+
 def _npus_of(
     place: Any, topology: Topology, base: Path, where: str, taken: Mapping[int, str], colocate: bool
 ) -> list[int]:
-    per_node = topology.npus // topology.dimensions[-1].size
+    count = node_count(topology)
+    per_node = topology.npus // count
     if place.nodes is not None:
         nodes = parse_ranges(place.nodes)
-        count = topology.dimensions[-1].size
         if max(nodes) >= count:
             raise ConfigError(f"{where}.nodes", f"the system has {count} nodes", place.nodes)
         return [node * per_node + j for node in nodes for j in range(per_node)]
@@ -223,7 +236,7 @@ def _policy(
     if count > n:
         raise ConfigError(f"{where}.count", f"is more than the system's {n} NPUs", count)
     if place.policy == "spread":
-        nodes = topology.dimensions[-1].size
+        nodes = node_count(topology)
         per_node = n // nodes
         if count % nodes:
             raise ConfigError(
@@ -263,9 +276,7 @@ def _block_shape(npus: Sequence[int], topology: Topology, where: str) -> tuple[i
     return shape
 
 
-def _job_graph(
-    job: Any, system: SystemConfig, doc: JobsSpec, where: str
-) -> tuple[Graph, int, str]:
+def _job_graph(job: Any, system: SystemConfig, doc: JobsSpec, where: str) -> tuple[Graph, int, str]:
     """A job's graph on its own system, the warm-up its measurement drops, its workload."""
     iterations = job.iterations or doc.iterations
     if isinstance(job, TrainingJob):
@@ -275,7 +286,10 @@ def _job_graph(
         if job.loop is not None:
             options["loop"] = job.loop
         case = make_case(
-            system, job.workload, batch_per_npu=job.batch_per_npu, precision=job.precision,
+            system,
+            job.workload,
+            batch_per_npu=job.batch_per_npu,
+            precision=job.precision,
             **options,
         )
         graph, warmup, _loop = case_graph(case)
@@ -304,12 +318,14 @@ def collective_loop(op: str, size: float, iterations: int, gap: float = 0.0) -> 
     last: tuple[int, ...] = ()
     for k in range(iterations):
         if gap > 0:
-            wait = Node(len(nodes), f"gap{k}", "compute", last, Compute(kernels=(Fixed(gap),)),
-                        iteration=k)
+            wait = Node(
+                len(nodes), f"gap{k}", "compute", last, Compute(kernels=(Fixed(gap),)), iteration=k
+            )
             nodes.append(wait)
             last = (wait.id,)
-        coll = Node(len(nodes), f"{op}{k}", "collective", last, op=op, size=size, iteration=k,
-                    blocking=True)
+        coll = Node(
+            len(nodes), f"{op}{k}", "collective", last, op=op, size=size, iteration=k, blocking=True
+        )
         nodes.append(coll)
         last = (coll.id,)
     return Graph([nodes], name=f"{op} loop", iterations=iterations)
@@ -394,7 +410,10 @@ def _simulate(
     combined = _combine(case, plans)
     what = f"{len(plans)} jobs share the system" if len(plans) > 1 else "a job placed on it"
     strategy, graph = decide(
-        case.system, lambda _reduced: combined.graph, requested="symmetric", trace=trace,
+        case.system,
+        lambda _reduced: combined.graph,
+        requested="symmetric",
+        trace=trace,
         problem=what,
     )
     strategy = replace(strategy, lockstep=False, replicate=False, events=strategy.events or EVENTS)
