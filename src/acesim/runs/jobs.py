@@ -145,8 +145,8 @@ def load_jobs(spec: SpecLike) -> tuple[JobsSpec, Path]:
     except ValidationError as exc:
         error = config_error_from(exc, JobsSpec)
         # the job's kind is the union's tag in pydantic's path: jobs[0].collective.size
-        path = _KIND_TAG.sub(r"\1", error.field)
-        raise ConfigError(path, error.rule, error.value, hint=error.hint) from None
+        where = _KIND_TAG.sub(r"\1", error.field)
+        raise ConfigError(where, error.rule, error.value, hint=error.hint) from None
 
 
 def make_jobs(spec: SpecLike, *, endpoint: str | None = None) -> JobsCase:
