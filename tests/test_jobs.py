@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 import acesim
+from acesim.config.jobs import TrainingJob
 from acesim.errors import ConfigError
-from acesim.runs.jobs import make_jobs, run_jobs
+from acesim.runs.jobs import load_jobs, make_jobs, run_jobs
 from tests.clitools import cli_stdout
 
 #: A data-parallel ASTRA-sim 1.0 workload: fixed compute times, one all-reduce a layer.
@@ -291,3 +292,22 @@ def test_jobs_command_prints_json_and_writes_one_trace_process_per_job(tmp_path:
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert names == {1: "job a", 2: "job b"}
     assert "jobs" in acesim.run_jobs.__module__
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "jobs"
+
+
+@pytest.mark.parametrize("name", ["dp-spine", "latency-beside-training", "nvl72-split"])
+def test_the_interference_examples_of_docs_jobs_run(name: str) -> None:
+    # as written, cut to one iteration (the whole run measured) and the free endpoint
+    spec, _base = load_jobs(EXAMPLES / f"{name}.toml")
+    jobs = [job.model_copy(update={"iterations": None, "warmup": None}) for job in spec.jobs]
+    for job in jobs:
+        if isinstance(job, TrainingJob):
+            job.workload = str(EXAMPLES / job.workload)
+    small = spec.model_copy(update={"iterations": 1, "warmup": 0, "jobs": jobs})
+    result = run_jobs(small, endpoint="ideal")
+    assert len(result.jobs) == 2
+    for job in result.jobs:
+        assert job.slowdown is not None and job.slowdown >= 1.0 - 1e-12
+        assert job.bound

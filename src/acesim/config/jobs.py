@@ -118,6 +118,7 @@ class _Job(Strict):
     start: NonNegativeSeconds = Field(0.0, description="when the job starts, s")
     after: str | None = Field(None, description="a job this one starts after (when it ends)")
     iterations: PositiveInt | None = Field(None, description="iterations (default: the spec's)")
+    warmup: NonNegativeInt | None = Field(None, description="warm-up (default: the spec's)")
 
     @field_validator("name")
     @classmethod
@@ -135,7 +136,6 @@ class TrainingJob(_Job):
     batch_per_npu: PositiveInt | None = None
     precision: PrecisionName = None
     loop: str | None = None
-    warmup: NonNegativeInt | None = None
 
 
 class LlmJob(_Job):

@@ -272,7 +272,8 @@ class JobsResult:
         rows: list[tuple[str, ...]] = []
         for job in self.jobs:
             where = next(iter(job.shared), "")
-            top = next(iter(sorted(job.shared[where].items(), key=lambda kv: -kv[1])), None)
+            jobs = job.shared.get(where, {})
+            top = next(iter(sorted(jobs.items(), key=lambda kv: -kv[1])), None)
             rows.append(
                 (
                     job.name,

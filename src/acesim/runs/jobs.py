@@ -45,7 +45,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..config.errors import config_error_from
-from ..config.experiment import RunOptions
+from ..config.experiment import RunOptions, measurement_problem
 from ..config.jobs import CollectiveJob, JobsSpec, LlmJob, TrainingJob, parse_ranges
 from ..config.presets import read_document
 from ..config.reader import read_json_file
@@ -164,7 +164,7 @@ def make_jobs(spec: SpecLike, *, endpoint: str | None = None) -> JobsCase:
         npus = placed[i]
         shape = _block_shape(npus, topology, f"jobs[{i}].placement")
         own = resolve_system(system, shape=list(shape))
-        graph, warmup, workload = _job_graph(job, own, doc, f"jobs[{i}]")
+        graph, warmup, workload = _job_graph(job, own, doc, f"jobs[{i}]", base)
         # check the placement maps every communicator (errors name the job) before running
         place_job(graph, npus, Topology(own.network, own.collective), topology, f"jobs[{i}]")
         plans.append(
@@ -276,18 +276,23 @@ def _block_shape(npus: Sequence[int], topology: Topology, where: str) -> tuple[i
     return shape
 
 
-def _job_graph(job: Any, system: SystemConfig, doc: JobsSpec, where: str) -> tuple[Graph, int, str]:
-    """A job's graph on its own system, the warm-up its measurement drops, its workload."""
+def _job_graph(
+    job: Any, system: SystemConfig, doc: JobsSpec, where: str, base: Path
+) -> tuple[Graph, int, str]:
+    """A job's graph on its own system, the warm-up its measurement drops, its workload (a
+    workload file's path relative to the spec's folder where it is there)."""
     iterations = job.iterations or doc.iterations
+    warmup = doc.warmup if job.warmup is None else job.warmup
     if isinstance(job, TrainingJob):
-        options: dict[str, Any] = {"iterations": iterations, "warmup": doc.warmup}
-        if job.warmup is not None:
-            options["warmup"] = job.warmup
+        options: dict[str, Any] = {"iterations": iterations, "warmup": warmup}
         if job.loop is not None:
             options["loop"] = job.loop
+        workload = job.workload
+        if not Path(workload).is_absolute() and (base / workload).is_file():
+            workload = str(base / workload)
         case = make_case(
             system,
-            job.workload,
+            workload,
             batch_per_npu=job.batch_per_npu,
             precision=job.precision,
             **options,
@@ -308,7 +313,10 @@ def _job_graph(job: Any, system: SystemConfig, doc: JobsSpec, where: str) -> tup
         return llm_graph(llm), 0, llm.model.name
     assert isinstance(job, CollectiveJob)
     COLLECTIVE_OPS.get(job.op, f"{where}.op")
-    return collective_loop(job.op, job.size, iterations, job.gap), doc.warmup, job.op
+    problem = measurement_problem(iterations, warmup)
+    if problem:
+        raise ConfigError(f"{where}.iterations", problem, iterations)
+    return collective_loop(job.op, job.size, iterations, job.gap), warmup, job.op
 
 
 def collective_loop(op: str, size: float, iterations: int, gap: float = 0.0) -> Graph:
