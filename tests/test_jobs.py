@@ -248,6 +248,19 @@ def _error(spec: dict[str, Any]) -> str:
             ["jobs[0].placement", "exactly one"],
         ),
         ([_loop("a", "3-1")], {}, ["jobs[0].placement.npus", "backwards"]),
+        (
+            [
+                {
+                    "name": "a",
+                    "kind": "training",
+                    "workload": "resnet50",
+                    "iterations": 2,
+                    "placement": {"npus": "0-7"},
+                }
+            ],
+            {},
+            ["jobs[0].iterations", "warm-up + 2"],
+        ),
         ([_loop("a", "0-3", size="-1 MiB")], {}, ["jobs[0].size"]),
         (
             [

@@ -164,7 +164,15 @@ def make_jobs(spec: SpecLike, *, endpoint: str | None = None) -> JobsCase:
         npus = placed[i]
         shape = _block_shape(npus, topology, f"jobs[{i}].placement")
         own = resolve_system(system, shape=list(shape))
-        graph, warmup, workload = _job_graph(job, own, doc, f"jobs[{i}]", base)
+        try:
+            graph, warmup, workload = _job_graph(job, own, doc, f"jobs[{i}]", base)
+        except ConfigError as error:  # the job's own kind names run.<field>, workload.<field>
+            if error.field.startswith(f"jobs[{i}]"):
+                raise
+            name = error.field.removeprefix("run.").removeprefix("workload.")
+            raise ConfigError(
+                f"jobs[{i}].{name}", error.rule, error.value, hint=error.hint
+            ) from None
         # check the placement maps every communicator (errors name the job) before running
         place_job(graph, npus, Topology(own.network, own.collective), topology, f"jobs[{i}]")
         plans.append(
