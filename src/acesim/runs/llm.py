@@ -44,7 +44,8 @@ from ..precision import PRECISIONS, Precision
 from ..results.llm import LlmResult, idle_breakdown
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
-from ..training.pipeline import Schedule, pipeline_graph, schedule
+from ..training.pipeline import pipeline_graph
+from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..units import format_size
 from ..workload.graph import Graph
 from ..workload.llm.block import ChunkWork, chunk_work
@@ -86,7 +87,7 @@ class LlmCase:
     precision: Precision
     place: Placement
     micro_batches: int
-    schedule: Schedule
+    schedule: str
     stages: tuple[tuple[ChunkWork, ...], ...]
     memory: dict[str, float]
     memory_stage: int
@@ -146,14 +147,15 @@ def make_llm_case(
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
-    kind: Schedule = "interleaved" if parallel.vpp > 1 else "1f1b"
-    stages = _stages(cfg, p, parallel, place)
+    kind = default_schedule(parallel.vpp)
+    order = SCHEDULES.get(kind)
+    stages = _stages(cfg, p, parallel, place, order)
     worst: dict[str, float] = {}
     worst_stage = 0
     for s, chunks in enumerate(stages):
         sizes = rank_footprint(
             chunks,
-            schedule(kind, parallel.pp, s, micro, parallel.vpp),
+            order.ops(parallel.pp, s, micro, parallel.vpp),
             p,
             OPTIMIZER,
             dp=place.grad_ranks,
@@ -172,7 +174,11 @@ def make_llm_case(
 
 
 def _stages(
-    model: TransformerConfig, p: Precision, parallel: ParallelConfig, place: Placement
+    model: TransformerConfig,
+    p: Precision,
+    parallel: ParallelConfig,
+    place: Placement,
+    order: PipelineSchedule,
 ) -> tuple[tuple[ChunkWork, ...], ...]:
     pp, v = parallel.pp, parallel.vpp
     per = model.layers // (pp * v)
@@ -180,7 +186,7 @@ def _stages(
     for s in range(pp):
         chunks = []
         for c in range(v):
-            vs = c * pp + s
+            vs = order.virtual_stage(c, s, pp)
             chunks.append(
                 chunk_work(
                     model,

@@ -27,7 +27,10 @@ rows) on a rank of a TP group of ``t``:
   saved input for the weight gradients) the data- and weight-gradient GEMMs and the attention
   backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
   the norm's backward. Backward is one pass (Megatron computes data and weight gradients of a
-  micro-batch together).
+  micro-batch together); its weight-gradient kernels are marked as such where they are made
+  (the weight-gradient GEMMs, the FP8 transposes that only feed them, the embedding's
+  scatter-add into its gradient), so a schedule that defers them to a W op runs the rest as
+  its B (:mod:`.chunk`).
 * TP communication overlap (``tp_overlap``, with sequence parallelism: Megatron's
   ``--tp-comm-overlap``, Transformer Engine's userbuffers): each dense sublayer's all-gathers
   and reduce-scatters run beside the GEMM they feed or drain (:meth:`_Builder._overlapped`),
@@ -72,9 +75,6 @@ activation's input; with ``sp`` the tensors before the all-gathers are kept shar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
 from ...network.group import Group
@@ -90,6 +90,7 @@ from ..zoo.costs import (
     SOFTMAX_BWD_FLOPS,
     SOFTMAX_FLOPS,
 )
+from .chunk import ChunkWork, Pass, Step, Weight, Work
 from .models import TransformerConfig
 
 __all__ = ["Step", "ChunkWork", "chunk_work", "SWIGLU_FLOPS"]
@@ -113,85 +114,10 @@ ROPE_FLOPS = 3.0
 fused kernel Megatron-Bridge enables, ``apply_rope_fusion``)."""
 
 
-Overlap = Literal["", "next", "prev"]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One node of a chunk's pass: compute kernels, or one collective ``comm`` of ``kind``.
-
-    A collective with ``overlap`` runs beside a compute step instead of before the next one:
-    ``next``: issued with the following compute step (which does not wait for it); ``prev``:
-    issued with the preceding one; the step after the pair waits for both. ``sealed`` compute
-    steps are never merged with their neighbours (the GEMM a collective overlaps)."""
-
-    kernels: tuple[Kernel, ...] = ()
-    comm: Comm | None = None
-    kind: str = ""
-    overlap: Overlap = ""
-    sealed: bool = False
-
-
-@dataclass
-class _Pass:
-    steps: list[Step] = field(default_factory=list)
-
-    def compute(self, *kernels: Kernel) -> None:
-        last = self.steps[-1] if self.steps else None
-        if last is not None and last.comm is None and not last.sealed:
-            self.steps[-1] = Step(last.kernels + kernels)
-        else:
-            self.steps.append(Step(tuple(kernels)))
-
-    def alone(self, kernel: Kernel) -> None:
-        """One kernel as a sealed step of its own."""
-        self.steps.append(Step((kernel,), sealed=True))
-
-    def comm(self, comm: Comm | None, kind: str = "tp", overlap: Overlap = "") -> None:
-        if comm is not None:
-            self.steps.append(Step(comm=comm, kind=kind, overlap=overlap))
-
-    def seal(self) -> None:
-        """Let nothing merge into the last step (a unit boundary)."""
-        if self.steps and self.steps[-1].comm is None and not self.steps[-1].sealed:
-            last = self.steps[-1]
-            self.steps[-1] = Step(last.kernels, sealed=True)
-
-    def extend(self, other: _Pass) -> None:
-        for step in other.steps:
-            if step.comm is None and not step.sealed:
-                self.compute(*step.kernels)
-            else:
-                self.steps.append(step)
-
-
-@dataclass(frozen=True)
-class ChunkWork:
-    """A chunk's forward and backward for one micro-batch on one rank.
-
-    Attributes:
-        forward, backward: the steps.
-        saved: activation bytes kept from the forward to the backward.
-        params: parameters held by the rank for this chunk (experts' included).
-        expert_params: of them, the experts' (their gradients reduce over the
-            expert-data-parallel group).
-        unit_params, forward_starts, backward_starts: with ``units``, the parameters of each
-            FSDP unit (the embedding, each layer, the head; forward order) and the index of
-            each unit's first step in the forward (forward order) and in the backward
-            (backward order, the units reversed).
-        boundary_bytes: bytes of the activation (or its gradient) sent to the neighbouring
-            pipeline stage.
-    """
-
-    forward: tuple[Step, ...]
-    backward: tuple[Step, ...]
-    saved: float
-    params: int
-    boundary_bytes: float
-    expert_params: int = 0
-    unit_params: tuple[int, ...] = ()
-    forward_starts: tuple[int, ...] = ()
-    backward_starts: tuple[int, ...] = ()
+def _weights(kernels: tuple[Kernel, ...]) -> tuple[Weight, ...]:
+    """Kernels that only feed weight gradients (the FP8 transposes of their operands): weight
+    work that keeps nothing of its own (the GEMM they feed counts the operands)."""
+    return tuple(Weight(k, keeps=0.0) for k in kernels)
 
 
 class _Builder:
@@ -323,13 +249,13 @@ class _Builder:
 
     def _overlapped(
         self,
-        fwd: _Pass,
-        bwd: _Pass,
+        fwd: Pass,
+        bwd: Pass,
         col: Gemm,
-        middle: _Pass,
+        middle: Pass,
         row: Gemm,
         row_dgrad: Gemm,
-        between: _Pass,
+        between: Pass,
         col_dgrad: Gemm,
         col_wgrad: Gemm,
         regathered: tuple[Kernel, ...] = (),
@@ -353,12 +279,12 @@ class _Builder:
         bwd.comm(self._tp("all-gather", fp8=True), overlap="next")
         bwd.alone(col_dgrad)
         if regathered:
-            bwd.compute(*regathered)
+            bwd.compute(*_weights(regathered))
         bwd.comm(self._tp("reduce-scatter"), overlap="next")
-        bwd.alone(col_wgrad)
+        bwd.alone(Weight(col_wgrad))
 
     # -- sublayers ---------------------------------------------------------------------------
-    def _linear_pair(self, fwd: _Pass, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
+    def _linear_pair(self, fwd: Pass, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
         h = self.m.hidden
         return (
             self.gemm(self.T, width_in, h, f"{name}.fwd"),
@@ -366,9 +292,9 @@ class _Builder:
             self.gemm(h, width_in, self.T, f"{name}.wgrad"),
         )
 
-    def attention(self, i: int) -> tuple[_Pass, _Pass, float]:
+    def attention(self, i: int) -> tuple[Pass, Pass, float]:
         m, t = self.m, self.t
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.attn_norm")
         qkv_w = (m.q_width + 2 * m.kv_width) / t
         qkv = self.gemm(self.T, qkv_w, m.hidden, f"l{i}.qkv")
@@ -423,18 +349,18 @@ class _Builder:
             if self.cp_group is not None
             else None
         )
-        middle, between = _Pass(), _Pass()
+        middle, between = Pass(), Pass()
         middle.compute(rope)
         if kv is not None:
             middle.comm(kv, "cp", overlap="next")
             middle.alone(core)
-            between.compute(*proj_dy_t, proj_g, *recomputed)
+            between.compute(*_weights(proj_dy_t), Weight(proj_g), *recomputed)
             between.comm(kv, "cp", overlap="next")
             between.alone(core_b)
             between.comm(dkv, "cp")
         else:
             middle.compute(core)
-            between.compute(*proj_dy_t, proj_g, *recomputed, core_b)
+            between.compute(*_weights(proj_dy_t), Weight(proj_g), *recomputed, core_b)
         middle.compute(*proj_in)
         between.compute(rope_b, *qkv_dy)
         bwd.compute(*proj_dy)
@@ -451,7 +377,7 @@ class _Builder:
                 bwd.comm(self._tp("all-gather", fp8=True))  # the norm output, for the wgrad
             bwd.compute(proj_d)
             bwd.extend(between)
-            bwd.compute(qkv_d, *qkv_in_t, qkv_g)
+            bwd.compute(qkv_d, *_weights(qkv_in_t), Weight(qkv_g))
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.attn_residual"))
         bwd.compute(nb)
@@ -464,10 +390,10 @@ class _Builder:
         saved = nsaved + self.rows * m.hidden * a + attn_saved  # norm, QKV input, core
         return fwd, bwd, saved
 
-    def mlp(self, i: int, width: float, name: str) -> tuple[_Pass, _Pass, float]:
+    def mlp(self, i: int, width: float, name: str) -> tuple[Pass, Pass, float]:
         """A dense MLP of inner width ``width`` (already divided over TP)."""
         m = self.m
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.{name}_norm")
         inputs = 2 if m.gated else 1
         fc1, fc1_d, fc1_g = self._linear_pair(fwd, inputs * width, f"l{i}.{name}.fc1")
@@ -485,9 +411,9 @@ class _Builder:
         fwd.compute(nf, *fc1_in)
         bwd.compute(*fc2_dy)
         if self.ov:
-            middle, between = _Pass(), _Pass()
+            middle, between = Pass(), Pass()
             middle.compute(af, *fc2_in)
-            between.compute(*fc2_dy_t, fc2_g, ab, *fc1_dy)
+            between.compute(*_weights(fc2_dy_t), Weight(fc2_g), ab, *fc1_dy)
             self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g, fc1_in_t)
         else:
             fwd.comm(self.before_column_parallel(fp8=True))
@@ -496,17 +422,26 @@ class _Builder:
             if self.sp:
                 bwd.comm(self._tp("all-gather", fp8=True))
                 bwd.comm(self._tp("all-gather", fp8=True))
-            bwd.compute(*fc2_dy_t, fc2_d, fc2_g, ab, *fc1_dy, fc1_d, *fc1_in_t, fc1_g)
+            bwd.compute(
+                *_weights(fc2_dy_t),
+                fc2_d,
+                Weight(fc2_g),
+                ab,
+                *fc1_dy,
+                fc1_d,
+                *_weights(fc1_in_t),
+                Weight(fc1_g),
+            )
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.{name}_residual"))
         bwd.compute(nb)
         saved = nsaved + self.rows * m.hidden * self.a + asaved + self.T * width * self.a
         return fwd, bwd, saved
 
-    def moe(self, i: int) -> tuple[_Pass, _Pass, float]:
+    def moe(self, i: int) -> tuple[Pass, Pass, float]:
         """Router, permutation, grouped expert GEMMs, shared experts, unpermutation."""
         m, t, a = self.m, self.t, self.a
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.moe_norm")
         E, k, h = m.experts, m.top_k, m.hidden
         router = self.gemm(self.T, E, h, f"l{i}.router")
@@ -557,8 +492,8 @@ class _Builder:
         fwd.compute(e1, eact, e2)
         fwd.comm(a2a, "ep")
         fwd.compute(unpermute)
-        bwd_router: list[Kernel] = [permute_b, topk_b, router_d, router_g]
-        bwd_experts: list[Kernel] = [e2_d, e2_g, eact_b, e1_d, e1_g]
+        bwd_router: list[Work] = [permute_b, topk_b, router_d, Weight(router_g)]
+        bwd_experts: list[Work] = [e2_d, Weight(e2_g), eact_b, e1_d, Weight(e1_g)]
         saved = (
             nsaved
             + self.rows * h * a
@@ -575,7 +510,7 @@ class _Builder:
             s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
             s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
             fwd.compute(s1, sf, s2)
-            bwd_router = [s2_d, s2_g, sb, s1_d, s1_g, *bwd_router]
+            bwd_router = [s2_d, Weight(s2_g), sb, s1_d, Weight(s1_g), *bwd_router]
             saved += ssaved + self.T * sw * a
         fwd.comm(self.after_row_parallel())
         fwd.compute(self.add(f"l{i}.moe_residual"))
@@ -591,7 +526,7 @@ class _Builder:
         bwd.compute(nb)
         return fwd, bwd, saved
 
-    def layer(self, i: int, full: bool | None = None) -> tuple[_Pass, _Pass, float]:
+    def layer(self, i: int, full: bool | None = None) -> tuple[Pass, Pass, float]:
         """Layer ``i``'s passes and saved bytes; ``full``: recompute it whole (None: as
         ``recompute`` says)."""
         af, ab, asv = self.attention(i)
@@ -599,7 +534,7 @@ class _Builder:
             mf, mb, msv = self.moe(i)
         else:
             mf, mb, msv = self.mlp(i, self.m.ffn / self.t, "mlp")
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         fwd.extend(af)
         fwd.extend(mf)
         if full if full is not None else self.recompute == "full":
@@ -611,26 +546,28 @@ class _Builder:
         bwd.extend(ab)
         return fwd, bwd, saved
 
-    def embedding(self) -> tuple[_Pass, _Pass]:
+    def embedding(self) -> tuple[Pass, Pass]:
         """Vocab-parallel lookup: each TP rank gathers the rows of its vocabulary shard, the
         partial embeddings are all-reduced (sp: reduce-scattered); backward scatter-adds the
         output gradient into the (persistent) gradient buffer."""
         h, a = self.m.hidden, self.a
         n = self.T * h
         pb = self.p.param_bytes
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         fwd.compute(Stream(n * pb, n * a, name="embedding"))
         fwd.comm(self.after_row_parallel())
         if self.sp:
             bwd.comm(self._tp("all-gather"))
-        bwd.compute(Stream(n * a + n * pb, n * pb, n, name="embedding.bwd"))
+        # the scatter-add into the gradient buffer is the embedding's weight gradient: it
+        # keeps the output gradient
+        bwd.compute(Weight(Stream(n * a + n * pb, n * pb, n, name="embedding.bwd"), keeps=n * a))
         return fwd, bwd
 
-    def head(self) -> tuple[_Pass, _Pass, float]:
+    def head(self) -> tuple[Pass, Pass, float]:
         """Final norm, the vocab-parallel output GEMM and the fused cross-entropy."""
         m, a = self.m, self.a
         v = m.vocab / self.t
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm("final_norm")
         # Megatron's output layer is its own ColumnParallelLinear, outside Transformer
         # Engine's FP8 autocast: its GEMMs run in the activation dtype under an FP8 recipe
@@ -646,7 +583,7 @@ class _Builder:
         fwd.compute(out, xent)
         if self.sp:
             bwd.comm(self._tp("all-gather"))  # the norm output again, for the wgrad
-        bwd.compute(xent_b, out_d, out_g)
+        bwd.compute(xent_b, out_d, Weight(out_g))
         bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         bwd.compute(nb)
         saved = nsaved + self.rows * m.hidden * a + logits * a
@@ -701,13 +638,13 @@ def chunk_work(
         cp=cp,
         cp_group=cp_group if cp > 1 else None,
     )
-    fwd, bwd_parts = _Pass(), []
+    fwd, bwd_parts = Pass(), []
     saved = 0.0
     params = experts = 0
     unit_params: list[int] = []
     forward_starts: list[int] = []
 
-    def unit(part: _Pass, n: int) -> None:
+    def unit(part: Pass, n: int) -> None:
         forward_starts.append(len(fwd.steps))
         fwd.extend(part)
         unit_params.append(n)
@@ -739,7 +676,7 @@ def chunk_work(
         bwd_parts.append(hb)
         saved += hs
         params += own
-    bwd = _Pass()
+    bwd = Pass()
     backward_starts: list[int] = []
     for part in reversed(bwd_parts):
         backward_starts.append(len(bwd.steps))
@@ -747,10 +684,6 @@ def chunk_work(
         if units:
             bwd.seal()
     boundary = b.rows * model.hidden * precision.activation_bytes
-    if not units:
-        return ChunkWork(
-            tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary, experts
-        )
     return ChunkWork(
         tuple(fwd.steps),
         tuple(bwd.steps),
@@ -758,7 +691,8 @@ def chunk_work(
         params + experts,
         boundary,
         experts,
-        tuple(unit_params),
-        tuple(forward_starts),
-        tuple(backward_starts),
+        tuple(unit_params) if units else (),
+        tuple(forward_starts) if units else (),
+        tuple(backward_starts) if units else (),
+        weight_saved=bwd.kept,
     )

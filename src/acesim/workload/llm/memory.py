@@ -15,9 +15,12 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
 * with FSDP (ZeRO-3) weights and gradients are divided over DP too, plus the largest unit's
   gathered parameters twice (the unit running and the one prefetched) and its unsharded
   gradient before the reduce-scatter;
-* ``activations``: the most bytes the rank's schedule ever keeps at once: walking its steps in
-  order, a forward of chunk ``c`` adds that chunk's saved bytes per micro-batch, its backward
-  frees them (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more).
+* ``activations``: the most bytes the rank's schedule ever keeps at once: walking its ops in
+  order (:mod:`acesim.training.schedules`), an F of chunk ``c`` adds that chunk's saved bytes
+  per micro-batch; a B with no W after it frees them; where the schedule defers weight
+  gradients, the B frees them but keeps the weight gradients' operands (``weight_saved``),
+  which the W frees (:mod:`.chunk`) (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches;
+  interleaving more).
 
 Not counted, as in :mod:`acesim.workload.footprint`: workspaces, communication buffers, the
 framework's and NCCL's own memory, allocator fragmentation (together often several GB on a
@@ -27,10 +30,11 @@ GPU: a configuration within a few GB of the capacity may still not fit in practi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from ...precision import Precision
 from ..optimizer import state_bytes_per_param
-from .block import ChunkWork
+from .chunk import ChunkWork
 
 __all__ = ["TERMS", "grad_bytes", "rank_footprint", "peak_activations"]
 
@@ -46,23 +50,37 @@ def grad_bytes(p: Precision, fp32: bool | None = None) -> int:
     return 4 if fp32 else p.param_bytes
 
 
-def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[object]) -> float:
-    """The most activation bytes held at once over a schedule's ``ops`` (each with
-    ``forward`` and ``chunk``)."""
+class _Op(Protocol):
+    """A schedule's op as the memory walk reads it (:class:`acesim.training.schedules.Op`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def chunk(self) -> int: ...
+
+
+def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[_Op]) -> float:
+    """The most activation bytes held at once over a schedule's ``ops`` (module docstring)."""
+    split = any(op.kind == "W" for op in ops)
     held = peak = 0.0
     for op in ops:
-        saved = chunks[op.chunk].saved  # type: ignore[attr-defined]
-        if op.forward:  # type: ignore[attr-defined]
-            held += saved
-            peak = max(peak, held)
+        work = chunks[op.chunk]
+        if op.kind == "F":
+            held += work.saved
+        elif op.kind == "W":
+            held -= work.weight_saved
+        elif split:
+            held += work.weight_saved - work.saved
         else:
-            held -= saved
+            held -= work.saved
+        peak = max(peak, held)
     return peak
 
 
 def rank_footprint(
     chunks: Sequence[ChunkWork],
-    ops: Sequence[object],
+    ops: Sequence[_Op],
     p: Precision,
     optimizer: str,
     *,
