@@ -28,7 +28,9 @@ PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
     "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
-    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order). "
+    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order), first_stage_layers=K,"
+    "last_stage_layers=K (uneven stages) or account_embedding=1,account_loss=1 (the embedding "
+    "and the loss counted as pipeline layers). "
     "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
     "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
 )
@@ -190,6 +192,26 @@ def _rows(r: LlmResult) -> list[tuple[str, str]]:
     return rows
 
 
+def _stage_table(r: LlmResult) -> Table:
+    """Each pipeline stage's layers, compute and idle time, memory (uneven stages)."""
+    table = Table(title="pipeline stages (per GPU, one iteration)")
+    for name in ("stage", "layers", "compute", "idle", "memory"):
+        table.add_column(name, justify="right")
+    for row in r.stages:
+        held = [str(row["layers"])]
+        held += [
+            part for part, on in (("embedding", row["embedding"]), ("loss", row["loss"])) if on
+        ]
+        table.add_row(
+            str(row["stage"]),
+            " + ".join(held),
+            format_time(row["compute_time"]),
+            format_time(row["idle_time"]),
+            format_size(row["memory"]),
+        )
+    return table
+
+
 def _tables(results: list[LlmResult]) -> None:
     first = results[0]
     console.print(
@@ -225,6 +247,8 @@ def _tables(results: list[LlmResult]) -> None:
         memory.add_row(term, format_size(first.memory[term]))
     memory.add_row("HBM capacity", format_size(first.hbm_capacity))
     console.print(memory)
+    if len(first.stages) > 1:
+        console.print(_stage_table(first))
     for note in first.notes:
         err_console.print(f"[dim]model: {note}[/dim]", highlight=False)
     if first.assumptions:

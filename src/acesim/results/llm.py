@@ -22,13 +22,14 @@ class has as many ranks, so means over the simulated ranks are means over all ra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 
-__all__ = ["LlmResult", "idle_breakdown", "SCHEMA"]
+__all__ = ["LlmResult", "idle_breakdown", "stage_times", "SCHEMA"]
 
 SCHEMA = "acesim.llm/1"
 
@@ -69,6 +70,9 @@ class LlmResult:
     mode_note: str = ""
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: per pipeline stage: its transformer layers, whether it holds the embedding and the
+    #: loss, its compute and idle time per GPU and iteration (s) and memory per GPU (bytes)
+    stages: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -170,3 +174,19 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 comm += _length(part)
         bubble += _length(idle) - comm
     return compute, bubble, exposed
+
+
+def stage_times(ex: Execution, stage_of: Sequence[int], stages: int) -> list[tuple[float, float]]:
+    """Per pipeline stage, (compute, idle) time per GPU and iteration (s): means over the
+    stage's simulated ranks (``stage_of[r]``: rank r's stage)."""
+    iteration = ex.makespan / max(ex.graph.iterations, 1)
+    sums = [0.0] * stages
+    counts = [0] * stages
+    for rank, records in enumerate(ex.records):
+        busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
+        sums[stage_of[rank]] += _length(_union(busy)) / max(ex.graph.iterations, 1)
+        counts[stage_of[rank]] += 1
+    return [
+        (sums[s] / counts[s], iteration - sums[s] / counts[s]) if counts[s] else (0.0, 0.0)
+        for s in range(stages)
+    ]

@@ -41,7 +41,7 @@ from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
-from ..results.llm import LlmResult, idle_breakdown
+from ..results.llm import LlmResult, idle_breakdown, stage_times
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
 from ..training.pipeline import pipeline_graph
@@ -92,6 +92,8 @@ class LlmCase:
     memory: dict[str, float]
     memory_stage: int
     iterations: int = 1
+    #: each pipeline stage's memory per GPU (bytes)
+    stage_memory: tuple[float, ...] = ()
 
     def with_endpoint(self, kind: str) -> LlmCase:
         ENDPOINT_KINDS.get(kind, "--endpoint")
@@ -107,6 +109,7 @@ class LlmCase:
             self.memory,
             self.memory_stage,
             self.iterations,
+            self.stage_memory,
         )
 
 
@@ -152,6 +155,7 @@ def make_llm_case(
     stages = _stages(cfg, p, parallel, place, order)
     worst: dict[str, float] = {}
     worst_stage = 0
+    totals = []
     for s, chunks in enumerate(stages):
         sizes = rank_footprint(
             chunks,
@@ -164,12 +168,24 @@ def make_llm_case(
             grad_fp32=parallel.grad_fp32,
             fsdp=parallel.zero == 3,
         )
+        totals.append(sizes["total"])
         if not worst or sizes["total"] > worst["total"]:
             worst, worst_stage = sizes, s
     if check_memory:
         _check_memory(cfg, parallel, p, resolved, worst, worst_stage)
     return LlmCase(
-        resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage, iterations
+        resolved,
+        cfg,
+        parallel,
+        p,
+        place,
+        micro,
+        kind,
+        stages,
+        worst,
+        worst_stage,
+        iterations,
+        tuple(totals),
     )
 
 
@@ -181,7 +197,8 @@ def _stages(
     order: PipelineSchedule,
 ) -> tuple[tuple[ChunkWork, ...], ...]:
     pp, v = parallel.pp, parallel.vpp
-    per = model.layers // (pp * v)
+    split = parallel.layer_split(model.layers)
+    starts = [sum(split[:vs]) for vs in range(pp * v + 1)]
     out = []
     for s in range(pp):
         chunks = []
@@ -191,7 +208,7 @@ def _stages(
                 chunk_work(
                     model,
                     p,
-                    range(vs * per, (vs + 1) * per),
+                    range(starts[vs], starts[vs + 1]),
                     micro_batch=parallel.micro_batch,
                     seq=parallel.seq,
                     tp=parallel.tp,
@@ -393,8 +410,33 @@ def run_llm(
         mode_note=note,
         notes=notes,
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
+        stages=_stage_rows(case, execution),
     )
     return result, execution
+
+
+def _stage_rows(case: LlmCase, execution: Execution) -> list[dict[str, Any]]:
+    """Each pipeline stage's layers, time and memory (:data:`~acesim.results.llm.
+    LlmResult.stages`): the imbalance of uneven stages."""
+    place = case.place
+    classes = execution.graph.classes is not None
+    stage_of = [r if classes else place.stage(r) for r in range(len(execution.records))]
+    times = stage_times(execution, stage_of, place.pp)
+    rows = []
+    for s, chunks in enumerate(case.stages):
+        compute, idle = times[s]
+        rows.append(
+            {
+                "stage": s,
+                "layers": sum(c.layers for c in chunks),
+                "embedding": any(c.embedding for c in chunks),
+                "loss": any(c.head for c in chunks),
+                "compute_time": compute,
+                "idle_time": idle,
+                "memory": case.stage_memory[s],
+            }
+        )
+    return rows
 
 
 #: LLM sweep points' parameters echoed by the result (configuration, not results)

@@ -695,4 +695,7 @@ def chunk_work(
         tuple(forward_starts) if units else (),
         tuple(backward_starts) if units else (),
         weight_saved=bwd.kept,
+        layers=len(layers),
+        embedding=embedding,
+        head=head,
     )

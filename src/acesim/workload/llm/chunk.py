@@ -172,6 +172,8 @@ class ChunkWork:
             pipeline stage.
         weight_saved: bytes the weight-gradient kernels read that the backward made or kept
             (kept from B to a deferred W).
+        layers, embedding, head: the transformer layers the chunk holds, and whether it holds
+            the input embedding and the output head with the loss.
         input_grad, weight_grad: the backward's input-gradient steps (B) and weight-gradient
             steps (W), from the marking of ``backward`` (module docstring).
     """
@@ -186,6 +188,9 @@ class ChunkWork:
     forward_starts: tuple[int, ...] = ()
     backward_starts: tuple[int, ...] = ()
     weight_saved: float = 0.0
+    layers: int = 0
+    embedding: bool = False
+    head: bool = False
     input_grad: tuple[Step, ...] = field(init=False, repr=False, compare=False)
     weight_grad: tuple[Step, ...] = field(init=False, repr=False, compare=False)
 

@@ -14,6 +14,20 @@ is recomputed from its saved input; ``recompute_layers = N`` with ``full``: only
 layers of each model chunk, Megatron's ``--recompute-method block``); ``global_batch`` and
 ``micro_batch`` in sequences and ``seq`` tokens a sequence.
 
+Pipeline stages (:meth:`ParallelConfig.layer_split`, Megatron-core's ``get_num_layers_to_build``
+and ``get_transformer_layer_offset`` in ``megatron/core/transformer/transformer_layer.py`` and
+``transformer_block.py``): by default the ``L`` layers divide evenly over the ``pp x vpp``
+virtual stages. ``first_stage_layers`` / ``last_stage_layers`` (``--decoder-first-pipeline-
+num-layers`` / ``--decoder-last-pipeline-num-layers``) give the first / last stage its own
+count; the rest divide evenly over the other stages (they must), and each stage's count over
+its ``vpp`` chunks. ``account_embedding`` / ``account_loss``
+(``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``) count
+the embedding / the loss (the output head) as one more layer: ``L + 1`` or ``L + 2`` layers
+divide over the virtual stages, and the first / last virtual stage builds one transformer
+layer fewer. Megatron refuses explicit first/last counts together with the accounting; so
+does acesim. Layers are numbered in virtual-stage order (chunk ``c`` of stage ``s`` is virtual
+stage ``c pp + s``).
+
 ``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
 dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
 (:mod:`.block`); off by default, as in Megatron-LM. ``grad_fp32``: keep and reduce the main
@@ -26,7 +40,8 @@ the measurements of the validation corpus ran them); Megatron-LM's own command-l
 have both off (``sp=0,zero=0``).
 
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
-recompute=none,order=tp-cp-ep-dp-pp``.
+recompute=none,order=tp-cp-ep-dp-pp``, and ``first_stage_layers=K,last_stage_layers=K`` or
+``account_embedding=1,account_loss=1``.
 
 Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
 ``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
@@ -60,8 +75,19 @@ Recompute = Literal["none", "selective", "full"]
 #: Rank orders (Megatron-core's ``order``, TP fastest): the default, and
 #: ``--use-tp-pp-dp-mapping``'s, which puts the pipeline stages inside data parallelism.
 ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
-_INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero", "recompute_layers")
-_BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32")
+_INT_KEYS = (
+    "tp",
+    "pp",
+    "vpp",
+    "cp",
+    "ep",
+    "dp",
+    "zero",
+    "recompute_layers",
+    "first_stage_layers",
+    "last_stage_layers",
+)
+_BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32", "account_embedding", "account_loss")
 _KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order")
 
 
@@ -85,6 +111,10 @@ class ParallelConfig:
     micro_batch: int = 1
     seq: int = 2048
     order: str = ORDERS[0]
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    account_embedding: bool = False
+    account_loss: bool = False
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -118,6 +148,7 @@ class ParallelConfig:
             raise ConfigError(
                 "parallel.zero", "FSDP with expert parallelism is not modelled yet", self.zero
             )
+        self._check_split()
         if self.recompute not in ("none", "selective", "full"):
             raise ConfigError(
                 "parallel.recompute", "must be none, selective or full", self.recompute
@@ -162,6 +193,87 @@ class ParallelConfig:
                 "sequence into 2 cp load-balanced chunks)",
                 self.seq,
             )
+
+    def _check_split(self) -> None:
+        """The uneven-stage fields' own rules (the layer counts are checked against a model
+        by :meth:`layer_split`)."""
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"parallel.{name}", "must be a whole number >= 0", value)
+            if self.pp == 1:
+                raise ConfigError(f"parallel.{name}", "uneven pipeline stages need pp > 1", value)
+            if self.account_embedding or self.account_loss:
+                raise ConfigError(
+                    f"parallel.{name}",
+                    "explicit first/last stage layers do not combine with account_embedding or "
+                    "account_loss (Megatron-core refuses them together)",
+                    value,
+                )
+
+    @property
+    def uneven(self) -> bool:
+        """The first or the last stage has its own layer count."""
+        return self.first_stage_layers is not None or self.last_stage_layers is not None
+
+    def layer_split(self, layers: int) -> tuple[int, ...]:
+        """Transformer layers of each virtual stage, in model order (``c pp + s`` for chunk
+        ``c`` of stage ``s``), as Megatron-core builds them (module docstring); ConfigError
+        naming the field when they do not divide."""
+        p, v = self.pp, self.vpp
+        if self.uneven:
+            return self._uneven_split(layers)
+        counted = layers + int(self.account_embedding) + int(self.account_loss)
+        if counted % (p * v):
+            what = "layers"
+            if counted != layers:
+                what = "layers (with the embedding and the loss counted as layers)"
+            raise ConfigError(
+                "parallel",
+                f"pp x vpp = {p * v} must divide the {counted} {what} of the model",
+                self.describe(),
+            )
+        split = [counted // (p * v)] * (p * v)
+        split[0] -= int(self.account_embedding)
+        split[-1] -= int(self.account_loss)
+        return tuple(split)
+
+    def _uneven_split(self, layers: int) -> tuple[int, ...]:
+        p, v = self.pp, self.vpp
+        first, last = self.first_stage_layers, self.last_stage_layers
+        given = (first or 0) + (last or 0)
+        middle_stages = p - (first is not None) - (last is not None)
+        middle = layers - given
+        if middle < 0 or (middle_stages == 0 and middle):
+            raise ConfigError(
+                "parallel",
+                f"the first and last stage layers ({given}) must "
+                + ("not exceed" if middle_stages else "add up to")
+                + f" the {layers} layers of the model",
+                self.describe(),
+            )
+        if middle_stages and middle % middle_stages:
+            raise ConfigError(
+                "parallel",
+                f"the {middle} layers left must divide over the {middle_stages} middle stages",
+                self.describe(),
+            )
+        per = middle // middle_stages if middle_stages else 0
+        stages = [per] * p
+        if first is not None:
+            stages[0] = first
+        if last is not None:
+            stages[-1] = last
+        for s, n in enumerate(stages):
+            if n % v:
+                raise ConfigError(
+                    "parallel.vpp",
+                    f"must divide the {n} layers of pipeline stage {s}",
+                    v,
+                )
+        return tuple(stages[vs % p] // v for vs in range(p * v))
 
     @property
     def model_parallel(self) -> int:
@@ -219,13 +331,10 @@ class ParallelConfig:
                 "splits query groups over TP)",
                 self.tp,
             )
-        chunks = self.pp * self.vpp
-        if model.layers % chunks:
-            raise ConfigError(
-                "parallel",
-                f"pp x vpp = {chunks} must divide the {model.layers} layers of {model.name}",
-                self.describe(),
-            )
+        try:
+            self.layer_split(model.layers)
+        except ConfigError as err:
+            raise ConfigError(err.field, f"{err.rule} ({model.name})", err.value) from None
         if self.ep > 1 and not model.experts:
             raise ConfigError(
                 "parallel.ep",
@@ -254,6 +363,12 @@ class ParallelConfig:
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
         if self.recompute_layers is not None:
             parts.append(f"recompute_layers={self.recompute_layers}")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)}")
+        for name in ("account_embedding", "account_loss"):
+            if getattr(self, name):
+                parts.append(f"{name}=1")
         return ",".join(parts)
 
 
