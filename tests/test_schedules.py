@@ -15,6 +15,7 @@ from acesim.hardware.kernels import Fixed, Gemm
 from acesim.hardware.platform import Platform
 from acesim.precision import PRECISIONS
 from acesim.results.llm import idle_breakdown
+from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training.executor import Execution, GraphExecutor
 from acesim.training.pipeline import pipeline_graph
 from acesim.training.schedules import SCHEDULES, Op, PipelineSchedule, check_ops, schedule
@@ -85,17 +86,21 @@ def registered() -> Iterator[None]:
         SCHEDULES.unregister(s.name)
 
 
-@pytest.mark.parametrize(("p", "m", "v"), [(1, 3, 1), (4, 4, 1), (4, 7, 1), (4, 8, 2), (2, 6, 3)])
+@pytest.mark.parametrize(
+    ("p", "m", "v"), [(1, 3, 1), (4, 4, 1), (4, 7, 1), (4, 8, 2), (2, 6, 3), (4, 16, 2), (4, 16, 1)]
+)
 def test_every_registered_schedule_runs_each_op_of_each_micro_batch_once(
     p: int, m: int, v: int
 ) -> None:
     for name, sched in SCHEDULES.items():
+        chunks, micro = v * sched.directions, m // sched.directions
         for s in range(p):
             try:
-                ops = sched.ops(p, s, m, v)
+                sched.check(p, v, m)
+                ops = sched.ops(p, s, micro, chunks)
             except ConfigError:
                 continue  # the schedule refuses this case by name (checked elsewhere)
-            check_ops(ops, v, m, f"{name} stage {s}")
+            check_ops(ops, chunks, micro, f"{name} stage {s}")
 
 
 def test_check_ops_refuses_a_missing_op_and_an_op_before_its_forward() -> None:
@@ -128,10 +133,10 @@ def test_a_deferred_weight_gradient_runs_as_its_own_op_and_gates_the_dp_reductio
     # stage, and stage 0 runs all its m (F, B, W) after waiting (p - 1)(TF + TB)
     assert ex.makespan == pytest.approx((p - 1) * (TF + TB) + m * (TF + TB + TW), rel=1e-9)
     names = [n.name for n in ex.graph.ranks[0] if n.kind == "compute"]
-    assert "bwd.0.0.0" in names and "wgrad.0.0.0" in names
-    w = next(n for n in ex.graph.ranks[0] if n.name == "wgrad.0.0.0")
+    assert "B.0.0.0" in names and "W.0.0.0" in names
+    w = next(n for n in ex.graph.ranks[0] if n.name == "W.0.0.0")
     assert w.compute is not None and w.compute.kernels == (Fixed(TW),)
-    b = next(n for n in ex.graph.ranks[0] if n.name == "bwd.0.0.0")
+    b = next(n for n in ex.graph.ranks[0] if n.name == "B.0.0.0")
     assert b.compute is not None and b.compute.kernels == (Fixed(TB),)
     # data parallelism: the chunk's gradients reduce after its last W, not its last B
     system = _no_latency(8)
@@ -140,7 +145,7 @@ def test_a_deferred_weight_gradient_runs_as_its_own_op_and_gates_the_dp_reductio
     graph: Graph = pipeline_graph([[chunk]] * 2, place, 2, kind="deferred-test")
     nodes = graph.ranks[0]
     reduce = next(n for n in nodes if n.name.startswith("dp.all-reduce.grad"))
-    last_w = max(n.id for n in nodes if n.name.startswith("wgrad."))
+    last_w = max(n.id for n in nodes if n.name.startswith("W."))
     assert reduce.deps == (last_w,)
 
 
@@ -236,3 +241,121 @@ def test_a_collective_overlapping_a_deferred_weight_gradient_blocks_in_b() -> No
         Step((Fixed(3.0),)),
     )
     assert weights == (Step((Fixed(2.0),)),)
+
+
+def _span_bubble(name: str, p: int, m: int, tf: float, tb: float, tw: float) -> float:
+    """The papers' bubble: the longest stage's span, first op to last, less its work (each
+    chunk's forward ``tf``, input gradient ``tb``, weight gradient ``tw``; no communication)."""
+    sched = SCHEDULES.get(name)
+    chunks = (sched.vpp or 1) * sched.directions
+    system = _no_latency(p)
+    place = placement(ParallelConfig(pp=p, global_batch=m), tuple(system.network.shape))
+    backward = (Step((Fixed(tb), Fixed(tw)), weight=(False, True)),)
+    chunk = ChunkWork((Step((Fixed(tf),)),), backward, 1.0, 0, 0.0, weight_saved=0.5)
+    graph = pipeline_graph([[chunk] * chunks] * p, place, m, kind=name)
+    ex = GraphExecutor(Platform(system, exact=True), graph).run()
+    spans = []
+    for records in ex.records:
+        busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
+        spans.append(max(e for _, e in busy) - min(s for s, _ in busy))
+    return max(spans) - m * chunks * (tf + tb + tw) / sched.directions
+
+
+@pytest.mark.parametrize(("p", "m"), [(4, 8), (4, 13), (8, 16)])
+@pytest.mark.parametrize(("tf", "tb", "tw"), [(1e-3, 1e-3, 1e-3), (1e-3, 1.5e-3, 0.5e-3)])
+def test_zb_h1_bubble_is_p_minus_1_times_tf_plus_tb_minus_tw(
+    p: int, m: int, tf: float, tb: float, tw: float
+) -> None:
+    # Qi et al. section 2.1: (p - 1)(T_F + T_B - T_W), a third of 1F1B's at equal times
+    assert _span_bubble("zb-h1", p, m, tf, tb, tw) == pytest.approx(
+        (p - 1) * (tf + tb - tw), rel=1e-9
+    )
+    assert _span_bubble("1f1b", p, m, tf, tb, tw) == pytest.approx(
+        (p - 1) * (tf + tb + tw), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize(("p", "m"), [(4, 8), (4, 16), (8, 16)])
+def test_balanced_zero_bubble_and_dualpipe_schedules_meet_their_closed_forms(
+    p: int, m: int
+) -> None:
+    t = 1e-3  # T_F = T_B = T_W per chunk: the papers' balanced case
+    full = 2 * t  # DualPipe's B: input and weight gradient together
+    pair = t + full  # an overlapped F&B with nothing to overlap: one after the other
+    assert _span_bubble("zb-v", p, m, t, t, t) == pytest.approx(0.0, abs=1e-12)
+    # DeepSeek-V3 report, table 2: (PP/2 - 1)(F&B + B - 3W); DualPipeV as DualPipe on 2p
+    dual = (p / 2 - 1) * (pair + full - 3 * t)
+    assert _span_bubble("dualpipe", p, m, t, t, t) == pytest.approx(dual, rel=1e-9)
+    folded = (p - 1) * (pair + full - 3 * t)
+    assert _span_bubble("dualpipev", p, m, t, t, t) == pytest.approx(folded, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [4, 8])
+def test_each_schedule_keeps_its_activation_memory_bound(p: int) -> None:
+    m = 4 * p
+    chunk = _fixed_chunk(saved=1.0, weight_saved=0.5)  # M_B = 1, M_W = 0.5 a chunk
+
+    def peaks(name: str) -> list[float]:
+        sched = SCHEDULES.get(name)
+        chunks = (sched.vpp or 1) * sched.directions
+        return [
+            peak_activations([chunk] * chunks, sched.stage_ops(p, s, m, chunks)) for s in range(p)
+        ]
+
+    assert peaks("1f1b") == [p - s for s in range(p)]
+    # ZB-H1: (p - s) M_B + s M_W on stage s, 1F1B's p M_B at most
+    assert peaks("zb-h1") == [(p - s) + 0.5 * s for s in range(p)]
+    # ZB-V: 2p chunks of half a stage on every stage, 1F1B's first-stage peak everywhere
+    assert peaks("zb-v") == [2.0 * p] * p
+    # DualPipe: PP + 1 chunks' micro-batches (report, table 2); DualPipeV: 2 PP + 1 chunks
+    assert peaks("dualpipe") == [p + 1.0] * p
+    assert peaks("dualpipev") == [2.0 * p + 1] * p
+
+
+@pytest.mark.parametrize(
+    ("schedule", "vpp"),
+    [("zb-h1", 1), ("zb-v", 2), ("dualpipe", 1), ("dualpipev", 2)],
+)
+def test_every_schedule_runs_an_llm_case_alike_in_class_and_exact_mode(
+    schedule: str, vpp: int
+) -> None:
+    model = TransformerConfig(
+        "tiny", layers=8, hidden=512, heads=8, kv_heads=2, ffn=1024, vocab=8000, seq=512
+    )
+    par = ParallelConfig(tp=2, pp=2, vpp=vpp, global_batch=8, seq=512, schedule=schedule)
+    case = make_llm_case("h100-nvswitch-8", model, par, nodes=1)
+    fast, ex = run_llm(case)
+    full, _ = run_llm(case, mode="exact")
+    assert (fast.schedule, fast.mode) == (schedule, "class")
+    assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
+    ops = {n.name.split(".")[0] for n in ex.graph.ranks[0] if n.kind == "compute"}
+    assert {"F", "B", "W"} <= ops  # the trace's op names carry F, B and W
+    if schedule.startswith("dual"):
+        assert "BW" in ops  # DualPipe's full backwards
+        assert any(
+            n.name.startswith("pair.") or n.name.endswith(".done") for n in ex.graph.ranks[0]
+        )
+
+
+def test_schedule_choice_is_checked_by_name_and_shape() -> None:
+    with pytest.raises(ConfigError, match="parallel.schedule: must be one of 1f1b"):
+        make_llm_case(
+            "h100-nvswitch-8",
+            TINY,
+            ParallelConfig(pp=2, global_batch=8, seq=1024, schedule="zb"),
+            nodes=1,
+        )
+    with pytest.raises(ConfigError, match="zb-v schedule runs 2 model chunks per rank: give vpp=2"):
+        make_llm_case(
+            "h100-nvswitch-8",
+            TINY,
+            ParallelConfig(pp=2, global_batch=8, seq=1024, schedule="zb-v"),
+            nodes=1,
+        )
+    with pytest.raises(ConfigError, match="dualpipe needs at least 2 pp = 4 micro-batches"):
+        make_llm_case(
+            "h100-nvswitch-8",
+            TINY,
+            ParallelConfig(pp=2, global_batch=8, seq=1024, schedule="dualpipe"),
+            nodes=1,
+        )

@@ -30,7 +30,8 @@ PARALLEL_HELP = (
     "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
     "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order), first_stage_layers=K,"
     "last_stage_layers=K (uneven stages) or account_embedding=1,account_loss=1 (the embedding "
-    "and the loss counted as pipeline layers). "
+    "and the loss counted as pipeline layers), schedule=1f1b|interleaved|zb-h1|zb-v|dualpipe|"
+    "dualpipev (the pipeline schedule; default interleaved with vpp > 1, else 1f1b). "
     "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
     "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
 )

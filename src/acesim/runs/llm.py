@@ -150,8 +150,9 @@ def make_llm_case(
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
-    kind = default_schedule(parallel.vpp)
-    order = SCHEDULES.get(kind)
+    kind = parallel.schedule or default_schedule(parallel.vpp)
+    order = SCHEDULES.get(kind, "parallel.schedule")
+    order.check(parallel.pp, parallel.vpp, micro)
     stages = _stages(cfg, p, parallel, place, order)
     worst: dict[str, float] = {}
     worst_stage = 0
@@ -159,7 +160,7 @@ def make_llm_case(
     for s, chunks in enumerate(stages):
         sizes = rank_footprint(
             chunks,
-            order.ops(parallel.pp, s, micro, parallel.vpp),
+            order.stage_ops(parallel.pp, s, micro, len(chunks)),
             p,
             OPTIMIZER,
             dp=place.grad_ranks,
@@ -197,13 +198,14 @@ def _stages(
     order: PipelineSchedule,
 ) -> tuple[tuple[ChunkWork, ...], ...]:
     pp, v = parallel.pp, parallel.vpp
-    split = parallel.layer_split(model.layers)
-    starts = [sum(split[:vs]) for vs in range(pp * v + 1)]
+    split = parallel.layer_split(model.layers)  # one chain: pp x vpp virtual stages
+    chain = pp * v
+    starts = [sum(split[:vs]) for vs in range(chain + 1)]
     out = []
     for s in range(pp):
         chunks = []
-        for c in range(v):
-            vs = order.virtual_stage(c, s, pp)
+        for c in range(v * order.directions):
+            vs = order.virtual_stage(c, s, pp) % chain  # its place in its chain
             chunks.append(
                 chunk_work(
                     model,
@@ -217,7 +219,7 @@ def _stages(
                     recompute=parallel.recompute,
                     tp_group=place.tp_group,
                     embedding=vs == 0,
-                    head=vs == pp * v - 1,
+                    head=vs == chain - 1,
                     ep=parallel.ep,
                     ep_group=place.ep_group,
                     cp=parallel.cp,

@@ -41,8 +41,9 @@ Expert parameters (MoE layers with expert parallelism) reduce and gather over th
 expert-data-parallel group instead of DP.
 
 Node names start with the communication kind (``tp.``, ``cp.``, ``ep.``, ``pp.``, ``dp.``) so
-reports can attribute exposed time to it (:func:`comm_kind`); compute nodes with the pass
-(``fwd``, ``bwd``, ``wgrad``: F, B, W).
+reports can attribute exposed time to it (:func:`comm_kind`); compute nodes with their op
+(``F``, ``B``, ``W``, or ``BW`` for a B that computes the weight gradients too), then the
+chunk, the micro-batch and the step (``F.0.3.2``), as the trace shows them.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ __all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
 #: Communication kinds of node names, in reporting order.
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 
-#: Compute nodes' pass name of each op kind.
-PASS_NAMES: dict[OpKind, str] = {"F": "fwd", "B": "bwd", "W": "wgrad"}
+#: Compute nodes' pass name of each op kind (``BW``: a B that computes the weight gradients
+#: too, no W following it).
+PASS_NAMES: dict[OpKind, str] = {"F": "F", "B": "B", "W": "W"}
 
 
 def comm_kind(node: Node) -> str | None:
@@ -98,6 +100,16 @@ class _Plan:
     @property
     def chunks(self) -> int:
         return len(self.stages[0])
+
+    @property
+    def chain_micro(self) -> int:
+        """Micro-batches each chain (direction) runs."""
+        return self.micro // self.schedule.directions
+
+    @property
+    def chain_length(self) -> int:
+        """Virtual stages of each chain."""
+        return self.place.pp * self.chunks // self.schedule.directions
 
     @cached_property
     def holders(self) -> dict[int, int]:
@@ -178,8 +190,8 @@ def pipeline_graph(
 
 
 def _stage_ops(plan: _Plan, stage: int) -> list[Op]:
-    ops = plan.schedule.ops(plan.place.pp, stage, plan.micro, plan.chunks)
-    check_ops(ops, plan.chunks, plan.micro, f"schedule {plan.schedule.name}, stage {stage}")
+    ops = plan.schedule.stage_ops(plan.place.pp, stage, plan.micro, plan.chunks)
+    check_ops(ops, plan.chunks, plan.chain_micro, f"schedule {plan.schedule.name}, stage {stage}")
     if plan.fsdp and any(op.kind == "W" for op in ops):
         raise ConfigError(
             "parallel.zero",
@@ -244,7 +256,7 @@ class _RankGraph:
         self.nodes: list[Node] = []
         self.prev: int | None = None
         self.it = 0
-        self.split = False  # the schedule defers weight gradients to W ops
+        self.split: set[tuple[int, int]] = set()  # (chunk, micro) whose W is deferred
         self.gate: list[int | None] = [None] * plan.chunks  # first forward waits for it
         self.started = [False] * plan.chunks
         self.remaining: dict[int, int] = {}
@@ -261,18 +273,49 @@ class _RankGraph:
         return node.id
 
     def build(self, ops: Sequence[Op]) -> list[Node]:
-        self.split = any(op.kind == "W" for op in ops)
+        self.split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
         for it in range(self.plan.iterations):
             self.it = it
             for c, work in enumerate(self.chunks):
                 self.gate[c] = self._gather_params(c, work)
-            self.remaining = {c: self.plan.micro for c in range(self.plan.chunks)}
+            self.remaining = {c: self.plan.chain_micro for c in range(self.plan.chunks)}
             self.dp_nodes = []
             self.started = [False] * self.plan.chunks
-            for op in ops:
-                EMITTERS[op.kind](self, op)
+            self._run(ops)
             self._update()
         return self.nodes
+
+    def _run(self, ops: Sequence[Op]) -> None:
+        """Every op in order, a paired op together with the op after it."""
+        group: list[Op] = []
+        for op in ops:
+            group.append(op)
+            if not op.paired:
+                self.emit(group)
+                group = []
+
+    def emit(self, group: Sequence[Op]) -> None:
+        """One op, or a pair run together (DualPipe's overlapped forward and backward: both
+        inputs received before either computes, both outputs sent when both are done): the
+        emitters of their kinds say what each receives, runs and sends."""
+        deps: list[int | None] = [self.prev]
+        for op in group:
+            if op.forward and not self.started[op.chunk]:
+                deps.append(self.gate[op.chunk])
+                self.started[op.chunk] = True
+        for op in group:
+            if EMITTERS[op.kind].transfers:
+                deps = self.transfer(op, deps, receive=True)
+        ends: list[int | None] = []
+        for op in group:
+            ends += self.run_steps(op, EMITTERS[op.kind].steps(self, op), deps)
+        self.finish(group[-1], ends)
+        for op in group:
+            if EMITTERS[op.kind].transfers:
+                self.transfer(op, [], receive=False)
+        for op in group:
+            if EMITTERS[op.kind].completes(self, op):
+                self.gradients_done(op.chunk)
 
     # -- what the emitters share ----------------------------------------------------------
     def vstage(self, op: Op) -> int:
@@ -286,14 +329,27 @@ class _RankGraph:
     def tag(self, forward: bool, vstage: int, micro: int) -> int:
         return ((0 if forward else 1) * self.vstages + vstage) * self.plan.micro + micro
 
+    def pass_name(self, op: Op) -> str:
+        """The op's name in node names and traces: F, B, W, or BW (a full backward)."""
+        if op.kind == "B" and not self.split_op(op):
+            return "BW"
+        return PASS_NAMES[op.kind]
+
+    def split_op(self, op: Op) -> bool:
+        """A W op of the same chunk and micro-batch follows this B."""
+        return (op.chunk, op.micro) in self.split
+
     def transfer(self, op: Op, deps: list[int | None], *, receive: bool) -> list[int | None]:
         """F: the activation from the previous virtual stage (``receive``) or to the next;
         B: the gradient from the next or to the previous. Returns ``deps`` with a receive."""
         forward = op.forward
         vs = self.vstage(op)
         ahead = (vs - 1 if forward else vs + 1) if receive else (vs + 1 if forward else vs - 1)
-        if not 0 <= ahead < self.vstages:
-            return deps
+        length = self.plan.chain_length
+        if not 0 <= ahead < self.vstages or ahead // length != vs // length:
+            return deps  # the chain's first or last virtual stage
+        if self.plan.holders[ahead] == self.stage:
+            return deps  # a V's turn: the next virtual stage is on this rank
         what = "act" if forward else "grad"
         node = self.add(
             [self.prev],
@@ -312,7 +368,7 @@ class _RankGraph:
         what the op's end waits for."""
         work = self.chunks[op.chunk]
         c, i = op.chunk, op.micro
-        pname = PASS_NAMES[op.kind]
+        pname = self.pass_name(op)
         label = f"chunk{c}"
         units = (
             _Units(work, op.forward)
@@ -353,14 +409,14 @@ class _RankGraph:
             self.dp_nodes.append(self._fsdp("reduce-scatter", work, units.now, deps, label))
         return deps
 
-    def finish(self, op: Op, deps: list[int | None]) -> None:
+    def finish(self, op: Op, deps: list[int | None], name: str | None = None) -> None:
         """The op's end: one node waiting for everything it issued (or that one thing)."""
         real = sorted({d for d in deps if d is not None})
         if len(real) > 1:
-            pname = PASS_NAMES[op.kind]
+            pname = self.pass_name(op)
             self.prev = self.add(
                 real,
-                name=f"{pname}.{op.chunk}.{op.micro}.done",
+                name=name or f"{pname}.{op.chunk}.{op.micro}.done",
                 kind="compute",
                 compute=Compute(),
                 layer=f"chunk{op.chunk}",
@@ -375,17 +431,47 @@ class _RankGraph:
         self.remaining[chunk] -= 1
         if self.remaining[chunk] or self.plan.fsdp:
             return
+        after = self._mirror(chunk) if self.plan.schedule.directions > 1 else self.prev
         for group, params, what in _dp_parts(self.plan.place, self.chunks[chunk]):
             self.dp_nodes.append(
                 self._dp(
                     self.plan.dp_op,
                     params * self.plan.grad_bytes,
                     group,
-                    self.prev,
+                    after,
                     f"chunk{chunk}",
                     f"grad.{what}",
                 )
             )
+
+    def _mirror(self, chunk: int) -> int | None:
+        """Two directions (DualPipe): the chunk's gradients exchanged with the rank holding
+        the same model layers in the other direction, and summed (a send and a receive of
+        the gradients; the receive is what the DP reduction waits for)."""
+        length = self.plan.chain_length
+        vs = self.plan.schedule.virtual_stage(chunk, self.stage, self.plan.place.pp)
+        other = (vs + length) % (2 * length)
+        if self.plan.holders[other] == self.stage:
+            return self.prev
+        size = self.chunks[chunk].params * self.plan.grad_bytes
+        base = 2 * self.vstages * self.plan.micro
+        common = {"size": size, "layer": f"chunk{chunk}", "pass_name": "pp"}
+        self.add(
+            [self.prev],
+            name=f"pp.send.mirror.{chunk}",
+            kind="send",
+            peer=self.peer(other),
+            tag=base + other,
+            **common,
+        )
+        return self.add(
+            [self.prev],
+            name=f"pp.recv.mirror.{chunk}",
+            kind="recv",
+            peer=self.peer(other),
+            tag=base + vs,
+            **common,
+        )
 
     # -- data parallelism and the optimizer -----------------------------------------------
     def _gather_params(self, c: int, work: ChunkWork) -> int | None:
@@ -490,39 +576,38 @@ class _RankGraph:
 
 
 # -- the emitters, one per op kind ---------------------------------------------------------
-def emit_forward(r: _RankGraph, op: Op) -> None:
-    """F: receive the activation, run the forward, send the output."""
-    deps: list[int | None] = [r.prev]
-    if not r.started[op.chunk]:
-        deps.append(r.gate[op.chunk])
-        r.started[op.chunk] = True
-    deps = r.transfer(op, deps, receive=True)
-    r.finish(op, r.run_steps(op, r.chunks[op.chunk].forward, deps))
-    r.transfer(op, [], receive=False)
+@dataclass(frozen=True)
+class Emitter:
+    """How an op kind becomes nodes: the chunk's ``steps`` it runs, whether it receives its
+    input from the neighbouring virtual stage and sends its output on (``transfers``), and
+    whether it ``completes`` the chunk's gradient work on its micro-batch."""
+
+    steps: Callable[[_RankGraph, Op], Sequence[Step]]
+    transfers: bool
+    completes: Callable[[_RankGraph, Op], bool]
 
 
-def emit_input_grad(r: _RankGraph, op: Op) -> None:
-    """B: receive the output gradient, run the input gradient (with the weight gradient
-    when the schedule has no W ops), send the input gradient."""
+def _forward_steps(r: _RankGraph, op: Op) -> Sequence[Step]:
+    return r.chunks[op.chunk].forward
+
+
+def _backward_steps(r: _RankGraph, op: Op) -> Sequence[Step]:
     work = r.chunks[op.chunk]
-    deps = r.transfer(op, [r.prev], receive=True)
-    r.finish(op, r.run_steps(op, work.input_grad if r.split else work.backward, deps))
-    r.transfer(op, [], receive=False)
-    if not r.split:
-        r.gradients_done(op.chunk)
+    return work.input_grad if r.split_op(op) else work.backward
 
 
-def emit_weight_grad(r: _RankGraph, op: Op) -> None:
-    """W: the deferred weight gradient."""
-    r.finish(op, r.run_steps(op, r.chunks[op.chunk].weight_grad, [r.prev]))
-    r.gradients_done(op.chunk)
+def _weight_steps(r: _RankGraph, op: Op) -> Sequence[Step]:
+    return r.chunks[op.chunk].weight_grad
 
 
-#: The graph emitter of each op kind.
-EMITTERS: dict[OpKind, Callable[[_RankGraph, Op], None]] = {
-    "F": emit_forward,
-    "B": emit_input_grad,
-    "W": emit_weight_grad,
+#: The graph emitter of each op kind: F receives the activation, runs the forward and sends
+#: its output; B receives the output gradient, runs the input gradient (with the weight
+#: gradient when no W of its chunk and micro-batch follows) and sends the input gradient; W
+#: runs the deferred weight gradient.
+EMITTERS: dict[OpKind, Emitter] = {
+    "F": Emitter(_forward_steps, True, lambda r, op: False),
+    "B": Emitter(_backward_steps, True, lambda r, op: not r.split_op(op)),
+    "W": Emitter(_weight_steps, False, lambda r, op: True),
 }
 
 

@@ -6,13 +6,15 @@ here. The graph builder (:mod:`acesim.training.pipeline`), the memory walk
 (:mod:`acesim.workload.llm.memory`), ``--parallel schedule=`` and the docs read the registry;
 nothing branches on a schedule's name.
 
-Registered: ``1f1b`` (:mod:`.one_f_one_b`), ``interleaved`` (:mod:`.interleaved`).
+Registered: ``1f1b`` (:mod:`.one_f_one_b`), ``interleaved`` (:mod:`.interleaved`), ``zb-h1``
+(:mod:`.zb_h1`), ``zb-v`` (:mod:`.zb_v`), ``dualpipe`` (:mod:`.dualpipe`), ``dualpipev``
+(:mod:`.dualpipev`).
 """
 
 from __future__ import annotations
 
 from ...registry import Registry
-from . import interleaved, one_f_one_b
+from . import dualpipe, dualpipev, interleaved, one_f_one_b, zb_h1, zb_v
 from .base import OP_KINDS, Op, OpKind, PipelineSchedule, check_ops
 
 __all__ = [
@@ -31,7 +33,14 @@ SCHEDULES: Registry[PipelineSchedule] = Registry(
     "pipeline schedule", "parallel.schedule", listed=True
 )
 
-for _schedule in (one_f_one_b.SCHEDULE, interleaved.SCHEDULE):
+for _schedule in (
+    one_f_one_b.SCHEDULE,
+    interleaved.SCHEDULE,
+    zb_h1.SCHEDULE,
+    zb_v.SCHEDULE,
+    dualpipe.SCHEDULE,
+    dualpipev.SCHEDULE,
+):
     SCHEDULES.register(_schedule.name, _schedule)
 
 

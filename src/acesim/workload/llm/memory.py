@@ -18,9 +18,9 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
 * ``activations``: the most bytes the rank's schedule ever keeps at once: walking its ops in
   order (:mod:`acesim.training.schedules`), an F of chunk ``c`` adds that chunk's saved bytes
   per micro-batch; a B with no W after it frees them; where the schedule defers weight
-  gradients, the B frees them but keeps the weight gradients' operands (``weight_saved``),
-  which the W frees (:mod:`.chunk`) (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches;
-  interleaving more).
+  gradients (a W op of the same chunk and micro-batch follows), the B frees them but keeps the
+  weight gradients' operands (``weight_saved``), which the W frees (:mod:`.chunk`) (1F1B:
+  stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more).
 
 Not counted, as in :mod:`acesim.workload.footprint`: workspaces, communication buffers, the
 framework's and NCCL's own memory, allocator fragmentation (together often several GB on a
@@ -59,10 +59,13 @@ class _Op(Protocol):
     @property
     def chunk(self) -> int: ...
 
+    @property
+    def micro(self) -> int: ...
+
 
 def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[_Op]) -> float:
     """The most activation bytes held at once over a schedule's ``ops`` (module docstring)."""
-    split = any(op.kind == "W" for op in ops)
+    split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
     held = peak = 0.0
     for op in ops:
         work = chunks[op.chunk]
@@ -70,7 +73,7 @@ def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[_Op]) -> float:
             held += work.saved
         elif op.kind == "W":
             held -= work.weight_saved
-        elif split:
+        elif (op.chunk, op.micro) in split:
             held += work.weight_saved - work.saved
         else:
             held -= work.saved

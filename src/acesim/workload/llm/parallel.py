@@ -28,6 +28,12 @@ layer fewer. Megatron refuses explicit first/last counts together with the accou
 does acesim. Layers are numbered in virtual-stage order (chunk ``c`` of stage ``s`` is virtual
 stage ``c pp + s``).
 
+``schedule``: the pipeline schedule, a name of :data:`acesim.training.schedules.SCHEDULES`
+(``1f1b``, ``interleaved``, ``zb-h1``, ``zb-v``, ``dualpipe``, ``dualpipev``; default: Megatron's,
+interleaved with ``vpp > 1``, else 1F1B). ``vpp`` counts a rank's chunks per direction: the
+V-shaped schedules (``zb-v``, ``dualpipev``) take ``vpp=2``; ``dualpipe`` takes ``vpp=1`` and
+holds a chunk of each of its two directions.
+
 ``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
 dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
 (:mod:`.block`); off by default, as in Megatron-LM. ``grad_fp32``: keep and reduce the main
@@ -88,7 +94,7 @@ _INT_KEYS = (
     "last_stage_layers",
 )
 _BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32", "account_embedding", "account_loss")
-_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order")
+_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule")
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class ParallelConfig:
     last_stage_layers: int | None = None
     account_embedding: bool = False
     account_loss: bool = False
+    schedule: str | None = None
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -369,6 +376,8 @@ class ParallelConfig:
         for name in ("account_embedding", "account_loss"):
             if getattr(self, name):
                 parts.append(f"{name}=1")
+        if self.schedule is not None:
+            parts.append(f"schedule={self.schedule}")
         return ",".join(parts)
 
 
@@ -388,7 +397,7 @@ def parse_parallel(
             raise ConfigError(field, f"expected key=value with keys {', '.join(_KEYS)}", item)
         if key in values:
             raise ConfigError(field, f"{key} is given twice", text)
-        if key in ("recompute", "order"):
+        if key in ("recompute", "order", "schedule"):
             values[key] = raw
         elif key in _BOOL_KEYS:
             if raw not in ("0", "1", "true", "false", "on", "off"):
