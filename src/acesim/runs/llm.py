@@ -147,6 +147,13 @@ def make_llm_case(
             precision,
         )
     parallel.check_model(cfg)
+    units = resolved.npu.compute_units
+    if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
+        raise ConfigError(
+            "parallel.ep_comm_units",
+            f"must be fewer than the {units} compute units of {resolved.npu.name}",
+            parallel.ep_comm_units,
+        )
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
@@ -226,6 +233,8 @@ def _stages(
                     cp_group=place.cp_group,
                     units=parallel.zero == 3,
                     recompute_layers=parallel.recompute_layers,
+                    ep_units=parallel.ep_comm_units,
+                    shared_overlap=parallel.shared_expert_overlap,
                 )
             )
         out.append(tuple(chunks))

@@ -472,6 +472,7 @@ class GraphExecutor:
                 ranks=[],
                 on_rank_done=self._collective_done,
                 joining=self._members.get(key),
+                units=node.units,
             )
             self._instances[key] = coll
             if self._deferred is not None:

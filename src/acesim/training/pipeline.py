@@ -239,7 +239,7 @@ class _Units:
         self.sequence = list(range(count)) if forward else list(range(count - 1, -1, -1))
         firsts = work.forward_starts if forward else work.backward_starts
         self.starts = {firsts[j]: self.sequence[j] for j in range(count)}
-        self.gathered: dict[int, int] = {}
+        self.gathered: dict[int, list[int]] = {}
         self.now: int | None = None
 
 
@@ -402,11 +402,12 @@ class _RankGraph:
                 layer=label,
                 pass_name=st.kind,
                 blocking=not st.overlap,
+                units=comm.units,
             )
             chain.issued(node, st)
         deps = chain.end()
         if units is not None and units.now is not None and not op.forward:
-            self.dp_nodes.append(self._fsdp("reduce-scatter", work, units.now, deps, label))
+            self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
         return deps
 
     def finish(self, op: Op, deps: list[int | None], name: str | None = None) -> None:
@@ -543,36 +544,45 @@ class _RankGraph:
         label = f"chunk{op.chunk}"
         u = units.starts[k]
         if units.now is not None and not op.forward:
-            self.dp_nodes.append(self._fsdp("reduce-scatter", work, units.now, deps, label))
+            self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
         if u not in units.gathered:
             units.gathered[u] = self._fsdp("all-gather", work, u, deps, label)
-        deps = [*deps, units.gathered[u]]
+        deps = [*deps, *units.gathered[u]]
         j = units.sequence.index(u)
         if j + 1 < len(units.sequence):
             nxt = units.sequence[j + 1]
-            units.gathered[nxt] = self._fsdp("all-gather", work, nxt, [units.gathered[u]], label)
+            units.gathered[nxt] = self._fsdp("all-gather", work, nxt, units.gathered[u], label)
         units.now = u
         return deps
 
     def _fsdp(
         self, op: str, work: ChunkWork, unit: int, deps: Sequence[int | None], label: str
-    ) -> int:
-        """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group
-        (non-blocking; whoever needs it depends on it)."""
-        group = self.plan.place.dp_group
-        assert group is not None
+    ) -> list[int]:
+        """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group,
+        its experts' over the expert-data-parallel group (non-blocking; whoever needs them
+        depends on them)."""
+        place = self.plan.place
+        assert place.dp_group is not None
         nbytes = self.plan.param_bytes if op == "all-gather" else self.plan.grad_bytes
-        return self.add(
-            deps,
-            name=f"dp.{op}.fsdp.{label}.u{unit}",
-            kind="collective",
-            op=op,
-            size=work.unit_params[unit] * nbytes,
-            group=group,
-            layer=label,
-            pass_name="dp",
-            blocking=False,
-        )
+        experts = work.unit_experts[unit] if work.unit_experts else 0
+        parts = [(place.dp_group, work.unit_params[unit] - experts, "")]
+        if experts and place.expert_dp_group is not None:
+            parts.append((place.expert_dp_group, experts, ".experts"))
+        return [
+            self.add(
+                deps,
+                name=f"dp.{op}.fsdp.{label}.u{unit}{what}",
+                kind="collective",
+                op=op,
+                size=params * nbytes,
+                group=group,
+                layer=label,
+                pass_name="dp",
+                blocking=False,
+            )
+            for group, params, what in parts
+            if params
+        ]
 
 
 # -- the emitters, one per op kind ---------------------------------------------------------

@@ -45,6 +45,8 @@ class Node:
         op, size, dims, group: for collectives (bytes per NPU; the communicator: dims None =
             all dimensions, or a group).
         priority: chunk priority of a collective (None: blocking collectives first).
+        units: compute units a collective's kernels hold (None: the endpoint's setting;
+            :class:`~acesim.workload.model.Comm`).
         peer, tag, size: for send/recv (peer rank, matching tag, bytes).
         layer, iteration, pass_name: labels for reports.
     """
@@ -65,6 +67,7 @@ class Node:
     pass_name: str = ""
     blocking: bool = False
     priority: int | None = None
+    units: int | None = None
 
 
 @dataclass

@@ -22,7 +22,13 @@ rows) on a rank of a TP group of ``t``:
   bytes of activations sent per rank, the all-to-all's send buffer); the rank's ``E / ep``
   experts' MLPs as grouped GEMMs (``batch = E / ep``, ``T k ep / E`` rows each, expert widths
   split over TP); the all-to-all combine; the shared experts as one dense MLP; the
-  unpermutation. Backward runs the two all-to-alls the other way.
+  unpermutation. Backward runs the two all-to-alls the other way. With ``shared_overlap``
+  (Megatron's ``--moe-shared-expert-overlap``) the dispatch runs beside the shared experts'
+  first GEMM and activation and the combine beside their second GEMM (backward: the combine's
+  gradient beside the second GEMM's gradients, the dispatch's beside the rest), instead of
+  blocking. ``ep_units``: the all-to-alls' kernels hold that many compute units of their own
+  while they run (DeepEP's SM budget: ``Comm.units``), the compute beside them running on the
+  rest; None: the endpoint's own collective kernels.
 * backward, per sublayer in reverse: (sp: the all-gathers of the output gradient and of the
   saved input for the weight gradients) the data- and weight-gradient GEMMs and the attention
   backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
@@ -75,6 +81,8 @@ activation's input; with ``sp`` the tensors before the all-gathers are kept shar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
 from ...network.group import Group
@@ -114,6 +122,46 @@ ROPE_FLOPS = 3.0
 fused kernel Megatron-Bridge enables, ``apply_rope_fusion``)."""
 
 
+@dataclass(frozen=True)
+class _Routed:
+    """A MoE layer's routed experts: the kernels before the dispatch (``route``), between it
+    and the combine (``experts``), after it (``unpermute``), and backward the same in reverse;
+    the bytes of token copies an all-to-all moves; the activations kept."""
+
+    copies: float
+    route: tuple[Kernel, ...]
+    experts: tuple[Kernel, ...]
+    unpermute: Kernel
+    unpermute_b: Kernel
+    experts_b: tuple[Work, ...]
+    route_b: tuple[Work, ...]
+    saved: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """A MoE layer's shared experts: forward (fc1, activation, fc2) and backward kernels."""
+
+    fwd: tuple[Kernel, ...]
+    bwd: tuple[Work, ...]
+    saved: float
+
+
+def _exchange(part: Pass, a2a: Comm | None, beside: tuple[Work, ...]) -> None:
+    """An expert all-to-all (dispatch or combine) in ``part``: blocking, or, with ``beside``
+    kernels, issued with them (they do not wait for it; what follows waits for both)."""
+    if a2a is None:
+        if beside:
+            part.compute(*beside)
+        return
+    if not beside:
+        part.comm(a2a, "ep")
+        return
+    part.comm(a2a, "ep", overlap="next")
+    part.compute(*beside)
+    part.seal()
+
+
 def _weights(kernels: tuple[Kernel, ...]) -> tuple[Weight, ...]:
     """Kernels that only feed weight gradients (the FP8 transposes of their operands): weight
     work that keeps nothing of its own (the GEMM they feed counts the operands)."""
@@ -137,6 +185,8 @@ class _Builder:
         ep_group: Group | None = None,
         cp: int = 1,
         cp_group: Group | None = None,
+        ep_units: int | None = None,
+        shared_overlap: bool = False,
     ):
         self.m = model
         self.p = p
@@ -151,6 +201,8 @@ class _Builder:
         self.ep_group = ep_group
         self.cp = cp
         self.cp_group = cp_group
+        self.ep_units = ep_units
+        self.shared_overlap = shared_overlap
         self.q_len = seq // cp  # queries (and tokens) a rank holds with context parallelism
         self.T = micro_batch * self.q_len
         self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
@@ -284,7 +336,7 @@ class _Builder:
         bwd.alone(Weight(col_wgrad))
 
     # -- sublayers ---------------------------------------------------------------------------
-    def _linear_pair(self, fwd: Pass, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
+    def _linear_pair(self, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
         h = self.m.hidden
         return (
             self.gemm(self.T, width_in, h, f"{name}.fwd"),
@@ -396,7 +448,7 @@ class _Builder:
         fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.{name}_norm")
         inputs = 2 if m.gated else 1
-        fc1, fc1_d, fc1_g = self._linear_pair(fwd, inputs * width, f"l{i}.{name}.fc1")
+        fc1, fc1_d, fc1_g = self._linear_pair(inputs * width, f"l{i}.{name}.fc1")
         af, ab, asaved = self.act(width, f"l{i}.{name}.act")
         fc2 = self.gemm(self.T, m.hidden, width, f"l{i}.{name}.fc2")
         fc2_d = self.gemm(self.T, width, m.hidden, f"l{i}.{name}.fc2.dgrad")
@@ -439,10 +491,48 @@ class _Builder:
         return fwd, bwd, saved
 
     def moe(self, i: int) -> tuple[Pass, Pass, float]:
-        """Router, permutation, grouped expert GEMMs, shared experts, unpermutation."""
-        m, t, a = self.m, self.t, self.a
+        """Router, permutation, grouped expert GEMMs, shared experts, unpermutation; with
+        ``shared_overlap`` the dispatch and combine all-to-alls run beside the shared experts'
+        two halves (module docstring)."""
         fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.moe_norm")
+        r = self._routed(i)
+        sh = self._shared(i) if self.m.shared_experts else None
+        a2a = (
+            Comm("all-to-all", r.copies, group=self.ep_group, units=self.ep_units)
+            if self.ep_group
+            else None
+        )
+        beside = sh is not None and self.shared_overlap
+        fwd.compute(nf)
+        fwd.comm(self.before_column_parallel())
+        fwd.compute(*r.route)
+        _exchange(fwd, a2a, sh.fwd[:2] if beside and sh else ())
+        fwd.compute(*r.experts)
+        _exchange(fwd, a2a, sh.fwd[2:] if beside and sh else ())
+        fwd.compute(r.unpermute, *(sh.fwd if sh and not beside else ()))
+        fwd.comm(self.after_row_parallel())
+        fwd.compute(self.add(f"l{i}.moe_residual"))
+        if self.sp:
+            bwd.comm(self._tp("all-gather"))
+            bwd.comm(self._tp("all-gather"))
+        bwd.compute(r.unpermute_b)
+        _exchange(bwd, a2a, sh.bwd[:2] if beside and sh else ())
+        bwd.compute(*r.experts_b)
+        _exchange(bwd, a2a, sh.bwd[2:] if beside and sh else ())
+        bwd.compute(*(sh.bwd if sh and not beside else ()), *r.route_b)
+        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        bwd.compute(nb)
+        saved = nsaved
+        for term in r.saved:
+            saved += term
+        if sh is not None:
+            saved += sh.saved
+        return fwd, bwd, saved
+
+    def _routed(self, i: int) -> _Routed:
+        """The routed experts of MoE layer ``i``: router, top-k, permutation, grouped GEMMs."""
+        m, t, a = self.m, self.t, self.a
         E, k, h = m.experts, m.top_k, m.hidden
         router = self.gemm(self.T, E, h, f"l{i}.router")
         router_d = self.gemm(self.T, h, E, f"l{i}.router.dgrad")
@@ -455,8 +545,6 @@ class _Builder:
         copies = self.T * k * h * a
         permute = Stream(self.T * h * a, copies, name=f"l{i}.permute")
         permute_b = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.permute.bwd")
-        unpermute = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.unpermute")
-        unpermute_b = Stream(self.T * h * a, copies, name=f"l{i}.unpermute.bwd")
         local = E // self.ep
         rows = self.T * k / local
         width = m.expert_ffn / t
@@ -467,64 +555,51 @@ class _Builder:
                 mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations, batch=local, name=name
             )
 
-        e1 = grouped(rows, inputs * width, h, f"l{i}.experts.fc1")
-        e1_d = grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad")
-        e1_g = grouped(h, inputs * width, rows, f"l{i}.experts.fc1.wgrad")
-        e2 = grouped(rows, h, width, f"l{i}.experts.fc2")
-        e2_d = grouped(rows, width, h, f"l{i}.experts.fc2.dgrad")
-        e2_g = grouped(width, h, rows, f"l{i}.experts.fc2.wgrad")
-        n_act = self.T * k * width
-        if m.gated:
-            eact = Stream(2 * n_act * a, n_act * a, SWIGLU_FLOPS * n_act, name=f"l{i}.experts.act")
-            eact_b = Stream(
-                3 * n_act * a, 2 * n_act * a, SWIGLU_BWD_FLOPS * n_act, name=f"l{i}.experts.act.bwd"
-            )
-        else:
-            eact = Stream(n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act")
-            eact_b = Stream(
-                2 * n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act.bwd"
-            )
-        fwd.compute(nf)
-        fwd.comm(self.before_column_parallel())
-        a2a = Comm("all-to-all", copies, group=self.ep_group) if self.ep_group else None
-        fwd.compute(router, topk, permute)
-        fwd.comm(a2a, "ep")
-        fwd.compute(e1, eact, e2)
-        fwd.comm(a2a, "ep")
-        fwd.compute(unpermute)
-        bwd_router: list[Work] = [permute_b, topk_b, router_d, Weight(router_g)]
-        bwd_experts: list[Work] = [e2_d, Weight(e2_g), eact_b, e1_d, Weight(e1_g)]
-        saved = (
-            nsaved
-            + self.rows * h * a
-            + scores * FP32
-            + copies
-            + self.T * k * inputs * width * a
-            + n_act * a
+        eact, eact_b, _ = self.act(k * width, f"l{i}.experts.act")
+        return _Routed(
+            copies=copies,
+            route=(router, topk, permute),
+            experts=(
+                grouped(rows, inputs * width, h, f"l{i}.experts.fc1"),
+                eact,
+                grouped(rows, h, width, f"l{i}.experts.fc2"),
+            ),
+            unpermute=Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.unpermute"),
+            unpermute_b=Stream(self.T * h * a, copies, name=f"l{i}.unpermute.bwd"),
+            experts_b=(
+                grouped(rows, width, h, f"l{i}.experts.fc2.dgrad"),
+                Weight(grouped(width, h, rows, f"l{i}.experts.fc2.wgrad")),
+                eact_b,
+                grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad"),
+                Weight(grouped(h, inputs * width, rows, f"l{i}.experts.fc1.wgrad")),
+            ),
+            route_b=(permute_b, topk_b, router_d, Weight(router_g)),
+            saved=(
+                self.rows * h * a,
+                scores * FP32,
+                copies,
+                self.T * k * inputs * width * a,
+                self.T * k * width * a,
+            ),
         )
-        if m.shared_experts:
-            sw = m.shared_experts * width
-            s1, s1_d, s1_g = self._linear_pair(fwd, inputs * sw, f"l{i}.shared.fc1")
-            sf, sb, ssaved = self.act(sw, f"l{i}.shared.act")
-            s2 = self.gemm(self.T, h, sw, f"l{i}.shared.fc2")
-            s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
-            s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
-            fwd.compute(s1, sf, s2)
-            bwd_router = [s2_d, Weight(s2_g), sb, s1_d, Weight(s1_g), *bwd_router]
-            saved += ssaved + self.T * sw * a
-        fwd.comm(self.after_row_parallel())
-        fwd.compute(self.add(f"l{i}.moe_residual"))
-        if self.sp:
-            bwd.comm(self._tp("all-gather"))
-            bwd.comm(self._tp("all-gather"))
-        bwd.compute(unpermute_b)
-        bwd.comm(a2a, "ep")
-        bwd.compute(*bwd_experts)
-        bwd.comm(a2a, "ep")
-        bwd.compute(*bwd_router)
-        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
-        bwd.compute(nb)
-        return fwd, bwd, saved
+
+    def _shared(self, i: int) -> _Shared:
+        """The shared experts of MoE layer ``i`` as one dense MLP: forward fc1, activation |
+        fc2; backward fc2's gradients | activation, fc1's gradients (the halves that run
+        beside the dispatch and the combine with ``shared_overlap``)."""
+        m, h = self.m, self.m.hidden
+        inputs = 2 if m.gated else 1
+        sw = m.shared_experts * (m.expert_ffn / self.t)
+        s1, s1_d, s1_g = self._linear_pair(inputs * sw, f"l{i}.shared.fc1")
+        sf, sb, ssaved = self.act(sw, f"l{i}.shared.act")
+        s2 = self.gemm(self.T, h, sw, f"l{i}.shared.fc2")
+        s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
+        s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
+        return _Shared(
+            fwd=(s1, sf, s2),
+            bwd=(s2_d, Weight(s2_g), sb, s1_d, Weight(s1_g)),
+            saved=ssaved + self.T * sw * self.a,
+        )
 
     def layer(self, i: int, full: bool | None = None) -> tuple[Pass, Pass, float]:
         """Layer ``i``'s passes and saved bytes; ``full``: recompute it whole (None: as
@@ -610,13 +685,17 @@ def chunk_work(
     cp_group: Group | None = None,
     units: bool = False,
     recompute_layers: int | None = None,
+    ep_units: int | None = None,
+    shared_overlap: bool = False,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
     ``tp_group`` is the TP communicator (needed when ``tp > 1``); ``units``: keep each
     layer's (and the embedding's and head's) steps apart and say where they start (FSDP);
     ``recompute_layers``: with ``recompute = "full"``, only the chunk's first that many layers
-    are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``)."""
+    are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``);
+    ``ep_units``: the compute units the expert all-to-alls' kernels hold (None: the endpoint's
+    setting); ``shared_overlap``: the dispatch and combine beside the shared experts."""
     if tp > 1 and tp_group is None:
         raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
     if cp > 1 and cp_group is None:
@@ -637,17 +716,21 @@ def chunk_work(
         ep_group=ep_group if ep > 1 else None,
         cp=cp,
         cp_group=cp_group if cp > 1 else None,
+        ep_units=ep_units,
+        shared_overlap=shared_overlap,
     )
     fwd, bwd_parts = Pass(), []
     saved = 0.0
     params = experts = 0
     unit_params: list[int] = []
+    unit_experts: list[int] = []
     forward_starts: list[int] = []
 
-    def unit(part: Pass, n: int) -> None:
+    def unit(part: Pass, n: int, routed: int = 0) -> None:
         forward_starts.append(len(fwd.steps))
         fwd.extend(part)
         unit_params.append(n)
+        unit_experts.append(routed)
         if units:
             fwd.seal()
 
@@ -664,7 +747,7 @@ def chunk_work(
         norms = 2 * model.norm_params
         routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
         own = (model.layer_params(i) - norms - routed) // tp + norms + routed // (tp * ep)
-        unit(lf, own)
+        unit(lf, own, routed // (tp * ep))
         bwd_parts.append(lb)
         saved += ls
         params += (model.layer_params(i) - norms - routed) // tp + norms
@@ -696,6 +779,7 @@ def chunk_work(
         tuple(backward_starts) if units else (),
         weight_saved=bwd.kept,
         layers=len(layers),
+        unit_experts=tuple(unit_experts) if units and ep > 1 else (),
         embedding=embedding,
         head=head,
     )

@@ -174,6 +174,8 @@ class ChunkWork:
             (kept from B to a deferred W).
         layers, embedding, head: the transformer layers the chunk holds, and whether it holds
             the input embedding and the output head with the loss.
+        unit_experts: with ``units``, the experts' parameters of each FSDP unit (sharded over
+            the expert-data-parallel group).
         input_grad, weight_grad: the backward's input-gradient steps (B) and weight-gradient
             steps (W), from the marking of ``backward`` (module docstring).
     """
@@ -189,6 +191,7 @@ class ChunkWork:
     backward_starts: tuple[int, ...] = ()
     weight_saved: float = 0.0
     layers: int = 0
+    unit_experts: tuple[int, ...] = ()
     embedding: bool = False
     head: bool = False
     input_grad: tuple[Step, ...] = field(init=False, repr=False, compare=False)

@@ -106,8 +106,13 @@ def rank_footprint(
     gradients = params * grad_bytes(p, grad_fp32)
     if fsdp:
         largest = float(max((u for c in chunks for u in c.unit_params), default=0))
-        weights = weights / dp + 2 * largest * p.param_bytes
-        gradients = gradients / dp + largest * grad_bytes(p, grad_fp32)
+        if experts:  # experts sharded over the expert-data-parallel group
+            shard = (params - experts) / dp + experts / (expert_dp or dp)
+            weights = shard * p.param_bytes + 2 * largest * p.param_bytes
+            gradients = shard * grad_bytes(p, grad_fp32) + largest * grad_bytes(p, grad_fp32)
+        else:
+            weights = weights / dp + 2 * largest * p.param_bytes
+            gradients = gradients / dp + largest * grad_bytes(p, grad_fp32)
     sizes = {
         "weights": weights,
         "gradients": gradients,

@@ -34,6 +34,15 @@ interleaved with ``vpp > 1``, else 1F1B). ``vpp`` counts a rank's chunks per dir
 V-shaped schedules (``zb-v``, ``dualpipev``) take ``vpp=2``; ``dualpipe`` takes ``vpp=1`` and
 holds a chunk of each of its two directions.
 
+MoE: ``ep_comm_units=N``: the expert all-to-alls (dispatch, combine) run as kernels of their
+own holding ``N`` SMs while they run (DeepEP; DeepSeek-V3 gave them 20 of 132), the compute
+beside them on the rest; ``shared_expert_overlap=1`` (Megatron's
+``--moe-shared-expert-overlap``): the all-to-alls run beside the shared experts' compute.
+Expert parallelism is carved out of the data-parallel-with-context ranks (Megatron-core's
+expert rank order ``tp-ep-dp-pp`` with the expert TP equal to TP), so EP groups are ``ep``
+consecutive ranks of the CP x DP block, and the expert-data-parallel groups hold the ranks
+``ep`` apart in it.
+
 ``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
 dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
 (:mod:`.block`); off by default, as in Megatron-LM. ``grad_fp32``: keep and reduce the main
@@ -92,8 +101,16 @@ _INT_KEYS = (
     "recompute_layers",
     "first_stage_layers",
     "last_stage_layers",
+    "ep_comm_units",
 )
-_BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32", "account_embedding", "account_loss")
+_BOOL_KEYS = (
+    "sp",
+    "tp_overlap",
+    "grad_fp32",
+    "account_embedding",
+    "account_loss",
+    "shared_expert_overlap",
+)
 _KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule")
 
 
@@ -122,6 +139,8 @@ class ParallelConfig:
     account_embedding: bool = False
     account_loss: bool = False
     schedule: str | None = None
+    ep_comm_units: int | None = None
+    shared_expert_overlap: bool = False
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -151,9 +170,19 @@ class ParallelConfig:
                 "must be 0 (replicated optimizer), 1 (distributed optimizer) or 3 (FSDP)",
                 self.zero,
             )
-        if self.zero == 3 and self.ep > 1:
+        if self.ep_comm_units is not None and (
+            isinstance(self.ep_comm_units, bool)
+            or not isinstance(self.ep_comm_units, int)
+            or self.ep_comm_units < 1
+        ):
             raise ConfigError(
-                "parallel.zero", "FSDP with expert parallelism is not modelled yet", self.zero
+                "parallel.ep_comm_units", "must be a whole number of at least 1", self.ep_comm_units
+            )
+        if self.ep_comm_units is not None and self.ep == 1:
+            raise ConfigError(
+                "parallel.ep_comm_units",
+                "is the expert all-to-alls' SM budget: give it with ep > 1",
+                self.ep_comm_units,
             )
         self._check_split()
         if self.recompute not in ("none", "selective", "full"):
@@ -187,12 +216,6 @@ class ParallelConfig:
             )
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
-        if self.cp > 1 and self.ep > 1:
-            raise ConfigError(
-                "parallel.ep",
-                "expert parallelism with context parallelism is not modelled yet",
-                self.ep,
-            )
         if self.cp > 1 and self.seq % (2 * self.cp * (self.tp if self.sp else 1)):
             raise ConfigError(
                 "parallel.seq",
@@ -378,6 +401,10 @@ class ParallelConfig:
                 parts.append(f"{name}=1")
         if self.schedule is not None:
             parts.append(f"schedule={self.schedule}")
+        if self.ep_comm_units is not None:
+            parts.append(f"ep_comm_units={self.ep_comm_units}")
+        if self.shared_expert_overlap:
+            parts.append("shared_expert_overlap=1")
         return ",".join(parts)
 
 
@@ -536,12 +563,13 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
     dp_group = flat_group(shape, grad, first_dp, "dp") if grad > 1 else None
     cp_group = flat_group(shape, parallel.cp, parallel.tp, "cp") if parallel.cp > 1 else None
     ep = parallel.ep
-    ep_group = flat_group(shape, ep, dp_stride, "ep") if ep > 1 else None
+    # EP: ep consecutive ranks of the CP x DP block (stride first_dp), cp == 1 or not
+    ep_group = flat_group(shape, ep, first_dp, "ep") if ep > 1 else None
     edp = dp * parallel.cp // ep
     if ep == 1:
         edp_group = dp_group  # experts are reduced with the rest
     else:
-        edp_group = flat_group(shape, edp, dp_stride * ep, "expert-dp") if edp > 1 else None
+        edp_group = flat_group(shape, edp, first_dp * ep, "expert-dp") if edp > 1 else None
     return Placement(
         parallel.tp,
         parallel.pp,
