@@ -135,3 +135,47 @@ def test_the_sm_budget_is_checked(kw: dict[str, int], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         par = ParallelConfig(pp=2, global_batch=8, seq=1024, **kw)  # type: ignore[arg-type]
         make_llm_case("h100-nvswitch-8", MOE, par, nodes=1)
+
+
+def test_multi_head_latent_attention_runs_with_its_projections_and_parameters() -> None:
+    mla = TransformerConfig(
+        "tiny-mla",
+        layers=4,
+        hidden=1024,
+        heads=8,
+        head_dim=64,
+        ffn=2048,
+        vocab=8000,
+        seq=1024,
+        experts=8,
+        top_k=2,
+        expert_ffn=512,
+        shared_experts=1,
+        dense_layers=1,
+        q_lora_rank=256,
+        kv_lora_rank=128,
+        rope_dim=32,
+        v_head_dim=64,
+    )
+    whole, split = mla.mla_params
+    # down projections and their norms whole; up projections and output split by heads
+    assert whole == 1024 * 256 + 256 + 1024 * (128 + 32) + 128
+    assert split == 256 * 8 * 96 + 128 * 8 * 128 + 8 * 64 * 1024
+    par = ParallelConfig(tp=2, pp=2, ep=2, global_batch=8, seq=1024)
+    case = make_llm_case("h100-nvswitch-8", mla, par, nodes=1)
+    work = case.stages[0][0]
+    names = [k.name for st in work.forward for k in st.kernels]
+    assert [n for n in names if n.startswith("l0.") and ("_down" in n or "_up" in n)] == [
+        "l0.q_down",
+        "l0.q_up",
+        "l0.kv_down",
+        "l0.kv_up",
+    ]
+    weights = {k.name for st in work.weight_grad for k in st.kernels}
+    assert {"l0.q_down.wgrad", "l0.kv_up.wgrad", "l0.o_proj.wgrad"} <= weights
+    fast, _ = run_llm(case)
+    full, _ = run_llm(case, mode="exact")
+    assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
+    assert 0 < fast.mfu < 1
+    with pytest.raises(ConfigError, match="context parallelism with tiny-mla"):
+        make_llm_case("h100-nvswitch-8", mla, ParallelConfig(pp=2, cp=2, seq=1024), nodes=1)

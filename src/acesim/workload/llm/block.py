@@ -99,6 +99,7 @@ from ..zoo.costs import (
     SOFTMAX_FLOPS,
 )
 from .chunk import ChunkWork, Pass, Step, Weight, Work
+from .mla import mla_attention
 from .models import TransformerConfig
 
 __all__ = ["Step", "ChunkWork", "chunk_work", "SWIGLU_FLOPS"]
@@ -604,7 +605,7 @@ class _Builder:
     def layer(self, i: int, full: bool | None = None) -> tuple[Pass, Pass, float]:
         """Layer ``i``'s passes and saved bytes; ``full``: recompute it whole (None: as
         ``recompute`` says)."""
-        af, ab, asv = self.attention(i)
+        af, ab, asv = mla_attention(self, i) if self.m.mla else self.attention(i)
         if self.m.is_moe_layer(i):
             mf, mb, msv = self.moe(i)
         else:
@@ -746,11 +747,13 @@ def chunk_work(
         lf, lb, ls = b.layer(i, full)
         norms = 2 * model.norm_params
         routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
-        own = (model.layer_params(i) - norms - routed) // tp + norms + routed // (tp * ep)
+        whole = model.mla_params[0] if model.mla else 0  # MLA's duplicated down projections
+        own = (model.layer_params(i) - norms - routed - whole) // tp + norms + whole
+        own += routed // (tp * ep)
         unit(lf, own, routed // (tp * ep))
         bwd_parts.append(lb)
         saved += ls
-        params += (model.layer_params(i) - norms - routed) // tp + norms
+        params += (model.layer_params(i) - norms - routed - whole) // tp + norms + whole
         experts += routed // (tp * ep)
     if head:
         hf, hb, hs = b.head()

@@ -365,6 +365,13 @@ class ParallelConfig:
             self.layer_split(model.layers)
         except ConfigError as err:
             raise ConfigError(err.field, f"{err.rule} ({model.name})", err.value) from None
+        if model.mla and self.cp > 1:
+            raise ConfigError(
+                "parallel.cp",
+                f"context parallelism with {model.name}'s multi-head latent attention is not "
+                "modelled",
+                self.cp,
+            )
         if self.ep > 1 and not model.experts:
             raise ConfigError(
                 "parallel.ep",
