@@ -81,7 +81,7 @@ activation's input; with ``sp`` the tensors before the all-gathers are kept shar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
@@ -386,34 +386,9 @@ class _Builder:
         )
         fwd.compute(nf, *qkv_in)
         recomputed = (rope, core) if self.recompute == "selective" else ()
-        # the core: with context parallelism, the K and V of the whole sequence gathered over
-        # the CP group beside the attention kernel (the ring exchange of Megatron's CP runs
-        # under the attention compute), and in backward gathered again and their gradients
-        # reduce-scattered
-        kv = (
-            Comm("all-gather", self.b * self.s * 2 * m.kv_width / t * self.a, group=self.cp_group)
-            if self.cp_group is not None
-            else None
+        middle, between = self._core(
+            rope, core, core_b, (*_weights(proj_dy_t), Weight(proj_g), *recomputed)
         )
-        dkv = (
-            Comm(
-                "reduce-scatter", self.b * self.s * 2 * m.kv_width / t * self.a, group=self.cp_group
-            )
-            if self.cp_group is not None
-            else None
-        )
-        middle, between = Pass(), Pass()
-        middle.compute(rope)
-        if kv is not None:
-            middle.comm(kv, "cp", overlap="next")
-            middle.alone(core)
-            between.compute(*_weights(proj_dy_t), Weight(proj_g), *recomputed)
-            between.comm(kv, "cp", overlap="next")
-            between.alone(core_b)
-            between.comm(dkv, "cp")
-        else:
-            middle.compute(core)
-            between.compute(*_weights(proj_dy_t), Weight(proj_g), *recomputed, core_b)
         middle.compute(*proj_in)
         between.compute(rope_b, *qkv_dy)
         bwd.compute(*proj_dy)
@@ -442,6 +417,31 @@ class _Builder:
             attn_saved -= self.T * m.q_width / t * a + lse  # O and its statistics
         saved = nsaved + self.rows * m.hidden * a + attn_saved  # norm, QKV input, core
         return fwd, bwd, saved
+
+    def _core(
+        self, rope: Kernel, core: Kernel, core_b: Kernel, before_b: tuple[Work, ...]
+    ) -> tuple[Pass, Pass]:
+        """The attention core: forward (RoPE, the attention) and backward (``before_b``, the
+        attention backward); with context parallelism the K and V of the whole sequence
+        gathered over the CP group beside the attention kernel (the ring exchange of
+        Megatron's CP runs under the attention compute), and in backward gathered again and
+        their gradients reduce-scattered."""
+        m, t = self.m, self.t
+        middle, between = Pass(), Pass()
+        middle.compute(rope)
+        if self.cp_group is None:
+            middle.compute(core)
+            between.compute(*before_b, core_b)
+            return middle, between
+        size = self.b * self.s * 2 * m.kv_width / t * self.a
+        kv = Comm("all-gather", size, group=self.cp_group)
+        middle.comm(kv, "cp", overlap="next")
+        middle.alone(core)
+        between.compute(*before_b)
+        between.comm(kv, "cp", overlap="next")
+        between.alone(core_b)
+        between.comm(Comm("reduce-scatter", size, group=self.cp_group), "cp")
+        return middle, between
 
     def mlp(self, i: int, width: float, name: str) -> tuple[Pass, Pass, float]:
         """A dense MLP of inner width ``width`` (already divided over TP)."""
@@ -697,12 +697,16 @@ def chunk_work(
     are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``);
     ``ep_units``: the compute units the expert all-to-alls' kernels hold (None: the endpoint's
     setting); ``shared_overlap``: the dispatch and combine beside the shared experts."""
-    if tp > 1 and tp_group is None:
-        raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
-    if cp > 1 and cp_group is None:
-        raise WorkloadError("cp > 1 needs the CP group its exchanges run on", field="cp_group")
-    if ep > 1 and ep_group is None:
-        raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
+    for size, group, what, runs in (
+        (tp, tp_group, "tp", "collectives"),
+        (cp, cp_group, "cp", "exchanges"),
+        (ep, ep_group, "ep", "all-to-alls"),
+    ):
+        if size > 1 and group is None:
+            raise WorkloadError(
+                f"{what} > 1 needs the {what.upper()} group its {runs} run on",
+                field=f"{what}_group",
+            )
     b = _Builder(
         model,
         precision,
@@ -720,69 +724,104 @@ def chunk_work(
         ep_units=ep_units,
         shared_overlap=shared_overlap,
     )
-    fwd, bwd_parts = Pass(), []
-    saved = 0.0
-    params = experts = 0
-    unit_params: list[int] = []
-    unit_experts: list[int] = []
-    forward_starts: list[int] = []
-
-    def unit(part: Pass, n: int, routed: int = 0) -> None:
-        forward_starts.append(len(fwd.steps))
-        fwd.extend(part)
-        unit_params.append(n)
-        unit_experts.append(routed)
-        if units:
-            fwd.seal()
-
+    a = _Assembly(units)
     if embedding:
         ef, eb = b.embedding()
-        unit(ef, model.embedding_params // tp)
-        bwd_parts.append(eb)
-        params += model.embedding_params // tp
+        a.add(ef, eb, model.embedding_params // tp, model.embedding_params // tp)
     for i in layers:
         full = recompute == "full" and (
             recompute_layers is None or i - layers.start < recompute_layers
         )
         lf, lb, ls = b.layer(i, full)
-        norms = 2 * model.norm_params
-        routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
-        whole = model.mla_params[0] if model.mla else 0  # MLA's duplicated down projections
-        own = (model.layer_params(i) - norms - routed - whole) // tp + norms + whole
-        own += routed // (tp * ep)
-        unit(lf, own, routed // (tp * ep))
-        bwd_parts.append(lb)
-        saved += ls
-        params += (model.layer_params(i) - norms - routed - whole) // tp + norms + whole
-        experts += routed // (tp * ep)
+        dense, routed = _layer_params(model, i, tp, ep)
+        a.add(lf, lb, dense + routed, dense, ls, routed)
     if head:
         hf, hb, hs = b.head()
         own = (model.head_params - model.norm_params) // tp + model.norm_params
-        unit(hf, own)
-        bwd_parts.append(hb)
-        saved += hs
-        params += own
-    bwd = Pass()
-    backward_starts: list[int] = []
-    for part in reversed(bwd_parts):
-        backward_starts.append(len(bwd.steps))
-        bwd.extend(part)
-        if units:
-            bwd.seal()
-    boundary = b.rows * model.hidden * precision.activation_bytes
-    return ChunkWork(
-        tuple(fwd.steps),
-        tuple(bwd.steps),
-        saved,
-        params + experts,
-        boundary,
-        experts,
-        tuple(unit_params) if units else (),
-        tuple(forward_starts) if units else (),
-        tuple(backward_starts) if units else (),
-        weight_saved=bwd.kept,
-        layers=len(layers),
-        unit_experts=tuple(unit_experts) if units and ep > 1 else (),
-        embedding=embedding,
-        head=head,
+        a.add(hf, hb, own, own, hs)
+    return a.work(
+        b.rows * model.hidden * precision.activation_bytes, len(layers), embedding, head, ep > 1
     )
+
+
+def _layer_params(model: TransformerConfig, i: int, tp: int, ep: int) -> tuple[int, int]:
+    """Layer ``i``'s parameters on one rank: (dense: split over TP but the norms and MLA's
+    duplicated down projections, held whole; routed experts: over TP x EP)."""
+    norms = 2 * model.norm_params
+    routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
+    whole = model.mla_params[0] if model.mla else 0
+    dense = (model.layer_params(i) - norms - routed - whole) // tp + norms + whole
+    return dense, routed // (tp * ep)
+
+
+@dataclass
+class _Assembly:
+    """A chunk's units (the embedding, each layer, the head) in forward order: the forward so
+    far, each unit's backward, parameters, saved bytes, and (FSDP, ``units``) where each starts."""
+
+    units: bool
+    fwd: Pass = field(default_factory=Pass)
+    bwd_parts: list[Pass] = field(default_factory=list)
+    saved: float = 0.0
+    params: int = 0
+    experts: int = 0
+    unit_params: list[int] = field(default_factory=list)
+    unit_experts: list[int] = field(default_factory=list)
+    forward_starts: list[int] = field(default_factory=list)
+
+    def add(
+        self,
+        fwd: Pass,
+        bwd: Pass,
+        own: int,
+        dense: int,
+        saved: float | None = None,
+        routed: int = 0,
+    ) -> None:
+        """One unit: its passes, the parameters the rank holds of it (``own``: ``dense`` and
+        ``routed`` experts'), the activation bytes it keeps."""
+        self.forward_starts.append(len(self.fwd.steps))
+        self.fwd.extend(fwd)
+        self.unit_params.append(own)
+        self.unit_experts.append(routed)
+        if self.units:
+            self.fwd.seal()
+        self.bwd_parts.append(bwd)
+        if saved is not None:
+            self.saved += saved
+        self.params += dense
+        self.experts += routed
+
+    def work(
+        self, boundary: float, layers: int, embedding: bool, head: bool, experts: bool
+    ) -> ChunkWork:
+        """The chunk's :class:`ChunkWork` (``boundary``: bytes sent to the next stage)."""
+        bwd, backward_starts = self.backward()
+        u = self.units
+        return ChunkWork(
+            tuple(self.fwd.steps),
+            tuple(bwd.steps),
+            self.saved,
+            self.params + self.experts,
+            boundary,
+            self.experts,
+            tuple(self.unit_params) if u else (),
+            tuple(self.forward_starts) if u else (),
+            tuple(backward_starts) if u else (),
+            weight_saved=bwd.kept,
+            layers=layers,
+            unit_experts=tuple(self.unit_experts) if u and experts else (),
+            embedding=embedding,
+            head=head,
+        )
+
+    def backward(self) -> tuple[Pass, list[int]]:
+        """The units' backwards in reverse, and where each starts."""
+        bwd = Pass()
+        starts: list[int] = []
+        for part in reversed(self.bwd_parts):
+            starts.append(len(bwd.steps))
+            bwd.extend(part)
+            if self.units:
+                bwd.seal()
+        return bwd, starts

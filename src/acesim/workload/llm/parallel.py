@@ -170,20 +170,7 @@ class ParallelConfig:
                 "must be 0 (replicated optimizer), 1 (distributed optimizer) or 3 (FSDP)",
                 self.zero,
             )
-        if self.ep_comm_units is not None and (
-            isinstance(self.ep_comm_units, bool)
-            or not isinstance(self.ep_comm_units, int)
-            or self.ep_comm_units < 1
-        ):
-            raise ConfigError(
-                "parallel.ep_comm_units", "must be a whole number of at least 1", self.ep_comm_units
-            )
-        if self.ep_comm_units is not None and self.ep == 1:
-            raise ConfigError(
-                "parallel.ep_comm_units",
-                "is the expert all-to-alls' SM budget: give it with ep > 1",
-                self.ep_comm_units,
-            )
+        self._check_moe()
         self._check_split()
         if self.recompute not in ("none", "selective", "full"):
             raise ConfigError(
@@ -222,6 +209,22 @@ class ParallelConfig:
                 f"must be a multiple of 2 x cp{' x tp' if self.sp else ''} (Megatron splits each "
                 "sequence into 2 cp load-balanced chunks)",
                 self.seq,
+            )
+
+    def _check_moe(self) -> None:
+        """The expert all-to-alls' SM budget: a whole number, with expert parallelism."""
+        units = self.ep_comm_units
+        if units is None:
+            return
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise ConfigError(
+                "parallel.ep_comm_units", "must be a whole number of at least 1", units
+            )
+        if self.ep == 1:
+            raise ConfigError(
+                "parallel.ep_comm_units",
+                "is the expert all-to-alls' SM budget: give it with ep > 1",
+                units,
             )
 
     def _check_split(self) -> None:
