@@ -725,7 +725,7 @@ class CollectiveRuntime:
         weight = 1.0
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
-        extra = self.endpoint.demand(rank, step.kind, coll.units)
+        extra = self.endpoint.collective_message_demand(rank, step.kind, coll.units)
         track = "message" if rank == 0 else None
         run.sends_out = len(phase.lanes)
         for lane in phase.lanes:
@@ -787,7 +787,7 @@ class CollectiveRuntime:
         ):
             weight /= d.incast_efficiency  # more senders per receiver than the switch takes
         demand = {self.egress[rank][dim]: weight}
-        demand.update(self.endpoint.demand(rank, step.kind, coll.units))
+        demand.update(self.endpoint.collective_message_demand(rank, step.kind, coll.units))
         shares = self.shares
         track = "message" if rank == 0 else None
         ingress = self.ingress

@@ -74,7 +74,9 @@ class Endpoint:
         endpoint whose collectives are no compute kernels)."""
         return None
 
-    def demand(self, rank: int, kind: str, units: int | None = None) -> dict[Resource, float]:
+    def collective_message_demand(
+        self, rank: int, kind: str, units: int | None = None
+    ) -> dict[Resource, float]:
         """Per network byte, what a message of a collective (on ``units``, if it has a
         budget) consumes (:meth:`message_demand`, :meth:`budget_demand`)."""
         if units is not None:
