@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import acesim
 from acesim.config.resolve import resolve_system
 from acesim.studies.ace2026 import (
     CASES,
@@ -62,6 +63,28 @@ def test_every_system_and_substrate_is_reported(study: tuple[dict[str, Any], Pat
             assert out_["why"]
 
 
+def test_the_study_is_the_shared_comparison_of_acesim_compare(
+    study: tuple[dict[str, Any], Path],
+) -> None:
+    """The study compares substrates with the code `acesim run --endpoints` and
+    `acesim.compare` use: the same case gives the same best SM configuration and figures."""
+    summary, _ = study
+    row = next(r for r in summary["results"] if r["system"] == "h100-nvswitch-8")
+    comp = acesim.compare(
+        "h100-nvswitch-8",
+        "llama3-8b",
+        parallel="tp=8",
+        global_batch=1,
+        seq=512,
+        endpoints=["sm", "ideal"],
+    )
+    assert row["sm_variants"] == {r.variant: r.iteration_time for r in comp.baselines}
+    for kind in ("baseline", "ideal"):
+        assert comp.best(kind).iteration_time == row["endpoints"][kind]["iteration_time"]
+        assert comp.speedup(kind) == row["endpoints"][kind]["speedup"]
+        assert comp.best(kind).bound_by == row["endpoints"][kind]["bound_by"]
+
+
 def test_substrates_a_preset_does_not_calibrate_are_not_applicable_with_the_reason(
     study: tuple[dict[str, Any], Path],
 ) -> None:
@@ -94,7 +117,7 @@ def test_the_ideal_endpoint_bounds_every_substrate(study: tuple[dict[str, Any], 
 
 
 def test_report_and_figures(study: tuple[dict[str, Any], Path]) -> None:
-    _, out = study
+    summary, out = study
     report = (out / "report.md").read_text()
     for heading in (
         "## Where each substrate beats the best SM configuration",
@@ -105,6 +128,13 @@ def test_report_and_figures(study: tuple[dict[str, Any], Path]) -> None:
     ):
         assert heading in report
     assert "| b200-nvswitch-8 | tiny | copy_engine |" in report
+    # every substrate's energy per iteration side by side, from each run's energy figures
+    assert "## Energy per iteration" in report
+    for row in summary["results"]:
+        for substrate in row["endpoints"].values():
+            if substrate["applicable"]:
+                energy = substrate["energy"]
+                assert energy["per_token"] > 0 and energy["average_power"] > 0
     for name in FIGURES:
         assert (out / f"{name}.png").stat().st_size > 0
         assert (out / f"{name}.svg").stat().st_size > 0

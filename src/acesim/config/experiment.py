@@ -9,9 +9,11 @@ with ``workload.`` or ``run.`` address those tables, every other path addresses 
 Measurement (:class:`RunOptions`): ``iterations`` are simulated; the first ``warmup`` are
 dropped (the first iteration starts cold: no collective of a previous iteration delays its
 forward pass); the steady state is the mean over the iterations after them, each measured from
-its start to the start of the next, so at least ``warmup + 2`` iterations are needed. The one
-exception is a single iteration without warm-up, measured as the whole run (its communication
-tail included).
+its start to the start of the next, so at least ``warmup + 2`` iterations are needed. Without
+warm-up the whole run is measured (from time 0 to the last event, its communication tail
+included, divided by the iterations): a window that ends when the next iteration starts would
+cut the cold first iteration short (its updates and collectives still running, no earlier
+iteration's spilling into it), so that it could measure less than its own compute.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from .variation import (
     Straggler,
     Variation,
     placement_problem,
-    variation_problem,
 )
 
 __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
@@ -40,13 +41,13 @@ __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_prob
 def measurement_problem(iterations: int, warmup: int) -> str | None:
     """Why ``iterations`` with ``warmup`` dropped cannot give a steady state (None if they
     can); the rule of the module docstring."""
-    if iterations == 1 and warmup == 0:
+    if warmup == 0:
         return None
     if iterations < warmup + 2:
         return (
             f"must be at least warm-up + 2 = {warmup + 2} (each measured iteration runs from "
-            f"its start to the next one's), got {iterations}"
-            + ("; or set the warm-up to 0" if warmup else "")
+            f"its start to the next one's), got {iterations}; or set the warm-up to 0 (the "
+            "whole run measured, its tail included)"
         )
     return None
 
@@ -70,7 +71,13 @@ class RunOptions(Strict):
 
     iterations: PositiveInt = Field(3, description="iterations simulated")
     warmup: NonNegativeInt = Field(1, description="first iterations dropped before measuring")
-    mode: Literal["symmetric", "exact"] = "symmetric"
+    mode: Literal["symmetric", "class", "exact"] = Field(
+        "symmetric",
+        description="exact: simulate every NPU; symmetric or class: the fewest NPUs that "
+        "stand for every rank (one, or one per class of identical ranks), unless something "
+        "makes ranks differ: then exact mode, and the result says why "
+        "(acesim.training.strategy)",
+    )
     loop: str = Field("layerwise", description="training loop (acesim.training.loops.LOOPS)")
     bucket_size: PositiveBytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")
     shape: list[NpuCount] | None = Field(None, description="override the network dimension sizes")
@@ -89,10 +96,10 @@ class RunOptions(Strict):
     )
     stragglers: list[Straggler] = Field(
         default_factory=list,
-        description="exact mode: ranks whose compute kernels run slower (acesim.config.variation)",
+        description="ranks whose compute kernels run slower (exact mode; acesim.config.variation)",
     )
     compute_spread: ComputeSpread | None = Field(
-        None, description="exact mode: seeded per-rank compute slowdowns (acesim.config.variation)"
+        None, description="seeded per-rank compute slowdowns (exact mode; acesim.config.variation)"
     )
     links: list[LinkChange] = Field(
         default_factory=list,
@@ -137,15 +144,6 @@ class RunOptions(Strict):
         if self.nodes is not None and (self.shape is not None or self.npus is not None):
             other = "npus" if self.npus is not None else "shape"
             raise FieldRuleError("nodes", f"give either nodes or {other}, not both", self.nodes)
-        varied = variation_problem(self.stragglers, self.compute_spread, self.links, self.npu_types)
-        if varied is None and self.placement is not None:
-            varied = "placement"
-        if varied is not None and self.mode != "exact":
-            raise FieldRuleError(
-                varied,
-                "needs mode = 'exact' (--exact): symmetric mode simulates one representative "
-                "NPU, so every rank and link is the same",
-            )
         return self
 
     @property

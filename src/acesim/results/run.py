@@ -2,8 +2,10 @@
 
 The measured iterations are ``warmup .. iterations-2``: iteration ``k`` runs from the moment it
 becomes ready to the moment iteration ``k+1`` does, so the window is ``[start(warmup),
-start(iterations-1))`` and every figure is a mean per measured iteration. A single iteration
-without warm-up is measured as the whole run (its communication tail included). In the window:
+start(iterations-1))`` and every figure is a mean per measured iteration. Without warm-up the
+whole run is measured (``[0, makespan]``, its communication tail included, every iteration
+counted): the cold first iteration's window would otherwise end while its own updates still
+run, shorter than its compute. In the window:
 
 * ``iteration_time``: window length / measured iterations (s);
 * ``compute_time`` / ``compute_time_alone``: kernels of the measured iterations, as run and at
@@ -37,12 +39,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import SimulationError, WorkloadError
 from ..training.bounds import attribute, collective_bounds
-from ..training.executor import Execution
+from ..training.executor import Execution, Snapshot
+from ..units import format_rate, format_time
 from ..version import __version__
+from .energy import EnergyResult, energy_result, energy_rows
+from .protocol import Table
 
 SCHEMA = "acesim.run/2"
 
@@ -80,6 +85,8 @@ class RunInfo:
     variant: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     version: str = __version__
+    #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
+    mode_note: str = ""
 
     def describe(self) -> str:
         """One line: workload, batch, precision, system, shape, loop, measurement."""
@@ -95,7 +102,11 @@ class RunInfo:
 
 @dataclass
 class RunResult:
-    """Metrics of one run. Times in s, bandwidths in B/s, utilisations in 0..1."""
+    """Metrics of one training-graph run (the :class:`~acesim.results.protocol.Result`
+    protocol). Times in s, bandwidths in B/s, utilisations in 0..1."""
+
+    kind: ClassVar[str] = "training"
+    gains: ClassVar[dict[str, str]] = {"net_util_gain": "net_util_effective"}
 
     info: RunInfo
     iteration_time: float
@@ -117,6 +128,9 @@ class RunResult:
     comm_bound_by: dict[str, float] = field(default_factory=dict)
     layers: list[LayerRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: energy per iteration, per sample, average power (acesim.results.energy); None: the
+    #: NPU has no power model ([npu.power])
+    energy: EnergyResult | None = None
 
     # The run's identity, for tables and comparisons.
     @property
@@ -143,10 +157,77 @@ class RunResult:
     def loop(self) -> str:
         return self.info.loop
 
+    @property
+    def figure(self) -> float:
+        """The figure of merit: the iteration time (s)."""
+        return self.iteration_time
+
+    @property
+    def mode_note(self) -> str:
+        return self.info.mode_note
+
+    @property
+    def variant(self) -> str:
+        return self.info.variant
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.info.settings
+
+    def describe(self) -> str:
+        return self.info.describe()
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["schema"] = SCHEMA
+        data["kind"] = self.kind
         return data
+
+    def case(self) -> dict[str, Any]:
+        """What the run was: its :class:`RunInfo` but the endpoint's."""
+        info = asdict(self.info)
+        for key in ("endpoint", "variant", "settings", "mode_note"):
+            info.pop(key)
+        return info
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The headline figures as (metric, text) rows."""
+        rows = [
+            ("iteration time", format_time(self.iteration_time)),
+            ("compute (as run)", format_time(self.compute_time)),
+            ("compute (alone)", format_time(self.compute_time_alone)),
+            ("compute slowdown", f"{self.compute_slowdown:.3f}x"),
+            ("exposed communication", format_time(self.exposed_comm)),
+            ("communication time", format_time(self.comm_time)),
+        ]
+        rows += [(f"net util {dim}", f"{100 * u:.1f}%") for dim, u in self.net_util.items()]
+        rows += [
+            ("net util effective", f"{100 * self.net_util_effective:.1f}%"),
+            ("HBM bw compute", format_rate(self.hbm_bw_compute)),
+            ("HBM bw comm", format_rate(self.hbm_bw_comm)),
+            ("compute units held by comm", f"{self.comm_units_held:.2f}"),
+        ]
+        if self.bound:
+            share = self.bound_by[self.bound] / self.iteration_time
+            rows.append(("bound by", f"{self.bound} ({100 * share:.0f}%)"))
+        if self.comm_bound and self.comm_time > 0:
+            share = min(self.comm_bound_by[self.comm_bound] / self.comm_time, 1.0)
+            rows.append(("comm bound by", f"{self.comm_bound} ({100 * share:.0f}% of comm)"))
+        return rows + energy_rows(self.energy)
+
+    def tables(self) -> list[Table]:
+        """What bound the iteration (time per iteration, shares of 0.1% or more)."""
+        t = self.iteration_time
+        rows: list[tuple[str, ...]] = [
+            (name, format_time(s), f"{100 * s / t:.1f}%")
+            for name, s in self.bound_by.items()
+            if s / t >= 0.001
+        ]
+        title = "what bound the iteration (time per iteration)"
+        return [Table(title, ("resource", "time", "share"), rows)]
+
+    def footnotes(self) -> list[str]:
+        return [self.mode_note] if self.mode_note else []
 
     def to_pandas(self) -> Any:
         """One row: :meth:`metrics` (run facts included) as a ``pandas.DataFrame``."""
@@ -189,6 +270,8 @@ class RunResult:
         }
         for dim, value in self.net_util.items():
             out[f"net_util_{dim}"] = value
+        if self.energy is not None:
+            out.update(self.energy.metrics())
         info = self.info
         out.update(
             {
@@ -200,6 +283,7 @@ class RunResult:
                 "run.precision": info.precision,
                 "run.loop": info.loop,
                 "run.mode": info.mode,
+                "run.mode_note": info.mode_note,
                 "run.iterations": info.iterations,
                 "run.warmup": info.warmup,
                 "run.measured": info.measured,
@@ -230,8 +314,8 @@ def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) ->
 
 def measured_iterations(iterations: int, warmup: int) -> list[int]:
     """The iterations a run of ``iterations`` with ``warmup`` dropped measures (see module)."""
-    if iterations == 1 and warmup == 0:
-        return [0]
+    if warmup == 0:
+        return list(range(iterations))
     return list(range(warmup, iterations - 1))
 
 
@@ -251,7 +335,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
             "exists",
             location=ex.graph.name or "graph",
         )
-    whole_run = iters == 1
+    whole_run = info.warmup == 0
     if whole_run:
         lo, hi = 0.0, ex.makespan
         snap_lo, snap_hi = ex.snapshots[0], ex.final
@@ -310,7 +394,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         hbm_comm = 0.0  # rounding of two integrals of the same traffic
     comm_time = 0.0
     for k in measured:
-        start = ex.iteration_start.get(k, lo) if not whole_run else lo
+        start = ex.iteration_start.get(k, lo)
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
     bound_by: dict[str, float] = {}
@@ -345,9 +429,25 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         comm_bound=next(iter(comm_bound_by), ""),
         comm_bound_by=comm_bound_by,
         layers=[rows[name] for name in rows],
+        energy=_energy(ex, snap_lo, snap_hi, count, info.batch_per_npu),
     )
     _check_finite(result)
     return result
+
+
+def _energy(
+    ex: Execution, lo: Snapshot, hi: Snapshot, count: int, batch: int | None
+) -> EnergyResult | None:
+    """NPU 0's energy over the window, per iteration and per sample (None without
+    ``[npu.power]``)."""
+    power = ex.platform.npus[0].config.power
+    if power is None or lo.meters is None or hi.meters is None:
+        return None
+    dims = ex.platform.system.network.dimensions
+    energy = energy_result([hi.meters.since(lo.meters)], [power], dims, count)
+    if batch:
+        energy.per_sample = energy.per_iteration / batch
+    return energy
 
 
 def _check_finite(result: RunResult) -> None:

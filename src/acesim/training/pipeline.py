@@ -67,9 +67,14 @@ __all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
 #: Communication kinds of node names, in reporting order.
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 
-#: Compute nodes' pass name of each op kind (``BW``: a B that computes the weight gradients
-#: too, no W following it).
-PASS_NAMES: dict[OpKind, str] = {"F": "F", "B": "B", "W": "W"}
+#: Compute nodes' name of each op kind (``BW``: a B that computes the weight gradients too,
+#: no W following it), as node names and traces show them.
+OP_NAMES: dict[OpKind, str] = {"F": "F", "B": "B", "W": "W"}
+
+#: Compute nodes' pass label of each op name, in the training graphs' vocabulary
+#: (:mod:`acesim.training.loops`: ``fwd``, ``ig`` input gradient, ``wg`` weight gradient),
+#: which per-layer reports attribute time by; ``bwd``: both gradients in one op.
+PASS_LABELS = {"F": "fwd", "B": "ig", "W": "wg", "BW": "bwd"}
 
 
 def comm_kind(node: Node) -> str | None:
@@ -329,11 +334,15 @@ class _RankGraph:
     def tag(self, forward: bool, vstage: int, micro: int) -> int:
         return ((0 if forward else 1) * self.vstages + vstage) * self.plan.micro + micro
 
-    def pass_name(self, op: Op) -> str:
+    def op_name(self, op: Op) -> str:
         """The op's name in node names and traces: F, B, W, or BW (a full backward)."""
         if op.kind == "B" and not self.split_op(op):
             return "BW"
-        return PASS_NAMES[op.kind]
+        return OP_NAMES[op.kind]
+
+    def pass_name(self, op: Op) -> str:
+        """The op's pass label (:data:`PASS_LABELS`)."""
+        return PASS_LABELS[self.op_name(op)]
 
     def split_op(self, op: Op) -> bool:
         """A W op of the same chunk and micro-batch follows this B."""
@@ -368,7 +377,7 @@ class _RankGraph:
         what the op's end waits for."""
         work = self.chunks[op.chunk]
         c, i = op.chunk, op.micro
-        pname = self.pass_name(op)
+        pname, plabel = self.op_name(op), self.pass_name(op)
         label = f"chunk{c}"
         units = (
             _Units(work, op.forward)
@@ -386,7 +395,7 @@ class _RankGraph:
                     kind="compute",
                     compute=Compute(kernels=st.kernels),
                     layer=label,
-                    pass_name=pname,
+                    pass_name=plabel,
                 )
                 chain.computed(node)
                 continue
@@ -414,14 +423,13 @@ class _RankGraph:
         """The op's end: one node waiting for everything it issued (or that one thing)."""
         real = sorted({d for d in deps if d is not None})
         if len(real) > 1:
-            pname = self.pass_name(op)
             self.prev = self.add(
                 real,
-                name=name or f"{pname}.{op.chunk}.{op.micro}.done",
+                name=name or f"{self.op_name(op)}.{op.chunk}.{op.micro}.done",
                 kind="compute",
                 compute=Compute(),
                 layer=f"chunk{op.chunk}",
-                pass_name=pname,
+                pass_name=self.pass_name(op),
             )
         elif real:
             self.prev = real[0]

@@ -41,6 +41,7 @@ baseline; empty means the settings as given.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -57,9 +58,15 @@ from ...config.validators import (
 from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
-from ...network.endpoint import Endpoint
+from ...network.endpoint import REDUCTION_FLOPS, Endpoint
 from .registry import AMPLE_RATE, EndpointContext, EndpointKind, Variant
-from .sm_kernels import NvlsKernelSettings, check_fewer_units, check_nvls_units, sm_kernel_demand
+from .sm_kernels import (
+    NvlsKernelSettings,
+    check_fewer_units,
+    check_nvls_units,
+    reduction_meters,
+    sm_kernel_demand,
+)
 
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
 
@@ -257,6 +264,14 @@ class BaselineEndpoint(Endpoint):
         if not self._mlp:
             return None
         return self.npus[rank].hbm_comm, float(self.units)
+
+    def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
+        # the kinds' kernels and those on SM budgets of their own (their own flops resources)
+        found = reduction_meters(self._demand[rank])
+        for (owner, _), demand in sorted(self._budgets.items()):
+            if owner == rank:
+                found += reduction_meters(demand)
+        return {REDUCTION_FLOPS: found}
 
     def collective_started(
         self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
