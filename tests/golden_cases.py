@@ -524,6 +524,14 @@ def _llm_exact_runs() -> Iterator[GoldenCase]:
         "tp2pp2-seq256/ideal-slow-link/auto-exact",
         f"{par} --endpoint ideal --link dim=0,rank=1,bandwidth=10GB/s",
     )
+    yield _llm(
+        "tp2pp2-seq256/baseline-a100-stage1/auto-exact",
+        f"{par} --endpoint baseline --npu ranks=4-7,preset=a100-sxm",
+    )
+    yield _llm(
+        "tp2pp2-seq256/baseline-placement/auto-exact",
+        f"{par} --endpoint baseline --placement {{inputs}}/placement8.json",
+    )
 
 
 # --- comparisons (acesim run without --endpoint: best baseline vs ace vs ideal ...) ---------

@@ -101,7 +101,8 @@ PARALLEL_HELP = (
     "and the loss counted as pipeline layers), schedule=1f1b|interleaved|zb-h1|zb-v|dualpipe|"
     "dualpipev (the pipeline schedule; default interleaved with vpp > 1, else 1f1b). "
     "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
-    "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
+    "simulating every GPU); --exact, --straggler, --compute-spread, --link, --npu and "
+    "--placement simulate every GPU"
 )
 
 #: help of the variation flags (acesim.config.variation): they put a run in exact mode
@@ -175,8 +176,6 @@ TRAINING_FLAGS = {
     "bucket": "--bucket-size",
     "iterations": "--iterations",
     "warmup": "--warmup",
-    "npu_types": "--npu",
-    "placement": "--placement",
 }
 LLM_FLAGS = {
     "global_batch": "--global-batch",

@@ -22,7 +22,6 @@ class has as many ranks, so means over the simulated ranks are means over all ra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -34,7 +33,7 @@ from ..workload.llm.memory import TERMS
 from .energy import EnergyResult, energy_rows
 from .protocol import Table
 
-__all__ = ["LlmResult", "idle_breakdown", "stage_times", "SCHEMA"]
+__all__ = ["LlmResult", "idle_breakdown", "rank_compute_times", "SCHEMA"]
 
 SCHEMA = "acesim.llm/1"
 
@@ -185,28 +184,49 @@ class LlmResult:
         return tables
 
     def _stage_table(self) -> Table:
-        """Each pipeline stage's layers, compute and idle time, memory (uneven stages)."""
+        """Each pipeline stage's layers, compute and idle time, memory (uneven stages), and
+        with every GPU simulated its slowest GPU's compute time."""
+        exact = any(row.get("slowest_npu") is not None for row in self.stages)
         rows: list[tuple[str, ...]] = []
         for row in self.stages:
             held = [str(row["layers"])]
             held += [
                 part for part, on in (("embedding", row["embedding"]), ("loss", row["loss"])) if on
             ]
-            rows.append(
-                (
-                    str(row["stage"]),
-                    " + ".join(held),
-                    format_time(row["compute_time"]),
-                    format_time(row["idle_time"]),
-                    format_size(row["memory"]),
-                )
-            )
-        columns = ("stage", "layers", "compute", "idle", "memory")
+            cells = [
+                str(row["stage"]),
+                " + ".join(held),
+                format_time(row["compute_time"]),
+                format_time(row["idle_time"]),
+                format_size(row["memory"]),
+            ]
+            if exact:
+                cells.append(f"npu{row['slowest_npu']}: {format_time(row['slowest_compute'])}")
+            rows.append(tuple(cells))
+        columns = ("stage", "layers", "compute", "idle", "memory") + ("slowest GPU",) * exact
         return Table("pipeline stages (per GPU, one iteration)", columns, rows)
+
+    def slowest_note(self) -> str:
+        """The slowest GPU of a run with every GPU simulated and what it does to the
+        pipeline ("" in class mode)."""
+        timed = [r for r in self.stages if r.get("slowest_npu") is not None]
+        if not timed:
+            return ""
+        row = max(timed, key=lambda r: r["slowest_compute"])
+        mean = sum(r["compute_time"] for r in self.stages) / len(self.stages)
+        return (
+            f"slowest GPU: npu{row['slowest_npu']} ({row['slowest_type']}, pipeline stage "
+            f"{row['stage']}) computes {format_time(row['slowest_compute'])} an iteration, "
+            f"{row['slowest_compute'] / mean:.2f}x the mean GPU's {format_time(mean)}; its "
+            "stage's TP/CP peers and the other stages wait for it (the stage table's idle "
+            f"column; the pipeline bubble is {100 * self.bubble_fraction:.1f}% of the "
+            "iteration)"
+        )
 
     def footnotes(self) -> list[str]:
         notes = [self.mode_note] if self.mode_note else []
-        return notes + [f"model: {note}" for note in self.notes]
+        slowest = self.slowest_note()
+        return notes + [slowest] * bool(slowest) + [f"model: {note}" for note in self.notes]
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -305,17 +325,12 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
     return compute, bubble, exposed
 
 
-def stage_times(ex: Execution, stage_of: Sequence[int], stages: int) -> list[tuple[float, float]]:
-    """Per pipeline stage, (compute, idle) time per GPU and iteration (s): means over the
-    stage's simulated ranks (``stage_of[r]``: rank r's stage)."""
-    iteration = ex.makespan / max(ex.graph.iterations, 1)
-    sums = [0.0] * stages
-    counts = [0] * stages
-    for rank, records in enumerate(ex.records):
+def rank_compute_times(ex: Execution) -> list[float]:
+    """Each simulated rank's compute time per iteration (s): the union of its compute nodes'
+    intervals."""
+    iterations = max(ex.graph.iterations, 1)
+    out = []
+    for records in ex.records:
         busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
-        sums[stage_of[rank]] += _length(_union(busy)) / max(ex.graph.iterations, 1)
-        counts[stage_of[rank]] += 1
-    return [
-        (sums[s] / counts[s], iteration - sums[s] / counts[s]) if counts[s] else (0.0, 0.0)
-        for s in range(stages)
-    ]
+        out.append(_length(_union(busy)) / iterations)
+    return out
