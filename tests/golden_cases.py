@@ -495,6 +495,11 @@ def _llm_schedule_runs() -> Iterator[GoldenCase]:
         "dualpipev": ",vpp=2,schedule=dualpipev",
     }.items():
         yield _llm(f"tp2pp2-seq256-{name}/baseline/class", f"{par}{change} --endpoint baseline")
+    yield _llm(
+        "tp2pp4-seq256-offload-half/baseline/class",
+        "--global-batch 8 --seq 256 --parallel tp=2,pp=4,offload=activations,offload_fraction=0.5"
+        " --endpoint baseline",
+    )
     moe = "--seq 256 --nodes 4 --endpoint baseline"
     for name, change in {
         "cp2ep8pp4": "tp=1,cp=2,ep=8,pp=4 --global-batch 4",

@@ -184,6 +184,11 @@ def make_llm_case(
     p = PRECISIONS.get(precision, "workload.precision")
     check_math(resolved, p.math, precision)
     parallel.check_model(cfg)
+    if parallel.offload is not None and resolved.npu.host_link_bandwidth is None:
+        raise ConfigError(
+            "npu.host_link_bandwidth",
+            f"must be set to offload {parallel.offload} ({resolved.npu.name} has no host link)",
+        )
     units = resolved.npu.compute_units
     if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
         raise ConfigError(
@@ -220,6 +225,7 @@ def make_llm_case(
             expert_dp=place.expert_dp,
             grad_fp32=parallel.grad_fp32,
             fsdp=parallel.zero == 3,
+            offload_activations=parallel.offload_activations,
         )
         for s, chunks in enumerate(stages)
     ]
@@ -431,6 +437,7 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         iterations=case.iterations,
         name=case.model.name,
         classes=classes,
+        offload_activations=par.offload_activations,
     )
 
 

@@ -60,6 +60,7 @@ from ..workload.graph import Graph, Node
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
+from .offload import ActivationOffload
 from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
 __all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
@@ -101,6 +102,7 @@ class _Plan:
     fsdp: bool
     iterations: int
     classes: bool
+    offload: float = 0.0  # share of saved activations offloaded (:mod:`.offload`)
 
     @property
     def chunks(self) -> int:
@@ -138,6 +140,7 @@ def pipeline_graph(
     iterations: int = 1,
     name: str = "llm",
     classes: bool = False,
+    offload_activations: float = 0.0,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -156,6 +159,9 @@ def pipeline_graph(
         classes: class mode: one node list per pipeline stage (the graph of the stage's first
             rank, standing for every TP/CP/DP/EP replica of it), point-to-point peers named by
             stage (:mod:`acesim.network.classes`); False: one list per rank.
+        offload_activations: share (0 to 1) of each micro-batch's saved activations copied
+            to host memory after its forward and back before its backward
+            (:mod:`acesim.training.offload`).
     """
     p = place.pp
     v = len(stages[0])
@@ -178,6 +184,7 @@ def pipeline_graph(
         fsdp,
         iterations,
         classes,
+        offload_activations,
     )
     ops = [_stage_ops(plan, s) for s in range(p)]
     stride = place.stage_stride
@@ -266,6 +273,7 @@ class _RankGraph:
         self.started = [False] * plan.chunks
         self.remaining: dict[int, int] = {}
         self.dp_nodes: list[int] = []
+        self.offload = ActivationOffload(0.0, [], [])
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
         node = Node(
@@ -291,19 +299,26 @@ class _RankGraph:
         return self.nodes
 
     def _run(self, ops: Sequence[Op]) -> None:
-        """Every op in order, a paired op together with the op after it."""
-        group: list[Op] = []
+        """Every op in order, a paired op together with the op after it; activation offload's
+        host copies around them (:mod:`.offload`)."""
+        groups: list[list[Op]] = [[]]
         for op in ops:
-            group.append(op)
+            groups[-1].append(op)
             if not op.paired:
-                self.emit(group)
-                group = []
+                groups.append([])
+        groups.pop()
+        saved = [c.saved for c in self.chunks]
+        self.offload = ActivationOffload(self.plan.offload, saved, groups)
+        for k, group in enumerate(groups):
+            self.offload.prefetch(self.add, k, self.prev)
+            self.emit(group)
+            self.offload.offload(self.add, group, self.prev)
 
     def emit(self, group: Sequence[Op]) -> None:
         """One op, or a pair run together (DualPipe's overlapped forward and backward: both
         inputs received before either computes, both outputs sent when both are done): the
         emitters of their kinds say what each receives, runs and sends."""
-        deps: list[int | None] = [self.prev]
+        deps: list[int | None] = [self.prev, *self.offload.reloads(group)]
         for op in group:
             if op.forward and not self.started[op.chunk]:
                 deps.append(self.gate[op.chunk])

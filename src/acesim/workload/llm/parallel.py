@@ -54,6 +54,13 @@ the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distribut
 the measurements of the validation corpus ran them); Megatron-LM's own command-line defaults
 have both off (``sp=0,zero=0``).
 
+Offload (``offload=activations,offload_fraction=F``, Megatron-core's CPU offloading of
+activations, ``--cpu-offloading``): the share ``F`` (default 1) of each micro-batch's saved
+activations goes to host memory after its forward and comes back before its backward, over
+the host link on the copy engines (:mod:`acesim.training.offload`); Megatron offloads whole
+layers (``--cpu-offloading-num-layers N``): ``F`` is that count over a chunk's layers.
+Optimizer and weight offload are refused by name (not modelled yet).
+
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
 recompute=none,order=tp-cp-ep-dp-pp``, and ``first_stage_layers=K,last_stage_layers=K`` or
 ``account_embedding=1,account_loss=1``.
@@ -77,6 +84,7 @@ product of per-dimension slices (TP=3 on 8-GPU nodes) is a TopologyError.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -112,7 +120,10 @@ _BOOL_KEYS = (
     "account_loss",
     "shared_expert_overlap",
 )
-_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule")
+_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule", "offload", "offload_fraction")
+
+#: What ``offload=`` may send to host memory, with what is modelled of it.
+OFFLOAD_TIERS = {"activations": "saved activations, after their forward, back before backward"}
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,8 @@ class ParallelConfig:
     schedule: str | None = None
     ep_comm_units: int | None = None
     shared_expert_overlap: bool = False
+    offload: str | None = None
+    offload_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -172,6 +185,7 @@ class ParallelConfig:
                 self.zero,
             )
         self._check_moe()
+        self._check_offload()
         self._check_split()
         if self.recompute not in ("none", "selective", "full"):
             raise ConfigError(
@@ -211,6 +225,30 @@ class ParallelConfig:
                 "sequence into 2 cp load-balanced chunks)",
                 self.seq,
             )
+
+    def _check_offload(self) -> None:
+        """``offload``: a tier of :data:`OFFLOAD_TIERS`; ``offload_fraction`` in (0, 1]."""
+        f = self.offload_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+            raise ConfigError("parallel.offload_fraction", "must be a number in (0, 1]", f)
+        if self.offload is None:
+            if f != 1.0:
+                raise ConfigError(
+                    "parallel.offload_fraction", "needs offload=activations (what to offload)", f
+                )
+            return
+        if self.offload not in OFFLOAD_TIERS:
+            modelled = ", ".join(OFFLOAD_TIERS)
+            raise ConfigError(
+                "parallel.offload",
+                f"must be {modelled} (optimizer and weight offload are not modelled yet)",
+                self.offload,
+            )
+
+    @property
+    def offload_activations(self) -> float:
+        """The share of saved activations offloaded to host memory (0: none)."""
+        return self.offload_fraction if self.offload == "activations" else 0.0
 
     def _check_moe(self) -> None:
         """The expert all-to-alls' SM budget: a whole number, with expert parallelism."""
@@ -416,6 +454,8 @@ class ParallelConfig:
             parts.append(f"ep_comm_units={self.ep_comm_units}")
         if self.shared_expert_overlap:
             parts.append("shared_expert_overlap=1")
+        if self.offload is not None:
+            parts.append(f"offload={self.offload},offload_fraction={self.offload_fraction:g}")
         return ",".join(parts)
 
 
@@ -435,8 +475,10 @@ def parse_parallel(
             raise ConfigError(field, f"expected key=value with keys {', '.join(_KEYS)}", item)
         if key in values:
             raise ConfigError(field, f"{key} is given twice", text)
-        if key in ("recompute", "order", "schedule"):
+        if key in ("recompute", "order", "schedule", "offload"):
             values[key] = raw
+        elif key == "offload_fraction":
+            values[key] = _fraction(raw, field)
         elif key in _BOOL_KEYS:
             if raw not in ("0", "1", "true", "false", "on", "off"):
                 raise ConfigError(field, f"{key} must be 0 or 1", raw)
@@ -454,6 +496,17 @@ def parse_parallel(
         seq=seq,
         **values,  # type: ignore[arg-type]
     )
+
+
+def _fraction(raw: str, field: str) -> float:
+    """``offload_fraction``'s text as a finite number (ConfigError naming ``field``)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or not raw.replace(".", "", 1).isdigit():
+        raise ConfigError(field, "offload_fraction must be a number like 0.5", raw)
+    return value
 
 
 def flat_group(shape: tuple[int, ...], size: int, stride: int, name: str) -> Group:
