@@ -164,6 +164,8 @@ class Collective:
     sync_latency: float = 0.0
     #: a routed shift (sendrecv over several dimensions): one point-to-point message per rank
     shift: bool = False
+    #: compute units its kernels hold (None: the endpoint's setting)
+    units: int | None = None
 
     @property
     def duration(self) -> float:
@@ -376,6 +378,7 @@ class CollectiveRuntime:
         ranks: Sequence[int] | None = None,
         joining: frozenset[int] | None = None,
         root: int | None = None,
+        units: int | None = None,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
@@ -387,7 +390,9 @@ class CollectiveRuntime:
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
         reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
         that will ever join (None: every simulated rank). ``root``: a rooted operation's root,
-        its position in the group (default 0); refused for other operations.
+        its position in the group (default 0); refused for other operations. ``units``: the
+        compute units its kernels hold (None: the endpoint's setting; a kernel library on an
+        SM budget, :class:`~acesim.workload.model.Comm`).
         """
         axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
         phases, protocol = choice.phases, choice.protocol
@@ -418,6 +423,7 @@ class CollectiveRuntime:
             algorithm=choice.algorithm,
             sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
             shift=_routed_shift(op, axes),
+            units=units,
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -559,7 +565,7 @@ class CollectiveRuntime:
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` starts its part of ``coll`` now."""
         coll.chunks_left[rank] = coll.chunks
-        self.endpoint.collective_started(rank, coll.algorithms)
+        self.endpoint.collective_started(rank, coll.algorithms, coll.units)
         if coll.shift:
             self._join_shift(coll, rank)
             return
@@ -727,7 +733,7 @@ class CollectiveRuntime:
         weight = 1.0
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
-        extra = self.endpoint.message_demand(rank, step.kind)
+        extra = self.endpoint.collective_message_demand(rank, step.kind, coll.units)
         track = self.tracks.get(rank)
         run.sends_out = len(phase.lanes)
         for lane in phase.lanes:
@@ -789,7 +795,7 @@ class CollectiveRuntime:
         ):
             weight /= d.incast_efficiency  # more senders per receiver than the switch takes
         demand = {self.egress[rank][dim]: weight}
-        demand.update(self.endpoint.message_demand(rank, step.kind))
+        demand.update(self.endpoint.collective_message_demand(rank, step.kind, coll.units))
         shares = self.shares
         track = self.tracks.get(rank)
         ingress = self.ingress
@@ -912,7 +918,7 @@ class CollectiveRuntime:
         if left > 0:
             return
         coll.rank_finished[rank] = self.engine.now
-        self.endpoint.collective_finished(rank, coll.algorithms)
+        self.endpoint.collective_finished(rank, coll.algorithms, coll.units)
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, rank)
         if coll.expected is None:

@@ -195,8 +195,7 @@ def make_case(
     if opts.max_micro_batches != RunOptions.model_fields["max_micro_batches"].default:
         raise ConfigError(
             "run.max_micro_batches",
-            "applies to LLM runs only (a training graph's work is bounded by "
-            "run.max_messages)",
+            "applies to LLM runs only (a training graph's work is bounded by run.max_messages)",
             opts.max_micro_batches,
         )
     resolved = resolve_system(
