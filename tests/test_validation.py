@@ -248,6 +248,8 @@ SYSTEM_FIELDS: dict[str, str] = {
 #: every numeric field of the run options and of the workload table -> its rule
 RUN_FIELDS: dict[str, str] = {
     "run.iterations": "count",
+    "run.max_messages": "count",
+    "run.max_micro_batches": "count",
     "run.warmup": "count0",
     "run.bucket_size": "size",
     "run.shape[0]": "npus",

@@ -210,6 +210,12 @@ def _ring_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     return [Step((p - k) * piece, "next", 0, ALLTOALL) for k in range(1, p)]
 
 
+#: Most pieces a chain may split its data into: each piece is a step of the plan (a list of
+#: ``pieces + p - 2`` steps), so a piece size near zero would plan without end; 2**20 is the
+#: bound the runtime puts on an endpoint's chunks too (``network.collective.MAX_CHUNKS``).
+MAX_CHAIN_PIECES = 1 << 20
+
+
 def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[Step]:
     """A pipelined ring chain (module docstring) of ``op`` (broadcast or reduce) on ``p`` NPUs,
     root at coordinate 0: ``data_bytes`` in ``k = ceil(data / piece_bytes)`` pieces of
@@ -217,6 +223,12 @@ def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[
     member after it and ends at it."""
     if not piece_bytes > 0:
         raise TopologyError(f"a chain's piece must be > 0 bytes, got {piece_bytes}")
+    if not data_bytes / piece_bytes <= MAX_CHAIN_PIECES:
+        raise TopologyError(
+            f"collective.chain_piece_bytes {piece_bytes:g} splits a chain of {data_bytes:g} "
+            f"bytes into more than {MAX_CHAIN_PIECES} pieces (MAX_CHAIN_PIECES); give pieces "
+            f"of at least {data_bytes / MAX_CHAIN_PIECES:g} bytes"
+        )
     pieces = max(1, math.ceil(data_bytes / piece_bytes))
     kind, start = (GATHER, 0) if op == "broadcast" else (REDUCE, 1 % p)
     piece = data_bytes / pieces
