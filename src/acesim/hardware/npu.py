@@ -103,7 +103,9 @@ class NPU:
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
-        self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
+        #: HBM capacity consumed by compute kernels so far (B): the bytes they move plus their
+        #: writes' turnaround penalty (``npu.kernels.write_penalty``), which they cause
+        self.compute_hbm_bytes = 0.0
         self.kernel_log: list[tuple[Any, float, float, float]] = []  # tag, start, end, alone
         #: compute-time multiplier of this NPU's kernels (1.0: as the kernel model plans)
         self.slowdown = 1.0
@@ -179,7 +181,7 @@ class NPU:
     @property
     def comm_hbm_bytes(self) -> float:
         """HBM bytes moved by communication so far (everything that is neither a compute
-        kernel nor a finished host-device copy)."""
+        kernel, with its write penalty, nor a finished host-device copy)."""
         return (
             sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes - (self.host_hbm_bytes)
         )
@@ -271,7 +273,7 @@ class NPU:
         def done(act: Activity) -> None:
             self.kernel = None
             self._plan = None
-            self.compute_hbm_bytes += act.work * plan.hbm_bytes
+            self.compute_hbm_bytes += act.work * plan.hbm_demand
             then()
 
         self._plan = plan
@@ -324,8 +326,9 @@ class NPU:
         return self.compute_busy + running
 
     def compute_hbm_bytes_now(self) -> float:
-        """HBM bytes moved by compute kernels so far, the running kernel's in proportion to
-        its work done (call after ``engine.sync()``)."""
+        """HBM capacity consumed by compute kernels so far (B; bytes moved plus the write
+        penalty), the running kernel's in proportion to its work done (call after
+        ``engine.sync()``)."""
         if self.kernel is None or self._plan is None:
             return self.compute_hbm_bytes
-        return self.compute_hbm_bytes + self.engine.work_done(self.kernel) * self._plan.hbm_bytes
+        return self.compute_hbm_bytes + self.engine.work_done(self.kernel) * self._plan.hbm_demand

@@ -16,7 +16,11 @@ without warm-up is measured as the whole run (its communication tail included). 
   in flight in the window x total egress capacity): how well the network is driven while there
   is communication to do (the paper's "effective network bandwidth utilisation"; comparisons
   report their ``net_util_gain`` as the ratio of this figure);
-* ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes moved in the window / window (B/s);
+* ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes in the window / window (B/s), each byte
+  attributed to its cause: a compute kernel's bytes include its writes' turnaround penalty
+  (``npu.kernels.write_penalty``: HBM capacity the kernel consumes); communication's are
+  everything else (collective kernels, network and offload DMA), so an NPU with nothing to
+  communicate reports 0;
 * ``comm_units_held``: compute units held by communication, mean over the window;
 * ``bound`` / ``bound_by``: what bound the iteration, second by second
   (:mod:`acesim.training.bounds`): ``compute: compute units``, ``compute: HBM``, ``exposed:
