@@ -178,6 +178,7 @@ def simulate_collective(
         comm_units=platform.npus[0].units.peak,
         bound=max(bound_by, key=lambda k: bound_by[k]) if bound_by else "",
         bound_by=bound_by,
+        provenance=cfg.provenance.to_dict(),
     )
 
 

@@ -17,7 +17,7 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
 from .cases import VARIATION_HELP, cli_system, parse_pairs, with_channels
-from .common import NODES_HELP, SET_HELP, console, err_console, progress
+from .common import NODES_HELP, SET_HELP, console, err_console, progress, system_title
 
 
 def collective_command(
@@ -124,7 +124,7 @@ def collective_command(
     mode = "exact" if exact else "symmetric"
     rooted = f", root {root or 0}" if spec.rooted else ""
     table = Table(
-        title=f"{op} on {cfg.name} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} "
+        title=f"{op} on {system_title(cfg)} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} "
         f"endpoint, {mode})"
     )
     # One unit per column (the largest value's prefix), as nccl-tests prints.

@@ -20,7 +20,7 @@ from ..workload.llm.memory import TERMS
 from ..workload.llm.models import MODELS
 from ..workload.llm.parallel import parse_parallel
 from .cases import FLAGS, parse_pairs
-from .common import console, err_console
+from .common import console, err_console, system_title
 
 __all__ = ["is_llm", "llm_case", "run_llm_command", "PARALLEL_HELP"]
 
@@ -193,7 +193,7 @@ def _rows(r: LlmResult) -> list[tuple[str, str]]:
 def _tables(results: list[LlmResult]) -> None:
     first = results[0]
     console.print(
-        f"{first.model} on {first.system}: {first.npus} GPUs, {first.parallel}, "
+        f"{first.model} on {system_title(first)}: {first.npus} GPUs, {first.parallel}, "
         f"{first.schedule} schedule, {first.precision}, global batch {first.global_batch} x "
         f"{first.seq} tokens, micro-batch {first.micro_batch} ({first.micro_batches} per "
         f"pipeline), {first.mode} mode",

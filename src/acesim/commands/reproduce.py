@@ -204,7 +204,7 @@ def _ace_isca21(
     if assumptions:
         from .assumptions import assumptions_command
 
-        assumptions_command(system or paper, sets)
+        assumptions_command(system or paper, sets, None)
         return
     names = _split(workloads)
     try:

@@ -191,8 +191,12 @@ def system_file_reference() -> str:
         "## `[sources]`",
         "",
         "A table from a dotted field path to `{ kind = ..., note = ... }`, where `kind` is",
-        "`paper`, `datasheet`, `astra-sim`, `public-measurement` or `assumption`: where the",
-        "value comes from (`acesim assumptions` lists them with their values).",
+        "`paper`, `datasheet`, `astra-sim`, `public-measurement`, `fit` or `assumption`: where",
+        "the value comes from (`acesim assumptions` lists them with their values). An override",
+        "(`--set`, `overrides=`) replaces the source of the value it changes with one of kind",
+        "`override` that names the new value and what the source had said; every result records",
+        "how its system was made (`info.provenance`: the document, its `extends` chain, the NPU",
+        "preset, each override).",
         "",
     ]
     return "\n".join(lines)

@@ -19,7 +19,8 @@ from typing import Any
 from ..errors import ConfigError
 from .npus import extend_npu
 from .paths import set_path
-from .presets import system_document, system_from_dict
+from .presets import system_from_dict, traced_document
+from .provenance import Provenance, override_sources
 from .scaleout import scale_out
 from .system import SystemConfig
 
@@ -95,17 +96,24 @@ def resolve_system(
     origin = ""
     if isinstance(system, SystemConfig):
         doc: dict[str, Any] = system.model_dump(mode="python")
+        provenance = system.provenance
     elif isinstance(system, Mapping):
+        npu = system.get("npu")
+        npu_preset = npu.get("extends") if isinstance(npu, Mapping) else None
         doc = extend_npu(dict(system))
+        provenance = Provenance(npu=npu_preset if isinstance(npu_preset, str) else "")
     else:
         origin = str(system)
-        doc = system_document(system)
+        doc, provenance = traced_document(system)
     for path, value in (overrides or {}).items():
         doc = set_path(doc, path, value)
+        if isinstance(doc.get("sources", {}), Mapping):
+            doc["sources"] = override_sources(doc.get("sources", {}), path, value, origin)
+    provenance = provenance.with_overrides(overrides or {})
     if nodes is not None:
         doc = scale_out(doc, nodes)
     if npus is not None:
         shape = shape_for(doc, npus, "npus")
     if shape is not None:
         doc = resize(doc, shape)
-    return system_from_dict(doc, origin=origin)
+    return system_from_dict(doc, origin=origin).with_provenance(provenance)

@@ -52,6 +52,8 @@ class CollectiveResult:
     #: engines, comm units, latency and waiting); ``bound`` is the largest
     bound: str = ""
     bound_by: dict[str, float] = field(default_factory=dict)
+    #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
+    provenance: dict[str, Any] = field(default_factory=dict)
     version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:

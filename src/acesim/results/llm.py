@@ -69,6 +69,8 @@ class LlmResult:
     mode_note: str = ""
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -34,7 +34,8 @@ without warm-up is measured as the whole run (its communication tail included). 
 
 A :class:`RunResult` also states what it was run with (:class:`RunInfo`): system, network
 shape, NPUs, workload, per-NPU batch and datatype, loop, iterations simulated, warm-up
-dropped, iterations measured, the endpoint kind, its variant and settings, acesim's version.
+dropped, iterations measured, the endpoint kind, its variant and settings, how the system was
+made (its document, extends chain, NPU preset and overrides), acesim's version.
 """
 
 from __future__ import annotations
@@ -50,7 +51,26 @@ from ..version import __version__
 
 SCHEMA = "acesim.run/2"
 
-__all__ = ["SCHEMA", "LayerRow", "RunInfo", "RunResult", "summarize", "measured_iterations"]
+
+def made_from(provenance: dict[str, Any]) -> str:
+    """A title's words for a result's ``provenance``: its extends chain and overrides
+    (``extends h100-nvswitch-8; set npu.hbm_bandwidth=3.6 TB/s``), "" when neither."""
+    parts = []
+    if provenance.get("extends"):
+        parts.append("extends " + " -> ".join(provenance["extends"]))
+    if provenance.get("overrides"):
+        parts.append("set " + ", ".join(provenance["overrides"]))
+    return "; ".join(parts)
+
+__all__ = [
+    "SCHEMA",
+    "LayerRow",
+    "RunInfo",
+    "RunResult",
+    "made_from",
+    "summarize",
+    "measured_iterations",
+]
 
 
 @dataclass
@@ -83,15 +103,21 @@ class RunInfo:
     endpoint: str
     variant: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    #: how the system was made: its document, extends chain, NPU preset, overrides
+    #: (:meth:`acesim.config.provenance.Provenance.to_dict`)
+    provenance: dict[str, Any] = field(default_factory=dict)
     version: str = __version__
 
     def describe(self) -> str:
-        """One line: workload, batch, precision, system, shape, loop, measurement."""
+        """One line: workload, batch, precision, system (with its extends chain and
+        overrides), shape, loop, measurement."""
         batch = f", batch {self.batch_per_npu}/NPU" if self.batch_per_npu else ""
         dtype = f", {self.precision}" if self.precision else ""
         shape = "x".join(map(str, self.shape))
+        made = made_from(self.provenance)
+        system = f"{self.system} ({made})" if made else self.system
         return (
-            f"{self.workload}{batch}{dtype} on {self.system}: {self.npus} NPUs ({shape}), "
+            f"{self.workload}{batch}{dtype} on {system}: {self.npus} NPUs ({shape}), "
             f"{self.loop} loop, {self.mode}; {self.measured} iteration"
             f"{'s' if self.measured != 1 else ''} measured after {self.warmup} warm-up"
         )

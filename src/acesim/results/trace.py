@@ -406,6 +406,7 @@ def trace_events(execution: Execution) -> dict[str, Any]:
         "schema": SCHEMA,
         "tool": "acesim",
         "system": system.name,
+        "provenance": system.provenance.to_dict(),
         "workload": execution.graph.name,
         "endpoint": system.endpoint.kind,
         "mode": "exact" if exact else "symmetric",

@@ -387,12 +387,22 @@ def run_llm(
         mode_note=note,
         notes=notes,
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
+        provenance=system.provenance.to_dict(),
     )
     return result, execution
 
 
 #: LLM sweep points' parameters echoed by the result (configuration, not results)
-_POINT_ECHO = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision", "schema")
+_POINT_ECHO = (
+    "model",
+    "parallel",
+    "global_batch",
+    "micro_batch",
+    "seq",
+    "precision",
+    "schema",
+    "provenance",
+)
 
 
 def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:

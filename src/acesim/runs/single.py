@@ -119,6 +119,7 @@ def execute(
         endpoint=system.endpoint.kind,
         variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
+        provenance=system.provenance.to_dict(),
     )
     result = summarize(execution, info)
     result.assumptions = sorted(f for f, s in system.sources.items() if s.kind == "assumption")

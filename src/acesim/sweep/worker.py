@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 # Inputs echoed by CollectiveResult.to_dict(): they are configuration, not results.
-_COLLECTIVE_ECHO = ("op", "size", "endpoint", "mode")
+_COLLECTIVE_ECHO = ("op", "size", "endpoint", "mode", "provenance")
 
 
 def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
