@@ -53,7 +53,10 @@ def test_run_json_and_title_show_each_override(tmp_path: Path) -> None:
     out = CliRunner().invoke(app, ["run", *ONE, *sets, "--json", "--trace", str(trace)])
     assert out.exit_code == 0, out.output
     info = json.loads(out.stdout)["info"]
-    assert info["provenance"]["overrides"] == ["npu.hbm_bandwidth=4 TB/s", "npu.kernels.latency=2 us"]
+    assert info["provenance"]["overrides"] == [
+        "npu.hbm_bandwidth=4 TB/s",
+        "npu.kernels.latency=2 us",
+    ]
     assert info["provenance"]["origin"] == "mi300x-single"
     meta = json.loads(trace.read_text(encoding="utf-8"))["metadata"]
     assert meta["provenance"] == info["provenance"]
@@ -65,7 +68,15 @@ def test_run_json_and_title_show_each_override(tmp_path: Path) -> None:
 
 
 def test_collective_results_and_titles_show_overrides() -> None:
-    args = ["collective", "-s", "h100-nvswitch-8", "--sizes", "1MiB", "--set", "collective.chunks=2"]
+    args = [
+        "collective",
+        "-s",
+        "h100-nvswitch-8",
+        "--sizes",
+        "1MiB",
+        "--set",
+        "collective.chunks=2",
+    ]
     out = CliRunner().invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output
     (result,) = json.loads(out.stdout)["results"]

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_sets
 
 #: Longest value shown in a cell (a whole table of dimensions is summarised).
 MAX_VALUE_TEXT = 60
@@ -36,6 +36,7 @@ def _show(value: Any) -> str:
 def assumptions_command(
     system: str = typer.Argument("ace-isca21", help="preset name or config file"),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
 ) -> None:
     """List every sourced parameter of a system: its value and its source (paper, datasheet,
@@ -46,7 +47,7 @@ def assumptions_command(
     from ..config.scaleout import scale_out
     from .cases import cli_system
 
-    cfg = cli_system(system, sets, nodes)
+    cfg = cli_system(system, sets, nodes, force)
     written = system_document(system)  # values as written (units kept) ...
     for path, value in parse_sets(sets).items():
         written = set_path(written, path, value)

@@ -117,12 +117,12 @@ def parse_shape(text: str) -> list[int]:
 
 
 def cli_system(
-    system: str, sets: list[str] | None = None, nodes: int | None = None
+    system: str, sets: list[str] | None = None, nodes: int | None = None, force: bool = False
 ) -> SystemConfig:
-    """The system of a command's ``--system``, ``--set`` and ``--nodes`` options (errors name
-    the flag)."""
+    """The system of a command's ``--system``, ``--set``, ``--nodes`` and ``--force`` options
+    (errors name the flag)."""
     try:
-        return resolve_system(system, overrides=parse_sets(sets), nodes=nodes)
+        return resolve_system(system, overrides=parse_sets(sets), nodes=nodes, force=force)
     except ConfigError as err:
         flag = FLAGS.get(err.field)
         if flag is None:
@@ -151,6 +151,7 @@ def cli_case(
     links: list[str] | None = None,
     npu_types: list[str] | None = None,
     placement: Path | None = None,
+    force: bool = False,
 ) -> Case:
     """The case the command-line options describe (``stragglers``, ``compute_spread``,
     ``links``, ``npu_types``: the text of ``--straggler``, ``--compute-spread``, ``--link``
@@ -194,6 +195,7 @@ def cli_case(
             overrides=overrides,
             batch_per_npu=batch,
             precision=precision,
+            force=force,
         )
     except ConfigError as err:
         flag = FLAGS.get(err.field)

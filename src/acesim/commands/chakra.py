@@ -10,7 +10,7 @@ import typer
 from ..config.presets import DEFAULT_PRESET
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
-from .common import NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_sets
 from .llm import PARALLEL_HELP, is_llm, llm_case
 
 
@@ -39,6 +39,7 @@ def export_chakra_command(
         None, "--recompute", help="LLM models: none, selective or full"
     ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
@@ -68,6 +69,7 @@ def export_chakra_command(
             recompute=recompute,
             precision=precision,
             overrides=parse_sets(sets),
+            force=force,
         )
         return
     # Export unrolls iterations without measuring them: no warm-up rule applies.
@@ -83,6 +85,7 @@ def export_chakra_command(
         batch=batch,
         precision=precision,
         overrides=parse_sets(sets),
+        force=force,
     )
     cfg = case.system
     work = case.workload
@@ -119,6 +122,7 @@ def _export_llm(
     recompute: str | None,
     precision: str | None,
     overrides: dict[str, Any],
+    force: bool = False,
 ) -> None:
     """An LLM iteration's per-GPU graphs (every GPU, as exact mode runs them) as traces."""
     from ..engine import Engine
@@ -139,6 +143,7 @@ def _export_llm(
         precision=precision,
         nodes=nodes,
         overrides=overrides,
+        force=force,
     )
     cfg = case.system
     npu = NPU(Engine(), 0, cfg.npu)

@@ -17,7 +17,7 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
 from .cases import VARIATION_HELP, cli_system, parse_pairs, with_channels
-from .common import NODES_HELP, SET_HELP, console, err_console, progress, system_title
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console, progress, system_title
 
 
 def collective_command(
@@ -63,6 +63,7 @@ def collective_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
     npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
 ) -> None:
@@ -75,7 +76,7 @@ def collective_command(
         raise ConfigError("--root", f"{op} takes no root (only {rooted} do)", root)
     size_list = parse_size_range(sizes, "--sizes")
     compute = _parse_compute(with_compute) if with_compute else None
-    cfg = cli_system(system, sets, nodes)
+    cfg = cli_system(system, sets, nodes, force)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
     variation = _variation(links, npu_types, exact) if links or npu_types else None

@@ -26,12 +26,18 @@ __all__ = [
     "parse_sets",
     "SET_HELP",
     "NODES_HELP",
+    "FORCE_HELP",
     "system_title",
 ]
 
 SET_HELP = (
     "change one system field: dotted.path=value (repeatable), e.g. "
     "--set npu.hbm_bandwidth='3.6 TB/s' --set collective.chunks=8"
+)
+
+FORCE_HELP = (
+    "accept bare numbers implausible for their fields as written (a bandwidth below 1 MB/s, "
+    "a size below 1 KiB, a latency above 1 s: refused by default as a unit left out)"
 )
 
 NODES_HELP = (

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
 from ..config.errors import config_error_from
+from ..config.resolve import resolve_system
 from ..config.variation import ComputeSpread, LinkChange, Straggler, Variation
 from ..errors import ConfigError
 from ..results.jsonout import dumps
@@ -71,6 +72,7 @@ def llm_case(
     precision: str | None,
     nodes: int | None,
     overrides: dict[str, Any],
+    force: bool = False,
 ) -> LlmCase:
     model = MODELS.get(workload, "--workload")
     if recompute is not None and recompute not in ("none", "selective", "full"):
@@ -85,9 +87,8 @@ def llm_case(
         seq=seq if seq is not None else model.seq,
     )
     try:
-        return make_llm_case(
-            system, model, par, precision=precision or "bf16", nodes=nodes, overrides=overrides
-        )
+        base = resolve_system(system, overrides=overrides, force=force)
+        return make_llm_case(base, model, par, precision=precision or "bf16", nodes=nodes)
     except ConfigError as err:
         flag = FLAGS.get(err.field) or _flag(err.field)
         if flag is None:
@@ -116,9 +117,11 @@ def run_llm_command(
     stragglers: list[str] | None = None,
     compute_spread: str | None = None,
     links: list[str] | None = None,
+    force: bool = False,
 ) -> None:
     """Run an LLM case on one or several endpoint kinds and print (or write) the results
-    (class mode unless ``exact`` or a variation flag asks for every GPU)."""
+    (class mode unless ``exact`` or a variation flag asks for every GPU; ``force``: accept
+    implausible bare numbers)."""
     case = llm_case(
         system,
         workload,
@@ -130,6 +133,7 @@ def run_llm_command(
         precision=precision,
         nodes=nodes,
         overrides=overrides,
+        force=force,
     )
     variation = _variation(stragglers or [], compute_spread, links or [])
     kinds = [endpoint] if endpoint else (endpoints or [case.system.endpoint.kind])

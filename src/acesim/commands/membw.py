@@ -13,6 +13,7 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_rate, parse_quantity
 from .common import (
+    FORCE_HELP,
     IMAGE_SUFFIXES,
     SET_HELP,
     check_output_path,
@@ -40,6 +41,7 @@ def membw_command(
     plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png, .svg or .pdf)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte (the accounting) and the HBM
     bandwidth each endpoint needs, simulated: to reach its own bandwidth, and to drive the
@@ -59,7 +61,7 @@ def membw_command(
     nbytes = parse_quantity(size, "size", "--size")
     if nbytes <= 0:
         raise ConfigError("--size", "must be positive", size)
-    cfg = resolve_system(system, overrides=parse_sets(sets))
+    cfg = resolve_system(system, overrides=parse_sets(sets), force=force)
     with progress() as bar:
         task = bar.add_task("membw", total=len(counts))
         rows = membw_analysis(

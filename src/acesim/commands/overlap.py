@@ -17,7 +17,7 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_size, format_time, parse_quantity
 from .cases import cli_system
-from .common import NODES_HELP, SET_HELP, console, parse_gemm
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_gemm
 
 __all__ = ["overlap_command", "overlap"]
 
@@ -103,6 +103,7 @@ def overlap_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
 ) -> None:
     """A GEMM and a collective per endpoint: alone, serial and overlapped, and slowdowns."""
     kernel = parse_gemm(gemm)
@@ -116,7 +117,7 @@ def overlap_command(
         raise ConfigError("--endpoints", "give at least one endpoint kind", endpoints)
     for kind in kinds:
         ENDPOINT_KINDS.check(kind, "--endpoints")
-    cfg = cli_system(system, sets, nodes)
+    cfg = cli_system(system, sets, nodes, force)
     rows = [overlap(cfg, kernel, op, nbytes, kind, copy) for kind in kinds]
     if as_json:
         payload = {

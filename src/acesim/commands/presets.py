@@ -15,7 +15,7 @@ from ..config.npus import load_npu_preset, npu_preset_document, npu_preset_names
 from ..config.presets import DEFAULT_PRESET, load_system, preset_document, preset_names
 from ..errors import ConfigError
 from ..units import format_rate
-from .common import NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_sets
 
 presets_app = typer.Typer(
     help="List the shipped system and NPU presets, or show one (`acesim presets show NAME`).",
@@ -73,6 +73,7 @@ def _flops(value: float | None) -> str:
 def show_command(
     name: str = typer.Argument(..., help="system preset, system file or NPU preset"),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
 ) -> None:
     """Print a system document as acesim reads it: ``extends`` merged, ``--set`` applied,
@@ -90,7 +91,7 @@ def show_command(
         load_npu_preset(name)  # validates
         _print_document(npu_preset_document(name))
         return
-    cli_system(name, sets, nodes)  # validates: errors name the field
+    cli_system(name, sets, nodes, force)  # validates: errors name the field
     doc = system_document(name)
     for path, value in parse_sets(sets).items():
         doc = set_path(doc, path, value)

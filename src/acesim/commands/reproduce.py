@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
-from .common import SET_HELP, console, err_console, parse_sets, progress
+from .common import FORCE_HELP, SET_HELP, console, err_console, parse_sets, progress
 
 
 def reproduce_command(
@@ -58,6 +58,7 @@ def reproduce_command(
         metavar="",
     ),
     sets: list[str] = typer.Option([], "--set", help="ace-isca21: " + SET_HELP),
+    force: bool = typer.Option(False, "--force", help="ace-isca21: " + FORCE_HELP, metavar=""),
     systems: str | None = typer.Option(
         None,
         "--systems",
@@ -86,6 +87,7 @@ def reproduce_command(
         "--sensitivity": sensitivity is not None,
         "--no-sensitivity": no_sensitivity,
         "--set": bool(sets),
+        "--force": force,
         "--systems": systems is not None,
         "--cases": cases is not None,
         "--endpoints": endpoints is not None,
@@ -116,6 +118,7 @@ def reproduce_command(
         sensitivity=sensitivity,
         no_sensitivity=no_sensitivity,
         sets=sets,
+        force=force,
     )
 
 
@@ -194,17 +197,18 @@ def _ace_isca21(
     sensitivity: str | None,
     no_sensitivity: bool,
     sets: list[str],
+    force: bool = False,
 ) -> None:
     from ..config.resolve import resolve_system
     from ..studies.reproduce import reproduce
 
     if sensitivity is not None and no_sensitivity:
         raise ConfigError("--no-sensitivity", "give either --sensitivity or --no-sensitivity")
-    cfg = resolve_system(system or paper, overrides=parse_sets(sets))
+    cfg = resolve_system(system or paper, overrides=parse_sets(sets), force=force)
     if assumptions:
         from .assumptions import assumptions_command
 
-        assumptions_command(system or paper, sets, None)
+        assumptions_command(system or paper, sets, force=force, nodes=None)
         return
     names = _split(workloads)
     try:

@@ -25,6 +25,7 @@ from ..training.loops import LOOPS
 from ..units import format_rate, format_size, format_time
 from .cases import VARIATION_HELP, cli_case
 from .common import (
+    FORCE_HELP,
     NODES_HELP,
     SET_HELP,
     check_output_path,
@@ -103,6 +104,7 @@ def run_command(
         None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
     ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
     global_batch: int | None = typer.Option(
         None,
@@ -183,6 +185,7 @@ def run_command(
             as_json=as_json,
             output=output,
             overrides=parse_sets(sets),
+            force=force,
             trace=trace,
             exact=exact,
             stragglers=stragglers,
@@ -205,6 +208,7 @@ def run_command(
         precision=precision,
         search=search,
         overrides=parse_sets(sets),
+        force=force,
         stragglers=stragglers,
         compute_spread=compute_spread,
         links=links,

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+from .common import FORCE_HELP, IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
 __all__ = ["register", "sweep", "results", "plot"]
 
@@ -48,6 +48,9 @@ def sweep(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="expand and validate the points, run nothing"
     ),
+    force: bool = typer.Option(
+        False, "--force", help=FORCE_HELP + " (as force = true in the spec)", metavar=""
+    ),
 ) -> None:
     """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
     from ..sweep.runner import check_dask, run_sweep
@@ -55,6 +58,7 @@ def sweep(
 
     check_dask(dask)
     loaded = load_spec(spec)
+    loaded.force = loaded.force or force
     if dry_run:
         _print_points(loaded)
         return

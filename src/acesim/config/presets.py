@@ -17,6 +17,7 @@ from .errors import config_error_from
 from .files import FileProblem, read_text_file
 from .merge import merge_documents
 from .npus import extend_npu, npu_preset_names, single_npu_document, single_npu_name
+from .plausible import check_document
 from .provenance import Provenance
 from .system import SystemConfig
 
@@ -255,14 +256,20 @@ def system_document(name_or_path: str | Path) -> dict[str, Any]:
     (:func:`acesim.config.npus.extend_npu`). ``<NPU preset>-single`` names that NPU alone
     (:func:`acesim.config.npus.single_npu_document`).
     """
-    return traced_document(name_or_path)[0]
+    return traced_document(name_or_path, force=True)[0]
 
 
-def traced_document(name_or_path: str | Path) -> tuple[dict[str, Any], Provenance]:
+def traced_document(
+    name_or_path: str | Path, *, force: bool = False
+) -> tuple[dict[str, Any], Provenance]:
     """:func:`system_document`, and what it was made from: the ``extends`` chain (nearest
-    first) and the NPU preset (:class:`~acesim.config.provenance.Provenance`)."""
+    first) and the NPU preset (:class:`~acesim.config.provenance.Provenance`). A bare number
+    implausible for its field is an error naming the document unless ``force``
+    (:mod:`acesim.config.plausible`)."""
     chain: list[str] = []
     doc = _merged_document(name_or_path, (), chain)
+    if not force:
+        check_document(SystemConfig, doc, str(name_or_path))
     npu = doc.get("npu")
     npu_preset = npu.get("extends") if isinstance(npu, dict) else None
     try:
@@ -301,10 +308,12 @@ def _merged_document(
     return merge_documents(base, doc)
 
 
-def load_system(name_or_path: str | Path = DEFAULT_PRESET) -> SystemConfig:
-    """A validated :class:`SystemConfig` from a preset name or a TOML/YAML/JSON file."""
+def load_system(name_or_path: str | Path = DEFAULT_PRESET, *, force: bool = False) -> SystemConfig:
+    """A validated :class:`SystemConfig` from a preset name or a TOML/YAML/JSON file
+    (``force``: accept bare numbers implausible for their fields,
+    :mod:`acesim.config.plausible`)."""
     text = str(name_or_path)
-    doc, provenance = traced_document(text)
+    doc, provenance = traced_document(text, force=force)
     return system_from_dict(doc, origin=text).with_provenance(provenance)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import ConfigError
 from .npus import extend_npu
 from .paths import set_path
+from .plausible import check_document, check_value
 from .presets import system_from_dict, traced_document
 from .provenance import Provenance, override_sources
 from .scaleout import scale_out
@@ -76,12 +77,16 @@ def resolve_system(
     shape: Sequence[int] | None = None,
     npus: int | None = None,
     nodes: int | None = None,
+    force: bool = False,
 ) -> SystemConfig:
     """The validated system: ``system`` (a SystemConfig, preset name, file path or table) with
     ``overrides`` (dotted path -> value) applied, then scaled out to ``nodes`` nodes (its
     ``[scale_out]`` dimension appended) or resized to ``shape`` or to ``npus``.
 
-    A table may start its NPU from a preset (``[npu] extends``) as files do.
+    A table may start its NPU from a preset (``[npu] extends``) as files do. A bare number
+    implausible for its field (a bandwidth below 1 MB/s, :mod:`acesim.config.plausible`) in
+    a file, a table or an override is an error unless ``force``. The result records how it was
+    made (``system.provenance``).
     """
     if shape is not None and npus is not None:
         raise ConfigError("npus", "give either npus or shape, not both", npus)
@@ -100,12 +105,16 @@ def resolve_system(
     elif isinstance(system, Mapping):
         npu = system.get("npu")
         npu_preset = npu.get("extends") if isinstance(npu, Mapping) else None
+        if not force:
+            check_document(SystemConfig, system)
         doc = extend_npu(dict(system))
         provenance = Provenance(npu=npu_preset if isinstance(npu_preset, str) else "")
     else:
         origin = str(system)
-        doc, provenance = traced_document(system)
+        doc, provenance = traced_document(system, force=force)
     for path, value in (overrides or {}).items():
+        if not force:
+            check_value(SystemConfig, path, value)
         doc = set_path(doc, path, value)
         if isinstance(doc.get("sources", {}), Mapping):
             doc["sources"] = override_sources(doc.get("sources", {}), path, value, origin)

@@ -62,6 +62,7 @@ def made_from(provenance: dict[str, Any]) -> str:
         parts.append("set " + ", ".join(provenance["overrides"]))
     return "; ".join(parts)
 
+
 __all__ = [
     "SCHEMA",
     "LayerRow",
