@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.system import SystemConfig
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console, parse_sets
 from .llm import PARALLEL_HELP, is_llm, llm_case
 
 
@@ -40,6 +42,13 @@ def export_chakra_command(
     ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    astra: bool = typer.Option(
+        False,
+        "--astra",
+        help="also write ASTRA-sim's network, system and remote-memory files for the traces "
+        "(PREFIX.network.yml, PREFIX.system.json, PREFIX.memory.json)",
+        metavar="",
+    ),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
@@ -70,6 +79,7 @@ def export_chakra_command(
             precision=precision,
             overrides=parse_sets(sets),
             force=force,
+            astra=astra,
         )
         return
     # Export unrolls iterations without measuring them: no warm-up rule applies.
@@ -107,6 +117,42 @@ def export_chakra_command(
         compute_time=compute_time,
     )
     console.print(str(summary))
+    if astra:
+        write_astra_files(output, cfg)
+
+
+def write_astra_files(prefix: Path, cfg: SystemConfig) -> None:
+    """ASTRA-sim's network, system and remote-memory files of ``cfg`` beside the traces
+    (:mod:`acesim.network.astra`), and what they cannot express."""
+    import json
+
+    import yaml
+
+    from ..network.astra import astra_files
+
+    files = astra_files(cfg)
+    paths = {
+        "network": Path(f"{prefix}.network.yml"),
+        "system": Path(f"{prefix}.system.json"),
+        "memory": Path(f"{prefix}.memory.json"),
+    }
+    header = f"# ASTRA-sim analytical network of acesim system {cfg.name} (acesim export-chakra)\n"
+    paths["network"].write_text(
+        header + yaml.safe_dump(files.network, default_flow_style=None, sort_keys=False),
+        encoding="utf-8",
+    )
+    paths["system"].write_text(json.dumps(files.system, indent=2) + "\n", encoding="utf-8")
+    paths["memory"].write_text(json.dumps(files.memory, indent=2) + "\n", encoding="utf-8")
+    console.print(
+        f"ASTRA-sim files: {paths['network']}, {paths['system']}, {paths['memory']}; run with "
+        f"--workload-configuration={prefix} --network-configuration={paths['network']} "
+        f"--system-configuration={paths['system']} "
+        f"--remote-memory-configuration={paths['memory']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for note in files.notes:
+        err_console.print(f"not in ASTRA-sim's files: {escape(note)}", highlight=False)
 
 
 def _export_llm(
@@ -123,6 +169,7 @@ def _export_llm(
     precision: str | None,
     overrides: dict[str, Any],
     force: bool = False,
+    astra: bool = False,
 ) -> None:
     """An LLM iteration's per-GPU graphs (every GPU, as exact mode runs them) as traces."""
     from ..engine import Engine
@@ -159,3 +206,5 @@ def _export_llm(
         topology=Topology(cfg.network, cfg.collective),
     )
     console.print(str(summary))
+    if astra:
+        write_astra_files(output, cfg)

@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..errors import ConfigError, shorten
+from .astra import refuse_astra_format
 from .errors import config_error_from
 from .files import FileProblem, read_text_file
 from .merge import merge_documents
@@ -289,6 +290,8 @@ def _merged_document(
     name_or_path: str | Path, _chain: tuple[str, ...], parents: list[str]
 ) -> dict[str, Any]:
     doc, path = _raw_document(name_or_path)
+    if path is not None:
+        refuse_astra_format(doc, str(name_or_path))
     parent = doc.pop("extends", None)
     if parent is None:
         return doc
