@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from .common import FORCE_HELP, IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
@@ -82,16 +83,28 @@ def sweep(
     console.print(
         f"sweep [bold]{summary.name}[/bold]: {summary.points} points, "
         f"{summary.skipped} already in {summary.db}, ran {summary.ran} on {summary.backend} "
-        f"in {summary.wall_time:.2f} s{rate}; {summary.ok} ok, {summary.failed} failed",
+        f"in {summary.wall_time:.2f} s{rate}; {summary.ok} ok, {summary.refused} refused, "
+        f"{summary.failed} failed",
         highlight=False,
         soft_wrap=True,
     )
+    for index, reason in summary.refusals[:5]:
+        err_console.print(
+            f"[yellow]point {index} refused[/yellow]: {escape(reason)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if summary.refused > 5:
+        err_console.print(f"... and {summary.refused - 5} more refused (acesim results {summary.db})")
     for index, error in summary.errors[:5]:
-        err_console.print(f"[red]point {index}[/red]: {error}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[red]point {index} failed[/red]: {escape(error)}", highlight=False, soft_wrap=True
+        )
     if summary.failed > 5:
-        err_console.print(f"... and {summary.failed - 5} more (acesim results {summary.db})")
+        err_console.print(f"... and {summary.failed - 5} more failed (acesim results {summary.db})")
     if summary.failed:
-        # The rows stay in the database; the exit status says the sweep is not all good.
+        # The rows stay in the database; the exit status says a point failed. A refused point
+        # (an invalid split, an HBM misfit) is an answer, recorded with its reason: exit 0.
         raise typer.Exit(1)
 
 
@@ -183,7 +196,11 @@ def results(
     index = [names.index(c) for c in shown]
     units = read_units(db)
     ok = sum(1 for r in rows if r[0] == "ok")
-    table = Table(title=f"{db}: {len(rows)} points, {ok} ok, {len(rows) - ok} failed")
+    refused = sum(1 for r in rows if r[0] == "refused")
+    table = Table(
+        title=f"{db}: {len(rows)} points, {ok} ok, {refused} refused, "
+        f"{len(rows) - ok - refused} failed"
+    )
     for c in shown:
         unit = units.get(c, "")
         heading = f"{c} ({unit})" if unit and unit not in ("1", "x") else c

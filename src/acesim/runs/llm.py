@@ -28,7 +28,7 @@ The optimizer is Adam (Megatron's default and the published models' recipe).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -363,7 +363,7 @@ def run_llm(
         model=case.model.name,
         system=system.name,
         npus=npus,
-        parallel=par.describe(),
+        parallel=replace(par, dp=case.place.dp).describe(),  # dp=auto resolved
         schedule=case.schedule,
         precision=case.precision.name,
         global_batch=par.global_batch,

@@ -482,8 +482,9 @@ class _Resolver:
 
     def column(self, axis: Axis, value: Any, config: dict[str, Any]) -> Any:
         """The swept column's value: resolved (SI) at the path, else the value as written."""
-        if isinstance(value, str) and value.startswith(BEST_PREFIX):
-            return value  # best_<kind>: the search, not the kind it resolved to
+        if isinstance(value, str) and value.startswith((BEST_PREFIX, "best-")):
+            # best_<kind>: the search, not the kind it resolved to
+            return BEST_PREFIX + value[len(BEST_PREFIX) :]
         try:
             if axis.target == "system":
                 return _column_value(get_path(config["system"], list(axis.parts)))
@@ -507,9 +508,9 @@ def _best_of(raw: dict[str, Any]) -> bool:
     """Turn ``endpoint.kind = "best_<kind>"`` into ``<kind>`` (in place); True if it was."""
     endpoint = raw.get("system", {}).get("endpoint")
     kind = endpoint.get("kind") if isinstance(endpoint, dict) else None
-    if not isinstance(kind, str) or not kind.startswith(BEST_PREFIX):
+    if not isinstance(kind, str) or not kind.startswith((BEST_PREFIX, "best-")):
         return False
-    name = kind[len(BEST_PREFIX) :]
+    name = kind[len(BEST_PREFIX) :]  # best-<kind> is best_<kind> spelt with a hyphen
     if name not in ENDPOINT_KINDS and name not in ENDPOINT_KINDS.aliases_all():
         return False  # the system validation reports the unknown kind
     endpoint["kind"] = ENDPOINT_KINDS.canonical(name)
