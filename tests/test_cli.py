@@ -319,3 +319,17 @@ def test_collective_algo_takes_ncclalgo_names(nccl_name: str, algorithm: str) ->
     assert result.exit_code == 0, result.output
     row = next(line for line in result.stdout.splitlines() if "64 MiB" in line)
     assert algorithm in [c.strip() for c in row.split("│")]
+
+
+@pytest.mark.parametrize("command", ["export-chakra", "run", "collective", "import-astra"])
+def test_help_names_only_flags_the_command_has(command: str) -> None:
+    import re
+
+    from typer.main import get_command
+
+    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    click_command = get_command(app).commands[command]  # type: ignore[attr-defined]
+    flags = {opt for p in click_command.params for opt in p.opts}
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", out.output))
+    assert named <= flags | {"--help"}, sorted(named - flags)

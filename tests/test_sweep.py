@@ -558,3 +558,20 @@ def test_a_misspelt_best_of_is_refused_suggesting_the_search_not_the_kind(typo: 
     assert not point.ok
     assert "did you mean 'best_baseline'?" in (point.error or "")
     assert "did you mean 'baseline'" not in (point.error or "")
+
+
+def test_dask_features_without_dask_say_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from clitools import cli_error
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    spec = EXAMPLES / "sweep_collective_hbm.toml"
+    db = tmp_path / "d.sqlite"
+    line = cli_error(monkeypatch, capsys, "sweep", str(spec), "--db", str(db), "--dask", "local")
+    assert "Dask is not installed" in line and "pip install 'acesim[dask]'" in line
+    assert not db.exists()
+    line = cli_error(monkeypatch, capsys, "reproduce", "ace-isca21", "--dask", "local")
+    assert "pip install 'acesim[dask]'" in line

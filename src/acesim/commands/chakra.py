@@ -13,7 +13,7 @@ from ..config.system import SystemConfig
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
 from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console, parse_sets
-from .llm import PARALLEL_HELP, is_llm, llm_case
+from .llm import PARALLEL_SIZES_HELP, is_llm, llm_case
 
 
 def export_chakra_command(
@@ -29,7 +29,11 @@ def export_chakra_command(
     precision: str | None = typer.Option(
         None, "--precision", help=f"training precision ({PRECISIONS.choices()}; zoo workloads)"
     ),
-    parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
+    parallel: str | None = typer.Option(
+        None,
+        "--parallel",
+        help=PARALLEL_SIZES_HELP + " Every GPU's graph is written, with its groups.",
+    ),
     global_batch: int | None = typer.Option(
         None, "--global-batch", help="LLM models: sequences per iteration"
     ),
@@ -55,7 +59,8 @@ def export_chakra_command(
     Compute nodes carry num_ops/tensor_size (a pass's kernels summed, for ASTRA-sim's roofline
     mode) and duration_micros computed by acesim's kernel model on the system's NPU, so
     ASTRA-sim runs them either way. An LLM model (--parallel ...) is written for every GPU, with
-    its TP/CP/EP/DP groups in PREFIX.comm_groups.json (--comm-group-configuration).
+    its TP/CP/EP/DP groups in PREFIX.comm_groups.json (ASTRA-sim's comm-group-configuration
+    file). --astra also writes ASTRA-sim's network, system and memory files for them.
     """
     from ..engine import Engine
     from ..hardware.npu import NPU

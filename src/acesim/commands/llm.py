@@ -23,15 +23,20 @@ from ..workload.llm.parallel import parse_parallel
 from .cases import FLAGS, parse_pairs
 from .common import console, err_console, system_title
 
-__all__ = ["is_llm", "llm_case", "run_llm_command", "PARALLEL_HELP"]
+__all__ = ["is_llm", "llm_case", "run_llm_command", "PARALLEL_HELP", "PARALLEL_SIZES_HELP"]
 
-PARALLEL_HELP = (
+#: What --parallel takes (every command that builds an LLM iteration).
+PARALLEL_SIZES_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
     "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
-    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order). "
-    "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
-    "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
+    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order)."
+)
+
+PARALLEL_HELP = (
+    PARALLEL_SIZES_HELP + " One iteration is simulated, one GPU per pipeline stage (class mode: "
+    "the same figures as simulating every GPU); --exact, --straggler, --compute-spread and "
+    "--link simulate every GPU"
 )
 
 

@@ -4,11 +4,11 @@ NPU preset, with the source of every sourced value."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
 import yaml
-from rich.syntax import Syntax
 from rich.table import Table
 
 from ..config.npus import load_npu_preset, npu_preset_document, npu_preset_names
@@ -76,11 +76,13 @@ def show_command(
     force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
 ) -> None:
-    """Print a system document as acesim reads it: ``extends`` merged, ``--set`` applied,
-    ``--nodes`` scaled out, values as written (units kept), then where each sourced value comes
-    from. An NPU preset's name prints that preset."""
+    """Print a system document as acesim reads it, as YAML a file can hold (``presets show
+    NAME > mine.yaml``, then ``--system mine.yaml``): ``extends`` merged, ``--set`` applied,
+    ``--nodes`` scaled out, values as written (units kept), and where each sourced value comes
+    from in its ``sources`` table. An NPU preset's name prints that preset."""
     from ..config.paths import set_path
     from ..config.presets import system_document
+    from ..config.provenance import override_sources
     from ..config.scaleout import scale_out
     from .cases import cli_system
 
@@ -89,26 +91,32 @@ def show_command(
             flag = "--set" if sets else "--nodes"
             raise ConfigError(flag, "applies to systems, not to an NPU preset", name)
         load_npu_preset(name)  # validates
-        _print_document(npu_preset_document(name))
+        _print_document(
+            npu_preset_document(name),
+            f"NPU preset {name}, as acesim reads it; a system starts from it with "
+            f'[npu] extends = "{name}"',
+        )
         return
     cli_system(name, sets, nodes, force)  # validates: errors name the field
     doc = system_document(name)
     for path, value in parse_sets(sets).items():
         doc = set_path(doc, path, value)
+        doc["sources"] = override_sources(doc.get("sources", {}), path, value, name)
     if nodes is not None:
         doc = scale_out(doc, nodes)
-    _print_document(doc)
+    changes = " ".join([*(f"--set {s}" for s in sets), *([f"--nodes {nodes}"] if nodes else [])])
+    what = f"system {name}{' ' + changes if changes else ''}"
+    _print_document(doc, f"{what}, as acesim reads it; usable as a system file (--system FILE)")
 
 
-def _print_document(doc: dict[str, Any]) -> None:
+def _print_document(doc: dict[str, Any], what: str) -> None:
+    """``doc`` as YAML on stdout, whole lines (never wrapped to the terminal), its sources
+    last: a file ``acesim`` reads back as it is."""
     doc = dict(doc)
-    sources = doc.pop("sources", {})
-    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
-    console.print(Syntax(text, "yaml", theme="ansi_dark", word_wrap=True))
+    sources = doc.pop("sources", None)
     if sources:
-        table = Table(title="sources")
-        for col in ("field", "source", "note"):
-            table.add_column(col, overflow="fold")
-        for field, source in sources.items():
-            table.add_row(field, str(source.get("kind", "")), str(source.get("note", "")))
-        console.print(table)
+        doc["sources"] = sources
+    header = f"# {what} (acesim presets show)\n"
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=float("inf"))
+    sys.stdout.write(header + text)
+    sys.stdout.flush()

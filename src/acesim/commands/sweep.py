@@ -95,7 +95,9 @@ def sweep(
             soft_wrap=True,
         )
     if summary.refused > 5:
-        err_console.print(f"... and {summary.refused - 5} more refused (acesim results {summary.db})")
+        err_console.print(
+            f"... and {summary.refused - 5} more refused (acesim results {summary.db})"
+        )
     for index, error in summary.errors[:5]:
         err_console.print(
             f"[red]point {index} failed[/red]: {escape(error)}", highlight=False, soft_wrap=True

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..clusters import dask_client
+from ..clusters import dask_client, require_dask
 from ..errors import ConfigError, SweepError, short_repr
 from ..processes import process_pool
 from .spec import Point, SweepSpec, canonical_json, load_spec
@@ -68,7 +68,10 @@ def check_dask(dask: Any) -> None:
     scheduler address ``tcp://HOST:PORT`` (or another transport of distributed: ``tls``, ``ws``,
     ``wss``, ``ucx``; ``inproc://`` for a scheduler in this process) or a ``distributed.Client``.
     """
-    if dask is None or dask == "local" or not isinstance(dask, str):
+    if dask is None:
+        return
+    require_dask()
+    if dask == "local" or not isinstance(dask, str):
         return
     if dask.startswith("inproc://") and len(dask) > len("inproc://"):
         return
