@@ -575,3 +575,39 @@ def test_dask_features_without_dask_say_how_to_install_it(
     assert not db.exists()
     line = cli_error(monkeypatch, capsys, "reproduce", "ace-isca21", "--dask", "local")
     assert "pip install 'acesim[dask]'" in line
+
+
+def test_plot_handles_text_axes_units_and_quantities_in_where(tmp_path: Path) -> None:
+    """A text x axis is categorical (one tick at each point, labelled), legends show numbers
+    with units, the best point is marked and labelled, --where takes a quantity with a unit."""
+    from acesim.sweep.plot import _draw, _where
+    from acesim.sweep.store import read_units
+
+    spec = small_spec(
+        grid={"endpoint.kind": ["baseline", "ace", "ideal"], "npu.hbm_bandwidth": ["150 GB/s"]},
+        zip={},
+    )
+    db = tmp_path / "cat.sqlite"
+    run_sweep(spec, db, workers=0)
+    units = read_units(db)
+    frame = load_results(db)
+    ok = frame[frame["status"] == "ok"]
+    fig = _draw(ok, "endpoint.kind", "busbw", ["npu.hbm_bandwidth"], units=units,
+                logx=False, logy=False)  # fmt: skip
+    (ax,) = fig.axes
+    assert list(ax.get_xticks()) == [0, 1, 2]  # at the points, not between them
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["baseline", "ace", "ideal"]
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [0, 1, 2]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["npu.hbm_bandwidth=150 GB/s"]  # not 150000000000.0
+    best = ok.loc[ok["busbw"].idxmax(), "endpoint.kind"]
+    notes = [c.get_text() for c in ax.texts]
+    assert any(
+        n.startswith("best: ") and f"endpoint.kind={best}" in n and "B/s" in n for n in notes
+    )
+    assert len(_where(ok, ["npu.hbm_bandwidth=150 GB/s"], units)) == 3
+    assert len(_where(ok, ["npu.hbm_bandwidth=150e9"], units)) == 3
+    assert len(_where(ok, ["npu.hbm_bandwidth=900 GB/s"], units)) == 0
+    with pytest.raises(ConfigError, match="--where: expected a quantity in B/s"):
+        _where(ok, ["npu.hbm_bandwidth=150 GB"], units)
