@@ -47,6 +47,7 @@ def test_a_parallel_axis_runs_the_configurations_that_fit_and_records_the_rest(
     assert (ok["iteration_time"] > 0).all() and (ok["mode"] == "class").all()
     assert ok.loc["tp=2,pp=4", "npus"] == 8
     assert ok.loc["tp=2,pp=4", "parallel_resolved"].startswith("tp=2,pp=4,cp=1")
+    assert "dp=1," in ok.loc["tp=2,pp=4", "parallel_resolved"]  # dp=auto, resolved
     assert set(df[df["status"] == "refused"].index) == {"tp=3", "tp=1,zero=0"}
     refused = df.loc["tp=3", "error"]
     assert "parallel.tp" in refused and "attention heads" in refused
