@@ -95,3 +95,16 @@ def test_a_sweep_axis_of_bare_bandwidths_is_refused_before_it_runs(
     spec.write_text("force = true\n" + spec.read_text())
     out = CliRunner().invoke(app, ["sweep", str(spec), "--db", str(db), "--workers", "1"])
     assert out.exit_code == 0, out.output
+
+
+def test_the_python_api_takes_force_where_it_resolves_a_system() -> None:
+    from acesim.runs.case import make_case
+
+    table = {
+        "npu": {"hbm_bandwidth": 900},  # meant 900 GB/s
+        "network": {"dimensions": [{"kind": "ring", "size": 4, "link_bandwidth": "50 GB/s"}]},
+    }
+    with pytest.raises(ConfigError, match="npu.hbm_bandwidth: a bare number is in B/s"):
+        make_case(table, "resnet50", precision="fp32")
+    case = make_case(table, "resnet50", precision="fp32", force=True)
+    assert case.system.npu.hbm_bandwidth == 900
