@@ -22,6 +22,7 @@ axes (each value at its path); documents acesim writes itself are not checked ag
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -81,17 +82,17 @@ _BARE = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$")
 
 
 def _bare_number(value: Any) -> float | None:
-    """``value`` as a number when it is one without a unit (``600``, ``"600"``), else None."""
+    """``value`` as a finite number when it is one without a unit (``600``, ``"600"``), else
+    None (a non-finite or huge number is the field's own rules' to report)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and _BARE.match(value):
-        try:
-            return float(value)
-        except ValueError:  # pragma: no cover - the pattern is a float's
-            return None
-    return None
+    if not isinstance(value, int | float) and not (isinstance(value, str) and _BARE.match(value)):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def check_value(model: type[BaseModel], path: str, value: Any, where: str = "") -> None:

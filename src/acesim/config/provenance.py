@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..errors import short_repr
 from .merge import touches
 
 __all__ = ["Provenance", "override_sources", "show_value"]
@@ -30,8 +31,8 @@ def show_value(value: Any) -> str:
         return "true" if value else "false"
     try:
         return json.dumps(value, separators=(", ", ": "), default=str)
-    except (TypeError, ValueError):
-        return str(value)
+    except (TypeError, ValueError):  # an integer too long to print, a value JSON cannot hold
+        return short_repr(value)
 
 
 @dataclass(frozen=True)
