@@ -56,7 +56,7 @@ def test_numbers_with_units_and_plausible_bare_numbers_are_taken_as_written() ->
     assert cfg.npu.hbm_bandwidth == 9e11
 
 
-def test_rules_cover_every_quantity_kind_of_a_system_file() -> None:
+def test_rules_cover_the_bandwidth_size_time_and_compute_rate_kinds() -> None:
     assert set(RULES) == {"rate", "size", "time", "flop_rate"}
 
 

@@ -66,7 +66,12 @@ def test_summary_has_the_five_headline_figures_under_fixed_keys(
     for case in on_disk["cases"]:
         assert {"best_baseline", "ace", "ideal"} <= set(case["comm_bound"])
         assert all(isinstance(v, str) and v for v in case["comm_bound"].values()), case
+    # ...and its energy per GPU per iteration (the power model), side by side in the report
+    for case in on_disk["cases"]:
+        assert {"best_baseline", "ace", "ideal"} <= set(case["energy"])
+        assert all(e["per_iteration"] > e["idle"] > 0 for e in case["energy"].values()), case
     report = (out / "report.md").read_text()
+    assert "## Energy per iteration" in report
     assert "| speedup resnet50 (avg) |" in report
     assert f"{PAPER['speedup_avg']['resnet50']:.2f}" in report
     for name in ("speedup", "net_util", "membw", "breakdown", "sram", "splits"):

@@ -94,7 +94,7 @@ def test_the_ideal_endpoint_bounds_every_substrate(study: tuple[dict[str, Any], 
 
 
 def test_report_and_figures(study: tuple[dict[str, Any], Path]) -> None:
-    _, out = study
+    summary, out = study
     report = (out / "report.md").read_text()
     for heading in (
         "## Where each substrate beats the best SM configuration",
@@ -105,6 +105,13 @@ def test_report_and_figures(study: tuple[dict[str, Any], Path]) -> None:
     ):
         assert heading in report
     assert "| b200-nvswitch-8 | tiny | copy_engine |" in report
+    # every substrate's energy per iteration side by side, from each run's energy figures
+    assert "## Energy per iteration" in report
+    for row in summary["results"]:
+        for substrate in row["endpoints"].values():
+            if substrate["applicable"]:
+                energy = substrate["energy"]
+                assert energy["per_token"] > 0 and energy["average_power"] > 0
     for name in FIGURES:
         assert (out / f"{name}.png").stat().st_size > 0
         assert (out / f"{name}.svg").stat().st_size > 0

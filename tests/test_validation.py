@@ -45,6 +45,9 @@ EXAMPLES = {
     "rate": "'25 GB/s', '1.6 TB/s', '400 Gb/s'",
     "time": "'500 ns', '1.5 us', '2 ms'",
     "flop_rate": "'125 TFLOP/s', '19.5 TFLOPS'",
+    "power": "'700 W', '1.2 kW', '500 mW'",
+    "energy_per_byte": "'24 pJ/B', '3.9 pJ/bit'",
+    "energy_per_flop": "'0.33 pJ/FLOP', '1e-12'",
 }
 #: a text of the unit kind whose number is finite but whose value in base units overflows
 OVERFLOW = {
@@ -52,6 +55,9 @@ OVERFLOW = {
     "rate": "1e308 TB/s",
     "time": "1e307 min",
     "flop_rate": "1e308 TFLOPS",
+    "power": "1e308 kW",
+    "energy_per_byte": "1e308 kJ/bit",
+    "energy_per_flop": "1e308 kJ/FLOP",
 }
 
 
@@ -116,6 +122,10 @@ RULES: dict[str, list[tuple[Any, str]]] = {
     "rate": _quantity("rate", "B/s", "must be positive", zero_ok=False),
     "flop_rate": _quantity("flop_rate", "FLOP/s", "must be positive", zero_ok=False),
     "time0": _quantity("time", "s", "must not be negative", zero_ok=True),
+    "watts": _quantity("power", "W", "must be positive", zero_ok=False),
+    "watts0": _quantity("power", "W", "must not be negative", zero_ok=True),
+    "per_byte": _quantity("energy_per_byte", "J/B", "must not be negative", zero_ok=True),
+    "per_flop": _quantity("energy_per_flop", "J/FLOP", "must not be negative", zero_ok=True),
     "positive": _plain("must be positive", {-1: "-1", 0: "0"}),
     "non_negative": _plain("must not be negative", {-1: "-1", -1e-300: "-1e-300"}),
     "efficiency": _plain("must be in (0, 1]", {-1: "-1", 0: "0", 1.5: "1.5"}),
@@ -141,6 +151,24 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.hbm_bandwidth": "rate",
     "npu.hbm_capacity": "size",
     "npu.host_link_bandwidth": "rate",
+    "npu.power.tdp": "watts",
+    "npu.power.idle": "watts0",
+    "npu.power.unit_active": "watts0",
+    "npu.power.matrix_flop_energy.fp16": "per_flop",
+    "npu.power.matrix_flop_energy.fp32": "per_flop",
+    "npu.power.matrix_flop_energy.fp64": "per_flop",
+    "npu.power.vector_flop_energy": "per_flop",
+    **{
+        f"npu.power.{name}": "per_byte"
+        for name in (
+            "hbm_energy",
+            "copy_engine_energy",
+            "host_link_energy",
+            "ace_sram_energy",
+            "ace_alu_energy",
+        )
+    },
+    "npu.power.ace_static": "watts0",
     **{
         f"network.dimensions[{i}].{name}": rule
         for i in range(3)
@@ -152,6 +180,11 @@ SYSTEM_FIELDS: dict[str, str] = {
             ("npus_per_link", "count"),
             ("oversubscription", "at_least_one"),
             ("leaf_size", "count"),
+            ("power.link_energy", "per_byte"),
+            ("power.switch_static", "watts0"),
+            ("power.switch_energy", "per_byte"),
+            ("power.nic_static", "watts0"),
+            ("power.nic_energy", "per_byte"),
         )
     },
     "network.npus": "npus",

@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from . import __version__
 from .commands.assumptions import assumptions_command
@@ -33,9 +34,23 @@ from .commands.reproduce import reproduce_command
 from .commands.run import run_command
 from .commands.sweep import register as register_sweep
 from .commands.validate import validate_command
+from .config.reader import lenient_argument
 from .errors import AcesimError
 
+
+class _StrictGroup(TyperGroup):
+    """The root command: refuses a number argument that the CLI library would read
+    leniently (``-n ８``, ``--global-batch 4_0``) before any option is converted."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        error = lenient_argument(args)
+        if error is not None:
+            raise error
+        return super().parse_args(ctx, args)
+
+
 app = typer.Typer(
+    cls=_StrictGroup,
     help="acesim: simulate distributed DL training platforms where compute and collectives "
     "share compute units, HBM and links.",
     no_args_is_help=False,

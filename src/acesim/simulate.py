@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .config.resolve import resolve_system
 from .config.system import SystemConfig
 from .config.variation import Variation
-from .errors import ConfigError, SimulationError
+from .errors import ConfigError, SimulationError, TopologyError
 from .hardware.endpoints import ENDPOINT_KINDS
 from .hardware.kernels import Kernel, Roofline
 from .hardware.platform import Platform
 from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
+from .network.tuner_check import check_choice
 from .network.vectorized import run_alone
 from .results.collective import CollectiveResult, bus_factor
+from .results.jsonout import first_non_finite
 from .training.bounds import BoundRecorder, collective_bounds
 from .units import parse_quantity
 
@@ -41,6 +45,8 @@ def simulate_collective(
     host_copy: tuple[float, str] | None = None,
     variation: Variation | None = None,
     root: int | None = None,
+    tuner_check: bool = True,
+    bound_variants: bool = True,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -50,7 +56,8 @@ def simulate_collective(
             ``all-to-all``, ``broadcast``, ``reduce``, ``sendrecv``).
         size: bytes, or text such as ``"64 MiB"``.
         exact: simulate every NPU instead of one representative.
-        endpoint: override the system's endpoint kind (a registered kind).
+        endpoint: override the system's endpoint kind (a registered kind). The bound kind
+            (``ideal``) is run in every one of its variants and the fastest is returned.
         dims: dimensions the collective spans (default: all).
         group: or a communicator group (:class:`acesim.network.Group`), e.g. half a node.
         compute: optional concurrent compute kernel ``(FLOPs, HBM bytes)`` started with the
@@ -64,6 +71,12 @@ def simulate_collective(
             (:class:`acesim.config.variation.Variation`).
         root: a rooted operation's root (broadcast, reduce), its position in the group
             (default 0; exact mode only: symmetric mode refuses rooted operations).
+        tuner_check: where the tuner chose among ``collective.choices``, also simulate the
+            other candidates; if one is faster, the result's ``tuner`` says so (NCCL's choice
+            is kept, as NCCL would: :mod:`acesim.network.tuner_check`).
+        bound_variants: False runs the bound kind (``ideal``) as configured only (the free
+            endpoint on the system's own choices: what closed-form checks of an algorithm's
+            cost want), not its best variant; then it bounds no other kind.
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -73,6 +86,40 @@ def simulate_collective(
     if endpoint is not None:
         ENDPOINT_KINDS.get(endpoint, "endpoint")
         cfg = cfg.with_endpoint(endpoint)
+    args = (op, nbytes, exact, dims, group, compute, compute_kernels, host_copy, variation, root)
+    kind = ENDPOINT_KINDS.get(cfg.endpoint.kind)
+    if kind.role != "bound" or not bound_variants:
+        result, predicted = _simulate(cfg, *args)
+        if tuner_check and result.algorithm is not None and len(predicted) > 1:
+            check = check_choice(predicted, result.algorithm, result.time, _forced(cfg, args))
+            if check is not None:
+                result = replace(result, tuner=check.to_dict())
+        return result
+    # the bound: every variant (another kind's algorithms and pieces at no cost), the fastest
+    best: CollectiveResult | None = None
+    for variant in kind.variants_of(cfg):
+        result = _simulate(cfg.with_endpoint(None, **variant.changes), *args)[0]
+        if best is None or result.time < best.time:
+            best = result
+    assert best is not None  # variants_of returns at least one
+    return best
+
+
+def _simulate(
+    cfg: SystemConfig,
+    op: str,
+    nbytes: float,
+    exact: bool,
+    dims: tuple[int, ...] | None,
+    group: Group | None,
+    compute: tuple[float, float] | None,
+    compute_kernels: Sequence[Kernel] | None,
+    host_copy: tuple[float, str] | None,
+    variation: Variation | None,
+    root: int | None,
+) -> tuple[CollectiveResult, tuple[tuple[str, float], ...]]:
+    """:func:`simulate_collective` of one endpoint configuration, and the tuner's predicted
+    time of each candidate algorithm (empty: no choice made)."""
     platform = Platform(cfg, exact=exact, variation=variation)
     kernel_times: dict[str, float] = {}
     kernels: list[Kernel] | None = None
@@ -154,7 +201,7 @@ def simulate_collective(
                 "end_time": end,
             }
         )
-    return CollectiveResult(
+    result = CollectiveResult(
         op=op,
         size=nbytes,
         npus=platform.topology.npus,
@@ -180,6 +227,30 @@ def simulate_collective(
         bound_by=bound_by,
         provenance=cfg.provenance.to_dict(),
     )
+    where = first_non_finite(result.to_dict())
+    if where is not None:
+        raise SimulationError(
+            f"{op} of {nbytes:g} bytes on {cfg.name} ({cfg.endpoint.kind}): {where} is not "
+            "finite (a cost beyond what the model can represent; check the system's "
+            "latencies, bandwidths and endpoint settings)"
+        )
+    predicted: tuple[tuple[str, float], ...] = ()
+    if coll.algorithm is not None and cfg.collective.algorithm is None:
+        predicted = platform.collectives.choose(op, nbytes, dims=dims, group=group)[2].predicted
+    return result, predicted
+
+
+def _forced(cfg: SystemConfig, args: tuple[Any, ...]) -> Callable[[str], float | None]:
+    """``algorithm`` -> the collective's time with it forced (None: it cannot run)."""
+
+    def simulate(algorithm: str) -> float | None:
+        collective = cfg.collective.model_copy(update={"algorithm": algorithm})
+        try:
+            return _simulate(cfg.model_copy(update={"collective": collective}), *args)[0].time
+        except (ConfigError, TopologyError):
+            return None
+
+    return simulate
 
 
 def _collective_alone(

@@ -11,6 +11,10 @@ Conventions (stated once, used everywhere):
 * times are seconds: ``s``, ``ms``, ``us`` (or ``µs``, the micro sign, or ``μs``, the Greek
   mu), ``ns``, ``ps``.
 * compute rates are FLOP per second: ``TFLOP/s``, ``TFLOPS``, ``GFLOP/s`` ...
+* power is watts (``700 W``, ``1.2 kW``, ``500 mW``); energy per byte moved is joules per byte
+  (``24 pJ/B``), or per bit the way links and memories are quoted (``3 pJ/bit`` = 24 pJ/B);
+  energy per operation is joules per FLOP (``0.33 pJ/FLOP``). These take the small decimal
+  prefixes too (``m``, ``u``, ``n``, ``p``, ``f``).
 * plain numbers (int/float) are taken as already in base units.
 
 Range syntax for sweeps of sizes: ``1KiB:1GiB`` (powers of two between the bounds) or
@@ -25,9 +29,13 @@ from typing import Literal
 
 from .errors import UnitError
 
-Kind = Literal["size", "rate", "time", "flop_rate", "flops"]
+Kind = Literal[
+    "size", "rate", "time", "flop_rate", "flops", "power", "energy_per_byte", "energy_per_flop"
+]
 
 _DEC = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+#: decimal prefixes below one, for power and energies (``pJ/bit``, ``mW``)
+_SMALL = {"m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "n": 1e-9, "p": 1e-12, "f": 1e-15}
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _TIME = {
     "s": 1.0,
@@ -41,7 +49,8 @@ _TIME = {
 }
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z\u00b5\u03bc/]*)\s*$")
+# ASCII digits only: Python's float() reads "٨" and "８" as 8
+_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z\u00b5\u03bc/]*)\s*$", re.ASCII)
 
 #: longer quantity text is refused before it is parsed (no quantity needs more)
 _MAX_TEXT = 200
@@ -52,6 +61,9 @@ _EXAMPLES = {
     "time": "'500 ns', '1.5 us', '2 ms'",
     "flop_rate": "'125 TFLOP/s', '19.5 TFLOPS'",
     "flops": "'4.1 GFLOP', '1e9'",
+    "power": "'700 W', '1.2 kW', '500 mW'",
+    "energy_per_byte": "'24 pJ/B', '3.9 pJ/bit'",
+    "energy_per_flop": "'0.33 pJ/FLOP', '1e-12'",
 }
 
 
@@ -89,7 +101,26 @@ def _scale(unit: str, kind: Kind) -> float | None:
             if unit.endswith(suffix):
                 return _prefix(unit[: -len(suffix)], allow_binary=False)
         return None
-    return None  # pragma: no cover
+    return _energy_scale(unit, kind)
+
+
+def _small_prefix(text: str) -> float | None:
+    """A decimal prefix, below one included (``p``, ``n``, ``m``: energies and power)."""
+    return _SMALL[text] if text in _SMALL else _prefix(text, allow_binary=False)
+
+
+def _energy_scale(unit: str, kind: Kind) -> float | None:
+    """Scales of power (``W``), energy per byte (``J/B``, ``J/bit`` x 8) and per FLOP."""
+    units: dict[str, tuple[tuple[str, float], ...]] = {
+        "power": (("W", 1.0),),
+        "energy_per_byte": (("J/B", 1.0), ("J/byte", 1.0), ("J/bit", 8.0), ("J/b", 8.0)),
+        "energy_per_flop": (("J/FLOP", 1.0), ("J/flop", 1.0)),
+    }
+    for suffix, factor in units.get(kind, ()):
+        if unit.endswith(suffix):
+            scale = _small_prefix(unit[: -len(suffix)])
+            return None if scale is None else scale * factor
+    return None
 
 
 def parse_quantity(value: object, kind: Kind, field: str = "value") -> float:
@@ -132,19 +163,33 @@ def _finite(number: float, scale: float, field: str, value: object) -> float:
     return result
 
 
+#: most sizes one size list or range may expand to
+MAX_SIZES = 10_000
+
+
+def _whole_bytes(size: float, field: str, text: str) -> float:
+    if size <= 0:
+        raise UnitError(field, "sizes must be positive", text)
+    if size != math.floor(size):
+        raise UnitError(field, "sizes are whole bytes (no half a byte)", text)
+    return size
+
+
 def parse_size_range(text: str, field: str = "sizes") -> list[int]:
-    """Expand ``"1KiB:1GiB"`` (x2 steps) or ``"1KiB:1GiB:x4"`` or ``"4MiB"`` or ``"1MiB,8MiB"``."""
+    """Expand ``"1KiB:1GiB"`` (x2 steps) or ``"1KiB:1GiB:x4"`` or ``"4MiB"`` or ``"1MiB,8MiB"``
+    (whole bytes; at most :data:`MAX_SIZES` sizes)."""
+    if len(text) > MAX_SIZES * 20:
+        raise UnitError(field, f"must be at most {MAX_SIZES * 20} characters long", text[:60])
     if "," in text:
         sizes: list[int] = []
         for part in text.split(","):
             sizes.extend(parse_size_range(part.strip(), field))
+            if len(sizes) > MAX_SIZES:
+                raise UnitError(field, f"expands to more than {MAX_SIZES} sizes", text[:60])
         return sizes
     parts = text.split(":")
     if len(parts) == 1:
-        size = parse_quantity(parts[0], "size", field)
-        if size <= 0:
-            raise UnitError(field, "sizes must be positive", text)
-        return [int(size)]
+        return [int(_whole_bytes(parse_quantity(parts[0], "size", field), field, text))]
     if len(parts) not in (2, 3):
         raise UnitError(field, "expected MIN:MAX or MIN:MAX:xFACTOR", text)
     low = parse_quantity(parts[0], "size", field)
@@ -152,16 +197,17 @@ def parse_size_range(text: str, field: str = "sizes") -> list[int]:
     factor = 2.0
     if len(parts) == 3:
         step = parts[2].strip().lstrip("x*")
-        try:
-            factor = float(step)
-        except ValueError:
-            raise UnitError(field, "step must look like x2 or x4", text) from None
-    if low <= 0 or high <= 0:
-        raise UnitError(field, "sizes must be positive", text)
+        if not re.fullmatch(r"[0-9]+(\.[0-9]*)?", step, re.ASCII):
+            raise UnitError(field, "step must look like x2 or x4", text)
+        factor = float(step)
+    _whole_bytes(low, field, text)
+    _whole_bytes(high, field, text)
     if high < low:
         raise UnitError(field, "MAX must not be below MIN", text)
     if factor <= 1.0:
         raise UnitError(field, "step factor must be above 1", text)
+    if math.log(high / low) / math.log(factor) > MAX_SIZES:
+        raise UnitError(field, f"expands to more than {MAX_SIZES} sizes", text)
     out = []
     size = low
     while size <= high * (1 + 1e-12):
@@ -219,6 +265,9 @@ UNIT_OF_KIND: dict[str, str] = {
     "time": "s",
     "flop_rate": "FLOP/s",
     "flops": "FLOP",
+    "power": "W",
+    "energy_per_byte": "J/B",
+    "energy_per_flop": "J/FLOP",
 }
 
 _ENG = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"),

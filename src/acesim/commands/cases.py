@@ -5,13 +5,12 @@ Errors name the command-line flag (``--iterations``), not the run option behind 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from rich.markup import escape
 
+from ..config.reader import read_json_file, read_value
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
@@ -81,28 +80,15 @@ def parse_pairs(text: str, flag: str) -> dict[str, Any]:
             raise ConfigError(flag, "expected key=value pairs separated by commas", text)
         if key in out:
             raise ConfigError(flag, f"gives {key!r} twice", text)
-        try:
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key] = value.strip("'\"")
+        out[key] = read_value(value, flag)
     return out
 
 
 def read_placement(path: Path, flag: str = "--placement") -> Any:
-    """The JSON list in the file at ``path`` (ConfigError naming ``flag`` when it cannot be
-    read or is not JSON; the list itself is checked as ``run.placement``)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(
-            flag, f"cannot read the file ({err.__class__.__name__})", str(path)
-        ) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(
-            flag, f"expected a JSON list of NPU positions (line {err.lineno}: {err.msg})", str(path)
-        ) from None
+    """The JSON list in the file at ``path``, through the guarded reader
+    (:func:`acesim.config.reader.read_json_file`: size, depth, integer and ``null`` limits;
+    ConfigError naming ``flag``); the list itself is checked as ``run.placement``."""
+    return read_json_file(path, flag, "JSON list of NPU positions")
 
 
 def parse_shape(text: str) -> list[int]:

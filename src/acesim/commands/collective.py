@@ -168,6 +168,9 @@ def collective_command(
         row.append(f"{r.bound} ({100 * busy:.0f}%)" if r.bound else "-")
         table.add_row(*row)
     console.print(table)
+    for r in results:
+        if r.tuner is not None:  # the tuner's choice is kept, as NCCL would: say so
+            err_console.print(f"[dim]{format_size(r.size)}: {r.tuner['note']}[/dim]")
     if any(r.algorithm == "collnet" for r in results):
         err_console.print(
             "[dim]collnet assumes the scale-out switches reduce (SHARP enabled on the cluster: "

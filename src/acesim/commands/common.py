@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..config.reader import read_value, strict_int
 from ..errors import ConfigError
 from ..hardware.kernels import Gemm
 from ..precision import DTYPES
@@ -118,12 +118,12 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
             raise ConfigError("--set", "expected dotted.path=value", item)
         if path in out:
             raise ConfigError("--set", f"sets {path!r} twice", item)
-        try:
-            value: Any = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = text
-        out[path] = value
+        out[path] = read_value(text, "--set")
     return out
+
+
+#: Largest GEMM dimension: cuBLAS takes m, n and k as 32-bit ``int``.
+MAX_GEMM_DIMENSION = 2**31 - 1
 
 
 def parse_gemm(text: str, option: str = "--gemm", dtype: str = "fp16") -> Gemm:
@@ -132,13 +132,19 @@ def parse_gemm(text: str, option: str = "--gemm", dtype: str = "fp16") -> Gemm:
     shape, _, named = text.strip().partition(":")
     parts = shape.lower().replace(" ", "").split("x")
     try:
-        values = [int(p) for p in parts]
+        values = [strict_int(p) for p in parts]
     except ValueError:
         raise ConfigError(option, "expected MxNxK[:dtype] (positive integers)", text) from None
     if len(values) == 1:
         values *= 3
     if len(values) != 3 or min(values) <= 0:
         raise ConfigError(option, "expected MxNxK[:dtype] (positive integers)", text)
+    if max(values) > MAX_GEMM_DIMENSION:
+        raise ConfigError(
+            option,
+            f"dimensions must be at most 2**31 - 1 = {MAX_GEMM_DIMENSION} (cuBLAS's int m, n, k)",
+            text,
+        )
     dtype = named.strip() or dtype
     if dtype not in DTYPES:
         raise ConfigError(option, f"unknown dtype; expected one of {DTYPES.choices()}", text)

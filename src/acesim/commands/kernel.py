@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.reader import strict_int
+from ..config.validators import MAX_COUNT
 from ..errors import ConfigError
 from ..hardware.kernel_model import KernelPlan, plan_kernel
 from ..hardware.kernels import Kernel, Stream
@@ -107,13 +111,21 @@ def kernel_command(
 
 
 def _elements(text: str) -> float:
+    """A STREAM array length: a whole count or ``2**N``, 1 to ``MAX_COUNT`` (2**53)."""
     if text.startswith("2**"):
         try:
-            value = float(2 ** int(text[3:]))
+            exponent = strict_int(text[3:])
         except ValueError:
             raise ConfigError("--elements", "expected a count or 2**N", text) from None
+        if not 0 <= exponent <= 53:
+            raise ConfigError("--elements", f"must be at most 2**53 = {MAX_COUNT}", text)
+        value = float(2**exponent)
     else:
         value = parse_quantity(text, "flops", "--elements")
     if not value > 0:
         raise ConfigError("--elements", "must be positive", text)
+    if value != math.floor(value):
+        raise ConfigError("--elements", "must be a whole number of elements", text)
+    if value > MAX_COUNT:
+        raise ConfigError("--elements", f"must be at most 2**53 = {MAX_COUNT}", text)
     return value

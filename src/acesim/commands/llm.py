@@ -13,6 +13,7 @@ from ..config.errors import config_error_from
 from ..config.resolve import resolve_system
 from ..config.variation import ComputeSpread, LinkChange, Straggler, Variation
 from ..errors import ConfigError
+from ..results.energy import energy_rows
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
 from ..runs.llm import LlmCase, make_llm_case, run_llm
@@ -93,7 +94,13 @@ def llm_case(
     )
     try:
         base = resolve_system(system, overrides=overrides, force=force)
-        return make_llm_case(base, model, par, precision=precision or "bf16", nodes=nodes)
+        return make_llm_case(
+            base,
+            model,
+            par,
+            precision="bf16" if precision is None else precision,
+            nodes=nodes,
+        )
     except ConfigError as err:
         flag = FLAGS.get(err.field) or _flag(err.field)
         if flag is None:
@@ -196,7 +203,7 @@ def _rows(r: LlmResult) -> list[tuple[str, str]]:
     ]
     for kind, seconds in r.exposed.items():
         rows.append((f"exposed {kind.upper()} comm", format_time(seconds)))
-    return rows
+    return rows + energy_rows(r.energy)
 
 
 def _tables(results: list[LlmResult]) -> None:

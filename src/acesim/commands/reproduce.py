@@ -26,7 +26,8 @@ def reproduce_command(
         None,
         "--dask",
         help="run on Dask: 'local' (a LocalCluster of --workers processes) or a scheduler "
-        "address tcp://HOST:PORT; results are identical to a local run",
+        "address of a trusted scheduler, tls://HOST:PORT (or tcp:// on a network you control: "
+        "Dask exchanges pickles); results are identical to a local run",
     ),
     no_figures: bool = typer.Option(False, "--no-figures", help="skip the figures", metavar=""),
     system: str | None = typer.Option(

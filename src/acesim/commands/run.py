@@ -10,6 +10,7 @@ from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
+from ..results.energy import energy_rows
 from ..results.jsonout import dumps
 from ..results.run import RunResult
 from ..runs.compare import (
@@ -294,7 +295,7 @@ def _rows(result: RunResult) -> list[tuple[str, str]]:
     if result.comm_bound and result.comm_time > 0:
         share = min(result.comm_bound_by[result.comm_bound] / result.comm_time, 1.0)
         rows.append(("comm bound by", f"{result.comm_bound} ({100 * share:.0f}% of comm)"))
-    return rows
+    return rows + energy_rows(result.energy)
 
 
 def _single_table(console: Any, result: RunResult) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from ..errors import ConfigError
 from .common import FORCE_HELP, IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 
 __all__ = ["register", "sweep", "results", "plot"]
@@ -38,7 +39,10 @@ def sweep(
         None, "--workers", "-j", help="worker processes (default: the CPUs); 0 = this process"
     ),
     dask: str | None = typer.Option(
-        None, "--dask", help="'local' (a LocalCluster) or a scheduler address tcp://HOST:PORT"
+        None,
+        "--dask",
+        help="'local' (a LocalCluster) or the address of a trusted scheduler, "
+        "tls://HOST:PORT (or tcp:// on a network you control: Dask exchanges pickles)",
     ),
     strict: bool = typer.Option(
         False, "--strict", help="reject the spec if any point has an invalid value"
@@ -61,7 +65,9 @@ def sweep(
     loaded = load_spec(spec)
     loaded.force = loaded.force or force
     if dry_run:
-        _print_points(loaded)
+        invalid = _print_points(loaded)
+        if invalid:  # the exit status says the sweep would not run clean
+            raise typer.Exit(1)
         return
     with progress() as bar:
         summary = run_sweep(
@@ -110,22 +116,31 @@ def sweep(
         raise typer.Exit(1)
 
 
-def _print_points(loaded: Any) -> None:
+def _print_points(loaded: Any) -> int:
+    """Print the points, each checked as far as it goes before simulating
+    (:func:`acesim.sweep.preflight.preflight`); the number of invalid ones."""
     from rich.table import Table
 
+    from ..sweep.preflight import preflight
+
     points = loaded.points()
+    errors = [p.error if not p.ok else preflight(p.config) for p in points]
     table = Table(title=f"sweep {loaded.name}: {len(points)} points ({loaded.kind})")
     table.add_column("#", justify="right")
     for axis in loaded.axes:
         table.add_column(axis.path)
     table.add_column("valid")
-    for p in points:
+    for p, error in zip(points, errors, strict=True):
         table.add_row(
             str(p.index),
             *(str(p.values[a.path]) for a in loaded.axes),
-            "yes" if p.ok else f"[red]{p.error}[/red]",
+            "yes" if error is None else f"[red]{escape(error)}[/red]",
         )
     console.print(table)
+    invalid = sum(1 for e in errors if e is not None)
+    if invalid:
+        err_console.print(f"{invalid} of {len(points)} points would fail before simulating")
+    return invalid
 
 
 def _fmt(value: Any, unit: str = "") -> str:
@@ -154,9 +169,10 @@ def results(
     limit: int | None = typer.Option(None, "--limit", "-n", help="show at most N rows"),
 ) -> None:
     """Print a sweep's results as a table (or export them with --csv)."""
+    if limit is not None and limit < 1:
+        raise ConfigError("--limit", "must be at least 1 (a number of rows)", limit)
     from rich.table import Table
 
-    from ..errors import ConfigError
     from ..sweep.store import read_table, read_units
 
     if csv_out is not None:

@@ -9,9 +9,11 @@ with ``workload.`` or ``run.`` address those tables, every other path addresses 
 Measurement (:class:`RunOptions`): ``iterations`` are simulated; the first ``warmup`` are
 dropped (the first iteration starts cold: no collective of a previous iteration delays its
 forward pass); the steady state is the mean over the iterations after them, each measured from
-its start to the start of the next, so at least ``warmup + 2`` iterations are needed. The one
-exception is a single iteration without warm-up, measured as the whole run (its communication
-tail included).
+its start to the start of the next, so at least ``warmup + 2`` iterations are needed. Without
+warm-up the whole run is measured (from time 0 to the last event, its communication tail
+included, divided by the iterations): a window that ends when the next iteration starts would
+cut the cold first iteration short (its updates and collectives still running, no earlier
+iteration's spilling into it), so that it could measure less than its own compute.
 """
 
 from __future__ import annotations
@@ -40,13 +42,13 @@ __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_prob
 def measurement_problem(iterations: int, warmup: int) -> str | None:
     """Why ``iterations`` with ``warmup`` dropped cannot give a steady state (None if they
     can); the rule of the module docstring."""
-    if iterations == 1 and warmup == 0:
+    if warmup == 0:
         return None
     if iterations < warmup + 2:
         return (
             f"must be at least warm-up + 2 = {warmup + 2} (each measured iteration runs from "
-            f"its start to the next one's), got {iterations}"
-            + ("; or set the warm-up to 0" if warmup else "")
+            f"its start to the next one's), got {iterations}; or set the warm-up to 0 (the "
+            "whole run measured, its tail included)"
         )
     return None
 

@@ -27,6 +27,8 @@ __all__ = [
     "preset_names",
     "preset_document",
     "read_document",
+    "check_document_values",
+    "refuse_duplicates",
     "merge_documents",
     "system_document",
     "system_from_dict",
@@ -97,12 +99,39 @@ class _DocumentLoader(yaml.SafeLoader):
                 self._depth -= 1
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if duplicate:
+                raise _YamlRefusal(
+                    problem=f"duplicate key {key!r} (the last one would silently win)",
+                    problem_mark=key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep)
+
+
+def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; ValueError for a key given twice (``json.loads``
+    would keep the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r} (the last one would silently win)")
+        out[key] = value
+    return out
+
 
 def _parse(text: str, suffix: str) -> Any:
     if suffix == ".toml":
         return tomllib.loads(text)
     if suffix == ".json":
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=refuse_duplicates)
     loader = _DocumentLoader(text)
     try:
         return loader.get_single_data()
@@ -110,8 +139,9 @@ def _parse(text: str, suffix: str) -> Any:
         loader.dispose()
 
 
-def _check_values(path: Path, data: Any) -> None:
-    """Nesting depth and integer range of a parsed document, walked without recursion."""
+def check_document_values(path: Path | str, data: Any) -> None:
+    """Nesting depth and integer range of a parsed document (or value), walked without
+    recursion; ConfigError naming ``path`` and where in it."""
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -182,12 +212,12 @@ def read_document(path: Path) -> dict[str, Any]:
         raise ConfigError(
             str(path), f"cannot parse: nested more than {MAX_DOCUMENT_DEPTH} levels deep"
         ) from None
-    except ValueError as exc:  # an integer of more than 4,300 digits, a YAML date out of range
+    except ValueError as exc:  # a 4,300-digit integer, a YAML date out of range, a duplicate key
         reason = shorten(str(exc).split(";")[0], 200)
         if "integer string conversion" in reason:
             reason = f"a number is too long ({reason})"
         raise ConfigError(str(path), f"cannot parse: {reason}") from None
-    _check_values(path, data)
+    check_document_values(path, data)
     if not isinstance(data, dict):
         raise ConfigError(str(path), "top level must be a table/mapping")
     return data

@@ -33,6 +33,12 @@ Seconds = Annotated[float, BeforeValidator(_parser("time")), _as_float]
 FlopsPerSecond = Annotated[float, BeforeValidator(_parser("flop_rate")), _as_float]
 #: floating-point operations
 Flops = Annotated[float, BeforeValidator(_parser("flops")), _as_float]
+#: watts
+Watts = Annotated[float, BeforeValidator(_parser("power")), _as_float]
+#: joules per byte (``pJ/bit`` x 8)
+JoulesPerByte = Annotated[float, BeforeValidator(_parser("energy_per_byte")), _as_float]
+#: joules per floating-point operation
+JoulesPerFlop = Annotated[float, BeforeValidator(_parser("energy_per_flop")), _as_float]
 
 
 def _meta_kind(metadata: Sequence[Any]) -> Kind | None:

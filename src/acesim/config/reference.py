@@ -29,12 +29,25 @@ _UNITS = {
     "time": "seconds: '1.5 us', '200 ns', or a number of s",
     "flop_rate": "FLOP/s: '125 TFLOP/s', or a number",
     "flops": "FLOP: '4.1 GFLOP', or a number",
+    "power": "watts: '700 W', '1.2 kW', or a number of W",
+    "energy_per_byte": "joules per byte: '24 pJ/B', '3.9 pJ/bit', or a number of J/B",
+    "energy_per_flop": "joules per FLOP: '0.33 pJ/FLOP', or a number of J/FLOP",
 }
 
 _SECTIONS: list[tuple[str, str]] = [
     ("npu", "The accelerator: compute units, their peak rate, HBM."),
+    (
+        "npu.power",
+        "The NPU's power model (optional; docs/energy.md): its limit, idle power and the "
+        "energy of each FLOP and byte.",
+    ),
     ("network", "The network: a list of dimensions (`[[network.dimensions]]`)."),
     ("network.dimensions[]", "One network dimension, as seen from an NPU."),
+    (
+        "network.dimensions[].power",
+        "A dimension's power (optional; docs/energy.md): its links' PHYs, its switches or its "
+        "NICs (`[scale_out.power]` the same for the scale-out dimension).",
+    ),
     (
         "scale_out",
         "How several nodes of this system are joined (optional): `--nodes N` (`nodes = N`, "

@@ -36,6 +36,7 @@ _TEMPLATE_KEYS = (
     "npus_per_link",
     "leaf_size",
     "oversubscription",
+    "power",
 )
 
 
@@ -91,8 +92,8 @@ def scale_out(doc: dict[str, Any], nodes: int, field: str = "nodes") -> dict[str
     network.pop("npus", None)
     sources = out.get("sources")
     if isinstance(sources, dict):
-        for key in _TEMPLATE_KEYS:
-            source = sources.get(f"scale_out.{key}")
-            if source is not None:
+        for path, source in list(sources.items()):
+            key = path.removeprefix("scale_out.")
+            if key != path and key.split(".")[0] in _TEMPLATE_KEYS:  # power.* included
                 sources.setdefault(f"network.dimensions[{index}].{key}", copy.deepcopy(source))
     return out

@@ -16,7 +16,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -29,9 +28,12 @@ from ..precision import DTYPES
 from ..registry import listed
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError, config_error_from
+from .power import LinkPowerConfig, NPUPowerConfig, check_link_power, check_npu_power
 from .provenance import Provenance
+from .strict import Strict as Strict
 from .validators import (
     MAX_NPUS,
+    DimensionSize,
     NonNegativeFloat,
     NonNegativeSeconds,
     NpuCount,
@@ -50,10 +52,6 @@ from .validators import (
 AtLeastOne = Annotated[float, BeforeValidator(real_number()), AfterValidator(at_least(1))]
 
 DimensionKind = Literal["ring", "fully_connected", "switch"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -155,6 +153,11 @@ class NPUConfig(Strict):
     kernels: KernelModelConfig = Field(
         default_factory=defaults(KernelModelConfig), description="[npu.kernels] below"
     )
+    power: NPUPowerConfig | None = Field(
+        None,
+        description="[npu.power] below: the power model's coefficients (acesim.hardware.power); "
+        "None: no energy figures",
+    )
 
     @field_validator("matrix_flops")
     @classmethod
@@ -178,6 +181,7 @@ class NPUConfig(Strict):
                     f"times compute_units ({self.compute_units}) must be a finite FLOP/s, "
                     f"got {show_number(rate, 'FLOP/s')}",
                 )
+        check_npu_power(self.power, list(self.matrix_flops))
         return self
 
     def matrix_peak(self, dtype: str) -> float:
@@ -242,7 +246,9 @@ class DimensionConfig(Strict):
         None, description="unique; default local, vertical, horizontal, then dim3, dim4 ..."
     )
     kind: DimensionKind = "ring"
-    size: NpuCount = Field(description="NPUs along this dimension")
+    size: DimensionSize = Field(
+        description="NPUs along this dimension (at most 2**20, MAX_DIMENSION_SIZE)"
+    )
     link_bandwidth: PositiveBytesPerSecond = Field(description="one link, one direction, B/s")
     link_latency: NonNegativeSeconds = Field(0.0, description="per message, s")
     links_per_npu: PositiveInt = Field(1, description="links of this dimension at each NPU")
@@ -292,6 +298,9 @@ class DimensionConfig(Strict):
         description="a leaf's downlink over uplink bandwidth (2: a 2:1 oversubscribed fabric): "
         "the leaf's traffic to other leaves shares 1/oversubscription of its NPUs' links",
     )
+    power: LinkPowerConfig | None = Field(
+        None, description="its links', switches' or NICs' power (acesim.hardware.power)"
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> DimensionConfig:
@@ -304,6 +313,7 @@ class DimensionConfig(Strict):
                 self.incast_fan_in,
             )
         _check_leaves(self.kind, self.size, self.leaf_size, self.oversubscription)
+        check_link_power(self.kind, self.power)
         return self
 
 
@@ -346,12 +356,16 @@ class ScaleOutConfig(Strict):
         description="a leaf's downlink over uplink bandwidth (2: 2:1 oversubscribed); needs "
         "leaf_size",
     )
+    power: LinkPowerConfig | None = Field(
+        None, description="its NICs', links' and switches' power (acesim.hardware.power)"
+    )
 
     @model_validator(mode="after")
     def _egress_finite(self) -> ScaleOutConfig:
         _check_egress(self.link_bandwidth, self.links_per_npu)
         _check_switch_reduction(self.kind, self.switch_reduction)
         _check_leaves(self.kind, None, self.leaf_size, self.oversubscription)
+        check_link_power(self.kind, self.power)
         return self
 
 

@@ -41,11 +41,21 @@ from ..errors import short_repr
 from ..precision import PRECISIONS
 from ..registry import Registry
 from .errors import FieldRuleError
-from .quantities import Bytes, BytesPerSecond, FlopsPerSecond, Seconds
+from .quantities import (
+    Bytes,
+    BytesPerSecond,
+    FlopsPerSecond,
+    JoulesPerByte,
+    JoulesPerFlop,
+    Seconds,
+    Watts,
+)
 
 __all__ = [
     "MAX_COUNT",
     "MAX_NPUS",
+    "MAX_DIMENSION_SIZE",
+    "DimensionSize",
     "Check",
     "show_number",
     "finite",
@@ -69,6 +79,10 @@ __all__ = [
     "PositiveBytesPerSecond",
     "NonNegativeSeconds",
     "PositiveFlopsPerSecond",
+    "PositiveWatts",
+    "NonNegativeWatts",
+    "NonNegativeJoulesPerByte",
+    "NonNegativeJoulesPerFlop",
 ]
 
 N = TypeVar("N", int, float)
@@ -82,6 +96,13 @@ MAX_COUNT = 2**53
 #: headroom while every rank stays a 32-bit number and every product of an NPU count with a
 #: size or a rate stays far from float overflow; a larger count is a typo, never a machine.
 MAX_NPUS = 2**32
+
+#: Largest size of one network dimension: 2**20 (about 1e6). An algorithm plans a step per
+#: member of a dimension (a ring's ``p - 1``, a chain's ``pieces + p - 2``, an all-to-all's
+#: ``p - 1`` messages of distinct sizes), so a dimension of 2**31 would need hundreds of GB
+#: before time starts (a MemoryError, not an answer); 2**20 keeps a phase's plan near a million
+#: steps while the largest fabrics join on the order of 1e4-1e5 nodes on one dimension.
+MAX_DIMENSION_SIZE = 2**20
 
 
 def show_number(value: object, unit: str = "") -> str:
@@ -241,6 +262,12 @@ NonNegativeInt = Annotated[
 NpuCount = Annotated[
     int, BeforeValidator(whole_number()), AfterValidator(all_of(at_least(1), at_most(MAX_NPUS)))
 ]
+#: the size of one network dimension: 1 to MAX_DIMENSION_SIZE
+DimensionSize = Annotated[
+    int,
+    BeforeValidator(whole_number()),
+    AfterValidator(all_of(at_least(1), at_most(MAX_DIMENSION_SIZE))),
+]
 #: a finite number above 0 (weights, bytes per byte)
 PositiveFloat = Annotated[float, BeforeValidator(real_number()), AfterValidator(positive())]
 #: a finite number of at least 0
@@ -269,6 +296,14 @@ PositiveBytesPerSecond = Annotated[BytesPerSecond, AfterValidator(positive("B/s"
 NonNegativeSeconds = Annotated[Seconds, AfterValidator(non_negative("s"))]
 #: FLOP per second, above 0
 PositiveFlopsPerSecond = Annotated[FlopsPerSecond, AfterValidator(positive("FLOP/s"))]
+#: watts, above 0
+PositiveWatts = Annotated[Watts, AfterValidator(positive("W"))]
+#: watts, at least 0
+NonNegativeWatts = Annotated[Watts, AfterValidator(non_negative("W"))]
+#: joules per byte, at least 0
+NonNegativeJoulesPerByte = Annotated[JoulesPerByte, AfterValidator(non_negative("J/B"))]
+#: joules per FLOP, at least 0
+NonNegativeJoulesPerFlop = Annotated[JoulesPerFlop, AfterValidator(non_negative("J/FLOP"))]
 
 
 def registered(registry: Registry[Any]) -> Callable[[str | None], str | None]:

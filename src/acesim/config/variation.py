@@ -37,12 +37,13 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shorten
 from .errors import FieldRuleError, config_error_from
 from .merge import merge_documents
 from .npus import npu_preset_document
 from .system import NPUConfig, Strict
 from .validators import (
+    MAX_NPUS,
     NonNegativeInt,
     NonNegativeSeconds,
     PositiveBytesPerSecond,
@@ -92,7 +93,7 @@ class LinkChange(Strict):
     failed: bool = Field(False, description="the links carry nothing")
 
 
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_RANGE = re.compile(r"^\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?$", re.ASCII)
 
 
 class NpuType(Strict):
@@ -121,6 +122,14 @@ class NpuType(Strict):
                 data["changes"] = {**dict(data.get("changes") or {}), **extra}
         return data
 
+    @field_validator("ranks", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        for item in v if isinstance(v, list) else [v]:
+            if isinstance(item, bool):  # ``ranks=true`` is not rank 1
+                raise FieldRuleError("", "expected a rank or a range like 4-7, not a boolean", item)
+        return v
+
     @field_validator("ranks")
     @classmethod
     def _ranks_text(cls, v: int | str | list[int | str]) -> int | str | list[int | str]:
@@ -140,11 +149,17 @@ class NpuType(Strict):
                 raise FieldRuleError("", err.rule, v, hint=err.hint) from None
         return v
 
+    def spans(self) -> list[tuple[int, int]]:
+        """The ranks as inclusive ``(first, last)`` ranges, in the order given."""
+        return [
+            _span(item) for item in (self.ranks if isinstance(self.ranks, list) else [self.ranks])
+        ]
+
     def rank_list(self) -> list[int]:
-        """The ranks, in the order given (ranges expanded)."""
+        """The ranks, in the order given (ranges expanded: check :meth:`spans` against the
+        NPUs first)."""
         out: list[int] = []
-        for item in self.ranks if isinstance(self.ranks, list) else [self.ranks]:
-            first, last = _span(item)
+        for first, last in self.spans():
             out.extend(range(first, last + 1))
         return out
 
@@ -179,12 +194,17 @@ def _span(item: int | str) -> tuple[int, int]:
     if isinstance(item, int):
         if item < 0:
             raise FieldRuleError("", "ranks must be >= 0", item)
-        return item, item
-    match = _RANGE.match(item)
-    if match is None:
-        raise FieldRuleError("", "expected a rank or a range like 4-7", item)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) is not None else first
+        first = last = item
+    else:
+        match = _RANGE.match(item) if len(item) <= 100 else None
+        if match is None:
+            raise FieldRuleError("", "expected a rank or a range like 4-7", shorten(item, 60))
+        if max(len(match.group(1)), len(match.group(2) or "")) > 10:
+            raise FieldRuleError("", f"ranks must be below {MAX_NPUS} (2**32, MAX_NPUS)", item)
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+    if last >= MAX_NPUS:  # checked before any range is expanded
+        raise FieldRuleError("", f"ranks must be below {MAX_NPUS} (2**32, MAX_NPUS)", item)
     if last < first:
         raise FieldRuleError("", "a range's last rank must not be below its first", item)
     return first, last

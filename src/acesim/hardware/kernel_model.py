@@ -40,13 +40,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config.system import NPUConfig
 from ..errors import SimulationError
 from .kernels import Attention, Choice, Fixed, Gemm, Kernel, Roofline, Stream
 
-__all__ = ["ATTENTION_ROWS", "MIN_SPLIT_K", "KernelPlan", "expand", "plan_kernel"]
+__all__ = [
+    "ATTENTION_ROWS",
+    "MIN_SPLIT_K",
+    "VECTOR",
+    "KernelPlan",
+    "expand",
+    "math_of",
+    "plan_kernel",
+]
+
+#: The math of FLOPs on the FP32 vector (non-matrix) units (a :attr:`KernelPlan.math`).
+VECTOR = "vector"
 
 MIN_SPLIT_K = 256
 """Smallest K slice (elements) of a split-K GEMM: a few main-loop iterations of 64-deep tiles
@@ -77,6 +88,8 @@ class KernelPlan:
         hbm_rate: sustained HBM capacity of the NPU (B/s).
         unit_hbm_bandwidth: most HBM B/s one unit draws (inf: no limit).
         detail: how it was tiled, for people.
+        math: what its FLOPs run on: a matrix dtype (``bf16``), :data:`VECTOR`, or ``""``
+            (no FLOPs); the energy model charges each its own energy per FLOP.
     """
 
     kind: str
@@ -92,6 +105,7 @@ class KernelPlan:
     hbm_rate: float
     unit_hbm_bandwidth: float
     detail: str = ""
+    math: str = ""
 
     @property
     def hbm_bytes(self) -> float:
@@ -173,6 +187,19 @@ def expand(npu: NPUConfig, kernels: Iterable[Kernel]) -> list[Kernel]:
     return out
 
 
+def math_of(npu: NPUConfig, kernel: Kernel) -> str:
+    """What ``kernel``'s FLOPs run on (:attr:`KernelPlan.math`): its matrix dtype (a
+    :class:`~acesim.hardware.kernels.Roofline` without one: the NPU's fastest, as planned),
+    :data:`VECTOR` for a memory-bound kernel's FP32 math, ``""`` for a measured kernel."""
+    if isinstance(kernel, (Gemm, Attention)):
+        return kernel.dtype
+    if isinstance(kernel, Stream):
+        return VECTOR
+    if isinstance(kernel, Roofline):
+        return kernel.dtype or max(npu.matrix_flops, key=npu.matrix_flops.__getitem__)
+    return ""
+
+
 def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
     """Plan ``kernel`` on ``npu`` (see the module docstring); ConfigError when the NPU has no
     peak for the kernel's dtype. A :class:`~acesim.hardware.kernels.Choice` is planned as one
@@ -182,6 +209,10 @@ def plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
         if len(chosen) != 1:
             raise SimulationError(f"{kernel.name}: expand a choice of several kernels first")
         return plan_kernel(npu, chosen[0])
+    return replace(_plan_kernel(npu, kernel), math=math_of(npu, kernel))
+
+
+def _plan_kernel(npu: NPUConfig, kernel: Kernel) -> KernelPlan:
     if isinstance(kernel, Gemm):
         return _gemm(npu, kernel)
     if isinstance(kernel, Attention):

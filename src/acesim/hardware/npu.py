@@ -103,9 +103,17 @@ class NPU:
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
-        #: HBM capacity consumed by compute kernels so far (B): the bytes they move plus their
-        #: writes' turnaround penalty (``npu.kernels.write_penalty``), which they cause
-        self.compute_hbm_bytes = 0.0
+        self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
+        #: HBM capacity finished compute kernels consumed so far (B: their bytes, writes
+        #: weighed 1 + write_penalty): what they took of the HBM resources' ``used``
+        self.compute_hbm_demand = 0.0
+        #: FLOPs of finished compute kernels so far, by what they ran on (KernelPlan.math)
+        self.flops_by_math: dict[str, float] = {}
+        #: unit-s of compute units running compute kernels so far (a kernel of fewer blocks
+        #: than free units occupies its blocks' units); the running kernel's since _unit_since
+        self.compute_unit_seconds = 0.0
+        self._active_units = 0
+        self._unit_since = 0.0
         self.kernel_log: list[tuple[Any, float, float, float]] = []  # tag, start, end, alone
         #: compute-time multiplier of this NPU's kernels (1.0: as the kernel model plans)
         self.slowdown = 1.0
@@ -180,10 +188,11 @@ class NPU:
 
     @property
     def comm_hbm_bytes(self) -> float:
-        """HBM bytes moved by communication so far (everything that is neither a compute
-        kernel, with its write penalty, nor a finished host-device copy)."""
+        """HBM bytes of communication so far: everything that is neither a compute kernel's
+        (its bytes with their writes' turnaround penalty, which the kernel causes) nor a
+        finished host-device copy."""
         return (
-            sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes - (self.host_hbm_bytes)
+            sum(r.used for r in self.hbm_resources) - self.compute_hbm_demand - self.host_hbm_bytes
         )
 
     @property
@@ -271,12 +280,18 @@ class NPU:
         mlp = self.config.hbm_arbitration == "mlp"
 
         def done(act: Activity) -> None:
+            self._count_units(0)
             self.kernel = None
             self._plan = None
-            self.compute_hbm_bytes += act.work * plan.hbm_demand
+            self.compute_hbm_bytes += act.work * plan.hbm_bytes
+            self.compute_hbm_demand += act.work * plan.hbm_demand
+            flops = self.flops_by_math
+            flops[plan.math] = flops.get(plan.math, 0.0) + act.work * plan.flops
             then()
 
         self._plan = plan
+        self._unit_since = self.engine.now
+        self._active_units = _occupied(plan, units)
         self.kernel = self.engine.start(
             1.0,
             demand,
@@ -304,9 +319,17 @@ class NPU:
             return
         self.units_for_compute = units
         if self.kernel is not None and self._plan is not None:
+            self._count_units(_occupied(self._plan, units))
             self.engine.set_cap(self.kernel, self._rate_cap(self._plan, units))
             if self.config.hbm_arbitration == "mlp":
                 self.engine.set_weight(self.kernel, max(units, 1))
+
+    def _count_units(self, active: int) -> None:
+        """Add the running kernel's unit-s up to now; from now on it occupies ``active``."""
+        now = self.engine.now
+        self.compute_unit_seconds += self._active_units * (now - self._unit_since)
+        self._unit_since = now
+        self._active_units = active
 
     def mirror(self, other: NPU) -> None:
         """Take ``other``'s compute record: its kernel log, busy time, compute HBM bytes and
@@ -316,6 +339,9 @@ class NPU:
             raise SimulationError(f"npu{self.rank}: cannot mirror a running compute stream")
         self.compute_busy = other.compute_busy
         self.compute_hbm_bytes = other.compute_hbm_bytes
+        self.flops_by_math = dict(other.flops_by_math)
+        self.compute_hbm_demand = other.compute_hbm_demand
+        self.compute_unit_seconds = other.compute_unit_seconds
         self.kernel_log = list(other.kernel_log)
         for source, target in zip(other.hbm_resources, self.hbm_resources, strict=True):
             self.engine.mirror_resource(source, target)
@@ -326,9 +352,40 @@ class NPU:
         return self.compute_busy + running
 
     def compute_hbm_bytes_now(self) -> float:
-        """HBM capacity consumed by compute kernels so far (B; bytes moved plus the write
-        penalty), the running kernel's in proportion to its work done (call after
-        ``engine.sync()``)."""
+        """HBM bytes moved by compute kernels so far, the running kernel's in proportion to
+        its work done (call after ``engine.sync()``)."""
         if self.kernel is None or self._plan is None:
             return self.compute_hbm_bytes
-        return self.compute_hbm_bytes + self.engine.work_done(self.kernel) * self._plan.hbm_demand
+        return self.compute_hbm_bytes + self.engine.work_done(self.kernel) * self._plan.hbm_bytes
+
+    def compute_hbm_demand_now(self) -> float:
+        """HBM capacity consumed by compute kernels so far (B, writes weighed), the running
+        kernel's in proportion to its work done (call after ``engine.sync()``)."""
+        if self.kernel is None or self._plan is None:
+            return self.compute_hbm_demand
+        return self.compute_hbm_demand + self.engine.work_done(self.kernel) * self._plan.hbm_demand
+
+    def flops_by_math_now(self) -> dict[str, float]:
+        """FLOPs of compute kernels so far by what they ran on, the running kernel's in
+        proportion to its work done (call after ``engine.sync()``)."""
+        out = dict(self.flops_by_math)
+        if self.kernel is not None and self._plan is not None:
+            math = self._plan.math
+            out[math] = out.get(math, 0.0) + self.engine.work_done(self.kernel) * self._plan.flops
+        return out
+
+    def compute_unit_seconds_now(self) -> float:
+        """Unit-s of compute units running compute kernels so far, the running kernel's
+        included."""
+        running = (
+            self._active_units * (self.engine.now - self._unit_since)
+            if self.kernel is not None
+            else 0.0
+        )
+        return self.compute_unit_seconds + running
+
+
+def _occupied(plan: KernelPlan, units: int) -> int:
+    """Compute units a kernel occupies on ``units`` free ones: all of them, or its blocks'
+    when it has fewer blocks (a partial last wave counts as full)."""
+    return min(units, plan.blocks) if plan.blocks is not None else units

@@ -67,12 +67,12 @@ def npu_configs(variation: Variation, system: SystemConfig, count: int) -> list[
     kind = ENDPOINT_KINDS.get(system.endpoint.kind)
     for i, entry in enumerate(variation.npu_types):
         field = f"run.npu_types[{i}]"
+        if any(last >= count for _first, last in entry.spans()):  # before expanding a range
+            raise ConfigError(
+                f"{field}.ranks", f"must be ranks below {count} (the NPUs)", entry.ranks
+            )
         ranks = entry.rank_list()
         for rank in ranks:
-            if rank >= count:
-                raise ConfigError(
-                    f"{field}.ranks", f"must be ranks below {count} (the NPUs)", entry.ranks
-                )
             if rank in owner:
                 raise ConfigError(
                     f"{field}.ranks",

@@ -343,6 +343,11 @@ class CollectiveRuntime:
                 ]
             self.rank_latencies[rank][dim] = latency
 
+    @property
+    def agreed(self) -> bool:
+        """Whether chunk phases are admitted in agreed orders (:meth:`agree`)."""
+        return self._lines is not None
+
     def agree(self) -> None:
         """Exact mode, before the run: admit chunk phases in agreed orders
         (:mod:`acesim.network.agreement`), so ranks made to run at different speeds (stragglers,

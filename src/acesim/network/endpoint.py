@@ -22,6 +22,11 @@ collective, what that level costs at a rank:
   that moves them, under ``npu.hbm_arbitration = "mlp"``) or ``message_weight`` (a
   dominant-resource-fair weight).
 
+And, for the energy model (:mod:`acesim.hardware.power`), ``meters``: the engine resources whose
+``used`` integrals count the endpoint's own work at a rank (reduction FLOPs of its kernels, an
+engine's ALU and DMA bytes). Counting changes no timing: they are resources its messages demand
+anyway.
+
 The base class costs nothing: it is the ``ideal`` endpoint. Endpoint kinds live in
 :mod:`acesim.hardware.endpoints` and are registered there.
 """
@@ -35,7 +40,22 @@ from ..engine import Resource
 from .algorithms import ALLTOALL, GATHER, REDUCE
 from .plan import Phase
 
-__all__ = ["Endpoint", "SM_FREE_STEP_KINDS"]
+__all__ = [
+    "ACE_ALU",
+    "ACE_DMA",
+    "Endpoint",
+    "METERS",
+    "REDUCTION_FLOPS",
+    "SM_FREE_STEP_KINDS",
+]
+
+#: What an endpoint's meters count (:meth:`Endpoint.meters`): FLOPs of its collective kernels'
+#: reductions on the FP32 vector units; bytes an offload engine's ALUs reduced; bytes its DMA
+#: moved between HBM and its SRAM.
+REDUCTION_FLOPS = "reduction_flops"
+ACE_ALU = "ace_alu"
+ACE_DMA = "ace_dma"
+METERS = (REDUCTION_FLOPS, ACE_ALU, ACE_DMA)
 
 #: The step kinds an engine that is not an SM kernel runs: point-to-point reduce, gather and
 #: all-to-all steps (not the switch's multimem load-reduce and multicast store).
@@ -126,3 +146,8 @@ class Endpoint:
 
     def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
         """A collective whose phases run ``algorithms`` finished at ``rank``."""
+
+    def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
+        """The resources whose ``used`` integrals count this endpoint's work at ``rank``, by
+        what they count (one of :data:`METERS`); the base class does no work of its own."""
+        return {}

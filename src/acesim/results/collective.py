@@ -52,6 +52,9 @@ class CollectiveResult:
     #: engines, comm units, latency and waiting); ``bound`` is the largest
     bound: str = ""
     bound_by: dict[str, float] = field(default_factory=dict)
+    #: where the tuner chose one algorithm and another candidate simulates faster: both, and
+    #: a note (:func:`acesim.network.tuner_check.check_choice`); None otherwise
+    tuner: dict[str, Any] | None = None
     #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
     provenance: dict[str, Any] = field(default_factory=dict)
     version: str = __version__

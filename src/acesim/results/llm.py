@@ -27,6 +27,7 @@ from typing import Any
 
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
+from .energy import EnergyResult
 
 __all__ = ["LlmResult", "idle_breakdown", "SCHEMA"]
 
@@ -69,6 +70,9 @@ class LlmResult:
     mode_note: str = ""
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: energy per iteration and per token, average power (acesim.results.energy); None: the
+    #: NPU has no power model ([npu.power])
+    energy: EnergyResult | None = None
     #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
     provenance: dict[str, Any] = field(default_factory=dict)
 

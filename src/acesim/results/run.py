@@ -2,8 +2,10 @@
 
 The measured iterations are ``warmup .. iterations-2``: iteration ``k`` runs from the moment it
 becomes ready to the moment iteration ``k+1`` does, so the window is ``[start(warmup),
-start(iterations-1))`` and every figure is a mean per measured iteration. A single iteration
-without warm-up is measured as the whole run (its communication tail included). In the window:
+start(iterations-1))`` and every figure is a mean per measured iteration. Without warm-up the
+whole run is measured (``[0, makespan]``, its communication tail included, every iteration
+counted): the cold first iteration's window would otherwise end while its own updates still
+run, shorter than its compute. In the window:
 
 * ``iteration_time``: window length / measured iterations (s);
 * ``compute_time`` / ``compute_time_alone``: kernels of the measured iterations, as run and at
@@ -46,8 +48,9 @@ from typing import Any
 
 from ..errors import SimulationError, WorkloadError
 from ..training.bounds import attribute, collective_bounds
-from ..training.executor import Execution
+from ..training.executor import Execution, Snapshot
 from ..version import __version__
+from .energy import EnergyResult, energy_result
 
 SCHEMA = "acesim.run/2"
 
@@ -148,6 +151,9 @@ class RunResult:
     comm_bound_by: dict[str, float] = field(default_factory=dict)
     layers: list[LayerRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    #: energy per iteration, per sample, average power (acesim.results.energy); None: the
+    #: NPU has no power model ([npu.power])
+    energy: EnergyResult | None = None
 
     # The run's identity, for tables and comparisons.
     @property
@@ -220,6 +226,8 @@ class RunResult:
         }
         for dim, value in self.net_util.items():
             out[f"net_util_{dim}"] = value
+        if self.energy is not None:
+            out.update(self.energy.metrics())
         info = self.info
         out.update(
             {
@@ -261,8 +269,8 @@ def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) ->
 
 def measured_iterations(iterations: int, warmup: int) -> list[int]:
     """The iterations a run of ``iterations`` with ``warmup`` dropped measures (see module)."""
-    if iterations == 1 and warmup == 0:
-        return [0]
+    if warmup == 0:
+        return list(range(iterations))
     return list(range(warmup, iterations - 1))
 
 
@@ -282,7 +290,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
             "exists",
             location=ex.graph.name or "graph",
         )
-    whole_run = iters == 1
+    whole_run = info.warmup == 0
     if whole_run:
         lo, hi = 0.0, ex.makespan
         snap_lo, snap_hi = ex.snapshots[0], ex.final
@@ -341,7 +349,7 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         hbm_comm = 0.0  # rounding of two integrals of the same traffic
     comm_time = 0.0
     for k in measured:
-        start = ex.iteration_start.get(k, lo) if not whole_run else lo
+        start = ex.iteration_start.get(k, lo)
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
     bound_by: dict[str, float] = {}
@@ -376,9 +384,25 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
         comm_bound=next(iter(comm_bound_by), ""),
         comm_bound_by=comm_bound_by,
         layers=[rows[name] for name in rows],
+        energy=_energy(ex, snap_lo, snap_hi, count, info.batch_per_npu),
     )
     _check_finite(result)
     return result
+
+
+def _energy(
+    ex: Execution, lo: Snapshot, hi: Snapshot, count: int, batch: int | None
+) -> EnergyResult | None:
+    """NPU 0's energy over the window, per iteration and per sample (None without
+    ``[npu.power]``)."""
+    power = ex.platform.npus[0].config.power
+    if power is None or lo.meters is None or hi.meters is None:
+        return None
+    dims = ex.platform.system.network.dimensions
+    energy = energy_result([hi.meters.since(lo.meters)], [power], dims, count)
+    if batch:
+        energy.per_sample = energy.per_iteration / batch
+    return energy
 
 
 def _check_finite(result: RunResult) -> None:

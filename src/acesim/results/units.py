@@ -1,9 +1,9 @@
 """The unit of every metric acesim reports (what a stored number is in).
 
-``s``, ``B``, ``B/s``, ``FLOP/s``, ``tokens/s``; ``1`` for a dimensionless fraction (a
-utilisation, MFU, 0..1);
-``x`` for a ratio (a slowdown, a speedup); ``units`` for compute units; ``""`` for text and
-counts. Sweep databases record them per column, tables print them, plots label axes with them.
+``s``, ``B``, ``B/s``, ``FLOP/s``, ``tokens/s``, ``J``, ``W``; ``1`` for a dimensionless
+fraction (a utilisation, MFU, 0..1); ``x`` for a ratio (a slowdown, a speedup); ``units`` for
+compute units; ``""`` for text and counts. Sweep databases record them per column, tables print
+them, plots label axes with them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ _EXACT: dict[str, str] = {
     "comm_units_held": "units",
     "makespan": "s",
     "speedup": "x",
+    # energy (acesim.results.energy)
+    "average_power": "W",
+    "power_limit": "W",
+    "over_power_limit": "",
+    "energy.average_power": "W",
+    "energy.power_limit": "W",
+    "energy.over_limit": "",
+    "energy.notes": "",
     # collectives (acesim.results.collective)
     "size": "B",
     "time": "s",
@@ -57,6 +65,8 @@ _EXACT: dict[str, str] = {
 }
 _PREFIXES: tuple[tuple[str, str], ...] = (
     ("net_util_", "1"),
+    ("energy_", "J"),
+    ("energy.", "J"),
     ("per_dimension_bytes.", "B"),
     ("exposed.", "s"),
     ("memory.", "B"),

@@ -41,6 +41,7 @@ from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
+from ..results.energy import run_energy
 from ..results.llm import LlmResult, idle_breakdown
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
@@ -115,6 +116,16 @@ def _model(model: TransformerConfig | str) -> TransformerConfig:
     return MODELS.get(model, "workload.name")
 
 
+#: Most micro-batches one LLM iteration may have (per pipeline): each adds about 0.2 s and 1.6 MB
+#: of simulation (measured on the CI machine kind: llama3-8b on one node), so 4,096 is about a
+#: quarter of an hour, and ``--global-batch 10**12`` is refused at once instead of never ending.
+#: Raise it knowingly: ``make_llm_case(..., max_micro_batches=N)``.
+MAX_MICRO_BATCHES = 4096
+
+#: Simulation seconds per micro-batch of an LLM iteration, for the estimate in the refusal.
+SECONDS_PER_MICRO_BATCH = 0.2
+
+
 def make_llm_case(
     system: SystemLike,
     model: TransformerConfig | str,
@@ -125,8 +136,10 @@ def make_llm_case(
     overrides: Mapping[str, Any] | None = None,
     iterations: int = 1,
     check_memory: bool = True,
+    max_micro_batches: int = MAX_MICRO_BATCHES,
 ) -> LlmCase:
-    """Resolve an LLM case (module docstring); ConfigErrors name the field at fault."""
+    """Resolve an LLM case (module docstring); ConfigErrors name the field at fault, among
+    them more than ``max_micro_batches`` micro-batches an iteration (the work bound)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
     resolved = resolve_system(system, overrides=overrides, nodes=nodes)
@@ -146,6 +159,17 @@ def make_llm_case(
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
+    if micro * iterations > max_micro_batches:
+        hours = micro * iterations * SECONDS_PER_MICRO_BATCH / 3600
+        raise ConfigError(
+            "parallel.global_batch",
+            f"makes {micro * iterations} micro-batches to simulate ({parallel.global_batch} "
+            f"sequences / (micro-batch {parallel.micro_batch} x dp {place.dp}), about "
+            f"{hours:.3g} hours at {SECONDS_PER_MICRO_BATCH} s each), more than the bound "
+            f"{max_micro_batches} (MAX_MICRO_BATCHES; make_llm_case(max_micro_batches=N) "
+            "raises it knowingly)",
+            parallel.global_batch,
+        )
     kind: Schedule = "interleaved" if parallel.vpp > 1 else "1f1b"
     stages = _stages(cfg, p, parallel, place)
     worst: dict[str, float] = {}
@@ -387,8 +411,11 @@ def run_llm(
         mode_note=note,
         notes=notes,
         assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
+        energy=run_energy(execution.platform, iters),
         provenance=system.provenance.to_dict(),
     )
+    if result.energy is not None:
+        result.energy.per_token = result.energy.per_iteration * npus / tokens
     return result, execution
 
 

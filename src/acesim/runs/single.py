@@ -76,7 +76,7 @@ def execute(
     workload = case.workload
     if isinstance(workload, Graph):
         graph = workload
-        warmup = 0 if graph.iterations == 1 else opts.warmup
+        warmup = 0 if graph.iterations == 1 else opts.warmup  # one iteration: measured whole
         problem = measurement_problem(graph.iterations, warmup)
         if problem:
             raise ConfigError(
@@ -133,12 +133,13 @@ def run_case(
     on_estimate: Callable[[int], Any] | None = None,
     on_iteration: Callable[[int, int], Any] | None = None,
 ) -> tuple[RunResult, Execution]:
-    """Run ``case``; with ``options.search``, every variant of its endpoint kind, keeping the
-    fastest (ties: the first listed). Callbacks as :func:`execute`'s."""
+    """Run ``case``; with ``options.search`` (always for the bound kind, ``ideal``), every
+    variant of its endpoint kind, keeping the fastest (ties: the first listed). Callbacks as
+    :func:`execute`'s."""
     hooks: dict[str, Any] = {"on_estimate": on_estimate, "on_iteration": on_iteration}
-    if not case.options.search:
-        return execute(case, trace=trace, **hooks)
     kind = ENDPOINT_KINDS.get(case.system.endpoint.kind)
+    if not case.options.search and kind.role != "bound":  # the bound is always its best
+        return execute(case, trace=trace, **hooks)
     best: tuple[RunResult, Execution] | None = None
     for v in kind.variants_of(case.system):
         outcome = execute(variant_case(case, None, v), trace=trace, variant=v.label, **hooks)

@@ -57,6 +57,7 @@ from ..config.system import SystemConfig
 from ..errors import AcesimError, ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS, reference_kind
 from ..network.algorithms import NVLS_KINDS, phase_steps
+from ..results.energy import energy_summary
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
 from ..runs.llm import LlmCase, make_llm_case, run_llm
@@ -376,6 +377,7 @@ def _run_summary(run: StudyRun, best_sm: float) -> dict[str, Any]:
         "bound_by": run.bound_by,
         "comm_bound": run.comm_bound,
         "comm_bound_by": run.comm_bound_by,
+        "energy": energy_summary(r.energy),
     }
 
 

@@ -19,6 +19,49 @@ def _cell(out: dict[str, Any]) -> str:
     return f"{out['speedup']:.3f}x"
 
 
+def _energy_cell(out: dict[str, Any], sm: dict[str, Any]) -> str:
+    energy = out.get("energy") if out["applicable"] else None
+    if energy is None:
+        return "n/a"
+    change = energy["per_iteration"] / sm["energy"]["per_iteration"] - 1
+    return f"{energy['per_iteration']:.1f} J ({100 * change:+.1f}%)"
+
+
+def _energy_lines(summary: dict[str, Any]) -> list[str]:
+    """Energy per GPU per iteration of every substrate, side by side, with its change from
+    the best SM configuration (nothing where the systems have no power model)."""
+    kinds = summary["endpoints"]
+    reference, others = kinds[0], kinds[1:]
+    rows = [
+        r
+        for r in summary["results"]
+        if r["applicable"] and r["endpoints"][reference].get("energy") is not None
+    ]
+    if not rows:
+        return []
+    lines = [
+        "## Energy per iteration",
+        "",
+        "Energy per GPU per iteration from the power model (`acesim.hardware.power`,",
+        "docs/energy.md: sourced or assumed coefficients times what each run counted; not",
+        "fitted to a power measurement), the best SM configuration's with its average board",
+        "power and energy per token, every other substrate's with its change from it.",
+        "",
+        "| system | case | best SM | power | J/token | " + " | ".join(others) + " |",
+        "|---|---|---:|---:|---:|" + "---:|" * len(others),
+    ]
+    for r in rows:
+        sm = r["endpoints"][reference]
+        energy = sm["energy"]
+        lines.append(
+            f"| {r['system']} | {r['case']} | {energy['per_iteration']:.1f} J | "
+            f"{energy['average_power']:.0f} W | {energy['per_token']:.3f} | "
+            + " | ".join(_energy_cell(r["endpoints"][k], sm) for k in others)
+            + " |"
+        )
+    return [*lines, ""]
+
+
 def report_markdown(summary: dict[str, Any]) -> str:
     """The report (module docstring)."""
     kinds = summary["endpoints"]
@@ -78,6 +121,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
                 + " |"
             )
         lines.append("")
+    lines += _energy_lines(summary)
     lines += ["## Where each substrate beats the best SM configuration", ""]
     for kind in others:
         head = summary["headline"].get(kind)

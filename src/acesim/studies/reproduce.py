@@ -37,6 +37,7 @@ from typing import Any
 
 from ..config.system import SystemConfig
 from ..errors import ConfigError
+from ..results.energy import energy_summary
 from ..results.jsonout import dumps
 from ..results.run import RunResult
 from ..runs.case import make_case
@@ -474,6 +475,15 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
             },
             "no_overlap": c.no_overlap.iteration_time,
         },
+        # energy per GPU per iteration, per sample, average power (acesim.results.energy)
+        "energy": {
+            "best_baseline": energy_summary(c.best.energy),
+            **{
+                kind: energy_summary(out.best.energy)
+                for kind, out in comp.endpoints.items()
+                if kind != comp.reference
+            },
+        },
         # what bound each endpoint's communication in this case (acesim.training.bounds)
         "comm_bound": {
             "best_baseline": c.best.comm_bound,
@@ -561,6 +571,45 @@ def _provenance_lines(provenance: dict[str, Any]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def _energy_lines(cases: list[CaseResult]) -> list[str]:
+    """The report's energy table: each endpoint's energy per GPU per iteration (the power
+    model, :mod:`acesim.hardware.power`), its share spent on communication, and ACE's saving
+    over the best baseline (nothing when the system has no power model)."""
+    if not cases or cases[0].best.energy is None:
+        return []
+    kinds = [k for k in cases[0].comparison.endpoints if k != cases[0].comparison.reference]
+    lines = [
+        "",
+        "## Energy per iteration",
+        "",
+        "Energy per GPU per iteration from the power model (`acesim.hardware.power`, "
+        "docs/energy.md: sourced or assumed coefficients times what each run counted; not "
+        "fitted to a power measurement), with the share spent on communication (collective "
+        "kernels' units and HBM bytes, links, switches, engines) and the average board power.",
+        "",
+        "| workload | NPUs | best baseline | "
+        + " | ".join(kinds)
+        + " | ACE saving | comm share: baseline / ACE | power: baseline / ACE |",
+        "|---|---:|---:|" + "---:|" * len(kinds) + "---:|---:|---:|",
+    ]
+    for c in cases:
+        best = c.best.energy
+        runs = {k: c.comparison.best(k).energy for k in kinds}
+        ace = runs.get("ace")
+        if best is None or ace is None or any(e is None for e in runs.values()):
+            continue
+        cells = [f"{e.per_iteration:.3f} J" for e in runs.values() if e is not None]
+        saving = 1 - ace.per_iteration / best.per_iteration
+        lines.append(
+            f"| {c.workload} | {c.npus} | {best.per_iteration:.3f} J | "
+            + " | ".join(cells)
+            + f" | {100 * saving:.1f}% | {100 * best.communication / best.per_iteration:.0f}% / "
+            f"{100 * ace.communication / ace.per_iteration:.0f}% | "
+            f"{best.average_power:.0f} / {ace.average_power:.0f} W |"
+        )
+    return lines
+
+
 def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
     """The report: headline figures next to the paper's, per-case table, assumptions."""
     lines = [
@@ -623,6 +672,7 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
                 best = c.comparison.best(k)
                 cells.append(f"{1e3 * best.iteration_time:.3f} ms | {c.comparison.speedup(k):.3f}x")
             lines.append(f"| {c.workload} | {c.npus} | " + " | ".join(cells) + " |")
+    lines += _energy_lines(cases)
     lines += [
         "",
         "## HBM bandwidth needed to drive the same network bandwidth (all-reduce)",

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
+from ..hardware.power import Meters, read_meters
 from ..network import vectorized
 from ..network.collective import Collective
 from ..network.group import resolve
@@ -36,6 +37,11 @@ from .bounds import BoundRecorder
 #: Exact mode: how many times a run may be redone to move overlapping collectives to the event
 #: path (see :meth:`GraphExecutor.run`) before every collective runs there.
 MAX_REDOS = 4
+
+
+class _Stalled(SimulationError):
+    """Nodes never ran: the run ended with ranks waiting on each other (see
+    :meth:`GraphExecutor._agreed`)."""
 
 
 @dataclass
@@ -57,9 +63,12 @@ class Snapshot:
     time: float
     egress_bytes: list[float]
     hbm_bytes: float
+    #: HBM capacity compute kernels consumed: their bytes, writes with their turnaround
+    #: penalty (the kernels cause it; results attribute it to compute, not communication)
     compute_hbm_bytes: float
     compute_busy: float
     units_held_time: float = 0.0  # unit-s held by communication (NPU 0)
+    meters: Meters | None = None  # NPU 0's counters for the energy model
 
 
 @dataclass
@@ -322,6 +331,10 @@ class GraphExecutor:
             return self._every_rank()
         try:
             return self._run()
+        except _Stalled:
+            if not self.platform.exact or self.platform.collectives.agreed:
+                raise
+            return self._agreed()
         except vectorized.Diverged:
             return self._every_rank()
         except vectorized.Conflict as conflict:
@@ -337,6 +350,23 @@ class GraphExecutor:
             )
             again.redone = self.redone + 1
             return again.run()  # its execution counts every redo before it (see _run)
+
+    def _agreed(self) -> Execution:
+        """The run redone with chunk phases admitted in agreed orders
+        (:meth:`~acesim.network.collective.CollectiveRuntime.agree`): per-rank graphs that
+        run at different speeds (a slow NPU written into a trace's durations) stalled with each
+        NPU picking its own order, as only platforms with a variation agree by default."""
+        platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+        platform.collectives.agree()
+        again = GraphExecutor(
+            platform,
+            self.graph,
+            self.on_iteration,
+            event_path=self.event_path,
+            replicate=self._replicate,
+        )
+        again.redone = self.redone + 1
+        return again.run()
 
     def _every_rank(self) -> Execution:
         """The run redone with every rank simulated (replicated ranks would have differed)."""
@@ -369,7 +399,7 @@ class GraphExecutor:
         for st in self.states:
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
-                raise SimulationError(
+                raise _Stalled(
                     f"rank {st.rank}: {len(unfinished)} nodes never ran (first: "
                     f"{st.nodes[unfinished[0]].name!r}); a receive without a matching send, "
                     "or a collective some ranks never issue"
@@ -570,7 +600,8 @@ class GraphExecutor:
             time=now,
             egress_bytes=[r.used for r in platform.collectives.egress[0]],
             hbm_bytes=sum(r.used for r in npu.hbm_resources),
-            compute_hbm_bytes=npu.compute_hbm_bytes_now(),
+            compute_hbm_bytes=npu.compute_hbm_demand_now(),
             compute_busy=npu.busy_time(),
             units_held_time=npu.units.held_time,
+            meters=read_meters(platform, 0),
         )

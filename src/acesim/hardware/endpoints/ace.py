@@ -55,7 +55,7 @@ dimension are, and are not recorded).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -70,7 +70,7 @@ from ...config.validators import (
 from ...engine import Resource
 from ...errors import ConfigError, SimulationError
 from ...network.algorithms import REDUCE
-from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
+from ...network.endpoint import ACE_ALU, ACE_DMA, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
 from .registry import AMPLE_RATE, EndpointContext, EndpointKind
 from .sm_kernels import engine_parallelism
@@ -204,6 +204,9 @@ class AceEndpoint(Endpoint):
 
     def max_chunk_bytes(self) -> float | None:
         return self.piece
+
+    def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
+        return {ACE_ALU: [self._alu[rank]], ACE_DMA: [self._dma[rank]]}
 
     # -- per network byte ---------------------------------------------------------------------
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:

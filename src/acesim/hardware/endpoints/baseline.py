@@ -36,6 +36,7 @@ baseline; empty means the settings as given.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -52,9 +53,15 @@ from ...config.validators import (
 from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
-from ...network.endpoint import Endpoint
+from ...network.endpoint import REDUCTION_FLOPS, Endpoint
 from .registry import AMPLE_RATE, EndpointContext, EndpointKind, Variant
-from .sm_kernels import NvlsKernelSettings, check_fewer_units, check_nvls_units, sm_kernel_demand
+from .sm_kernels import (
+    NvlsKernelSettings,
+    check_fewer_units,
+    check_nvls_units,
+    reduction_meters,
+    sm_kernel_demand,
+)
 
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
 
@@ -228,6 +235,9 @@ class BaselineEndpoint(Endpoint):
         if not self._mlp:
             return None
         return self.npus[rank].hbm_comm, float(self.units)
+
+    def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
+        return {REDUCTION_FLOPS: reduction_meters(self._demand[rank])}
 
     def collective_started(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
         # NVLS kernels hold nvls_units, others comm_units; each while any of its kind is active

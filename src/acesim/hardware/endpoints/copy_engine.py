@@ -67,7 +67,7 @@ from ...config.validators import (
 )
 from ...engine import Resource
 from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
-from ...network.endpoint import SM_FREE_STEP_KINDS, Endpoint
+from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
@@ -75,6 +75,7 @@ from .sm_kernels import (
     check_fewer_units,
     check_nvls_units,
     engine_parallelism,
+    reduction_meters,
     sm_kernel_demand,
 )
 
@@ -239,6 +240,9 @@ class CopyEngineEndpoint(Endpoint):
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         return self._demand[rank][kind]
 
+    def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
+        return {REDUCTION_FLOPS: reduction_meters(self._demand[rank])}
+
     def link_efficiency(self, kind: str) -> float | None:
         return self.cfg.link_efficiency if kind in (GATHER, ALLTOALL) else None
 
@@ -312,6 +316,13 @@ class CopyEngineEndpoint(Endpoint):
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
+def _link_efficiency(settings: CopyEngineSettings, system: SystemConfig) -> dict[str, float]:
+    """The engines' writes' payload fraction, per step kind they drive (see the settings)."""
+    if settings.link_efficiency is None:
+        return {}
+    return {GATHER: settings.link_efficiency, ALLTOALL: settings.link_efficiency}
+
+
 KIND = EndpointKind(
     name="copy_engine",
     label="copy engine",
@@ -322,4 +333,5 @@ KIND = EndpointKind(
     check=_check,
     variants=_variants,
     channel_fields=("fallback_units",),
+    link_efficiency=_link_efficiency,
 )

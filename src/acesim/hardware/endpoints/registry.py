@@ -90,6 +90,11 @@ class EndpointKind:
             as far as one setting can (an SRAM is a trade-off: pieces small enough to pipeline,
             large enough to amortise latency, so several sizes are offered and the best
             used): what "driving the same network bandwidth" gives each endpoint.
+        link_efficiency: optional ``link_efficiency(settings, system)`` -> the payload
+            fraction of the links its messages get, per step kind, where it is not the
+            dimension's (a DMA engine's writes carry no collective protocol); the ideal
+            endpoint takes it in its variant for this kind, so that no kind out-drives the
+            bound.
         aliases: other names that stand for this kind wherever a kind is named
             (``endpoint.kind``, ``--endpoint(s)``, ``compare(endpoints=...)``); results and
             tables use ``name``.
@@ -108,6 +113,7 @@ class EndpointKind:
     channel_fields: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     ample: Callable[[SystemConfig], list[dict[str, object]]] | None = None
+    link_efficiency: Callable[[Any, SystemConfig], dict[str, float]] | None = None
 
     def variants_of(self, system: SystemConfig) -> list[Variant]:
         """The variants to search on ``system`` (one, the settings as given, when none)."""

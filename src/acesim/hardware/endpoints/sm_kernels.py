@@ -32,6 +32,7 @@ from ...network.algorithms import NVLS_GATHER, NVLS_REDUCE
 
 __all__ = [
     "NvlsKernelSettings",
+    "reduction_meters",
     "check_fewer_units",
     "check_nvls_units",
     "engine_parallelism",
@@ -107,6 +108,13 @@ def sm_kernel_demand(
         flops = engine.add_resource(f"{name}.flops", units * npu.vector_flops / npu.compute_units)
         demand[reduce_kind][flops] = reduction_flops_per_byte
     return demand
+
+
+def reduction_meters(demand: Mapping[str, Mapping[Resource, float]]) -> list[Resource]:
+    """The reduction-FLOP resources (``<name>.flops``) of :func:`sm_kernel_demand`'s demand:
+    their ``used`` counts the FLOPs its kernels reduced."""
+    found = {r for per_byte in demand.values() for r in per_byte if r.name.endswith(".flops")}
+    return sorted(found, key=lambda r: r.index)
 
 
 def engine_parallelism(npu: NPUConfig, bandwidth: float) -> float:

@@ -303,6 +303,8 @@ class _Context:
     roofline: bool
     skipped: list[tuple[int, int, str]] = field(default_factory=list)
     pg_names: set[str] = field(default_factory=set)
+    #: (rank, node) of group collectives whose comm_size disagreed with acesim_size
+    resized: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _exact(a: A.AttrReader, name: str, standard: int | None, scale: float = 1.0) -> float | None:
@@ -362,13 +364,19 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
             _require(a, A.COMM_SIZE, loc, nid)
             group = _group(a)
             if group is not None:  # acesim's own communicator group, and its exact size
-                size = a.as_float(A.A_SIZE)
-                if size is None or not size >= 0:
-                    raise TraceError(
-                        f"a collective with {A.A_GROUP!r} needs a non-negative {A.A_SIZE!r}",
-                        location=loc,
-                        field=f"node {nid}",
-                    )
+                size = _group_size(a, op, group, ctx)
+                if size is None:
+                    members = _members(op, group, ctx)
+                    if members is None:
+                        raise TraceError(
+                            f"{op} on a group spanning a whole dimension: its comm_size "
+                            f"disagrees with {A.A_SIZE}, and without dim_sizes (the network's "
+                            "dimension sizes) acesim cannot size it from comm_size",
+                            location=loc,
+                            field=f"node {nid}",
+                        )
+                    size = float(a.as_int(A.COMM_SIZE, 0) or 0) * members
+                    ctx.resized.append((trace.rank, nid))
                 out.append(Node(kind="collective", op=op, size=size, group=group, **base))
                 continue
             dims = _dims(a, ctx)
@@ -494,17 +502,73 @@ def _require(a: A.AttrReader, name: str, loc: str, nid: int) -> None:
         )
 
 
+#: Longest ``acesim_group`` text: a group is a few spans of three numbers.
+_MAX_GROUP_TEXT = 10_000
+
+
 def _group(a: A.AttrReader) -> Group | None:
     """The communicator group acesim wrote (``acesim_group``), or None."""
     text = a.as_str(A.A_GROUP)
     if text is None:
         return None
+    if len(text) > _MAX_GROUP_TEXT:
+        raise TraceError(
+            f"attribute {A.A_GROUP!r} is longer than {_MAX_GROUP_TEXT} characters",
+            location=a.location,
+            field=a.node,
+        )
     try:
         return group_from_json(json.loads(text))
+    except RecursionError:
+        raise TraceError(
+            f"attribute {A.A_GROUP!r} is not a group: nested too deep",
+            location=a.location,
+            field=a.node,
+        ) from None
     except ValueError as err:  # json.JSONDecodeError is a ValueError
         raise TraceError(
             f"attribute {A.A_GROUP!r} is not a group: {err}", location=a.location, field=a.node
         ) from None
+
+
+def _members(op: str, group: Group, ctx: _Context) -> int | None:
+    """The factor between Chakra's ``comm_size`` and acesim's size of ``op`` on ``group``: its
+    members for an all-gather (Chakra's size is each member's contribution), else 1; None when
+    a span covers a whole dimension whose size ``dim_sizes`` does not give."""
+    if not mapping.size_factor(op):
+        return 1
+    members = 1
+    for span in group.spans:
+        size = span.size
+        if size is None and isinstance(span.dim, int) and ctx.dim_sizes is not None:
+            if 0 <= span.dim < len(ctx.dim_sizes):
+                size = ctx.dim_sizes[span.dim] // max(span.stride, 1)
+        if size is None:
+            return None
+        members *= size
+    return members
+
+
+def _group_size(a: A.AttrReader, op: str, group: Group, ctx: _Context) -> float | None:
+    """acesim's exact size of a group collective when it agrees with the standard
+    ``comm_size`` (None: it does not, and the standard one is used: a trace edited with
+    Chakra's own tools changes only the standard field)."""
+    standard = a.as_int(A.COMM_SIZE, 0) or 0
+    if standard < 0:
+        raise TraceError(
+            f"attribute {A.COMM_SIZE!r} must not be negative, got {standard}",
+            location=a.location,
+            field=a.node,
+        )
+    exact = a.as_float(A.A_SIZE)
+    if exact is None or not exact >= 0:
+        return None
+    members = _members(op, group, ctx)
+    if members is None:  # an all-gather's group of unknown size: a whole multiple agrees
+        agrees = exact == 0 if standard == 0 else exact % standard == 0
+    else:
+        agrees = round(exact / members) == standard
+    return exact if agrees else None
 
 
 def _comm_size(a: A.AttrReader, op: str, dims: tuple[int, ...] | None, ctx: _Context) -> float:
@@ -703,6 +767,16 @@ def read_chakra(
                 f"{paths[0].parent / graph_name}: skipped {len(ctx.skipped)} nodes acesim does "
                 f"not simulate ({summary}; first: {first}); their dependants inherit their "
                 "dependencies. List in Graph.meta['chakra.skipped_nodes']."
+            ),
+            stacklevel=2,
+        )
+    if ctx.resized:
+        first = ", ".join(f"rank {r} node {i}" for r, i in ctx.resized[:5])
+        warnings.warn(
+            ChakraWarning(
+                f"{len(ctx.resized)} group collectives have a comm_size that disagrees with "
+                f"{A.A_SIZE} (edited with Chakra's tools?); they run with comm_size, the "
+                f"standard field (first: {first})"
             ),
             stacklevel=2,
         )

@@ -289,12 +289,30 @@ def write_chakra(
                 write_message(out, msg)
         os.replace(tmp, path)
         paths.append(path)
+    groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     if groups is not None and groups.ids:
-        path = prefix.parent / f"{prefix.name}.comm_groups.json"
         lines = [f' "{i}": {json.dumps(list(ranks))}' for ranks, i in groups.ids.items()]
-        path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-        paths.append(path)
+        groups_path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+        paths.append(groups_path)
+    elif groups_path.exists():
+        groups_path.unlink()  # an earlier export's groups, which these ranks do not use
+    remove_stale_ranks(prefix, len(ranks))
     return paths
+
+
+def remove_stale_ranks(prefix: Path, ranks: int) -> list[Path]:
+    """Delete ``<prefix>.<r>.et`` for ``r >= ranks``: rank files of an earlier, larger export
+    to the same prefix, which a reader (acesim's, ASTRA-sim's) would otherwise take as part of
+    this trace. Returns what was deleted."""
+    removed: list[Path] = []
+    rank = ranks
+    while True:  # rank files are numbered without gaps: stop at the first missing one
+        path = prefix.parent / f"{prefix.name}.{rank}.et"
+        if not path.is_file():
+            return removed
+        path.unlink()
+        removed.append(path)
+        rank += 1
 
 
 @dataclass

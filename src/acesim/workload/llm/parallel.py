@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ...config.reader import strict_int
 from ...errors import ConfigError, TopologyError
 from ...network.group import Group, Span
 from .models import TransformerConfig
@@ -283,7 +284,7 @@ def parse_parallel(
             values[key] = None
         else:
             try:
-                values[key] = int(raw)
+                values[key] = strict_int(raw)  # ASCII digits: not "٨", not "4_0"
             except ValueError:
                 raise ConfigError(field, f"{key} must be a whole number", raw) from None
     try:
