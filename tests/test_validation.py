@@ -23,6 +23,7 @@ from acesim.config.resolve import resolve_system
 from acesim.config.system import DEFAULT_DIMENSION_NAMES, dimension_name
 from acesim.config.validators import (
     MAX_COUNT,
+    MAX_DIMENSION_SIZE,
     MAX_NPUS,
     all_of,
     at_least,
@@ -118,6 +119,7 @@ RULES: dict[str, list[tuple[Any, str]]] = {
     "count": _count("must be at least 1", 1, MAX_COUNT),
     "count0": _count("must not be negative", 0, MAX_COUNT),
     "npus": _count("must be at least 1", 1, MAX_NPUS),
+    "dimension_size": _count("must be at least 1", 1, MAX_DIMENSION_SIZE),
     "size": _quantity("size", "B", "must be positive", zero_ok=False),
     "rate": _quantity("rate", "B/s", "must be positive", zero_ok=False),
     "flop_rate": _quantity("flop_rate", "FLOP/s", "must be positive", zero_ok=False),
@@ -173,7 +175,7 @@ SYSTEM_FIELDS: dict[str, str] = {
         f"network.dimensions[{i}].{name}": rule
         for i in range(3)
         for name, rule in (
-            ("size", "npus"),
+            ("size", "dimension_size"),
             ("link_bandwidth", "rate"),
             ("link_latency", "time0"),
             ("links_per_npu", "count"),

@@ -55,14 +55,13 @@ def system_title(made: Any) -> str:
     """A system's name in a title, with its extends chain and overrides when it has any
     (``ace-isca21 (set endpoint.ace.sram=16 MiB)``): ``made`` is a
     :class:`~acesim.config.SystemConfig` or a result with ``system`` and ``provenance``."""
-    from ..results.run import made_from
+    from ..results.protocol import system_title as title
 
     provenance = made.provenance
     if not isinstance(provenance, dict):
         provenance = provenance.to_dict()
     name = made.name if hasattr(made, "name") else made.system
-    words = made_from(provenance)
-    return f"{name} ({words})" if words else str(name)
+    return title(str(name), provenance)
 
 
 def progress() -> Progress:

@@ -1,0 +1,635 @@
+"""The golden corpus's cases: the one list of simulations whose numbers must not move.
+
+Each :class:`GoldenCase` has a stable id, the run kind whose numbers it records (the output's
+schema: ``collective``, ``run``, ``comparison``, ``llm``, ``reproduction``, ``study-2026``) and
+how to run it: ``acesim`` command-line arguments (``argv``, run in this process with
+``--json``), or a call of the public Python API (``api`` with ``params``: ``golden_corpus.API``).
+``{inputs}`` in an argument is a folder of prepared inputs (:data:`INPUTS`: small ASTRA-sim 1.0
+text workloads, a placement file, Chakra traces written by ``acesim export-chakra``), each made
+on first use.
+
+Sizes are chosen for speed (the whole corpus runs in under a CPU-minute): small NPU counts,
+short LLM sequences and global batches, two iterations (both measured) where the default would
+run three. Ids read ``kind/system/workload-or-op/endpoint/mode``; they key
+``tests/golden/<kind>.json``. A new case is one line here, then
+``python scripts/golden.py --update --only 'ITS-ID'``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["GoldenCase", "CASES", "INPUTS", "KINDS", "inputs_of"]
+
+#: The run kinds, each with its own data file and its own extraction of numbers.
+KINDS = ("collective", "run", "comparison", "llm", "reproduction", "study-2026")
+
+
+@dataclass(frozen=True)
+class GoldenCase:
+    """One simulation (or one comparison, or one reduced study) of the corpus."""
+
+    id: str
+    kind: str
+    argv: tuple[str, ...] = ()
+    api: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def how(self) -> str:
+        """How to run it, as one line (recorded beside its numbers)."""
+        if self.argv:
+            return "acesim " + shlex.join(self.argv)
+        return f"{self.api}(**{json.dumps(self.params, sort_keys=True)})"
+
+
+def _cli(kind: str, case_id: str, args: str) -> GoldenCase:
+    return GoldenCase(f"{kind}/{case_id}", kind, tuple(shlex.split(args)))
+
+
+# --- inputs: written into a scratch folder before the cases that name them run --------------
+
+#: A data-parallel ASTRA-sim 1.0 workload: four layers, fixed compute times (cycles of 1 ns),
+#: one weight-gradient all-reduce each.
+ASTRA_DATA = """DATA
+4
+l0 -1 20000 NONE 0 15000 NONE 0 18000 ALLREDUCE 1048576 1000
+l1 -1 50000 NONE 0 40000 NONE 0 42000 ALLREDUCE 4194304 1000
+l2 -1 30000 NONE 0 25000 NONE 0 26000 ALLREDUCE 262144 1000
+l3 -1 80000 NONE 0 70000 NONE 0 75000 ALLREDUCE 16777216 1000
+"""
+#: ASTRA-sim 1.0's HYBRID_DLRM convention: a model-parallel embedding (all-to-alls forward and
+#: backward), then MLP layers that all-reduce their gradients (the bottom MLP ends at layer 1).
+ASTRA_DLRM = """HYBRID_DLRM 1
+3
+emb -1 30000 ALLTOALL 1048576 0 ALLTOALL 1048576 10000 NONE 0 100
+bot -1 20000 NONE 0 15000 NONE 0 18000 ALLREDUCE 524288 1000
+top -1 40000 NONE 0 35000 NONE 0 38000 ALLREDUCE 2097152 1000
+"""
+#: ASTRA-sim 1.0's MICRO loop: one all-reduce (as its microAllReduce.txt, smaller).
+ASTRA_MICRO = """MICRO
+1
+allreduce -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8388608 5
+"""
+
+#: name -> ("text", file content) or ("export", ``acesim export-chakra`` arguments after the
+#: prefix). A case names one as ``{inputs}/<name>``.
+INPUTS: dict[str, tuple[str, str]] = {
+    "data.txt": ("text", ASTRA_DATA),
+    "dlrm.txt": ("text", ASTRA_DLRM),
+    "micro.txt": ("text", ASTRA_MICRO),
+    # workload rank r on NPU position p[r]: 8 NPUs, the order reversed
+    "placement8.json": ("text", json.dumps([7, 6, 5, 4, 3, 2, 1, 0])),
+    "chakra-dlrm": ("export", "-w dlrm --npus 8"),
+    "chakra-data": ("export", "-w {inputs}/data.txt -s h100-nvswitch-8"),
+    "chakra-llm": (
+        "export",
+        "-s h100-nvswitch-8 -w llama3-8b --parallel tp=2,pp=2 --seq 128 --global-batch 2",
+    ),
+}
+
+
+def inputs_of(args: tuple[str, ...]) -> list[str]:
+    """The inputs ``args`` name (``{inputs}/<name>`` in an argument), in order."""
+    out = []
+    for arg in args:
+        if "{inputs}/" in arg:
+            name = arg.split("{inputs}/", 1)[1]
+            if name not in out:
+                out.append(name)
+    return out
+
+
+# --- collectives (acesim collective --json) -------------------------------------------------
+
+SIZES = "4KiB,1MiB,128MiB"
+BASIC_OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+H100 = "-s h100-nvswitch-8"
+#: ace-isca21 as a 16-NPU torus (4x2x2) for exact mode, whose cost grows with the NPUs.
+TORUS16 = "--set network.dimensions[1].size=2 --set network.dimensions[2].size=2"
+COMPUTE = "--with-compute 1e12,2e9"
+
+
+def _coll(case_id: str, args: str, sizes: str = SIZES) -> GoldenCase:
+    return _cli("collective", case_id, f"collective --json --sizes {sizes} {args}")
+
+
+def _collectives() -> Iterator[GoldenCase]:
+    for op in BASIC_OPS:
+        for kind in ("baseline", "ace", "ideal", "copy_engine"):
+            yield _coll(f"ace-isca21/{op}/{kind}/symmetric", f"--op {op} --endpoint {kind}")
+        for kind in ("baseline", "ace", "ideal", "copy_engine", "nvls"):
+            yield _coll(
+                f"h100-nvswitch-8/{op}/{kind}/symmetric", f"{H100} --op {op} --endpoint {kind}"
+            )
+        yield _coll(f"h100-nvswitch-8/{op}/baseline/exact", f"{H100} --exact --op {op}")
+    for op, root in (("broadcast", 3), ("reduce", 2), ("broadcast", 0)):
+        yield _coll(
+            f"h100-nvswitch-8/{op}-root{root}/baseline/exact",
+            f"{H100} --exact --op {op} --root {root}",
+        )
+    yield _coll(
+        "h100-nvswitch-8/broadcast-root1/ace/exact",
+        f"{H100} --exact --op broadcast --root 1 --endpoint ace",
+    )
+    yield _coll("h100-nvswitch-8/sendrecv/baseline/exact", f"{H100} --exact --op sendrecv")
+    for kind in ("ace", "ideal", "copy_engine", "nvls"):
+        yield _coll(f"h100-nvswitch-8/all-reduce/{kind}/exact", f"{H100} --exact --endpoint {kind}")
+    for preset in (
+        "a100-nvswitch-8",
+        "h200-nvswitch-8",
+        "b200-nvswitch-8",
+        "mi300x-8",
+        "gb200-nvl72",
+    ):
+        for op in ("all-reduce", "all-gather"):
+            yield _coll(f"{preset}/{op}/baseline/symmetric", f"-s {preset} --op {op}")
+    for preset in ("b200-nvswitch-8", "gb200-nvl72"):
+        yield _coll(f"{preset}/all-reduce/nvls/symmetric", f"-s {preset} --endpoint nvls")
+    yield _coll("mi300x-8/all-reduce/ace/symmetric", "-s mi300x-8 --endpoint ace")
+    # "sm" names the baseline's SM kernels (an alias: results use the kind's own name)
+    yield _coll(
+        "a100-nvswitch-8/reduce-scatter/sm/symmetric",
+        "-s a100-nvswitch-8 --op reduce-scatter --endpoint sm",
+    )
+    yield _coll("gb200-nvl72/all-reduce/baseline/exact", "-s gb200-nvl72 --exact", sizes="1MiB")
+    yield from _multinode_collectives()
+    yield from _forced_collectives()
+    yield from _varied_collectives()
+
+
+def _multinode_collectives() -> Iterator[GoldenCase]:
+    for nodes in (2, 4):
+        for op in BASIC_OPS:
+            yield _coll(
+                f"h100-nvswitch-8x{nodes}/{op}/baseline/symmetric",
+                f"{H100} --nodes {nodes} --op {op}",
+            )
+    for kind in ("ace", "ideal", "copy_engine", "nvls"):
+        yield _coll(
+            f"h100-nvswitch-8x2/all-reduce/{kind}/symmetric", f"{H100} --nodes 2 --endpoint {kind}"
+        )
+    yield _coll("h100-nvswitch-8x4/all-reduce/baseline/exact", f"{H100} --nodes 4 --exact")
+    yield _coll(
+        "h100-nvswitch-8x2/sendrecv/baseline/exact", f"{H100} --nodes 2 --exact --op sendrecv"
+    )
+    for preset in ("a100-nvswitch-8", "b200-nvswitch-8", "mi300x-8", "gb200-nvl72"):
+        yield _coll(f"{preset}x2/all-reduce/baseline/symmetric", f"-s {preset} --nodes 2")
+
+
+def _forced_collectives() -> Iterator[GoldenCase]:
+    """Algorithms and protocols forced as NCCL_ALGO / NCCL_PROTO would, channels, chunks."""
+    for algo, proto in (("ring", "LL"), ("ring", "LL128"), ("ring", "Simple"), ("NVLS", "Simple")):
+        yield _coll(
+            f"h100-nvswitch-8/all-reduce/algo-{algo}-{proto}/symmetric",
+            f"{H100} --algo {algo} --proto {proto}",
+        )
+    for op, algo in (
+        ("all-reduce", "direct"),
+        ("all-to-all", "direct"),
+        ("all-gather", "halving_doubling"),
+    ):
+        yield _coll(
+            f"h100-nvswitch-8/{op}/algo-{algo}/symmetric", f"{H100} --op {op} --algo {algo}"
+        )
+    for algo in ("ring", "flat_ring", "nvls_tree", "Tree"):
+        yield _coll(
+            f"h100-nvswitch-8x2/all-reduce/algo-{algo}/symmetric", f"{H100} --nodes 2 --algo {algo}"
+        )
+    yield _coll(
+        "h100-nvswitch-8x2/all-reduce/algo-collnet/symmetric",
+        f"{H100} --nodes 2 --algo collnet --set scale_out.switch_reduction=true",
+    )
+    yield _coll(
+        "h100-nvswitch-8/all-gather/channels4/symmetric", f"{H100} --op all-gather --channels 4"
+    )
+    yield _coll("ace-isca21/all-reduce/chunks8/symmetric", "--set collective.chunks=8")
+
+
+def _varied_collectives() -> Iterator[GoldenCase]:
+    """Concurrent compute; exact mode with failed or slower links and other NPUs."""
+    for kind in ("baseline", "ace"):
+        yield _coll(
+            f"ace-isca21/all-reduce/{kind}-with-compute/symmetric", f"--endpoint {kind} {COMPUTE}"
+        )
+    yield _coll(
+        "h100-nvswitch-8/all-gather/copy_engine-with-compute/symmetric",
+        f"{H100} --op all-gather --endpoint copy_engine {COMPUTE}",
+    )
+    exact16 = f"--exact {TORUS16}"
+    for kind in ("baseline", "ideal"):
+        yield _coll(f"ace-isca21-16/all-reduce/{kind}/exact", f"{exact16} --endpoint {kind}")
+        yield _coll(
+            f"ace-isca21-16/all-reduce/{kind}-failed-link/exact",
+            f"{exact16} --endpoint {kind} --link dim=0,rank=3,direction=+,failed=true",
+        )
+    yield _coll("ace-isca21-16/sendrecv/baseline/exact", f"{exact16} --op sendrecv")
+    yield _coll(
+        "ace-isca21-16/reduce-scatter/baseline-slow-link/exact",
+        f"{exact16} --op reduce-scatter --link dim=1,rank=5,bandwidth=25GB/s,latency=2us",
+    )
+    yield _coll(
+        "ace-isca21-16/all-reduce/baseline-npu-types-with-compute/exact",
+        f"{exact16} --npu ranks=0-3,preset=a100-sxm {COMPUTE}",
+    )
+    yield _coll(
+        "h100-nvswitch-8/all-reduce/baseline-npu-field-with-compute/exact",
+        f"{H100} --exact --npu ranks=4-7,hbm_bandwidth=2TB/s {COMPUTE}",
+    )
+
+
+# --- training graphs (acesim run --endpoint KIND --json) ------------------------------------
+
+#: Two iterations, both measured: fewer events than the default three with one warm-up.
+SHORT = "-n 2 --warmup 0"
+#: Zoo models on an H100 node, small: one sample per GPU, two iterations.
+ZOO_H100 = f"{H100} {SHORT} --batch 1"
+#: The ASTRA-sim data-parallel workload on ace-isca21 cut to 8 NPUs (4x2x1), for exact mode.
+DATA8 = f"-w {{inputs}}/data.txt --npus 8 {SHORT} --exact"
+
+
+def _run(case_id: str, args: str) -> GoldenCase:
+    return _cli("run", case_id, f"run --json {args}")
+
+
+def _graph_runs() -> Iterator[GoldenCase]:
+    data = "-w {inputs}/data.txt"
+    for kind in ("baseline", "ace", "ideal", "copy_engine"):
+        yield _run(f"ace-isca21/astra-data/{kind}/symmetric", f"{data} --endpoint {kind}")
+    for kind in ("baseline", "ace", "ideal", "copy_engine", "nvls"):
+        yield _run(
+            f"h100-nvswitch-8/astra-data/{kind}/symmetric", f"{data} {H100} --endpoint {kind}"
+        )
+        yield _run(
+            f"h100-nvswitch-8/astra-data/{kind}/exact", f"{data} {H100} --endpoint {kind} --exact"
+        )
+    for kind in ("baseline", "ace", "ideal"):
+        yield _run(f"ace-isca21-8/astra-data/{kind}/exact", f"{DATA8} --endpoint {kind}")
+    for loop in ("bucketed", "no_overlap"):
+        for kind in ("baseline", "ace"):
+            yield _run(
+                f"ace-isca21/astra-data-{loop}/{kind}/symmetric",
+                f"{data} --loop {loop} --bucket-size 4MiB --endpoint {kind}",
+            )
+    for kind in ("baseline", "ace", "ideal"):
+        yield _run(
+            f"ace-isca21-16/astra-dlrm/{kind}/symmetric",
+            f"-w {{inputs}}/dlrm.txt --npus 16 --endpoint {kind}",
+        )
+    yield _run(
+        "ace-isca21-16/astra-dlrm/ideal/exact",
+        f"-w {{inputs}}/dlrm.txt --npus 16 {SHORT} --endpoint ideal --exact",
+    )
+    for kind in ("baseline", "ace"):
+        yield _run(
+            f"ace-isca21/astra-micro/{kind}/symmetric", f"-w {{inputs}}/micro.txt --endpoint {kind}"
+        )
+    yield _run(
+        "ace-isca21-4x2x2/astra-data/baseline/symmetric",
+        f"{data} --shape 4x2x2 --endpoint baseline",
+    )
+    yield from _zoo_runs()
+    yield from _varied_runs()
+    yield from _chakra_runs()
+
+
+def _zoo_runs() -> Iterator[GoldenCase]:
+    # the reproduction's cases at 16 NPUs (the preset's [reproduction] batch and precision;
+    # two iterations for the costlier models)
+    for model, kinds, short in (
+        ("resnet50", "baseline ace ideal", SHORT),
+        ("dlrm", "baseline ace ideal", ""),
+        ("gnmt", "baseline", SHORT),
+    ):
+        for kind in kinds.split():
+            yield _run(
+                f"ace-isca21-16/{model}/{kind}/symmetric",
+                f"-w {model} --npus 16 {short} --endpoint {kind}",
+            )
+    yield _run(
+        "h100-nvswitch-8/astra-data/baseline-search/symmetric",
+        f"-w {{inputs}}/data.txt {H100} --endpoint baseline --search",
+    )
+    for model, kinds in (
+        ("resnet50", "baseline"),
+        ("gnmt", "baseline"),
+        ("dlrm", "baseline nvls"),
+        ("gpt", "baseline nvls"),
+    ):
+        for kind in kinds.split():
+            yield _run(
+                f"h100-nvswitch-8/{model}/{kind}/symmetric",
+                f"-w {model} {ZOO_H100} --endpoint {kind}",
+            )
+    for model, kind in (
+        ("resnet50", "ace"),
+        ("dlrm", "copy_engine"),
+        ("gpt", "copy_engine"),
+    ):
+        yield _run(
+            f"h100-nvswitch-8/{model}/{kind}/symmetric", f"-w {model} {ZOO_H100} --endpoint {kind}"
+        )
+    yield _run(
+        "h100-nvswitch-8/resnet50-fp32/ideal/symmetric",
+        f"-w resnet50 {ZOO_H100} --precision fp32 --endpoint ideal",
+    )
+    for loop in ("bucketed", "no_overlap"):
+        yield _run(
+            f"h100-nvswitch-8/resnet50-{loop}/baseline/symmetric",
+            f"-w resnet50 {ZOO_H100} --loop {loop} --endpoint baseline",
+        )
+    yield _run(
+        "h100-nvswitch-8x2/dlrm/baseline/symmetric",
+        f"-w dlrm {ZOO_H100} --nodes 2 --endpoint baseline",
+    )
+    for kind in ("baseline", "ideal"):
+        yield _run(
+            f"h100-nvswitch-8/dlrm/{kind}/exact", f"-w dlrm {ZOO_H100} --endpoint {kind} --exact"
+        )
+
+
+def _varied_runs() -> Iterator[GoldenCase]:
+    """Exact mode with ranks that differ on purpose: stragglers, compute spread, links, NPU
+    types, placement."""
+    variations = {
+        "straggler": "--straggler rank=3,slowdown=1.5",
+        "spread": "--compute-spread spread=0.1,seed=7",
+        "failed-link": "--link dim=0,rank=1,direction=+,failed=true",
+        "slow-link": "--link dim=1,rank=5,bandwidth=10GB/s,latency=2us",
+        "placement": "--placement {inputs}/placement8.json",
+    }
+    for name, args in variations.items():
+        yield _run(
+            f"ace-isca21-8/astra-data/ideal-{name}/exact", f"{DATA8} --endpoint ideal {args}"
+        )
+    for name in ("straggler", "failed-link", "placement"):
+        yield _run(
+            f"ace-isca21-8/astra-data/baseline-{name}/exact",
+            f"{DATA8} --endpoint baseline {variations[name]}",
+        )
+    dlrm = f"-w dlrm {ZOO_H100} --exact"
+    yield _run(
+        "h100-nvswitch-8/dlrm/baseline-straggler/exact",
+        f"{dlrm} --endpoint baseline --straggler rank=2,slowdown=1.3",
+    )
+    yield _run(
+        "h100-nvswitch-8/dlrm/baseline-npu-types/exact",
+        f"{dlrm} --endpoint baseline --npu ranks=0-3,preset=a100-sxm",
+    )
+    yield _run(
+        "h100-nvswitch-8/dlrm/nvls-spread/exact",
+        f"{dlrm} --endpoint nvls --compute-spread spread=0.2,seed=1",
+    )
+    yield _run(
+        "h100-nvswitch-8/astra-data/copy_engine-straggler/exact",
+        f"-w {{inputs}}/data.txt {H100} --exact --endpoint copy_engine"
+        " --straggler rank=5,slowdown=2",
+    )
+
+
+def _chakra_runs() -> Iterator[GoldenCase]:
+    """Chakra traces written by ``acesim export-chakra`` (:data:`INPUTS`) and run back."""
+    dlrm = "-w {inputs}/chakra-dlrm --npus 8"
+    for kind in ("baseline", "ace", "ideal"):
+        yield _run(f"ace-isca21-8/chakra-dlrm/{kind}/symmetric", f"{dlrm} --endpoint {kind}")
+    yield _run("ace-isca21-8/chakra-dlrm/ideal/exact", f"{dlrm} --endpoint ideal --exact")
+    data = f"-w {{inputs}}/chakra-data {H100} --endpoint baseline"
+    yield _run("h100-nvswitch-8/chakra-astra-data/baseline/symmetric", data)
+    yield _run("h100-nvswitch-8/chakra-astra-data/baseline/exact", f"{data} --exact")
+    yield _run(
+        "h100-nvswitch-8/chakra-llama3-8b-tp2pp2/baseline/exact",
+        f"-w {{inputs}}/chakra-llm {H100} --endpoint baseline --exact",
+    )
+
+
+# --- LLM training (acesim run -w MODEL --parallel ... --json) -------------------------------
+
+
+def _llm(
+    case_id: str, args: str, system: str = "h100-nvswitch-8", model: str = "llama3-8b"
+) -> GoldenCase:
+    return _cli("llm", f"{system}/{model}/{case_id}", f"run --json -s {system} -w {model} {args}")
+
+
+#: Llama3 8B on one H100 node with short sequences (a fraction of a second per run).
+TP8 = "--global-batch 1 --seq 512 --parallel tp=8"
+TP2PP2 = "--global-batch 4 --seq 512 --parallel tp=2,pp=2"
+
+
+def _llm_runs() -> Iterator[GoldenCase]:
+    # the 2026 study's small case (as tests/test_reproduce_2026.py): every substrate
+    for kind in ("baseline", "ace", "ideal", "copy_engine", "nvls"):
+        yield _llm(f"tp8/{kind}/class", f"{TP8} --endpoint {kind}")
+    yield _llm("tp8/endpoints-sm-copy_engine/class", f"{TP8} --endpoints sm,copy_engine")
+    for kind in ("baseline", "nvls"):
+        yield _llm(f"tp8-overlap/{kind}/class", f"{TP8},tp_overlap=1 --endpoint {kind}")
+    for kind in ("baseline", "copy_engine"):
+        yield _llm(f"tp2pp2vpp2/{kind}/class", f"{TP2PP2},vpp=2 --endpoint {kind}")
+    yield _llm(
+        "tp2cp2/baseline/class",
+        "--parallel tp=2,cp=2 --global-batch 2 --seq 512 --endpoint baseline",
+    )
+    variants = {
+        "zero0": ",zero=0",
+        "sp0": ",sp=0",
+        "grad-bf16": ",grad_fp32=0",
+        "order-pp-dp": ",order=tp-cp-ep-pp-dp",
+        "recompute-full": " --recompute full",
+        "recompute-selective": " --recompute selective",
+    }
+    for name, change in variants.items():
+        yield _llm(f"tp2pp2-{name}/baseline/class", f"{TP2PP2}{change} --endpoint baseline")
+    yield _llm(
+        "tp2pp2-mb2/baseline/class",
+        "--parallel tp=2,pp=2 --global-batch 8 --micro-batch 2 --seq 512 --endpoint baseline",
+    )
+    yield _llm(
+        "tp8x2/baseline/class",
+        "--parallel tp=8 --global-batch 2 --seq 512 --nodes 2 --endpoint baseline",
+    )
+    yield _llm(
+        "tp8pp2x2/baseline/class",
+        "--parallel tp=8,pp=2 --global-batch 4 --seq 512 --nodes 2 --endpoint baseline",
+    )
+    moe = "--global-batch 8 --seq 256 --nodes 4"
+    yield _llm(
+        "tp1ep8pp4x4/baseline/class",
+        f"--parallel tp=1,ep=8,pp=4 {moe} --endpoint baseline",
+        model="gpt-oss-120b",
+    )
+    yield _llm(
+        "tp2ep8pp2x4/ideal/class",
+        f"--parallel tp=2,ep=8,pp=2 {moe} --endpoint ideal",
+        model="gpt-oss-120b",
+    )
+    yield _llm(
+        "tp8-fp8/baseline/class",
+        f"{TP8} --precision fp8 --endpoint baseline",
+        system="b200-nvswitch-8",
+    )
+    yield _llm("tp8/ace/class", f"{TP8} --endpoint ace", system="b200-nvswitch-8")
+    for system in ("a100-nvswitch-8", "mi300x-8"):
+        yield _llm("tp8/baseline/class", f"{TP8} --endpoint baseline", system=system)
+    yield _llm(
+        "tp8dp9/baseline/class",
+        "--parallel tp=8 --global-batch 9 --seq 512 --endpoint baseline",
+        system="gb200-nvl72",
+    )
+    yield from _llm_exact_runs()
+
+
+def _llm_exact_runs() -> Iterator[GoldenCase]:
+    """Every GPU simulated: asked for, or because ranks differ (LLM runs then switch to exact
+    mode by themselves: ``auto-exact``)."""
+    par = "--global-batch 4 --seq 256 --parallel tp=2,pp=2"
+    straggler = "--straggler rank=3,slowdown=1.3"
+    yield _llm("tp2pp2-seq256/baseline/exact", f"{par} --endpoint baseline --exact")
+    yield _llm(
+        "tp2pp2-seq256/baseline-straggler/auto-exact", f"{par} --endpoint baseline {straggler}"
+    )
+    yield _llm(
+        "tp2pp2-seq256/ideal-slow-link/auto-exact",
+        f"{par} --endpoint ideal --link dim=0,rank=1,bandwidth=10GB/s",
+    )
+
+
+# --- comparisons (acesim run without --endpoint: best baseline vs ace vs ideal ...) ---------
+
+
+def _comparisons() -> Iterator[GoldenCase]:
+    every = "--endpoints baseline,ace,ideal,copy_engine,nvls"
+    # the reproduction's DLRM case at 16 NPUs (acesim reproduce ace-isca21 --npus 16); the
+    # reproduction's own code runs on 8 NPUs below
+    yield _cli("comparison", "ace-isca21-16/dlrm/symmetric", "run --json -w dlrm --npus 16")
+    yield _cli(
+        "comparison",
+        "ace-isca21-16/astra-data/symmetric",
+        "run --json -w {inputs}/data.txt --npus 16",
+    )
+    yield _cli(
+        "comparison",
+        "h100-nvswitch-8/astra-data/symmetric",
+        f"run --json -w {{inputs}}/data.txt {H100} {every}",
+    )
+    yield _cli(
+        "comparison",
+        "h100-nvswitch-8/astra-data/exact",
+        f"run --json -w {{inputs}}/data.txt {H100} --exact",
+    )
+    yield _cli(
+        "comparison", "h100-nvswitch-8/dlrm/symmetric", f"run --json -w dlrm {ZOO_H100} {every}"
+    )
+    yield GoldenCase(
+        "comparison/ace-isca21-4/dlrm-no-overlap/api",
+        "comparison",
+        api="compare",
+        params={
+            "system": "ace-isca21",
+            "workload": "dlrm",
+            "npus": 4,
+            "iterations": 2,
+            "warmup": 0,
+            "no_overlap": True,
+        },
+    )
+
+
+# --- the public Python API's other entry points ---------------------------------------------
+
+
+def _api_cases() -> Iterator[GoldenCase]:
+    yield GoldenCase(
+        "collective/ace-isca21/all-reduce-dim1/baseline/api",
+        "collective",
+        api="simulate_collective",
+        params={"system": "ace-isca21", "op": "all-reduce", "size": "16 MiB", "dims": [1]},
+    )
+    yield GoldenCase(
+        "collective/h100-nvswitch-8/all-gather-host-copy/copy_engine/api",
+        "collective",
+        api="simulate_collective",
+        params={
+            "system": "h100-nvswitch-8",
+            "op": "all-gather",
+            "size": "64 MiB",
+            "endpoint": "copy_engine",
+            "host_copy": [2**30, "h2d"],
+        },
+    )
+    yield GoldenCase(
+        "collective/h100-nvswitch-8/all-reduce-with-compute-straggler/baseline/api",
+        "collective",
+        api="simulate_collective",
+        params={
+            "system": "h100-nvswitch-8",
+            "op": "all-reduce",
+            "size": "64 MiB",
+            "exact": True,
+            "compute": [1e12, 2e9],
+            "stragglers": [{"rank": 2, "slowdown": 1.5}],
+        },
+    )
+    yield GoldenCase(
+        "llm/h100-nvswitch-8/llama3-8b/tp8-iterations2/baseline/api",
+        "llm",
+        api="llm",
+        params={
+            "system": "h100-nvswitch-8",
+            "model": "llama3-8b",
+            "parallel": "tp=8",
+            "global_batch": 1,
+            "seq": 512,
+            "iterations": 2,
+        },
+    )
+
+
+# --- the studies, reduced -------------------------------------------------------------------
+
+
+def _studies() -> Iterator[GoldenCase]:
+    yield GoldenCase(
+        "reproduction/ace-isca21/dlrm-8",
+        "reproduction",
+        api="reproduce",
+        params={"system": "ace-isca21", "workloads": ["dlrm"], "npus": [8]},
+    )
+    # the 2026 study's code on the small case of tests/test_reproduce_2026.py, on H100 (B200's
+    # runs are LLM cases above)
+    yield GoldenCase(
+        "study-2026/h100-nvswitch-8/llama3-8b-tp8-seq512",
+        "study-2026",
+        api="study_2026",
+        params={
+            "systems": ["h100-nvswitch-8"],
+            "name": "tiny",
+            "model": "llama3-8b",
+            "gpus": 8,
+            "parallel": "tp=8",
+            "global_batch": 1,
+            "seq": 512,
+        },
+    )
+
+
+def _all() -> tuple[GoldenCase, ...]:
+    cases = (
+        *_collectives(),
+        *_graph_runs(),
+        *_llm_runs(),
+        *_comparisons(),
+        *_api_cases(),
+        *_studies(),
+    )
+    ids = [c.id for c in cases]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    assert not repeated, f"golden case ids repeat: {repeated}"
+    assert all(c.kind in KINDS for c in cases)
+    return cases
+
+
+#: Every case of the corpus, in a fixed order.
+CASES: tuple[GoldenCase, ...] = _all()

@@ -1,0 +1,329 @@
+"""Running the golden corpus (tests/golden_cases.py): each case's key numbers, the data files
+under tests/golden/ and the differences between two sets of numbers.
+
+What a refactor may change and what it must not:
+
+* **How a case runs** lives in :func:`run_case`: the ``acesim`` command line in this process
+  (``typer.testing.CliRunner`` on ``acesim.cli.app``, with ``--json``), or a call of the public
+  Python API (:data:`API`). A renamed flag or API function is changed there (or in the case
+  list), once.
+* **Which numbers a run kind has** lives in one small function per kind (:data:`EXTRACT`),
+  reading that kind's JSON document: when a result's schema changes, only that function
+  changes. Numbers are keyed by dotted paths (``bound_by.compute: HBM``, ``4096.busbw``,
+  ``ace[ACE].iteration_time``); text, flags and the inputs a result echoes back (settings,
+  assumptions) are not recorded.
+* **The numbers themselves** must not move: they are compared exactly after a JSON round trip
+  (JSON floats written with ``repr`` precision, so every float reads back bit for bit).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import shlex
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clitools import cli_json, cli_stdout
+from golden_cases import CASES, INPUTS, KINDS, GoldenCase, inputs_of
+
+__all__ = [
+    "DATA_DIR",
+    "Difference",
+    "compare_numbers",
+    "entry",
+    "numbers_of",
+    "prepare_inputs",
+    "read_corpus",
+    "run_case",
+    "select",
+    "write_corpus",
+]
+
+#: Where the recorded numbers live: one file per run kind.
+DATA_DIR = Path(__file__).resolve().parent / "golden"
+SCHEMA = "acesim.golden/1"
+Numbers = dict[str, float]
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+def _fill(arg: str, inputs: Path) -> str:
+    return arg.replace("{inputs}", str(inputs))
+
+
+def prepare_inputs(names: Iterable[str], inputs: Path) -> None:
+    """Write the named :data:`~golden_cases.INPUTS` into ``inputs`` (each once)."""
+    for name in names:
+        if (inputs / f".{name}.done").exists():
+            continue
+        how, what = INPUTS[name]
+        if how == "text":
+            (inputs / name).write_text(what, encoding="utf-8")
+        else:
+            args = tuple(shlex.split(what))
+            prepare_inputs(inputs_of(args), inputs)
+            cli_stdout("export-chakra", str(inputs / name), *(_fill(a, inputs) for a in args))
+        (inputs / f".{name}.done").write_text("", encoding="utf-8")
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def _api_compare(**params: Any) -> Any:
+    import acesim
+
+    return acesim.compare(**params).to_dict()
+
+
+def _api_collective(**params: Any) -> Any:
+    import acesim
+    from acesim.config.variation import Straggler, Variation
+
+    for key in ("dims", "host_copy", "compute"):
+        if key in params:
+            params[key] = tuple(params[key])
+    if "stragglers" in params:
+        stragglers = tuple(Straggler(**s) for s in params.pop("stragglers"))
+        params["variation"] = Variation(stragglers=stragglers)
+    return {"results": [acesim.simulate_collective(**params).to_dict()]}
+
+
+def _api_llm(**params: Any) -> Any:
+    import acesim
+
+    parallel = acesim.parse_parallel(
+        params.pop("parallel"),
+        global_batch=params.pop("global_batch"),
+        micro_batch=params.pop("micro_batch", 1),
+        seq=params.pop("seq"),
+    )
+    system, model = params.pop("system"), params.pop("model")
+    result, _execution = acesim.run_llm(acesim.make_llm_case(system, model, parallel, **params))
+    return result.to_dict()
+
+
+def _api_reproduce(**params: Any) -> Any:
+    """The ACE paper's reproduction, reduced (no sensitivity study, one HBM target)."""
+    from acesim.config import load_system
+    from acesim.studies.reproduce import reproduce
+
+    system = load_system(params.pop("system"))
+    with tempfile.TemporaryDirectory() as out:
+        return reproduce(system, Path(out), workers=1, figures=False, hbm_targets=False, **params)
+
+
+def _api_study_2026(**params: Any) -> Any:
+    """The 2026 study on one small case (every substrate) on ``systems``."""
+    from acesim.studies.ace2026 import StudyCase, study_2026
+
+    systems = params.pop("systems")
+    case = StudyCase(**params, source="golden corpus")
+    with tempfile.TemporaryDirectory() as out:
+        return study_2026(Path(out), systems=systems, cases=[case], workers=1, figures=False)
+
+
+#: Python API entry points a case may call (``GoldenCase.api``) with its ``params``.
+API: dict[str, Callable[..., Any]] = {
+    "compare": _api_compare,
+    "simulate_collective": _api_collective,
+    "llm": _api_llm,
+    "reproduce": _api_reproduce,
+    "study_2026": _api_study_2026,
+}
+
+
+def run_case(case: GoldenCase, inputs: Path) -> Numbers:
+    """Run ``case`` (its inputs written into ``inputs`` first) and return its numbers."""
+    if case.argv:
+        prepare_inputs(inputs_of(case.argv), inputs)
+        document = cli_json(*(_fill(a, inputs) for a in case.argv))
+    else:
+        document = API[case.api](**json.loads(json.dumps(case.params)))
+    return numbers_of(case.kind, document)
+
+
+# --- numbers: one extraction per run kind --------------------------------------------------------
+
+
+def _flatten(value: Any, key: str, out: Numbers, skip: tuple[str, ...] = ()) -> None:
+    """Every number in nested mappings under dotted keys (lists, text and flags skipped)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | list):
+        return
+    if isinstance(value, int | float):
+        out[key] = value
+        return
+    for name, item in value.items():
+        if name not in skip:
+            _flatten(item, f"{key}.{name}" if key else str(name), out, skip)
+
+
+def _collective(doc: Any) -> Numbers:
+    """``acesim collective --json`` (schema acesim.collective/1): per size in bytes."""
+    out: Numbers = {}
+    for row in doc["results"]:
+        _flatten(row, f"{row['size']:.0f}", out)
+    return out
+
+
+def _run(doc: Any, prefix: str = "") -> Numbers:
+    """``acesim run --endpoint KIND --json`` (acesim.run/2): the run's figures, what bound it,
+    and the per-layer rows summed (fwd, ig, wg, comm, comm_bytes)."""
+    out: Numbers = {}
+    _flatten(doc, prefix, out, skip=("info",))
+    layers = doc.get("layers") or []
+    if layers:
+        at = f"{prefix}.layers" if prefix else "layers"
+        out[f"{at}.count"] = len(layers)
+        for column in ("fwd", "ig", "wg", "comm", "comm_bytes"):
+            out[f"{at}.{column}"] = math.fsum(row[column] for row in layers)
+    return out
+
+
+def _comparison(doc: Any) -> Numbers:
+    """``acesim run --json`` comparing kinds (acesim.comparison/2): each kind's speedup and
+    network-utilisation gain, its best variant's time, and every variant tried."""
+    out: Numbers = {}
+    for kind, entry in doc["endpoints"].items():
+        out[f"{kind}.speedup"] = entry["speedup"]
+        out[f"{kind}.net_util_gain"] = entry["net_util_gain"]
+        out[f"{kind}.best.iteration_time"] = entry["best"]["iteration_time"]
+        for tried in entry["tried"]:
+            out.update(_run(tried, f"{kind}[{tried['info']['variant']}]"))
+    if doc.get("no_overlap"):
+        out.update(_run(doc["no_overlap"], "no_overlap"))
+    return out
+
+
+def _llm(doc: Any) -> Numbers:
+    """``acesim run -w MODEL --json`` (acesim.llm/1), or ``{"runs": [...]}`` with
+    ``--endpoints`` (keyed by endpoint kind)."""
+    out: Numbers = {}
+    if "runs" in doc:
+        for run in doc["runs"]:
+            _flatten(run, run["endpoint"], out)
+    else:
+        _flatten(doc, "", out)
+    return out
+
+
+def _reproduction(doc: Any) -> Numbers:
+    """The reproduction's summary (acesim.reproduction/2): headline figures, every case,
+    the HBM analysis and the SRAM sweep."""
+    out: Numbers = {}
+    _flatten(doc, "", out, skip=("paper", "cases", "membw", "deviations", "assumptions"))
+    for case in doc["cases"]:
+        _flatten(case, f"case[{case['workload']},{case['npus']}]", out, skip=("best_settings",))
+    for row in doc["membw"]:
+        _flatten(row, f"membw[{row['npus']}]", out)
+    for row in doc["sram_sensitivity"]:
+        out[f"sram[{row['workload']},{row['sram']:.0f}].iteration_time"] = row["iteration_time"]
+    return out
+
+
+def _study_2026(doc: Any) -> Numbers:
+    """The 2026 study's summary (acesim.study-2026/1): per system and case, every substrate's
+    figures and the best SM configuration's variants; the headline."""
+    out: Numbers = {}
+    for row in doc["results"]:
+        _flatten(row, f"{row['system']}/{row['case']}", out, skip=("gpus",))
+    _flatten(doc["headline"], "headline", out)
+    return out
+
+
+#: The numbers of each run kind's JSON document.
+EXTRACT: dict[str, Callable[[Any], Numbers]] = {
+    "collective": _collective,
+    "run": _run,
+    "comparison": _comparison,
+    "llm": _llm,
+    "reproduction": _reproduction,
+    "study-2026": _study_2026,
+}
+assert set(EXTRACT) == set(KINDS)
+
+
+def numbers_of(kind: str, document: Any) -> Numbers:
+    """The key numbers of one run kind's JSON document, as they read back from JSON."""
+    numbers = EXTRACT[kind](document)
+    return dict(json.loads(json.dumps(numbers, allow_nan=False)))
+
+
+# --- the data files ---------------------------------------------------------------------------
+
+
+def _path(kind: str, data_dir: Path) -> Path:
+    return data_dir / f"{kind}.json"
+
+
+def read_corpus(data_dir: Path = DATA_DIR) -> dict[str, dict[str, Any]]:
+    """Every recorded entry by case id: ``{"run": how, "numbers": {...}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        path = _path(kind, data_dir)
+        if path.exists():
+            out.update(json.loads(path.read_text(encoding="utf-8"))["cases"])
+    return out
+
+
+def write_corpus(entries: Mapping[str, Mapping[str, Any]], data_dir: Path = DATA_DIR) -> None:
+    """Write ``entries`` (case id -> entry), one file per kind, in the case list's order."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for kind in KINDS:
+        cases = {c.id: entries[c.id] for c in CASES if c.kind == kind and c.id in entries}
+        document = {"schema": SCHEMA, "kind": kind, "cases": cases}
+        text = json.dumps(document, indent=1, allow_nan=False) + "\n"
+        _path(kind, data_dir).write_text(text, encoding="utf-8")
+
+
+def entry(case: GoldenCase, numbers: Numbers) -> dict[str, Any]:
+    return {"run": case.how(), "numbers": numbers}
+
+
+def select(pattern: str | None) -> list[GoldenCase]:
+    """The cases whose id matches the shell-style ``pattern`` (all when None)."""
+    return [c for c in CASES if pattern is None or fnmatch.fnmatchcase(c.id, pattern)]
+
+
+# --- differences ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One number that moved (``old`` or ``new`` None: the metric appeared or vanished)."""
+
+    case: str
+    metric: str
+    old: float | None
+    new: float | None
+
+    @property
+    def relative(self) -> float | None:
+        if self.old is None or self.new is None:
+            return None
+        if self.old == 0:
+            return math.inf if self.new != 0 else 0.0
+        return (self.new - self.old) / abs(self.old)
+
+    def __str__(self) -> str:
+        rel = self.relative
+        change = "" if rel is None else f" ({rel:+.3e})"
+        return f"{self.case}: {self.metric}: {self.old!r} -> {self.new!r}{change}"
+
+
+def compare_numbers(
+    case: str, old: Mapping[str, float], new: Mapping[str, float]
+) -> list[Difference]:
+    """Every metric whose value is not bit-identical (or that only one side has); an integer
+    and the float of the same value are the same number, 0.0 and -0.0 are not."""
+    out = []
+    for metric in sorted(set(old) | set(new)):
+        a, b = old.get(metric), new.get(metric)
+        if a is None or b is None or float(a).hex() != float(b).hex():
+            out.append(Difference(case, metric, a, b))
+    return out
