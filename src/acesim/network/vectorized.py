@@ -172,7 +172,8 @@ def run_alone(
         protocol=choice.protocol,
     )
     runtime.collectives.append(coll)
-    outcome.emit(runtime.engine.bound_listener)
+    for listener in runtime.engine.bound_listeners:
+        outcome.emit(listener)
     coll.bytes_sent = outcome.sent
     coll.bytes_received = outcome.received
     coll.bytes_sent_per_dim.update(outcome.sent_per_dim)
@@ -263,7 +264,8 @@ class Outcome:
         self.segments = segments
 
     def emit(self, listener: Any) -> None:
-        """Tell ``listener`` (the engine's bound listener, or None) of rank 0's messages."""
+        """Tell ``listener`` (one of the engine's bound listeners, or None) of rank 0's
+        messages."""
         if listener is None:
             return
         repeated = getattr(listener, "repeated", None)  # BoundRecorder's batch of k

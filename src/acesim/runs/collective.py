@@ -285,7 +285,7 @@ def _simulate(
         for npu in platform.npus:
             npu.host_copy(*case.host_copy, lambda _a: copy_end.append(platform.engine.now))
     recorder = BoundRecorder()
-    platform.engine.bound_listener = recorder
+    platform.engine.add_bound_listener(recorder)
     alone = case.kernels is None and case.host_copy is None
     fast = (
         run_alone(platform.collectives, case.op, case.size, dims=case.dims, group=case.group)

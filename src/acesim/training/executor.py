@@ -251,7 +251,7 @@ class GraphExecutor:
                 self._iter_left[it] += count
         self.execution = Execution(platform, graph, self.records)
         self.execution.bounds = BoundRecorder()
-        platform.engine.bound_listener = self.execution.bounds
+        platform.engine.add_bound_listener(self.execution.bounds)
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
 
