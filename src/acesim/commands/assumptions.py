@@ -8,7 +8,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, parse_sets
+from .show import FORMAT_OPTION, print_table
 
 #: Longest value shown in a cell (a whole table of dimensions is summarised).
 MAX_VALUE_TEXT = 60
@@ -38,6 +39,7 @@ def assumptions_command(
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """List every sourced parameter of a system: its value and its source (paper, datasheet,
     ASTRA-sim, measurement or assumption)."""
@@ -62,4 +64,4 @@ def assumptions_command(
         if value is None:
             value = _value_at(resolved, field)
         table.add_row(field, _show(value), kind, note)
-    console.print(table)
+    print_table(table)

@@ -23,7 +23,7 @@ from ..runs.single import run_case
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
 from .cases import VARIATION_HELP, cli_system, flags, parse_pairs, with_channels
 from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console, progress, system_title
-from .show import assumptions_note, show_footnotes
+from .show import FORMAT_OPTION, assumptions_note, print_table, show_footnotes
 
 OP_OPTION = typer.Option("all-reduce", "--op", help=COLLECTIVE_OPS.choices())
 SIZES_OPTION = typer.Option("1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size")
@@ -91,12 +91,14 @@ def collective_command(
     channels: int | None = CHANNELS_OPTION,
     root: int | None = ROOT_OPTION,
     as_json: bool = AS_JSON_OPTION,
+    fmt: str = FORMAT_OPTION,
     sets: list[str] = SETS_OPTION,
     force: bool = FORCE_OPTION,
     links: list[str] = LINKS_OPTION,
     npu_types: list[str] = NPU_TYPES_OPTION,
 ) -> None:
-    """Simulate one collective over a range of sizes (nccl-tests style table)."""
+    """Simulate one collective over a range of sizes (nccl-tests style: one line a size;
+    --format plain prints it as nccl-tests does)."""
     spec = COLLECTIVE_OPS.get(op, "--op")
     if root is not None and not spec.rooted:
         rooted = ", ".join(name for name, o in COLLECTIVE_OPS.items() if o.rooted)
@@ -118,7 +120,7 @@ def collective_command(
             for case in cases:
                 results.append(run_case(case)[0])
                 bar.advance(task)
-    if as_json:
+    if as_json or fmt == "json":  # the result documents
         payload = {
             "schema": "acesim.collective/1",
             "system": cfg.name,
@@ -132,7 +134,7 @@ def collective_command(
         f"{op} on {system_title(cfg)} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} "
         f"endpoint, {results[0].mode})"
     )
-    console.print(_sizes_table(title, results))
+    print_table(_sizes_table(title, results))
     for r in results:
         if r.tuner is not None:  # the tuner's choice is kept, as NCCL would: say so
             err_console.print(f"[dim]{format_size(r.size)}: {r.tuner['note']}[/dim]")

@@ -22,6 +22,7 @@ from .common import (
     parse_sets,
     progress,
 )
+from .show import FORMAT_OPTION, print_table
 
 
 def membw_command(
@@ -42,6 +43,7 @@ def membw_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte (the accounting) and the HBM
     bandwidth each endpoint needs, simulated: to reach its own bandwidth, and to drive the
@@ -77,7 +79,7 @@ def membw_command(
     if plot is not None:
         plot_membw(rows, str(plot), title=f"{op} {size} on {cfg.name}")
         err_console.print(f"figure written to {plot}")
-    if as_json:
+    if as_json or fmt == "json":
         console.out(
             dumps(
                 {
@@ -120,4 +122,4 @@ def membw_command(
             format_rate(r.ace_equal_hbm) if r.ace_equal_hbm else "-",
             f"{r.equal_saving:.2f}x" if r.equal_saving else "-",
         )
-    console.print(table)
+    print_table(table)

@@ -15,7 +15,8 @@ from ..config.npus import load_npu_preset, npu_preset_document, npu_preset_names
 from ..config.presets import DEFAULT_PRESET, load_system, preset_document, preset_names
 from ..errors import ConfigError
 from ..units import format_rate
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, parse_sets
+from .show import FORMAT_OPTION, print_table
 
 presets_app = typer.Typer(
     help="List the shipped system and NPU presets, or show one (`acesim presets show NAME`).",
@@ -28,7 +29,7 @@ _PEAK_COLUMNS = ("fp32", "tf32", "bf16", "fp8")
 
 
 @presets_app.callback()
-def presets_command(ctx: typer.Context) -> None:
+def presets_command(ctx: typer.Context, fmt: str = FORMAT_OPTION) -> None:
     """List the shipped system presets and NPU presets (`acesim presets show NAME` prints one)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -49,7 +50,7 @@ def presets_command(ctx: typer.Context) -> None:
             str(doc.get("extends", "")),
             doc.get("description", ""),
         )
-    console.print(table)
+    print_table(table)
     npus = Table(
         title="NPU presets (\\[npu] extends = NAME in a system; NAME-single runs one alone)",
         caption="dense matrix peaks (no sparsity), FLOP/s of the whole NPU",
@@ -62,7 +63,7 @@ def presets_command(ctx: typer.Context) -> None:
         hbm = format_rate(preset.npu.hbm_bandwidth)
         units = str(preset.npu.compute_units)
         npus.add_row(name, preset.npu.name, units, *peaks, hbm)
-    console.print(npus)
+    print_table(npus)
 
 
 def _flops(value: float | None) -> str:

@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
-from .common import FORCE_HELP, SET_HELP, console, err_console, parse_sets, progress
+from .common import FORCE_HELP, SET_HELP, err_console, parse_sets, progress
+from .show import FORMAT_OPTION, print_table
 
 
 def reproduce_command(
@@ -74,6 +75,7 @@ def reproduce_command(
         help="ace-2026: substrates (default baseline,copy_engine,nvls,ace,ideal; the best SM "
         "configuration is always run)",
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Reproduce the ACE paper (ace-isca21) or run the 2026 study (ace-2026): summary.json,
     report.md and figures in --out."""
@@ -180,7 +182,7 @@ def _study_2026(
             e = row["endpoints"][kind]
             cells.append(f"{e['speedup']:.3f}x" if e["applicable"] else "n/a")
         table.add_row(row["system"], row["case"], *cells)
-    console.print(table)
+    print_table(table)
     err_console.print(f"summary.json, report.md and figures written to {out}")
 
 
@@ -246,7 +248,7 @@ def _ace_isca21(
             f"{100 * row['deviation']:+.1f}%",
             "yes" if row["within"] else "no",
         )
-    console.print(table)
+    print_table(table)
     err_console.print(f"summary.json, report.md and figures written to {out}")
 
 

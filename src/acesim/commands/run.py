@@ -27,7 +27,14 @@ from .common import (
     err_console,
     progress,
 )
-from .show import layer_table, show_comparison, show_footnotes, show_result
+from .show import (
+    FORMAT_OPTION,
+    layer_table,
+    print_table,
+    show_comparison,
+    show_footnotes,
+    show_result,
+)
 
 DEFAULT_WORKLOAD = "resnet50"
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
@@ -144,6 +151,7 @@ def run_command(
     output: Path | None = OUTPUT_OPTION,
     trace: Path | None = TRACE_OPTION,
     as_json: bool = AS_JSON_OPTION,
+    fmt: str = FORMAT_OPTION,
     layers: bool = LAYERS_OPTION,
     layers_csv: Path | None = LAYERS_CSV_OPTION,
     sets: list[str] = SETS_OPTION,
@@ -155,6 +163,7 @@ def run_command(
     recompute: str | None = RECOMPUTE_OPTION,
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
+    as_json = as_json or fmt == "json"  # the result document, as --json prints it
     given = dict(locals())
     kinds = _check_flags(given)
     case = cli_case(**{k: v for k, v in given.items() if k not in _COMMAND_FLAGS})
@@ -186,6 +195,7 @@ _COMMAND_FLAGS = (
     "output",
     "trace",
     "as_json",
+    "fmt",
     "layers",
     "layers_csv",
 )
@@ -260,7 +270,7 @@ def _single(case: Any, trace: Path | None, given: dict[str, Any]) -> tuple[Any, 
 def _layers(result: Any, given: dict[str, Any]) -> None:
     """Per-layer rows of a training run (table and/or CSV)."""
     if given["layers"]:
-        console.print(layer_table(result))
+        print_table(layer_table(result))
     if given["layers_csv"] is not None:
         result.layers_to_pandas().to_csv(given["layers_csv"], index=False)
         err_console.print(f"per-layer rows written to {given['layers_csv']}")

@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from ..errors import ConfigError
 from .common import FORCE_HELP, IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+from .show import FORMAT_OPTION, print_table
 
 __all__ = ["register", "sweep", "results", "plot"]
 
@@ -56,6 +57,7 @@ def sweep(
     force: bool = typer.Option(
         False, "--force", help=FORCE_HELP + " (as force = true in the spec)", metavar=""
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
     from ..sweep.runner import check_dask, run_sweep
@@ -136,7 +138,7 @@ def _print_points(loaded: Any) -> int:
             *(str(p.values[a.path]) for a in loaded.axes),
             "yes" if error is None else f"[red]{escape(error)}[/red]",
         )
-    console.print(table)
+    print_table(table)
     invalid = sum(1 for e in errors if e is not None)
     if invalid:
         err_console.print(f"{invalid} of {len(points)} points would fail before simulating")
@@ -160,6 +162,27 @@ def _fmt(value: Any, unit: str = "") -> str:
     return str(value)
 
 
+#: Metrics a results table shows first: each run kind's figure of merit and its companions.
+HEADLINE = (
+    "time",
+    "busbw",
+    "algbw",
+    "iteration_time",
+    "tokens_per_s_per_gpu",
+    "mfu",
+    "exposed_comm",
+    "compute_slowdown",
+    "hbm_bw_comm",
+    "hbm_bandwidth",
+)
+
+
+def headline_first(metrics: list[str]) -> list[str]:
+    """``metrics`` with the :data:`HEADLINE` ones first (in that order), the rest as stored."""
+    first = [m for m in HEADLINE if m in metrics]
+    return first + [m for m in metrics if m not in first]
+
+
 def results(
     db: Path = typer.Argument(..., help="SQLite results file written by `acesim sweep`"),
     csv_out: Path | None = typer.Option(None, "--csv", help="write every column to this CSV"),
@@ -167,6 +190,7 @@ def results(
         None, "--columns", "-c", help="comma-separated columns to show (default: swept and metrics)"
     ),
     limit: int | None = typer.Option(None, "--limit", "-n", help="show at most N rows"),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Print a sweep's results as a table (or export them with --csv)."""
     if limit is not None and limit < 1:
@@ -198,14 +222,17 @@ def results(
                 )
     else:
         axes = [c for c in names if roles.get(c) == "axis"]
-        metrics = [c for c in names if roles.get(c) == "metric"]
+        metrics = headline_first([c for c in names if roles.get(c) == "metric"])
         has_error = any(r[names.index("error")] for r in rows)
-        # Fit the terminal: every swept column, then as many metrics as there is room for.
-        room = max(2, console.width // 12 - len(axes) - 1 - (1 if has_error else 0))
+        # A table fits the terminal: every swept column, then the headline metrics (each run
+        # kind's figure of merit first) as room allows; other formats hold every metric.
+        room = max(2, console.width // 16 - len(axes) - 1 - (1 if has_error else 0))
+        if fmt != "table":
+            room = len(metrics)
         hidden = metrics[room:]
         shown = ["status"] + axes + metrics[:room] + (["error"] if has_error else [])
         if hidden:
-            console.print(
+            err_console.print(
                 f"[dim]{len(hidden)} more metric columns ({', '.join(hidden[:6])}"
                 f"{', ...' if len(hidden) > 6 else ''}): choose with -c, or export with --csv"
                 "[/dim]",
@@ -227,7 +254,7 @@ def results(
         )
     for r in rows[:limit] if limit is not None else rows:
         table.add_row(*(_fmt(r[i], units.get(c, "")) for i, c in zip(index, shown, strict=True)))
-    console.print(table)
+    print_table(table)
 
 
 def plot(

@@ -109,6 +109,10 @@ class LlmResult:
     comm_bound_by: dict[str, float] = field(default_factory=dict)
     #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: the endpoint kind had nothing to do in this run (none of the operations it offloads):
+    #: why its figures are the SM endpoint's (:meth:`~acesim.hardware.endpoints.EndpointKind.
+    #: idle_note`); "" when it had work
+    idle_note: str = ""
     version: str = __version__
 
     @property
@@ -191,6 +195,7 @@ class LlmResult:
 
     def footnotes(self) -> list[str]:
         notes = [self.mode_note] if self.mode_note else []
+        notes += [self.idle_note] if self.idle_note else []
         return notes + [f"model: {note}" for note in self.notes]
 
 

@@ -427,7 +427,18 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         bound_by=bound_by,
         comm_bound_by=comm_by,
         provenance=system.provenance.to_dict(),
+        idle_note=ENDPOINT_KINDS.get(system.endpoint.kind).idle_note(_ops(execution)) or "",
     )
+
+
+def _ops(execution: Execution) -> set[str]:
+    """The collective operations the run's graph holds."""
+    return {
+        n.op or "all-reduce"
+        for nodes in execution.graph.ranks
+        for n in nodes
+        if n.kind == "collective"
+    }
 
 
 def _energy(execution: Execution, iterations: int, npus: int, tokens: int) -> EnergyResult | None:
