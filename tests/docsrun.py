@@ -2,9 +2,10 @@
 
 A fenced block in ``bash``, ``sh``, ``shell`` or ``console`` (only its ``$ `` lines) holds
 ``acesim`` commands, one a line (``\\`` continues a line, ``&&`` chains commands, ``#`` starts
-a comment); a ``python`` block is a script. Other languages (``toml``, ``yaml``, output) are
-text. A block preceded by ``<!-- docs-test: skip (reason) -->`` is not run: the reason says
-why (it installs the package, builds another simulator, runs for minutes).
+a comment, ``| tool`` pipes the output into another program, which is not run); a ``python``
+block is a script. Other languages (``toml``, ``yaml``, output) are text. A block preceded by
+``<!-- docs-test: skip (reason) -->`` is not run: the reason says why (it installs the
+package, builds another simulator, runs for minutes).
 
 Commands run small: :data:`SMALL` rewrites sizes that only make a run longer (more NPUs, more
 sizes, more workloads) into smaller ones of the same command, so every documented option and
@@ -35,9 +36,12 @@ SMALL: list[tuple[str, str]] = [
     (r"--npus 128\b", "--npus 16"),
     (r"--npus 16,64\b", "--npus 16"),
     (r"--nodes 8\b", "--nodes 4"),
-    # LLM runs: a smaller batch and sequence than a real iteration, same parallel plan
+    # LLM runs: the family's smallest model, a smaller batch and sequence than a real
+    # iteration, the same parallel plan (every option still runs)
+    (r"-w llama3-70b\b", "-w llama3-8b"),
     (r"--global-batch \d+", "--global-batch 8"),
     (r"--seq \d+", "--seq 512"),
+    (r"^(?!.*--seq)(acesim (?:run|export-chakra) .*--parallel .*)$", r"\1 --seq 512"),
     (r"vpp=5\b", "vpp=1"),
     # collective size sweeps: the first sizes of the range
     (r"--sizes 1KiB:1GiB\b", "--sizes 1KiB:4KiB"),
@@ -47,6 +51,8 @@ SMALL: list[tuple[str, str]] = [
     (r"^acesim run (?!.*(?:-n |--iterations|--warmup|--parallel))", "acesim run -n 1 --warmup 0 "),
     # a comparison over more iterations: the fewest that measure one (warm-up 1)
     (r"-n 5 --warmup 1\b", "-n 3 --warmup 1"),
+    # sweeps in this process (their worker pool and Dask cluster are tests/test_sweep.py's)
+    (r"^acesim sweep (?!.*(?:-j |--workers|--dask))", "acesim sweep -j 0 "),
     # the HBM analysis: one network size (its bisections are the cost)
     (r"^(acesim membw)(?!.*--npus)", r"\1 --npus 16"),
     # validation: the quick rows of one family
@@ -102,6 +108,8 @@ def commands(block: Block) -> list[list[str]]:
     for raw in joined.splitlines():
         for part in raw.split("&&"):
             words = shlex.split(part, comments=True)
+            if "|" in words:  # piped into another tool (jq): the acesim command runs
+                words = words[: words.index("|")]
             if not words:
                 continue
             text = shlex.join(words)
