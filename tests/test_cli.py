@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -90,12 +91,12 @@ def test_collective_reduce_takes_forced_algo_proto_and_channels() -> None:
             "8",
             "--root",
             "5",
+            "--format",
+            "csv",
         ],
-        env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
-    row = next(line for line in result.stdout.splitlines() if "64 MiB" in line)
-    cells = [c.strip() for c in row.split("│")]
+    cells = next(r for r in csv.reader(result.stdout.splitlines()) if r[0] == "64 MiB")
     assert "ring" in cells and "LL128" in cells and "8" in cells
 
 
@@ -311,6 +312,8 @@ def test_collective_algo_takes_ncclalgo_names(nccl_name: str, algorithm: str) ->
             "2",
             "--algo",
             nccl_name,
+            "--format",
+            "csv",
         ]
         if algorithm != "nvls"
         else [
@@ -323,9 +326,23 @@ def test_collective_algo_takes_ncclalgo_names(nccl_name: str, algorithm: str) ->
             "dgx-h100",
             "--algo",
             nccl_name,
+            "--format",
+            "csv",
         ],
-        env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
-    row = next(line for line in result.stdout.splitlines() if "64 MiB" in line)
-    assert algorithm in [c.strip() for c in row.split("│")]
+    assert algorithm in next(r for r in csv.reader(result.stdout.splitlines()) if r[0] == "64 MiB")
+
+
+@pytest.mark.parametrize("command", ["export-chakra", "run", "collective", "import-astra"])
+def test_help_names_only_flags_the_command_has(command: str) -> None:
+    import re
+
+    from typer.main import get_command
+
+    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    click_command = get_command(app).commands[command]  # type: ignore[attr-defined]
+    flags = {opt for p in click_command.params for opt in p.opts}
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", out.output))
+    assert named <= flags | {"--help"}, sorted(named - flags)

@@ -67,11 +67,17 @@ def test_legends_sit_outside_the_data(drawn: dict[str, Any], name: str) -> None:
         assert box.y1 <= area.y0 + 1, f"{name}: the legend overlaps the plot area"
 
 
-def test_membw_markers_are_named_in_the_legend(drawn: dict[str, Any]) -> None:
+def test_membw_draws_the_simulated_need_and_hides_no_line(drawn: dict[str, Any]) -> None:
     (ax,) = drawn["membw"].axes
     labels = ax.get_legend_handles_labels()[1]
-    assert any("baseline simulated need" in label for label in labels)
-    assert any("ACE simulated need" in label for label in labels)
+    for name in ("baseline", "ACE"):
+        # the result: the need at equal network bandwidth, one point per network size
+        (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith(f"{name} simulated")]
+        assert "equal network bw" in line.get_label() and len(line.get_xdata()) == 2
+        assert any(label.startswith(f"{name} simulated, at 95%") for label in labels)
+        assert any(label.startswith(f"{name} accounting") for label in labels)
+    drawn_lines = [(tuple(ln.get_xdata()), tuple(ln.get_ydata())) for ln in ax.get_lines()]
+    assert len(set(drawn_lines)) == len(drawn_lines)  # no line drawn over an identical one
 
 
 def test_reproduce_writes_png_and_svg(tmp_path: Path, drawn: dict[str, Any]) -> None:

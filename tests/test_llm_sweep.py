@@ -39,13 +39,16 @@ def test_a_parallel_axis_runs_the_configurations_that_fit_and_records_the_rest(
 ) -> None:
     db = tmp_path / "llm.sqlite"
     summary = run_sweep(_spec(), db, workers=0)
-    assert (summary.points, summary.ok, summary.failed) == (4, 2, 2)
+    # the two that do not divide or fit are refused (an answer, with its reason), not failed
+    assert (summary.points, summary.ok, summary.refused, summary.failed) == (4, 2, 2, 0)
     df = load_results(db).set_index("parallel")
     ok = df[df["status"] == "ok"]
     assert set(ok.index) == {"tp=8", "tp=2,pp=4"}
     assert (ok["iteration_time"] > 0).all() and (ok["mode"] == "class").all()
     assert ok.loc["tp=2,pp=4", "npus"] == 8
     assert ok.loc["tp=2,pp=4", "parallel_resolved"].startswith("tp=2,pp=4,cp=1")
+    assert "dp=1," in ok.loc["tp=2,pp=4", "parallel_resolved"]  # dp=auto, resolved
+    assert set(df[df["status"] == "refused"].index) == {"tp=3", "tp=1,zero=0"}
     refused = df.loc["tp=3", "error"]
     assert "parallel.tp" in refused and "attention heads" in refused
     assert "npu.hbm_capacity" in df.loc["tp=1,zero=0", "error"]
@@ -70,3 +73,29 @@ def test_the_example_llm_sweep_resolves() -> None:
     points = spec.points()
     assert spec.kind == "llm" and len(points) == 6
     assert [p.ok for p in points] == [True] * 5 + [False]
+
+
+def test_refused_points_do_not_fail_the_sweep_command(tmp_path: Path) -> None:
+    """A configuration that does not divide or fit is the sweep's answer for that point: the
+    command exits 0, counting it apart from failures, and the metrics carry units."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from acesim.cli import app
+    from acesim.sweep.store import read_units
+
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps(_spec(parallel=["tp=8", "tp=3"])), encoding="utf-8")
+    db = tmp_path / "s.sqlite"
+    out = CliRunner().invoke(app, ["sweep", str(spec), "--db", str(db), "-j", "0"])
+    assert out.exit_code == 0, out.output
+    assert "1 ok, 1 refused, 0 failed" in out.stdout
+    assert "point 1 refused" in out.output and "attention heads" in out.output
+    units = read_units(db)
+    assert units["mfu"] == "1" and units["tokens_per_s_per_gpu"] == "tokens/s"
+    assert units["memory.total"] == "B" and units["exposed.tp"] == "s"
+    assert units["bubble_time"] == "s" and units["hbm_capacity"] == "B"
+    shown = CliRunner().invoke(app, ["results", str(db)])
+    assert "1 refused, 0 failed" in " ".join(shown.stdout.split())
+    assert "e+" not in shown.stdout  # numbers with units, not raw floats

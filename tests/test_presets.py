@@ -99,3 +99,19 @@ def test_dgx_names_stand_for_the_node_presets(alias: str, preset: str) -> None:
 
     assert resolve_system(alias) == resolve_system(preset)
     assert resolve_system(alias, nodes=2).network.total_npus == 16
+
+
+def test_presets_show_redirected_to_a_file_is_a_usable_system_file(tmp_path: Path) -> None:
+    """`presets show NAME > f.yaml`: whole YAML lines at any terminal width, the sources in the
+    document, nothing else on stdout; the file loads as the system it shows."""
+    args = ["presets", "show", "h100-nvswitch-8", "--set", "npu.hbm_bandwidth=4 TB/s"]
+    out = runner.invoke(app, [*args, "--nodes", "2"], env={"COLUMNS": "40"})
+    assert out.exit_code == 0, out.output
+    path = tmp_path / "shown.yaml"
+    path.write_text(out.stdout, encoding="utf-8")
+    shown = load_system(path)
+    from acesim.config.resolve import resolve_system
+
+    same = resolve_system("h100-nvswitch-8", overrides={"npu.hbm_bandwidth": "4 TB/s"}, nodes=2)
+    assert shown == same
+    assert shown.sources["npu.hbm_bandwidth"].kind == "override"

@@ -198,9 +198,9 @@ def test_bad_value_in_one_cell_records_its_error_and_finishes_the_rest(tmp_path:
     )
     db = tmp_path / "bad.sqlite"
     summary = run_sweep(spec, db, workers=2)
-    assert (summary.points, summary.ok, summary.failed) == (6, 4, 2)
+    assert (summary.points, summary.ok, summary.refused, summary.failed) == (6, 4, 2, 0)
     df = load_results(db)
-    bad = df[df["status"] == "error"]
+    bad = df[df["status"] == "refused"]
     assert len(bad) == 2 and set(bad["npu.hbm_bandwidth"]) == {"-1 GB/s"}
     assert all("npu.hbm_bandwidth" in e and "must be positive" in e for e in bad["error"])
     assert bad["busbw"].isna().all()
@@ -353,7 +353,7 @@ def test_cli_sweep_results_csv_and_plot(tmp_path: Path) -> None:
     spec = EXAMPLES / "sweep_collective_hbm.toml"
     out = runner.invoke(app, ["sweep", str(spec), "--db", str(db), "-j", "0"])
     assert out.exit_code == 0, out.output
-    assert "24 ok, 0 failed" in out.output
+    assert "24 ok, 0 refused, 0 failed" in out.output
     out = runner.invoke(app, ["results", str(db), "-c", "endpoint.kind,busbw", "-n", "3"])
     assert out.exit_code == 0 and "busbw" in out.output
     csv_path = tmp_path / "out.csv"
@@ -541,3 +541,73 @@ def test_best_of_an_alias_searches_the_kind_it_stands_for() -> None:
     assert raw["system"]["endpoint"]["kind"] == "baseline"
     unknown: dict[str, Any] = {"system": {"endpoint": {"kind": "best_nope"}}}
     assert not _best_of(unknown)
+
+
+@pytest.mark.parametrize("spelt", ["best_baseline", "best-baseline", "best_sm"])
+def test_best_of_a_kind_is_accepted_as_written_and_stays_a_search(spelt: str) -> None:
+    spec = {"kind": "run", "base": {"workload": {"name": "resnet50"}}}
+    (point,) = load_spec({**spec, "grid": {"endpoint.kind": [spelt]}}).points()
+    assert point.ok and point.config["run"]["search"] is True
+    assert point.columns["endpoint.kind"] == "best_" + spelt[5:]
+
+
+@pytest.mark.parametrize("typo", ["best_basline", "bestbaseline", "best baseline"])
+def test_a_misspelt_best_of_is_refused_suggesting_the_search_not_the_kind(typo: str) -> None:
+    spec = {"kind": "run", "base": {"workload": {"name": "resnet50"}}}
+    (point,) = load_spec({**spec, "grid": {"endpoint.kind": [typo]}}).points()
+    assert not point.ok
+    assert "did you mean 'best_baseline'?" in (point.error or "")
+    assert "did you mean 'baseline'" not in (point.error or "")
+
+
+def test_dask_features_without_dask_say_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from clitools import cli_error
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    spec = EXAMPLES / "sweep_collective_hbm.toml"
+    db = tmp_path / "d.sqlite"
+    line = cli_error(monkeypatch, capsys, "sweep", str(spec), "--db", str(db), "--dask", "local")
+    assert "Dask is not installed" in line and "pip install 'acesim[dask]'" in line
+    assert not db.exists()
+    line = cli_error(monkeypatch, capsys, "reproduce", "ace-isca21", "--dask", "local")
+    assert "pip install 'acesim[dask]'" in line
+
+
+def test_plot_handles_text_axes_units_and_quantities_in_where(tmp_path: Path) -> None:
+    """A text x axis is categorical (one tick at each point, labelled), legends show numbers
+    with units, the best point is marked and labelled, --where takes a quantity with a unit."""
+    from acesim.sweep.plot import _draw, _where
+    from acesim.sweep.store import read_units
+
+    spec = small_spec(
+        grid={"endpoint.kind": ["baseline", "ace", "ideal"], "npu.hbm_bandwidth": ["150 GB/s"]},
+        zip={},
+    )
+    db = tmp_path / "cat.sqlite"
+    run_sweep(spec, db, workers=0)
+    units = read_units(db)
+    frame = load_results(db)
+    ok = frame[frame["status"] == "ok"]
+    fig = _draw(ok, "endpoint.kind", "busbw", ["npu.hbm_bandwidth"], units=units,
+                logx=False, logy=False)  # fmt: skip
+    (ax,) = fig.axes
+    assert list(ax.get_xticks()) == [0, 1, 2]  # at the points, not between them
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["baseline", "ace", "ideal"]
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [0, 1, 2]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["npu.hbm_bandwidth=150 GB/s"]  # not 150000000000.0
+    best = ok.loc[ok["busbw"].idxmax(), "endpoint.kind"]
+    notes = [c.get_text() for c in ax.texts]
+    assert any(
+        n.startswith("best: ") and f"endpoint.kind={best}" in n and "B/s" in n for n in notes
+    )
+    assert len(_where(ok, ["npu.hbm_bandwidth=150 GB/s"], units)) == 3
+    assert len(_where(ok, ["npu.hbm_bandwidth=150e9"], units)) == 3
+    assert len(_where(ok, ["npu.hbm_bandwidth=900 GB/s"], units)) == 0
+    with pytest.raises(ConfigError, match="--where: expected a quantity in B/s"):
+        _where(ok, ["npu.hbm_bandwidth=150 GB"], units)

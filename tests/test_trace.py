@@ -220,7 +220,7 @@ def test_trace_follows_format_and_matches_results(
     assert all(c + m <= bw * (1 + 1e-9) for (_, c), (_, m) in zip(comp, comm_bw, strict=True))
     compute_bytes = integral(comp, 0.0, math.inf) * 1e3  # GB/s x us -> bytes
     total_bytes = compute_bytes + integral(comm_bw, 0.0, math.inf) * 1e3
-    assert compute_bytes == pytest.approx(npu.compute_hbm_bytes, rel=REL)
+    assert compute_bytes == pytest.approx(npu.compute_hbm_demand, rel=REL)
     assert total_bytes == pytest.approx(sum(r.used for r in npu.hbm_resources), rel=REL)
     lo = execution.iteration_start[k] * 1e6
     hi = execution.iteration_start[k + 1] * 1e6
@@ -317,3 +317,39 @@ def test_cli_trace_needs_one_endpoint(tmp_path: Path, micro: Path) -> None:
     )
     assert res.exit_code != 0
     assert not (tmp_path / "t.json").exists()
+
+
+def test_ideal_endpoint_alone_reports_no_comm_hbm_traffic(tmp_path: Path) -> None:
+    """One NPU, no network, the ideal endpoint: every HBM byte is a kernel's (its writes'
+    turnaround penalty included), so communication HBM traffic is 0 in JSON and trace."""
+    path = tmp_path / "one.json"
+    args = ["run", "--system", "mi300x-single", "--endpoint", "ideal", "--json", "-n", "2"]
+    out = CliRunner().invoke(app, [*args, "--warmup", "0", "--trace", str(path)])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    assert result["hbm_bw_comm"] == 0.0
+    assert result["hbm_bw_compute"] > 0
+    data = json.loads(path.read_text(encoding="utf-8"))
+    comm = counter_series(data, 1, "HBM GB/s", "comm")
+    assert comm and all(v == 0 for _, v in comm)
+    assert max(v for _, v in counter_series(data, 1, "HBM GB/s", "compute")) > 0
+
+
+def test_compute_hbm_bytes_include_the_write_penalty_they_cause() -> None:
+    """A kernel that writes consumes ``write + write * write_penalty`` of HBM capacity; all of
+    it is the kernel's (none is left over as communication)."""
+    from acesim.engine import Engine
+    from acesim.hardware.kernels import Stream
+    from acesim.hardware.npu import NPU
+
+    cfg = system("ideal").npu.model_copy(
+        update={"kernels": system("ideal").npu.kernels.model_copy(update={"write_penalty": 0.5})}
+    )
+    engine = Engine()
+    npu = NPU(engine, 0, cfg)
+    kernel = Stream(name="copy", read_bytes=1e6, write_bytes=1e6)
+    npu.run_kernels([kernel], lambda: None)
+    engine.run()
+    assert npu.compute_hbm_demand == pytest.approx(1e6 + 1e6 * 1.5, rel=1e-12)
+    assert npu.compute_hbm_bytes == pytest.approx(2e6, rel=1e-12)  # what it moves
+    assert npu.comm_hbm_bytes == pytest.approx(0.0, abs=1e-6)

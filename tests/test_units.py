@@ -129,3 +129,24 @@ def test_bit_rates_are_bytes_over_eight(text: str, expected: float) -> None:
 @pytest.mark.parametrize("text", ["1.5 us", "1.5 \u00b5s", "1.5 \u03bcs"])
 def test_both_micro_signs_are_microseconds(text: str) -> None:
     assert parse_quantity(text, "time") == pytest.approx(1.5e-6, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    "seconds,text",
+    [
+        (999.0, "999 s"),
+        (1000.0, "16.7 min"),
+        (3.41e5, "94.7 h"),
+        (1.08e6, "300 h"),
+        (4e6, "1,111 h"),
+    ],
+)
+def test_long_durations_print_in_minutes_or_hours_never_with_prefixes(
+    seconds: float, text: str
+) -> None:
+    from acesim.units import column_scale, format_eng
+
+    assert format_time(seconds) == text
+    assert format_eng(seconds, "s") == text
+    assert column_scale([seconds], "s")[1] in ("s", "min", "h")
+    assert "ks" not in text and "Ms" not in text

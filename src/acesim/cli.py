@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .commands.assumptions import assumptions_command
+from .commands.astra import import_astra_command
 from .commands.chakra import export_chakra_command
 from .commands.collective import collective_command
 from .commands.common import console, err_console
@@ -90,6 +91,7 @@ app.command("overlap")(overlap_command)
 app.command("reproduce")(reproduce_command)
 app.command("assumptions")(assumptions_command)
 app.command("export-chakra")(export_chakra_command)
+app.command("import-astra")(import_astra_command)
 app.command("validate")(validate_command)
 register_sweep(app)  # acesim sweep / results / plot
 

@@ -2,8 +2,11 @@
 
 ``"local"`` starts a ``LocalCluster`` of worker processes (one thread each, no dashboard, quiet
 logs) and closes it afterwards; an address (``tcp://host:port``) connects to a running
-scheduler; a ``distributed.Client`` is used as given and left open. It imports nothing from
-acesim, so every layer may use it.
+scheduler; a ``distributed.Client`` is used as given and left open. It imports only acesim's
+errors, so every layer may use it.
+
+Dask is an optional dependency (``pip install 'acesim[dask]'``; the ``dev`` extra has it):
+:func:`require_dask` says so in one line where a Dask feature is asked for without it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["dask_client"]
+from .errors import SweepError
+
+__all__ = ["dask_client", "require_dask", "DASK_INSTALL"]
+
+#: How to install what the Dask features need.
+DASK_INSTALL = "pip install 'acesim[dask]'"
+
+
+def require_dask(option: str = "--dask") -> None:
+    """Raise :class:`SweepError` naming ``option`` when Dask's distributed is not installed."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise SweepError(
+            f"{option}: Dask is not installed (an optional dependency); install it with "
+            f"{DASK_INSTALL}"
+        ) from None
 
 
 @contextmanager
@@ -23,6 +42,7 @@ def dask_client(
     reached raises ``unreachable(address, exc)``. ``workers``: a local cluster's processes."""
     import logging
 
+    require_dask()
     import distributed
 
     # distributed ships no type hints: go through an Any so mypy --strict accepts the calls.

@@ -226,8 +226,24 @@ def format_size(num_bytes: float) -> str:
     return f"{value} TiB"  # pragma: no cover
 
 
+#: Durations of this many seconds and more print in minutes or hours, never with k/M prefixes
+#: (``1.08 Ms`` reads as milliseconds).
+LONG_SECONDS = 1000.0
+
+
+def _long_time(seconds: float) -> str:
+    """A duration of :data:`LONG_SECONDS` or more in minutes (below an hour) or hours."""
+    if abs(seconds) < 3600:
+        return f"{seconds / 60:.3g} min"
+    hours = seconds / 3600
+    return f"{hours:.3g} h" if abs(hours) < 1000 else f"{hours:,.0f} h"
+
+
 def format_time(seconds: float) -> str:
-    """Human text for a duration in seconds ("12.3 us")."""
+    """Human text for a duration in seconds ("12.3 us"; from 1,000 s on in minutes or hours:
+    "16.7 min", "94.8 h")."""
+    if math.isfinite(seconds) and abs(seconds) >= LONG_SECONDS:
+        return _long_time(seconds)
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
         if abs(seconds) >= scale or unit == "ns":
             return f"{seconds / scale:.3g} {unit}"
@@ -259,7 +275,8 @@ _ENG = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"),
 
 
 def format_eng(value: float, unit: str, digits: int = 3) -> str:
-    """``value`` (in ``unit``) with an engineering prefix: ``2.25e11, "B/s"`` -> ``225 GB/s``.
+    """``value`` (in ``unit``) with an engineering prefix: ``2.25e11, "B/s"`` -> ``225 GB/s``;
+    durations of 1,000 s and more in minutes or hours (:func:`format_time`).
 
     Dimensionless units (``""``, ``"1"``, ``"x"``) print the number alone (``x`` appended
     for ratios); bytes use decimal prefixes here, as rates do (``format_size`` for binary)."""
@@ -270,6 +287,8 @@ def format_eng(value: float, unit: str, digits: int = 3) -> str:
     if unit == "x":
         return f"{value:.{digits}g}x"
     magnitude = abs(value)
+    if unit == "s" and magnitude >= LONG_SECONDS:
+        return _long_time(value)
     if magnitude == 0:
         return f"0 {unit}"
     for scale, prefix in _ENG:
@@ -283,6 +302,8 @@ def column_scale(values: list[float], unit: str) -> tuple[float, str]:
     "GB/s")``, so that a column never mixes MB/s and GB/s (nccl-tests prints one unit)."""
     finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
     top = max(finite, default=1.0)
+    if unit == "s" and top >= LONG_SECONDS:  # minutes or hours, never ks or Ms
+        return (60.0, "min") if top < 3600 else (3600.0, "h")
     for scale, prefix in _ENG:
         if top >= scale or scale == 1e-12:
             return scale, f"{prefix}{unit}"

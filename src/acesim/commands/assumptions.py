@@ -8,7 +8,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, parse_sets
+from .show import FORMAT_OPTION, print_table
 
 #: Longest value shown in a cell (a whole table of dimensions is summarised).
 MAX_VALUE_TEXT = 60
@@ -36,7 +37,9 @@ def _show(value: Any) -> str:
 def assumptions_command(
     system: str = typer.Argument("ace-isca21", help="preset name or config file"),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """List every sourced parameter of a system: its value and its source (paper, datasheet,
     ASTRA-sim, measurement or assumption)."""
@@ -46,7 +49,7 @@ def assumptions_command(
     from ..config.scaleout import scale_out
     from .cases import cli_system
 
-    cfg = cli_system(system, sets, nodes)
+    cfg = cli_system(system, sets, nodes, force)
     written = system_document(system)  # values as written (units kept) ...
     for path, value in parse_sets(sets).items():
         written = set_path(written, path, value)
@@ -61,4 +64,4 @@ def assumptions_command(
         if value is None:
             value = _value_at(resolved, field)
         table.add_row(field, _show(value), kind, note)
-    console.print(table)
+    print_table(table)

@@ -34,6 +34,7 @@ __all__ = [
     "cli_system",
     "VARIATION_HELP",
     "PARALLEL_HELP",
+    "PARALLEL_SIZES_HELP",
 ]
 
 #: field (a run option, a workload setting, an LLM size) -> the flag that sets it
@@ -94,17 +95,22 @@ def flags(extra: Mapping[str, str] | None = None) -> Iterator[None]:
         raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
 
 
-PARALLEL_HELP = (
+#: What --parallel takes (every command that builds an LLM iteration).
+PARALLEL_SIZES_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
     "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
     "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order), first_stage_layers=K,"
     "last_stage_layers=K (uneven stages) or account_embedding=1,account_loss=1 (the embedding "
     "and the loss counted as pipeline layers), schedule=1f1b|interleaved|zb-h1|zb-v|dualpipe|"
-    "dualpipev (the pipeline schedule; default interleaved with vpp > 1, else 1f1b). "
-    "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
-    "simulating every GPU); --exact, --straggler, --compute-spread, --link, --npu and "
-    "--placement simulate every GPU"
+    "dualpipev (the pipeline schedule; default interleaved with vpp > 1, else 1f1b)."
+)
+
+#: --parallel of the commands that run the iteration.
+PARALLEL_HELP = (
+    PARALLEL_SIZES_HELP + " One iteration is simulated, one GPU per pipeline stage (class mode: "
+    "the same figures as simulating every GPU); --exact, --straggler, --compute-spread, "
+    "--link, --npu and --placement simulate every GPU"
 )
 
 #: help of the variation flags (acesim.config.variation): they put a run in exact mode
@@ -161,12 +167,12 @@ def parse_shape(text: str) -> list[int]:
 
 
 def cli_system(
-    system: str, sets: list[str] | None = None, nodes: int | None = None
+    system: str, sets: list[str] | None = None, nodes: int | None = None, force: bool = False
 ) -> SystemConfig:
-    """The system of a command's ``--system``, ``--set`` and ``--nodes`` options (errors name
-    the flag)."""
+    """The system of a command's ``--system``, ``--set``, ``--nodes`` and ``--force`` options
+    (errors name the flag)."""
     with flags():
-        return resolve_system(system, overrides=parse_sets(sets), nodes=nodes)
+        return resolve_system(system, overrides=parse_sets(sets), nodes=nodes, force=force)
 
 
 #: Flags of training graphs (zoo models, files, traces) only, and of LLM models only.
@@ -212,9 +218,10 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
     """The case the command-line options describe, of the run kind that claims the workload
     (an LLM model of the registry or ``--parallel``: LLM; else a training graph). ``given``:
     the options by parameter name (None or empty: not given): ``exact``, ``search``,
-    ``nodes``, ``sets``, ``stragglers``/``compute_spread``/``links``/``npu_types`` (the flags'
-    texts), ``placement`` (a file), the training flags (:data:`TRAINING_FLAGS`) and the LLM
-    ones (:data:`LLM_FLAGS`, ``parallel``, ``precision``). Errors name the flag."""
+    ``nodes``, ``sets``, ``force`` (accept implausible bare numbers),
+    ``stragglers``/``compute_spread``/``links``/``npu_types`` (the flags' texts),
+    ``placement`` (a file), the training flags (:data:`TRAINING_FLAGS`) and the LLM ones
+    (:data:`LLM_FLAGS`, ``parallel``, ``precision``). Errors name the flag."""
     options: dict[str, Any] = {"mode": "exact" if given.get("exact") else "symmetric"}
     options.update(search=bool(given.get("search")), nodes=given.get("nodes"))
     for bound in ("max_messages", "max_micro_batches"):
@@ -236,6 +243,7 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
                 recompute=given.get("recompute"),
                 precision=given.get("precision"),
                 overrides=overrides,
+                force=bool(given.get("force")),
             )
         _refuse(given, LLM_FLAGS, "applies to LLM models (a model of the LLM registry)")
         return _training_case(system, workload, options, overrides, given)
@@ -282,6 +290,7 @@ def _training_case(
         overrides=overrides,
         batch_per_npu=given.get("batch"),
         precision=given.get("precision"),
+        force=bool(given.get("force")),
     )
 
 

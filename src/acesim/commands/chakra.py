@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.system import SystemConfig
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
-from .cases import PARALLEL_HELP, cli_case
-from .common import NODES_HELP, SET_HELP, console
+from .cases import PARALLEL_SIZES_HELP, cli_case
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console
 
 
 def export_chakra_command(
@@ -27,7 +29,11 @@ def export_chakra_command(
     precision: str | None = typer.Option(
         None, "--precision", help=f"training precision ({PRECISIONS.choices()}; zoo workloads)"
     ),
-    parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
+    parallel: str | None = typer.Option(
+        None,
+        "--parallel",
+        help=PARALLEL_SIZES_HELP + " Every GPU's graph is written, with its groups.",
+    ),
     global_batch: int | None = typer.Option(
         None, "--global-batch", help="LLM models: sequences per iteration"
     ),
@@ -39,13 +45,22 @@ def export_chakra_command(
         None, "--recompute", help="LLM models: none, selective or full"
     ),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    astra: bool = typer.Option(
+        False,
+        "--astra",
+        help="also write ASTRA-sim's network, system and remote-memory files for the traces "
+        "(PREFIX.network.yml, PREFIX.system.json, PREFIX.memory.json)",
+        metavar="",
+    ),
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
     Compute nodes carry num_ops/tensor_size (a pass's kernels summed, for ASTRA-sim's roofline
     mode) and duration_micros computed by acesim's kernel model on the system's NPU, so
     ASTRA-sim runs them either way. An LLM model (--parallel ...) is written for every GPU, with
-    its TP/CP/EP/DP groups in PREFIX.comm_groups.json (--comm-group-configuration).
+    its TP/CP/EP/DP groups in PREFIX.comm_groups.json (ASTRA-sim's comm-group-configuration
+    file). --astra also writes ASTRA-sim's network, system and memory files for them.
     """
     from ..engine import Engine
     from ..hardware.npu import NPU
@@ -57,7 +72,7 @@ def export_chakra_command(
     from ..workload.graph import Graph
     from ..workload.model import Compute
 
-    given: dict[str, Any] = {"nodes": nodes, "precision": precision, "sets": sets}
+    given: dict[str, Any] = {"nodes": nodes, "precision": precision, "sets": sets, "force": force}
     if RUN_KINDS.get("llm").claims(workload, {"parallel": parallel}):  # type: ignore[misc]
         given.update(
             parallel=parallel,
@@ -93,3 +108,39 @@ def export_chakra_command(
         graph, str(output), dim_sizes=list(cfg.network.shape), compute_time=compute_time, **extra
     )
     console.print(str(summary))
+    if astra:
+        write_astra_files(output, cfg)
+
+
+def write_astra_files(prefix: Path, cfg: SystemConfig) -> None:
+    """ASTRA-sim's network, system and remote-memory files of ``cfg`` beside the traces
+    (:mod:`acesim.network.astra`), and what they cannot express."""
+    import json
+
+    import yaml
+
+    from ..network.astra import astra_files
+
+    files = astra_files(cfg)
+    paths = {
+        "network": Path(f"{prefix}.network.yml"),
+        "system": Path(f"{prefix}.system.json"),
+        "memory": Path(f"{prefix}.memory.json"),
+    }
+    header = f"# ASTRA-sim analytical network of acesim system {cfg.name} (acesim export-chakra)\n"
+    paths["network"].write_text(
+        header + yaml.safe_dump(files.network, default_flow_style=None, sort_keys=False),
+        encoding="utf-8",
+    )
+    paths["system"].write_text(json.dumps(files.system, indent=2) + "\n", encoding="utf-8")
+    paths["memory"].write_text(json.dumps(files.memory, indent=2) + "\n", encoding="utf-8")
+    console.print(
+        f"ASTRA-sim files: {paths['network']}, {paths['system']}, {paths['memory']}; run with "
+        f"--workload-configuration={prefix} --network-configuration={paths['network']} "
+        f"--system-configuration={paths['system']} "
+        f"--remote-memory-configuration={paths['memory']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for note in files.notes:
+        err_console.print(f"not in ASTRA-sim's files: {escape(note)}", highlight=False)

@@ -22,8 +22,8 @@ from ..runs.collective import make_collective_case
 from ..runs.single import run_case
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
 from .cases import VARIATION_HELP, cli_system, flags, parse_pairs, with_channels
-from .common import NODES_HELP, SET_HELP, console, err_console, progress
-from .show import assumptions_note, show_footnotes
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console, progress, system_title
+from .show import FORMAT_OPTION, assumptions_note, print_table, show_footnotes
 
 OP_OPTION = typer.Option("all-reduce", "--op", help=COLLECTIVE_OPS.choices())
 SIZES_OPTION = typer.Option("1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size")
@@ -72,6 +72,7 @@ ROOT_OPTION = typer.Option(
 )
 AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of a table", metavar="")
 SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
+FORCE_OPTION = typer.Option(False, "--force", help=FORCE_HELP, metavar="")
 LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
 NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
 
@@ -90,17 +91,20 @@ def collective_command(
     channels: int | None = CHANNELS_OPTION,
     root: int | None = ROOT_OPTION,
     as_json: bool = AS_JSON_OPTION,
+    fmt: str = FORMAT_OPTION,
     sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
     links: list[str] = LINKS_OPTION,
     npu_types: list[str] = NPU_TYPES_OPTION,
 ) -> None:
-    """Simulate one collective over a range of sizes (nccl-tests style table)."""
+    """Simulate one collective over a range of sizes (nccl-tests style: one line a size;
+    --format plain prints it as nccl-tests does)."""
     spec = COLLECTIVE_OPS.get(op, "--op")
     if root is not None and not spec.rooted:
         rooted = ", ".join(name for name, o in COLLECTIVE_OPS.items() if o.rooted)
         raise ConfigError("--root", f"{op} takes no root (only {rooted} do)", root)
     size_list = parse_size_range(sizes, "--sizes")
-    cfg = _system(system, sets, nodes, endpoint, proto, algo, channels)
+    cfg = _system(system, sets, nodes, force, endpoint, proto, algo, channels)
     with flags(_FORCED):
         options: dict[str, Any] = {"mode": "exact" if exact else "symmetric", "search": search}
         options.update(links=[parse_pairs(t, "--link") for t in links])
@@ -116,7 +120,7 @@ def collective_command(
             for case in cases:
                 results.append(run_case(case)[0])
                 bar.advance(task)
-    if as_json:
+    if as_json or fmt == "json":  # the result documents
         payload = {
             "schema": "acesim.collective/1",
             "system": cfg.name,
@@ -127,10 +131,10 @@ def collective_command(
         return
     rooted = f", root {root or 0}" if spec.rooted else ""
     title = (
-        f"{op} on {cfg.name} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} endpoint, "
-        f"{results[0].mode})"
+        f"{op} on {system_title(cfg)} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} "
+        f"endpoint, {results[0].mode})"
     )
-    console.print(_sizes_table(title, results))
+    print_table(_sizes_table(title, results))
     for r in results:
         if r.tuner is not None:  # the tuner's choice is kept, as NCCL would: say so
             err_console.print(f"[dim]{format_size(r.size)}: {r.tuner['note']}[/dim]")
@@ -208,13 +212,15 @@ def _system(
     system: str,
     sets: list[str],
     nodes: int | None,
+    force: bool,
     endpoint: str | None,
     proto: str | None,
     algo: str | None,
     channels: int | None,
 ) -> SystemConfig:
-    """The system with the endpoint kind, protocol, algorithm and channels the flags force."""
-    cfg = cli_system(system, sets, nodes)
+    """The system with the endpoint kind, protocol, algorithm and channels the flags force
+    (``force``: accept implausible bare numbers in ``--set``)."""
+    cfg = cli_system(system, sets, nodes, force)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
     forced: dict[str, Any] = {}

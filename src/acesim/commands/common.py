@@ -26,11 +26,18 @@ __all__ = [
     "parse_sets",
     "SET_HELP",
     "NODES_HELP",
+    "FORCE_HELP",
+    "system_title",
 ]
 
 SET_HELP = (
     "change one system field: dotted.path=value (repeatable), e.g. "
     "--set npu.hbm_bandwidth='3.6 TB/s' --set collective.chunks=8"
+)
+
+FORCE_HELP = (
+    "accept bare numbers implausible for their fields as written (a bandwidth below 1 MB/s, "
+    "a size below 1 KiB, a latency above 1 s: refused by default as a unit left out)"
 )
 
 NODES_HELP = (
@@ -42,6 +49,19 @@ console = Console()
 err_console = Console(stderr=True)
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def system_title(made: Any) -> str:
+    """A system's name in a title, with its extends chain and overrides when it has any
+    (``ace-isca21 (set endpoint.ace.sram=16 MiB)``): ``made`` is a
+    :class:`~acesim.config.SystemConfig` or a result with ``system`` and ``provenance``."""
+    from ..results.protocol import system_title as title
+
+    provenance = made.provenance
+    if not isinstance(provenance, dict):
+        provenance = provenance.to_dict()
+    name = made.name if hasattr(made, "name") else made.system
+    return title(str(name), provenance)
 
 
 def progress() -> Progress:

@@ -16,7 +16,8 @@ from ..hardware.kernels import Kernel, Stream
 from ..precision import DTYPES
 from ..results.jsonout import dumps
 from ..units import format_rate, format_time, parse_quantity
-from .common import SET_HELP, console, parse_gemm, parse_sets
+from .common import FORCE_HELP, SET_HELP, parse_gemm, parse_sets
+from .show import FORMAT_OPTION, print_table
 
 #: Element-wise kernels of the STREAM benchmark: (arrays read, arrays written) per element.
 STREAM_KERNELS = {"copy": (1, 1), "scale": (1, 1), "add": (2, 1), "triad": (2, 1), "dot": (2, 0)}
@@ -71,17 +72,19 @@ def kernel_command(
     elements: str = typer.Option("2**29", "--elements", help="STREAM array length (elements)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Time kernels alone on a system's NPU: time, rates, and what bounds them (waves)."""
     from ..config.resolve import resolve_system
 
     count = _elements(elements)
-    cfg = resolve_system(system, overrides=parse_sets(sets))
+    cfg = resolve_system(system, overrides=parse_sets(sets), force=force)
     if dtype is None:
         dtype = max(cfg.npu.matrix_flops, key=cfg.npu.matrix_flops.__getitem__)
     plans = [plan_kernel(cfg.npu, k) for k in _kernels(gemm, stream, dtype, count)]
     rows = [_row(p) for p in plans]
-    if as_json:
+    if as_json or fmt == "json":
         print(
             dumps(
                 {
@@ -106,7 +109,7 @@ def kernel_command(
             str(row["waves"]),
             plan.detail or "spread over all units",
         )
-    console.print(table)
+    print_table(table)
 
 
 def _elements(text: str) -> float:

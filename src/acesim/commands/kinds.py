@@ -1,5 +1,6 @@
 """`acesim kinds`: what can be chosen, read from the registries (endpoint kinds and their
-settings, collective operations, per-dimension algorithms, training loops, run kinds)."""
+settings, collective operations, per-dimension algorithms, training loops, run kinds, the
+workloads: the zoo's training graphs and the LLM models)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,21 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.algorithms import ALGORITHMS
 from ..network.ops import COLLECTIVE_OPS
 from ..training.loops import LOOPS
-from .common import console
+from .show import FORMAT_OPTION, print_table
 
 
 def kinds_command(
     what: str | None = typer.Argument(
-        None, help="endpoints, ops, algorithms, loops or runs (default: all)"
+        None, help="endpoints, ops, algorithms, loops, runs or models (default: all)"
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
-    """List the registered endpoint kinds, collective operations, algorithms, loops and run
-    kinds."""
+    """List the registered endpoint kinds, collective operations, algorithms, loops, run kinds
+    and workload models (--workload: the zoo and the LLM models)."""
     from ..errors import ConfigError
     from ..runs.kinds import RUN_KINDS
 
-    sections = ("endpoints", "ops", "algorithms", "loops", "runs")
+    sections = ("endpoints", "ops", "algorithms", "loops", "runs", "models")
     if what is not None and what not in sections:
         raise ConfigError("what", "must be one of " + ", ".join(sections), what)
     if what in (None, "endpoints"):
@@ -34,14 +36,14 @@ def kinds_command(
             fields = ", ".join(kind.settings.model_fields) or "-"
             label = f"{name} (alias {', '.join(kind.aliases)})" if kind.aliases else name
             table.add_row(label, kind.role, fields, kind.summary)
-        console.print(table)
+        print_table(table)
     if what in (None, "ops"):
         table = Table(title="collective operations (--op, collective.algorithms keys)")
         table.add_column("name")
         table.add_column("what it does")
         for name, op in COLLECTIVE_OPS.items():
             table.add_row(name, op.summary)
-        console.print(table)
+        print_table(table)
     if what in (None, "algorithms"):
         table = Table(title="per-dimension algorithms (collective.algorithms values)")
         for col in ("name", "phases", "lockstep", "steps"):
@@ -49,18 +51,52 @@ def kinds_command(
         for name, algo in ALGORITHMS.items():
             lockstep = "yes" if algo.lockstep else "no"
             table.add_row(name, ", ".join(algo.phase_ops), lockstep, algo.summary)
-        console.print(table)
+        print_table(table)
     if what in (None, "loops"):
         table = Table(title="training loops (run.loop, --loop)")
         table.add_column("name")
         table.add_column("what it does")
         for name, loop in LOOPS.items():
             table.add_row(name, loop.summary)
-        console.print(table)
+        print_table(table)
     if what in (None, "runs"):
         table = Table(title="run kinds (sweep kind; acesim run, acesim collective)")
         table.add_column("name")
         table.add_column("what it runs")
         for name, run_kind in RUN_KINDS.items():
             table.add_row(name, run_kind.summary)
-        console.print(table)
+        print_table(table)
+    if what in (None, "models"):
+        print_table(_models())
+
+
+def _models() -> Table:
+    """The workloads --workload names: the zoo's training graphs and the LLM registry."""
+    from ..workload.llm.models import MODELS
+    from ..workload.zoo import zoo_names
+
+    table = Table(title="models (--workload; LLM models take --parallel, acesim run -w NAME)")
+    for col in ("name", "kind", "parameters", "layers", "hidden", "seq", "experts", "source"):
+        table.add_column(col, justify="right" if col in ("parameters", "layers") else "left")
+    for name in zoo_names():
+        table.add_row(name, "training graph (zoo)", "-", "-", "-", "-", "-", "acesim's zoo")
+    for name, model in MODELS.items():
+        experts = f"{model.experts} (top {model.top_k})" if model.experts else "-"
+        table.add_row(
+            name,
+            "LLM",
+            f"{model.params / 1e9:.3g} B",
+            str(model.layers),
+            str(model.hidden),
+            str(model.seq),
+            experts,
+            _cite(model.source),
+        )
+    return table
+
+
+def _cite(source: str) -> str:
+    """A source's citation: its text up to the first closing parenthesis (the paper and
+    year), the whole text when it has none."""
+    end = source.find(")")
+    return source[: end + 1] if end > 0 else (source or "-")

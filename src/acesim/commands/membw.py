@@ -13,6 +13,7 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_rate, parse_quantity
 from .common import (
+    FORCE_HELP,
     IMAGE_SUFFIXES,
     SET_HELP,
     check_output_path,
@@ -21,6 +22,7 @@ from .common import (
     parse_sets,
     progress,
 )
+from .show import FORMAT_OPTION, print_table
 
 #: Most NPUs one count of ``acesim membw --npus`` may have: the analysis plans a platform per
 #: count, at about :data:`PLANNING_SECONDS_PER_NPU` each (measured on the CI machine kind with
@@ -47,6 +49,8 @@ def membw_command(
     plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png, .svg or .pdf)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte (the accounting) and the HBM
     bandwidth each endpoint needs, simulated: to reach its own bandwidth, and to drive the
@@ -75,7 +79,7 @@ def membw_command(
     nbytes = parse_quantity(size, "size", "--size")
     if nbytes <= 0:
         raise ConfigError("--size", "must be positive", size)
-    cfg = resolve_system(system, overrides=parse_sets(sets))
+    cfg = resolve_system(system, overrides=parse_sets(sets), force=force)
     with progress() as bar:
         task = bar.add_task("membw", total=len(counts))
         rows = membw_analysis(
@@ -91,7 +95,7 @@ def membw_command(
     if plot is not None:
         plot_membw(rows, str(plot), title=f"{op} {size} on {cfg.name}")
         err_console.print(f"figure written to {plot}")
-    if as_json:
+    if as_json or fmt == "json":
         console.out(
             dumps(
                 {
@@ -134,4 +138,4 @@ def membw_command(
             format_rate(r.ace_equal_hbm) if r.ace_equal_hbm else "-",
             f"{r.equal_saving:.2f}x" if r.equal_saving else "-",
         )
-    console.print(table)
+    print_table(table)

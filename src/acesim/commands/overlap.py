@@ -17,7 +17,8 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_size, format_time, parse_quantity
 from .cases import cli_system
-from .common import NODES_HELP, SET_HELP, console, parse_gemm
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_gemm
+from .show import FORMAT_OPTION, print_table
 
 __all__ = ["overlap_command", "overlap"]
 
@@ -103,6 +104,8 @@ def overlap_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """A GEMM and a collective per endpoint: alone, serial and overlapped, and slowdowns."""
     kernel = parse_gemm(gemm)
@@ -116,9 +119,9 @@ def overlap_command(
         raise ConfigError("--endpoints", "give at least one endpoint kind", endpoints)
     for kind in kinds:
         ENDPOINT_KINDS.check(kind, "--endpoints")
-    cfg = cli_system(system, sets, nodes)
+    cfg = cli_system(system, sets, nodes, force)
     rows = [overlap(cfg, kernel, op, nbytes, kind, copy) for kind in kinds]
-    if as_json:
+    if as_json or fmt == "json":
         payload = {
             "schema": "acesim.overlap/1",
             "system": cfg.name,
@@ -157,4 +160,4 @@ def overlap_command(
         if copy is not None:
             cells.append(f"{row['host_copy_slowdown']:.3f}x")
         table.add_row(*cells)
-    console.print(table)
+    print_table(table)

@@ -4,18 +4,19 @@ NPU preset, with the source of every sourced value."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
 import yaml
-from rich.syntax import Syntax
 from rich.table import Table
 
 from ..config.npus import load_npu_preset, npu_preset_document, npu_preset_names
 from ..config.presets import DEFAULT_PRESET, load_system, preset_document, preset_names
 from ..errors import ConfigError
 from ..units import format_rate
-from .common import NODES_HELP, SET_HELP, console, parse_sets
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, parse_sets
+from .show import FORMAT_OPTION, print_table
 
 presets_app = typer.Typer(
     help="List the shipped system and NPU presets, or show one (`acesim presets show NAME`).",
@@ -28,7 +29,7 @@ _PEAK_COLUMNS = ("fp32", "tf32", "bf16", "fp8")
 
 
 @presets_app.callback()
-def presets_command(ctx: typer.Context) -> None:
+def presets_command(ctx: typer.Context, fmt: str = FORMAT_OPTION) -> None:
     """List the shipped system presets and NPU presets (`acesim presets show NAME` prints one)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -49,7 +50,7 @@ def presets_command(ctx: typer.Context) -> None:
             str(doc.get("extends", "")),
             doc.get("description", ""),
         )
-    console.print(table)
+    print_table(table)
     npus = Table(
         title="NPU presets (\\[npu] extends = NAME in a system; NAME-single runs one alone)",
         caption="dense matrix peaks (no sparsity), FLOP/s of the whole NPU",
@@ -62,7 +63,7 @@ def presets_command(ctx: typer.Context) -> None:
         hbm = format_rate(preset.npu.hbm_bandwidth)
         units = str(preset.npu.compute_units)
         npus.add_row(name, preset.npu.name, units, *peaks, hbm)
-    console.print(npus)
+    print_table(npus)
 
 
 def _flops(value: float | None) -> str:
@@ -73,13 +74,16 @@ def _flops(value: float | None) -> str:
 def show_command(
     name: str = typer.Argument(..., help="system preset, system file or NPU preset"),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
     nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
 ) -> None:
-    """Print a system document as acesim reads it: ``extends`` merged, ``--set`` applied,
-    ``--nodes`` scaled out, values as written (units kept), then where each sourced value comes
-    from. An NPU preset's name prints that preset."""
+    """Print a system document as acesim reads it, as YAML a file can hold (``presets show
+    NAME > mine.yaml``, then ``--system mine.yaml``): ``extends`` merged, ``--set`` applied,
+    ``--nodes`` scaled out, values as written (units kept), and where each sourced value comes
+    from in its ``sources`` table. An NPU preset's name prints that preset."""
     from ..config.paths import set_path
     from ..config.presets import system_document
+    from ..config.provenance import override_sources
     from ..config.scaleout import scale_out
     from .cases import cli_system
 
@@ -88,26 +92,32 @@ def show_command(
             flag = "--set" if sets else "--nodes"
             raise ConfigError(flag, "applies to systems, not to an NPU preset", name)
         load_npu_preset(name)  # validates
-        _print_document(npu_preset_document(name))
+        _print_document(
+            npu_preset_document(name),
+            f"NPU preset {name}, as acesim reads it; a system starts from it with "
+            f'[npu] extends = "{name}"',
+        )
         return
-    cli_system(name, sets, nodes)  # validates: errors name the field
+    cli_system(name, sets, nodes, force)  # validates: errors name the field
     doc = system_document(name)
     for path, value in parse_sets(sets).items():
         doc = set_path(doc, path, value)
+        doc["sources"] = override_sources(doc.get("sources", {}), path, value, name)
     if nodes is not None:
         doc = scale_out(doc, nodes)
-    _print_document(doc)
+    changes = " ".join([*(f"--set {s}" for s in sets), *([f"--nodes {nodes}"] if nodes else [])])
+    what = f"system {name}{' ' + changes if changes else ''}"
+    _print_document(doc, f"{what}, as acesim reads it; usable as a system file (--system FILE)")
 
 
-def _print_document(doc: dict[str, Any]) -> None:
+def _print_document(doc: dict[str, Any], what: str) -> None:
+    """``doc`` as YAML on stdout, whole lines (never wrapped to the terminal), its sources
+    last: a file ``acesim`` reads back as it is."""
     doc = dict(doc)
-    sources = doc.pop("sources", {})
-    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
-    console.print(Syntax(text, "yaml", theme="ansi_dark", word_wrap=True))
+    sources = doc.pop("sources", None)
     if sources:
-        table = Table(title="sources")
-        for col in ("field", "source", "note"):
-            table.add_column(col, overflow="fold")
-        for field, source in sources.items():
-            table.add_row(field, str(source.get("kind", "")), str(source.get("note", "")))
-        console.print(table)
+        doc["sources"] = sources
+    header = f"# {what} (acesim presets show)\n"
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=float("inf"))
+    sys.stdout.write(header + text)
+    sys.stdout.flush()

@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
-from .common import SET_HELP, console, err_console, parse_sets, progress
+from .common import FORCE_HELP, SET_HELP, err_console, parse_sets, progress
+from .show import FORMAT_OPTION, print_table
 
 
 def reproduce_command(
@@ -59,6 +60,7 @@ def reproduce_command(
         metavar="",
     ),
     sets: list[str] = typer.Option([], "--set", help="ace-isca21: " + SET_HELP),
+    force: bool = typer.Option(False, "--force", help="ace-isca21: " + FORCE_HELP, metavar=""),
     systems: str | None = typer.Option(
         None,
         "--systems",
@@ -73,6 +75,7 @@ def reproduce_command(
         help="ace-2026: substrates (default baseline,copy_engine,nvls,ace,ideal; the best SM "
         "configuration is always run)",
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Reproduce the ACE paper (ace-isca21) or run the 2026 study (ace-2026): summary.json,
     report.md and figures in --out."""
@@ -87,6 +90,7 @@ def reproduce_command(
         "--sensitivity": sensitivity is not None,
         "--no-sensitivity": no_sensitivity,
         "--set": bool(sets),
+        "--force": force,
         "--systems": systems is not None,
         "--cases": cases is not None,
         "--endpoints": endpoints is not None,
@@ -117,6 +121,7 @@ def reproduce_command(
         sensitivity=sensitivity,
         no_sensitivity=no_sensitivity,
         sets=sets,
+        force=force,
     )
 
 
@@ -177,7 +182,7 @@ def _study_2026(
             e = row["endpoints"][kind]
             cells.append(f"{e['speedup']:.3f}x" if e["applicable"] else "n/a")
         table.add_row(row["system"], row["case"], *cells)
-    console.print(table)
+    print_table(table)
     err_console.print(f"summary.json, report.md and figures written to {out}")
 
 
@@ -195,17 +200,18 @@ def _ace_isca21(
     sensitivity: str | None,
     no_sensitivity: bool,
     sets: list[str],
+    force: bool = False,
 ) -> None:
     from ..config.resolve import resolve_system
     from ..studies.reproduce import reproduce
 
     if sensitivity is not None and no_sensitivity:
         raise ConfigError("--no-sensitivity", "give either --sensitivity or --no-sensitivity")
-    cfg = resolve_system(system or paper, overrides=parse_sets(sets))
+    cfg = resolve_system(system or paper, overrides=parse_sets(sets), force=force)
     if assumptions:
         from .assumptions import assumptions_command
 
-        assumptions_command(system or paper, sets)
+        assumptions_command(system or paper, sets, force=force, nodes=None)
         return
     names = _split(workloads)
     try:
@@ -242,7 +248,7 @@ def _ace_isca21(
             f"{100 * row['deviation']:+.1f}%",
             "yes" if row["within"] else "no",
         )
-    console.print(table)
+    print_table(table)
     err_console.print(f"summary.json, report.md and figures written to {out}")
 
 

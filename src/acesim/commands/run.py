@@ -18,8 +18,23 @@ from ..runs.single import run_case, variant_case
 from ..runs.training import MESSAGES_PER_SECOND
 from ..training.loops import LOOPS
 from .cases import PARALLEL_HELP, VARIATION_HELP, cli_case
-from .common import NODES_HELP, SET_HELP, check_output_path, console, err_console, progress
-from .show import layer_table, show_comparison, show_footnotes, show_result
+from .common import (
+    FORCE_HELP,
+    NODES_HELP,
+    SET_HELP,
+    check_output_path,
+    console,
+    err_console,
+    progress,
+)
+from .show import (
+    FORMAT_OPTION,
+    layer_table,
+    print_table,
+    show_comparison,
+    show_footnotes,
+    show_result,
+)
 
 DEFAULT_WORKLOAD = "resnet50"
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
@@ -94,6 +109,7 @@ LAYERS_CSV_OPTION = typer.Option(
     None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
 )
 SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
+FORCE_OPTION = typer.Option(False, "--force", help=FORCE_HELP, metavar="")
 PARALLEL_OPTION = typer.Option(None, "--parallel", help=PARALLEL_HELP)
 GLOBAL_BATCH_OPTION = typer.Option(
     None,
@@ -147,9 +163,11 @@ def run_command(
     output: Path | None = OUTPUT_OPTION,
     trace: Path | None = TRACE_OPTION,
     as_json: bool = AS_JSON_OPTION,
+    fmt: str = FORMAT_OPTION,
     layers: bool = LAYERS_OPTION,
     layers_csv: Path | None = LAYERS_CSV_OPTION,
     sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
     parallel: str | None = PARALLEL_OPTION,
     global_batch: int | None = GLOBAL_BATCH_OPTION,
     micro_batch: int | None = MICRO_BATCH_OPTION,
@@ -159,6 +177,7 @@ def run_command(
     max_micro_batches: int | None = MAX_MICRO_BATCHES_OPTION,
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
+    as_json = as_json or fmt == "json"  # the result document, as --json prints it
     given = dict(locals())
     kinds = _check_flags(given)
     case = cli_case(**{k: v for k, v in given.items() if k not in _COMMAND_FLAGS})
@@ -190,6 +209,7 @@ _COMMAND_FLAGS = (
     "output",
     "trace",
     "as_json",
+    "fmt",
     "layers",
     "layers_csv",
 )
@@ -264,7 +284,7 @@ def _single(case: Any, trace: Path | None, given: dict[str, Any]) -> tuple[Any, 
 def _layers(result: Any, given: dict[str, Any]) -> None:
     """Per-layer rows of a training run (table and/or CSV)."""
     if given["layers"]:
-        console.print(layer_table(result))
+        print_table(layer_table(result))
     if given["layers_csv"] is not None:
         result.layers_to_pandas().to_csv(given["layers_csv"], index=False)
         err_console.print(f"per-layer rows written to {given['layers_csv']}")

@@ -18,7 +18,8 @@ import typer
 from rich.markup import escape
 
 from ..errors import ConfigError
-from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+from .common import FORCE_HELP, IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+from .show import FORMAT_OPTION, print_table
 
 __all__ = ["register", "sweep", "results", "plot"]
 
@@ -53,6 +54,10 @@ def sweep(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="expand and validate the points, run nothing"
     ),
+    force: bool = typer.Option(
+        False, "--force", help=FORCE_HELP + " (as force = true in the spec)", metavar=""
+    ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Run a design-space sweep; one row per point in SQLite, resumable after a kill."""
     from ..sweep.runner import check_dask, run_sweep
@@ -60,6 +65,7 @@ def sweep(
 
     check_dask(dask)
     loaded = load_spec(spec)
+    loaded.force = loaded.force or force
     if dry_run:
         invalid = _print_points(loaded)
         if invalid:  # the exit status says the sweep would not run clean
@@ -85,16 +91,30 @@ def sweep(
     console.print(
         f"sweep [bold]{summary.name}[/bold]: {summary.points} points, "
         f"{summary.skipped} already in {summary.db}, ran {summary.ran} on {summary.backend} "
-        f"in {summary.wall_time:.2f} s{rate}; {summary.ok} ok, {summary.failed} failed",
+        f"in {summary.wall_time:.2f} s{rate}; {summary.ok} ok, {summary.refused} refused, "
+        f"{summary.failed} failed",
         highlight=False,
         soft_wrap=True,
     )
+    for index, reason in summary.refusals[:5]:
+        err_console.print(
+            f"[yellow]point {index} refused[/yellow]: {escape(reason)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if summary.refused > 5:
+        err_console.print(
+            f"... and {summary.refused - 5} more refused (acesim results {summary.db})"
+        )
     for index, error in summary.errors[:5]:
-        err_console.print(f"[red]point {index}[/red]: {error}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[red]point {index} failed[/red]: {escape(error)}", highlight=False, soft_wrap=True
+        )
     if summary.failed > 5:
-        err_console.print(f"... and {summary.failed - 5} more (acesim results {summary.db})")
+        err_console.print(f"... and {summary.failed - 5} more failed (acesim results {summary.db})")
     if summary.failed:
-        # The rows stay in the database; the exit status says the sweep is not all good.
+        # The rows stay in the database; the exit status says a point failed. A refused point
+        # (an invalid split, an HBM misfit) is an answer, recorded with its reason: exit 0.
         raise typer.Exit(1)
 
 
@@ -118,7 +138,7 @@ def _print_points(loaded: Any) -> int:
             *(str(p.values[a.path]) for a in loaded.axes),
             "yes" if error is None else f"[red]{escape(error)}[/red]",
         )
-    console.print(table)
+    print_table(table)
     invalid = sum(1 for e in errors if e is not None)
     if invalid:
         err_console.print(f"{invalid} of {len(points)} points would fail before simulating")
@@ -142,6 +162,27 @@ def _fmt(value: Any, unit: str = "") -> str:
     return str(value)
 
 
+#: Metrics a results table shows first: each run kind's figure of merit and its companions.
+HEADLINE = (
+    "time",
+    "busbw",
+    "algbw",
+    "iteration_time",
+    "tokens_per_s_per_gpu",
+    "mfu",
+    "exposed_comm",
+    "compute_slowdown",
+    "hbm_bw_comm",
+    "hbm_bandwidth",
+)
+
+
+def headline_first(metrics: list[str]) -> list[str]:
+    """``metrics`` with the :data:`HEADLINE` ones first (in that order), the rest as stored."""
+    first = [m for m in HEADLINE if m in metrics]
+    return first + [m for m in metrics if m not in first]
+
+
 def results(
     db: Path = typer.Argument(..., help="SQLite results file written by `acesim sweep`"),
     csv_out: Path | None = typer.Option(None, "--csv", help="write every column to this CSV"),
@@ -149,6 +190,7 @@ def results(
         None, "--columns", "-c", help="comma-separated columns to show (default: swept and metrics)"
     ),
     limit: int | None = typer.Option(None, "--limit", "-n", help="show at most N rows"),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Print a sweep's results as a table (or export them with --csv)."""
     if limit is not None and limit < 1:
@@ -180,14 +222,17 @@ def results(
                 )
     else:
         axes = [c for c in names if roles.get(c) == "axis"]
-        metrics = [c for c in names if roles.get(c) == "metric"]
+        metrics = headline_first([c for c in names if roles.get(c) == "metric"])
         has_error = any(r[names.index("error")] for r in rows)
-        # Fit the terminal: every swept column, then as many metrics as there is room for.
-        room = max(2, console.width // 12 - len(axes) - 1 - (1 if has_error else 0))
+        # A table fits the terminal: every swept column, then the headline metrics (each run
+        # kind's figure of merit first) as room allows; other formats hold every metric.
+        room = max(2, console.width // 16 - len(axes) - 1 - (1 if has_error else 0))
+        if fmt != "table":
+            room = len(metrics)
         hidden = metrics[room:]
         shown = ["status"] + axes + metrics[:room] + (["error"] if has_error else [])
         if hidden:
-            console.print(
+            err_console.print(
                 f"[dim]{len(hidden)} more metric columns ({', '.join(hidden[:6])}"
                 f"{', ...' if len(hidden) > 6 else ''}): choose with -c, or export with --csv"
                 "[/dim]",
@@ -196,7 +241,11 @@ def results(
     index = [names.index(c) for c in shown]
     units = read_units(db)
     ok = sum(1 for r in rows if r[0] == "ok")
-    table = Table(title=f"{db}: {len(rows)} points, {ok} ok, {len(rows) - ok} failed")
+    refused = sum(1 for r in rows if r[0] == "refused")
+    table = Table(
+        title=f"{db}: {len(rows)} points, {ok} ok, {refused} refused, "
+        f"{len(rows) - ok - refused} failed"
+    )
     for c in shown:
         unit = units.get(c, "")
         heading = f"{c} ({unit})" if unit and unit not in ("1", "x") else c
@@ -205,7 +254,7 @@ def results(
         )
     for r in rows[:limit] if limit is not None else rows:
         table.add_row(*(_fmt(r[i], units.get(c, "")) for i, c in zip(index, shown, strict=True)))
-    console.print(table)
+    print_table(table)
 
 
 def plot(

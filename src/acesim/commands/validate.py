@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..results.jsonout import dumps
 from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, progress
+from .show import FORMAT_OPTION, print_table
 
 if TYPE_CHECKING:
     from ..validation import CaseResult, FamilyReport
@@ -89,6 +90,7 @@ def validate_command(
     corpus: Path | None = typer.Option(
         None, "--corpus", hidden=True, help="a folder of family .toml files (tests)"
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Compare simulated figures with public measurements; exit 1 when a gating family's
     test rows are over its error budget (a family that does not gate is reported over budget
@@ -109,7 +111,7 @@ def validate_command(
             corpus=loaded,
             on_case=lambda _r: bar.advance(task),
         )
-    if as_json:
+    if as_json or fmt == "json":
         console.out(dumps(report.to_dict(), indent=2))
     else:
         for f in report.families:
@@ -122,7 +124,7 @@ def validate_command(
             table.add_column("bound or note", min_width=16, ratio=1, overflow="fold")
             for r in f.results:
                 table.add_row(*_row(r))
-            console.print(table)
+            print_table(table)
             console.print(summary_line(f), highlight=False)
             console.print()
     if plot is not None:

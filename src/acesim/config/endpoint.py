@@ -12,6 +12,7 @@ is validated.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -45,6 +46,22 @@ class EndpointSchema:
 ENDPOINT_SETTINGS: Registry[EndpointSchema] = Registry("endpoint kind", "endpoint.kind")
 
 
+def _best_hint(value: object) -> str | None:
+    """For a misspelt ``best_<kind>`` (``best-baseline``, ``best_basline``): the search it
+    names, never the bare kind (which would silently change what is compared)."""
+    if not isinstance(value, str) or not value.lower().startswith("best"):
+        return None
+    rest = value[4:].lstrip("-_ ").lower()
+    names = [*ENDPOINT_SETTINGS.names(), *ENDPOINT_SETTINGS.aliases_all()]
+    close = difflib.get_close_matches(rest, names, n=1, cutoff=0.6)
+    if not close:
+        return None
+    return (
+        f"did you mean 'best_{close[0]}'? (the best of {close[0]}'s variants: a run sweep's "
+        "endpoint.kind)"
+    )
+
+
 class EndpointConfig(BaseModel):
     """``kind`` plus one settings table per registered endpoint kind (``endpoint.ace.sram``).
 
@@ -63,7 +80,7 @@ class EndpointConfig(BaseModel):
             return ENDPOINT_SETTINGS.canonical(value)
         except ConfigError:
             err = ENDPOINT_SETTINGS.unknown(value)
-            raise FieldRuleError("", err.rule, value, hint=err.hint) from None
+            raise FieldRuleError("", err.rule, value, hint=_best_hint(value) or err.hint) from None
 
     @model_validator(mode="after")
     def _sections(self) -> EndpointConfig:

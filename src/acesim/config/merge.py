@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["merge_documents", "leaf_paths"]
+__all__ = ["merge_documents", "leaf_paths", "touches"]
 
 
 def merge_documents(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -35,3 +35,12 @@ def leaf_paths(changes: dict[str, Any], prefix: str) -> list[str]:
             else:
                 out.append(path)
     return sorted(out)
+
+
+def touches(key: str, changed: list[str]) -> bool:
+    """Whether dotted path ``key`` (a source's field) is at, under or above a path in
+    ``changed``: a source that no longer describes the value once those paths change."""
+    for path in changed:
+        if key == path or key.startswith((path + ".", path + "[")) or path.startswith(key + "."):
+            return True
+    return False

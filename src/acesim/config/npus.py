@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from ..errors import ConfigError
 from .errors import config_error_from
-from .merge import leaf_paths, merge_documents
+from .merge import leaf_paths, merge_documents, touches
 from .system import NPUConfig, Source
 
 __all__ = [
@@ -99,14 +99,6 @@ def load_npu_preset(name: str) -> NpuPreset:
     return NpuPreset(name, str(doc.get("description", "")), npu, sources)
 
 
-def _stale(key: str, changed: list[str]) -> bool:
-    """Whether source ``key`` describes a value at, under or above a changed path."""
-    for path in changed:
-        if key == path or key.startswith((path + ".", path + "[")) or path.startswith(key + "."):
-            return True
-    return False
-
-
 def extend_npu(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (a system document) with ``[npu] extends`` resolved (module docstring); the
     document itself when its ``[npu]`` extends nothing."""
@@ -124,7 +116,7 @@ def extend_npu(doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(own, dict):  # anything else is reported when the document is validated
         changed = leaf_paths(changes, "npu")
         inherited = preset.get("sources", {})
-        kept = {k: v for k, v in inherited.items() if not _stale(k, changed)}
+        kept = {k: v for k, v in inherited.items() if not touches(k, changed)}
         out["sources"] = {**kept, **own}
     return out
 

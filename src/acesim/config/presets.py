@@ -13,10 +13,13 @@ import yaml
 from pydantic import ValidationError
 
 from ..errors import ConfigError, shorten
+from .astra import refuse_astra_format
 from .errors import config_error_from
 from .files import FileProblem, read_text_file
 from .merge import merge_documents
 from .npus import extend_npu, npu_preset_names, single_npu_document, single_npu_name
+from .plausible import check_document
+from .provenance import Provenance
 from .system import SystemConfig
 
 __all__ = [
@@ -284,19 +287,46 @@ def system_document(name_or_path: str | Path) -> dict[str, Any]:
     (:func:`acesim.config.npus.extend_npu`). ``<NPU preset>-single`` names that NPU alone
     (:func:`acesim.config.npus.single_npu_document`).
     """
-    doc = _merged_document(name_or_path, ())
+    return traced_document(name_or_path, force=True)[0]
+
+
+def traced_document(
+    name_or_path: str | Path, *, force: bool = False
+) -> tuple[dict[str, Any], Provenance]:
+    """:func:`system_document`, and what it was made from: the ``extends`` chain (nearest
+    first) and the NPU preset (:class:`~acesim.config.provenance.Provenance`). A bare number
+    implausible for its field is an error naming the document unless ``force``
+    (:mod:`acesim.config.plausible`)."""
+    chain: list[str] = []
+    doc = _merged_document(name_or_path, (), chain)
+    if not force:
+        check_document(SystemConfig, doc, str(name_or_path))
+    npu = doc.get("npu")
+    npu_preset = npu.get("extends") if isinstance(npu, dict) else None
     try:
-        return extend_npu(doc)
+        doc = extend_npu(doc)
     except ConfigError as err:  # name the document, as the other errors about it do
         where = f"{name_or_path}: {err.field}"
         raise ConfigError(where, err.rule, err.value, hint=err.hint) from None
+    provenance = Provenance(
+        origin=str(name_or_path),
+        extends=tuple(chain),
+        npu=npu_preset if isinstance(npu_preset, str) else "",
+    )
+    return doc, provenance
 
 
-def _merged_document(name_or_path: str | Path, _chain: tuple[str, ...]) -> dict[str, Any]:
+def _merged_document(
+    name_or_path: str | Path, _chain: tuple[str, ...], parents: list[str]
+) -> dict[str, Any]:
     doc, path = _raw_document(name_or_path)
+    if path is not None:
+        refuse_astra_format(doc, str(name_or_path))
     parent = doc.pop("extends", None)
     if parent is None:
         return doc
+    if isinstance(parent, str):
+        parents.append(parent)
     where = str(name_or_path)
     if not isinstance(parent, str) or not parent:
         raise ConfigError(f"{where}: extends", "must name a preset or a system file", parent)
@@ -307,14 +337,17 @@ def _merged_document(name_or_path: str | Path, _chain: tuple[str, ...]) -> dict[
     if key in _chain or len(_chain) >= MAX_EXTENDS_DEPTH:
         rule = "extends itself" if key in _chain else f"is more than {MAX_EXTENDS_DEPTH} deep"
         raise ConfigError(f"{where}: extends", f"the chain {rule}", " -> ".join((*_chain, key)))
-    base = _merged_document(target, (*_chain, key))
+    base = _merged_document(target, (*_chain, key), parents)
     return merge_documents(base, doc)
 
 
-def load_system(name_or_path: str | Path = DEFAULT_PRESET) -> SystemConfig:
-    """A validated :class:`SystemConfig` from a preset name or a TOML/YAML/JSON file."""
+def load_system(name_or_path: str | Path = DEFAULT_PRESET, *, force: bool = False) -> SystemConfig:
+    """A validated :class:`SystemConfig` from a preset name or a TOML/YAML/JSON file
+    (``force``: accept bare numbers implausible for their fields,
+    :mod:`acesim.config.plausible`)."""
     text = str(name_or_path)
-    return system_from_dict(system_document(text), origin=text)
+    doc, provenance = traced_document(text, force=force)
+    return system_from_dict(doc, origin=text).with_provenance(provenance)
 
 
 def assumptions(system: SystemConfig) -> list[tuple[str, str, str]]:

@@ -19,7 +19,9 @@ from typing import Any
 from ..errors import ConfigError
 from .npus import extend_npu
 from .paths import set_path
-from .presets import system_document, system_from_dict
+from .plausible import check_document, check_value
+from .presets import system_from_dict, traced_document
+from .provenance import Provenance, override_sources
 from .scaleout import scale_out
 from .system import SystemConfig
 
@@ -75,12 +77,16 @@ def resolve_system(
     shape: Sequence[int] | None = None,
     npus: int | None = None,
     nodes: int | None = None,
+    force: bool = False,
 ) -> SystemConfig:
     """The validated system: ``system`` (a SystemConfig, preset name, file path or table) with
     ``overrides`` (dotted path -> value) applied, then scaled out to ``nodes`` nodes (its
     ``[scale_out]`` dimension appended) or resized to ``shape`` or to ``npus``.
 
-    A table may start its NPU from a preset (``[npu] extends``) as files do.
+    A table may start its NPU from a preset (``[npu] extends``) as files do. A bare number
+    implausible for its field (a bandwidth below 1 MB/s, :mod:`acesim.config.plausible`) in
+    a file, a table or an override is an error unless ``force``. The result records how it was
+    made (``system.provenance``).
     """
     if shape is not None and npus is not None:
         raise ConfigError("npus", "give either npus or shape, not both", npus)
@@ -95,17 +101,28 @@ def resolve_system(
     origin = ""
     if isinstance(system, SystemConfig):
         doc: dict[str, Any] = system.model_dump(mode="python")
+        provenance = system.provenance
     elif isinstance(system, Mapping):
+        npu = system.get("npu")
+        npu_preset = npu.get("extends") if isinstance(npu, Mapping) else None
+        if not force:
+            check_document(SystemConfig, system)
         doc = extend_npu(dict(system))
+        provenance = Provenance(npu=npu_preset if isinstance(npu_preset, str) else "")
     else:
         origin = str(system)
-        doc = system_document(system)
+        doc, provenance = traced_document(system, force=force)
     for path, value in (overrides or {}).items():
+        if not force:
+            check_value(SystemConfig, path, value)
         doc = set_path(doc, path, value)
+        if isinstance(doc.get("sources", {}), Mapping):
+            doc["sources"] = override_sources(doc.get("sources", {}), path, value, origin)
+    provenance = provenance.with_overrides(overrides or {})
     if nodes is not None:
         doc = scale_out(doc, nodes)
     if npus is not None:
         shape = shape_for(doc, npus, "npus")
     if shape is not None:
         doc = resize(doc, shape)
-    return system_from_dict(doc, origin=origin)
+    return system_from_dict(doc, origin=origin).with_provenance(provenance)

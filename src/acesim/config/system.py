@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -28,6 +29,7 @@ from ..registry import listed
 from .endpoint import ENDPOINT_SETTINGS, EndpointConfig
 from .errors import FieldRuleError, config_error_from
 from .power import LinkPowerConfig, NPUPowerConfig, check_link_power, check_npu_power
+from .provenance import Provenance
 from .strict import Strict as Strict
 from .validators import (
     MAX_NPUS,
@@ -654,7 +656,9 @@ class CollectiveConfig(Strict):
 class Source(Strict):
     """Where a parameter's value comes from."""
 
-    kind: Literal["paper", "datasheet", "astra-sim", "public-measurement", "fit", "assumption"]
+    kind: Literal[
+        "paper", "datasheet", "astra-sim", "public-measurement", "fit", "assumption", "override"
+    ]
     note: str
 
 
@@ -703,6 +707,29 @@ class SystemConfig(Strict):
     scale_out: ScaleOutConfig | None = Field(
         None, description="[scale_out] below: how N nodes of this system join (--nodes N)"
     )
+    #: how the system was made (not part of the document; :mod:`acesim.config.provenance`)
+    _provenance: Provenance = PrivateAttr(default_factory=Provenance)
+
+    @property
+    def provenance(self) -> Provenance:
+        """The document, ``extends`` chain, NPU preset and overrides this system was made
+        from (:func:`acesim.config.resolve.resolve_system` records them)."""
+        return self._provenance
+
+    def __eq__(self, other: object) -> bool:
+        """Systems are equal when their documents are, however each was made."""
+        if not isinstance(other, SystemConfig):
+            return NotImplemented
+        return self.__dict__ == other.__dict__ and self.__pydantic_extra__ == (
+            other.__pydantic_extra__
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as every pydantic model
+
+    def with_provenance(self, provenance: Provenance) -> SystemConfig:
+        """This system, recorded as made from ``provenance`` (the same object, changed)."""
+        self._provenance = provenance
+        return self
 
     @model_validator(mode="after")
     def _endpoint_rules(self) -> SystemConfig:

@@ -188,10 +188,11 @@ class NPU:
 
     @property
     def comm_hbm_bytes(self) -> float:
-        """HBM bytes moved by communication so far (everything that is neither a compute
-        kernel nor a finished host-device copy)."""
+        """HBM bytes of communication so far: everything that is neither a compute kernel's
+        (its bytes with their writes' turnaround penalty, which the kernel causes) nor a
+        finished host-device copy."""
         return (
-            sum(r.used for r in self.hbm_resources) - self.compute_hbm_bytes - (self.host_hbm_bytes)
+            sum(r.used for r in self.hbm_resources) - self.compute_hbm_demand - self.host_hbm_bytes
         )
 
     @property

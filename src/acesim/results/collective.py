@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 from ..network.ops import COLLECTIVE_OPS
 from ..units import format_rate, format_size, format_time
 from ..version import __version__
-from .protocol import Table
+from .protocol import Table, system_title
 
 #: Inputs echoed by a collective's result: configuration, not figures (sweep rows leave them
 #: out).
-_ECHO = ("op", "size", "endpoint", "mode")
+_ECHO = ("op", "size", "endpoint", "mode", "provenance")
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -65,6 +65,8 @@ class CollectiveResult:
     #: where the tuner chose one algorithm and another candidate simulates faster: both, and
     #: a note (:func:`acesim.network.tuner_check.check_choice`); None otherwise
     tuner: dict[str, Any] | None = None
+    #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
+    provenance: dict[str, Any] = field(default_factory=dict)
     version: str = __version__
     #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
     mode_note: str = ""
@@ -96,7 +98,8 @@ class CollectiveResult:
 
     def describe(self) -> str:
         return (
-            f"{self.op} of {format_size(self.size)} on {self.system}: {self.npus} NPUs, group "
+            f"{self.op} of {format_size(self.size)} on "
+            f"{system_title(self.system, self.provenance)}: {self.npus} NPUs, group "
             f"of {self.group_size}, {self.mode}"
         )
 

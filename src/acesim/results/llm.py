@@ -31,7 +31,7 @@ from ..units import format_size, format_time
 from ..version import __version__
 from ..workload.llm.memory import TERMS
 from .energy import EnergyResult, energy_rows
-from .protocol import Table
+from .protocol import Table, system_title
 
 __all__ = ["LlmResult", "idle_breakdown", "rank_compute_times", "SCHEMA"]
 
@@ -43,7 +43,16 @@ _CASE = (
     "micro_batch", "seq", "micro_batches", "iterations", "mode", "version",
 )  # fmt: skip
 #: LLM sweep points' parameters echoed by the result (configuration, not results)
-_POINT_ECHO = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision", "schema")
+_POINT_ECHO = (
+    "model",
+    "parallel",
+    "global_batch",
+    "micro_batch",
+    "seq",
+    "precision",
+    "schema",
+    "provenance",
+)
 
 #: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
 #: waiting for a peer stage that has not sent yet (bubble), DP collectives.
@@ -98,6 +107,12 @@ class LlmResult:
     settings: dict[str, Any] = field(default_factory=dict)
     bound_by: dict[str, float] = field(default_factory=dict)
     comm_bound_by: dict[str, float] = field(default_factory=dict)
+    #: how the system was made (:meth:`acesim.config.provenance.Provenance.to_dict`)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    #: the endpoint kind had nothing to do in this run (none of the operations it offloads):
+    #: why its figures are the SM endpoint's (:meth:`~acesim.hardware.endpoints.EndpointKind.
+    #: idle_note`); "" when it had work
+    idle_note: str = ""
     version: str = __version__
     #: per pipeline stage: its transformer layers, whether it holds the embedding and the
     #: loss, its compute and idle time per GPU and iteration (s) and memory per GPU (bytes)
@@ -137,7 +152,8 @@ class LlmResult:
 
     def describe(self) -> str:
         return (
-            f"{self.model} on {self.system}: {self.npus} GPUs, {self.parallel}, "
+            f"{self.model} on {system_title(self.system, self.provenance)}: {self.npus} GPUs, "
+            f"{self.parallel}, "
             f"{self.schedule} schedule, {self.precision}, global batch {self.global_batch} x "
             f"{self.seq} tokens, micro-batch {self.micro_batch} ({self.micro_batches} per "
             f"pipeline), {self.mode} mode"
@@ -226,7 +242,9 @@ class LlmResult:
     def footnotes(self) -> list[str]:
         notes = [self.mode_note] if self.mode_note else []
         slowest = self.slowest_note()
-        return notes + [slowest] * bool(slowest) + [f"model: {note}" for note in self.notes]
+        notes += [slowest] * bool(slowest)
+        notes += [self.idle_note] if self.idle_note else []
+        return notes + [f"model: {note}" for note in self.notes]
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Protocol
 
 from ..config.system import SystemConfig
 
-__all__ = ["Result", "Table", "scalar_settings", "assumptions"]
+__all__ = ["Result", "Table", "scalar_settings", "assumptions", "made_from", "system_title"]
 
 
 @dataclass(frozen=True)
@@ -95,3 +95,21 @@ def scalar_settings(settings: Any) -> dict[str, Any]:
 def assumptions(system: SystemConfig) -> list[str]:
     """The fields of ``system`` whose values are assumptions (its ``[sources]``), sorted."""
     return sorted(f for f, s in system.sources.items() if s.kind == "assumption")
+
+
+def made_from(provenance: dict[str, Any]) -> str:
+    """A title's words for a result's ``provenance``: its extends chain and overrides
+    (``extends h100-nvswitch-8; set npu.hbm_bandwidth=3.6 TB/s``), "" when neither."""
+    parts = []
+    if provenance.get("extends"):
+        parts.append("extends " + " -> ".join(provenance["extends"]))
+    if provenance.get("overrides"):
+        parts.append("set " + ", ".join(provenance["overrides"]))
+    return "; ".join(parts)
+
+
+def system_title(name: str, provenance: dict[str, Any]) -> str:
+    """A system's name in a title, with its extends chain and overrides when it has any
+    (``ace-isca21 (set endpoint.ace.sram=16 MiB)``)."""
+    words = made_from(provenance)
+    return f"{name} ({words})" if words else name

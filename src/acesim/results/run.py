@@ -18,7 +18,11 @@ run, shorter than its compute. In the window:
   in flight in the window x total egress capacity): how well the network is driven while there
   is communication to do (the paper's "effective network bandwidth utilisation"; comparisons
   report their ``net_util_gain`` as the ratio of this figure);
-* ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes moved in the window / window (B/s);
+* ``hbm_bw_compute`` / ``hbm_bw_comm``: HBM bytes in the window / window (B/s), each byte
+  attributed to its cause: a compute kernel's bytes include its writes' turnaround penalty
+  (``npu.kernels.write_penalty``: HBM capacity the kernel consumes); communication's are
+  everything else (collective kernels, network and offload DMA), so an NPU with nothing to
+  communicate reports 0;
 * ``comm_units_held``: compute units held by communication, mean over the window;
 * ``bound`` / ``bound_by``: what bound the iteration, second by second
   (:mod:`acesim.training.bounds`): ``compute: compute units``, ``compute: HBM``, ``exposed:
@@ -32,7 +36,8 @@ run, shorter than its compute. In the window:
 
 A :class:`RunResult` also states what it was run with (:class:`RunInfo`): system, network
 shape, NPUs, workload, per-NPU batch and datatype, loop, iterations simulated, warm-up
-dropped, iterations measured, the endpoint kind, its variant and settings, acesim's version.
+dropped, iterations measured, the endpoint kind, its variant and settings, how the system was
+made (its document, extends chain, NPU preset and overrides), acesim's version.
 """
 
 from __future__ import annotations
@@ -47,11 +52,19 @@ from ..training.executor import Execution, Snapshot
 from ..units import format_rate, format_time
 from ..version import __version__
 from .energy import EnergyResult, energy_result, energy_rows
-from .protocol import Table
+from .protocol import Table, system_title
 
 SCHEMA = "acesim.run/2"
 
-__all__ = ["SCHEMA", "LayerRow", "RunInfo", "RunResult", "summarize", "measured_iterations"]
+
+__all__ = [
+    "SCHEMA",
+    "LayerRow",
+    "RunInfo",
+    "RunResult",
+    "summarize",
+    "measured_iterations",
+]
 
 
 @dataclass
@@ -84,17 +97,22 @@ class RunInfo:
     endpoint: str
     variant: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    #: how the system was made: its document, extends chain, NPU preset, overrides
+    #: (:meth:`acesim.config.provenance.Provenance.to_dict`)
+    provenance: dict[str, Any] = field(default_factory=dict)
     version: str = __version__
     #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
     mode_note: str = ""
 
     def describe(self) -> str:
-        """One line: workload, batch, precision, system, shape, loop, measurement."""
+        """One line: workload, batch, precision, system (with its extends chain and
+        overrides), shape, loop, measurement."""
         batch = f", batch {self.batch_per_npu}/NPU" if self.batch_per_npu else ""
         dtype = f", {self.precision}" if self.precision else ""
         shape = "x".join(map(str, self.shape))
+        system = system_title(self.system, self.provenance)
         return (
-            f"{self.workload}{batch}{dtype} on {self.system}: {self.npus} NPUs ({shape}), "
+            f"{self.workload}{batch}{dtype} on {system}: {self.npus} NPUs ({shape}), "
             f"{self.loop} loop, {self.mode}; {self.measured} iteration"
             f"{'s' if self.measured != 1 else ''} measured after {self.warmup} warm-up"
         )

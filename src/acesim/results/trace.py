@@ -423,6 +423,7 @@ def _metadata(execution: Execution, processes: dict[str, Any], counters: bool) -
         "schema": SCHEMA,
         "tool": "acesim",
         "system": system.name,
+        "provenance": system.provenance.to_dict(),
         "workload": execution.graph.name,
         "endpoint": system.endpoint.kind,
         "mode": "exact" if platform.exact else "symmetric",

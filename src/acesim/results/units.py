@@ -1,9 +1,9 @@
 """The unit of every metric acesim reports (what a stored number is in).
 
-``s``, ``B``, ``B/s``, ``FLOP/s``, ``J``, ``W``; ``1`` for a dimensionless fraction (a
-utilisation, 0..1); ``x`` for a ratio (a slowdown, a speedup); ``units`` for compute units;
-``""`` for text and counts. Sweep databases record them per column, tables print them, plots
-label axes with them.
+``s``, ``B``, ``B/s``, ``FLOP/s``, ``tokens/s``, ``J``, ``W``; ``1`` for a dimensionless
+fraction (a utilisation, MFU, 0..1); ``x`` for a ratio (a slowdown, a speedup); ``units`` for
+compute units; ``""`` for text and counts. Sweep databases record them per column, tables print
+them, plots label axes with them.
 """
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ _EXACT: dict[str, str] = {
     "compute.collective_time_alone": "s",
     "compute.collective_slowdown": "x",
     "compute.end_time": "s",
+    # LLM runs (acesim.results.llm)
+    "tokens_per_s_per_gpu": "tokens/s",
+    "mfu": "1",
+    "bubble_time": "s",
+    "bubble_fraction": "1",
+    "hbm_capacity": "B",
+    "micro_batches": "",
+    "memory_stage": "",
+    "iterations": "",
     # sweep bookkeeping
     "wall_time": "s",
 }
@@ -59,6 +68,8 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
     ("energy_", "J"),
     ("energy.", "J"),
     ("per_dimension_bytes.", "B"),
+    ("exposed.", "s"),
+    ("memory.", "B"),
     ("run.", ""),
 )
 

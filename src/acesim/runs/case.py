@@ -187,10 +187,12 @@ def make_case(
     overrides: Mapping[str, Any] | None = None,
     batch_per_npu: int | None = None,
     precision: str | None = None,
+    force: bool = False,
     **option_changes: Any,
 ) -> Case:
     """Resolve a case (see module docstring). ``option_changes`` are :class:`RunOptions`
-    fields (``iterations=5``, ``npus=16``, ``nodes=4``)."""
+    fields (``iterations=5``, ``npus=16``, ``nodes=4``); ``force`` accepts bare numbers
+    implausible for their fields (:mod:`acesim.config.plausible`)."""
     opts = run_options(options, **option_changes)
     if opts.max_micro_batches != RunOptions.model_fields["max_micro_batches"].default:
         raise ConfigError(
@@ -199,7 +201,12 @@ def make_case(
             opts.max_micro_batches,
         )
     resolved = resolve_system(
-        system, overrides=overrides, shape=opts.shape, npus=opts.npus, nodes=opts.nodes
+        system,
+        overrides=overrides,
+        shape=opts.shape,
+        npus=opts.npus,
+        nodes=opts.nodes,
+        force=force,
     )
     check_placement(opts.placement, math.prod(resolved.network.shape))
     work, name, batch, prec = _workload(workload, resolved, batch_per_npu, precision)

@@ -343,6 +343,7 @@ def _simulate(
         mode_note=note,
         variant=variant or ENDPOINT_KINDS.get(cfg.endpoint.kind).label,
         settings=scalar_settings(cfg.endpoint.settings()),
+        provenance=cfg.provenance.to_dict(),
     )
     where = first_non_finite(result.to_dict())
     if where is not None:

@@ -167,18 +167,20 @@ def make_llm_case(
     check_memory: bool = True,
     options: RunOptions | Mapping[str, Any] | None = None,
     max_micro_batches: int | None = None,
+    force: bool = False,
 ) -> LlmCase:
     """Resolve an LLM case (module docstring); ConfigErrors name the field at fault, among
     them more than ``max_micro_batches`` micro-batches an iteration (the work bound; default
     the options' ``max_micro_batches``). ``options``: how to run it (:func:`llm_options`;
-    ``nodes`` is one of them)."""
+    ``nodes`` is one of them); ``force`` accepts bare numbers implausible for their fields
+    (:mod:`acesim.config.plausible`)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
     changes: dict[str, Any] = {} if nodes is None else {"nodes": nodes}
     if max_micro_batches is not None:
         changes["max_micro_batches"] = max_micro_batches
     opts = llm_options(options, **changes)
-    resolved = resolve_system(system, overrides=overrides, nodes=opts.nodes)
+    resolved = resolve_system(system, overrides=overrides, nodes=opts.nodes, force=force)
     cfg = _model(model)
     p = PRECISIONS.get(precision, "workload.precision")
     check_math(resolved, p.math, precision)
@@ -523,7 +525,7 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         model=case.model.name,
         system=system.name,
         npus=npus,
-        parallel=par.describe(),
+        parallel=replace(par, dp=case.place.dp).describe(),  # dp=auto resolved
         schedule=case.schedule,
         precision=case.precision.name,
         global_batch=par.global_batch,
@@ -553,7 +555,19 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         bound_by=bound_by,
         comm_bound_by=comm_by,
         stages=_stage_rows(case, execution),
+        provenance=system.provenance.to_dict(),
+        idle_note=ENDPOINT_KINDS.get(system.endpoint.kind).idle_note(_ops(execution)) or "",
     )
+
+
+def _ops(execution: Execution) -> set[str]:
+    """The collective operations the run's graph holds."""
+    return {
+        n.op or "all-reduce"
+        for nodes in execution.graph.ranks
+        for n in nodes
+        if n.kind == "collective"
+    }
 
 
 def _stage_rows(case: LlmCase, execution: Execution) -> list[dict[str, Any]]:
@@ -651,12 +665,14 @@ def make_llm(
     precision: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     iterations: int = 1,
+    force: bool = False,
     **option_changes: Any,
 ) -> LlmCase:
     """An LLM case from ``acesim run``'s inputs: ``parallel`` as text (``tp=4,pp=8``; sizes
     by :func:`~acesim.workload.llm.parallel.parse_parallel`, ``global_batch`` defaulting to
     one micro-batch, ``seq`` to the model's) or a ParallelConfig; ``recompute`` appended to
-    it; run options as ``options`` and keywords (``nodes=4``, ``mode="exact"``)."""
+    it; run options as ``options`` and keywords (``nodes=4``, ``mode="exact"``); ``force``
+    accepts implausible bare numbers."""
     cfg = _model(model)
     if isinstance(parallel, ParallelConfig):
         par = parallel
@@ -680,6 +696,7 @@ def make_llm(
         overrides=overrides,
         iterations=iterations,
         options=opts,
+        force=force,
     )
 
 

@@ -105,7 +105,8 @@ def run(
         inputs: the run options as keywords (``iterations=5``, ``npus=16``, ``nodes=4``,
             ``mode="exact"``, ``search=True``); for zoo workloads ``batch_per_npu`` and
             ``precision``; for LLM models ``parallel`` (``"tp=8,pp=4"``), ``global_batch``,
-            ``micro_batch``, ``seq``, ``recompute``, ``precision``.
+            ``micro_batch``, ``seq``, ``recompute``, ``precision``; ``force=True`` accepts bare
+            numbers implausible for their fields (:mod:`acesim.config.plausible`).
     """
     case = make_run_case(system, workload, options, **inputs)
     if endpoint is not None:

@@ -104,6 +104,7 @@ def execute_training(
         variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
         mode_note=mode_note(strategy, execution),
+        provenance=system.provenance.to_dict(),
     )
     result = summarize(execution, info)
     result.assumptions = assumptions(system)

@@ -221,11 +221,16 @@ def plot_membw(rows: list[MembwRow], path: str, title: str = "") -> None:
 
 
 def membw_figure(rows: list[MembwRow], title: str = "") -> Any:
-    """Needed HBM bandwidth against network bandwidth, baseline vs ACE.
+    """HBM bandwidth needed against network bandwidth driven, baseline vs ACE: the simulated
+    need first, the byte accounting as its reference.
 
-    Lines: the byte accounting (HBM bytes per network byte x network bandwidth) at the smallest
-    and largest network size. Markers: the simulated need, each endpoint at the network
-    bandwidth it was asked to reach (``target`` x what it reaches with ample HBM).
+    * Filled markers joined per endpoint, each labelled with its NPU count: the simulated
+      need at *equal* network bandwidth (``equal_network_bandwidth``; the HBM saving is the
+      ratio of the two), the result the figure is for.
+    * Hollow markers: the simulated need to reach ``target`` of each endpoint's own bandwidth.
+    * Lines: the byte accounting (HBM bytes per network byte x network bandwidth). Sizes whose
+      ratio is the same (to 0.1%) share one line, so no line hides under another; an endpoint
+      whose ratio changes with the size is drawn as the band between its extremes.
     """
     import matplotlib
 
@@ -234,45 +239,100 @@ def membw_figure(rows: list[MembwRow], title: str = "") -> Any:
 
     from .plotting import finish, gbps_axis
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    top = max(
-        [r.baseline_network_bandwidth for r in rows] + [r.ace_network_bandwidth for r in rows]
-    )
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    reached = [r.baseline_network_bandwidth for r in rows] + [r.ace_network_bandwidth for r in rows]
+    equal = [r.equal_network_bandwidth for r in rows if r.equal_network_bandwidth is not None]
+    top = max(reached + equal)
     net = [top * k / 20 for k in range(0, 23)]
-    shown = [rows[0], rows[-1]] if len(rows) > 1 else rows
-    for row in shown:
-        last = row is shown[-1]
-        for ratio, color, name in (
-            (row.baseline_ratio, "tab:red", "baseline"),
-            (row.ace_ratio, "tab:blue", "ACE"),
-        ):
-            ax.plot(
-                net,
-                [ratio * x for x in net],
-                color=color,
-                ls="-" if last else ":",
-                label=f"{name} accounting ({ratio:.2f} B/B), {row.npus} NPUs",
-            )
-    for name, color, marker, need, reach in (
-        ("baseline", "tab:red", "x", "baseline_needed_hbm", "baseline_network_bandwidth"),
-        ("ACE", "tab:blue", "o", "ace_needed_hbm", "ace_network_bandwidth"),
-    ):
-        pts = [
-            (r.target * getattr(r, reach), getattr(r, need))
-            for r in rows
-            if getattr(r, need) is not None
-        ]
-        if pts:
-            ax.scatter(
-                [p[0] for p in pts],
-                [p[1] for p in pts],
-                color=color,
-                marker=marker,
-                facecolors="none" if marker == "o" else color,
-                label=f"{name} simulated need ({100 * rows[0].target:.0f}% of its own bw)",
-                zorder=3,
-            )
+    styles = (("baseline", "tab:red", "x", "baseline"), ("ACE", "tab:blue", "o", "ace"))
+    for name, color, _, key in styles:
+        _accounting(ax, rows, net, name, color, key)
+    for name, color, marker, key in styles:
+        _simulated(ax, rows, name, color, marker, key)
     gbps_axis(ax.xaxis, "network bandwidth driven per NPU")
     gbps_axis(ax.yaxis, "HBM bandwidth needed")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
     finish(fig, ax, title or "HBM bandwidth needed to drive the network")
     return fig
+
+
+def _accounting(
+    ax: Any, rows: list[MembwRow], net: list[float], name: str, color: str, key: str
+) -> None:
+    """The byte accounting of one endpoint: one line per distinct ratio, or a band."""
+    ratios = sorted({round(getattr(r, f"{key}_ratio"), 3) for r in rows})
+    if len(ratios) == 1:
+        ax.plot(
+            net,
+            [ratios[0] * x for x in net],
+            color=color,
+            lw=1,
+            ls="--",
+            label=f"{name} accounting, {ratios[0]:.2f} B/B",
+        )
+        return
+    lo, hi = ratios[0], ratios[-1]
+    ax.fill_between(
+        net,
+        [lo * x for x in net],
+        [hi * x for x in net],
+        color=color,
+        alpha=0.15,
+        lw=0,
+        label=f"{name} accounting, {lo:.2f}-{hi:.2f} B/B",
+    )
+
+
+def _simulated(ax: Any, rows: list[MembwRow], name: str, color: str, marker: str, key: str) -> None:
+    """The simulated needs of one endpoint: at equal network bandwidth (filled, joined,
+    labelled with NPU counts) and at its own bandwidth (hollow)."""
+    pts = [
+        (r.equal_network_bandwidth, getattr(r, f"{key}_equal_hbm"), r.npus)
+        for r in rows
+        if r.equal_network_bandwidth is not None and getattr(r, f"{key}_equal_hbm") is not None
+    ]
+    if pts:
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            color=color,
+            marker=marker,
+            ms=7,
+            lw=1.2,
+            label=f"{name} simulated, at equal network bw",
+            zorder=4,
+        )
+        labels: dict[tuple[float, float], list[str]] = {}
+        for x, y, npus in pts:  # one label for sizes that need the same (to 0.1%)
+            spot = next((k for k in labels if _close(k, (x, y))), (x, y))
+            labels.setdefault(spot, []).append(str(npus))
+        for i, ((x, y), names) in enumerate(labels.items()):
+            ax.annotate(  # alternately above and below: neighbouring sizes sit close
+                ", ".join(names),
+                (x, y),
+                textcoords="offset points",
+                xytext=(6, 4) if i % 2 == 0 else (6, -11),
+                fontsize=7,
+                color=color,
+            )
+    own = [
+        (r.target * getattr(r, f"{key}_network_bandwidth"), getattr(r, f"{key}_needed_hbm"))
+        for r in rows
+        if getattr(r, f"{key}_needed_hbm") is not None
+    ]
+    if own:
+        ax.scatter(
+            [p[0] for p in own],
+            [p[1] for p in own],
+            edgecolors=color,
+            facecolors="none",
+            marker="s",
+            s=22,
+            label=f"{name} simulated, at {100 * rows[0].target:.0f}% of its own bw",
+            zorder=3,
+        )
+
+
+def _close(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return all(abs(u - v) <= 1e-3 * max(abs(u), abs(v), 1.0) for u, v in zip(a, b, strict=True))

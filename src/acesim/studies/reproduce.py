@@ -335,6 +335,7 @@ def assemble_reproduction(
     summary["hbm_saving_by_target"] = dict(sorted(by_target.items()))
     summary["schema"] = SCHEMA
     summary["system"] = system.name
+    summary["provenance"] = system.provenance.to_dict()
     summary["paper"] = PAPER
     summary["deviations"] = deviations(summary)
     summary["cases"] = [_case_summary(c) for c in cases]
@@ -555,6 +556,21 @@ def _orderings_lines(summary: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _provenance_lines(provenance: dict[str, Any]) -> list[str]:
+    """How the system was made, for the report's head (nothing for a plain preset)."""
+    lines = []
+    if provenance.get("extends"):
+        chain = " -> ".join(f"`{e}`" for e in provenance["extends"])
+        lines.append(f"The system `{provenance.get('origin', '')}` extends {chain}.")
+    if provenance.get("overrides"):
+        shown = ", ".join(f"`{o}`" for o in provenance["overrides"])
+        lines.append(
+            f"Overrides applied to it: {shown} (each replaces its field's source in the "
+            "assumptions table below)."
+        )
+    return [*lines, ""] if lines else []
+
+
 def _energy_lines(cases: list[CaseResult]) -> list[str]:
     """The report's energy table: each endpoint's energy per GPU per iteration (the power
     model, :mod:`acesim.hardware.power`), its share spent on communication, and ACE's saving
@@ -602,6 +618,7 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
         "Every number below comes from the model; no parameter is set per case. The paper's",
         "figures are from its abstract (paper.md section 1).",
         "",
+        *_provenance_lines(summary.get("provenance", {})),
         "## Headline figures",
         "",
         "| figure | acesim | range over the assumptions | paper | deviation | tolerance |"

@@ -44,6 +44,7 @@ for _study in (
                 "--no-sensitivity",
                 "--assumptions",
                 "--set",
+                "--force",
             }
         ),
     ),

@@ -1,4 +1,11 @@
-"""A figure from a results database: one metric against one swept field, a line per group."""
+"""A figure from a results database: one metric against one swept field, a line per group.
+
+Numbers show with their units everywhere (axis labels, ticks, legend entries: ``npu.
+hbm_bandwidth=900 GB/s``, never ``900000000000.0``); a text axis (``parallel``) is categorical,
+one tick at each point, in the order the sweep listed them; the best point (least for times
+and bytes, most for everything else) is marked and labelled. ``--where`` takes a quantity with
+its unit for a column that has one (``npu.hbm_bandwidth=900 GB/s``), compared to 1e-9.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SweepError
+from ..units import UNIT_OF_KIND, format_eng, parse_quantity
 
 __all__ = ["plot_results", "default_plot_path"]
 
@@ -15,7 +23,14 @@ def default_plot_path(x: str, y: str) -> Path:
     return Path("".join(c if c.isalnum() or c in "-_." else "_" for c in text) + ".png")
 
 
-def _where(df: Any, clauses: list[str]) -> Any:
+_KIND_OF_UNIT = {unit: kind for kind, unit in UNIT_OF_KIND.items()}
+
+
+def _where(df: Any, clauses: list[str], units: dict[str, str] | None = None) -> Any:
+    """Rows whose column equals the value of every ``FIELD=VALUE`` clause: a number, a
+    quantity with a unit where the column has one (``900 GB/s``), else text."""
+    import numpy as np
+
     for clause in clauses:
         if "=" not in clause:
             raise ConfigError("--where", "expected FIELD=VALUE", clause)
@@ -23,13 +38,33 @@ def _where(df: Any, clauses: list[str]) -> Any:
         if name not in df.columns:
             raise ConfigError("--where", "no such column", name)
         column = df[name]
-        try:
-            value: Any = float(text)
-            mask = column.astype(float) == value
-        except (TypeError, ValueError):
-            mask = column.astype(str) == text
+        value = _where_number(text, (units or {}).get(name, ""), clause)
+        numbers = _as_numbers(column) if value is not None else None
+        if value is not None and numbers is not None:
+            mask = np.isclose(numbers.to_numpy(), value, rtol=1e-9, atol=0.0)
+        else:
+            mask = (column.astype(str) == text).to_numpy()
         df = df[mask]
     return df
+
+
+def _where_number(text: str, unit: str, clause: str) -> float | None:
+    """The number a ``--where`` value stands for in the column's unit (None: text)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    kind = _KIND_OF_UNIT.get(unit)
+    if kind is None:
+        return None
+    try:
+        return parse_quantity(text, kind, "--where")  # type: ignore[arg-type]
+    except ConfigError:
+        if any(c.isdigit() for c in text):
+            raise ConfigError(
+                "--where", f"expected a quantity in {unit} (e.g. '900 GB/s')", clause
+            ) from None
+        return None
 
 
 _NOT_FINITE = frozenset({"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"})
@@ -101,7 +136,8 @@ def plot_results(
             raise ConfigError(
                 flag, "no such column in the database", name, hint=f"columns: {known}"
             )
-    df = _where(df, where or [])
+    units = read_units(db)
+    df = _where(df, where or [], units)
     if df.empty:
         raise SweepError(f"{db}: no successful points to plot (after --where)")
     df, dropped = _plottable(df, [x, y])
@@ -117,7 +153,7 @@ def plot_results(
         )
     axes = [c for c, r in roles.items() if r == "axis" and c in df.columns and c not in (x, hue)]
     group_by = ([hue] if hue else []) + [c for c in axes if df[c].nunique(dropna=False) > 1]
-    fig = _draw(df, x, y, group_by, units=read_units(db), logx=logx, logy=logy)
+    fig = _draw(df, x, y, group_by, units=units, logx=logx, logy=logy)
     lines = len(fig.axes[0].get_lines())
     path = Path(output) if output is not None else default_plot_path(x, y)
     fig.savefig(path, dpi=150)
@@ -127,6 +163,46 @@ def plot_results(
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", ":")
+
+
+def _show(value: Any, unit: str) -> str:
+    """A value as a legend or label shows it: numbers with their unit (``900 GB/s``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if unit in ("", "units"):
+        return f"{value:g}"
+    return format_eng(float(value), unit)
+
+
+def _lower_is_better(name: str, unit: str) -> bool:
+    """Times and bytes are best small; rates, fractions of a peak and speedups large."""
+    return unit in ("s", "B")
+
+
+def _categories(df: Any, x: str) -> list[Any] | None:
+    """The values of a text ``x`` column in the order the sweep listed them (None when the
+    column is numeric)."""
+    if _as_numbers(df[x]) is not None:
+        return None
+    order = df.sort_values("point")[x] if "point" in df.columns else df[x]
+    return list(dict.fromkeys(order))
+
+
+def _labels(df: Any, group_by: list[str], units: dict[str, str]) -> tuple[Any, list[str | None]]:
+    """The groups and their legend labels (columns moving in lockstep with an earlier one,
+    zip axes, add nothing to a label; numbers carry their units)."""
+    named: list[str] = []
+    for column in group_by:
+        if not any(df.groupby(kept, dropna=False)[column].nunique(dropna=False).max() <= 1
+                   for kept in ([c] for c in named)):  # fmt: skip
+            named.append(column)
+    groups = df.groupby(group_by, dropna=False, sort=True) if group_by else [((), df)]
+    labels: list[str | None] = []
+    for key, _part in groups:
+        values = dict(zip(group_by, key if isinstance(key, tuple) else (key,), strict=False))
+        shown = [f"{n}={_show(values[n], units.get(n, ''))}" for n in named]
+        labels.append(", ".join(shown) or None)
+    return groups, labels
 
 
 def _draw(
@@ -140,41 +216,32 @@ def _draw(
     logy: bool,
 ) -> Any:
     """The figure: one line per group, each with its own marker and dash so that lines that
-    lie on top of each other stay visible; axes labelled with their units; the legend below."""
+    lie on top of each other stay visible; axes labelled with their units; the best point
+    marked; the legend below."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter, MaxNLocator
 
-    # Columns that move in lockstep with an earlier one (zip axes) add nothing to a label.
-    named: list[str] = []
-    for column in group_by:
-        if not any(df.groupby(kept, dropna=False)[column].nunique(dropna=False).max() <= 1
-                   for kept in ([c] for c in named)):  # fmt: skip
-            named.append(column)
-    groups = df.groupby(group_by, dropna=False, sort=True) if group_by else [((), df)]
-    labels = []
-    for key, _part in groups:
-        values = dict(zip(group_by, key if isinstance(key, tuple) else (key,), strict=False))
-        labels.append(", ".join(f"{n}={values[n]}" for n in named) or None)
+    groups, labels = _labels(df, group_by, units)
+    categories = _categories(df, x)
     long_labels = max((len(t or "") for t in labels), default=0) > 38
     fig, ax = plt.subplots(figsize=(6.4, 4.6 + (0.18 * len(labels) if long_labels else 0)))
     for i, ((_key, part), label) in enumerate(zip(groups, labels, strict=True)):
-        part = part.sort_values(x)
+        if categories is None:
+            part = part.sort_values(x)
+            xs = part[x]
+        else:  # categorical: each value at its own position, in the sweep's order
+            position = {c: k for k, c in enumerate(categories)}
+            part = part.assign(_pos=part[x].map(position)).sort_values("_pos")
+            xs = part["_pos"]
         ax.plot(
-            part[x],
+            xs,
             part[y],
             marker=_MARKERS[i % len(_MARKERS)],
             ls=_STYLES[(i // len(_MARKERS)) % len(_STYLES)],
             markerfacecolor="none",
             label=label,
         )
-    for axis, name in ((ax.xaxis, x), (ax.yaxis, y)):
-        unit = units.get(name, "")
-        if unit and unit not in ("1", "x", "units"):
-            axis.set_major_formatter(EngFormatter(unit=unit))
-        if axis is ax.xaxis:
-            axis.set_major_locator(MaxNLocator(nbins=5))
-        shown = {"1": "fraction", "x": "ratio"}.get(unit, unit)
-        axis.set_label_text(f"{name} ({shown})" if shown else name)
+    _axes(ax, x, y, units, categories)
+    _best(ax, df, x, y, units, categories)
     if logx:
         ax.set_xscale("log")
     if logy:
@@ -186,9 +253,52 @@ def _draw(
         ax.legend(
             fontsize=7,
             loc="upper center",
-            bbox_to_anchor=(0.5, -0.16),
+            bbox_to_anchor=(0.5, -0.2 if categories else -0.16),
             ncol=1 if long_labels else 2,
             frameon=False,
         )
     fig.tight_layout()
     return fig
+
+
+def _axes(ax: Any, x: str, y: str, units: dict[str, str], categories: list[Any] | None) -> None:
+    """Tick formats and labels with units; a categorical x gets one tick at each point."""
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    for axis, name in ((ax.xaxis, x), (ax.yaxis, y)):
+        unit = units.get(name, "")
+        if axis is ax.xaxis and categories is not None:
+            ax.set_xticks(range(len(categories)))
+            ax.set_xticklabels([str(c) for c in categories], rotation=20, ha="right")
+        else:
+            if unit and unit not in ("1", "x", "units"):
+                axis.set_major_formatter(EngFormatter(unit=unit))
+            if axis is ax.xaxis:
+                axis.set_major_locator(MaxNLocator(nbins=5))
+        shown = {"1": "fraction", "x": "ratio"}.get(unit, unit)
+        axis.set_label_text(f"{name} ({shown})" if shown else name)
+
+
+def _best(
+    ax: Any, df: Any, x: str, y: str, units: dict[str, str], categories: list[Any] | None
+) -> None:
+    """Mark and label the best point of the figure (least time or bytes, most otherwise)."""
+    unit = units.get(y, "")
+    low = _lower_is_better(y, unit)
+    row = df.loc[df[y].idxmin() if low else df[y].idxmax()]
+    xv = categories.index(row[x]) if categories is not None else row[x]
+    ax.margins(x=0.08, y=0.14)  # room for the label inside the axes
+    xs = range(len(categories)) if categories is not None else df[x]
+    right = xv > (min(xs) + max(xs)) / 2  # label towards the middle, away from the edge
+    ax.scatter([xv], [row[y]], marker="*", s=160, color="gold", edgecolors="black", zorder=5)
+    text = f"best: {_show(row[y], unit)} at {x}={_show(row[x], units.get(x, ''))}"
+    ax.annotate(
+        text,
+        (xv, row[y]),
+        textcoords="offset points",
+        xytext=(-9 if right else 9, 10 if low else -16),
+        ha="right" if right else "left",
+        fontsize=7,
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.6", "alpha": 0.9},
+        zorder=6,
+    )

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..clusters import dask_client
+from ..clusters import dask_client, require_dask
 from ..errors import ConfigError, SweepError, short_repr
 from ..processes import process_pool
 from .spec import Point, SweepSpec, canonical_json, load_spec
@@ -68,7 +68,10 @@ def check_dask(dask: Any) -> None:
     scheduler address ``tcp://HOST:PORT`` (or another transport of distributed: ``tls``, ``ws``,
     ``wss``, ``ucx``; ``inproc://`` for a scheduler in this process) or a ``distributed.Client``.
     """
-    if dask is None or dask == "local" or not isinstance(dask, str):
+    if dask is None:
+        return
+    require_dask()
+    if dask == "local" or not isinstance(dask, str):
         return
     if dask.startswith("inproc://") and len(dask) > len("inproc://"):
         return
@@ -130,11 +133,15 @@ class SweepSummary:
     skipped: int  # already in the database
     ran: int  # executed now
     ok: int  # executed now and succeeded
-    failed: int  # executed now and failed, or rejected as invalid now
+    failed: int  # executed now and failed
     wall_time: float
     backend: str
     errors: list[tuple[int, str]] = field(default_factory=list)  # (point index, error), first 20
     interrupted: bool = False
+    #: refused now: an invalid value, or a configuration that does not divide or fit (an LLM
+    #: split, an HBM misfit); recorded with the reason, not a failure
+    refused: int = 0
+    refusals: list[tuple[int, str]] = field(default_factory=list)  # (point index, reason)
 
     @property
     def points_per_second(self) -> float:
@@ -162,7 +169,7 @@ def run_sweep(
             ``"tcp://host:port"``, or a ``distributed.Client``.
         strict: reject the whole spec if any point has an invalid value (default: record the
             point's error and run the rest).
-        retry_errors: run again the points recorded with status ``error``.
+        retry_errors: run again the points recorded with status ``error`` or ``refused``.
         progress: False, True (a rich progress bar on stderr) or a ``rich.progress.Progress``.
 
     Raises:
@@ -211,7 +218,11 @@ def run_sweep(
                 outcome=outcome,
                 config=canonical_json(p.config),
             )
-            if outcome["status"] != "ok":
+            if outcome["status"] == "refused":
+                summary.refused += 1
+                if len(summary.refusals) < 20:
+                    summary.refusals.append((p.index, str(outcome["error"])))
+            elif outcome["status"] != "ok":
                 summary.failed += 1
                 if len(summary.errors) < 20:
                     summary.errors.append((p.index, str(outcome["error"])))
@@ -225,7 +236,7 @@ def run_sweep(
                 bar.start()
             for p in todo:
                 if not p.ok:
-                    record(p, error_outcome(f"invalid value: {p.error}"))
+                    record(p, error_outcome(f"refused: {p.error}", "refused"))
                     if bar is not None:
                         bar.advance(task)
             runnable = {p.hash: p for p in todo if p.ok}

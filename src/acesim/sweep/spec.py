@@ -4,6 +4,7 @@ A spec (TOML, or the same structure as a dict) has::
 
     name = "collective-hbm"          # optional, default: the file name
     kind = "collective"              # or "run", or "llm"
+    force = false                    # true: accept bare numbers implausible for their fields
     [base]                           # one point: a collective, or an experiment document
     system = "ace-isca21"
     op = "all-reduce"
@@ -26,7 +27,10 @@ other path addresses the system document.
 Errors are split in two (see docs/sweeps.md):
 
 * *structural* — the spec cannot be read, a key or path does not exist in the schema, an axis is
-  not a non-empty list, zip lists differ in length: :class:`ConfigError` before anything runs;
+  not a non-empty list, zip lists differ in length, a bare number is implausible for its system
+  field (``npu.hbm_bandwidth = [450, 900]``: B/s, a unit left out; :mod:`acesim.config.
+  plausible`; ``force = true`` takes them as written): :class:`ConfigError` before anything
+  runs;
 * *a value* that fails validation for one point (``npu.hbm_bandwidth = "-1 GB/s"``, a list index
   that one swept system lacks): that point is never run; it is recorded in the database with the
   :class:`ConfigError` naming the path and value, and every other point runs. An LLM point's
@@ -50,7 +54,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..config.errors import config_error_from
 from ..config.experiment import RunOptions, WorkloadConfig
-from ..config.presets import DEFAULT_PRESET, read_document, system_document, system_from_dict
+from ..config.plausible import check_document, check_value
+from ..config.presets import DEFAULT_PRESET, read_document, system_from_dict, traced_document
 from ..config.system import SystemConfig
 from ..errors import ConfigError, TopologyError
 from ..hardware.endpoints import ENDPOINT_KINDS
@@ -66,7 +71,7 @@ Kind = Literal["collective", "run", "llm"]
 MAX_POINTS = 1_000_000
 Target = Literal["system", "system_ref", "endpoint", "param", "workload", "run"]
 
-SPEC_KEYS = ("name", "description", "kind", "base", "grid", "zip")
+SPEC_KEYS = ("name", "description", "kind", "force", "base", "grid", "zip")
 #: The base keys of every kind's points; each kind adds its own (RunKind.point_params).
 SYSTEM_KEYS = ("system", "overrides", "endpoint")
 #: The training kind's point tables (an experiment document's).
@@ -133,6 +138,9 @@ class SweepSpec:
     zips: list[list[Axis]] = field(default_factory=list)
     description: str = ""
     base_dir: Path = field(default_factory=Path.cwd)
+    #: accept bare numbers implausible for their fields (``force = true``;
+    #: :mod:`acesim.config.plausible`)
+    force: bool = False
 
     @property
     def axes(self) -> list[Axis]:
@@ -158,8 +166,22 @@ class SweepSpec:
             )
         return [dict(kv for cell in combo for kv in cell) for combo in itertools.product(*dims)]
 
+    def check_bare_numbers(self) -> None:
+        """ConfigError (before anything runs) for a bare number implausible for its system
+        field in ``base.overrides`` or an axis, unless ``force``
+        (:mod:`acesim.config.plausible`)."""
+        if self.force:
+            return
+        for path, value in self.base.get("overrides", {}).items():
+            check_value(SystemConfig, path, value, "base.overrides")
+        for axis in self.axes:
+            if axis.target == "system":
+                for value in axis.values:
+                    check_value(SystemConfig, axis.path, value, f"[{axis.group}]")
+
     def points(self) -> list[Point]:
         """Every point, resolved and validated (invalid ones carry their error)."""
+        self.check_bare_numbers()
         resolver = _Resolver(self)
         return [resolver.point(i, values) for i, values in enumerate(self.combinations())]
 
@@ -204,6 +226,9 @@ def parse_spec(
     if not isinstance(spec_name, str) or not spec_name:
         raise ConfigError("name", "must be a non-empty string", spec_name)
     description = doc.get("description", "")
+    force = doc.get("force", False)
+    if not isinstance(force, bool):
+        raise ConfigError("force", "must be true or false", force)
     grid_doc = doc.get("grid", {})
     if not isinstance(grid_doc, dict):
         raise ConfigError("grid", "must be a table of path = [values]", grid_doc)
@@ -245,6 +270,7 @@ def parse_spec(
         zips=zips,
         description=str(description),
         base_dir=base_dir or Path.cwd(),
+        force=force,
     )
 
 
@@ -325,13 +351,15 @@ class _Resolver:
 
     def system_doc(self, ref: Any) -> dict[str, Any]:
         if isinstance(ref, dict):
+            if not self.spec.force:
+                check_document(SystemConfig, ref, "system")
             return copy.deepcopy(ref)
         if not isinstance(ref, str):
             raise ConfigError("system", "must be a preset name, a file path or a table", ref)
         if ref not in self._systems:
             local = self.spec.base_dir / ref
             target: str | Path = local if not Path(ref).is_absolute() and local.exists() else ref
-            self._systems[ref] = system_document(target)
+            self._systems[ref] = traced_document(target, force=self.spec.force)[0]
         return copy.deepcopy(self._systems[ref])
 
     def point(self, index: int, values: dict[str, Any]) -> Point:
@@ -386,8 +414,9 @@ class _Resolver:
 
     def column(self, axis: Axis, value: Any, config: dict[str, Any]) -> Any:
         """The swept column's value: resolved (SI) at the path, else the value as written."""
-        if isinstance(value, str) and value.startswith(BEST_PREFIX):
-            return value  # best_<kind>: the search, not the kind it resolved to
+        if isinstance(value, str) and value.startswith((BEST_PREFIX, "best-")):
+            # best_<kind>: the search, not the kind it resolved to
+            return BEST_PREFIX + value[len(BEST_PREFIX) :]
         try:
             if axis.target == "system":
                 return _column_value(get_path(config["system"], list(axis.parts)))
@@ -411,9 +440,9 @@ def _best_of(raw: dict[str, Any]) -> bool:
     """Turn ``endpoint.kind = "best_<kind>"`` into ``<kind>`` (in place); True if it was."""
     endpoint = raw.get("system", {}).get("endpoint")
     kind = endpoint.get("kind") if isinstance(endpoint, dict) else None
-    if not isinstance(kind, str) or not kind.startswith(BEST_PREFIX):
+    if not isinstance(kind, str) or not kind.startswith((BEST_PREFIX, "best-")):
         return False
-    name = kind[len(BEST_PREFIX) :]
+    name = kind[len(BEST_PREFIX) :]  # best-<kind> is best_<kind> spelt with a hyphen
     if name not in ENDPOINT_KINDS and name not in ENDPOINT_KINDS.aliases_all():
         return False  # the system validation reports the unknown kind
     endpoint["kind"] = ENDPOINT_KINDS.canonical(name)

@@ -1,7 +1,9 @@
 """The results database (SQLite, stdlib ``sqlite3``): one row per point, keyed by config hash.
 
 Table ``points``: ``hash`` (sha256 of the resolved configuration's canonical JSON, primary key),
-``sweep``, ``point`` (index in its spec), ``kind``, ``status`` (``ok``/``error``), ``error``,
+``sweep``, ``point`` (index in its spec), ``kind``, ``status`` (``ok``; ``refused``: an invalid
+value or a configuration that does not divide or fit, its reason in ``error``; ``error``: the
+point failed), ``error``,
 ``wall_time`` (s, measured around the point in the worker), ``version`` (acesim that computed
 it), ``finished_at`` (UTC ISO time), ``config`` (the resolved configuration as JSON), then one
 column per swept path (``npu.hbm_bandwidth``) and one per result metric (``time``, ``busbw``),

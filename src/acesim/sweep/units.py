@@ -3,13 +3,10 @@ of the field: ``npu.hbm_bandwidth`` is in B/s), a metric's from :mod:`acesim.res
 
 from __future__ import annotations
 
-import types
-import typing
-from typing import Any
-
 from pydantic import BaseModel
 
 from ..config.experiment import RunOptions, WorkloadConfig
+from ..config.quantities import quantity_kind_at
 from ..config.system import SystemConfig
 from ..results.units import metric_unit
 from ..units import UNIT_OF_KIND
@@ -21,52 +18,9 @@ __all__ = ["axis_unit", "column_unit"]
 _PARAM_UNITS = {"size": "B"}
 
 
-def _kind(model: type[BaseModel], name: str) -> str | None:
-    info = model.model_fields.get(name)
-    if info is None:
-        return None
-    for meta in info.metadata:
-        kind = getattr(getattr(meta, "func", None), "acesim_kind", None)
-        if kind is not None:
-            return str(kind)
-    return None
-
-
-def _models(annotation: Any) -> list[Any]:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _models(typing.get_args(annotation)[0])
-    if origin is typing.Union or origin is types.UnionType:
-        return [m for a in typing.get_args(annotation) for m in _models(a)]
-    if origin in (list, tuple, dict):
-        args = typing.get_args(annotation)
-        return _models(args[-1]) if args else []
-    return [annotation]
-
-
 def _schema_unit(model: type[BaseModel], parts: list[str | int]) -> str:
-    current: list[Any] = [model]
-    for i, part in enumerate(parts):
-        if isinstance(part, int):
-            continue
-        last = i == len(parts) - 1 or all(isinstance(p, int) for p in parts[i + 1 :])
-        nxt: list[Any] = []
-        for m in current:
-            if not (isinstance(m, type) and issubclass(m, BaseModel)):
-                continue
-            if last:
-                kind = _kind(m, part)
-                if kind is not None:
-                    return UNIT_OF_KIND.get(kind, "")
-            if part in m.model_fields:
-                nxt += _models(m.model_fields[part].annotation)
-            else:
-                section = getattr(m, "section_model", None)
-                found = section(part) if callable(section) else None
-                if found is not None:
-                    nxt.append(found)
-        current = nxt
-    return ""
+    kind = quantity_kind_at(model, parts)
+    return UNIT_OF_KIND.get(kind, "") if kind is not None else ""
 
 
 def axis_unit(path: str) -> str:

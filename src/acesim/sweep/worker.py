@@ -63,12 +63,14 @@ def execute_point(config: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-def error_outcome(message: str) -> dict[str, Any]:
-    """The outcome of a point that could not be executed at all (worker died, invalid value)."""
+def error_outcome(message: str, status: str = "error") -> dict[str, Any]:
+    """The outcome of a point that could not be executed at all: ``error`` (a worker died)
+    or ``refused`` (an invalid value, a configuration that does not divide or fit: the
+    point's own answer, not a failure)."""
     from .. import __version__
 
     return {
-        "status": "error",
+        "status": status,
         "metrics": {},
         "error": message,
         "wall_time": 0.0,

@@ -76,6 +76,8 @@ class Snapshot:
     time: float
     egress_bytes: list[float]
     hbm_bytes: float
+    #: HBM capacity compute kernels consumed: their bytes, writes with their turnaround
+    #: penalty (the kernels cause it; results attribute it to compute, not communication)
     compute_hbm_bytes: float
     compute_busy: float
     units_held_time: float = 0.0  # unit-s held by communication (NPU 0)
@@ -678,7 +680,7 @@ class GraphExecutor:
             time=now,
             egress_bytes=[r.used for r in platform.collectives.egress[0]],
             hbm_bytes=sum(r.used for r in npu.hbm_resources),
-            compute_hbm_bytes=npu.compute_hbm_bytes_now(),
+            compute_hbm_bytes=npu.compute_hbm_demand_now(),
             compute_busy=npu.busy_time(),
             units_held_time=npu.units.held_time,
             meters=read_meters(platform, 0),

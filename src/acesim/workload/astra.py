@@ -402,7 +402,8 @@ def read_astra_workload(
             f"training loop {parsed.loop} is not supported "
             f"(supported: {', '.join(SUPPORTED_LOOPS)}); acesim has no training loop with "
             "its semantics yet (blocking model-parallel collectives, a topology-dependent "
-            "dimension split, per-layer policies or checkpoints)",
+            "dimension split, per-layer policies or checkpoints; docs/workloads.md, "
+            "'ASTRA-sim 1.0 text workloads')",
         )
     n = len(parsed.layers)
     bottom = parsed.last_bottom_layer

@@ -23,7 +23,7 @@ point-to-point peers are classes (class mode).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import WorkloadError
@@ -73,6 +73,16 @@ class Node:
     units: int | None = None
 
 
+def _renumbered(nodes: list[Node]) -> list[Node]:
+    """``nodes`` with each id replaced by the node's position (deps likewise): what a rank's
+    graph is apart from the ids it happens to use."""
+    position = {n.id: i for i, n in enumerate(nodes)}
+    return [
+        replace(n, id=i, deps=tuple(position.get(d, -1 - d) for d in n.deps))
+        for i, n in enumerate(nodes)
+    ]
+
+
 @dataclass
 class Graph:
     """Execution graphs of every rank (``ranks[r]`` is rank r's node list)."""
@@ -87,9 +97,16 @@ class Graph:
 
     @property
     def symmetric(self) -> bool:
-        """True when every rank has the same graph (symmetric mode applies)."""
+        """True when every rank has the same graph (symmetric mode applies): the same nodes
+        in the same order, whatever ids each rank numbers them with (generated Chakra traces,
+        ASTRA-sim's microbenchmarks among them, give each rank its own ids)."""
         first = self.ranks[0]
-        return all(r is first or r == first for r in self.ranks[1:])
+        if all(r is first or r == first for r in self.ranks[1:]):
+            return True
+        if any(len(r) != len(first) for r in self.ranks[1:]):
+            return False
+        shape = _renumbered(first)
+        return all(r is first or _renumbered(r) == shape for r in self.ranks[1:])
 
     def validate(self, where: str = "graph") -> None:
         """Raise :class:`WorkloadError` on duplicate ids, missing deps or cycles."""

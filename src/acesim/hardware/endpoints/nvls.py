@@ -69,4 +69,5 @@ KIND = EndpointKind(
     settings=NvlsSettings,
     build=NvlsEndpoint,
     check=_check,
+    offloads=frozenset({"all-reduce"}),
 )

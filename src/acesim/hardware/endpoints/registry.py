@@ -95,6 +95,9 @@ class EndpointKind:
             dimension's (a DMA engine's writes carry no collective protocol); the ideal
             endpoint takes it in its variant for this kind, so that no kind out-drives the
             bound.
+        offloads: the collective operations the kind runs otherwise than the SM kernels of
+            the ``baseline`` kind (None: every one); a run with none of them gets the
+            baseline's figures, and its result says so (:meth:`idle_note`).
         aliases: other names that stand for this kind wherever a kind is named
             (``endpoint.kind``, ``--endpoint(s)``, ``compare(endpoints=...)``); results and
             tables use ``name``.
@@ -114,6 +117,19 @@ class EndpointKind:
     aliases: tuple[str, ...] = ()
     ample: Callable[[SystemConfig], list[dict[str, object]]] | None = None
     link_efficiency: Callable[[Any, SystemConfig], dict[str, float]] | None = None
+    offloads: frozenset[str] | None = None
+
+    def idle_note(self, ops: set[str]) -> str | None:
+        """A note when a run whose collectives are ``ops`` gives this kind nothing to do (none
+        of :attr:`offloads`): its figures are then the SM endpoint's. None otherwise."""
+        if self.offloads is None or ops & self.offloads:
+            return None
+        ran = ", ".join(sorted(ops)) or "none"
+        return (
+            f"{self.name} has nothing to do in this run: it offloads "
+            f"{', '.join(sorted(self.offloads))} only, and the run's collectives are {ran}; "
+            "they ran as the SM endpoint's kernels (its figures are the baseline's)"
+        )
 
     def variants_of(self, system: SystemConfig) -> list[Variant]:
         """The variants to search on ``system`` (one, the settings as given, when none)."""

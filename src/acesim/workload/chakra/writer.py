@@ -37,6 +37,7 @@ from typing import Any
 from ...errors import TopologyError, WorkloadError
 from ...network.group import Group, group_to_json, members
 from ...network.topology import Topology
+from ...units import format_size
 from ..graph import Graph, Node
 from ..model import Compute
 from . import attrs as A
@@ -333,7 +334,8 @@ class ChakraExport:
         first = self.files[0] if self.files else "-"
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items())) or "none"
         out = [
-            f"wrote {self.ranks} Chakra rank files ({first} ...), {self.bytes_written} bytes",
+            f"wrote {self.ranks} Chakra rank files ({first} ...), "
+            f"{format_size(self.bytes_written)}",
             f"{self.nodes} nodes: {kinds}",
         ]
         groups = [f for f in self.files if f.suffix == ".json"]
@@ -341,7 +343,9 @@ class ChakraExport:
             out.append(f"communicator groups: {groups[0]} (--comm-group-configuration)")
         if self.collectives:
             colls = ", ".join(f"{n} {op}" for op, n in sorted(self.collectives.items()))
-            out.append(f"collectives: {colls}; {self.comm_bytes:.6g} bytes of communication")
+            out.append(
+                f"collectives: {colls}; {format_size(self.comm_bytes)} of communication (all ranks)"
+            )
         return out
 
     def __str__(self) -> str:

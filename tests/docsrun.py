@@ -1,0 +1,119 @@
+"""Running the fenced commands and snippets of README.md and docs/ (tests/test_docs.py).
+
+A fenced block in ``bash``, ``sh``, ``shell`` or ``console`` (only its ``$ `` lines) holds
+``acesim`` commands, one a line (``\\`` continues a line, ``&&`` chains commands, ``#`` starts
+a comment, ``| tool`` pipes the output into another program, which is not run); a ``python``
+block is a script. Other languages (``toml``, ``yaml``, output) are text. A block preceded by
+``<!-- docs-test: skip (reason) -->`` is not run: the reason says why (it installs the
+package, builds another simulator, runs for minutes).
+
+Commands run small: :data:`SMALL` rewrites sizes that only make a run longer (more NPUs, more
+sizes, more workloads) into smaller ones of the same command, so every documented option and
+file is still exercised; :data:`FIXTURES` are the files the docs name that a user writes
+themselves (a placement). Everything runs in one scratch folder per document, blocks in order,
+with the repository's ``examples/`` beside it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+SHELL = {"bash", "sh", "shell", "console"}
+RUN = SHELL | {"python"}
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\(([^)]+)\)\s*-->\s*$")
+
+#: (pattern, replacement) applied in order to every command line: the same command at a size
+#: that runs in seconds. Each says what it shrinks.
+SMALL: list[tuple[str, str]] = [
+    # networks: fewer NPUs or nodes (the option itself still runs)
+    (r"--npus 128\b", "--npus 16"),
+    (r"--npus 16,64\b", "--npus 16"),
+    (r"--nodes 8\b", "--nodes 4"),
+    # LLM runs: the family's smallest model, a smaller batch and sequence than a real
+    # iteration, the same parallel plan (every option still runs)
+    (r"-w llama3-70b\b", "-w llama3-8b"),
+    (r"--global-batch \d+", "--global-batch 8"),
+    (r"--seq \d+", "--seq 512"),
+    (r"^(?!.*--seq)(acesim (?:run|export-chakra) .*--parallel .*)$", r"\1 --seq 512"),
+    (r"vpp=5\b", "vpp=1"),
+    # collective size sweeps: the first sizes of the range
+    (r"--sizes 1KiB:1GiB\b", "--sizes 1KiB:4KiB"),
+    (r"--sizes 8B:8GiB\b", "--sizes 8B:64B"),
+    # whole-model runs on the ACE paper's platform: 16 NPUs, one iteration measured whole
+    (r"^acesim run (?!.*(?:--npus|--shape|--nodes|-s |--system))", "acesim run --npus 16 "),
+    (r"^acesim run (?!.*(?:-n |--iterations|--warmup|--parallel))", "acesim run -n 1 --warmup 0 "),
+    # a comparison over more iterations: the fewest that measure one (warm-up 1)
+    (r"-n 5 --warmup 1\b", "-n 3 --warmup 1"),
+    # sweeps in this process (their worker pool and Dask cluster are tests/test_sweep.py's)
+    (r"^acesim sweep (?!.*(?:-j |--workers|--dask))", "acesim sweep -j 0 "),
+    # the HBM analysis: one network size (its bisections are the cost)
+    (r"^(acesim membw)(?!.*--npus)", r"\1 --npus 16"),
+    # validation: the quick rows of one family
+    (r"^acesim validate(?!.*--quick)", "acesim validate --quick"),
+    (r"^acesim validate (?!.*--family)", "acesim validate --family kernels "),
+    (r"--family kernels,collectives", "--family kernels"),
+]
+
+#: Files the docs name that a user writes themselves, created in the scratch folder.
+FIXTURES: dict[str, str] = {
+    "p.json": "[" + ", ".join(str(15 - i) for i in range(16)) + "]\n",
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block: its document, 1-based line, language, text and skip reason."""
+
+    document: Path
+    line: int
+    language: str
+    text: str
+    skip: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.document.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(document: Path) -> list[Block]:
+    """The runnable fenced blocks of ``document``, in order."""
+    text = document.read_text(encoding="utf-8")
+    out = []
+    for match in _FENCE.finditer(text):
+        language = match.group(1).lower()
+        if language not in RUN:
+            continue
+        before = text[: match.start()].rstrip("\n").splitlines()
+        marker = _SKIP.search(before[-1]) if before else None
+        line = text.count("\n", 0, match.start()) + 1
+        skip = marker.group(1) if marker else None
+        out.append(Block(document, line, language, match.group(2), skip))
+    return out
+
+
+def commands(block: Block) -> list[list[str]]:
+    """The commands of a shell block, each as argv, made small (:data:`SMALL`)."""
+    lines = block.text.splitlines()
+    if block.language == "console":
+        lines = [ln[2:] for ln in lines if ln.startswith("$ ")]
+    joined = "\n".join(lines).replace("\\\n", " ")
+    out: list[list[str]] = []
+    for raw in joined.splitlines():
+        for part in raw.split("&&"):
+            words = shlex.split(part, comments=True)
+            if "|" in words:  # piped into another tool (jq): the acesim command runs
+                words = words[: words.index("|")]
+            if not words:
+                continue
+            text = shlex.join(words)
+            for pattern, replacement in SMALL:
+                text = re.sub(pattern, replacement, text)
+            out.append(shlex.split(text))
+    return out
