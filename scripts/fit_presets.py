@@ -4,8 +4,8 @@ The inputs are the corpus rows marked ``fit = true`` (src/acesim/validation/corp
 each naming the parameters it fits; the fits are acesim.validation.fit's (bisection per row,
 repeated until no value moves). The presets carry the printed values to four significant
 digits, and tests (tests/test_fit.py, tests/test_nvls.py) check that they still match.
-(The a100-nvswitch-8 ring values, protocol_efficiency and endpoint_delay, were solved in closed
-form on its two rows before this fitter existed; its [sources] says so.)
+Values the other presets carry from these fits follow the transfer rules of
+acesim.validation.transfer (tests/test_fit_labels.py checks them).
 
     python scripts/fit_presets.py            # a table
     python scripts/fit_presets.py --json     # for tools

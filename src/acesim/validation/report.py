@@ -30,6 +30,13 @@ class CaseResult:
     status: Status
     simulated: float | None = None
     note: str = ""
+    fitted: bool | None = None
+
+    @property
+    def is_fit(self) -> bool:
+        """A parameter was fitted on this row in this run (``fitted``; None: the row's ``fit``;
+        False in a leave-one-system-out run, where the row's system's fits are withheld)."""
+        return self.case.fit if self.fitted is None else self.fitted
 
     @property
     def error(self) -> float | None:
@@ -40,7 +47,7 @@ class CaseResult:
     @property
     def is_test(self) -> bool:
         """A simulated row that was not used for a fit: it counts against the budget."""
-        return self.status == "ok" and not self.case.fit
+        return self.status == "ok" and not self.is_fit
 
     def to_dict(self) -> dict[str, Any]:
         c = self.case
@@ -53,7 +60,7 @@ class CaseResult:
             "unit": c.unit,
             "simulated": self.simulated,
             "error": self.error,
-            "fit": c.fit,
+            "fit": self.is_fit,
             "fits": list(c.fits),
             "quick": c.quick,
             "status": self.status,
@@ -136,7 +143,7 @@ class FamilyReport:
     def counts(self) -> dict[str, int]:
         return {
             "test": len(self.test_errors),
-            "fit": sum(1 for r in self.results if r.case.fit),
+            "fit": sum(1 for r in self.results if r.is_fit),
             "unsupported": self._count("unsupported"),
             "error": self._count("error"),
             "skipped": self._count("skipped"),
