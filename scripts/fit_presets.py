@@ -7,8 +7,9 @@ digits, and tests (tests/test_fit.py, tests/test_nvls.py) check that they still 
 Values the other presets carry from these fits follow the transfer rules of
 acesim.validation.transfer (tests/test_fit_labels.py checks them).
 
-    python scripts/fit_presets.py            # a table
-    python scripts/fit_presets.py --json     # for tools
+    python scripts/fit_presets.py              # a table
+    python scripts/fit_presets.py --json       # for tools
+    python scripts/fit_presets.py --transfers  # every fit and transfer, to a fixed point
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 
 from acesim.validation import load_corpus
 from acesim.validation.fit import COLLECTIVE_FITS, Fit, fit_collective, fit_npu, fit_rows
+from acesim.validation.loso import Presets, refit_world
 
 
 def presets_with_fit_rows() -> tuple[list[str], list[str]]:
@@ -32,7 +34,18 @@ def presets_with_fit_rows() -> tuple[list[str], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--transfers",
+        action="store_true",
+        help="refit every preset and apply the transfer rules until nothing moves; print all",
+    )
     args = parser.parse_args()
+    if args.transfers:
+        world = refit_world(Presets.of(load_corpus()))
+        for (preset, parameter), value in sorted(world.values.items()):
+            shown = "unset" if value is None else f"{value:.4g}"
+            print(f"{preset:<18} {parameter:<48} {shown:>12}  {world.how[(preset, parameter)]}")
+        return
     npus, systems = presets_with_fit_rows()
     fits: list[tuple[str, Fit]] = [(p, f) for p in npus for f in fit_npu(p)]
     fits += [(p, f) for p in systems for f in fit_collective(p)]

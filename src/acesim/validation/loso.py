@@ -39,6 +39,9 @@ __all__ = [
     "Presets",
     "World",
     "held_out_world",
+    "in_sample_world",
+    "new_cache",
+    "refit_world",
 ]
 
 #: (preset, dotted parameter path): a parameter of one preset. Kernel-model parameters
@@ -228,3 +231,10 @@ def new_cache(presets: Presets) -> _Fits:
     cache = _Fits(presets)
     cache.seed(in_sample_world(presets).values, presets.shipped_fits())
     return cache
+
+
+def refit_world(presets: Presets) -> World:
+    """Every fit computed again from the corpus (nothing seeded from the presets, nothing
+    held out) and every transfer from those fits, to a fixed point: the values the presets
+    should carry (``scripts/fit_presets.py --transfers``)."""
+    return held_out_world("", presets, _Fits(presets))

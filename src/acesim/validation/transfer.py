@@ -6,7 +6,8 @@ corpus rows. Every other preset that needs the parameter takes it by the first r
 :data:`RULES` that has something to draw on, applied to the fits of *other* systems only (a
 system never draws on itself). The candidates are the fits of the same parameter (the same
 dotted path; for one dtype's entry of a per-dtype table, ``npu.kernels.gemm_efficiency.fp16``,
-the fits of that entry, else the fits of the scalar, which their NPUs apply to every dtype):
+the fits of that entry, else, under the same rule, the fits of the scalar, which their NPUs
+apply to every dtype: kinship before dtype):
 
 1. ``same-die``: the mean of the fits on systems whose NPU is the same die (:data:`LINEAGE`).
    The same die has the same SMs, tensor cores, memory controllers and NVLink generation, and
@@ -145,45 +146,38 @@ def lineage_of(preset: str) -> Lineage | None:
 
 def _candidates(
     preset: str, parameter: str, fits: Mapping[tuple[str, str], float]
-) -> dict[str, float]:
-    """Fits of ``parameter`` on other systems, by preset (a per-dtype entry falls back to the
-    scalar's fits)."""
+) -> list[dict[str, float]]:
+    """Fits of ``parameter`` on other systems, by preset: for one dtype's entry of a table, the
+    fits of that entry, then the fits of the scalar (tried in that order within each rule)."""
     own = unit_of(preset)
     keys = [parameter]
     if parameter.startswith("npu.kernels.") and parameter.count(".") == 3:
         keys.append(parameter.rsplit(".", 1)[0])
-    for key in keys:
-        found = {p: v for (p, k), v in fits.items() if k == key and unit_of(p) != own}
-        if found:
-            return found
-    return {}
-
-
-def _same(other: Lineage | None, mine: Lineage, *, die: bool) -> bool:
-    if other is None or other.vendor != mine.vendor:
-        return False
-    return other.die == mine.die if die else True
+    return [{p: v for (p, k), v in fits.items() if k == key and unit_of(p) != own} for key in keys]
 
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def _kin(rule: str, mine: Lineage | None, other: Lineage | None) -> bool:
+    """``other`` counts for ``rule`` from a system of lineage ``mine``."""
+    if rule == "any-vendor":
+        return True
+    if mine is None or other is None or other.vendor != mine.vendor:
+        return False
+    return rule == "same-vendor" or other.die == mine.die
+
+
 def transfer(preset: str, parameter: str, fits: Mapping[tuple[str, str], float]) -> Transfer:
     """The value of ``parameter`` on ``preset`` by the first rule of :data:`RULES` with
     something to draw on, from ``fits`` ((preset, parameter) -> fitted value)."""
-    found = _candidates(preset, parameter, fits)
     mine = lineage_of(preset)
-    groups: list[tuple[str, dict[str, float]]] = []
-    if mine is not None:
-        kin = {p: lineage_of(p) for p in found}
-        same_die = {p: v for p, v in found.items() if _same(kin[p], mine, die=True)}
-        vendor = {p: v for p, v in found.items() if _same(kin[p], mine, die=False)}
-        groups = [("same-die", same_die), ("same-vendor", vendor)]
-    groups.append(("any-vendor", found))
-    for name, group in groups:
-        if group:
-            drawn = tuple(sorted(group))
-            value = _mean([group[p] for p in drawn])
-            return Transfer(preset, parameter, value, _RULE[name], drawn)
+    for rule in ("same-die", "same-vendor", "any-vendor"):
+        for found in _candidates(preset, parameter, fits):
+            group = {p: v for p, v in found.items() if _kin(rule, mine, lineage_of(p))}
+            if group:
+                drawn = tuple(sorted(group))
+                value = _mean([group[p] for p in drawn])
+                return Transfer(preset, parameter, value, _RULE[rule], drawn)
     return Transfer(preset, parameter, datasheet_value(parameter), _RULE["datasheet"], ())
