@@ -281,7 +281,9 @@ def _fit(
                 simulated, _ = simulate_case(case, family, _with(base, parameter, value))
                 return simulated - case.measured
 
-            value = _bisect(error, low, high, f"case {case.id}: {parameter}")
+            # Early rounds may start a row out of reach (another parameter still far from its
+            # fit): it takes the nearer end of its range until the others have moved.
+            value = _bisect(error, low, high, f"case {case.id}: {parameter}", clamp=True)
             previous = values.get(parameter)
             moved = max(
                 moved,
@@ -294,14 +296,26 @@ def _fit(
     fits = []
     for case, parameter in rows:
         simulated, _ = simulate_case(case, families[case.id], system)
+        if not math.isclose(simulated, case.measured, rel_tol=1e-6):
+            low, high = _range(parameter)
+            raise ConfigError(
+                f"case {case.id}: {parameter}",
+                f"the measured figure is out of reach of this parameter between {low:g} and "
+                f"{high:g} (simulated {simulated:.6g} at {values[parameter]:g})",
+            )
         fits.append(Fit(parameter, values[parameter], case.id, case.measured, simulated))
     return fits
 
 
-def _bisect(error: Callable[[float], float], low: float, high: float, where: str) -> float:
-    """The root of ``error`` between ``low`` and ``high`` (it changes sign there)."""
+def _bisect(
+    error: Callable[[float], float], low: float, high: float, where: str, *, clamp: bool = False
+) -> float:
+    """The root of ``error`` between ``low`` and ``high`` (it changes sign there); with
+    ``clamp``, the end nearer a root when there is none."""
     e_low, e_high = error(low), error(high)
     if (e_low > 0) == (e_high > 0):
+        if clamp:
+            return low if abs(e_low) < abs(e_high) else high
         raise ConfigError(
             where,
             f"the measured figure is out of reach of this parameter between {low:g} and {high:g}",
