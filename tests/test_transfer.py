@@ -228,3 +228,15 @@ def test_an_error_before_fit_is_given_with_how_it_was_found(
     )
     result = runner.invoke(app, ["validate", "--corpus", str(folder)])
     assert result.exit_code == 0 and "+25.0%" in result.output
+
+
+def test_a_row_whose_system_does_not_load_is_an_error_row_held_out_too(tmp_path: Path) -> None:
+    folder = _corpus(tmp_path)
+    text = (folder / "tiny.toml").read_text()
+    bad = ROW.format(
+        id="nowhere", system="nowhere", elements=SMALL, measured=1.0, fit="false", fits=""
+    )
+    (folder / "tiny.toml").write_text(text + bad)
+    report = validate_transfer(corpus=load_corpus(folder))
+    row = {r.case.id: r for r in report.held_out.families[0].results}["nowhere"]
+    assert row.status == "error" and row.note

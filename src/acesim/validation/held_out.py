@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..errors import AcesimError
 from .corpus import Case, Corpus, load_corpus
 from .evaluate import evaluate_case, validate
 from .loso import Presets, World, held_out_world, new_cache
@@ -42,18 +43,26 @@ def validate_transfer(
     in_sample = validate([f.name for f in chosen], quick=quick, corpus=loaded, on_case=on_case)
     presets = Presets.of(loaded)
     cache = new_cache(presets)
-    worlds: dict[str, World] = {}
+    worlds: dict[str, World | str] = {}
     reports: list[FamilyReport] = []
     for family in chosen:
         results: list[CaseResult] = []
         for case in family.cases:
             adjust = None
+            world: World | str | None = None
             if _simulated(case, quick):
                 unit = unit_of(case.system)
                 if unit not in worlds:
-                    worlds[unit] = held_out_world(unit, presets, cache)
-                adjust = worlds[unit].adjust(case.system)
-            result = evaluate_case(case, family, quick=quick, adjust=adjust, held_out=True)
+                    try:
+                        worlds[unit] = held_out_world(unit, presets, cache)
+                    except AcesimError as exc:  # a refit out of reach: the rows say so
+                        worlds[unit] = f"no held-out world for {unit}: {exc}"
+                world = worlds[unit]
+                adjust = world.adjust(case.system) if isinstance(world, World) else None
+            if isinstance(world, str):
+                result = CaseResult(case, "error", note=world, fitted=False)
+            else:
+                result = evaluate_case(case, family, quick=quick, adjust=adjust, held_out=True)
             results.append(result)
             if on_case is not None:
                 on_case(result)
@@ -62,6 +71,7 @@ def validate_transfer(
     values = [
         HeldOutValue(unit, preset, parameter, value, how)
         for unit, world in worlds.items()
+        if isinstance(world, World)
         for (preset, parameter), (value, how) in sorted(world.of_system(unit).items())
     ]
     return TransferReport(in_sample, held_out, tuple(values))

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..config.system import SystemConfig
+from ..errors import AcesimError
 from .corpus import Case, Corpus, Family
 from .evaluate import system_of
 from .fit import FIT_RANGES, fit_preset, value_at, with_value
@@ -83,7 +84,10 @@ class Presets:
             for case in family.cases:
                 if case.status != "live":
                     continue
-                system = out._system(case, family)
+                try:
+                    system = out._system(case, family)
+                except AcesimError:  # the row reports it (status error)
+                    continue
                 for parameter in case.fits:
                     rows.setdefault((case.system, parameter), []).append(case.id)
                 for path, source in system.sources.items():
