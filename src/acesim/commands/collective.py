@@ -195,7 +195,7 @@ def _parse_compute(text: str) -> tuple[float, float]:
 
 
 def _print_assumptions(cfg: Any) -> None:
-    count = sum(1 for s in cfg.sources.values() if s.kind == "assumption")
+    count = sum(1 for s in cfg.sources.values() if s.assumed)
     if count:
         err_console.print(
             f"[dim]{count} parameters of {cfg.name} are assumptions "

@@ -256,7 +256,7 @@ def run_command(
     if output is not None:
         output.write_text(dumps(payload, indent=2), encoding="utf-8")
         err_console.print(f"results written to {output}")
-    count = sum(1 for s in cfg.sources.values() if s.kind == "assumption")
+    count = sum(1 for s in cfg.sources.values() if s.assumed)
     if count and not as_json:
         err_console.print(
             f"[dim]{count} parameters of {cfg.name} are assumptions "

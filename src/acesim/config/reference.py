@@ -204,8 +204,11 @@ def system_file_reference() -> str:
         "## `[sources]`",
         "",
         "A table from a dotted field path to `{ kind = ..., note = ... }`, where `kind` is",
-        "`paper`, `datasheet`, `astra-sim`, `public-measurement` or `assumption`: where the",
-        "value comes from (`acesim assumptions` lists them with their values).",
+        "`paper`, `datasheet`, `astra-sim`, `public-measurement`, `fit`, `transfer` or",
+        "`assumption`: where the value comes from (`acesim assumptions` lists them with their",
+        "values). `fit`: fitted on the preset's own validation rows, which the note names;",
+        "`transfer`: another preset's fit carried here by the transfer rule the note names",
+        "(docs/validation.md); a transfer counts as an assumption in every output.",
         "",
     ]
     return "\n".join(lines)

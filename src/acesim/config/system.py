@@ -651,11 +651,26 @@ class CollectiveConfig(Strict):
         return value
 
 
-class Source(Strict):
-    """Where a parameter's value comes from."""
+#: Source kinds that are assumptions: stated outright, or a value fitted on another system and
+#: carried here by a transfer rule (``acesim.validation.transfer``). Outputs count both.
+ASSUMED_KINDS = ("assumption", "transfer")
 
-    kind: Literal["paper", "datasheet", "astra-sim", "public-measurement", "fit", "assumption"]
+
+class Source(Strict):
+    """Where a parameter's value comes from: ``fit`` on this preset's own validation rows (the
+    note names them), ``transfer`` from other presets' fits by a named rule of
+    ``acesim.validation.transfer`` (the note names the rule), or a paper, datasheet, ASTRA-sim
+    setting, public measurement, or assumption."""
+
+    kind: Literal[
+        "paper", "datasheet", "astra-sim", "public-measurement", "fit", "transfer", "assumption"
+    ]
     note: str
+
+    @property
+    def assumed(self) -> bool:
+        """An assumption (outright, or carried from another system's fit)."""
+        return self.kind in ASSUMED_KINDS
 
 
 class ReproWorkload(Strict):

@@ -410,7 +410,7 @@ def run_llm(
         mode="class" if graph.classes is not None else "exact",
         mode_note=note,
         notes=notes,
-        assumptions=sorted(f for f, s in system.sources.items() if s.kind == "assumption"),
+        assumptions=sorted(f for f, s in system.sources.items() if s.assumed),
         energy=run_energy(execution.platform, iters),
     )
     if result.energy is not None:

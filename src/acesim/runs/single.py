@@ -121,7 +121,7 @@ def execute(
         settings=scalar_settings(system.endpoint.settings()),
     )
     result = summarize(execution, info)
-    result.assumptions = sorted(f for f, s in system.sources.items() if s.kind == "assumption")
+    result.assumptions = sorted(f for f, s in system.sources.items() if s.assumed)
     return result, execution
 
 
