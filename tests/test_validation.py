@@ -152,6 +152,11 @@ SYSTEM_FIELDS: dict[str, str] = {
             ("npus_per_link", "count"),
             ("oversubscription", "at_least_one"),
             ("leaf_size", "count"),
+            ("nic_efficiency", "efficiency"),
+            ("pcie_bandwidth", "rate"),
+            ("pcie_efficiency", "efficiency"),
+            ("ports_per_nic", "count"),
+            ("net_overhead", "time0"),
         )
     },
     "network.npus": "npus",
