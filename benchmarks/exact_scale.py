@@ -2,7 +2,7 @@
 
 Each case runs in a child process (``--child NAME``), so that its user CPU time and peak RSS
 are its own (``os.wait4``); the table gives the median of ``--repeat`` runs and the ratio of
-acesim's user CPU to ASTRA-sim's figure from ``../shared/reference/astra-sim-2.0-runs.md``
+acesim's user CPU to ASTRA-sim's figure (our runs of ASTRA-sim 2.0, docs/performance.md)
 (same machine kind, single thread, median of 3; the target is a ratio of at most 0.1).
 "user CPU" is the whole child process (Python start-up and ``import acesim``, about 0.7 s,
 included); "run CPU" (``time.process_time`` around the simulation alone) is what the ratio

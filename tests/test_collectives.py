@@ -205,10 +205,10 @@ def test_ring_allreduce_sends_2_s_times_p_minus_1_over_p_per_npu() -> None:
 
 # -- ASTRA-sim 2.0 on identical inputs ---------------------------------------------------------
 #
-# ../shared/reference/astra-sim-2.0-runs.md: one ring dimension, 50 GB/s per link per direction
-# with GB = 2**30 (so "50 GiB/s" here), 500 ns latency, endpoint delay 10 ns, ring algorithm,
-# active chunks per dimension 1, LIFO. Its conventions differ from acesim's in three documented
-# ways, which we convert away rather than tune around:
+# ASTRA-sim 2.0's analytical backend (our runs, docs/performance.md): one ring dimension,
+# 50 GB/s per link per direction with GB = 2**30 (so "50 GiB/s" here), 500 ns latency,
+# endpoint delay 10 ns, ring algorithm, active chunks per dimension 1, LIFO. Its conventions
+# differ from acesim's in three documented ways, which we convert away rather than tune around:
 #   * it charges each reduce step 3*floor(m / local_mem_bw) ns (local_mem_bw 1600 GB/s, GB =
 #     1e9); acesim's ideal endpoint charges nothing, so that term is subtracted;
 #   * it pays one endpoint delay more per chunk than it has steps (2N-1 for all-reduce, N for

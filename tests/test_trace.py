@@ -26,7 +26,18 @@ from acesim.results.trace import trace_events, write_trace
 from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
-MICRO = Path("/work/shared/reference/astra-sim-1.0-workloads/microAllReduce.txt")
+#: An ASTRA-sim 1.0 text workload: one layer whose weight gradient is all-reduced (1 MiB), in the
+#: format of ASTRA-sim 1.0's micro-benchmarks (written here; named as the file is).
+MICRO_TEXT = "MICRO\n1\nconv1 -1 5 NONE 0 5 NONE 0 5  ALLREDUCE 1048576 5\n"
+
+
+@pytest.fixture
+def micro(tmp_path: Path) -> Path:
+    path = tmp_path / "microAllReduce.txt"
+    path.write_text(MICRO_TEXT, encoding="utf-8")
+    return path
+
+
 KNOWN_PHASES = set("BEXiIbneCMsftPONDRc")
 REL = 1e-6
 
@@ -287,9 +298,9 @@ def test_trace_without_recording_has_node_tracks_only() -> None:
     assert any(e["ph"] == "X" and e["cat"] == "compute" for e in data["traceEvents"])
 
 
-def test_cli_run_writes_trace(tmp_path: Path) -> None:
+def test_cli_run_writes_trace(tmp_path: Path, micro: Path) -> None:
     out = tmp_path / "out.json"
-    args = ["run", "--workload", str(MICRO), "--endpoint", "baseline", "--iterations", "3"]
+    args = ["run", "--workload", str(micro), "--endpoint", "baseline", "--iterations", "3"]
     res = CliRunner().invoke(app, [*args, "--trace", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text(encoding="utf-8"))
@@ -300,9 +311,9 @@ def test_cli_run_writes_trace(tmp_path: Path) -> None:
     assert any(e["ph"] == "X" and e["cat"] == "chunk" for e in data["traceEvents"])
 
 
-def test_cli_trace_needs_one_endpoint(tmp_path: Path) -> None:
+def test_cli_trace_needs_one_endpoint(tmp_path: Path, micro: Path) -> None:
     res = CliRunner().invoke(
-        app, ["run", "--workload", str(MICRO), "--trace", str(tmp_path / "t.json")]
+        app, ["run", "--workload", str(micro), "--trace", str(tmp_path / "t.json")]
     )
     assert res.exit_code != 0
     assert not (tmp_path / "t.json").exists()

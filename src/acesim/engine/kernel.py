@@ -80,7 +80,7 @@ class Engine:
     """Owns simulated time (seconds), timers, resources and activities."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self._now = 0.0
         self._heap: list[tuple[float, int, int, Any, Any]] = []
         self._seq = 0
         self._act_seq = 0
@@ -116,8 +116,13 @@ class Engine:
         self.pools.append(pool)
         return pool
 
+    @property
+    def now(self) -> float:
+        """Simulated time, s (read-only: only the event loop advances it)."""
+        return self._now
+
     def _clock(self) -> float:
-        return self.now
+        return self._now
 
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
         """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
@@ -126,7 +131,7 @@ class Engine:
 
     def sync(self) -> None:
         """Bring every resource's ``used`` and every pool's ``held_time`` up to now."""
-        now = self.now
+        now = self._now
         for res in self.resources:
             res._advance(now)
         if self._planned:
@@ -140,7 +145,7 @@ class Engine:
         replicated rank's, see :meth:`acesim.hardware.npu.NPU.mirror`)."""
         if source.users or target.users or source in self._planned or target in self._planned:
             raise SimulationError(f"cannot mirror {source.name!r} onto {target.name!r} now")
-        source._advance(self.now)
+        source._advance(self._now)
         target.used = source.used
         target.allocated = source.allocated
         target.peak = source.peak
@@ -206,7 +211,7 @@ class Engine:
             return activity.work
         done = activity.work - activity.remaining
         if activity.rate < INF:
-            done += activity.rate * (self.now - activity._last)
+            done += activity.rate * (self._now - activity._last)
         return min(max(done, 0.0), activity.work)
 
     def set_capacity(self, resource: Resource, capacity: float) -> None:
@@ -223,23 +228,23 @@ class Engine:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0)."""
         if not (delay >= 0):
             raise SimulationError(f"cannot schedule an event {delay} s in the past")
-        when = self.now + delay
+        when = self._now + delay
         if when == INF:
             raise SimulationError(
-                f"simulated time overflowed: an event {delay:g} s after {self.now:g} s "
+                f"simulated time overflowed: an event {delay:g} s after {self._now:g} s "
                 "(check the latencies and durations given)"
             )
         handle = EventHandle(when)
         self._seq += 1
         heapq.heappush(
-            self._heap, (self.now + delay, priority, self._seq, handle, (callback, args))
+            self._heap, (self._now + delay, priority, self._seq, handle, (callback, args))
         )
         return handle
 
     def call(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0), at normal priority, with no
         handle to cancel it (:meth:`schedule` without the handle: the hot path of messages)."""
-        when = self.now + delay
+        when = self._now + delay
         if not (delay >= 0) or when == INF:
             self.schedule(delay, callback, *args)  # raises the error
         self._seq += 1
@@ -248,8 +253,8 @@ class Engine:
     def call_at(self, time: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` at ``time`` (s, not before now, finite), at normal priority
         (:meth:`call` at an absolute time: no rounding of ``now + (time - now)``)."""
-        if not (time >= self.now) or time == INF:
-            raise SimulationError(f"cannot schedule an event at {time} s (now {self.now} s)")
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
         self._seq += 1
         heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
 
@@ -291,12 +296,12 @@ class Engine:
         self._act_seq += 1
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
-        act.started = self.now
-        act._last = self.now
+        act.started = self._now
+        act._last = self._now
         if track is not None and self.bound_listener is not None:
             act.track = track
-            act.bound_since = self.now
-            self.bound_listener.opened(track, self.now)
+            act.bound_since = self._now
+            self.bound_listener.opened(track, self._now)
         self.active[act] = None
         for res in demand:
             res.users[act] = None
@@ -322,13 +327,13 @@ class Engine:
         self._dirty[activity] = None
 
     def _progress(self, act: Activity) -> None:
-        dt = self.now - act._last
+        dt = self._now - act._last
         if dt > 0 and act.rate > 0:
             done = act.rate * dt
             act.remaining -= done
             for res, amount in act.demand.items():
                 act.consumed[res] += done * amount
-        act._last = self.now
+        act._last = self._now
 
     def _reallocate(self) -> None:
         # The hot path of every simulation: loops are written out (no helper calls per
@@ -346,7 +351,7 @@ class Engine:
             return
         self.reallocations += 1
         acts = component(seeds)
-        now = self.now
+        now = self._now
         touched: dict[Resource, float] = {}
         for act in acts:
             dt = now - act._last
@@ -413,7 +418,7 @@ class Engine:
     def _finish(self, act: Activity) -> None:
         # No _progress here: the activity's remaining work and consumption are set exactly
         # below, which is all progressing it to now would have produced.
-        now = self.now
+        now = self._now
         act.remaining = 0.0
         act.finished = now
         del self.active[act]
@@ -460,9 +465,9 @@ class Engine:
         computed without events."""
         if not self.quiet(listened=True):
             raise SimulationError("advance_to: the engine has events or activities")
-        if not (time >= self.now) or time == INF:
-            raise SimulationError(f"advance_to: cannot move the clock from {self.now} to {time}")
-        self.now = time
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"advance_to: cannot move the clock from {self._now} to {time}")
+        self._now = time
 
     def settle(self) -> None:
         """Compute the rates of every activity started or changed at the current instant
@@ -474,7 +479,7 @@ class Engine:
         """Time (s) of the next event, ``inf`` when none remains."""
         heap = self._heap
         while True:
-            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self._now):
                 self._reallocate()
             if not heap:
                 return INF
@@ -491,7 +496,7 @@ class Engine:
         """Process the next event if it is due by ``until`` (s); False when there is none."""
         heap = self._heap
         while True:
-            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self._now):
                 self._reallocate()
             if not heap:
                 return False
@@ -502,13 +507,13 @@ class Engine:
             if isinstance(target, Activity):
                 if target.finished is not None or payload != target._version:
                     continue
-                self.now = time
+                self._now = time
                 self.events_processed += 1
                 self._finish(target)
             else:
                 if target.cancelled:
                     continue
-                self.now = time
+                self._now = time
                 self.events_processed += 1
                 callback, args = payload
                 callback(*args)
@@ -524,7 +529,7 @@ class Engine:
         processed = 0
         try:
             while True:
-                if (dirty or dirty_res) and (not heap or heap[0][0] > self.now):
+                if (dirty or dirty_res) and (not heap or heap[0][0] > self._now):
                     self._reallocate()
                 if not heap:
                     return
@@ -537,13 +542,13 @@ class Engine:
                 if isinstance(target, Activity):
                     if target.finished is not None or entry[4] != target._version:
                         continue
-                    self.now = time
+                    self._now = time
                     processed += 1
                     finish(target)
                 else:
                     if target.cancelled:
                         continue
-                    self.now = time
+                    self._now = time
                     processed += 1
                     callback, args = entry[4]
                     callback(*args)
@@ -555,12 +560,12 @@ class Engine:
         limit = INF if until is None else until
         self._loop(limit)
         if until is not None:
-            if self.peek() > until >= self.now:
-                self.now = until
-            return self.now
+            if self.peek() > until >= self._now:
+                self._now = until
+            return self._now
         if self.active:
             stuck = ", ".join(repr(a.tag) for a in list(self.active)[:5])
             raise SimulationError(
                 f"{len(self.active)} activities can never finish (zero rate): {stuck}"
             )
-        return self.now
+        return self._now
