@@ -13,6 +13,7 @@ from .errors import ConfigError, SimulationError
 from .hardware.endpoints import ENDPOINT_KINDS
 from .hardware.kernels import Kernel, Roofline
 from .hardware.platform import Platform
+from .network.collective import Collective
 from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
 from .network.vectorized import run_alone
@@ -41,6 +42,7 @@ def simulate_collective(
     host_copy: tuple[float, str] | None = None,
     variation: Variation | None = None,
     root: int | None = None,
+    collective_at: float = 0.0,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -64,6 +66,10 @@ def simulate_collective(
             (:class:`acesim.config.variation.Variation`).
         root: a rooted operation's root (broadcast, reduce), its position in the group
             (default 0; exact mode only: symmetric mode refuses rooted operations).
+        collective_at: with concurrent compute kernels, issue the collective this long after
+            they are launched, s (0: launched before their blocks are dispatched; later: its
+            SM kernel may wait for the units their blocks hold, ``endpoint.baseline.launch``);
+            its time and slowdown are counted from its issue.
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -89,6 +95,12 @@ def simulate_collective(
         kernels = list(compute_kernels)
         if not kernels:
             raise ConfigError("compute_kernels", "give at least one kernel", compute_kernels)
+    if not (math.isfinite(collective_at) and collective_at >= 0):
+        raise ConfigError("collective_at", "must be a finite time of at least 0 s", collective_at)
+    if collective_at > 0 and kernels is None:
+        raise ConfigError(
+            "collective_at", "applies only with concurrent compute kernels", collective_at
+        )
     if kernels is not None:
         for npu in platform.npus:
             npu.run_kernels(kernels, _nothing, tag="compute")
@@ -105,8 +117,17 @@ def simulate_collective(
         else run_alone(platform.collectives, op, nbytes, dims=dims, group=group)
     )
     if fast is None:
-        coll = platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root)
+        issued: list[Collective] = []
+
+        def issue() -> None:
+            issued.append(platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root))
+
+        if collective_at > 0:
+            platform.engine.schedule(collective_at, issue)
+        else:
+            issue()
         end = platform.engine.run()
+        coll = issued[0]
     else:
         coll = fast
         end = platform.engine.now

@@ -582,9 +582,9 @@ class CollectiveRuntime:
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
-        base = 0.0
+        base = self.endpoint.start_delay(rank)  # its kernel's wait for compute units
         if coll.protocol is not None:
-            base = coll.protocol.base_latency + coll.protocol.crossing_latency
+            base += coll.protocol.base_latency + coll.protocol.crossing_latency
         base += coll.sync_latency
         if base > 0:
             self.engine.schedule(base, self._start_chunks, coll, rank)

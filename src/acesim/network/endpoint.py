@@ -126,3 +126,9 @@ class Endpoint:
 
     def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
         """A collective whose phases run ``algorithms`` finished at ``rank``."""
+
+    def start_delay(self, rank: int) -> float:
+        """How long the collective that just started at ``rank`` (``collective_started``)
+        waits before its chunks may start, s: an SM kernel's wait for the compute units a
+        running compute kernel's blocks hold (0: none)."""
+        return 0.0
