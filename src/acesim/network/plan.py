@@ -30,18 +30,20 @@ Across nodes: ``flat_ring`` (NCCL's ring through every member of a multi-dimensi
 one phase whose steps' bytes are split over lanes, one per dimension (:func:`flat_ring_lanes`),
 its node crossings' extra latency paid once (:func:`crossing_latency`); steps on network
 dimensions (``Dimension.network``, the scale-out of ``--nodes``) pay a protocol's
-``net_hop_latency`` (:func:`hop_latency`); ``double_binary_tree`` is offered on network
+``net_hop_latency`` (:func:`hop_latency`); per dimension, ``double_binary_tree`` runs on network
 dimensions only. On an oversubscribed leaf/spine dimension the prediction stretches each step's
 bytes by its leaves' up- and downlinks (:func:`acesim.network.spine.spine_factor`).
 
-In-network reduction across nodes (:func:`nvls_tree_phases`, :data:`COLLNET`): ``nvls_tree``
-(NCCL's NVLS_TREE) runs an all-reduce over a node's reducing switch and a network dimension as
-NVLS's load-reduce in the node, a double binary tree of each GPU's reduced ``1/G`` slice
-between nodes over its own NIC, and NVLS's multicast store back; ``collnet`` (NCCL's CollNet
-with SHARP) runs the all-reduce phase of a network dimension whose switches reduce
-(``switch_reduction``), the node's phases keeping their configured algorithm. ``nvls`` runs
-only off network dimensions, ``collnet`` only on them; over nodes whose network reduces,
-``nvls`` is NCCL's NVLS with SHARP (:func:`nvls_sharp_phases`).
+Across nodes NCCL pipelines its other algorithms (:mod:`acesim.network.pipelined`): on a group
+of one node axis and one network axis ``double_binary_tree`` (NCCL's TREE), ``nvls_tree``
+(NVLS_TREE), ``collnet`` (CollNet Direct, on a network whose switches reduce) and ``nvls``
+(with SHARP) are one pipelined phase each, their NVLink and NIC lanes at once, their path's
+latency NCCL 2.19.3's formula (:func:`crossing_latency`). ``nvls`` runs only off network
+dimensions per dimension, ``collnet`` only on them; on a group without a node axis
+``collnet`` is the network dimension's all-reduce phase and ``double_binary_tree`` its
+per-dimension levels. A network dimension's path to the NIC (its PCIe link, the NIC's proxy)
+caps what the tuner predicts a step sends (``Dimension.send_bandwidth``), and a multi-node
+ring's steps pay at least NCCL's network overhead (:func:`ring_floor`).
 """
 
 from __future__ import annotations
