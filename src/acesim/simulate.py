@@ -95,12 +95,7 @@ def simulate_collective(
         kernels = list(compute_kernels)
         if not kernels:
             raise ConfigError("compute_kernels", "give at least one kernel", compute_kernels)
-    if not (math.isfinite(collective_at) and collective_at >= 0):
-        raise ConfigError("collective_at", "must be a finite time of at least 0 s", collective_at)
-    if collective_at > 0 and kernels is None:
-        raise ConfigError(
-            "collective_at", "applies only with concurrent compute kernels", collective_at
-        )
+    _check_collective_at(collective_at, kernels is not None)
     if kernels is not None:
         for npu in platform.npus:
             npu.run_kernels(kernels, _nothing, tag="compute")
@@ -117,17 +112,7 @@ def simulate_collective(
         else run_alone(platform.collectives, op, nbytes, dims=dims, group=group)
     )
     if fast is None:
-        issued: list[Collective] = []
-
-        def issue() -> None:
-            issued.append(platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root))
-
-        if collective_at > 0:
-            platform.engine.schedule(collective_at, issue)
-        else:
-            issue()
-        end = platform.engine.run()
-        coll = issued[0]
+        coll, end = _issue_and_run(platform, op, nbytes, dims, group, root, collective_at)
     else:
         coll = fast
         end = platform.engine.now
@@ -200,6 +185,40 @@ def simulate_collective(
         bound=max(bound_by, key=lambda k: bound_by[k]) if bound_by else "",
         bound_by=bound_by,
     )
+
+
+def _check_collective_at(collective_at: float, with_kernels: bool) -> None:
+    """``collective_at`` is a finite time of at least 0 s, and given only with kernels."""
+    if not (math.isfinite(collective_at) and collective_at >= 0):
+        raise ConfigError("collective_at", "must be a finite time of at least 0 s", collective_at)
+    if collective_at > 0 and not with_kernels:
+        raise ConfigError(
+            "collective_at", "applies only with concurrent compute kernels", collective_at
+        )
+
+
+def _issue_and_run(
+    platform: Platform,
+    op: str,
+    nbytes: float,
+    dims: tuple[int, ...] | None,
+    group: Group | None,
+    root: int | None,
+    at: float,
+) -> tuple[Collective, float]:
+    """Issue the collective ``at`` s from now (at once with 0) and run the platform: the
+    collective and the end time, s."""
+    issued: list[Collective] = []
+
+    def issue() -> None:
+        issued.append(platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root))
+
+    if at > 0:
+        platform.engine.schedule(at, issue)
+    else:
+        issue()
+    end = platform.engine.run()
+    return issued[0], end
 
 
 def _collective_alone(

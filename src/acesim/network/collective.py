@@ -271,27 +271,9 @@ class CollectiveRuntime:
             for r in self.ranks
         ]
         #: per NPU and dimension, what its messages take beyond the links on the path to and
-        #: from the NIC (network dimensions that state it: the NIC's proxy, the PCIe link to
-        #: the NIC, and what the platform adds with :meth:`add_path`: the GPU's own PCIe
-        #: link), sending and receiving; ``paths[d]``: dimension ``d`` has any
-        self.send_path: list[list[dict[Resource, float]]] = [
-            [{} for _ in topology.dimensions] for _ in self.ranks
-        ]
-        self.recv_path: list[list[dict[Resource, float]]] = [
-            [{} for _ in topology.dimensions] for _ in self.ranks
-        ]
-        self.paths = [False for _ in topology.dimensions]
-        for d in topology.dimensions:
-            for r in self.ranks:
-                if d.nic_efficiency < 1.0:
-                    proxy = engine.add_resource(f"npu{r}.{d.name}.nic_proxy", d.proxy_bandwidth)
-                    self.send_path[r][d.index][proxy] = 1.0
-                if d.pcie_bandwidth is not None:
-                    out = engine.add_resource(f"npu{r}.{d.name}.pcie_send", d.pcie_bandwidth)
-                    back = engine.add_resource(f"npu{r}.{d.name}.pcie_receive", d.pcie_bandwidth)
-                    self.send_path[r][d.index][out] = 1.0
-                    self.recv_path[r][d.index][back] = 1.0
-            self.paths[d.index] = d.nic_efficiency < 1.0 or d.pcie_bandwidth is not None
+        #: from the NIC, sending and receiving (:meth:`_make_paths`, :meth:`add_path`);
+        #: ``paths[d]``: dimension ``d`` has any
+        self.send_path, self.recv_path, self.paths = self._make_paths()
         #: leaf/spine dimensions (Dimension.spine; exact mode only): each leaf's uplinks and
         #: downlinks, shared by its NPUs, taken by messages between leaves
         self._leaves: dict[tuple[int, str, int], Resource] = {}
@@ -725,6 +707,30 @@ class CollectiveRuntime:
         up = topo.peer(src, dim, d.leaf(a) * d.leaf_size)
         down = topo.peer(dest, dim, d.leaf(b) * d.leaf_size)
         return (self._leaves[(dim, "up", up)], self._leaves[(dim, "down", down)])
+
+    def _make_paths(
+        self,
+    ) -> tuple[list[list[dict[Resource, float]]], list[list[dict[Resource, float]]], list[bool]]:
+        """Each simulated NPU's path resources per dimension, sending and receiving: on network
+        dimensions that state them, the NIC's proxy (sends) and the PCIe link to the NIC
+        (each way); the platform adds the GPU's own PCIe link (:meth:`add_path`)."""
+        dims = self.topology.dimensions
+        send: list[list[dict[Resource, float]]] = [[{} for _ in dims] for _ in self.ranks]
+        receive: list[list[dict[Resource, float]]] = [[{} for _ in dims] for _ in self.ranks]
+        for d in dims:
+            for r in self.ranks:
+                if d.nic_efficiency < 1.0:
+                    name = f"npu{r}.{d.name}.nic_proxy"
+                    send[r][d.index][self.engine.add_resource(name, d.proxy_bandwidth)] = 1.0
+                if d.pcie_bandwidth is not None:
+                    out = self.engine.add_resource(f"npu{r}.{d.name}.pcie_send", d.pcie_bandwidth)
+                    back = self.engine.add_resource(
+                        f"npu{r}.{d.name}.pcie_receive", d.pcie_bandwidth
+                    )
+                    send[r][d.index][out] = 1.0
+                    receive[r][d.index][back] = 1.0
+        has = [d.nic_efficiency < 1.0 or d.pcie_bandwidth is not None for d in dims]
+        return send, receive, has
 
     def add_path(
         self, rank: int, dim: int, send: Resource | None = None, receive: Resource | None = None
