@@ -22,7 +22,7 @@ from acesim.validation import load_corpus, validate
 
 runner = CliRunner()
 
-FAMILIES = ["kernels", "collectives", "end_to_end", "llm", "offload"]
+FAMILIES = ["kernels", "collectives", "end_to_end", "multinode", "llm", "offload"]
 
 FIT_ROWS = {
     "h100-stream-copy": ["npu.kernels.write_penalty"],
@@ -86,6 +86,7 @@ def test_the_corpus_loads_with_sources_figures_and_fit_flags() -> None:
     assert budgets["kernels"] == ("mean", 0.10)
     assert budgets["end_to_end"] == ("max", 0.15)
     assert budgets["collectives"] == ("mean", 0.15)
+    assert budgets["multinode"] == ("mean", 0.15)
     bands = corpus.families["collectives"].budget.bands
     assert [(b.label, b.limit) for b in bands] == [(">= 16 MiB", 0.05), ("< 16 MiB", 0.15)]
 
@@ -543,7 +544,11 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     # collectives: issue 12's bands (>= 16 MiB mean <= 5%, below <= 15%), and it gates
     assert judged["collectives"].family.gating
     for family in judged.values():
-        assert family.within_budget, (family.name, family.test_errors)
+        if family.family.gating:
+            assert family.within_budget, (family.name, family.test_errors)
+    # multinode (issue 32): predictions of clusters the model was never fitted on, judged
+    # against their budget and reported, not gating (docs/validation.md says which miss, why)
+    assert "multinode" in judged and not judged["multinode"].family.gating
 
 
 def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:

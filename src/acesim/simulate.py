@@ -15,6 +15,7 @@ from .errors import ConfigError, SimulationError, TopologyError
 from .hardware.endpoints import ENDPOINT_KINDS
 from .hardware.kernels import Kernel, Roofline
 from .hardware.platform import Platform
+from .network.collective import Collective
 from .network.group import Group
 from .network.ops import COLLECTIVE_OPS
 from .network.tuner_check import check_choice
@@ -47,6 +48,7 @@ def simulate_collective(
     root: int | None = None,
     tuner_check: bool = True,
     bound_variants: bool = True,
+    collective_at: float = 0.0,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -77,6 +79,10 @@ def simulate_collective(
         bound_variants: False runs the bound kind (``ideal``) as configured only (the free
             endpoint on the system's own choices: what closed-form checks of an algorithm's
             cost want), not its best variant; then it bounds no other kind.
+        collective_at: with concurrent compute kernels, issue the collective this long after
+            they are launched, s (0: launched before their blocks are dispatched; later: its
+            SM kernel may wait for the units their blocks hold, ``endpoint.baseline.launch``);
+            its time and slowdown are counted from its issue.
     """
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
@@ -86,7 +92,19 @@ def simulate_collective(
     if endpoint is not None:
         ENDPOINT_KINDS.get(endpoint, "endpoint")
         cfg = cfg.with_endpoint(endpoint)
-    args = (op, nbytes, exact, dims, group, compute, compute_kernels, host_copy, variation, root)
+    args = (
+        op,
+        nbytes,
+        exact,
+        dims,
+        group,
+        compute,
+        compute_kernels,
+        host_copy,
+        variation,
+        root,
+        collective_at,
+    )
     kind = ENDPOINT_KINDS.get(cfg.endpoint.kind)
     if kind.role != "bound" or not bound_variants:
         result, predicted = _simulate(cfg, *args)
@@ -117,6 +135,7 @@ def _simulate(
     host_copy: tuple[float, str] | None,
     variation: Variation | None,
     root: int | None,
+    collective_at: float,
 ) -> tuple[CollectiveResult, tuple[tuple[str, float], ...]]:
     """:func:`simulate_collective` of one endpoint configuration, and the tuner's predicted
     time of each candidate algorithm (empty: no choice made)."""
@@ -136,6 +155,7 @@ def _simulate(
         kernels = list(compute_kernels)
         if not kernels:
             raise ConfigError("compute_kernels", "give at least one kernel", compute_kernels)
+    _check_collective_at(collective_at, kernels is not None)
     if kernels is not None:
         for npu in platform.npus:
             npu.run_kernels(kernels, _nothing, tag="compute")
@@ -152,8 +172,7 @@ def _simulate(
         else run_alone(platform.collectives, op, nbytes, dims=dims, group=group)
     )
     if fast is None:
-        coll = platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root)
-        end = platform.engine.run()
+        coll, end = _issue_and_run(platform, op, nbytes, dims, group, root, collective_at)
     else:
         coll = fast
         end = platform.engine.now
@@ -250,6 +269,40 @@ def _forced(cfg: SystemConfig, args: tuple[Any, ...]) -> Callable[[str], float |
             return None
 
     return simulate
+
+
+def _check_collective_at(collective_at: float, with_kernels: bool) -> None:
+    """``collective_at`` is a finite time of at least 0 s, and given only with kernels."""
+    if not (math.isfinite(collective_at) and collective_at >= 0):
+        raise ConfigError("collective_at", "must be a finite time of at least 0 s", collective_at)
+    if collective_at > 0 and not with_kernels:
+        raise ConfigError(
+            "collective_at", "applies only with concurrent compute kernels", collective_at
+        )
+
+
+def _issue_and_run(
+    platform: Platform,
+    op: str,
+    nbytes: float,
+    dims: tuple[int, ...] | None,
+    group: Group | None,
+    root: int | None,
+    at: float,
+) -> tuple[Collective, float]:
+    """Issue the collective ``at`` s from now (at once with 0) and run the platform: the
+    collective and the end time, s."""
+    issued: list[Collective] = []
+
+    def issue() -> None:
+        issued.append(platform.collectives.issue(op, nbytes, dims=dims, group=group, root=root))
+
+    if at > 0:
+        platform.engine.schedule(at, issue)
+    else:
+        issue()
+    end = platform.engine.run()
+    return issued[0], end
 
 
 def _collective_alone(

@@ -203,6 +203,8 @@ def _expressible(
         return False
     if any(d.spine or d.incast_fan_in is not None for d in runtime.topology.dimensions):
         return False
+    if runtime.paths_may_bind():  # a NIC's proxy or PCIe path below the links' capacity
+        return False
     if protocol is not None and protocol.crossing_latency:
         return False
     # The work bound (collective.max_messages) counts what the simulation iterates over: here
