@@ -44,6 +44,13 @@ def cli_json(*args: str) -> Any:
     return json.loads(cli_stdout(*args))
 
 
+def cli_json_stderr(*args: str) -> tuple[Any, str]:
+    """Run ``acesim ARGS`` (which must include ``--json``): its output parsed, and its stderr."""
+    out = CliRunner().invoke(app, list(args))
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout), out.stderr
+
+
 def iteration_time(*args: str) -> float:
     """Run ``acesim run ... --json`` with ``args`` (which must include ``--json``) and return
     the iteration time it reports (s)."""

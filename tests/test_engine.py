@@ -562,3 +562,22 @@ def test_a_repeated_run_is_bit_identical(scenario: tuple) -> None:
     assert [a.finished for a in a1] == [a.finished for a in a2]
     assert [r.used for r in r1] == [r.used for r in r2]
     assert all(math.isfinite(a.finished) for a in a1)
+
+
+def test_every_bound_listener_hears_every_segment() -> None:
+    """Bound listeners are a list: a second one (a per-job recorder, a trace) hears exactly
+    what the first hears, and the engine refuses to have its listener slot overwritten."""
+    from acesim.training.bounds import BoundRecorder
+
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    first, second = BoundRecorder(), BoundRecorder()
+    engine.add_bound_listener(first)
+    engine.add_bound_listener(second)
+    engine.start(20.0, {link: 1.0}, tag="a", track="message")
+    engine.start(10.0, {link: 1.0}, tag="b", track="message", cap=2.0)
+    engine.run()
+    assert engine.bound_listeners == (first, second)
+    assert first.messages and first.messages == second.messages
+    with pytest.raises(AttributeError):
+        engine.bound_listener = first  # type: ignore[misc]

@@ -10,6 +10,7 @@ from clitools import cli_error
 from typer.testing import CliRunner
 
 from acesim.cli import app
+from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError, TopologyError, WorkloadError
 from acesim.hardware.kernels import Gemm
 from acesim.network.group import Span
@@ -89,10 +90,10 @@ def test_parse_parallel_and_defaults() -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("tp=4,xx=2", "--parallel: expected key=value"),
-        ("tp=four", "--parallel: tp must be a whole number"),
+        ("tp=4,xx=2", "^parallel: expected key=value"),
+        ("tp=four", "^parallel: tp must be a whole number"),
         ("tp=4,tp=2", "tp is given twice"),
-        ("tp=0", "--parallel tp: must be a whole number of at least 1"),
+        ("tp=0", "^parallel.tp: must be a whole number of at least 1"),
         ("cp=2,seq=x", "expected key=value"),
         ("zero=2", "or 3 \\(FSDP\\)"),
         ("recompute=some", "none, selective or full"),
@@ -180,71 +181,33 @@ def test_llama3_70b_without_model_parallelism_does_not_fit_an_80gb_gpu() -> None
 
 def test_acesim_run_llm_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    out = runner.invoke(
-        app,
-        [
-            "run",
-            "-w",
-            "llama3-8b",
-            "-s",
-            "h100-nvswitch-8",
-            "--parallel",
-            "tp=8",
-            "--global-batch",
-            "1",
-            "--seq",
-            "512",
-            "--json",
-        ],
-    )
+    base = ["run", "-w", "llama3-8b", "-s", "h100-nvswitch-8", "--parallel", "tp=8"]
+    base += ["--global-batch", "1", "--seq", "512"]
+    out = runner.invoke(app, [*base, "--endpoint", "baseline", "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
-    assert data["schema"] == "acesim.llm/1" and data["npus"] == 8
+    data = json.loads(out.stdout)
+    assert data["schema"] == "acesim.llm/1" and data["npus"] == 8 and data["kind"] == "llm"
     assert data["parallel"].startswith("tp=8,pp=1")
     assert set(data["exposed"]) == {"tp", "cp", "ep", "pp", "dp"}
     assert data["exposed"]["tp"] > 0 and data["memory"]["total"] > 0
     assert data["tokens_per_s_per_gpu"] == pytest.approx(512 / (data["iteration_time"] * 8))
-    table = runner.invoke(
-        app,
-        [
-            "run",
-            "-w",
-            "llama3-8b",
-            "-s",
-            "h100-nvswitch-8",
-            "--parallel",
-            "tp=8",
-            "--global-batch",
-            "1",
-            "--seq",
-            "512",
-        ],
-    )
+    table = runner.invoke(app, [*base, "--endpoint", "baseline"])
     assert table.exit_code == 0, table.output
     assert "tokens/s/GPU" in table.output and "pipeline bubble" in table.output
-    both = runner.invoke(
-        app,
-        [
-            "run",
-            "-w",
-            "llama3-8b",
-            "-s",
-            "h100-nvswitch-8",
-            "--parallel",
-            "tp=8",
-            "--global-batch",
-            "1",
-            "--seq",
-            "512",
-            "--endpoints",
-            "ideal",
-            "--json",
-        ],
-    )
+    # --endpoints compares kinds as for any run: the baseline's SM splits searched, the best
+    # kept, the same comparison document as a training graph's
+    both = runner.invoke(app, [*base, "--endpoints", "sm,ideal", "--json"])
     assert both.exit_code == 0, both.output
-    runs = json.loads(both.output)["runs"]
-    assert [r["endpoint"] for r in runs] == ["baseline", "ideal"]
-    assert runs[1]["iteration_time"] <= runs[0]["iteration_time"]
+    comp = json.loads(both.stdout)
+    assert comp["schema"] == "acesim.comparison/2" and comp["kind"] == "llm"
+    assert list(comp["endpoints"]) == ["baseline", "ideal"]
+    splits = resolve_system("h100-nvswitch-8").endpoint.settings("baseline").splits  # type: ignore[attr-defined]
+    tried = comp["endpoints"]["baseline"]["tried"]
+    assert len(tried) == len(splits)
+    best = comp["endpoints"]["baseline"]["best"]
+    assert best["iteration_time"] == min(r["iteration_time"] for r in tried)
+    assert comp["endpoints"]["ideal"]["best"]["iteration_time"] <= best["iteration_time"]
+    assert comp["endpoints"]["ideal"]["speedup"] >= 1.0
 
 
 def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,6 +224,8 @@ def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
         "2",
         "--seq",
         "512",
+        "--endpoint",
+        "baseline",
         "--json",
     ]
     runs = {}
@@ -271,9 +236,11 @@ def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
     ):
         out = runner.invoke(app, [*base, *extra])
         assert out.exit_code == 0, out.output
-        runs[name] = json.loads(out.output)
+        runs[name] = json.loads(out.stdout)
     assert (runs["class"]["mode"], runs["exact"]["mode"]) == ("class", "exact")
-    assert runs["class"]["mode_note"] == runs["exact"]["mode_note"] == ""
+    assert runs["class"]["mode_note"] == ""
+    # asked for, exact mode says which collectives ran on the event path and why
+    assert "collectives on the event path" in runs["exact"]["mode_note"]
     assert runs["class"]["iteration_time"] == pytest.approx(
         runs["exact"]["iteration_time"], rel=1e-9
     )

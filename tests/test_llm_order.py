@@ -49,5 +49,5 @@ def test_a_run_in_that_order_simulates_every_gpu_and_says_why() -> None:
 def test_orders_that_are_not_modelled_are_refused_by_name(text: str, rule: str) -> None:
     with pytest.raises(ConfigError) as err:
         _par(text)
-    assert err.value.field == "--parallel order" and rule in err.value.rule
+    assert err.value.field == "parallel.order" and rule in err.value.rule
     assert ORDERS[0] == "tp-cp-ep-dp-pp"

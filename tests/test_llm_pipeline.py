@@ -12,6 +12,7 @@ from acesim.config.variation import Straggler, Variation
 from acesim.errors import ConfigError, WorkloadError
 from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
+from acesim.hardware.strategy import Strategy
 from acesim.network.classes import RankClasses
 from acesim.network.group import Span
 from acesim.network.topology import Topology
@@ -359,4 +360,4 @@ def test_class_mode_refuses_a_collective_across_classes() -> None:
     node = Node(0, "dp.all-reduce", "collective", op="all-reduce", size=1e6)  # every rank
     graph = Graph([[node], [node]], npus=16, classes=classes)
     with pytest.raises(WorkloadError, match="class mode needs every group within one class"):
-        GraphExecutor(Platform(system, classes=classes), graph).run()
+        GraphExecutor(Platform(system, Strategy.of_classes(classes)), graph).run()

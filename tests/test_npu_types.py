@@ -7,9 +7,11 @@ step ``s`` completes at rank ``j`` at ``C[j][s] = max(C[j][s-1], C[j-1][s-1] + a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import systems
-from clitools import cli_error, iteration_time
+from clitools import cli_error, cli_json_stderr, iteration_time
 from systems import dim, make_system
 from typer.testing import CliRunner
 
@@ -24,6 +26,7 @@ from acesim.errors import ConfigError
 from acesim.hardware.kernel_model import plan_kernel
 from acesim.hardware.kernels import Roofline
 from acesim.hardware.platform import Platform
+from acesim.hardware.strategy import Strategy
 from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
@@ -117,8 +120,8 @@ def test_an_experiment_document_takes_npu_types() -> None:
     flat = RunOptions.model_validate({**run, "npu_types": [SLOW]})
     assert options.variation.npu_types[0].npu_config(NPUConfig(), "x") == slow_npu()
     assert flat.variation == Variation(npu_types=(NpuType.model_validate(SLOW),))
-    with pytest.raises(ValueError, match=r"npu_types.*exact"):
-        RunOptions.model_validate({"npu_types": [SLOW]})
+    # in symmetric mode the run switches to exact mode (acesim.training.strategy)
+    assert RunOptions.model_validate({"npu_types": [SLOW]}).variation == flat.variation
 
 
 def test_a_preset_type_plans_its_kernels_on_the_preset() -> None:
@@ -149,7 +152,7 @@ def test_a_changed_field_on_a_preset_and_a_list_of_ranks() -> None:
             ),
         )
     )
-    platform = Platform(ring8(), exact=True, variation=variation)
+    platform = Platform(ring8(), Strategy.every_npu(variation))
     changed = [n.rank for n in platform.npus if n.config.hbm_bandwidth == 2e12]
     assert changed == [1, 5, 6]
     assert platform.npus[5].hbm_rate == 2e12 * platform.npus[5].config.kernels.hbm_efficiency
@@ -176,12 +179,12 @@ def test_bad_npu_types_are_one_line_errors_naming_the_entry(
     assert "\n" not in str(err.value)
 
 
-def test_a_rank_in_two_types_and_symmetric_mode_are_refused() -> None:
+def test_a_rank_in_two_types_is_refused_and_symmetric_mode_switches() -> None:
     with pytest.raises(ConfigError, match=r"npu_types\[1\]\.ranks: rank 3 is already in .*\[0\]"):
         run_system(ring8(), data_parallel(1), iterations=1, warmup=0, mode="exact",
                    npu_types=[{"ranks": "0-3"}, {"ranks": "3-4"}])  # fmt: skip
-    with pytest.raises(ConfigError, match=r"run\.npu_types.*exact"):
-        run_system(ring8(), data_parallel(1), npu_types=[SLOW])
+    switched, _ = run_system(ring8(), data_parallel(1), iterations=1, warmup=0, npu_types=[SLOW])
+    assert switched.mode == "exact" and "NPU types" in switched.mode_note
 
 
 def test_the_endpoints_settings_are_checked_on_each_npu_type() -> None:
@@ -190,7 +193,7 @@ def test_the_endpoints_settings_are_checked_on_each_npu_type() -> None:
     units = system.endpoint.settings("baseline").comm_units  # type: ignore[attr-defined]
     variation = Variation(npu_types=(NpuType(ranks=2, changes={"compute_units": units}),))
     with pytest.raises(ConfigError, match=r"run\.npu_types\[0\]: endpoint\.baseline\.comm_units"):
-        Platform(system, exact=True, variation=variation)
+        Platform(system, Strategy.every_npu(variation))
 
 
 def test_cli_npu_flag_on_run_and_collective(
@@ -204,15 +207,16 @@ def test_cli_npu_flag_on_run_and_collective(
 
     slower = iteration("--npu", "ranks=4-7,hbm_bandwidth='450 GB/s'")  # half the system's
     assert slower > iteration()
-    refused = cli_error(monkeypatch, capsys, *base, "--npu", "ranks=1")
-    assert "--npu" in refused and "exact" in refused
+    switched, stderr = cli_json_stderr(*base, "--npu", "ranks=4-7,hbm_bandwidth='450 GB/s'")
+    assert switched["iteration_time"] == slower and "NPU types" in stderr
     unknown = cli_error(monkeypatch, capsys, *base, "--exact", "--npu", "ranks=1,preset=tpu")
     assert "unknown NPU preset" in unknown and "tpu" in unknown
     coll = ["collective", "--sizes", "1MiB", "--endpoint", "baseline", "--json"]
     fine = CliRunner().invoke(app, [*coll, "--exact", "--npu", "ranks=0-1,preset=a100-sxm"])
     assert fine.exit_code == 0, fine.output
-    refused = cli_error(monkeypatch, capsys, *coll, "--npu", "ranks=0-1,preset=a100-sxm")
-    assert "--npu" in refused and "--exact" in refused
+    switched, stderr = cli_json_stderr(*coll, "--npu", "ranks=0-1,preset=a100-sxm")
+    times = [r["time"] for r in json.loads(fine.stdout)["results"]]
+    assert [r["time"] for r in switched["results"]] == times and "NPU types" in stderr
 
 
 def test_a_collective_with_the_ideal_endpoint_is_the_same_on_any_npu() -> None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import cli_error, iteration_time
+from clitools import cli_error, cli_json_stderr, iteration_time
 from systems import dim, make_system
 
 from acesim.config.system import SystemConfig
@@ -95,9 +95,11 @@ def test_a_placement_that_is_no_permutation_is_a_one_line_error(
     assert "\n" not in message
 
 
-def test_symmetric_mode_refuses_a_placement_by_name() -> None:
-    with pytest.raises(ConfigError, match=r"run\.placement: needs mode = 'exact'"):
-        run_system(system(), data_parallel(), placement=list(range(8)))
+def test_a_placement_asked_in_symmetric_mode_runs_exact_and_says_so() -> None:
+    placed, _ = run_system(system(), data_parallel(), placement=SHUFFLED)
+    asked, _ = run_system(system(), data_parallel(), mode="exact", placement=SHUFFLED)
+    assert placed.mode == "exact" and "a placement" in placed.mode_note
+    assert placed.iteration_time == asked.iteration_time
 
 
 @pytest.mark.parametrize("placement", [list(range(8)), SHUFFLED])
@@ -163,5 +165,5 @@ def test_cli_placement_flag(
     bad.write_text("0 1 2")
     error = cli_error(monkeypatch, capsys, *base, "--exact", "--placement", str(bad))
     assert "--placement: expected a JSON list of NPU positions" in error
-    refused = cli_error(monkeypatch, capsys, *base, "--placement", str(good))
-    assert "--placement" in refused and "exact" in refused
+    switched, stderr = cli_json_stderr(*base, "--placement", str(good))
+    assert switched["info"]["mode"] == "exact" and "a placement" in stderr

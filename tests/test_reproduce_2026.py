@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import acesim
 from acesim.config.resolve import resolve_system
 from acesim.studies.ace2026 import (
     CASES,
@@ -60,6 +61,28 @@ def test_every_system_and_substrate_is_reported(study: tuple[dict[str, Any], Pat
             assert out_["comm_bound"], kind
             assert sum(out_["bound_by"].values()) == pytest.approx(out_["iteration_time"])
             assert out_["why"]
+
+
+def test_the_study_is_the_shared_comparison_of_acesim_compare(
+    study: tuple[dict[str, Any], Path],
+) -> None:
+    """The study compares substrates with the code `acesim run --endpoints` and
+    `acesim.compare` use: the same case gives the same best SM configuration and figures."""
+    summary, _ = study
+    row = next(r for r in summary["results"] if r["system"] == "h100-nvswitch-8")
+    comp = acesim.compare(
+        "h100-nvswitch-8",
+        "llama3-8b",
+        parallel="tp=8",
+        global_batch=1,
+        seq=512,
+        endpoints=["sm", "ideal"],
+    )
+    assert row["sm_variants"] == {r.variant: r.iteration_time for r in comp.baselines}
+    for kind in ("baseline", "ideal"):
+        assert comp.best(kind).iteration_time == row["endpoints"][kind]["iteration_time"]
+        assert comp.speedup(kind) == row["endpoints"][kind]["speedup"]
+        assert comp.best(kind).bound_by == row["endpoints"][kind]["bound_by"]
 
 
 def test_substrates_a_preset_does_not_calibrate_are_not_applicable_with_the_reason(

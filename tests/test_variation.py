@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import systems
-from clitools import cli_error
+from clitools import cli_error, cli_json_stderr, iteration_time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -22,6 +22,7 @@ from acesim.cli import app
 from acesim.config.variation import LinkChange, Straggler, Variation
 from acesim.errors import ConfigError, TopologyError
 from acesim.hardware.platform import Platform
+from acesim.hardware.strategy import Strategy
 from acesim.runs import run_system
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
@@ -118,8 +119,8 @@ def test_a_failed_ring_link_reroutes_without_message_events_as_the_event_path() 
         algorithms={"all-reduce": ["ring", "ring"]},
     )
     variation = Variation(links=(LinkChange(dim=0, rank=1, failed=True, direction="+"),))
-    platform = Platform(system, exact=True, variation=variation)
-    assert vectorized.run_alone(platform.collectives, "all-reduce", 8 * MiB) is not None
+    platform = Platform(system, Strategy.every_npu(variation))
+    assert not isinstance(vectorized.run_alone(platform.collectives, "all-reduce", 8 * MiB), str)
     fast = simulate_collective(system, "all-reduce", 8 * MiB, exact=True, variation=variation)
     vectorized.ENABLED = False
     try:
@@ -146,11 +147,22 @@ def test_compute_spread_is_seeded_and_bounded() -> None:
     assert base < first < worst
 
 
-def test_variation_needs_exact_mode_and_names_the_option() -> None:
-    with pytest.raises(ConfigError, match=r"run\.stragglers.*exact"):
-        run_system(ring8(), data_parallel(1), stragglers=[{"rank": 1, "slowdown": 2.0}])
-    with pytest.raises(ConfigError, match=r"run\.links.*exact"):
-        run_system(ring8(), data_parallel(1), links=[{"dim": 0, "rank": 1, "failed": True}])
+def test_variation_runs_in_exact_mode_and_says_why() -> None:
+    """One rule for every run kind: variation asked for in symmetric mode switches to exact
+    mode, the same run as asking for it, and the result's mode_note names what varies."""
+    slow = {"stragglers": [{"rank": 1, "slowdown": 2.0}], "iterations": 2, "warmup": 0}
+    switched, _ = run_system(ring8(), data_parallel(1), **slow)
+    asked, _ = run_system(ring8(), data_parallel(1), mode="exact", **slow)
+    assert switched.mode == asked.mode == "exact"
+    assert switched.iteration_time == asked.iteration_time
+    assert switched.mode_note.startswith("exact mode (every NPU simulated): stragglers")
+    failed = {
+        "links": [{"dim": 0, "rank": 1, "bandwidth": "10 GB/s"}],
+        "iterations": 2,
+        "warmup": 0,
+    }
+    link, _ = run_system(ring8(), data_parallel(1), **failed)
+    assert link.mode == "exact" and "link changes" in link.mode_note
     with pytest.raises(ConfigError, match=r"run\.stragglers\[0\]\.rank.*below 8"):
         run_system(
             ring8(), data_parallel(1), mode="exact", stragglers=[{"rank": 8, "slowdown": 2.0}]
@@ -248,10 +260,10 @@ def test_cli_straggler_flag_and_its_errors(
 ) -> None:
     base = ["run", "--endpoint", "ideal", "--npus", "8", "-n", "1", "--warmup", "0", "-w", "gnmt"]
     base += ["--set", "collective.chunks=1", "--loop", "no_overlap"]
-    refused = cli_error(monkeypatch, capsys, *base, "--straggler", "rank=3,slowdown=1.3")
-    assert "--straggler" in refused and "exact" in refused
-    ok = CliRunner().invoke(app, [*base, "--exact", "--straggler", "rank=3,slowdown=1.3", "--json"])
-    assert ok.exit_code == 0, ok.output
+    slow = ["--straggler", "rank=3,slowdown=1.3", "--json"]
+    switched, stderr = cli_json_stderr(*base, *slow)  # exact mode, and it says so
+    assert switched["info"]["mode"] == "exact" and "stragglers" in stderr
+    assert switched["iteration_time"] == iteration_time(*base, "--exact", *slow)
     bad = cli_error(monkeypatch, capsys, *base, "--exact", "--straggler", "rank=3,slow=1.3")
     assert "slowdown" in bad
     link = cli_error(monkeypatch, capsys, *base, "--exact", "--link", "dim=0,rank=3,failed=true")
@@ -298,8 +310,10 @@ def test_collective_command_takes_link_changes(
     time = '"time": '
     slow = float(rerouted.output.split(time)[1].split(",")[0])
     assert slow > float(fine.output.split(time)[1].split(",")[0])
-    refused = cli_error(monkeypatch, capsys, "collective", "--link", "dim=0,rank=3,failed=true")
-    assert "--link" in refused and "--exact" in refused
+    failed = ["--link", "dim=0,rank=3,direction=+,failed=true"]
+    switched, stderr = cli_json_stderr(*[b for b in base if b != "--exact"], *failed)
+    assert switched["results"][0]["mode"] == "exact" and "link changes" in stderr
+    assert switched["results"][0]["time"] == slow
 
 
 def test_the_agreed_order_skips_collectives_a_rank_never_joins() -> None:

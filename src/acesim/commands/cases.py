@@ -1,10 +1,13 @@
-"""Command-line options -> a :class:`~acesim.runs.case.Case` (the one run path).
+"""Command-line options -> a case of any run kind (:mod:`acesim.runs.kinds`), and errors
+that name the command-line flag (``--iterations``), not the field behind it.
 
-Errors name the command-line flag (``--iterations``), not the run option behind it.
+:func:`flags` is the one place that renames an error's field to its flag (:data:`FLAGS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +17,26 @@ from ..config.reader import read_json_file, read_value
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
-from ..runs.case import Case, make_case
+from ..runs.case import make_case
+from ..runs.kinds import RUN_KINDS
+from ..runs.llm import make_llm
 from ..training.loops import LOOPS
 from ..units import parse_quantity
 from .common import err_console, parse_sets
 
 __all__ = [
     "FLAGS",
+    "flags",
     "parse_shape",
     "parse_pairs",
     "read_placement",
     "cli_case",
     "cli_system",
     "VARIATION_HELP",
+    "PARALLEL_HELP",
 ]
 
-#: run option (or workload setting) -> the flag that sets it
+#: field (a run option, a workload setting, an LLM size) -> the flag that sets it
 FLAGS = {
     "run.iterations": "--iterations",
     "run.warmup": "--warmup",
@@ -41,6 +48,7 @@ FLAGS = {
     "run.search": "--search",
     "npus": "--npus",
     "nodes": "--nodes",
+    "workload.name": "--workload",
     "workload.batch_per_npu": "--batch",
     "workload.precision": "--precision",
     "run.stragglers": "--straggler",
@@ -48,24 +56,68 @@ FLAGS = {
     "run.links": "--link",
     "run.npu_types": "--npu",
     "run.placement": "--placement",
+    "parallel": "--parallel",
+    "parallel.global_batch": "--global-batch",
+    "parallel.micro_batch": "--micro-batch",
+    "parallel.seq": "--seq",
+    "parallel.recompute": "--recompute",
 }
 
-#: help of the exact-mode variation flags (acesim.config.variation)
+
+def flag_of(field: str, extra: Mapping[str, str]) -> str | None:
+    """The flag behind ``field`` (``extra`` first, then :data:`FLAGS`; a field inside one,
+    ``run.stragglers[0].slowdown``, as ``--straggler[0].slowdown``; ``parallel.tp`` as
+    ``--parallel tp``), or None."""
+    table = {**FLAGS, **extra}
+    if field in table:
+        return table[field]
+    for name, flag in table.items():
+        if field.startswith((f"{name}.", f"{name}[")) and name not in ("parallel",):
+            return flag + field[len(name) :]
+    if field.startswith("parallel."):
+        return f"--parallel {field.removeprefix('parallel.')}"
+    return None
+
+
+@contextmanager
+def flags(extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """A ConfigError raised inside names the flag behind its field (:func:`flag_of`;
+    ``extra``: this command's own, e.g. ``collective.algorithm`` -> ``--algo``)."""
+    try:
+        yield
+    except ConfigError as err:
+        flag = flag_of(err.field, extra or {})
+        if flag is None:
+            raise
+        raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
+
+
+PARALLEL_HELP = (
+    "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
+    "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
+    "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
+    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order). "
+    "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
+    "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
+)
+
+#: help of the variation flags (acesim.config.variation): they put a run in exact mode
 VARIATION_HELP = {
-    "straggler": "exact mode: a slow rank, e.g. rank=17,slowdown=1.3 (its kernels compute 1.3x "
-    "as long); repeatable",
-    "compute_spread": "exact mode: every rank's compute slowdown 1 + spread*U[0,1), e.g. "
-    "spread=0.1,seed=7",
-    "link": "exact mode: a rank's links on a dimension, e.g. dim=0,rank=3,direction=+,failed=true "
+    "straggler": "a slow rank, e.g. rank=17,slowdown=1.3 (its kernels compute 1.3x "
+    "as long); repeatable; runs in exact mode",
+    "compute_spread": "every rank's compute slowdown 1 + spread*U[0,1), e.g. "
+    "spread=0.1,seed=7; runs in exact mode",
+    "link": "a rank's links on a dimension, e.g. dim=0,rank=3,direction=+,failed=true "
     "or dim=1,rank=5,bandwidth='25 GB/s',latency='2 us'; repeatable (a failed direction of a "
-    "bidirectional ring reroutes the ring the other way; other failures are errors)",
-    "npu": "exact mode: ranks on another NPU, e.g. ranks=0-3,preset=a100-sxm (an NPU preset) "
+    "bidirectional ring reroutes the ring the other way; other failures are errors); runs in "
+    "exact mode",
+    "npu": "ranks on another NPU, e.g. ranks=0-3,preset=a100-sxm (an NPU preset) "
     "and/or [npu] fields changed, e.g. ranks=4-7,hbm_bandwidth='2 TB/s' or "
     "ranks=5,kernels.gemm_efficiency=0.6; their kernels run on that NPU, the network stays the "
-    "system's; repeatable",
-    "placement": "exact mode: a JSON file holding a list p, a permutation of 0..n-1: workload "
+    "system's; repeatable; runs in exact mode",
+    "placement": "a JSON file holding a list p, a permutation of 0..n-1: workload "
     "rank r runs on NPU position p[r] (its graph, sends and groups move with it; a group the "
-    "placement splits into a set the network cannot express is an error)",
+    "placement splits into a set the network cannot express is an error); runs in exact mode",
 }
 
 
@@ -107,40 +159,95 @@ def cli_system(
 ) -> SystemConfig:
     """The system of a command's ``--system``, ``--set`` and ``--nodes`` options (errors name
     the flag)."""
-    try:
+    with flags():
         return resolve_system(system, overrides=parse_sets(sets), nodes=nodes)
-    except ConfigError as err:
-        flag = FLAGS.get(err.field)
-        if flag is None:
-            raise
-        raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
 
 
-def cli_case(
+#: Flags of training graphs (zoo models, files, traces) only, and of LLM models only.
+TRAINING_FLAGS = {
+    "npus": "--npus",
+    "shape": "--shape",
+    "batch": "--batch",
+    "loop": "--loop",
+    "bucket": "--bucket-size",
+    "iterations": "--iterations",
+    "warmup": "--warmup",
+    "npu_types": "--npu",
+    "placement": "--placement",
+}
+LLM_FLAGS = {
+    "global_batch": "--global-batch",
+    "micro_batch": "--micro-batch",
+    "seq": "--seq",
+    "recompute": "--recompute",
+}
+
+
+def _variation(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The variation flags' texts as run options (pairs parsed; validated with the case)."""
+    out: dict[str, Any] = {}
+    for name, flag in (("stragglers", "--straggler"), ("links", "--link"), ("npu_types", "--npu")):
+        if given.get(name):
+            out[name] = [parse_pairs(t, flag) for t in given[name]]
+    if given.get("compute_spread") is not None:
+        out["compute_spread"] = parse_pairs(given["compute_spread"], "--compute-spread")
+    if given.get("placement") is not None:
+        out["placement"] = read_placement(given["placement"])
+    return out
+
+
+def _refuse(given: Mapping[str, Any], table: Mapping[str, str], why: str) -> None:
+    for name, flag in table.items():
+        value = given.get(name)
+        if value is not None and value != []:
+            raise ConfigError(flag, why, str(value))
+
+
+def cli_case(system: str, workload: str, **given: Any) -> Any:
+    """The case the command-line options describe, of the run kind that claims the workload
+    (an LLM model of the registry or ``--parallel``: LLM; else a training graph). ``given``:
+    the options by parameter name (None or empty: not given): ``exact``, ``search``,
+    ``nodes``, ``sets``, ``stragglers``/``compute_spread``/``links``/``npu_types`` (the flags'
+    texts), ``placement`` (a file), the training flags (:data:`TRAINING_FLAGS`) and the LLM
+    ones (:data:`LLM_FLAGS`, ``parallel``, ``precision``). Errors name the flag."""
+    options: dict[str, Any] = {"mode": "exact" if given.get("exact") else "symmetric"}
+    options.update(search=bool(given.get("search")), nodes=given.get("nodes"))
+    with flags():
+        options.update(_variation(given))
+        overrides = parse_sets(given.get("sets"))
+        if RUN_KINDS.get("llm").claims(workload, {"parallel": given.get("parallel")}):  # type: ignore[misc]
+            _refuse(given, TRAINING_FLAGS, LLM_UNUSED)
+            return make_llm(
+                system,
+                workload,
+                options,
+                parallel=given.get("parallel") or "",
+                global_batch=given.get("global_batch"),
+                micro_batch=1 if given.get("micro_batch") is None else given["micro_batch"],
+                seq=given.get("seq"),
+                recompute=given.get("recompute"),
+                precision=given.get("precision"),
+                overrides=overrides,
+            )
+        _refuse(given, LLM_FLAGS, "applies to LLM models (a model of the LLM registry)")
+        return _training_case(system, workload, options, overrides, given)
+
+
+#: Why a training-graph flag is refused for an LLM model.
+LLM_UNUSED = (
+    "does not apply to LLM runs (they simulate one steady-state iteration; size them with "
+    "--nodes, --global-batch, --micro-batch, --seq and --parallel)"
+)
+
+
+def _training_case(
     system: str,
     workload: str,
-    *,
-    npus: int | None = None,
-    shape: str | None = None,
-    nodes: int | None = None,
-    iterations: int = 3,
-    warmup: int = 1,
-    loop: str = "layerwise",
-    bucket: str = "25 MiB",
-    exact: bool = False,
-    batch: int | None = None,
-    precision: str | None = None,
-    search: bool = False,
-    overrides: dict[str, Any] | None = None,
-    stragglers: list[str] | None = None,
-    compute_spread: str | None = None,
-    links: list[str] | None = None,
-    npu_types: list[str] | None = None,
-    placement: Path | None = None,
-) -> Case:
-    """The case the command-line options describe (``stragglers``, ``compute_spread``,
-    ``links``, ``npu_types``: the text of ``--straggler``, ``--compute-spread``, ``--link``
-    and ``--npu``; ``placement``: the ``--placement`` file)."""
+    options: dict[str, Any],
+    overrides: dict[str, Any],
+    given: Mapping[str, Any],
+) -> Any:
+    npus, shape, nodes = given.get("npus"), given.get("shape"), given.get("nodes")
     if npus is not None and shape is not None:
         raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
     if nodes is not None and (npus is not None or shape is not None):
@@ -150,42 +257,24 @@ def cli_case(
         )
     if npus is not None:
         _warn_single_node(system, npus)
+    loop = given.get("loop") or "layerwise"
     LOOPS.check(loop, "--loop")
-    options: dict[str, Any] = {
-        "iterations": iterations,
-        "warmup": warmup,
-        "mode": "exact" if exact else "symmetric",
-        "loop": loop,
-        "bucket_size": parse_quantity(bucket, "size", "--bucket-size"),
-        "search": search,
-        "shape": parse_shape(shape) if shape is not None else None,
-        "npus": npus,
-        "nodes": nodes,
-    }
-    if stragglers:
-        options["stragglers"] = [parse_pairs(t, "--straggler") for t in stragglers]
-    if compute_spread is not None:
-        options["compute_spread"] = parse_pairs(compute_spread, "--compute-spread")
-    if links:
-        options["links"] = [parse_pairs(t, "--link") for t in links]
-    if npu_types:
-        options["npu_types"] = [parse_pairs(t, "--npu") for t in npu_types]
-    if placement is not None:
-        options["placement"] = read_placement(placement)
-    try:
-        return make_case(
-            system,
-            workload,
-            options,
-            overrides=overrides,
-            batch_per_npu=batch,
-            precision=precision,
-        )
-    except ConfigError as err:
-        flag = FLAGS.get(err.field)
-        if flag is None:
-            raise
-        raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
+    options.update(
+        iterations=3 if given.get("iterations") is None else given["iterations"],
+        warmup=1 if given.get("warmup") is None else given["warmup"],
+        loop=loop,
+        bucket_size=parse_quantity(given.get("bucket") or "25 MiB", "size", "--bucket-size"),
+        shape=parse_shape(shape) if shape is not None else None,
+        npus=npus,
+    )
+    return make_case(
+        system,
+        workload,
+        options,
+        overrides=overrides,
+        batch_per_npu=given.get("batch"),
+        precision=given.get("precision"),
+    )
 
 
 def _warn_single_node(system: str, npus: int) -> None:

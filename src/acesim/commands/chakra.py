@@ -10,8 +10,8 @@ import typer
 from ..config.presets import DEFAULT_PRESET
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
-from .common import NODES_HELP, SET_HELP, console, parse_sets
-from .llm import PARALLEL_HELP, is_llm, llm_case
+from .cases import PARALLEL_HELP, cli_case
+from .common import NODES_HELP, SET_HELP, console
 
 
 def export_chakra_command(
@@ -31,8 +31,8 @@ def export_chakra_command(
     global_batch: int | None = typer.Option(
         None, "--global-batch", help="LLM models: sequences per iteration"
     ),
-    micro_batch: int = typer.Option(
-        1, "--micro-batch", help="LLM models: sequences per micro-batch"
+    micro_batch: int | None = typer.Option(
+        None, "--micro-batch", help="LLM models: sequences per micro-batch (default 1)"
     ),
     seq: int | None = typer.Option(None, "--seq", help="LLM models: sequence length (tokens)"),
     recompute: str | None = typer.Option(
@@ -49,108 +49,47 @@ def export_chakra_command(
     """
     from ..engine import Engine
     from ..hardware.npu import NPU
+    from ..network.topology import Topology
+    from ..runs.kinds import RUN_KINDS
+    from ..runs.llm import llm_graph
     from ..training.loops import build_graph
     from ..workload.chakra import export_chakra
     from ..workload.graph import Graph
     from ..workload.model import Compute
-    from .cases import cli_case
 
-    if is_llm(workload, parallel):
-        _export_llm(
-            output,
-            system,
-            workload,
-            parallel or "",
-            nodes=nodes,
+    given: dict[str, Any] = {"nodes": nodes, "precision": precision, "sets": sets}
+    if RUN_KINDS.get("llm").claims(workload, {"parallel": parallel}):  # type: ignore[misc]
+        given.update(
+            parallel=parallel,
             global_batch=global_batch,
             micro_batch=micro_batch,
             seq=seq,
             recompute=recompute,
-            precision=precision,
-            overrides=parse_sets(sets),
         )
-        return
-    # Export unrolls iterations without measuring them: no warm-up rule applies.
-    case = cli_case(
-        system,
-        workload,
-        npus=npus,
-        shape=shape,
-        nodes=nodes,
-        iterations=iterations,
-        warmup=0,
-        loop=loop,
-        batch=batch,
-        precision=precision,
-        overrides=parse_sets(sets),
-    )
-    cfg = case.system
-    work = case.workload
-    graph = (
-        work
-        if isinstance(work, Graph)
-        else build_graph(work, iterations, loop, case.options.bucket_size)
-    )
-    npu = NPU(Engine(), 0, cfg.npu)
-
-    def compute_time(c: Compute) -> float:
-        return npu.kernels_time_alone(c.kernels)
-
-    summary = export_chakra(
-        graph,
-        str(output),
-        npus=cfg.network.total_npus if len(graph.ranks) == 1 else None,
-        dim_sizes=list(cfg.network.shape),
-        compute_time=compute_time,
-    )
-    console.print(str(summary))
-
-
-def _export_llm(
-    output: Path,
-    system: str,
-    workload: str,
-    parallel: str,
-    *,
-    nodes: int | None,
-    global_batch: int | None,
-    micro_batch: int,
-    seq: int | None,
-    recompute: str | None,
-    precision: str | None,
-    overrides: dict[str, Any],
-) -> None:
-    """An LLM iteration's per-GPU graphs (every GPU, as exact mode runs them) as traces."""
-    from ..engine import Engine
-    from ..hardware.npu import NPU
-    from ..network.topology import Topology
-    from ..runs.llm import llm_graph
-    from ..workload.chakra import export_chakra
-    from ..workload.model import Compute
-
-    case = llm_case(
-        system,
-        workload,
-        parallel,
-        global_batch=global_batch,
-        micro_batch=micro_batch,
-        seq=seq,
-        recompute=recompute,
-        precision=precision,
-        nodes=nodes,
-        overrides=overrides,
-    )
+    else:  # export unrolls iterations without measuring them: no warm-up rule applies
+        given.update(
+            npus=npus, shape=shape, iterations=iterations, warmup=0, loop=loop, batch=batch
+        )
+    case = cli_case(system, workload, **given)
     cfg = case.system
     npu = NPU(Engine(), 0, cfg.npu)
 
     def compute_time(c: Compute) -> float:
         return npu.kernels_time_alone(c.kernels)
 
+    if case.kind == "llm":  # every GPU's graph, as exact mode runs them
+        graph = llm_graph(case)
+        extra: dict[str, Any] = {"topology": Topology(cfg.network, cfg.collective)}
+    else:
+        work = case.workload
+        opts = case.options
+        graph = (
+            work
+            if isinstance(work, Graph)
+            else build_graph(work, iterations, loop, opts.bucket_size)
+        )
+        extra = {"npus": cfg.network.total_npus if len(graph.ranks) == 1 else None}
     summary = export_chakra(
-        llm_graph(case),
-        str(output),
-        dim_sizes=list(cfg.network.shape),
-        compute_time=compute_time,
-        topology=Topology(cfg.network, cfg.collective),
+        graph, str(output), dim_sizes=list(cfg.network.shape), compute_time=compute_time, **extra
     )
     console.print(str(summary))

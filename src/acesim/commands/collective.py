@@ -3,116 +3,119 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
-from ..config.system import PROTOCOLS
+from ..config.system import PROTOCOLS, SystemConfig
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.algorithms import ALGORITHMS, algorithm_name
 from ..network.ops import COLLECTIVE_OPS
+from ..results.collective import CollectiveResult
 from ..results.jsonout import dumps
+from ..results.protocol import assumptions
+from ..runs.collective import make_collective_case
+from ..runs.single import run_case
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .cases import VARIATION_HELP, cli_system, parse_pairs, with_channels
+from .cases import VARIATION_HELP, cli_system, flags, parse_pairs, with_channels
 from .common import NODES_HELP, SET_HELP, console, err_console, progress
+from .show import assumptions_note, show_footnotes
+
+OP_OPTION = typer.Option("all-reduce", "--op", help=COLLECTIVE_OPS.choices())
+SIZES_OPTION = typer.Option("1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size")
+SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
+NODES_OPTION = typer.Option(None, "--nodes", help=NODES_HELP)
+ENDPOINT_OPTION = typer.Option(
+    None, "--endpoint", help=f"endpoint kind: {ENDPOINT_KINDS.choices()}"
+)
+EXACT_OPTION = typer.Option(
+    False, "--exact", help="simulate every NPU, not one representative", metavar=""
+)
+SEARCH_OPTION = typer.Option(
+    False,
+    "--search",
+    help="run every variant of the endpoint kind (the baseline's splits) per size, keep the "
+    "fastest",
+    metavar="",
+)
+WITH_COMPUTE_OPTION = typer.Option(
+    None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
+)
+PROTO_OPTION = typer.Option(
+    None,
+    "--proto",
+    help="force an NCCL protocol (LL, LL128, Simple; like NCCL_PROTO) "
+    "where the system configures collective.protocols; default: the fastest predicted",
+)
+ALGO_OPTION = typer.Option(
+    None,
+    "--algo",
+    help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO, whose names "
+    "Tree, NVLS, NVLSTree and CollNetDirect are accepted too); "
+    "default: the fastest predicted among the system's collective.choices",
+)
+CHANNELS_OPTION = typer.Option(
+    None,
+    "--channels",
+    help="NCCL channels (one thread block on one SM each) the SM "
+    "kernels run, like NCCL_MIN/MAX_NCHANNELS; default: the endpoint's settings",
+)
+ROOT_OPTION = typer.Option(
+    None,
+    "--root",
+    help="the root of a rooted operation (broadcast, reduce): its position in the group, "
+    "0 to n-1; default 0 (rooted operations run in exact mode)",
+)
+AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of a table", metavar="")
+SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
+LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
+NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
 
 
 def collective_command(
-    op: str = typer.Option("all-reduce", "--op", help=COLLECTIVE_OPS.choices()),
-    sizes: str = typer.Option(
-        "1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size"
-    ),
-    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
-    endpoint: str | None = typer.Option(
-        None, "--endpoint", help=f"endpoint kind: {ENDPOINT_KINDS.choices()}"
-    ),
-    exact: bool = typer.Option(
-        False, "--exact", help="simulate every NPU, not one representative", metavar=""
-    ),
-    with_compute: str | None = typer.Option(
-        None, "--with-compute", help="concurrent kernel 'FLOPS,BYTES' (e.g. '1e12,2e9')"
-    ),
-    proto: str | None = typer.Option(
-        None,
-        "--proto",
-        help="force an NCCL protocol (LL, LL128, Simple; like NCCL_PROTO) "
-        "where the system configures collective.protocols; default: the fastest predicted",
-    ),
-    algo: str | None = typer.Option(
-        None,
-        "--algo",
-        help=f"force an algorithm ({ALGORITHMS.choices()}; like NCCL_ALGO, whose names "
-        "Tree, NVLS, NVLSTree and CollNetDirect are accepted too); "
-        "default: the fastest predicted among the system's collective.choices",
-    ),
-    channels: int | None = typer.Option(
-        None,
-        "--channels",
-        help="NCCL channels (one thread block on one SM each) the SM "
-        "kernels run, like NCCL_MIN/MAX_NCHANNELS; default: the endpoint's settings",
-    ),
-    root: int | None = typer.Option(
-        None,
-        "--root",
-        help="the root of a rooted operation (broadcast, reduce): its position in the group, "
-        "0 to n-1; default 0 (rooted operations run in exact mode only: --exact)",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
-    npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
+    op: str = OP_OPTION,
+    sizes: str = SIZES_OPTION,
+    system: str = SYSTEM_OPTION,
+    nodes: int | None = NODES_OPTION,
+    endpoint: str | None = ENDPOINT_OPTION,
+    exact: bool = EXACT_OPTION,
+    search: bool = SEARCH_OPTION,
+    with_compute: str | None = WITH_COMPUTE_OPTION,
+    proto: str | None = PROTO_OPTION,
+    algo: str | None = ALGO_OPTION,
+    channels: int | None = CHANNELS_OPTION,
+    root: int | None = ROOT_OPTION,
+    as_json: bool = AS_JSON_OPTION,
+    sets: list[str] = SETS_OPTION,
+    links: list[str] = LINKS_OPTION,
+    npu_types: list[str] = NPU_TYPES_OPTION,
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style table)."""
-    from ..simulate import simulate_collective
-
     spec = COLLECTIVE_OPS.get(op, "--op")
     if root is not None and not spec.rooted:
         rooted = ", ".join(name for name, o in COLLECTIVE_OPS.items() if o.rooted)
         raise ConfigError("--root", f"{op} takes no root (only {rooted} do)", root)
     size_list = parse_size_range(sizes, "--sizes")
-    compute = _parse_compute(with_compute) if with_compute else None
-    cfg = cli_system(system, sets, nodes)
-    if endpoint is not None:
-        cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
-    variation = _variation(links, npu_types, exact) if links or npu_types else None
-    if proto is not None:
-        if proto not in PROTOCOLS:
-            raise ConfigError("--proto", f"must be one of {', '.join(PROTOCOLS)}", proto)
-        collective = cfg.collective.model_copy(update={"protocol": proto})
-        cfg = cfg.model_copy(update={"collective": collective})
-    if algo is not None:
-        algo = algorithm_name(algo, "--algo")
-        collective = cfg.collective.model_copy(update={"algorithm": algo})
-        cfg = cfg.model_copy(update={"collective": collective})
-    if channels is not None:
-        cfg = with_channels(cfg, channels)
-    results = []
-    with progress() as bar:
-        task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
-        for size in size_list:
-            try:
-                results.append(
-                    simulate_collective(
-                        cfg,
-                        op,
-                        size,
-                        exact=exact,
-                        compute=compute,
-                        variation=variation,
-                        root=root,
-                    )
-                )
-            except ConfigError as err:
-                # a forced algorithm or protocol that cannot run: name the flag that forced it
-                flag = _FORCED.get(err.field)
-                if flag is None:
-                    raise
-                raise ConfigError(flag, err.rule, err.value, hint=err.hint) from None
-            bar.advance(task)
+    cfg = _system(system, sets, nodes, endpoint, proto, algo, channels)
+    with flags(_FORCED):
+        options: dict[str, Any] = {"mode": "exact" if exact else "symmetric", "search": search}
+        options.update(links=[parse_pairs(t, "--link") for t in links])
+        options.update(npu_types=[parse_pairs(t, "--npu") for t in npu_types])
+        compute = _parse_compute(with_compute) if with_compute else None
+        cases = [
+            make_collective_case(cfg, op, size, options, compute=compute, root=root)
+            for size in size_list
+        ]
+        results = []
+        with progress() as bar:
+            task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
+            for case in cases:
+                results.append(run_case(case)[0])
+                bar.advance(task)
     if as_json:
         payload = {
             "schema": "acesim.collective/1",
@@ -120,53 +123,14 @@ def collective_command(
             "results": [r.to_dict() for r in results],
         }
         console.out(dumps(payload, indent=2))
+        show_footnotes(results, cfg.name)
         return
-    mode = "exact" if exact else "symmetric"
     rooted = f", root {root or 0}" if spec.rooted else ""
-    table = Table(
-        title=f"{op} on {cfg.name} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} "
-        f"endpoint, {mode})"
+    title = (
+        f"{op} on {cfg.name} ({results[0].npus} NPUs{rooted}, {cfg.endpoint.kind} endpoint, "
+        f"{results[0].mode})"
     )
-    # One unit per column (the largest value's prefix), as nccl-tests prints.
-    rates = {
-        "algbw": [r.algbw for r in results],
-        "busbw": [r.busbw for r in results],
-        "net bw": [r.network_bandwidth for r in results],
-        "HBM bw (comm)": [r.hbm_bandwidth for r in results],
-    }
-    scales = {name: column_scale(values, "B/s") for name, values in rates.items()}
-    table.add_column("size", justify="right")
-    table.add_column("time", justify="right")
-    for name, (_scale, unit) in scales.items():
-        table.add_column(f"{name} ({unit})", justify="right")
-    tuned = any(r.algorithm is not None for r in results)
-    if tuned:
-        table.add_column("algo")
-    protocols = any(r.protocol is not None for r in results)
-    if protocols:
-        table.add_column("protocol")
-    table.add_column("SMs", justify="right")
-    if compute:
-        table.add_column("kernel slowdown", justify="right")
-        table.add_column("coll. slowdown", justify="right")
-    table.add_column("bound by (busy)")
-    for i, r in enumerate(results):
-        row = [format_size(r.size), format_time(r.time)]
-        row += [f"{rates[name][i] / scale:.4g}" for name, (scale, _unit) in scales.items()]
-        if tuned:
-            row.append(r.algorithm or "-")
-        if protocols:
-            row.append(r.protocol or "-")
-        row.append(f"{r.comm_units:g}")
-        if compute and r.compute:
-            row += [
-                f"{r.compute['kernel_slowdown']:.3f}x",
-                f"{r.compute['collective_slowdown']:.3f}x",
-            ]
-        busy = r.bound_by.get(r.bound, 0.0) / r.time if r.time > 0 else 0.0
-        row.append(f"{r.bound} ({100 * busy:.0f}%)" if r.bound else "-")
-        table.add_row(*row)
-    console.print(table)
+    console.print(_sizes_table(title, results))
     for r in results:
         if r.tuner is not None:  # the tuner's choice is kept, as NCCL would: say so
             err_console.print(f"[dim]{format_size(r.size)}: {r.tuner['note']}[/dim]")
@@ -175,11 +139,95 @@ def collective_command(
             "[dim]collnet assumes the scale-out switches reduce (SHARP enabled on the cluster: "
             "scale_out.switch_reduction = true, an assumption).[/dim]"
         )
-    _print_assumptions(cfg)
+    show_footnotes(results, cfg.name)
+    count = len(assumptions(cfg))
+    if count:
+        note = assumptions_note(count, cfg.name, "the preset's \\[sources] table")
+        err_console.print(f"[dim]{note}[/dim]")
+
+
+Cell = Callable[[CollectiveResult, int], str]
+
+
+def _sizes_table(title: str, results: list[CollectiveResult]) -> Table:
+    """One row per size, nccl-tests style: one unit per bandwidth column (the largest value's
+    prefix); the algorithm, protocol and concurrent-kernel columns where any row has them."""
+    rates = {
+        "algbw": [r.algbw for r in results],
+        "busbw": [r.busbw for r in results],
+        "net bw": [r.network_bandwidth for r in results],
+        "HBM bw (comm)": [r.hbm_bandwidth for r in results],
+    }
+    columns: list[tuple[str, Cell]] = [
+        ("size", lambda r, _i: format_size(r.size)),
+        ("time", lambda r, _i: format_time(r.time)),
+    ]
+    for name, values in rates.items():
+        scale, unit = column_scale(values, "B/s")
+        columns.append((f"{name} ({unit})", _rate(values, scale)))
+    if any(r.algorithm is not None for r in results):
+        columns.append(("algo", lambda r, _i: r.algorithm or "-"))
+    if any(r.protocol is not None for r in results):
+        columns.append(("protocol", lambda r, _i: r.protocol or "-"))
+    columns.append(("SMs", lambda r, _i: f"{r.comm_units:g}"))
+    if any(r.compute for r in results):
+        columns.append(("kernel slowdown", lambda r, _i: _slowdown(r, "kernel")))
+        columns.append(("coll. slowdown", lambda r, _i: _slowdown(r, "collective")))
+    columns.append(("bound by (busy)", lambda r, _i: _bound(r)))
+    table = Table(title=title)
+    for head, _cell in columns:
+        table.add_column(head, justify="left" if head in _TEXT else "right")
+    for i, r in enumerate(results):
+        table.add_row(*(cell(r, i) for _head, cell in columns))
+    return table
+
+
+_TEXT = ("algo", "protocol", "bound by (busy)")
+
+
+def _rate(values: list[float], scale: float) -> Cell:
+    """The cell of one bandwidth column, in the column's unit."""
+    return lambda _r, i: f"{values[i] / scale:.4g}"
+
+
+def _slowdown(r: CollectiveResult, what: str) -> str:
+    value = (r.compute or {}).get(f"{what}_slowdown")
+    return f"{value:.3f}x" if value is not None else "-"
+
+
+def _bound(r: CollectiveResult) -> str:
+    busy = r.bound_by.get(r.bound, 0.0) / r.time if r.time > 0 else 0.0
+    return f"{r.bound} ({100 * busy:.0f}%)" if r.bound else "-"
 
 
 #: Collective settings the command's flags force, and the flag to name in their errors.
 _FORCED = {"collective.algorithm": "--algo", "collective.protocol": "--proto", "root": "--root"}
+
+
+def _system(
+    system: str,
+    sets: list[str],
+    nodes: int | None,
+    endpoint: str | None,
+    proto: str | None,
+    algo: str | None,
+    channels: int | None,
+) -> SystemConfig:
+    """The system with the endpoint kind, protocol, algorithm and channels the flags force."""
+    cfg = cli_system(system, sets, nodes)
+    if endpoint is not None:
+        cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "--endpoint"))
+    forced: dict[str, Any] = {}
+    if proto is not None:
+        if proto not in PROTOCOLS:
+            raise ConfigError("--proto", f"must be one of {', '.join(PROTOCOLS)}", proto)
+        forced["protocol"] = proto
+    if algo is not None:
+        forced["algorithm"] = algorithm_name(algo, "--algo")
+    if forced:
+        collective = cfg.collective.model_copy(update=forced)
+        cfg = cfg.model_copy(update={"collective": collective})
+    return with_channels(cfg, channels) if channels is not None else cfg
 
 
 def _parse_compute(text: str) -> tuple[float, float]:
@@ -192,36 +240,3 @@ def _parse_compute(text: str) -> tuple[float, float]:
     if not all(math.isfinite(v) and v >= 0 for v in (flops, nbytes)):
         raise ConfigError("--with-compute", "FLOPs and bytes must be finite, >= 0", text)
     return flops, nbytes
-
-
-def _print_assumptions(cfg: Any) -> None:
-    count = sum(1 for s in cfg.sources.values() if s.assumed)
-    if count:
-        err_console.print(
-            f"[dim]{count} parameters of {cfg.name} are assumptions "
-            f"(see the preset's \\[sources] table).[/dim]"
-        )
-
-
-def _variation(links: list[str], npu_types: list[str], exact: bool) -> Any:
-    """``--link`` and ``--npu`` texts -> a Variation (ConfigError naming the flag)."""
-    from pydantic import BaseModel, ValidationError
-
-    from ..config.errors import config_error_from
-    from ..config.variation import LinkChange, NpuType, Variation
-
-    def parsed(model: type[BaseModel], texts: list[str], flag: str) -> list[Any]:
-        if texts and not exact:
-            raise ConfigError(flag, "needs --exact (symmetric mode simulates one NPU)", texts[0])
-        out = []
-        for text in texts:
-            try:
-                out.append(model.model_validate(parse_pairs(text, flag)))
-            except ValidationError as exc:
-                raise config_error_from(exc, model, flag) from None
-        return out
-
-    return Variation(
-        links=tuple(parsed(LinkChange, links, "--link")),
-        npu_types=tuple(parsed(NpuType, npu_types, "--npu")),
-    )

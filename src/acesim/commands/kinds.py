@@ -1,5 +1,5 @@
 """`acesim kinds`: what can be chosen, read from the registries (endpoint kinds and their
-settings, collective operations, per-dimension algorithms, training loops)."""
+settings, collective operations, per-dimension algorithms, training loops, run kinds)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ from .common import console
 
 def kinds_command(
     what: str | None = typer.Argument(
-        None, help="endpoints, ops, algorithms or loops (default: all)"
+        None, help="endpoints, ops, algorithms, loops or runs (default: all)"
     ),
 ) -> None:
-    """List the registered endpoint kinds, collective operations, algorithms and loops."""
+    """List the registered endpoint kinds, collective operations, algorithms, loops and run
+    kinds."""
     from ..errors import ConfigError
+    from ..runs.kinds import RUN_KINDS
 
-    sections = ("endpoints", "ops", "algorithms", "loops")
+    sections = ("endpoints", "ops", "algorithms", "loops", "runs")
     if what is not None and what not in sections:
         raise ConfigError("what", "must be one of " + ", ".join(sections), what)
     if what in (None, "endpoints"):
@@ -42,10 +44,11 @@ def kinds_command(
         console.print(table)
     if what in (None, "algorithms"):
         table = Table(title="per-dimension algorithms (collective.algorithms values)")
-        for col in ("name", "phases", "steps"):
+        for col in ("name", "phases", "lockstep", "steps"):
             table.add_column(col)
         for name, algo in ALGORITHMS.items():
-            table.add_row(name, ", ".join(algo.phase_ops), algo.summary)
+            lockstep = "yes" if algo.lockstep else "no"
+            table.add_row(name, ", ".join(algo.phase_ops), lockstep, algo.summary)
         console.print(table)
     if what in (None, "loops"):
         table = Table(title="training loops (run.loop, --loop)")
@@ -53,4 +56,11 @@ def kinds_command(
         table.add_column("what it does")
         for name, loop in LOOPS.items():
             table.add_row(name, loop.summary)
+        console.print(table)
+    if what in (None, "runs"):
+        table = Table(title="run kinds (sweep kind; acesim run, acesim collective)")
+        table.add_column("name")
+        table.add_column("what it runs")
+        for name, run_kind in RUN_KINDS.items():
+            table.add_row(name, run_kind.summary)
         console.print(table)

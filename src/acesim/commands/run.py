@@ -1,387 +1,256 @@
+"""`acesim run`: one case of any run kind (a training graph, an LLM model), on one endpoint
+kind or comparing several, each in its best variant (the one run path, :mod:`acesim.runs`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
-from ..results.energy import energy_rows
 from ..results.jsonout import dumps
-from ..results.run import RunResult
-from ..runs.compare import (
-    Comparison,
-    assemble,
-    check_endpoints,
-    default_endpoints,
-    plan,
-    run_jobs,
-)
-from ..runs.single import MESSAGES_PER_SECOND, run_case, variant_case
+from ..runs.compare import assemble, check_endpoints, default_endpoints, plan, run_jobs
+from ..runs.single import run_case, variant_case
+from ..runs.training import MESSAGES_PER_SECOND
 from ..training.loops import LOOPS
-from ..units import format_rate, format_size, format_time
-from .cases import VARIATION_HELP, cli_case
-from .common import (
-    NODES_HELP,
-    SET_HELP,
-    check_output_path,
-    console,
-    err_console,
-    parse_sets,
-    progress,
-)
-from .llm import PARALLEL_HELP, is_llm, run_llm_command
+from .cases import PARALLEL_HELP, VARIATION_HELP, cli_case
+from .common import NODES_HELP, SET_HELP, check_output_path, console, err_console, progress
+from .show import layer_table, show_comparison, show_footnotes, show_result
 
 DEFAULT_WORKLOAD = "resnet50"
-#: Why a data-parallel flag is refused for an LLM model.
-LLM_UNUSED = (
-    "does not apply to LLM runs (they simulate one steady-state iteration; size them with "
-    "--nodes, --global-batch, --micro-batch, --seq and --parallel)"
-)
 #: Runs estimated to send more messages than this say how long they will take (~5 s).
 LONG_RUN_MESSAGES = 350_000
 
 
+SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
+WORKLOAD_OPTION = typer.Option(
+    DEFAULT_WORKLOAD,
+    "--workload",
+    "-w",
+    help="zoo name, ASTRA-sim .txt file, Chakra prefix or LLM model",
+)
+ENDPOINT_OPTION = typer.Option(
+    None,
+    "--endpoint",
+    help=f"run one endpoint kind ({ENDPOINT_KINDS.choices()}) instead of comparing",
+)
+ENDPOINTS_OPTION = typer.Option(
+    None,
+    "--endpoints",
+    help="endpoint kinds to compare, comma-separated (default: "
+    + ",".join(default_endpoints())
+    + "; sm names the baseline's SM kernels); the reference kind is always included; "
+    "each kind runs its searched variants (the baseline's SM splits) and keeps the best",
+)
+SEARCH_OPTION = typer.Option(
+    False,
+    "--search",
+    help="with --endpoint: run every variant (baseline splits), keep the best",
+    metavar="",
+)
+NPUS_OPTION = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)")
+SHAPE_OPTION = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8")
+NODES_OPTION = typer.Option(None, "--nodes", help=NODES_HELP)
+ITERATIONS_OPTION = typer.Option(
+    None, "--iterations", "-n", help="iterations to simulate (default 3)"
+)
+WARMUP_OPTION = typer.Option(
+    None, "--warmup", help="first iterations dropped before measuring (default 1)"
+)
+LOOP_OPTION = typer.Option(
+    None, "--loop", help=f"training loop: {LOOPS.choices()} (default layerwise)"
+)
+BUCKET_OPTION = typer.Option(
+    None, "--bucket-size", help="bucket size for --loop bucketed (default 25 MiB)"
+)
+BATCH_OPTION = typer.Option(
+    None, "--batch", help="per-NPU batch size (zoo workloads; default: the system's setting)"
+)
+PRECISION_OPTION = typer.Option(
+    None,
+    "--precision",
+    help=f"training precision ({PRECISIONS.choices()}; default: the system's setting or "
+    "the model's; LLM models: bf16)",
+)
+EXACT_OPTION = typer.Option(False, "--exact", help="simulate every NPU", metavar="")
+STRAGGLERS_OPTION = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"])
+COMPUTE_SPREAD_OPTION = typer.Option(
+    None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
+)
+LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
+NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
+PLACEMENT_OPTION = typer.Option(
+    None, "--placement", help=VARIATION_HELP["placement"], metavar="FILE"
+)
+OUTPUT_OPTION = typer.Option(None, "--output", "-o", help="write JSON results here")
+TRACE_OPTION = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here")
+AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of tables", metavar="")
+LAYERS_OPTION = typer.Option(False, "--layers", help="also print per-layer rows", metavar="")
+LAYERS_CSV_OPTION = typer.Option(
+    None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
+)
+SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
+PARALLEL_OPTION = typer.Option(None, "--parallel", help=PARALLEL_HELP)
+GLOBAL_BATCH_OPTION = typer.Option(
+    None,
+    "--global-batch",
+    help="LLM models: sequences per iteration (default: one micro-batch)",
+)
+MICRO_BATCH_OPTION = typer.Option(
+    None, "--micro-batch", help="LLM models: sequences a micro-batch (default 1)"
+)
+SEQ_OPTION = typer.Option(
+    None, "--seq", help="LLM models: tokens a sequence (default: the model's)"
+)
+RECOMPUTE_OPTION = typer.Option(
+    None, "--recompute", help="LLM models: activation recomputation none, selective or full"
+)
+
+
 def run_command(
-    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
-    workload: str = typer.Option(
-        DEFAULT_WORKLOAD, "--workload", "-w", help="zoo name, ASTRA-sim .txt file or Chakra prefix"
-    ),
-    endpoint: str | None = typer.Option(
-        None,
-        "--endpoint",
-        help=f"run one endpoint kind ({ENDPOINT_KINDS.choices()}) instead of comparing",
-    ),
-    endpoints: str | None = typer.Option(
-        None,
-        "--endpoints",
-        help="endpoint kinds to compare, comma-separated (default: "
-        + ",".join(default_endpoints())
-        + "; sm names the baseline's SM kernels); the reference kind is always included; "
-        "each kind runs its searched variants (the baseline's SM splits) and keeps the best",
-    ),
-    search: bool = typer.Option(
-        False,
-        "--search",
-        help="with --endpoint: run every variant (baseline splits), keep the best",
-        metavar="",
-    ),
-    npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
-    shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
-    iterations: int = typer.Option(3, "--iterations", "-n", help="iterations to simulate"),
-    warmup: int = typer.Option(1, "--warmup", help="first iterations dropped before measuring"),
-    loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
-    bucket: str = typer.Option("25 MiB", "--bucket-size", help="bucket size for --loop bucketed"),
-    batch: int | None = typer.Option(
-        None, "--batch", help="per-NPU batch size (zoo workloads; default: the system's setting)"
-    ),
-    precision: str | None = typer.Option(
-        None,
-        "--precision",
-        help=f"training precision ({PRECISIONS.choices()}; zoo workloads; default: the "
-        "system's setting or the model's)",
-    ),
-    exact: bool = typer.Option(False, "--exact", help="simulate every NPU", metavar=""),
-    stragglers: list[str] = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"]),
-    compute_spread: str | None = typer.Option(
-        None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
-    ),
-    links: list[str] = typer.Option([], "--link", help=VARIATION_HELP["link"]),
-    npu_types: list[str] = typer.Option([], "--npu", help=VARIATION_HELP["npu"]),
-    placement: Path | None = typer.Option(
-        None, "--placement", help=VARIATION_HELP["placement"], metavar="FILE"
-    ),
-    output: Path | None = typer.Option(None, "--output", "-o", help="write JSON results here"),
-    trace: Path | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables", metavar=""),
-    layers: bool = typer.Option(False, "--layers", help="also print per-layer rows", metavar=""),
-    layers_csv: Path | None = typer.Option(
-        None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
-    ),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    parallel: str | None = typer.Option(None, "--parallel", help=PARALLEL_HELP),
-    global_batch: int | None = typer.Option(
-        None,
-        "--global-batch",
-        help="LLM models: sequences per iteration (default: one micro-batch)",
-    ),
-    micro_batch: int = typer.Option(1, "--micro-batch", help="LLM models: sequences a micro-batch"),
-    seq: int | None = typer.Option(
-        None, "--seq", help="LLM models: tokens a sequence (default: the model's)"
-    ),
-    recompute: str | None = typer.Option(
-        None, "--recompute", help="LLM models: activation recomputation none, selective or full"
-    ),
+    system: str = SYSTEM_OPTION,
+    workload: str = WORKLOAD_OPTION,
+    endpoint: str | None = ENDPOINT_OPTION,
+    endpoints: str | None = ENDPOINTS_OPTION,
+    search: bool = SEARCH_OPTION,
+    npus: int | None = NPUS_OPTION,
+    shape: str | None = SHAPE_OPTION,
+    nodes: int | None = NODES_OPTION,
+    iterations: int | None = ITERATIONS_OPTION,
+    warmup: int | None = WARMUP_OPTION,
+    loop: str | None = LOOP_OPTION,
+    bucket: str | None = BUCKET_OPTION,
+    batch: int | None = BATCH_OPTION,
+    precision: str | None = PRECISION_OPTION,
+    exact: bool = EXACT_OPTION,
+    stragglers: list[str] = STRAGGLERS_OPTION,
+    compute_spread: str | None = COMPUTE_SPREAD_OPTION,
+    links: list[str] = LINKS_OPTION,
+    npu_types: list[str] = NPU_TYPES_OPTION,
+    placement: Path | None = PLACEMENT_OPTION,
+    output: Path | None = OUTPUT_OPTION,
+    trace: Path | None = TRACE_OPTION,
+    as_json: bool = AS_JSON_OPTION,
+    layers: bool = LAYERS_OPTION,
+    layers_csv: Path | None = LAYERS_CSV_OPTION,
+    sets: list[str] = SETS_OPTION,
+    parallel: str | None = PARALLEL_OPTION,
+    global_batch: int | None = GLOBAL_BATCH_OPTION,
+    micro_batch: int | None = MICRO_BATCH_OPTION,
+    seq: int | None = SEQ_OPTION,
+    recompute: str | None = RECOMPUTE_OPTION,
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
-    if output is not None:
-        check_output_path(output, "--output", (".json",))
-    if trace is not None:
-        check_output_path(trace, "--trace", (".json",))
-        if endpoint is None:
-            raise ConfigError("--trace", "needs one --endpoint (a trace shows one run)", str(trace))
-    if layers_csv is not None:
-        check_output_path(layers_csv, "--layers-csv", (".csv",))
-    if (layers or layers_csv is not None) and endpoint is None:
+    given = dict(locals())
+    kinds = _check_flags(given)
+    case = cli_case(**{k: v for k, v in given.items() if k not in _COMMAND_FLAGS})
+    if (layers or layers_csv is not None) and case.kind != "training":
         flag = "--layers" if layers else "--layers-csv"
-        raise ConfigError(flag, "needs one --endpoint (rows of one run)")
+        raise ConfigError(flag, "applies to training graphs (rows of layers)", True)
     if endpoint is not None:
-        ENDPOINT_KINDS.get(endpoint, "--endpoint")
-        if endpoints is not None:
-            raise ConfigError("--endpoints", "give either --endpoint or --endpoints", endpoints)
-    elif search:
-        raise ConfigError("--search", "needs one --endpoint (a comparison always searches)")
-    kinds = (
-        check_endpoints([e.strip() for e in endpoints.split(",") if e.strip()], "--endpoints")
-        if endpoints is not None
-        else None
-    )
-    if is_llm(workload, parallel):
-        if npu_types:
-            raise ConfigError(
-                "--npu",
-                "is not supported for LLM runs (their MFU and memory check use the system's "
-                "one NPU)",
-                npu_types[0],
-            )
-        if placement is not None:
-            raise ConfigError(
-                "--placement",
-                "is not supported for LLM runs (their parallel configuration places the ranks)",
-                str(placement),
-            )
-        for flag, given, value in (
-            ("--layers", layers, layers),
-            ("--layers-csv", layers_csv is not None, layers_csv),
-            ("--search", search, search),
-            ("--npus", npus is not None, npus),
-            ("--shape", shape is not None, shape),
-            ("--batch", batch is not None, batch),
-            ("--loop", loop != "layerwise", loop),
-            ("--bucket-size", bucket != "25 MiB", bucket),
-            ("--iterations", iterations != 3, iterations),
-            ("--warmup", warmup != 1, warmup),
-        ):
-            if given:
-                raise ConfigError(flag, LLM_UNUSED, str(value))
-        run_llm_command(
-            system=system,
-            workload=workload,
-            parallel=parallel,
-            global_batch=global_batch,
-            micro_batch=micro_batch,
-            seq=seq,
-            recompute=recompute,
-            precision=precision,
-            nodes=nodes,
-            endpoint=endpoint,
-            endpoints=kinds,
-            as_json=as_json,
-            output=output,
-            overrides=parse_sets(sets),
-            trace=trace,
-            exact=exact,
-            stragglers=stragglers,
-            compute_spread=compute_spread,
-            links=links,
-        )
-        return
-    case = cli_case(
-        system,
-        workload,
-        npus=npus,
-        shape=shape,
-        nodes=nodes,
-        iterations=iterations,
-        warmup=warmup,
-        loop=loop,
-        bucket=bucket,
-        exact=exact,
-        batch=batch,
-        precision=precision,
-        search=search,
-        overrides=parse_sets(sets),
-        stragglers=stragglers,
-        compute_spread=compute_spread,
-        links=links,
-        npu_types=npu_types,
-        placement=placement,
-    )
-    cfg = case.system
-    payload: dict[str, Any]
-    if endpoint is not None:
-        with progress() as bar:
-            task = bar.add_task(f"{case.workload_name} on {cfg.name}", total=None)
-
-            def estimated(messages: int) -> None:
-                if messages > LONG_RUN_MESSAGES:
-                    err_console.print(
-                        f"[dim]this run sends about {messages:,} messages: roughly "
-                        f"{messages / MESSAGES_PER_SECOND:.0f} s[/dim]"
-                    )
-
-            result, execution = run_case(
-                variant_case(case, endpoint, None),
-                trace=trace is not None,
-                on_estimate=estimated,
-                on_iteration=lambda done, total: bar.update(task, completed=done, total=total),
-            )
-        payload = result.to_dict()
-        if trace is not None:
-            _write_trace(execution, trace)
-        if as_json:
-            console.out(dumps(payload, indent=2))
-        else:
-            _single_table(console, result)
-            if layers:
-                _layer_table(console, result)
-        if layers_csv is not None:
-            result.layers_to_pandas().to_csv(layers_csv, index=False)
-            err_console.print(f"per-layer rows written to {layers_csv}")
+        payload, results = _single(variant_case(case, endpoint, None), trace, given)
     else:
         jobs = plan(case, kinds)
         with progress() as bar:
-            task = bar.add_task(f"{case.workload_name} on {cfg.name}", total=len(jobs))
+            task = bar.add_task(_label(case), total=len(jobs))
             comp = assemble(run_jobs(jobs, 1, lambda: bar.advance(task)), kinds)
-        payload = comp.to_dict()
-        if as_json:
-            console.out(dumps(payload, indent=2))
-        else:
-            _comparison_table(console, comp)
+        payload, results = comp.to_dict(), [o.best for o in comp.endpoints.values()]
+        if not as_json:
+            show_comparison(comp)
+    if as_json:
+        console.out(dumps(payload, indent=2))
     if output is not None:
         output.write_text(dumps(payload, indent=2), encoding="utf-8")
         err_console.print(f"results written to {output}")
-    count = sum(1 for s in cfg.sources.values() if s.assumed)
-    if count and not as_json:
-        err_console.print(
-            f"[dim]{count} parameters of {cfg.name} are assumptions "
-            f"(see `acesim assumptions {system}`).[/dim]"
+    show_footnotes(results, system, assumptions=not as_json)
+
+
+#: The command's own flags (output and what to run), not the case's.
+_COMMAND_FLAGS = (
+    "endpoint",
+    "endpoints",
+    "output",
+    "trace",
+    "as_json",
+    "layers",
+    "layers_csv",
+)
+
+
+def _check_flags(given: dict[str, Any]) -> list[str] | None:
+    """Check the output paths and the flags that need one endpoint, before anything runs;
+    the endpoint kinds to compare (None: the default list)."""
+    endpoint, endpoints = given["endpoint"], given["endpoints"]
+    for flag, key, suffix in (
+        ("--output", "output", ".json"),
+        ("--trace", "trace", ".json"),
+        ("--layers-csv", "layers_csv", ".csv"),
+    ):
+        if given[key] is not None:
+            check_output_path(given[key], flag, (suffix,))
+    for flag, key, why in (
+        ("--trace", "trace", "needs one --endpoint (a trace shows one run)"),
+        ("--layers", "layers", "needs one --endpoint (rows of one run)"),
+        ("--layers-csv", "layers_csv", "needs one --endpoint (rows of one run)"),
+        ("--search", "search", "needs one --endpoint (a comparison always searches)"),
+    ):
+        if given[key] and endpoint is None:
+            raise ConfigError(flag, why, str(given[key]))
+    if endpoint is None:
+        if endpoints is None:
+            return None
+        return check_endpoints(
+            [e.strip() for e in endpoints.split(",") if e.strip()], "--endpoints"
         )
+    ENDPOINT_KINDS.get(endpoint, "--endpoint")
+    if endpoints is not None:
+        raise ConfigError("--endpoints", "give either --endpoint or --endpoints", endpoints)
+    return None
 
 
-def _write_trace(execution: Any, path: Path) -> None:
-    from ..results.trace import write_trace
-
-    write_trace(execution, path)
-
-
-def _rows(result: RunResult) -> list[tuple[str, str]]:
-    rows = [
-        ("iteration time", format_time(result.iteration_time)),
-        ("compute (as run)", format_time(result.compute_time)),
-        ("compute (alone)", format_time(result.compute_time_alone)),
-        ("compute slowdown", f"{result.compute_slowdown:.3f}x"),
-        ("exposed communication", format_time(result.exposed_comm)),
-        ("communication time", format_time(result.comm_time)),
-    ]
-    for dim, util in result.net_util.items():
-        rows.append((f"net util {dim}", f"{100 * util:.1f}%"))
-    rows.append(("net util effective", f"{100 * result.net_util_effective:.1f}%"))
-    rows.append(("HBM bw compute", format_rate(result.hbm_bw_compute)))
-    rows.append(("HBM bw comm", format_rate(result.hbm_bw_comm)))
-    rows.append(("compute units held by comm", f"{result.comm_units_held:.2f}"))
-    if result.bound:
-        share = result.bound_by[result.bound] / result.iteration_time
-        rows.append(("bound by", f"{result.bound} ({100 * share:.0f}%)"))
-    if result.comm_bound and result.comm_time > 0:
-        share = min(result.comm_bound_by[result.comm_bound] / result.comm_time, 1.0)
-        rows.append(("comm bound by", f"{result.comm_bound} ({100 * share:.0f}% of comm)"))
-    return rows + energy_rows(result.energy)
+def _label(case: Any) -> str:
+    name = getattr(case, "workload_name", None) or case.model.name
+    return f"{name} on {case.system.name}"
 
 
-def _single_table(console: Any, result: RunResult) -> None:
-    info = result.info
-    console.print(info.describe(), highlight=False, soft_wrap=True)
-    table = Table(title=f"{info.endpoint} endpoint ({info.variant})")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for name, value in _rows(result):
-        table.add_row(name, value)
-    console.print(table)
-    bounds = Table(title="what bound the iteration (time per iteration)")
-    bounds.add_column("resource")
-    bounds.add_column("time", justify="right")
-    bounds.add_column("share", justify="right")
-    for name, seconds in result.bound_by.items():
-        if seconds / result.iteration_time >= 0.001:
-            share = f"{100 * seconds / result.iteration_time:.1f}%"
-            bounds.add_row(name, format_time(seconds), share)
-    console.print(bounds)
+def _single(case: Any, trace: Path | None, given: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """Run one endpoint kind (its variants with --search); print, trace, per-layer rows."""
+    with progress() as bar:
+        task = bar.add_task(_label(case), total=None)
 
+        def estimated(messages: int) -> None:
+            if messages > LONG_RUN_MESSAGES:
+                err_console.print(
+                    f"[dim]this run sends about {messages:,} messages: roughly "
+                    f"{messages / MESSAGES_PER_SECOND:.0f} s[/dim]"
+                )
 
-def _layer_table(console: Any, result: RunResult) -> None:
-    table = Table(title="per-layer times, mean per measured iteration")
-    for col in ("layer", "fwd", "in grad", "wt grad", "collective", "bytes"):
-        # Names wrap instead of being cut; the number columns never wrap.
-        if col == "layer":
-            table.add_column(col, justify="left", overflow="fold", ratio=1)
-        else:
-            table.add_column(col, justify="right", no_wrap=True)
-    for row in result.layers:
-        table.add_row(
-            row.name,
-            format_time(row.fwd),
-            format_time(row.ig),
-            format_time(row.wg),
-            format_time(row.comm),
-            format_size(row.comm_bytes),
+        result, execution = run_case(
+            case,
+            trace=trace is not None,
+            on_estimate=estimated,
+            on_iteration=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    console.print(table)
+    if trace is not None:
+        from ..results.trace import write_trace
+
+        write_trace(execution, trace)
+        err_console.print(f"trace written to {trace}")
+    if not given["as_json"]:
+        show_result(result)
+    if given["layers"] or given["layers_csv"] is not None:
+        _layers(result, given)
+    return result.to_dict(), [result]
 
 
-def _comparison_table(console: Any, comp: Comparison) -> None:
-    best = comp.best_baseline
-    table = Table(title=best.info.describe())
-    table.add_column("metric")
-    heads = []
-    for kind, out in comp.endpoints.items():
-        if kind == comp.reference:
-            heads.append(f"best {out.label} ({out.best.info.variant})")
-        else:
-            heads.append(out.label)
-    for name in heads:
-        table.add_column(name, justify="right")
-    rows = [_rows(out.best) for out in comp.endpoints.values()]
-    for i, (name, _) in enumerate(rows[0]):
-        table.add_row(name, *(r[i][1] for r in rows))
-    table.add_row(
-        f"speedup vs best {comp.endpoints[comp.reference].label}",
-        *(f"{comp.speedup(kind):.3f}x" for kind in comp.endpoints),
-    )
-    table.add_row(
-        "net util gain (effective)",
-        *(f"{comp.net_util_gain(kind):.2f}x" for kind in comp.endpoints),
-    )
-    console.print(table)
-    for out in comp.endpoints.values():
-        if len(out.tried) <= 1:
-            continue
-        variants = Table(title=f"{out.label} variants tried")
-        for col in (
-            "variant",
-            "settings that vary",
-            "iteration time",
-            "compute slowdown",
-            "exposed comm",
-        ):
-            variants.add_column(col, justify="right")
-        keys = [
-            k
-            for k in out.tried[0].info.settings
-            if len({repr(r.info.settings.get(k)) for r in out.tried}) > 1
-        ]
-        for r in out.tried:
-            settings = ", ".join(f"{k}={r.info.settings.get(k)}" for k in keys)
-            variants.add_row(
-                r.info.variant,
-                settings,
-                format_time(r.iteration_time),
-                f"{r.compute_slowdown:.3f}x",
-                format_time(r.exposed_comm),
-            )
-        console.print(variants)
+def _layers(result: Any, given: dict[str, Any]) -> None:
+    """Per-layer rows of a training run (table and/or CSV)."""
+    if given["layers"]:
+        console.print(layer_table(result))
+    if given["layers_csv"] is not None:
+        result.layers_to_pandas().to_csv(given["layers_csv"], index=False)
+        err_console.print(f"per-layer rows written to {given['layers_csv']}")

@@ -33,7 +33,6 @@ from .variation import (
     Straggler,
     Variation,
     placement_problem,
-    variation_problem,
 )
 
 __all__ = ["WorkloadConfig", "RunOptions", "ExperimentConfig", "measurement_problem"]
@@ -72,7 +71,13 @@ class RunOptions(Strict):
 
     iterations: PositiveInt = Field(3, description="iterations simulated")
     warmup: NonNegativeInt = Field(1, description="first iterations dropped before measuring")
-    mode: Literal["symmetric", "exact"] = "symmetric"
+    mode: Literal["symmetric", "class", "exact"] = Field(
+        "symmetric",
+        description="exact: simulate every NPU; symmetric or class: the fewest NPUs that "
+        "stand for every rank (one, or one per class of identical ranks), unless something "
+        "makes ranks differ: then exact mode, and the result says why "
+        "(acesim.training.strategy)",
+    )
     loop: str = Field("layerwise", description="training loop (acesim.training.loops.LOOPS)")
     bucket_size: PositiveBytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")
     shape: list[NpuCount] | None = Field(None, description="override the network dimension sizes")
@@ -91,10 +96,10 @@ class RunOptions(Strict):
     )
     stragglers: list[Straggler] = Field(
         default_factory=list,
-        description="exact mode: ranks whose compute kernels run slower (acesim.config.variation)",
+        description="ranks whose compute kernels run slower (exact mode; acesim.config.variation)",
     )
     compute_spread: ComputeSpread | None = Field(
-        None, description="exact mode: seeded per-rank compute slowdowns (acesim.config.variation)"
+        None, description="seeded per-rank compute slowdowns (exact mode; acesim.config.variation)"
     )
     links: list[LinkChange] = Field(
         default_factory=list,
@@ -139,15 +144,6 @@ class RunOptions(Strict):
         if self.nodes is not None and (self.shape is not None or self.npus is not None):
             other = "npus" if self.npus is not None else "shape"
             raise FieldRuleError("nodes", f"give either nodes or {other}, not both", self.nodes)
-        varied = variation_problem(self.stragglers, self.compute_spread, self.links, self.npu_types)
-        if varied is None and self.placement is not None:
-            varied = "placement"
-        if varied is not None and self.mode != "exact":
-            raise FieldRuleError(
-                varied,
-                "needs mode = 'exact' (--exact): symmetric mode simulates one representative "
-                "NPU, so every rank and link is the same",
-            )
         return self
 
     @property

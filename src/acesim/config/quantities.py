@@ -28,8 +28,6 @@ BytesPerSecond = Annotated[float, BeforeValidator(_parser("rate")), _as_float]
 Seconds = Annotated[float, BeforeValidator(_parser("time")), _as_float]
 #: floating-point operations per second
 FlopsPerSecond = Annotated[float, BeforeValidator(_parser("flop_rate")), _as_float]
-#: floating-point operations
-Flops = Annotated[float, BeforeValidator(_parser("flops")), _as_float]
 #: watts
 Watts = Annotated[float, BeforeValidator(_parser("power")), _as_float]
 #: joules per byte (``pJ/bit`` x 8)

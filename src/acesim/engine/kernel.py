@@ -59,6 +59,27 @@ class BoundListener(Protocol):
     def closed(self, kind: str, time: float) -> None: ...
 
 
+class _Fanout:
+    """Several bound listeners heard as one (:meth:`Engine.add_bound_listener`)."""
+
+    __slots__ = ("listeners",)
+
+    def __init__(self, listeners: tuple[BoundListener, ...]):
+        self.listeners = listeners
+
+    def opened(self, kind: str, time: float) -> None:
+        for listener in self.listeners:
+            listener.opened(kind, time)
+
+    def segment(self, kind: str, bound: Any, start: float, end: float) -> None:
+        for listener in self.listeners:
+            listener.segment(kind, bound, start, end)
+
+    def closed(self, kind: str, time: float) -> None:
+        for listener in self.listeners:
+            listener.closed(kind, time)
+
+
 class EventHandle:
     """A scheduled callback; ``cancel()`` prevents it from running."""
 
@@ -93,9 +114,10 @@ class Engine:
         self.events_processed = 0
         self.pools: list[Pool] = []
         self._observers: dict[Resource, list[Callable[[float, float], Any]]] = {}
-        #: told what bound each tracked activity, segment by segment (see :meth:`start`)
-        self.bound_listener: BoundListener | None = None
-        self.reallocations = 0
+        #: told what bound each tracked activity, segment by segment (see :meth:`start`;
+        #: :meth:`add_bound_listener`)
+        self._bound_listeners: tuple[BoundListener, ...] = ()
+        self._bound_listener: BoundListener | None = None
         #: allocations a model computed without activities (:meth:`plan_usage`), per resource:
         #: [start s, end s, units/s], folded into ``used`` by :meth:`sync`
         self._planned: dict[Resource, list[list[float]]] = {}
@@ -275,7 +297,7 @@ class Engine:
 
         ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight, of its
         dominant resource or, when given, of ``basis``. ``track``
-        (a kind such as ``"kernel"``): tell :attr:`bound_listener`, when there is one, what
+        (a kind such as ``"kernel"``): tell the bound listeners, when there are any, what
         binds the activity's rate over its life.
         """
         if not (work >= 0) or not math.isfinite(work):
@@ -298,10 +320,10 @@ class Engine:
         act.basis = basis
         act.started = self._now
         act._last = self._now
-        if track is not None and self.bound_listener is not None:
+        if track is not None and self._bound_listener is not None:
             act.track = track
             act.bound_since = self._now
-            self.bound_listener.opened(track, self._now)
+            self._bound_listener.opened(track, self._now)
         self.active[act] = None
         for res in demand:
             res.users[act] = None
@@ -349,7 +371,6 @@ class Engine:
             dirty_res.clear()
         if not seeds:
             return
-        self.reallocations += 1
         acts = component(seeds)
         now = self._now
         touched: dict[Resource, float] = {}
@@ -374,7 +395,7 @@ class Engine:
         heap = self._heap
         push = heapq.heappush
         seq = self._seq
-        listener = self.bound_listener
+        listener = self._bound_listener
         for act in acts:
             new_rate = rates[act]
             act._version += 1
@@ -440,16 +461,36 @@ class Engine:
                     callback(now, res.allocated)
             if users:
                 dirty_res[res] = None
-        if act.track is not None and self.bound_listener is not None:
+        listener = self._bound_listener
+        if act.track is not None and listener is not None:
             if now > act.bound_since:
-                self.bound_listener.segment(act.track, act.bound, act.bound_since, now)
-            self.bound_listener.closed(act.track, now)
+                listener.segment(act.track, act.bound, act.bound_since, now)
+            listener.closed(act.track, now)
         # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
         for res, amount in act.demand.items():
             act.consumed[res] = act.work * amount
         act.rate = 0.0
         if act.on_done is not None:
             act.on_done(act)
+
+    # -- observers ---------------------------------------------------------------------------
+    def add_bound_listener(self, listener: BoundListener) -> None:
+        """Tell ``listener`` what bound each tracked activity from now on (segment by
+        segment, see :meth:`start`); every listener added hears every segment."""
+        self._bound_listeners = (*self._bound_listeners, listener)
+        many = len(self._bound_listeners) > 1
+        self._bound_listener = _Fanout(self._bound_listeners) if many else listener
+
+    @property
+    def bound_listeners(self) -> tuple[BoundListener, ...]:
+        """The bound listeners, in the order added."""
+        return self._bound_listeners
+
+    @property
+    def bound_listener(self) -> BoundListener | None:
+        """What the model tells of bounds: None without listeners, else one object that
+        tells every listener (read-only: :meth:`add_bound_listener` adds one)."""
+        return self._bound_listener
 
     # -- running -----------------------------------------------------------------------------
     def quiet(self, *, listened: bool = False) -> bool:
@@ -458,7 +499,7 @@ class Engine:
         its own in closed form."""
         if self._heap or self.active or self._dirty or self._observers:
             return False
-        return listened or self.bound_listener is None
+        return listened or self._bound_listener is None
 
     def advance_to(self, time: float) -> None:
         """Move a quiet engine's clock to ``time`` (s, not before now): the end of work a model

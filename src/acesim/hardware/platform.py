@@ -11,15 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.system import SystemConfig
-from ..config.variation import Variation
 from ..engine import Engine
 from ..errors import ConfigError
-from ..network.classes import RankClasses
 from ..network.collective import CollectiveRuntime
 from ..network.plan import validate_algorithms
 from ..network.topology import Topology
 from .endpoints import ENDPOINT_KINDS, CopyEngineSettings, build_endpoint
 from .npu import NPU, SharedPlans
+from .strategy import Strategy
 from .variation import apply_variation, npu_configs
 
 __all__ = ["Platform", "elaborate"]
@@ -34,49 +33,43 @@ def elaborate(system: SystemConfig) -> Topology:
 
 
 class Platform:
-    """Everything the simulation of one system needs.
+    """Everything the simulation of one system needs, built for one :class:`Strategy`.
 
     Args:
         system: the validated system document.
-        exact: simulate every NPU (True) or one representative per class (False).
-        variation: stragglers, NPU types and link changes (exact mode only; see
-            :mod:`acesim.hardware.variation`).
-        classes: symmetric mode with several classes of identical ranks, one NPU simulated
-            per class (class mode, :mod:`acesim.network.classes`); None: one class.
+        strategy: how the run executes (:mod:`acesim.hardware.strategy`: symmetric, class
+            mode with its classes, or exact mode with what makes ranks differ); decided by
+            :func:`acesim.training.strategy.decide`, followed here.
+        exact: shorthand for ``Strategy.every_npu()`` when no strategy is given.
     """
 
     def __init__(
-        self,
-        system: SystemConfig,
-        *,
-        exact: bool = False,
-        variation: Variation | None = None,
-        classes: RankClasses | None = None,
+        self, system: SystemConfig, strategy: Strategy | None = None, *, exact: bool = False
     ):
+        if strategy is None:
+            strategy = Strategy.every_npu() if exact else Strategy()
         #: what observers attached to this platform record during a run (traces), by name
         self.recording: dict[str, Any] = {}
         self.system = system
-        self.exact = exact
+        self.strategy = strategy
+        self.exact = strategy.exact
         #: what made its ranks differ (None: nothing)
-        self.variation = variation
+        self.variation = strategy.variation if strategy.exact else None
         self.engine = Engine()
         self.topology = elaborate(system)
-        if classes is not None:
-            if exact:
-                raise ConfigError(
-                    "run.mode", "class mode simulates one NPU per class, not every NPU", "exact"
-                )
-            if classes.npus != self.topology.npus:
-                raise ConfigError(
-                    "run.mode",
-                    f"the rank classes cover {classes.npus} NPUs but the system has "
-                    f"{self.topology.npus}",
-                    "class",
-                )
+        classes = strategy.classes if strategy.mode == "class" else None
+        if classes is not None and classes.npus != self.topology.npus:
+            raise ConfigError(
+                "run.mode",
+                f"the rank classes cover {classes.npus} NPUs but the system has "
+                f"{self.topology.npus}",
+                "class",
+            )
         #: class mode's classes (None: exact mode, or symmetric mode's one class)
         self.classes = classes
-        count = self.topology.npus if exact else (classes.count if classes else 1)
-        if variation and exact and variation.npu_types:
+        count = self.topology.npus if self.exact else (classes.count if classes else 1)
+        variation = self.variation
+        if variation and variation.npu_types:
             configs = npu_configs(variation, system, count)
         else:
             configs = [system.npu] * count
@@ -96,19 +89,11 @@ class Platform:
             self.topology,
             system.collective,
             self.endpoint,
-            exact=exact,
-            classes=count if not exact else 1,
+            exact=self.exact,
+            classes=count if not self.exact else 1,
         )
         _gpu_pcie_paths(self.npus, self.topology, self.collectives)
         if variation:
-            if not exact:
-                raise ConfigError(
-                    "run.mode",
-                    "stragglers, compute_spread, links and npu_types need mode = 'exact' "
-                    "(symmetric and "
-                    "class modes simulate one representative NPU per class)",
-                    "class" if classes else "symmetric",
-                )
             apply_variation(variation, system, self.topology, self.npus, self.collectives)
             self.collectives.agree()
 

@@ -184,6 +184,9 @@ class Algorithm:
         piece_steps: for pipelined phases, ``piece_steps(phase_op, p, data_bytes,
             piece_bytes)`` -> the steps with pieces of at most ``piece_bytes``
             (``collective.chain_piece_bytes``); None: ``steps`` only.
+        lockstep: exact mode's lockstep backend (:mod:`acesim.network.vectorized`) computes
+            its phases (where their step patterns are the backend's); False (the default for
+            a new algorithm): its collectives run on the event path, and results say so.
     """
 
     name: str
@@ -192,6 +195,7 @@ class Algorithm:
     problem: Callable[[str, str, int, bool], str | None]
     phase_ops: tuple[str, ...] = PHASE_OPS
     piece_steps: Callable[[str, int, float, float], list[Step]] | None = None
+    lockstep: bool = False
 
 
 #: Per-dimension algorithms, by name (register new ones with ``ALGORITHMS.register``).
@@ -349,12 +353,17 @@ ALGORITHMS.register(
         _anywhere,
         phase_ops=PHASE_OPS + CHAIN_OPS,
         piece_steps=_ring_piece_steps,
+        lockstep=True,
     ),
 )
 ALGORITHMS.register(
     "direct",
     Algorithm(
-        "direct", "one step of p-1 messages of D/p", _direct_steps, _needs_direct_links("direct")
+        "direct",
+        "one step of p-1 messages of D/p",
+        _direct_steps,
+        _needs_direct_links("direct"),
+        lockstep=True,
     ),
 )
 ALGORITHMS.register(
@@ -364,6 +373,7 @@ ALGORITHMS.register(
         "log2 p steps with the partner at XOR distance p/2, p/4, ...",
         _halving_doubling_steps,
         _needs_direct_links("halving_doubling"),
+        lockstep=True,
     ),
 )
 ALGORITHMS.register(
@@ -374,6 +384,7 @@ ALGORITHMS.register(
         _tree_steps,
         _anywhere,
         phase_ops=("all-reduce",),
+        lockstep=True,
     ),
 )
 
@@ -419,6 +430,7 @@ ALGORITHMS.register(
         _innet_steps,
         _on_a_reducing_network,
         phase_ops=("all-reduce",),
+        lockstep=True,
     ),
 )
 
@@ -452,6 +464,7 @@ ALGORITHMS.register(
         _shift_steps,
         _anywhere,
         phase_ops=("sendrecv",),
+        lockstep=True,
     ),
 )
 

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import Resource
-from .algorithms import NVLS_KINDS, Step
+from .algorithms import ALGORITHMS, NVLS_KINDS, Step
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
@@ -101,21 +101,33 @@ _BLOCK = 1 << 20
 _MAX_RECORDS = 1 << 24
 
 
-def _free_endpoint(endpoint: Endpoint) -> bool:
-    kind = type(endpoint)
-    return all(getattr(kind, name) is getattr(Endpoint, name) for name in _HOOKS)
+def endpoint_problem(endpoint: type[Endpoint] | Endpoint) -> str | None:
+    """Why collectives of this endpoint (a model or its class) need the event path: it
+    overrides a level the lockstep recurrences leave out (it charges the NPUs, shapes the
+    phases or watches steps); None for an endpoint that charges nothing."""
+    kind = endpoint if isinstance(endpoint, type) else type(endpoint)
+    hooks = [name for name in _HOOKS if getattr(kind, name) is not getattr(Endpoint, name)]
+    if hooks:
+        return f"{kind.__name__} charges the NPUs or shapes the steps (its {hooks[0]})"
+    return None
+
+
+def backend_problem(runtime: CollectiveRuntime) -> str | None:
+    """Why no collective of ``runtime`` may run on this backend (None: each may, as
+    :func:`unsupported` says): the backend off, symmetric or class mode, a trace recording
+    every message, observers on the engine, an endpoint that charges the NPUs."""
+    if not ENABLED:
+        return "the lockstep backend is off"
+    if not runtime.exact:
+        return "not exact mode"
+    if runtime.phase_log is not None or not runtime.engine.quiet(listened=True):
+        return "a trace records every message"
+    return endpoint_problem(runtime.endpoint)
 
 
 def applies(runtime: CollectiveRuntime) -> bool:
-    """Whether exact-mode collectives on ``runtime`` may run without events at all (an
-    enabled fast path, exact mode, an endpoint that charges nothing, nothing recording)."""
-    return (
-        ENABLED
-        and runtime.exact
-        and runtime.phase_log is None
-        and runtime.engine.quiet(listened=True)
-        and _free_endpoint(runtime.endpoint)
-    )
+    """Whether exact-mode collectives on ``runtime`` may run on this backend at all."""
+    return backend_problem(runtime) is None
 
 
 def run_alone(
@@ -125,26 +137,22 @@ def run_alone(
     *,
     dims: Sequence[int] | None = None,
     group: Group | None = None,
-) -> Collective | None:
+) -> Collective | str:
     """Run ``op`` of ``size`` bytes as the only work of an exact platform, vectorized over the
-    ranks; None when the case needs the event simulation (see the module docstring)."""
-    if not ENABLED or not runtime.exact:
-        return None
-    if any(d.spine for d in runtime.topology.dimensions):  # leaves' up/downlinks: the event path's
-        return None
-    if not runtime.engine.quiet(listened=True) or runtime.phase_log is not None:
-        return None
-    if not _free_endpoint(runtime.endpoint):
-        return None
+    ranks; where the event path is needed, the reason (see the module docstring)."""
+    problem = backend_problem(runtime)
+    if problem is not None:
+        return problem
     axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
     phases = choice.phases
-    if not phases or not _expressible(runtime, phases, chunks, choice.protocol):
-        return None
+    problem = unsupported(runtime, phases, chunks, choice.protocol)
+    if problem is not None:
+        return problem
     now = runtime.engine.now
     n = runtime.topology.npus
     outcome = Lockstep(runtime, phases, chunks).run(np.full(n, now))
     if outcome is None:
-        return None
+        return TIMING
     members = 1
     for axis in axes:
         members *= axis.size
@@ -164,7 +172,8 @@ def run_alone(
         protocol=choice.protocol,
     )
     runtime.collectives.append(coll)
-    outcome.emit(runtime.engine.bound_listener)
+    for listener in runtime.engine.bound_listeners:
+        outcome.emit(listener)
     coll.bytes_sent = outcome.sent
     coll.bytes_received = outcome.received
     coll.bytes_sent_per_dim.update(outcome.sent_per_dim)
@@ -177,39 +186,56 @@ def run_alone(
     return coll
 
 
-def _expressible(
+#: Why a collective the backend supports still ran on the event path: its ranks' timing
+#: (arrivals that tie, a direct step's line out of lockstep, an overlap the recurrences
+#: cannot order) needs the event order.
+TIMING = "its ranks' timing needs the event order"
+
+#: Step patterns the recurrences compute (senders found per group line); ``span`` waves and
+#: rooted ``chain`` steps run on the event path.
+PATTERNS = frozenset({"next", "xor", "all"})
+
+
+def unsupported(
     runtime: CollectiveRuntime, phases: list[Phase], chunks: int, protocol: Any
-) -> bool:
-    """Whether the chunk phases can run without events (see the module docstring)."""
+) -> str | None:
+    """Why these chunk phases need the event path (None: the backend computes them): the
+    backend's one declared predicate (see the module docstring). Each algorithm declares
+    whether the backend computes it (:attr:`~acesim.network.algorithms.Algorithm.lockstep`),
+    each step pattern by :data:`PATTERNS`."""
+    if not phases:
+        return "no chunk phases (a routed point-to-point shift)"
+    for phase in phases:
+        if phase.algorithm not in ALGORITHMS or not ALGORITHMS.get(phase.algorithm).lockstep:
+            return f"algorithm {phase.algorithm} is not taught to the lockstep backend"
+        if phase.lanes:
+            return "flat-ring lanes"
+        for step in phase.steps:
+            if step.pattern not in PATTERNS:
+                return f"step pattern {step.pattern} is not taught to the lockstep backend"
+            if step.kind in NVLS_KINDS:
+                return "in-switch (NVLS) steps"
     if min(runtime.config.active_chunks_per_dimension, chunks) != 1:
-        return False
-    # NCCL protocols, NVLS steps and their synchronisation run on the event path
+        return "several chunks in flight per dimension"
     if protocol is not None and (
         protocol.name is not None
         or protocol.base_latency != 0
         or any(f != 1.0 for f in protocol.factors)
         or any(h is not None for h in protocol.hop_latencies)
+        or protocol.crossing_latency
     ):
-        return False
+        return "NCCL protocols"
     if nvls_sync_latency(runtime.config, phases, chunks) > 0:
-        return False
-    if any(s.kind in NVLS_KINDS for p in phases for s in p.steps):
-        return False
-    # flat rings (lanes), waves (span steps), leaf/spine fabrics and switch incast weights run
-    # on the event path
-    if any(p.lanes for p in phases) or any(
-        s.pattern not in ("next", "xor", "all") for p in phases for s in p.steps
-    ):
-        return False
+        return "in-switch (NVLS) synchronisation"
     if any(d.spine or d.incast_fan_in is not None for d in runtime.topology.dimensions):
-        return False
-    if runtime.paths_may_bind():  # a NIC's proxy or PCIe path below the links' capacity
-        return False
-    if protocol is not None and protocol.crossing_latency:
-        return False
+        return "leaf/spine links or switch incast"
+    if runtime.paths_may_bind():
+        return "a NIC's proxy or PCIe path below the links' capacity"
     # The work bound (collective.max_messages) counts what the simulation iterates over: here
     # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
-    return chunks * sum(len(p.steps) for p in phases) <= runtime.config.max_messages
+    if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:
+        return "more steps than collective.max_messages"
+    return None
 
 
 #: a step whose sender of rank r is r - 1 (mod the ranks): a shift, not a gather
@@ -240,7 +266,8 @@ class Outcome:
         self.segments = segments
 
     def emit(self, listener: Any) -> None:
-        """Tell ``listener`` (the engine's bound listener, or None) of rank 0's messages."""
+        """Tell ``listener`` (one of the engine's bound listeners, or None) of rank 0's
+        messages."""
         if listener is None:
             return
         repeated = getattr(listener, "repeated", None)  # BoundRecorder's batch of k
@@ -1201,9 +1228,11 @@ class Deferred:
         self._joined: dict[int, np.ndarray] = {}
         self._count: dict[int, int] = {}
         self._done: dict[int, int] = {}
-        self._plans: dict[tuple[str, float, Any, Any], bool] = {}
+        self._plans: dict[tuple[str, float, Any, Any], str | None] = {}
         #: collectives that ran (or run) here
         self.vector_ids: set[int] = set()
+        #: why the others ran on the event path: reason -> collectives
+        self.reasons: dict[str, int] = {}
         #: keys of collectives that must run on the event path: when not empty, the run's
         #: results are not valid and it must be redone (the caller raises :class:`Conflict`)
         self.conflicts: set[Any] = set()
@@ -1221,39 +1250,42 @@ class Deferred:
         #: (those of an earlier generation were moved by a recomputation)
         self._generations: dict[int, int] = {}
 
-    def _vectorizable(self, coll: Collective, key: Any, ranks: int | None) -> bool:
-        if key in self.excluded or (coll.members is not None and len(coll.members) != self.n):
-            return False
-        if ranks is not None and ranks != self.n:
-            return False  # an instance only some ranks join (one group's)
+    def _problem(self, coll: Collective, key: Any, ranks: int | None) -> str | None:
+        """Why ``coll`` runs on the event path (None: here)."""
+        if key in self.excluded:
+            return TIMING
+        if (coll.members is not None and len(coll.members) != self.n) or (
+            ranks is not None and ranks != self.n
+        ):
+            return "an instance only one group's ranks join"
         sig = (coll.op, coll.size, coll.dims, tuple(coll.axes))
-        ok = self._plans.get(sig)
-        if ok is None:
-            ok = self._plans[sig] = bool(coll.phases) and _expressible(
-                self.runtime, coll.phases, coll.chunks, coll.protocol
-            )
-        return ok
+        if sig not in self._plans:
+            self._plans[sig] = unsupported(self.runtime, coll.phases, coll.chunks, coll.protocol)
+        return self._plans[sig]
 
     def start(self, coll: Collective, key: Any, ranks: int | None = None) -> bool:
         """A new collective instance ``coll`` (the caller's ``key``; ``ranks``: how many ranks
         will join it, when not every rank does): True when it runs here (join its ranks with
-        :meth:`join`), False for the event path. One that needs the
-        event path while a vectorized one is in flight is a conflict (:attr:`conflicts`): it
-        runs on the event path, and the run goes on only to find further conflicts before it
-        is redone."""
+        :meth:`join`), False for the event path (the reason counted in :attr:`reasons`). One
+        that needs the event path while a vectorized one is in flight is a conflict
+        (:attr:`conflicts`): it runs on the event path, and the run goes on only to find
+        further conflicts before it is redone."""
         vectors = [k for k, v in self.inflight.values() if v]
-        if not vectors:
-            # while event-path collectives are in flight, a new one joins them there
-            vector = not self.inflight and self._vectorizable(coll, key, ranks)
-        elif not self._vectorizable(coll, key, ranks):
-            self.conflicts.update((key, *vectors))
-            vector = False
-        else:
+        if vectors:
             # after computed ones, or together with them (see join; one whose ranks have
             # not all joined yet is recomputed with it then, if nothing it did has happened)
-            vector = True
+            problem = self._problem(coll, key, ranks)
+            if problem is not None:
+                self.conflicts.update((key, *vectors))
+        elif self.inflight:  # while event-path collectives are in flight, it joins them there
+            problem = "it starts while event-path collectives are in flight"
+        else:
+            problem = self._problem(coll, key, ranks)
+        vector = problem is None
         self.inflight[coll.id] = (key, vector)
-        if vector:
+        if problem is not None:
+            self.reasons[problem] = self.reasons.get(problem, 0) + 1
+        else:
             self._joined[coll.id] = np.full(self.n, math.nan)
             self._count[coll.id] = 0
             self.vector_ids.add(coll.id)
@@ -1309,6 +1341,7 @@ class Deferred:
         # every rank joined now: it can still start on the event path
         self.conflicts.update(keys)
         self.inflight[coll.id] = (key, False)
+        self.reasons[TIMING] = self.reasons.get(TIMING, 0) + 1
         self.vector_ids.discard(coll.id)
         for r in range(self.n):
             self.runtime.join(coll, r)

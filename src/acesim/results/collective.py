@@ -7,10 +7,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..network.ops import COLLECTIVE_OPS
+from ..units import format_rate, format_size, format_time
 from ..version import __version__
+from .protocol import Table
+
+#: Inputs echoed by a collective's result: configuration, not figures (sweep rows leave them
+#: out).
+_ECHO = ("op", "size", "endpoint", "mode")
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -20,7 +26,11 @@ def bus_factor(op: str, n: int) -> float:
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective's outcome. Times in s, sizes in bytes, bandwidths in B/s."""
+    """One collective's outcome (the :class:`~acesim.results.protocol.Result` protocol).
+    Times in s, sizes in bytes, bandwidths in B/s."""
+
+    kind: ClassVar[str] = "collective"
+    gains: ClassVar[dict[str, str]] = {}
 
     op: str
     size: float
@@ -56,9 +66,60 @@ class CollectiveResult:
     #: a note (:func:`acesim.network.tuner_check.check_choice`); None otherwise
     tuner: dict[str, Any] | None = None
     version: str = __version__
+    #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
+    mode_note: str = ""
+    variant: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def figure(self) -> float:
+        """The figure of merit: the collective's time (s)."""
+        return self.time
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["kind"] = self.kind
+        return data
+
+    def case(self) -> dict[str, Any]:
+        """What the run was (operation, size, system, group, mode)."""
+        data = asdict(self)
+        keys = ("op", "size", "system", "shape", "npus", "group_size", "mode", "version")
+        return {k: data[k] for k in keys}
+
+    def metrics(self) -> dict[str, Any]:
+        """The figures as a sweep row (the point's own inputs left out)."""
+        data = asdict(self)
+        for key in _ECHO:
+            data.pop(key, None)
+        return data
+
+    def describe(self) -> str:
+        return (
+            f"{self.op} of {format_size(self.size)} on {self.system}: {self.npus} NPUs, group "
+            f"of {self.group_size}, {self.mode}"
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The headline figures as (metric, text) rows."""
+        busy = self.bound_by.get(self.bound, 0.0) / self.time if self.time > 0 else 0.0
+        return [
+            ("time", format_time(self.time)),
+            ("algbw", format_rate(self.algbw)),
+            ("busbw", format_rate(self.busbw)),
+            ("net bw", format_rate(self.network_bandwidth)),
+            ("HBM bw (comm)", format_rate(self.hbm_bandwidth)),
+            ("algorithm", self.algorithm or "-"),
+            ("protocol", self.protocol or "-"),
+            ("SMs", f"{self.comm_units:g}"),
+            ("bound by", f"{self.bound} ({100 * busy:.0f}%)" if self.bound else "-"),
+        ]
+
+    def tables(self) -> list[Table]:
+        return []
+
+    def footnotes(self) -> list[str]:
+        return [self.mode_note] if self.mode_note else []
 
     def to_pandas(self) -> Any:
         """One row (per-dimension bytes and compute figures as ``name.key`` columns)."""

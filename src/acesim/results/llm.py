@@ -23,15 +23,27 @@ class has as many ranks, so means over the simulated ranks are means over all ra
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
-from .energy import EnergyResult
+from ..units import format_size, format_time
+from ..version import __version__
+from ..workload.llm.memory import TERMS
+from .energy import EnergyResult, energy_rows
+from .protocol import Table
 
 __all__ = ["LlmResult", "idle_breakdown", "SCHEMA"]
 
 SCHEMA = "acesim.llm/1"
+
+#: What an LLM run was (its inputs), echoed once by a comparison.
+_CASE = (
+    "model", "system", "npus", "parallel", "schedule", "precision", "global_batch",
+    "micro_batch", "seq", "micro_batches", "iterations", "mode", "version",
+)  # fmt: skip
+#: LLM sweep points' parameters echoed by the result (configuration, not results)
+_POINT_ECHO = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision", "schema")
 
 #: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
 #: waiting for a peer stage that has not sent yet (bubble), DP collectives.
@@ -40,7 +52,16 @@ _ORDER = ("tp", "cp", "ep", "pp", "peer", "dp")
 
 @dataclass
 class LlmResult:
-    """One LLM training run's figures (times in s, bytes, fractions 0..1)."""
+    """One LLM training run's figures (times in s, bytes, fractions 0..1; the
+    :class:`~acesim.results.protocol.Result` protocol).
+
+    ``bound_by``: rank 0's seconds by what bound them over the run
+    (:func:`~acesim.training.bounds.attribute`), largest first; ``comm_bound_by``: what bound
+    its communication, hidden or exposed (:func:`~acesim.training.bounds.collective_bounds`).
+    """
+
+    kind: ClassVar[str] = "llm"
+    gains: ClassVar[dict[str, str]] = {}
 
     model: str
     system: str
@@ -66,18 +87,99 @@ class LlmResult:
     hbm_capacity: float
     endpoint: str
     mode: str = "exact"
-    #: why a run asked for class mode ran in exact mode ("" when it did not)
+    #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
     mode_note: str = ""
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     #: energy per iteration and per token, average power (acesim.results.energy); None: the
     #: NPU has no power model ([npu.power])
     energy: EnergyResult | None = None
+    variant: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    bound_by: dict[str, float] = field(default_factory=dict)
+    comm_bound_by: dict[str, float] = field(default_factory=dict)
+    version: str = __version__
+
+    @property
+    def figure(self) -> float:
+        """The figure of merit: the iteration time (s)."""
+        return self.iteration_time
+
+    @property
+    def bound(self) -> str:
+        return next(iter(self.bound_by), "")
+
+    @property
+    def comm_bound(self) -> str:
+        return next(iter(self.comm_bound_by), "")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["schema"] = SCHEMA
+        data["kind"] = self.kind
         return data
+
+    def case(self) -> dict[str, Any]:
+        """What the run was (model, system, parallel configuration, batch, mode)."""
+        data = asdict(self)
+        return {k: data[k] for k in _CASE}
+
+    def metrics(self) -> dict[str, Any]:
+        """The figures as a sweep row (the configuration echoed by the point is left out)."""
+        data = self.to_dict()
+        data["parallel_resolved"] = data["parallel"]
+        for key in _POINT_ECHO:
+            data.pop(key, None)
+        return data
+
+    def describe(self) -> str:
+        return (
+            f"{self.model} on {self.system}: {self.npus} GPUs, {self.parallel}, "
+            f"{self.schedule} schedule, {self.precision}, global batch {self.global_batch} x "
+            f"{self.seq} tokens, micro-batch {self.micro_batch} ({self.micro_batches} per "
+            f"pipeline), {self.mode} mode"
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The headline figures as (metric, text) rows (exposed CP and EP communication
+        only where the configuration has such parallelism)."""
+        rows = [
+            ("iteration time", format_time(self.iteration_time)),
+            ("tokens/s/GPU", f"{self.tokens_per_s_per_gpu:,.0f}"),
+            (f"MFU ({self.mfu_dtype} peak)", f"{100 * self.mfu:.1f}%"),
+            ("compute (mean per GPU)", format_time(self.compute_time)),
+            (
+                "pipeline bubble",
+                f"{format_time(self.bubble_time)} ({100 * self.bubble_fraction:.1f}%)",
+            ),
+        ]
+        for kind, seconds in self.exposed.items():
+            if kind not in ("cp", "ep") or self.parallel_sizes.get(kind, 1) > 1:
+                rows.append((f"exposed {kind.upper()} comm", format_time(seconds)))
+        return rows + energy_rows(self.energy)
+
+    @property
+    def parallel_sizes(self) -> dict[str, int]:
+        """The sizes in :attr:`parallel` (``tp=4,pp=2,...``) that are whole numbers."""
+        out = {}
+        for item in self.parallel.split(","):
+            key, _, value = item.partition("=")
+            if value.isdigit():
+                out[key] = int(value)
+        return out
+
+    def tables(self) -> list[Table]:
+        """Memory per GPU (the largest pipeline stage's)."""
+        rows: list[tuple[str, ...]] = [
+            (term, format_size(self.memory[term])) for term in (*TERMS, "total")
+        ]
+        rows.append(("HBM capacity", format_size(self.hbm_capacity)))
+        title = f"memory per GPU (largest: pipeline stage {self.memory_stage})"
+        return [Table(title, ("term", "bytes"), rows)]
+
+    def footnotes(self) -> list[str]:
+        notes = [self.mode_note] if self.mode_note else []
+        return notes + [f"model: {note}" for note in self.notes]
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -39,13 +39,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import SimulationError, WorkloadError
 from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution, Snapshot
+from ..units import format_rate, format_time
 from ..version import __version__
-from .energy import EnergyResult, energy_result
+from .energy import EnergyResult, energy_result, energy_rows
+from .protocol import Table
 
 SCHEMA = "acesim.run/2"
 
@@ -83,6 +85,8 @@ class RunInfo:
     variant: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     version: str = __version__
+    #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
+    mode_note: str = ""
 
     def describe(self) -> str:
         """One line: workload, batch, precision, system, shape, loop, measurement."""
@@ -98,7 +102,11 @@ class RunInfo:
 
 @dataclass
 class RunResult:
-    """Metrics of one run. Times in s, bandwidths in B/s, utilisations in 0..1."""
+    """Metrics of one training-graph run (the :class:`~acesim.results.protocol.Result`
+    protocol). Times in s, bandwidths in B/s, utilisations in 0..1."""
+
+    kind: ClassVar[str] = "training"
+    gains: ClassVar[dict[str, str]] = {"net_util_gain": "net_util_effective"}
 
     info: RunInfo
     iteration_time: float
@@ -149,10 +157,77 @@ class RunResult:
     def loop(self) -> str:
         return self.info.loop
 
+    @property
+    def figure(self) -> float:
+        """The figure of merit: the iteration time (s)."""
+        return self.iteration_time
+
+    @property
+    def mode_note(self) -> str:
+        return self.info.mode_note
+
+    @property
+    def variant(self) -> str:
+        return self.info.variant
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.info.settings
+
+    def describe(self) -> str:
+        return self.info.describe()
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["schema"] = SCHEMA
+        data["kind"] = self.kind
         return data
+
+    def case(self) -> dict[str, Any]:
+        """What the run was: its :class:`RunInfo` but the endpoint's."""
+        info = asdict(self.info)
+        for key in ("endpoint", "variant", "settings", "mode_note"):
+            info.pop(key)
+        return info
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The headline figures as (metric, text) rows."""
+        rows = [
+            ("iteration time", format_time(self.iteration_time)),
+            ("compute (as run)", format_time(self.compute_time)),
+            ("compute (alone)", format_time(self.compute_time_alone)),
+            ("compute slowdown", f"{self.compute_slowdown:.3f}x"),
+            ("exposed communication", format_time(self.exposed_comm)),
+            ("communication time", format_time(self.comm_time)),
+        ]
+        rows += [(f"net util {dim}", f"{100 * u:.1f}%") for dim, u in self.net_util.items()]
+        rows += [
+            ("net util effective", f"{100 * self.net_util_effective:.1f}%"),
+            ("HBM bw compute", format_rate(self.hbm_bw_compute)),
+            ("HBM bw comm", format_rate(self.hbm_bw_comm)),
+            ("compute units held by comm", f"{self.comm_units_held:.2f}"),
+        ]
+        if self.bound:
+            share = self.bound_by[self.bound] / self.iteration_time
+            rows.append(("bound by", f"{self.bound} ({100 * share:.0f}%)"))
+        if self.comm_bound and self.comm_time > 0:
+            share = min(self.comm_bound_by[self.comm_bound] / self.comm_time, 1.0)
+            rows.append(("comm bound by", f"{self.comm_bound} ({100 * share:.0f}% of comm)"))
+        return rows + energy_rows(self.energy)
+
+    def tables(self) -> list[Table]:
+        """What bound the iteration (time per iteration, shares of 0.1% or more)."""
+        t = self.iteration_time
+        rows: list[tuple[str, ...]] = [
+            (name, format_time(s), f"{100 * s / t:.1f}%")
+            for name, s in self.bound_by.items()
+            if s / t >= 0.001
+        ]
+        title = "what bound the iteration (time per iteration)"
+        return [Table(title, ("resource", "time", "share"), rows)]
+
+    def footnotes(self) -> list[str]:
+        return [self.mode_note] if self.mode_note else []
 
     def to_pandas(self) -> Any:
         """One row: :meth:`metrics` (run facts included) as a ``pandas.DataFrame``."""
@@ -208,6 +283,7 @@ class RunResult:
                 "run.precision": info.precision,
                 "run.loop": info.loop,
                 "run.mode": info.mode,
+                "run.mode_note": info.mode_note,
                 "run.iterations": info.iterations,
                 "run.warmup": info.warmup,
                 "run.measured": info.measured,

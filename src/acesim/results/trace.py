@@ -270,19 +270,10 @@ class _Process:
 def trace_events(execution: Execution) -> dict[str, Any]:
     """The trace as a JSON-ready dict (see module docstring)."""
     platform = execution.platform
-    topo = platform.topology
-    exact = platform.exact
     runtime = platform.collectives
-    sim_ranks = len(execution.records)
-    npus = topo.npus
-    measured = measured_iteration(execution)
-    dim_names = [d.name for d in topo.dimensions]
     colls = sorted(execution.collectives or runtime.collectives, key=lambda c: c.id)
-    coll_by_id = {c.id: c for c in colls}
-    phase_log = runtime.phase_log
     b = _Builder()
     processes: dict[str, Any] = {}
-
     bounds = sorted(execution.iteration_start.items())
     iterations: list[tuple[int, float, float]] = []
     for i, (k, start) in enumerate(bounds):
@@ -292,127 +283,145 @@ def trace_events(execution: Execution) -> dict[str, Any]:
             else execution.iteration_end.get(k, execution.makespan)
         )
         iterations.append((k, start, end))
+    for rank in range(len(execution.records)):
+        processes[str(rank + 1)] = _process(
+            b, execution, rank, iterations, {c.id: c for c in colls}
+        )
+    watch: dict[Resource, _Samples] = platform.recording.get(_SAMPLES, {})
+    counters = runtime.phase_log is not None and bool(watch)
+    if counters:
+        _link_counters(b, platform, len(execution.records), watch)
+    metadata = _metadata(execution, processes, counters)
+    return {"traceEvents": b.sorted_events(), "displayTimeUnit": "ns", "metadata": metadata}
 
+
+def _process(
+    b: _Builder,
+    execution: Execution,
+    rank: int,
+    iterations: list[tuple[int, float, float]],
+    coll_by_id: dict[int, Any],
+) -> dict[str, Any]:
+    """Simulated rank ``rank``'s process: its name, iterations, compute, collectives,
+    point-to-point nodes and chunk phases; what it stands for (the metadata's entry)."""
+    platform = execution.platform
+    npus, exact, classes = platform.topology.npus, platform.exact, platform.classes
+    pid = rank + 1
+    proc = _Process(b, pid)
+    if classes is not None:
+        first = classes.representative(rank)
+        stands_for = list(range(first, first + classes.block))
+    else:
+        stands_for = [rank] if exact else list(range(npus))
+    span = _rank_span(stands_for)
+    if classes is not None:
+        label = f"NPU {stands_for[0]} (class {rank}: represents NPUs {span})"
+    else:
+        label = f"NPU {rank}" if exact else f"NPU 0 (represents all {npus} NPUs: {span})"
+    b.meta.append(
+        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
+    )
+    b.meta.append(
+        {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+    )
+    measured = measured_iteration(execution)
+    (tid,) = proc.lanes("iterations", [(0.0, 0.0, 0)])
+    for k, start, end in iterations:
+        args: dict[str, Any] = {"iteration": k, "measured": k in measured}
+        _complete(b, pid, tid, f"iteration {k}", "iteration", (start, end), args)
+    recs = sorted(
+        (r for r in execution.records[rank].values() if r.end >= 0),
+        key=lambda r: (r.start, r.node.id),
+    )
+    (tid,) = proc.lanes("compute", [(0.0, 0.0, 0)])
+    for rec in recs:
+        if rec.node.kind == "compute":
+            _complete(
+                b, pid, tid, rec.node.name, "compute", (rec.start, rec.end), _compute_args(rec)
+            )
+    dim_names = [d.name for d in platform.topology.dimensions]
+    comm = [r for r in recs if r.node.kind == "collective"]
+    tids = proc.lanes("comm", [(r.start, r.end, r.node.id) for r in comm])
+    for rec, tid in zip(comm, tids, strict=True):
+        args = _collective_args(rec, coll_by_id, dim_names)
+        _complete(b, pid, tid, rec.node.name, "comm", (rec.start, rec.end), args)
+    p2p = [r for r in recs if r.node.kind in ("send", "recv")]
+    if p2p:
+        tids = proc.lanes("p2p", [(r.start, r.end, r.node.id) for r in p2p])
+        for rec, tid in zip(p2p, tids, strict=True):
+            node = rec.node
+            args = {"node": node.id, "kind": node.kind, "peer": node.peer, "tag": node.tag}
+            args.update(size_bytes=node.size, iteration=node.iteration)
+            _complete(b, pid, tid, node.name, "p2p", (rec.start, rec.end), args)
+    if platform.collectives.phase_log is not None:
+        _chunk_lanes(b, proc, platform.collectives.phase_log, rank, dim_names, coll_by_id)
+    return {"simulated_rank": rank, "represents": span, "represents_count": len(stands_for)}
+
+
+def _chunk_lanes(
+    b: _Builder,
+    proc: _Process,
+    phase_log: list[Any],
+    rank: int,
+    dim_names: list[str],
+    coll_by_id: dict[int, Any],
+) -> None:
+    """Rank ``rank``'s chunk phases, one lane group per dimension."""
+    mine = sorted(e for e in phase_log if e[1] == rank)
+    for d, dname in enumerate(dim_names):
+        on_dim = [e for e in mine if e[4] == d]
+        if not on_dim:
+            continue
+        tids = proc.lanes(f"chunks {dname}", [(e[5], e[6], i) for i, e in enumerate(on_dim)])
+        for (cid, _r, chunk, phase, _d, start, end), tid in zip(on_dim, tids, strict=True):
+            c = coll_by_id.get(cid)
+            name = c.label if c is not None and c.label else f"coll {cid}"
+            args = {"collective": cid, "chunk": chunk, "phase": phase, "dim": dname}
+            if c is not None:
+                ph = c.phases[phase]
+                args.update(
+                    op=c.op,
+                    phase_op=ph.op,
+                    algorithm=ph.algorithm,
+                    data_bytes=ph.data_bytes,
+                    bytes_sent=ph.bytes_sent,
+                )
+            _complete(b, proc.pid, tid, f"{name} c{chunk} p{phase}", "chunk", (start, end), args)
+
+
+def _link_counters(
+    b: _Builder, platform: Any, sim_ranks: int, watch: dict[Resource, _Samples]
+) -> None:
+    """Every simulated rank's HBM and link-utilisation counters."""
+    topo = platform.topology
     for rank in range(sim_ranks):
         pid = rank + 1
-        proc = _Process(b, pid)
-        classes = platform.classes
-        if classes is not None:
-            first = classes.representative(rank)
-            stands_for = list(range(first, first + classes.block))
-        else:
-            stands_for = [rank] if exact else list(range(npus))
-        span = _rank_span(stands_for)
-        processes[str(pid)] = {
-            "simulated_rank": rank,
-            "represents": span,
-            "represents_count": len(stands_for),
-        }
-        if classes is not None:
-            label = f"NPU {stands_for[0]} (class {rank}: represents NPUs {span})"
-        else:
-            label = f"NPU {rank}" if exact else f"NPU 0 (represents all {npus} NPUs: {span})"
-        b.meta.append(
-            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
-        )
-        b.meta.append(
-            {
-                "name": "process_sort_index",
-                "ph": "M",
-                "pid": pid,
-                "tid": 0,
-                "args": {"sort_index": pid},
-            }
-        )
+        npu = platform.npus[rank]
+        _hbm_counters(b, pid, [watch[r] for r in npu.hbm_resources if r in watch])
+        for d, res in enumerate(platform.collectives.egress[rank]):
+            dim = topo.dimensions[d]
+            if dim.size <= 1 or not math.isfinite(res.capacity) or res not in watch:
+                continue
+            for t, v in _steps([(0, 0.0), *((_ns(t), v) for t, v in watch[res])]):
+                util = min(max(v / res.capacity, 0.0), 1.0)
+                _counter(b, pid, f"link {dim.name}", t, {"utilisation": util})
 
-        (tid,) = proc.lanes("iterations", [(0.0, 0.0, 0)])
-        for k, start, end in iterations:
-            args: dict[str, Any] = {"iteration": k, "measured": k in measured}
-            _complete(b, pid, tid, f"iteration {k}", "iteration", (start, end), args)
 
-        recs = sorted(
-            (r for r in execution.records[rank].values() if r.end >= 0),
-            key=lambda r: (r.start, r.node.id),
-        )
-        (tid,) = proc.lanes("compute", [(0.0, 0.0, 0)])
-        for rec in recs:
-            if rec.node.kind == "compute":
-                _complete(
-                    b, pid, tid, rec.node.name, "compute", (rec.start, rec.end), _compute_args(rec)
-                )
-
-        comm = [r for r in recs if r.node.kind == "collective"]
-        tids = proc.lanes("comm", [(r.start, r.end, r.node.id) for r in comm])
-        for rec, tid in zip(comm, tids, strict=True):
-            args = _collective_args(rec, coll_by_id, dim_names)
-            _complete(b, pid, tid, rec.node.name, "comm", (rec.start, rec.end), args)
-
-        p2p = [r for r in recs if r.node.kind in ("send", "recv")]
-        if p2p:
-            tids = proc.lanes("p2p", [(r.start, r.end, r.node.id) for r in p2p])
-            for rec, tid in zip(p2p, tids, strict=True):
-                node = rec.node
-                args = {
-                    "node": node.id,
-                    "kind": node.kind,
-                    "peer": node.peer,
-                    "tag": node.tag,
-                    "size_bytes": node.size,
-                    "iteration": node.iteration,
-                }
-                _complete(b, pid, tid, node.name, "p2p", (rec.start, rec.end), args)
-
-        if phase_log is not None:
-            mine = sorted(e for e in phase_log if e[1] == rank)
-            for d, dname in enumerate(dim_names):
-                on_dim = [e for e in mine if e[4] == d]
-                if not on_dim:
-                    continue
-                tids = proc.lanes(
-                    f"chunks {dname}", [(e[5], e[6], i) for i, e in enumerate(on_dim)]
-                )
-                for (cid, _r, chunk, phase, _d, start, end), tid in zip(on_dim, tids, strict=True):
-                    c = coll_by_id.get(cid)
-                    name = c.label if c is not None and c.label else f"coll {cid}"
-                    args = {"collective": cid, "chunk": chunk, "phase": phase, "dim": dname}
-                    if c is not None:
-                        ph = c.phases[phase]
-                        args.update(
-                            op=c.op,
-                            phase_op=ph.op,
-                            algorithm=ph.algorithm,
-                            data_bytes=ph.data_bytes,
-                            bytes_sent=ph.bytes_sent,
-                        )
-                    _complete(b, pid, tid, f"{name} c{chunk} p{phase}", "chunk", (start, end), args)
-
-    watch: dict[Resource, _Samples] = platform.recording.get(_SAMPLES, {})
-    counters = phase_log is not None and bool(watch)
-    if counters:
-        for rank in range(sim_ranks):
-            pid = rank + 1
-            npu = platform.npus[rank]
-            _hbm_counters(b, pid, [watch[r] for r in npu.hbm_resources if r in watch])
-            for d, res in enumerate(runtime.egress[rank]):
-                dim = topo.dimensions[d]
-                if dim.size <= 1 or not math.isfinite(res.capacity) or res not in watch:
-                    continue
-                for t, v in _steps([(0, 0.0), *((_ns(t), v) for t, v in watch[res])]):
-                    util = min(max(v / res.capacity, 0.0), 1.0)
-                    _counter(b, pid, f"link {dim.name}", t, {"utilisation": util})
-
-    system = platform.system
+def _metadata(execution: Execution, processes: dict[str, Any], counters: bool) -> dict[str, Any]:
+    """The trace's metadata: what was run, and what each process stands for."""
+    platform = execution.platform
+    system, topo, npus = platform.system, platform.topology, platform.topology.npus
     metadata: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": "acesim",
         "system": system.name,
         "workload": execution.graph.name,
         "endpoint": system.endpoint.kind,
-        "mode": "exact" if exact else "symmetric",
+        "mode": "exact" if platform.exact else "symmetric",
         "npus": npus,
-        "simulated_npus": sim_ranks,
+        "simulated_npus": len(execution.records),
         "iterations": execution.graph.iterations,
-        "measured_iterations": measured,
+        "measured_iterations": measured_iteration(execution),
         "warmup": execution.warmup,
         "makespan_us": execution.makespan * _US,
         "time_unit": "us",
@@ -434,12 +443,12 @@ def trace_events(execution: Execution) -> dict[str, Any]:
             f"class mode: each simulated NPU stands for the {platform.classes.block} NPUs of "
             "its class (pipeline stage), which run the same timeline"
         )
-    elif not exact:
+    elif not platform.exact:
         metadata["note"] = (
             f"symmetric mode: simulated NPU 0 (pid 1) stands for all {npus} NPUs "
             f"({_rank_span(range(npus))}); every NPU runs the same timeline"
         )
-    return {"traceEvents": b.sorted_events(), "displayTimeUnit": "ns", "metadata": metadata}
+    return metadata
 
 
 def _compute_args(rec: NodeRecord) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -47,6 +47,7 @@ __all__ = [
     "run_options",
     "chakra_source",
     "check_precision",
+    "check_math",
 ]
 
 SystemLike = SystemConfig | str | Path | Mapping[str, Any]
@@ -55,7 +56,9 @@ WorkloadLike = Workload | Graph | str | Path
 
 @dataclass(frozen=True)
 class Case:
-    """What one run needs, resolved (picklable, for worker processes)."""
+    """What one training-graph run needs, resolved (picklable, for worker processes)."""
+
+    kind: ClassVar[str] = "training"
 
     system: SystemConfig
     workload: Workload | Graph
@@ -144,30 +147,36 @@ def _workload(
 
 
 def check_precision(workload: Workload | Graph, system: SystemConfig) -> None:
-    """ConfigError unless the system's NPU has a matrix peak for every matrix kernel's dtype;
-    when the dtype is the workload precision's math, the error names ``workload.precision``
-    and the precisions the NPU can run."""
-    npu = system.npu
+    """ConfigError unless the system's NPU has a matrix peak for every matrix kernel's dtype
+    (:func:`check_math`)."""
     if isinstance(workload, Graph):
         dtypes = matrix_dtypes(
             node.compute for nodes in workload.ranks for node in nodes if node.compute is not None
         )
     else:
         dtypes = workload.matrix_dtypes()
+    precision = workload.precision if isinstance(workload, Workload) else None
     for dtype in dtypes:
-        if dtype in npu.matrix_flops:
-            continue
-        precision = workload.precision if isinstance(workload, Workload) else None
-        if precision is not None and PRECISIONS.get(precision).math == dtype:
-            runnable = [n for n, p in PRECISIONS.items() if p.math in npu.matrix_flops]
-            raise ConfigError(
-                "workload.precision",
-                f"runs its matrix math in {dtype}, which this NPU ({npu.name}) has no peak for "
-                f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can "
-                f"run: {', '.join(runnable) or 'none'}",
-                precision,
-            )
-        npu.matrix_peak(dtype)  # the NPU's own error, naming npu.matrix_flops.<dtype>
+        check_math(system, dtype, precision)
+
+
+def check_math(system: SystemConfig, dtype: str, precision: str | None) -> None:
+    """ConfigError unless the system's NPU has a matrix peak in ``dtype``; when ``dtype`` is
+    the math of the training ``precision``, the error names ``workload.precision`` and the
+    precisions the NPU can run, else the NPU's own error (``npu.matrix_flops.<dtype>``)."""
+    npu = system.npu
+    if dtype in npu.matrix_flops:
+        return
+    if precision is not None and PRECISIONS.get(precision).math == dtype:
+        runnable = [n for n, p in PRECISIONS.items() if p.math in npu.matrix_flops]
+        raise ConfigError(
+            "workload.precision",
+            f"runs its matrix math in {dtype}, which this NPU ({npu.name}) has no peak for "
+            f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can "
+            f"run: {', '.join(runnable) or 'none'}",
+            precision,
+        )
+    npu.matrix_peak(dtype)
 
 
 def make_case(
@@ -207,4 +216,38 @@ def case_from_experiment(exp: ExperimentConfig | Mapping[str, Any]) -> Case:
         overrides=exp.overrides,
         batch_per_npu=exp.workload.batch_per_npu,
         precision=exp.workload.precision,
+    )
+
+
+def training_point_config(
+    system: SystemConfig, system_doc: dict[str, Any], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The normalised configuration of a training sweep point (an experiment document's
+    ``workload`` and ``run`` tables; ConfigError naming ``workload.<field>`` or
+    ``run.<field>``): the workload must exist (a zoo model, a file or a Chakra trace prefix)
+    before anything runs, so a typo is one error, not a failed point per row."""
+    options = run_options(raw.get("run", {})).model_dump(mode="json")
+    try:
+        workload = WorkloadConfig.model_validate(raw.get("workload", {}))
+    except ValidationError as exc:
+        raise config_error_from(exc, WorkloadConfig, "workload") from None
+    _check_workload(workload.name)
+    doc = workload.model_dump(mode="json")
+    return {"kind": "run", "system": system_doc, "workload": doc, "run": options}
+
+
+def _check_workload(name: str) -> None:
+    """ConfigError unless ``name`` is a zoo model, a file or a Chakra trace prefix."""
+    import difflib
+
+    from ..workload.zoo import zoo_names
+
+    if name in zoo_names() or chakra_source(name) is not None:
+        return
+    if Path(name).exists():  # run points read workload files from the current folder
+        return
+    close = difflib.get_close_matches(name, zoo_names(), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"the zoo has {', '.join(zoo_names())}"
+    raise ConfigError(
+        "workload.name", "is not a zoo model, a workload file or a Chakra trace", name, hint=hint
     )

@@ -27,25 +27,28 @@ The optimizer is Adam (Megatron's default and the published models' recipe).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar
 
+from ..config.experiment import RunOptions
 from ..config.resolve import resolve_system
-from ..config.system import SystemConfig
+from ..config.system import SystemConfig, defaults
 from ..config.variation import Variation
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
 from ..hardware.platform import Platform
-from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
-from ..results.energy import run_energy
+from ..results.energy import EnergyResult, run_energy
 from ..results.llm import LlmResult, idle_breakdown
+from ..results.protocol import assumptions, scalar_settings
 from ..results.trace import enable_tracing
+from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution, GraphExecutor
 from ..training.pipeline import Schedule, pipeline_graph, schedule
+from ..training.strategy import decide, mode_note
 from ..units import format_size
 from ..workload.graph import Graph
 from ..workload.llm.block import ChunkWork, chunk_work
@@ -54,32 +57,29 @@ from ..workload.llm.models import MODELS, TransformerConfig, model_flops
 from ..workload.llm.parallel import ParallelConfig, Placement, parse_parallel, placement
 from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
+from .case import check_math, run_options
 
 __all__ = [
     "LlmCase",
     "make_llm_case",
+    "execute_llm",
     "run_llm",
     "llm_graph",
-    "class_mode_problem",
     "OPTIMIZER",
-    "MODES",
-    "Mode",
-    "llm_point_config",
-    "run_llm_point",
 ]
 
 OPTIMIZER = "adam"
-
-Mode = Literal["class", "exact"]
-#: The simulation modes of LLM runs (module docstring).
-MODES: tuple[Mode, ...] = ("class", "exact")
 
 SystemLike = SystemConfig | str | Path | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class LlmCase:
-    """A resolved LLM training case (see the module docstring)."""
+    """A resolved LLM training case (see the module docstring); ``options``: how to run it
+    (its ``mode`` and what makes ranks differ; the other run options are the training-graph
+    kind's)."""
+
+    kind: ClassVar[str] = "llm"
 
     system: SystemConfig
     model: TransformerConfig
@@ -92,22 +92,44 @@ class LlmCase:
     memory: dict[str, float]
     memory_stage: int
     iterations: int = 1
+    options: RunOptions = field(default_factory=defaults(RunOptions))
+
+    def with_system(self, system: SystemConfig) -> LlmCase:
+        """The same case on another system (an endpoint variant)."""
+        return replace(self, system=system)
+
+    def with_options(self, **changes: Any) -> LlmCase:
+        """The same case with some run options changed (validated)."""
+        return replace(self, options=llm_options(self.options, **changes))
 
     def with_endpoint(self, kind: str) -> LlmCase:
+        """The same case with endpoint ``kind`` in its settings as configured."""
         ENDPOINT_KINDS.get(kind, "--endpoint")
-        return LlmCase(
-            self.system.with_endpoint(kind),
-            self.model,
-            self.parallel,
-            self.precision,
-            self.place,
-            self.micro_batches,
-            self.schedule,
-            self.stages,
-            self.memory,
-            self.memory_stage,
-            self.iterations,
-        )
+        return self.with_system(self.system.with_endpoint(kind))
+
+
+#: Run options LLM runs take (the others size training graphs: batch, loop, iterations...).
+LLM_OPTIONS = ("mode", "search", "nodes", "stragglers", "compute_spread", "links")
+
+
+def llm_options(
+    options: RunOptions | Mapping[str, Any] | None = None, **changes: Any
+) -> RunOptions:
+    """Validated run options of an LLM case; ConfigError naming ``run.<option>`` for one
+    that does not apply to LLM runs (their parallel configuration places the ranks, their
+    MFU and memory check use the system's one NPU)."""
+    opts = run_options(options, **changes)
+    default = RunOptions.model_validate({})
+    for name in RunOptions.model_fields:
+        if name not in LLM_OPTIONS and getattr(opts, name) != getattr(default, name):
+            raise ConfigError(
+                f"run.{name}",
+                "does not apply to LLM runs (they size themselves with nodes, the parallel "
+                "configuration, global batch, micro-batch and sequence length, and place "
+                "their ranks by it on one NPU type)",
+                getattr(opts, name),
+            )
+    return opts
 
 
 def _model(model: TransformerConfig | str) -> TransformerConfig:
@@ -136,25 +158,19 @@ def make_llm_case(
     overrides: Mapping[str, Any] | None = None,
     iterations: int = 1,
     check_memory: bool = True,
+    options: RunOptions | Mapping[str, Any] | None = None,
     max_micro_batches: int = MAX_MICRO_BATCHES,
 ) -> LlmCase:
     """Resolve an LLM case (module docstring); ConfigErrors name the field at fault, among
-    them more than ``max_micro_batches`` micro-batches an iteration (the work bound)."""
+    them more than ``max_micro_batches`` micro-batches an iteration (the work bound).
+    ``options``: how to run it (:func:`llm_options`; ``nodes`` is one of them)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
-    resolved = resolve_system(system, overrides=overrides, nodes=nodes)
+    opts = llm_options(options, **({"nodes": nodes} if nodes is not None else {}))
+    resolved = resolve_system(system, overrides=overrides, nodes=opts.nodes)
     cfg = _model(model)
     p = PRECISIONS.get(precision, "workload.precision")
-    if p.math not in resolved.npu.matrix_flops:
-        npu = resolved.npu
-        runnable = [n for n, q in PRECISIONS.items() if q.math in npu.matrix_flops]
-        raise ConfigError(
-            "workload.precision",
-            f"runs its matrix math in {p.math}, which this NPU ({npu.name}) has no peak for "
-            f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can run: "
-            f"{', '.join(runnable) or 'none'}",
-            precision,
-        )
+    check_math(resolved, p.math, precision)
     parallel.check_model(cfg)
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
@@ -191,7 +207,7 @@ def make_llm_case(
     if check_memory:
         _check_memory(cfg, parallel, p, resolved, worst, worst_stage)
     return LlmCase(
-        resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage, iterations
+        resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage, iterations, opts
     )
 
 
@@ -314,76 +330,68 @@ def _order_problem(case: LlmCase) -> str | None:
     )
 
 
-def class_mode_problem(
-    case: LlmCase, graph: Graph | None = None, variation: Variation | None = None
-) -> str | None:
-    """Why class mode would not be an exact reduction of ``case`` (module docstring), or
-    None. ``graph``: its class-mode graph (built when not given)."""
-    if variation:
-        return "stragglers, a compute spread or link changes make ranks differ"
-    order = _order_problem(case)
-    if order is not None:
-        return order
-    graph = graph if graph is not None else llm_graph(case, classes=True)
-    classes = graph.classes
-    assert classes is not None
-    pairs = {
-        (c, n.peer)
-        for c, nodes in enumerate(graph.ranks)
-        for n in nodes
-        if n.kind == "send" and n.peer is not None
-    }
-    topology = Topology(case.system.network, case.system.collective)
-    problem = classes.route_problem(topology, pairs)
-    return None if problem is None else f"pipeline messages are not symmetric: {problem}"
-
-
-def run_llm(
+def execute_llm(
     case: LlmCase,
     *,
     trace: bool = False,
-    mode: Mode = "class",
-    variation: Variation | None = None,
+    variant: str = "",
+    on_estimate: Callable[[int], Any] | None = None,
+    on_iteration: Callable[[int, int], Any] | None = None,
 ) -> tuple[LlmResult, Execution]:
-    """Simulate the case and summarise it (:mod:`acesim.results.llm`); ``trace``: record what
-    :func:`acesim.results.trace.write_trace` needs; ``mode``: ``class`` (one rank per pipeline
-    stage where that is exact, else every rank, said in the result) or ``exact`` (every rank);
-    ``variation``: stragglers and link changes (exact mode)."""
-    if mode not in MODES:
-        raise ConfigError("run.mode", f"must be one of {', '.join(MODES)}", mode)
-    note = ""
-    graph: Graph | None = None
-    if mode == "class":
-        problem = _order_problem(case)
-        if problem is None:
-            graph = llm_graph(case, classes=True)
-            problem = class_mode_problem(case, graph, variation)
-        if problem is not None:
-            note = f"exact mode (every GPU simulated): {problem}"
-            graph = None
-    if graph is not None:
-        platform = Platform(case.system, classes=graph.classes)
-    else:
-        graph = llm_graph(case)
-        platform = Platform(case.system, exact=True, variation=variation)
+    """Simulate the case and summarise it (:mod:`acesim.results.llm`), in the strategy
+    :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per pipeline
+    stage) unless ``case.options`` asks for exact mode or something makes ranks differ (the
+    result's ``mode_note`` says what); ``trace``: record what
+    :func:`acesim.results.trace.write_trace` needs. Callbacks as
+    :func:`acesim.runs.training.execute_training`'s."""
+    opts = case.options
+    strategy, graph = decide(
+        case.system,
+        lambda reduced: llm_graph(case, classes=reduced),
+        requested=opts.mode,
+        variation=opts.variation,
+        trace=trace,
+        problem=_order_problem(case) if opts.mode != "exact" else None,
+    )
+    platform = Platform(case.system, strategy)
     if trace:
         enable_tracing(platform)
-    execution = GraphExecutor(platform, graph).run()
+    total = graph.iterations
+    executor = GraphExecutor(
+        platform,
+        graph,
+        on_iteration=(lambda k: on_iteration(k + 1, total)) if on_iteration else None,
+    )
+    if on_estimate is not None:
+        on_estimate(executor.estimate_messages())
+    execution = executor.run()
+    return _summary(case, execution, mode_note(strategy, execution), variant), execution
+
+
+def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> LlmResult:
+    """The result of ``case``'s ``execution`` (:mod:`acesim.results.llm`)."""
     ranks = len(execution.records)
     iters = case.iterations
     iteration = execution.makespan / iters
     compute, bubble, exposed = idle_breakdown(execution)
     per = ranks * iters
     par = case.parallel
-    tokens = par.global_batch * par.seq
     npus = case.place.npus
     dtype = case.precision.math
     flops = model_flops(case.model, par.global_batch, par.seq)
     system = case.system
-    notes = []
-    if case.model.notes:
-        notes.append(case.model.notes)
-    result = LlmResult(
+    bound_by: dict[str, float] = {}
+    comm_by: dict[str, float] = {}
+    if execution.bounds is not None:
+        kernels = [
+            (r.start, r.end)
+            for r in execution.records[0].values()
+            if r.node.kind == "compute" and r.end > r.start
+        ]
+        raw = attribute(execution.bounds, kernels, 0.0, execution.makespan)
+        bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
+        comm_by = collective_bounds(execution.bounds, 0.0, execution.makespan, waiting=False)
+    return LlmResult(
         model=case.model.name,
         system=system.name,
         npus=npus,
@@ -396,7 +404,7 @@ def run_llm(
         micro_batches=case.micro_batches,
         iterations=iters,
         iteration_time=iteration,
-        tokens_per_s_per_gpu=tokens / (iteration * npus),
+        tokens_per_s_per_gpu=par.global_batch * par.seq / (iteration * npus),
         mfu=flops / (iteration * npus * system.npu.matrix_peak(dtype)),
         mfu_dtype=dtype,
         compute_time=compute / per,
@@ -407,19 +415,109 @@ def run_llm(
         memory_stage=case.memory_stage,
         hbm_capacity=system.npu.hbm_capacity,
         endpoint=system.endpoint.kind,
-        mode="class" if graph.classes is not None else "exact",
+        mode=execution.platform.strategy.mode,
         mode_note=note,
-        notes=notes,
-        assumptions=sorted(f for f, s in system.sources.items() if s.assumed),
-        energy=run_energy(execution.platform, iters),
+        notes=[case.model.notes] if case.model.notes else [],
+        assumptions=assumptions(system),
+        energy=_energy(execution, iters, npus, par.global_batch * par.seq),
+        variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
+        settings=scalar_settings(system.endpoint.settings()),
+        bound_by=bound_by,
+        comm_bound_by=comm_by,
     )
-    if result.energy is not None:
-        result.energy.per_token = result.energy.per_iteration * npus / tokens
-    return result, execution
 
 
-#: LLM sweep points' parameters echoed by the result (configuration, not results)
-_POINT_ECHO = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision", "schema")
+def _energy(execution: Execution, iterations: int, npus: int, tokens: int) -> EnergyResult | None:
+    """The run's energy (:func:`~acesim.results.energy.run_energy`) with its per-token figure
+    (``npus`` NPUs train on ``tokens`` tokens an iteration)."""
+    energy = run_energy(execution.platform, iterations)
+    if energy is not None:
+        energy.per_token = energy.per_iteration * npus / tokens
+    return energy
+
+
+def run_llm(
+    case: LlmCase,
+    *,
+    trace: bool = False,
+    mode: str | None = None,
+    variation: Variation | None = None,
+) -> tuple[LlmResult, Execution]:
+    """Simulate the case (:func:`execute_llm`); ``mode`` (``class`` or ``exact``) and
+    ``variation`` (stragglers, spread, link changes) replace the case's run options."""
+    changes: dict[str, Any] = {}
+    if mode is not None:
+        if mode not in ("class", "exact"):
+            raise ConfigError("run.mode", "must be one of class, exact", mode)
+        changes["mode"] = mode
+    if variation is not None:
+        changes.update(
+            stragglers=list(variation.stragglers),
+            compute_spread=variation.compute_spread,
+            links=list(variation.links),
+            npu_types=list(variation.npu_types),
+        )
+    if changes:
+        case = case.with_options(**changes)
+    return execute_llm(case, trace=trace)
+
+
+def make_llm(
+    system: SystemLike,
+    model: TransformerConfig | str,
+    options: RunOptions | Mapping[str, Any] | None = None,
+    *,
+    parallel: str | ParallelConfig = "",
+    global_batch: int | None = None,
+    micro_batch: int = 1,
+    seq: int | None = None,
+    recompute: str | None = None,
+    precision: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    iterations: int = 1,
+    **option_changes: Any,
+) -> LlmCase:
+    """An LLM case from ``acesim run``'s inputs: ``parallel`` as text (``tp=4,pp=8``; sizes
+    by :func:`~acesim.workload.llm.parallel.parse_parallel`, ``global_batch`` defaulting to
+    one micro-batch, ``seq`` to the model's) or a ParallelConfig; ``recompute`` appended to
+    it; run options as ``options`` and keywords (``nodes=4``, ``mode="exact"``)."""
+    cfg = _model(model)
+    if isinstance(parallel, ParallelConfig):
+        par = parallel
+    else:
+        if recompute is not None and recompute not in ("none", "selective", "full"):
+            raise ConfigError("parallel.recompute", "must be none, selective or full", recompute)
+        text = ",".join(t for t in (parallel, recompute and f"recompute={recompute}") if t)
+        par = parse_parallel(
+            text,
+            global_batch=global_batch if global_batch is not None else micro_batch,
+            micro_batch=micro_batch,
+            seq=seq if seq is not None else cfg.seq,
+            field="parallel",
+        )
+    opts = llm_options(options, **option_changes)
+    return make_llm_case(
+        system,
+        cfg,
+        par,
+        precision=precision or "bf16",
+        overrides=overrides,
+        iterations=iterations,
+        options=opts,
+    )
+
+
+#: Sweep points' LLM inputs (``acesim run``'s for an LLM model).
+POINT_PARAMS = (
+    "model",
+    "parallel",
+    "global_batch",
+    "micro_batch",
+    "seq",
+    "precision",
+    "nodes",
+    "mode",
+)
 
 
 def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
@@ -434,8 +532,7 @@ def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | N
 def llm_point_config(
     system: SystemConfig, system_doc: dict[str, Any], raw: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The normalised configuration of an LLM sweep point (``model``, ``parallel``,
-    ``global_batch``, ``micro_batch``, ``seq``, ``precision``, ``nodes``, ``mode``; defaults
+    """The normalised configuration of an LLM sweep point (:data:`POINT_PARAMS`; defaults
     as ``acesim run``'s), its case resolved once so that a configuration that does not divide
     or does not fit is a ConfigError (or TopologyError) naming the field: the sweep records
     the point as refused, with the reason."""
@@ -448,56 +545,39 @@ def llm_point_config(
         raise ConfigError("parallel", "must be text such as 'tp=8,pp=4'", text)
     micro = _int_param(raw, "micro_batch", 1)
     assert micro is not None
-    global_batch = _int_param(raw, "global_batch", micro)
-    seq = _int_param(raw, "seq", model.seq)
-    nodes = _int_param(raw, "nodes", None)
-    precision = raw.get("precision", "bf16")
-    if not isinstance(precision, str):
-        raise ConfigError("precision", "must be a precision name", precision)
-    mode = raw.get("mode", "class")
-    if mode not in MODES:
-        raise ConfigError("mode", f"must be one of {', '.join(MODES)}", mode)
-    assert global_batch is not None and seq is not None
-    par = parse_parallel(
-        text, global_batch=global_batch, micro_batch=micro, seq=seq, field="parallel"
-    )
-    make_llm_case(system, model, par, precision=precision, nodes=nodes)
-    return {
+    config = {
         "kind": "llm",
         "system": system_doc,
         "model": name,
         "parallel": text,
-        "global_batch": global_batch,
+        "global_batch": _int_param(raw, "global_batch", micro),
         "micro_batch": micro,
-        "seq": seq,
-        "precision": precision,
-        "nodes": nodes,
-        "mode": mode,
+        "seq": _int_param(raw, "seq", model.seq),
+        "precision": raw.get("precision", "bf16"),
+        "nodes": _int_param(raw, "nodes", None),
+        "mode": raw.get("mode", "class"),
     }
+    if not isinstance(config["precision"], str):
+        raise ConfigError("precision", "must be a precision name", config["precision"])
+    if config["mode"] not in ("class", "exact"):
+        raise ConfigError("mode", "must be one of class, exact", config["mode"])
+    llm_point_case(config, system)
+    return config
 
 
-def run_llm_point(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Run an LLM sweep point (:func:`llm_point_config`'s configuration): the result's
-    figures (:meth:`~acesim.results.llm.LlmResult.to_dict`) without the echoed inputs."""
+def llm_point_case(config: Mapping[str, Any], system: SystemConfig | None = None) -> LlmCase:
+    """The case of an LLM sweep point (:func:`llm_point_config`'s configuration)."""
     from ..config.presets import system_from_dict
 
-    par = parse_parallel(
-        config["parallel"],
+    return make_llm(
+        system if system is not None else system_from_dict(config["system"]),
+        config["model"],
+        parallel=config["parallel"],
         global_batch=config["global_batch"],
         micro_batch=config["micro_batch"],
         seq=config["seq"],
-        field="parallel",
-    )
-    case = make_llm_case(
-        system_from_dict(config["system"]),
-        config["model"],
-        par,
         precision=config["precision"],
         nodes=config["nodes"],
+        mode=config["mode"],
+        search=bool(config.get("search", False)),
     )
-    result, _ = run_llm(case, mode=config["mode"])
-    data = result.to_dict()
-    data["parallel_resolved"] = data["parallel"]
-    for key in _POINT_ECHO:
-        data.pop(key, None)
-    return data

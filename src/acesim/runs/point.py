@@ -1,9 +1,9 @@
-"""Sweep points of kind ``run``: an experiment document in, flat metrics out.
+"""Sweep points, whatever their run kind: a normalised point configuration in, flat
+metrics out.
 
 The endpoint value ``best_<kind>`` (``best_baseline``) runs that kind in every one of its
-variants and keeps the fastest (``run.search``), so a sweep can express the paper's
-comparison against the best baseline at every point; ``run.variant`` in the row says which
-variant won.
+variants and keeps the fastest (``search``), so a sweep can express the paper's comparison
+against the best baseline at every point; the row's ``variant`` says which variant won.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .case import case_from_experiment
+from .kinds import RUN_KINDS
 from .single import run_case
 
 __all__ = ["run_point", "BEST_PREFIX"]
@@ -20,7 +20,9 @@ __all__ = ["run_point", "BEST_PREFIX"]
 BEST_PREFIX = "best_"
 
 
-def run_point(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """One run point (an experiment document); its metrics and run facts as a flat dict."""
-    result, _execution = run_case(case_from_experiment(doc))
-    return result.metrics()
+def run_point(config: Mapping[str, Any]) -> dict[str, Any]:
+    """One point (its kind's configuration: ``kind``, ``system`` and the kind's inputs); its
+    result's metrics as a flat dict (:meth:`~acesim.results.protocol.Result.metrics`)."""
+    case = RUN_KINDS.get(config.get("kind", "training"), "kind").point_case(config)
+    result, _execution = run_case(case)
+    return dict(result.metrics())

@@ -46,7 +46,6 @@ the iteration than at a production batch; the report says so).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +59,9 @@ from ..network.algorithms import NVLS_KINDS, phase_steps
 from ..results.energy import energy_summary
 from ..results.jsonout import dumps
 from ..results.llm import LlmResult
-from ..runs.llm import LlmCase, make_llm_case, run_llm
-from ..training.bounds import attribute, collective_bounds
-from ..workload.llm.models import MODELS
-from ..workload.llm.parallel import parse_parallel
+from ..runs.compare import assemble, attempt, check_endpoints
+from ..runs.compare import plan as compare_plan
+from ..runs.llm import LlmCase, make_llm
 from .tasks import Task, run_tasks
 
 __all__ = [
@@ -72,7 +70,6 @@ __all__ = [
     "SYSTEMS",
     "ENDPOINTS",
     "TIE",
-    "StudyRun",
     "applicability",
     "plan_study",
     "assemble_study",
@@ -237,76 +234,36 @@ def applicability(system: SystemConfig, kind: str) -> str | None:
 
 
 def _llm_case(system: str, case: StudyCase) -> LlmCase:
-    model = MODELS.get(case.model, "model")
-    par = parse_parallel(
-        case.parallel,
+    """The study case on ``system`` (as ``acesim run -w MODEL --parallel ...`` makes it)."""
+    return make_llm(
+        system,
+        case.model,
+        parallel=case.parallel,
         global_batch=case.global_batch,
         micro_batch=case.micro_batch,
-        seq=case.seq if case.seq is not None else model.seq,
-        field="parallel",
+        seq=case.seq,
+        precision=PRECISION,
+        nodes=case.nodes,
     )
-    return make_llm_case(system, model, par, precision=PRECISION, nodes=case.nodes)
-
-
-@dataclass
-class StudyRun:
-    """One simulated run: the LLM result and what bound rank 0 (seconds by label)."""
-
-    result: LlmResult | None
-    bound_by: dict[str, float]
-    comm_bound_by: dict[str, float]
-    variant: str = ""
-    #: why the run could not be simulated (an AcesimError's message); None when it ran
-    error: str | None = None
-    #: CPU seconds the run took in its worker (a cost, not a result: never in the summary)
-    cpu_s: float = 0.0
-
-    @property
-    def bound(self) -> str:
-        return next(iter(self.bound_by), "")
-
-    @property
-    def comm_bound(self) -> str:
-        return next(iter(self.comm_bound_by), "")
-
-
-def run_variant(
-    system: str, case: StudyCase, kind: str, changes: dict[str, Any], variant: str
-) -> StudyRun:
-    """Simulate ``case`` on ``system`` with endpoint ``kind`` in the settings ``changes`` (a
-    task's function: module level, picklable arguments)."""
-    start = time.process_time()
-    try:
-        llm = _llm_case(system, case)
-        llm = dataclasses.replace(llm, system=llm.system.with_endpoint(kind, **changes))
-        result, ex = run_llm(llm)
-    except AcesimError as err:  # reported as the substrate not applicable, with the reason
-        return StudyRun(None, {}, {}, variant, str(err), time.process_time() - start)
-    bound_by: dict[str, float] = {}
-    comm_by: dict[str, float] = {}
-    if ex.bounds is not None:
-        kernels = [
-            (r.start, r.end)
-            for r in ex.records[0].values()
-            if r.node.kind == "compute" and r.end > r.start
-        ]
-        raw = attribute(ex.bounds, kernels, 0.0, ex.makespan)
-        bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
-        comm_by = collective_bounds(ex.bounds, 0.0, ex.makespan, waiting=False)
-    return StudyRun(result, bound_by, comm_by, variant, None, time.process_time() - start)
 
 
 @dataclass
 class Planned:
-    """The study's plan: its tasks, and what cannot run with the reason."""
+    """The study's plan: its tasks (each a job of the endpoint comparison of one (system,
+    case), :func:`acesim.runs.compare.plan`), and what cannot run with the reason."""
 
     tasks: list[Task] = field(default_factory=list)
     #: (system, case) -> reason, for a case that cannot run on a system at all
     cases_na: dict[tuple[str, str], str] = field(default_factory=dict)
     #: (system, case, kind) -> reason
     kinds_na: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    #: (system, case, kind, variant index) -> the variant's label
-    labels: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
+    #: (system, case) -> the kinds compared there (those that apply), the reference first
+    compared: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+def _kinds(endpoints: Sequence[str]) -> list[str]:
+    """The substrates, the reference first (added when not named)."""
+    return check_endpoints(list(endpoints))
 
 
 def plan_study(
@@ -314,13 +271,12 @@ def plan_study(
     cases: Sequence[StudyCase] | None = None,
     endpoints: Sequence[str] = ENDPOINTS,
 ) -> Planned:
-    """Every run of the study as tasks keyed ``(system, case, kind, variant index)``."""
+    """Every run of the study as tasks keyed ``(system, case, kind, variant index)``: the
+    endpoint comparison's jobs (:func:`acesim.runs.compare.plan`) of every (system, case),
+    over the kinds that apply there (:func:`applicability`)."""
     plan = Planned()
     cases = find_cases(None) if cases is None else cases
-    reference = reference_kind()
-    kinds = [ENDPOINT_KINDS.canonical(k, "endpoints") for k in endpoints]
-    if reference not in kinds:
-        kinds.insert(0, reference)
+    kinds = _kinds(endpoints)
     for name in systems:
         for case in cases:
             try:
@@ -328,18 +284,16 @@ def plan_study(
             except AcesimError as err:
                 plan.cases_na[(name, case.name)] = str(err)
                 continue
-            system = llm.system
+            applies = []
             for kind in kinds:
-                why = applicability(system, kind)
-                if why is not None:
+                why = applicability(llm.system, kind)
+                if why is None:
+                    applies.append(kind)
+                else:
                     plan.kinds_na[(name, case.name, kind)] = why
-                    continue
-                for i, v in enumerate(ENDPOINT_KINDS.get(kind).variants_of(system)):
-                    key = (name, case.name, kind, i)
-                    plan.labels[key] = v.label
-                    plan.tasks.append(
-                        Task(key, run_variant, (name, case, kind, dict(v.changes), v.label))
-                    )
+            plan.compared[(name, case.name)] = applies
+            for job in compare_plan(llm, applies):
+                plan.tasks.append(Task((name, case.name, *job.key), attempt, (job,)))
     return plan
 
 
@@ -351,19 +305,12 @@ def _verdict(speedup: float) -> str:
     return "ties"
 
 
-def _time(run: StudyRun) -> float:
-    assert run.result is not None
-    return run.result.iteration_time
-
-
-def _run_summary(run: StudyRun, best_sm: float) -> dict[str, Any]:
-    r = run.result
-    assert r is not None
+def _run_summary(r: LlmResult, best_sm: float) -> dict[str, Any]:
     speedup = best_sm / r.iteration_time
     exposed = {k: v for k, v in r.exposed.items() if v > 0}
     return {
         "applicable": True,
-        "variant": run.variant,
+        "variant": r.variant,
         "iteration_time": r.iteration_time,
         "speedup": speedup,
         "verdict": _verdict(speedup),
@@ -373,10 +320,10 @@ def _run_summary(run: StudyRun, best_sm: float) -> dict[str, Any]:
         "bubble_time": r.bubble_time,
         "exposed": exposed,
         "exposed_total": sum(exposed.values()),
-        "bound": run.bound,
-        "bound_by": run.bound_by,
-        "comm_bound": run.comm_bound,
-        "comm_bound_by": run.comm_bound_by,
+        "bound": r.bound,
+        "bound_by": r.bound_by,
+        "comm_bound": r.comm_bound,
+        "comm_bound_by": r.comm_bound_by,
         "energy": energy_summary(r.energy),
     }
 
@@ -403,6 +350,96 @@ def _why(kind: str, row: dict[str, Any], sm: dict[str, Any]) -> str:
     return f"{delta}; {bound}"
 
 
+def _row(
+    plan: Planned, name: str, case: StudyCase, results: Mapping[Any, Any], kinds: Sequence[str]
+) -> dict[str, Any]:
+    """One (system, case): the endpoint comparison (:func:`acesim.runs.compare.assemble`) of
+    its runs, every substrate against the best SM configuration, or why it did not run."""
+    row: dict[str, Any] = {"system": name, "case": case.name, "model": case.model}
+    row["gpus"] = case.gpus
+    if (name, case.name) in plan.cases_na:
+        return {**row, "applicable": False, "reason": plan.cases_na[(name, case.name)]}
+    mine = {tuple(k[2:]): r for k, r in results.items() if k[:2] == (name, case.name)}
+    comp = assemble(mine, plan.compared[(name, case.name)])
+    reference = comp.reference
+    if reference not in comp.endpoints:
+        why = comp.refused[reference]
+        return {
+            **row,
+            "applicable": False,
+            "reason": f"the simulation refused the best SM configuration: {why}",
+        }
+    first = comp.best_baseline
+    row.update(
+        applicable=True,
+        parallel=first.parallel,
+        schedule=first.schedule,
+        global_batch=first.global_batch,
+        micro_batches=first.micro_batches,
+        seq=first.seq,
+        memory_per_gpu=first.memory["total"],
+        sm_variants={r.variant: r.iteration_time for r in comp.baselines},
+    )
+    sm_row = _run_summary(first, first.iteration_time)
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        if kind in comp.endpoints:
+            entry = _run_summary(comp.best(kind), first.iteration_time)
+            entry["why"] = _why(kind, entry, sm_row)
+            if comp.endpoints[kind].refused:
+                entry["failed_variants"] = dict(comp.endpoints[kind].refused)
+        elif kind in comp.refused:
+            reason = f"the simulation refused it: {comp.refused[kind]}"
+            plan.kinds_na[(name, case.name, kind)] = reason
+            entry = {"applicable": False, "reason": reason}
+        else:
+            reason = plan.kinds_na.get((name, case.name, kind), "not planned")
+            entry = {"applicable": False, "reason": reason}
+        out[kind] = entry
+    row["endpoints"] = out
+    return row
+
+
+def _headline(rows: list[dict[str, Any]], kinds: Sequence[str]) -> dict[str, Any]:
+    """Per substrate but the reference: its runs that beat, tie and lose, its extremes."""
+    headline: dict[str, Any] = {}
+    for kind in kinds[1:]:
+        speedups: list[tuple[float, str, str]] = [
+            (r["endpoints"][kind]["speedup"], r["system"], r["case"])
+            for r in rows
+            if r["applicable"] and r["endpoints"][kind]["applicable"]
+        ]
+        if not speedups:
+            headline[kind] = None
+            continue
+        top, low = max(speedups), min(speedups)
+        headline[kind] = {
+            "runs": len(speedups),
+            "beats": sum(1 for s, _n, _c in speedups if s > 1 + TIE),
+            "ties": sum(1 for s, _n, _c in speedups if abs(s - 1) <= TIE),
+            "loses": sum(1 for s, _n, _c in speedups if s < 1 - TIE),
+            "max": {"speedup": top[0], "system": top[1], "case": top[2]},
+            "min": {"speedup": low[0], "system": low[1], "case": low[2]},
+        }
+    return headline
+
+
+def _beaten(rows: list[dict[str, Any]], kinds: Sequence[str]) -> list[dict[str, Any]]:
+    """Where a substrate ran faster than the bound (the ideal endpoint): none, as a check."""
+    orderings = []
+    for res in rows:
+        for bound in (k for k in kinds if ENDPOINT_KINDS.get(k).role == "bound"):
+            if not res["applicable"] or not res["endpoints"][bound]["applicable"]:
+                continue
+            limit = res["endpoints"][bound]["iteration_time"]
+            orderings += [
+                {"system": res["system"], "case": res["case"], "kind": kind, "bound": bound}
+                for kind, entry in res["endpoints"].items()
+                if entry["applicable"] and entry["iteration_time"] < limit
+            ]
+    return orderings
+
+
 def assemble_study(
     plan: Planned,
     results: Mapping[Any, Any],
@@ -413,134 +450,30 @@ def assemble_study(
     """The summary (module): per (system, case) every substrate's figures against the best SM
     configuration, where each substrate beats it, and what could not run, with the reason."""
     cases = find_cases(None) if cases is None else cases
-    reference = reference_kind()
-    kinds = [ENDPOINT_KINDS.canonical(k, "endpoints") for k in endpoints]
-    if reference not in kinds:
-        kinds.insert(0, reference)
-    rows = []
-    for name in systems:
-        for case in cases:
-            row: dict[str, Any] = {
-                "system": name,
-                "case": case.name,
-                "model": case.model,
-                "gpus": case.gpus,
-            }
-            if (name, case.name) in plan.cases_na:
-                row["applicable"] = False
-                row["reason"] = plan.cases_na[(name, case.name)]
-                rows.append(row)
-                continue
-            runs: dict[str, list[StudyRun]] = {}
-            for key in sorted(k for k in results if k[0] == name and k[1] == case.name):
-                runs.setdefault(key[2], []).append(results[key])
-            best: dict[str, StudyRun] = {}
-            failed: dict[str, dict[str, str]] = {}
-            for kind, ordered in runs.items():
-                ran = [r for r in ordered if r.result is not None]
-                failed[kind] = {r.variant: r.error or "" for r in ordered if r.result is None}
-                if not ran:
-                    continue
-                pick = ran[0]
-                for r in ran[1:]:
-                    if _time(r) < _time(pick):
-                        pick = r
-                best[kind] = pick
-            if reference not in best:
-                row["applicable"] = False
-                row["reason"] = "the simulation refused the best SM configuration: " + "; ".join(
-                    f"{v}: {e}" for v, e in failed.get(reference, {}).items()
-                )
-                rows.append(row)
-                continue
-            sm = best[reference]
-            first = sm.result
-            assert first is not None
-            row.update(
-                applicable=True,
-                parallel=first.parallel,
-                schedule=first.schedule,
-                global_batch=first.global_batch,
-                micro_batches=first.micro_batches,
-                seq=first.seq,
-                memory_per_gpu=first.memory["total"],
-                sm_variants={r.variant: _time(r) for r in runs[reference] if r.result is not None},
-            )
-            endpoints_out: dict[str, Any] = {}
-            sm_row = _run_summary(sm, first.iteration_time)
-            for kind in kinds:
-                if kind in best:
-                    out = _run_summary(best[kind], first.iteration_time)
-                    out["why"] = _why(kind, out, sm_row)
-                    if failed.get(kind):
-                        out["failed_variants"] = failed[kind]
-                    endpoints_out[kind] = out
-                elif failed.get(kind):
-                    why = "; ".join(f"{v or kind}: {e}" for v, e in failed[kind].items())
-                    plan.kinds_na[(name, case.name, kind)] = "the simulation refused it: " + why
-                    endpoints_out[kind] = {
-                        "applicable": False,
-                        "reason": plan.kinds_na[(name, case.name, kind)],
-                    }
-                else:
-                    endpoints_out[kind] = {
-                        "applicable": False,
-                        "reason": plan.kinds_na.get((name, case.name, kind), "not planned"),
-                    }
-            row["endpoints"] = endpoints_out
-            rows.append(row)
-    wins: dict[str, list[dict[str, Any]]] = {}
-    for kind in kinds:
-        if kind == reference:
-            continue
-        wins[kind] = [
+    kinds = _kinds(endpoints)
+    rows = [_row(plan, name, case, results, kinds) for name in systems for case in cases]
+    wins = {
+        kind: [
             {"system": r["system"], "case": r["case"], "speedup": r["endpoints"][kind]["speedup"]}
             for r in rows
             if r["applicable"] and r["endpoints"][kind].get("verdict") == "beats"
         ]
-    headline: dict[str, Any] = {}
-    for kind in kinds:
-        if kind == reference:
-            continue
-        speedups: list[tuple[float, str, str]] = [
-            (r["endpoints"][kind]["speedup"], r["system"], r["case"])
-            for r in rows
-            if r["applicable"] and r["endpoints"][kind]["applicable"]
-        ]
-        if not speedups:
-            headline[kind] = None
-            continue
-        top = max(speedups)
-        low = min(speedups)
-        headline[kind] = {
-            "runs": len(speedups),
-            "beats": sum(1 for s, _n, _c in speedups if s > 1 + TIE),
-            "ties": sum(1 for s, _n, _c in speedups if abs(s - 1) <= TIE),
-            "loses": sum(1 for s, _n, _c in speedups if s < 1 - TIE),
-            "max": {"speedup": top[0], "system": top[1], "case": top[2]},
-            "min": {"speedup": low[0], "system": low[1], "case": low[2]},
-        }
-    # the bound (the ideal endpoint) against every other substrate, where both ran
-    orderings = []
-    bounds = [k for k in kinds if ENDPOINT_KINDS.get(k).role == "bound"]
-    for res in rows:
-        for bound in bounds:
-            if not res["applicable"] or not res["endpoints"][bound]["applicable"]:
-                continue
-            limit = res["endpoints"][bound]["iteration_time"]
-            for kind, entry in res["endpoints"].items():
-                if entry["applicable"] and entry["iteration_time"] < limit:
-                    orderings.append(
-                        {"system": res["system"], "case": res["case"], "kind": kind, "bound": bound}
-                    )
+        for kind in kinds[1:]
+    }
     sources = {}
     for name in systems:
-        cfg = resolve_system(name)
         sources[name] = {
             path: {"kind": s.kind, "note": s.note}
-            for path, s in cfg.sources.items()
+            for path, s in resolve_system(name).sources.items()
             if path.startswith(("endpoint.", "collective.choices"))
         }
+    not_applicable = [
+        {"system": s, "case": c, "kind": None, "reason": why}
+        for (s, c), why in sorted(plan.cases_na.items())
+    ] + [
+        {"system": s, "case": c, "kind": k, "reason": why}
+        for (s, c, k), why in sorted(plan.kinds_na.items())
+    ]
     return {
         "schema": SCHEMA,
         "question": "for which models, scales and systems does each substrate beat the best "
@@ -551,17 +484,10 @@ def assemble_study(
         "endpoints": kinds,
         "cases": [dataclasses.asdict(c) for c in cases],
         "results": rows,
-        "headline": headline,
+        "headline": _headline(rows, kinds),
         "wins": wins,
-        "ideal_beaten": orderings,
-        "not_applicable": [
-            {"system": s, "case": c, "kind": None, "reason": why}
-            for (s, c), why in sorted(plan.cases_na.items())
-        ]
-        + [
-            {"system": s, "case": c, "kind": k, "reason": why}
-            for (s, c, k), why in sorted(plan.kinds_na.items())
-        ],
+        "ideal_beaten": _beaten(rows, kinds),
+        "not_applicable": not_applicable,
         "sources": sources,
     }
 
@@ -590,7 +516,7 @@ def study_2026(
         workers=workers,
         dask=dask,
         progress=advance,
-        preload=("acesim.studies.ace2026",),
+        preload=("acesim.runs.compare",),
     )
     summary = assemble_study(plan, results, names, chosen, kinds)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..config.system import SystemConfig
 from ..errors import ConfigError
@@ -73,11 +73,11 @@ class CaseResult:
     @property
     def best(self) -> RunResult:
         """The best baseline (the reference kind's fastest variant)."""
-        return self.comparison.best_baseline
+        return cast(RunResult, self.comparison.best_baseline)
 
     @property
     def worst(self) -> RunResult:
-        return max(self.comparison.baselines, key=lambda r: r.iteration_time)
+        return cast(RunResult, max(self.comparison.baselines, key=lambda r: r.figure))
 
     @property
     def baselines(self) -> list[RunResult]:
@@ -85,16 +85,16 @@ class CaseResult:
 
     @property
     def ace(self) -> RunResult:
-        return self.comparison.ace
+        return cast(RunResult, self.comparison.best("ace"))
 
     @property
     def ideal(self) -> RunResult:
-        return self.comparison.ideal
+        return cast(RunResult, self.comparison.best("ideal"))
 
     @property
     def no_overlap(self) -> RunResult:
         assert self.comparison.no_overlap is not None  # the reproduction always plans it
-        return self.comparison.no_overlap
+        return cast(RunResult, self.comparison.no_overlap)
 
     @property
     def speedup(self) -> float:
@@ -240,7 +240,7 @@ HBM_TARGET = 0.95
 def run_job(job: Job) -> RunResult:
     """One run of a comparison (a task's function: module level, picklable)."""
     result, _execution = execute(job.case, variant=job.variant)
-    return result
+    return cast(RunResult, result)
 
 
 def membw_row(system: SystemConfig, npus: int, size: float, target: float) -> MembwRow:

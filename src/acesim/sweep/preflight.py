@@ -23,6 +23,7 @@ def preflight(config: dict[str, Any]) -> str | None:
     it would start)."""
     from ..config.presets import system_from_dict
     from ..hardware.platform import Platform
+    from ..hardware.strategy import Strategy
 
     try:
         if config["kind"] == "collective":
@@ -37,7 +38,8 @@ def preflight(config: dict[str, Any]) -> str | None:
 
             doc = {**{k: config[k] for k in ("system", "workload", "run")}, "overrides": {}}
             case = case_from_experiment(doc)
-            Platform(case.system, exact=case.options.exact, variation=case.options.variation)
+            variation = case.options.variation
+            Platform(case.system, Strategy.every_npu(variation) if variation else None)
     except AcesimError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None

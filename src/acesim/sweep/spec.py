@@ -55,10 +55,8 @@ from ..config.system import SystemConfig
 from ..errors import ConfigError, TopologyError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.platform import elaborate
-from ..network.ops import COLLECTIVE_OPS
+from ..runs.kinds import RUN_KINDS
 from ..runs.point import BEST_PREFIX
-from ..training.loops import LOOPS
-from ..units import parse_quantity
 from .paths import check_path, get_path, parse_path, set_in_place
 
 __all__ = ["Axis", "Point", "SweepSpec", "load_spec", "config_hash", "canonical_json"]
@@ -69,21 +67,15 @@ MAX_POINTS = 1_000_000
 Target = Literal["system", "system_ref", "endpoint", "param", "workload", "run"]
 
 SPEC_KEYS = ("name", "description", "kind", "base", "grid", "zip")
-COLLECTIVE_PARAMS = ("op", "size", "exact", "dims", "compute")
-COLLECTIVE_BASE_KEYS = ("system", "overrides", "endpoint") + COLLECTIVE_PARAMS
-RUN_BASE_KEYS = ("system", "overrides", "endpoint", "workload", "run")
-LLM_PARAMS = (
-    "model",
-    "parallel",
-    "global_batch",
-    "micro_batch",
-    "seq",
-    "precision",
-    "nodes",
-    "mode",
-)
-LLM_BASE_KEYS = ("system", "overrides", "endpoint") + LLM_PARAMS
-_BASE_KEYS = {"collective": COLLECTIVE_BASE_KEYS, "run": RUN_BASE_KEYS, "llm": LLM_BASE_KEYS}
+#: The base keys of every kind's points; each kind adds its own (RunKind.point_params).
+SYSTEM_KEYS = ("system", "overrides", "endpoint")
+#: The training kind's point tables (an experiment document's).
+TABLES = ("workload", "run")
+
+
+def _params(kind: str) -> tuple[str, ...]:
+    """The point inputs of run kind ``kind`` (sweep kinds: collective, run, llm)."""
+    return RUN_KINDS.get(kind, "kind").point_params
 
 
 def canonical_json(doc: Any) -> str:
@@ -196,13 +188,13 @@ def parse_spec(
     """Check a spec document's structure and build a :class:`SweepSpec`."""
     _known_keys(doc, SPEC_KEYS, "")
     kind = doc.get("kind", "collective")
-    if not isinstance(kind, str) or kind not in _BASE_KEYS:
+    if not isinstance(kind, str) or kind not in ("collective", "run", "llm"):
         raise ConfigError("kind", "must be 'collective', 'run' or 'llm'", kind)
     base = doc.get("base", {})
     if not isinstance(base, dict):
         raise ConfigError("base", "must be a table", base)
     base = copy.deepcopy(base)
-    _known_keys(base, _BASE_KEYS[kind], "base")
+    _known_keys(base, SYSTEM_KEYS + _params(kind), "base")
     overrides = base.get("overrides", {})
     if not isinstance(overrides, dict):
         raise ConfigError("base.overrides", "must be a table of dotted paths", overrides)
@@ -299,16 +291,14 @@ def _axis(kind: str, path: str, values: Any, where: str, group: str) -> Axis:
         raise ConfigError(label, "unknown path: sweep system fields directly, not 'overrides'")
     elif head == "endpoint" and len(parts) == 1 and all(isinstance(v, str) for v in values):
         target = "endpoint"
-    elif (kind == "collective" and head in COLLECTIVE_PARAMS) or (
-        kind == "llm" and head in LLM_PARAMS
-    ):
-        if len(parts) > 1:
-            raise ConfigError(label, f"unknown path: {head!r} has no fields", values)
-        target = "param"
-    elif kind == "run" and head in ("workload", "run"):
+    elif kind == "run" and head in TABLES:
         model: type[BaseModel] = WorkloadConfig if head == "workload" else RunOptions
         check_path(model, parts[1:], label, values, prefix=str(head))
         target = "workload" if head == "workload" else "run"
+    elif head in _params(kind):
+        if len(parts) > 1:
+            raise ConfigError(label, f"unknown path: {head!r} has no fields", values)
+        target = "param"
     else:
         check_path(SystemConfig, parts, label, values)
         target = "system"
@@ -358,17 +348,10 @@ class _Resolver:
                 set_in_place(system, f"base.overrides.{path}", parse_path(path), value)
             if "endpoint" in base:
                 set_in_place(system, "base.endpoint", ["endpoint", "kind"], base["endpoint"])
-            params: dict[str, Any] = {}
-            if spec.kind == "collective":
-                params = {k: base[k] for k in COLLECTIVE_PARAMS if k in base}
-            elif spec.kind == "llm":
-                params = {k: base[k] for k in LLM_PARAMS if k in base}
+            if spec.kind == "run":
+                raw.update({t: copy.deepcopy(base.get(t, {})) for t in TABLES})
             else:
-                params = {
-                    "workload": copy.deepcopy(base.get("workload", {})),
-                    "run": copy.deepcopy(base.get("run", {})),
-                }
-            raw.update(params)
+                raw.update({k: base[k] for k in _params(spec.kind) if k in base})
             for axis in axes:
                 value = copy.deepcopy(values[axis.path])
                 if axis.target == "system":
@@ -387,70 +370,19 @@ class _Resolver:
         return Point(index, values, config, config_hash(config), columns)
 
     def validate(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """The normalised configuration of a raw point (ConfigError naming path and value)."""
+        """The normalised configuration of a raw point (its run kind's ``point_config``;
+        ConfigError naming path and value). ``best_<kind>`` searches the kind's variants:
+        a training point's ``run.search``, another kind's ``search``."""
         search = _best_of(raw)
-        if search and self.spec.kind != "run":
-            raise ConfigError(
-                "endpoint.kind",
-                f"{BEST_PREFIX}<kind> (a search over the kind's variants) applies to run points",
-            )
+        if search and self.spec.kind == "run":
+            raw["run"] = {**raw["run"], "search": True}
         config = system_from_dict(raw["system"])
         elaborate(config)
         system = config.model_dump(mode="json", exclude={"sources"})
-        if self.spec.kind == "llm":
-            from ..runs.llm import llm_point_config
-
-            return llm_point_config(config, system, raw)
-        if self.spec.kind == "run":
-            run = dict(raw["run"])
-            if search:
-                run["search"] = True
-            options = _normalize(RunOptions, run, "run")
-            LOOPS.check(options["loop"], "run.loop")
-            workload = _normalize(WorkloadConfig, raw["workload"], "workload")
-            _check_workload(workload["name"])
-            return {
-                "kind": "run",
-                "system": system,
-                "workload": workload,
-                "run": options,
-            }
-        op = raw.get("op", "all-reduce")
-        COLLECTIVE_OPS.get(op, "op")
-        if "size" not in raw:
-            raise ConfigError("size", "is required for collective points (base.size or an axis)")
-        size = parse_quantity(raw["size"], "size", "size")
-        if size < 0:
-            raise ConfigError("size", "must not be negative", raw["size"])
-        exact = raw.get("exact", False)
-        if not isinstance(exact, bool):
-            raise ConfigError("exact", "must be true or false", exact)
-        ndims = len(system["network"]["dimensions"])
-        dims = raw.get("dims")
-        if dims is not None and (
-            not isinstance(dims, list)
-            or not dims
-            or not all(isinstance(d, int) and 0 <= d < ndims for d in dims)
-        ):
-            raise ConfigError("dims", f"must be a list of dimension indices 0..{ndims - 1}", dims)
-        compute = raw.get("compute")
-        if compute is not None:
-            if (
-                not isinstance(compute, list)
-                or len(compute) != 2
-                or not all(isinstance(c, int | float) and c >= 0 for c in compute)
-            ):
-                raise ConfigError("compute", "must be [FLOPs, HBM bytes], both >= 0", compute)
-            compute = [float(c) for c in compute]
-        return {
-            "kind": "collective",
-            "system": system,
-            "op": op,
-            "size": size,
-            "exact": exact,
-            "dims": dims,
-            "compute": compute,
-        }
+        out = RUN_KINDS.get(self.spec.kind).point_config(config, system, raw)
+        if search and self.spec.kind != "run":
+            out["search"] = True
+        return out
 
     def column(self, axis: Axis, value: Any, config: dict[str, Any]) -> Any:
         """The swept column's value: resolved (SI) at the path, else the value as written."""
@@ -486,22 +418,3 @@ def _best_of(raw: dict[str, Any]) -> bool:
         return False  # the system validation reports the unknown kind
     endpoint["kind"] = ENDPOINT_KINDS.canonical(name)
     return True
-
-
-def _check_workload(name: str) -> None:
-    """A run point's workload exists: a zoo model, a file or a Chakra trace prefix (checked
-    before anything runs, so a typo is one error, not a failed point per row)."""
-    import difflib
-
-    from ..runs.case import chakra_source
-    from ..workload.zoo import zoo_names
-
-    if name in zoo_names() or chakra_source(name) is not None:
-        return
-    if Path(name).exists():  # run points read workload files from the current folder
-        return
-    close = difflib.get_close_matches(name, zoo_names(), n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"the zoo has {', '.join(zoo_names())}"
-    raise ConfigError(
-        "workload.name", "is not a zoo model, a workload file or a Chakra trace", name, hint=hint
-    )

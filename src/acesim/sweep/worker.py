@@ -12,9 +12,6 @@ import math
 import time
 from typing import Any
 
-# Inputs echoed by CollectiveResult.to_dict(): they are configuration, not results.
-_COLLECTIVE_ECHO = ("op", "size", "endpoint", "mode")
-
 
 def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested dicts become dotted keys; values become float/int/str/None (lists as JSON).
@@ -40,44 +37,11 @@ def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]
     return out
 
 
-def run_collective(config: dict[str, Any]) -> dict[str, Any]:
-    """A collective point: :func:`acesim.simulate.simulate_collective` on the point's system."""
-    from ..config.presets import system_from_dict
-    from ..simulate import simulate_collective
-
-    system = system_from_dict(config["system"])
-    dims = config.get("dims")
-    compute = config.get("compute")
-    result = simulate_collective(
-        system,
-        config["op"],
-        config["size"],
-        exact=bool(config.get("exact", False)),
-        dims=tuple(dims) if dims else None,
-        compute=(compute[0], compute[1]) if compute else None,
-    ).to_dict()
-    for key in _COLLECTIVE_ECHO:
-        result.pop(key, None)
-    return result
-
-
 def run_point_function() -> Any:
-    """The function that runs run points (:func:`acesim.runs.point.run_point`)."""
+    """The function that runs points (:func:`acesim.runs.point.run_point`)."""
     from ..runs.point import run_point
 
     return run_point
-
-
-def run_training(config: dict[str, Any]) -> dict[str, Any]:
-    """A run point: the experiment document handed to ``acesim.runs.run_point``."""
-    run_point = run_point_function()
-    doc = {
-        "system": config["system"],
-        "overrides": {},
-        "workload": config["workload"],
-        "run": config["run"],
-    }
-    return dict(run_point(doc))
 
 
 def execute_point(config: dict[str, Any]) -> dict[str, Any]:
@@ -86,16 +50,7 @@ def execute_point(config: dict[str, Any]) -> dict[str, Any]:
 
     start = time.perf_counter()
     try:
-        if config["kind"] == "collective":
-            metrics = run_collective(config)
-        elif config["kind"] == "run":
-            metrics = run_training(config)
-        elif config["kind"] == "llm":
-            from ..runs.llm import run_llm_point
-
-            metrics = run_llm_point(config)
-        else:
-            raise ValueError(f"unknown point kind {config['kind']!r}")
+        metrics = run_point_function()(config)
         outcome: dict[str, Any] = {
             "status": "ok",
             "metrics": flatten_metrics(metrics),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import SimulationError, WorkloadError
@@ -96,6 +96,9 @@ class Execution:
     #: and its records stand for every rank's (each rank's map holds rank 0's record
     #: objects; see :class:`GraphExecutor`)
     replicated: bool = False
+    #: exact mode: why collectives ran on the event path (reason -> collectives), the
+    #: lockstep backend's own words (:mod:`acesim.network.vectorized`)
+    event_reasons: dict[str, int] = field(default_factory=dict)
 
 
 class _RankState:
@@ -116,11 +119,66 @@ class _RankState:
             self.left_per_iter[n.iteration] += 1
 
 
-class GraphExecutor:
-    """Runs a :class:`Graph` on a :class:`Platform` (symmetric: rank 0's graph stands for all;
-    class mode: class i's graph for every rank of class i, peers named by class).
+def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
+    """The node list of every simulated rank (or class) of ``graph`` on ``platform``;
+    WorkloadError where the graph does not fit the platform or its mode (a strategy from
+    :func:`acesim.training.strategy.decide` never asks for that)."""
+    where = graph.name or "graph"
+    sim_ranks, npus = len(platform.npus), platform.topology.npus
+    if graph.npus is not None and graph.npus != npus:
+        raise WorkloadError(
+            f"the graph is for {graph.npus} ranks but the system has {npus} NPUs "
+            f"(shape {'x'.join(map(str, platform.topology.shape))}); run it on "
+            f"{graph.npus} NPUs (--npus {graph.npus} or --shape)",
+            location=where,
+        )
+    classes = platform.classes
+    if classes is not None or graph.classes is not None:
+        if graph.classes is None or classes != graph.classes:
+            raise WorkloadError(
+                f"the graph's rank classes ({graph.classes}) are not the platform's "
+                f"({classes}): build the platform with the graph's classes",
+                location=where,
+            )
+        if len(graph.ranks) != classes.count:
+            raise WorkloadError(
+                f"the graph has {len(graph.ranks)} node lists for {classes.count} classes",
+                location=where,
+            )
+        return graph.ranks
+    if platform.exact:
+        if len(graph.ranks) == 1:
+            return [graph.ranks[0]] * sim_ranks
+        if len(graph.ranks) == sim_ranks:
+            return graph.ranks
+        raise WorkloadError(
+            f"the trace has {len(graph.ranks)} ranks but the system has {sim_ranks} NPUs",
+            location=where,
+        )
+    if not graph.symmetric:
+        raise WorkloadError(
+            "ranks have different graphs: symmetric mode needs identical ranks; "
+            "use exact mode (--exact / run.mode = 'exact')",
+            location=where,
+        )
+    if any(n.kind in ("send", "recv") for n in graph.ranks[0]):
+        # Identical graphs name identical (absolute) peers: that is not symmetric
+        # traffic, so one representative cannot stand for every rank.
+        raise WorkloadError(
+            "point-to-point sends and receives need exact mode (--exact / run.mode = 'exact')",
+            location=where,
+        )
+    return [graph.ranks[0]]
 
-    Exact mode, replicated ranks (``replicate``, the default, where it applies): when every
+
+class GraphExecutor:
+    """Runs a :class:`Graph` on a :class:`Platform`, as the platform's strategy says
+    (:mod:`acesim.hardware.strategy`; symmetric: rank 0's graph stands for all; class mode:
+    class i's graph for every rank of class i, peers named by class; exact: every rank, its
+    collectives on the lockstep backend where ``strategy.lockstep`` and the backend allow).
+
+    Exact mode, replicated ranks (``strategy.replicate``, which
+    :func:`acesim.training.strategy.decide` sets where it applies): when every
     rank runs one graph on one NPU configuration, nothing makes ranks differ (no variation,
     no point-to-point) and collectives charge the NPUs nothing (the vectorized endpoint), a
     rank's compute kernels share no resource with anything but its own stream, so every
@@ -139,7 +197,6 @@ class GraphExecutor:
         on_iteration: Callable[[int], Any] | None = None,
         *,
         event_path: frozenset[Any] | None = frozenset(),
-        replicate: bool = True,
     ):
         self.platform = platform
         self.graph = graph
@@ -151,61 +208,20 @@ class GraphExecutor:
         #: times the run was redone before this executor's (see :meth:`run`)
         self.redone = 0
         graph.validate(graph.name or "graph")
-        sim_ranks = len(platform.npus)
-        npus = platform.topology.npus
-        if graph.npus is not None and graph.npus != npus:
-            raise WorkloadError(
-                f"the graph is for {graph.npus} ranks but the system has {npus} NPUs "
-                f"(shape {'x'.join(map(str, platform.topology.shape))}); run it on "
-                f"{graph.npus} NPUs (--npus {graph.npus} or --shape)",
-                location=graph.name or "graph",
-            )
+        graph_ranks = _graph_ranks(platform, graph)
         classes = platform.classes
-        if classes is not None or graph.classes is not None:
-            if graph.classes is None or classes != graph.classes:
-                raise WorkloadError(
-                    f"the graph's rank classes ({graph.classes}) are not the platform's "
-                    f"({classes}): build the platform with the graph's classes",
-                    location=graph.name or "graph",
-                )
-            if len(graph.ranks) != classes.count:
-                raise WorkloadError(
-                    f"the graph has {len(graph.ranks)} node lists for {classes.count} classes",
-                    location=graph.name or "graph",
-                )
-            graph_ranks = graph.ranks
-        elif platform.exact:
-            if len(graph.ranks) == 1:
-                graph_ranks = [graph.ranks[0]] * sim_ranks
-            elif len(graph.ranks) == sim_ranks:
-                graph_ranks = graph.ranks
-            else:
-                raise WorkloadError(
-                    f"the trace has {len(graph.ranks)} ranks but the system has {sim_ranks} NPUs",
-                    location=graph.name or "graph",
-                )
-        else:
-            if not graph.symmetric:
-                raise WorkloadError(
-                    "ranks have different graphs: symmetric mode needs identical ranks; "
-                    "use exact mode (--exact / run.mode = 'exact')",
-                    location=graph.name or "graph",
-                )
-            if any(n.kind in ("send", "recv") for n in graph.ranks[0]):
-                # Identical graphs name identical (absolute) peers: that is not symmetric
-                # traffic, so one representative cannot stand for every rank.
-                raise WorkloadError(
-                    "point-to-point sends and receives need exact mode "
-                    "(--exact / run.mode = 'exact')",
-                    location=graph.name or "graph",
-                )
-            graph_ranks = [graph.ranks[0]]
         #: ranks the run stands for (exact mode: every NPU; symmetric: one; class mode: one
         #: per class)
         self.ranks = len(graph_ranks)
-        self._replicate = replicate
-        self.replicated = replicate and self._replicable(graph_ranks)
+        strategy = platform.strategy
+        self.replicated = strategy.replicate and event_path is not None and len(graph_ranks) > 1
         if self.replicated:
+            if len(graph.ranks) != 1:
+                raise WorkloadError(
+                    "replicated ranks need one graph for every rank (the strategy says "
+                    "replicate; acesim.training.strategy.decide does not for this graph)",
+                    location=graph.name or "graph",
+                )
             graph_ranks = graph_ranks[:1]
         self.states = [_RankState(r, nodes) for r, nodes in enumerate(graph_ranks)]
         self.records: list[dict[int, NodeRecord]] = [
@@ -220,15 +236,7 @@ class GraphExecutor:
         #: per-rank graphs: which ranks issue each collective instance (its members)
         self._members: dict[tuple[Any, int], frozenset[int]] = {}
         if (platform.exact or classes is not None) and len(graph.ranks) > 1:
-            counts: dict[Any, list[int]] = defaultdict(list)
-            for st in self.states:
-                seen: dict[Any, int] = defaultdict(int)
-                for n in st.nodes.values():
-                    if n.kind == "collective":
-                        sig = (n.op, n.size, n.dims, n.group, self._root(st.rank, n))
-                        counts[(sig, seen[sig])].append(st.rank)
-                        seen[sig] += 1
-            self._members = {key: frozenset(ranks) for key, ranks in counts.items()}
+            self._members = self._instance_members()
         self._issue_count: list[dict[Any, int]] = [defaultdict(int) for _ in self.states]
         self._coll_node: dict[tuple[int, int], int] = {}
         self._arrived: list[dict[tuple[int, int], int]] = [defaultdict(int) for _ in self.states]
@@ -241,25 +249,21 @@ class GraphExecutor:
                 self._iter_left[it] += count
         self.execution = Execution(platform, graph, self.records)
         self.execution.bounds = BoundRecorder()
-        platform.engine.bound_listener = self.execution.bounds
+        platform.engine.add_bound_listener(self.execution.bounds)
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
 
-    def _replicable(self, graph_ranks: list[list[Node]]) -> bool:
-        """Whether every rank may be replicated from rank 0 (see the class docstring): exact
-        mode, one graph for every rank, no variation, no point-to-point, collectives that
-        may run vectorized (an endpoint that charges the NPUs nothing), nothing recording."""
-        platform = self.platform
-        if not platform.exact or platform.classes is not None or platform.variation:
-            return False
-        if len(graph_ranks) < 2 or len(self.graph.ranks) != 1 or self.event_path is None:
-            return False
-        if any(npu.slowdown != 1.0 or npu.config is not platform.npus[0].config
-               for npu in platform.npus):  # fmt: skip
-            return False
-        if any(n.kind not in ("compute", "collective") for n in graph_ranks[0]):
-            return False  # point-to-point (or any kind this check does not know)
-        return vectorized.applies(platform.collectives)
+    def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:
+        """Per-rank graphs: the ranks that issue each collective instance."""
+        counts: dict[Any, list[int]] = defaultdict(list)
+        for st in self.states:
+            seen: dict[Any, int] = defaultdict(int)
+            for n in st.nodes.values():
+                if n.kind == "collective":
+                    sig = (n.op, n.size, n.dims, n.group, self._root(st.rank, n))
+                    counts[(sig, seen[sig])].append(st.rank)
+                    seen[sig] += 1
+        return {key: frozenset(ranks) for key, ranks in counts.items()}
 
     def _root(self, rank: int, node: Node) -> int:
         """The global rank of the first member of ``rank``'s group for ``node`` (per-rank
@@ -319,11 +323,8 @@ class GraphExecutor:
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         rt = self.platform.collectives
-        if (
-            self.event_path is not None
-            and vectorized.applies(rt)
-            and not any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values())
-        ):
+        problem = self._lockstep_problem()
+        if problem is None and self.event_path is not None:
             self._deferred = vectorized.Deferred(rt, self.event_path, replicated=self.replicated)
         elif self.replicated:
             return self._every_rank()
@@ -338,39 +339,48 @@ class GraphExecutor:
         except vectorized.Conflict as conflict:
             assert self.event_path is not None
             redo = self.event_path | conflict.keys
-            platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+            platform = Platform(self.platform.system, self.platform.strategy)
             again = GraphExecutor(
                 platform,
                 self.graph,
                 self.on_iteration,
                 event_path=redo if self.redone < MAX_REDOS else None,
-                replicate=self._replicate,
             )
             again.redone = self.redone + 1
             return again.run()  # its execution counts every redo before it (see _run)
+
+    def _lockstep_problem(self) -> str | None:
+        """Why no collective of this run may run on the lockstep backend (None: each the
+        backend supports does), noted in :attr:`Execution.event_reasons`."""
+        if not self.platform.exact:
+            return "not exact mode"
+        if not self.platform.strategy.lockstep:
+            return self.platform.strategy.events or "the strategy simulates every message"
+        if self.event_path is None:
+            return vectorized.TIMING
+        if any(n.kind in ("send", "recv") for st in self.states for n in st.nodes.values()):
+            return "point-to-point messages share the links"
+        return vectorized.backend_problem(self.platform.collectives)
 
     def _agreed(self) -> Execution:
         """The run redone with chunk phases admitted in agreed orders
         (:meth:`~acesim.network.collective.CollectiveRuntime.agree`): per-rank graphs that
         run at different speeds (a slow NPU written into a trace's durations) stalled with each
         NPU picking its own order, as only platforms with a variation agree by default."""
-        platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+        platform = Platform(self.platform.system, self.platform.strategy)
         platform.collectives.agree()
-        again = GraphExecutor(
-            platform,
-            self.graph,
-            self.on_iteration,
-            event_path=self.event_path,
-            replicate=self._replicate,
-        )
+        again = GraphExecutor(platform, self.graph, self.on_iteration, event_path=self.event_path)
         again.redone = self.redone + 1
         return again.run()
 
     def _every_rank(self) -> Execution:
         """The run redone with every rank simulated (replicated ranks would have differed)."""
-        platform = Platform(self.platform.system, exact=True, variation=self.platform.variation)
+        strategy = replace(self.platform.strategy, replicate=False)
         again = GraphExecutor(
-            platform, self.graph, self.on_iteration, event_path=self.event_path, replicate=False
+            Platform(self.platform.system, strategy),
+            self.graph,
+            self.on_iteration,
+            event_path=self.event_path,
         )
         again.redone = self.redone
         execution = again.run()
@@ -408,6 +418,11 @@ class GraphExecutor:
         vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
         self.execution.event_collectives = len(self.execution.collectives) - vector
         self.execution.joint_collectives = self._deferred.joint if self._deferred else 0
+        if self._deferred is not None:
+            self.execution.event_reasons = dict(self._deferred.reasons)
+        elif self.platform.exact and self.execution.collectives:
+            problem = self._lockstep_problem() or vectorized.TIMING
+            self.execution.event_reasons = {problem: len(self.execution.collectives)}
         self.execution.redone = self.redone
         if self.replicated:
             self._copy_replicas()

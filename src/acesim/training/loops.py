@@ -186,29 +186,48 @@ def _unroll(
                 f"hybrid_dlrm needs 0 < bottom_layers < {len(workload.layers) - 1}, got {b}",
                 location=workload.name,
             )
-    builder = _Builder()
-    layers = workload.layers
-    n = len(layers)
-    blocking_all = loop == "no_overlap"
-    dlrm = workload.parallelism == "hybrid_dlrm" and not blocking_all
-    bottom = workload.bottom_layers or 0
-    buckets = _buckets(layers, bucket_size) if loop == "bucketed" else None
-    # What the next iteration's forward of layer l waits for.
-    gate: list[list[int]] = [[] for _ in range(n)]
-    prev_tail: list[int] = []
+    unroller = _Unroller(workload, loop, bucket_size)
     for it in range(iterations):
-        # ---- forward
-        last: list[int] = prev_tail
+        unroller.forward(it)
+        unroller.backward(it)
+    graph = Graph([unroller.builder.nodes], name=workload.name, iterations=iterations)
+    graph.meta["loop"] = loop
+    graph.meta["workload"] = workload.name
+    return graph
+
+
+class _Unroller:
+    """One iteration after another of a layer-wise loop (see the module docstring); node ids
+    follow the order the nodes are made in (program order)."""
+
+    def __init__(self, workload: Workload, loop: str, bucket_size: float):
+        self.builder = _Builder()
+        self.layers = workload.layers
+        self.blocking_all = loop == "no_overlap"
+        self.dlrm = workload.parallelism == "hybrid_dlrm" and not self.blocking_all
+        self.bottom = workload.bottom_layers or 0
+        self.buckets = _buckets(self.layers, bucket_size) if loop == "bucketed" else None
+        #: what the next iteration's forward of each layer waits for
+        self.gate: list[list[int]] = [[] for _ in self.layers]
+        #: the last nodes of the previous pass
+        self.last: list[int] = []
+        self.pending_bucket: list[int] = []
+        self.bucket_bytes = 0.0
+
+    def forward(self, it: int) -> None:
+        builder, dlrm, bottom = self.builder, self.dlrm, self.bottom
+        last = self.last
         dlrm_a2a: list[int] = []
         bottom_done: list[int] = []
-        for li, layer in enumerate(layers):
-            deps: list[int | None] = [*gate[li], *last]
+        for li, layer in enumerate(self.layers):
+            deps: list[int | None] = [*self.gate[li], *last]
             if dlrm and li == bottom + 1:
                 deps += [*dlrm_a2a, *bottom_done]
             fwd = builder.compute(
                 f"{layer.name}.fwd", layer.forward.compute, deps, layer.name, it, "fwd"
             )
             last = [fwd]
+            embedding = dlrm and li == 0
             comms = builder.collectives(
                 f"{layer.name}.fwd",
                 layer.forward,
@@ -216,119 +235,92 @@ def _unroll(
                 layer.name,
                 it,
                 "fwd",
-                blocking=not (dlrm and li == 0),
-                priority=CRITICAL if dlrm and li == 0 else None,
+                blocking=not embedding,
+                priority=CRITICAL if embedding else None,
             )
-            if comms:
-                if dlrm and li == 0:
-                    dlrm_a2a = comms
-                else:
-                    last = comms
+            if comms and embedding:
+                dlrm_a2a = comms
+            elif comms:
+                last = comms
             if dlrm and li == bottom:
                 bottom_done = last
-        # ---- backward
-        pending_bucket: list[int] = []
-        bucket_bytes = 0.0
+        self.last = last
+
+    def backward(self, it: int) -> None:
+        builder, layers = self.builder, self.layers
+        self.pending_bucket, self.bucket_bytes = [], 0.0
         emb_a2a: list[int] = []
-        for li in range(n - 1, -1, -1):
+        for li in range(len(layers) - 1, -1, -1):
             layer = layers[li]
-            if dlrm and li == 0:
+            if self.dlrm and li == 0:
                 # Embedding: its backward waits for the backward all-to-all.
                 ig = builder.compute(
-                    f"{layer.name}.ig",
-                    layer.input_grad.compute,
-                    [*last, *emb_a2a],
-                    layer.name,
-                    it,
-                    "ig",
-                )
+                    f"{layer.name}.ig", layer.input_grad.compute, [*self.last, *emb_a2a],
+                    layer.name, it, "ig",
+                )  # fmt: skip
                 wg = builder.compute(
                     f"{layer.name}.wg", layer.weight_grad.compute, [ig], layer.name, it, "wg"
                 )
-                gate[0] = _tail(builder, layer, wg, it, blocking_all)
-                last = [wg]
+                self.gate[0] = _tail(builder, layer, wg, it, self.blocking_all)
+                self.last = [wg]
                 continue
             wg = builder.compute(
-                f"{layer.name}.wg", layer.weight_grad.compute, list(last), layer.name, it, "wg"
-            )
-            bucketed = _bucketable(layer) if buckets is not None else None
-            blocker: list[int] = []
-            if bucketed is not None and buckets is not None:
-                pending_bucket.append(li)
-                bucket_bytes += bucketed.size
-                if buckets[li]:  # this layer closes a bucket
-                    c = builder.collective(
-                        f"bucket.{li}.all-reduce",
-                        Comm("all-reduce", bucket_bytes, bucketed.dims),
-                        [wg],
-                        layer.name,
-                        it,
-                        "wg",
-                        blocking=False,
-                    )
-                    for member in pending_bucket:
-                        gate[member] = _update(builder, layers[member], [c], it)
-                    pending_bucket, bucket_bytes = [], 0.0
-            elif layer.weight_grad.comms:
-                comms = builder.collectives(
-                    f"{layer.name}.wg",
-                    layer.weight_grad,
-                    [wg],
-                    layer.name,
-                    it,
-                    "wg",
-                    blocking=blocking_all,
-                )
-                gate[li] = _update(builder, layer, comms, it)
-                if blocking_all:
-                    blocker = comms
-            else:
-                gate[li] = _update(builder, layer, [wg], it)
+                f"{layer.name}.wg", layer.weight_grad.compute, list(self.last), layer.name, it,
+                "wg",
+            )  # fmt: skip
+            blocker = self._weight_grad_comm(li, wg, it)
             ig = builder.compute(
-                f"{layer.name}.ig",
-                layer.input_grad.compute,
-                list(blocker or [wg]),
-                layer.name,
-                it,
-                "ig",
-            )
-            last = [ig]
+                f"{layer.name}.ig", layer.input_grad.compute, list(blocker or [wg]), layer.name,
+                it, "ig",
+            )  # fmt: skip
             comms = builder.collectives(
                 f"{layer.name}.ig", layer.input_grad, [ig], layer.name, it, "ig", blocking=True
             )
-            if comms:
-                last = comms
-            if dlrm and li == bottom + 1:
+            self.last = comms or [ig]
+            if self.dlrm and li == self.bottom + 1:
                 emb = layers[0]
                 emb_a2a = builder.collectives(
-                    f"{emb.name}.ig",
-                    emb.input_grad,
-                    [ig],
-                    emb.name,
-                    it,
-                    "ig",
-                    blocking=False,
+                    f"{emb.name}.ig", emb.input_grad, [ig], emb.name, it, "ig", blocking=False,
                     priority=CRITICAL,
-                )
-        if pending_bucket:  # the first layers' bucket closes at the end of backward
-            first = layers[pending_bucket[-1]]
+                )  # fmt: skip
+        if self.pending_bucket:  # the first layers' bucket closes at the end of backward
+            first = layers[self.pending_bucket[-1]]
             ref = _bucketable(first)
-            c = builder.collective(
-                f"bucket.{pending_bucket[-1]}.all-reduce",
-                Comm("all-reduce", bucket_bytes, ref.dims if ref else None),
-                list(last),
-                first.name,
-                it,
-                "wg",
-                blocking=False,
-            )
-            for member in pending_bucket:
-                gate[member] = _update(builder, layers[member], [c], it)
-        prev_tail = last
-    graph = Graph([builder.nodes], name=workload.name, iterations=iterations)
-    graph.meta["loop"] = loop
-    graph.meta["workload"] = workload.name
-    return graph
+            self._close_bucket(self.pending_bucket[-1], ref.dims if ref else None, self.last, it)
+
+    def _weight_grad_comm(self, li: int, wg: int, it: int) -> list[int]:
+        """Layer ``li``'s weight-gradient communication after its ``wg`` node (into a bucket,
+        on its own, or none) and the next iteration's gate; what the input gradient waits
+        for besides ``wg`` (the collectives, when every collective blocks)."""
+        layer = self.layers[li]
+        bucketed = _bucketable(layer) if self.buckets is not None else None
+        if bucketed is not None and self.buckets is not None:
+            self.pending_bucket.append(li)
+            self.bucket_bytes += bucketed.size
+            if self.buckets[li]:  # this layer closes a bucket
+                self._close_bucket(li, bucketed.dims, [wg], it)
+            return []
+        if not layer.weight_grad.comms:
+            self.gate[li] = _update(self.builder, layer, [wg], it)
+            return []
+        comms = self.builder.collectives(
+            f"{layer.name}.wg", layer.weight_grad, [wg], layer.name, it, "wg",
+            blocking=self.blocking_all,
+        )  # fmt: skip
+        self.gate[li] = _update(self.builder, layer, comms, it)
+        return comms if self.blocking_all else []
+
+    def _close_bucket(self, li: int, dims: Any, deps: list[int], it: int) -> None:
+        """The all-reduce of the pending bucket (closed by layer ``li``) after ``deps``; every
+        member layer's update waits for it."""
+        layers = self.layers
+        c = self.builder.collective(
+            f"bucket.{li}.all-reduce", Comm("all-reduce", self.bucket_bytes, dims), list(deps),
+            layers[li].name, it, "wg", blocking=False,
+        )  # fmt: skip
+        for member in self.pending_bucket:
+            self.gate[member] = _update(self.builder, layers[member], [c], it)
+        self.pending_bucket, self.bucket_bytes = [], 0.0
 
 
 def _bucketable(layer: Layer) -> Comm | None:

@@ -196,9 +196,8 @@ class AceEndpoint(Endpoint):
         self._dma_queues: list[tuple[deque[tuple[float, Callable[[], None]]], ...]] = [
             (deque(), deque()) for _ in npus
         ]
-        #: seconds NPU 0 had chunks waiting for SRAM space (store and forward: per chunk
-        #: waiting; streaming: intervals with a piece held back by a full partition)
-        self.sram_wait = 0.0
+        #: streaming: pieces held back by a full partition now, and since when (s); the
+        #: waits are told to the bound listeners as SRAM_WAIT segments
         self._blocked_count = 0
         self._blocked_since = 0.0
 
@@ -262,7 +261,6 @@ class AceEndpoint(Endpoint):
         now = self.engine.now
         if rank != 0 or now <= since:
             return
-        self.sram_wait += now - since
         listener = self.engine.bound_listener
         if listener is not None:
             # Time a chunk waited for SRAM space: what binds communication then.
@@ -369,7 +367,6 @@ class AceEndpoint(Endpoint):
         if before == 0 and change > 0:
             self._blocked_since = now
         elif self._blocked_count == 0 and now > self._blocked_since:
-            self.sram_wait += now - self._blocked_since
             listener = self.engine.bound_listener
             if listener is not None:
                 listener.segment("message", SRAM_WAIT, self._blocked_since, now)

@@ -259,10 +259,10 @@ class ParallelConfig:
 
 
 def parse_parallel(
-    text: str, *, global_batch: int, micro_batch: int, seq: int, field: str = "--parallel"
+    text: str, *, global_batch: int, micro_batch: int, seq: int, field: str = "parallel"
 ) -> ParallelConfig:
     """``tp=4,pp=8,vpp=5`` (module docstring) -> a :class:`ParallelConfig` (ConfigError naming
-    ``field`` for an unknown key or a bad value)."""
+    ``field`` for text that is not key=value pairs, ``parallel.<size>`` for a bad size)."""
     values: dict[str, object] = {}
     for item in (p.strip() for p in text.split(",")):
         if not item:
@@ -287,21 +287,12 @@ def parse_parallel(
                 values[key] = strict_int(raw)  # ASCII digits: not "٨", not "4_0"
             except ValueError:
                 raise ConfigError(field, f"{key} must be a whole number", raw) from None
-    try:
-        return ParallelConfig(
-            global_batch=global_batch,
-            micro_batch=micro_batch,
-            seq=seq,
-            **values,  # type: ignore[arg-type]
-        )
-    except ConfigError as err:
-        name = err.field.removeprefix("parallel.")
-        flag = {"global_batch": "--global-batch", "micro_batch": "--micro-batch", "seq": "--seq"}
-        raise ConfigError(
-            flag.get(name, field if name == "parallel" else f"{field} {name}"),
-            err.rule,
-            err.value,
-        ) from None
+    return ParallelConfig(
+        global_batch=global_batch,
+        micro_batch=micro_batch,
+        seq=seq,
+        **values,  # type: ignore[arg-type]
+    )
 
 
 def flat_group(shape: tuple[int, ...], size: int, stride: int, name: str) -> Group:

@@ -1,0 +1,110 @@
+"""The training-graph run kind: a zoo model, a workload file or a Chakra trace, run as an
+execution graph.
+
+:func:`execute_training` unrolls the workload into a graph (a registered loop, or the trace's
+own), places its ranks (``run.placement``), lets :func:`~acesim.training.strategy.decide`
+choose the strategy, elaborates the platform for it, runs the graph and summarises the run
+(:func:`~acesim.results.run.summarize`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..config.experiment import measurement_problem
+from ..errors import ConfigError
+from ..hardware.endpoints import ENDPOINT_KINDS
+from ..hardware.platform import Platform, elaborate
+from ..results.protocol import assumptions, scalar_settings
+from ..results.run import RunInfo, RunResult, summarize
+from ..results.trace import enable_tracing
+from ..training.executor import Execution, GraphExecutor
+from ..training.loops import build_graph
+from ..training.strategy import decide, mode_note
+from ..workload.graph import Graph
+from ..workload.placement import place_graph
+from .case import Case
+
+__all__ = ["execute_training", "MESSAGES_PER_SECOND"]
+
+#: Messages a second the simulator processes on one core (measured: ~70,000 on the 2-core CI
+#: machine kind), for the cost estimate shown before long runs.
+MESSAGES_PER_SECOND = 70_000.0
+
+
+def _graph(case: Case) -> tuple[Graph, int, str]:
+    """The case's graph, the warm-up its measurement drops, and its loop's name."""
+    opts = case.options
+    workload = case.workload
+    if not isinstance(workload, Graph):
+        graph = build_graph(workload, opts.iterations, opts.loop, opts.bucket_size)
+        return graph, opts.warmup, opts.loop
+    warmup = 0 if workload.iterations == 1 else opts.warmup
+    problem = measurement_problem(workload.iterations, warmup)
+    if problem:
+        raise ConfigError(
+            "run.warmup", f"the graph has {workload.iterations} iterations; {problem}", opts.warmup
+        )
+    return workload, warmup, workload.meta.get("loop", "graph")
+
+
+def execute_training(
+    case: Case,
+    *,
+    trace: bool = False,
+    variant: str = "",
+    on_estimate: Callable[[int], Any] | None = None,
+    on_iteration: Callable[[int, int], Any] | None = None,
+) -> tuple[RunResult, Execution]:
+    """Run ``case`` as given; the result and the execution (for traces).
+
+    ``trace``: record what :func:`acesim.results.trace.write_trace` needs (chunk phases, HBM
+    and link samples) during the run. ``on_estimate(messages)`` is told the run's cost before
+    it starts; ``on_iteration(done, total)`` after each iteration (progress bars).
+    """
+    opts = case.options
+    system = case.system
+    graph, warmup, loop = _graph(case)
+    placed = place_graph(graph, opts.placement, elaborate(system))
+    strategy, graph = decide(
+        system,
+        lambda _reduced: placed,
+        requested=opts.mode,
+        variation=opts.variation,
+        placed=opts.placement is not None,
+        trace=trace,
+    )
+    platform = Platform(system, strategy)
+    if trace:
+        enable_tracing(platform)
+    total = graph.iterations
+    executor = GraphExecutor(
+        platform,
+        graph,
+        on_iteration=(lambda k: on_iteration(k + 1, total)) if on_iteration else None,
+    )
+    if on_estimate is not None:
+        on_estimate(executor.estimate_messages())
+    execution = executor.run()
+    execution.warmup = warmup
+    info = RunInfo(
+        system=system.name,
+        shape=list(system.network.shape),
+        npus=platform.topology.npus,
+        workload=case.workload_name,
+        batch_per_npu=case.batch_per_npu,
+        precision=case.precision,
+        loop=loop,
+        mode=strategy.mode,
+        iterations=graph.iterations,
+        warmup=warmup,
+        measured=0,
+        endpoint=system.endpoint.kind,
+        variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
+        settings=scalar_settings(system.endpoint.settings()),
+        mode_note=mode_note(strategy, execution),
+    )
+    result = summarize(execution, info)
+    result.assumptions = assumptions(system)
+    return result, execution
