@@ -18,6 +18,7 @@ run three. Ids read ``kind/system/workload-or-op/endpoint/mode``; they key
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 __all__ = ["GoldenCase", "CASES", "INPUTS", "KINDS", "inputs_of"]
 
 #: The run kinds, each with its own data file and its own extraction of numbers.
-KINDS = ("collective", "run", "comparison", "llm", "reproduction", "study-2026")
+KINDS = ("collective", "run", "comparison", "llm", "reproduction", "study-2026", "jobs")
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,81 @@ INPUTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: Four NPUs on one switch, two per leaf, the leaves' uplinks 2:1 oversubscribed (jobs).
+SPINE = {
+    "name": "spine",
+    "network": {
+        "dimensions": [
+            {
+                "kind": "switch",
+                "size": 4,
+                "link_bandwidth": "100 GB/s",
+                "link_latency": "1 us",
+                "links_per_npu": 1,
+                "leaf_size": 2,
+                "oversubscription": 2.0,
+            }
+        ]
+    },
+    "collective": {"chunks": 2, "endpoint_delay": "1 us"},
+    "endpoint": {"kind": "baseline"},
+}
+
+
+def _loop(name: str, place: dict[str, Any], size: str = "8 MiB", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": "collective", "size": size, "placement": place, **extra}
+
+
+#: Jobs specs (acesim jobs): a text input names other inputs as {inputs}/<name>.
+JOBS = {
+    "jobs-spine.json": {
+        "system": SPINE,
+        "iterations": 2,
+        "warmup": 0,
+        "jobs": [_loop("a", {"npus": "0,2"}), _loop("b", {"npus": "1,3"})],
+    },
+    "jobs-h100x2.json": {
+        "system": "h100-nvswitch-8",
+        "nodes": 2,
+        "iterations": 3,
+        "jobs": [
+            {
+                "name": "train",
+                "kind": "training",
+                "workload": "{inputs}/data.txt",
+                "placement": {"nodes": "0"},
+            },
+            _loop("probe", {"policy": "packed", "count": 8}, size="64 MiB", iterations=3),
+            _loop("late", {"nodes": "0"}, size="1 MiB", after="probe", iterations=3, warmup=0),
+        ],
+        "colocate": True,
+    },
+    "jobs-llm.json": {
+        "system": "h100-nvswitch-8",
+        "iterations": 1,
+        "warmup": 0,
+        "jobs": [
+            {
+                "name": "llm",
+                "kind": "llm",
+                "model": "llama3-8b",
+                "parallel": "tp=4",
+                "seq": 128,
+                "global_batch": 1,
+                "placement": {"npus": "0-3"},
+            },
+            _loop("serve", {"npus": "4-7"}, size="256 KiB", iterations=4, gap="20 us"),
+        ],
+    },
+}
+INPUTS.update({name: ("text", json.dumps(spec)) for name, spec in JOBS.items()})
+
+
 def inputs_of(args: tuple[str, ...]) -> list[str]:
     """The inputs ``args`` name (``{inputs}/<name>`` in an argument), in order."""
     out = []
     for arg in args:
-        if "{inputs}/" in arg:
-            name = arg.split("{inputs}/", 1)[1]
+        for name in re.findall(r"\{inputs\}/([\w.-]+)", arg):
             if name not in out:
                 out.append(name)
     return out
@@ -615,6 +685,12 @@ def _studies() -> Iterator[GoldenCase]:
     )
 
 
+def _jobs_cases() -> Iterator[GoldenCase]:
+    for name in JOBS:
+        case_id = name.removeprefix("jobs-").removesuffix(".json")
+        yield _cli("jobs", case_id, f"jobs --json {{inputs}}/{name}")
+
+
 def _all() -> tuple[GoldenCase, ...]:
     cases = (
         *_collectives(),
@@ -623,6 +699,7 @@ def _all() -> tuple[GoldenCase, ...]:
         *_comparisons(),
         *_api_cases(),
         *_studies(),
+        *_jobs_cases(),
     )
     ids = [c.id for c in cases]
     repeated = sorted({i for i in ids if ids.count(i) > 1})

@@ -63,8 +63,9 @@ def prepare_inputs(names: Iterable[str], inputs: Path) -> None:
         if (inputs / f".{name}.done").exists():
             continue
         how, what = INPUTS[name]
-        if how == "text":
-            (inputs / name).write_text(what, encoding="utf-8")
+        if how == "text":  # it may name other inputs ({inputs}/<name>, a jobs spec's workload)
+            prepare_inputs(inputs_of((what,)), inputs)
+            (inputs / name).write_text(_fill(what, inputs), encoding="utf-8")
         else:
             args = tuple(shlex.split(what))
             prepare_inputs(inputs_of(args), inputs)
@@ -236,6 +237,17 @@ def _study_2026(doc: Any) -> Numbers:
     return out
 
 
+def _jobs(doc: Any) -> Numbers:
+    """``acesim jobs --json`` (acesim.jobs/1): the makespan and each job's figures (its
+    iteration times, alone, slowdown, bound and shared seconds)."""
+    out: Numbers = {"makespan": doc["makespan"]}
+    for job in doc["jobs"]:
+        _flatten(job, job["name"], out)
+        for k, seconds in enumerate(job["iterations"]):
+            out[f"{job['name']}.iterations[{k}]"] = seconds
+    return out
+
+
 #: The numbers of each run kind's JSON document.
 EXTRACT: dict[str, Callable[[Any], Numbers]] = {
     "collective": _collective,
@@ -244,6 +256,7 @@ EXTRACT: dict[str, Callable[[Any], Numbers]] = {
     "llm": _llm,
     "reproduction": _reproduction,
     "study-2026": _study_2026,
+    "jobs": _jobs,
 }
 assert set(EXTRACT) == set(KINDS)
 

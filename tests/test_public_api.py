@@ -20,6 +20,8 @@ PUBLIC_API = {
     "RunOptions",
     "run",
     "run_experiment",
+    "run_jobs",
+    "JobsResult",
     "compare",
     "Comparison",
     "RunResult",

@@ -31,9 +31,11 @@ from .errors import (
 from .hardware.endpoints import EndpointKind, register_endpoint
 from .network.group import Group, Span
 from .results.collective import CollectiveResult
+from .results.jobs import JobsResult
 from .results.llm import LlmResult
 from .results.run import RunResult
 from .runs import Comparison, compare, run, run_experiment
+from .runs.jobs import run_jobs
 from .runs.llm import LlmCase, make_llm_case, run_llm
 from .simulate import simulate_collective
 from .sweep import load_results, run_sweep
@@ -53,6 +55,8 @@ __all__ = [
     "RunOptions",
     "run",
     "run_experiment",
+    "run_jobs",
+    "JobsResult",
     "compare",
     "Comparison",
     "RunResult",

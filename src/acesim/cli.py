@@ -24,6 +24,7 @@ from .commands.assumptions import assumptions_command
 from .commands.chakra import export_chakra_command
 from .commands.collective import collective_command
 from .commands.common import console, err_console
+from .commands.jobs import jobs_command
 from .commands.kernel import kernel_command
 from .commands.kinds import kinds_command
 from .commands.membw import membw_command
@@ -82,6 +83,7 @@ app.add_typer(presets_app, name="presets")
 app.command("kinds")(kinds_command)
 app.command("collective")(collective_command)
 app.command("run")(run_command)
+app.command("jobs")(jobs_command)
 app.command("membw")(membw_command)
 app.command("kernel")(kernel_command)
 app.command("overlap")(overlap_command)

@@ -46,6 +46,8 @@ FLAGS = {
     "run.shape": "--shape",
     "run.bucket_size": "--bucket-size",
     "run.search": "--search",
+    "run.max_messages": "--max-messages",
+    "run.max_micro_batches": "--max-micro-batches",
     "npus": "--npus",
     "nodes": "--nodes",
     "workload.name": "--workload",
@@ -176,6 +178,7 @@ TRAINING_FLAGS = {
     "placement": "--placement",
 }
 LLM_FLAGS = {
+    "max_micro_batches": "--max-micro-batches",
     "global_batch": "--global-batch",
     "micro_batch": "--micro-batch",
     "seq": "--seq",
@@ -212,6 +215,9 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
     ones (:data:`LLM_FLAGS`, ``parallel``, ``precision``). Errors name the flag."""
     options: dict[str, Any] = {"mode": "exact" if given.get("exact") else "symmetric"}
     options.update(search=bool(given.get("search")), nodes=given.get("nodes"))
+    for bound in ("max_messages", "max_micro_batches"):
+        if given.get(bound) is not None:
+            options[bound] = given[bound]
     with flags():
         options.update(_variation(given))
         overrides = parse_sets(given.get("sets"))

@@ -109,6 +109,18 @@ SEQ_OPTION = typer.Option(
 RECOMPUTE_OPTION = typer.Option(
     None, "--recompute", help="LLM models: activation recomputation none, selective or full"
 )
+MAX_MESSAGES_OPTION = typer.Option(
+    None,
+    "--max-messages",
+    help="the work bound: refuse a run estimated to send more messages (default 10**8, "
+    "about 24 minutes); raise it knowingly",
+)
+MAX_MICRO_BATCHES_OPTION = typer.Option(
+    None,
+    "--max-micro-batches",
+    help="LLM models: the work bound on micro-batches an iteration (default 4096, about a "
+    "quarter of an hour); raise it knowingly",
+)
 
 
 def run_command(
@@ -143,6 +155,8 @@ def run_command(
     micro_batch: int | None = MICRO_BATCH_OPTION,
     seq: int | None = SEQ_OPTION,
     recompute: str | None = RECOMPUTE_OPTION,
+    max_messages: int | None = MAX_MESSAGES_OPTION,
+    max_micro_batches: int | None = MAX_MICRO_BATCHES_OPTION,
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
     given = dict(locals())

@@ -66,6 +66,19 @@ class WorkloadConfig(Strict):
     )
 
 
+#: Most messages a run may be estimated to send before it is refused (``run.max_messages``):
+#: 10**8 messages is about 24 minutes at the ~70,000 messages/s a 2-core machine of the CI kind
+#: simulates (measured: acesim.runs.training.MESSAGES_PER_SECOND), so a request that could never
+#: finish is refused at once with its estimate, and a long one is run when asked.
+MAX_MESSAGES = 10**8
+
+#: Most micro-batches one LLM iteration may have, times the iterations
+#: (``run.max_micro_batches``): each adds about 0.2 s and 1.6 MB of simulation (measured on the CI
+#: machine kind: llama3-8b on one node), so 4,096 is about a quarter of an hour, and
+#: ``--global-batch 10**12`` is refused at once instead of never ending.
+MAX_MICRO_BATCHES = 4096
+
+
 class RunOptions(Strict):
     """How to run: iterations and warm-up, symmetric/exact, loop, network size or nodes, search."""
 
@@ -114,6 +127,16 @@ class RunOptions(Strict):
         None,
         description="exact mode: workload rank r runs on NPU position placement[r] (a "
         "permutation of 0..n-1; acesim.workload.placement)",
+    )
+    max_messages: PositiveInt = Field(
+        MAX_MESSAGES,
+        description="the work bound: a run estimated to send more messages is refused before "
+        "it starts, with its estimate (raise it knowingly)",
+    )
+    max_micro_batches: PositiveInt = Field(
+        MAX_MICRO_BATCHES,
+        description="LLM runs: the work bound on micro-batches an iteration (x iterations), "
+        "refused with the estimate before the graphs are built (raise it knowingly)",
     )
 
     @field_validator("placement", mode="before")

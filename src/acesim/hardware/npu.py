@@ -232,10 +232,11 @@ class NPU:
         on_done: Callable[[], Any],
         *,
         tag: Any = None,
-        track: bool = False,
+        track: bool | str = False,
     ) -> None:
         """Run ``kernels`` one after another on the compute stream, then call ``on_done``;
-        ``track``: report what binds each to the engine's bound listener."""
+        ``track``: report what binds each to the engine's bound listener (True: as
+        ``kernel``; a string: as that kind)."""
         if self._busy:
             raise SimulationError(f"npu{self.rank}: a compute kernel is already running")
         self._busy = True
@@ -258,7 +259,7 @@ class NPU:
         index: int,
         finished: Callable[[], None],
         tag: Any,
-        track: bool,
+        track: bool | str,
     ) -> None:
         if index == len(plans):
             finished()
@@ -275,7 +276,9 @@ class NPU:
         else:
             launch()
 
-    def _launch(self, plan: KernelPlan, then: Callable[[], None], tag: Any, track: bool) -> None:
+    def _launch(
+        self, plan: KernelPlan, then: Callable[[], None], tag: Any, track: bool | str
+    ) -> None:
         units = self.units_for_compute
         demand = {self.hbm_compute: plan.hbm_demand} if plan.hbm_demand > 0 else {}
         mlp = self.config.hbm_arbitration == "mlp"
@@ -302,7 +305,7 @@ class NPU:
             weight=max(units, 1) if mlp else 1.0,
             basis=self.hbm_compute if mlp and demand else None,
             tag=tag,
-            track="kernel" if track else None,
+            track="kernel" if track is True else track or None,
         )
 
     def _rate_cap(self, plan: KernelPlan, units: int) -> float:

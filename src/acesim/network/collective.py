@@ -251,6 +251,9 @@ class CollectiveRuntime:
         self.config = config
         self.endpoint = endpoint or Endpoint()
         self.exact = exact
+        #: what the engine's bound listener is told of each NPU's messages (rank -> track
+        #: kind; NPU 0 only unless a run kind tracks more: jobs sharing a cluster)
+        self.tracks: dict[int, str] = {0: "message"}
         validate_algorithms(config, topology)
         self.ranks: Sequence[int] = range(topology.npus) if exact else range(classes)
         #: starts message activities with the HBM shares of the endpoint
@@ -802,7 +805,7 @@ class CollectiveRuntime:
         factor = 1.0
         if coll.protocol is not None and coll.protocol.factors:
             factor = coll.protocol.factors[run.phase]
-        track = "message" if rank == 0 else None
+        track = self.tracks.get(rank)
         run.sends_out = len(phase.lanes)
         for lane in phase.lanes:
             kind = phase.lane_kind(lane, step)
@@ -868,7 +871,7 @@ class CollectiveRuntime:
         demand = {self.egress[rank][dim]: weight}
         demand.update(self.endpoint.message_demand(rank, step.kind))
         shares = self.shares
-        track = "message" if rank == 0 else None
+        track = self.tracks.get(rank)
         ingress = self.ingress
         spines: list[tuple[Resource, ...]] | None = None
         if self.topology.dimensions[dim].spine and not innet:

@@ -119,5 +119,5 @@ class PointToPoint:
             demand,
             sent,
             tag=("p2p", dim),
-            track="message" if sim_rank == 0 else None,
+            track=rt.tracks.get(sim_rank),
         )

@@ -192,6 +192,12 @@ def make_case(
     """Resolve a case (see module docstring). ``option_changes`` are :class:`RunOptions`
     fields (``iterations=5``, ``npus=16``, ``nodes=4``)."""
     opts = run_options(options, **option_changes)
+    if opts.max_micro_batches != RunOptions.model_fields["max_micro_batches"].default:
+        raise ConfigError(
+            "run.max_micro_batches",
+            "applies to LLM runs only (a training graph's work is bounded by run.max_messages)",
+            opts.max_micro_batches,
+        )
     resolved = resolve_system(
         system, overrides=overrides, shape=opts.shape, npus=opts.npus, nodes=opts.nodes
     )

@@ -35,6 +35,8 @@ from .collective import (
     collective_point_config,
     execute_collective,
 )
+from .jobs import POINT_PARAMS as JOBS_PARAMS
+from .jobs import execute_jobs, jobs_point_case, jobs_point_config
 from .llm import POINT_PARAMS as LLM_PARAMS
 from .llm import execute_llm, llm_point_case, llm_point_config, make_llm
 from .training import execute_training
@@ -123,6 +125,17 @@ RUN_KINDS.register(
     ),
 )
 RUN_KINDS.alias("run", "training")
+RUN_KINDS.register(
+    "jobs",
+    RunKind(
+        "jobs",
+        "several jobs (runs of any kind) placed on one system, in one simulation",
+        execute_jobs,
+        jobs_point_config,
+        jobs_point_case,
+        JOBS_PARAMS,
+    ),
+)
 
 
 def kind_of(case: Any) -> RunKind:

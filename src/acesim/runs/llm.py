@@ -109,7 +109,16 @@ class LlmCase:
 
 
 #: Run options LLM runs take (the others size training graphs: batch, loop, iterations...).
-LLM_OPTIONS = ("mode", "search", "nodes", "stragglers", "compute_spread", "links")
+LLM_OPTIONS = (
+    "mode",
+    "search",
+    "nodes",
+    "stragglers",
+    "compute_spread",
+    "links",
+    "max_messages",
+    "max_micro_batches",
+)
 
 
 def llm_options(
@@ -138,12 +147,6 @@ def _model(model: TransformerConfig | str) -> TransformerConfig:
     return MODELS.get(model, "workload.name")
 
 
-#: Most micro-batches one LLM iteration may have (per pipeline): each adds about 0.2 s and 1.6 MB
-#: of simulation (measured on the CI machine kind: llama3-8b on one node), so 4,096 is about a
-#: quarter of an hour, and ``--global-batch 10**12`` is refused at once instead of never ending.
-#: Raise it knowingly: ``make_llm_case(..., max_micro_batches=N)``.
-MAX_MICRO_BATCHES = 4096
-
 #: Simulation seconds per micro-batch of an LLM iteration, for the estimate in the refusal.
 SECONDS_PER_MICRO_BATCH = 0.2
 
@@ -159,14 +162,18 @@ def make_llm_case(
     iterations: int = 1,
     check_memory: bool = True,
     options: RunOptions | Mapping[str, Any] | None = None,
-    max_micro_batches: int = MAX_MICRO_BATCHES,
+    max_micro_batches: int | None = None,
 ) -> LlmCase:
     """Resolve an LLM case (module docstring); ConfigErrors name the field at fault, among
-    them more than ``max_micro_batches`` micro-batches an iteration (the work bound).
-    ``options``: how to run it (:func:`llm_options`; ``nodes`` is one of them)."""
+    them more than ``max_micro_batches`` micro-batches an iteration (the work bound; default
+    the options' ``max_micro_batches``). ``options``: how to run it (:func:`llm_options`;
+    ``nodes`` is one of them)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
-    opts = llm_options(options, **({"nodes": nodes} if nodes is not None else {}))
+    changes: dict[str, Any] = {} if nodes is None else {"nodes": nodes}
+    if max_micro_batches is not None:
+        changes["max_micro_batches"] = max_micro_batches
+    opts = llm_options(options, **changes)
     resolved = resolve_system(system, overrides=overrides, nodes=opts.nodes)
     cfg = _model(model)
     p = PRECISIONS.get(precision, "workload.precision")
@@ -175,14 +182,14 @@ def make_llm_case(
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
-    if micro * iterations > max_micro_batches:
+    if micro * iterations > opts.max_micro_batches:
         hours = micro * iterations * SECONDS_PER_MICRO_BATCH / 3600
         raise ConfigError(
             "parallel.global_batch",
             f"makes {micro * iterations} micro-batches to simulate ({parallel.global_batch} "
             f"sequences / (micro-batch {parallel.micro_batch} x dp {place.dp}), about "
             f"{hours:.3g} hours at {SECONDS_PER_MICRO_BATCH} s each), more than the bound "
-            f"{max_micro_batches} (MAX_MICRO_BATCHES; make_llm_case(max_micro_batches=N) "
+            f"{opts.max_micro_batches} (run.max_micro_batches; --max-micro-batches N "
             "raises it knowingly)",
             parallel.global_batch,
         )
@@ -500,7 +507,7 @@ def make_llm(
         system,
         cfg,
         par,
-        precision=precision or "bf16",
+        precision="bf16" if precision is None else precision,
         overrides=overrides,
         iterations=iterations,
         options=opts,

@@ -11,9 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config.experiment import ExperimentConfig, RunOptions
+from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS, Variant
+from ..units import format_time
 from .case import SystemLike, WorkloadLike, case_from_experiment
 from .kinds import kind_of, make_run_case
+from .training import MESSAGES_PER_SECOND
 
 __all__ = ["execute", "run_case", "run", "run_system", "run_experiment", "variant_case"]
 
@@ -35,8 +38,25 @@ def execute(
     """Run ``case`` as given (its kind's ``execute``): the result and the execution (None
     for a collective). ``trace``: record what :func:`acesim.results.trace.write_trace`
     needs; ``on_estimate(messages)`` is told the run's cost before it starts,
-    ``on_iteration(done, total)`` after each iteration (progress bars)."""
-    hooks = {"on_estimate": on_estimate, "on_iteration": on_iteration}
+    ``on_iteration(done, total)`` after each iteration (progress bars). A run estimated to
+    send more than ``options.max_messages`` messages is refused before it starts (the work
+    bound: ConfigError naming ``run.max_messages``, with the estimate)."""
+    bound = case.options.max_messages
+
+    def estimated(messages: int) -> None:
+        if messages > bound:
+            raise ConfigError(
+                "run.max_messages",
+                f"the run would send about {messages:,} messages (about "
+                f"{format_time(messages / MESSAGES_PER_SECOND)} at "
+                f"{MESSAGES_PER_SECOND:,.0f} messages/s), more than the bound; raise it "
+                "knowingly (--max-messages N, run.max_messages)",
+                bound,
+            )
+        if on_estimate is not None:
+            on_estimate(messages)
+
+    hooks = {"on_estimate": estimated, "on_iteration": on_iteration}
     return kind_of(case).execute(case, trace=trace, variant=variant, **hooks)
 
 

@@ -26,14 +26,14 @@ from ..workload.graph import Graph
 from ..workload.placement import place_graph
 from .case import Case
 
-__all__ = ["execute_training", "MESSAGES_PER_SECOND"]
+__all__ = ["execute_training", "case_graph", "MESSAGES_PER_SECOND"]
 
 #: Messages a second the simulator processes on one core (measured: ~70,000 on the 2-core CI
 #: machine kind), for the cost estimate shown before long runs.
 MESSAGES_PER_SECOND = 70_000.0
 
 
-def _graph(case: Case) -> tuple[Graph, int, str]:
+def case_graph(case: Case) -> tuple[Graph, int, str]:
     """The case's graph, the warm-up its measurement drops, and its loop's name."""
     opts = case.options
     workload = case.workload
@@ -65,7 +65,7 @@ def execute_training(
     """
     opts = case.options
     system = case.system
-    graph, warmup, loop = _graph(case)
+    graph, warmup, loop = case_graph(case)
     placed = place_graph(graph, opts.placement, elaborate(system))
     strategy, graph = decide(
         system,

@@ -64,9 +64,13 @@ def _energy_lines(summary: dict[str, Any]) -> list[str]:
 
 def report_markdown(summary: dict[str, Any]) -> str:
     """The report (module docstring)."""
-    kinds = summary["endpoints"]
-    reference = kinds[0]
-    others = kinds[1:]
+    lines = _case_lines(summary) + _system_lines(summary) + _energy_lines(summary)
+    lines += _verdict_lines(summary) + _why_lines(summary) + _appendix_lines(summary)
+    return "\n".join(lines)
+
+
+def _case_lines(summary: dict[str, Any]) -> list[str]:
+    """The question, the conventions and the cases."""
     tie = summary["tie"]
     lines = [
         "# ACE's question on 2026 systems: LLM training with hybrid parallelism",
@@ -99,6 +103,14 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "iteration than at a production batch.",
         "",
     ]
+    return lines
+
+
+def _system_lines(summary: dict[str, Any]) -> list[str]:
+    """One table per system: the best SM configuration and every substrate's speedup."""
+    kinds = summary["endpoints"]
+    reference, others = kinds[0], kinds[1:]
+    lines: list[str] = []
     for system in summary["systems"]:
         rows = [r for r in summary["results"] if r["system"] == system]
         lines += [
@@ -121,7 +133,13 @@ def report_markdown(summary: dict[str, Any]) -> str:
                 + " |"
             )
         lines.append("")
-    lines += _energy_lines(summary)
+    return lines
+
+
+def _verdict_lines(summary: dict[str, Any]) -> list[str]:
+    """Where each substrate beats the best SM configuration, and where ideal is beaten."""
+    lines: list[str] = []
+    others = summary["endpoints"][1:]
     lines += ["## Where each substrate beats the best SM configuration", ""]
     for kind in others:
         head = summary["headline"].get(kind)
@@ -145,6 +163,14 @@ def report_markdown(summary: dict[str, Any]) -> str:
             + " (it only removes the endpoint's cost; a substrate that changes the algorithm,"
             " as NVLS does, can move fewer bytes on the links than the ideal endpoint's ring).",
         ]
+    return lines
+
+
+def _why_lines(summary: dict[str, Any]) -> list[str]:
+    """Case by case: where each substrate's iteration differs and what bound it."""
+    kinds = summary["endpoints"]
+    reference = kinds[0]
+    lines: list[str] = []
     lines += [
         "",
         "## Why, case by case",
@@ -169,6 +195,12 @@ def report_markdown(summary: dict[str, Any]) -> str:
                 f"| {r['system']} | {r['case']} | {kind} | {out['speedup']:.3f}x | "
                 f"{1e3 * out['exposed_total']:.1f} ms | {out['bound']} | {why} |"
             )
+    return lines
+
+
+def _appendix_lines(summary: dict[str, Any]) -> list[str]:
+    """What did not apply, the assumptions the substrates rest on, the figures."""
+    lines: list[str] = []
     lines += [
         "",
         "## Not applicable",
@@ -199,4 +231,4 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "bubble and exposed communication by kind per substrate) (and .svg).",
         "",
     ]
-    return "\n".join(lines)
+    return lines

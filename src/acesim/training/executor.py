@@ -8,6 +8,8 @@ Semantics:
   communicator) and order of issue, and finishes at a rank when that rank's part is done; its
   chunks wait with priority ``node.priority``, or, when unset, 1 for a blocking node and 0
   otherwise (the runtime honours it under ``collective.priorities = "blocking_first"``);
+* a node held by a :class:`Gate` (a job that starts at a time or after another job,
+  :mod:`acesim.runs.jobs`) becomes ready only when the gate opens;
 * a send finishes when its message is delivered; a receive finishes when the message with its
   (source, tag) has arrived (class mode: sources and peers are classes, simulated by their
   representatives, :mod:`acesim.network.classes`).
@@ -51,9 +53,20 @@ class NodeRecord:
     node: Node
     start: float = -1.0
     end: float = -1.0
+    ready: float = -1.0  # when its dependencies (and its gate) let it start, s
     alone: float = 0.0  # compute: roofline time on the whole NPU, s
     hbm_bytes: float = 0.0
     collective: int | None = None  # collective nodes: the runtime's instance id
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Nodes (``held``: (rank, node id) of nodes without dependencies) that become ready only
+    at time ``at`` (s) and after every node of ``after`` ((rank, node id)) has finished."""
+
+    held: tuple[tuple[int, int], ...]
+    at: float = 0.0
+    after: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -197,8 +210,16 @@ class GraphExecutor:
         on_iteration: Callable[[int], Any] | None = None,
         *,
         event_path: frozenset[Any] | None = frozenset(),
+        gates: tuple[Gate, ...] = (),
+        kernel_tracks: dict[int, str] | None = None,
+        recorder: Callable[[], BoundRecorder] = BoundRecorder,
     ):
         self.platform = platform
+        #: nodes held until their gate opens, what the bound listener is told of each rank's
+        #: kernels (None: rank 0's, as ``kernel``), and the listener's type
+        self.gates = gates
+        self.kernel_tracks = kernel_tracks
+        self.recorder = recorder
         self.graph = graph
         self.on_iteration = on_iteration
         #: collective instances (signature, index) that run on the event path; None: all
@@ -248,10 +269,12 @@ class GraphExecutor:
             for it, count in st.left_per_iter.items():
                 self._iter_left[it] += count
         self.execution = Execution(platform, graph, self.records)
-        self.execution.bounds = BoundRecorder()
+        self.execution.bounds = recorder()
         platform.engine.add_bound_listener(self.execution.bounds)
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
+        self._gate_left: dict[int, int] = {}
+        self._watch: dict[tuple[int, int], list[int]] = {}
 
     def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:
         """Per-rank graphs: the ranks that issue each collective instance."""
@@ -340,14 +363,22 @@ class GraphExecutor:
             assert self.event_path is not None
             redo = self.event_path | conflict.keys
             platform = Platform(self.platform.system, self.platform.strategy)
-            again = GraphExecutor(
-                platform,
-                self.graph,
-                self.on_iteration,
-                event_path=redo if self.redone < MAX_REDOS else None,
-            )
+            again = self._again(platform, redo if self.redone < MAX_REDOS else None)
             again.redone = self.redone + 1
             return again.run()  # its execution counts every redo before it (see _run)
+
+    def _again(self, platform: Platform, event_path: frozenset[Any] | None) -> GraphExecutor:
+        """An executor of the same graph, gates and tracks on a fresh ``platform``."""
+        platform.collectives.tracks = self.platform.collectives.tracks
+        return GraphExecutor(
+            platform,
+            self.graph,
+            self.on_iteration,
+            event_path=event_path,
+            gates=self.gates,
+            kernel_tracks=self.kernel_tracks,
+            recorder=self.recorder,
+        )
 
     def _lockstep_problem(self) -> str | None:
         """Why no collective of this run may run on the lockstep backend (None: each the
@@ -369,28 +400,24 @@ class GraphExecutor:
         NPU picking its own order, as only platforms with a variation agree by default."""
         platform = Platform(self.platform.system, self.platform.strategy)
         platform.collectives.agree()
-        again = GraphExecutor(platform, self.graph, self.on_iteration, event_path=self.event_path)
+        again = self._again(platform, self.event_path)
         again.redone = self.redone + 1
         return again.run()
 
     def _every_rank(self) -> Execution:
         """The run redone with every rank simulated (replicated ranks would have differed)."""
         strategy = replace(self.platform.strategy, replicate=False)
-        again = GraphExecutor(
-            Platform(self.platform.system, strategy),
-            self.graph,
-            self.on_iteration,
-            event_path=self.event_path,
-        )
+        again = self._again(Platform(self.platform.system, strategy), self.event_path)
         again.redone = self.redone
         execution = again.run()
         return execution
 
     def _run(self) -> Execution:
         engine = self.platform.engine
+        held = self._hold()
         for st in self.states:
             for node_id, count in list(st.waiting.items()):
-                if count == 0:
+                if count == 0 and (st.rank, node_id) not in held:
                     self._ready(st, st.nodes[node_id])
         deferred = self._deferred
         try:
@@ -428,6 +455,26 @@ class GraphExecutor:
             self._copy_replicas()
         return self.execution
 
+    def _hold(self) -> set[tuple[int, int]]:
+        """Arm the gates: the nodes they hold, each gate's count of what it waits for (its
+        time, the nodes it runs after), the callbacks that count them down."""
+        held: set[tuple[int, int]] = set()
+        engine = self.platform.engine
+        for index, gate in enumerate(self.gates):
+            held.update(gate.held)
+            self._gate_left[index] = len(gate.after) + 1
+            for key in gate.after:
+                self._watch.setdefault(key, []).append(index)
+            engine.call_at(gate.at, self._gate_count, index)
+        return held
+
+    def _gate_count(self, index: int) -> None:
+        self._gate_left[index] -= 1
+        if self._gate_left[index] == 0:
+            for rank, node_id in self.gates[index].held:
+                st = self.states[rank]
+                self._ready(st, st.nodes[node_id])
+
     def _check_replicas(self) -> None:
         """Replicated ranks: every event-path collective finished at one time at every rank
         (vectorized ones were checked when computed); else :class:`vectorized.Diverged`."""
@@ -457,6 +504,7 @@ class GraphExecutor:
             self.execution.iteration_start[node.iteration] = self.platform.engine.now
             self.execution.snapshots[node.iteration] = self._snapshot()
         rec = self.records[st.rank][node.id]
+        rec.ready = self.platform.engine.now
         if node.kind == "compute":
             heapq.heappush(st.ready_compute, node.id)
             self._next_kernel(st)
@@ -494,7 +542,9 @@ class GraphExecutor:
             self._finish(st, node)
             self._next_kernel(st)
 
-        npu.run_kernels(comp.kernels, done, tag=node.name, track=st.rank == 0)
+        tracks = self.kernel_tracks
+        track = st.rank == 0 if tracks is None else tracks.get(st.rank, False)
+        npu.run_kernels(comp.kernels, done, tag=node.name, track=track)
 
     def _collective(self, st: _RankState, node: Node) -> None:
         rt = self.platform.collectives
@@ -587,6 +637,10 @@ class GraphExecutor:
             if self.on_iteration is not None:
                 self.on_iteration(node.iteration)
         self._unblock.append((st, iter(st.users.get(node.id, ()))))
+        if self._watch:
+            for index in self._watch.get((st.rank, node.id), ()):
+                # counted after this node's users are readied (a zero-time event)
+                self.platform.engine.schedule(0.0, self._gate_count, index)
         if self._unblocking:
             return
         self._unblocking = True

@@ -22,6 +22,11 @@ identity, or any permutation of a one-list graph with only whole-platform collec
 returns the graph itself, so exact mode's replicated and vectorized paths run as without it
 (bit-identical results). Class-mode graphs (one list per class of ranks) take no placement.
 Rooted collectives keep the runtime's root rule (the graph names no root).
+
+:func:`place_job` does the same for a job of several sharing one system
+(:mod:`acesim.runs.jobs`): a graph made for the job's own system (``source``, as many NPUs
+as the job has) runs on NPUs ``npus[r]`` of the shared system (``target``); its communicators
+are mapped member by member from the source's to the target's.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from ..network.group import Group, Span, members
 from ..network.topology import Topology
 from .graph import Graph, Node
 
-__all__ = ["place_graph"]
+__all__ = ["place_graph", "place_job"]
 
 
 def place_graph(
@@ -67,6 +72,27 @@ def place_graph(
     return replace(graph, ranks=mapped)
 
 
+def place_job(
+    graph: Graph, npus: Sequence[int], source: Topology, target: Topology, field: str
+) -> dict[int, list[Node]]:
+    """The node list of each NPU of ``target`` that ``graph`` (made for ``source``, one list
+    for every rank or one per rank) runs on, rank ``r`` on NPU ``npus[r]`` (distinct NPUs of
+    ``target``, one per NPU of ``source``). ConfigError naming ``field`` as
+    :func:`place_graph`'s."""
+    if graph.classes is not None:
+        raise ConfigError(field, "applies to graphs with one node list per rank, not per class")
+    if len(graph.ranks) not in (1, len(npus)):
+        raise ConfigError(
+            field, f"the job's graph has {len(graph.ranks)} ranks for {len(npus)} NPUs", npus
+        )
+    cache: dict[tuple[int, tuple[int, ...] | None, Group | None], Group | None] = {}
+    out: dict[int, list[Node]] = {}
+    for rank, npu in enumerate(npus):
+        nodes = graph.ranks[rank if len(graph.ranks) > 1 else 0]
+        out[npu] = [_place_node(n, rank, npus, target, cache, field, source) for n in nodes]
+    return out
+
+
 def _place_node(
     node: Node,
     rank: int,
@@ -74,35 +100,47 @@ def _place_node(
     topology: Topology,
     cache: dict[tuple[int, tuple[int, ...] | None, Group | None], Group | None],
     field: str,
+    source: Topology | None = None,
 ) -> Node:
     if node.kind in ("send", "recv"):
         if node.peer is not None and 0 <= node.peer < len(placement):
             peer = placement[node.peer]
             return node if peer == node.peer else replace(node, peer=peer)
         return node  # the executor reports a peer that does not exist
-    if node.kind != "collective" or (node.dims is None and node.group is None):
+    whole = node.dims is None and node.group is None and source is None
+    if node.kind != "collective" or whole:
         return node  # compute, or a collective over the whole platform
     key = (rank, node.dims, node.group)
     if key not in cache:
-        cache[key] = _placed_group(node, rank, placement, topology, field)
+        cache[key] = _placed_group(node, rank, placement, topology, field, source)
     group = cache[key]
     return node if group is None else replace(node, dims=None, group=group)
 
 
 def _placed_group(
-    node: Node, rank: int, placement: Sequence[int], topology: Topology, field: str
+    node: Node,
+    rank: int,
+    placement: Sequence[int],
+    topology: Topology,
+    field: str,
+    source: Topology | None = None,
 ) -> Group | None:
     """The group naming, at NPU ``placement[rank]``, the NPUs rank ``rank``'s instance of
-    ``node``'s communicator runs on; None when the node's own communicator already does."""
+    ``node``'s communicator (on ``source``, default ``topology``) runs on; None when the
+    node's own communicator already does."""
     comm = node.group if node.group is not None else node.dims
     where = f"collective {node.name!r}"
     try:
-        own = members(topology, comm, rank)
+        own = members(topology if source is None else source, comm, rank)
     except TopologyError:
         return None  # the runtime reports a communicator the network cannot hold
     npu = placement[rank]
     target = tuple(sorted(placement[m] for m in own))
-    if members(topology, comm, npu) == target:
+    try:
+        unchanged = members(topology, comm, npu) == target
+    except TopologyError:  # a communicator of the source that the target cannot hold
+        unchanged = False
+    if unchanged:
         return None
     name = node.group.name if node.group is not None else ""
     label = f"group {name!r}" if name else f"the group of dims {list(node.dims or ())}"

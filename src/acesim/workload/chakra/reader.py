@@ -318,6 +318,8 @@ def _exact(a: A.AttrReader, name: str, standard: int | None, scale: float = 1.0)
 
 
 def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
+    """Each Chakra node of ``trace`` as an acesim node (None: skipped, and counted in
+    ``ctx``)."""
     loc = str(trace.path)
     out: list[Node | None] = []
     for msg in trace.nodes:
@@ -325,7 +327,6 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
         a = A.AttrReader(msg.attr, loc, f"node {nid}")
         t = int(msg.type)
         tname = mapping.NODE_TYPE_NAMES.get(t, f"node type {t}")
-
         if t in _ALWAYS_SKIPPED:
             ctx.skipped.append((trace.rank, nid, tname))
             out.append(None)
@@ -339,87 +340,111 @@ def _convert(trace: _RankTrace, ctx: _Context) -> list[Node | None]:
         }
         base = {"id": nid, "name": str(msg.name), "deps": _deps(msg), **labels}
         if t == schema.NODE_TYPES["COMP_NODE"]:
-            if a.as_bool(A.IS_CPU_OP):
-                if ctx.cpu_ops == "error":
-                    raise TraceError(
-                        "CPU compute (is_cpu_op) is not modelled by acesim (read with "
-                        "cpu_ops='skip' or 'compute')",
-                        location=loc,
-                        field=f"node {nid}",
-                    )
-                if ctx.cpu_ops == "skip":
-                    ctx.skipped.append((trace.rank, nid, "CPU COMP_NODE"))
-                    out.append(None)
-                    continue
-            out.append(Node(kind="compute", compute=_compute(msg, a, ctx), **base))
+            out.append(_compute_node(msg, a, ctx, trace, base))
         elif t == schema.NODE_TYPES["COMM_COLL_NODE"]:
-            _require(a, A.COMM_TYPE, loc, nid)
-            ctype = a.as_int(A.COMM_TYPE, 0) or 0
-            op = mapping.COLL_NAMES.get(ctype)
-            if op is None or op not in COLLECTIVE_OPS:
-                cname = mapping.COMM_TYPE_NAMES.get(ctype, f"comm_type {ctype}")
-                _skip(ctx, loc, trace.rank, nid, f"COMM_COLL_NODE {cname}")
-                out.append(None)
-                continue
-            _require(a, A.COMM_SIZE, loc, nid)
-            group = _group(a)
-            if group is not None:  # acesim's own communicator group, and its exact size
-                size = _group_size(a, op, group, ctx)
-                if size is None:
-                    members = _members(op, group, ctx)
-                    if members is None:
-                        raise TraceError(
-                            f"{op} on a group spanning a whole dimension: its comm_size "
-                            f"disagrees with {A.A_SIZE}, and without dim_sizes (the network's "
-                            "dimension sizes) acesim cannot size it from comm_size",
-                            location=loc,
-                            field=f"node {nid}",
-                        )
-                    size = float(a.as_int(A.COMM_SIZE, 0) or 0) * members
-                    ctx.resized.append((trace.rank, nid))
-                out.append(Node(kind="collective", op=op, size=size, group=group, **base))
-                continue
-            dims = _dims(a, ctx)
-            pg = a.as_str(A.PG_NAME)
-            if pg not in (None, "", "0"):
-                ctx.pg_names.add(str(pg))
-            size = _comm_size(a, op, dims, ctx)
-            out.append(Node(kind="collective", op=op, size=size, dims=dims, **base))
+            out.append(_collective_node(a, ctx, trace, base))
         elif t in (schema.NODE_TYPES["COMM_SEND_NODE"], schema.NODE_TYPES["COMM_RECV_NODE"]):
             send = t == schema.NODE_TYPES["COMM_SEND_NODE"]
-            src = a.as_int(A.COMM_SRC)
-            dst = a.as_int(A.COMM_DST)
-            me, peer, peer_attr = (src, dst, A.COMM_DST) if send else (dst, src, A.COMM_SRC)
-            if me is not None and me != trace.rank:
-                raise TraceError(
-                    f"{'send' if send else 'recv'} node of rank {trace.rank} has "
-                    f"{A.COMM_SRC if send else A.COMM_DST} {me}",
-                    location=loc,
-                    field=f"node {nid}",
-                )
-            if peer is None:
-                raise TraceError(f"{tname} without {peer_attr}", location=loc, field=f"node {nid}")
-            if not 0 <= peer < ctx.npus:
-                raise TraceError(
-                    f"{peer_attr} {peer} is not a rank of this {ctx.npus}-rank trace",
-                    location=loc,
-                    field=f"node {nid}",
-                )
-            standard = a.as_int(A.COMM_SIZE, 0) or 0
-            exact = _exact(a, A.A_SIZE, standard)
-            out.append(
-                Node(
-                    kind="send" if send else "recv",
-                    peer=peer,
-                    tag=a.as_int(A.COMM_TAG, 0) or 0,
-                    size=exact if exact is not None else float(standard),
-                    **base,
-                )
-            )
+            out.append(_p2p_node(a, ctx, trace, base, send, tname))
         else:
             _skip(ctx, loc, trace.rank, nid, tname)
             out.append(None)
     return out
+
+
+def _compute_node(
+    msg: Any, a: A.AttrReader, ctx: _Context, trace: _RankTrace, base: dict[str, Any]
+) -> Node | None:
+    """A COMP_NODE (None: a CPU op skipped as ``ctx.cpu_ops`` says)."""
+    nid = base["id"]
+    if a.as_bool(A.IS_CPU_OP):
+        if ctx.cpu_ops == "error":
+            raise TraceError(
+                "CPU compute (is_cpu_op) is not modelled by acesim (read with "
+                "cpu_ops='skip' or 'compute')",
+                location=str(trace.path),
+                field=f"node {nid}",
+            )
+        if ctx.cpu_ops == "skip":
+            ctx.skipped.append((trace.rank, nid, "CPU COMP_NODE"))
+            return None
+    return Node(kind="compute", compute=_compute(msg, a, ctx), **base)
+
+
+def _collective_node(
+    a: A.AttrReader, ctx: _Context, trace: _RankTrace, base: dict[str, Any]
+) -> Node | None:
+    """A COMM_COLL_NODE (None: an operation acesim does not run, skipped)."""
+    loc, nid = str(trace.path), base["id"]
+    _require(a, A.COMM_TYPE, loc, nid)
+    ctype = a.as_int(A.COMM_TYPE, 0) or 0
+    op = mapping.COLL_NAMES.get(ctype)
+    if op is None or op not in COLLECTIVE_OPS:
+        cname = mapping.COMM_TYPE_NAMES.get(ctype, f"comm_type {ctype}")
+        _skip(ctx, loc, trace.rank, nid, f"COMM_COLL_NODE {cname}")
+        return None
+    _require(a, A.COMM_SIZE, loc, nid)
+    group = _group(a)
+    if group is not None:  # acesim's own communicator group, and its exact size
+        size = _group_size(a, op, group, ctx)
+        if size is None:
+            members = _members(op, group, ctx)
+            if members is None:
+                raise TraceError(
+                    f"{op} on a group spanning a whole dimension: its comm_size "
+                    f"disagrees with {A.A_SIZE}, and without dim_sizes (the network's "
+                    "dimension sizes) acesim cannot size it from comm_size",
+                    location=loc,
+                    field=f"node {nid}",
+                )
+            size = float(a.as_int(A.COMM_SIZE, 0) or 0) * members
+            ctx.resized.append((trace.rank, nid))
+        return Node(kind="collective", op=op, size=size, group=group, **base)
+    dims = _dims(a, ctx)
+    pg = a.as_str(A.PG_NAME)
+    if pg not in (None, "", "0"):
+        ctx.pg_names.add(str(pg))
+    size = _comm_size(a, op, dims, ctx)
+    return Node(kind="collective", op=op, size=size, dims=dims, **base)
+
+
+def _p2p_node(
+    a: A.AttrReader,
+    ctx: _Context,
+    trace: _RankTrace,
+    base: dict[str, Any],
+    send: bool,
+    tname: str,
+) -> Node:
+    """A COMM_SEND_NODE (``send``) or COMM_RECV_NODE of ``trace``'s rank."""
+    loc, nid = str(trace.path), base["id"]
+    src = a.as_int(A.COMM_SRC)
+    dst = a.as_int(A.COMM_DST)
+    me, peer, peer_attr = (src, dst, A.COMM_DST) if send else (dst, src, A.COMM_SRC)
+    if me is not None and me != trace.rank:
+        raise TraceError(
+            f"{'send' if send else 'recv'} node of rank {trace.rank} has "
+            f"{A.COMM_SRC if send else A.COMM_DST} {me}",
+            location=loc,
+            field=f"node {nid}",
+        )
+    if peer is None:
+        raise TraceError(f"{tname} without {peer_attr}", location=loc, field=f"node {nid}")
+    if not 0 <= peer < ctx.npus:
+        raise TraceError(
+            f"{peer_attr} {peer} is not a rank of this {ctx.npus}-rank trace",
+            location=loc,
+            field=f"node {nid}",
+        )
+    standard = a.as_int(A.COMM_SIZE, 0) or 0
+    exact = _exact(a, A.A_SIZE, standard)
+    return Node(
+        kind="send" if send else "recv",
+        peer=peer,
+        tag=a.as_int(A.COMM_TAG, 0) or 0,
+        size=exact if exact is not None else float(standard),
+        **base,
+    )
 
 
 def _skip(ctx: _Context, loc: str, rank: int, nid: int, reason: str) -> None:
@@ -742,20 +767,39 @@ def read_chakra(
     _check_p2p(ranks, traces)
     _check_collectives(ranks, traces, ctx)
 
+    graph_name, iterations, meta = _metadata(traces[0], paths[0], name)
+    _report(ctx, meta, paths[0].parent / graph_name)
+    return Graph(
+        ranks=ranks,
+        name=graph_name,
+        iterations=iterations,
+        meta=meta,
+        npus=len(ranks) if len(ranks) > 1 else None,
+    )
+
+
+def _metadata(first: _RankTrace, path: Path, name: str | None) -> tuple[str, int, dict[str, str]]:
+    """The graph's name (``name``, else the one acesim wrote, else the file's prefix), its
+    iteration count and the metadata acesim wrote, from the first rank's trace."""
     meta: dict[str, str] = {}
-    graph_name = name
-    iterations = 1
-    md = traces[0].metadata
-    mreader = A.AttrReader(md.attr, str(traces[0].path), "GlobalMetadata")
+    md = first.metadata
+    mreader = A.AttrReader(md.attr, str(first.path), "GlobalMetadata")
     for key in mreader.by_name:
         if key.startswith(A.A_META_PREFIX):
             meta[key[len(A.A_META_PREFIX) :]] = mreader.as_str(key) or ""
+    graph_name = name
     if graph_name is None:
         graph_name = mreader.as_str(A.A_GRAPH_NAME)
     if graph_name is None:
-        graph_name = _RANK_NAME.sub(r"\g<stem>", paths[0].name)
+        graph_name = _RANK_NAME.sub(r"\g<stem>", path.name)
     iterations = mreader.as_int(A.A_GRAPH_ITERATIONS, 1) or 1
     meta["chakra.version"] = str(md.version)
+    return graph_name, iterations, meta
+
+
+def _report(ctx: _Context, meta: dict[str, str], where: Path) -> None:
+    """Warn of skipped nodes, resized group collectives and process groups (``where``: the
+    trace's prefix), and note them in ``meta``."""
     if ctx.skipped:
         by_reason = Counter(reason for _, _, reason in ctx.skipped)
         summary = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items()))
@@ -764,11 +808,11 @@ def read_chakra(
         first = ", ".join(f"rank {r} node {i}" for r, i, _ in ctx.skipped[:5])
         warnings.warn(
             ChakraWarning(
-                f"{paths[0].parent / graph_name}: skipped {len(ctx.skipped)} nodes acesim does "
+                f"{where}: skipped {len(ctx.skipped)} nodes acesim does "
                 f"not simulate ({summary}; first: {first}); their dependants inherit their "
                 "dependencies. List in Graph.meta['chakra.skipped_nodes']."
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
     if ctx.resized:
         first = ", ".join(f"rank {r} node {i}" for r, i in ctx.resized[:5])
@@ -778,7 +822,7 @@ def read_chakra(
                 f"{A.A_SIZE} (edited with Chakra's tools?); they run with comm_size, the "
                 f"standard field (first: {first})"
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
     if ctx.pg_names:
         names = ", ".join(sorted(ctx.pg_names))
@@ -788,12 +832,5 @@ def read_chakra(
                 f"collectives on process groups {names}: the traces do not say which ranks each "
                 "group holds, so they run over the dimensions in involved_dim (all when absent)"
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
-    return Graph(
-        ranks=ranks,
-        name=graph_name,
-        iterations=iterations,
-        meta=meta,
-        npus=len(ranks) if len(ranks) > 1 else None,
-    )

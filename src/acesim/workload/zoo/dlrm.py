@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from ...errors import WorkloadError
 from ...precision import Precision
-from ..model import Comm, Workload
+from ..model import Comm, Layer, Workload
 from .costs import (
     ADD_FLOPS,
     SIGMOID_BWD_FLOPS,
@@ -148,21 +148,7 @@ def build(
     tables = len(rows)
     layers = []
 
-    vectors = batch * tables * embedding_dim
-    a2a = Comm("all-to-all", vectors * p.param_bytes)
-    emb = embedding(p, batch * tables, embedding_dim, sum(rows), dense_grad=False)
-    layers.append(
-        to_layer(
-            "embedding",
-            emb.without_input_grad(),
-            p,
-            optimizer,
-            allreduce=False,
-            update=False,
-            forward_comm=a2a,
-            input_grad_comm=a2a,
-        )
-    )
+    layers.append(_embeddings(p, optimizer, batch, rows, embedding_dim))
 
     widths = (dense_features, *bottom_mlp)
     for i in range(len(bottom_mlp)):
@@ -173,19 +159,10 @@ def build(
         layers.append(to_layer(f"bottom_mlp_{i}", cost, p, optimizer))
     bottom_layers = len(layers) - 1
 
-    vecs = tables + 1
     features = interaction_features(tables, embedding_dim)
-    # T = [bottom output, 26 embeddings] per sample (a concatenation, kept for the backward),
-    # Z = T T^T (batched), the lower triangle gathered and concatenated with the dense vector
-    # into the top MLP's input (kept by its first GEMM).
-    cat = copy(p, batch * vecs * embedding_dim)
-    dots = batched_matmul(
-        p, batch, vecs, vecs, embedding_dim, save_b=False, name="dots"
-    )  # T T^T: one tensor
-    gather = elementwise(
-        p, batch * features, "tril_gather", flops=0, bwd_flops=ADD_FLOPS, bwd_reads=1, save=1
+    layers.append(
+        to_layer("interaction", _interaction(p, batch, tables, embedding_dim), p, optimizer)
     )
-    layers.append(to_layer("interaction", cat + dots + gather, p, optimizer))
 
     widths = (features, *top_mlp)
     for i in range(len(top_mlp)):
@@ -206,3 +183,39 @@ def build(
         precision=p.name,
         optimizer=optimizer,
     )
+
+
+def _embeddings(
+    p: Precision, optimizer: str, batch: int, rows: tuple[int, ...], embedding_dim: int
+) -> Layer:
+    """The embedding tables (model-parallel: their vectors exchanged by an all-to-all forward
+    and backward, no all-reduce, updated sparsely)."""
+    tables = len(rows)
+    a2a = Comm("all-to-all", batch * tables * embedding_dim * p.param_bytes)
+    emb = embedding(p, batch * tables, embedding_dim, sum(rows), dense_grad=False)
+    return to_layer(
+        "embedding",
+        emb.without_input_grad(),
+        p,
+        optimizer,
+        allreduce=False,
+        update=False,
+        forward_comm=a2a,
+        input_grad_comm=a2a,
+    )
+
+
+def _interaction(p: Precision, batch: int, tables: int, embedding_dim: int) -> LayerCost:
+    """The dot interaction: T = [bottom output, the embeddings] per sample (a concatenation,
+    kept for the backward), Z = T T^T (batched), the lower triangle gathered and concatenated
+    with the dense vector into the top MLP's input (kept by its first GEMM)."""
+    vecs = tables + 1
+    features = interaction_features(tables, embedding_dim)
+    cat = copy(p, batch * vecs * embedding_dim)
+    dots = batched_matmul(
+        p, batch, vecs, vecs, embedding_dim, save_b=False, name="dots"
+    )  # T T^T: one tensor
+    gather = elementwise(
+        p, batch * features, "tril_gather", flops=0, bwd_flops=ADD_FLOPS, bwd_reads=1, save=1
+    )
+    return cat + dots + gather

@@ -1,0 +1,63 @@
+"""The work bounds of issue 33 item 4: every run kind's estimate is checked against
+``run.max_messages`` before it starts, LLM runs' micro-batches against
+``run.max_micro_batches``; both refused with the estimate, both raised knowingly."""
+
+from __future__ import annotations
+
+import pytest
+from clitools import cli_error
+
+import acesim
+from acesim.errors import ConfigError
+
+LLM = ("run", "-s", "h100-nvswitch-8", "-w", "llama3-8b", "--parallel", "tp=8")
+
+
+def test_a_run_past_the_message_bound_is_refused_with_its_estimate(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(
+        monkeypatch, capsys, "run", "-w", "resnet50", "--npus", "8", "--endpoint", "baseline",
+        "--max-messages", "10",
+    )  # fmt: skip
+    assert line.startswith("error: run.max_messages: the run would send about ")
+    assert "more than the bound; raise it knowingly (--max-messages N" in line
+    assert line.endswith("got 10")
+
+
+def test_an_llm_run_past_the_message_bound_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(
+        monkeypatch, capsys, *LLM, "--global-batch", "2", "--endpoint", "baseline",
+        "--max-messages", "10",
+    )  # fmt: skip
+    assert line.startswith("error: run.max_messages: the run would send about ")
+
+
+def test_the_micro_batch_bound_is_a_flag_that_lowers_and_raises_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(
+        monkeypatch, capsys, *LLM, "--global-batch", "8", "--endpoint", "baseline",
+        "--max-micro-batches", "4",
+    )  # fmt: skip
+    assert "makes 8 micro-batches to simulate" in line
+    assert "more than the bound 4 (run.max_micro_batches; --max-micro-batches N" in line
+    # the Python API takes the same bound as a run option, and raising it lets the run start
+    with pytest.raises(ConfigError, match="more than the bound 1 "):
+        acesim.run("h100-nvswitch-8", "llama3-8b", parallel="tp=8", global_batch=2,
+                   max_micro_batches=1)  # fmt: skip
+    result = acesim.run(
+        "h100-nvswitch-8", "llama3-8b", parallel="tp=8", global_batch=2, max_micro_batches=2
+    )
+    assert result.micro_batches == 2
+
+
+def test_the_micro_batch_bound_applies_to_llm_runs_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(monkeypatch, capsys, "run", "-w", "resnet50", "--max-micro-batches", "4")
+    assert line.startswith("error: --max-micro-batches: applies to LLM models")
+    with pytest.raises(ConfigError, match="run.max_micro_batches: applies to LLM runs only"):
+        acesim.run("ace-isca21", "resnet50", max_micro_batches=4)
