@@ -548,7 +548,42 @@ def _llm_runs() -> Iterator[GoldenCase]:
         "--parallel tp=8 --global-batch 9 --seq 512 --endpoint baseline",
         system="gb200-nvl72",
     )
+    yield from _llm_schedule_runs()
     yield from _llm_exact_runs()
+
+
+def _llm_schedule_runs() -> Iterator[GoldenCase]:
+    """Uneven stages, the registered pipeline schedules and MoE's expert parallelism with CP,
+    FSDP, an SM budget of its own and DualPipe (issue 29)."""
+    par = "--global-batch 8 --seq 256 --parallel tp=2,pp=2"
+    for name, change in {
+        "first15": ",first_stage_layers=15",
+        "account": ",account_embedding=1,account_loss=1",
+        "zb-h1": ",schedule=zb-h1",
+        "zb-v": ",vpp=2,schedule=zb-v",
+        "dualpipe": ",schedule=dualpipe",
+        "dualpipev": ",vpp=2,schedule=dualpipev",
+    }.items():
+        yield _llm(f"tp2pp2-seq256-{name}/baseline/class", f"{par}{change} --endpoint baseline")
+    yield _llm(
+        "tp2pp4-seq256-offload-half/baseline/class",
+        "--global-batch 8 --seq 256 --parallel tp=2,pp=4,offload=activations,offload_fraction=0.5"
+        " --endpoint baseline",
+    )
+    moe = "--seq 256 --nodes 4 --endpoint baseline"
+    for name, change in {
+        "cp2ep8pp4": "tp=1,cp=2,ep=8,pp=4 --global-batch 4",
+        "ep8pp2-zero3": "tp=1,ep=8,pp=2,zero=3 --global-batch 16",
+        "ep8pp4-shared-overlap-units16": "tp=1,ep=8,pp=4,shared_expert_overlap=1,"
+        "ep_comm_units=16 --global-batch 8",
+    }.items():
+        yield _llm(f"{name}/baseline/class", f"--parallel {change} {moe}", model="gpt-oss-120b")
+    yield _llm(
+        "ep8pp4-dualpipe-units20/baseline/class",
+        f"--parallel tp=1,ep=8,pp=4,schedule=dualpipe,ep_comm_units=20 --global-batch 64 {moe}",
+        system="b200-nvswitch-8",
+        model="gpt-oss-120b",
+    )
 
 
 def _llm_exact_runs() -> Iterator[GoldenCase]:
@@ -563,6 +598,14 @@ def _llm_exact_runs() -> Iterator[GoldenCase]:
     yield _llm(
         "tp2pp2-seq256/ideal-slow-link/auto-exact",
         f"{par} --endpoint ideal --link dim=0,rank=1,bandwidth=10GB/s",
+    )
+    yield _llm(
+        "tp2pp2-seq256/baseline-a100-stage1/auto-exact",
+        f"{par} --endpoint baseline --npu ranks=4-7,preset=a100-sxm",
+    )
+    yield _llm(
+        "tp2pp2-seq256/baseline-placement/auto-exact",
+        f"{par} --endpoint baseline --placement {{inputs}}/placement8.json",
     )
 
 

@@ -31,6 +31,7 @@ PUBLISHED = {
     "llama3-405b": (405.85e9, 0.001),
     "gpt3-175b": (175e9, 0.005),
     "gpt-oss-120b": (116.83e9, 0.001),
+    "deepseek-v3": (671e9, 0.001),
 }
 
 
@@ -43,11 +44,11 @@ def test_preset_parameter_counts_match_the_model_cards(name: str) -> None:
 
 
 def test_every_preset_names_its_source() -> None:
-    assert set(MODELS.names()) >= {*PUBLISHED, "deepseek-v3-like"}
+    assert set(MODELS.names()) >= set(PUBLISHED)
     assert all(m.source for _, m in MODELS.items())
-    moe = MODELS.get("deepseek-v3-like")
+    moe = MODELS.get("deepseek-v3")
     assert moe.experts == 256 and moe.top_k == 8 and moe.shared_experts == 1
-    assert "multi-latent" in moe.notes
+    assert moe.mla and moe.active_params == pytest.approx(37e9, rel=0.02)
 
 
 def test_model_flops_is_megatrons_formula_for_gpt3() -> None:

@@ -19,7 +19,8 @@ from acesim.network.topology import Topology
 from acesim.results.llm import LlmResult, idle_breakdown
 from acesim.runs.llm import LlmCase, make_llm_case, run_llm
 from acesim.training.executor import Execution, GraphExecutor
-from acesim.training.pipeline import Op, pipeline_graph, schedule
+from acesim.training.pipeline import pipeline_graph
+from acesim.training.schedules import Op, schedule
 from acesim.workload.graph import Graph, Node
 from acesim.workload.llm.block import ChunkWork, Step
 from acesim.workload.llm.models import TransformerConfig
@@ -51,10 +52,10 @@ def _pipeline(p: int, m: int, v: int) -> tuple[Execution, float]:
 
 
 def test_1f1b_order_of_each_stage() -> None:
-    names = [("F" if o.forward else "B") + str(o.micro) for o in schedule("1f1b", 4, 1, 6)]
+    names = [str(o) for o in schedule("1f1b", 4, 1, 6)]
     assert names == ["F0", "F1", "F2", "B0", "F3", "B1", "F4", "B2", "F5", "B3", "B4", "B5"]
     last = schedule("1f1b", 4, 3, 2)
-    assert last == [Op(True, 0, 0), Op(False, 0, 0), Op(True, 0, 1), Op(False, 0, 1)]
+    assert last == [Op("F", 0, 0), Op("B", 0, 0), Op("F", 0, 1), Op("B", 0, 1)]
 
 
 def test_interleaved_order_follows_megatron() -> None:

@@ -61,3 +61,15 @@ def test_the_micro_batch_bound_applies_to_llm_runs_only(
     assert line.startswith("error: --max-micro-batches: applies to LLM models")
     with pytest.raises(ConfigError, match="run.max_micro_batches: applies to LLM runs only"):
         acesim.run("ace-isca21", "resnet50", max_micro_batches=4)
+
+
+def test_membw_refuses_an_npu_count_it_could_not_plan(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``membw --npus 4294967296 --no-simulate`` never ended (issue 33 item 4): refused at
+    once, naming the bound and why."""
+    line = cli_error(monkeypatch, capsys, "membw", "--npus", "16,4294967296", "--no-simulate")
+    assert line == (
+        "error: --npus: each count must be 1 to 1,048,576 (2**20: planning a platform costs "
+        "about 63 us per NPU, about a minute at the bound), got 4294967296"
+    )

@@ -98,9 +98,13 @@ PARALLEL_HELP = (
     "LLM models: Megatron parallel sizes, e.g. tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto; also "
     "sp=1 (sequence parallelism), tp_overlap=1 (TP communication overlap), zero=1 (distributed "
     "optimizer), grad_fp32=0|1 (main gradients in FP32), recompute=none|selective|full, "
-    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order). "
+    "order=tp-cp-ep-dp-pp|tp-cp-ep-pp-dp (Megatron's rank order), first_stage_layers=K,"
+    "last_stage_layers=K (uneven stages) or account_embedding=1,account_loss=1 (the embedding "
+    "and the loss counted as pipeline layers), schedule=1f1b|interleaved|zb-h1|zb-v|dualpipe|"
+    "dualpipev (the pipeline schedule; default interleaved with vpp > 1, else 1f1b). "
     "One iteration is simulated, one GPU per pipeline stage (class mode: the same figures as "
-    "simulating every GPU); --exact, --straggler, --compute-spread and --link simulate every GPU"
+    "simulating every GPU); --exact, --straggler, --compute-spread, --link, --npu and "
+    "--placement simulate every GPU"
 )
 
 #: help of the variation flags (acesim.config.variation): they put a run in exact mode
@@ -174,8 +178,6 @@ TRAINING_FLAGS = {
     "bucket": "--bucket-size",
     "iterations": "--iterations",
     "warmup": "--warmup",
-    "npu_types": "--npu",
-    "placement": "--placement",
 }
 LLM_FLAGS = {
     "max_micro_batches": "--max-micro-batches",

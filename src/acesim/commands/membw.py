@@ -22,6 +22,13 @@ from .common import (
     progress,
 )
 
+#: Most NPUs one count of ``acesim membw --npus`` may have: the analysis plans a platform per
+#: count, at about :data:`PLANNING_SECONDS_PER_NPU` each (measured on the CI machine kind with
+#: ``--no-simulate``: 4.0 s user at 16,384 NPUs, 7.0 s at 65,536), so 2**20 is about a minute
+#: and 2**32 (which the network validation allows) would be three days.
+MAX_MEMBW_NPUS = 2**20
+PLANNING_SECONDS_PER_NPU = 63e-6
+
 
 def membw_command(
     system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
@@ -56,6 +63,15 @@ def membw_command(
         counts = [int(x) for x in npus.split(",")]
     except ValueError:
         raise ConfigError("--npus", "expected comma-separated integers", npus) from None
+    for count in counts:
+        if not 1 <= count <= MAX_MEMBW_NPUS:
+            raise ConfigError(
+                "--npus",
+                f"each count must be 1 to {MAX_MEMBW_NPUS:,} (2**20: planning a platform costs "
+                f"about {PLANNING_SECONDS_PER_NPU * 1e6:.0f} us per NPU, about a minute at the "
+                "bound)",
+                count,
+            )
     nbytes = parse_quantity(size, "size", "--size")
     if nbytes <= 0:
         raise ConfigError("--size", "must be positive", size)

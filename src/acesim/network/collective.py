@@ -166,6 +166,8 @@ class Collective:
     sync_latency: float = 0.0
     #: a routed shift (sendrecv over several dimensions): one point-to-point message per rank
     shift: bool = False
+    #: compute units its kernels hold (None: the endpoint's setting)
+    units: int | None = None
 
     @property
     def duration(self) -> float:
@@ -382,6 +384,7 @@ class CollectiveRuntime:
         ranks: Sequence[int] | None = None,
         joining: frozenset[int] | None = None,
         root: int | None = None,
+        units: int | None = None,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
@@ -393,7 +396,9 @@ class CollectiveRuntime:
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
         reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
         that will ever join (None: every simulated rank). ``root``: a rooted operation's root,
-        its position in the group (default 0); refused for other operations.
+        its position in the group (default 0); refused for other operations. ``units``: the
+        compute units its kernels hold (None: the endpoint's setting; a kernel library on an
+        SM budget, :class:`~acesim.workload.model.Comm`).
         """
         axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
         phases, protocol = choice.phases, choice.protocol
@@ -424,6 +429,7 @@ class CollectiveRuntime:
             algorithm=choice.algorithm,
             sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
             shift=_routed_shift(op, axes),
+            units=units,
         )
         self.collectives.append(coll)
         for rank in self.ranks if ranks is None else ranks:
@@ -565,7 +571,7 @@ class CollectiveRuntime:
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` starts its part of ``coll`` now."""
         coll.chunks_left[rank] = coll.chunks
-        self.endpoint.collective_started(rank, coll.algorithms)
+        self.endpoint.collective_started(rank, coll.algorithms, coll.units)
         if coll.shift:
             self._join_shift(coll, rank)
             return
@@ -812,7 +818,7 @@ class CollectiveRuntime:
             weight = (self.nvls_weights[lane.dim] if kind in NVLS_KINDS else 1.0) / factor
             dest = self._lane_destination(rank, lane)
             message = {self.egress[rank][lane.dim]: weight}
-            message.update(self.endpoint.message_demand(rank, kind))
+            message.update(self.endpoint.collective_message_demand(rank, kind, coll.units))
             message[self.ingress[dest][lane.dim]] = weight
             self.add_path_demand(message, rank, dest, lane.dim, weight)
             if self.topology.dimensions[lane.dim].spine:
@@ -869,7 +875,7 @@ class CollectiveRuntime:
         ):
             weight /= d.incast_efficiency  # more senders per receiver than the switch takes
         demand = {self.egress[rank][dim]: weight}
-        demand.update(self.endpoint.message_demand(rank, step.kind))
+        demand.update(self.endpoint.collective_message_demand(rank, step.kind, coll.units))
         shares = self.shares
         track = self.tracks.get(rank)
         ingress = self.ingress
@@ -1008,7 +1014,7 @@ class CollectiveRuntime:
         if left > 0:
             return
         coll.rank_finished[rank] = self.engine.now
-        self.endpoint.collective_finished(rank, coll.algorithms)
+        self.endpoint.collective_finished(rank, coll.algorithms, coll.units)
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, rank)
         if coll.expected is None:

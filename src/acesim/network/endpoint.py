@@ -5,7 +5,8 @@ collective, what that level costs at a rank:
 
 * per collective: ``collective_started`` / ``collective_finished`` (hold compute units for the
   whole collective, as NCCL's persistent kernels do; told the algorithms of its phases, since
-  an NVLS kernel holds a different number of units than a ring kernel);
+  an NVLS kernel holds a different number of units than a ring kernel, and the units of a
+  collective that brings its own SM budget: DeepEP's expert-parallel kernels);
 * per chunk: ``chunk_begin`` / ``chunk_end`` (stage the chunk through an SRAM, read it from HBM
   once and write the result once) and ``max_chunk_bytes`` (split chunks that do not fit);
 * per phase: ``phase_begin`` (a chunk is about to enter a phase, or has left its last: a
@@ -17,7 +18,8 @@ collective, what that level costs at a rank:
   peer order);
 * per network byte: ``link_efficiency`` (the payload fraction of the links for its messages,
   where it is not the collective protocol's), ``message_demand`` (HBM bytes, engine ALU/DMA
-  throughput, comm-unit throughput consumed per byte sent), and how messages share HBM:
+  throughput, comm-unit throughput consumed per byte sent; ``budget_demand`` for a collective
+  on an SM budget of its own, where it differs), and how messages share HBM:
   ``hbm_parallelism`` (the memory-level parallelism, in compute units, of the kernel or engine
   that moves them, under ``npu.hbm_arbitration = "mlp"``) or ``message_weight`` (a
   dominant-resource-fair weight).
@@ -86,6 +88,23 @@ class Endpoint:
         (``kind``: a step kind of :mod:`acesim.network.algorithms`)."""
         return {}
 
+    def budget_demand(self, rank: int, kind: str, units: int) -> dict[Resource, float] | None:
+        """As :meth:`message_demand`, for a collective whose kernels hold ``units`` compute
+        units of their own (an SM budget); None: the same as :meth:`message_demand` (an
+        endpoint whose collectives are no compute kernels)."""
+        return None
+
+    def collective_message_demand(
+        self, rank: int, kind: str, units: int | None = None
+    ) -> dict[Resource, float]:
+        """Per network byte, what a message of a collective (on ``units``, if it has a
+        budget) consumes (:meth:`message_demand`, :meth:`budget_demand`)."""
+        if units is not None:
+            budget = self.budget_demand(rank, kind, units)
+            if budget is not None:
+                return budget
+        return self.message_demand(rank, kind)
+
     def link_efficiency(self, kind: str) -> float | None:
         """The payload fraction of the links for this endpoint's messages in a step of
         ``kind`` (a DMA engine's writes carry no collective protocol's overhead); None: the
@@ -141,10 +160,15 @@ class Endpoint:
         """Largest chunk the endpoint handles at once (bytes); larger chunks are split."""
         return None
 
-    def collective_started(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
-        """A collective whose phases run ``algorithms`` became active at ``rank``."""
+    def collective_started(
+        self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
+    ) -> None:
+        """A collective whose phases run ``algorithms`` (its kernels on ``units`` compute
+        units of their own, if given) became active at ``rank``."""
 
-    def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
+    def collective_finished(
+        self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
+    ) -> None:
         """A collective whose phases run ``algorithms`` finished at ``rank``."""
 
     def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:

@@ -91,6 +91,7 @@ _HOOKS = (
     "chunk_end",
     "collective_started",
     "collective_finished",
+    "budget_demand",
 )
 
 #: Sequential additions are done this many at a time (numpy's accumulate is sequential).

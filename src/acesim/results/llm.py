@@ -33,7 +33,7 @@ from ..workload.llm.memory import TERMS
 from .energy import EnergyResult, energy_rows
 from .protocol import Table
 
-__all__ = ["LlmResult", "idle_breakdown", "SCHEMA"]
+__all__ = ["LlmResult", "idle_breakdown", "rank_compute_times", "SCHEMA"]
 
 SCHEMA = "acesim.llm/1"
 
@@ -99,6 +99,9 @@ class LlmResult:
     bound_by: dict[str, float] = field(default_factory=dict)
     comm_bound_by: dict[str, float] = field(default_factory=dict)
     version: str = __version__
+    #: per pipeline stage: its transformer layers, whether it holds the embedding and the
+    #: loss, its compute and idle time per GPU and iteration (s) and memory per GPU (bytes)
+    stages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def figure(self) -> float:
@@ -175,11 +178,55 @@ class LlmResult:
         ]
         rows.append(("HBM capacity", format_size(self.hbm_capacity)))
         title = f"memory per GPU (largest: pipeline stage {self.memory_stage})"
-        return [Table(title, ("term", "bytes"), rows)]
+        tables = [Table(title, ("term", "bytes"), rows)]
+        if len(self.stages) > 1:
+            tables.append(self._stage_table())
+        return tables
+
+    def _stage_table(self) -> Table:
+        """Each pipeline stage's layers, compute and idle time, memory (uneven stages), and
+        with every GPU simulated its slowest GPU's compute time."""
+        exact = any(row.get("slowest_npu") is not None for row in self.stages)
+        rows: list[tuple[str, ...]] = []
+        for row in self.stages:
+            held = [str(row["layers"])]
+            held += [
+                part for part, on in (("embedding", row["embedding"]), ("loss", row["loss"])) if on
+            ]
+            cells = [
+                str(row["stage"]),
+                " + ".join(held),
+                format_time(row["compute_time"]),
+                format_time(row["idle_time"]),
+                format_size(row["memory"]),
+            ]
+            if exact:
+                cells.append(f"npu{row['slowest_npu']}: {format_time(row['slowest_compute'])}")
+            rows.append(tuple(cells))
+        columns = ("stage", "layers", "compute", "idle", "memory") + ("slowest GPU",) * exact
+        return Table("pipeline stages (per GPU, one iteration)", columns, rows)
+
+    def slowest_note(self) -> str:
+        """The slowest GPU of a run with every GPU simulated and what it does to the
+        pipeline ("" in class mode)."""
+        timed = [r for r in self.stages if r.get("slowest_npu") is not None]
+        if not timed:
+            return ""
+        row = max(timed, key=lambda r: r["slowest_compute"])
+        mean = sum(r["compute_time"] for r in self.stages) / len(self.stages)
+        return (
+            f"slowest GPU: npu{row['slowest_npu']} ({row['slowest_type']}, pipeline stage "
+            f"{row['stage']}) computes {format_time(row['slowest_compute'])} an iteration, "
+            f"{row['slowest_compute'] / mean:.2f}x the mean GPU's {format_time(mean)}; its "
+            "stage's TP/CP peers and the other stages wait for it (the stage table's idle "
+            f"column; the pipeline bubble is {100 * self.bubble_fraction:.1f}% of the "
+            "iteration)"
+        )
 
     def footnotes(self) -> list[str]:
         notes = [self.mode_note] if self.mode_note else []
-        return notes + [f"model: {note}" for note in self.notes]
+        slowest = self.slowest_note()
+        return notes + [slowest] * bool(slowest) + [f"model: {note}" for note in self.notes]
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -276,3 +323,14 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 comm += _length(part)
         bubble += _length(idle) - comm
     return compute, bubble, exposed
+
+
+def rank_compute_times(ex: Execution) -> list[float]:
+    """Each simulated rank's compute time per iteration (s): the union of its compute nodes'
+    intervals."""
+    iterations = max(ex.graph.iterations, 1)
+    out = []
+    for records in ex.records:
+        busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
+        out.append(_length(_union(busy)) / iterations)
+    return out

@@ -353,6 +353,14 @@ def _process(
             args = {"node": node.id, "kind": node.kind, "peer": node.peer, "tag": node.tag}
             args.update(size_bytes=node.size, iteration=node.iteration)
             _complete(b, pid, tid, node.name, "p2p", (rec.start, rec.end), args)
+    copies = [r for r in recs if r.node.kind == "host_copy"]
+    if copies:
+        tids = proc.lanes("host copies", [(r.start, r.end, r.node.id) for r in copies])
+        for rec, tid in zip(copies, tids, strict=True):
+            node = rec.node
+            args = {"node": node.id, "direction": node.op, "size_bytes": node.size}
+            args.update(iteration=node.iteration)
+            _complete(b, pid, tid, node.name, "host_copy", (rec.start, rec.end), args)
     if platform.collectives.phase_log is not None:
         _chunk_lanes(b, proc, platform.collectives.phase_log, rank, dim_names, coll_by_id)
     return {"simulated_rank": rank, "represents": span, "represents_count": len(stands_for)}

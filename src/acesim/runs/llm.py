@@ -27,6 +27,7 @@ The optimizer is Adam (Megatron's default and the published models' recipe).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,20 +35,22 @@ from typing import Any, ClassVar
 
 from ..config.experiment import RunOptions
 from ..config.resolve import resolve_system
-from ..config.system import SystemConfig, defaults
-from ..config.variation import Variation
+from ..config.system import NPUConfig, SystemConfig, defaults
+from ..config.variation import Variation, check_placement
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
-from ..hardware.platform import Platform
+from ..hardware.platform import Platform, elaborate
+from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
-from ..results.llm import LlmResult, idle_breakdown
+from ..results.llm import LlmResult, idle_breakdown, rank_compute_times
 from ..results.protocol import assumptions, scalar_settings
 from ..results.trace import enable_tracing
 from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution, GraphExecutor
-from ..training.pipeline import Schedule, pipeline_graph, schedule
+from ..training.pipeline import pipeline_graph
+from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..training.strategy import decide, mode_note
 from ..units import format_size
 from ..workload.graph import Graph
@@ -57,6 +60,7 @@ from ..workload.llm.models import MODELS, TransformerConfig, model_flops
 from ..workload.llm.parallel import ParallelConfig, Placement, parse_parallel, placement
 from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
+from ..workload.placement import place_graph
 from .case import check_math, run_options
 
 __all__ = [
@@ -87,20 +91,27 @@ class LlmCase:
     precision: Precision
     place: Placement
     micro_batches: int
-    schedule: Schedule
+    schedule: str
     stages: tuple[tuple[ChunkWork, ...], ...]
     memory: dict[str, float]
     memory_stage: int
     iterations: int = 1
+    #: each pipeline stage's memory per GPU by term and in total (bytes)
+    footprints: tuple[Mapping[str, float], ...] = ()
     options: RunOptions = field(default_factory=defaults(RunOptions))
+    #: the memory check ran (make_llm_case's check_memory): run again on other options
+    memory_checked: bool = True
 
     def with_system(self, system: SystemConfig) -> LlmCase:
         """The same case on another system (an endpoint variant)."""
         return replace(self, system=system)
 
     def with_options(self, **changes: Any) -> LlmCase:
-        """The same case with some run options changed (validated)."""
-        return replace(self, options=llm_options(self.options, **changes))
+        """The same case with some run options changed (validated; NPU types and a
+        placement checked against the case as :func:`make_llm_case` checks them)."""
+        case = replace(self, options=llm_options(self.options, **changes))
+        _check_gpus(case)
+        return case
 
     def with_endpoint(self, kind: str) -> LlmCase:
         """The same case with endpoint ``kind`` in its settings as configured."""
@@ -110,23 +121,17 @@ class LlmCase:
 
 #: Run options LLM runs take (the others size training graphs: batch, loop, iterations...).
 LLM_OPTIONS = (
-    "mode",
-    "search",
-    "nodes",
-    "stragglers",
-    "compute_spread",
-    "links",
-    "max_messages",
-    "max_micro_batches",
-)
+    "mode", "search", "nodes", "stragglers", "compute_spread", "links", "npu_types", "placement",
+    "max_messages", "max_micro_batches",
+)  # fmt: skip
 
 
 def llm_options(
     options: RunOptions | Mapping[str, Any] | None = None, **changes: Any
 ) -> RunOptions:
     """Validated run options of an LLM case; ConfigError naming ``run.<option>`` for one
-    that does not apply to LLM runs (their parallel configuration places the ranks, their
-    MFU and memory check use the system's one NPU)."""
+    that does not apply to LLM runs (they size themselves by their parallel configuration
+    and batch)."""
     opts = run_options(options, **changes)
     default = RunOptions.model_validate({})
     for name in RunOptions.model_fields:
@@ -134,8 +139,7 @@ def llm_options(
             raise ConfigError(
                 f"run.{name}",
                 "does not apply to LLM runs (they size themselves with nodes, the parallel "
-                "configuration, global batch, micro-batch and sequence length, and place "
-                "their ranks by it on one NPU type)",
+                "configuration, global batch, micro-batch and sequence length)",
                 getattr(opts, name),
             )
     return opts
@@ -179,6 +183,18 @@ def make_llm_case(
     p = PRECISIONS.get(precision, "workload.precision")
     check_math(resolved, p.math, precision)
     parallel.check_model(cfg)
+    if parallel.offload is not None and resolved.npu.host_link_bandwidth is None:
+        raise ConfigError(
+            "npu.host_link_bandwidth",
+            f"must be set to offload {parallel.offload} ({resolved.npu.name} has no host link)",
+        )
+    units = resolved.npu.compute_units
+    if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
+        raise ConfigError(
+            "parallel.ep_comm_units",
+            f"must be fewer than the {units} compute units of {resolved.npu.name}",
+            parallel.ep_comm_units,
+        )
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
@@ -193,14 +209,14 @@ def make_llm_case(
             "raises it knowingly)",
             parallel.global_batch,
         )
-    kind: Schedule = "interleaved" if parallel.vpp > 1 else "1f1b"
-    stages = _stages(cfg, p, parallel, place)
-    worst: dict[str, float] = {}
-    worst_stage = 0
-    for s, chunks in enumerate(stages):
-        sizes = rank_footprint(
+    kind = parallel.schedule or default_schedule(parallel.vpp)
+    order = SCHEDULES.get(kind, "parallel.schedule")
+    order.check(parallel.pp, parallel.vpp, micro)
+    stages = _stages(cfg, p, parallel, place, order)
+    sizes = [
+        rank_footprint(
             chunks,
-            schedule(kind, parallel.pp, s, micro, parallel.vpp),
+            order.stage_ops(parallel.pp, s, micro, len(chunks)),
             p,
             OPTIMIZER,
             dp=place.grad_ranks,
@@ -208,31 +224,54 @@ def make_llm_case(
             expert_dp=place.expert_dp,
             grad_fp32=parallel.grad_fp32,
             fsdp=parallel.zero == 3,
+            offload_activations=parallel.offload_activations,
         )
-        if not worst or sizes["total"] > worst["total"]:
-            worst, worst_stage = sizes, s
-    if check_memory:
-        _check_memory(cfg, parallel, p, resolved, worst, worst_stage)
-    return LlmCase(
-        resolved, cfg, parallel, p, place, micro, kind, stages, worst, worst_stage, iterations, opts
+        for s, chunks in enumerate(stages)
+    ]
+    worst_stage = max(range(len(sizes)), key=lambda s: sizes[s]["total"])
+    case = LlmCase(
+        resolved,
+        cfg,
+        parallel,
+        p,
+        place,
+        micro,
+        kind,
+        stages,
+        sizes[worst_stage],
+        worst_stage,
+        iterations,
+        tuple(sizes),
+        opts,
+        check_memory,
     )
+    if check_memory and not opts.npu_types:
+        _check_memory(cfg, parallel, p, resolved, sizes[worst_stage], worst_stage)
+    _check_gpus(case)
+    return case
 
 
 def _stages(
-    model: TransformerConfig, p: Precision, parallel: ParallelConfig, place: Placement
+    model: TransformerConfig,
+    p: Precision,
+    parallel: ParallelConfig,
+    place: Placement,
+    order: PipelineSchedule,
 ) -> tuple[tuple[ChunkWork, ...], ...]:
     pp, v = parallel.pp, parallel.vpp
-    per = model.layers // (pp * v)
+    split = parallel.layer_split(model.layers)  # one chain: pp x vpp virtual stages
+    chain = pp * v
+    starts = [sum(split[:vs]) for vs in range(chain + 1)]
     out = []
     for s in range(pp):
         chunks = []
-        for c in range(v):
-            vs = c * pp + s
+        for c in range(v * order.directions):
+            vs = order.virtual_stage(c, s, pp) % chain  # its place in its chain
             chunks.append(
                 chunk_work(
                     model,
                     p,
-                    range(vs * per, (vs + 1) * per),
+                    range(starts[vs], starts[vs + 1]),
                     micro_batch=parallel.micro_batch,
                     seq=parallel.seq,
                     tp=parallel.tp,
@@ -241,13 +280,15 @@ def _stages(
                     recompute=parallel.recompute,
                     tp_group=place.tp_group,
                     embedding=vs == 0,
-                    head=vs == pp * v - 1,
+                    head=vs == chain - 1,
                     ep=parallel.ep,
                     ep_group=place.ep_group,
                     cp=parallel.cp,
                     cp_group=place.cp_group,
                     units=parallel.zero == 3,
                     recompute_layers=parallel.recompute_layers,
+                    ep_units=parallel.ep_comm_units,
+                    shared_overlap=parallel.shared_expert_overlap,
                 )
             )
         out.append(tuple(chunks))
@@ -259,10 +300,14 @@ def _check_memory(
     parallel: ParallelConfig,
     p: Precision,
     system: SystemConfig,
-    sizes: dict[str, float],
+    sizes: Mapping[str, float],
     stage: int,
+    npu: NPUConfig | None = None,
+    field: str = "npu.hbm_capacity",
 ) -> None:
-    capacity = system.npu.hbm_capacity
+    """ConfigError naming ``field`` when ``sizes`` (pipeline stage ``stage``'s per GPU) do not
+    fit in the HBM of ``npu`` (None: the system's)."""
+    capacity = (npu or system.npu).hbm_capacity
     if sizes["total"] <= capacity:
         return
     dominant = max(TERMS, key=lambda t: sizes[t])
@@ -274,16 +319,83 @@ def _check_memory(
         advice.append("recomputation")
     if parallel.micro_batch > 1:
         advice.append("a smaller micro-batch")
+    held = f"the {format_size(capacity)} of HBM" + (f" of {npu.name}" if npu else "")
     raise ConfigError(
-        "npu.hbm_capacity",
+        field,
         f"{model.name} with {parallel.describe()} ({p.name}) needs "
         f"{format_size(sizes['total'])} per GPU on pipeline stage {stage} ({parts}), "
-        f"{format_size(sizes['total'] - capacity)} more than the {format_size(capacity)} of HBM; "
+        f"{format_size(sizes['total'] - capacity)} more than {held}; "
         f"{dominant} dominate{'s' if not dominant.endswith('s') else ''}: use "
         + ", ".join(advice[:-1])
         + (" or " if len(advice) > 1 else "")
         + advice[-1],
     )
+
+
+def _gpu_types(case: LlmCase) -> list[tuple[str, NPUConfig, list[int]]]:
+    """(field, NPU configuration, NPU positions) of each other NPU type the case runs on
+    (``run.npu_types``) and, first, the system's NPU where some positions keep it; one entry
+    (the system's) when nothing varies. ConfigError naming the field for a bad entry."""
+    opts, npus = case.options, case.place.npus
+    check_placement(opts.placement, npus)
+    if not opts.npu_types:
+        return [("npu", case.system.npu, list(range(npus)))]
+    configs = npu_configs(opts.variation, case.system, npus)
+    out = []
+    owned: set[int] = set()
+    for i, entry in enumerate(opts.npu_types):
+        positions = entry.rank_list()
+        owned.update(positions)
+        out.append((f"run.npu_types[{i}]", configs[positions[0]], positions))
+    rest = [q for q in range(npus) if q not in owned]
+    return [("npu", case.system.npu, rest)] * bool(rest) + out
+
+
+def _check_gpus(case: LlmCase) -> None:
+    """Mixed GPUs (``run.npu_types``): each type runs the precision's matrix math, has more
+    units than the expert all-to-alls' budget, and holds the largest pipeline stage it hosts
+    (workload rank ``r`` on NPU position ``run.placement[r]``); a placement is a permutation
+    of the NPUs. ConfigError naming the entry otherwise."""
+    types = _gpu_types(case)
+    if len(types) == 1 and types[0][0] == "npu":
+        return  # the system's NPU: checked by make_llm_case
+    par, p = case.parallel, case.precision
+    stage_of = _position_stages(case)
+    for where, npu, positions in types:
+        if p.math not in npu.matrix_flops:
+            raise ConfigError(
+                where,
+                f"{npu.name} lists no {p.math} matrix peak, the math of {p.name} (it lists "
+                f"{', '.join(npu.matrix_flops)})",
+                npu.name,
+            )
+        if par.ep_comm_units is not None and par.ep_comm_units >= npu.compute_units:
+            raise ConfigError(
+                "parallel.ep_comm_units",
+                f"must be fewer than the {npu.compute_units} compute units of {npu.name}",
+                par.ep_comm_units,
+            )
+        if case.memory_checked:
+            stage = max({stage_of[q] for q in positions}, key=lambda s: case.footprints[s]["total"])
+            _check_memory(
+                case.model,
+                par,
+                p,
+                case.system,
+                case.footprints[stage],
+                stage,
+                *((None, "npu.hbm_capacity") if where == "npu" else (npu, where)),
+            )
+
+
+def _position_stages(case: LlmCase) -> list[int]:
+    """The pipeline stage each NPU position runs (workload rank ``r`` on position
+    ``run.placement[r]``)."""
+    place, placed = case.place, case.options.placement
+    out = [0] * place.npus
+    for rank in range(place.npus):
+        out[placed[rank] if placed is not None else rank] = place.stage(rank)
+    return out
 
 
 def _update(p: Precision, params: float, gradient_bytes: int) -> Stream:
@@ -324,6 +436,7 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         iterations=case.iterations,
         name=case.model.name,
         classes=classes,
+        offload_activations=par.offload_activations,
     )
 
 
@@ -352,11 +465,19 @@ def execute_llm(
     :func:`acesim.results.trace.write_trace` needs. Callbacks as
     :func:`acesim.runs.training.execute_training`'s."""
     opts = case.options
+
+    def graphs(reduced: bool) -> Graph:
+        graph = llm_graph(case, classes=reduced)
+        if reduced or opts.placement is None:
+            return graph
+        return place_graph(graph, opts.placement, elaborate(case.system))
+
     strategy, graph = decide(
         case.system,
-        lambda reduced: llm_graph(case, classes=reduced),
+        graphs,
         requested=opts.mode,
         variation=opts.variation,
+        placed=opts.placement is not None,
         trace=trace,
         problem=_order_problem(case) if opts.mode != "exact" else None,
     )
@@ -412,7 +533,7 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         iterations=iters,
         iteration_time=iteration,
         tokens_per_s_per_gpu=par.global_batch * par.seq / (iteration * npus),
-        mfu=flops / (iteration * npus * system.npu.matrix_peak(dtype)),
+        mfu=_mfu(flops, iteration, execution, npus, dtype),
         mfu_dtype=dtype,
         compute_time=compute / per,
         bubble_time=bubble / per,
@@ -431,7 +552,55 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         settings=scalar_settings(system.endpoint.settings()),
         bound_by=bound_by,
         comm_bound_by=comm_by,
+        stages=_stage_rows(case, execution),
     )
+
+
+def _stage_rows(case: LlmCase, execution: Execution) -> list[dict[str, Any]]:
+    """Each pipeline stage's layers, time and memory (:data:`~acesim.results.llm.
+    LlmResult.stages`): the imbalance of uneven stages; with every GPU simulated, its
+    slowest GPU (NPU position) and that GPU's compute time (a straggler or a slower NPU
+    type, whose stage the others wait for)."""
+    classes = execution.graph.classes is not None
+    stage_of = list(range(case.place.pp)) if classes else _position_stages(case)
+    computes = rank_compute_times(execution)
+    iteration = execution.makespan / max(execution.graph.iterations, 1)
+    members: list[list[int]] = [[] for _ in case.stages]
+    for q in range(len(computes)):
+        members[stage_of[q]].append(q)
+    rows = []
+    for s, chunks in enumerate(case.stages):
+        held = members[s]
+        compute = sum(computes[q] for q in held) / len(held) if held else 0.0
+        slowest = max(held, key=lambda q: computes[q]) if held and not classes else None
+        rows.append(
+            {
+                "stage": s,
+                "layers": sum(c.layers for c in chunks),
+                "embedding": any(c.embedding for c in chunks),
+                "loss": any(c.head for c in chunks),
+                "compute_time": compute,
+                "idle_time": iteration - compute if held else 0.0,
+                "memory": case.footprints[s]["total"],
+                "slowest_npu": slowest,
+                "slowest_compute": None if slowest is None else computes[slowest],
+                "slowest_type": (
+                    None if slowest is None else execution.platform.npus[slowest].config.name
+                ),
+            }
+        )
+    return rows
+
+
+def _mfu(flops: float, iteration: float, execution: Execution, npus: int, dtype: str) -> float:
+    """Model FLOPs per iteration over what the ``npus`` GPUs' dense matrix peaks in ``dtype``
+    do in ``iteration`` seconds: the system's NPU's peak times ``npus``, or each NPU's own
+    where they differ (mixed GPUs: every NPU simulated)."""
+    npu = execution.platform.system.npu
+    configs = [n.config for n in execution.platform.npus]
+    if all(c is npu or c == npu for c in configs):
+        return flops / (iteration * npus * npu.matrix_peak(dtype))
+    return flops / (iteration * math.fsum(c.matrix_peak(dtype) for c in configs))
 
 
 def _energy(execution: Execution, iterations: int, npus: int, tokens: int) -> EnergyResult | None:

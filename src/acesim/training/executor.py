@@ -514,6 +514,8 @@ class GraphExecutor:
             self._collective(st, node)
         elif node.kind == "send":
             self._send(st, node)
+        elif node.kind == "host_copy":
+            self._host_copy(st, node)
         elif node.kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
@@ -523,6 +525,14 @@ class GraphExecutor:
                 self._recv_wait[st.rank][key].append(node.id)
         else:  # pragma: no cover - Node.kind is a Literal
             raise SimulationError(f"unknown node kind {node.kind!r}")
+
+    def _host_copy(self, st: _RankState, node: Node) -> None:
+        """A host-device copy on the rank's copy engines and host link (offload)."""
+
+        def done(_activity: Any) -> None:
+            self._finish(st, node)
+
+        self.platform.npus[st.rank].host_copy(node.size, node.op or "", done, tag=node.name)
 
     def _next_kernel(self, st: _RankState) -> None:
         if st.busy or not st.ready_compute:
@@ -565,6 +575,7 @@ class GraphExecutor:
                 ranks=[],
                 on_rank_done=self._collective_done,
                 joining=self._members.get(key),
+                units=node.units,
             )
             self._instances[key] = coll
             if self._deferred is not None:

@@ -1,115 +1,81 @@
-"""Pipeline-parallel training iterations as per-rank execution graphs (Megatron-LM's schedules).
+"""Pipeline-parallel training iterations as per-rank execution graphs.
 
-Every rank runs its pipeline stage's model chunks (``v`` of them with interleaving) over ``m``
-micro-batches in the static order of Megatron-core's schedules
-(``megatron/core/pipeline_parallel/schedules.py``):
+Every rank runs its pipeline stage's model chunks over ``m`` micro-batches in the static order
+of a registered schedule (:mod:`acesim.training.schedules`: ops F, B and W, and where each
+chunk sits in the model). Each op kind has its emitter (:data:`EMITTERS`), which turns the op
+into nodes:
 
-``1f1b`` (``forward_backward_pipelining_without_interleaving``)
-    Stage ``s`` of ``p`` runs ``w = min(p - s - 1, m)`` warm-up forwards, then ``m - w``
-    pairs (forward of micro-batch ``w + i``, backward of ``i``), then the ``w`` remaining
-    backwards.
-``interleaved`` (``forward_backward_pipelining_with_interleaving``)
-    ``m v`` forward and ``m v`` backward steps per rank; the ``k``-th forward runs chunk
-    ``(k mod p v) div p`` on micro-batch ``(k div p v) p + k mod p`` (backwards take the chunks
-    in reverse); ``(p - s - 1) 2 + (v - 1) p`` warm-up forwards (all of them when ``m = p``),
-    then one-forward-one-backward, then the remaining backwards. Needs ``m`` a multiple of
-    ``p``, as Megatron does.
+``F`` (:func:`emit_forward`), ``B`` (:func:`emit_input_grad`)
+    receive the input (F: the activation from the previous virtual stage; B: the gradient from
+    the next one) on the network's links, run the chunk's steps (F: ``forward``; B:
+    ``backward``, or ``input_grad`` where the schedule defers weight gradients to W ops), and
+    send the output onward. A B with no W after it is the chunk's last gradient work.
+``W`` (:func:`emit_weight_grad`)
+    run the chunk's ``weight_grad`` steps; nothing is sent or received.
 
-Chunk ``c`` of stage ``s`` is virtual stage ``c p + s``; a forward receives its input from the
-previous virtual stage and sends its output to the next one (point-to-point, on the network's
-links), a backward the other way. Sends do not hold up the sender's next step (asynchronous
-sends); a step waits for its own input only. Each step's tensor-parallel collectives block the
-next kernel, unless the chunk's steps mark them overlapped (TP communication overlap: issued
-beside the GEMM they feed or drain, the step after the pair waiting for both). The steps of a
-rank run in the schedule's order: each waits for the one before it, so the bubble is what the
-schedule and the dependencies make it, not a formula.
+Sends do not hold up the sender's next op (asynchronous sends); an op waits for its own input
+only. Each step's tensor-parallel collectives block the next kernel, unless the chunk's steps
+mark them overlapped (TP communication overlap: issued beside the GEMM they feed or drain,
+the step after the pair waiting for both). The ops of a rank run in the schedule's order:
+each waits for the one before it, so the bubble is what the schedule and the dependencies
+make it, not a formula.
 
-Data parallelism: when a chunk's last backward is done, its gradients are reduce-scattered
-(distributed optimizer, ``zero = 1``) or all-reduced over the DP group, without blocking the
-remaining backwards (Megatron's gradient-reduce overlap, at chunk granularity); the optimizer
-step waits for every chunk's. With ``zero = 1`` each chunk's parameters, as the previous step
-updated them, are all-gathered over DP at the start of the iteration, and the chunk's first
-forward waits for its own all-gather only (Megatron's parameter all-gather overlap): one
-simulated iteration is the steady state, from the end of one optimizer step to the end of the
-next.
+Data parallelism: when a chunk's last gradient work is done (its last B, or its last W), its
+gradients are reduce-scattered (distributed optimizer, ``zero = 1``) or all-reduced over the
+DP group, without blocking the remaining ops (Megatron's gradient-reduce overlap, at chunk
+granularity); the optimizer step waits for every chunk's. With ``zero = 1`` each chunk's
+parameters, as the previous step updated them, are all-gathered over DP at the start of the
+iteration, and the chunk's first forward waits for its own all-gather only (Megatron's
+parameter all-gather overlap): one simulated iteration is the steady state, from the end of
+one optimizer step to the end of the next.
 
 FSDP (``zero = 3``, Megatron-FSDP's ``optim_grads_params``): parameters, gradients and
 optimizer state are sharded over DP; every forward and every backward of a unit (the
 embedding, each layer, the head) waits for the all-gather of its parameters, the next unit's
 all-gather being issued behind it (prefetch, overlapping this unit's compute), and every
 backward of a unit reduce-scatters its gradients (each micro-batch: assumption, gradients are
-not accumulated unsharded); the optimizer step waits for all of them.
+not accumulated unsharded); the optimizer step waits for all of them. FSDP runs with schedules
+whose B computes the weight gradients (no W ops).
 
 Expert parameters (MoE layers with expert parallelism) reduce and gather over the
 expert-data-parallel group instead of DP.
 
 Node names start with the communication kind (``tp.``, ``cp.``, ``ep.``, ``pp.``, ``dp.``) so
-reports can attribute exposed time to it (:func:`comm_kind`).
+reports can attribute exposed time to it (:func:`comm_kind`); compute nodes with their op
+(``F``, ``B``, ``W``, or ``BW`` for a B that computes the weight gradients too), then the
+chunk, the micro-batch and the step (``F.0.3.2``), as the trace shows them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import cached_property
+from typing import Any
 
 from ..errors import ConfigError
-from ..hardware.kernels import Kernel
 from ..network.classes import RankClasses
 from ..network.group import Group
 from ..workload.graph import Graph, Node
-from ..workload.llm.block import ChunkWork
+from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
+from .offload import ActivationOffload
+from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
-__all__ = ["Op", "schedule", "pipeline_graph", "comm_kind", "COMM_KINDS", "Schedule"]
-
-Schedule = Literal["1f1b", "interleaved"]
+__all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
 
 #: Communication kinds of node names, in reporting order.
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 
+#: Compute nodes' name of each op kind (``BW``: a B that computes the weight gradients too,
+#: no W following it), as node names and traces show them.
+OP_NAMES: dict[OpKind, str] = {"F": "F", "B": "B", "W": "W"}
 
-@dataclass(frozen=True)
-class Op:
-    """One step of a rank's schedule: ``forward`` or backward of ``chunk`` on ``micro``."""
-
-    forward: bool
-    chunk: int
-    micro: int
-
-
-def schedule(kind: Schedule, stages: int, stage: int, micro: int, chunks: int = 1) -> list[Op]:
-    """The static order of forward and backward steps of ``stage`` (module docstring)."""
-    p, s, m, v = stages, stage, micro, chunks
-    if kind == "1f1b" or v == 1:
-        w = min(p - s - 1, m)
-        ops = [Op(True, 0, i) for i in range(w)]
-        for i in range(m - w):
-            ops += [Op(True, 0, w + i), Op(False, 0, i)]
-        ops += [Op(False, 0, i) for i in range(m - w, m)]
-        return ops
-    if m % p:
-        raise ConfigError(
-            "parallel.vpp",
-            f"the interleaved schedule needs the micro-batches ({m}) to be a multiple of the "
-            f"pipeline stages ({p})",
-            v,
-        )
-    total = m * v
-
-    def step(k: int, forward: bool) -> Op:
-        chunk = (k % (p * v)) // p
-        if not forward:
-            chunk = v - 1 - chunk
-        return Op(forward, chunk, (k // (p * v)) * p + k % p)
-
-    warmup = total if m == p else min((p - s - 1) * 2 + (v - 1) * p, total)
-    ops = [step(k, True) for k in range(warmup)]
-    for k in range(total - warmup):
-        ops += [step(warmup + k, True), step(k, False)]
-    ops += [step(k, False) for k in range(total - warmup, total)]
-    return ops
+#: Compute nodes' pass label of each op name, in the training graphs' vocabulary
+#: (:mod:`acesim.training.loops`: ``fwd``, ``ig`` input gradient, ``wg`` weight gradient),
+#: which per-layer reports attribute time by; ``bwd``: both gradients in one op.
+PASS_LABELS = {"F": "fwd", "B": "ig", "W": "wg", "BW": "bwd"}
 
 
 def comm_kind(node: Node) -> str | None:
@@ -120,16 +86,43 @@ def comm_kind(node: Node) -> str | None:
     return head if head in COMM_KINDS else "other"
 
 
-class _Rank:
-    def __init__(self) -> None:
-        self.nodes: list[Node] = []
+@dataclass(frozen=True)
+class _Plan:
+    """What every rank's graph is made from (:func:`pipeline_graph`'s arguments)."""
 
-    def add(self, deps: Sequence[int | None], **fields: Any) -> int:
-        node = Node(
-            id=len(self.nodes), deps=tuple(sorted({d for d in deps if d is not None})), **fields
-        )
-        self.nodes.append(node)
-        return node.id
+    stages: Sequence[Sequence[ChunkWork]]
+    place: Placement
+    micro: int
+    schedule: PipelineSchedule
+    dp_op: str
+    grad_bytes: float
+    param_bytes: float
+    update: Sequence[Compute] | None
+    gather_params: bool
+    fsdp: bool
+    iterations: int
+    classes: bool
+    offload: float = 0.0  # share of saved activations offloaded (:mod:`.offload`)
+
+    @property
+    def chunks(self) -> int:
+        return len(self.stages[0])
+
+    @property
+    def chain_micro(self) -> int:
+        """Micro-batches each chain (direction) runs."""
+        return self.micro // self.schedule.directions
+
+    @property
+    def chain_length(self) -> int:
+        """Virtual stages of each chain."""
+        return self.place.pp * self.chunks // self.schedule.directions
+
+    @cached_property
+    def holders(self) -> dict[int, int]:
+        """The stage holding each virtual stage."""
+        p, place = self.place.pp, self.schedule.virtual_stage
+        return {place(c, s, p): s for s in range(p) for c in range(self.chunks)}
 
 
 def pipeline_graph(
@@ -137,7 +130,7 @@ def pipeline_graph(
     place: Placement,
     micro: int,
     *,
-    kind: Schedule = "1f1b",
+    kind: str = "1f1b",
     dp_op: str = "all-reduce",
     grad_bytes: float = 4.0,
     param_bytes: float = 2.0,
@@ -147,6 +140,7 @@ def pipeline_graph(
     iterations: int = 1,
     name: str = "llm",
     classes: bool = False,
+    offload_activations: float = 0.0,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -154,7 +148,7 @@ def pipeline_graph(
         stages: ``stages[s][c]``: the work of chunk ``c`` of stage ``s`` per micro-batch.
         place: where the parallel groups are.
         micro: micro-batches per iteration.
-        kind: the schedule.
+        kind: the schedule (a name of :data:`~acesim.training.schedules.SCHEDULES`).
         dp_op: the DP gradient collective (``all-reduce`` or ``reduce-scatter``).
         grad_bytes, param_bytes: bytes per gradient and per parameter (B).
         update: each stage's optimizer step (None: none).
@@ -165,36 +159,37 @@ def pipeline_graph(
         classes: class mode: one node list per pipeline stage (the graph of the stage's first
             rank, standing for every TP/CP/DP/EP replica of it), point-to-point peers named by
             stage (:mod:`acesim.network.classes`); False: one list per rank.
+        offload_activations: share (0 to 1) of each micro-batch's saved activations copied
+            to host memory after its forward and back before its backward
+            (:mod:`acesim.training.offload`).
     """
     p = place.pp
     v = len(stages[0])
     if len(stages) != p or any(len(chunks) != v for chunks in stages):
         raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
-    graphs: list[list[Node]] = []
-    stride = place.stage_stride
     if classes and not place.stages_outermost:
         raise ConfigError(
             "run.mode", "class mode needs each pipeline stage to be one block of ranks", "class"
         )
+    plan = _Plan(
+        stages,
+        place,
+        micro,
+        SCHEDULES.get(kind, "parallel.schedule"),
+        dp_op,
+        grad_bytes,
+        param_bytes,
+        update,
+        gather_params and not fsdp,
+        fsdp,
+        iterations,
+        classes,
+        offload_activations,
+    )
+    ops = [_stage_ops(plan, s) for s in range(p)]
+    stride = place.stage_stride
     ranks = range(0, place.npus, stride) if classes else range(place.npus)
-    for rank in ranks:
-        graphs.append(
-            _rank_graph(
-                rank,
-                stages,
-                place,
-                micro,
-                kind,
-                dp_op,
-                grad_bytes,
-                param_bytes,
-                update,
-                gather_params and not fsdp,
-                fsdp,
-                iterations,
-                classes,
-            )
-        )
+    graphs = [_RankGraph(plan, rank).build(ops[place.stage(rank)]) for rank in ranks]
     graph = Graph(
         graphs,
         name=name,
@@ -206,245 +201,447 @@ def pipeline_graph(
     return graph
 
 
-def _rank_graph(
-    rank: int,
-    stages: Sequence[Sequence[ChunkWork]],
-    place: Placement,
-    micro: int,
-    kind: Schedule,
-    dp_op: str,
-    grad_bytes: float,
-    param_bytes: float,
-    update: Sequence[Compute] | None,
-    gather_params: bool,
-    fsdp: bool,
-    iterations: int,
-    classes: bool = False,
-) -> list[Node]:
-    p = place.pp
-    s = place.stage(rank)
-    chunks = stages[s]
-    v = len(chunks)
-    vstages = p * v
-    ops = schedule(kind, p, s, micro, v)
-    g = _Rank()
-    prev: int | None = None
-    gate: list[int | None] = [None] * v  # what the next iteration's first forward waits for
+def _stage_ops(plan: _Plan, stage: int) -> list[Op]:
+    ops = plan.schedule.stage_ops(plan.place.pp, stage, plan.micro, plan.chunks)
+    check_ops(ops, plan.chunks, plan.chain_micro, f"schedule {plan.schedule.name}, stage {stage}")
+    if plan.fsdp and any(op.kind == "W" for op in ops):
+        raise ConfigError(
+            "parallel.zero",
+            f"FSDP (zero=3) with the {plan.schedule.name} schedule's deferred weight gradients "
+            "is not modelled",
+            3,
+        )
+    return ops
 
-    def vrank(vs: int) -> int:
-        return vs % p if classes else place.peer_stage(rank, vs % p)
 
-    def tag(forward: bool, vs: int, i: int) -> int:
-        return ((0 if forward else 1) * vstages + vs) * micro + i
+class _Chain:
+    """The dependencies of the next node of a pass: compute steps one after another; a
+    blocking collective between two of them; an overlapped one beside its compute step."""
 
-    for it in range(iterations):
-        for c, work in enumerate(chunks):
-            # The distributed optimizer's all-gather of the parameters the previous step
-            # updated, overlapping this iteration's forward: each chunk's first forward waits
-            # for its own.
-            gathers = [
-                _dp(
-                    g,
-                    "all-gather",
-                    params * param_bytes,
-                    group,
-                    prev,
-                    f"chunk{c}",
-                    it,
-                    f"params.{what}",
-                )
-                for group, params, what in (_dp_parts(place, work) if gather_params else [])
-            ]
-            gate[c] = (
-                gathers[0]
-                if len(gathers) == 1
-                else (
-                    g.add(
-                        gathers,
-                        name=f"gathered.{c}",
-                        kind="compute",
-                        compute=Compute(),
-                        layer=f"chunk{c}",
-                        iteration=it,
-                        pass_name="update",
-                    )
-                    if gathers
-                    else None
-                )
-            )
-        remaining = {c: micro for c in range(v)}
-        dp_nodes: list[int] = []
-        started = [False] * v
-        for op in ops:
-            c, i = op.chunk, op.micro
-            work = chunks[c]
-            vs = c * p + s
-            label = f"chunk{c}"
-            deps: list[int | None] = [prev]
-            if op.forward and not started[c]:
-                deps.append(gate[c])
-                started[c] = True
-            src = vs - 1 if op.forward else vs + 1
-            if 0 <= src < vstages:
-                recv = g.add(
-                    [prev],
-                    name=f"pp.recv.{'act' if op.forward else 'grad'}.{c}.{i}",
-                    kind="recv",
-                    peer=vrank(src),
-                    tag=tag(op.forward, vs, i),
-                    size=work.boundary_bytes,
-                    layer=label,
-                    iteration=it,
-                    pass_name="pp",
-                )
-                deps.append(recv)
-            steps = work.forward if op.forward else work.backward
-            pname = "fwd" if op.forward else "bwd"
-            pending: int | None = None  # an overlapped collective issued with the next compute
-            compute_deps: list[int | None] = deps
-            # FSDP: each unit's parameters all-gathered before its first step (the next
-            # unit's prefetched behind it), its gradients reduce-scattered after its backward
-            starts: dict[int, int] = {}
-            sequence: list[int] = []
-            if fsdp and place.dp_group is not None and work.unit_params:
-                count = len(work.unit_params)
-                sequence = list(range(count)) if op.forward else list(range(count - 1, -1, -1))
-                firsts = work.forward_starts if op.forward else work.backward_starts
-                starts = {firsts[j]: sequence[j] for j in range(count)}
-            gathered: dict[int, int] = {}
-            unit_now: int | None = None
-            for k, st in enumerate(steps):
-                if k in starts:
-                    u = starts[k]
-                    if unit_now is not None and not op.forward:
-                        dp_nodes.append(
-                            _fsdp(
-                                g,
-                                "reduce-scatter",
-                                work,
-                                unit_now,
-                                grad_bytes,
-                                place,
-                                deps,
-                                label,
-                                it,
-                            )
-                        )
-                    if u not in gathered:
-                        gathered[u] = _fsdp(
-                            g, "all-gather", work, u, param_bytes, place, deps, label, it
-                        )
-                    deps = [*deps, gathered[u]]
-                    j = sequence.index(u)
-                    if j + 1 < len(sequence):
-                        nxt = sequence[j + 1]
-                        gathered[nxt] = _fsdp(
-                            g, "all-gather", work, nxt, param_bytes, place, [gathered[u]], label, it
-                        )
-                    unit_now = u
-                if st.comm is None:
-                    node = g.add(
-                        deps,
-                        name=f"{pname}.{c}.{i}.{k}",
-                        kind="compute",
-                        compute=Compute(kernels=st.kernels),
-                        layer=label,
-                        iteration=it,
-                        pass_name=pname,
-                    )
-                    compute_deps = deps
-                    deps = [node, pending]
-                    pending = None
-                    continue
-                comm = st.comm
-                node = g.add(
-                    compute_deps if st.overlap == "prev" else deps,
-                    name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
-                    kind="collective",
-                    op=comm.op,
-                    size=comm.size,
-                    group=comm.group,
-                    dims=comm.dims,
-                    layer=label,
-                    iteration=it,
-                    pass_name=st.kind,
-                    blocking=not st.overlap,
-                )
-                if st.overlap == "next":
-                    pending = node
-                elif st.overlap == "prev":
-                    deps = [*deps, node]
-                else:
-                    deps = [node]
-            deps = [*deps, pending]
-            if unit_now is not None and not op.forward:
-                dp_nodes.append(
-                    _fsdp(g, "reduce-scatter", work, unit_now, grad_bytes, place, deps, label, it)
-                )
-            real = sorted({d for d in deps if d is not None})
-            if len(real) > 1:
-                prev = g.add(
-                    real,
-                    name=f"{pname}.{c}.{i}.done",
-                    kind="compute",
-                    compute=Compute(),
-                    layer=label,
-                    iteration=it,
-                    pass_name=pname,
-                )
-            else:
-                prev = real[0] if real else prev
-            dst = vs + 1 if op.forward else vs - 1
-            if 0 <= dst < vstages:
-                g.add(
-                    [prev],
-                    name=f"pp.send.{'act' if op.forward else 'grad'}.{c}.{i}",
-                    kind="send",
-                    peer=vrank(dst),
-                    tag=tag(op.forward, dst, i),
-                    size=work.boundary_bytes,
-                    layer=label,
-                    iteration=it,
-                    pass_name="pp",
-                )
-            if not op.forward:
-                remaining[c] -= 1
-                if remaining[c] == 0 and not fsdp:
-                    for group, params, what in _dp_parts(place, work):
-                        dp_nodes.append(
-                            _dp(
-                                g,
-                                dp_op,
-                                params * grad_bytes,
-                                group,
-                                prev,
-                                label,
-                                it,
-                                f"grad.{what}",
-                            )
-                        )
-        deps = [prev, *dp_nodes]
-        if update is not None and not update[s].empty:
-            prev = g.add(
-                deps,
-                name="update",
-                kind="compute",
-                compute=update[s],
-                layer="optimizer",
-                iteration=it,
-                pass_name="update",
-            )
+    def __init__(self, deps: list[int | None]):
+        self.deps = deps
+        self.compute_deps = deps  # what the last compute step waited for
+        self.pending: int | None = None  # an overlapped collective issued with the next step
+
+    def computed(self, node: int) -> None:
+        self.compute_deps = self.deps
+        self.deps = [node, self.pending]
+        self.pending = None
+
+    def collective_deps(self, step: Step) -> list[int | None]:
+        return self.compute_deps if step.overlap == "prev" else self.deps
+
+    def issued(self, node: int, step: Step) -> None:
+        if step.overlap == "next":
+            self.pending = node
+        elif step.overlap == "prev":
+            self.deps = [*self.deps, node]
         else:
-            prev = g.add(
-                deps,
-                name="update",
+            self.deps = [node]
+
+    def end(self) -> list[int | None]:
+        return [*self.deps, self.pending]
+
+
+class _Units:
+    """FSDP's units in one pass: where each starts, which are gathered, the one running."""
+
+    def __init__(self, work: ChunkWork, forward: bool):
+        count = len(work.unit_params)
+        self.sequence = list(range(count)) if forward else list(range(count - 1, -1, -1))
+        firsts = work.forward_starts if forward else work.backward_starts
+        self.starts = {firsts[j]: self.sequence[j] for j in range(count)}
+        self.gathered: dict[int, list[int]] = {}
+        self.now: int | None = None
+
+
+class _RankGraph:
+    """One rank's nodes, built op by op by the emitters."""
+
+    def __init__(self, plan: _Plan, rank: int):
+        self.plan = plan
+        self.rank = rank
+        place = plan.place
+        self.stage = place.stage(rank)
+        self.chunks = plan.stages[self.stage]
+        self.vstages = place.pp * plan.chunks
+        self.nodes: list[Node] = []
+        self.prev: int | None = None
+        self.it = 0
+        self.split: set[tuple[int, int]] = set()  # (chunk, micro) whose W is deferred
+        self.gate: list[int | None] = [None] * plan.chunks  # first forward waits for it
+        self.started = [False] * plan.chunks
+        self.remaining: dict[int, int] = {}
+        self.dp_nodes: list[int] = []
+        self.offload = ActivationOffload(0.0, [], [])
+
+    def add(self, deps: Sequence[int | None], **fields: Any) -> int:
+        node = Node(
+            id=len(self.nodes),
+            deps=tuple(sorted({d for d in deps if d is not None})),
+            iteration=self.it,
+            **fields,
+        )
+        self.nodes.append(node)
+        return node.id
+
+    def build(self, ops: Sequence[Op]) -> list[Node]:
+        self.split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
+        for it in range(self.plan.iterations):
+            self.it = it
+            for c, work in enumerate(self.chunks):
+                self.gate[c] = self._gather_params(c, work)
+            self.remaining = {c: self.plan.chain_micro for c in range(self.plan.chunks)}
+            self.dp_nodes = []
+            self.started = [False] * self.plan.chunks
+            self._run(ops)
+            self._update()
+        return self.nodes
+
+    def _run(self, ops: Sequence[Op]) -> None:
+        """Every op in order, a paired op together with the op after it; activation offload's
+        host copies around them (:mod:`.offload`)."""
+        groups: list[list[Op]] = [[]]
+        for op in ops:
+            groups[-1].append(op)
+            if not op.paired:
+                groups.append([])
+        groups.pop()
+        saved = [c.saved for c in self.chunks]
+        self.offload = ActivationOffload(self.plan.offload, saved, groups)
+        for k, group in enumerate(groups):
+            self.offload.prefetch(self.add, k, self.prev)
+            self.emit(group)
+            self.offload.offload(self.add, group, self.prev)
+
+    def emit(self, group: Sequence[Op]) -> None:
+        """One op, or a pair run together (DualPipe's overlapped forward and backward: both
+        inputs received before either computes, both outputs sent when both are done): the
+        emitters of their kinds say what each receives, runs and sends."""
+        deps: list[int | None] = [self.prev, *self.offload.reloads(group)]
+        for op in group:
+            if op.forward and not self.started[op.chunk]:
+                deps.append(self.gate[op.chunk])
+                self.started[op.chunk] = True
+        for op in group:
+            if EMITTERS[op.kind].transfers:
+                deps = self.transfer(op, deps, receive=True)
+        ends: list[int | None] = []
+        for op in group:
+            ends += self.run_steps(op, EMITTERS[op.kind].steps(self, op), deps)
+        self.finish(group[-1], ends)
+        for op in group:
+            if EMITTERS[op.kind].transfers:
+                self.transfer(op, [], receive=False)
+        for op in group:
+            if EMITTERS[op.kind].completes(self, op):
+                self.gradients_done(op.chunk)
+
+    # -- what the emitters share ----------------------------------------------------------
+    def vstage(self, op: Op) -> int:
+        return self.plan.schedule.virtual_stage(op.chunk, self.stage, self.plan.place.pp)
+
+    def peer(self, vstage: int) -> int:
+        """The rank (class mode: the stage) running virtual stage ``vstage``."""
+        stage = self.plan.holders[vstage]
+        return stage if self.plan.classes else self.plan.place.peer_stage(self.rank, stage)
+
+    def tag(self, forward: bool, vstage: int, micro: int) -> int:
+        return ((0 if forward else 1) * self.vstages + vstage) * self.plan.micro + micro
+
+    def op_name(self, op: Op) -> str:
+        """The op's name in node names and traces: F, B, W, or BW (a full backward)."""
+        if op.kind == "B" and not self.split_op(op):
+            return "BW"
+        return OP_NAMES[op.kind]
+
+    def pass_name(self, op: Op) -> str:
+        """The op's pass label (:data:`PASS_LABELS`)."""
+        return PASS_LABELS[self.op_name(op)]
+
+    def split_op(self, op: Op) -> bool:
+        """A W op of the same chunk and micro-batch follows this B."""
+        return (op.chunk, op.micro) in self.split
+
+    def transfer(self, op: Op, deps: list[int | None], *, receive: bool) -> list[int | None]:
+        """F: the activation from the previous virtual stage (``receive``) or to the next;
+        B: the gradient from the next or to the previous. Returns ``deps`` with a receive."""
+        forward = op.forward
+        vs = self.vstage(op)
+        ahead = (vs - 1 if forward else vs + 1) if receive else (vs + 1 if forward else vs - 1)
+        length = self.plan.chain_length
+        if not 0 <= ahead < self.vstages or ahead // length != vs // length:
+            return deps  # the chain's first or last virtual stage
+        if self.plan.holders[ahead] == self.stage:
+            return deps  # a V's turn: the next virtual stage is on this rank
+        what = "act" if forward else "grad"
+        node = self.add(
+            [self.prev],
+            name=f"pp.{'recv' if receive else 'send'}.{what}.{op.chunk}.{op.micro}",
+            kind="recv" if receive else "send",
+            peer=self.peer(ahead),
+            tag=self.tag(forward, vs if receive else ahead, op.micro),
+            size=self.chunks[op.chunk].boundary_bytes,
+            layer=f"chunk{op.chunk}",
+            pass_name="pp",
+        )
+        return [*deps, node]
+
+    def run_steps(self, op: Op, steps: Sequence[Step], deps: list[int | None]) -> list[int | None]:
+        """The steps of a pass in order, with FSDP's gathers and reduce-scatters; returns
+        what the op's end waits for."""
+        work = self.chunks[op.chunk]
+        c, i = op.chunk, op.micro
+        pname, plabel = self.op_name(op), self.pass_name(op)
+        label = f"chunk{c}"
+        units = (
+            _Units(work, op.forward)
+            if self.plan.fsdp and self.plan.place.dp_group is not None and work.unit_params
+            else None
+        )
+        chain = _Chain(deps)
+        for k, st in enumerate(steps):
+            if units is not None and k in units.starts:
+                chain.deps = self._enter_unit(units, k, chain.deps, op, work)
+            if st.comm is None:
+                node = self.add(
+                    chain.deps,
+                    name=f"{pname}.{c}.{i}.{k}",
+                    kind="compute",
+                    compute=Compute(kernels=st.kernels),
+                    layer=label,
+                    pass_name=plabel,
+                )
+                chain.computed(node)
+                continue
+            comm = st.comm
+            node = self.add(
+                chain.collective_deps(st),
+                name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
+                kind="collective",
+                op=comm.op,
+                size=comm.size,
+                group=comm.group,
+                dims=comm.dims,
+                layer=label,
+                pass_name=st.kind,
+                blocking=not st.overlap,
+                units=comm.units,
+            )
+            chain.issued(node, st)
+        deps = chain.end()
+        if units is not None and units.now is not None and not op.forward:
+            self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
+        return deps
+
+    def finish(self, op: Op, deps: list[int | None], name: str | None = None) -> None:
+        """The op's end: one node waiting for everything it issued (or that one thing)."""
+        real = sorted({d for d in deps if d is not None})
+        if len(real) > 1:
+            self.prev = self.add(
+                real,
+                name=name or f"{self.op_name(op)}.{op.chunk}.{op.micro}.done",
                 kind="compute",
                 compute=Compute(),
-                layer="optimizer",
-                iteration=it,
-                pass_name="update",
+                layer=f"chunk{op.chunk}",
+                pass_name=self.pass_name(op),
             )
-    return g.nodes
+        elif real:
+            self.prev = real[0]
+
+    def gradients_done(self, chunk: int) -> None:
+        """The chunk's gradient work on one more micro-batch is done; after its last, its
+        gradients reduce over DP (not with FSDP, which reduces per unit)."""
+        self.remaining[chunk] -= 1
+        if self.remaining[chunk] or self.plan.fsdp:
+            return
+        after = self._mirror(chunk) if self.plan.schedule.directions > 1 else self.prev
+        for group, params, what in _dp_parts(self.plan.place, self.chunks[chunk]):
+            self.dp_nodes.append(
+                self._dp(
+                    self.plan.dp_op,
+                    params * self.plan.grad_bytes,
+                    group,
+                    after,
+                    f"chunk{chunk}",
+                    f"grad.{what}",
+                )
+            )
+
+    def _mirror(self, chunk: int) -> int | None:
+        """Two directions (DualPipe): the chunk's gradients exchanged with the rank holding
+        the same model layers in the other direction, and summed (a send and a receive of
+        the gradients; the receive is what the DP reduction waits for)."""
+        length = self.plan.chain_length
+        vs = self.plan.schedule.virtual_stage(chunk, self.stage, self.plan.place.pp)
+        other = (vs + length) % (2 * length)
+        if self.plan.holders[other] == self.stage:
+            return self.prev
+        size = self.chunks[chunk].params * self.plan.grad_bytes
+        base = 2 * self.vstages * self.plan.micro
+        common = {"size": size, "layer": f"chunk{chunk}", "pass_name": "pp"}
+        self.add(
+            [self.prev],
+            name=f"pp.send.mirror.{chunk}",
+            kind="send",
+            peer=self.peer(other),
+            tag=base + other,
+            **common,
+        )
+        return self.add(
+            [self.prev],
+            name=f"pp.recv.mirror.{chunk}",
+            kind="recv",
+            peer=self.peer(other),
+            tag=base + vs,
+            **common,
+        )
+
+    # -- data parallelism and the optimizer -----------------------------------------------
+    def _gather_params(self, c: int, work: ChunkWork) -> int | None:
+        """The distributed optimizer's all-gather of the parameters the previous step
+        updated, overlapping this iteration's forward: what the chunk's first forward waits
+        for."""
+        if not self.plan.gather_params:
+            return None
+        gathers = [
+            self._dp(
+                "all-gather",
+                params * self.plan.param_bytes,
+                group,
+                self.prev,
+                f"chunk{c}",
+                f"params.{what}",
+            )
+            for group, params, what in _dp_parts(self.plan.place, work)
+        ]
+        if len(gathers) == 1:
+            return gathers[0]
+        if not gathers:
+            return None
+        return self.add(
+            gathers,
+            name=f"gathered.{c}",
+            kind="compute",
+            compute=Compute(),
+            layer=f"chunk{c}",
+            pass_name="update",
+        )
+
+    def _update(self) -> None:
+        """The optimizer step, after the last op and every DP reduction."""
+        update = self.plan.update
+        compute = (
+            update[self.stage] if update is not None and not update[self.stage].empty else Compute()
+        )
+        self.prev = self.add(
+            [self.prev, *self.dp_nodes],
+            name="update",
+            kind="compute",
+            compute=compute,
+            layer="optimizer",
+            pass_name="update",
+        )
+
+    def _dp(
+        self, op: str, size: float, group: Group, after: int | None, label: str, what: str
+    ) -> int:
+        return self.add(
+            [after],
+            name=f"dp.{op}.{what}.{label}",
+            kind="collective",
+            op=op,
+            size=size,
+            group=group,
+            layer=label,
+            pass_name="dp",
+            blocking=False,
+        )
+
+    def _enter_unit(
+        self, units: _Units, k: int, deps: list[int | None], op: Op, work: ChunkWork
+    ) -> list[int | None]:
+        """FSDP at the first step of a unit: (backward) the previous unit's gradients
+        reduce-scattered; this unit's parameters gathered (if not prefetched) and waited for;
+        the next unit's prefetched behind them."""
+        label = f"chunk{op.chunk}"
+        u = units.starts[k]
+        if units.now is not None and not op.forward:
+            self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
+        if u not in units.gathered:
+            units.gathered[u] = self._fsdp("all-gather", work, u, deps, label)
+        deps = [*deps, *units.gathered[u]]
+        j = units.sequence.index(u)
+        if j + 1 < len(units.sequence):
+            nxt = units.sequence[j + 1]
+            units.gathered[nxt] = self._fsdp("all-gather", work, nxt, units.gathered[u], label)
+        units.now = u
+        return deps
+
+    def _fsdp(
+        self, op: str, work: ChunkWork, unit: int, deps: Sequence[int | None], label: str
+    ) -> list[int]:
+        """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group,
+        its experts' over the expert-data-parallel group (non-blocking; whoever needs them
+        depends on them)."""
+        place = self.plan.place
+        assert place.dp_group is not None
+        nbytes = self.plan.param_bytes if op == "all-gather" else self.plan.grad_bytes
+        experts = work.unit_experts[unit] if work.unit_experts else 0
+        parts = [(place.dp_group, work.unit_params[unit] - experts, "")]
+        if experts and place.expert_dp_group is not None:
+            parts.append((place.expert_dp_group, experts, ".experts"))
+        return [
+            self.add(
+                deps,
+                name=f"dp.{op}.fsdp.{label}.u{unit}{what}",
+                kind="collective",
+                op=op,
+                size=params * nbytes,
+                group=group,
+                layer=label,
+                pass_name="dp",
+                blocking=False,
+            )
+            for group, params, what in parts
+            if params
+        ]
+
+
+# -- the emitters, one per op kind ---------------------------------------------------------
+@dataclass(frozen=True)
+class Emitter:
+    """How an op kind becomes nodes: the chunk's ``steps`` it runs, whether it receives its
+    input from the neighbouring virtual stage and sends its output on (``transfers``), and
+    whether it ``completes`` the chunk's gradient work on its micro-batch."""
+
+    steps: Callable[[_RankGraph, Op], Sequence[Step]]
+    transfers: bool
+    completes: Callable[[_RankGraph, Op], bool]
+
+
+def _forward_steps(r: _RankGraph, op: Op) -> Sequence[Step]:
+    return r.chunks[op.chunk].forward
+
+
+def _backward_steps(r: _RankGraph, op: Op) -> Sequence[Step]:
+    work = r.chunks[op.chunk]
+    return work.input_grad if r.split_op(op) else work.backward
+
+
+def _weight_steps(r: _RankGraph, op: Op) -> Sequence[Step]:
+    return r.chunks[op.chunk].weight_grad
+
+
+#: The graph emitter of each op kind: F receives the activation, runs the forward and sends
+#: its output; B receives the output gradient, runs the input gradient (with the weight
+#: gradient when no W of its chunk and micro-batch follows) and sends the input gradient; W
+#: runs the deferred weight gradient.
+EMITTERS: dict[OpKind, Emitter] = {
+    "F": Emitter(_forward_steps, True, lambda r, op: False),
+    "B": Emitter(_backward_steps, True, lambda r, op: not r.split_op(op)),
+    "W": Emitter(_weight_steps, False, lambda r, op: True),
+}
 
 
 def _dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]:
@@ -459,60 +656,3 @@ def _dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]
     if place.expert_dp_group is not None and work.expert_params:
         out.append((place.expert_dp_group, work.expert_params, "experts"))
     return out
-
-
-def _fsdp(
-    g: _Rank,
-    op: str,
-    work: ChunkWork,
-    unit: int,
-    nbytes: float,
-    place: Placement,
-    deps: Sequence[int | None],
-    label: str,
-    it: int,
-) -> int:
-    """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group
-    (non-blocking; whoever needs it depends on it)."""
-    assert place.dp_group is not None
-    return g.add(
-        deps,
-        name=f"dp.{op}.fsdp.{label}.u{unit}",
-        kind="collective",
-        op=op,
-        size=work.unit_params[unit] * nbytes,
-        group=place.dp_group,
-        layer=label,
-        iteration=it,
-        pass_name="dp",
-        blocking=False,
-    )
-
-
-def _dp(
-    g: _Rank,
-    op: str,
-    size: float,
-    group: Group,
-    after: int | None,
-    label: str,
-    it: int,
-    what: str,
-) -> int:
-    return g.add(
-        [after],
-        name=f"dp.{op}.{what}.{label}",
-        kind="collective",
-        op=op,
-        size=size,
-        group=group,
-        layer=label,
-        iteration=it,
-        pass_name="dp",
-        blocking=False,
-    )
-
-
-def kernels_of(steps: Sequence[Any]) -> list[Kernel]:
-    """Every kernel of a pass's steps (for totals)."""
-    return [k for st in steps for k in st.kernels]

@@ -103,8 +103,11 @@ def _fast_paths(
         events = "a trace records every message"
     elif isinstance(build, type):
         events = vectorized.endpoint_problem(build)
-    if events is None and any(n.kind == "send" for nodes in graph.ranks for n in nodes):
+    kinds = {n.kind for nodes in graph.ranks for n in nodes}
+    if events is None and "send" in kinds:
         events = "point-to-point messages share the links"
+    if events is None and "host_copy" in kinds:
+        events = "host-device copies share HBM and the copy engines"
     lockstep = events is None
     replicate = (
         lockstep

@@ -1,6 +1,8 @@
 """Execution graphs: per-rank nodes with dependencies (the form Chakra traces have).
 
-A node is a compute kernel, a collective, or a point-to-point send/receive. ``deps`` lists the
+A node is a compute kernel, a collective, a point-to-point send/receive, or a host-device copy
+(``host_copy``: ``size`` bytes in direction ``op``, ``h2d`` or ``d2h``, on the NPU's copy
+engines over its host link: offload). ``deps`` lists the
 ids (same rank) that must finish before the node may start; compute nodes of one rank run one
 at a time on its compute stream, in ready order (ties by id). A collective node runs on a
 communicator (``dims``: whole network dimensions, None = all; or ``group``: any
@@ -29,7 +31,7 @@ from ..network.classes import RankClasses
 from ..network.group import Group
 from .model import Compute
 
-NodeKind = Literal["compute", "collective", "send", "recv"]
+NodeKind = Literal["compute", "collective", "send", "recv", "host_copy"]
 
 
 @dataclass
@@ -39,13 +41,16 @@ class Node:
     Attributes:
         id: unique within the rank.
         name: label.
-        kind: compute, collective, send or recv.
+        kind: compute, collective, send, recv or host_copy.
         deps: ids of nodes (same rank) that must finish first.
         compute: for compute nodes.
         op, size, dims, group: for collectives (bytes per NPU; the communicator: dims None =
             all dimensions, or a group).
         priority: chunk priority of a collective (None: blocking collectives first).
+        units: compute units a collective's kernels hold (None: the endpoint's setting;
+            :class:`~acesim.workload.model.Comm`).
         peer, tag, size: for send/recv (peer rank, matching tag, bytes).
+        op, size: for host_copy (``h2d`` or ``d2h``, bytes).
         layer, iteration, pass_name: labels for reports.
     """
 
@@ -65,6 +70,7 @@ class Node:
     pass_name: str = ""
     blocking: bool = False
     priority: int | None = None
+    units: int | None = None
 
 
 @dataclass

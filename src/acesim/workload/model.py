@@ -108,12 +108,16 @@ class Compute:
 @dataclass(frozen=True)
 class Comm:
     """One collective of a pass: ``op`` of ``size`` bytes per NPU on a communicator: ``dims``
-    (whole dimensions; None = all) or ``group`` (any :class:`~acesim.network.group.Group`)."""
+    (whole dimensions; None = all) or ``group`` (any :class:`~acesim.network.group.Group`).
+    ``units``: the compute units its kernels hold where the endpoint runs collectives as
+    kernels (a library of its own on an SM budget: DeepEP's expert-parallel dispatch and
+    combine); None: the endpoint's own setting."""
 
     op: str
     size: float
     dims: tuple[int, ...] | None = None
     group: Group | None = None
+    units: int | None = None
 
     def __post_init__(self) -> None:
         if self.op not in COLLECTIVE_OPS:
@@ -124,6 +128,10 @@ class Comm:
         if self.dims is not None and self.group is not None:
             raise WorkloadError("give either dims or group, not both", field="comm")
         _check_amount(self.size, "comm size")
+        if self.units is not None and (
+            isinstance(self.units, bool) or not isinstance(self.units, int) or self.units < 1
+        ):
+            raise WorkloadError(f"must be a whole number >= 1, got {self.units!r}", field="units")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,11 @@ HBM is partitioned (``static``: communication owns ``hbm_share`` of the bandwidt
 units come out of the NPU's unit pool, so the compute kernel runs on the rest; reductions run
 on their FP32 vector units (``vector_flops`` per unit).
 
+A collective on an SM budget of its own (``Comm.units``: DeepEP's expert-parallel dispatch and
+combine kernels, which DeepSeek-V3 ran on 20 of the H800's 132 SMs) holds those units while any
+collective on that budget is active at the NPU, whatever the unit policy, and its messages
+cost what the kind's do per byte with the throughput of its own units.
+
 Variants: ``splits`` lists the (comm units, HBM share or weight) settings searched for the best
 baseline; empty means the settings as given.
 """
@@ -200,6 +205,10 @@ class BaselineEndpoint(Endpoint):
             GATHER: cfg.gather_hbm_bytes_per_byte,
             ALLTOALL: cfg.alltoall_hbm_bytes_per_byte,
         }
+        self._per_byte = per_byte
+        # collectives on an SM budget of their own: their kernels' demand and active count
+        self._budgets: dict[tuple[int, int], dict[str, dict[Resource, float]]] = {}
+        self._active_budget: dict[int, list[int]] = {}
         nvls_per_byte = cfg.nvls_hbm_bytes_per_byte()
         for n in npus:
             if cfg.hbm_sharing == "static":
@@ -246,48 +255,83 @@ class BaselineEndpoint(Endpoint):
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         return self._demand[rank][kind]
 
+    def budget_demand(self, rank: int, kind: str, units: int) -> dict[Resource, float] | None:
+        """A kernel library on ``units`` units of its own (DeepEP's): the same costs per
+        byte, its throughput driven by its own units."""
+        key = (rank, units)
+        if key not in self._budgets:
+            n, cfg = self.npus[rank], self.cfg
+            self._budgets[key] = sm_kernel_demand(
+                self.engine,
+                n.config,
+                n.hbm_comm,
+                f"npu{rank}.budget{units}",
+                units,
+                cfg.unit_bandwidth,
+                self._per_byte,
+                REDUCE,
+                cfg.reduction_flops_per_byte,
+                cfg.unit_hbm_bandwidth,
+            )
+        return self._budgets[key][kind]
+
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
         if not self._mlp:
             return None
         return self.npus[rank].hbm_comm, float(self.units)
 
     def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
-        return {REDUCTION_FLOPS: reduction_meters(self._demand[rank])}
+        # the kinds' kernels and those on SM budgets of their own (their own flops resources)
+        found = reduction_meters(self._demand[rank])
+        for (owner, _), demand in sorted(self._budgets.items()):
+            if owner == rank:
+                found += reduction_meters(demand)
+        return {REDUCTION_FLOPS: found}
 
-    def collective_started(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
-        # NVLS kernels hold nvls_units, others comm_units; each while any of its kind is active
-        active, units = self._held(rank, algorithms)
+    def collective_started(
+        self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
+    ) -> None:
+        # NVLS kernels hold nvls_units, others comm_units; each while any of its kind is
+        # active; a collective on a budget holds its own units while any on it is active
+        active, held = self._held(rank, algorithms, units)
         active[rank] += 1
-        if active[rank] > 1 or self.cfg.unit_policy != "while_active":
+        if active[rank] > 1 or (units is None and self.cfg.unit_policy != "while_active"):
             return
         npu = self.npus[rank]
-        wait = npu.sm_wait(units, self.cfg.launch)
+        wait = npu.sm_wait(held, self.cfg.launch)
         now = self.engine.now
         self._granted[rank] = now + wait
         if wait <= 0:
-            npu.units.acquire(units, _nothing)
+            npu.units.acquire(held, _nothing)
             return
 
         def granted() -> None:
             listener = self.engine.bound_listener
             if rank == 0 and listener is not None:  # what held communication back meanwhile
                 listener.segment("message", SM_WAIT, now, self.engine.now)
-            npu.units.acquire(units, _nothing)
+            npu.units.acquire(held, _nothing)
 
         self.engine.schedule(wait, granted)
 
     def start_delay(self, rank: int) -> float:
         return max(0.0, self._granted[rank] - self.engine.now)
 
-    def collective_finished(self, rank: int, algorithms: frozenset[str] = frozenset()) -> None:
-        active, units = self._held(rank, algorithms)
+    def collective_finished(
+        self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
+    ) -> None:
+        active, held = self._held(rank, algorithms, units)
         active[rank] -= 1
-        if active[rank] == 0 and self.cfg.unit_policy == "while_active":
-            self.npus[rank].units.release(units)
+        if active[rank] == 0 and (units is not None or self.cfg.unit_policy == "while_active"):
+            self.npus[rank].units.release(held)
 
-    def _held(self, rank: int, algorithms: frozenset[str]) -> tuple[list[int], int]:
+    def _held(
+        self, rank: int, algorithms: frozenset[str], units: int | None = None
+    ) -> tuple[list[int], int]:
         """The active-collective counter and the units of a collective running ``algorithms``
-        (an NVLS all-reduce on one switch; one that also runs rings holds ``comm_units``)."""
+        (an NVLS all-reduce on one switch; one that also runs rings holds ``comm_units``), or
+        on a budget of ``units``."""
+        if units is not None:
+            return self._active_budget.setdefault(units, [0] * len(self.npus)), units
         nvls = algorithms & {"nvls", "nvls_tree"}  # NCCL runs these on its nvlsChannels,
         if nvls and algorithms <= nvls | {"collnet"}:  # across nodes too (SHARP: collnet)
             return self._active_nvls, self.nvls_units

@@ -22,12 +22,21 @@ rows) on a rank of a TP group of ``t``:
   bytes of activations sent per rank, the all-to-all's send buffer); the rank's ``E / ep``
   experts' MLPs as grouped GEMMs (``batch = E / ep``, ``T k ep / E`` rows each, expert widths
   split over TP); the all-to-all combine; the shared experts as one dense MLP; the
-  unpermutation. Backward runs the two all-to-alls the other way.
+  unpermutation. Backward runs the two all-to-alls the other way. With ``shared_overlap``
+  (Megatron's ``--moe-shared-expert-overlap``) the dispatch runs beside the shared experts'
+  first GEMM and activation and the combine beside their second GEMM (backward: the combine's
+  gradient beside the second GEMM's gradients, the dispatch's beside the rest), instead of
+  blocking. ``ep_units``: the all-to-alls' kernels hold that many compute units of their own
+  while they run (DeepEP's SM budget: ``Comm.units``), the compute beside them running on the
+  rest; None: the endpoint's own collective kernels.
 * backward, per sublayer in reverse: (sp: the all-gathers of the output gradient and of the
   saved input for the weight gradients) the data- and weight-gradient GEMMs and the attention
   backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
   the norm's backward. Backward is one pass (Megatron computes data and weight gradients of a
-  micro-batch together).
+  micro-batch together); its weight-gradient kernels are marked as such where they are made
+  (the weight-gradient GEMMs, the FP8 transposes that only feed them, the embedding's
+  scatter-add into its gradient), so a schedule that defers them to a W op runs the rest as
+  its B (:mod:`.chunk`).
 * TP communication overlap (``tp_overlap``, with sequence parallelism: Megatron's
   ``--tp-comm-overlap``, Transformer Engine's userbuffers): each dense sublayer's all-gathers
   and reduce-scatters run beside the GEMM they feed or drain (:meth:`_Builder._overlapped`),
@@ -73,7 +82,6 @@ activation's input; with ``sp`` the tensors before the all-gathers are kept shar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
@@ -90,6 +98,8 @@ from ..zoo.costs import (
     SOFTMAX_BWD_FLOPS,
     SOFTMAX_FLOPS,
 )
+from .chunk import ChunkWork, Pass, Step, Weight, Work
+from .mla import mla_attention
 from .models import TransformerConfig
 
 __all__ = ["Step", "ChunkWork", "chunk_work", "SWIGLU_FLOPS"]
@@ -113,85 +123,50 @@ ROPE_FLOPS = 3.0
 fused kernel Megatron-Bridge enables, ``apply_rope_fusion``)."""
 
 
-Overlap = Literal["", "next", "prev"]
+@dataclass(frozen=True)
+class _Routed:
+    """A MoE layer's routed experts: the kernels before the dispatch (``route``), between it
+    and the combine (``experts``), after it (``unpermute``), and backward the same in reverse;
+    the bytes of token copies an all-to-all moves; the activations kept."""
+
+    copies: float
+    route: tuple[Kernel, ...]
+    experts: tuple[Kernel, ...]
+    unpermute: Kernel
+    unpermute_b: Kernel
+    experts_b: tuple[Work, ...]
+    route_b: tuple[Work, ...]
+    saved: tuple[float, ...]
 
 
 @dataclass(frozen=True)
-class Step:
-    """One node of a chunk's pass: compute kernels, or one collective ``comm`` of ``kind``.
+class _Shared:
+    """A MoE layer's shared experts: forward (fc1, activation, fc2) and backward kernels."""
 
-    A collective with ``overlap`` runs beside a compute step instead of before the next one:
-    ``next``: issued with the following compute step (which does not wait for it); ``prev``:
-    issued with the preceding one; the step after the pair waits for both. ``sealed`` compute
-    steps are never merged with their neighbours (the GEMM a collective overlaps)."""
-
-    kernels: tuple[Kernel, ...] = ()
-    comm: Comm | None = None
-    kind: str = ""
-    overlap: Overlap = ""
-    sealed: bool = False
-
-
-@dataclass
-class _Pass:
-    steps: list[Step] = field(default_factory=list)
-
-    def compute(self, *kernels: Kernel) -> None:
-        last = self.steps[-1] if self.steps else None
-        if last is not None and last.comm is None and not last.sealed:
-            self.steps[-1] = Step(last.kernels + kernels)
-        else:
-            self.steps.append(Step(tuple(kernels)))
-
-    def alone(self, kernel: Kernel) -> None:
-        """One kernel as a sealed step of its own."""
-        self.steps.append(Step((kernel,), sealed=True))
-
-    def comm(self, comm: Comm | None, kind: str = "tp", overlap: Overlap = "") -> None:
-        if comm is not None:
-            self.steps.append(Step(comm=comm, kind=kind, overlap=overlap))
-
-    def seal(self) -> None:
-        """Let nothing merge into the last step (a unit boundary)."""
-        if self.steps and self.steps[-1].comm is None and not self.steps[-1].sealed:
-            last = self.steps[-1]
-            self.steps[-1] = Step(last.kernels, sealed=True)
-
-    def extend(self, other: _Pass) -> None:
-        for step in other.steps:
-            if step.comm is None and not step.sealed:
-                self.compute(*step.kernels)
-            else:
-                self.steps.append(step)
-
-
-@dataclass(frozen=True)
-class ChunkWork:
-    """A chunk's forward and backward for one micro-batch on one rank.
-
-    Attributes:
-        forward, backward: the steps.
-        saved: activation bytes kept from the forward to the backward.
-        params: parameters held by the rank for this chunk (experts' included).
-        expert_params: of them, the experts' (their gradients reduce over the
-            expert-data-parallel group).
-        unit_params, forward_starts, backward_starts: with ``units``, the parameters of each
-            FSDP unit (the embedding, each layer, the head; forward order) and the index of
-            each unit's first step in the forward (forward order) and in the backward
-            (backward order, the units reversed).
-        boundary_bytes: bytes of the activation (or its gradient) sent to the neighbouring
-            pipeline stage.
-    """
-
-    forward: tuple[Step, ...]
-    backward: tuple[Step, ...]
+    fwd: tuple[Kernel, ...]
+    bwd: tuple[Work, ...]
     saved: float
-    params: int
-    boundary_bytes: float
-    expert_params: int = 0
-    unit_params: tuple[int, ...] = ()
-    forward_starts: tuple[int, ...] = ()
-    backward_starts: tuple[int, ...] = ()
+
+
+def _exchange(part: Pass, a2a: Comm | None, beside: tuple[Work, ...]) -> None:
+    """An expert all-to-all (dispatch or combine) in ``part``: blocking, or, with ``beside``
+    kernels, issued with them (they do not wait for it; what follows waits for both)."""
+    if a2a is None:
+        if beside:
+            part.compute(*beside)
+        return
+    if not beside:
+        part.comm(a2a, "ep")
+        return
+    part.comm(a2a, "ep", overlap="next")
+    part.compute(*beside)
+    part.seal()
+
+
+def _weights(kernels: tuple[Kernel, ...]) -> tuple[Weight, ...]:
+    """Kernels that only feed weight gradients (the FP8 transposes of their operands): weight
+    work that keeps nothing of its own (the GEMM they feed counts the operands)."""
+    return tuple(Weight(k, keeps=0.0) for k in kernels)
 
 
 class _Builder:
@@ -211,6 +186,8 @@ class _Builder:
         ep_group: Group | None = None,
         cp: int = 1,
         cp_group: Group | None = None,
+        ep_units: int | None = None,
+        shared_overlap: bool = False,
     ):
         self.m = model
         self.p = p
@@ -225,6 +202,8 @@ class _Builder:
         self.ep_group = ep_group
         self.cp = cp
         self.cp_group = cp_group
+        self.ep_units = ep_units
+        self.shared_overlap = shared_overlap
         self.q_len = seq // cp  # queries (and tokens) a rank holds with context parallelism
         self.T = micro_batch * self.q_len
         self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
@@ -323,13 +302,13 @@ class _Builder:
 
     def _overlapped(
         self,
-        fwd: _Pass,
-        bwd: _Pass,
+        fwd: Pass,
+        bwd: Pass,
         col: Gemm,
-        middle: _Pass,
+        middle: Pass,
         row: Gemm,
         row_dgrad: Gemm,
-        between: _Pass,
+        between: Pass,
         col_dgrad: Gemm,
         col_wgrad: Gemm,
         regathered: tuple[Kernel, ...] = (),
@@ -353,12 +332,12 @@ class _Builder:
         bwd.comm(self._tp("all-gather", fp8=True), overlap="next")
         bwd.alone(col_dgrad)
         if regathered:
-            bwd.compute(*regathered)
+            bwd.compute(*_weights(regathered))
         bwd.comm(self._tp("reduce-scatter"), overlap="next")
-        bwd.alone(col_wgrad)
+        bwd.alone(Weight(col_wgrad))
 
     # -- sublayers ---------------------------------------------------------------------------
-    def _linear_pair(self, fwd: _Pass, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
+    def _linear_pair(self, width_in: float, name: str) -> tuple[Gemm, Gemm, Gemm]:
         h = self.m.hidden
         return (
             self.gemm(self.T, width_in, h, f"{name}.fwd"),
@@ -366,9 +345,9 @@ class _Builder:
             self.gemm(h, width_in, self.T, f"{name}.wgrad"),
         )
 
-    def attention(self, i: int) -> tuple[_Pass, _Pass, float]:
+    def attention(self, i: int) -> tuple[Pass, Pass, float]:
         m, t = self.m, self.t
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.attn_norm")
         qkv_w = (m.q_width + 2 * m.kv_width) / t
         qkv = self.gemm(self.T, qkv_w, m.hidden, f"l{i}.qkv")
@@ -407,34 +386,9 @@ class _Builder:
         )
         fwd.compute(nf, *qkv_in)
         recomputed = (rope, core) if self.recompute == "selective" else ()
-        # the core: with context parallelism, the K and V of the whole sequence gathered over
-        # the CP group beside the attention kernel (the ring exchange of Megatron's CP runs
-        # under the attention compute), and in backward gathered again and their gradients
-        # reduce-scattered
-        kv = (
-            Comm("all-gather", self.b * self.s * 2 * m.kv_width / t * self.a, group=self.cp_group)
-            if self.cp_group is not None
-            else None
+        middle, between = self._core(
+            rope, core, core_b, (*_weights(proj_dy_t), Weight(proj_g), *recomputed)
         )
-        dkv = (
-            Comm(
-                "reduce-scatter", self.b * self.s * 2 * m.kv_width / t * self.a, group=self.cp_group
-            )
-            if self.cp_group is not None
-            else None
-        )
-        middle, between = _Pass(), _Pass()
-        middle.compute(rope)
-        if kv is not None:
-            middle.comm(kv, "cp", overlap="next")
-            middle.alone(core)
-            between.compute(*proj_dy_t, proj_g, *recomputed)
-            between.comm(kv, "cp", overlap="next")
-            between.alone(core_b)
-            between.comm(dkv, "cp")
-        else:
-            middle.compute(core)
-            between.compute(*proj_dy_t, proj_g, *recomputed, core_b)
         middle.compute(*proj_in)
         between.compute(rope_b, *qkv_dy)
         bwd.compute(*proj_dy)
@@ -451,7 +405,7 @@ class _Builder:
                 bwd.comm(self._tp("all-gather", fp8=True))  # the norm output, for the wgrad
             bwd.compute(proj_d)
             bwd.extend(between)
-            bwd.compute(qkv_d, *qkv_in_t, qkv_g)
+            bwd.compute(qkv_d, *_weights(qkv_in_t), Weight(qkv_g))
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.attn_residual"))
         bwd.compute(nb)
@@ -464,13 +418,38 @@ class _Builder:
         saved = nsaved + self.rows * m.hidden * a + attn_saved  # norm, QKV input, core
         return fwd, bwd, saved
 
-    def mlp(self, i: int, width: float, name: str) -> tuple[_Pass, _Pass, float]:
+    def _core(
+        self, rope: Kernel, core: Kernel, core_b: Kernel, before_b: tuple[Work, ...]
+    ) -> tuple[Pass, Pass]:
+        """The attention core: forward (RoPE, the attention) and backward (``before_b``, the
+        attention backward); with context parallelism the K and V of the whole sequence
+        gathered over the CP group beside the attention kernel (the ring exchange of
+        Megatron's CP runs under the attention compute), and in backward gathered again and
+        their gradients reduce-scattered."""
+        m, t = self.m, self.t
+        middle, between = Pass(), Pass()
+        middle.compute(rope)
+        if self.cp_group is None:
+            middle.compute(core)
+            between.compute(*before_b, core_b)
+            return middle, between
+        size = self.b * self.s * 2 * m.kv_width / t * self.a
+        kv = Comm("all-gather", size, group=self.cp_group)
+        middle.comm(kv, "cp", overlap="next")
+        middle.alone(core)
+        between.compute(*before_b)
+        between.comm(kv, "cp", overlap="next")
+        between.alone(core_b)
+        between.comm(Comm("reduce-scatter", size, group=self.cp_group), "cp")
+        return middle, between
+
+    def mlp(self, i: int, width: float, name: str) -> tuple[Pass, Pass, float]:
         """A dense MLP of inner width ``width`` (already divided over TP)."""
         m = self.m
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.{name}_norm")
         inputs = 2 if m.gated else 1
-        fc1, fc1_d, fc1_g = self._linear_pair(fwd, inputs * width, f"l{i}.{name}.fc1")
+        fc1, fc1_d, fc1_g = self._linear_pair(inputs * width, f"l{i}.{name}.fc1")
         af, ab, asaved = self.act(width, f"l{i}.{name}.act")
         fc2 = self.gemm(self.T, m.hidden, width, f"l{i}.{name}.fc2")
         fc2_d = self.gemm(self.T, width, m.hidden, f"l{i}.{name}.fc2.dgrad")
@@ -485,9 +464,9 @@ class _Builder:
         fwd.compute(nf, *fc1_in)
         bwd.compute(*fc2_dy)
         if self.ov:
-            middle, between = _Pass(), _Pass()
+            middle, between = Pass(), Pass()
             middle.compute(af, *fc2_in)
-            between.compute(*fc2_dy_t, fc2_g, ab, *fc1_dy)
+            between.compute(*_weights(fc2_dy_t), Weight(fc2_g), ab, *fc1_dy)
             self._overlapped(fwd, bwd, fc1, middle, fc2, fc2_d, between, fc1_d, fc1_g, fc1_in_t)
         else:
             fwd.comm(self.before_column_parallel(fp8=True))
@@ -496,18 +475,65 @@ class _Builder:
             if self.sp:
                 bwd.comm(self._tp("all-gather", fp8=True))
                 bwd.comm(self._tp("all-gather", fp8=True))
-            bwd.compute(*fc2_dy_t, fc2_d, fc2_g, ab, *fc1_dy, fc1_d, *fc1_in_t, fc1_g)
+            bwd.compute(
+                *_weights(fc2_dy_t),
+                fc2_d,
+                Weight(fc2_g),
+                ab,
+                *fc1_dy,
+                fc1_d,
+                *_weights(fc1_in_t),
+                Weight(fc1_g),
+            )
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         fwd.compute(self.add(f"l{i}.{name}_residual"))
         bwd.compute(nb)
         saved = nsaved + self.rows * m.hidden * self.a + asaved + self.T * width * self.a
         return fwd, bwd, saved
 
-    def moe(self, i: int) -> tuple[_Pass, _Pass, float]:
-        """Router, permutation, grouped expert GEMMs, shared experts, unpermutation."""
-        m, t, a = self.m, self.t, self.a
-        fwd, bwd = _Pass(), _Pass()
+    def moe(self, i: int) -> tuple[Pass, Pass, float]:
+        """Router, permutation, grouped expert GEMMs, shared experts, unpermutation; with
+        ``shared_overlap`` the dispatch and combine all-to-alls run beside the shared experts'
+        two halves (module docstring)."""
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.moe_norm")
+        r = self._routed(i)
+        sh = self._shared(i) if self.m.shared_experts else None
+        a2a = (
+            Comm("all-to-all", r.copies, group=self.ep_group, units=self.ep_units)
+            if self.ep_group
+            else None
+        )
+        beside = sh is not None and self.shared_overlap
+        fwd.compute(nf)
+        fwd.comm(self.before_column_parallel())
+        fwd.compute(*r.route)
+        _exchange(fwd, a2a, sh.fwd[:2] if beside and sh else ())
+        fwd.compute(*r.experts)
+        _exchange(fwd, a2a, sh.fwd[2:] if beside and sh else ())
+        fwd.compute(r.unpermute, *(sh.fwd if sh and not beside else ()))
+        fwd.comm(self.after_row_parallel())
+        fwd.compute(self.add(f"l{i}.moe_residual"))
+        if self.sp:
+            bwd.comm(self._tp("all-gather"))
+            bwd.comm(self._tp("all-gather"))
+        bwd.compute(r.unpermute_b)
+        _exchange(bwd, a2a, sh.bwd[:2] if beside and sh else ())
+        bwd.compute(*r.experts_b)
+        _exchange(bwd, a2a, sh.bwd[2:] if beside and sh else ())
+        bwd.compute(*(sh.bwd if sh and not beside else ()), *r.route_b)
+        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        bwd.compute(nb)
+        saved = nsaved
+        for term in r.saved:
+            saved += term
+        if sh is not None:
+            saved += sh.saved
+        return fwd, bwd, saved
+
+    def _routed(self, i: int) -> _Routed:
+        """The routed experts of MoE layer ``i``: router, top-k, permutation, grouped GEMMs."""
+        m, t, a = self.m, self.t, self.a
         E, k, h = m.experts, m.top_k, m.hidden
         router = self.gemm(self.T, E, h, f"l{i}.router")
         router_d = self.gemm(self.T, h, E, f"l{i}.router.dgrad")
@@ -520,8 +546,6 @@ class _Builder:
         copies = self.T * k * h * a
         permute = Stream(self.T * h * a, copies, name=f"l{i}.permute")
         permute_b = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.permute.bwd")
-        unpermute = Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.unpermute")
-        unpermute_b = Stream(self.T * h * a, copies, name=f"l{i}.unpermute.bwd")
         local = E // self.ep
         rows = self.T * k / local
         width = m.expert_ffn / t
@@ -532,74 +556,61 @@ class _Builder:
                 mm, n, kk, dtype=self.p.math, out_dtype=self.p.activations, batch=local, name=name
             )
 
-        e1 = grouped(rows, inputs * width, h, f"l{i}.experts.fc1")
-        e1_d = grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad")
-        e1_g = grouped(h, inputs * width, rows, f"l{i}.experts.fc1.wgrad")
-        e2 = grouped(rows, h, width, f"l{i}.experts.fc2")
-        e2_d = grouped(rows, width, h, f"l{i}.experts.fc2.dgrad")
-        e2_g = grouped(width, h, rows, f"l{i}.experts.fc2.wgrad")
-        n_act = self.T * k * width
-        if m.gated:
-            eact = Stream(2 * n_act * a, n_act * a, SWIGLU_FLOPS * n_act, name=f"l{i}.experts.act")
-            eact_b = Stream(
-                3 * n_act * a, 2 * n_act * a, SWIGLU_BWD_FLOPS * n_act, name=f"l{i}.experts.act.bwd"
-            )
-        else:
-            eact = Stream(n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act")
-            eact_b = Stream(
-                2 * n_act * a, n_act * a, GELU_FLOPS * n_act, name=f"l{i}.experts.act.bwd"
-            )
-        fwd.compute(nf)
-        fwd.comm(self.before_column_parallel())
-        a2a = Comm("all-to-all", copies, group=self.ep_group) if self.ep_group else None
-        fwd.compute(router, topk, permute)
-        fwd.comm(a2a, "ep")
-        fwd.compute(e1, eact, e2)
-        fwd.comm(a2a, "ep")
-        fwd.compute(unpermute)
-        bwd_router: list[Kernel] = [permute_b, topk_b, router_d, router_g]
-        bwd_experts: list[Kernel] = [e2_d, e2_g, eact_b, e1_d, e1_g]
-        saved = (
-            nsaved
-            + self.rows * h * a
-            + scores * FP32
-            + copies
-            + self.T * k * inputs * width * a
-            + n_act * a
+        eact, eact_b, _ = self.act(k * width, f"l{i}.experts.act")
+        return _Routed(
+            copies=copies,
+            route=(router, topk, permute),
+            experts=(
+                grouped(rows, inputs * width, h, f"l{i}.experts.fc1"),
+                eact,
+                grouped(rows, h, width, f"l{i}.experts.fc2"),
+            ),
+            unpermute=Stream(copies, self.T * h * a, self.T * k * h, name=f"l{i}.unpermute"),
+            unpermute_b=Stream(self.T * h * a, copies, name=f"l{i}.unpermute.bwd"),
+            experts_b=(
+                grouped(rows, width, h, f"l{i}.experts.fc2.dgrad"),
+                Weight(grouped(width, h, rows, f"l{i}.experts.fc2.wgrad")),
+                eact_b,
+                grouped(rows, h, inputs * width, f"l{i}.experts.fc1.dgrad"),
+                Weight(grouped(h, inputs * width, rows, f"l{i}.experts.fc1.wgrad")),
+            ),
+            route_b=(permute_b, topk_b, router_d, Weight(router_g)),
+            saved=(
+                self.rows * h * a,
+                scores * FP32,
+                copies,
+                self.T * k * inputs * width * a,
+                self.T * k * width * a,
+            ),
         )
-        if m.shared_experts:
-            sw = m.shared_experts * width
-            s1, s1_d, s1_g = self._linear_pair(fwd, inputs * sw, f"l{i}.shared.fc1")
-            sf, sb, ssaved = self.act(sw, f"l{i}.shared.act")
-            s2 = self.gemm(self.T, h, sw, f"l{i}.shared.fc2")
-            s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
-            s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
-            fwd.compute(s1, sf, s2)
-            bwd_router = [s2_d, s2_g, sb, s1_d, s1_g, *bwd_router]
-            saved += ssaved + self.T * sw * a
-        fwd.comm(self.after_row_parallel())
-        fwd.compute(self.add(f"l{i}.moe_residual"))
-        if self.sp:
-            bwd.comm(self._tp("all-gather"))
-            bwd.comm(self._tp("all-gather"))
-        bwd.compute(unpermute_b)
-        bwd.comm(a2a, "ep")
-        bwd.compute(*bwd_experts)
-        bwd.comm(a2a, "ep")
-        bwd.compute(*bwd_router)
-        bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
-        bwd.compute(nb)
-        return fwd, bwd, saved
 
-    def layer(self, i: int, full: bool | None = None) -> tuple[_Pass, _Pass, float]:
+    def _shared(self, i: int) -> _Shared:
+        """The shared experts of MoE layer ``i`` as one dense MLP: forward fc1, activation |
+        fc2; backward fc2's gradients | activation, fc1's gradients (the halves that run
+        beside the dispatch and the combine with ``shared_overlap``)."""
+        m, h = self.m, self.m.hidden
+        inputs = 2 if m.gated else 1
+        sw = m.shared_experts * (m.expert_ffn / self.t)
+        s1, s1_d, s1_g = self._linear_pair(inputs * sw, f"l{i}.shared.fc1")
+        sf, sb, ssaved = self.act(sw, f"l{i}.shared.act")
+        s2 = self.gemm(self.T, h, sw, f"l{i}.shared.fc2")
+        s2_d = self.gemm(self.T, sw, h, f"l{i}.shared.fc2.dgrad")
+        s2_g = self.gemm(sw, h, self.T, f"l{i}.shared.fc2.wgrad")
+        return _Shared(
+            fwd=(s1, sf, s2),
+            bwd=(s2_d, Weight(s2_g), sb, s1_d, Weight(s1_g)),
+            saved=ssaved + self.T * sw * self.a,
+        )
+
+    def layer(self, i: int, full: bool | None = None) -> tuple[Pass, Pass, float]:
         """Layer ``i``'s passes and saved bytes; ``full``: recompute it whole (None: as
         ``recompute`` says)."""
-        af, ab, asv = self.attention(i)
+        af, ab, asv = mla_attention(self, i) if self.m.mla else self.attention(i)
         if self.m.is_moe_layer(i):
             mf, mb, msv = self.moe(i)
         else:
             mf, mb, msv = self.mlp(i, self.m.ffn / self.t, "mlp")
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         fwd.extend(af)
         fwd.extend(mf)
         if full if full is not None else self.recompute == "full":
@@ -611,26 +622,28 @@ class _Builder:
         bwd.extend(ab)
         return fwd, bwd, saved
 
-    def embedding(self) -> tuple[_Pass, _Pass]:
+    def embedding(self) -> tuple[Pass, Pass]:
         """Vocab-parallel lookup: each TP rank gathers the rows of its vocabulary shard, the
         partial embeddings are all-reduced (sp: reduce-scattered); backward scatter-adds the
         output gradient into the (persistent) gradient buffer."""
         h, a = self.m.hidden, self.a
         n = self.T * h
         pb = self.p.param_bytes
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         fwd.compute(Stream(n * pb, n * a, name="embedding"))
         fwd.comm(self.after_row_parallel())
         if self.sp:
             bwd.comm(self._tp("all-gather"))
-        bwd.compute(Stream(n * a + n * pb, n * pb, n, name="embedding.bwd"))
+        # the scatter-add into the gradient buffer is the embedding's weight gradient: it
+        # keeps the output gradient
+        bwd.compute(Weight(Stream(n * a + n * pb, n * pb, n, name="embedding.bwd"), keeps=n * a))
         return fwd, bwd
 
-    def head(self) -> tuple[_Pass, _Pass, float]:
+    def head(self) -> tuple[Pass, Pass, float]:
         """Final norm, the vocab-parallel output GEMM and the fused cross-entropy."""
         m, a = self.m, self.a
         v = m.vocab / self.t
-        fwd, bwd = _Pass(), _Pass()
+        fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm("final_norm")
         # Megatron's output layer is its own ColumnParallelLinear, outside Transformer
         # Engine's FP8 autocast: its GEMMs run in the activation dtype under an FP8 recipe
@@ -646,7 +659,7 @@ class _Builder:
         fwd.compute(out, xent)
         if self.sp:
             bwd.comm(self._tp("all-gather"))  # the norm output again, for the wgrad
-        bwd.compute(xent_b, out_d, out_g)
+        bwd.compute(xent_b, out_d, Weight(out_g))
         bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         bwd.compute(nb)
         saved = nsaved + self.rows * m.hidden * a + logits * a
@@ -673,19 +686,27 @@ def chunk_work(
     cp_group: Group | None = None,
     units: bool = False,
     recompute_layers: int | None = None,
+    ep_units: int | None = None,
+    shared_overlap: bool = False,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
     ``tp_group`` is the TP communicator (needed when ``tp > 1``); ``units``: keep each
     layer's (and the embedding's and head's) steps apart and say where they start (FSDP);
     ``recompute_layers``: with ``recompute = "full"``, only the chunk's first that many layers
-    are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``)."""
-    if tp > 1 and tp_group is None:
-        raise WorkloadError("tp > 1 needs the TP group its collectives run on", field="tp_group")
-    if cp > 1 and cp_group is None:
-        raise WorkloadError("cp > 1 needs the CP group its exchanges run on", field="cp_group")
-    if ep > 1 and ep_group is None:
-        raise WorkloadError("ep > 1 needs the EP group its all-to-alls run on", field="ep_group")
+    are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``);
+    ``ep_units``: the compute units the expert all-to-alls' kernels hold (None: the endpoint's
+    setting); ``shared_overlap``: the dispatch and combine beside the shared experts."""
+    for size, group, what, runs in (
+        (tp, tp_group, "tp", "collectives"),
+        (cp, cp_group, "cp", "exchanges"),
+        (ep, ep_group, "ep", "all-to-alls"),
+    ):
+        if size > 1 and group is None:
+            raise WorkloadError(
+                f"{what} > 1 needs the {what.upper()} group its {runs} run on",
+                field=f"{what}_group",
+            )
     b = _Builder(
         model,
         precision,
@@ -700,65 +721,107 @@ def chunk_work(
         ep_group=ep_group if ep > 1 else None,
         cp=cp,
         cp_group=cp_group if cp > 1 else None,
+        ep_units=ep_units,
+        shared_overlap=shared_overlap,
     )
-    fwd, bwd_parts = _Pass(), []
-    saved = 0.0
-    params = experts = 0
-    unit_params: list[int] = []
-    forward_starts: list[int] = []
-
-    def unit(part: _Pass, n: int) -> None:
-        forward_starts.append(len(fwd.steps))
-        fwd.extend(part)
-        unit_params.append(n)
-        if units:
-            fwd.seal()
-
+    a = _Assembly(units)
     if embedding:
         ef, eb = b.embedding()
-        unit(ef, model.embedding_params // tp)
-        bwd_parts.append(eb)
-        params += model.embedding_params // tp
+        a.add(ef, eb, model.embedding_params // tp, model.embedding_params // tp)
     for i in layers:
         full = recompute == "full" and (
             recompute_layers is None or i - layers.start < recompute_layers
         )
         lf, lb, ls = b.layer(i, full)
-        norms = 2 * model.norm_params
-        routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
-        own = (model.layer_params(i) - norms - routed) // tp + norms + routed // (tp * ep)
-        unit(lf, own)
-        bwd_parts.append(lb)
-        saved += ls
-        params += (model.layer_params(i) - norms - routed) // tp + norms
-        experts += routed // (tp * ep)
+        dense, routed = _layer_params(model, i, tp, ep)
+        a.add(lf, lb, dense + routed, dense, ls, routed)
     if head:
         hf, hb, hs = b.head()
         own = (model.head_params - model.norm_params) // tp + model.norm_params
-        unit(hf, own)
-        bwd_parts.append(hb)
-        saved += hs
-        params += own
-    bwd = _Pass()
-    backward_starts: list[int] = []
-    for part in reversed(bwd_parts):
-        backward_starts.append(len(bwd.steps))
-        bwd.extend(part)
-        if units:
-            bwd.seal()
-    boundary = b.rows * model.hidden * precision.activation_bytes
-    if not units:
-        return ChunkWork(
-            tuple(fwd.steps), tuple(bwd.steps), saved, params + experts, boundary, experts
-        )
-    return ChunkWork(
-        tuple(fwd.steps),
-        tuple(bwd.steps),
-        saved,
-        params + experts,
-        boundary,
-        experts,
-        tuple(unit_params),
-        tuple(forward_starts),
-        tuple(backward_starts),
+        a.add(hf, hb, own, own, hs)
+    return a.work(
+        b.rows * model.hidden * precision.activation_bytes, len(layers), embedding, head, ep > 1
     )
+
+
+def _layer_params(model: TransformerConfig, i: int, tp: int, ep: int) -> tuple[int, int]:
+    """Layer ``i``'s parameters on one rank: (dense: split over TP but the norms and MLA's
+    duplicated down projections, held whole; routed experts: over TP x EP)."""
+    norms = 2 * model.norm_params
+    routed = model.experts * model.mlp_params(model.expert_ffn) if model.is_moe_layer(i) else 0
+    whole = model.mla_params[0] if model.mla else 0
+    dense = (model.layer_params(i) - norms - routed - whole) // tp + norms + whole
+    return dense, routed // (tp * ep)
+
+
+@dataclass
+class _Assembly:
+    """A chunk's units (the embedding, each layer, the head) in forward order: the forward so
+    far, each unit's backward, parameters, saved bytes, and (FSDP, ``units``) where each starts."""
+
+    units: bool
+    fwd: Pass = field(default_factory=Pass)
+    bwd_parts: list[Pass] = field(default_factory=list)
+    saved: float = 0.0
+    params: int = 0
+    experts: int = 0
+    unit_params: list[int] = field(default_factory=list)
+    unit_experts: list[int] = field(default_factory=list)
+    forward_starts: list[int] = field(default_factory=list)
+
+    def add(
+        self,
+        fwd: Pass,
+        bwd: Pass,
+        own: int,
+        dense: int,
+        saved: float | None = None,
+        routed: int = 0,
+    ) -> None:
+        """One unit: its passes, the parameters the rank holds of it (``own``: ``dense`` and
+        ``routed`` experts'), the activation bytes it keeps."""
+        self.forward_starts.append(len(self.fwd.steps))
+        self.fwd.extend(fwd)
+        self.unit_params.append(own)
+        self.unit_experts.append(routed)
+        if self.units:
+            self.fwd.seal()
+        self.bwd_parts.append(bwd)
+        if saved is not None:
+            self.saved += saved
+        self.params += dense
+        self.experts += routed
+
+    def work(
+        self, boundary: float, layers: int, embedding: bool, head: bool, experts: bool
+    ) -> ChunkWork:
+        """The chunk's :class:`ChunkWork` (``boundary``: bytes sent to the next stage)."""
+        bwd, backward_starts = self.backward()
+        u = self.units
+        return ChunkWork(
+            tuple(self.fwd.steps),
+            tuple(bwd.steps),
+            self.saved,
+            self.params + self.experts,
+            boundary,
+            self.experts,
+            tuple(self.unit_params) if u else (),
+            tuple(self.forward_starts) if u else (),
+            tuple(backward_starts) if u else (),
+            weight_saved=bwd.kept,
+            layers=layers,
+            unit_experts=tuple(self.unit_experts) if u and experts else (),
+            embedding=embedding,
+            head=head,
+        )
+
+    def backward(self) -> tuple[Pass, list[int]]:
+        """The units' backwards in reverse, and where each starts."""
+        bwd = Pass()
+        starts: list[int] = []
+        for part in reversed(self.bwd_parts):
+            starts.append(len(bwd.steps))
+            bwd.extend(part)
+            if self.units:
+                bwd.seal()
+        return bwd, starts

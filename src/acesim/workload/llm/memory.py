@@ -15,9 +15,14 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
 * with FSDP (ZeRO-3) weights and gradients are divided over DP too, plus the largest unit's
   gathered parameters twice (the unit running and the one prefetched) and its unsharded
   gradient before the reduce-scatter;
-* ``activations``: the most bytes the rank's schedule ever keeps at once: walking its steps in
-  order, a forward of chunk ``c`` adds that chunk's saved bytes per micro-batch, its backward
-  frees them (1F1B: stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more).
+* ``activations``: the most bytes the rank's schedule ever keeps at once: walking its ops in
+  order (:mod:`acesim.training.schedules`), an F of chunk ``c`` adds that chunk's saved bytes
+  per micro-batch; a B with no W after it frees them; where the schedule defers weight
+  gradients (a W op of the same chunk and micro-batch follows), the B frees them but keeps the
+  weight gradients' operands (``weight_saved``), which the W frees (:mod:`.chunk`) (1F1B:
+  stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more). With activation
+  offload (:mod:`acesim.training.offload`) an offloaded micro-batch keeps ``1 - f`` of its
+  saved bytes on the GPU between its copy out and its reload.
 
 Not counted, as in :mod:`acesim.workload.footprint`: workspaces, communication buffers, the
 framework's and NCCL's own memory, allocator fragmentation (together often several GB on a
@@ -27,12 +32,15 @@ GPU: a configuration within a few GB of the capacity may still not fit in practi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from ...precision import Precision
 from ..optimizer import state_bytes_per_param
-from .block import ChunkWork
+from .chunk import ChunkWork
 
-__all__ = ["TERMS", "grad_bytes", "rank_footprint", "peak_activations"]
+__all__ = [
+    "TERMS", "grad_bytes", "rank_footprint", "peak_activations", "offloaded", "op_groups",
+]  # fmt: skip
 
 #: The footprint's terms, in the order messages name them.
 TERMS = ("weights", "gradients", "optimizer", "activations")
@@ -46,23 +54,108 @@ def grad_bytes(p: Precision, fp32: bool | None = None) -> int:
     return 4 if fp32 else p.param_bytes
 
 
-def peak_activations(chunks: Sequence[ChunkWork], ops: Sequence[object]) -> float:
-    """The most activation bytes held at once over a schedule's ``ops`` (each with
-    ``forward`` and ``chunk``)."""
+class _Op(Protocol):
+    """A schedule's op as the memory walk reads it (:class:`acesim.training.schedules.Op`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def chunk(self) -> int: ...
+
+    @property
+    def micro(self) -> int: ...
+
+    @property
+    def paired(self) -> bool: ...
+
+
+def op_groups(ops: Sequence[_Op]) -> list[list[_Op]]:
+    """The ops as they run: one by one, a paired op together with the op after it."""
+    groups: list[list[_Op]] = [[]]
+    for op in ops:
+        groups[-1].append(op)
+        if not op.paired:
+            groups.append([])
+    return groups[:-1] if not groups[-1] else groups
+
+
+def offloaded(groups: Sequence[Sequence[_Op]]) -> set[tuple[int, int]]:
+    """The (chunk, micro-batch) pairs whose activations offload sends to host memory
+    (:mod:`acesim.training.offload`): those with at least two groups between their F and
+    their B (the copy out overlaps the first, the reload the last: with fewer the
+    activations would never leave the GPU)."""
+    forward_at: dict[tuple[int, int], int] = {}
+    out: set[tuple[int, int]] = set()
+    for k, group in enumerate(groups):
+        for op in group:
+            key = (op.chunk, op.micro)
+            if op.kind == "F":
+                forward_at[key] = k
+            elif op.kind == "B" and k > forward_at[key] + 2:
+                out.add(key)
+    return out
+
+
+def peak_activations(
+    chunks: Sequence[ChunkWork], ops: Sequence[_Op], offload: float = 0.0
+) -> float:
+    """The most activation bytes held at once over a schedule's ``ops`` (module docstring);
+    ``offload``: the share of each offloaded micro-batch's saved bytes in host memory
+    (:func:`_peak_offloaded`)."""
+    if offload > 0:
+        return _peak_offloaded(chunks, ops, offload)
+    split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
     held = peak = 0.0
     for op in ops:
-        saved = chunks[op.chunk].saved  # type: ignore[attr-defined]
-        if op.forward:  # type: ignore[attr-defined]
-            held += saved
-            peak = max(peak, held)
+        work = chunks[op.chunk]
+        if op.kind == "F":
+            held += work.saved
+        elif op.kind == "W":
+            held -= work.weight_saved
+        elif (op.chunk, op.micro) in split:
+            held += work.weight_saved - work.saved
         else:
-            held -= saved
+            held -= work.saved
+        peak = max(peak, held)
+    return peak
+
+
+def _peak_offloaded(chunks: Sequence[ChunkWork], ops: Sequence[_Op], offload: float) -> float:
+    """:func:`peak_activations` with activation offload: an offloaded pair keeps ``1 -
+    offload`` of its saved bytes on the GPU, and all of them from its F to the end of the
+    group after it (the copy out) and from the start of the group before its B (the reload)."""
+    groups = op_groups(ops)
+    chosen = offloaded(groups)
+    split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
+    near: list[float] = [0.0] * (len(groups) + 1)  # offloaded shares in flight, per group
+    for k, group in enumerate(groups):
+        for op in group:
+            if (op.chunk, op.micro) not in chosen or op.kind == "W":
+                continue
+            share = offload * chunks[op.chunk].saved
+            for at in (k, k + 1) if op.kind == "F" else (k - 1,):
+                near[at] += share
+    held = peak = 0.0
+    for k, group in enumerate(groups):
+        for op in group:
+            work = chunks[op.chunk]
+            kept = work.saved * ((1 - offload) if (op.chunk, op.micro) in chosen else 1.0)
+            if op.kind == "F":
+                held += kept
+            elif op.kind == "W":
+                held -= work.weight_saved
+            elif (op.chunk, op.micro) in split:
+                held += work.weight_saved - kept
+            else:
+                held -= kept
+            peak = max(peak, held + near[k])
     return peak
 
 
 def rank_footprint(
     chunks: Sequence[ChunkWork],
-    ops: Sequence[object],
+    ops: Sequence[_Op],
     p: Precision,
     optimizer: str,
     *,
@@ -71,9 +164,11 @@ def rank_footprint(
     expert_dp: int | None = None,
     grad_fp32: bool | None = None,
     fsdp: bool = False,
+    offload_activations: float = 0.0,
 ) -> dict[str, float]:
     """Bytes per rank of each term and their ``total`` (module docstring); experts' optimizer
-    state is divided over ``expert_dp`` (default ``dp``)."""
+    state is divided over ``expert_dp`` (default ``dp``); ``offload_activations``: the share
+    of offloaded micro-batches' saved activations in host memory."""
     params = float(sum(c.params for c in chunks))
     experts = float(sum(c.expert_params for c in chunks))
     per = state_bytes_per_param(optimizer, p)
@@ -85,13 +180,18 @@ def rank_footprint(
     gradients = params * grad_bytes(p, grad_fp32)
     if fsdp:
         largest = float(max((u for c in chunks for u in c.unit_params), default=0))
-        weights = weights / dp + 2 * largest * p.param_bytes
-        gradients = gradients / dp + largest * grad_bytes(p, grad_fp32)
+        if experts:  # experts sharded over the expert-data-parallel group
+            shard = (params - experts) / dp + experts / (expert_dp or dp)
+            weights = shard * p.param_bytes + 2 * largest * p.param_bytes
+            gradients = shard * grad_bytes(p, grad_fp32) + largest * grad_bytes(p, grad_fp32)
+        else:
+            weights = weights / dp + 2 * largest * p.param_bytes
+            gradients = gradients / dp + largest * grad_bytes(p, grad_fp32)
     sizes = {
         "weights": weights,
         "gradients": gradients,
         "optimizer": state,
-        "activations": peak_activations(chunks, ops),
+        "activations": peak_activations(chunks, ops, offload_activations),
     }
     sizes["total"] = sum(sizes[t] for t in TERMS)
     return sizes

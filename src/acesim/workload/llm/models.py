@@ -14,9 +14,15 @@ a router (a ``[tokens, hidden] x [hidden, experts]`` GEMM) and ``experts`` exper
 ``expert_ffn`` every token visits. Tokens are taken as balanced over the experts (the
 Megatron-Bridge MoE benchmark rows force balance).
 
+Multi-head latent attention (MLA, ``kv_lora_rank > 0``; DeepSeek-V2/V3): keys and values come
+from a ``kv_lora_rank``-wide latent (a down projection ``hidden -> kv_lora_rank + rope_dim``,
+its norm, an up projection ``kv_lora_rank -> heads (head_dim + v_head_dim)``), queries from a
+``q_lora_rank``-wide one (0: a direct projection); every head's query and key have
+``head_dim`` non-rotary plus ``rope_dim`` rotary channels (the key's rotary part shared by the
+heads), its value ``v_head_dim``.
+
 Every preset's numbers come from its model card or paper (``source``); where a model has a
-feature acesim does not model, its entry says so in ``notes`` (DeepSeek-V3's multi-latent
-attention is taken as grouped-query attention of the same head count; GPT-OSS's sliding-window
+feature acesim does not model, its entry says so in ``notes`` (GPT-OSS's sliding-window
 layers as full attention; rotary embeddings and attention sinks are element-wise work not
 counted).
 """
@@ -54,6 +60,10 @@ class TransformerConfig:
     expert_ffn: int = 0
     shared_experts: int = 0
     dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
+    v_head_dim: int | None = None
     source: str = ""
     notes: str = ""
 
@@ -65,7 +75,16 @@ class TransformerConfig:
                 raise WorkloadError(
                     f"must be a positive integer, got {value!r}", location=where, field=name
                 )
-        for name in ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers"):
+        for name in (
+            "experts",
+            "top_k",
+            "expert_ffn",
+            "shared_experts",
+            "dense_layers",
+            "q_lora_rank",
+            "kv_lora_rank",
+            "rope_dim",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise WorkloadError(
@@ -118,6 +137,31 @@ class TransformerConfig:
         return self.heads * self.dim
 
     @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (module docstring)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def v_dim(self) -> int:
+        """Width of one head's value (MLA: ``v_head_dim``)."""
+        return self.v_head_dim if self.v_head_dim is not None else self.dim
+
+    @property
+    def mla_params(self) -> tuple[int, int]:
+        """MLA's parameters per layer: (held whole by every TP rank: the down projections and
+        their norms; split over TP by heads: the up projections and the output projection)."""
+        h, n = self.hidden, self.heads
+        qk = self.dim + self.rope_dim
+        if self.q_lora_rank:
+            whole = h * self.q_lora_rank + self.q_lora_rank
+            split = self.q_lora_rank * n * qk
+        else:
+            whole, split = 0, h * n * qk
+        whole += h * (self.kv_lora_rank + self.rope_dim) + self.kv_lora_rank
+        split += self.kv_lora_rank * n * (self.dim + self.v_dim) + n * self.v_dim * h
+        return whole, split
+
+    @property
     def kv_width(self) -> int:
         return self.groups * self.dim
 
@@ -137,6 +181,8 @@ class TransformerConfig:
 
     @property
     def attention_params(self) -> int:
+        if self.mla:
+            return sum(self.mla_params)
         h = self.hidden
         qkv = h * (self.q_width + 2 * self.kv_width)
         proj = self.q_width * h
@@ -195,6 +241,8 @@ def model_flops(model: TransformerConfig, sequences: int, seq: int) -> float:
     q_ratio = model.q_width / h
     gate = 1.5 if model.gated else 1.0
     attention = (1 + model.groups / model.heads + seq / h) * q_ratio
+    if model.mla:
+        attention = _mla_attention(model, seq) / (2 * h * h)
     dense = model.layers - model.moe_layers
     mlp_layers = dense * (model.ffn / h) * gate
     moe_layers = model.moe_layers * (
@@ -203,6 +251,18 @@ def model_flops(model: TransformerConfig, sequences: int, seq: int) -> float:
     per_layer = attention * model.layers + mlp_layers + moe_layers
     logits = model.vocab / (2 * h)
     return 12.0 * sequences * seq * h * h * (per_layer + logits)
+
+
+def _mla_attention(model: TransformerConfig, seq: int) -> float:
+    """MLA's multiply-adds per token and layer as Megatron-LM's ``num_floating_point_operations``
+    counts them (the projections with the norms' one extra column each, the scores over the
+    ``head_dim + rope_dim`` channels and the values'), with this module's full ``s x s``
+    scores."""
+    h, n, s = model.hidden, model.heads, seq
+    qk = model.dim + model.rope_dim
+    q = model.q_lora_rank * (h + n * qk + 1) if model.q_lora_rank else h * n * qk
+    kv = model.kv_lora_rank * (h + n * (model.dim + model.v_dim) + 1) + h * model.rope_dim
+    return q + kv + n * model.v_dim * h + s * n * qk + s * n * model.v_dim
 
 
 #: Published decoder-only transformers by name (``acesim run -w <name>``).
@@ -286,11 +346,10 @@ for _m in (
         "attention sinks not modelled",
     ),
     TransformerConfig(
-        "deepseek-v3-like",
+        "deepseek-v3",
         layers=61,
         hidden=7168,
         heads=128,
-        kv_heads=128,
         head_dim=128,
         ffn=18432,
         vocab=129280,
@@ -300,13 +359,18 @@ for _m in (
         expert_ffn=2048,
         shared_experts=1,
         dense_layers=3,
-        source="DeepSeek-AI, 'DeepSeek-V3 Technical Report' (arXiv 2412.19437, 2024), section "
-        "4.2: 61 layers, hidden 7,168, 128 heads of 128, first three layers dense (FFN 18,432 "
-        "in the released config.json), then 1 shared and 256 routed experts of 2,048 with 8 "
-        "activated, vocabulary 129,280 (config.json), 4K pre-training sequence",
-        notes="multi-latent attention (low-rank KV compression) taken as multi-head attention "
-        "of the same head count and width, so attention parameters and FLOPs are higher than "
-        "the real model's; multi-token prediction not modelled",
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        rope_dim=64,
+        v_head_dim=128,
+        source="DeepSeek-AI, 'DeepSeek-V3 Technical Report' (arXiv 2412.19437, 2024), sections "
+        "2.1 and 4.2: 61 layers, hidden 7,168, multi-head latent attention with 128 heads of "
+        "128 (+64 rotary) channels, KV compression 512 and query compression 1,536, first three "
+        "layers dense, then 1 shared and 256 routed experts of 2,048 with 8 activated, 4K "
+        "pre-training sequence; FFN 18,432, value heads of 128, vocabulary 129,280 from the "
+        "released config.json (deepseek-ai/DeepSeek-V3): 671 B parameters, 37 B activated",
+        notes="multi-token prediction, the routing's bias terms and node-limited routing not "
+        "modelled; tokens balanced over the experts",
     ),
 ):
     MODELS.register(_m.name, _m)

@@ -14,6 +14,35 @@ is recomputed from its saved input; ``recompute_layers = N`` with ``full``: only
 layers of each model chunk, Megatron's ``--recompute-method block``); ``global_batch`` and
 ``micro_batch`` in sequences and ``seq`` tokens a sequence.
 
+Pipeline stages (:meth:`ParallelConfig.layer_split`, Megatron-core's ``get_num_layers_to_build``
+and ``get_transformer_layer_offset`` in ``megatron/core/transformer/transformer_layer.py`` and
+``transformer_block.py``): by default the ``L`` layers divide evenly over the ``pp x vpp``
+virtual stages. ``first_stage_layers`` / ``last_stage_layers`` (``--decoder-first-pipeline-
+num-layers`` / ``--decoder-last-pipeline-num-layers``) give the first / last stage its own
+count; the rest divide evenly over the other stages (they must), and each stage's count over
+its ``vpp`` chunks. ``account_embedding`` / ``account_loss``
+(``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``) count
+the embedding / the loss (the output head) as one more layer: ``L + 1`` or ``L + 2`` layers
+divide over the virtual stages, and the first / last virtual stage builds one transformer
+layer fewer. Megatron refuses explicit first/last counts together with the accounting; so
+does acesim. Layers are numbered in virtual-stage order (chunk ``c`` of stage ``s`` is virtual
+stage ``c pp + s``).
+
+``schedule``: the pipeline schedule, a name of :data:`acesim.training.schedules.SCHEDULES`
+(``1f1b``, ``interleaved``, ``zb-h1``, ``zb-v``, ``dualpipe``, ``dualpipev``; default: Megatron's,
+interleaved with ``vpp > 1``, else 1F1B). ``vpp`` counts a rank's chunks per direction: the
+V-shaped schedules (``zb-v``, ``dualpipev``) take ``vpp=2``; ``dualpipe`` takes ``vpp=1`` and
+holds a chunk of each of its two directions.
+
+MoE: ``ep_comm_units=N``: the expert all-to-alls (dispatch, combine) run as kernels of their
+own holding ``N`` SMs while they run (DeepEP; DeepSeek-V3 gave them 20 of 132), the compute
+beside them on the rest; ``shared_expert_overlap=1`` (Megatron's
+``--moe-shared-expert-overlap``): the all-to-alls run beside the shared experts' compute.
+Expert parallelism is carved out of the data-parallel-with-context ranks (Megatron-core's
+expert rank order ``tp-ep-dp-pp`` with the expert TP equal to TP), so EP groups are ``ep``
+consecutive ranks of the CP x DP block, and the expert-data-parallel groups hold the ranks
+``ep`` apart in it.
+
 ``tp_overlap``: TP communication overlap (Megatron's ``--tp-comm-overlap``; needs ``sp``): the
 dense layers' all-gathers and reduce-scatters run beside the GEMMs they feed or drain
 (:mod:`.block`); off by default, as in Megatron-LM. ``grad_fp32``: keep and reduce the main
@@ -25,8 +54,16 @@ the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distribut
 the measurements of the validation corpus ran them); Megatron-LM's own command-line defaults
 have both off (``sp=0,zero=0``).
 
+Offload (``offload=activations,offload_fraction=F``, Megatron-core's CPU offloading of
+activations, ``--cpu-offloading``): the share ``F`` (default 1) of each micro-batch's saved
+activations goes to host memory after its forward and comes back before its backward, over
+the host link on the copy engines (:mod:`acesim.training.offload`); Megatron offloads whole
+layers (``--cpu-offloading-num-layers N``): ``F`` is that count over a chunk's layers.
+Optimizer and weight offload are refused by name (not modelled yet).
+
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
-recompute=none,order=tp-cp-ep-dp-pp``.
+recompute=none,order=tp-cp-ep-dp-pp``, and ``first_stage_layers=K,last_stage_layers=K`` or
+``account_embedding=1,account_loss=1``.
 
 Placement (:func:`placement`): ranks are numbered as Megatron-core's default order
 ``tp-cp-ep-dp-pp`` makes them, TP varying fastest: ``rank = tp + TP (cp + CP (dp + DP pp))``
@@ -47,6 +84,7 @@ product of per-dimension slices (TP=3 on 8-GPU nodes) is a TopologyError.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -61,9 +99,31 @@ Recompute = Literal["none", "selective", "full"]
 #: Rank orders (Megatron-core's ``order``, TP fastest): the default, and
 #: ``--use-tp-pp-dp-mapping``'s, which puts the pipeline stages inside data parallelism.
 ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
-_INT_KEYS = ("tp", "pp", "vpp", "cp", "ep", "dp", "zero", "recompute_layers")
-_BOOL_KEYS = ("sp", "tp_overlap", "grad_fp32")
-_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order")
+_INT_KEYS = (
+    "tp",
+    "pp",
+    "vpp",
+    "cp",
+    "ep",
+    "dp",
+    "zero",
+    "recompute_layers",
+    "first_stage_layers",
+    "last_stage_layers",
+    "ep_comm_units",
+)
+_BOOL_KEYS = (
+    "sp",
+    "tp_overlap",
+    "grad_fp32",
+    "account_embedding",
+    "account_loss",
+    "shared_expert_overlap",
+)
+_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule", "offload", "offload_fraction")
+
+#: What ``offload=`` may send to host memory, with what is modelled of it.
+OFFLOAD_TIERS = {"activations": "saved activations, after their forward, back before backward"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +146,15 @@ class ParallelConfig:
     micro_batch: int = 1
     seq: int = 2048
     order: str = ORDERS[0]
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    account_embedding: bool = False
+    account_loss: bool = False
+    schedule: str | None = None
+    ep_comm_units: int | None = None
+    shared_expert_overlap: bool = False
+    offload: str | None = None
+    offload_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -115,10 +184,9 @@ class ParallelConfig:
                 "must be 0 (replicated optimizer), 1 (distributed optimizer) or 3 (FSDP)",
                 self.zero,
             )
-        if self.zero == 3 and self.ep > 1:
-            raise ConfigError(
-                "parallel.zero", "FSDP with expert parallelism is not modelled yet", self.zero
-            )
+        self._check_moe()
+        self._check_offload()
+        self._check_split()
         if self.recompute not in ("none", "selective", "full"):
             raise ConfigError(
                 "parallel.recompute", "must be none, selective or full", self.recompute
@@ -150,12 +218,6 @@ class ParallelConfig:
             )
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("parallel.vpp", "virtual stages need pp > 1", self.vpp)
-        if self.cp > 1 and self.ep > 1:
-            raise ConfigError(
-                "parallel.ep",
-                "expert parallelism with context parallelism is not modelled yet",
-                self.ep,
-            )
         if self.cp > 1 and self.seq % (2 * self.cp * (self.tp if self.sp else 1)):
             raise ConfigError(
                 "parallel.seq",
@@ -163,6 +225,127 @@ class ParallelConfig:
                 "sequence into 2 cp load-balanced chunks)",
                 self.seq,
             )
+
+    def _check_offload(self) -> None:
+        """``offload``: a tier of :data:`OFFLOAD_TIERS`; ``offload_fraction`` in (0, 1]."""
+        f = self.offload_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+            raise ConfigError("parallel.offload_fraction", "must be a number in (0, 1]", f)
+        if self.offload is None:
+            if f != 1.0:
+                raise ConfigError(
+                    "parallel.offload_fraction", "needs offload=activations (what to offload)", f
+                )
+            return
+        if self.offload not in OFFLOAD_TIERS:
+            modelled = ", ".join(OFFLOAD_TIERS)
+            raise ConfigError(
+                "parallel.offload",
+                f"must be {modelled} (optimizer and weight offload are not modelled yet)",
+                self.offload,
+            )
+
+    @property
+    def offload_activations(self) -> float:
+        """The share of saved activations offloaded to host memory (0: none)."""
+        return self.offload_fraction if self.offload == "activations" else 0.0
+
+    def _check_moe(self) -> None:
+        """The expert all-to-alls' SM budget: a whole number, with expert parallelism."""
+        units = self.ep_comm_units
+        if units is None:
+            return
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise ConfigError(
+                "parallel.ep_comm_units", "must be a whole number of at least 1", units
+            )
+        if self.ep == 1:
+            raise ConfigError(
+                "parallel.ep_comm_units",
+                "is the expert all-to-alls' SM budget: give it with ep > 1",
+                units,
+            )
+
+    def _check_split(self) -> None:
+        """The uneven-stage fields' own rules (the layer counts are checked against a model
+        by :meth:`layer_split`)."""
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"parallel.{name}", "must be a whole number >= 0", value)
+            if self.pp == 1:
+                raise ConfigError(f"parallel.{name}", "uneven pipeline stages need pp > 1", value)
+            if self.account_embedding or self.account_loss:
+                raise ConfigError(
+                    f"parallel.{name}",
+                    "explicit first/last stage layers do not combine with account_embedding or "
+                    "account_loss (Megatron-core refuses them together)",
+                    value,
+                )
+
+    @property
+    def uneven(self) -> bool:
+        """The first or the last stage has its own layer count."""
+        return self.first_stage_layers is not None or self.last_stage_layers is not None
+
+    def layer_split(self, layers: int) -> tuple[int, ...]:
+        """Transformer layers of each virtual stage, in model order (``c pp + s`` for chunk
+        ``c`` of stage ``s``), as Megatron-core builds them (module docstring); ConfigError
+        naming the field when they do not divide."""
+        p, v = self.pp, self.vpp
+        if self.uneven:
+            return self._uneven_split(layers)
+        counted = layers + int(self.account_embedding) + int(self.account_loss)
+        if counted % (p * v):
+            what = "layers"
+            if counted != layers:
+                what = "layers (with the embedding and the loss counted as layers)"
+            raise ConfigError(
+                "parallel",
+                f"pp x vpp = {p * v} must divide the {counted} {what} of the model",
+                self.describe(),
+            )
+        split = [counted // (p * v)] * (p * v)
+        split[0] -= int(self.account_embedding)
+        split[-1] -= int(self.account_loss)
+        return tuple(split)
+
+    def _uneven_split(self, layers: int) -> tuple[int, ...]:
+        p, v = self.pp, self.vpp
+        first, last = self.first_stage_layers, self.last_stage_layers
+        given = (first or 0) + (last or 0)
+        middle_stages = p - (first is not None) - (last is not None)
+        middle = layers - given
+        if middle < 0 or (middle_stages == 0 and middle):
+            raise ConfigError(
+                "parallel",
+                f"the first and last stage layers ({given}) must "
+                + ("not exceed" if middle_stages else "add up to")
+                + f" the {layers} layers of the model",
+                self.describe(),
+            )
+        if middle_stages and middle % middle_stages:
+            raise ConfigError(
+                "parallel",
+                f"the {middle} layers left must divide over the {middle_stages} middle stages",
+                self.describe(),
+            )
+        per = middle // middle_stages if middle_stages else 0
+        stages = [per] * p
+        if first is not None:
+            stages[0] = first
+        if last is not None:
+            stages[-1] = last
+        for s, n in enumerate(stages):
+            if n % v:
+                raise ConfigError(
+                    "parallel.vpp",
+                    f"must divide the {n} layers of pipeline stage {s}",
+                    v,
+                )
+        return tuple(stages[vs % p] // v for vs in range(p * v))
 
     @property
     def model_parallel(self) -> int:
@@ -220,12 +403,16 @@ class ParallelConfig:
                 "splits query groups over TP)",
                 self.tp,
             )
-        chunks = self.pp * self.vpp
-        if model.layers % chunks:
+        try:
+            self.layer_split(model.layers)
+        except ConfigError as err:
+            raise ConfigError(err.field, f"{err.rule} ({model.name})", err.value) from None
+        if model.mla and self.cp > 1:
             raise ConfigError(
-                "parallel",
-                f"pp x vpp = {chunks} must divide the {model.layers} layers of {model.name}",
-                self.describe(),
+                "parallel.cp",
+                f"context parallelism with {model.name}'s multi-head latent attention is not "
+                "modelled",
+                self.cp,
             )
         if self.ep > 1 and not model.experts:
             raise ConfigError(
@@ -255,6 +442,20 @@ class ParallelConfig:
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
         if self.recompute_layers is not None:
             parts.append(f"recompute_layers={self.recompute_layers}")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)}")
+        for name in ("account_embedding", "account_loss"):
+            if getattr(self, name):
+                parts.append(f"{name}=1")
+        if self.schedule is not None:
+            parts.append(f"schedule={self.schedule}")
+        if self.ep_comm_units is not None:
+            parts.append(f"ep_comm_units={self.ep_comm_units}")
+        if self.shared_expert_overlap:
+            parts.append("shared_expert_overlap=1")
+        if self.offload is not None:
+            parts.append(f"offload={self.offload},offload_fraction={self.offload_fraction:g}")
         return ",".join(parts)
 
 
@@ -274,8 +475,10 @@ def parse_parallel(
             raise ConfigError(field, f"expected key=value with keys {', '.join(_KEYS)}", item)
         if key in values:
             raise ConfigError(field, f"{key} is given twice", text)
-        if key in ("recompute", "order"):
+        if key in ("recompute", "order", "schedule", "offload"):
             values[key] = raw
+        elif key == "offload_fraction":
+            values[key] = _fraction(raw, field)
         elif key in _BOOL_KEYS:
             if raw not in ("0", "1", "true", "false", "on", "off"):
                 raise ConfigError(field, f"{key} must be 0 or 1", raw)
@@ -293,6 +496,17 @@ def parse_parallel(
         seq=seq,
         **values,  # type: ignore[arg-type]
     )
+
+
+def _fraction(raw: str, field: str) -> float:
+    """``offload_fraction``'s text as a finite number (ConfigError naming ``field``)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or not raw.replace(".", "", 1).isdigit():
+        raise ConfigError(field, "offload_fraction must be a number like 0.5", raw)
+    return value
 
 
 def flat_group(shape: tuple[int, ...], size: int, stride: int, name: str) -> Group:
@@ -404,12 +618,13 @@ def placement(parallel: ParallelConfig, shape: tuple[int, ...]) -> Placement:
     dp_group = flat_group(shape, grad, first_dp, "dp") if grad > 1 else None
     cp_group = flat_group(shape, parallel.cp, parallel.tp, "cp") if parallel.cp > 1 else None
     ep = parallel.ep
-    ep_group = flat_group(shape, ep, dp_stride, "ep") if ep > 1 else None
+    # EP: ep consecutive ranks of the CP x DP block (stride first_dp), cp == 1 or not
+    ep_group = flat_group(shape, ep, first_dp, "ep") if ep > 1 else None
     edp = dp * parallel.cp // ep
     if ep == 1:
         edp_group = dp_group  # experts are reduced with the rest
     else:
-        edp_group = flat_group(shape, edp, dp_stride * ep, "expert-dp") if edp > 1 else None
+        edp_group = flat_group(shape, edp, first_dp * ep, "expert-dp") if edp > 1 else None
     return Placement(
         parallel.tp,
         parallel.pp,

@@ -1,0 +1,106 @@
+"""Multi-head latent attention (DeepSeek-V2/V3's MLA) as one chunk's steps on one rank.
+
+Per micro-batch of ``T`` rows on a rank of a TP group of ``t`` (Megatron-core's
+``MLASelfAttention``): the norm; (sequence parallelism: the all-gather of its output); the
+query down projection ``Gemm(T, q_lora, h)`` and the key/value down projection
+``Gemm(T, kv_lora + rope, h)``, each held whole by every TP rank (Megatron builds them
+duplicated), their norms over the latents; the up projections split over TP by heads,
+``Gemm(T, heads/t (head_dim + rope), q_lora)`` and ``Gemm(T, heads/t (head_dim + v), kv_lora)``;
+the rotary embedding of the rotary channels; FlashAttention over ``b heads/t`` sequences with
+query/key width ``head_dim + rope`` and value width ``v`` (one :class:`~acesim.hardware.
+kernels.Attention` of their mean width: the same FLOPs); the output projection
+``Gemm(T, h, heads/t v)``, row parallel, its partial sums all-reduced over TP (sp:
+reduce-scattered); the residual. Backward runs each GEMM's data and weight gradient (the
+weight gradients marked as such) in reverse, the attention backward, and the TP collectives
+of a dense attention sublayer.
+
+Assumptions (each under a percent or two of a layer): the all-reduce over TP of the latents'
+input gradients (they are far narrower than the hidden state) and of the duplicated down
+projections' weight gradients is not counted; FP8 casts of MLA's operands are not counted;
+TP communication overlap and context parallelism leave MLA's collectives blocking and its
+attention unsplit (a ConfigError refuses MLA with ``cp > 1``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...hardware.kernels import Attention, Stream
+from ..zoo.costs import FP32, LAYERNORM_BWD_FLOPS, LAYERNORM_FWD_FLOPS
+from .chunk import Pass, Weight
+
+if TYPE_CHECKING:
+    from .block import _Builder
+
+__all__ = ["mla_attention"]
+
+ROPE_FLOPS = 3.0
+"""Rotary embedding per element (as :data:`acesim.workload.llm.block.ROPE_FLOPS`)."""
+
+
+def _latent_norm(b: _Builder, width: int, name: str) -> tuple[Stream, Stream, float]:
+    """RMSNorm over a ``[T, width]`` latent: forward, backward, bytes kept."""
+    n = b.T * width
+    a = n * b.a
+    stats = b.T * FP32
+    fwd = Stream(a, a + stats, LAYERNORM_FWD_FLOPS * n, name=name)
+    bwd = Stream(3 * a + stats, a, LAYERNORM_BWD_FLOPS * n, name=f"{name}.bwd")
+    return fwd, bwd, a + stats
+
+
+def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
+    """Layer ``i``'s MLA sublayer: forward, backward, saved bytes (module docstring)."""
+    m, t, a, T = b.m, b.t, b.a, b.T
+    h, heads = m.hidden, m.heads / t
+    qk, v = m.dim + m.rope_dim, m.v_dim
+    fwd, bwd = Pass(), Pass()
+    nf, nb, nsaved = b.norm(f"l{i}.attn_norm")
+    q_in = m.q_lora_rank or h
+    kv_norm = _latent_norm(b, m.kv_lora_rank, f"l{i}.kv_norm")
+    q_norm = _latent_norm(b, m.q_lora_rank, f"l{i}.q_norm") if m.q_lora_rank else None
+    # (name, output width, input width, the latent norm after it): forward order
+    projections = [
+        *([("q_down", m.q_lora_rank, h, q_norm)] if m.q_lora_rank else []),
+        ("q_up", heads * qk, q_in, None),
+        ("kv_down", m.kv_lora_rank + m.rope_dim, h, kv_norm),
+        ("kv_up", heads * (m.dim + v), m.kv_lora_rank, None),
+    ]
+    seqs = b.b * heads
+    mean = (qk + v) / 2
+    core = Attention(seqs, b.q_len, b.s, mean, dtype=b.attn_dtype, name=f"l{i}.flash_attn")
+    core_b = Attention(
+        seqs, b.q_len, b.s, mean, dtype=b.attn_dtype, backward=True, name=f"l{i}.flash_attn.bwd"
+    )
+    rope_n = T * (heads + 1) * m.rope_dim
+    rope = Stream(rope_n * a, rope_n * a, ROPE_FLOPS * rope_n, name=f"l{i}.rope")
+    rope_b = Stream(rope_n * a, rope_n * a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd")
+    fwd.compute(nf)
+    fwd.comm(b.before_column_parallel())
+    for name, n, k, norm in projections:
+        fwd.compute(b.gemm(T, n, k, f"l{i}.{name}"))
+        if norm is not None:
+            fwd.compute(norm[0])
+    o_proj = f"l{i}.o_proj"
+    fwd.compute(rope, core, b.gemm(T, h, heads * v, o_proj))
+    fwd.comm(b.after_row_parallel())
+    fwd.compute(b.add(f"l{i}.attn_residual"))
+    if b.sp:
+        bwd.comm(b._tp("all-gather"))  # dY of the reduce-scatter
+        bwd.comm(b._tp("all-gather"))  # the norm output, for the down projections' wgrads
+    bwd.compute(b.gemm(T, heads * v, h, f"{o_proj}.dgrad"))
+    bwd.compute(Weight(b.gemm(heads * v, h, T, f"{o_proj}.wgrad")), core_b, rope_b)
+    for name, n, k, norm in reversed(projections):
+        if norm is not None:
+            bwd.compute(norm[1])
+        bwd.compute(
+            b.gemm(T, k, n, f"l{i}.{name}.dgrad"), Weight(b.gemm(k, n, T, f"l{i}.{name}.wgrad"))
+        )
+    bwd.comm(b._tp("reduce-scatter" if b.sp else "all-reduce"))
+    bwd.compute(nb)
+    # kept: the norm's input and statistics, the down projections' (sharded) input, the
+    # latents and their norms' inputs, Q, K, V, O and the log-sum-exp
+    latents = sum(n for _, n, _, norm in projections if norm is not None)
+    qkvo = T * heads * (2 * qk + 2 * v) * a
+    kept = sum(norm[2] for *_, norm in projections if norm is not None)
+    saved = nsaved + b.rows * h * a + T * latents * a + kept
+    return fwd, bwd, saved + qkvo + seqs * b.q_len * FP32
