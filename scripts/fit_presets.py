@@ -4,11 +4,12 @@ The inputs are the corpus rows marked ``fit = true`` (src/acesim/validation/corp
 each naming the parameters it fits; the fits are acesim.validation.fit's (bisection per row,
 repeated until no value moves). The presets carry the printed values to four significant
 digits, and tests (tests/test_fit.py, tests/test_nvls.py) check that they still match.
-(The a100-nvswitch-8 ring values, protocol_efficiency and endpoint_delay, were solved in closed
-form on its two rows before this fitter existed; its [sources] says so.)
+Values the other presets carry from these fits follow the transfer rules of
+acesim.validation.transfer (tests/test_fit_labels.py checks them).
 
-    python scripts/fit_presets.py            # a table
-    python scripts/fit_presets.py --json     # for tools
+    python scripts/fit_presets.py              # a table
+    python scripts/fit_presets.py --json       # for tools
+    python scripts/fit_presets.py --transfers  # every fit and transfer, to a fixed point
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 
 from acesim.validation import load_corpus
 from acesim.validation.fit import COLLECTIVE_FITS, Fit, fit_collective, fit_npu, fit_rows
+from acesim.validation.loso import Presets, refit_world
 
 
 def presets_with_fit_rows() -> tuple[list[str], list[str]]:
@@ -32,7 +34,18 @@ def presets_with_fit_rows() -> tuple[list[str], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--transfers",
+        action="store_true",
+        help="refit every preset and apply the transfer rules until nothing moves; print all",
+    )
     args = parser.parse_args()
+    if args.transfers:
+        world = refit_world(Presets.of(load_corpus()))
+        for (preset, parameter), value in sorted(world.values.items()):
+            shown = "unset" if value is None else f"{value:.4g}"
+            print(f"{preset:<18} {parameter:<48} {shown:>12}  {world.how[(preset, parameter)]}")
+        return
     npus, systems = presets_with_fit_rows()
     fits: list[tuple[str, Fit]] = [(p, f) for p in npus for f in fit_npu(p)]
     fits += [(p, f) for p in systems for f in fit_collective(p)]

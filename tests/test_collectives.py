@@ -19,6 +19,7 @@ from systems import dim, examples, make_system
 from acesim import simulate_collective
 from acesim.config import SystemConfig, load_system
 from acesim.hardware.platform import Platform
+from acesim.network.trees import tree_sends
 
 MiB = 2**20
 GiB = 2**30
@@ -87,11 +88,16 @@ def test_halving_doubling_matches_closed_form(p: int) -> None:
     ("kind", "p"), [("switch", 8), ("switch", 16), ("fully_connected", 6), ("ring", 5)]
 )
 def test_double_binary_tree_matches_its_documented_cost(kind: str, p: int) -> None:
-    """algorithms.py: 2 ceil(log2 p) levels, each moving the whole chunk: 2 ceil(log2 p)(a+S/B)."""
+    """algorithms.py: 2 ceil(log2 p) levels that together send what NCCL's busiest rank of its
+    double binary tree sends (trees.tree_sends: u S up, d S down), 2 ceil(log2 p) a +
+    (u + d) S / B; from four ranks u = d = 1 (a rank with two children in one tree and a
+    parent in both)."""
     algos = {"all-reduce": "double_binary_tree"}
     system = make_system([dim(kind, p, 40e9, 3e-6)], algorithms=algos)
     B, a, size = 40e9, 3e-6 + 10e-9, 4 * MiB
-    expected = 2 * math.ceil(math.log2(p)) * (a + size / B)
+    up, down = tree_sends(p)
+    assert (up, down) == (1.0, 1.0)
+    expected = 2 * math.ceil(math.log2(p)) * a + (up + down) * size / B
     assert run(system, "all-reduce", size) == pytest.approx(expected, rel=REL)
 
 

@@ -26,7 +26,7 @@ def test_the_kind_is_registered_with_its_preset_settings() -> None:
     assert "copy_engine" in ENDPOINT_KINDS
     cfg = resolve_system(SYSTEM)
     ce = cfg.endpoint.of(CopyEngineSettings)
-    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(30.27e9)
+    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(30.43e9)
     assert ce.fallback_units == 16
 
 
@@ -70,7 +70,8 @@ def test_the_setup_latency_shows_at_small_sizes() -> None:
     cfg = resolve_system(SYSTEM, overrides={"endpoint.copy_engine.setup": 0.0})
     without = simulate_collective(cfg, "all-gather", small, endpoint="copy_engine").time
     steps = 1  # a direct all-gather on 8 GPUs: one step of 7 copies
-    assert with_setup - without == pytest.approx(steps * 4e-6, rel=1e-6)
+    setup = resolve_system(SYSTEM).endpoint.of(CopyEngineSettings).setup
+    assert with_setup - without == pytest.approx(steps * setup, rel=1e-6)
     assert with_setup / without > 1.2  # the setup is a large part of a small collective
     big = 1 << 30
     t_big = simulate_collective(SYSTEM, "all-gather", big, endpoint="copy_engine").time

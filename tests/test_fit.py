@@ -9,7 +9,7 @@ from acesim.errors import ConfigError
 from acesim.validation.fit import fit_npu
 
 
-@pytest.mark.parametrize("npu", ["h100-sxm", "gb200", "v100-sxm2"])
+@pytest.mark.parametrize("npu", ["h100-sxm", "gb200", "v100-sxm2", "a100-sxm", "mi300x"])
 def test_the_presets_carry_the_fitted_values(npu: str) -> None:
     kernels = single_npu_system(npu).npu.kernels
     for fit in fit_npu(npu):

@@ -42,37 +42,99 @@ def _nic(s: SystemConfig) -> float:
     return net.link_bandwidth * net.links_per_npu * net.efficiency / net.npus_per_link
 
 
-def test_nvls_tree_is_the_nodes_nvls_plus_a_pipelined_tree_between_nodes() -> None:
-    # 16 DGX H100 nodes, 1 GiB, ideal endpoint: the NVLS load-reduce (S up), the tree of each
-    # GPU's S/8 slice over its NIC (2 ceil(log2 16) = 8 levels, 2 S/8 through the NIC in all),
-    # the NVLS multicast store (S/8 up), plus the NVLS_TREE kernel's loops (plan docstring).
-    s = h100(16, **{"collective.algorithm": "nvls_tree"})
-    r = simulate_collective(s, "all-reduce", GIB, endpoint="ideal")
+def _nvls_pipeline(s: SystemConfig, size: float, chunk: float, loops: int) -> float:
+    """What NCCL's NVLS kernel's loops add beyond the NVLS bytes' time (plan docstring), s."""
+    c = s.collective
+    nvl = s.network.dimensions[0]
+    assert c.nvls_efficiency is not None and c.nvls_stages is not None
+    g = nvl.size
+    per_byte = (g + 1) / g / (nvl.links_per_npu * nvl.link_bandwidth * c.nvls_efficiency)
+    stage = c.nvls_loop_latency + g * chunk * c.nvls_channels * per_byte
+    return (loops + c.nvls_stages - 1) * stage - size * per_byte
+
+
+def test_two_node_nvls_tree_sends_the_slice_once_and_pipelines_its_parts() -> None:
+    # 2 DGX H100 nodes, 1 GiB, ideal endpoint. NCCL's NVLS_TREE on two nodes: each GPU's NIC
+    # carries its S/8 slice's tree, 0.5 S/8 up and 0.5 S/8 down (each node is the other's
+    # parent in one of the two trees), S/8 in all; the node's links carry NVLS's load-reduce
+    # (S) and multicast (S/8). Pipelined, as NCCL's kernel runs them: the busier of the two,
+    # not their sum, plus the path's latency (NCCL 2.19.3: intraLat + 2 log2i(N) interLat)
+    # and the NVLS loops.
+    s = h100(2, **{"collective.algorithm": "nvls_tree"})
+    size = float(GIB)
+    r = simulate_collective(s, "all-reduce", size, endpoint="ideal")
     assert r.algorithm == "nvls_tree" and r.protocol == "Simple"
     c = s.collective
     proto = c.protocols["nvls_tree"]["Simple"]
     nvl, net = s.network.dimensions
-    assert c.nvls_efficiency is not None and c.nvls_stages is not None
-    assert proto.net_hop_latency is not None
-    b_n = nvl.links_per_npu * nvl.link_bandwidth * c.nvls_efficiency
-    a_n = nvl.link_latency + proto.hop_latency
-    b_nic, a_net = _nic(s), net.link_latency + proto.net_hop_latency
-    g, levels, size = 8, 4, float(GIB)
-    transfer = (
-        (a_n + size / b_n)
-        + 2 * levels * (a_net + size / (g * levels * b_nic))
-        + (a_n + size / (g * b_n))
-    )
-    # NCCL 2.18.5's NVLS_TREE chunk for 1 GiB over 16 channels x 8 heads: 256 KiB (below
-    # 32 loops of 512 KiB chunks, not below 16 of 256 KiB): 32 loops
-    chunk, loops = 256 * 1024, 32
-    per_byte = (g + 1) / g / b_n
-    stage = c.nvls_loop_latency + g * chunk * c.nvls_channels * per_byte
-    pipeline = (loops + c.nvls_stages - 1) * stage - size * per_byte
-    assert r.time == pytest.approx(proto.base_latency + pipeline + transfer, rel=1e-9)
-    # each byte crosses the node's links S (G+1)/G up; the NIC carries the tree's 2 S/G
-    assert r.per_dimension_bytes["scaleout"] == pytest.approx(2 * size / g)
+    assert c.nvls_efficiency is not None and proto.net_hop_latency is not None
+    g = 8
+    assert r.per_dimension_bytes["scaleout"] == pytest.approx(size / g)
     assert r.per_dimension_bytes["nvswitch"] == pytest.approx(size * (g + 1) / g)
+    b_n = nvl.links_per_npu * nvl.link_bandwidth * c.nvls_efficiency
+    nvlink = size * (g + 1) / g / b_n
+    nic = size / g / _nic(s)
+    assert nic < nvlink  # two nodes: NVLink-bound
+    intra = nvl.link_latency + proto.hop_latency
+    inter = net.link_latency + proto.net_hop_latency
+    path = intra + 2 * 1 * inter
+    # NCCL 2.18.5's NVLS_TREE chunk for 1 GiB over 16 channels x 8 heads: 256 KiB, 32 loops
+    pipeline = _nvls_pipeline(s, size, 256 * 1024, 32)
+    expected = proto.base_latency + path + max(nvlink, nic) + pipeline
+    assert r.time == pytest.approx(expected, rel=1e-9)
+    serial = proto.base_latency + path + nvlink + nic + pipeline
+    assert r.time < serial - 0.9 * nic  # not the phases one after the other
+
+
+def test_nvls_tree_on_sixteen_nodes_is_bound_by_the_nics_twice_the_slice() -> None:
+    # 16 nodes: the busiest node of the double binary tree sends its slice up twice and down
+    # twice (NCCL 2.19.3's bwInter / 2), 2 S/8 through each NIC; 2 log2i(16) = 8 tree hops
+    s = h100(16, **{"collective.algorithm": "nvls_tree"})
+    size = float(GIB)
+    r = simulate_collective(s, "all-reduce", size, endpoint="ideal")
+    c = s.collective
+    proto = c.protocols["nvls_tree"]["Simple"]
+    nvl, net = s.network.dimensions
+    assert c.nvls_efficiency is not None and proto.net_hop_latency is not None
+    g = 8
+    b_n = nvl.links_per_npu * nvl.link_bandwidth * c.nvls_efficiency
+    nic = 2 * size / g / _nic(s)
+    assert nic > size * (g + 1) / g / b_n  # NIC-bound
+    path = (nvl.link_latency + proto.hop_latency) + 8 * (net.link_latency + proto.net_hop_latency)
+    pipeline = _nvls_pipeline(s, size, 256 * 1024, 32)
+    assert r.time == pytest.approx(proto.base_latency + path + nic + pipeline, rel=1e-9)
+    assert r.per_dimension_bytes["scaleout"] == pytest.approx(2 * size / g)
+    assert r.bound == "link scaleout"
+
+
+@pytest.mark.parametrize("nodes", [2, 16])
+def test_tree_over_nodes_is_a_chain_and_a_tree_at_once(nodes: int) -> None:
+    # NCCL's TREE: a chain through the node's 8 GPUs (2 (G-1)/G S over each GPU's NVLinks,
+    # as a ring's reduce-scatter and all-gather) and the nodes' double binary tree of each
+    # GPU's S/8 (S/8 through each NIC on two nodes, 2 S/8 from four), pipelined
+    # (runTreeSplit); latency NCCL 2.19.3's 2 ((G-1) intraLat + log2i(N) interLat) plus the
+    # link latencies; Simple at the tree's 0.92
+    s = h100(
+        nodes, **{"collective.algorithm": "double_binary_tree", "collective.protocol": "Simple"}
+    )
+    size = 256.0 * MIB
+    r = simulate_collective(s, "all-reduce", size, endpoint="ideal")
+    assert r.algorithm == "double_binary_tree"
+    proto = s.collective.protocols["double_binary_tree"]["Simple"]
+    nvl, net = s.network.dimensions
+    assert proto.net_hop_latency is not None
+    g = 8
+    tree = 1.0 if nodes == 2 else 2.0
+    b_nvl = nvl.links_per_npu * nvl.link_bandwidth * s.collective.protocol_efficiency
+    nvlink = 2 * (g - 1) / g * size / (b_nvl * proto.bandwidth)
+    nic = tree * size / g / (_nic(s) * proto.bandwidth)
+    intra = nvl.link_latency + proto.hop_latency
+    inter = net.link_latency + proto.net_hop_latency
+    levels = {2: 1, 16: 4}[nodes]
+    path = 2 * ((g - 1) * intra + levels * inter)
+    assert r.time == pytest.approx(proto.base_latency + path + max(nvlink, nic), rel=1e-9)
+    assert r.per_dimension_bytes["scaleout"] == pytest.approx(tree * size / g)
+    assert r.per_dimension_bytes["nvswitch"] == pytest.approx(2 * (g - 1) / g * size)
 
 
 def test_nvls_tree_holds_the_nvls_channels() -> None:
@@ -93,9 +155,10 @@ def test_collnet_moves_each_byte_through_the_nic_once_each_way() -> None:
     net = s.network.dimensions[1]
     assert proto.net_hop_latency is not None
     b_nic, n = _nic(s), 16
-    assert r.time == pytest.approx(net.link_latency + proto.net_hop_latency + GIB / b_nic)
-    assert r.algbw == pytest.approx(b_nic, rel=1e-3)
-    assert r.busbw == pytest.approx(2 * (n - 1) / n * b_nic, rel=1e-3)
+    time = net.link_latency + proto.net_hop_latency + GIB / b_nic
+    assert r.time == pytest.approx(time)
+    assert r.algbw == pytest.approx(GIB / time, rel=1e-9)
+    assert r.busbw == pytest.approx(2 * (n - 1) / n * GIB / time, rel=1e-9)
     assert r.per_dimension_bytes["scaleout"] == pytest.approx(GIB)
     ring = simulate_collective(
         h100(16, **{"collective.algorithm": "ring"}), "all-reduce", GIB, dims=(1,), endpoint="ideal"
@@ -103,29 +166,24 @@ def test_collnet_moves_each_byte_through_the_nic_once_each_way() -> None:
     assert ring.busbw < b_nic < r.busbw
 
 
-def test_collnet_over_nodes_runs_the_node_phases_as_configured() -> None:
-    # 2 nodes x 8 GPUs: the ring reduce-scatters S in the node, the switches reduce each GPU's
-    # S/8 across the nodes, the ring all-gathers; Simple (collnet runs no other protocol), the
-    # ring's base latency the larger of the two.
+def test_collnet_over_nodes_is_pipelined_collnet_direct() -> None:
+    # 2 nodes x 8 GPUs, SHARP on: NCCL's CollNet Direct, the node's direct scatter and gather
+    # ((G-1)/G S each over the NVLinks) and each GPU's S/8 into the switches and back over its
+    # NIC, at once; latency NCCL 2.19.3's 2 (min(1, G-1) intraLat + 0.4 us (G-1)) + interLat
     s = sharp(2, **{"collective.algorithm": "collnet"})
     size = 256.0 * MIB
     r = simulate_collective(s, "all-reduce", size, endpoint="ideal")
     assert r.algorithm == "collnet" and r.protocol == "Simple"
-    ring = s.collective.protocols["ring"]["Simple"]
     coll = s.collective.protocols["collnet"]["Simple"]
     nvl, net = s.network.dimensions
     assert coll.net_hop_latency is not None
     b_nvl = nvl.links_per_npu * nvl.link_bandwidth * s.collective.protocol_efficiency
-    a_nvl = nvl.link_latency + ring.hop_latency
     g = 8
-    expected = (
-        max(ring.base_latency, coll.base_latency)
-        + 2 * (g - 1) * (a_nvl + size / (g * b_nvl))
-        + net.link_latency
-        + coll.net_hop_latency
-        + size / (g * _nic(s))
-    )
-    assert r.time == pytest.approx(expected, rel=1e-9)
+    intra = nvl.link_latency + coll.hop_latency
+    inter = net.link_latency + coll.net_hop_latency
+    path = 2 * (intra + 0.4e-6 * (g - 1)) + inter
+    moved = max(2 * (g - 1) / g * size / b_nvl, size / g / _nic(s))
+    assert r.time == pytest.approx(coll.base_latency + path + moved, rel=1e-9)
     assert r.per_dimension_bytes["scaleout"] == pytest.approx(size / g)
 
 
@@ -249,8 +307,10 @@ def _plain(algorithm: str) -> SystemConfig:
     return make_system([node, nics], algorithm=algorithm, endpoint_delay=1e-6)
 
 
-def test_vectorized_runs_collnet_and_declines_nvls_tree() -> None:
-    for algorithm, runs in (("collnet", True), ("nvls_tree", False)):
+def test_vectorized_declines_the_pipelined_phases_and_agrees() -> None:
+    # over a node axis and a network axis both run as one pipelined phase (lanes): the event
+    # path runs them, and the results are the same run's
+    for algorithm, runs in (("collnet", False), ("nvls_tree", False)):
         s = _plain(algorithm)
         platform = Platform(s, exact=True)
         coll = vectorized.run_alone(platform.collectives, "all-reduce", 4 * MIB)
@@ -374,33 +434,24 @@ def test_collnet_takes_no_incast_loss() -> None:
 
 
 def test_nvls_over_nodes_reduces_in_both_switches() -> None:
-    # SHARP on: NCCL's NVLS over nodes, the NVLS load-reduce in the node (S up), the network's
-    # switches all-reduce each GPU's S/8 (once through its NIC each way, collnet's step and
-    # protocol), the NVLS multicast store (S/8 up), plus one node's NVLS loops (NVLS's chunk)
+    # SHARP on: NCCL's NVLS over nodes, pipelined: the NVLS load-reduce (S) and multicast
+    # (S/8) over the node's links while each GPU's S/8 goes through its NIC into the network's
+    # switches and back once; latency NCCL 2.19.3's intraLat + interLat; one node's NVLS loops
+    # (NVLS's chunk)
     s = sharp(4, **{"collective.algorithm": "nvls"})
     size = 256.0 * MIB
     r = simulate_collective(s, "all-reduce", size, endpoint="ideal")
     assert r.algorithm == "nvls" and r.protocol == "Simple"
     c = s.collective
     nvls = c.protocols["nvls"]["Simple"]
-    coll = c.protocols["collnet"]["Simple"]
     nvl, net = s.network.dimensions
-    assert c.nvls_efficiency is not None and c.nvls_stages is not None
-    assert coll.net_hop_latency is not None
+    assert c.nvls_efficiency is not None and nvls.net_hop_latency is not None
     b_n = nvl.links_per_npu * nvl.link_bandwidth * c.nvls_efficiency
-    a_n = nvl.link_latency + nvls.hop_latency
     g = 8
-    transfer = (
-        (a_n + size / b_n)
-        + (net.link_latency + coll.net_hop_latency + size / (g * _nic(s)))
-        + (a_n + size / (g * b_n))
-    )
-    # NCCL's NVLS chunk for 256 MiB over 16 channels x 8 heads: 64 KiB (below 64 loops of
-    # 128 KiB, not below 8 of 64 KiB): 256 MiB / (128 x 64 KiB) = 32 loops
-    chunk, loops = 64 * 1024, 32
-    per_byte = (g + 1) / g / b_n
-    stage = c.nvls_loop_latency + g * chunk * c.nvls_channels * per_byte
-    pipeline = (loops + c.nvls_stages - 1) * stage - size * per_byte
-    assert r.time == pytest.approx(pipeline + transfer, rel=1e-9)
+    path = (nvl.link_latency + nvls.hop_latency) + (net.link_latency + nvls.net_hop_latency)
+    moved = max(size * (g + 1) / g / b_n, size / g / _nic(s))
+    # NCCL's NVLS chunk for 256 MiB over 16 channels x 8 heads: 64 KiB, 32 loops
+    pipeline = _nvls_pipeline(s, size, 64 * 1024, 32)
+    assert r.time == pytest.approx(pipeline + path + moved, rel=1e-9)
     assert r.per_dimension_bytes["scaleout"] == pytest.approx(size / g)
     assert simulate_collective(s, "all-reduce", size).comm_units == 16  # the NVLS channels

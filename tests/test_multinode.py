@@ -28,7 +28,9 @@ def test_flat_ring_is_bound_by_the_nics_of_the_node() -> None:
     # 16 nodes x 8 GPUs, one NIC each: a flat ring crosses each node boundary once per
     # channel, so every GPU's NIC carries 1/8 of each step's bytes and the busbw is the
     # node's 8 NICs (not one NIC, as the hierarchical phases run one after another give).
-    s = h100(16, **{"collective.algorithm": "flat_ring"})
+    # no protocol loss on NVLink, so the NICs bind (at the preset's 0.7525 the NVLink share of
+    # each step, 7/8 of its bytes on 450 GB/s, takes about as long as the NIC's eighth)
+    s = h100(16, **{"collective.algorithm": "flat_ring", "collective.protocol_efficiency": 1.0})
     r = simulate_collective(s, "all-reduce", 8 * GIB, endpoint="ideal")
     out = s.scale_out
     assert out is not None and out.efficiency is not None
@@ -53,12 +55,21 @@ def test_flat_ring_is_bound_by_the_nics_of_the_node() -> None:
     assert r.busbw > 1.5 * hier.busbw
 
 
-def test_tuner_picks_the_tree_small_and_the_flat_ring_large() -> None:
+def test_tuner_picks_the_tree_small_and_nvls_tree_large() -> None:
+    # as NCCL on H100 nodes: the tree (LL) for small buffers, NVLS_TREE for large ones (its
+    # NICs carry the tree's 2 S/G, about what the flat ring's carry, 2 (n-1)/n S/G, its
+    # NVLinks less than the ring's). At 8 GiB the flat ring's 1% fewer NIC bytes win only
+    # where its NVLink share does not bind: at the A100's fitted ring efficiency (0.776), not
+    # at the H100's transferred 0.7525, where 7/8 of each step's bytes on NVLink take about as
+    # long as the NIC's eighth and NVLS_TREE stays ahead
     s = h100(16)
     small = simulate_collective(s, "all-reduce", "64 KiB")
-    large = simulate_collective(s, "all-reduce", 8 * GIB)
-    assert small.algorithm == "double_binary_tree"
-    assert large.algorithm == "flat_ring"
+    large = simulate_collective(s, "all-reduce", GIB)
+    assert small.algorithm == "double_binary_tree" and small.protocol == "LL"
+    assert large.algorithm == "nvls_tree"
+    assert simulate_collective(s, "all-reduce", 8 * GIB).algorithm == "nvls_tree"
+    a100_ring = h100(16, **{"collective.protocol_efficiency": 0.776})
+    assert simulate_collective(a100_ring, "all-reduce", 8 * GIB).algorithm == "flat_ring"
     # on one node neither can run: the ring or NVLS, as before
     one = simulate_collective(h100(1), "all-reduce", 8 * GIB)
     assert one.algorithm == "nvls"
@@ -125,10 +136,14 @@ def test_flat_ring_per_dimension_is_refused() -> None:
 
 def test_gpus_sharing_a_nic_get_their_share() -> None:
     # four NICs for eight GPUs (npus_per_link = 2): each GPU's NIC share halves, and the
-    # NIC-bound flat ring with it
-    full = simulate_collective(h100(2), "all-reduce", 8 * GIB, endpoint="ideal")
+    # NIC-bound flat ring with it (no protocol loss on NVLink, so the NICs bind)
+    lossless = {"collective.protocol_efficiency": 1.0, "collective.algorithm": "flat_ring"}
+    full = simulate_collective(h100(2, **lossless), "all-reduce", 8 * GIB, endpoint="ideal")
     shared = simulate_collective(
-        h100(2, **{"scale_out.npus_per_link": 2}), "all-reduce", 8 * GIB, endpoint="ideal"
+        h100(2, **lossless, **{"scale_out.npus_per_link": 2}),
+        "all-reduce",
+        8 * GIB,
+        endpoint="ideal",
     )
     assert full.algorithm == shared.algorithm == "flat_ring"
     assert shared.busbw == pytest.approx(full.busbw / 2, rel=0.01)

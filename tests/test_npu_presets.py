@@ -43,10 +43,11 @@ def test_every_npu_preset_loads_with_a_source_for_every_value(name: str) -> None
     for field in ("hbm_capacity", *(f"kernels.{k}" for k in KernelModelConfig.model_fields)):
         assert f"npu.{field}" in preset.sources
     # The kernel model's parameters are fitted on the corpus fit rows (kind "fit") or carried
-    # over from a fit as assumptions (tests/test_fit.py checks the fitted values).
+    # from another NPU's fit by a transfer rule (tests/test_fit.py checks the fitted values,
+    # tests/test_fit_labels.py the labels and the transfers).
     kernels = preset.npu.kernels
     for field in ("gemm_efficiency", "hbm_efficiency", "write_penalty", "latency"):
-        assert preset.sources[f"npu.kernels.{field}"].kind in ("fit", "assumption"), field
+        assert preset.sources[f"npu.kernels.{field}"].kind in ("fit", "transfer"), field
     gemm = kernels.gemm_efficiency
     assert all(0 < e < 1 for e in (gemm.values() if isinstance(gemm, dict) else [gemm]))
     assert 0 < kernels.hbm_efficiency < 1

@@ -97,7 +97,9 @@ def test_nvls_units_differ_from_comm_units() -> None:
     assert platform.npus[0].units.peak == 24
 
 
-@pytest.mark.parametrize("preset", ["h100-nvswitch-8", "h200-nvswitch-8", "gb200-nvl72"])
+@pytest.mark.parametrize(
+    "preset", ["a100-nvswitch-8", "h100-nvswitch-8", "h200-nvswitch-8", "gb200-nvl72"]
+)
 def test_the_presets_carry_their_fitted_collective_values(preset: str) -> None:
     from acesim.config import load_system
     from acesim.config.paths import parse_path

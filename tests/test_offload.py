@@ -144,8 +144,9 @@ def test_the_nvls_kind_reduces_in_the_switch_on_its_block_count() -> None:
     reduce = two.collectives.issue("all-reduce", 64 * MiB)
     two.engine.run()
     assert gather.algorithms == frozenset({"ring"})
-    # NVLS cannot run across the NICs: the tuner's choice, NCCL's flat ring at 64 MiB
-    assert reduce.algorithms == frozenset({"flat_ring"})
+    # NVLS alone cannot run across the NICs: the tuner's choice, NCCL's NVLS_TREE at 64 MiB
+    # (NVLS in the node's switch, the tree between nodes), on the NVLS channels
+    assert reduce.algorithms == frozenset({"nvls_tree"})
 
 
 def test_the_nvls_kind_needs_a_switch_that_reduces() -> None:

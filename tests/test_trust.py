@@ -316,16 +316,18 @@ def test_the_collective_table_says_when_the_tuner_kept_a_slower_choice() -> None
             "-s",
             "h100-nvswitch-8",
             "--nodes",
-            "2",
+            "4",
             "--sizes",
             "64MiB",
             "--set",
-            "network.dimensions[0].link_bandwidth=50 GB/s",
+            "network.dimensions[0].link_bandwidth=100 GB/s",
         ],
         env={"COLUMNS": "300"},
     )
+    # NVLink slowed to 100 GB/s per link: the tuner predicts the hierarchical ring, and
+    # NVLS_TREE, pipelined across 4 nodes, simulates faster
     assert out.exit_code == 0, out.output
-    assert "flat_ring simulates" in out.output and "kept NCCL's choice" in out.output
+    assert "nvls_tree simulates" in out.output and "kept NCCL's choice" in out.output
 
 
 # ---- item 4: bounded work

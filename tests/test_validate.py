@@ -22,7 +22,7 @@ from acesim.validation import load_corpus, validate
 
 runner = CliRunner()
 
-FAMILIES = ["kernels", "collectives", "end_to_end", "llm", "offload"]
+FAMILIES = ["kernels", "collectives", "end_to_end", "multinode", "llm", "offload"]
 
 FIT_ROWS = {
     "h100-stream-copy": ["npu.kernels.write_penalty"],
@@ -34,8 +34,15 @@ FIT_ROWS = {
     "gb200-gemm-fp8-16384": ["npu.kernels.gemm_efficiency"],
     "v100-gemm-fp32-8192": ["npu.kernels.gemm_efficiency.fp32"],
     "v100-gemm-fp16-8192": ["npu.kernels.gemm_efficiency.fp16"],
-    "a100x8-allreduce-64mib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
-    "a100x8-allreduce-1gib": ["collective.protocol_efficiency", "collective.endpoint_delay"],
+    "a100-stream-copy": ["npu.kernels.write_penalty"],
+    "a100-stream-dot": ["npu.kernels.hbm_efficiency"],
+    "a100-gemm-fp16-1024": ["npu.kernels.latency"],
+    "a100-gemm-fp16-16384": ["npu.kernels.gemm_efficiency"],
+    "mi300x-gemm-fp16-maf": ["npu.kernels.gemm_efficiency.fp16"],
+    "mi300x-gemm-bf16-maf": ["npu.kernels.gemm_efficiency.bf16"],
+    "mi300x-gemm-fp8-maf": ["npu.kernels.gemm_efficiency.fp8"],
+    "a100x8-allreduce-64mib": ["collective.endpoint_delay"],
+    "a100x8-allreduce-1gib": ["collective.protocol_efficiency"],
     "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
     "h100x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
@@ -79,6 +86,7 @@ def test_the_corpus_loads_with_sources_figures_and_fit_flags() -> None:
     assert budgets["kernels"] == ("mean", 0.10)
     assert budgets["end_to_end"] == ("max", 0.15)
     assert budgets["collectives"] == ("mean", 0.15)
+    assert budgets["multinode"] == ("mean", 0.15)
     bands = corpus.families["collectives"].budget.bands
     assert [(b.label, b.limit) for b in bands] == [(">= 16 MiB", 0.05), ("< 16 MiB", 0.15)]
 
@@ -87,7 +95,14 @@ def test_the_corpus_rows_say_what_they_run() -> None:
     corpus = load_corpus()
     kernels = corpus.families["kernels"].cases
     assert all(c.quick and c.kind in ("gemm", "attention", "stream") for c in kernels)
-    assert {c.system for c in kernels} == {"h100-sxm", "h200-sxm", "gb200", "v100-sxm2"}
+    assert {c.system for c in kernels} == {
+        "h100-sxm",
+        "h200-sxm",
+        "gb200",
+        "v100-sxm2",
+        "a100-sxm",
+        "mi300x",
+    }
     assert all(c.quick for c in corpus.families["collectives"].cases)
     rn50 = {c.id: c.run for c in corpus.families["end_to_end"].cases if c.status == "live"}
     assert {k: (r.kind, r.batch, r.precision) for k, r in rn50.items()} == {  # type: ignore[union-attr]
@@ -119,6 +134,16 @@ def test_the_a100_rows_are_live_and_match_their_fit() -> None:
     assert rows["h100x8-nvls-allreduce-1g"].status == "ok"
     assert rows["gb200-nvl72-allreduce-1g"].status == "ok"
     assert rows["gb200x4-ring-allreduce-1g"].status == "ok"
+
+
+def test_every_live_row_records_its_error_before_fit() -> None:
+    """Predictions are kept apart from fits: each row says what the model predicted for it
+    before any fit on it or on its system's other rows (docs/validation.md)."""
+    for family in load_corpus().families.values():
+        for case in family.cases:
+            if case.status == "live":
+                assert case.error_before_fit is not None, case.id
+                assert case.before_fit in ("held-out", "entry"), case.id
 
 
 # -- malformed corpus files ------------------------------------------------------------------
@@ -519,7 +544,11 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     # collectives: issue 12's bands (>= 16 MiB mean <= 5%, below <= 15%), and it gates
     assert judged["collectives"].family.gating
     for family in judged.values():
-        assert family.within_budget, (family.name, family.test_errors)
+        if family.family.gating:
+            assert family.within_budget, (family.name, family.test_errors)
+    # multinode (issue 32): predictions of clusters the model was never fitted on, judged
+    # against their budget and reported, not gating (docs/validation.md says which miss, why)
+    assert "multinode" in judged and not judged["multinode"].family.gating
 
 
 def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:

@@ -187,6 +187,11 @@ SYSTEM_FIELDS: dict[str, str] = {
             ("power.switch_energy", "per_byte"),
             ("power.nic_static", "watts0"),
             ("power.nic_energy", "per_byte"),
+            ("nic_efficiency", "efficiency"),
+            ("pcie_bandwidth", "rate"),
+            ("pcie_efficiency", "efficiency"),
+            ("ports_per_nic", "count"),
+            ("net_overhead", "time0"),
         )
     },
     "network.npus": "npus",

@@ -30,10 +30,12 @@ def overlap(
     size: float,
     endpoint: str,
     host_copy: tuple[float, str] | None = None,
+    collective_at: float = 0.0,
 ) -> dict[str, Any]:
     """The GEMM and the collective on ``cfg`` with ``endpoint`` (and optionally a host-device
     copy ``(bytes, direction)`` on the copy engines): each alone, serial (their sum) and
-    overlapped (all started together: the makespan), and each one's slowdown."""
+    overlapped (all started together, or the collective ``collective_at`` seconds after the
+    GEMM: the makespan), and each one's slowdown (the collective's from its issue)."""
     from ..simulate import simulate_collective
 
     if gemm.dtype not in cfg.npu.matrix_flops:
@@ -44,7 +46,13 @@ def overlap(
             gemm.dtype,
         )
     result = simulate_collective(
-        cfg, op, size, endpoint=endpoint, compute_kernels=[gemm], host_copy=host_copy
+        cfg,
+        op,
+        size,
+        endpoint=endpoint,
+        compute_kernels=[gemm],
+        host_copy=host_copy,
+        collective_at=collective_at,
     )
     info = result.compute
     assert info is not None
@@ -102,6 +110,12 @@ def overlap_command(
         help="also a host-device copy on the copy engines, SIZE[:h2d|d2h] (e.g. 1GiB:h2d); "
         "copy-engine collectives share the engines with it",
     ),
+    collective_at: str = typer.Option(
+        "0 s",
+        "--collective-at",
+        help="issue the collective this long after the GEMM is launched (e.g. 100us): its SM "
+        "kernel then waits for units the GEMM's blocks hold (endpoint.baseline.launch)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
     sets: list[str] = typer.Option([], "--set", help=SET_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
@@ -120,7 +134,10 @@ def overlap_command(
     for kind in kinds:
         ENDPOINT_KINDS.check(kind, "--endpoints")
     cfg = cli_system(system, sets, nodes, force)
-    rows = [overlap(cfg, kernel, op, nbytes, kind, copy) for kind in kinds]
+    at = parse_quantity(collective_at, "time", "--collective-at")
+    if not at >= 0:
+        raise ConfigError("--collective-at", "must not be negative", collective_at)
+    rows = [overlap(cfg, kernel, op, nbytes, kind, copy, at) for kind in kinds]
     if as_json or fmt == "json":
         payload = {
             "schema": "acesim.overlap/1",
@@ -129,6 +146,7 @@ def overlap_command(
             "op": op,
             "size": nbytes,
             "host_copy": None if copy is None else {"bytes": copy[0], "direction": copy[1]},
+            "collective_at": at,
             "results": rows,
         }
         console.out(dumps(payload, indent=2))

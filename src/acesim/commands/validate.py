@@ -14,7 +14,7 @@ from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, pro
 from .show import FORMAT_OPTION, print_table
 
 if TYPE_CHECKING:
-    from ..validation import CaseResult, FamilyReport
+    from ..validation import CaseResult, FamilyReport, Report, TransferReport
 
 
 def _families(items: list[str]) -> list[str] | None:
@@ -48,26 +48,41 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def summary_line(f: FamilyReport) -> str:
-    """One line: the test rows' error against the budget, and the rows not judged."""
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f}%"
+
+
+def _verdict(f: FamilyReport) -> str:
+    """The error of the test rows against the budget (or, held out, the transfer target)."""
     b = f.budget
-    budget = f"budget: {b.statistic} |error| <= {b.limit * 100:g}%"
+    what = "target" if f.held_out else "budget"
+    limits = f"{what}: {b.statistic} |error| <= {b.limit * 100:g}%" if b else "no target"
     counts = f.counts
+    if f.test_errors == []:
+        return f"{escape(f.name)}: no simulated test rows, nothing to judge ({limits})"
     if f.within_budget is None:
-        verdict = f"{escape(f.name)}: no simulated test rows, nothing to judge ({budget})"
+        state = "reported (no target)"
+    elif f.held_out:
+        state = "meets its target" if f.within_budget else "[red]misses its target[/red]"
     else:
         state = "within budget" if f.within_budget else "[red]OVER BUDGET[/red]"
         if f.within_budget is False and not f.family.gating:
             state += f" (not gating: {escape(f.family.gating_note)})"
-        bands = "".join(
-            f"; {escape(band.label)}: {band.statistic} {_percent(f.band_judged(band))} "
-            f"(limit {band.limit * 100:g}%)"
-            for band in b.bands
-        )
-        verdict = (
-            f"{escape(f.name)}: {counts['test']} test rows, mean |error| {_percent(f.mean_error)}, "
-            f"max {_percent(f.max_error)} ({budget}{bands}): {state}"
-        )
+    bands = "".join(
+        f"; {escape(band.label)}: {band.statistic} {_percent(f.band_judged(band))} "
+        f"(limit {band.limit * 100:g}%)"
+        for band in f.bands
+    )
+    return (
+        f"{escape(f.name)}: {counts['test']} test rows, mean |error| {_percent(f.mean_error)}, "
+        f"max {_percent(f.max_error)} ({limits}{bands}): {state}"
+    )
+
+
+def summary_line(f: FamilyReport) -> str:
+    """One line: the test rows' error against the budget, and the rows not judged."""
+    counts = f.counts
+    verdict = _verdict(f)
     rest = [f"{counts['fit']} fit", f"{counts['unsupported']} unsupported"]
     if counts["error"]:
         rest.append(f"[red]{counts['error']} errors[/red]")
@@ -91,48 +106,88 @@ def validate_command(
         None, "--corpus", hidden=True, help="a folder of family .toml files (tests)"
     ),
     fmt: str = FORMAT_OPTION,
+    transfer: bool = typer.Option(
+        False,
+        "--transfer",
+        help="also simulate every row with its own system held out (its fits withheld, its "
+        "parameters from the transfer rules and the other systems' fits)",
+        metavar="",
+    ),
 ) -> None:
     """Compare simulated figures with public measurements; exit 1 when a gating family's
     test rows are over its error budget (a family that does not gate is reported over budget
-    with its reason)."""
-    from ..validation import load_corpus, validate
+    with its reason). With --transfer, each row is also simulated leaving its system out and
+    reported against the family's transfer target, which never fails the command."""
+    from ..validation import load_corpus, validate, validate_transfer
 
     if plot is not None:
         check_output_path(plot, "--plot", IMAGE_SUFFIXES)
 
     loaded = load_corpus(corpus)
     chosen = loaded.select(_families(family))
-    total = sum(len(f.cases) for f in chosen)
+    total = sum(len(f.cases) for f in chosen) * (2 if transfer else 1)
+    names = [f.name for f in chosen]
     with progress() as bar:
         task = bar.add_task("validate", total=total)
-        report = validate(
-            [f.name for f in chosen],
-            quick=quick,
-            corpus=loaded,
-            on_case=lambda _r: bar.advance(task),
-        )
+        advance = lambda _r: bar.advance(task)  # noqa: E731
+        if transfer:
+            both = validate_transfer(names, quick=quick, corpus=loaded, on_case=advance)
+            report, shown = both.in_sample, both.held_out
+        else:
+            report = shown = validate(names, quick=quick, corpus=loaded, on_case=advance)
     if as_json or fmt == "json":
-        console.out(dumps(report.to_dict(), indent=2))
+        console.out(dumps((both if transfer else report).to_dict(), indent=2))
+    elif transfer:
+        _print_transfer(both)
     else:
-        for f in report.families:
-            title = escape(f"{f.family.title} [{f.name}]")
-            table = Table(title=title, title_justify="left")
-            table.add_column("case", no_wrap=True)
-            table.add_column("system", overflow="fold")
-            for name in ("measured", "simulated", "error", "row"):
-                table.add_column(name, justify="right")
-            table.add_column("bound or note", min_width=16, ratio=1, overflow="fold")
-            for r in f.results:
-                table.add_row(*_row(r))
-            print_table(table)
-            console.print(summary_line(f), highlight=False)
-            console.print()
+        _print_report(report)
     if plot is not None:
         from ..validation.plot import plot_report
 
-        if plot_report(report, plot):
+        if plot_report(shown, plot):
             err_console.print(f"figure written to {escape(str(plot))}")
         else:
             err_console.print("no simulated rows: no figure written")
     if not report.within_budget:
         raise typer.Exit(1)
+
+
+def _print_report(report: Report) -> None:
+    for f in report.families:
+        title = escape(f"{f.family.title} [{f.name}]")
+        table = Table(title=title, title_justify="left")
+        table.add_column("case", no_wrap=True)
+        table.add_column("system", overflow="fold")
+        for name in ("measured", "simulated", "error", "row", "before fit"):
+            table.add_column(name, justify="right")
+        table.add_column("bound or note", min_width=16, ratio=1, overflow="fold")
+        for r in f.results:
+            row = _row(r)
+            table.add_row(*row[:6], _signed(r.case.error_before_fit), row[6])
+        print_table(table)
+        console.print(summary_line(f), highlight=False)
+        console.print()
+
+
+def _print_transfer(both: TransferReport) -> None:
+    for inside, out in zip(both.in_sample.families, both.held_out.families, strict=True):
+        title = escape(f"{inside.family.title} [{inside.name}]: in sample and held out")
+        table = Table(title=title, title_justify="left")
+        table.add_column("case", no_wrap=True)
+        table.add_column("system", overflow="fold")
+        for name in ("measured", "in sample", "error", "row", "held out", "error", "before fit"):
+            table.add_column(name, justify="right")
+        for a, b in zip(inside.results, out.results, strict=True):
+            first, second = _row(a), _row(b)
+            table.add_row(*first[:6], second[3], second[4], _signed(a.case.error_before_fit))
+        print_table(table)
+        console.print("in sample: " + summary_line(inside), highlight=False)
+        console.print("held out:  " + summary_line(out), highlight=False)
+        console.print()
+    table = Table(title="The held-out systems' parameters", title_justify="left")
+    for name in ("system", "preset", "parameter", "value", "from"):
+        table.add_column(name, overflow="fold")
+    for v in both.values:
+        value = "unset" if v.value is None else f"{v.value:.4g}"
+        table.add_row(*(escape(x) for x in (v.system, v.preset, v.parameter, value, v.how)))
+    print_table(table)

@@ -20,7 +20,7 @@ from .merge import merge_documents
 from .npus import extend_npu, npu_preset_names, single_npu_document, single_npu_name
 from .plausible import check_document
 from .provenance import Provenance
-from .system import SystemConfig
+from .system import ASSUMED_KINDS, SystemConfig
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -31,6 +31,7 @@ __all__ = [
     "refuse_duplicates",
     "merge_documents",
     "system_document",
+    "npu_preset_of",
     "system_from_dict",
     "load_system",
     "assumptions",
@@ -316,6 +317,21 @@ def traced_document(
     return doc, provenance
 
 
+def npu_preset_of(name_or_path: str | Path) -> str | None:
+    """The NPU preset a system document starts its NPU from (``[npu] extends``, through any
+    top-level ``extends``; an NPU preset's own name for ``<NPU preset>-single`` and for an NPU
+    preset name); None when its NPU is written out in full."""
+    text = str(name_or_path)
+    if text in npu_preset_names():
+        return text
+    npu = single_npu_name(text)
+    if npu is not None:
+        return npu
+    table = _merged_document(name_or_path, (), []).get("npu")
+    parent = table.get("extends") if isinstance(table, dict) else None
+    return parent if isinstance(parent, str) and parent else None
+
+
 def _merged_document(
     name_or_path: str | Path, _chain: tuple[str, ...], parents: list[str]
 ) -> dict[str, Any]:
@@ -353,4 +369,4 @@ def load_system(name_or_path: str | Path = DEFAULT_PRESET, *, force: bool = Fals
 def assumptions(system: SystemConfig) -> list[tuple[str, str, str]]:
     """(field, kind, note) for every sourced parameter, assumptions first."""
     rows = [(f, s.kind, s.note) for f, s in system.sources.items()]
-    return sorted(rows, key=lambda r: (r[1] != "assumption", r[0]))
+    return sorted(rows, key=lambda r: (r[1] not in ASSUMED_KINDS, r[0]))

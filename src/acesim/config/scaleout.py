@@ -36,6 +36,11 @@ _TEMPLATE_KEYS = (
     "npus_per_link",
     "leaf_size",
     "oversubscription",
+    "nic_efficiency",
+    "pcie_bandwidth",
+    "pcie_efficiency",
+    "ports_per_nic",
+    "net_overhead",
     "power",
 )
 

@@ -281,6 +281,38 @@ class DimensionConfig(Strict):
         "(exact when the NPUs behind a link all send at once, as collectives over whole nodes "
         "do)",
     )
+    nic_efficiency: PositiveFraction = Field(
+        1.0,
+        description="network dimensions: the fraction of the NICs' payload rate NCCL's network "
+        "proxy sustains (one proxy thread per GPU posts every channel's sends: a per-NPU "
+        "resource of links x bandwidth x efficiency x this / npus_per_link that every send "
+        "takes); 1: the NIC's whole payload rate",
+    )
+    net_overhead: NonNegativeSeconds = Field(
+        0.0,
+        description="network dimensions: NCCL's network overhead per ring step, s (getNetOverhead "
+        "in src/graph/tuning.cc: 1 us with Intel host CPUs, 2 us with AMD; three times that "
+        "for Simple): on a ring through several nodes every step's latency is at least it",
+    )
+    pcie_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="network dimensions: one NIC's PCIe link to the PCIe switch it shares with "
+        "its GPUs, one direction, B/s (Gen4 x16: 32 GB/s, Gen5 x16: 64 GB/s); every byte a GPU "
+        "sends or receives through its NIC crosses it, and with it the GPU's own PCIe link "
+        "(npu.host_link_bandwidth, shared with host copies); None: the PCIe path is not "
+        "modelled",
+    )
+    pcie_efficiency: PositiveFraction = Field(
+        1.0,
+        description="the payload fraction of the PCIe links on the GPU-NIC path (TLP and "
+        "DLLP overhead); with pcie_bandwidth",
+    )
+    ports_per_nic: PositiveInt = Field(
+        1,
+        description="network ports (links) that share one NIC's PCIe link (a dual-port card: "
+        "2); each NPU's share of the PCIe path is pcie_bandwidth x pcie_efficiency x "
+        "links_per_npu / (ports_per_nic x npus_per_link)",
+    )
     network: bool = Field(
         False,
         description="its links are NICs on a scale-out network (InfiniBand/RoCE) rather than "
@@ -314,7 +346,30 @@ class DimensionConfig(Strict):
             )
         _check_leaves(self.kind, self.size, self.leaf_size, self.oversubscription)
         check_link_power(self.kind, self.power)
+        if not self.network:
+            _check_nic_fields(
+                self.nic_efficiency, self.pcie_bandwidth, self.ports_per_nic, self.net_overhead
+            )
         return self
+
+
+def _check_nic_fields(
+    nic_efficiency: float, pcie_bandwidth: float | None, ports: int, net_overhead: float
+) -> None:
+    """NIC and PCIe facts belong to network dimensions (the NICs between nodes)."""
+    for name, value, default in (
+        ("nic_efficiency", nic_efficiency, 1.0),
+        ("pcie_bandwidth", pcie_bandwidth, None),
+        ("ports_per_nic", ports, 1),
+        ("net_overhead", net_overhead, 0.0),
+    ):
+        if value != default:
+            raise FieldRuleError(
+                name,
+                "applies only to a network dimension (network = true: the NICs between "
+                "nodes, as [scale_out] makes)",
+                value,
+            )
 
 
 class ScaleOutConfig(Strict):
@@ -333,6 +388,38 @@ class ScaleOutConfig(Strict):
         1,
         description="GPUs that share one NIC (NICs per GPU below one: 4 NICs for 8 GPUs is 2); "
         "each GPU's share is links_per_npu x link_bandwidth / this",
+    )
+    nic_efficiency: PositiveFraction = Field(
+        1.0,
+        description="network dimensions: the fraction of the NICs' payload rate NCCL's network "
+        "proxy sustains (one proxy thread per GPU posts every channel's sends: a per-NPU "
+        "resource of links x bandwidth x efficiency x this / npus_per_link that every send "
+        "takes); 1: the NIC's whole payload rate",
+    )
+    net_overhead: NonNegativeSeconds = Field(
+        0.0,
+        description="network dimensions: NCCL's network overhead per ring step, s (getNetOverhead "
+        "in src/graph/tuning.cc: 1 us with Intel host CPUs, 2 us with AMD; three times that "
+        "for Simple): on a ring through several nodes every step's latency is at least it",
+    )
+    pcie_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="network dimensions: one NIC's PCIe link to the PCIe switch it shares with "
+        "its GPUs, one direction, B/s (Gen4 x16: 32 GB/s, Gen5 x16: 64 GB/s); every byte a GPU "
+        "sends or receives through its NIC crosses it, and with it the GPU's own PCIe link "
+        "(npu.host_link_bandwidth, shared with host copies); None: the PCIe path is not "
+        "modelled",
+    )
+    pcie_efficiency: PositiveFraction = Field(
+        1.0,
+        description="the payload fraction of the PCIe links on the GPU-NIC path (TLP and "
+        "DLLP overhead); with pcie_bandwidth",
+    )
+    ports_per_nic: PositiveInt = Field(
+        1,
+        description="network ports (links) that share one NIC's PCIe link (a dual-port card: "
+        "2); each NPU's share of the PCIe path is pcie_bandwidth x pcie_efficiency x "
+        "links_per_npu / (ports_per_nic x npus_per_link)",
     )
     switch_reduction: bool = Field(
         False,
@@ -653,13 +740,34 @@ class CollectiveConfig(Strict):
         return value
 
 
+#: Source kinds that are assumptions: stated outright, or a value fitted on another system and
+#: carried here by a transfer rule (``acesim.validation.transfer``). Outputs count both.
+ASSUMED_KINDS = ("assumption", "transfer")
+
+
 class Source(Strict):
-    """Where a parameter's value comes from."""
+    """Where a parameter's value comes from: ``fit`` on this preset's own validation rows (the
+    note names them), ``transfer`` from other presets' fits by a named rule of
+    ``acesim.validation.transfer`` (the note names the rule), ``override`` (a ``--set`` or
+    ``overrides=`` value, the note naming what the source had said), or a paper, datasheet,
+    ASTRA-sim setting, public measurement, or assumption."""
 
     kind: Literal[
-        "paper", "datasheet", "astra-sim", "public-measurement", "fit", "assumption", "override"
+        "paper",
+        "datasheet",
+        "astra-sim",
+        "public-measurement",
+        "fit",
+        "transfer",
+        "assumption",
+        "override",
     ]
     note: str
+
+    @property
+    def assumed(self) -> bool:
+        """An assumption (outright, or carried from another system's fit)."""
+        return self.kind in ASSUMED_KINDS
 
 
 class ReproWorkload(Strict):

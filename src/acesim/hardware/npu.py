@@ -96,6 +96,8 @@ class NPU:
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
+        #: when the running compute kernel started computing (its blocks dispatched), s
+        self._kernel_since = 0.0
         self._shared = shared if shared is not None else SharedPlans()
         self._plans: dict[Kernel, KernelPlan] = self._shared.plans
         self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = self._shared.chosen
@@ -295,6 +297,7 @@ class NPU:
         self._plan = plan
         self._unit_since = self.engine.now
         self._active_units = _occupied(plan, units)
+        self._kernel_since = self.engine.now
         self.kernel = self.engine.start(
             1.0,
             demand,
@@ -333,6 +336,39 @@ class NPU:
         self.compute_unit_seconds += self._active_units * (now - self._unit_since)
         self._unit_since = now
         self._active_units = active
+
+    def sm_wait(self, units: int, launch: str) -> float:
+        """How long a communication kernel that wants ``units`` compute units waits for them,
+        s, launched now while the compute stream's kernel holds the free units in its blocks
+        (module docstring, SM scheduling; ``launch`` as ``endpoint.baseline.launch``):
+
+        * ``fifo`` (streams of one priority): the block scheduler dispatches the running
+          kernel's pending blocks first, so the communication kernel's blocks start at its
+          last wave when that wave leaves ``units`` idle, else when the kernel ends;
+        * ``priority`` (a higher-priority stream): at the end of the running wave (blocks are
+          not preempted);
+        * ``immediate``: never (the units are taken at once, the running blocks' work moving
+          to the units left).
+
+        No wait where no kernel runs, where it started this very instant (launched after the
+        communication kernel, as a program that issues a collective and then its next
+        kernels does), or where its work spreads evenly over the units (short blocks,
+        ``blocks`` None). The kernel's rate now is taken to hold until then."""
+        plan, kernel = self._plan, self.kernel
+        if launch == "immediate" or plan is None or kernel is None or plan.blocks is None:
+            return 0.0
+        if self.engine.now <= self._kernel_since or kernel.rate <= 0:
+            return 0.0
+        held = max(1, self.units_for_compute)
+        waves = plan.waves(held)
+        done = self.engine.work_done(kernel)
+        wave = min(int(done * waves), waves - 1)  # the wave running now
+        if launch == "priority":
+            target = (wave + 1) / waves
+        else:
+            idle = held - (plan.blocks - (waves - 1) * held)  # units the last wave leaves
+            target = (waves - 1) / waves if idle >= units else 1.0
+        return max(0.0, (target - done) / kernel.rate)
 
     def mirror(self, other: NPU) -> None:
         """Take ``other``'s compute record: its kernel log, busy time, compute HBM bytes and

@@ -92,6 +92,21 @@ class Platform:
             exact=self.exact,
             classes=count if not self.exact else 1,
         )
+        _gpu_pcie_paths(self.npus, self.topology, self.collectives)
         if variation:
             apply_variation(variation, system, self.topology, self.npus, self.collectives)
             self.collectives.agree()
+
+
+def _gpu_pcie_paths(npus: list[NPU], topology: Topology, runtime: CollectiveRuntime) -> None:
+    """On network dimensions that model the GPU-NIC PCIe path (``pcie_bandwidth``), every
+    message an NPU sends or receives through its NIC also crosses the GPU's own PCIe link to
+    the switch (GPUDirect RDMA: the NIC reads the GPU's memory for a send, writes it for a
+    receive), the link host copies take too (``npu.host_link_bandwidth``: device-to-host for
+    sends, host-to-device for receives), so the two share it."""
+    for d in topology.dimensions:
+        if d.pcie_bandwidth is None:
+            continue
+        for npu in npus:
+            if npu.host_links:
+                runtime.add_path(npu.rank, d.index, npu.host_links["d2h"], npu.host_links["h2d"])

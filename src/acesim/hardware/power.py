@@ -23,7 +23,10 @@ value comes from, or why it is assumed)
   byte both ends (its transmitter and, for the equal bytes it receives, its receiver) is
   each port's own energy;
 * ``copy_engine_energy`` per byte its DMA copy engines move, ``host_link_energy`` per byte
-  over the host link;
+  over the host link: host copies' bytes and, on a network dimension that models the GPU-NIC
+  PCIe path (``pcie_bandwidth``), the GPUDirect RDMA bytes the NIC reads from and writes to
+  the GPU, which cross the GPU's own PCIe link to its switch (a link apart from the NIC's,
+  whose crossing ``nic_energy`` counts);
 * an ACE endpoint: ``ace_static x T``, ``ace_alu_energy`` per byte its ALUs reduce and
   ``ace_sram_energy`` per SRAM byte accessed: its DMA bytes (each written into or read out of
   SRAM once), two per network byte sent (read from SRAM to send, and for the equal bytes

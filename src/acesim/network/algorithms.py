@@ -18,8 +18,12 @@ Steps per algorithm (p NPUs in the dimension):
   with the partner at XOR distance ``p/2, p/4, ...``; all-gather the reverse; all-reduce both.
 * double_binary_tree (all-reduce only): NCCL's two complementary trees, each carrying half of
   the data. Modelled by its per-level cost: ``2 ceil(log2 p)`` levels (reduce up, broadcast
-  down), each moving ``D/2`` on each tree, so ``D`` per NPU per level. One chunk then takes
-  ``2 ceil(log2 p) (a + D/B)``; pipelining comes from chunking.
+  down) that together send what NCCL's busiest rank sends (:func:`acesim.network.trees.
+  tree_sends`: ``u D`` up and ``d D`` down, ``D`` in all on two NPUs, ``2 D`` from four),
+  spread evenly over the levels of each direction. One chunk then takes
+  ``2 ceil(log2 p) a + (u + d) D / B``; pipelining comes from chunking. Over a node axis and
+  a network axis the tuner runs NCCL's whole TREE instead, pipelined
+  (:mod:`acesim.network.pipelined`).
 * nvls (all-reduce only, switch dimensions): NVIDIA NVLink SHARP, in-switch reduction. Each NPU
   reduce-scatters through the switch (``multimem.ld_reduce``: the switch reads every NPU's copy
   of one ``D/p`` slice, reduces it and returns the sum) and all-gathers through it
@@ -75,6 +79,7 @@ from dataclasses import dataclass
 
 from ..errors import TopologyError
 from ..registry import Registry
+from .trees import tree_sends
 
 #: Step kinds, used by endpoints for their memory accounting.
 REDUCE = "reduce"
@@ -284,16 +289,19 @@ def _halving_doubling_steps(op: str, p: int, data_bytes: float) -> list[Step]:
 def _tree_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     levels = max(1, math.ceil(math.log2(p)))
     pattern = "xor" if _is_pow2(p) else "next"
+    sent_up, sent_down = tree_sends(p)  # NCCL's busiest rank's bytes, per byte
     up = [
         Step(
-            data_bytes,
+            data_bytes * sent_up / levels,
             pattern,
             1 << (k % max(1, int(math.log2(p)))) if pattern == "xor" else 0,
             REDUCE,
         )
         for k in range(levels)
     ]
-    down = [Step(data_bytes, pattern, s.distance, GATHER) for s in reversed(up)]
+    down = [
+        Step(data_bytes * sent_down / levels, pattern, s.distance, GATHER) for s in reversed(up)
+    ]
     return up + down
 
 

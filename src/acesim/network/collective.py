@@ -116,7 +116,9 @@ from .plan import (
     Phase,
     ProtocolChoice,
     choose_algorithm,
+    lanes_delay,
     nvls_pipeline_latency,
+    protocol_table,
     validate_algorithms,
 )
 from .shares import MessageShares
@@ -273,6 +275,10 @@ class CollectiveRuntime:
             ]
             for r in self.ranks
         ]
+        #: per NPU and dimension, what its messages take beyond the links on the path to and
+        #: from the NIC, sending and receiving (:meth:`_make_paths`, :meth:`add_path`);
+        #: ``paths[d]``: dimension ``d`` has any
+        self.send_path, self.recv_path, self.paths = self._make_paths()
         #: leaf/spine dimensions (Dimension.spine; exact mode only): each leaf's uplinks and
         #: downlinks, shared by its NPUs, taken by messages between leaves
         self._leaves: dict[tuple[int, str, int], Resource] = {}
@@ -572,9 +578,9 @@ class CollectiveRuntime:
         if not coll.phases:
             self.engine.schedule(0.0, self._chunk_stored, coll, rank)
             return
-        base = 0.0
+        base = self.endpoint.start_delay(rank)  # its kernel's wait for compute units
         if coll.protocol is not None:
-            base = coll.protocol.base_latency + coll.protocol.crossing_latency
+            base += coll.protocol.base_latency + coll.protocol.crossing_latency
         base += coll.sync_latency
         if base > 0:
             self.engine.schedule(base, self._start_chunks, coll, rank)
@@ -716,6 +722,76 @@ class CollectiveRuntime:
         down = topo.peer(dest, dim, d.leaf(b) * d.leaf_size)
         return (self._leaves[(dim, "up", up)], self._leaves[(dim, "down", down)])
 
+    def _make_paths(
+        self,
+    ) -> tuple[list[list[dict[Resource, float]]], list[list[dict[Resource, float]]], list[bool]]:
+        """Each simulated NPU's path resources per dimension, sending and receiving: on network
+        dimensions that state them, the NIC's proxy (sends) and the PCIe link to the NIC
+        (each way); the platform adds the GPU's own PCIe link (:meth:`add_path`)."""
+        dims = self.topology.dimensions
+        send: list[list[dict[Resource, float]]] = [[{} for _ in dims] for _ in self.ranks]
+        receive: list[list[dict[Resource, float]]] = [[{} for _ in dims] for _ in self.ranks]
+        for d in dims:
+            for r in self.ranks:
+                if d.nic_efficiency < 1.0:
+                    name = f"npu{r}.{d.name}.nic_proxy"
+                    send[r][d.index][self.engine.add_resource(name, d.proxy_bandwidth)] = 1.0
+                if d.pcie_bandwidth is not None:
+                    out = self.engine.add_resource(f"npu{r}.{d.name}.pcie_send", d.pcie_bandwidth)
+                    back = self.engine.add_resource(
+                        f"npu{r}.{d.name}.pcie_receive", d.pcie_bandwidth
+                    )
+                    send[r][d.index][out] = 1.0
+                    receive[r][d.index][back] = 1.0
+        has = [d.nic_efficiency < 1.0 or d.pcie_bandwidth is not None for d in dims]
+        return send, receive, has
+
+    def add_path(
+        self, rank: int, dim: int, send: Resource | None = None, receive: Resource | None = None
+    ) -> None:
+        """Before the run: every message ``rank`` sends on ``dim`` also takes ``send``, every
+        one it receives there ``receive`` (a resource on the path to the NIC, B/s of payload:
+        the platform adds the GPU's PCIe link, which host copies share)."""
+        if send is not None:
+            self.send_path[rank][dim][send] = 1.0
+        if receive is not None:
+            self.recv_path[rank][dim][receive] = 1.0
+        self.paths[dim] = self.paths[dim] or send is not None or receive is not None
+
+    def paths_may_bind(self) -> bool:
+        """Whether a path resource (:meth:`add_path`) has less capacity than its dimension's
+        links at some NPU, so that it could bind a message; where none has, messages run as on
+        the links alone (what :mod:`acesim.network.vectorized` computes)."""
+        for dim, has in enumerate(self.paths):
+            if not has:
+                continue
+            for i in range(len(self.ranks)):
+                links = min(self.egress[i][dim].capacity, self.ingress[i][dim].capacity)
+                for path in (self.send_path[i][dim], self.recv_path[i][dim]):
+                    if any(r.capacity < links for r in path):
+                        return True
+        return False
+
+    def add_path_demand(
+        self, message: dict[Resource, float], rank: int, dest: int, dim: int, weight: float
+    ) -> None:
+        """Add the sender's and the receiver's path resources on ``dim`` to ``message``."""
+        for resource, w in self.send_path[rank][dim].items():
+            message[resource] = w * weight
+        for resource, w in self.recv_path[dest][dim].items():
+            message[resource] = w * weight
+
+    def _lane_delay(self, coll: Collective, phase: Phase) -> float:
+        """The delivery delay of a pipelined phase's messages, s: its slowest lane's (every
+        lane's message is delivered then, so the step ends a lane delay after its busiest
+        lane's bytes are out, whichever lane that is; the rest of the path's latency is paid
+        at join, :func:`~acesim.network.plan.crossing_latency`)."""
+        proto = None
+        if coll.protocol is not None and coll.protocol.name is not None:
+            table = protocol_table(self.config, phase.algorithm)
+            proto = None if table is None else table.get(coll.protocol.name)
+        return lanes_delay(self.config, self.topology, phase, proto)
+
     def _lane_destination(self, rank: int, lane: Lane) -> int:
         """The next member along ``lane``'s axis (0 in symmetric mode)."""
         if not self.exact:
@@ -727,20 +803,24 @@ class CollectiveRuntime:
         return topo.peer(rank, lane.dim, axis.coordinate(own, nxt))
 
     def _send_lanes(self, run: _ChunkRun, phase: Phase, step: Step) -> None:
-        """A flat-ring step: one message per lane, each its share of the step's bytes."""
+        """A flat-ring or pipelined step: one message per lane, each its share of the step's
+        bytes (a pipelined lane's charged as its own kind, NVLS lanes at NVLS's
+        efficiency)."""
         coll = run.coll
         rank = run.rank
-        weight = 1.0
+        factor = 1.0
         if coll.protocol is not None and coll.protocol.factors:
-            weight /= coll.protocol.factors[run.phase]
-        extra = self.endpoint.collective_message_demand(rank, step.kind, coll.units)
+            factor = coll.protocol.factors[run.phase]
         track = self.tracks.get(rank)
         run.sends_out = len(phase.lanes)
         for lane in phase.lanes:
+            kind = phase.lane_kind(lane, step)
+            weight = (self.nvls_weights[lane.dim] if kind in NVLS_KINDS else 1.0) / factor
             dest = self._lane_destination(rank, lane)
             message = {self.egress[rank][lane.dim]: weight}
-            message.update(extra)
+            message.update(self.endpoint.collective_message_demand(rank, kind, coll.units))
             message[self.ingress[dest][lane.dim]] = weight
+            self.add_path_demand(message, rank, dest, lane.dim, weight)
             if self.topology.dimensions[lane.dim].spine:
                 for resource in self._spine(rank, dest, lane.dim):
                     message[resource] = weight
@@ -802,10 +882,13 @@ class CollectiveRuntime:
         spines: list[tuple[Resource, ...]] | None = None
         if self.topology.dimensions[dim].spine and not innet:
             spines = [self._spine(rank, dest, dim) for dest in dests]
+        paths = self.paths[dim]
         for i, dest in enumerate(dests):
             # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
             message = dict(demand)
             message[ingress[dest][dim]] = weight
+            if paths:
+                self.add_path_demand(message, rank, dest, dim, weight)
             if spines is not None:
                 for resource in spines[i]:
                     message[resource] = weight
@@ -826,8 +909,21 @@ class CollectiveRuntime:
         coll.bytes_sent_per_dim[dim] = coll.bytes_sent_per_dim.get(dim, 0.0) + nbytes
         # a flat ring's messages on every lane take its inner dimension's delay (the outer
         # hops' extra is paid once: plan.crossing_latency)
-        at = coll.phases[phase_index].dim
-        nvls = coll.phases[phase_index].steps[step_index].kind in NVLS_KINDS
+        phase = coll.phases[phase_index]
+        at = phase.dim
+        if phase.pipelined:  # each lane's messages take their own dimension's delay
+            delay = self._lane_delay(coll, phase)
+            if self.rank_latencies is not None:
+                d = self.topology.dimensions[dim]
+                delay += self.rank_latencies[run.rank][dim] - d.latency
+            self.engine.call(
+                delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+            )
+            run.sends_out -= 1
+            if run.sends_out == 0:
+                self._check_step(run)
+            return
+        nvls = phase.steps[step_index].kind in NVLS_KINDS
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
         if self.rank_latencies is None:
             delay = (self.nvls_delays if nvls else self.delays)[at]

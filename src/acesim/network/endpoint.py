@@ -175,3 +175,9 @@ class Endpoint:
         """The resources whose ``used`` integrals count this endpoint's work at ``rank``, by
         what they count (one of :data:`METERS`); the base class does no work of its own."""
         return {}
+
+    def start_delay(self, rank: int) -> float:
+        """How long the collective that just started at ``rank`` (``collective_started``)
+        waits before its chunks may start, s: an SM kernel's wait for the compute units a
+        running compute kernel's blocks hold (0: none)."""
+        return 0.0

@@ -99,6 +99,8 @@ class PointToPoint:
         dim, nxt = hops[index]
         demand = {rt.egress[sim_rank][dim]: 1.0, rt.ingress[nxt][dim]: 1.0}
         demand.update(rt.endpoint.message_demand(sim_rank, ALLTOALL))
+        if rt.paths[dim]:  # the NIC's proxy and the PCIe path, where the system states them
+            rt.add_path_demand(demand, sim_rank, nxt, dim, 1.0)
 
         def sent(_act: Activity) -> None:
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size

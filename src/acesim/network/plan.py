@@ -30,18 +30,20 @@ Across nodes: ``flat_ring`` (NCCL's ring through every member of a multi-dimensi
 one phase whose steps' bytes are split over lanes, one per dimension (:func:`flat_ring_lanes`),
 its node crossings' extra latency paid once (:func:`crossing_latency`); steps on network
 dimensions (``Dimension.network``, the scale-out of ``--nodes``) pay a protocol's
-``net_hop_latency`` (:func:`hop_latency`); ``double_binary_tree`` is offered on network
+``net_hop_latency`` (:func:`hop_latency`); per dimension, ``double_binary_tree`` runs on network
 dimensions only. On an oversubscribed leaf/spine dimension the prediction stretches each step's
 bytes by its leaves' up- and downlinks (:func:`acesim.network.spine.spine_factor`).
 
-In-network reduction across nodes (:func:`nvls_tree_phases`, :data:`COLLNET`): ``nvls_tree``
-(NCCL's NVLS_TREE) runs an all-reduce over a node's reducing switch and a network dimension as
-NVLS's load-reduce in the node, a double binary tree of each GPU's reduced ``1/G`` slice
-between nodes over its own NIC, and NVLS's multicast store back; ``collnet`` (NCCL's CollNet
-with SHARP) runs the all-reduce phase of a network dimension whose switches reduce
-(``switch_reduction``), the node's phases keeping their configured algorithm. ``nvls`` runs
-only off network dimensions, ``collnet`` only on them; over nodes whose network reduces,
-``nvls`` is NCCL's NVLS with SHARP (:func:`nvls_sharp_phases`).
+Across nodes NCCL pipelines its other algorithms (:mod:`acesim.network.pipelined`): on a group
+of one node axis and one network axis ``double_binary_tree`` (NCCL's TREE), ``nvls_tree``
+(NVLS_TREE), ``collnet`` (CollNet Direct, on a network whose switches reduce) and ``nvls``
+(with SHARP) are one pipelined phase each, their NVLink and NIC lanes at once, their path's
+latency NCCL 2.19.3's formula (:func:`crossing_latency`). ``nvls`` runs only off network
+dimensions per dimension, ``collnet`` only on them; on a group without a node axis
+``collnet`` is the network dimension's all-reduce phase and ``double_binary_tree`` its
+per-dimension levels. A network dimension's path to the NIC (its PCIe link, the NIC's proxy)
+caps what the tuner predicts a step sends (``Dimension.send_bandwidth``), and a multi-node
+ring's steps pay at least NCCL's network overhead (:func:`ring_floor`).
 """
 
 from __future__ import annotations
@@ -54,9 +56,7 @@ from ..config.system import PROTOCOLS, CollectiveConfig, ProtocolConfig
 from ..errors import ConfigError, TopologyError
 from .algorithms import (
     ALGORITHMS,
-    NVLS_GATHER,
     NVLS_KINDS,
-    NVLS_REDUCE,
     ROOTED_PATTERNS,
     Step,
     check_algorithm,
@@ -64,62 +64,19 @@ from .algorithms import (
 )
 from .group import Axis
 from .ops import COLLECTIVE_OPS
+from .phase import Lane as Lane
+from .phase import Phase as Phase
+from .pipelined import COLLNET as COLLNET
+from .pipelined import NVLS_TREE as NVLS_TREE
+from .pipelined import TREE, node_and_network, path_latency, pipelined_phase
 from .spine import spine_factor
 from .topology import Dimension, Topology
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One dimension a flat-ring phase's messages cross (:data:`FLAT_RING`): its axis and the
-    fraction of every step's bytes that goes along it (to the next member on that axis)."""
-
-    dim: int
-    size: int
-    stride: int
-    fraction: float
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One phase of a chunk: an operation on one axis of the group.
-
-    ``size`` is the group's members along the dimension, ``stride`` their coordinate distance.
-    A flat-ring phase (``lanes`` not empty) runs over every axis of the group at once: ``size``
-    is all its members, ``dim`` and ``stride`` its innermost axis's (where it queues), and each
-    step's bytes are split over ``lanes`` (one message per lane).
-    """
-
-    dim: int
-    op: str
-    algorithm: str
-    data_bytes: float
-    steps: tuple[Step, ...]
-    size: int = 1
-    stride: int = 1
-    lanes: tuple[Lane, ...] = ()
-
-    def message_count(self, step: Step) -> int:
-        """Messages one NPU sends (and receives) in ``step``."""
-        return len(self.lanes) if self.lanes else step.message_count(self.size)
-
-    @property
-    def bytes_sent(self) -> float:
-        """Network bytes one NPU sends in this phase."""
-        if self.lanes:
-            return sum(s.message_bytes for s in self.steps)
-        return sum(s.message_bytes * s.message_count(self.size) for s in self.steps)
-
 
 #: NCCL's flat ring: one ring through every member of a group that spans several dimensions
 #: (NVLink inside a node, NICs between nodes), offered to the tuner in ``collective.choices``.
 FLAT_RING = "flat_ring"
 #: The operations the flat ring runs.
 FLAT_RING_OPS = ("all-reduce", "reduce-scatter", "all-gather")
-#: NCCL's NVLS_TREE: NVLS in the node, a double binary tree between nodes (all-reduce).
-NVLS_TREE = "nvls_tree"
-#: NCCL's CollNet with SHARP: the network's switches reduce (all-reduce phases on network
-#: dimensions whose switches reduce).
-COLLNET = "collnet"
 
 
 def flat_ring_lanes(axes: Sequence[Axis]) -> tuple[Lane, ...]:
@@ -173,8 +130,11 @@ def ring_crossings(phase: Phase) -> list[tuple[Lane, int]]:
 
 def in_switch(phase: Phase) -> bool:
     """Whether ``phase`` runs NVLS steps (in-switch reduction on NVSwitch: ``nvls``, and
-    ``nvls_tree``'s phases in the node), which run at ``nvls_efficiency``."""
-    return bool(phase.steps) and all(s.kind in NVLS_KINDS for s in phase.steps)
+    ``nvls``'s over nodes with SHARP), which run at ``nvls_efficiency``. A pipelined phase's
+    NVLS lanes are weighed lane by lane (:func:`lane_weight`), not here."""
+    return (
+        not phase.pipelined and bool(phase.steps) and all(s.kind in NVLS_KINDS for s in phase.steps)
+    )
 
 
 def _fits_fabric(algorithm: str, d: Dimension) -> bool:
@@ -213,34 +173,21 @@ def nvls_tree_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str 
 
 
 def nvls_tree_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> list[Phase]:
-    """The phases of NCCL's NVLS_TREE all-reduce of ``size`` bytes per NPU on ``axes`` (one
-    node axis of ``G`` NPUs on a reducing switch, one network axis of ``N`` nodes; check
-    :func:`nvls_tree_problem` first).
+    """NCCL's NVLS_TREE all-reduce of ``size`` bytes per NPU on ``axes`` (one node axis of
+    ``G`` NPUs on a reducing switch, one network axis of ``N`` nodes; check
+    :func:`nvls_tree_problem` first): one pipelined phase (:mod:`acesim.network.pipelined`).
 
-    NCCL 2.18 (``all_reduce.h``, ``RunWorkElement<NVLS_TREE>``): every GPU is the head of
+    NCCL 2.19.3 (``all_reduce.h``, ``RunWorkElement<NVLS_TREE>``): every GPU is the head of
     ``1/G`` of each loop; its reduce warps load-reduce that slice through the switch and send
-    it up the inter-node tree over the GPU's own NIC, its broadcast warps take the tree's
-    result back and multicast-store it to the node. Here, in series: the NVLS load-reduce step
-    (``S`` up, as ``nvls``'s first step), a double binary tree all-reduce of ``S/G`` on the
-    network axis, and the NVLS multicast-store step (``S/G`` up). The tree is the one
-    ``double_binary_tree`` builds (``2 ceil(log2 N)`` levels, up then down) but pipelined, as
-    NCCL's kernel streams its loops through it: every level's latency once, and ``2 S/G``
-    through each GPU's NIC in all (in one of the two trees a GPU is interior, sending half the
-    data up once and down twice, in the other a leaf, sending it up once: NCCL's tuner's tree
-    ratio of 0.5, ``tuning.cc``), spread evenly over the levels (``S/(G ceil(log2 N))`` a
-    step). (``double_binary_tree`` itself moves ``S/G`` per level, unpipelined within a
-    chunk.) The two NVLS steps are ``nvls``'s split around the tree: summed, ``S (G+1)/G`` on the
-    node's links, NVLS's two directions overlapped (NCCL's kernel pipelines the loads of one
-    loop with the stores of another). Every phase is labelled ``nvls_tree`` (its protocols:
-    ``collective.protocols.nvls_tree``); the NVLS loops are paid once, on the load-reduce
-    phase, with NCCL's NVLS_TREE chunk (:func:`nvls_tree_chunk`)."""
+    it up the inter-node double binary tree over the GPU's own NIC, its broadcast warps take
+    the tree's result back and multicast-store it to the node, all at once on successive
+    loops. So the node's links carry ``S (G+1)/G`` (NVLS's load-reduce and multicast) while
+    each NIC carries its slice's tree, ``S/G`` on two nodes and ``2 S/G`` from four
+    (:func:`acesim.network.trees.tree_sends`), and the collective takes as long as the busier
+    of the two. The NVLS loops are paid once, with NCCL's NVLS_TREE chunk
+    (:func:`nvls_tree_chunk`)."""
     node, net = _node_and_network(topology, axes)
-    slice_ = size / node.size
-    levels = max(1, math.ceil(math.log2(net.size)))
-    # the tree pipelined over the kernel's loops: its levels' latency, 2 x slice per NIC
-    tree = tuple(phase_steps("all-reduce", "double_binary_tree", net.size, slice_ / levels))
-    across = Phase(net.dim, "all-reduce", NVLS_TREE, slice_, tree, net.size, net.stride)
-    return _nvls_around(NVLS_TREE, size, node, across)
+    return [pipelined_phase(NVLS_TREE, size, node, net)]
 
 
 def nvls_sharp_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str | None:
@@ -262,50 +209,56 @@ def nvls_sharp_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str
 
 
 def nvls_sharp_phases(topology: Topology, size: float, axes: Sequence[Axis]) -> list[Phase]:
-    """NCCL's NVLS all-reduce over several nodes (2.18: with CollNet/SHARP; ``all_reduce.h``,
+    """NCCL's NVLS all-reduce over several nodes (with CollNet/SHARP; ``all_reduce.h``,
     ``RunWorkElement<NVLS>`` with a network ``out``): as :func:`nvls_tree_phases`, every GPU
     the head of ``1/G`` of each loop, with its reduced slice all-reduced between nodes by the
-    network's switches (a ``collnet`` phase of ``S/G``, with collnet's protocols) in place of
-    the tree. The node's phases are labelled ``nvls`` (its protocols and loops, NCCL's NVLS
-    chunk)."""
+    network's switches (``S/G`` into SHARP and back through each NIC) in place of the tree:
+    one pipelined phase labelled ``nvls`` (its protocols and loops, NCCL's NVLS chunk)."""
     node, net = _node_and_network(topology, axes)
-    slice_ = size / node.size
-    steps = tuple(phase_steps("all-reduce", COLLNET, net.size, slice_))
-    across = Phase(net.dim, "all-reduce", COLLNET, slice_, steps, net.size, net.stride)
-    return _nvls_around("nvls", size, node, across)
+    return [pipelined_phase("nvls", size, node, net)]
 
 
 def _node_and_network(topology: Topology, axes: Sequence[Axis]) -> tuple[Axis, Axis]:
-    real = [a for a in axes if a.size > 1]
-    node = next(a for a in real if not topology.dimensions[a.dim].network)
-    net = next(a for a in real if topology.dimensions[a.dim].network)
-    return node, net
+    found = node_and_network(axes, [topology.dimensions[a.dim].network for a in axes])
+    if found is None:
+        raise TopologyError("a pipelined phase needs one node axis and one network axis")
+    return found
 
 
-def _nvls_around(label: str, size: float, node: Axis, across: Phase) -> list[Phase]:
-    """NVLS's load-reduce in the node, ``across`` between nodes, NVLS's multicast store."""
-    g = node.size
-    return [
-        Phase(
-            node.dim,
-            "reduce-scatter",
-            label,
-            size,
-            (Step(size / (g - 1), "all", 0, NVLS_REDUCE),),
-            g,
-            node.stride,
-        ),
-        across,
-        Phase(
-            node.dim,
-            "all-gather",
-            label,
-            size,
-            (Step(size / (g * (g - 1)), "all", 0, NVLS_GATHER),),
-            g,
-            node.stride,
-        ),
-    ]
+def over_nodes(topology: Topology, axes: Sequence[Axis]) -> tuple[Axis, Axis] | None:
+    """The node axis and the network axis of a group of exactly one of each (two or more
+    members on both), or None: the groups NCCL's pipelined algorithms run on."""
+    return node_and_network(axes, [topology.dimensions[a.dim].network for a in axes])
+
+
+def pipelined_tree_phases(
+    topology: Topology, op: str, size: float, axes: Sequence[Axis]
+) -> list[Phase] | None:
+    """NCCL's TREE all-reduce over a node axis and a network axis as one pipelined phase
+    (:mod:`acesim.network.pipelined`: the node's chain and the nodes' double binary tree at
+    once), or None where the group is not one node axis and one network axis (the tree then
+    runs per dimension, on network dimensions only)."""
+    found = over_nodes(topology, axes)
+    if op != "all-reduce" or found is None:
+        return None
+    node, net = found
+    return [pipelined_phase(TREE, size, node, net)]
+
+
+def pipelined_collnet_phases(
+    topology: Topology, op: str, size: float, axes: Sequence[Axis]
+) -> list[Phase] | None:
+    """NCCL's CollNet Direct over a node axis and a network axis whose switches reduce as one
+    pipelined phase (direct scatter and gather in the node, each GPU's ``1/G`` slice into
+    SHARP and back over its NIC, at once), or None where that group is not given."""
+    found = over_nodes(topology, axes)
+    if op != "all-reduce" or found is None:
+        return None
+    node, net = found
+    d = topology.dimensions[net.dim]
+    if d.kind != "switch" or not d.switch_reduction:
+        return None
+    return [pipelined_phase(COLLNET, size, node, net)]
 
 
 def collnet_problem(topology: Topology, op: str, axes: Sequence[Axis]) -> str:
@@ -372,8 +325,11 @@ def build_phases(
     ``override``: an algorithm that runs ``op``'s phases wherever it can (the tuner's
     candidate); elsewhere the configured algorithm runs. ``flat_ring`` runs the whole
     collective as one phase over every axis (NCCL's ring across nodes) where the group has two
-    or more; ``double_binary_tree`` runs only on network dimensions (NCCL builds its trees
-    between nodes; inside a node its tree is a chain, which the ring covers).
+    or more; on a group of one node axis and one network axis ``double_binary_tree``,
+    ``nvls_tree``, ``collnet`` and ``nvls`` (with SHARP) run as NCCL pipelines them, one
+    pipelined phase (:mod:`acesim.network.pipelined`); elsewhere ``double_binary_tree`` runs
+    only on network dimensions (NCCL builds its trees between nodes; inside a node its tree is
+    a chain, which the ring covers).
     """
     spec = COLLECTIVE_OPS.get(op)
     if override == FLAT_RING:
@@ -384,6 +340,14 @@ def build_phases(
         return nvls_tree_phases(topology, size, axes)
     if override == "nvls" and nvls_sharp_problem(topology, op, axes) is None:
         return nvls_sharp_phases(topology, size, axes)
+    if override == TREE:
+        tree = pipelined_tree_phases(topology, op, size, axes)
+        if tree is not None:
+            return tree
+    if override == COLLNET:
+        collnet = pipelined_collnet_phases(topology, op, size, axes)
+        if collnet is not None:
+            return collnet
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
@@ -512,7 +476,11 @@ def choose_protocol(
     chosen = best[1]
     factors = tuple(1.0 if t is None else t[chosen].bandwidth for t in tables)
     hops = tuple(
-        None if t is None else hop_latency(t[chosen], topology.dimensions[p.dim])
+        None
+        if t is None
+        else max(
+            hop_latency(t[chosen], topology.dimensions[p.dim]), ring_floor(topology, p, chosen)
+        )
         for p, t in zip(phases, tables, strict=True)
     )
     base = max((t[chosen].base_latency for t in tables if t is not None), default=0.0)
@@ -538,6 +506,17 @@ def hop_latency(proto: ProtocolConfig, d: Dimension) -> float:
     return proto.hop_latency
 
 
+def ring_floor(topology: Topology, phase: Phase, name: str | None) -> float:
+    """NCCL's least per-step latency of a ring through several nodes under protocol ``name``,
+    s: its network overhead (``net_overhead`` of the network dimensions a flat ring crosses;
+    NCCL 2.19.3 ``tuning.cc``: ``intraLat = max(intraLat, netOverhead)``, the overhead three
+    times over for Simple). Other phases: 0."""
+    if not phase.lanes or phase.pipelined:
+        return 0.0
+    overhead = max(topology.dimensions[lane.dim].net_overhead for lane in phase.lanes)
+    return overhead * (3.0 if name == "Simple" else 1.0)
+
+
 def crossing_latency(
     cfg: CollectiveConfig,
     topology: Topology,
@@ -545,28 +524,105 @@ def crossing_latency(
     tables: Sequence[dict[str, ProtocolConfig] | None],
     name: str | None,
 ) -> float:
-    """What the hops of flat rings across their outer dimensions add, s.
+    """What multi-dimension phases' paths add to what their steps' deliveries pay, s, once
+    per collective (paid when a rank joins).
 
     A flat ring's messages on every lane are delivered with its inner dimension's delay
     (link latency plus hop latency), so each step costs one inner hop; a ring's latency is
     the sum of the hop delays along its chain of data dependencies, of which
     :func:`ring_crossings` hops cross an outer dimension (a NIC): each adds its own delay
-    less the inner one, once per collective, as NCCL's tuner adds ``nInterSteps`` network
-    latencies to the ring's. Other phases add nothing.
+    less the inner one, as NCCL's tuner adds ``nInterSteps`` network latencies to the ring's.
+    A pipelined phase's one step is delivered after its slowest lane's delay; its path
+    (:func:`acesim.network.pipelined.path_latency`, NCCL's formula) adds the rest. Other
+    phases add nothing.
     """
     total = 0.0
     for phase, table in zip(phases, tables, strict=True):
         if not phase.lanes:
             continue
         proto = table[name] if table is not None and name is not None else None
+        if phase.pipelined:
+            total += max(
+                0.0,
+                pipeline_path(cfg, topology, phase, proto)
+                - lanes_delay(cfg, topology, phase, proto),
+            )
+            continue
 
         def delay(d: Dimension, proto: ProtocolConfig | None = proto) -> float:
             return d.latency + (cfg.endpoint_delay if proto is None else hop_latency(proto, d))
 
         inner = delay(topology.dimensions[phase.dim])
+        if proto is not None:
+            floor = ring_floor(topology, phase, name)
+            inner = max(inner, topology.dimensions[phase.dim].latency + floor)
         for lane, hops in ring_crossings(phase):
             total += hops * max(0.0, delay(topology.dimensions[lane.dim]) - inner)
     return total
+
+
+def lane_delay(
+    cfg: CollectiveConfig, topology: Topology, kind: str, dim: int, proto: ProtocolConfig | None
+) -> float:
+    """The delivery delay of a pipelined lane's message of step kind ``kind`` on ``dim``
+    under protocol ``proto`` (None: the defaults), s: the link latency plus the protocol's
+    hop latency there (``endpoint_delay``, or ``nvls_delay`` for NVLS lanes, without one)."""
+    d = topology.dimensions[dim]
+    if proto is not None:
+        return d.latency + hop_latency(proto, d)
+    if kind in NVLS_KINDS and cfg.nvls_delay is not None:
+        return d.latency + cfg.nvls_delay
+    return d.latency + cfg.endpoint_delay
+
+
+def lanes_delay(
+    cfg: CollectiveConfig, topology: Topology, phase: Phase, proto: ProtocolConfig | None
+) -> float:
+    """A pipelined phase's step's delivery, s: its slowest lane's delay (every lane's
+    messages are delivered that long after they are out)."""
+    step = phase.steps[0]
+    return max(
+        lane_delay(cfg, topology, phase.lane_kind(lane, step), lane.dim, proto)
+        for lane in phase.lanes
+    )
+
+
+def pipeline_path(
+    cfg: CollectiveConfig, topology: Topology, phase: Phase, proto: ProtocolConfig | None
+) -> float:
+    """A pipelined phase's path latency (NCCL's formula with acesim's link latencies:
+    :func:`acesim.network.pipelined.path_latency`), s."""
+    step = phase.steps[0]
+    node = phase.lanes[0]
+    net = phase.lanes[-1]
+    intra = lane_delay(cfg, topology, phase.lane_kind(node, step), node.dim, proto)
+    inter = lane_delay(cfg, topology, phase.lane_kind(net, step), net.dim, proto)
+    return path_latency(phase.algorithm, node.size, net.size, intra, inter)
+
+
+def lane_weight(cfg: CollectiveConfig, topology: Topology, kind: str, dim: int) -> float:
+    """What one byte of a pipelined lane of step kind ``kind`` on ``dim`` weighs on its
+    egress: NVLS bytes run at ``nvls_efficiency`` (the dimension's payload efficiency over
+    NVLS's), the others at the dimension's."""
+    if kind not in NVLS_KINDS:
+        return 1.0
+    nvls_eff = cfg.protocol_efficiency if cfg.nvls_efficiency is None else cfg.nvls_efficiency
+    return topology.dimensions[dim].efficiency / nvls_eff
+
+
+def _pipelined_bytes_time(
+    cfg: CollectiveConfig, topology: Topology, phase: Phase, factor: float
+) -> float:
+    """One chunk of a pipelined phase: its busiest dimension's bytes (every lane on it, each
+    weighed by its kind, over the protocol's bandwidth ``factor``, stretched by its leaves'
+    spine) over that dimension's send rate, s."""
+    step = phase.steps[0]
+    load: dict[int, float] = {}
+    for lane in phase.lanes:
+        weight = lane_weight(cfg, topology, phase.lane_kind(lane, step), lane.dim) / factor
+        weight *= _lane_spine(topology, phase, lane)
+        load[lane.dim] = load.get(lane.dim, 0.0) + step.message_bytes * lane.fraction * weight
+    return max(b / topology.dimensions[d].send_bandwidth for d, b in load.items())
 
 
 def nvls_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
@@ -599,14 +655,12 @@ def nvls_tree_chunk(cfg: CollectiveConfig, size: float, heads: int) -> float:
 
 def _runs_nvls_loops(phase: Phase) -> bool:
     """The phases that pay NCCL's NVLS loops: ``nvls``'s on one node, and over nodes the
-    load-reduce phase of ``nvls_tree`` or ``nvls`` with SHARP for the whole kernel (its loops
-    carry the node's NVLS and the hand-offs to the network; the network's steps pay their
-    own latency)."""
-    if phase.algorithm == "nvls" and phase.op == "all-reduce":
-        return True  # one node's NVLS
-    return (  # over nodes, NVLS_TREE's or NVLS with SHARP: once, on the load-reduce phase
-        phase.algorithm in ("nvls", NVLS_TREE) and phase.op == "reduce-scatter" and in_switch(phase)
-    )
+    pipelined phase of ``nvls_tree`` or ``nvls`` with SHARP, for the whole kernel (its loops
+    carry the node's NVLS and the hand-offs to the network; the network's hops pay their own
+    latency)."""
+    if phase.pipelined:
+        return phase.algorithm in ("nvls", NVLS_TREE)
+    return phase.algorithm == "nvls" and phase.op == "all-reduce"  # one node's NVLS
 
 
 def _loop_chunk(cfg: CollectiveConfig, phase: Phase, size: float) -> float:
@@ -645,7 +699,7 @@ def nvls_channel_loop(cfg: CollectiveConfig, phase: Phase, size: float) -> tuple
     """
     chunk = _loop_chunk(cfg, phase, size)
     slot = phase.size * chunk
-    one_node = phase.algorithm == "nvls" and phase.op == "all-reduce"
+    one_node = phase.algorithm == "nvls" and phase.op == "all-reduce" and not phase.pipelined
     if one_node and cfg.nvls_layout == "spread":
         align = NCCL_SIMPLE_ALIGNMENT
         share = min(size, math.ceil(size / cfg.nvls_channels / align) * align)
@@ -721,6 +775,14 @@ def _predict(
     base = 0.0
     for phase, table in zip(phases, tables, strict=True):
         d = topology.dimensions[phase.dim]
+        if phase.pipelined:  # the path's latency is the crossing latency's
+            proto = table[name] if table is not None and name is not None else None
+            if proto is not None:
+                base = max(base, proto.base_latency)
+            factor = 1.0 if proto is None else proto.bandwidth
+            time += lanes_delay(cfg, topology, phase, proto)
+            time += chunks * _pipelined_bytes_time(cfg, topology, phase, factor)
+            continue
         weight = 1.0
         nvls = in_switch(phase)
         if nvls:
@@ -731,7 +793,7 @@ def _predict(
         if table is not None and name is not None:
             proto = table[name]
             weight /= proto.bandwidth
-            hop = hop_latency(proto, d)
+            hop = max(hop_latency(proto, d), ring_floor(topology, phase, name))
             base = max(base, proto.base_latency)
         time += _latency_steps(phase) * (d.latency + hop)
         if phase.lanes:  # the busiest lane's egress (or its leaves' spine) sets the pace
@@ -740,11 +802,11 @@ def _predict(
                 * lane.fraction
                 * weight
                 * _lane_spine(topology, phase, lane)
-                / topology.dimensions[lane.dim].egress_bandwidth
+                / topology.dimensions[lane.dim].send_bandwidth
                 for lane in phase.lanes
             )
         else:
-            time += chunks * _spine_bytes(d, phase) * weight / d.egress_bandwidth
+            time += chunks * _spine_bytes(d, phase) * weight / d.send_bandwidth
     crossing = crossing_latency(cfg, topology, phases, tables, name)
     return time + base + crossing + nvls_pipeline_latency(cfg, topology, phases, chunks)
 
@@ -770,8 +832,8 @@ def _spine_bytes(d: Dimension, phase: Phase) -> float:
 
 
 def _lane_spine(topology: Topology, phase: Phase, lane: Lane) -> float:
-    """How much a flat ring's lane is stretched by its dimension's spine: its steps send to
-    the next member along the lane's axis (:mod:`.spine`)."""
+    """How much a flat ring's or a pipelined phase's lane is stretched by its dimension's
+    spine: its steps send to the next member along the lane's axis (:mod:`.spine`)."""
     d = topology.dimensions[lane.dim]
     if not d.spine or not phase.steps:
         return 1.0
@@ -812,7 +874,7 @@ def choose_algorithm(
     group and no algorithm is forced; elsewhere the tuner chooses as above."""
     if preferred is not None and cfg.algorithm is None:
         phases = build_phases(cfg, topology, op, chunk_bytes, axes, override=preferred)
-        kinds = {step.kind for phase in phases for step in phase.steps}
+        kinds = {kind for phase in phases for kind in phase.kinds}
         if (
             phases
             and preferred in {p.algorithm for p in phases}
@@ -849,7 +911,7 @@ def choose_algorithm(
             else:
                 problems.append(f"{name} cannot run {op} on any dimension of this group")
             continue
-        kinds = {step.kind for phase in phases for step in phase.steps}
+        kinds = {kind for phase in phases for kind in phase.kinds}
         if step_kinds is not None and not kinds <= step_kinds:
             problems.append(f"{name} needs steps the endpoint cannot run")
             continue

@@ -3,6 +3,12 @@
 Leaf/spine dimensions (``leaf_size``, ``oversubscription``) add, in exact mode, the leaves'
 up- and downlinks that messages between leaves share (:mod:`acesim.network.collective`).
 
+A network dimension (the NICs between nodes) may also state what the path from a GPU to its
+NIC sustains: the NIC's proxy (``nic_efficiency``, NCCL's proxy thread) and the NPU's share of
+the PCIe link from the NIC to its PCIe switch (``pcie_bandwidth`` x ``pcie_efficiency`` x
+``links_per_npu`` / (``ports_per_nic`` x ``npus_per_link``)); the collective runtime makes each
+a resource of every NPU (:mod:`acesim.network.collective`).
+
 Model: each dimension gives every NPU an *egress* capacity ``links_per_npu * link_bandwidth *
 protocol_efficiency / npus_per_link`` (B/s; ``npus_per_link`` > 1 where NPUs share a link, e.g.
 a NIC serving two GPUs: each NPU's fair share while all of them send, which every collective
@@ -61,6 +67,29 @@ class Dimension:
     #: downlink over uplink bandwidth
     leaf_size: int | None = None
     oversubscription: float = 1.0
+    #: network dimensions: the fraction of its egress the NIC's proxy sustains (a per-NPU
+    #: resource every send takes; 1: none), and the NPU's share of the PCIe path to its NIC,
+    #: payload B/s each way (None: not modelled)
+    nic_efficiency: float = 1.0
+    pcie_bandwidth: float | None = None
+    #: network dimensions: NCCL's network overhead, the least latency of a step of a ring
+    #: through several nodes (Simple: three times it), s
+    net_overhead: float = 0.0
+
+    @property
+    def proxy_bandwidth(self) -> float:
+        """What the NIC's proxy sustains of one NPU's sends, payload B/s."""
+        return self.egress_bandwidth * self.nic_efficiency
+
+    @property
+    def send_bandwidth(self) -> float:
+        """One NPU's sending rate alone on this dimension, payload B/s: its links' egress,
+        or less where its NIC's proxy or its PCIe path to the NIC sustains less (what NCCL's
+        tuner sees of the path, :mod:`acesim.network.plan`)."""
+        rate = self.proxy_bandwidth
+        if self.pcie_bandwidth is not None:
+            rate = min(rate, self.pcie_bandwidth)
+        return rate
 
     def leaf(self, coordinate: int) -> int:
         """The leaf switch of a coordinate (0 without leaves)."""
@@ -121,6 +150,14 @@ class Topology:
             network=cfg.network,
             leaf_size=cfg.leaf_size,
             oversubscription=cfg.oversubscription,
+            nic_efficiency=cfg.nic_efficiency,
+            net_overhead=cfg.net_overhead,
+            pcie_bandwidth=None
+            if cfg.pcie_bandwidth is None
+            else cfg.pcie_bandwidth
+            * cfg.pcie_efficiency
+            * cfg.links_per_npu
+            / (cfg.ports_per_nic * cfg.npus_per_link),
         )
 
     @property

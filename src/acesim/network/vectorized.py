@@ -230,6 +230,8 @@ def unsupported(
         return "in-switch (NVLS) synchronisation"
     if any(d.spine or d.incast_fan_in is not None for d in runtime.topology.dimensions):
         return "leaf/spine links or switch incast"
+    if runtime.paths_may_bind():
+        return "a NIC's proxy or PCIe path below the links' capacity"
     # The work bound (collective.max_messages) counts what the simulation iterates over: here
     # steps, each one numpy pass over the ranks, not messages (the event path refuses it).
     if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:

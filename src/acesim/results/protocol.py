@@ -93,8 +93,9 @@ def scalar_settings(settings: Any) -> dict[str, Any]:
 
 
 def assumptions(system: SystemConfig) -> list[str]:
-    """The fields of ``system`` whose values are assumptions (its ``[sources]``), sorted."""
-    return sorted(f for f, s in system.sources.items() if s.kind == "assumption")
+    """The fields of ``system`` whose values are assumptions (its ``[sources]``: stated outright,
+    or carried from another system's fit by a transfer rule, ``Source.assumed``), sorted."""
+    return sorted(f for f, s in system.sources.items() if s.assumed)
 
 
 def made_from(provenance: dict[str, Any]) -> str:

@@ -25,6 +25,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Kernel, Roofline
 from ..hardware.platform import Platform
 from ..hardware.strategy import Strategy
+from ..network.collective import Collective
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..network.tuner_check import check_choice
@@ -62,6 +63,8 @@ class CollectiveCase:
     #: where the tuner chose among ``collective.choices``, also simulate the other candidates
     #: and say in the result's ``tuner`` when one is faster (:mod:`acesim.network.tuner_check`)
     tuner_check: bool = True
+    #: with ``kernels``, the collective is issued this long after them, s (0: at once)
+    collective_at: float = 0.0
 
     def with_system(self, system: SystemConfig) -> CollectiveCase:
         """The same case on another system (an endpoint variant)."""
@@ -105,6 +108,7 @@ def make_collective_case(
     host_copy: tuple[float, str] | None = None,
     root: int | None = None,
     tuner_check: bool = True,
+    collective_at: float = 0.0,
     **option_changes: Any,
 ) -> CollectiveCase:
     """Resolve a collective case (arguments as :func:`simulate_collective`'s; ConfigErrors
@@ -118,6 +122,7 @@ def make_collective_case(
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "endpoint"))
     opts = run_options(options, **option_changes)
     kernels = _kernels(compute, compute_kernels)
+    _check_collective_at(collective_at, kernels is not None)
     return CollectiveCase(
         cfg,
         op,
@@ -129,7 +134,18 @@ def make_collective_case(
         host_copy,
         root,
         tuner_check,
+        collective_at,
     )
+
+
+def _check_collective_at(collective_at: float, with_kernels: bool) -> None:
+    """``collective_at`` is a finite time of at least 0 s, and given only with kernels."""
+    if not (math.isfinite(collective_at) and collective_at >= 0):
+        raise ConfigError("collective_at", "must be a finite time of at least 0 s", collective_at)
+    if collective_at > 0 and not with_kernels:
+        raise ConfigError(
+            "collective_at", "applies only with concurrent compute kernels", collective_at
+        )
 
 
 def simulate_collective(
@@ -148,6 +164,7 @@ def simulate_collective(
     root: int | None = None,
     tuner_check: bool = True,
     bound_variants: bool = True,
+    collective_at: float = 0.0,
 ) -> CollectiveResult:
     """Simulate one collective of ``size`` bytes (nccl-tests convention) on ``system``.
 
@@ -179,6 +196,10 @@ def simulate_collective(
         bound_variants: False runs the bound kind (``ideal``) as configured only (the free
             endpoint on the system's own choices: what closed-form checks of an algorithm's
             cost want), not its best variant; then it bounds no other kind.
+        collective_at: with concurrent compute kernels, issue the collective this long after
+            they are launched, s (0: launched before their blocks are dispatched; later: its
+            SM kernel may wait for the units their blocks hold, ``endpoint.baseline.launch``);
+            its time and slowdown are counted from its issue.
     """
     changes: dict[str, Any] = {"mode": "exact" if exact else "symmetric"}
     if variation:
@@ -200,6 +221,7 @@ def simulate_collective(
         host_copy=host_copy,
         root=root,
         tuner_check=tuner_check,
+        collective_at=collective_at,
         **changes,
     )
     kind = ENDPOINT_KINDS.get(case.system.endpoint.kind)
@@ -293,10 +315,7 @@ def _simulate(
         else "concurrent kernels share the NPUs"
     )
     if isinstance(fast, str):
-        coll = platform.collectives.issue(
-            case.op, case.size, dims=case.dims, group=case.group, root=case.root
-        )
-        end = platform.engine.run()
+        coll, end = _issue_and_run(case, platform)
     else:
         coll, end = fast, platform.engine.now
     time = coll.duration
@@ -358,6 +377,26 @@ def _simulate(
             case.op, case.size, dims=case.dims, group=case.group
         )[2].predicted
     return result, predicted
+
+
+def _issue_and_run(case: CollectiveCase, platform: Platform) -> tuple[Collective, float]:
+    """Issue the case's collective ``case.collective_at`` s from now (at once with 0) and run
+    the platform: the collective and the end time, s."""
+    issued: list[Collective] = []
+
+    def issue() -> None:
+        issued.append(
+            platform.collectives.issue(
+                case.op, case.size, dims=case.dims, group=case.group, root=case.root
+            )
+        )
+
+    if case.collective_at > 0:
+        platform.engine.schedule(case.collective_at, issue)
+    else:
+        issue()
+    end = platform.engine.run()
+    return issued[0], end
 
 
 def _concurrent(

@@ -34,6 +34,13 @@ __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
 
 WAITING = "exposed: latency and waiting"
 _EGRESS = re.compile(r"^npu\d+\.(?P<dim>.+)\.egress$")
+#: the path to a NIC beyond its links (network dimensions that state it)
+_PATH = re.compile(r"^npu\d+\.(?P<dim>.+)\.(?P<what>nic_proxy|pcie_send|pcie_receive)$")
+_PATH_NAMES = {
+    "nic_proxy": "NIC proxy",
+    "pcie_send": "PCIe switch (to the NIC)",
+    "pcie_receive": "PCIe switch (from the NIC)",
+}
 _NAMES = {
     "hbm": "HBM",
     "hbm.comm": "HBM",
@@ -46,6 +53,8 @@ _NAMES = {
     "copy_engine.fallback.flops": "SM fallback reductions",
     "ace.dma": "ACE DMA",
     "ace.alu": "ACE ALU",
+    "host_link.d2h": "GPU PCIe link (device to host)",
+    "host_link.h2d": "GPU PCIe link (host to device)",
 }
 
 
@@ -59,6 +68,9 @@ def label(bound: Any, kind: str) -> str:
         match = _EGRESS.match(bound.name)
         if match:
             return f"link {match['dim']}"
+        path = _PATH.match(bound.name)
+        if path:
+            return f"{_PATH_NAMES[path['what']]} {path['dim']}"
         short = bound.name.split(".", 1)[1] if "." in bound.name else bound.name
         return _NAMES.get(short, short)
     return str(bound)

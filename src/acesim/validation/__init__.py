@@ -8,7 +8,8 @@ validate`` prints it. See ``docs/validation.md``.
 
 from .corpus import RUN_KINDS, UNITS, Budget, Case, Corpus, Family, load_corpus
 from .evaluate import evaluate_case, simulate_case, system_of, validate
-from .report import CaseResult, FamilyReport, Report
+from .held_out import validate_transfer
+from .report import CaseResult, FamilyReport, HeldOutValue, Report, TransferReport
 
 __all__ = [
     "RUN_KINDS",
@@ -19,10 +20,13 @@ __all__ = [
     "Corpus",
     "Family",
     "FamilyReport",
+    "HeldOutValue",
     "Report",
+    "TransferReport",
     "evaluate_case",
     "load_corpus",
     "simulate_case",
     "system_of",
     "validate",
+    "validate_transfer",
 ]

@@ -253,6 +253,18 @@ class Case(Strict):
         default_factory=list, description="the parameters a fit row fits (dotted paths)"
     )
     quick: bool = Field(False, description="cheap to simulate: part of `acesim validate --quick`")
+    error_before_fit: float | None = Field(
+        None,
+        description="the row's error (simulated / measured - 1) as a prediction, before any "
+        "parameter was fitted on it or on its system's other rows: recorded when it was, by the "
+        "method before_fit names, and never updated",
+    )
+    before_fit: Literal["held-out", "entry"] | None = Field(
+        None,
+        description="how error_before_fit was found: held-out, the error with the row's "
+        "system's own fits withheld (`acesim validate --transfer`) when it was recorded; "
+        "entry, the row's error as a test row when it entered the corpus, before any fit",
+    )
     status: Literal["live", "unsupported"] = "live"
     reason: str = Field("", description="why an unsupported row is not simulated")
     note: str = ""
@@ -299,6 +311,16 @@ class Case(Strict):
             raise FieldRuleError("run", "a live row must say what to simulate ([cases.run])")
         elif self.reason:
             raise FieldRuleError("reason", "only unsupported rows give a reason", self.reason)
+        if (self.error_before_fit is None) != (self.before_fit is None):
+            raise FieldRuleError(
+                "before_fit", "error_before_fit and before_fit are given together", self.before_fit
+            )
+        if self.error_before_fit is not None and not (
+            math.isfinite(self.error_before_fit) and self.error_before_fit > -1
+        ):
+            raise FieldRuleError(
+                "error_before_fit", "must be a finite error above -1", self.error_before_fit
+            )
         if self.fit and not self.fits:
             raise FieldRuleError("fits", "a fit row must name the parameters it fits")
         if not self.fit and self.fits:
@@ -393,6 +415,11 @@ class FamilyDocument(Strict):
         "with gating_note saying why it does not fail the run)",
     )
     gating_note: str = Field("", description="why the family does not gate (with gating false)")
+    transfer_target: Budget | None = Field(
+        None,
+        description="the error its rows should have with their system's own fits withheld "
+        "(`acesim validate --transfer`): reported against, never gating; None: reported only",
+    )
     cases: list[Any] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -416,6 +443,7 @@ class Family:
     base: Path | None
     gating: bool = True
     gating_note: str = ""
+    transfer_target: Budget | None = None
 
 
 @dataclass(frozen=True)
@@ -484,6 +512,7 @@ def _family(name: str, text: str, base: Path | None) -> Family:
         base,
         doc.gating,
         doc.gating_note,
+        doc.transfer_target,
     )
 
 

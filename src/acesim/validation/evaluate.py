@@ -208,15 +208,21 @@ def _llm(case: Case, run: LlmRun, system: SystemConfig) -> tuple[float, str]:
 
 
 def simulate_case(
-    case: Case, family: Family, system: SystemConfig | None = None
+    case: Case,
+    family: Family,
+    system: SystemConfig | None = None,
+    adjust: Callable[[SystemConfig], SystemConfig] | None = None,
 ) -> tuple[float, str]:
     """The simulated figure of a live case in its unit, and what bound it; errors raise.
-    ``system`` replaces the case's own (fits try parameter values on it)."""
+    ``system`` replaces the case's own (fits try parameter values on it); ``adjust`` changes
+    the system first (a leave-one-system-out world's values, :mod:`.loso`)."""
     run = case.run
     if run is None:
         raise ConfigError("run", "an unsupported row has nothing to simulate", case.id)
     if system is None:
         system = system_of(case, family)
+    if adjust is not None:
+        system = adjust(system)
     if isinstance(run, GemmRun):
         value, note = _gemm(case, run, system)
     elif isinstance(run, AttentionRun):
@@ -234,19 +240,29 @@ def simulate_case(
     return value / case.scale, note
 
 
-def evaluate_case(case: Case, family: Family, *, quick: bool = False) -> CaseResult:
-    """``case`` evaluated; never raises for a row (its problem is the row's ``error``)."""
+def evaluate_case(
+    case: Case,
+    family: Family,
+    *,
+    quick: bool = False,
+    adjust: Callable[[SystemConfig], SystemConfig] | None = None,
+    held_out: bool = False,
+) -> CaseResult:
+    """``case`` evaluated; never raises for a row (its problem is the row's ``error``).
+    ``adjust`` changes its system first and ``held_out`` makes a fit row a test row (the row's
+    system with its own rows withheld, ``acesim validate --transfer``)."""
+    fitted = False if held_out else None
     if case.status == "unsupported":
-        return CaseResult(case, "unsupported", note=case.reason)
+        return CaseResult(case, "unsupported", note=case.reason, fitted=fitted)
     if quick and not case.quick:
-        return CaseResult(case, "skipped", note="not a quick row (--quick)")
+        return CaseResult(case, "skipped", note="not a quick row (--quick)", fitted=fitted)
     try:
-        value, note = simulate_case(case, family)
+        value, note = simulate_case(case, family, adjust=adjust)
     except AcesimError as exc:
-        return CaseResult(case, "error", note=str(exc))
+        return CaseResult(case, "error", note=str(exc), fitted=fitted)
     except Exception as exc:  # an API of another acesim version, a bug: the row says so
-        return CaseResult(case, "error", note=f"{type(exc).__name__}: {exc}")
-    return CaseResult(case, "ok", value, note)
+        return CaseResult(case, "error", note=f"{type(exc).__name__}: {exc}", fitted=fitted)
+    return CaseResult(case, "ok", value, note, fitted=fitted)
 
 
 def validate(

@@ -25,14 +25,35 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from pydantic_core import PydanticUndefined
+
+from ..config.endpoint import EndpointConfig
 from ..config.resolve import resolve_system
-from ..config.system import CollectiveConfig, NPUConfig, SystemConfig
+from ..config.system import (
+    CollectiveConfig,
+    DimensionConfig,
+    KernelModelConfig,
+    NPUConfig,
+    ProtocolConfig,
+    SystemConfig,
+)
 from ..errors import ConfigError
 from .corpus import Case, Corpus, Family, load_corpus
 from .evaluate import simulate_case, system_of
 
-__all__ = ["FIT_RANGES", "Fit", "fit_collective", "fit_npu", "fit_rows"]
+__all__ = [
+    "FIT_RANGES",
+    "Fit",
+    "datasheet_value",
+    "fit_collective",
+    "fit_npu",
+    "fit_preset",
+    "fit_rows",
+    "value_at",
+    "with_value",
+]
 
 #: Parameters a fit row may fit, and the range searched.
 FIT_RANGES: dict[str, tuple[float, float]] = {
@@ -43,6 +64,7 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.write_penalty": (0.0, 10.0),
     "npu.kernels.latency": (0.0, 1e-3),
     "collective.protocol_efficiency": (1e-3, 1.0),
+    "collective.endpoint_delay": (0.0, 1e-3),
     "collective.nvls_efficiency": (1e-3, 1.0),
     "collective.nvls_delay": (0.0, 1e-3),
     "collective.nvls_loop_latency": (0.0, 1e-3),
@@ -59,6 +81,7 @@ for _proto in ("LL", "LL128", "Simple"):
 #: The collective parameters :func:`fit_collective` fits (the others are set by hand).
 COLLECTIVE_FITS = (
     "collective.protocol_efficiency",
+    "collective.endpoint_delay",
     "collective.nvls_efficiency",
     "collective.nvls_delay",
     "collective.nvls_loop_latency",
@@ -99,6 +122,66 @@ def _range(parameter: str) -> tuple[float, float]:
     if base not in FIT_RANGES:
         raise KeyError(parameter)
     return FIT_RANGES[base]
+
+
+def _walk(data: Any, parameter: str) -> Any:
+    """The value at dotted ``parameter`` (``a.b[0].c``) of a dumped document (KeyError else)."""
+    for part in parameter.split("."):
+        name, _, index = part.partition("[")
+        data = data[name]
+        if index:
+            data = data[int(index.rstrip("]"))]
+    return data
+
+
+def value_at(system: SystemConfig, parameter: str) -> float | None:
+    """The value ``system`` gives a fittable ``parameter`` (one dtype's entry of a per-dtype
+    table, or the one value a scalar gives every dtype); KeyError for a path it lacks."""
+    doc = system.model_dump(mode="python")
+    if parameter.startswith("npu.kernels.") and parameter.count(".") == 3:
+        base, dtype = parameter.rsplit(".", 1)
+        table = _walk(doc, base)
+        value = table[dtype] if isinstance(table, dict) else table
+    else:
+        value = _walk(doc, parameter)
+    return None if value is None else float(value)
+
+
+def datasheet_value(parameter: str) -> float | None:
+    """What a fittable ``parameter`` is with nothing fitted or carried: the field's default in
+    the system schema (the ideal machine for the kernel efficiencies, latencies and penalties:
+    every kernel at its roofline; see each field's description). A per-dtype entry takes the
+    table's scalar default."""
+    if parameter.startswith("npu.kernels."):
+        name = parameter.removeprefix("npu.kernels.").split(".")[0]
+        return _optional(KernelModelConfig.model_validate({}).model_dump()[name])
+    if parameter.startswith("collective.protocols."):
+        name = parameter.rsplit(".", 1)[1]
+        default = ProtocolConfig.model_fields[name].get_default()
+        if default is PydanticUndefined:  # a field every protocol table states
+            raise KeyError(parameter)
+        return _optional(default)
+    if parameter.startswith("collective."):
+        name = parameter.removeprefix("collective.")
+        return _optional(CollectiveConfig.model_validate({}).model_dump()[name])
+    if parameter.startswith("network.dimensions["):
+        name = parameter.split("].", 1)[1]
+        return _optional(DimensionConfig.model_fields[name].get_default(call_default_factory=True))
+    if parameter.startswith("endpoint."):
+        return _optional(_walk(EndpointConfig.model_validate({}).model_dump(), parameter[9:]))
+    raise KeyError(parameter)
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def with_value(system: SystemConfig, parameter: str, value: float | None) -> SystemConfig:
+    """``system`` with a fittable ``parameter`` set to ``value`` (None: the field's None, where
+    it has one, e.g. ``collective.nvls_efficiency``)."""
+    if value is None and parameter.startswith(("network.", "endpoint.")):
+        raise ConfigError(parameter, "has no unset value")
+    return _with(system, parameter, value)  # type: ignore[arg-type]
 
 
 def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
@@ -150,9 +233,32 @@ def fit_collective(
     return _fit(corpus, rows, rounds)
 
 
-def _fit(corpus: Corpus, rows: list[tuple[Case, str]], rounds: int) -> list[Fit]:
+def fit_preset(
+    preset: str,
+    corpus: Corpus | None = None,
+    *,
+    adjust: Callable[[SystemConfig], SystemConfig] | None = None,
+    rounds: int = 20,
+) -> list[Fit]:
+    """Fit every parameter the corpus rows of ``preset`` fit (kernel-model and collective
+    parameters alike), on the preset's system changed by ``adjust`` first (the values a
+    leave-one-system-out world gives its other parameters, :mod:`.loso`); [] when the preset
+    has no fit rows."""
+    corpus = corpus if corpus is not None else load_corpus()
+    rows = fit_rows(corpus, preset, ("npu.kernels.", *COLLECTIVE_FITS))
+    return _fit(corpus, rows, rounds, adjust) if rows else []
+
+
+def _fit(
+    corpus: Corpus,
+    rows: list[tuple[Case, str]],
+    rounds: int,
+    adjust: Callable[[SystemConfig], SystemConfig] | None = None,
+) -> list[Fit]:
     families = {c.id: f for f in corpus.families.values() for c in f.cases}
     system = system_of(rows[0][0], families[rows[0][0].id])
+    if adjust is not None:
+        system = adjust(system)
     values: dict[str, float] = {}
     for _ in range(rounds):
         moved = 0.0
@@ -175,7 +281,9 @@ def _fit(corpus: Corpus, rows: list[tuple[Case, str]], rounds: int) -> list[Fit]
                 simulated, _ = simulate_case(case, family, _with(base, parameter, value))
                 return simulated - case.measured
 
-            value = _bisect(error, low, high, f"case {case.id}: {parameter}")
+            # Early rounds may start a row out of reach (another parameter still far from its
+            # fit): it takes the nearer end of its range until the others have moved.
+            value = _bisect(error, low, high, f"case {case.id}: {parameter}", clamp=True)
             previous = values.get(parameter)
             moved = max(
                 moved,
@@ -188,14 +296,26 @@ def _fit(corpus: Corpus, rows: list[tuple[Case, str]], rounds: int) -> list[Fit]
     fits = []
     for case, parameter in rows:
         simulated, _ = simulate_case(case, families[case.id], system)
+        if not math.isclose(simulated, case.measured, rel_tol=1e-6):
+            low, high = _range(parameter)
+            raise ConfigError(
+                f"case {case.id}: {parameter}",
+                f"the measured figure is out of reach of this parameter between {low:g} and "
+                f"{high:g} (simulated {simulated:.6g} at {values[parameter]:g})",
+            )
         fits.append(Fit(parameter, values[parameter], case.id, case.measured, simulated))
     return fits
 
 
-def _bisect(error: Callable[[float], float], low: float, high: float, where: str) -> float:
-    """The root of ``error`` between ``low`` and ``high`` (it changes sign there)."""
+def _bisect(
+    error: Callable[[float], float], low: float, high: float, where: str, *, clamp: bool = False
+) -> float:
+    """The root of ``error`` between ``low`` and ``high`` (it changes sign there); with
+    ``clamp``, the end nearer a root when there is none."""
     e_low, e_high = error(low), error(high)
     if (e_low > 0) == (e_high > 0):
+        if clamp:
+            return low if abs(e_low) < abs(e_high) else high
         raise ConfigError(
             where,
             f"the measured figure is out of reach of this parameter between {low:g} and {high:g}",

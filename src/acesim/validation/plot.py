@@ -29,22 +29,24 @@ def plot_report(report: Report, path: Path) -> int:
         return 0
     fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6), squeeze=False)
     for ax, family in zip(axes[0], families, strict=True):
-        limit = family.budget.limit
-        ax.axhspan(
-            1 - limit,
-            1 + limit,
-            color="tab:green",
-            alpha=0.12,
-            lw=0,
-            label=f"budget ±{limit:.0%} ({family.budget.statistic})",
-        )
+        budget = family.budget
+        if budget is not None:
+            what = "target" if family.held_out else "budget"
+            ax.axhspan(
+                1 - budget.limit,
+                1 + budget.limit,
+                color="tab:green",
+                alpha=0.12,
+                lw=0,
+                label=f"{what} ±{budget.limit:.0%} ({budget.statistic})",
+            )
         ax.axhline(1.0, color="black", lw=0.8)
         systems = sorted({r.case.system for r in family.results if r.status == "ok"})
         for index, system in enumerate(systems):
             rows = [r for r in family.results if r.status == "ok" and r.case.system == system]
             color = f"C{index % 10}"  # matplotlib's default cycle, one per system
             for fit in (False, True):
-                pts = [r for r in rows if r.case.fit == fit]
+                pts = [r for r in rows if r.is_fit == fit]
                 if not pts:
                     continue
                 ax.scatter(

@@ -71,6 +71,10 @@ from .sm_kernels import (
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
 
 
+#: what binds communication while its kernel waits for units a compute kernel's blocks hold
+SM_WAIT = "SMs held by a compute kernel's blocks"
+
+
 def _nothing() -> None:
     """Units held for the whole run need no continuation."""
 
@@ -96,6 +100,15 @@ class BaselineSettings(NvlsKernelSettings):
     )
     unit_bandwidth: PositiveBytesPerSecond = Field(
         50e9, description="network bytes/s one comm unit can drive"
+    )
+    launch: Literal["fifo", "priority", "immediate"] = Field(
+        "fifo",
+        description="how the collective kernel gets its units while a compute kernel's blocks "
+        "hold them (SM scheduling: blocks are not preempted): fifo, streams of one priority "
+        "(CUDA's default, PyTorch's NCCL streams): after the running kernel's pending blocks, "
+        "at its last wave if that leaves the units idle, else at its end; priority, a "
+        "higher-priority stream: at the end of the running wave; immediate: at once, the "
+        "running blocks' work moving to the units left (acesim before issue 32)",
     )
     unit_hbm_bandwidth: PositiveBytesPerSecond | None = Field(
         None,
@@ -184,6 +197,8 @@ class BaselineEndpoint(Endpoint):
         self.nvls_units = cfg.nvls_units
         self._active = [0] * len(npus)
         self._active_nvls = [0] * len(npus)
+        #: per rank, when the units of its active collectives are granted (SM scheduling), s
+        self._granted = [0.0] * len(npus)
         self._demand: list[dict[str, dict[Resource, float]]] = []
         per_byte = {
             REDUCE: cfg.reduce_hbm_bytes_per_byte,
@@ -280,8 +295,26 @@ class BaselineEndpoint(Endpoint):
         # active; a collective on a budget holds its own units while any on it is active
         active, held = self._held(rank, algorithms, units)
         active[rank] += 1
-        if active[rank] == 1 and (units is not None or self.cfg.unit_policy == "while_active"):
-            self.npus[rank].units.acquire(held, _nothing)
+        if active[rank] > 1 or (units is None and self.cfg.unit_policy != "while_active"):
+            return
+        npu = self.npus[rank]
+        wait = npu.sm_wait(held, self.cfg.launch)
+        now = self.engine.now
+        self._granted[rank] = now + wait
+        if wait <= 0:
+            npu.units.acquire(held, _nothing)
+            return
+
+        def granted() -> None:
+            listener = self.engine.bound_listener
+            if rank == 0 and listener is not None:  # what held communication back meanwhile
+                listener.segment("message", SM_WAIT, now, self.engine.now)
+            npu.units.acquire(held, _nothing)
+
+        self.engine.schedule(wait, granted)
+
+    def start_delay(self, rank: int) -> float:
+        return max(0.0, self._granted[rank] - self.engine.now)
 
     def collective_finished(
         self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None

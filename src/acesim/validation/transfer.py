@@ -1,0 +1,183 @@
+"""Transfer rules: where a fitted parameter's value comes from on a system that has no fit row
+of its own for it.
+
+A fitted parameter (``kind = "fit"`` in a preset's ``[sources]``) is fitted on that preset's
+corpus rows. Every other preset that needs the parameter takes it by the first rule of
+:data:`RULES` that has something to draw on, applied to the fits of *other* systems only (a
+system never draws on itself). The candidates are the fits of the same parameter (the same
+dotted path; for one dtype's entry of a per-dtype table, ``npu.kernels.gemm_efficiency.fp16``,
+the fits of that entry, else, under the same rule, the fits of the scalar, which their NPUs
+apply to every dtype: kinship before dtype):
+
+1. ``same-die``: the mean of the fits on systems whose NPU is the same die (:data:`LINEAGE`).
+   The same die has the same SMs, tensor cores, memory controllers and NVLink generation, and
+   every shipped system built on one die has the same switch generation, so a fitted
+   efficiency or latency of the die's kernels, memory or links is the die's.
+2. ``same-vendor``: the mean of the fits on the same vendor's NPUs. Another generation's value
+   is an estimate; no generation is nearer than another by any measure the corpus has, so
+   none is preferred.
+3. ``any-vendor``: the mean of every other system's fit (no fit of the vendor's).
+4. ``datasheet``: no other system fits the parameter: the system schema's default, the value
+   with nothing fitted (:func:`acesim.validation.fit.datasheet_value`: every kernel at its
+   roofline, no latency, no protocol loss), so the system runs on its datasheet alone.
+
+The presets carry what these rules give on the shipped corpus (``kind = "transfer"``, the note
+naming the rule; a test checks the values); ``acesim validate --transfer`` applies the same
+rules with the system under test's own rows withheld (:mod:`.loso`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..config.npus import npu_preset_names
+from ..config.presets import npu_preset_of
+from .fit import datasheet_value
+
+__all__ = [
+    "LINEAGE",
+    "RULES",
+    "Lineage",
+    "Rule",
+    "Transfer",
+    "lineage_of",
+    "transfer",
+    "unit_of",
+]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The maker and the die of an NPU preset (what the rules compare), and the source."""
+
+    vendor: str
+    die: str
+    source: str
+
+
+#: Every NPU preset's lineage (a test checks each preset has one).
+LINEAGE: dict[str, Lineage] = {
+    "v100-sxm2": Lineage("nvidia", "GV100", "NVIDIA Tesla V100 GPU architecture whitepaper"),
+    "a100-sxm": Lineage("nvidia", "GA100", "NVIDIA A100 Tensor Core GPU architecture whitepaper"),
+    "h100-sxm": Lineage("nvidia", "GH100", "NVIDIA H100 Tensor Core GPU architecture whitepaper"),
+    "h200-sxm": Lineage(
+        "nvidia",
+        "GH100",
+        "NVIDIA H200 datasheet: the H100's Hopper GPU with 141 GB of HBM3e (same SMs, peaks, "
+        "NVLink4)",
+    ),
+    "b200": Lineage(
+        "nvidia",
+        "GB100",
+        "NVIDIA Blackwell architecture technical brief: B200 is two Blackwell dies in one "
+        "package; the GPU of a GB200 superchip is the same package (HGX B200 at 1,000 W, GB200 "
+        "at 1,200 W)",
+    ),
+    "gb200": Lineage(
+        "nvidia",
+        "GB100",
+        "NVIDIA Blackwell architecture technical brief: each GB200 superchip carries two B200 "
+        "GPUs (two Blackwell dies each) beside a Grace CPU",
+    ),
+    "mi300x": Lineage(
+        "amd", "MI300X", "AMD CDNA 3 instruction set / MI300X datasheet: eight CDNA 3 XCDs"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One transfer rule: its name (as preset notes cite it) and why it holds."""
+
+    name: str
+    reason: str
+
+
+#: The rules, in the order they are tried (the module docstring states each).
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "same-die",
+        "the same die has the same SMs, memory controllers and NVLink generation: its fitted "
+        "efficiencies and latencies carry over",
+    ),
+    Rule(
+        "same-vendor",
+        "another generation of the same vendor: the mean of its fits, no generation preferred",
+    ),
+    Rule("any-vendor", "no fit of the vendor's: the mean of every other system's fit"),
+    Rule("datasheet", "no other system fits it: the schema's default, the datasheet alone"),
+)
+_RULE = {r.name: r for r in RULES}
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The value a rule gives ``parameter`` on ``preset``: ``value`` (None: the field's
+    unset value, e.g. ``nvls_efficiency`` falling back to ``protocol_efficiency``), the rule,
+    and the presets whose fits it drew on."""
+
+    preset: str
+    parameter: str
+    value: float | None
+    rule: Rule
+    drawn_from: tuple[str, ...]
+
+
+@lru_cache(maxsize=256)
+def unit_of(preset: str) -> str:
+    """The system a preset belongs to, for leaving one out: its NPU preset (an NPU preset
+    itself; a system preset the NPU preset it extends); the preset itself when its NPU is
+    written out in full."""
+    if preset in npu_preset_names():
+        return preset
+    try:
+        npu = npu_preset_of(preset)
+    except Exception:  # a system file that does not read: its own unit (the caller reports it)
+        return preset
+    return npu if npu is not None else preset
+
+
+def lineage_of(preset: str) -> Lineage | None:
+    """The lineage of a preset's NPU (None: not in :data:`LINEAGE`)."""
+    return LINEAGE.get(unit_of(preset))
+
+
+def _candidates(
+    preset: str, parameter: str, fits: Mapping[tuple[str, str], float]
+) -> list[dict[str, float]]:
+    """Fits of ``parameter`` on other systems, by preset: for one dtype's entry of a table, the
+    fits of that entry, then the fits of the scalar (tried in that order within each rule)."""
+    own = unit_of(preset)
+    keys = [parameter]
+    if parameter.startswith("npu.kernels.") and parameter.count(".") == 3:
+        keys.append(parameter.rsplit(".", 1)[0])
+    return [{p: v for (p, k), v in fits.items() if k == key and unit_of(p) != own} for key in keys]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _kin(rule: str, mine: Lineage | None, other: Lineage | None) -> bool:
+    """``other`` counts for ``rule`` from a system of lineage ``mine``."""
+    if rule == "any-vendor":
+        return True
+    if mine is None or other is None or other.vendor != mine.vendor:
+        return False
+    return rule == "same-vendor" or other.die == mine.die
+
+
+def transfer(preset: str, parameter: str, fits: Mapping[tuple[str, str], float]) -> Transfer:
+    """The value of ``parameter`` on ``preset`` by the first rule of :data:`RULES` with
+    something to draw on, from ``fits`` ((preset, parameter) -> fitted value)."""
+    mine = lineage_of(preset)
+    for rule in ("same-die", "same-vendor", "any-vendor"):
+        for found in _candidates(preset, parameter, fits):
+            group = {p: v for p, v in found.items() if _kin(rule, mine, lineage_of(p))}
+            if group:
+                drawn = tuple(sorted(group))
+                value = _mean([group[p] for p in drawn])
+                return Transfer(preset, parameter, value, _RULE[rule], drawn)
+    return Transfer(preset, parameter, datasheet_value(parameter), _RULE["datasheet"], ())
