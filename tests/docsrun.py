@@ -42,7 +42,7 @@ SMALL: list[tuple[str, str]] = [
     (r"--global-batch \d+", "--global-batch 8"),
     (r"--seq \d+", "--seq 512"),
     (r"^(?!.*--seq)(acesim (?:run|export-chakra) .*--parallel .*)$", r"\1 --seq 512"),
-    (r"vpp=5\b", "vpp=1"),
+    (r"vpp=(?:[3-9]|\d\d+)\b", "vpp=1"),
     # collective size sweeps: the first sizes of the range
     (r"--sizes 1KiB:1GiB\b", "--sizes 1KiB:4KiB"),
     (r"--sizes 8B:8GiB\b", "--sizes 8B:64B"),
