@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from acesim.config import SystemConfig, system_from_dict
+from acesim.simulate import simulate_collective
 
 
 def dim(
@@ -60,3 +61,11 @@ def ring_allreduce_finish(joins: list[float], step_delay: float, step_time: floa
     for _step in range(2 * (len(joins) - 1)):
         done = [max(done[j], done[j - 1] + step_delay) + step_time for j in range(len(joins))]
     return done
+
+
+def simulate_as_configured(*args: Any, **kw: Any) -> Any:
+    """``simulate_collective`` on the endpoint as configured: ``ideal`` is then the free
+    endpoint on the case's own (forced) algorithm and pieces, the mechanism closed-form tests
+    check, not the bound over every variant that ``acesim`` reports for it."""
+    kw.setdefault("bound_variants", False)
+    return simulate_collective(*args, **kw)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from clitools import cli_error
 from systems import make_system
+from systems import simulate_as_configured as simulate_collective
 from typer.testing import CliRunner
 
 from acesim.cli import app
@@ -22,16 +22,6 @@ from acesim.network import vectorized
 from acesim.network.group import resolve
 from acesim.network.plan import choose_algorithm
 from acesim.network.topology import Topology
-from acesim.simulate import simulate_collective as simulate_any
-
-
-def simulate_collective(*args: Any, **kw: Any) -> Any:
-    """The collective on the endpoint as configured: ``ideal`` here is the free endpoint on
-    the case's own (forced) algorithm, the mechanism these tests check, not the bound over
-    every variant that ``acesim`` reports for it."""
-    kw.setdefault("bound_variants", False)
-    return simulate_any(*args, **kw)
-
 
 GIB = 2**30
 MIB = 2**20

@@ -9,12 +9,11 @@ dimension's egress bandwidth and ``a`` its link latency plus ``collective.endpoi
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 from systems import dim, make_system
+from systems import simulate_as_configured as simulate_collective
 
-from acesim import simulate_collective as simulate_any
 from acesim.config.variation import LinkChange, Variation
 from acesim.errors import AcesimError, ConfigError, TopologyError
 from acesim.hardware.platform import Platform
@@ -22,14 +21,6 @@ from acesim.network import vectorized
 from acesim.network.algorithms import chain_steps, phase_steps
 from acesim.network.ops import COLLECTIVE_OPS
 from acesim.results.collective import bus_factor
-
-
-def simulate_collective(*args: Any, **kw: Any) -> Any:
-    """The collective on the free endpoint as configured (its algorithm and pieces: the
-    closed forms below), not the bound over every variant that ``ideal`` reports."""
-    kw.setdefault("bound_variants", False)
-    return simulate_any(*args, **kw)
-
 
 MiB = 1 << 20
 LATENCY = 1e-6

@@ -5,25 +5,14 @@ acesim.network.collective, acesim.hardware.platform)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from systems import make_system
+from systems import simulate_as_configured as simulate_collective
 
 from acesim.config.resolve import resolve_system
 from acesim.config.system import SystemConfig
 from acesim.errors import ConfigError
 from acesim.hardware.platform import Platform
-from acesim.simulate import simulate_collective as simulate_any
-
-
-def simulate_collective(*args: Any, **kw: Any) -> Any:
-    """The collective on the endpoint as configured: ``ideal`` here is the free endpoint on
-    the case's own (forced) algorithm, the mechanism these tests check, not the bound over
-    every variant that ``acesim`` reports for it."""
-    kw.setdefault("bound_variants", False)
-    return simulate_any(*args, **kw)
-
 
 GIB = 2**30
 FLAT = {"collective.algorithm": "flat_ring"}

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from systems import simulate_as_configured as simulate_collective
 
 from acesim.config.resolve import resolve_system
 from acesim.config.system import SystemConfig
@@ -13,16 +12,6 @@ from acesim.network.group import resolve
 from acesim.network.plan import choose_algorithm
 from acesim.network.spine import spine_factor
 from acesim.network.topology import Topology
-from acesim.simulate import simulate_collective as simulate_any
-
-
-def simulate_collective(*args: Any, **kw: Any) -> Any:
-    """The collective on the endpoint as configured: ``ideal`` here is the free endpoint on
-    the case's own (forced) algorithm, the mechanism these tests check, not the bound over
-    every variant that ``acesim`` reports for it."""
-    kw.setdefault("bound_variants", False)
-    return simulate_any(*args, **kw)
-
 
 SIZE = 256 * 2**20
 
