@@ -201,14 +201,7 @@ def simulate_collective(
             SM kernel may wait for the units their blocks hold, ``endpoint.baseline.launch``);
             its time and slowdown are counted from its issue.
     """
-    changes: dict[str, Any] = {"mode": "exact" if exact else "symmetric"}
-    if variation:
-        changes.update(
-            stragglers=list(variation.stragglers),
-            compute_spread=variation.compute_spread,
-            links=list(variation.links),
-            npu_types=list(variation.npu_types),
-        )
+    changes = _mode_options(exact, variation)
     case = make_collective_case(
         system,
         op,
@@ -224,12 +217,29 @@ def simulate_collective(
         collective_at=collective_at,
         **changes,
     )
-    kind = ENDPOINT_KINDS.get(case.system.endpoint.kind)
-    if kind.role != "bound" or not bound_variants:
+    if ENDPOINT_KINDS.get(case.system.endpoint.kind).role != "bound" or not bound_variants:
         return _collective(case, tuner_check)
-    # the bound: every variant (another kind's algorithms and pieces at no cost), the fastest
+    return _bound(case)
+
+
+def _mode_options(exact: bool, variation: Variation | None) -> dict[str, Any]:
+    """Run options of :func:`simulate_collective`'s ``exact`` and ``variation``."""
+    changes: dict[str, Any] = {"mode": "exact" if exact else "symmetric"}
+    if variation:
+        changes.update(
+            stragglers=list(variation.stragglers),
+            compute_spread=variation.compute_spread,
+            links=list(variation.links),
+            npu_types=list(variation.npu_types),
+        )
+    return changes
+
+
+def _bound(case: CollectiveCase) -> CollectiveResult:
+    """The bound kind's result: every variant (another kind's algorithms and pieces at no
+    cost) run, the fastest kept (ties: the first listed)."""
     best: CollectiveResult | None = None
-    for v in kind.variants_of(case.system):
+    for v in ENDPOINT_KINDS.get(case.system.endpoint.kind).variants_of(case.system):
         result = _collective(case.with_system(case.system.with_endpoint(None, **v.changes)))
         if best is None or result.time < best.time:
             best = result
@@ -298,16 +308,7 @@ def _simulate(
     algorithm (empty: no choice made)."""
     strategy = _strategy(case)
     cfg = case.system
-    platform = Platform(cfg, strategy)
-    if case.kernels is not None:
-        for npu in platform.npus:
-            npu.run_kernels(list(case.kernels), _nothing, tag="compute")
-    copy_end: list[float] = []
-    if case.host_copy is not None:
-        for npu in platform.npus:
-            npu.host_copy(*case.host_copy, lambda _a: copy_end.append(platform.engine.now))
-    recorder = BoundRecorder()
-    platform.engine.add_bound_listener(recorder)
+    platform, copy_end, recorder = _prepared(case, strategy)
     alone = case.kernels is None and case.host_copy is None
     fast = (
         run_alone(platform.collectives, case.op, case.size, dims=case.dims, group=case.group)
@@ -364,19 +365,43 @@ def _simulate(
         settings=scalar_settings(cfg.endpoint.settings()),
         provenance=cfg.provenance.to_dict(),
     )
-    where = first_non_finite(result.to_dict())
-    if where is not None:
-        raise SimulationError(
-            f"{case.op} of {case.size:g} bytes on {cfg.name} ({cfg.endpoint.kind}): {where} is "
-            "not finite (a cost beyond what the model can represent; check the system's "
-            "latencies, bandwidths and endpoint settings)"
-        )
+    _check_finite(case, result)
     predicted: tuple[tuple[str, float], ...] = ()
     if coll.algorithm is not None and cfg.collective.algorithm is None:
         predicted = platform.collectives.choose(
             case.op, case.size, dims=case.dims, group=case.group
         )[2].predicted
     return result, predicted
+
+
+def _prepared(
+    case: CollectiveCase, strategy: Strategy
+) -> tuple[Platform, list[float], BoundRecorder]:
+    """The case's platform with its concurrent kernels and host copies started, and a bound
+    recorder listening from then on; the list the host copies' end times go to (s)."""
+    platform = Platform(case.system, strategy)
+    if case.kernels is not None:
+        for npu in platform.npus:
+            npu.run_kernels(list(case.kernels), _nothing, tag="compute")
+    copy_end: list[float] = []
+    if case.host_copy is not None:
+        for npu in platform.npus:
+            npu.host_copy(*case.host_copy, lambda _a: copy_end.append(platform.engine.now))
+    recorder = BoundRecorder()
+    platform.engine.add_bound_listener(recorder)
+    return platform, copy_end, recorder
+
+
+def _check_finite(case: CollectiveCase, result: CollectiveResult) -> None:
+    """SimulationError naming the first non-finite figure of ``result``."""
+    where = first_non_finite(result.to_dict())
+    if where is not None:
+        cfg = case.system
+        raise SimulationError(
+            f"{case.op} of {case.size:g} bytes on {cfg.name} ({cfg.endpoint.kind}): {where} is "
+            "not finite (a cost beyond what the model can represent; check the system's "
+            "latencies, bandwidths and endpoint settings)"
+        )
 
 
 def _issue_and_run(case: CollectiveCase, platform: Platform) -> tuple[Collective, float]:
