@@ -61,13 +61,13 @@ from ..network.ops import COLLECTIVE_OPS
 from ..network.topology import Topology
 from ..results.jobs import JobResult, JobsRecorder, JobsResult, job_result
 from ..results.protocol import assumptions, scalar_settings
-from ..results.trace import enable_tracing
-from ..training.executor import Execution, Gate, GraphExecutor
+from ..training.executor import Execution, Gate
 from ..training.strategy import decide, mode_note
 from ..workload.graph import Graph, Node
 from ..workload.model import Compute
 from ..workload.placement import place_job
 from .case import make_case, run_options
+from .graph_run import run_graph
 from .llm import llm_graph, make_llm
 from .training import case_graph
 
@@ -419,7 +419,10 @@ def _moved(node: Node, offset: int, job: str | None, topology: Topology) -> Node
 
 
 def _simulate(
-    case: JobsCase, plans: Sequence[JobPlan], trace: bool = False
+    case: JobsCase,
+    plans: Sequence[JobPlan],
+    trace: bool = False,
+    on_estimate: Callable[[int], Any] | None = None,
 ) -> tuple[Execution, _Combined, str]:
     """Run ``plans`` together on the case's system; the execution, the combined graph and
     the mode note."""
@@ -433,21 +436,24 @@ def _simulate(
         problem=what,
     )
     strategy = replace(strategy, lockstep=False, replicate=False, events=strategy.events or EVENTS)
-    platform = Platform(case.system, strategy)
-    if trace:
-        enable_tracing(platform)
     names = {p: plan.name for plan in plans for p in plan.npus}
     tracks = {p: f"flow:{job}" for p, job in names.items()}
     tracks.update({p: f"message:{job}" for job, p in combined.reps.items()})
-    platform.collectives.tracks = tracks
-    executor = GraphExecutor(
-        platform,
+
+    def prepare(platform: Platform) -> None:
+        platform.collectives.tracks = tracks
+
+    execution = run_graph(
+        case.system,
+        strategy,
         graph,
+        trace=trace,
+        on_estimate=on_estimate,
+        prepare=prepare,
         gates=combined.gates,
         kernel_tracks={p: f"kernel:{job}" for job, p in combined.reps.items()},
         recorder=JobsRecorder,
     )
-    execution = executor.run()
     return execution, combined, mode_note(strategy, execution)
 
 
@@ -461,7 +467,7 @@ def execute_jobs(
 ) -> tuple[JobsResult, Execution]:
     """Run the jobs together, then each alone; the result and the shared run's execution
     (its trace: one process per job, :func:`acesim.results.jobs.jobs_trace`)."""
-    execution, combined, note = _simulate(case, case.jobs, trace)
+    execution, combined, note = _simulate(case, case.jobs, trace, on_estimate)
     jobs: list[JobResult] = []
     for plan in case.jobs:
         alone = None

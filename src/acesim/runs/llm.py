@@ -40,15 +40,14 @@ from ..config.variation import Variation, check_placement
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
-from ..hardware.platform import Platform, elaborate
+from ..hardware.platform import elaborate
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
 from ..results.llm import LlmResult, idle_breakdown, rank_compute_times
 from ..results.protocol import assumptions, scalar_settings
-from ..results.trace import enable_tracing
 from ..training.bounds import attribute, collective_bounds
-from ..training.executor import Execution, GraphExecutor
+from ..training.executor import Execution
 from ..training.pipeline import pipeline_graph
 from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..training.strategy import decide, mode_note
@@ -62,6 +61,7 @@ from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
+from .graph_run import run_graph
 
 __all__ = [
     "LlmCase",
@@ -483,18 +483,14 @@ def execute_llm(
         trace=trace,
         problem=_order_problem(case) if opts.mode != "exact" else None,
     )
-    platform = Platform(case.system, strategy)
-    if trace:
-        enable_tracing(platform)
-    total = graph.iterations
-    executor = GraphExecutor(
-        platform,
+    execution = run_graph(
+        case.system,
+        strategy,
         graph,
-        on_iteration=(lambda k: on_iteration(k + 1, total)) if on_iteration else None,
+        trace=trace,
+        on_estimate=on_estimate,
+        on_iteration=on_iteration,
     )
-    if on_estimate is not None:
-        on_estimate(executor.estimate_messages())
-    execution = executor.run()
     return _summary(case, execution, mode_note(strategy, execution), variant), execution
 
 

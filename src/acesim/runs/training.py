@@ -15,16 +15,16 @@ from typing import Any
 from ..config.experiment import measurement_problem
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
-from ..hardware.platform import Platform, elaborate
+from ..hardware.platform import elaborate
 from ..results.protocol import assumptions, scalar_settings
 from ..results.run import RunInfo, RunResult, summarize
-from ..results.trace import enable_tracing
-from ..training.executor import Execution, GraphExecutor
+from ..training.executor import Execution
 from ..training.loops import build_graph
 from ..training.strategy import decide, mode_note
 from ..workload.graph import Graph
 from ..workload.placement import place_graph
 from .case import Case
+from .graph_run import run_graph
 
 __all__ = ["execute_training", "case_graph", "MESSAGES_PER_SECOND"]
 
@@ -75,23 +75,14 @@ def execute_training(
         placed=opts.placement is not None,
         trace=trace,
     )
-    platform = Platform(system, strategy)
-    if trace:
-        enable_tracing(platform)
-    total = graph.iterations
-    executor = GraphExecutor(
-        platform,
-        graph,
-        on_iteration=(lambda k: on_iteration(k + 1, total)) if on_iteration else None,
+    execution = run_graph(
+        system, strategy, graph, trace=trace, on_estimate=on_estimate, on_iteration=on_iteration
     )
-    if on_estimate is not None:
-        on_estimate(executor.estimate_messages())
-    execution = executor.run()
     execution.warmup = warmup
     info = RunInfo(
         system=system.name,
         shape=list(system.network.shape),
-        npus=platform.topology.npus,
+        npus=execution.platform.topology.npus,
         workload=case.workload_name,
         batch_per_npu=case.batch_per_npu,
         precision=case.precision,
