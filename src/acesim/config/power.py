@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from ..precision import DTYPES
 from .errors import FieldRuleError
 from .strict import Strict
 from .validators import (
@@ -19,6 +18,7 @@ from .validators import (
     NonNegativeJoulesPerFlop,
     NonNegativeWatts,
     PositiveWatts,
+    dtype_table,
     show_number,
 )
 
@@ -71,16 +71,7 @@ class NPUPowerConfig(Strict):
         "NPU without ACE does not pay it), W"
     )
 
-    @field_validator("matrix_flop_energy")
-    @classmethod
-    def _dtypes(cls, value: dict[str, float]) -> dict[str, float]:
-        if not value:
-            raise ValueError("must list at least one dtype's energy")
-        for name in value:
-            if name not in DTYPES:
-                err = DTYPES.unknown(name)
-                raise FieldRuleError(name, f"unknown dtype; {err.rule}", hint=err.hint)
-        return value
+    _dtypes = field_validator("matrix_flop_energy")(dtype_table("energy"))
 
     @model_validator(mode="after")
     def _idle_below_limit(self) -> NPUPowerConfig:

@@ -44,6 +44,7 @@ from .validators import (
     PositiveInt,
     PrecisionName,
     at_least,
+    dtype_table,
     real_number,
     show_number,
 )
@@ -159,16 +160,7 @@ class NPUConfig(Strict):
         "None: no energy figures",
     )
 
-    @field_validator("matrix_flops")
-    @classmethod
-    def _dtypes(cls, value: dict[str, float]) -> dict[str, float]:
-        if not value:
-            raise ValueError("must list at least one dtype's peak")
-        for name in value:
-            if name not in DTYPES:
-                err = DTYPES.unknown(name)
-                raise FieldRuleError(name, f"unknown dtype; {err.rule}", hint=err.hint)
-        return value
+    _dtypes = field_validator("matrix_flops")(dtype_table("peak"))
 
     @model_validator(mode="after")
     def _peak_finite(self) -> NPUConfig:

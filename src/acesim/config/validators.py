@@ -38,7 +38,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BeforeValidator
 
 from ..errors import short_repr
-from ..precision import PRECISIONS
+from ..precision import DTYPES, PRECISIONS
 from ..registry import Registry
 from .errors import FieldRuleError
 from .quantities import (
@@ -321,3 +321,19 @@ def registered(registry: Registry[Any]) -> Callable[[str | None], str | None]:
 
 PrecisionName = Annotated[str | None, AfterValidator(registered(PRECISIONS))]
 """A training precision's name (:data:`acesim.precision.PRECISIONS`), or None."""
+
+
+def dtype_table(what: str) -> Callable[[dict[str, float]], dict[str, float]]:
+    """A validator of a table keyed by dtype (``acesim.precision.DTYPES``): at least one
+    entry (``must list at least one dtype's <what>``), every key a known dtype."""
+
+    def check(value: dict[str, float]) -> dict[str, float]:
+        if not value:
+            raise ValueError(f"must list at least one dtype's {what}")
+        for name in value:
+            if name not in DTYPES:
+                err = DTYPES.unknown(name)
+                raise FieldRuleError(name, f"unknown dtype; {err.rule}", hint=err.hint)
+        return value
+
+    return check
