@@ -31,6 +31,7 @@ import datetime as _dt
 import math
 import sqlite3
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,10 @@ _TABLE_COLUMNS = {
     "meta": ("key", "value"),
 }
 _SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+_LOCK_WAIT_S = 60.0
+"""How long (s) a writer waits for another process's lock on the results database."""
 
 
 def _file_is_empty(path: Path) -> bool:
@@ -197,7 +202,7 @@ class ResultStore:
             raise SweepError(f"--db {self.path}: folder {self.path.parent} does not exist")
         new_file = _file_is_empty(self.path)
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+            self.conn = sqlite3.connect(str(self.path), timeout=_LOCK_WAIT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise SweepError(f"{self.path}: cannot open the results database ({exc})") from None
         try:
@@ -245,7 +250,20 @@ class ResultStore:
         self.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
 
     def _set_journal(self) -> None:
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        # Switching to WAL takes the file's exclusive lock and SQLite answers SQLITE_BUSY at
+        # once (without the busy timeout) while another connection reads or creates the file:
+        # retry for as long as the connection's own timeout would wait.
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
         # WAL + NORMAL: a committed row survives the process being killed (not power loss).
         self.conn.execute("PRAGMA synchronous=NORMAL")
 
