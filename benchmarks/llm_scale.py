@@ -1,25 +1,32 @@
-"""How fast acesim simulates one LLM training iteration (issue 14).
+"""How fast acesim simulates one LLM training iteration (issues 14 and 27).
 
-Class mode (the default of LLM runs: one simulated rank per pipeline stage, an exact reduction
-of simulating every GPU) on Llama3 405B at about 1,000, 16,000 and 100,000 H100 GPUs
-(``h100-nvswitch-8`` with ``--nodes``), against the issue's targets (<= 10 s, <= 60 s,
-<= 600 s on the 2-core machine): the median over a few runs of case resolution (placement,
-memory), graph building and simulation, as wall time and as this process's CPU time (on a
-shared machine the wall time also counts the other processes' turns; the CPU time is what one
-free core would take).
+The default cases are issue 27's table, class mode (one simulated rank per pipeline stage, as
+``acesim run`` runs them), each against the target of 1 CPU s per case, measured in this
+process with start-up (imports) excluded:
 
-Llama3 405B has 126 layers, so its pipeline sizes divide 126 (Megatron needs equal stages):
-``tp=8,pp=9`` (14 layers a stage) with full recomputation, the configuration of that shape
-that fits 80 GB (44 GB per GPU; without recomputation the activations of the first stage's
-nine in-flight micro-batches need 100 GB). The GPU counts are therefore multiples of 72:
-1,008, 16,128 and 100,800 GPUs (DP 14, 224, 1,400), with 16 micro-batches per pipeline at
-every scale (global batch 16 x DP, as Llama3 405B's 16k-GPU run: 2,048 sequences over DP 128),
-so the work per GPU is the same and the cost of scale shows alone. ``--exact`` adds the
-exact-mode cases (every GPU; minutes).
+* ``8b``: Llama 3 8B on 8 H100, FSDP (Megatron-Bridge's H100 FP8 row: ``zero=3``, 5 recomputed
+  layers), GBS 128, seq 8192, FP8;
+* ``70b``: Llama 3 70B on 64 H100, TP4 PP8 VPP5, TP overlap, GBS 128, seq 8192, FP8 (the
+  Megatron-Bridge row);
+* ``175b``: GPT-3 175B on 512 H100, TP4 PP8 VPP4, TP overlap, MBS 2, GBS 2,304, seq 2048, FP8;
+* ``405b``: Megatron-Bridge's Llama 3.1 405B recipe on 1,024 H100 (TP8 PP8 CP2 VPP8, TP overlap,
+  the embedding and the loss counted as pipeline layers: uneven stages of 15 and 16 layers),
+  GBS 512, seq 8192, FP8;
+* ``1t``: GPT 1T (Narayanan et al., SC21, table 1: 128 layers, hidden 25,600, 160 heads, seq
+  2048, vocabulary 51,200) on 512 A100, TP8 PP64, GBS 512, full recomputation, BF16.
 
-    python benchmarks/llm_scale.py                      # class mode, 3 repeats (minutes)
-    python benchmarks/llm_scale.py --repeats 1 --only 1008
-    python benchmarks/llm_scale.py --exact --repeats 1  # also exact mode on 64 GPUs
+``--only`` picks cases by name; the issue 14 scale cases (Llama3 405B ``tp=8,pp=9`` at 1,008,
+16,128 and 100,800 GPUs, targets 10/60/600 s) are ``s1008``, ``s16128``, ``s100800`` and
+``--exact`` adds the exact-mode comparison (``exact64``, class and exact mode). Each row is the
+median of ``--repeats`` runs of case resolution, graph building and simulation, as wall time
+and as this process's CPU time (on a shared machine the wall time also counts the other
+processes' turns; the CPU time is what one free core would take). ``--full`` runs the full
+per-kernel simulation (no layer replay) for the before/after comparison and prints the
+relative difference of the iteration time between the two (``--compare``).
+
+    python benchmarks/llm_scale.py --repeats 1 --only 70b
+    python benchmarks/llm_scale.py                        # issue 27's table, 5 repeats (minutes)
+    python benchmarks/llm_scale.py --only s1008 --repeats 3
 """
 
 from __future__ import annotations
@@ -29,49 +36,112 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass
 
 from acesim.runs.llm import make_llm_case, run_llm
-from acesim.workload.llm.models import MODELS
+from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
 
-#: (GPUs, model, nodes, parallel, global batch, micro batch, seq, precision, target s)
-CLASS_CASES = [
-    (1008, "llama3-405b", 126, "tp=8,pp=9,recompute=full", 16 * 14, 1, 8192, "bf16", 10.0),
-    (16128, "llama3-405b", 2016, "tp=8,pp=9,recompute=full", 16 * 224, 1, 8192, "bf16", 60.0),
-    (100800, "llama3-405b", 12600, "tp=8,pp=9,recompute=full", 16 * 1400, 1, 8192, "bf16", 600.0),
-]
-#: exact mode against class mode (the agreement, and what class mode saves)
-EXACT_CASES = [
-    (64, "llama3-8b", 8, "tp=2,pp=4", 64, 1, 4096, "bf16", 0.0),
-]
+#: GPT 1T as Narayanan et al. train it ("Efficient Large-Scale Language Model Training on GPU
+#: Clusters Using Megatron-LM", SC21, table 1: 128 layers, hidden 25,600, 160 attention heads,
+#: sequence 2,048; the GPT-2 vocabulary padded to 51,200 as Megatron-LM pads it).
+GPT_1T = TransformerConfig(
+    "gpt-1t",
+    layers=128,
+    hidden=25600,
+    heads=160,
+    ffn=4 * 25600,
+    vocab=51200,
+    seq=2048,
+    gated=False,
+    norm="layernorm",
+    bias=True,
+    source="Narayanan et al., SC21, table 1",
+)
 
 
-def _run(case_args: tuple, mode: str) -> tuple[float, float, float, int, str]:
-    """(wall s, CPU s, iteration s, simulated ranks, mode run) of one run."""
-    _gpus, model, nodes, par, gbs, mbs, seq, prec, _target = case_args
+@dataclass(frozen=True)
+class LlmBench:
+    """One benchmark case: what it runs and its target (CPU s)."""
+
+    label: str
+    system: str
+    nodes: int | None
+    model: str | TransformerConfig
+    parallel: str
+    global_batch: int
+    micro_batch: int
+    seq: int
+    precision: str
+    target: float
+    mode: str = "class"
+
+
+_70B = "tp=4,pp=8,vpp=5,cp=1,ep=1,tp_overlap=1,grad_fp32=0"
+_405B = "tp=8,pp=8,vpp=8,cp=2,tp_overlap=1,account_embedding=1,account_loss=1,grad_fp32=0"
+_8B = "tp=1,pp=1,cp=1,ep=1,zero=3,recompute=full,recompute_layers=5,grad_fp32=0"
+_S405 = "tp=8,pp=9,recompute=full"
+_H100 = "h100-nvswitch-8"
+
+#: issue 27's table (default), then issue 14's scale cases and the exact-mode comparison
+CASES: dict[str, LlmBench] = {
+    "8b": LlmBench("Llama3 8B FSDP, 8 H100", _H100, None, "llama3-8b", _8B, 128, 1, 8192, "fp8", 1),
+    "70b": LlmBench("Llama3 70B TP4 PP8 VPP5, 64 H100", _H100, 8, "llama3-70b", _70B, 128, 1, 8192,
+                    "fp8", 1),
+    "175b": LlmBench("GPT-3 175B TP4 PP8 VPP4, 512 H100", _H100, 64, "gpt3-175b",
+                     "tp=4,pp=8,vpp=4,tp_overlap=1", 2304, 2, 2048, "fp8", 1),
+    "405b": LlmBench("Llama3.1 405B TP8 PP8 CP2 VPP8, 1,024 H100", _H100, 128, "llama3-405b",
+                     _405B, 512, 1, 8192, "fp8", 1),
+    "1t": LlmBench("GPT 1T TP8 PP64, 512 A100", "a100-nvswitch-8", 64, GPT_1T,
+                   "tp=8,pp=64,recompute=full", 512, 1, 2048, "bf16", 1),
+}  # fmt: skip
+SCALE_CASES: dict[str, LlmBench] = {
+    "s1008": LlmBench("Llama3 405B tp8 pp9, 1,008 GPUs", _H100, 126, "llama3-405b", _S405,
+                      16 * 14, 1, 8192, "bf16", 10),
+    "s16128": LlmBench("Llama3 405B tp8 pp9, 16,128 GPUs", _H100, 2016, "llama3-405b", _S405,
+                       16 * 224, 1, 8192, "bf16", 60),
+    "s100800": LlmBench("Llama3 405B tp8 pp9, 100,800 GPUs", _H100, 12600, "llama3-405b",
+                        _S405, 16 * 1400, 1, 8192, "bf16", 600),
+}  # fmt: skip
+EXACT_CASES: dict[str, LlmBench] = {
+    "exact64": LlmBench("Llama3 8B tp2 pp4, 64 GPUs", _H100, 8, "llama3-8b", "tp=2,pp=4", 64, 1,
+                        4096, "bf16", 0),
+}  # fmt: skip
+
+
+def _run(bench: LlmBench, mode: str, full: bool) -> tuple[float, float, float, int, str, int]:
+    """(wall s, CPU s, iteration s, simulated ranks, mode run, events) of one run."""
     wall, cpu = time.perf_counter(), time.process_time()
+    model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
+    par = parse_parallel(
+        bench.parallel, global_batch=bench.global_batch, micro_batch=bench.micro_batch,
+        seq=bench.seq,
+    )  # fmt: skip
+    options = None
     case = make_llm_case(
-        "h100-nvswitch-8",
-        MODELS.get(model),
-        parse_parallel(par, global_batch=gbs, micro_batch=mbs, seq=seq),
-        precision=prec,
-        nodes=nodes,
+        bench.system, model, par, precision=bench.precision, nodes=bench.nodes, options=options
     )
-    result, ex = run_llm(case, mode="exact" if mode == "exact" else "class")
+    result, ex = run_llm(case, mode=mode)
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
         result.iteration_time,
         len(ex.records),
         result.mode,
+        ex.platform.engine.events_processed,
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", type=int, action="append", help="GPU counts to run")
+    parser.add_argument("--repeats", type=int, default=5)
+    every = {**CASES, **SCALE_CASES, **EXACT_CASES}
+    parser.add_argument("--only", action="append", choices=sorted(every), help="case names")
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
+    parser.add_argument("--full", action="store_true", help="the full simulation (no replay)")
+    parser.add_argument(
+        "--compare", action="store_true", help="also run the full simulation once, print the diff"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
@@ -79,25 +149,30 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average {load:.1f} at start"
     )
     print(
-        f"{'case':44s} {'mode':>5s} {'ranks':>5s} {'wall s':>8s} {'CPU s':>8s} "
-        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>11s}"
+        f"{'case':44s} {'mode':>5s} {'ranks':>5s} {'events':>9s} {'wall s':>8s} {'CPU s':>8s} "
+        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s}"
+        + ("  full CPU s  rel. diff" if args.compare else "")
     )
-    rows = [(c, "class") for c in CLASS_CASES if not args.only or c[0] in args.only]
-    if args.exact:
-        rows += [(c, m) for c in EXACT_CASES for m in ("class", "exact")]
-    for case_args, mode in rows:
-        runs = [_run(case_args, mode) for _ in range(args.repeats)]
+    if args.only:
+        rows = [(every[name], "class") for name in args.only if name not in EXACT_CASES]
+        picked = [every[name] for name in args.only if name in EXACT_CASES]
+    else:
+        rows = [(c, "class") for c in CASES.values()]
+        picked = list(EXACT_CASES.values()) if args.exact else []
+    rows += [(c, m) for c in picked for m in ("class", "exact")]
+    for bench, mode in rows:
+        runs = [_run(bench, mode, args.full) for _ in range(args.repeats)]
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
-        gpus, model, _n, par, gbs = case_args[:5]
-        target = case_args[-1]
-        label = f"{model} {par} on {gpus:,} GPUs, GBS {gbs}"
-        ratio = f"{cpu / target:10.2f}" if target else f"{'':10s}"
-        print(
-            f"{label:44s} {runs[0][4]:>5s} {runs[0][3]:5d} {wall:8.1f} {cpu:8.1f} "
-            f"{target or float('nan'):8.0f} {ratio} {runs[0][2]:11.4f}",
-            flush=True,
+        ratio = f"{cpu / bench.target:10.2f}" if bench.target else f"{'':10s}"
+        line = (
+            f"{bench.label:44s} {runs[0][4]:>5s} {runs[0][3]:5d} {runs[0][5]:9d} {wall:8.2f} "
+            f"{cpu:8.2f} {bench.target or float('nan'):8.0f} {ratio} {runs[0][2]:14.9f}"
         )
+        if args.compare:
+            full = _run(bench, mode, True)
+            line += f"  {full[1]:10.2f}  {abs(runs[0][2] - full[2]) / full[2]:9.2e}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

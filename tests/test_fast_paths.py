@@ -1,0 +1,208 @@
+"""The engine's fast path for an activity alone on its resources
+(:data:`acesim.engine.kernel.SOLO_PATH`, :func:`acesim.engine.fluid.solo_rate`) gives what the
+general component and max-min filling give, to the last bit: on random activity sets (rates,
+events, integrals, what bound each tracked activity) and on 50 LLM training iterations drawn
+over models, parallelisms, schedules, systems and endpoints (every reported figure)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from systems import examples
+
+from acesim.engine import INF, Activity, Engine, Resource
+from acesim.engine import kernel as engine_kernel
+from acesim.errors import ConfigError
+from acesim.runs.llm import llm_graph, make_llm_case, run_llm
+from acesim.workload.llm.models import TransformerConfig
+from acesim.workload.llm.parallel import parse_parallel
+
+
+@contextmanager
+def _general_path() -> Iterator[None]:
+    """Every reallocation through the general component and filling (the path before the
+    fast one)."""
+    engine_kernel.SOLO_PATH = False
+    try:
+        yield
+    finally:
+        engine_kernel.SOLO_PATH = True
+
+
+class _Segments:
+    """A bound listener that keeps every call it hears, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def opened(self, kind: str, time: float) -> None:
+        self.calls.append(("opened", kind, time))
+
+    def segment(self, kind: str, bound: Any, start: float, end: float) -> None:
+        name = bound.name if isinstance(bound, Resource) else bound
+        self.calls.append(("segment", kind, name, start, end))
+
+    def closed(self, kind: str, time: float) -> None:
+        self.calls.append(("closed", kind, time))
+
+
+_activity = st.tuples(
+    st.floats(0.0, 5.0),  # start time
+    st.floats(0.1, 100.0),  # work
+    st.lists(st.tuples(st.integers(0, 5), st.floats(0.1, 5.0)), min_size=0, max_size=3),
+    st.one_of(st.just(INF), st.floats(0.5, 50.0)),  # cap
+    st.sampled_from([0.5, 1.0, 2.0, 3.0]),  # weight
+    st.booleans(),  # the first resource is its basis
+    st.one_of(st.none(), st.tuples(st.floats(0.0, 5.0), st.floats(0.5, 50.0))),  # cap change
+)
+_scenario = st.tuples(
+    # capacities: two infinite ones among them (uncapped activities finish at once)
+    st.lists(st.one_of(st.floats(1.0, 100.0), st.just(INF)), min_size=6, max_size=6),
+    st.lists(_activity, min_size=1, max_size=10),
+)
+
+
+def _simulate(scenario: tuple) -> tuple[Any, ...]:
+    """Everything the engine computes for ``scenario``, in a comparable form."""
+    capacities, specs = scenario
+    engine = Engine()
+    listener = _Segments()
+    engine.add_bound_listener(listener)
+    resources = [engine.add_resource(f"r{i}", c) for i, c in enumerate(capacities)]
+    acts: list[Activity] = []
+    allocations: list[tuple[str, float, float]] = []
+    for res in resources:
+        engine.observe(res, lambda t, a, name=res.name: allocations.append((name, t, a)))
+
+    def begin(work: float, demand: dict[Resource, float], spec: tuple) -> None:
+        cap, weight, basis, change = spec
+        act = engine.start(
+            work,
+            demand,
+            cap=cap,
+            weight=weight,
+            basis=next(iter(demand)) if basis and demand else None,
+            track="kernel",
+        )
+        acts.append(act)
+        if change is not None:
+            engine.schedule(change[0], engine.set_cap, act, change[1])
+
+    for start, work, demand_spec, cap, weight, basis, change in specs:
+        demand = {resources[index]: amount for index, amount in demand_spec}
+        engine.schedule(start, begin, work, demand, (cap, weight, basis, change))
+    end = engine.run()
+    return (
+        end,
+        engine.events_processed,
+        [(a.finished, a.rate, tuple(a.consumed.values())) for a in acts],
+        [(r.used, r.peak, r.allocated) for r in resources],
+        allocations,
+        listener.calls,
+    )
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(_scenario)
+def test_the_solo_path_computes_what_the_general_path_computes(scenario: tuple) -> None:
+    fast = _simulate(scenario)
+    with _general_path():
+        full = _simulate(scenario)
+    assert fast == full
+
+
+# -- LLM iterations drawn over configurations -------------------------------------------------
+
+#: small transformers (sizes of no published model: fast to simulate), dense and MoE
+_MODELS = [
+    TransformerConfig("tiny", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024, vocab=4096,
+                      seq=128),
+    TransformerConfig("tiny-gpt", layers=8, hidden=512, heads=8, ffn=2048, vocab=4096, seq=128,
+                      gated=False, norm="layernorm", bias=True, tied=True),
+    TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=4, ffn=1024,
+                      vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
+]  # fmt: skip
+_SYSTEMS = ["h100-nvswitch-8", "b200-nvswitch-8", "a100-nvswitch-8", "mi300x-8"]
+_ENDPOINTS = ["baseline", "ideal", "copy_engine", "nvls", "ace"]
+_SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
+
+
+def _draw(rng: random.Random) -> tuple[Any, ...]:
+    """One configuration: model, system, nodes, parallel string, global batch, endpoint."""
+    model = rng.choice(_MODELS)
+    system = rng.choice(_SYSTEMS)
+    nodes = rng.choice([1, 1, 2])
+    tp = rng.choice([1, 2, 4])
+    pp = rng.choice([1, 2, 2, 4])
+    parts = [f"tp={tp}", f"pp={pp}"]
+    if pp > 1 and rng.random() < 0.4:
+        parts.append("vpp=2")
+    elif pp > 1:
+        kind = rng.choice(_SCHEDULES)
+        if kind:
+            parts.append(f"schedule={kind}")
+    if model.experts and rng.random() < 0.5:
+        parts.append("ep=2")
+    elif rng.random() < 0.2:
+        parts.append("cp=2")
+    if tp > 1 and rng.random() < 0.4:
+        parts.append("tp_overlap=1")
+    parts.append(f"zero={rng.choice([0, 1, 1, 3])}")
+    parts.append(f"recompute={rng.choice(['none', 'none', 'selective', 'full'])}")
+    cp = 2 if "cp=2" in parts else 1
+    dp = max(8 * nodes // (tp * pp * cp), 1)
+    batch = dp * pp * rng.choice([1, 2])  # a micro-batch or two per stage
+    return model, system, nodes, ",".join(parts), batch, rng.choice(_ENDPOINTS)
+
+
+def _cases(count: int) -> Iterator[tuple[Any, ...]]:
+    """``count`` drawn configurations that resolve (a seeded draw: the same every run)."""
+    rng = random.Random(27)
+    found = 0
+    while found < count:
+        model, system, nodes, par, batch, endpoint = _draw(rng)
+        try:
+            parallel = parse_parallel(par, global_batch=batch, micro_batch=1, seq=model.seq)
+            case = make_llm_case(system, model, parallel, nodes=nodes).with_endpoint(endpoint)
+            llm_graph(case, classes=True)  # what only building the graph refuses
+        except ConfigError:
+            continue
+        if endpoint == "nvls" and not any(
+            d.switch_reduction for d in case.system.network.dimensions
+        ):
+            continue  # NVLS needs a switch that reduces
+        found += 1
+        yield case
+
+
+def _figures(case: Any) -> dict[str, Any]:
+    result, execution = run_llm(case)
+    data = result.to_dict()
+    data.pop("provenance", None)
+    records = [[(r.start, r.end) for r in ranks.values()] for ranks in execution.records]
+    return {
+        "result": data,
+        "records": records,
+        "events": execution.platform.engine.events_processed,
+    }
+
+
+@pytest.mark.parametrize("index", range(50))
+def test_llm_iterations_equal_the_general_path(index: int, drawn: list[Any]) -> None:
+    case = drawn[index]
+    fast = _figures(case)
+    with _general_path():
+        full = _figures(case)
+    assert fast["result"]["iteration_time"] == full["result"]["iteration_time"]
+    assert fast == full
+
+
+@pytest.fixture(scope="module")
+def drawn() -> list[Any]:
+    return list(_cases(50))
