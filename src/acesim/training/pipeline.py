@@ -274,6 +274,9 @@ class _RankGraph:
         self.remaining: dict[int, int] = {}
         self.dp_nodes: list[int] = []
         self.offload = ActivationOffload(0.0, [], [])
+        #: one Compute per step (frozen, so every micro-batch's node shares it): building and
+        #: checking it once instead of at every node (a stage's micro-batches are alike)
+        self.computes: dict[int, tuple[Step, Compute]] = {}
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
         node = Node(
@@ -408,7 +411,7 @@ class _RankGraph:
                     chain.deps,
                     name=f"{pname}.{c}.{i}.{k}",
                     kind="compute",
-                    compute=Compute(kernels=st.kernels),
+                    compute=self.compute_of(st),
                     layer=label,
                     pass_name=plabel,
                 )
@@ -433,6 +436,13 @@ class _RankGraph:
         if units is not None and units.now is not None and not op.forward:
             self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
         return deps
+
+    def compute_of(self, step: Step) -> Compute:
+        """The compute node of ``step`` (its kernels one after another), made once."""
+        held = self.computes.get(id(step))
+        if held is None:
+            held = self.computes[id(step)] = (step, Compute(kernels=step.kernels))
+        return held[1]
 
     def finish(self, op: Op, deps: list[int | None], name: str | None = None) -> None:
         """The op's end: one node waiting for everything it issued (or that one thing)."""
