@@ -163,7 +163,9 @@ def main() -> None:
         picked = [every[name] for name in args.only if name in EXACT_CASES]
     else:
         rows = [(c, "class") for c in CASES.values()]
-        picked = list(EXACT_CASES.values()) if args.exact else []
+        picked = []
+    if args.exact:
+        picked += [c for c in EXACT_CASES.values() if c not in picked]
     rows += [(c, m) for c in picked for m in ("class", "exact")]
     for bench, mode in rows:
         runs = [_run(bench, mode, args.general) for _ in range(args.repeats)]

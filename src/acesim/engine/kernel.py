@@ -363,10 +363,9 @@ class Engine:
                 act.consumed[res] += done * amount
         act._last = self._now
 
-    def _reallocate(self) -> None:
-        # The hot path of every simulation: loops are written out (no helper calls per
-        # activity); the arithmetic and its order are those of _progress and of summing each
-        # resource's users in start order.
+    def _take_seeds(self) -> list[Activity]:
+        """The unfinished activities marked for reallocation (the dirty ones and the users of
+        dirty resources), the marks cleared."""
         dirty = self._dirty
         seeds = [a for a in dirty if a.finished is None]
         dirty.clear()
@@ -375,6 +374,13 @@ class Engine:
             for res in dirty_res:
                 seeds.extend(res.users)  # users are unfinished (a finish removes itself)
             dirty_res.clear()
+        return seeds
+
+    def _reallocate(self) -> None:
+        # The hot path of every simulation: loops are written out (no helper calls per
+        # activity); the arithmetic and its order are those of _progress and of summing each
+        # resource's users in start order.
+        seeds = self._take_seeds()
         if not seeds:
             return
         if len(seeds) == 1 and SOLO_PATH:
