@@ -24,7 +24,9 @@ processes' turns; the CPU time is what one free core would take). ``--general`` 
 fluid reallocation through the general max-min filling (the engine before issue 27's fast path
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
-difference of the iteration time (0: the fast path is exact).
+difference of the iteration time (0: the fast path is exact). ``--repetition`` prints how alike
+the micro-batches of each stage are (the share of step executions at their step's most common
+duration: what simulating each distinct step once would save).
 
     python benchmarks/llm_scale.py --repeats 1 --only 70b
     python benchmarks/llm_scale.py                        # issue 27's table, 5 repeats (minutes)
@@ -38,10 +40,12 @@ import os
 import platform
 import statistics
 import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from acesim.engine import kernel as engine_kernel
 from acesim.runs.llm import make_llm_case, run_llm
+from acesim.training.executor import Execution
 from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
 
@@ -112,9 +116,31 @@ EXACT_CASES: dict[str, LlmBench] = {
 }  # fmt: skip
 
 
-def _run(bench: LlmBench, mode: str, general: bool) -> tuple[float, float, float, int, str, int]:
-    """(wall s, CPU s, iteration s, simulated ranks, mode run, events) of one run
-    (``general``: without the engine's fast path)."""
+def repetition(execution: Execution) -> tuple[int, int, float]:
+    """How alike a run's micro-batches are (what a replay of repeated steps would save, issue
+    27): (node executions, their groups, the share at their group's most common duration).
+    A group is one (rank, pass, chunk, step) over every micro-batch: the compute nodes named
+    ``pass.chunk.micro.step`` and the collectives ``kind.op.pass.chunk.micro.step``;
+    durations are compared to 1e-12 s."""
+    groups: dict[tuple[object, ...], list[float]] = defaultdict(list)
+    for rank, records in enumerate(execution.records):
+        for rec in records.values():
+            parts = rec.node.name.split(".")
+            duration = round(rec.end - rec.start, 12)
+            if rec.node.kind == "compute" and len(parts) == 4:
+                groups[(rank, parts[0], parts[1], parts[3])].append(duration)
+            elif rec.node.kind == "collective" and len(parts) == 6:
+                groups[(rank, *parts[:4], parts[5])].append(duration)
+    total = sum(len(d) for d in groups.values())
+    modal = sum(Counter(d).most_common(1)[0][1] for d in groups.values())
+    return total, len(groups), modal / total if total else 0.0
+
+
+def _run(
+    bench: LlmBench, mode: str, general: bool, alike: bool = False
+) -> tuple[float, float, float, int, str, int, str]:
+    """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition) of one run
+    (``general``: without the engine's fast path; ``alike``: :func:`repetition` as text)."""
     engine_kernel.SOLO_PATH = not general
     wall, cpu = time.perf_counter(), time.process_time()
     model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
@@ -132,6 +158,9 @@ def _run(bench: LlmBench, mode: str, general: bool) -> tuple[float, float, float
         len(ex.records),
         result.mode,
         ex.platform.engine.events_processed,
+        "{} node executions in {} groups, {:.1%} at their group's duration".format(*repetition(ex))
+        if alike
+        else "",
     )
 
 
@@ -143,6 +172,11 @@ def main() -> None:
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
     parser.add_argument(
         "--general", action="store_true", help="without the engine's fast path (issue 27)"
+    )
+    parser.add_argument(
+        "--repetition",
+        action="store_true",
+        help="also print how alike the micro-batches' steps are (issue 27)",
     )
     parser.add_argument(
         "--compare", action="store_true", help="also run once without the fast path, print the diff"
@@ -168,7 +202,8 @@ def main() -> None:
         picked += [c for c in EXACT_CASES.values() if c not in picked]
     rows += [(c, m) for c in picked for m in ("class", "exact")]
     for bench, mode in rows:
-        runs = [_run(bench, mode, args.general) for _ in range(args.repeats)]
+        runs = [_run(bench, mode, args.general, args.repetition and k == 0) for k in
+                range(args.repeats)]  # fmt: skip
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
         ratio = f"{cpu / bench.target:10.2f}" if bench.target else f"{'':10s}"
@@ -180,6 +215,8 @@ def main() -> None:
             full = _run(bench, mode, True)
             line += f" {full[1]:13.2f}  {abs(runs[0][2] - full[2]) / full[2]:9.2e}"
         print(line, flush=True)
+        if runs[0][6]:
+            print(f"  {runs[0][6]}", flush=True)
 
 
 if __name__ == "__main__":
