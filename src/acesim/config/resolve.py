@@ -28,7 +28,7 @@ from .provenance import Provenance, override_sources
 from .scaleout import scale_out
 from .system import SystemConfig
 
-__all__ = ["resolve_system", "derive", "shape_for", "resize"]
+__all__ = ["resolve_system", "derive", "check_sizing", "shape_for", "resize"]
 
 
 def shape_for(system_doc: Mapping[str, Any], npus: int, field: str = "--npus") -> list[int]:
@@ -73,6 +73,23 @@ def resize(doc: dict[str, Any], shape: Sequence[int], field: str = "run.shape") 
     return out
 
 
+def check_sizing(npus: Any, shape: Any, nodes: Any, prefix: str = "") -> None:
+    """At most one way to size a system: ``npus``, ``shape`` or ``nodes``; ConfigError naming
+    the option (``prefix``: "--" for the command line's flags)."""
+    if shape is not None and npus is not None:
+        raise ConfigError(
+            f"{prefix}npus", f"give either {prefix}npus or {prefix}shape, not both", npus
+        )
+    if nodes is not None and (shape is not None or npus is not None):
+        other = f"{prefix}npus" if npus is not None else f"{prefix}shape"
+        raise ConfigError(
+            f"{prefix}nodes",
+            f"give either {prefix}nodes or {other}, not both ({prefix}nodes keeps the node's "
+            "shape)",
+            nodes,
+        )
+
+
 def resolve_system(
     system: SystemConfig | str | Path | Mapping[str, Any],
     *,
@@ -91,13 +108,7 @@ def resolve_system(
     a file, a table or an override is an error unless ``force``. The result records how it was
     made (``system.provenance``).
     """
-    if shape is not None and npus is not None:
-        raise ConfigError("npus", "give either npus or shape, not both", npus)
-    if nodes is not None and (shape is not None or npus is not None):
-        other = "npus" if npus is not None else "shape"
-        raise ConfigError(
-            "nodes", f"give either nodes or {other}, not both (nodes keeps the node's shape)", nodes
-        )
+    check_sizing(npus, shape, nodes)
     plain = not overrides and shape is None and npus is None and nodes is None
     if isinstance(system, SystemConfig) and plain:
         return system

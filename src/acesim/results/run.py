@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import SimulationError, WorkloadError
+from ..intervals import union
 from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution, NodeRecord, Snapshot
 from ..units import format_rate, format_time
@@ -314,19 +315,10 @@ class RunResult:
 
 
 def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds in the union of ``intervals`` within ``lo``..``hi``."""
     total = 0.0
-    cur_start = cur_end = None
-    for start, end in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
-        if end <= start:
-            continue
-        if cur_end is None or start > cur_end:
-            if cur_end is not None and cur_start is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None and cur_start is not None:
-        total += cur_end - cur_start
+    for start, end in union(intervals, lo, hi):
+        total += end - start
     return total
 
 
