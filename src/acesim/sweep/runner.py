@@ -39,7 +39,7 @@ from .spec import Point, SweepSpec, canonical_json, load_spec
 from .store import ResultStore
 from .worker import error_outcome, execute_point
 
-__all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db", "check_dask"]
+__all__ = ["run_sweep", "run_items", "SweepSummary", "default_workers", "default_db", "check_dask"]
 
 Item = tuple[str, dict[str, Any]]  # (hash, config)
 
@@ -306,6 +306,16 @@ def _backend_name(dask: Any, workers: int) -> str:
     if isinstance(dask, str):
         return f"dask LocalCluster ({workers} workers)" if dask == "local" else f"dask {dask}"
     return "dask client"
+
+
+def run_items(
+    items: list[Item], *, dask: Any = None, workers: int = 0
+) -> Iterator[tuple[str, Any]]:
+    """Run resolved points ``(key, configuration)`` where a sweep runs them (this process when
+    ``workers`` is 0 and no ``dask``; local processes; a Dask cluster: an address or
+    ``"local"``), yielding ``(key, outcome)`` as they finish (:func:`acesim.sweep.worker.
+    execute_point`'s outcome: never raises for a failing point)."""
+    return _backend(dask, workers)(items)
 
 
 def _backend(dask: Any, workers: int) -> Callable[[list[Item]], Iterator[tuple[str, Any]]]:
