@@ -69,20 +69,8 @@ def plan_command(
 ) -> None:
     """Rank every valid parallel configuration of an LLM on a cluster: enumerate, refuse
     what does not fit in HBM, prune by a lower bound, simulate the rest (docs/plan.md)."""
-    if top < 1:
-        raise ConfigError("--top", "must be at least 1", top)
-    if workers < 0:
-        raise ConfigError("--workers", "must be 0 or more", workers)
-    if figure is not None:
-        check_output_path(figure, "--figure", IMAGE_SUFFIXES)
-    if csv_path is not None:
-        check_output_path(csv_path, "--csv", (".csv",))
+    _check_options(top, workers, figure, csv_path)
     cfg = cli_system(system, sets, nodes, force)
-    words = ["-s", system] + (["--nodes", str(nodes)] if nodes is not None else [])
-    for item in sets or []:
-        words += ["--set", item]
-    if force:
-        words.append("--force")
     show = not json_out
     bar = progress() if show else None
     task: Any = None
@@ -107,7 +95,7 @@ def plan_command(
             exhaustive=exhaustive,
             workers=workers,
             dask=dask,
-            command=shlex.join(words),
+            command=_system_flags(system, nodes, sets, force),
             progress=tick,
         )
     finally:
@@ -124,6 +112,28 @@ def plan_command(
     for path in (csv_path, figure):
         if path is not None:
             err_console.print(f"wrote {path}")
+
+
+def _check_options(top: int, workers: int, figure: Path | None, csv_path: Path | None) -> None:
+    """Refuse a bad --top or --workers, and output paths of the wrong kind, before planning."""
+    if top < 1:
+        raise ConfigError("--top", "must be at least 1", top)
+    if workers < 0:
+        raise ConfigError("--workers", "must be 0 or more", workers)
+    if figure is not None:
+        check_output_path(figure, "--figure", IMAGE_SUFFIXES)
+    if csv_path is not None:
+        check_output_path(csv_path, "--csv", (".csv",))
+
+
+def _system_flags(system: str, nodes: int | None, sets: list[str] | None, force: bool) -> str:
+    """The flags that make the same system again, for each row's ``acesim run`` line."""
+    words = ["-s", system] + (["--nodes", str(nodes)] if nodes is not None else [])
+    for item in sets or []:
+        words += ["--set", item]
+    if force:
+        words.append("--force")
+    return shlex.join(words)
 
 
 def _show(result: PlanResult) -> None:
