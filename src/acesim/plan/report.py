@@ -209,7 +209,8 @@ class PlanResult:
                 f"{best.candidate.text}, mbs {best.candidate.parallel.micro_batch}",
                 (best.memory["total"] / GIB, best.iteration_time),
                 textcoords="offset points",
-                xytext=(6, 6),
+                xytext=(-6, 8),
+                ha="right",
                 fontsize=7,
             )
         ax.axvline(
