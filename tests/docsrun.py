@@ -43,6 +43,13 @@ SMALL: list[tuple[str, str]] = [
     (r"--seq \d+", "--seq 512"),
     (r"^(?!.*--seq)(acesim (?:run|export-chakra) .*--parallel .*)$", r"\1 --seq 512"),
     (r"vpp=(?:[3-9]|\d\d+)\b", "vpp=1"),
+    # plans: a handful of configurations (every option still runs; tests/test_plan.py
+    # searches whole spaces)
+    (
+        r"^acesim plan (?!.*--space)",
+        "acesim plan --space tp=8 --space pp=1,2 --space vpp=1 --space cp=1 --space "
+        "micro_batch=1 --space recompute=none --space zero=1 --space tp_overlap=1 ",
+    ),
     # collective size sweeps: the first sizes of the range
     (r"--sizes 1KiB:1GiB\b", "--sizes 1KiB:4KiB"),
     (r"--sizes 8B:8GiB\b", "--sizes 8B:64B"),

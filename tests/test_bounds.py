@@ -87,8 +87,18 @@ def test_the_vectorized_overlaps_are_the_loops(
     raw_spans: list[tuple[int, int]], raw: list[tuple[int, int]]
 ) -> None:
     """numpy's overlaps of many intervals with disjoint spans: bit for bit the loop's."""
-    from acesim.training.bounds import _overlap, _overlaps, _union
+    from acesim.intervals import union
+    from acesim.training.bounds import _overlap, _overlaps
 
-    spans = _union([(a / 7, (a + w) / 7) for a, w in raw_spans])
+    spans = union([(a / 7, (a + w) / 7) for a, w in raw_spans])
     intervals = [("m", a / 3, (a + w) / 3) for a, w in raw]
     assert _overlaps(intervals, spans) == [_overlap(s, e, spans) for _n, s, e in intervals]
+
+
+def test_the_union_of_intervals_merges_touching_drops_empty_and_clips() -> None:
+    from acesim.intervals import union
+
+    spans = [(3.0, 4.0), (0.0, 1.0), (1.0, 2.0), (5.0, 5.0), (2.5, 3.5), (6.0, 9.0)]
+    assert union(spans) == [(0.0, 2.0), (2.5, 4.0), (6.0, 9.0)]
+    assert union(spans, 0.5, 7.0) == [(0.5, 2.0), (2.5, 4.0), (6.0, 7.0)]
+    assert union([(1.0, 2.0)], 3.0, 4.0) == []

@@ -14,6 +14,7 @@ from systems import dim, make_system
 from acesim import load_system, preset_names, simulate_collective
 from acesim.config import system_from_dict
 from acesim.config.presets import preset_document
+from acesim.config.resolve import derive
 from acesim.errors import AcesimError, ConfigError, TopologyError, UnitError
 from acesim.units import parse_size_range
 
@@ -159,6 +160,20 @@ def test_comm_units_must_leave_compute_units_for_compute() -> None:
 def test_protocol_efficiency_out_of_range() -> None:
     err = _error(lambda d: d.update(collective={"protocol_efficiency": 1.5}))
     assert str(err) == "collective.protocol_efficiency: must be in (0, 1], got 1.5"
+
+
+def test_a_derived_system_is_validated_as_a_file_is() -> None:
+    # the same one-line error, naming the field, as the document loaded with that value
+    system = system_from_dict(_doc())
+    with pytest.raises(ConfigError) as info:
+        derive(system, {"collective.protocol_efficiency": 1.5})
+    assert str(info.value) == "collective.protocol_efficiency: must be in (0, 1], got 1.5"
+    # and rules across fields are checked again (endpoint settings against the NPU)
+    with pytest.raises(ConfigError) as info:
+        derive(system, {"endpoint.kind": "baseline", "endpoint.baseline.comm_units": 108})
+    assert str(info.value) == (
+        "endpoint.baseline.comm_units: must be fewer than npu.compute_units (108), got 108"
+    )
 
 
 def test_negative_collective_size() -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from acesim.cli import app
 from acesim.config import load_system
-from acesim.config.resolve import resolve_system
+from acesim.config.resolve import derive, resolve_system
 from acesim.studies.reproduce import reproduce
 
 ONE = ["-s", "mi300x-single", "--endpoint", "ideal", "-n", "1", "--warmup", "0"]
@@ -33,6 +33,18 @@ def test_overrides_are_recorded_on_the_resolved_system() -> None:
     assert again.provenance.overrides == ("endpoint.ace.sram=16 MiB", "collective.chunks=8")
     assert again.sources["collective.chunks"].kind == "override"
     assert load_system("ace-isca21").provenance.overrides == ()
+
+
+def test_a_derived_system_keeps_provenance_and_sources_and_is_not_an_override() -> None:
+    # derive is acesim turning a knob (a study's variant, a fit's trial, a forced algorithm):
+    # the system it came from is what results echo, not a user's --set
+    system = resolve_system("ace-isca21", overrides={"endpoint.ace.sram": "16 MiB"})
+    derived = derive(system, {"npu.hbm_arbitration": "drf", "collective.chunks": 8})
+    assert derived.npu.hbm_arbitration == "drf" and derived.collective.chunks == 8
+    assert derived.provenance == system.provenance
+    assert derived.sources == system.sources
+    assert system.npu.hbm_arbitration != "drf"  # the original is left as it was
+    assert derive(system, {}) == system
 
 
 def test_the_extends_chain_is_recorded(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from .errors import (
 )
 from .hardware.endpoints import EndpointKind, register_endpoint
 from .network.group import Group, Span
+from .plan import PlanResult, plan
 from .results.collective import CollectiveResult
 from .results.jobs import JobsResult
 from .results.llm import LlmResult
@@ -58,6 +59,8 @@ __all__ = [
     "run_jobs",
     "JobsResult",
     "compare",
+    "plan",
+    "PlanResult",
     "Comparison",
     "RunResult",
     "Group",

@@ -30,6 +30,7 @@ from .commands.kernel import kernel_command
 from .commands.kinds import kinds_command
 from .commands.membw import membw_command
 from .commands.overlap import overlap_command
+from .commands.plan import plan_command
 from .commands.presets import presets_app
 from .commands.reproduce import reproduce_command
 from .commands.run import run_command
@@ -84,6 +85,7 @@ app.add_typer(presets_app, name="presets")
 app.command("kinds")(kinds_command)
 app.command("collective")(collective_command)
 app.command("run")(run_command)
+app.command("plan")(plan_command)
 app.command("jobs")(jobs_command)
 app.command("membw")(membw_command)
 app.command("kernel")(kernel_command)

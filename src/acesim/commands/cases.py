@@ -14,7 +14,7 @@ from typing import Any
 from rich.markup import escape
 
 from ..config.reader import read_json_file, read_value
-from ..config.resolve import resolve_system
+from ..config.resolve import check_sizing, resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..runs.case import make_case
@@ -264,13 +264,7 @@ def _training_case(
     given: Mapping[str, Any],
 ) -> Any:
     npus, shape, nodes = given.get("npus"), given.get("shape"), given.get("nodes")
-    if npus is not None and shape is not None:
-        raise ConfigError("--npus", "give either --npus or --shape, not both", npus)
-    if nodes is not None and (npus is not None or shape is not None):
-        other = "--npus" if npus is not None else "--shape"
-        raise ConfigError(
-            "--nodes", f"give either --nodes or {other}, not both (--nodes keeps the node)", nodes
-        )
+    check_sizing(npus, shape, nodes, "--")
     if npus is not None:
         _warn_single_node(system, npus)
     loop = given.get("loop") or "layerwise"

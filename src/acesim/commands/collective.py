@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ..config.presets import DEFAULT_PRESET
+from ..config.resolve import derive
 from ..config.system import PROTOCOLS, SystemConfig
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
@@ -231,8 +232,7 @@ def _system(
     if algo is not None:
         forced["algorithm"] = algorithm_name(algo, "--algo")
     if forced:
-        collective = cfg.collective.model_copy(update=forced)
-        cfg = cfg.model_copy(update={"collective": collective})
+        cfg = derive(cfg, {f"collective.{name}": value for name, value in forced.items()})
     return with_channels(cfg, channels) if channels is not None else cfg
 
 

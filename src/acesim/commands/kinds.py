@@ -4,12 +4,15 @@ workloads: the zoo's training graphs and the LLM models)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.table import Table
 
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.algorithms import ALGORITHMS
 from ..network.ops import COLLECTIVE_OPS
+from ..registry import Registry
 from ..training.loops import LOOPS
 from .show import FORMAT_OPTION, print_table
 
@@ -38,12 +41,9 @@ def kinds_command(
             table.add_row(label, kind.role, fields, kind.summary)
         print_table(table)
     if what in (None, "ops"):
-        table = Table(title="collective operations (--op, collective.algorithms keys)")
-        table.add_column("name")
-        table.add_column("what it does")
-        for name, op in COLLECTIVE_OPS.items():
-            table.add_row(name, op.summary)
-        print_table(table)
+        print_table(
+            _summaries("collective operations (--op, collective.algorithms keys)", COLLECTIVE_OPS)
+        )
     if what in (None, "algorithms"):
         table = Table(title="per-dimension algorithms (collective.algorithms values)")
         for col in ("name", "phases", "lockstep", "steps"):
@@ -53,21 +53,22 @@ def kinds_command(
             table.add_row(name, ", ".join(algo.phase_ops), lockstep, algo.summary)
         print_table(table)
     if what in (None, "loops"):
-        table = Table(title="training loops (run.loop, --loop)")
-        table.add_column("name")
-        table.add_column("what it does")
-        for name, loop in LOOPS.items():
-            table.add_row(name, loop.summary)
-        print_table(table)
+        print_table(_summaries("training loops (run.loop, --loop)", LOOPS))
     if what in (None, "runs"):
-        table = Table(title="run kinds (sweep kind; acesim run, acesim collective)")
-        table.add_column("name")
-        table.add_column("what it runs")
-        for name, run_kind in RUN_KINDS.items():
-            table.add_row(name, run_kind.summary)
-        print_table(table)
+        title = "run kinds (sweep kind; acesim run, acesim collective)"
+        print_table(_summaries(title, RUN_KINDS, "what it runs"))
     if what in (None, "models"):
         print_table(_models())
+
+
+def _summaries(title: str, registry: Registry[Any], what: str = "what it does") -> Table:
+    """A registry's entries, each with its one-line summary."""
+    table = Table(title=title)
+    table.add_column("name")
+    table.add_column(what)
+    for name, entry in registry.items():
+        table.add_row(name, entry.summary)
+    return table
 
 
 def _models() -> Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -23,6 +24,9 @@ from .common import (
     progress,
 )
 from .show import FORMAT_OPTION, print_table
+
+if TYPE_CHECKING:
+    from ..studies.membw import MembwRow
 
 #: Most NPUs one count of ``acesim membw --npus`` may have: the analysis plans a platform per
 #: count, at about :data:`PLANNING_SECONDS_PER_NPU` each (measured on the CI machine kind with
@@ -63,19 +67,7 @@ def membw_command(
     COLLECTIVE_OPS.get(op, "--op")
     if not 0 < target <= 1:
         raise ConfigError("--target", "must be in (0, 1]", target)
-    try:
-        counts = [int(x) for x in npus.split(",")]
-    except ValueError:
-        raise ConfigError("--npus", "expected comma-separated integers", npus) from None
-    for count in counts:
-        if not 1 <= count <= MAX_MEMBW_NPUS:
-            raise ConfigError(
-                "--npus",
-                f"each count must be 1 to {MAX_MEMBW_NPUS:,} (2**20: planning a platform costs "
-                f"about {PLANNING_SECONDS_PER_NPU * 1e6:.0f} us per NPU, about a minute at the "
-                "bound)",
-                count,
-            )
+    counts = _npu_counts(npus)
     nbytes = parse_quantity(size, "size", "--size")
     if nbytes <= 0:
         raise ConfigError("--size", "must be positive", size)
@@ -107,7 +99,30 @@ def membw_command(
             )
         )
         return
-    table = Table(title=f"HBM bytes per network byte: {op} {size} on {cfg.name}")
+    print_table(_membw_table(rows, f"{op} {size} on {cfg.name}"))
+
+
+def _npu_counts(npus: str) -> list[int]:
+    """The NPU counts of ``--npus`` (comma-separated), each 1 to :data:`MAX_MEMBW_NPUS`."""
+    try:
+        counts = [int(x) for x in npus.split(",")]
+    except ValueError:
+        raise ConfigError("--npus", "expected comma-separated integers", npus) from None
+    for count in counts:
+        if not 1 <= count <= MAX_MEMBW_NPUS:
+            raise ConfigError(
+                "--npus",
+                f"each count must be 1 to {MAX_MEMBW_NPUS:,} (2**20: planning a platform costs "
+                f"about {PLANNING_SECONDS_PER_NPU * 1e6:.0f} us per NPU, about a minute at the "
+                "bound)",
+                count,
+            )
+    return counts
+
+
+def _membw_table(rows: list[MembwRow], what: str) -> Table:
+    """The analysis as a table, one row per NPU count (``what``: the collective and system)."""
+    table = Table(title=f"HBM bytes per network byte: {what}")
     for col in (
         "NPUs",
         "shape",
@@ -138,4 +153,4 @@ def membw_command(
             format_rate(r.ace_equal_hbm) if r.ace_equal_hbm else "-",
             f"{r.equal_saving:.2f}x" if r.equal_saving else "-",
         )
-    print_table(table)
+    return table

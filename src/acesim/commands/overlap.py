@@ -128,11 +128,7 @@ def overlap_command(
     nbytes = parse_quantity(size, "size", "--size")
     if not nbytes > 0:
         raise ConfigError("--size", "must be a positive size", size)
-    kinds = [e.strip() for e in endpoints.split(",") if e.strip()]
-    if not kinds:
-        raise ConfigError("--endpoints", "give at least one endpoint kind", endpoints)
-    for kind in kinds:
-        ENDPOINT_KINDS.check(kind, "--endpoints")
+    kinds = _endpoint_kinds(endpoints)
     cfg = cli_system(system, sets, nodes, force)
     at = parse_quantity(collective_at, "time", "--collective-at")
     if not at >= 0:
@@ -154,11 +150,27 @@ def overlap_command(
     title = f"{kernel.name} with {op} of {format_size(nbytes)} on {cfg.name}"
     if copy is not None:
         title += f" and a {format_size(copy[0])} {copy[1]} copy"
+    print_table(_overlap_table(rows, title, host_copy=copy is not None))
+
+
+def _endpoint_kinds(endpoints: str) -> list[str]:
+    """The endpoint kinds of ``--endpoints`` (comma-separated, at least one, each known)."""
+    kinds = [e.strip() for e in endpoints.split(",") if e.strip()]
+    if not kinds:
+        raise ConfigError("--endpoints", "give at least one endpoint kind", endpoints)
+    for kind in kinds:
+        ENDPOINT_KINDS.check(kind, "--endpoints")
+    return kinds
+
+
+def _overlap_table(rows: list[dict[str, Any]], title: str, *, host_copy: bool) -> Table:
+    """One row per endpoint kind: each part alone, serial, overlapped and the slowdowns
+    (with the host copy's columns when there is one)."""
     table = Table(title=title)
     columns = ["endpoint", "GEMM alone", "collective alone"]
-    columns += ["host copy alone"] if copy is not None else []
+    columns += ["host copy alone"] if host_copy else []
     columns += ["serial", "overlapped", "GEMM slowdown", "coll. slowdown"]
-    columns += ["copy slowdown"] if copy is not None else []
+    columns += ["copy slowdown"] if host_copy else []
     for col in columns:
         table.add_column(col, justify="left" if col == "endpoint" else "right")
     for row in rows:
@@ -167,7 +179,7 @@ def overlap_command(
             format_time(row["gemm_time_alone"]),
             format_time(row["collective_time_alone"]),
         ]
-        if copy is not None:
+        if host_copy:
             cells.append(format_time(row["host_copy_time_alone"]))
         cells += [
             format_time(row["serial_time"]),
@@ -175,7 +187,7 @@ def overlap_command(
             f"{row['gemm_slowdown']:.3f}x",
             f"{row['collective_slowdown']:.3f}x",
         ]
-        if copy is not None:
+        if host_copy:
             cells.append(f"{row['host_copy_slowdown']:.3f}x")
         table.add_row(*cells)
-    print_table(table)
+    return table

@@ -14,74 +14,79 @@ from ..errors import ConfigError
 from .common import FORCE_HELP, SET_HELP, err_console, parse_sets, progress
 from .show import FORMAT_OPTION, print_table
 
+# The options of `acesim reproduce`: those named "ace-isca21: ..." or "ace-2026: ..." belong to
+# one study; the others to both.
+PAPER_ARGUMENT = typer.Argument(
+    "ace-isca21", help="which study: ace-isca21 (the ACE paper), ace-2026 (LLMs on H100/B200)"
+)
+OUT_OPTION = typer.Option(None, "--out", "-o", help="output folder (default out/NAME)")
+WORKERS_OPTION = typer.Option(None, "--workers", help="local processes (default: the usable cores)")
+DASK_OPTION = typer.Option(
+    None,
+    "--dask",
+    help="run on Dask: 'local' (a LocalCluster of --workers processes) or a scheduler "
+    "address of a trusted scheduler, tls://HOST:PORT (or tcp:// on a network you control: "
+    "Dask exchanges pickles); results are identical to a local run",
+)
+NO_FIGURES_OPTION = typer.Option(False, "--no-figures", help="skip the figures", metavar="")
+SYSTEM_OPTION = typer.Option(None, "--system", "-s", help="ace-isca21: system preset or file")
+WORKLOADS_OPTION = typer.Option(None, "--workloads", help="ace-isca21: subset, e.g. resnet50,gnmt")
+NPUS_OPTION = typer.Option(None, "--npus", help="ace-isca21: subset of network sizes, e.g. 16,64")
+ASSUMPTIONS_OPTION = typer.Option(
+    False, "--assumptions", help="ace-isca21: print every parameter's source and exit", metavar=""
+)
+SENSITIVITY_OPTION = typer.Option(
+    None,
+    "--sensitivity",
+    help="ace-isca21: the variants of the sensitivity study to run ('all', the default, or "
+    "a comma list of shipped, ideal_kernels, drf, static_hbm, fp32, store_and_forward, "
+    "batch_x4, dma_half); each a whole re-run of the reproduction, all in one pool",
+)
+NO_SENSITIVITY_OPTION = typer.Option(
+    False,
+    "--no-sensitivity",
+    help="ace-isca21: skip the sensitivity study (no ranges in the report)",
+    metavar="",
+)
+SETS_OPTION = typer.Option([], "--set", help="ace-isca21: " + SET_HELP)
+FORCE_OPTION = typer.Option(False, "--force", help="ace-isca21: " + FORCE_HELP, metavar="")
+SYSTEMS_OPTION = typer.Option(
+    None,
+    "--systems",
+    help="ace-2026: node presets, comma-separated (default h100-nvswitch-8,b200-nvswitch-8)",
+)
+CASES_OPTION = typer.Option(
+    None, "--cases", help="ace-2026: subset of the study's cases (names in its report)"
+)
+ENDPOINTS_OPTION = typer.Option(
+    None,
+    "--endpoints",
+    help="ace-2026: substrates (default baseline,copy_engine,nvls,ace,ideal; the best SM "
+    "configuration is always run)",
+)
+
 
 def reproduce_command(
-    paper: str = typer.Argument(
-        "ace-isca21", help="which study: ace-isca21 (the ACE paper), ace-2026 (LLMs on H100/B200)"
-    ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="output folder (default out/NAME)"),
-    workers: int | None = typer.Option(
-        None, "--workers", help="local processes (default: the usable cores)"
-    ),
-    dask: str | None = typer.Option(
-        None,
-        "--dask",
-        help="run on Dask: 'local' (a LocalCluster of --workers processes) or a scheduler "
-        "address of a trusted scheduler, tls://HOST:PORT (or tcp:// on a network you control: "
-        "Dask exchanges pickles); results are identical to a local run",
-    ),
-    no_figures: bool = typer.Option(False, "--no-figures", help="skip the figures", metavar=""),
-    system: str | None = typer.Option(
-        None, "--system", "-s", help="ace-isca21: system preset or file"
-    ),
-    workloads: str | None = typer.Option(
-        None, "--workloads", help="ace-isca21: subset, e.g. resnet50,gnmt"
-    ),
-    npus: str | None = typer.Option(
-        None, "--npus", help="ace-isca21: subset of network sizes, e.g. 16,64"
-    ),
-    assumptions: bool = typer.Option(
-        False,
-        "--assumptions",
-        help="ace-isca21: print every parameter's source and exit",
-        metavar="",
-    ),
-    sensitivity: str | None = typer.Option(
-        None,
-        "--sensitivity",
-        help="ace-isca21: the variants of the sensitivity study to run ('all', the default, or "
-        "a comma list of shipped, ideal_kernels, drf, static_hbm, fp32, store_and_forward, "
-        "batch_x4, dma_half); each a whole re-run of the reproduction, all in one pool",
-    ),
-    no_sensitivity: bool = typer.Option(
-        False,
-        "--no-sensitivity",
-        help="ace-isca21: skip the sensitivity study (no ranges in the report)",
-        metavar="",
-    ),
-    sets: list[str] = typer.Option([], "--set", help="ace-isca21: " + SET_HELP),
-    force: bool = typer.Option(False, "--force", help="ace-isca21: " + FORCE_HELP, metavar=""),
-    systems: str | None = typer.Option(
-        None,
-        "--systems",
-        help="ace-2026: node presets, comma-separated (default h100-nvswitch-8,b200-nvswitch-8)",
-    ),
-    cases: str | None = typer.Option(
-        None, "--cases", help="ace-2026: subset of the study's cases (names in its report)"
-    ),
-    endpoints: str | None = typer.Option(
-        None,
-        "--endpoints",
-        help="ace-2026: substrates (default baseline,copy_engine,nvls,ace,ideal; the best SM "
-        "configuration is always run)",
-    ),
+    paper: str = PAPER_ARGUMENT,
+    out: Path | None = OUT_OPTION,
+    workers: int | None = WORKERS_OPTION,
+    dask: str | None = DASK_OPTION,
+    no_figures: bool = NO_FIGURES_OPTION,
+    system: str | None = SYSTEM_OPTION,
+    workloads: str | None = WORKLOADS_OPTION,
+    npus: str | None = NPUS_OPTION,
+    assumptions: bool = ASSUMPTIONS_OPTION,
+    sensitivity: str | None = SENSITIVITY_OPTION,
+    no_sensitivity: bool = NO_SENSITIVITY_OPTION,
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
+    systems: str | None = SYSTEMS_OPTION,
+    cases: str | None = CASES_OPTION,
+    endpoints: str | None = ENDPOINTS_OPTION,
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """Reproduce the ACE paper (ace-isca21) or run the 2026 study (ace-2026): summary.json,
     report.md and figures in --out."""
-    from ..studies.studies import STUDIES
-
-    study = STUDIES.get(paper, "paper")
     given = {
         "--system": system is not None,
         "--workloads": workloads is not None,
@@ -95,15 +100,7 @@ def reproduce_command(
         "--cases": cases is not None,
         "--endpoints": endpoints is not None,
     }
-    for flag, used in given.items():
-        if used and flag not in study.options:
-            raise ConfigError(flag, f"is not an option of the study {paper}", paper)
-    if workers is not None and workers < 1:
-        raise ConfigError("--workers", "must be at least 1", workers)
-    if dask is not None:
-        from ..sweep.runner import check_dask
-
-        check_dask(dask)
+    _check_options(paper, [flag for flag, used in given.items() if used], workers, dask)
     folder = out if out is not None else Path("out") / paper
     if paper == "ace-2026":
         _study_2026(folder, systems, cases, endpoints, workers, dask, not no_figures)
@@ -123,6 +120,23 @@ def reproduce_command(
         sets=sets,
         force=force,
     )
+
+
+def _check_options(paper: str, flags: list[str], workers: int | None, dask: str | None) -> None:
+    """Refuse an unknown study, a study-specific flag given to the other study, and a bad
+    worker count or Dask address."""
+    from ..studies.studies import STUDIES
+
+    study = STUDIES.get(paper, "paper")
+    for flag in flags:
+        if flag not in study.options:
+            raise ConfigError(flag, f"is not an option of the study {paper}", paper)
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", "must be at least 1", workers)
+    if dask is not None:
+        from ..sweep.runner import check_dask
+
+        check_dask(dask)
 
 
 def _split(text: str | None) -> list[str] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,9 @@ from rich.markup import escape
 from ..errors import ConfigError
 from .common import FORCE_HELP, IMAGE_SUFFIXES, check_output_path, console, err_console, progress
 from .show import FORMAT_OPTION, print_table
+
+if TYPE_CHECKING:
+    from ..sweep.runner import SweepSummary
 
 __all__ = ["register", "sweep", "results", "plot"]
 
@@ -87,6 +90,16 @@ def sweep(
             "run the same command again to resume."
         )
         raise typer.Exit(130)
+    _print_summary(summary)
+    if summary.failed:
+        # The rows stay in the database; the exit status says a point failed. A refused point
+        # (an invalid split, an HBM misfit) is an answer, recorded with its reason: exit 0.
+        raise typer.Exit(1)
+
+
+def _print_summary(summary: SweepSummary) -> None:
+    """What the sweep did, in a line, then the first few refusals and failures with their
+    reasons."""
     rate = f", {summary.points_per_second:.1f} points/s" if summary.ran else ""
     console.print(
         f"sweep [bold]{summary.name}[/bold]: {summary.points} points, "
@@ -112,10 +125,6 @@ def sweep(
         )
     if summary.failed > 5:
         err_console.print(f"... and {summary.failed - 5} more failed (acesim results {summary.db})")
-    if summary.failed:
-        # The rows stay in the database; the exit status says a point failed. A refused point
-        # (an invalid split, an HBM misfit) is an answer, recorded with its reason: exit 0.
-        raise typer.Exit(1)
 
 
 def _print_points(loaded: Any) -> int:

@@ -10,6 +10,7 @@ wrong; the caller turns it into its own error naming the file (``ConfigError`` f
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -36,6 +37,26 @@ def describe_size(n: int) -> str:
     return f"{n} bytes"
 
 
+def regular_file(path: Path, what: str = "text file") -> os.stat_result | None:
+    """``path``'s status when it is a regular file, None when it does not exist.
+
+    Raises:
+        FileProblem: it cannot be read, is a directory, or is not a regular file (a pipe, a
+            device: reading one could block); ``what`` names what was expected.
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FileProblem(f"cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise FileProblem(f"is a directory, expected a {what}")
+    if not stat.S_ISREG(info.st_mode):
+        raise FileProblem(f"is not a regular file (a pipe or device), expected a {what}")
+    return info
+
+
 def read_text_file(path: Path, *, limit: int, what: str = "text file") -> str:
     """The UTF-8 text of ``path`` (a leading UTF-8 byte-order mark is dropped).
 
@@ -43,16 +64,9 @@ def read_text_file(path: Path, *, limit: int, what: str = "text file") -> str:
         FileProblem: the path is missing, not a regular file, over ``limit`` bytes, unreadable,
             binary, or not UTF-8.
     """
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise FileProblem("file does not exist") from None
-    except OSError as exc:
-        raise FileProblem(f"cannot read: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise FileProblem(f"is a directory, expected a {what}")
-    if not stat.S_ISREG(info.st_mode):
-        raise FileProblem(f"is not a regular file (a pipe or device), expected a {what}")
+    info = regular_file(path, what)
+    if info is None:
+        raise FileProblem("file does not exist")
     if info.st_size > limit:
         raise FileProblem(
             f"is {info.st_size} bytes, more than the {describe_size(limit)} a {what} may have"

@@ -3,7 +3,10 @@ dotted-path overrides, a scale-out to several nodes (:mod:`acesim.config.scaleou
 resize applied, validated into one :class:`SystemConfig`.
 
 Every entry point (the CLI, the Python API, sweeps, reproduce) resolves systems here, and every
-endpoint variant of a resolved system is derived with :meth:`SystemConfig.with_endpoint`.
+endpoint variant of a resolved system is derived with :meth:`SystemConfig.with_endpoint`. Code
+that turns a knob of a resolved system (a study's variant, a fit's trial value, a forced
+algorithm) derives it with :func:`derive`: validated as a document is, recorded as the system
+it came from (no override in its provenance or ``[sources]``).
 
 Resizing keeps the first (local) dimension and splits the rest of the NPUs evenly over the
 other dimensions (prime factors, largest first, onto the currently smallest one), as the ACE
@@ -25,7 +28,7 @@ from .provenance import Provenance, override_sources
 from .scaleout import scale_out
 from .system import SystemConfig
 
-__all__ = ["resolve_system", "shape_for", "resize"]
+__all__ = ["resolve_system", "derive", "check_sizing", "shape_for", "resize"]
 
 
 def shape_for(system_doc: Mapping[str, Any], npus: int, field: str = "--npus") -> list[int]:
@@ -70,6 +73,23 @@ def resize(doc: dict[str, Any], shape: Sequence[int], field: str = "run.shape") 
     return out
 
 
+def check_sizing(npus: Any, shape: Any, nodes: Any, prefix: str = "") -> None:
+    """At most one way to size a system: ``npus``, ``shape`` or ``nodes``; ConfigError naming
+    the option (``prefix``: "--" for the command line's flags)."""
+    if shape is not None and npus is not None:
+        raise ConfigError(
+            f"{prefix}npus", f"give either {prefix}npus or {prefix}shape, not both", npus
+        )
+    if nodes is not None and (shape is not None or npus is not None):
+        other = f"{prefix}npus" if npus is not None else f"{prefix}shape"
+        raise ConfigError(
+            f"{prefix}nodes",
+            f"give either {prefix}nodes or {other}, not both ({prefix}nodes keeps the node's "
+            "shape)",
+            nodes,
+        )
+
+
 def resolve_system(
     system: SystemConfig | str | Path | Mapping[str, Any],
     *,
@@ -88,13 +108,7 @@ def resolve_system(
     a file, a table or an override is an error unless ``force``. The result records how it was
     made (``system.provenance``).
     """
-    if shape is not None and npus is not None:
-        raise ConfigError("npus", "give either npus or shape, not both", npus)
-    if nodes is not None and (shape is not None or npus is not None):
-        other = "npus" if npus is not None else "shape"
-        raise ConfigError(
-            "nodes", f"give either nodes or {other}, not both (nodes keeps the node's shape)", nodes
-        )
+    check_sizing(npus, shape, nodes)
     plain = not overrides and shape is None and npus is None and nodes is None
     if isinstance(system, SystemConfig) and plain:
         return system
@@ -126,3 +140,21 @@ def resolve_system(
     if shape is not None:
         doc = resize(doc, shape)
     return system_from_dict(doc, origin=origin).with_provenance(provenance)
+
+
+def derive(system: SystemConfig, changes: Mapping[str, Any]) -> SystemConfig:
+    """``system`` with ``changes`` (dotted path -> value, as ``--set`` takes them:
+    ``{"collective.algorithm": "ring", "npu.kernels.tile_m": 128}``) set, validated as a
+    document read from a file is: a bad value is a ConfigError naming the field, the rule and
+    the value, and every rule across fields (endpoint settings against the NPU, algorithms
+    against the network) is checked again.
+
+    For changes acesim makes itself (a study's variant, a fit's trial value, a forced
+    algorithm): the result keeps ``system``'s provenance and ``[sources]``, where a user's
+    ``--set`` (:func:`resolve_system`'s ``overrides``) is recorded in both; and its bare
+    numbers are SI values, not checked for plausibility (:mod:`acesim.config.plausible`).
+    """
+    doc: dict[str, Any] = system.model_dump(mode="python")
+    for path, value in changes.items():
+        doc = set_path(doc, path, value)
+    return system_from_dict(doc).with_provenance(system.provenance)

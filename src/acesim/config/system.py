@@ -231,6 +231,52 @@ def _check_leaves(
         )
 
 
+# The GPU-NIC path of a network dimension: the same five facts on a [network.dimensions]
+# entry and on [scale_out] (which becomes one), each described once here.
+NicEfficiency = Annotated[
+    PositiveFraction,
+    Field(
+        description="network dimensions: the fraction of the NICs' payload rate NCCL's network "
+        "proxy sustains (one proxy thread per GPU posts every channel's sends: a per-NPU "
+        "resource of links x bandwidth x efficiency x this / npus_per_link that every send "
+        "takes); 1: the NIC's whole payload rate",
+    ),
+]
+NetOverhead = Annotated[
+    NonNegativeSeconds,
+    Field(
+        description="network dimensions: NCCL's network overhead per ring step, s (getNetOverhead "
+        "in src/graph/tuning.cc: 1 us with Intel host CPUs, 2 us with AMD; three times that "
+        "for Simple): on a ring through several nodes every step's latency is at least it",
+    ),
+]
+PcieBandwidth = Annotated[
+    PositiveBytesPerSecond | None,
+    Field(
+        description="network dimensions: one NIC's PCIe link to the PCIe switch it shares with "
+        "its GPUs, one direction, B/s (Gen4 x16: 32 GB/s, Gen5 x16: 64 GB/s); every byte a GPU "
+        "sends or receives through its NIC crosses it, and with it the GPU's own PCIe link "
+        "(npu.host_link_bandwidth, shared with host copies); None: the PCIe path is not "
+        "modelled",
+    ),
+]
+PcieEfficiency = Annotated[
+    PositiveFraction,
+    Field(
+        description="the payload fraction of the PCIe links on the GPU-NIC path (TLP and "
+        "DLLP overhead); with pcie_bandwidth",
+    ),
+]
+PortsPerNic = Annotated[
+    PositiveInt,
+    Field(
+        description="network ports (links) that share one NIC's PCIe link (a dual-port card: "
+        "2); each NPU's share of the PCIe path is pcie_bandwidth x pcie_efficiency x "
+        "links_per_npu / (ports_per_nic x npus_per_link)",
+    ),
+]
+
+
 class DimensionConfig(Strict):
     """One network dimension as seen from an NPU."""
 
@@ -273,38 +319,11 @@ class DimensionConfig(Strict):
         "(exact when the NPUs behind a link all send at once, as collectives over whole nodes "
         "do)",
     )
-    nic_efficiency: PositiveFraction = Field(
-        1.0,
-        description="network dimensions: the fraction of the NICs' payload rate NCCL's network "
-        "proxy sustains (one proxy thread per GPU posts every channel's sends: a per-NPU "
-        "resource of links x bandwidth x efficiency x this / npus_per_link that every send "
-        "takes); 1: the NIC's whole payload rate",
-    )
-    net_overhead: NonNegativeSeconds = Field(
-        0.0,
-        description="network dimensions: NCCL's network overhead per ring step, s (getNetOverhead "
-        "in src/graph/tuning.cc: 1 us with Intel host CPUs, 2 us with AMD; three times that "
-        "for Simple): on a ring through several nodes every step's latency is at least it",
-    )
-    pcie_bandwidth: PositiveBytesPerSecond | None = Field(
-        None,
-        description="network dimensions: one NIC's PCIe link to the PCIe switch it shares with "
-        "its GPUs, one direction, B/s (Gen4 x16: 32 GB/s, Gen5 x16: 64 GB/s); every byte a GPU "
-        "sends or receives through its NIC crosses it, and with it the GPU's own PCIe link "
-        "(npu.host_link_bandwidth, shared with host copies); None: the PCIe path is not "
-        "modelled",
-    )
-    pcie_efficiency: PositiveFraction = Field(
-        1.0,
-        description="the payload fraction of the PCIe links on the GPU-NIC path (TLP and "
-        "DLLP overhead); with pcie_bandwidth",
-    )
-    ports_per_nic: PositiveInt = Field(
-        1,
-        description="network ports (links) that share one NIC's PCIe link (a dual-port card: "
-        "2); each NPU's share of the PCIe path is pcie_bandwidth x pcie_efficiency x "
-        "links_per_npu / (ports_per_nic x npus_per_link)",
-    )
+    nic_efficiency: NicEfficiency = 1.0
+    net_overhead: NetOverhead = 0.0
+    pcie_bandwidth: PcieBandwidth = None
+    pcie_efficiency: PcieEfficiency = 1.0
+    ports_per_nic: PortsPerNic = 1
     network: bool = Field(
         False,
         description="its links are NICs on a scale-out network (InfiniBand/RoCE) rather than "
@@ -381,38 +400,11 @@ class ScaleOutConfig(Strict):
         description="GPUs that share one NIC (NICs per GPU below one: 4 NICs for 8 GPUs is 2); "
         "each GPU's share is links_per_npu x link_bandwidth / this",
     )
-    nic_efficiency: PositiveFraction = Field(
-        1.0,
-        description="network dimensions: the fraction of the NICs' payload rate NCCL's network "
-        "proxy sustains (one proxy thread per GPU posts every channel's sends: a per-NPU "
-        "resource of links x bandwidth x efficiency x this / npus_per_link that every send "
-        "takes); 1: the NIC's whole payload rate",
-    )
-    net_overhead: NonNegativeSeconds = Field(
-        0.0,
-        description="network dimensions: NCCL's network overhead per ring step, s (getNetOverhead "
-        "in src/graph/tuning.cc: 1 us with Intel host CPUs, 2 us with AMD; three times that "
-        "for Simple): on a ring through several nodes every step's latency is at least it",
-    )
-    pcie_bandwidth: PositiveBytesPerSecond | None = Field(
-        None,
-        description="network dimensions: one NIC's PCIe link to the PCIe switch it shares with "
-        "its GPUs, one direction, B/s (Gen4 x16: 32 GB/s, Gen5 x16: 64 GB/s); every byte a GPU "
-        "sends or receives through its NIC crosses it, and with it the GPU's own PCIe link "
-        "(npu.host_link_bandwidth, shared with host copies); None: the PCIe path is not "
-        "modelled",
-    )
-    pcie_efficiency: PositiveFraction = Field(
-        1.0,
-        description="the payload fraction of the PCIe links on the GPU-NIC path (TLP and "
-        "DLLP overhead); with pcie_bandwidth",
-    )
-    ports_per_nic: PositiveInt = Field(
-        1,
-        description="network ports (links) that share one NIC's PCIe link (a dual-port card: "
-        "2); each NPU's share of the PCIe path is pcie_bandwidth x pcie_efficiency x "
-        "links_per_npu / (ports_per_nic x npus_per_link)",
-    )
+    nic_efficiency: NicEfficiency = 1.0
+    net_overhead: NetOverhead = 0.0
+    pcie_bandwidth: PcieBandwidth = None
+    pcie_efficiency: PcieEfficiency = 1.0
+    ports_per_nic: PortsPerNic = 1
     switch_reduction: bool = Field(
         False,
         description="the scale-out switches reduce in the network (InfiniBand SHARP, NCCL's "

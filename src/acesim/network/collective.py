@@ -260,60 +260,22 @@ class CollectiveRuntime:
         self.ranks: Sequence[int] = range(topology.npus) if exact else range(classes)
         #: starts message activities with the HBM shares of the endpoint
         self.shares = MessageShares(engine, self.endpoint, len(self.ranks))
-        self.egress: list[list[Resource]] = [
-            [
-                engine.add_resource(f"npu{r}.{d.name}.egress", d.egress_bandwidth)
-                for d in topology.dimensions
-            ]
-            for r in self.ranks
-        ]
-        #: what each NPU can receive from a dimension: the same links, the other direction
-        self.ingress: list[list[Resource]] = [
-            [
-                engine.add_resource(f"npu{r}.{d.name}.ingress", d.egress_bandwidth)
-                for d in topology.dimensions
-            ]
-            for r in self.ranks
-        ]
+        #: what each simulated NPU can send to a dimension, and (the same links, the other
+        #: direction) receive from it
+        self.egress = self._make_links("egress")
+        self.ingress = self._make_links("ingress")
         #: per NPU and dimension, what its messages take beyond the links on the path to and
         #: from the NIC, sending and receiving (:meth:`_make_paths`, :meth:`add_path`);
         #: ``paths[d]``: dimension ``d`` has any
         self.send_path, self.recv_path, self.paths = self._make_paths()
         #: leaf/spine dimensions (Dimension.spine; exact mode only): each leaf's uplinks and
         #: downlinks, shared by its NPUs, taken by messages between leaves
-        self._leaves: dict[tuple[int, str, int], Resource] = {}
-        for d in topology.dimensions:
-            if not d.spine or d.leaf_size is None:
-                continue
-            if not exact:
-                raise TopologyError(
-                    f"network.dimensions[{d.index}] ({d.name}): an oversubscribed leaf/spine "
-                    f"fabric (leaf_size {d.leaf_size}, oversubscription {d.oversubscription:g}) "
-                    "loads the spine unevenly across NPUs, which symmetric mode cannot "
-                    "represent: run exact mode (--exact)"
-                )
-            share = d.egress_bandwidth / d.oversubscription
-            for r in range(topology.npus):
-                if topology.coordinate(r, d.index) % d.leaf_size == 0:
-                    for way in ("up", "down"):
-                        self._leaves[(d.index, way, r)] = engine.add_resource(
-                            f"leaf{r}.{d.name}.spine_{way}", d.leaf_size * share
-                        )
+        self._leaves = self._make_leaves()
         self._queues = [[_DimQueue() for _ in topology.dimensions] for _ in self.ranks]
         self._runs: dict[tuple[int, int, int], _ChunkRun] = {}
         self._next_id = 0
         self._arrivals = 0  # tie-breaker of waiting chunks: order of arrival
-        self.delays = [d.latency + config.endpoint_delay for d in topology.dimensions]
-        nvls_delay = config.endpoint_delay if config.nvls_delay is None else config.nvls_delay
-        #: per dimension, the delivery delay of NVLS messages
-        self.nvls_delays = [d.latency + nvls_delay for d in topology.dimensions]
-        nvls_eff = (
-            config.protocol_efficiency if config.nvls_efficiency is None else config.nvls_efficiency
-        )
-        #: per dimension, the egress capacity one byte of an NVLS message takes (see module)
-        self.nvls_weights = [d.efficiency / nvls_eff for d in topology.dimensions]
-        #: the per-message delay of NVLS steps after the link latency (s)
-        self.nvls_delay = nvls_delay
+        self._set_delays()
         #: exact mode with per-link latencies (:meth:`set_link`): each rank's link latency, s
         self.rank_latencies: list[list[float]] | None = None
         # Hot-path shortcuts (same behaviour): endpoints that keep the base class's no-op step
@@ -337,6 +299,60 @@ class CollectiveRuntime:
         #: when not None, every finished phase is appended as
         #: (collective id, rank, chunk, phase index, dimension, start s, end s)
         self.phase_log: list[tuple[int, int, int, int, int, float, float]] | None = None
+
+    def _make_links(self, direction: str) -> list[list[Resource]]:
+        """Per simulated NPU and dimension, its links' capacity one way (``direction``:
+        "egress" or "ingress"; B/s of payload, protocol efficiency included)."""
+        return [
+            [
+                self.engine.add_resource(f"npu{r}.{d.name}.{direction}", d.egress_bandwidth)
+                for d in self.topology.dimensions
+            ]
+            for r in self.ranks
+        ]
+
+    def _make_leaves(self) -> dict[tuple[int, str, int], Resource]:
+        """Oversubscribed leaf/spine dimensions: each leaf's uplinks and downlinks (B/s, the
+        leaf's NPUs' egress over the oversubscription), keyed by (dimension, "up"/"down",
+        the leaf's first rank); refused in symmetric mode."""
+        leaves: dict[tuple[int, str, int], Resource] = {}
+        topology = self.topology
+        for d in topology.dimensions:
+            if not d.spine or d.leaf_size is None:
+                continue
+            if not self.exact:
+                raise TopologyError(
+                    f"network.dimensions[{d.index}] ({d.name}): an oversubscribed leaf/spine "
+                    f"fabric (leaf_size {d.leaf_size}, oversubscription {d.oversubscription:g}) "
+                    "loads the spine unevenly across NPUs, which symmetric mode cannot "
+                    "represent: run exact mode (--exact)"
+                )
+            share = d.egress_bandwidth / d.oversubscription
+            for r in range(topology.npus):
+                if topology.coordinate(r, d.index) % d.leaf_size == 0:
+                    for way in ("up", "down"):
+                        leaves[(d.index, way, r)] = self.engine.add_resource(
+                            f"leaf{r}.{d.name}.spine_{way}", d.leaf_size * share
+                        )
+        return leaves
+
+    def _set_delays(self) -> None:
+        """Per dimension, the delivery delay of a message after it leaves (link latency plus
+        the per-message delay, s) and, for NVLS messages, their delay and the egress capacity
+        one byte takes (see module)."""
+        config, dims = self.config, self.topology.dimensions
+        #: per dimension, the delivery delay of ordinary messages (s)
+        self.delays = [d.latency + config.endpoint_delay for d in dims]
+        nvls_delay = config.endpoint_delay if config.nvls_delay is None else config.nvls_delay
+        #: per dimension, the delivery delay of NVLS messages (s)
+        self.nvls_delays = [d.latency + nvls_delay for d in dims]
+        nvls_eff = (
+            config.protocol_efficiency if config.nvls_efficiency is None else config.nvls_efficiency
+        )
+        #: per dimension, the egress capacity one byte of an NVLS message takes (see module)
+        self.nvls_weights = [d.efficiency / nvls_eff for d in dims]
+        #: the per-message delay of NVLS steps after the link latency (s)
+        self.nvls_delay = nvls_delay
 
     def set_link(
         self, rank: int, dim: int, *, bandwidth: float | None = None, latency: float | None = None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..engine import Resource
+from ..intervals import union
 from ..training.bounds import BoundRecorder, attribute
 from ..training.executor import Execution
 from .protocol import Table
@@ -96,18 +97,6 @@ class JobResult:
         out = dict(self.__dict__)
         out["shared_with"] = self.shared_with
         return out
-
-
-def _union(spans: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in spans):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
 
 
 def _both(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
@@ -189,11 +178,11 @@ def _shared(
     out: dict[str, dict[str, float]] = {}
     mine = bounds.flows.get(job, {})
     for resource, spans in mine.items():
-        own = _union(spans, lo, hi)
+        own = union(spans, lo, hi)
         for other, flows in bounds.flows.items():
             if other == job or resource not in flows:
                 continue
-            seconds = _both(own, _union(flows[resource], lo, hi))
+            seconds = _both(own, union(flows[resource], lo, hi))
             if seconds > 0:
                 out.setdefault(resource, {})[other] = seconds / count
     return dict(sorted(out.items(), key=lambda kv: -sum(kv[1].values())))

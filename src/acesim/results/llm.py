@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from ..intervals import union
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
@@ -247,19 +248,6 @@ class LlmResult:
         return notes + [f"model: {note}" for note in self.notes]
 
 
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for start, end in sorted(intervals):
-        if end <= start:
-            continue
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
-
 def _complement(busy: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
     out = []
     t = lo
@@ -326,14 +314,14 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 sent = starts[k] if k < len(starts) else rec.start
                 waits["pp"].append((max(rec.start, sent), rec.end))
                 waits["peer"].append((rec.start, min(sent, rec.end)))
-        busy_u = _union(busy)
+        busy_u = union(busy)
         compute += _length(busy_u)
         idle = _complement(busy_u, lo, hi)
         explained: list[tuple[float, float]] = []
         comm = 0.0
         for kind in _ORDER:
-            mine = _union(waits.get(kind, []))
-            left = _complement(_union(explained), lo, hi)
+            mine = union(waits.get(kind, []))
+            left = _complement(union(explained), lo, hi)
             part = _intersect(_intersect(idle, mine), left)
             explained += part
             if kind in exposed:
@@ -350,5 +338,5 @@ def rank_compute_times(ex: Execution) -> list[float]:
     out = []
     for records in ex.records:
         busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
-        out.append(_length(_union(busy)) / iterations)
+        out.append(_length(union(busy)) / iterations)
     return out

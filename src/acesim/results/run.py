@@ -47,8 +47,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import SimulationError, WorkloadError
+from ..intervals import union
 from ..training.bounds import attribute, collective_bounds
-from ..training.executor import Execution, Snapshot
+from ..training.executor import Execution, NodeRecord, Snapshot
 from ..units import format_rate, format_time
 from ..version import __version__
 from .energy import EnergyResult, energy_result, energy_rows
@@ -314,19 +315,10 @@ class RunResult:
 
 
 def _union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds in the union of ``intervals`` within ``lo``..``hi``."""
     total = 0.0
-    cur_start = cur_end = None
-    for start, end in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
-        if end <= start:
-            continue
-        if cur_end is None or start > cur_end:
-            if cur_end is not None and cur_start is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None and cur_start is not None:
-        total += cur_end - cur_start
+    for start, end in union(intervals, lo, hi):
+        total += end - start
     return total
 
 
@@ -340,93 +332,22 @@ def measured_iterations(iterations: int, warmup: int) -> list[int]:
 def summarize(ex: Execution, info: RunInfo) -> RunResult:
     """Compute :class:`RunResult` from an execution (see module docstring); ``info`` says what
     the run was made with (its ``measured`` count is filled in here)."""
-    platform = ex.platform
-    iters = ex.graph.iterations
     assert ex.final is not None
-    measured = measured_iterations(iters, info.warmup)
-    if not measured:
-        raise ValueError(f"{iters} iterations with {info.warmup} warm-up measure nothing")
-    missing = [k for k in range(iters) if k not in ex.iteration_start]
-    if missing:
-        raise WorkloadError(
-            f"the graph says it has {iters} iterations, but no node of iteration {missing[0]} "
-            "exists",
-            location=ex.graph.name or "graph",
-        )
-    whole_run = info.warmup == 0
-    if whole_run:
-        lo, hi = 0.0, ex.makespan
-        snap_lo, snap_hi = ex.snapshots[0], ex.final
-    else:
-        first, last = measured[0], measured[-1] + 1
-        lo, hi = ex.iteration_start[first], ex.iteration_start[last]
-        snap_lo, snap_hi = ex.snapshots[first], ex.snapshots[last]
+    measured = _measured(ex, info.warmup)
+    lo, hi, snap_lo, snap_hi = _window(ex, info.warmup, measured)
     count = len(measured)
-    wanted = set(measured)
     window = max(hi - lo, 1e-30)
     records = ex.records[0]
-    compute_time = alone = 0.0
-    per_iteration: dict[int, list[tuple[float, float]]] = {k: [] for k in measured}
-    all_colls = [
-        (r.start, r.end)
-        for r in records.values()
-        if r.node.kind == "collective" and r.end > r.start
-    ]
-    rows: dict[str, LayerRow] = {}
-    for rec in records.values():
-        node = rec.node
-        if node.iteration not in wanted:
-            continue
-        row = rows.setdefault(node.layer or node.name, LayerRow(node.layer or node.name))
-        if node.kind == "compute":
-            compute_time += rec.end - rec.start
-            alone += rec.alone
-            if node.pass_name in ("fwd", "ig", "wg"):
-                setattr(row, node.pass_name, getattr(row, node.pass_name) + rec.end - rec.start)
-        elif node.kind == "collective":
-            per_iteration[node.iteration].append((rec.start, rec.end))
-            row.comm += rec.end - rec.start
-            row.comm_bytes += node.size
-    for row in rows.values():
-        row.fwd /= count
-        row.ig /= count
-        row.wg /= count
-        row.comm /= count
-        row.comm_bytes /= count
+    rows, compute_time, alone, per_iteration = _tally(records, measured)
     busy = snap_hi.compute_busy - snap_lo.compute_busy
-    net_util = {}
-    sent_total = peak_total = 0.0
-    for d in platform.topology.dimensions:
-        if d.size <= 1:
-            continue
-        sent = snap_hi.egress_bytes[d.index] - snap_lo.egress_bytes[d.index]
-        net_util[d.name] = sent / (window * d.egress_bandwidth)
-        sent_total += sent
-        peak_total += d.egress_bandwidth
-    comm_busy = _union_length(all_colls, lo, hi)
-    effective = sent_total / (comm_busy * peak_total) if comm_busy > 0 and peak_total > 0 else 0.0
-    hbm_total = snap_hi.hbm_bytes - snap_lo.hbm_bytes
-    hbm_compute = snap_hi.compute_hbm_bytes - snap_lo.compute_hbm_bytes
-    hbm_comm = hbm_total - hbm_compute
-    if hbm_comm < 1e-9 * max(hbm_total, 1.0):
-        hbm_comm = 0.0  # rounding of two integrals of the same traffic
+    net_util, effective = _network_use(ex, records, snap_lo, snap_hi, lo, hi)
+    hbm_compute, hbm_comm = _hbm_bytes(snap_lo, snap_hi)
     comm_time = 0.0
     for k in measured:
         start = ex.iteration_start.get(k, lo)
         comm_time += _union_length(per_iteration[k], start, float("inf"))
     info.measured = count
-    bound_by: dict[str, float] = {}
-    comm_bound_by: dict[str, float] = {}
-    if ex.bounds is not None:
-        kernels = [
-            (r.start, r.end)
-            for r in records.values()
-            if r.node.kind == "compute" and r.end > r.start
-        ]
-        bound_by = {k: v / count for k, v in attribute(ex.bounds, kernels, lo, hi).items()}
-        comm_bound_by = {
-            k: v / count for k, v in collective_bounds(ex.bounds, lo, hi, waiting=False).items()
-        }
+    bound_by, comm_bound_by = _bound_shares(ex, records, lo, hi, count)
     result = RunResult(
         info=info,
         iteration_time=window / count,
@@ -451,6 +372,132 @@ def summarize(ex: Execution, info: RunInfo) -> RunResult:
     )
     _check_finite(result)
     return result
+
+
+def _measured(ex: Execution, warmup: int) -> list[int]:
+    """The iterations the run measures; refuses a run that measures none, or whose graph
+    lacks an iteration it claims."""
+    iters = ex.graph.iterations
+    measured = measured_iterations(iters, warmup)
+    if not measured:
+        raise ValueError(f"{iters} iterations with {warmup} warm-up measure nothing")
+    missing = [k for k in range(iters) if k not in ex.iteration_start]
+    if missing:
+        raise WorkloadError(
+            f"the graph says it has {iters} iterations, but no node of iteration {missing[0]} "
+            "exists",
+            location=ex.graph.name or "graph",
+        )
+    return measured
+
+
+def _window(
+    ex: Execution, warmup: int, measured: list[int]
+) -> tuple[float, float, Snapshot, Snapshot]:
+    """The measured window: its start and end (s) and the snapshots there (the whole run
+    without warm-up, else from the first measured iteration's start to the next one's)."""
+    if warmup == 0:
+        assert ex.final is not None
+        return 0.0, ex.makespan, ex.snapshots[0], ex.final
+    first, last = measured[0], measured[-1] + 1
+    return (
+        ex.iteration_start[first],
+        ex.iteration_start[last],
+        ex.snapshots[first],
+        ex.snapshots[last],
+    )
+
+
+def _tally(
+    records: dict[int, NodeRecord], measured: list[int]
+) -> tuple[dict[str, LayerRow], float, float, dict[int, list[tuple[float, float]]]]:
+    """Over the measured iterations: per layer, its mean time per pass and its collectives'
+    time and bytes per iteration; the compute time in all (s) and alone (s); per iteration,
+    its collectives' intervals (s)."""
+    count = len(measured)
+    wanted = set(measured)
+    compute_time = alone = 0.0
+    per_iteration: dict[int, list[tuple[float, float]]] = {k: [] for k in measured}
+    rows: dict[str, LayerRow] = {}
+    for rec in records.values():
+        node = rec.node
+        if node.iteration not in wanted:
+            continue
+        row = rows.setdefault(node.layer or node.name, LayerRow(node.layer or node.name))
+        if node.kind == "compute":
+            compute_time += rec.end - rec.start
+            alone += rec.alone
+            if node.pass_name in ("fwd", "ig", "wg"):
+                setattr(row, node.pass_name, getattr(row, node.pass_name) + rec.end - rec.start)
+        elif node.kind == "collective":
+            per_iteration[node.iteration].append((rec.start, rec.end))
+            row.comm += rec.end - rec.start
+            row.comm_bytes += node.size
+    for row in rows.values():
+        row.fwd /= count
+        row.ig /= count
+        row.wg /= count
+        row.comm /= count
+        row.comm_bytes /= count
+    return rows, compute_time, alone, per_iteration
+
+
+def _network_use(
+    ex: Execution,
+    records: dict[int, NodeRecord],
+    snap_lo: Snapshot,
+    snap_hi: Snapshot,
+    lo: float,
+    hi: float,
+) -> tuple[dict[str, float], float]:
+    """Per network dimension, the share of its egress capacity used over the window ``lo``
+    to ``hi`` (s); and the effective utilisation: bytes sent over what the links could carry
+    while any collective ran."""
+    window = max(hi - lo, 1e-30)
+    all_colls = [
+        (r.start, r.end)
+        for r in records.values()
+        if r.node.kind == "collective" and r.end > r.start
+    ]
+    net_util = {}
+    sent_total = peak_total = 0.0
+    for d in ex.platform.topology.dimensions:
+        if d.size <= 1:
+            continue
+        sent = snap_hi.egress_bytes[d.index] - snap_lo.egress_bytes[d.index]
+        net_util[d.name] = sent / (window * d.egress_bandwidth)
+        sent_total += sent
+        peak_total += d.egress_bandwidth
+    comm_busy = _union_length(all_colls, lo, hi)
+    effective = sent_total / (comm_busy * peak_total) if comm_busy > 0 and peak_total > 0 else 0.0
+    return net_util, effective
+
+
+def _hbm_bytes(snap_lo: Snapshot, snap_hi: Snapshot) -> tuple[float, float]:
+    """HBM bytes moved between the snapshots by compute and by communication."""
+    hbm_total = snap_hi.hbm_bytes - snap_lo.hbm_bytes
+    hbm_compute = snap_hi.compute_hbm_bytes - snap_lo.compute_hbm_bytes
+    hbm_comm = hbm_total - hbm_compute
+    if hbm_comm < 1e-9 * max(hbm_total, 1.0):
+        hbm_comm = 0.0  # rounding of two integrals of the same traffic
+    return hbm_compute, hbm_comm
+
+
+def _bound_shares(
+    ex: Execution, records: dict[int, NodeRecord], lo: float, hi: float, count: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per iteration, the time (s) each limit bound the kernels and the collectives over the
+    window (nothing when the run did not record bounds)."""
+    if ex.bounds is None:
+        return {}, {}
+    kernels = [
+        (r.start, r.end) for r in records.values() if r.node.kind == "compute" and r.end > r.start
+    ]
+    bound_by = {k: v / count for k, v in attribute(ex.bounds, kernels, lo, hi).items()}
+    comm_bound_by = {
+        k: v / count for k, v in collective_bounds(ex.bounds, lo, hi, waiting=False).items()
+    }
+    return bound_by, comm_bound_by
 
 
 def _energy(

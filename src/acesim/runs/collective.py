@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..config.experiment import RunOptions
-from ..config.resolve import resolve_system
+from ..config.resolve import derive, resolve_system
 from ..config.system import SystemConfig, defaults
 from ..config.variation import Variation
 from ..errors import ConfigError, SimulationError, TopologyError
@@ -290,10 +290,8 @@ def _forced(case: CollectiveCase) -> Callable[[str], float | None]:
     """``algorithm`` -> the collective's time with it forced (None: it cannot run)."""
 
     def simulate(algorithm: str) -> float | None:
-        cfg = case.system
-        collective = cfg.collective.model_copy(update={"algorithm": algorithm})
-        forced = cfg.model_copy(update={"collective": collective})
         try:
+            forced = derive(case.system, {"collective.algorithm": algorithm})
             return _simulate(case.with_system(forced), "")[0].time
         except (ConfigError, TopologyError):
             return None

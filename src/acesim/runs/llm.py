@@ -185,51 +185,16 @@ def make_llm_case(
     p = PRECISIONS.get(precision, "workload.precision")
     check_math(resolved, p.math, precision)
     parallel.check_model(cfg)
-    if parallel.offload is not None and resolved.npu.host_link_bandwidth is None:
-        raise ConfigError(
-            "npu.host_link_bandwidth",
-            f"must be set to offload {parallel.offload} ({resolved.npu.name} has no host link)",
-        )
-    units = resolved.npu.compute_units
-    if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
-        raise ConfigError(
-            "parallel.ep_comm_units",
-            f"must be fewer than the {units} compute units of {resolved.npu.name}",
-            parallel.ep_comm_units,
-        )
+    _check_npu_supports(parallel, resolved.npu)
     shape = tuple(resolved.network.shape)
     place = placement(parallel, shape)
     micro = parallel.micro_batches(place.dp)
-    if micro * iterations > opts.max_micro_batches:
-        hours = micro * iterations * SECONDS_PER_MICRO_BATCH / 3600
-        raise ConfigError(
-            "parallel.global_batch",
-            f"makes {micro * iterations} micro-batches to simulate ({parallel.global_batch} "
-            f"sequences / (micro-batch {parallel.micro_batch} x dp {place.dp}), about "
-            f"{hours:.3g} hours at {SECONDS_PER_MICRO_BATCH} s each), more than the bound "
-            f"{opts.max_micro_batches} (run.max_micro_batches; --max-micro-batches N "
-            "raises it knowingly)",
-            parallel.global_batch,
-        )
+    _check_work_bound(parallel, place, micro * iterations, opts.max_micro_batches)
     kind = parallel.schedule or default_schedule(parallel.vpp)
     order = SCHEDULES.get(kind, "parallel.schedule")
     order.check(parallel.pp, parallel.vpp, micro)
     stages = _stages(cfg, p, parallel, place, order)
-    sizes = [
-        rank_footprint(
-            chunks,
-            order.stage_ops(parallel.pp, s, micro, len(chunks)),
-            p,
-            OPTIMIZER,
-            dp=place.grad_ranks,
-            distributed_optimizer=parallel.zero >= 1,
-            expert_dp=place.expert_dp,
-            grad_fp32=parallel.grad_fp32,
-            fsdp=parallel.zero == 3,
-            offload_activations=parallel.offload_activations,
-        )
-        for s, chunks in enumerate(stages)
-    ]
+    sizes = _footprints(stages, order, p, parallel, place, micro)
     worst_stage = max(range(len(sizes)), key=lambda s: sizes[s]["total"])
     case = LlmCase(
         resolved,
@@ -251,6 +216,67 @@ def make_llm_case(
         _check_memory(cfg, parallel, p, resolved, sizes[worst_stage], worst_stage)
     _check_gpus(case)
     return case
+
+
+def _check_npu_supports(parallel: ParallelConfig, npu: NPUConfig) -> None:
+    """Refuse what the parallel configuration asks of the NPU that it lacks: a host link to
+    offload to, more compute units than it has for expert-parallel communication."""
+    if parallel.offload is not None and npu.host_link_bandwidth is None:
+        raise ConfigError(
+            "npu.host_link_bandwidth",
+            f"must be set to offload {parallel.offload} ({npu.name} has no host link)",
+        )
+    units = npu.compute_units
+    if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
+        raise ConfigError(
+            "parallel.ep_comm_units",
+            f"must be fewer than the {units} compute units of {npu.name}",
+            parallel.ep_comm_units,
+        )
+
+
+def _check_work_bound(
+    parallel: ParallelConfig, place: Placement, micro_batches: int, bound: int
+) -> None:
+    """Refuse a run of more than ``bound`` micro-batches in all (run.max_micro_batches),
+    with an estimate of how long it would take."""
+    if micro_batches > bound:
+        hours = micro_batches * SECONDS_PER_MICRO_BATCH / 3600
+        raise ConfigError(
+            "parallel.global_batch",
+            f"makes {micro_batches} micro-batches to simulate ({parallel.global_batch} "
+            f"sequences / (micro-batch {parallel.micro_batch} x dp {place.dp}), about "
+            f"{hours:.3g} hours at {SECONDS_PER_MICRO_BATCH} s each), more than the bound "
+            f"{bound} (run.max_micro_batches; --max-micro-batches N "
+            "raises it knowingly)",
+            parallel.global_batch,
+        )
+
+
+def _footprints(
+    stages: tuple[tuple[ChunkWork, ...], ...],
+    order: PipelineSchedule,
+    p: Precision,
+    parallel: ParallelConfig,
+    place: Placement,
+    micro: int,
+) -> list[dict[str, float]]:
+    """Each pipeline stage's memory per GPU by term and in total (bytes)."""
+    return [
+        rank_footprint(
+            chunks,
+            order.stage_ops(parallel.pp, s, micro, len(chunks)),
+            p,
+            OPTIMIZER,
+            dp=place.grad_ranks,
+            distributed_optimizer=parallel.zero >= 1,
+            expert_dp=place.expert_dp,
+            grad_fp32=parallel.grad_fp32,
+            fsdp=parallel.zero == 3,
+            offload_activations=parallel.offload_activations,
+        )
+        for s, chunks in enumerate(stages)
+    ]
 
 
 def _stages(

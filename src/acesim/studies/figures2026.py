@@ -43,11 +43,17 @@ def _rows(summary: dict[str, Any], system: str) -> list[dict[str, Any]]:
     return [r for r in summary["results"] if r["system"] == system]
 
 
+def _panels(count: int, width: float, height: float) -> tuple[Any, list[Any]]:
+    """A figure of ``count`` panels one above the other, ``width`` by ``height`` inches each
+    (and 0.8 inch for the title)."""
+    fig, axes = plt.subplots(count, 1, figsize=(width, height * count + 0.8))
+    return fig, list(axes) if count > 1 else [axes]
+
+
 def _speedup(summary: dict[str, Any]) -> Any:
     systems = summary["systems"]
     kinds = summary["endpoints"]
-    fig, axes = plt.subplots(len(systems), 1, figsize=(7.5, 3.0 * len(systems) + 0.8))
-    axes = list(axes) if len(systems) > 1 else [axes]
+    fig, axes = _panels(len(systems), 7.5, 3.0)
     width = 0.8 / len(kinds)
     for ax, system in zip(axes, systems, strict=True):
         rows = _rows(summary, system)
@@ -80,8 +86,7 @@ def _speedup(summary: dict[str, Any]) -> Any:
 def _exposed(summary: dict[str, Any]) -> Any:
     systems = summary["systems"]
     kinds = summary["endpoints"]
-    fig, axes = plt.subplots(len(systems), 1, figsize=(9.0, 3.2 * len(systems) + 0.8))
-    axes = list(axes) if len(systems) > 1 else [axes]
+    fig, axes = _panels(len(systems), 9.0, 3.2)
     width = 0.8 / len(kinds)
     seen: set[str] = set()
     for ax, system in zip(axes, systems, strict=True):

@@ -619,6 +619,28 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
         "figures are from its abstract (paper.md section 1).",
         "",
         *_provenance_lines(summary.get("provenance", {})),
+        *_headline_lines(summary),
+        *_case_lines(cases),
+        *_other_kind_lines(cases),
+        *_energy_lines(cases),
+        *_membw_lines(summary),
+        "",
+        *_orderings_lines(summary),
+        *_sensitivity_lines(summary),
+        "## Figures",
+        "",
+        "speedup.png, net_util.png, membw.png, breakdown.png, sram.png, splits.png,",
+        "sensitivity.png (with the sensitivity study) (and .svg).",
+        "",
+        *_assumption_lines(summary),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _headline_lines(summary: dict[str, Any]) -> list[str]:
+    """The report's headline table: each paper figure, acesim's value, its range over the
+    assumptions (the sensitivity study, when run) and the deviation from the paper."""
+    lines = [
         "## Headline figures",
         "",
         "| figure | acesim | range over the assumptions | paper | deviation | tolerance |"
@@ -641,7 +663,12 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
             "(The sensitivity study was not run: `acesim reproduce ace-isca21` runs it unless",
             "given `--no-sensitivity`.)",
         ]
-    lines += [
+    return lines
+
+
+def _case_lines(cases: list[CaseResult]) -> list[str]:
+    """The report's per-case table: the best baseline split and each core endpoint's time."""
+    lines = [
         "",
         "## Cases",
         "",
@@ -657,23 +684,34 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
             f"{1e3 * c.no_overlap.iteration_time:.3f} ms | {c.speedup:.3f}x | "
             f"{c.util_gain:.2f}x |"
         )
+    return lines
+
+
+def _other_kind_lines(cases: list[CaseResult]) -> list[str]:
+    """The report's table of the endpoint kinds beyond the core ones (nothing without any)."""
     others = [k for k in cases[0].comparison.endpoints if k not in ("baseline", *CORE_ENDPOINTS)]
-    if cases and others:
-        lines += [
-            "",
-            "## Other endpoint kinds",
-            "",
-            "| workload | NPUs | " + " | ".join(f"{k} time | {k} speedup" for k in others) + " |",
-            "|---|---:|" + "---:|---:|" * len(others),
-        ]
-        for c in cases:
-            cells = []
-            for k in others:
-                best = c.comparison.best(k)
-                cells.append(f"{1e3 * best.iteration_time:.3f} ms | {c.comparison.speedup(k):.3f}x")
-            lines.append(f"| {c.workload} | {c.npus} | " + " | ".join(cells) + " |")
-    lines += _energy_lines(cases)
-    lines += [
+    if not (cases and others):
+        return []
+    lines = [
+        "",
+        "## Other endpoint kinds",
+        "",
+        "| workload | NPUs | " + " | ".join(f"{k} time | {k} speedup" for k in others) + " |",
+        "|---|---:|" + "---:|---:|" * len(others),
+    ]
+    for c in cases:
+        cells = []
+        for k in others:
+            best = c.comparison.best(k)
+            cells.append(f"{1e3 * best.iteration_time:.3f} ms | {c.comparison.speedup(k):.3f}x")
+        lines.append(f"| {c.workload} | {c.npus} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _membw_lines(summary: dict[str, Any]) -> list[str]:
+    """The report's HBM-bandwidth table: what each endpoint needs to drive the same network
+    bandwidth, simulated and by byte accounting."""
+    lines = [
         "",
         "## HBM bandwidth needed to drive the same network bandwidth (all-reduce)",
         "",
@@ -707,20 +745,12 @@ def report_markdown(summary: dict[str, Any], cases: list[CaseResult]) -> str:
             f"| {row['npus']} | {sim} | {row['baseline_ratio']:.3f} | {row['ace_ratio']:.3f} | "
             f"{row['saving']:.2f}x |"
         )
-    lines += [
-        "",
-        *_orderings_lines(summary),
-        *_sensitivity_lines(summary),
-        "## Figures",
-        "",
-        "speedup.png, net_util.png, membw.png, breakdown.png, sram.png, splits.png,",
-        "sensitivity.png (with the sensitivity study) (and .svg).",
-        "",
-        "## Assumptions",
-        "",
-        "| field | source | note |",
-        "|---|---|---|",
-    ]
+    return lines
+
+
+def _assumption_lines(summary: dict[str, Any]) -> list[str]:
+    """The report's table of assumed parameters, each with its source kind and note."""
+    lines = ["## Assumptions", "", "| field | source | note |", "|---|---|---|"]
     for a in summary["assumptions"]:
         lines.append(f"| `{a['field']}` | {a['kind']} | {a['note']} |")
-    return "\n".join(lines) + "\n"
+    return lines

@@ -32,7 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..config.system import KernelModelConfig, SystemConfig
+from ..config.resolve import derive
+from ..config.system import SystemConfig
 from ..hardware.endpoints.ace import AceSettings
 from ..registry import Registry
 from .tasks import Task, run_tasks
@@ -62,16 +63,23 @@ VARIANTS: Registry[SensitivityVariant] = Registry("sensitivity variant", "--sens
 
 
 def _npu(system: SystemConfig, **changes: Any) -> SystemConfig:
-    return system.model_copy(update={"npu": system.npu.model_copy(update=changes)})
+    """``system`` with ``[npu]`` fields changed."""
+    return derive(system, {f"npu.{name}": value for name, value in changes.items()})
 
 
 def _workloads(system: SystemConfig, **changes: Callable[[Any], Any]) -> SystemConfig:
-    out = system.model_copy(deep=True)
-    if out.reproduction is not None:
-        for work in out.reproduction.workloads.values():
-            for field, change in changes.items():
-                setattr(work, field, change(getattr(work, field)))
-    return out
+    """``system`` with every reproduction workload's fields changed (``field=f``: the field's
+    value becomes ``f(value)``)."""
+    if system.reproduction is None:
+        return derive(system, {})
+    table = {
+        name: {
+            **work.model_dump(),
+            **{f: change(getattr(work, f)) for f, change in changes.items()},
+        }
+        for name, work in system.reproduction.workloads.items()
+    }  # the whole table: a workload's name may hold a dot, which a dotted path cannot
+    return derive(system, {"reproduction.workloads": table})
 
 
 def _ace(system: SystemConfig) -> AceSettings:
@@ -80,9 +88,7 @@ def _ace(system: SystemConfig) -> AceSettings:
 
 def _with_kind_settings(system: SystemConfig, kind: str, **changes: Any) -> SystemConfig:
     """``system`` with ``kind``'s settings changed, its endpoint kind unchanged."""
-    changed = system.with_endpoint(kind, **changes)
-    endpoint = changed.endpoint.model_copy(update={"kind": system.endpoint.kind})
-    return changed.model_copy(update={"endpoint": endpoint})
+    return derive(system, {f"endpoint.{kind}.{name}": value for name, value in changes.items()})
 
 
 for _variant in (
@@ -90,7 +96,7 @@ for _variant in (
     SensitivityVariant(
         "ideal_kernels",
         "ideal roofline kernels",
-        lambda s: _npu(s, kernels=KernelModelConfig.model_validate({})),
+        lambda s: _npu(s, kernels={}),  # every field at its default: the roofline
     ),
     SensitivityVariant("drf", "DRF HBM arbitration", lambda s: _npu(s, hbm_arbitration="drf")),
     SensitivityVariant(

@@ -39,7 +39,7 @@ from .spec import Point, SweepSpec, canonical_json, load_spec
 from .store import ResultStore
 from .worker import error_outcome, execute_point
 
-__all__ = ["run_sweep", "SweepSummary", "default_workers", "default_db", "check_dask"]
+__all__ = ["run_sweep", "run_items", "SweepSummary", "default_workers", "default_db", "check_dask"]
 
 Item = tuple[str, dict[str, Any]]  # (hash, config)
 
@@ -185,14 +185,7 @@ def run_sweep(
         return SweepSummary("(worker)", Path(db or "."), 0, 0, 0, 0, 0, 0.0, "none")
     sweep = load_spec(spec)
     points = sweep.points()
-    invalid = [p for p in points if not p.ok]
-    if invalid and (strict or len(invalid) == len(points)):
-        first = invalid[0]
-        which = "every point" if len(invalid) == len(points) else f"{len(invalid)} points"
-        raise ConfigError(
-            f"sweep {sweep.name!r}",
-            f"{which} invalid; point {first.index} {_describe(first)}: {first.error}",
-        )
+    _check_points(sweep, points, strict)
     unique: dict[str, Point] = {}
     for p in points:
         unique.setdefault(p.hash, p)
@@ -207,46 +200,20 @@ def run_sweep(
         done = store.finished(include_errors=not retry_errors)
         summary.skipped = sum(1 for h in unique if h in done)
         todo = [p for h, p in unique.items() if h not in done]
-
-        def record(p: Point, outcome: dict[str, Any]) -> None:
-            store.write(
-                hash=p.hash,
-                sweep=sweep.name,
-                point=p.index,
-                kind=sweep.kind,
-                axes=p.columns,
-                outcome=outcome,
-                config=canonical_json(p.config),
-            )
-            if outcome["status"] == "refused":
-                summary.refused += 1
-                if len(summary.refusals) < 20:
-                    summary.refusals.append((p.index, str(outcome["error"])))
-            elif outcome["status"] != "ok":
-                summary.failed += 1
-                if len(summary.errors) < 20:
-                    summary.errors.append((p.index, str(outcome["error"])))
-
         bar, own_bar = _progress(progress)
         task = None
         if bar is not None:
             task = bar.add_task(f"sweep {sweep.name}", total=len(unique), completed=summary.skipped)
+
+        def advance() -> None:
+            if bar is not None:
+                bar.advance(task)
+
         try:
             if own_bar and bar is not None:
                 bar.start()
-            for p in todo:
-                if not p.ok:
-                    record(p, error_outcome(f"refused: {p.error}", "refused"))
-                    if bar is not None:
-                        bar.advance(task)
-            runnable = {p.hash: p for p in todo if p.ok}
-            items = [(h, p.config) for h, p in runnable.items()]
-            for h, outcome in _backend(dask, workers)(items):
-                record(runnable[h], outcome)
-                summary.ran += 1
-                summary.ok += outcome["status"] == "ok"
-                if bar is not None:
-                    bar.advance(task)
+            record = _Recorder(store, sweep, summary)
+            _run_points(todo, record, _backend(dask, workers), advance)
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
@@ -254,6 +221,69 @@ def run_sweep(
                 bar.stop()
             summary.wall_time = time.perf_counter() - start
     return summary
+
+
+def _check_points(sweep: SweepSpec, points: list[Point], strict: bool) -> None:
+    """Refuse the spec when every point is invalid, or (``strict``) any one is."""
+    invalid = [p for p in points if not p.ok]
+    if invalid and (strict or len(invalid) == len(points)):
+        first = invalid[0]
+        which = "every point" if len(invalid) == len(points) else f"{len(invalid)} points"
+        raise ConfigError(
+            f"sweep {sweep.name!r}",
+            f"{which} invalid; point {first.index} {_describe(first)}: {first.error}",
+        )
+
+
+@dataclass
+class _Recorder:
+    """Writes each point's outcome to the store and counts it in the summary."""
+
+    store: ResultStore
+    sweep: SweepSpec
+    summary: SweepSummary
+
+    def __call__(self, p: Point, outcome: dict[str, Any]) -> None:
+        self.store.write(
+            hash=p.hash,
+            sweep=self.sweep.name,
+            point=p.index,
+            kind=self.sweep.kind,
+            axes=p.columns,
+            outcome=outcome,
+            config=canonical_json(p.config),
+        )
+        summary = self.summary
+        if outcome["status"] == "refused":
+            summary.refused += 1
+            if len(summary.refusals) < 20:
+                summary.refusals.append((p.index, str(outcome["error"])))
+        elif outcome["status"] != "ok":
+            summary.failed += 1
+            if len(summary.errors) < 20:
+                summary.errors.append((p.index, str(outcome["error"])))
+
+
+def _run_points(
+    todo: list[Point],
+    record: _Recorder,
+    backend: Callable[[list[Item]], Iterator[tuple[str, Any]]],
+    advance: Callable[[], None],
+) -> None:
+    """Record the invalid points of ``todo`` as refused, then run the others on ``backend``
+    and record each outcome as it comes."""
+    for p in todo:
+        if not p.ok:
+            record(p, error_outcome(f"refused: {p.error}", "refused"))
+            advance()
+    runnable = {p.hash: p for p in todo if p.ok}
+    items = [(h, p.config) for h, p in runnable.items()]
+    summary = record.summary
+    for h, outcome in backend(items):
+        record(runnable[h], outcome)
+        summary.ran += 1
+        summary.ok += outcome["status"] == "ok"
+        advance()
 
 
 def _describe(p: Point) -> str:
@@ -276,6 +306,16 @@ def _backend_name(dask: Any, workers: int) -> str:
     if isinstance(dask, str):
         return f"dask LocalCluster ({workers} workers)" if dask == "local" else f"dask {dask}"
     return "dask client"
+
+
+def run_items(
+    items: list[Item], *, dask: Any = None, workers: int = 0
+) -> Iterator[tuple[str, Any]]:
+    """Run resolved points ``(key, configuration)`` where a sweep runs them (this process when
+    ``workers`` is 0 and no ``dask``; local processes; a Dask cluster: an address or
+    ``"local"``), yielding ``(key, outcome)`` as they finish (:func:`acesim.sweep.worker.
+    execute_point`'s outcome: never raises for a failing point)."""
+    return _backend(dask, workers)(items)
 
 
 def _backend(dask: Any, workers: int) -> Callable[[list[Item]], Iterator[tuple[str, Any]]]:

@@ -30,11 +30,11 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import sqlite3
-import stat
 import time
 from pathlib import Path
 from typing import Any
 
+from ..config.files import FileProblem, regular_file
 from ..errors import SweepError, shorten
 from ..version import __version__
 from .units import column_unit
@@ -89,16 +89,10 @@ def _file_is_empty(path: Path) -> bool:
     """True when ``path`` does not exist or is an empty file (SQLite makes a new database);
     SweepError when it is a directory, not a regular file, or not an SQLite database."""
     try:
-        info = path.stat()
-    except FileNotFoundError:
-        return True
-    except OSError as exc:
-        raise SweepError(f"{path}: cannot read the results database ({exc.strerror})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise SweepError(f"{path}: is a directory, expected an SQLite results database file")
-    if not stat.S_ISREG(info.st_mode):
-        raise SweepError(f"{path}: is not a regular file, expected an SQLite results database")
-    if info.st_size == 0:
+        info = regular_file(path, "SQLite results database")
+    except FileProblem as problem:
+        raise SweepError(f"{path}: {problem}") from None
+    if info is None or info.st_size == 0:
         return True
     try:
         with open(path, "rb") as handle:

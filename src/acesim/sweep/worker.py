@@ -46,7 +46,7 @@ def run_point_function() -> Any:
 
 def execute_point(config: dict[str, Any]) -> dict[str, Any]:
     """Run one point; returns {status, metrics, error, wall_time, version}, never raises."""
-    from .. import __version__
+    from ..version import __version__
 
     start = time.perf_counter()
     try:
@@ -67,7 +67,7 @@ def error_outcome(message: str, status: str = "error") -> dict[str, Any]:
     """The outcome of a point that could not be executed at all: ``error`` (a worker died)
     or ``refused`` (an invalid value, a configuration that does not divide or fit: the
     point's own answer, not a failure)."""
-    from .. import __version__
+    from ..version import __version__
 
     return {
         "status": status,

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import CAP, Resource
+from ..intervals import union
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
 
@@ -108,18 +109,6 @@ class BoundRecorder:
             out.extend([out[-1]] * (count - 1))
 
 
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for start, end in sorted(intervals):
-        if end <= start:
-            continue
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
 def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> float:
     """Length of [start, end) inside the sorted disjoint ``spans``."""
     total = 0.0
@@ -169,7 +158,7 @@ def attribute(
     """Seconds of the window [lo, hi) by what bound them (see module docstring); ``busy`` are
     the compute kernels' (start, end) intervals of the NPU."""
     window = [(lo, hi)]
-    running = [(max(s, lo), min(e, hi)) for s, e in _union(busy) if e > lo and s < hi]
+    running = [(max(s, lo), min(e, hi)) for s, e in union(busy) if e > lo and s < hi]
     out: dict[str, float] = {}
     for name, start, end in recorder.kernels:
         inside = _overlap(start, end, window)
@@ -191,7 +180,7 @@ def attribute(
     if busy_total - covered > 1e-15 * max(hi - lo, 1.0):
         out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
     weights: dict[str, float] = {}
-    in_flight = _union([(s, e) for _n, s, e in recorder.messages])
+    in_flight = union([(s, e) for _n, s, e in recorder.messages])
     with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
     for (name, _start, _end), inside in zip(
         recorder.messages, _overlaps(recorder.messages, idle), strict=True
@@ -221,9 +210,9 @@ def collective_bounds(
     spans: dict[str, list[tuple[float, float]]] = {}
     for name, start, end in recorder.messages:
         spans.setdefault(name, []).append((max(start, lo), min(end, hi)))
-    out = {name: sum(e - s for s, e in _union(v)) for name, v in spans.items()}
+    out = {name: sum(e - s for s, e in union(v)) for name, v in spans.items()}
     # time nothing was in flight: latency, step synchronisation, setup delays not recorded
-    busy = sum(e - s for s, e in _union([x for v in spans.values() for x in v]))
+    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v]))
     idle = (hi - lo) - busy
     if waiting and idle > 1e-15 * max(hi - lo, 1.0):
         out[WAITING.removeprefix("exposed: ")] = idle

@@ -39,8 +39,8 @@ from typing import Any
 
 from ..config import single_npu_system
 from ..config.presets import DOCUMENT_SUFFIXES
-from ..config.resolve import resolve_system
-from ..config.system import CollectiveConfig, SystemConfig
+from ..config.resolve import derive, resolve_system
+from ..config.system import SystemConfig
 from ..errors import AcesimError, ConfigError, SimulationError
 from ..hardware.kernel_model import plan_kernel
 from ..hardware.kernels import Attention, Gemm, Stream
@@ -153,10 +153,7 @@ def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[f
     if run.settings:
         system = resolve_system(system, overrides=run.settings)
     if run.algorithm is not None:
-        collective = CollectiveConfig.model_validate(
-            {**system.collective.model_dump(), "algorithm": run.algorithm}
-        )
-        system = system.model_copy(update={"collective": collective})
+        system = derive(system, {"collective.algorithm": run.algorithm})
     group = Group((Span(0, run.group),)) if run.group is not None else None
     dims = tuple(run.dims) if run.dims is not None else None
     if dims is not None and max(dims) >= len(system.network.dimensions):

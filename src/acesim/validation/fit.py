@@ -30,12 +30,11 @@ from typing import Any
 from pydantic_core import PydanticUndefined
 
 from ..config.endpoint import EndpointConfig
-from ..config.resolve import resolve_system
+from ..config.resolve import derive, resolve_system
 from ..config.system import (
     CollectiveConfig,
     DimensionConfig,
     KernelModelConfig,
-    NPUConfig,
     ProtocolConfig,
     SystemConfig,
 )
@@ -185,29 +184,18 @@ def with_value(system: SystemConfig, parameter: str, value: float | None) -> Sys
 
 
 def _with(system: SystemConfig, parameter: str, value: float) -> SystemConfig:
-    if parameter.startswith("collective.protocols."):
-        # one protocol's latency: collective.protocols.<algorithm>.<protocol>.<field>
-        algo, proto, name = parameter.removeprefix("collective.protocols.").split(".")
-        data = system.collective.model_dump()
-        data["protocols"][algo][proto][name] = value
-        collective = CollectiveConfig.model_validate(data)
-        return system.model_copy(update={"collective": collective})
     if parameter.startswith("collective."):
-        data = {**system.collective.model_dump(), parameter.removeprefix("collective."): value}
-        collective = CollectiveConfig.model_validate(data)
-        return system.model_copy(update={"collective": collective})
+        return derive(system, {parameter: value})
     if not parameter.startswith("npu.kernels."):  # endpoint settings, dimensions
         return resolve_system(system, overrides={parameter: value})
     field = parameter.removeprefix("npu.kernels.")
-    update: dict[str, object] = {field: value}
-    if "." in field:  # one dtype's entry of a per-dtype table
-        name, dtype = field.split(".")
-        current = getattr(system.npu.kernels, name)
-        table = dict(current) if isinstance(current, dict) else {}
-        update = {name: {**table, dtype: value}}
-    kernels = system.npu.kernels.model_copy(update=update)
-    npu = system.npu.model_copy(update={"kernels": kernels})
-    return system.model_copy(update={"npu": NPUConfig.model_validate(npu.model_dump())})
+    if "." not in field:
+        return derive(system, {parameter: value})
+    # one dtype's entry of a per-dtype table (a single value for every dtype becomes a table)
+    name, dtype = field.split(".")
+    current = getattr(system.npu.kernels, name)
+    table = dict(current) if isinstance(current, dict) else {}
+    return derive(system, {f"npu.kernels.{name}": {**table, dtype: value}})
 
 
 def fit_npu(npu_preset: str, corpus: Corpus | None = None, *, rounds: int = 20) -> list[Fit]:

@@ -473,6 +473,16 @@ def write_astra_workload(
             collective whose dimensions differ from those the training loop implies.
     """
     _check_clock(clock_hz)
+    loop, header = _astra_header(workload)
+    rows = [header, str(len(workload.layers))]
+    for index, layer in enumerate(workload.layers):
+        rows.append(_astra_row(workload, index, layer, loop, clock_hz))
+    Path(path).write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def _astra_header(workload: Workload) -> tuple[str, str]:
+    """The training loop of ``workload``'s parallelism and the file's first line (the loop;
+    for HYBRID_DLRM, with the last bottom layer)."""
     loop = _LOOP_OF_PARALLELISM.get(workload.parallelism)
     if loop is None:
         raise WorkloadError(
@@ -481,65 +491,78 @@ def write_astra_workload(
             location=workload.name,
             field="parallelism",
         )
-    header = loop
-    if loop == "HYBRID_DLRM":
-        if workload.bottom_layers is None:
+    if loop != "HYBRID_DLRM":
+        return loop, loop
+    if workload.bottom_layers is None:
+        raise WorkloadError(
+            "a hybrid_dlrm workload needs bottom_layers",
+            location=workload.name,
+            field="bottom_layers",
+        )
+    return loop, f"{loop}\t{workload.bottom_layers}"
+
+
+def _astra_row(workload: Workload, index: int, layer: Layer, loop: str, clock_hz: float) -> str:
+    """Layer ``index``'s line: its name, each pass's columns, its update time in cycles."""
+    if not layer.name or any(c.isspace() for c in layer.name):
+        raise WorkloadError(
+            f"must be non-empty and free of whitespace to be written, got {layer.name!r}",
+            location=workload.name,
+            field=f"layers[{index}].name",
+        )
+    cols: list[str] = [layer.name, "-1"]
+    for short, attr in _PASSES:
+        want = _involved_dims(loop, index, short)
+        cols += _pass_columns(
+            workload, f"{layer.name}.{attr}", getattr(layer, attr), loop, want, clock_hz
+        )
+    if not layer.update.empty:
+        raise WorkloadError(
+            "has optimizer kernels but no update_time; the ASTRA-sim 1.0 format needs a fixed time",
+            location=workload.name,
+            field=f"{layer.name}.update",
+        )
+    cols.append(str(_cycles(layer.update_time, clock_hz)))
+    return "\t".join(cols)
+
+
+def _pass_columns(
+    workload: Workload,
+    field: str,
+    p: Pass,
+    loop: str,
+    want: tuple[int, ...] | None,
+    clock_hz: float,
+) -> list[str]:
+    """A pass's three columns: compute cycles, collective type, collective bytes; refuses
+    compute without a duration and a collective over other dimensions than ``want`` (those
+    the training loop implies there)."""
+    c = p.compute
+    if c.duration is None:
+        if not c.empty:
             raise WorkloadError(
-                "a hybrid_dlrm workload needs bottom_layers",
+                "has roofline compute (FLOPs/HBM bytes) but no duration; the "
+                "ASTRA-sim 1.0 format needs fixed times",
                 location=workload.name,
-                field="bottom_layers",
+                field=f"{field}.compute",
             )
-        header = f"{loop}\t{workload.bottom_layers}"
-    rows = [header, str(len(workload.layers))]
-    for index, layer in enumerate(workload.layers):
-        if not layer.name or any(c.isspace() for c in layer.name):
-            raise WorkloadError(
-                f"must be non-empty and free of whitespace to be written, got {layer.name!r}",
-                location=workload.name,
-                field=f"layers[{index}].name",
-            )
-        cols: list[str] = [layer.name, "-1"]
-        for short, attr in _PASSES:
-            p: Pass = getattr(layer, attr)
-            field = f"{layer.name}.{attr}"
-            c = p.compute
-            if c.duration is None:
-                if not c.empty:
-                    raise WorkloadError(
-                        "has roofline compute (FLOPs/HBM bytes) but no duration; the "
-                        "ASTRA-sim 1.0 format needs fixed times",
-                        location=workload.name,
-                        field=f"{field}.compute",
-                    )
-                cycles = 0
-            else:
-                cycles = _cycles(c.duration, clock_hz)
-            if p.comm is None:
-                cols += [str(cycles), "NONE", "0"]
-                continue
-            want = _involved_dims(loop, index, short)
-            if p.comm.dims != want:
-                raise WorkloadError(
-                    f"spans dimensions {p.comm.dims}, but a {loop} workload implies {want} "
-                    "here (None = all)",
-                    location=workload.name,
-                    field=f"{field}.comm.dims",
-                )
-            size = p.comm.size
-            if size != int(size):
-                raise WorkloadError(
-                    f"must be a whole number of bytes, got {size}",
-                    location=workload.name,
-                    field=f"{field}.comm.size",
-                )
-            cols += [str(cycles), _TYPE_OF_OP[p.comm.op], str(int(size))]
-        if not layer.update.empty:
-            raise WorkloadError(
-                "has optimizer kernels but no update_time; the ASTRA-sim 1.0 format needs a "
-                "fixed time",
-                location=workload.name,
-                field=f"{layer.name}.update",
-            )
-        cols.append(str(_cycles(layer.update_time, clock_hz)))
-        rows.append("\t".join(cols))
-    Path(path).write_text("\n".join(rows) + "\n", encoding="utf-8")
+        cycles = 0
+    else:
+        cycles = _cycles(c.duration, clock_hz)
+    if p.comm is None:
+        return [str(cycles), "NONE", "0"]
+    if p.comm.dims != want:
+        raise WorkloadError(
+            f"spans dimensions {p.comm.dims}, but a {loop} workload implies {want} "
+            "here (None = all)",
+            location=workload.name,
+            field=f"{field}.comm.dims",
+        )
+    size = p.comm.size
+    if size != int(size):
+        raise WorkloadError(
+            f"must be a whole number of bytes, got {size}",
+            location=workload.name,
+            field=f"{field}.comm.size",
+        )
+    return [str(cycles), _TYPE_OF_OP[p.comm.op], str(int(size))]

@@ -574,10 +574,8 @@ def _members(op: str, group: Group, ctx: _Context) -> int | None:
     return members
 
 
-def _group_size(a: A.AttrReader, op: str, group: Group, ctx: _Context) -> float | None:
-    """acesim's exact size of a group collective when it agrees with the standard
-    ``comm_size`` (None: it does not, and the standard one is used: a trace edited with
-    Chakra's own tools changes only the standard field)."""
+def _standard_size(a: A.AttrReader) -> int:
+    """The node's standard Chakra ``comm_size`` (bytes; 0 when absent), refused if negative."""
     standard = a.as_int(A.COMM_SIZE, 0) or 0
     if standard < 0:
         raise TraceError(
@@ -585,6 +583,14 @@ def _group_size(a: A.AttrReader, op: str, group: Group, ctx: _Context) -> float 
             location=a.location,
             field=a.node,
         )
+    return standard
+
+
+def _group_size(a: A.AttrReader, op: str, group: Group, ctx: _Context) -> float | None:
+    """acesim's exact size of a group collective when it agrees with the standard
+    ``comm_size`` (None: it does not, and the standard one is used: a trace edited with
+    Chakra's own tools changes only the standard field)."""
+    standard = _standard_size(a)
     exact = a.as_float(A.A_SIZE)
     if exact is None or not exact >= 0:
         return None
@@ -597,13 +603,7 @@ def _group_size(a: A.AttrReader, op: str, group: Group, ctx: _Context) -> float 
 
 
 def _comm_size(a: A.AttrReader, op: str, dims: tuple[int, ...] | None, ctx: _Context) -> float:
-    standard = a.as_int(A.COMM_SIZE, 0) or 0
-    if standard < 0:
-        raise TraceError(
-            f"attribute {A.COMM_SIZE!r} must not be negative, got {standard}",
-            location=a.location,
-            field=a.node,
-        )
+    standard = _standard_size(a)
     factor = 1
     if mapping.size_factor(op):
         group = mapping.group_size(dims, ctx.dim_sizes, ctx.npus)

@@ -138,6 +138,21 @@ def iter_records(buf: bytes | bytearray) -> Iterator[tuple[int, memoryview]]:
         pos += length
 
 
+def _skip_value(data: bytes | memoryview, pos: int, wire: int) -> int | None:
+    """The position after a field's value of wire type ``wire`` starting at ``pos`` (None for
+    a wire type Chakra never writes: groups, 3 and 4, and the undefined 6 and 7)."""
+    if wire == 0:
+        return decode_varint(data, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 2:
+        length, pos = decode_varint(data, pos)
+        return pos + length
+    if wire == 5:
+        return pos + 4
+    return None
+
+
 def has_field(data: bytes | memoryview, number: int, wire: int) -> bool:
     """True when a well-formed message has top-level field ``number`` with wire type ``wire``."""
     pos = 0
@@ -147,18 +162,10 @@ def has_field(data: bytes | memoryview, number: int, wire: int) -> bool:
             key, pos = decode_varint(data, pos)
             if (key >> 3, key & 7) == (number, wire):
                 return True
-            kind = key & 7
-            if kind == 0:
-                _, pos = decode_varint(data, pos)
-            elif kind == 1:
-                pos += 8
-            elif kind == 2:
-                length, pos = decode_varint(data, pos)
-                pos += length
-            elif kind == 5:
-                pos += 4
-            else:
+            after = _skip_value(data, pos, key & 7)
+            if after is None:
                 return False
+            pos = after
     except FramingError:
         return False
     return False
@@ -181,17 +188,10 @@ def check_wire_types(data: bytes | memoryview, allowed: dict[int, frozenset[int]
                 return "field number 0"
             if number in allowed and wire not in allowed[number]:
                 return f"field {number} has wire type {wire}"
-            if wire == 0:
-                _, pos = decode_varint(data, pos)
-            elif wire == 1:
-                pos += 8
-            elif wire == 2:
-                length, pos = decode_varint(data, pos)
-                pos += length
-            elif wire == 5:
-                pos += 4
-            else:
+            after = _skip_value(data, pos, wire)
+            if after is None:
                 return f"field {number} has unsupported wire type {wire}"
+            pos = after
             if pos > n:
                 return f"field {number} runs past the end of the message"
     except FramingError as exc:

@@ -122,65 +122,104 @@ def _to_message(
     if node.kind == "compute":
         _compute_node(msg, node.compute or Compute(), where, compute_time)
     elif node.kind == "collective":
-        op = node.op or ""
-        if op not in mapping.COLL_TYPES:
-            raise WorkloadError(f"collective {op!r} has no Chakra comm_type", location=where)
-        factor = 1
-        group_id: int | None = None
-        if node.group is not None:
-            if groups is None:
-                raise WorkloadError(
-                    "a collective on a communicator group (not whole network dimensions) needs "
-                    "the network's topology to be written (write_chakra(topology=...))",
-                    location=where,
-                )
-            try:
-                ranks = groups.topology_members(node.group, rank)
-            except TopologyError as err:
-                raise WorkloadError(str(err), location=where) from None
-            group_id = groups.ids.setdefault(ranks, len(groups.ids) + 1)
-            if mapping.size_factor(op):
-                factor = len(ranks)
-        elif mapping.size_factor(op):
-            group = mapping.group_size(node.dims, dim_sizes, npus)
-            if group is None:
-                raise WorkloadError(
-                    f"{op} over dims {node.dims} needs dim_sizes (the network's dimension "
-                    "sizes) to write Chakra's per-NPU contribution",
-                    location=where,
-                )
-            factor = group
-        comm_size = _as_int(node.size / factor, "size", where)
-        msg.type = schema.NODE_TYPES["COMM_COLL_NODE"]
-        msg.attr.append(attr(A.COMM_TYPE, int64_val=mapping.COLL_TYPES[op]))
-        msg.attr.append(attr(A.COMM_SIZE, int64_val=comm_size))
-        if comm_size * factor != node.size or group_id is not None:
-            msg.attr.append(attr(A.A_SIZE, double_val=node.size))
-        if group_id is not None and node.group is not None:
-            msg.attr.append(attr(A.PG_NAME, string_val=str(group_id)))
-            text = json.dumps(group_to_json(node.group), separators=(",", ":"))
-            msg.attr.append(attr(A.A_GROUP, string_val=text))
-        if node.dims is not None:
-            width = len(dim_sizes) if dim_sizes is not None else max(node.dims, default=-1) + 1
-            if any(d < 0 or d >= width for d in node.dims) or not node.dims:
-                raise WorkloadError(
-                    f"dims {node.dims} do not fit a {width}-dimensional network", location=where
-                )
-            flags = [d in node.dims for d in range(width)]
-            msg.attr.append(attr(A.INVOLVED_DIM, bool_list=schema.BoolList(values=flags)))
+        _collective_node(msg, node, rank, where, npus, dim_sizes, groups)
     elif node.kind in ("send", "recv"):
-        if node.peer is None or not 0 <= node.peer < npus:
-            raise WorkloadError(f"peer {node.peer} is not a rank of {npus}", location=where)
-        send = node.kind == "send"
-        msg.type = schema.NODE_TYPES["COMM_SEND_NODE" if send else "COMM_RECV_NODE"]
-        size = _as_int(node.size, "size", where)
-        msg.attr.append(attr(A.COMM_SRC, int32_val=rank if send else node.peer))
-        msg.attr.append(attr(A.COMM_DST, int32_val=node.peer if send else rank))
-        msg.attr.append(attr(A.COMM_TAG, int32_val=node.tag))
-        msg.attr.append(attr(A.COMM_SIZE, int64_val=size))
-        msg.attr.extend(_exact_attr(A.A_SIZE, node.size, size))
+        _p2p_node(msg, node, rank, where, npus)
     else:
         raise WorkloadError(f"node kind {node.kind!r} has no Chakra node type", location=where)
+    _add_node_context(msg, node)
+    return msg
+
+
+def _collective_node(
+    msg: Any,
+    node: Node,
+    rank: int,
+    where: str,
+    npus: int,
+    dim_sizes: Sequence[int] | None,
+    groups: _Groups | None,
+) -> None:
+    """A collective: its Chakra comm_type, its size per contribution (bytes), its group (a
+    communicator group's id, or the network dimensions it involves)."""
+    op = node.op or ""
+    if op not in mapping.COLL_TYPES:
+        raise WorkloadError(f"collective {op!r} has no Chakra comm_type", location=where)
+    factor, group_id = _contributions(node, op, rank, where, npus, dim_sizes, groups)
+    comm_size = _as_int(node.size / factor, "size", where)
+    msg.type = schema.NODE_TYPES["COMM_COLL_NODE"]
+    msg.attr.append(attr(A.COMM_TYPE, int64_val=mapping.COLL_TYPES[op]))
+    msg.attr.append(attr(A.COMM_SIZE, int64_val=comm_size))
+    if comm_size * factor != node.size or group_id is not None:
+        msg.attr.append(attr(A.A_SIZE, double_val=node.size))
+    if group_id is not None and node.group is not None:
+        msg.attr.append(attr(A.PG_NAME, string_val=str(group_id)))
+        text = json.dumps(group_to_json(node.group), separators=(",", ":"))
+        msg.attr.append(attr(A.A_GROUP, string_val=text))
+    if node.dims is not None:
+        width = len(dim_sizes) if dim_sizes is not None else max(node.dims, default=-1) + 1
+        if any(d < 0 or d >= width for d in node.dims) or not node.dims:
+            raise WorkloadError(
+                f"dims {node.dims} do not fit a {width}-dimensional network", location=where
+            )
+        flags = [d in node.dims for d in range(width)]
+        msg.attr.append(attr(A.INVOLVED_DIM, bool_list=schema.BoolList(values=flags)))
+
+
+def _contributions(
+    node: Node,
+    op: str,
+    rank: int,
+    where: str,
+    npus: int,
+    dim_sizes: Sequence[int] | None,
+    groups: _Groups | None,
+) -> tuple[int, int | None]:
+    """How many contributions make the collective's size (Chakra's size is per contribution
+    for the ops :func:`mapping.size_factor` names, else 1), and its communicator group's id
+    (None on whole network dimensions)."""
+    if node.group is not None:
+        if groups is None:
+            raise WorkloadError(
+                "a collective on a communicator group (not whole network dimensions) needs "
+                "the network's topology to be written (write_chakra(topology=...))",
+                location=where,
+            )
+        try:
+            ranks = groups.topology_members(node.group, rank)
+        except TopologyError as err:
+            raise WorkloadError(str(err), location=where) from None
+        group_id = groups.ids.setdefault(ranks, len(groups.ids) + 1)
+        return (len(ranks) if mapping.size_factor(op) else 1), group_id
+    if not mapping.size_factor(op):
+        return 1, None
+    group = mapping.group_size(node.dims, dim_sizes, npus)
+    if group is None:
+        raise WorkloadError(
+            f"{op} over dims {node.dims} needs dim_sizes (the network's dimension "
+            "sizes) to write Chakra's per-NPU contribution",
+            location=where,
+        )
+    return group, None
+
+
+def _p2p_node(msg: Any, node: Node, rank: int, where: str, npus: int) -> None:
+    """A send or a receive: its source and destination ranks, tag and size (bytes)."""
+    if node.peer is None or not 0 <= node.peer < npus:
+        raise WorkloadError(f"peer {node.peer} is not a rank of {npus}", location=where)
+    send = node.kind == "send"
+    msg.type = schema.NODE_TYPES["COMM_SEND_NODE" if send else "COMM_RECV_NODE"]
+    size = _as_int(node.size, "size", where)
+    msg.attr.append(attr(A.COMM_SRC, int32_val=rank if send else node.peer))
+    msg.attr.append(attr(A.COMM_DST, int32_val=node.peer if send else rank))
+    msg.attr.append(attr(A.COMM_TAG, int32_val=node.tag))
+    msg.attr.append(attr(A.COMM_SIZE, int64_val=size))
+    msg.attr.extend(_exact_attr(A.A_SIZE, node.size, size))
+
+
+def _add_node_context(msg: Any, node: Node) -> None:
+    """acesim's attributes of any node: layer, iteration, pass, blocking, priority (each only
+    when set)."""
     if node.layer is not None:
         msg.attr.append(attr(A.A_LAYER, string_val=node.layer))
     if node.iteration:
@@ -191,7 +230,6 @@ def _to_message(
         msg.attr.append(attr(A.A_BLOCKING, bool_val=True))
     if node.priority is not None:
         msg.attr.append(attr(A.A_PRIORITY, int64_val=node.priority))
-    return msg
 
 
 @dataclass
@@ -231,34 +269,12 @@ def write_chakra(
         WorkloadError: the graph is invalid or holds something Chakra cannot express.
     """
     graph.validate(where=f"{graph.name or 'graph'} (Chakra export)")
-    ranks = graph.ranks
-    if npus is not None and npus != len(ranks):
-        if len(ranks) != 1:
-            raise WorkloadError(
-                f"graph has {len(ranks)} ranks, cannot write {npus} rank files",
-                location=graph.name or None,
-            )
-        if npus > 1 and any(n.kind in ("send", "recv") for n in ranks[0]):
-            # A peer is an absolute rank: copies of one rank's sends would all target it.
-            raise WorkloadError(
-                "cannot replicate a one-rank graph with send/recv nodes to several rank files; "
-                "build the graph for every rank",
-                location=graph.name or None,
-            )
-        ranks = [ranks[0]] * npus
+    ranks = _rank_nodes(graph, npus)
     n = len(ranks)
     prefix = Path(prefix)
     if prefix.parent and not prefix.parent.exists():
         prefix.parent.mkdir(parents=True, exist_ok=True)
-    metadata = schema.GlobalMetadata(version=CHAKRA_VERSION)
-    if graph.name:
-        metadata.attr.append(attr(A.A_GRAPH_NAME, string_val=graph.name))
-    metadata.attr.append(attr(A.A_GRAPH_ITERATIONS, int64_val=graph.iterations))
-    for key, value in graph.meta.items():
-        if key.startswith("chakra."):
-            continue  # what the reader noted about a trace it read, not the graph's own
-        metadata.attr.append(attr(A.A_META_PREFIX + key, string_val=str(value)))
-
+    metadata = _metadata(graph)
     groups = None
     if topology is not None:
         if n != topology.npus:
@@ -282,22 +298,71 @@ def write_chakra(
             )
             for node in nodes
         ]
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as out:
-            write_message(out, metadata)
-            for msg in messages:
-                write_message(out, msg)
-        os.replace(tmp, path)
+        _write_rank_file(path, metadata, messages)
         paths.append(path)
+    groups_path = _write_groups(prefix, groups)
+    if groups_path is not None:
+        paths.append(groups_path)
+    remove_stale_ranks(prefix, len(ranks))
+    return paths
+
+
+def _rank_nodes(graph: Graph, npus: int | None) -> list[list[Node]]:
+    """The nodes of each rank file: the graph's ranks, or its one rank replicated to ``npus``
+    files (refused where that cannot stand for every rank)."""
+    ranks = graph.ranks
+    if npus is None or npus == len(ranks):
+        return ranks
+    if len(ranks) != 1:
+        raise WorkloadError(
+            f"graph has {len(ranks)} ranks, cannot write {npus} rank files",
+            location=graph.name or None,
+        )
+    if npus > 1 and any(n.kind in ("send", "recv") for n in ranks[0]):
+        # A peer is an absolute rank: copies of one rank's sends would all target it.
+        raise WorkloadError(
+            "cannot replicate a one-rank graph with send/recv nodes to several rank files; "
+            "build the graph for every rank",
+            location=graph.name or None,
+        )
+    return [ranks[0]] * npus
+
+
+def _metadata(graph: Graph) -> Any:
+    """Every rank file's GlobalMetadata: the Chakra version, the graph's name, iterations and
+    meta (not what a reader noted about a trace it read)."""
+    metadata = schema.GlobalMetadata(version=CHAKRA_VERSION)
+    if graph.name:
+        metadata.attr.append(attr(A.A_GRAPH_NAME, string_val=graph.name))
+    metadata.attr.append(attr(A.A_GRAPH_ITERATIONS, int64_val=graph.iterations))
+    for key, value in graph.meta.items():
+        if key.startswith("chakra."):
+            continue  # what the reader noted about a trace it read, not the graph's own
+        metadata.attr.append(attr(A.A_META_PREFIX + key, string_val=str(value)))
+    return metadata
+
+
+def _write_rank_file(path: Path, metadata: Any, messages: list[Any]) -> None:
+    """One rank's file, written whole beside it and then moved into place."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        write_message(out, metadata)
+        for msg in messages:
+            write_message(out, msg)
+    os.replace(tmp, path)
+
+
+def _write_groups(prefix: Path, groups: _Groups | None) -> Path | None:
+    """``<prefix>.comm_groups.json`` (ASTRA-sim's communicator group file) when collectives
+    ran on groups, and its path; else remove an earlier export's and return None."""
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     if groups is not None and groups.ids:
         lines = [f' "{i}": {json.dumps(list(ranks))}' for ranks, i in groups.ids.items()]
         groups_path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-        paths.append(groups_path)
-    elif groups_path.exists():
+        return groups_path
+    if groups_path.exists():
         groups_path.unlink()  # an earlier export's groups, which these ranks do not use
-    remove_stale_ranks(prefix, len(ranks))
-    return paths
+    return None
 
 
 def remove_stale_ranks(prefix: Path, ranks: int) -> list[Path]:

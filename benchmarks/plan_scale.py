@@ -1,0 +1,85 @@
+"""How long a 1,000-configuration plan of Llama 3 70B on 8 DGX H100 nodes takes (issue 28).
+
+The target: ``acesim plan`` over 1,000 configurations in <= 10 minutes of CPU on the 2-core
+machine. This script measures the plan's parts in this process (CPU time):
+
+* the enumeration of the default space (every rule applied) and the number of valid candidates;
+* building a candidate (its work, memory and kernel bound), median over ``--builds`` of them;
+* simulating one (class mode, as ``acesim run``), median over ``--sims`` drawn with a fixed seed;
+
+and prints the plan's CPU for 1,000 simulated configurations (1,000 builds and simulations; the
+enumeration once) and its ratio to 600 s.
+
+    python benchmarks/plan_scale.py                 # the projection (a few minutes)
+    python benchmarks/plan_scale.py --sims 3 --builds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import time
+
+from acesim.plan.bound import kernel_bound
+from acesim.plan.space import Cluster, enumerate_space
+from acesim.runs.case import resolve_system
+from acesim.runs.llm import make_llm_case, run_llm
+from acesim.workload.llm.models import MODELS
+
+TARGET_S = 600.0
+CONFIGS = 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--builds", type=int, default=30, help="candidates built for the median")
+    ap.add_argument("--sims", type=int, default=5, help="candidates simulated for the median")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    model = MODELS.get("llama3-70b")
+    system = resolve_system("h100-nvswitch-8", nodes=8)
+    shape = list(system.network.shape)
+    cpu = time.process_time()
+    space = enumerate_space(model, Cluster(math.prod(shape), shape[0]), global_batch=128, seq=8192)
+    enum_s = time.process_time() - cpu
+    print(
+        f"space: {space.size:,} candidates, {len(space.candidates):,} valid "
+        f"(enumerated in {enum_s:.2f} CPU s)"
+    )
+    rng = random.Random(args.seed)
+    drawn = rng.sample(space.candidates, min(len(space.candidates), args.builds))
+    builds, fitting = [], []
+    for c in drawn:
+        cpu = time.process_time()
+        case = make_llm_case(system, model, c.parallel, precision="fp8", check_memory=False)
+        kernel_bound(case)
+        builds.append(time.process_time() - cpu)
+        if case.memory["total"] <= system.npu.hbm_capacity:
+            fitting.append(case)
+    build_s = statistics.median(builds)
+    print(f"build + bound: median {build_s:.3f} CPU s over {len(builds)}")
+    sims = []
+    for case in fitting[: args.sims]:
+        cpu = time.process_time()
+        result, _ = run_llm(case)
+        sims.append(time.process_time() - cpu)
+        print(
+            f"  simulated {case.parallel.describe()}: {result.iteration_time:.3f} s "
+            f"iteration in {sims[-1]:.1f} CPU s"
+        )
+    if not sims:
+        print("no drawn candidate fits in HBM: raise --builds")
+        return
+    sim_s = statistics.median(sims)
+    total = enum_s + CONFIGS * (build_s + sim_s)
+    print(f"simulate: median {sim_s:.1f} CPU s over {len(sims)}")
+    print(
+        f"{CONFIGS:,}-configuration plan: {total:,.0f} CPU s projected "
+        f"(target {TARGET_S:.0f} s): ratio {total / TARGET_S:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

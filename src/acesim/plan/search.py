@@ -1,0 +1,259 @@
+"""The plan's search: enumerate, refuse what does not fit, prune by the lower bounds,
+simulate the rest, rank.
+
+For each endpoint kind asked for, a best-first branch and bound over the candidates of
+:mod:`acesim.plan.space` (bounds of :mod:`acesim.plan.bound`): a queue holds each candidate
+keyed by its GEMM bound until it is built (its work and memory, as ``acesim run`` builds it),
+then by its kernel bound; the smallest key is taken next: built when it was not (refused when
+it does not fit in HBM, counted by its dominant memory term), simulated when it was (in
+batches of the workers' size). The search ends when the smallest key reaches the ``K``-th best
+iteration time simulated: no candidate left can enter the top ``K``. Those left are pruned,
+built or not (the memory of the unbuilt ones is not checked: the output says how many).
+``exhaustive`` simulates every candidate that fits.
+
+Each simulation is a sweep point (:func:`acesim.sweep.worker.execute_point`): in this
+process, in local worker processes, or on a Dask cluster, as ``acesim sweep`` runs them, so
+a plan's row is exactly what ``acesim run`` prints for the command line the row gives.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config.system import SystemConfig
+from ..errors import ConfigError, TopologyError
+from ..precision import PRECISIONS
+from ..runs.case import check_math
+from ..runs.compare import check_endpoints
+from ..runs.llm import LlmCase, make_llm_case
+from ..sweep.runner import run_items
+from ..workload.llm.memory import TERMS
+from ..workload.llm.models import TransformerConfig
+from .bound import gemm_bound, kernel_bound
+from .space import Candidate, Cluster, Space, enumerate_space, rule_name
+
+__all__ = ["PlanRequest", "PlanRow", "PlanOutcome", "search"]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan: ``model`` trained on ``system`` (resolved: nodes and overrides applied)
+    at ``global_batch`` sequences of ``seq`` tokens in ``precision``; ``endpoints``: the
+    substrates to rank under (the first is the table's); ``top``: how many to rank;
+    ``space``: axis values replacing the defaults; ``command``: the ``acesim run`` options
+    that name the system (``-s NAME --nodes N --set ...``), for the rows' command lines."""
+
+    model: TransformerConfig
+    system: SystemConfig
+    global_batch: int
+    seq: int
+    precision: str = "bf16"
+    endpoints: tuple[str, ...] = ()
+    top: int = 10
+    space: Mapping[str, list[object]] = field(default_factory=dict)
+    exhaustive: bool = False
+    command: str = ""
+
+
+@dataclass
+class PlanRow:
+    """One simulated (candidate, endpoint): the candidate, its bounds, its memory per GPU by
+    term (bytes) and the run's flat metrics (``acesim run --json``'s figures)."""
+
+    candidate: Candidate
+    endpoint: str
+    gemm_bound: float
+    kernel_bound: float
+    memory: dict[str, float]
+    metrics: dict[str, Any]
+
+    @property
+    def iteration_time(self) -> float:
+        return float(self.metrics["iteration_time"])
+
+
+@dataclass
+class PlanOutcome:
+    """The search's record: the space, what was refused, pruned, simulated and failed, and
+    the rows simulated per endpoint (ranked: fastest first)."""
+
+    space: Space
+    memory_refused: Counter[str] = field(default_factory=Counter)
+    refused_other: Counter[str] = field(default_factory=Counter)
+    pruned_unbuilt: dict[str, int] = field(default_factory=dict)
+    pruned_kernel: dict[str, int] = field(default_factory=dict)
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+    rows: dict[str, list[PlanRow]] = field(default_factory=dict)
+    fits: int = 0
+    built: int = 0
+
+
+def _cluster(system: SystemConfig) -> Cluster:
+    shape = list(system.network.shape)
+    return Cluster(gpus=math.prod(shape), domain=shape[0])
+
+
+class _Cases:
+    """Built cases, memoised: one build per candidate, whatever the endpoint."""
+
+    def __init__(self, request: PlanRequest, outcome: PlanOutcome):
+        self.request = request
+        self.outcome = outcome
+        self.built: dict[int, tuple[LlmCase, float] | None] = {}
+        self.capacity = request.system.npu.hbm_capacity
+
+    def get(self, index: int, candidate: Candidate) -> tuple[LlmCase, float] | None:
+        """The candidate's case and kernel bound, or None (refused, counted)."""
+        if index in self.built:
+            return self.built[index]
+        r = self.request
+        entry: tuple[LlmCase, float] | None = None
+        try:
+            case = make_llm_case(
+                r.system, r.model, candidate.parallel, precision=r.precision, check_memory=False
+            )
+        except (ConfigError, TopologyError) as err:
+            self.outcome.refused_other[rule_name(err)] += 1
+        else:
+            self.outcome.built += 1
+            if case.memory["total"] > self.capacity:
+                dominant = max(TERMS, key=lambda t: case.memory[t])
+                self.outcome.memory_refused[dominant] += 1
+            else:
+                self.outcome.fits += 1
+                entry = (case, kernel_bound(case))
+        self.built[index] = entry
+        return entry
+
+
+def _point(
+    request: PlanRequest, docs: Mapping[str, dict[str, Any]], c: Candidate, kind: str, search: bool
+) -> dict[str, Any]:
+    return {
+        "kind": "llm",
+        "system": docs[kind],
+        "model": request.model.name,
+        "parallel": c.text,
+        "global_batch": request.global_batch,
+        "micro_batch": c.parallel.micro_batch,
+        "seq": request.seq,
+        "precision": request.precision,
+        "nodes": None,
+        "mode": "class",
+        "search": search,
+    }
+
+
+Runner = Callable[[list[tuple[str, dict[str, Any]]]], Iterator[tuple[str, dict[str, Any]]]]
+
+
+def search(
+    request: PlanRequest,
+    *,
+    workers: int = 0,
+    dask: Any = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> PlanOutcome:
+    """Run the plan's search (module docstring); ``progress(endpoint, simulated)`` after
+    each batch."""
+    r = request
+    check_math(r.system, PRECISIONS.get(r.precision, "precision").math, r.precision)
+    endpoints = check_endpoints(list(r.endpoints) or [r.system.endpoint.kind], "--endpoints")
+    cluster = _cluster(r.system)
+    space = enumerate_space(r.model, cluster, global_batch=r.global_batch, seq=r.seq, space=r.space)
+    outcome = PlanOutcome(space)
+    math_dtype = PRECISIONS.get(r.precision).math
+    bounds = [
+        gemm_bound(r.model, c.parallel, cluster.gpus, r.system.npu, math_dtype)
+        for c in space.candidates
+    ]
+    docs = {
+        kind: r.system.with_endpoint(kind).model_dump(mode="json", exclude={"sources"})
+        for kind in endpoints
+    }
+    cases = _Cases(r, outcome)
+    runner: Runner = lambda items: run_items(items, dask=dask, workers=workers)  # noqa: E731
+    batch = max(1, workers)
+    compare = len(endpoints) > 1
+    for kind in endpoints:
+        outcome.rows[kind] = _branch_and_bound(
+            r, kind, bounds, cases, outcome, docs, runner, batch, compare, progress
+        )
+    return outcome
+
+
+def _branch_and_bound(
+    r: PlanRequest,
+    kind: str,
+    bounds: Sequence[float],
+    cases: _Cases,
+    outcome: PlanOutcome,
+    docs: Mapping[str, dict[str, Any]],
+    runner: Runner,
+    batch_size: int,
+    compare: bool,
+    progress: Callable[[str, int], None] | None,
+) -> list[PlanRow]:
+    """One endpoint's ranked rows (module docstring)."""
+    space = outcome.space
+    best: list[float] = []  # max-heap (negated) of the K best times
+    rows: list[PlanRow] = []
+    pending: list[tuple[int, LlmCase, float]] = []
+
+    def threshold() -> float:
+        if r.exhaustive or len(best) < r.top:
+            return math.inf
+        return -best[0]
+
+    def flush() -> None:
+        items = [
+            (str(i), _point(r, docs, space.candidates[i], kind, compare)) for i, _, _ in pending
+        ]
+        by_key = {str(i): (i, case, kb) for i, case, kb in pending}
+        for key, result in runner(items):
+            i, case, kb = by_key[key]
+            c = space.candidates[i]
+            if result["status"] != "ok":
+                outcome.failed.append((c.text, kind, str(result.get("error"))))
+                continue
+            row = PlanRow(c, kind, bounds[i], kb, dict(case.memory), result["metrics"])
+            rows.append(row)
+            heapq.heappush(best, -row.iteration_time)
+            if len(best) > r.top:
+                heapq.heappop(best)
+        pending.clear()
+        if progress is not None:
+            progress(kind, len(rows))
+
+    # best first: unbuilt candidates keyed by their GEMM bound, built ones by their kernel
+    # bound (never below it); a key at or above the K-th best time ends the search
+    queue: list[tuple[float, int, int]] = [(b, 0, i) for i, b in enumerate(bounds)]
+    heapq.heapify(queue)
+    while queue:
+        key, built_flag, i = queue[0]
+        if key >= threshold():
+            break
+        heapq.heappop(queue)
+        if not built_flag:
+            built = cases.get(i, space.candidates[i])
+            if built is not None:
+                heapq.heappush(queue, (max(built[1], key), 1, i))
+            continue
+        entry = cases.built[i]
+        assert entry is not None
+        pending.append((i, entry[0], entry[1]))
+        if len(pending) >= batch_size or not queue or queue[0][0] >= threshold():
+            flush()
+    if pending:
+        flush()
+    outcome.pruned_unbuilt[kind] = sum(1 for _, b, _ in queue if not b)
+    outcome.pruned_kernel[kind] = sum(1 for _, b, _ in queue if b)
+    rows.sort(
+        key=lambda row: (row.iteration_time, row.candidate.text, row.candidate.parallel.micro_batch)
+    )
+    return rows

@@ -1,0 +1,172 @@
+"""acesim plan: the space against a brute force, the bounds below the simulation, the branch
+and bound against an exhaustive search, rows reproduced by ``acesim run``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from acesim.cli import app
+from acesim.errors import ConfigError, TopologyError
+from acesim.plan import PlanResult, plan
+from acesim.plan.space import AXES, Cluster, enumerate_space, parse_space
+from acesim.runs.case import resolve_system
+from acesim.runs.llm import make_llm, make_llm_case, run_llm
+from acesim.workload.llm.models import MODELS, TransformerConfig
+from acesim.workload.llm.parallel import ParallelConfig
+
+TINY = TransformerConfig(
+    name="plan-tiny", layers=4, hidden=512, heads=8, ffn=1536, vocab=4096, seq=512
+)
+#: a space where every rule has candidates to remove (enumerated, not simulated)
+RULES = {
+    "tp": [1, 2, 4],
+    "pp": [1, 2, 4],
+    "vpp": [1, 2],
+    "cp": [1, 2],
+    "micro_batch": [1, 2],
+    "recompute": ["none", "full"],
+    "tp_overlap": [0, 1],
+}
+#: a small space to simulate
+SMALL = {
+    "tp": [1, 2],
+    "pp": [1, 2],
+    "vpp": [1, 2],
+    "cp": [1],
+    "micro_batch": [1, 2],
+    "recompute": ["none", "full"],
+    "tp_overlap": [0, 1],
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def tiny_model() -> Iterator[None]:
+    MODELS.register(TINY.name, TINY)
+    yield
+    MODELS.unregister(TINY.name)
+
+
+@pytest.fixture(scope="module")
+def pruned(tiny_model: None) -> PlanResult:
+    return plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL)
+
+
+@pytest.fixture(scope="module")
+def full(tiny_model: None) -> PlanResult:
+    return plan(
+        "h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL,
+        exhaustive=True,
+    )  # fmt: skip
+
+
+def test_space_lists_exactly_the_configurations_a_run_accepts() -> None:
+    system = resolve_system("h100-nvswitch-8")
+    space = enumerate_space(TINY, Cluster(8, 8), global_batch=8, seq=512, space=RULES)
+    listed = {(c.text, c.parallel.micro_batch) for c in space.candidates}
+    axes = space.axes
+    brute = set()
+    for combo in itertools.product(*axes.values()):
+        v = dict(zip(axes, combo, strict=True))
+        try:
+            par = ParallelConfig(
+                tp=v["tp"], pp=v["pp"], vpp=v["vpp"], cp=v["cp"], ep=v["ep"], zero=v["zero"],
+                micro_batch=v["micro_batch"], recompute=v["recompute"],
+                tp_overlap=bool(v["tp_overlap"]), global_batch=8, seq=512,
+            )  # fmt: skip
+            make_llm_case(system, TINY, par, check_memory=False)
+        except (ConfigError, TopologyError):
+            continue
+        brute.add(par)
+    assert len(listed) == len(brute) == len(space.candidates)
+    assert {c.parallel for c in space.candidates} == brute
+    assert sum(space.removed.values()) + len(space.candidates) == space.size
+    assert all("N" in rule or not any(ch.isdigit() for ch in rule) for rule in space.removed)
+
+
+def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: PlanResult) -> None:
+    top = [(r.candidate.text, r.iteration_time) for r in pruned.top()]
+    assert top == [(r.candidate.text, r.iteration_time) for r in full.top()]
+    acc = pruned.accounting()
+    simulated = acc["simulated"]["baseline"]
+    assert simulated < full.accounting()["simulated"]["baseline"]
+    assert simulated + acc["pruned_by_kernel_bound"]["baseline"] + acc["pruned_unbuilt"][
+        "baseline"
+    ] == len(pruned.outcome.space.candidates)
+    # the bounds are lower bounds of every simulated candidate
+    for row in full.outcome.rows["baseline"]:
+        assert row.gemm_bound <= row.kernel_bound <= row.iteration_time
+
+
+def test_a_row_is_what_acesim_run_gives_for_its_command_line(pruned: PlanResult) -> None:
+    result = pruned
+    best = result.top()[0]
+    case = make_llm(
+        "h100-nvswitch-8", TINY.name, parallel=best.candidate.text, global_batch=8,
+        micro_batch=best.candidate.parallel.micro_batch, seq=512, precision="bf16",
+    )  # fmt: skip
+    run, _ = run_llm(case)
+    assert run.iteration_time == best.iteration_time
+    assert run.memory["total"] == best.memory["total"]
+    assert "--parallel" in result.command(best) and "-w plan-tiny" in result.command(best)
+
+
+def test_configurations_that_do_not_fit_are_refused_by_their_dominant_term() -> None:
+    result = plan(
+        "h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=2, space=SMALL,
+        overrides={"npu.hbm_capacity": "80 MiB"},
+    )  # fmt: skip
+    acc = result.accounting()
+    assert sum(acc["memory_refused_by_term"].values()) > 0
+    assert acc["fit"] + sum(acc["memory_refused_by_term"].values()) == acc["built"]
+    for row in result.outcome.rows["baseline"]:
+        assert row.memory["total"] <= 80 * 2**20
+
+
+def test_substrates_are_ranked_side_by_side() -> None:
+    result = plan(
+        "h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=2,
+        space={**SMALL, "tp": [2], "pp": [1], "cp": [1]}, endpoints=["sm", "copy_engine"],
+    )  # fmt: skip
+    subs = result.substrates()
+    assert subs and {"baseline.rank", "copy_engine.rank"} <= set(subs[0])
+    assert result.endpoints == ["baseline", "copy_engine"]
+
+
+def test_space_values_are_checked_by_name() -> None:
+    assert parse_space(["tp=2,4", "recompute=full"]) == {"tp": [2, 4], "recompute": ["full"]}
+    for bad, field in [
+        (["tq=2"], "--space"),
+        (["tp=two"], "--space tp"),
+        (["recompute=some"], "--space recompute"),
+        (["tp=2", "tp=4"], "--space"),
+        (["schedule=zb"], "--space schedule"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            parse_space(bad)
+        assert err.value.field == field
+    assert [a.name for a in AXES][:3] == ["tp", "pp", "vpp"]
+
+
+def test_cli_plan_prints_json_and_writes_the_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    figure = tmp_path / "plan.png"
+    out = CliRunner().invoke(
+        app,
+        [
+            "plan", "-w", TINY.name, "--global-batch", "8", "--seq", "512", "--top", "2",
+            "--space", "tp=1,2", "--space", "pp=1", "--space", "cp=1", "--space", "vpp=1",
+            "--space", "micro_batch=1", "--space", "recompute=none", "--json",
+            "--figure", str(figure),
+        ],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "plan" and len(doc["ranked"]["baseline"]) == 2
+    assert doc["ranked"]["baseline"][0]["command"].startswith("acesim run -s h100-nvswitch-8")
+    assert figure.stat().st_size > 0
+    bad = CliRunner().invoke(app, ["plan", "-w", TINY.name, "--space", "tq=1"])
+    assert isinstance(bad.exception, ConfigError) and bad.exception.field == "--space"
