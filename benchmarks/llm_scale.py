@@ -29,7 +29,7 @@ the micro-batches of each stage are (the share of step executions at their step'
 duration: what simulating each distinct step once would save).
 
     python benchmarks/llm_scale.py --repeats 1 --only 70b
-    python benchmarks/llm_scale.py                        # issue 27's table, 5 repeats (minutes)
+    python benchmarks/llm_scale.py              # issue 27's table, 5 repeats (about an hour today)
     python benchmarks/llm_scale.py --only s1008 --repeats 3
 """
 
