@@ -1,18 +1,18 @@
 """How good a run's cost estimate is (issue 30): estimate over the measured CPU time, per run
 kind and mode.
 
-Every run is estimated before it runs (:mod:`acesim.runs.estimate`: its messages and graph
-nodes times its kind's constants). For a few small and medium cases of each kind (a
+Every run is estimated before it runs (:mod:`acesim.runs.estimate`: its messages and compute
+kernels times its kind's constants). For a few small and medium cases of each kind (a
 collective, training graphs from the zoo and a Chakra trace, LLM iterations in class and exact
-mode, jobs sharing a system) this runs the case through the one run path
-(:func:`acesim.runs.single.execute`), takes the estimate it is told, and measures the process
-CPU time from that moment to the result (the simulation; the graph is already built), the
-median of ``--repeats`` runs after one untimed run (imports, caches). It prints each case's
-estimate over that time (the target: between 0.5 and 2) and, with ``--fit``, the least-squares
-constants (relative error, non-negative) of each kind and mode from these cases: the values
-written in :data:`acesim.runs.estimate.RUN_COSTS`.
+mode, jobs sharing a system; a few more held out of the fit, to check it) this runs the case
+through the one run path (:func:`acesim.runs.single.execute`), takes the estimate it is told,
+and measures the process CPU time from that moment to the result (the simulation; the graph is
+already built), the median of ``--repeats`` runs after one untimed run (imports, caches). It
+prints each case's estimate over that time (the target: between 0.5 and 2) and, with
+``--fit``, the least-squares constants (relative error, non-negative) of each kind and mode
+from the fitted cases: the values written in :data:`acesim.runs.estimate.RUN_COSTS`.
 
-    python benchmarks/estimate_accuracy.py               # ratios (about a minute)
+    python benchmarks/estimate_accuracy.py               # ratios (about 6 minutes)
     python benchmarks/estimate_accuracy.py --fit         # also the fitted constants
     python benchmarks/estimate_accuracy.py --only "llm|jobs"   # cases whose name matches
 """
@@ -43,6 +43,8 @@ from acesim.runs.kinds import make_run_case
 from acesim.runs.single import execute, variant_case
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: Marks a case the fit leaves out (a check of the constants on cases they were not fitted to).
+HELD_OUT = " (held out)"
 
 
 def _chakra(folder: Path) -> str:
@@ -86,6 +88,14 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
         ("jobs dp-spine", partial(jobs, "dp-spine")),
         ("jobs nvl72-split", partial(jobs, "nvl72-split")),
         ("jobs latency-beside-training", partial(jobs, "latency-beside-training")),
+        # held out of the fit: other endpoints, a larger LLM case in each mode
+        ("training symmetric resnet50 64 ace" + HELD_OUT, partial(run, "resnet50", "ace", npus=64)),
+        (
+            "training symmetric resnet50 64 ideal" + HELD_OUT,
+            partial(run, "resnet50", "ideal", npus=64),
+        ),
+        ("llm class llama3-70b tp4pp8vpp5 fp8" + HELD_OUT, _llm_70b),
+        ("llm exact llama3-8b tp2pp4 64 GPUs" + HELD_OUT, _llm_64),
     ]
 
 
@@ -94,9 +104,9 @@ def _coll(op: str, size: str, npus: int, mode: str = "symmetric") -> Any:
     return make_collective_case("ace-isca21", op, size, options, endpoint="baseline")
 
 
-def _run(workload: str, **options: Any) -> Any:
+def _run(workload: str, endpoint: str = "baseline", **options: Any) -> Any:
     case = make_run_case("ace-isca21", workload, None, iterations=2, warmup=0, **options)
-    return variant_case(case, "baseline", None)
+    return variant_case(case, endpoint, None)
 
 
 def _llm(parallel: str, model: str = "llama3-8b", **inputs: Any) -> Any:
@@ -105,6 +115,18 @@ def _llm(parallel: str, model: str = "llama3-8b", **inputs: Any) -> Any:
     inputs = {"nodes": 1, "global_batch": 16, "seq": 2048, **inputs}
     case = make_run_case("h100-nvswitch-8", model, None, parallel=parallel, **inputs)
     return variant_case(case, "sm", None)
+
+
+def _llm_70b() -> Any:
+    """Megatron-Bridge's Llama3 70B shape on 8 nodes, FP8, 32 sequences of 8,192 tokens."""
+    return _llm(
+        "tp=4,pp=8,vpp=5", "llama3-70b", nodes=8, global_batch=32, seq=8192, precision="fp8"
+    )
+
+
+def _llm_64() -> Any:
+    """Llama3 8B on 64 GPUs in exact mode (benchmarks/llm_scale.py's exact case)."""
+    return _llm("tp=2,pp=4", mode="exact", nodes=8, global_batch=64, seq=4096)
 
 
 def _jobs(name: str) -> Any:
@@ -159,7 +181,7 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average {load:.1f} at start"
     )
     header = (
-        f"{'case':<40} {'cost':<20} {'messages':>9} {'kernels':>9} {'est s':>7} {'CPU s':>7} "
+        f"{'case':<52} {'cost':<20} {'messages':>9} {'kernels':>9} {'est s':>7} {'CPU s':>7} "
         f"{'ratio':>6}"
     )
     print(header)
@@ -174,15 +196,18 @@ def main() -> None:
             runs = [measure(case) for _ in range(args.repeats)]
             estimate = runs[0][0]
             cpu = statistics.median(t for _, t in runs)
-            by_cost.setdefault(estimate.cost, []).append((estimate, cpu))
+            if not name.endswith(HELD_OUT):
+                by_cost.setdefault(estimate.cost, []).append((estimate, cpu))
             ratio = estimate.seconds / cpu if cpu > 0 else float("inf")
-            ratios.append(ratio)
+            ratios.append((name.endswith(HELD_OUT), ratio))
             print(
-                f"{name:<40} {estimate.cost:<20} {estimate.messages:>9,} "
+                f"{name:<52} {estimate.cost:<20} {estimate.messages:>9,} "
                 f"{estimate.kernels:>9,} {estimate.seconds:>7.3f} {cpu:>7.3f} {ratio:>6.2f}"
             )
-    inside = sum(0.5 <= r <= 2.0 for r in ratios)
-    print(f"{inside} of {len(ratios)} cases within 2x (estimate / CPU time in 0.5-2)")
+    for held, what in ((False, "fitted"), (True, "held-out")):
+        some = [r for h, r in ratios if h == held]
+        inside = sum(0.5 <= r <= 2.0 for r in some)
+        print(f"{inside} of {len(some)} {what} cases within 2x (estimate / CPU time in 0.5-2)")
     if args.fit:
         print("fitted constants (s per run, per message, per kernel) vs RUN_COSTS:")
         for cost, rows in sorted(by_cost.items()):

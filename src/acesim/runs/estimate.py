@@ -38,15 +38,16 @@ class RunCost:
 
 
 #: Cost constants by ``"<run kind> <mode>"`` (module docstring: how they were measured;
-#: each the fit over its kind's cases there, rounded to two digits).
+#: each the fit over its kind's cases there, 2026-12-05, rounded to two digits; a 0 is a term
+#: the fit found no use for on those cases).
 RUN_COSTS: dict[str, RunCost] = {
-    "collective symmetric": RunCost(per_run=1.0e-4, per_message=7.5e-5, per_kernel=0.0),
-    "collective exact": RunCost(per_run=0.0, per_message=5.7e-5, per_kernel=0.0),
-    "training symmetric": RunCost(per_run=0.0, per_message=8.0e-5, per_kernel=4.8e-5),
-    "training exact": RunCost(per_run=0.0, per_message=5.2e-5, per_kernel=2.4e-5),
-    "llm class": RunCost(per_run=0.53, per_message=5.5e-5, per_kernel=1.6e-5),
-    "llm exact": RunCost(per_run=0.12, per_message=2.0e-5, per_kernel=5.5e-5),
-    "jobs exact": RunCost(per_run=0.11, per_message=6.0e-5, per_kernel=6.3e-5),
+    "collective symmetric": RunCost(per_run=0.0, per_message=6.7e-5, per_kernel=0.0),
+    "collective exact": RunCost(per_run=0.0, per_message=4.9e-5, per_kernel=0.0),
+    "training symmetric": RunCost(per_run=0.0, per_message=8.5e-5, per_kernel=4.6e-5),
+    "training exact": RunCost(per_run=0.0, per_message=4.6e-5, per_kernel=2.4e-5),
+    "llm class": RunCost(per_run=0.46, per_message=4.9e-5, per_kernel=1.5e-5),
+    "llm exact": RunCost(per_run=0.0, per_message=1.9e-5, per_kernel=5.6e-5),
+    "jobs exact": RunCost(per_run=0.12, per_message=5.3e-5, per_kernel=0.0),
 }
 
 
