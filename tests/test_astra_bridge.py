@@ -168,3 +168,63 @@ def test_ranks_that_differ_only_in_node_ids_run_in_symmetric_mode(tmp_path: Path
     assert symmetric.iteration_time == pytest.approx(exact.iteration_time, rel=1e-9)
     differing = Graph([rank(0), [*rank(0)[:2], Node(3, "other", "compute", (2,))]])
     assert not differing.symmetric
+
+
+# -- --format on the bridge's commands ----------------------------------------------------------
+
+
+def test_import_astra_prints_its_mapping_table_in_the_asked_format(tmp_path: Path) -> None:
+    import csv
+
+    out = tmp_path / "hgx.toml"
+    args = ["import-astra", str(NETWORK), str(SYSTEM), "-o", str(out), "--format", "csv"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    rows = list(csv.reader(done.stdout.splitlines()))  # the file went to -o: the table to stdout
+    assert rows[0] == ["acesim field", "value", "from", "why"]
+    by_field = {r[0]: r for r in rows[1:]}
+    assert by_field["network.dimensions[0].link_latency"][1:3] == [
+        "1872.5 ns",
+        "latency[0] = 936.25",
+    ]
+    assert load_system(out).network.shape == (8,)
+
+
+def test_import_astra_without_output_keeps_stdout_for_the_file(tmp_path: Path) -> None:
+    done = CliRunner().invoke(app, ["import-astra", str(NETWORK), str(SYSTEM), "--format", "json"])
+    assert done.exit_code == 0, done.output
+    path = tmp_path / "printed.toml"
+    path.write_text(done.stdout, encoding="utf-8")
+    assert load_system(path).network.shape == (8,)
+    table = json.loads(done.stderr.splitlines()[0])
+    assert table["title"] == "ASTRA-sim -> acesim"
+    assert ["npu.hbm_bandwidth", "3350 GB/s"] == table["rows"][-2][:2]
+
+
+def test_export_chakra_prints_its_summary_in_the_asked_format(tmp_path: Path) -> None:
+    prefix = tmp_path / "micro"
+    args = ["export-chakra", str(prefix), "-w", str(ROOT / "examples" / "micro_allreduce.txt")]
+    args += ["-s", str(FIXTURES / "hgx_h100_by_hand.toml"), "--astra", "--format", "json"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    table = json.loads(done.stdout)  # one table, one line
+    assert table["columns"] == ["item", "value"]
+    rows = dict(table["rows"])
+    assert rows["rank files"] == f"8 ({prefix}.0.et ... {prefix}.7.et)"
+    assert rows["nodes"] == "40: 8 collective, 32 compute"
+    assert rows["communication (all ranks)"] == "8 MiB"
+    assert rows["ASTRA-sim network file"] == f"{prefix}.network.yml"
+    assert f"--workload-configuration={prefix} " in rows["ASTRA-sim options"]
+    plain = CliRunner().invoke(app, [*args[:-2], "--format", "plain"])
+    assert plain.stdout.splitlines()[1].split() == ["#", "item", "value"]
+
+
+def test_the_bridge_commands_refuse_an_unknown_format(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(
+        monkeypatch, capsys, "import-astra", str(NETWORK), str(SYSTEM), "--format", "x"
+    )
+    assert line == "error: --format: must be one of table, plain, csv, markdown, json, got 'x'"
+    line = cli_error(monkeypatch, capsys, "export-chakra", "p", "--format", "yaml")
+    assert line.startswith("error: --format: must be one of table, plain")

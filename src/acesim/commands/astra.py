@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .common import check_output_path, console, err_console
+from .show import FORMAT_OPTION, print_table
 
 
 def import_astra_command(
@@ -21,9 +22,11 @@ def import_astra_command(
     name: str | None = typer.Option(
         None, "--name", help="the system's name (default: the network file's stem)"
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Convert ASTRA-sim's network and system files into one acesim system file: units
-    converted, each mapping stated (in the file's [sources] and on stderr)."""
+    converted, each mapping stated (in the file's [sources] and in a table: on stdout with
+    --output, else on stderr, the file taking stdout)."""
     from ..config.astra import read_astra_files, system_toml
     from ..config.presets import system_from_dict
 
@@ -40,12 +43,13 @@ def import_astra_command(
     text = system_toml(doc, header)
     table = Table(title="ASTRA-sim -> acesim", title_justify="left")
     for col in ("acesim field", "value", "from", "why"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col)
     for m in mappings:
-        table.add_row(m.field, escape(str(m.value)), escape(m.astra), escape(m.note))
-    err_console.print(table)
+        table.add_row(*(Text(str(cell)) for cell in (m.field, m.value, m.astra, m.note)))
     if output is None:
+        print_table(table, to=err_console)
         console.out(text, end="")
         return
+    print_table(table)
     output.write_text(text, encoding="utf-8")
     err_console.print(f"wrote {output} (run it: acesim collective -s {output} --sizes 1MiB)")

@@ -7,13 +7,16 @@ from typing import Any
 
 import typer
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from ..config.presets import DEFAULT_PRESET
 from ..config.system import SystemConfig
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
 from .cases import PARALLEL_SIZES_HELP, cli_case
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console
+from .common import FORCE_HELP, NODES_HELP, SET_HELP, err_console
+from .show import FORMAT_OPTION, print_table
 
 
 def export_chakra_command(
@@ -53,6 +56,7 @@ def export_chakra_command(
         "(PREFIX.network.yml, PREFIX.system.json, PREFIX.memory.json)",
         metavar="",
     ),
+    fmt: str = FORMAT_OPTION,
 ) -> None:
     """Export a workload as Chakra traces that ASTRA-sim 2.0 can run.
 
@@ -107,14 +111,21 @@ def export_chakra_command(
     summary = export_chakra(
         graph, str(output), dim_sizes=list(cfg.network.shape), compute_time=compute_time, **extra
     )
-    console.print(str(summary))
+    rows = summary.rows()
     if astra:
-        write_astra_files(output, cfg)
+        rows += write_astra_files(output, cfg)
+    table = Table(title=f"Chakra traces {output}", title_justify="left")
+    for col in ("item", "value"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    print_table(table)
 
 
-def write_astra_files(prefix: Path, cfg: SystemConfig) -> None:
+def write_astra_files(prefix: Path, cfg: SystemConfig) -> list[tuple[str, str]]:
     """ASTRA-sim's network, system and remote-memory files of ``cfg`` beside the traces
-    (:mod:`acesim.network.astra`), and what they cannot express."""
+    (:mod:`acesim.network.astra`); what they cannot express on stderr. The rows the export's
+    table gets: each file, and the options that run the traces with them."""
     import json
 
     import yaml
@@ -134,13 +145,13 @@ def write_astra_files(prefix: Path, cfg: SystemConfig) -> None:
     )
     paths["system"].write_text(json.dumps(files.system, indent=2) + "\n", encoding="utf-8")
     paths["memory"].write_text(json.dumps(files.memory, indent=2) + "\n", encoding="utf-8")
-    console.print(
-        f"ASTRA-sim files: {paths['network']}, {paths['system']}, {paths['memory']}; run with "
-        f"--workload-configuration={prefix} --network-configuration={paths['network']} "
-        f"--system-configuration={paths['system']} "
-        f"--remote-memory-configuration={paths['memory']}",
-        highlight=False,
-        soft_wrap=True,
-    )
     for note in files.notes:
         err_console.print(f"not in ASTRA-sim's files: {escape(note)}", highlight=False)
+    options = (
+        f"--workload-configuration={prefix} --network-configuration={paths['network']} "
+        f"--system-configuration={paths['system']} "
+        f"--remote-memory-configuration={paths['memory']}"
+    )
+    return [(f"ASTRA-sim {what} file", str(path)) for what, path in paths.items()] + [
+        ("ASTRA-sim options", options)
+    ]

@@ -14,9 +14,10 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
 from ..results.jsonout import dumps
 from ..runs.compare import assemble, check_endpoints, default_endpoints, plan, run_jobs
+from ..runs.estimate import Estimate
 from ..runs.single import run_case, variant_case
-from ..runs.training import MESSAGES_PER_SECOND
 from ..training.loops import LOOPS
+from ..units import format_time
 from .cases import PARALLEL_HELP, VARIATION_HELP, cli_case
 from .common import (
     FORCE_HELP,
@@ -37,8 +38,8 @@ from .show import (
 )
 
 DEFAULT_WORKLOAD = "resnet50"
-#: Runs estimated to send more messages than this say how long they will take (~5 s).
-LONG_RUN_MESSAGES = 350_000
+#: Runs estimated to take more CPU seconds than this say so before they start.
+LONG_RUN_SECONDS = 5.0
 
 
 SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
@@ -254,20 +255,21 @@ def _label(case: Any) -> str:
 def _single(case: Any, trace: Path | None, given: dict[str, Any]) -> tuple[Any, list[Any]]:
     """Run one endpoint kind (its variants with --search); print, trace, per-layer rows."""
     with progress() as bar:
-        task = bar.add_task(_label(case), total=None)
+        task = bar.add_task(f"{_label(case)}: graph nodes", total=None)
 
-        def estimated(messages: int) -> None:
-            if messages > LONG_RUN_MESSAGES:
+        def estimated(estimate: Estimate) -> None:
+            if estimate.seconds > LONG_RUN_SECONDS:
                 err_console.print(
-                    f"[dim]this run sends about {messages:,} messages: roughly "
-                    f"{messages / MESSAGES_PER_SECOND:.0f} s[/dim]"
+                    f"[dim]this run simulates {estimate.nodes:,} graph nodes and about "
+                    f"{estimate.messages:,} messages: roughly {format_time(estimate.seconds)} "
+                    "of CPU[/dim]"
                 )
 
         result, execution = run_case(
             case,
             trace=trace is not None,
             on_estimate=estimated,
-            on_iteration=lambda done, total: bar.update(task, completed=done, total=total),
+            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     if trace is not None:
         from ..results.trace import write_trace

@@ -67,9 +67,10 @@ class WorkloadConfig(Strict):
 
 
 #: Most messages a run may be estimated to send before it is refused (``run.max_messages``):
-#: 10**8 messages is about 24 minutes at the ~70,000 messages/s a 2-core machine of the CI kind
-#: simulates (measured: acesim.runs.training.MESSAGES_PER_SECOND), so a request that could never
-#: finish is refused at once with its estimate, and a long one is run when asked.
+#: 10**8 messages is 0.5 to 2.4 hours of CPU at the 1.9e-5 to 8.5e-5 s a message measured for
+#: the run kinds on a 2-core machine of the CI kind (acesim.runs.estimate.RUN_COSTS), so a
+#: request that could never finish is refused at once with its estimate, and a long one is run
+#: when asked.
 MAX_MESSAGES = 10**8
 
 #: Most micro-batches one LLM iteration may have, times the iterations

@@ -38,6 +38,7 @@ from ..training.strategy import decide, mode_note
 from ..units import parse_quantity
 from ..workload.graph import Graph, Node
 from .case import run_options
+from .estimate import Estimate, cost_name
 
 __all__ = ["CollectiveCase", "make_collective_case", "execute_collective", "simulate_collective"]
 
@@ -111,16 +112,17 @@ def make_collective_case(
     collective_at: float = 0.0,
     **option_changes: Any,
 ) -> CollectiveCase:
-    """Resolve a collective case (arguments as :func:`simulate_collective`'s; ConfigErrors
+    """Resolve a collective case (arguments as :func:`simulate_collective`'s; the options'
+    ``shape``, ``npus`` and ``nodes`` resize the system as for a training case; ConfigErrors
     name the field at fault)."""
     COLLECTIVE_OPS.get(op, "op")
     nbytes = parse_quantity(size, "size", "size")
     if nbytes < 0:
         raise ConfigError("size", "must not be negative", size)
-    cfg = resolve_system(system)
+    opts = run_options(options, **option_changes)
+    cfg = resolve_system(system, shape=opts.shape, npus=opts.npus, nodes=opts.nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "endpoint"))
-    opts = run_options(options, **option_changes)
     kernels = _kernels(compute, compute_kernels)
     _check_collective_at(collective_at, kernels is not None)
     return CollectiveCase(
@@ -264,21 +266,33 @@ def _strategy(case: CollectiveCase) -> Strategy:
 
 
 def execute_collective(
-    case: CollectiveCase, *, trace: bool = False, variant: str = "", **_hooks: Any
+    case: CollectiveCase,
+    *,
+    trace: bool = False,
+    variant: str = "",
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    **_hooks: Any,
 ) -> tuple[CollectiveResult, None]:
     """Simulate the case (module docstring); the result (no execution: a collective run has
     no graph). ``trace`` is refused (traces show training runs). The bound kind skips the
-    tuner check (its variants search the algorithms)."""
+    tuner check (its variants search the algorithms). ``on_estimate(estimate)`` is told the
+    run's cost before it starts (:class:`~acesim.runs.estimate.Estimate`: the collective's
+    messages, every simulated NPU's); other hooks (progress) do not apply."""
     if trace:
         raise ConfigError("--trace", "shows training runs, not one collective", True)
     check = case.tuner_check and ENDPOINT_KINDS.get(case.system.endpoint.kind).role != "bound"
-    return _collective(case, check, variant), None
+    return _collective(case, check, variant, on_estimate), None
 
 
-def _collective(case: CollectiveCase, check: bool = False, variant: str = "") -> CollectiveResult:
+def _collective(
+    case: CollectiveCase,
+    check: bool = False,
+    variant: str = "",
+    on_estimate: Callable[[Estimate], Any] | None = None,
+) -> CollectiveResult:
     """The case's result; with ``check``, the tuner's choice checked against the other
     candidates (:func:`~acesim.network.tuner_check.check_choice`)."""
-    result, predicted = _simulate(case, variant)
+    result, predicted = _simulate(case, variant, on_estimate)
     if check and result.algorithm is not None and len(predicted) > 1:
         checked = check_choice(predicted, result.algorithm, result.time, _forced(case))
         if checked is not None:
@@ -300,13 +314,19 @@ def _forced(case: CollectiveCase) -> Callable[[str], float | None]:
 
 
 def _simulate(
-    case: CollectiveCase, variant: str
+    case: CollectiveCase, variant: str, on_estimate: Callable[[Estimate], Any] | None = None
 ) -> tuple[CollectiveResult, tuple[tuple[str, float], ...]]:
     """One simulation of the case, and the tuner's predicted time of each candidate
-    algorithm (empty: no choice made)."""
+    algorithm (empty: no choice made); ``on_estimate`` told its cost before it runs."""
     strategy = _strategy(case)
     cfg = case.system
     platform, copy_end, recorder = _prepared(case, strategy)
+    if on_estimate is not None:
+        rt = platform.collectives
+        per_rank = rt.messages_per_rank(case.op, case.size, dims=case.dims, group=case.group)
+        cost = cost_name("collective", strategy.mode)
+        kernels = len(case.kernels or ()) * len(platform.npus)
+        on_estimate(Estimate(per_rank * len(platform.npus), kernels, 0, cost))
     alone = case.kernels is None and case.host_copy is None
     fast = (
         run_alone(platform.collectives, case.op, case.size, dims=case.dims, group=case.group)

@@ -3,7 +3,8 @@
 
 A platform is built in the strategy (:func:`acesim.training.strategy.decide` chose it), traced
 when asked, the executor told of the graph, the run's estimate reported before it starts (the
-run path checks it against the work bound, :func:`acesim.runs.single.execute`), and run.
+run path checks it against the work bound, :func:`acesim.runs.single.execute`), and run, its
+progress told as graph nodes finish (progress bars).
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from ..hardware.platform import Platform
 from ..hardware.strategy import Strategy
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
-from ..workload.graph import Graph
+from ..workload.graph import Graph, Node
+from .estimate import Estimate, cost_name
 
-__all__ = ["run_graph"]
+__all__ = ["run_graph", "PROGRESS_STEPS"]
+
+#: At most this many progress reports a pass (one every total / PROGRESS_STEPS nodes): a bar
+#: needs no more, and each report costs a redraw request.
+PROGRESS_STEPS = 1000
 
 
 def run_graph(
@@ -26,29 +32,55 @@ def run_graph(
     strategy: Strategy,
     graph: Graph,
     *,
+    kind: str,
     trace: bool = False,
-    on_estimate: Callable[[int], Any] | None = None,
-    on_iteration: Callable[[int, int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
     prepare: Callable[[Platform], Any] | None = None,
     **executor_options: Any,
 ) -> Execution:
-    """Run ``graph`` on ``system`` in ``strategy``. ``trace``: record what
+    """Run ``graph`` on ``system`` in ``strategy`` (a run of kind ``kind``: its cost
+    constants, :mod:`acesim.runs.estimate`). ``trace``: record what
     :func:`acesim.results.trace.write_trace` needs; ``prepare(platform)``: set the platform
-    up before the executor (after tracing); ``on_estimate(messages)`` is told the run's cost
-    before it starts, ``on_iteration(done, total)`` after each iteration; the other keywords
-    go to :class:`~acesim.training.executor.GraphExecutor`."""
+    up before the executor (after tracing); ``on_estimate(estimate)`` is told the run's cost
+    before it starts, ``on_progress(done, total)`` the graph nodes finished as it runs (from
+    0 of the total; again from 0 where the run is redone); the other keywords go to
+    :class:`~acesim.training.executor.GraphExecutor`."""
     platform = Platform(system, strategy)
     if trace:
         enable_tracing(platform)
     if prepare is not None:
         prepare(platform)
-    total = graph.iterations
     executor = GraphExecutor(
         platform,
         graph,
-        on_iteration=(lambda k: on_iteration(k + 1, total)) if on_iteration else None,
+        node_progress=_node_progress(on_progress) if on_progress else None,
         **executor_options,
     )
     if on_estimate is not None:
-        on_estimate(executor.estimate_messages())
+        cost = cost_name(kind, strategy.mode)
+        work = (executor.estimate_messages(), executor.estimate_kernels(), executor.node_total)
+        on_estimate(Estimate(*work, cost))
     return executor.run()
+
+
+def _node_progress(
+    on_progress: Callable[[int, int], Any],
+) -> Callable[[int], Callable[[int, Node], Any]]:
+    """The executor's ``node_progress`` telling ``on_progress(done, total)`` at most
+    :data:`PROGRESS_STEPS` times a pass and at its end."""
+
+    def start(total: int) -> Callable[[int, Node], Any]:
+        step = max(1, total // PROGRESS_STEPS)
+        done = 0
+
+        def finished(_rank: int, _node: Node) -> None:
+            nonlocal done
+            done += 1
+            if done % step == 0 or done == total:
+                on_progress(done, total)
+
+        on_progress(0, total)
+        return finished
+
+    return start

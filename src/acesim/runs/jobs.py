@@ -67,6 +67,7 @@ from ..workload.graph import Graph, Node
 from ..workload.model import Compute
 from ..workload.placement import place_job
 from .case import make_case, run_options
+from .estimate import Estimate
 from .graph_run import run_graph
 from .llm import llm_graph, make_llm
 from .training import case_graph
@@ -422,7 +423,8 @@ def _simulate(
     case: JobsCase,
     plans: Sequence[JobPlan],
     trace: bool = False,
-    on_estimate: Callable[[int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[Execution, _Combined, str]:
     """Run ``plans`` together on the case's system; the execution, the combined graph and
     the mode note."""
@@ -447,8 +449,10 @@ def _simulate(
         case.system,
         strategy,
         graph,
+        kind="jobs",
         trace=trace,
         on_estimate=on_estimate,
+        on_progress=on_progress,
         prepare=prepare,
         gates=combined.gates,
         kernel_tracks={p: f"kernel:{job}" for job, p in combined.reps.items()},
@@ -462,17 +466,17 @@ def execute_jobs(
     *,
     trace: bool = False,
     variant: str = "",
-    on_estimate: Callable[[int], Any] | None = None,
-    on_iteration: Callable[[int, int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[JobsResult, Execution]:
     """Run the jobs together, then each alone; the result and the shared run's execution
     (its trace: one process per job, :func:`acesim.results.jobs.jobs_trace`)."""
-    execution, combined, note = _simulate(case, case.jobs, trace, on_estimate)
+    execution, combined, note = _simulate(case, case.jobs, trace, on_estimate, on_progress)
     jobs: list[JobResult] = []
     for plan in case.jobs:
         alone = None
         if len(case.jobs) > 1:
-            ex, comb, _ = _simulate(case, [plan])
+            ex, comb, _ = _simulate(case, [plan], on_progress=on_progress)
             alone = job_result(ex, comb.ids, comb.reps, plan, None)
         jobs.append(job_result(execution, combined.ids, combined.reps, plan, alone))
     system = case.system

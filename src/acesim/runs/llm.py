@@ -61,6 +61,7 @@ from ..workload.model import Compute
 from ..workload.optimizer import update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
+from .estimate import Estimate
 from .graph_run import run_graph
 
 __all__ = [
@@ -483,8 +484,8 @@ def execute_llm(
     *,
     trace: bool = False,
     variant: str = "",
-    on_estimate: Callable[[int], Any] | None = None,
-    on_iteration: Callable[[int, int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[LlmResult, Execution]:
     """Simulate the case and summarise it (:mod:`acesim.results.llm`), in the strategy
     :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per pipeline
@@ -513,9 +514,10 @@ def execute_llm(
         case.system,
         strategy,
         graph,
+        kind="llm",
         trace=trace,
         on_estimate=on_estimate,
-        on_iteration=on_iteration,
+        on_progress=on_progress,
     )
     return _summary(case, execution, mode_note(strategy, execution), variant), execution
 

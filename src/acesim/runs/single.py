@@ -15,8 +15,8 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS, Variant
 from ..units import format_time
 from .case import SystemLike, WorkloadLike, case_from_experiment
+from .estimate import Estimate
 from .kinds import kind_of, make_run_case
-from .training import MESSAGES_PER_SECOND
 
 __all__ = ["execute", "run_case", "run", "run_system", "run_experiment", "variant_case"]
 
@@ -32,31 +32,32 @@ def execute(
     *,
     trace: bool = False,
     variant: str = "",
-    on_estimate: Callable[[int], Any] | None = None,
-    on_iteration: Callable[[int, int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[Any, Any]:
     """Run ``case`` as given (its kind's ``execute``): the result and the execution (None
     for a collective). ``trace``: record what :func:`acesim.results.trace.write_trace`
-    needs; ``on_estimate(messages)`` is told the run's cost before it starts,
-    ``on_iteration(done, total)`` after each iteration (progress bars). A run estimated to
-    send more than ``options.max_messages`` messages is refused before it starts (the work
-    bound: ConfigError naming ``run.max_messages``, with the estimate)."""
+    needs; ``on_estimate(estimate)`` is told the run's cost before it starts
+    (:class:`~acesim.runs.estimate.Estimate`), ``on_progress(done, total)`` the graph nodes
+    finished as it runs (progress bars). A run estimated to send more than
+    ``options.max_messages`` messages is refused before it starts (the work bound:
+    ConfigError naming ``run.max_messages``, with the estimate)."""
     bound = case.options.max_messages
 
-    def estimated(messages: int) -> None:
-        if messages > bound:
+    def estimated(estimate: Estimate) -> None:
+        if estimate.messages > bound:
             raise ConfigError(
                 "run.max_messages",
-                f"the run would send about {messages:,} messages (about "
-                f"{format_time(messages / MESSAGES_PER_SECOND)} at "
-                f"{MESSAGES_PER_SECOND:,.0f} messages/s), more than the bound; raise it "
-                "knowingly (--max-messages N, run.max_messages)",
+                f"the run would send about {estimate.messages:,} messages (roughly "
+                f"{format_time(estimate.seconds)} of CPU at the measured cost of "
+                f"{estimate.cost} runs), more than the bound; raise it knowingly "
+                "(--max-messages N, run.max_messages)",
                 bound,
             )
         if on_estimate is not None:
-            on_estimate(messages)
+            on_estimate(estimate)
 
-    hooks = {"on_estimate": estimated, "on_iteration": on_iteration}
+    hooks = {"on_estimate": estimated, "on_progress": on_progress}
     return kind_of(case).execute(case, trace=trace, variant=variant, **hooks)
 
 
@@ -64,13 +65,13 @@ def run_case(
     case: Any,
     *,
     trace: bool = False,
-    on_estimate: Callable[[int], Any] | None = None,
-    on_iteration: Callable[[int, int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[Any, Any]:
     """Run ``case``; with ``options.search`` (always for the bound kind, ``ideal``), every
     variant of its endpoint kind, keeping the fastest (module docstring). Callbacks as
     :func:`execute`'s."""
-    hooks: dict[str, Any] = {"on_estimate": on_estimate, "on_iteration": on_iteration}
+    hooks: dict[str, Any] = {"on_estimate": on_estimate, "on_progress": on_progress}
     kind = ENDPOINT_KINDS.get(case.system.endpoint.kind)
     if not case.options.search and kind.role != "bound":  # the bound is always its best
         return execute(case, trace=trace, **hooks)

@@ -24,13 +24,10 @@ from ..training.strategy import decide, mode_note
 from ..workload.graph import Graph
 from ..workload.placement import place_graph
 from .case import Case
+from .estimate import Estimate
 from .graph_run import run_graph
 
-__all__ = ["execute_training", "case_graph", "MESSAGES_PER_SECOND"]
-
-#: Messages a second the simulator processes on one core (measured: ~70,000 on the 2-core CI
-#: machine kind), for the cost estimate shown before long runs.
-MESSAGES_PER_SECOND = 70_000.0
+__all__ = ["execute_training", "case_graph"]
 
 
 def case_graph(case: Case) -> tuple[Graph, int, str]:
@@ -54,14 +51,15 @@ def execute_training(
     *,
     trace: bool = False,
     variant: str = "",
-    on_estimate: Callable[[int], Any] | None = None,
-    on_iteration: Callable[[int, int], Any] | None = None,
+    on_estimate: Callable[[Estimate], Any] | None = None,
+    on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[RunResult, Execution]:
     """Run ``case`` as given; the result and the execution (for traces).
 
     ``trace``: record what :func:`acesim.results.trace.write_trace` needs (chunk phases, HBM
-    and link samples) during the run. ``on_estimate(messages)`` is told the run's cost before
-    it starts; ``on_iteration(done, total)`` after each iteration (progress bars).
+    and link samples) during the run. ``on_estimate(estimate)`` is told the run's cost before
+    it starts (:class:`~acesim.runs.estimate.Estimate`); ``on_progress(done, total)`` the
+    graph nodes finished as it runs (progress bars; :func:`~acesim.runs.graph_run.run_graph`).
     """
     opts = case.options
     system = case.system
@@ -76,7 +74,13 @@ def execute_training(
         trace=trace,
     )
     execution = run_graph(
-        system, strategy, graph, trace=trace, on_estimate=on_estimate, on_iteration=on_iteration
+        system,
+        strategy,
+        graph,
+        kind="training",
+        trace=trace,
+        on_estimate=on_estimate,
+        on_progress=on_progress,
     )
     execution.warmup = warmup
     info = RunInfo(

@@ -215,8 +215,14 @@ class GraphExecutor:
         gates: tuple[Gate, ...] = (),
         kernel_tracks: dict[int, str] | None = None,
         recorder: Callable[[], BoundRecorder] = BoundRecorder,
+        node_progress: Callable[[int], Callable[[int, Node], Any]] | None = None,
     ):
         self.platform = platform
+        #: told the nodes a pass simulates (:attr:`node_total`) as it starts, it returns the
+        #: callable told ``(rank, node)`` as each node finishes (progress bars; a redo of the
+        #: run is a new pass and calls it again)
+        self.node_progress = node_progress
+        self._on_node: Callable[[int, Node], Any] | None = None
         #: nodes held until their gate opens, what the bound listener is told of each rank's
         #: kernels (None: rank 0's, as ``kernel``), and the listener's type
         self.gates = gates
@@ -318,6 +324,12 @@ class GraphExecutor:
             self._roots[key] = root
         return root
 
+    @property
+    def node_total(self) -> int:
+        """Graph nodes the run simulates (every simulated rank's; replicated ranks: rank
+        0's)."""
+        return sum(len(st.nodes) for st in self.states)
+
     def estimate_messages(self) -> int:
         """Messages the run will send (every simulated rank): its cost, before running it.
         Each distinct collective is planned once."""
@@ -336,6 +348,16 @@ class GraphExecutor:
                         )
                     total += plans[key]
         return total * (self.ranks if self.replicated else 1)
+
+    def estimate_kernels(self) -> int:
+        """Compute kernels the run will launch (every simulated rank's; replicated ranks:
+        rank 0's): the other part of its cost, before running it."""
+        return sum(
+            len(node.compute.kernels)
+            for st in self.states
+            for node in st.nodes.values()
+            if node.compute is not None
+        )
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> Execution:
@@ -380,6 +402,7 @@ class GraphExecutor:
             gates=self.gates,
             kernel_tracks=self.kernel_tracks,
             recorder=self.recorder,
+            node_progress=self.node_progress,
         )
 
     def _lockstep_problem(self) -> str | None:
@@ -416,6 +439,8 @@ class GraphExecutor:
 
     def _run(self) -> Execution:
         engine = self.platform.engine
+        if self.node_progress is not None:
+            self._on_node = self.node_progress(self.node_total)
         held = self._hold()
         for st in self.states:
             for node_id, count in list(st.waiting.items()):
@@ -644,6 +669,8 @@ class GraphExecutor:
         if rec.start < 0:
             rec.start = now
         rec.end = now
+        if self._on_node is not None:
+            self._on_node(st.rank, node)
         self._iter_left[node.iteration] -= 1
         if self._iter_left[node.iteration] == 0:
             self.execution.iteration_end[node.iteration] = now

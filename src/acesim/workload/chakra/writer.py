@@ -395,22 +395,49 @@ class ChakraExport:
     def ranks(self) -> int:
         return sum(1 for f in self.files if f.suffix == ".et")
 
+    def _kinds(self) -> str:
+        return ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items())) or "none"
+
+    def _collectives(self) -> str:
+        return ", ".join(f"{n} {op}" for op, n in sorted(self.collectives.items()))
+
+    def _groups(self) -> Path | None:
+        return next((f for f in self.files if f.suffix == ".json"), None)
+
     def lines(self) -> list[str]:
+        """The summary as sentences (``str()``)."""
         first = self.files[0] if self.files else "-"
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items())) or "none"
         out = [
             f"wrote {self.ranks} Chakra rank files ({first} ...), "
             f"{format_size(self.bytes_written)}",
-            f"{self.nodes} nodes: {kinds}",
+            f"{self.nodes} nodes: {self._kinds()}",
         ]
-        groups = [f for f in self.files if f.suffix == ".json"]
-        if groups:
-            out.append(f"communicator groups: {groups[0]} (--comm-group-configuration)")
+        groups = self._groups()
+        if groups is not None:
+            out.append(f"communicator groups: {groups} (--comm-group-configuration)")
         if self.collectives:
-            colls = ", ".join(f"{n} {op}" for op, n in sorted(self.collectives.items()))
             out.append(
-                f"collectives: {colls}; {format_size(self.comm_bytes)} of communication (all ranks)"
+                f"collectives: {self._collectives()}; {format_size(self.comm_bytes)} of "
+                "communication (all ranks)"
             )
+        return out
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The summary as (item, value) rows of text (the table `acesim export-chakra`
+        prints), sizes with their units."""
+        ets = [f for f in self.files if f.suffix == ".et"]
+        span = f"{ets[0]} ... {ets[-1]}" if len(ets) > 1 else str(ets[0]) if ets else "-"
+        out = [
+            ("rank files", f"{self.ranks} ({span})"),
+            ("bytes written", format_size(self.bytes_written)),
+            ("nodes", f"{self.nodes}: {self._kinds()}"),
+        ]
+        groups = self._groups()
+        if groups is not None:
+            out.append(("communicator groups (--comm-group-configuration)", str(groups)))
+        if self.collectives:
+            out.append(("collectives", self._collectives()))
+            out.append(("communication (all ranks)", format_size(self.comm_bytes)))
         return out
 
     def __str__(self) -> str:
