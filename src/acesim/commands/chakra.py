@@ -66,60 +66,79 @@ def export_chakra_command(
     its TP/CP/EP/DP groups in PREFIX.comm_groups.json (ASTRA-sim's comm-group-configuration
     file). --astra also writes ASTRA-sim's network, system and memory files for them.
     """
-    from ..engine import Engine
-    from ..hardware.npu import NPU
-    from ..network.topology import Topology
-    from ..runs.kinds import RUN_KINDS
-    from ..runs.llm import llm_graph
-    from ..training.loops import build_graph
-    from ..workload.chakra import export_chakra
-    from ..workload.graph import Graph
-    from ..workload.model import Compute
-
-    given: dict[str, Any] = {"nodes": nodes, "precision": precision, "sets": sets, "force": force}
-    if RUN_KINDS.get("llm").claims(workload, {"parallel": parallel}):  # type: ignore[misc]
-        given.update(
-            parallel=parallel,
-            global_batch=global_batch,
-            micro_batch=micro_batch,
-            seq=seq,
-            recompute=recompute,
-        )
-    else:  # export unrolls iterations without measuring them: no warm-up rule applies
-        given.update(
-            npus=npus, shape=shape, iterations=iterations, warmup=0, loop=loop, batch=batch
-        )
-    case = cli_case(system, workload, **given)
-    cfg = case.system
-    npu = NPU(Engine(), 0, cfg.npu)
-
-    def compute_time(c: Compute) -> float:
-        return npu.kernels_time_alone(c.kernels)
-
-    if case.kind == "llm":  # every GPU's graph, as exact mode runs them
-        graph = llm_graph(case)
-        extra: dict[str, Any] = {"topology": Topology(cfg.network, cfg.collective)}
-    else:
-        work = case.workload
-        opts = case.options
-        graph = (
-            work
-            if isinstance(work, Graph)
-            else build_graph(work, iterations, loop, opts.bucket_size)
-        )
-        extra = {"npus": cfg.network.total_npus if len(graph.ranks) == 1 else None}
-    summary = export_chakra(
-        graph, str(output), dim_sizes=list(cfg.network.shape), compute_time=compute_time, **extra
-    )
+    case = _export_case(
+        workload,
+        system,
+        {"nodes": nodes, "precision": precision, "sets": sets, "force": force},
+        llm={
+            "parallel": parallel,
+            "global_batch": global_batch,
+            "micro_batch": micro_batch,
+            "seq": seq,
+            "recompute": recompute,
+        },
+        graph={"npus": npus, "shape": shape, "iterations": iterations, "loop": loop,
+               "batch": batch},
+    )  # fmt: skip
+    summary = _export(case, output, iterations, loop)
     rows = summary.rows()
     if astra:
-        rows += write_astra_files(output, cfg)
+        rows += write_astra_files(output, case.system)
     table = Table(title=f"Chakra traces {output}", title_justify="left")
     for col in ("item", "value"):
         table.add_column(col)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     print_table(table)
+
+
+def _export_case(
+    workload: str, system: str, given: dict[str, Any], *, llm: dict[str, Any],
+    graph: dict[str, Any],
+) -> Any:  # fmt: skip
+    """The case to export: an LLM model's options, or a training graph's (export unrolls
+    iterations without measuring them: no warm-up rule applies)."""
+    from ..runs.kinds import RUN_KINDS
+
+    if RUN_KINDS.get("llm").claims(workload, {"parallel": llm["parallel"]}):  # type: ignore[misc]
+        given.update(llm)
+    else:
+        given.update(graph, warmup=0)
+    return cli_case(system, workload, **given)
+
+
+def _export(case: Any, output: Path, iterations: int, loop: str) -> Any:
+    """Write ``case``'s graph as Chakra traces (every GPU's for an LLM model, as exact mode
+    runs them); compute times from the kernel model on the system's NPU."""
+    from ..engine import Engine
+    from ..hardware.npu import NPU
+    from ..network.topology import Topology
+    from ..runs.llm import llm_graph
+    from ..training.loops import build_graph
+    from ..workload.chakra import export_chakra
+    from ..workload.graph import Graph
+    from ..workload.model import Compute
+
+    cfg = case.system
+    npu = NPU(Engine(), 0, cfg.npu)
+
+    def compute_time(c: Compute) -> float:
+        return npu.kernels_time_alone(c.kernels)
+
+    if case.kind == "llm":
+        graph = llm_graph(case)
+        extra: dict[str, Any] = {"topology": Topology(cfg.network, cfg.collective)}
+    else:
+        work = case.workload
+        graph = (
+            work
+            if isinstance(work, Graph)
+            else build_graph(work, iterations, loop, case.options.bucket_size)
+        )
+        extra = {"npus": cfg.network.total_npus if len(graph.ranks) == 1 else None}
+    return export_chakra(
+        graph, str(output), dim_sizes=list(cfg.network.shape), compute_time=compute_time, **extra
+    )
 
 
 def write_astra_files(prefix: Path, cfg: SystemConfig) -> list[tuple[str, str]]:
