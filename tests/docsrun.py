@@ -50,6 +50,9 @@ SMALL: list[tuple[str, str]] = [
         "acesim plan --space tp=8 --space pp=1,2 --space vpp=1 --space cp=1 --space "
         "micro_batch=1 --space recompute=none --space zero=1 --space tp_overlap=1 ",
     ),
+    (r"--space tp=1,2,4,8\b", "--space tp=8"),
+    (r"--space micro_batch=1,2\b", "--space micro_batch=1"),
+    (r"--space recompute=none,selective\b", "--space recompute=none"),
     # collective size sweeps: the first sizes of the range
     (r"--sizes 1KiB:1GiB\b", "--sizes 1KiB:4KiB"),
     (r"--sizes 8B:8GiB\b", "--sizes 8B:64B"),

@@ -23,6 +23,8 @@ PUBLIC_API = {
     "run_jobs",
     "JobsResult",
     "compare",
+    "plan",
+    "PlanResult",
     "Comparison",
     "RunResult",
     "Group",
