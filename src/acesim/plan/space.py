@@ -185,11 +185,15 @@ def rule_name(err: ConfigError | TopologyError) -> str:
 
 
 def _text(p: ParallelConfig, schedule: object) -> str:
+    """The ``--parallel`` text of a candidate: tp and pp, then only what differs from
+    ``acesim run``'s defaults (vpp, cp, ep 1; zero 1; no recomputation, no TP overlap;
+    Megatron's schedule)."""
     parts = [f"tp={p.tp}", f"pp={p.pp}"]
-    if p.vpp > 1:
-        parts.append(f"vpp={p.vpp}")
-    parts += [f"{name}={getattr(p, name)}" for name in ("cp", "ep") if getattr(p, name) > 1]
-    parts += [f"zero={p.zero}", f"recompute={p.recompute}"]
+    parts += [f"{name}={getattr(p, name)}" for name in ("vpp", "cp", "ep") if getattr(p, name) > 1]
+    if p.zero != 1:
+        parts.append(f"zero={p.zero}")
+    if p.recompute != "none":
+        parts.append(f"recompute={p.recompute}")
     if p.tp_overlap:
         parts.append("tp_overlap=1")
     if schedule != DEFAULT_SCHEDULE:
