@@ -85,7 +85,50 @@ def test_space_lists_exactly_the_configurations_a_run_accepts() -> None:
     assert len(listed) == len(brute) == len(space.candidates)
     assert {c.parallel for c in space.candidates} == brute
     assert sum(space.removed.values()) + len(space.candidates) == space.size
-    assert all("N" in rule or not any(ch.isdigit() for ch in rule) for rule in space.removed)
+    assert not any(" 4 " in rule or "= 8" in rule for rule in space.removed)  # numbers as N
+
+
+MOE = TransformerConfig(
+    name="plan-moe", layers=4, hidden=512, heads=8, ffn=1536, vocab=4096, seq=512, experts=8,
+    top_k=2, expert_ffn=512,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "space"),
+    [
+        (
+            TINY,
+            {"tp": [1], "pp": [2], "vpp": [1, 2], "cp": [1], "micro_batch": [1],
+             "recompute": ["none", "full"], "tp_overlap": [0], "zero": [1],
+             "schedule": ["1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", "dualpipev"]},
+        ),
+        (
+            MOE,
+            {"tp": [1], "pp": [1, 2], "vpp": [1], "cp": [1], "ep": [1, 2], "micro_batch": [1],
+             "recompute": ["none"], "tp_overlap": [0], "zero": [1, 3]},
+        ),
+    ],
+    ids=["schedules", "moe"],
+)  # fmt: skip
+def test_the_bounds_hold_on_every_schedule_and_on_experts(
+    model: TransformerConfig, space: dict[str, list[object]]
+) -> None:
+    MODELS.register(model.name, model, replace=True)
+    try:
+        result = plan(
+            "h100-nvswitch-8", model.name, global_batch=16, seq=512, top=1, space=space,
+            exhaustive=True,
+        )  # fmt: skip
+    finally:
+        if model is MOE:
+            MODELS.unregister(MOE.name)
+    rows = result.outcome.rows["baseline"]
+    assert len(rows) >= 6
+    for row in rows:
+        assert row.gemm_bound <= row.kernel_bound <= row.iteration_time, row.candidate.text
+    if model is TINY:
+        assert any("1f1b" in rule for rule in result.accounting()["removed_by_rule"])
 
 
 def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: PlanResult) -> None:

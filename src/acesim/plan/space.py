@@ -176,12 +176,12 @@ class Space:
 
 
 def rule_name(err: ConfigError | TopologyError) -> str:
-    """A refusal as the rule it broke, numbers replaced by ``N`` (one rule, one count)."""
+    """A refusal as the rule it broke, its numbers replaced by ``N`` (one rule, one count)."""
     if isinstance(err, ConfigError):
         text = f"{err.field}: {err.rule}"
     else:
         text = str(err)
-    return re.sub(r"\d+(\.\d+)?", "N", text)
+    return re.sub(r"\b\d+(\.\d+)?\b", "N", text)  # numbers, not names (1f1b, zb-h1)
 
 
 def _text(p: ParallelConfig, schedule: object) -> str:
