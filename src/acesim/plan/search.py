@@ -30,9 +30,8 @@ from ..errors import ConfigError, TopologyError
 from ..precision import PRECISIONS
 from ..runs.case import check_math
 from ..runs.compare import check_endpoints
-from ..runs.llm import LlmCase, make_llm_case
+from ..runs.llm import LlmCase, make_llm_case, misfit
 from ..sweep.runner import run_items
-from ..workload.llm.memory import TERMS
 from ..workload.llm.models import TransformerConfig
 from .bound import gemm_bound, kernel_bound
 from .space import Candidate, Cluster, Space, enumerate_space, rule_name
@@ -121,8 +120,8 @@ class _Cases:
             self.outcome.refused_other[rule_name(err)] += 1
         else:
             self.outcome.built += 1
-            if case.memory["total"] > self.capacity:
-                dominant = max(TERMS, key=lambda t: case.memory[t])
+            dominant = misfit(case.memory, self.capacity)
+            if dominant is not None:
                 self.outcome.memory_refused[dominant] += 1
             else:
                 self.outcome.fits += 1

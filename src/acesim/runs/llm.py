@@ -324,6 +324,14 @@ def _stages(
     return tuple(out)
 
 
+def misfit(sizes: Mapping[str, float], capacity: float) -> str | None:
+    """The memory term that dominates ``sizes`` (one GPU's bytes by term and ``total``) when
+    they do not fit in ``capacity`` bytes; None when they fit."""
+    if sizes["total"] <= capacity:
+        return None
+    return max(TERMS, key=lambda t: sizes[t])
+
+
 def _check_memory(
     model: TransformerConfig,
     parallel: ParallelConfig,
@@ -337,9 +345,9 @@ def _check_memory(
     """ConfigError naming ``field`` when ``sizes`` (pipeline stage ``stage``'s per GPU) do not
     fit in the HBM of ``npu`` (None: the system's)."""
     capacity = (npu or system.npu).hbm_capacity
-    if sizes["total"] <= capacity:
+    dominant = misfit(sizes, capacity)
+    if dominant is None:
         return
-    dominant = max(TERMS, key=lambda t: sizes[t])
     parts = ", ".join(f"{t} {format_size(sizes[t])}" for t in TERMS)
     advice = ["more tensor or pipeline parallelism"]
     if parallel.zero == 0:
