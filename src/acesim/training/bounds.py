@@ -100,6 +100,17 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
+    def spans(self, kind: str, bound: Any, starts: np.ndarray, ends: np.ndarray) -> None:
+        """One activity per ``(starts[i], ends[i])`` (s), each one segment bound by ``bound``:
+        what opened, :meth:`segment` (when it took time) and closed record for each."""
+        key = (id(bound), kind)
+        name = self._labels.get(key)
+        if name is None:
+            name = self._labels[key] = label(bound, kind)
+        out = self.kernels if kind == "kernel" else self.messages
+        pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+        out.extend((name, s, e) for s, e in pairs if e > s)
+
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
         """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
         what ``count`` times opened, :meth:`segment` and closed records."""
