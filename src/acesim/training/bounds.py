@@ -220,10 +220,10 @@ def collective_bounds(
     stage busy longest is its bottleneck."""
     spans: dict[str, list[tuple[float, float]]] = {}
     for name, start, end in recorder.messages:
-        spans.setdefault(name, []).append((max(start, lo), min(end, hi)))
-    out = {name: sum(e - s for s, e in union(v)) for name, v in spans.items()}
+        spans.setdefault(name, []).append((start, end))  # clipped to [lo, hi) by union
+    out = {name: sum(e - s for s, e in union(v, lo, hi)) for name, v in spans.items()}
     # time nothing was in flight: latency, step synchronisation, setup delays not recorded
-    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v]))
+    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v], lo, hi))
     idle = (hi - lo) - busy
     if waiting and idle > 1e-15 * max(hi - lo, 1.0):
         out[WAITING.removeprefix("exposed: ")] = idle
