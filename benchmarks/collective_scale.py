@@ -7,6 +7,11 @@ does not slow the timed ones), in symmetric mode and, up to 1,024 NPUs, in exact
 
     python benchmarks/collective_scale.py                 # the table of docs/performance.md
     python benchmarks/collective_scale.py --repeats 3 --max-exact 512 --markdown
+
+Then, in symmetric mode, one ring dimension of 1,024 ... 100,000 NPUs (issue 27: one
+dimension's 2 (N - 1) ring steps per chunk; target <= 1 CPU s at any count), CPU seconds
+(median) and the ratio to the target; ``--no-fold`` runs them with the ring's identical steps
+on the event path (:mod:`acesim.network.fold` off) to show what folding buys.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import time
 import tracemalloc
 
 from acesim import SystemConfig, load_system, simulate_collective
+from acesim.network import collective as collective_module
 
 SIZE = 64 * 2**20
 SHAPES: list[tuple[int, int, int]] = [
@@ -31,6 +37,9 @@ SHAPES: list[tuple[int, int, int]] = [
     (64, 128, 128),
 ]
 TARGETS = {("symmetric", 1024): 0.5, ("symmetric", 1_048_576): 10.0}
+#: one ring dimension of these many NPUs (issue 27's flat-in-NPUs target, CPU s)
+RINGS = (1024, 16_384, 100_000)
+RING_TARGET = 1.0
 
 
 def torus(shape: tuple[int, int, int]) -> SystemConfig:
@@ -41,6 +50,35 @@ def torus(shape: tuple[int, int, int]) -> SystemConfig:
         dim.size = size
     system.network.npus = None
     return system
+
+
+def ring(npus: int) -> SystemConfig:
+    """The ace-isca21 preset cut down to its first dimension, a ring of ``npus`` NPUs."""
+    system = load_system("ace-isca21").model_copy(deep=True)
+    system.network.dimensions = system.network.dimensions[:1]
+    system.network.dimensions[0].size = npus
+    system.network.npus = None
+    return system
+
+
+def cpu_once(system: SystemConfig) -> tuple[float, float]:
+    """CPU seconds of one symmetric 64 MiB all-reduce, and its simulated time (s)."""
+    gc.collect()
+    start = time.process_time()
+    result = simulate_collective(system, "all-reduce", SIZE)
+    return time.process_time() - start, result.time
+
+
+def rings(repeats: int) -> None:
+    print(f"\none ring dimension, symmetric, 64 MiB all-reduce, target <= {RING_TARGET:g} CPU s")
+    for npus in RINGS:
+        runs = [cpu_once(ring(npus)) for _ in range(repeats)]
+        cpu = statistics.median(c for c, _t in runs)
+        print(
+            f"  {npus:>9,d} NPUs  median {cpu:7.3f} CPU s of {repeats}  "
+            f"ratio {cpu / RING_TARGET:6.2f}  simulated {runs[0][1]:.9g} s",
+            flush=True,
+        )
 
 
 def once(system: SystemConfig, exact: bool) -> float:
@@ -64,7 +102,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per case (median)")
     parser.add_argument("--max-exact", type=int, default=1024, help="largest exact-mode case")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--no-fold", action="store_true", help="ring steps on the event path")
+    parser.add_argument("--rings-only", action="store_true", help="only the one-ring cases")
     args = parser.parse_args()
+    if args.no_fold:
+        collective_module.FOLD = False
+    if args.rings_only:
+        rings(args.repeats)
+        return
 
     rows = []
     for mode in ("symmetric", "exact"):
@@ -99,6 +144,7 @@ def main() -> None:
             )
         print()
         print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+    rings(args.repeats)
 
 
 if __name__ == "__main__":

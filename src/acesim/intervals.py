@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 __all__ = ["Intervals", "union"]
 
 #: Sorted, disjoint (start, end) pairs, s.
@@ -16,7 +18,12 @@ def union(
     intervals: Iterable[tuple[float, float]], lo: float = -math.inf, hi: float = math.inf
 ) -> Intervals:
     """The union of ``intervals`` (s), each clipped to ``lo``..``hi`` first, as sorted disjoint
-    pairs; empty ones (end at or before start) are dropped, touching ones merged."""
+    pairs; empty ones (end at or before start) are dropped, touching ones merged (above a few
+    hundred intervals with numpy: the same pairs)."""
+    if not isinstance(intervals, list):
+        intervals = list(intervals)
+    if len(intervals) > _MANY:
+        return _union_many(intervals, lo, hi)
     out: Intervals = []
     for start, end in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
         if end <= start:
@@ -26,3 +33,28 @@ def union(
         else:
             out.append((start, end))
     return out
+
+
+#: above this many intervals :func:`union` sorts and merges with numpy
+_MANY = 256
+
+
+def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> Intervals:
+    """:func:`union` with numpy: clip, drop the empty, sort by (start, end), and start a new
+    interval where a start lies beyond every end before it (the merged interval's end is the
+    running maximum of the ends)."""
+    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    starts = np.maximum(pairs[:, 0], lo)
+    ends = np.minimum(pairs[:, 1], hi)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return []
+    order = np.lexsort((ends, starts))
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    first = np.ones(len(starts), dtype=bool)
+    first[1:] = starts[1:] > reach[:-1]
+    heads = np.flatnonzero(first)
+    tails = np.append(heads[1:], len(starts)) - 1
+    return list(zip(starts[heads].tolist(), reach[tails].tolist(), strict=True))

@@ -16,7 +16,11 @@ and ``advance_to`` (for work a model computes without events) and ``plan_usage``
 allocations of such work); ``observe(resource, callback)`` (called with ``(time, allocated)``
 at every allocation change); ``sync`` (bring every resource's and pool's integral to now) and
 ``work_done(activity)`` (its progress up to now); ``settle`` (compute the rates of the current
-instant without advancing time).
+instant without advancing time); ``before_reallocation(callback)`` (a model's last changes of
+an instant, made once just before the rates of that instant are computed); ``idle``, ``claim``,
+``account_alone``, ``resume`` and ``schedule_at`` (for a model that computes a run of work in
+closed form while it is alone on its resources, and materialises it the instant anything else
+touches them: see :meth:`Engine.claim`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import heapq
 import math
 from collections.abc import Callable
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..errors import SimulationError
 from .fluid import INF, Activity, Resource, component, max_min_rates, solo_rate
@@ -103,6 +109,16 @@ class EventHandle:
 _LIVE = EventHandle(0.0)
 
 
+class _Claim:
+    """Resources a model runs work on in closed form, and how to materialise it."""
+
+    __slots__ = ("resources", "release")
+
+    def __init__(self, resources: list[Resource], release: Callable[[], Any]):
+        self.resources = resources
+        self.release = release
+
+
 class Engine:
     """Owns simulated time (seconds), timers, resources and activities."""
 
@@ -129,6 +145,11 @@ class Engine:
         self._planned: dict[Resource, list[list[float]]] = {}
         #: the last instant :meth:`sync` folded planned allocations into ``used`` (s)
         self._folded = -INF
+        #: callbacks to run once before the next reallocation (:meth:`before_reallocation`)
+        self._pending: list[Callable[[], Any]] = []
+        #: resources a model runs work on without activities (:meth:`claim`): the claim that
+        #: materialises that work before anything else touches them
+        self._claims: dict[Resource, _Claim] = {}
 
     # -- resources ---------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float) -> Resource:
@@ -155,10 +176,14 @@ class Engine:
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
         """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
         changes (at that instant the users already carry their new rates)."""
+        self._release(resource)
         self._observers.setdefault(resource, []).append(callback)
 
     def sync(self) -> None:
-        """Bring every resource's ``used`` and every pool's ``held_time`` up to now."""
+        """Bring every resource's ``used`` and every pool's ``held_time`` up to now (work a
+        model runs on claimed resources is materialised first, :meth:`claim`)."""
+        while self._claims:
+            self._release(next(iter(self._claims)))
         now = self._now
         for res in self.resources:
             res._advance(now)
@@ -245,6 +270,7 @@ class Engine:
     def set_capacity(self, resource: Resource, capacity: float) -> None:
         """Change a resource's capacity (units/s) from now on; users are re-allocated."""
         _check_capacity(resource.name, capacity)
+        self._release(resource)
         resource.capacity = float(capacity)
         for act in resource.users:
             self._dirty[act] = None
@@ -321,6 +347,9 @@ class Engine:
             if amount > 1e-300:
                 clean[res] = float(amount)
         demand = clean
+        if self._claims:
+            for res in demand:
+                self._release(res)  # the claimed work becomes activities first
         self._act_seq += 1
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
@@ -335,6 +364,144 @@ class Engine:
             res.users[act] = None
         self._dirty[act] = None
         return act
+
+    # -- work computed in closed form while alone on its resources ----------------------------
+    def idle(self, resource: Resource) -> bool:
+        """Whether nothing uses, watches or claims ``resource`` now."""
+        return (
+            not resource.users
+            and resource not in self._observers
+            and (resource not in self._claims)
+        )
+
+    def claim(self, resources: list[Resource], release: Callable[[], Any]) -> None:
+        """A model runs work on ``resources`` (each :meth:`idle`) without activities, having
+        computed it as the fluid allocation would run it alone. Before anything else touches
+        one of them (:meth:`start` of an activity on it, :meth:`set_capacity`, :meth:`observe`,
+        :meth:`sync`) the claim ends and ``release()`` is called, which must bring the
+        resources and the model to the state the activities would have left at that instant
+        (:meth:`account_alone` for the work done, :meth:`resume` for the work running). A
+        model whose work ends unreleased ends its claim with :meth:`unclaim`."""
+        claim = _Claim(resources, release)
+        for res in resources:
+            if not self.idle(res):
+                raise SimulationError(f"{res.name}: cannot be claimed now")
+        for res in resources:
+            self._claims[res] = claim
+
+    def unclaim(self, resources: list[Resource]) -> None:
+        """End the claim on ``resources`` (its work done: nothing to release)."""
+        for res in resources:
+            self._claims.pop(res, None)
+
+    def _release(self, resource: Resource) -> None:
+        claim = self._claims.get(resource)
+        if claim is None:
+            return
+        for res in claim.resources:
+            self._claims.pop(res, None)
+        claim.release()
+
+    def account_alone(self, resource: Resource, allocated: float, start: float, end: float) -> None:
+        """Add to ``resource``'s integrals what an activity alone on it, allocated
+        ``allocated`` units/s from ``start`` to its completion at ``end`` (s, not after now),
+        added through its allocation and completion: the same operations in the same order
+        (work a claim ran, :meth:`claim`)."""
+        since = resource._since
+        if start > since:
+            resource.used += resource.allocated * (start - since)
+            resource._since = start
+        resource.allocated = allocated
+        if allocated > resource.peak:
+            resource.peak = allocated
+        if end > start:
+            resource.used += allocated * (end - start)
+            resource._since = end
+        resource.allocated -= allocated
+        if resource.allocated < 0:
+            resource.allocated = 0.0
+
+    def account_alone_many(
+        self, resource: Resource, allocated: float, starts: np.ndarray, ends: np.ndarray
+    ) -> None:
+        """:meth:`account_alone` of activities one after another (``starts[i] <= ends[i] <=
+        starts[i + 1]``, s), each allocated ``allocated`` units/s: the same sums in the same
+        order (a sequential cumulative sum)."""
+        if len(starts) == 0:
+            return
+        self.account_alone(resource, allocated, float(starts[0]), float(ends[0]))
+        if len(starts) == 1:
+            return
+        if allocated > resource.peak:
+            resource.peak = allocated
+        terms = np.empty(len(starts))
+        terms[0] = resource.used
+        terms[1:] = allocated * (ends[1:] - starts[1:])
+        resource.used = float(np.cumsum(terms)[-1])
+        start, end = float(starts[-1]), float(ends[-1])
+        resource._since = end if end > start else max(start, resource._since)
+
+    def resume(
+        self,
+        work: float,
+        demand: dict[Resource, float],
+        on_done: Callable[[Activity], Any],
+        *,
+        started: float,
+        rate: float,
+        bound: Any,
+        weight: float,
+        basis: Resource | None,
+        tag: Any,
+        track: str | None,
+    ) -> Activity:
+        """The activity of ``work`` units that :meth:`start` began at ``started`` (s, not
+        after now) alone on its resources (``demand``, cleaned as :meth:`start` cleans it, each
+        :meth:`idle`; no rate cap) and the allocation gave ``rate`` (units/s, finite and
+        positive: :func:`~acesim.engine.fluid.solo_rate`, bound by ``bound``) then, as it stands
+        now: its completion scheduled, its resources' integrals brought to ``started`` and
+        their allocations set (what :meth:`_reallocate_solo` did at ``started``)."""
+        if not (started <= self._now) or not (0 < rate < INF):
+            raise SimulationError(f"activity {tag!r}: cannot resume at {started} s, rate {rate}")
+        self._act_seq += 1
+        act = Activity(work, demand, INF, weight, on_done, tag, self._act_seq)
+        act.basis = basis
+        act.started = started
+        act._last = started
+        listener = self._bound_listener
+        if track is not None and listener is not None:
+            act.track = track
+            act.bound = act.bound_now = bound
+            act.bound_since = started
+            listener.opened(track, started)
+        self.active[act] = None
+        for res, amount in demand.items():
+            if not self.idle(res):
+                raise SimulationError(f"activity {tag!r}: {res.name} is not free to resume on")
+            res.users[act] = None
+            since = res._since
+            if started > since:
+                res.used += res.allocated * (started - since)
+                res._since = started
+            allocated = rate * amount
+            res.allocated = allocated
+            if allocated > res.peak:
+                res.peak = allocated
+        act._version = 1
+        act.rate = rate
+        self._seq += 1
+        finish = started + work / rate
+        heapq.heappush(self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version))
+        return act
+
+    def schedule_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
+        """:meth:`call_at` with a handle that cancels it."""
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
+        handle = EventHandle(time)
+        self._seq += 1
+        heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, handle, (callback, args)))
+        return handle
 
     def set_cap(self, activity: Activity, cap: float) -> None:
         """Change an activity's rate cap (work/s)."""
@@ -363,9 +530,23 @@ class Engine:
                 act.consumed[res] += done * amount
         act._last = self._now
 
+    def before_reallocation(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback()`` once, just before the next reallocation of rates (after every
+        start, finish and change of the current instant, before the clock advances): a model
+        that would change many activities at each of several starts or finishes of one instant
+        (weights re-split over the messages in flight) makes the last change only. Call it
+        after something was marked for reallocation (a start, a finish, a change), so that
+        one follows."""
+        self._pending.append(callback)
+
     def _take_seeds(self) -> list[Activity]:
         """The unfinished activities marked for reallocation (the dirty ones and the users of
         dirty resources), the marks cleared."""
+        if self._pending:
+            pending = self._pending
+            self._pending = []
+            for callback in pending:
+                callback()
         dirty = self._dirty
         seeds = [a for a in dirty if a.finished is None]
         dirty.clear()

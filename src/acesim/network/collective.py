@@ -106,6 +106,7 @@ from ..errors import ConfigError, TopologyError
 from .agreement import LineOrders
 from .algorithms import NVLS_KINDS, ROOTED_PATTERNS, Step
 from .endpoint import Endpoint
+from .fold import StepFold
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .p2p import PointToPoint, shift_destination
@@ -124,7 +125,13 @@ from .plan import (
 from .shares import MessageShares
 from .topology import Topology
 
-__all__ = ["Collective", "CollectiveRuntime", "Endpoint", "MAX_CHUNKS"]
+__all__ = ["Collective", "CollectiveRuntime", "Endpoint", "FOLD", "MAX_CHUNKS"]
+
+#: Symmetric mode runs identical consecutive steps in closed form while they are alone
+#: (:mod:`acesim.network.fold`); tests turn it off to compare with the event path.
+FOLD = True
+#: step patterns of one message (in symmetric mode: to the representative's mirror)
+_SINGLE = frozenset({"next", "xor"})
 
 #: The most chunks one collective may be split into by an endpoint's piece size (ACE's SRAM):
 #: beyond it the run would take hours and the piece size is almost surely a mistake.
@@ -286,6 +293,7 @@ class CollectiveRuntime:
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
         self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
+        self._fold_lengths: dict[tuple[int, int, int], int] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
         self._counts: dict[int, int] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
@@ -701,13 +709,61 @@ class CollectiveRuntime:
     # -- steps and messages ------------------------------------------------------------------
     def _start_step(self, run: _ChunkRun) -> None:
         if not self._step_hooks:
-            self._send_step(run)
+            if self.exact or FOLD is False or not self._fold(run):
+                self._send_step(run)
             return
         phase = run.coll.phases[run.phase]
         step = phase.steps[run.step]
         self.endpoint.step_begin(
             run.rank, step.kind, partial(self._send_step, run), step.message_count(phase.size)
         )
+
+    def _fold_length(self, coll: Collective, phase_index: int, first: int) -> int:
+        """Consecutive steps from ``first`` to the end of the phase alike in symmetric mode
+        (one message to the mirror, the same bytes and kind): what :class:`StepFold` may
+        run in closed form."""
+        key = (coll.id, phase_index, first)
+        length = self._fold_lengths.get(key)
+        if length is None:
+            phase = coll.phases[phase_index]
+            steps = phase.steps
+            head = steps[first]
+            length = 0
+            if not phase.lanes and not phase.pipelined:
+                for step in steps[first:]:
+                    if (
+                        step.pattern not in _SINGLE
+                        or step.message_bytes != head.message_bytes
+                        or step.kind != head.kind
+                    ):
+                        break
+                    length += 1
+            self._fold_lengths[key] = length
+        return length
+
+    def _fold(self, run: _ChunkRun) -> bool:
+        """Run ``run``'s identical steps from its current one in closed form
+        (:mod:`acesim.network.fold`) when they would run alone; False when they may not."""
+        if self.rank_latencies is not None:
+            return False
+        coll = run.coll
+        count = self._fold_length(coll, run.phase, run.step)
+        if count < 2:
+            return False
+        phase = coll.phases[run.phase]
+        step = phase.steps[run.step]
+        demand, weight, _innet = self._step_demand(run, phase, step)
+        message = dict(demand)
+        message[self.ingress[run.rank][phase.dim]] = weight
+        if self.paths[phase.dim]:
+            self.add_path_demand(message, run.rank, run.rank, phase.dim, weight)
+        clean = {res: float(amount) for res, amount in message.items() if amount > 1e-300}
+        engine = self.engine
+        for res in clean:
+            if not engine.idle(res):
+                return False
+        delay = self._step_delay(coll, run.phase, run.step)
+        return StepFold(self, run, count, clean, step.message_bytes, delay).begin()
 
     def _destinations(self, rank: int, phase: Phase, step: Step) -> list[int]:
         """The simulated ranks ``rank`` sends a message of ``step`` to (in symmetric mode the
@@ -849,6 +905,33 @@ class CollectiveRuntime:
                 track=track,
             )
 
+    def _step_demand(
+        self, run: _ChunkRun, phase: Phase, step: Step
+    ) -> tuple[dict[Resource, float], float, bool]:
+        """What each message of ``run``'s ``step`` takes per byte before its receiver's side:
+        the sender's egress at the step's weight and the endpoint's resources; the weight
+        (NVLS, protocol, endpoint payload fraction, incast) and whether the switches reduce."""
+        coll = run.coll
+        dim = phase.dim
+        nvls = step.kind in NVLS_KINDS
+        weight = self.nvls_weights[dim] if nvls else 1.0
+        if coll.protocol is not None and coll.protocol.factors:
+            weight /= coll.protocol.factors[run.phase]
+        d = self.topology.dimensions[dim]
+        own = self.endpoint.link_efficiency(step.kind)
+        if own is not None:
+            weight *= d.efficiency / own  # the endpoint's payload fraction, not the protocol's
+        innet = phase.algorithm == COLLNET  # the switches reduce: no incast, no spine streams
+        if (
+            d.incast_fan_in is not None
+            and step.message_count(phase.size) > d.incast_fan_in
+            and not innet
+        ):
+            weight /= d.incast_efficiency  # more senders per receiver than the switch takes
+        demand = {self.egress[run.rank][dim]: weight}
+        demand.update(self.endpoint.collective_message_demand(run.rank, step.kind, coll.units))
+        return demand, weight, innet
+
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
@@ -875,23 +958,7 @@ class CollectiveRuntime:
         if not dests:  # a chain position with nothing to send: done when its arrivals are in
             self.engine.schedule(0.0, self._check_step, run)
             return
-        nvls = step.kind in NVLS_KINDS
-        weight = self.nvls_weights[dim] if nvls else 1.0
-        if coll.protocol is not None and coll.protocol.factors:
-            weight /= coll.protocol.factors[run.phase]
-        d = self.topology.dimensions[dim]
-        own = self.endpoint.link_efficiency(step.kind)
-        if own is not None:
-            weight *= d.efficiency / own  # the endpoint's payload fraction, not the protocol's
-        innet = phase.algorithm == COLLNET  # the switches reduce: no incast, no spine streams
-        if (
-            d.incast_fan_in is not None
-            and step.message_count(phase.size) > d.incast_fan_in
-            and not innet
-        ):
-            weight /= d.incast_efficiency  # more senders per receiver than the switch takes
-        demand = {self.egress[rank][dim]: weight}
-        demand.update(self.endpoint.collective_message_demand(rank, step.kind, coll.units))
+        demand, weight, innet = self._step_demand(run, phase, step)
         shares = self.shares
         track = self.tracks.get(rank)
         ingress = self.ingress
@@ -942,9 +1009,7 @@ class CollectiveRuntime:
         nvls = phase.steps[step_index].kind in NVLS_KINDS
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
         if self.rank_latencies is None:
-            delay = (self.nvls_delays if nvls else self.delays)[at]
-            if hop is not None:
-                delay = self.topology.dimensions[at].latency + hop
+            delay = self._step_delay(coll, phase_index, step_index)
         else:  # per-rank link latencies (set_link)
             extra = (
                 hop
@@ -960,6 +1025,18 @@ class CollectiveRuntime:
         run.sends_out -= 1
         if run.sends_out == 0:
             self._check_step(run)
+
+    def _step_delay(self, coll: Collective, phase_index: int, step_index: int) -> float:
+        """A message's delay from its last byte out to its delivery, s, on a non-pipelined
+        phase without per-rank latencies: its dimension's latency plus the endpoint's (or
+        NVLS's) delay, or plus the protocol's hop latency."""
+        phase = coll.phases[phase_index]
+        at = phase.dim
+        hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
+        if hop is not None:
+            return self.topology.dimensions[at].latency + hop
+        nvls = phase.steps[step_index].kind in NVLS_KINDS
+        return (self.nvls_delays if nvls else self.delays)[at]
 
     def _deliver(
         self, coll: Collective, dest: int, chunk: int, phase: int, step: int, nbytes: float

@@ -5,7 +5,9 @@ hbm_parallelism` is None) each message is its own party with the endpoint's
 ``message_weight``. Under memory-level parallelism the messages of a rank are one party: the
 collective kernel (or engine) whose memory-level parallelism, in compute units' worth of
 requests in flight, is the endpoint's; its weight on the rank's HBM is split evenly over the
-messages in flight and re-split whenever one starts or ends.
+messages in flight and re-split whenever one starts or ends: once per instant, just before
+the rates are computed (a step of ``k`` messages that start together and end together re-splits
+twice, not ``2k`` times over ``k`` messages).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class MessageShares:
         self.engine = engine
         self.endpoint = endpoint
         self._inflight: list[dict[Activity, None]] = [{} for _ in range(ranks)]
+        #: ranks whose messages' weights are to be re-split before the next reallocation
+        self._stale: dict[int, float] = {}
 
     def start(
         self,
@@ -53,7 +57,7 @@ class MessageShares:
 
         def done(act: Activity) -> None:
             inflight.pop(act, None)
-            self._reweight(inflight, units)
+            self._mark(rank, units)
             on_done(act)
 
         act = self.engine.start(
@@ -66,12 +70,83 @@ class MessageShares:
             basis=basis,
         )
         inflight[act] = None
-        self._reweight(inflight, units)
+        self._mark(rank, units)
         return act
 
-    def _reweight(self, inflight: dict[Activity, None], units: float) -> None:
-        if not inflight:
-            return
-        weight = units / len(inflight)
-        for act in inflight:
-            self.engine.set_weight(act, weight)
+    def solo(self, rank: int, demand: dict[Resource, float]) -> tuple[float, Resource | None]:
+        """The weight and weight basis :meth:`start` gives a message of ``demand`` at ``rank``
+        when it is the rank's only message in flight."""
+        share = self.endpoint.hbm_parallelism(rank)
+        if share is None or demand.get(share[0], 0.0) <= 0:
+            return self.endpoint.message_weight, None
+        return share[1], share[0]
+
+    def resume(
+        self,
+        rank: int,
+        nbytes: float,
+        demand: dict[Resource, float],
+        on_done: Callable[[Activity], Any],
+        *,
+        started: float,
+        rate: float,
+        bound: Any,
+        tag: Any,
+        track: str | None,
+    ) -> Activity:
+        """The message :meth:`start` began at ``started`` (s) as the rank's only one in flight,
+        alone on its resources at ``rate`` (B/s) since, as it stands now
+        (:meth:`~acesim.engine.Engine.resume`)."""
+        weight, basis = self.solo(rank, demand)
+        if basis is None:
+            return self.engine.resume(
+                nbytes,
+                demand,
+                on_done,
+                started=started,
+                rate=rate,
+                bound=bound,
+                weight=weight,
+                basis=None,
+                tag=tag,
+                track=track,
+            )
+        units = weight
+        inflight = self._inflight[rank]
+
+        def done(act: Activity) -> None:
+            inflight.pop(act, None)
+            self._mark(rank, units)
+            on_done(act)
+
+        act = self.engine.resume(
+            nbytes,
+            demand,
+            done,
+            started=started,
+            rate=rate,
+            bound=bound,
+            weight=weight,
+            basis=basis,
+            tag=tag,
+            track=track,
+        )
+        inflight[act] = None
+        return act
+
+    def _mark(self, rank: int, units: float) -> None:
+        """Re-split ``rank``'s weight over its messages before the next reallocation."""
+        if not self._stale:
+            self.engine.before_reallocation(self._reweight)
+        self._stale[rank] = units
+
+    def _reweight(self) -> None:
+        stale = self._stale
+        self._stale = {}
+        for rank, units in stale.items():
+            inflight = self._inflight[rank]
+            if not inflight:
+                continue
+            weight = units / len(inflight)
+            for act in inflight:
+                self.engine.set_weight(act, weight)

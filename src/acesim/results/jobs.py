@@ -27,6 +27,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..engine import Resource
 from ..intervals import union
 from ..training.bounds import BoundRecorder, attribute
@@ -63,6 +65,11 @@ class JobsRecorder(BoundRecorder):
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
         for _ in range(count):
             self.segment(kind, bound, start, end)
+
+    def spans(self, kind: str, bound: Any, starts: np.ndarray, ends: np.ndarray) -> None:
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            if end > start:
+                self.segment(kind, bound, start, end)
 
 
 @dataclass

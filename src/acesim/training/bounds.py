@@ -100,6 +100,17 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
+    def spans(self, kind: str, bound: Any, starts: np.ndarray, ends: np.ndarray) -> None:
+        """One activity per ``(starts[i], ends[i])`` (s), each one segment bound by ``bound``:
+        what opened, :meth:`segment` (when it took time) and closed record for each."""
+        key = (id(bound), kind)
+        name = self._labels.get(key)
+        if name is None:
+            name = self._labels[key] = label(bound, kind)
+        out = self.kernels if kind == "kernel" else self.messages
+        pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+        out.extend((name, s, e) for s, e in pairs if e > s)
+
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
         """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
         what ``count`` times opened, :meth:`segment` and closed records."""
@@ -209,10 +220,10 @@ def collective_bounds(
     stage busy longest is its bottleneck."""
     spans: dict[str, list[tuple[float, float]]] = {}
     for name, start, end in recorder.messages:
-        spans.setdefault(name, []).append((max(start, lo), min(end, hi)))
-    out = {name: sum(e - s for s, e in union(v)) for name, v in spans.items()}
+        spans.setdefault(name, []).append((start, end))  # clipped to [lo, hi) by union
+    out = {name: sum(e - s for s, e in union(v, lo, hi)) for name, v in spans.items()}
     # time nothing was in flight: latency, step synchronisation, setup delays not recorded
-    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v]))
+    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v], lo, hi))
     idle = (hi - lo) - busy
     if waiting and idle > 1e-15 * max(hi - lo, 1.0):
         out[WAITING.removeprefix("exposed: ")] = idle

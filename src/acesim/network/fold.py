@@ -1,0 +1,203 @@
+"""Identical steps of a symmetric collective in closed form, while they run alone.
+
+In symmetric (and class) mode a ring's steps are alike: the representative sends one message
+of ``m`` bytes to its mirror, the message leaves at the rate ``r`` the fluid allocation gives
+it alone on its resources, and is delivered a fixed delay ``a`` after its last byte; the next
+step starts at that delivery. A run of ``K`` such steps with nothing else on those resources
+is therefore the recurrence
+
+    start[0] = now,  out[j] = start[j] + m / r,  start[j + 1] = out[j] + a,
+
+evaluated with the very float operations the event path performs (the completion time of a
+fresh activity is ``start + work / rate``; a delivery ``out + delay``), so a folded run ends at
+the same instant to the last bit. :class:`StepFold` claims the message's resources
+(:meth:`acesim.engine.Engine.claim`) and schedules one event, the last step's delivery, instead
+of two events per step. The instant anything else touches a claimed resource (another
+activity on the link or HBM, a capacity change, an observer, a sync), the fold materialises:
+the steps done are accounted as their events would have (resource integrals and peaks, bytes
+sent and received, bound segments), the step in flight becomes the activity it would be (or,
+between its last byte and its delivery, that delivery's event), and the event path goes on.
+
+Where it applies (decided per step by :meth:`CollectiveRuntime._start_step`): symmetric mode,
+an endpoint without step hooks (no units held, no per-step setup), a phase without lanes,
+no per-rank latencies, two or more consecutive single-message steps (``next`` or ``xor``)
+with the same bytes and kind, every resource of the message idle. What differs from the event
+path: the events processed (two per step fewer), and the order in which a bound listener
+hears the steps' segments relative to other tracks' (heard at materialisation or at the end).
+This is what keeps symmetric mode flat in NPUs: a 2 (N - 1)-step ring costs a few float
+operations a step, not two events.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..engine import Activity, EventHandle, Resource
+from ..engine.fluid import INF, solo_rate
+from .sums import add_repeatedly
+
+if TYPE_CHECKING:
+    from .collective import CollectiveRuntime, _ChunkRun
+
+__all__ = ["StepFold"]
+
+
+class StepFold:
+    """``count`` identical steps of ``run``, from its current step, in closed form."""
+
+    def __init__(
+        self,
+        runtime: CollectiveRuntime,
+        run: _ChunkRun,
+        count: int,
+        demand: dict[Resource, float],
+        nbytes: float,
+        delay: float,
+    ):
+        self.runtime = runtime
+        self.run = run
+        self.count = count
+        self.demand = demand
+        self.nbytes = nbytes
+        self.delay = delay
+        self.first = run.step
+        self.phase = run.phase
+        self.dim = run.coll.phases[run.phase].dim
+        self.track = runtime.tracks.get(run.rank)
+        self.start = runtime.engine.now
+        self.rate = 0.0
+        self.bound: Any = None
+        self._end: EventHandle | None = None
+
+    def begin(self) -> bool:
+        """Claim the resources and schedule the last delivery; False (nothing done) when the
+        message would not run at a finite positive rate alone."""
+        runtime = self.runtime
+        engine = runtime.engine
+        weight, basis = runtime.shares.solo(self.run.rank, self.demand)
+        probe = Activity(self.nbytes, self.demand, INF, weight, None, None, 0)
+        probe.basis = basis
+        probe.track = self.track if engine.bound_listener is not None else None
+        rate = solo_rate(probe)
+        if not (0 < rate < INF):
+            return False
+        self.rate = rate
+        self.bound = probe.bound_now
+        start = self.start
+        deliver = start
+        for _ in range(self.count):
+            deliver = (start + self.nbytes / rate) + self.delay
+            start = deliver
+        engine.claim(list(self.demand), self._materialise)
+        self._end = engine.schedule_at(deliver, self._finish)
+        self.run.in_step = True
+        self.run.sends_out = 1  # its message is out until the fold says otherwise
+        return True
+
+    def _times(self, steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``steps`` steps' starts and last bytes out (s): the recurrence's float
+        operations in order, as one sequential cumulative sum."""
+        terms = np.empty(2 * steps)
+        terms[0] = self.start
+        terms[1::2] = self.nbytes / self.rate
+        terms[2::2] = self.delay
+        times = np.cumsum(terms)
+        return times[0::2], times[1::2]
+
+    def _account(self, done: int, sent: int) -> float:
+        """Account the first ``done`` steps delivered and, when ``sent`` > ``done``, the next
+        step's last byte out; returns the start of step ``first + done`` (s)."""
+        if sent == 0:
+            return self.start
+        engine = self.runtime.engine
+        coll = self.run.coll
+        starts, outs = self._times(sent)
+        for res, amount in self.demand.items():
+            engine.account_alone_many(res, self.rate * amount, starts, outs)
+        listener = engine.bound_listener
+        if self.track is not None and listener is not None:
+            many = getattr(listener, "spans", None)  # BoundRecorder's batch
+            if many is not None:
+                many(self.track, self.bound, starts, outs)
+            else:
+                for start, out in zip(starts.tolist(), outs.tolist(), strict=True):
+                    listener.opened(self.track, start)
+                    if out > start:
+                        listener.segment(self.track, self.bound, start, out)
+                    listener.closed(self.track, out)
+        nbytes = self.nbytes
+        coll.bytes_sent = add_repeatedly(coll.bytes_sent, nbytes, sent)
+        per_dim = coll.bytes_sent_per_dim
+        per_dim[self.dim] = add_repeatedly(per_dim.get(self.dim, 0.0), nbytes, sent)
+        coll.bytes_received = add_repeatedly(coll.bytes_received, nbytes, done)
+        return float(starts[done]) if done < sent else float(outs[-1]) + self.delay
+
+    def _finish(self) -> None:
+        """Every step ran alone: account them, hand the last delivery to the event path."""
+        self.runtime.engine.unclaim(list(self.demand))
+        self._hand_over(self.count - 1, delivered=True)
+
+    def _hand_over(self, j: int, *, delivered: bool) -> None:
+        """Steps before ``first + j`` done; step ``first + j``'s bytes out and (``delivered``)
+        its message arriving now, or its delivery scheduled."""
+        runtime = self.runtime
+        run = self.run
+        start = self._account(j, j + 1)
+        run.step = self.first + j
+        run.in_step = True
+        run.sends_out = 0
+        if delivered:
+            runtime._deliver(run.coll, run.rank, run.chunk, self.phase, run.step, self.nbytes)
+        else:
+            deliver = (start + self.nbytes / self.rate) + self.delay
+            runtime.engine.call_at(
+                deliver,
+                runtime._deliver,
+                run.coll,
+                run.rank,
+                run.chunk,
+                self.phase,
+                run.step,
+                self.nbytes,
+            )
+
+    def _materialise(self) -> None:
+        """Something else touches a claimed resource now: the event path's state at this
+        instant (the claim is already ended)."""
+        runtime = self.runtime
+        engine = runtime.engine
+        now = engine.now
+        if self._end is not None:
+            self._end.cancel()
+        start = self.start
+        for j in range(self.count):
+            out = start + self.nbytes / self.rate
+            deliver = out + self.delay
+            if now < out:  # its bytes going out: the activity it would be
+                self._resume(j, start)
+                return
+            if now < deliver or j == self.count - 1:  # out, not yet delivered
+                self._hand_over(j, delivered=False)
+                return
+            start = deliver
+
+    def _resume(self, j: int, start: float) -> None:
+        runtime = self.runtime
+        run = self.run
+        self._account(j, j)
+        run.step = self.first + j
+        run.in_step = True
+        run.sends_out = 1
+        runtime.shares.resume(
+            run.rank,
+            self.nbytes,
+            self.demand,
+            runtime._sent,
+            started=start,
+            rate=self.rate,
+            bound=self.bound,
+            tag=(run, run.rank, self.phase, run.step, self.dim),
+            track=self.track,
+        )
