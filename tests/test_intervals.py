@@ -38,7 +38,7 @@ def test_numpys_merge_gives_the_plain_merges_pairs(
 
 def test_a_generator_is_read_once() -> None:
     assert intervals.union(iter([(0.0, 1.0), (0.5, 2.0)])) == [(0.0, 2.0)]
-    assert intervals.union((p for p in [(1.0, 1.0)])) == []
+    assert intervals.union(p for p in [(1.0, 1.0)]) == []
 
 
 @pytest.mark.parametrize("n", [intervals._MANY + 1, 5000])
