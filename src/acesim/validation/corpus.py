@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from ..config.errors import FieldRuleError, config_error_from
 from ..config.system import Strict
 from ..errors import ConfigError, shorten
+from ..hardware.endpoints import ENDPOINT_KINDS
 from ..network.ops import COLLECTIVE_OPS
 from ..precision import DTYPES, PRECISIONS
 from ..registry import Registry
@@ -45,6 +46,8 @@ __all__ = [
     "Family",
     "GemmRun",
     "LlmRun",
+    "OVERLAP_METRICS",
+    "OverlapRun",
     "StreamRun",
     "TrainingRun",
     "load_corpus",
@@ -59,6 +62,7 @@ UNITS: dict[str, dict[str, float]] = {
     "collective": {"GB/s": 1e9},
     "training": {"images/s": 1.0},
     "llm": {"tokens/s/GPU": 1.0},
+    "overlap": {"ratio": 1.0, "ms": 1e-3},
 }
 
 #: Units of rows that are not simulated yet (no ``run``): any of the above, and LLM throughput.
@@ -216,7 +220,89 @@ class LlmRun(Strict):
     _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
 
 
-Run = GemmRun | AttentionRun | StreamRun | CollectiveRun | TrainingRun | LlmRun
+#: What an overlap row's figure is, and its unit: the overlapped makespan over the serial
+#: time (GEMM alone plus collective alone), either time, or one part's slowdown.
+OVERLAP_METRICS: dict[str, str] = {
+    "overlapped/serial": "ratio",
+    "overlapped": "ms",
+    "serial": "ms",
+    "gemm_slowdown": "ratio",
+    "collective_slowdown": "ratio",
+}
+
+
+class OverlapRun(Strict):
+    """A GEMM ``[m,k] x [k,n]`` and a collective of ``size`` bytes on every NPU of the
+    system, as ``acesim overlap`` runs them: each alone, serial (the sum of the two alone
+    times) and overlapped (started together, or the collective ``collective_at`` after the
+    GEMM's launch: the makespan). ``endpoint`` runs the overlapped pair; ``serial_endpoint``
+    the serial reference (a benchmark whose serial baseline used NCCL's SM kernels while its
+    overlapped run used copy engines)."""
+
+    kind: Literal["overlap"]
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+    dtype: str = Field("fp16", description="dtype of the GEMM's inputs and math")
+    op: str
+    size: float | str = Field(description="collective bytes (nccl-tests size column), or text")
+    endpoint: str | None = Field(
+        None, description="endpoint of the overlapped run (None: the system's)"
+    )
+    serial_endpoint: str | None = Field(
+        None, description="endpoint of the serial reference's collective (None: endpoint)"
+    )
+    collective_at: float | str = Field(
+        0.0, description="the collective issued this long after the GEMM's launch, s or text"
+    )
+    metric: str = Field("overlapped/serial", description="the figure: one of OVERLAP_METRICS")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="system settings the measurement used, by dotted path (as a collective row's)",
+    )
+
+    _dtypes = field_validator("dtype")(staticmethod(_registered(DTYPES)))
+    _op = field_validator("op")(staticmethod(_registered(COLLECTIVE_OPS)))
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, value: str) -> str:
+        if value not in OVERLAP_METRICS:
+            raise FieldRuleError("", f"must be one of {', '.join(OVERLAP_METRICS)}", value)
+        return value
+
+    @field_validator("endpoint", "serial_endpoint")
+    @classmethod
+    def _endpoints(cls, value: str | None) -> str | None:
+        return None if value is None else _registered(ENDPOINT_KINDS)(value)
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: float | str) -> float:
+        size = parse_quantity(value, "size", "size")
+        if size <= 0:
+            raise FieldRuleError("", "must be a positive size", value)
+        return size
+
+    @field_validator("collective_at")
+    @classmethod
+    def _at(cls, value: float | str) -> float:
+        at = parse_quantity(value, "time", "collective_at")
+        if not at >= 0:
+            raise FieldRuleError("", "must be a time of at least 0 s", value)
+        return at
+
+    @property
+    def nbytes(self) -> float:
+        return float(self.size)
+
+    @property
+    def unit(self) -> str:
+        """The unit the metric is stated in (ratio or ms)."""
+        return OVERLAP_METRICS[self.metric]
+
+
+Run = GemmRun | AttentionRun | StreamRun | CollectiveRun | TrainingRun | LlmRun | OverlapRun
 
 #: Run kinds by name.
 RUN_KINDS: dict[str, type[Run]] = {
@@ -226,6 +312,7 @@ RUN_KINDS: dict[str, type[Run]] = {
     "collective": CollectiveRun,
     "training": TrainingRun,
     "llm": LlmRun,
+    "overlap": OverlapRun,
 }
 
 #: Kinds that run on one NPU: their ``system`` is an NPU preset name (or a one-NPU file).
@@ -327,6 +414,10 @@ class Case(Strict):
             raise FieldRuleError("fits", "only fit rows (fit = true) fit parameters", self.fits)
         if self.run is not None and self.run.kind in SINGLE_NPU_KINDS and self.nodes != 1:
             raise FieldRuleError("nodes", f"a {self.run.kind} row runs on one NPU", self.nodes)
+        if isinstance(self.run, OverlapRun) and self.unit != self.run.unit:
+            raise FieldRuleError(
+                "unit", f"must be {self.run.unit} for the metric {self.run.metric}", self.unit
+            )
         units = UNITS[self.run.kind] if self.run is not None else _all_units()
         if self.unit not in units:
             what = f"a {self.run.kind} row" if self.run is not None else "a row"

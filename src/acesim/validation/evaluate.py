@@ -16,6 +16,13 @@ source measured, in the case's unit, from the model alone.
   ``algorithm`` (what the measurement forced, ``NCCL_ALGO``) is forced as the system's
   ``collective.algorithm``; its ``settings`` (dotted paths: a wave size, a group of 64 GPUs
   of a 72-GPU domain) are set on the system first.
+* ``overlap``: ``acesim overlap``'s model: one GEMM and one collective on every NPU of the
+  system (:func:`~acesim.simulate.simulate_collective` with the GEMM as its concurrent compute
+  kernel, the collective issued ``collective_at`` after the GEMM's launch), with the row's
+  ``endpoint``; serial is the GEMM alone plus the collective alone (with ``serial_endpoint``
+  where the measurement's serial baseline used another substrate), overlapped the makespan of
+  the pair; the row's ``metric`` is their ratio, either time, or one part's slowdown. Its
+  ``settings`` are set on the system first, as a collective row's.
 * ``training``: steady-state training iterations of a zoo workload on a one-NPU system
   (:mod:`acesim.runs`; data parallel on one NPU: no collective); samples per second,
   the batch over the iteration time.
@@ -59,6 +66,7 @@ from .corpus import (
     Family,
     GemmRun,
     LlmRun,
+    OverlapRun,
     StreamRun,
     TrainingRun,
     load_corpus,
@@ -176,6 +184,55 @@ def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[f
     return value, f"{result.group_size} NPUs, {format_time(result.time)}"
 
 
+def _overlap_times(
+    system: SystemConfig, run: OverlapRun, gemm: Gemm, endpoint: str | None
+) -> dict[str, float]:
+    """The GEMM and the collective with ``endpoint``: each alone, serial, overlapped (the
+    makespan from the GEMM's launch) and each one's slowdown, s or a ratio."""
+    result = simulate_collective(
+        system,
+        run.op,
+        run.nbytes,
+        endpoint=endpoint,
+        compute_kernels=[gemm],
+        collective_at=float(run.collective_at),
+        tuner_check=False,
+    )
+    info = result.compute
+    if info is None:
+        raise SimulationError("the overlapped run reported no compute kernel")
+    return {
+        "serial": info["kernel_time_alone"] + info["collective_time_alone"],
+        "overlapped": info["end_time"],
+        "gemm_slowdown": info["kernel_slowdown"],
+        "collective_slowdown": info["collective_slowdown"],
+    }
+
+
+def _overlap(case: Case, run: OverlapRun, system: SystemConfig) -> tuple[float, str]:
+    if run.settings:
+        system = resolve_system(system, overrides=run.settings)
+    if run.dtype not in system.npu.matrix_flops:
+        raise ConfigError(
+            "run.dtype",
+            f"{system.npu.name} has no {run.dtype} matrix peak; it has "
+            f"{', '.join(system.npu.matrix_flops)}",
+            run.dtype,
+        )
+    gemm = Gemm(run.m, run.n, run.k, dtype=run.dtype)
+    times = _overlap_times(system, run, gemm, run.endpoint)
+    serial = times["serial"]
+    if run.serial_endpoint is not None and run.serial_endpoint != run.endpoint:
+        serial = _overlap_times(system, run, gemm, run.serial_endpoint)["serial"]
+    figures = {**times, "serial": serial, "overlapped/serial": times["overlapped"] / serial}
+    value = figures[run.metric]
+    note = (
+        f"serial {format_time(serial)}, overlapped {format_time(times['overlapped'])}, "
+        f"GEMM x{times['gemm_slowdown']:.3f}, collective x{times['collective_slowdown']:.3f}"
+    )
+    return value, note
+
+
 def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float, str]:
     resolved = make_case(
         system,
@@ -230,6 +287,8 @@ def simulate_case(
         value, note = _collective(case, run, system)
     elif isinstance(run, LlmRun):
         value, note = _llm(case, run, system)
+    elif isinstance(run, OverlapRun):
+        value, note = _overlap(case, run, system)
     else:
         value, note = _training(case, run, system)
     if not math.isfinite(value) or value <= 0:
