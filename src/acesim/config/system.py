@@ -146,6 +146,11 @@ class NPUConfig(Strict):
         description="the link to the host (PCIe, NVLink-C2C), one direction, B/s; host-device "
         "copies run on the copy engines over it; None: not modelled (host copies refused)",
     )
+    host_memory_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="this NPU's share of its host CPU's memory bandwidth, B/s: what bounds a "
+        "CPU optimizer step (optimizer offload); None: not modelled (optimizer offload refused)",
+    )
     hbm_arbitration: Literal["mlp", "drf"] = Field(
         "mlp",
         description="how HBM is shared: mlp (in proportion to each party's memory-level "

@@ -129,6 +129,8 @@ class NPU:
                     f"npu{rank}.host_link.{direction}", config.host_link_bandwidth
                 )
         self.host_hbm_bytes = 0.0  # HBM bytes moved by host-device copies so far
+        #: this NPU's share of host memory bandwidth (made by the first CPU step)
+        self.host_memory: Resource | None = None
 
     def host_copy(
         self,
@@ -161,6 +163,26 @@ class NPU:
             on_done(act)
 
         return self.engine.start(nbytes, demand, done, tag=tag)
+
+    def host_step(
+        self, nbytes: float, on_done: Callable[[Activity], Any], *, tag: Any = None
+    ) -> Activity:
+        """A CPU step streaming ``nbytes`` (bytes) through host memory at this NPU's share of
+        it (``npu.host_memory_bandwidth``, B/s): the offloaded optimizer's update, bound by
+        host memory bandwidth (an assumption: a CPU optimizer slower than its memory is not
+        modelled). The resource is made on first use, so runs without it are unchanged."""
+        if not (nbytes >= 0) or nbytes == float("inf"):
+            raise ConfigError("host_step.bytes", "must be a finite number >= 0", nbytes)
+        rate = self.config.host_memory_bandwidth
+        if rate is None:
+            raise ConfigError(
+                "npu.host_memory_bandwidth",
+                f"must be set for CPU optimizer steps ({self.config.name} has none)",
+                None,
+            )
+        if self.host_memory is None:
+            self.host_memory = self.engine.add_resource(f"npu{self.rank}.host_memory", rate)
+        return self.engine.start(nbytes, {self.host_memory: 1.0}, on_done, tag=tag)
 
     def set_slowdown(self, slowdown: float) -> None:
         """Make this NPU's kernels compute ``slowdown`` times as long (> 0; before the run)."""

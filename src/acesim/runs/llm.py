@@ -58,7 +58,7 @@ from ..workload.llm.memory import TERMS, grad_bytes, rank_footprint
 from ..workload.llm.models import MODELS, TransformerConfig, model_flops
 from ..workload.llm.parallel import ParallelConfig, Placement, parse_parallel, placement
 from ..workload.model import Compute
-from ..workload.optimizer import update_kernel
+from ..workload.optimizer import state_bytes_per_param, update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
 from .estimate import Estimate
@@ -194,6 +194,7 @@ def make_llm_case(
     kind = parallel.schedule or default_schedule(parallel.vpp)
     order = SCHEDULES.get(kind, "parallel.schedule")
     order.check(parallel.pp, parallel.vpp, micro)
+    _check_offload_schedule(parallel, order, micro)
     stages = _stages(cfg, p, parallel, place, order)
     sizes = _footprints(stages, order, p, parallel, place, micro)
     worst_stage = max(range(len(sizes)), key=lambda s: sizes[s]["total"])
@@ -227,12 +228,30 @@ def _check_npu_supports(parallel: ParallelConfig, npu: NPUConfig) -> None:
             "npu.host_link_bandwidth",
             f"must be set to offload {parallel.offload} ({npu.name} has no host link)",
         )
+    if parallel.offload == "optimizer" and npu.host_memory_bandwidth is None:
+        raise ConfigError(
+            "npu.host_memory_bandwidth",
+            f"must be set to offload the optimizer (the CPU step's bound; {npu.name} has none)",
+        )
     units = npu.compute_units
     if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
         raise ConfigError(
             "parallel.ep_comm_units",
             f"must be fewer than the {units} compute units of {npu.name}",
             parallel.ep_comm_units,
+        )
+
+
+def _check_offload_schedule(parallel: ParallelConfig, order: PipelineSchedule, micro: int) -> None:
+    """Layer-granular offload reloads a layer ahead of its backward: a schedule that defers
+    weight gradients to W ops is refused (not modelled)."""
+    if parallel.offload_layers is None:
+        return
+    if any(op.kind == "W" for op in order.stage_ops(parallel.pp, 0, micro, parallel.vpp)):
+        raise ConfigError(
+            "parallel.offload_layers",
+            f"with the {order.name} schedule's deferred weight gradients is not modelled",
+            parallel.offload_layers,
         )
 
 
@@ -275,6 +294,8 @@ def _footprints(
             grad_fp32=parallel.grad_fp32,
             fsdp=parallel.zero == 3,
             offload_activations=parallel.offload_activations,
+            offload_layers=parallel.offload_layers or 0,
+            offload_optimizer=parallel.offload_optimizer,
         )
         for s, chunks in enumerate(stages)
     ]
@@ -314,7 +335,7 @@ def _stages(
                     ep_group=place.ep_group,
                     cp=parallel.cp,
                     cp_group=place.cp_group,
-                    units=parallel.zero == 3,
+                    units=parallel.zero == 3 or parallel.offload_layers is not None,
                     recompute_layers=parallel.recompute_layers,
                     ep_units=parallel.ep_comm_units,
                     shared_overlap=parallel.shared_expert_overlap,
@@ -444,12 +465,27 @@ def _update(p: Precision, params: float, gradient_bytes: int) -> Stream:
     return Stream(kernel.read_bytes + extra, kernel.write_bytes, kernel.flops, name=kernel.name)
 
 
+def _host_update(p: Precision, params: float, gradient_bytes: int) -> tuple[float, float, float]:
+    """The offloaded optimizer share of ``params`` parameters (Megatron-core's
+    ``HybridDeviceOptimizer`` with ``param_update_in_fp32``): main gradients copied to the host
+    in ``gradient_bytes`` per element; the CPU step streams the FP32 gradient copy, master
+    weight and moments through host memory (read all, write the weight and moments:
+    :func:`~acesim.workload.optimizer.update_bytes_per_param` without the half-precision
+    copy, which stays on the GPU); the updated FP32 weights copied back. Bytes each."""
+    state = state_bytes_per_param(OPTIMIZER, p)  # master weight and moments
+    fp32 = 4.0  # the host's gradient copy and the weights copied back
+    step = fp32 + 2 * state  # read the gradient copy and the state; write the state
+    return params * gradient_bytes, params * step, params * fp32
+
+
 def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
     """Every rank's execution graph of the case's iterations (``classes``: one per pipeline
     stage, class mode)."""
     par, p = case.parallel, case.precision
     zero = par.zero >= 1
     updates = []
+    hosted: list[tuple[float, float, float]] = []
+    offload = par.offload_optimizer
     for chunks in case.stages:
         params = sum(c.params for c in chunks)
         experts = sum(c.expert_params for c in chunks)
@@ -458,6 +494,9 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
             if zero
             else params
         )
+        if offload:
+            hosted.append(_host_update(p, offload * share, grad_bytes(p, par.grad_fp32)))
+            share *= 1 - offload
         updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
     return pipeline_graph(
         case.stages,
@@ -474,6 +513,8 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         name=case.model.name,
         classes=classes,
         offload_activations=par.offload_activations,
+        offload_layers=par.offload_layers or 0,
+        host_update=hosted or None,
     )
 
 

@@ -554,12 +554,17 @@ class GraphExecutor:
             raise SimulationError(f"unknown node kind {node.kind!r}")
 
     def _host_copy(self, st: _RankState, node: Node) -> None:
-        """A host-device copy on the rank's copy engines and host link (offload)."""
+        """A host-device copy on the rank's copy engines and host link, or (``op`` ``cpu``) a
+        CPU step through host memory (offload)."""
 
         def done(_activity: Any) -> None:
             self._finish(st, node)
 
-        self.platform.npus[st.rank].host_copy(node.size, node.op or "", done, tag=node.name)
+        npu = self.platform.npus[st.rank]
+        if node.op == "cpu":  # a CPU step through host memory (optimizer offload)
+            npu.host_step(node.size, done, tag=node.name)
+        else:
+            npu.host_copy(node.size, node.op or "", done, tag=node.name)
 
     def _next_kernel(self, st: _RankState) -> None:
         if st.busy or not st.ready_compute:

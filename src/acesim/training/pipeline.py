@@ -60,7 +60,7 @@ from ..workload.graph import Graph, Node
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
-from .offload import ActivationOffload
+from .offload import ActivationOffload, LayerOffload, host_update
 from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
 __all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
@@ -103,6 +103,8 @@ class _Plan:
     iterations: int
     classes: bool
     offload: float = 0.0  # share of saved activations offloaded (:mod:`.offload`)
+    offload_layers: int = 0  # layers of each chunk offloaded within its passes
+    host_update: Sequence[tuple[float, float, float]] | None = None  # per stage (:mod:`.offload`)
 
     @property
     def chunks(self) -> int:
@@ -141,6 +143,8 @@ def pipeline_graph(
     name: str = "llm",
     classes: bool = False,
     offload_activations: float = 0.0,
+    offload_layers: int = 0,
+    host_update: Sequence[tuple[float, float, float]] | None = None,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -162,6 +166,11 @@ def pipeline_graph(
         offload_activations: share (0 to 1) of each micro-batch's saved activations copied
             to host memory after its forward and back before its backward
             (:mod:`acesim.training.offload`).
+        offload_layers: the first layers of each chunk whose saved activations go to host
+            memory within each pass (:class:`~acesim.training.offload.LayerOffload`).
+        host_update: per stage, the optimizer's offloaded share as (main-gradient bytes
+            copied to the host, bytes the CPU step streams through host memory, parameter
+            bytes copied back) (:func:`~acesim.training.offload.host_update`); None: none.
     """
     p = place.pp
     v = len(stages[0])
@@ -185,6 +194,8 @@ def pipeline_graph(
         iterations,
         classes,
         offload_activations,
+        offload_layers,
+        host_update,
     )
     ops = [_stage_ops(plan, s) for s in range(p)]
     stride = place.stage_stride
@@ -274,6 +285,7 @@ class _RankGraph:
         self.remaining: dict[int, int] = {}
         self.dp_nodes: list[int] = []
         self.offload = ActivationOffload(0.0, [], [])
+        self.layer_offload = LayerOffload(plan.offload_layers)
         #: one Compute per step (frozen, so every micro-batch's node shares it): building and
         #: checking it once instead of at every node (a stage's micro-batches are alike)
         self.computes: dict[int, tuple[Step, Compute]] = {}
@@ -403,9 +415,12 @@ class _RankGraph:
             else None
         )
         chain = _Chain(deps)
+        offloads = self.layer_offload.starts(work, op.forward) if op.kind != "W" else {}
         for k, st in enumerate(steps):
             if units is not None and k in units.starts:
                 chain.deps = self._enter_unit(units, k, chain.deps, op, work)
+            if k in offloads:
+                chain.deps = self.layer_offload.enter(self.add, op, work, offloads[k], chain.deps)
             if st.comm is None:
                 node = self.add(
                     chain.deps,
@@ -433,6 +448,8 @@ class _RankGraph:
             )
             chain.issued(node, st)
         deps = chain.end()
+        if offloads and op.forward:  # the forward's end: the last copies out
+            deps = self.layer_offload.enter(self.add, op, work, len(work.unit_saved), deps)
         if units is not None and units.now is not None and not op.forward:
             self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
         return deps
@@ -544,14 +561,25 @@ class _RankGraph:
         compute = (
             update[self.stage] if update is not None and not update[self.stage].empty else Compute()
         )
+        deps = [self.prev, *self.dp_nodes]
         self.prev = self.add(
-            [self.prev, *self.dp_nodes],
+            deps,
             name="update",
             kind="compute",
             compute=compute,
             layer="optimizer",
             pass_name="update",
         )
+        if self.plan.host_update is not None:  # the offloaded share, on the CPU
+            back = host_update(self.add, deps, self.plan.host_update[self.stage], "optimizer")
+            self.prev = self.add(
+                [self.prev, back],
+                name="update.done",
+                kind="compute",
+                compute=Compute(),
+                layer="optimizer",
+                pass_name="update",
+            )
 
     def _dp(
         self, op: str, size: float, group: Group, after: int | None, label: str, what: str

@@ -216,6 +216,17 @@ class LlmRun(Strict):
     micro_batch: int = Field(gt=0, description="sequences per micro-batch")
     seq: int = Field(gt=0, description="tokens per sequence")
     precision: str = Field(description="training precision recipe (acesim.precision)")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="system settings the measurement used, by dotted path (e.g. "
+        "'network.dimensions[0].size' = 64: 64 GPUs of a 72-GPU NVLink domain), applied to the "
+        "system before it is validated",
+    )
+    check_memory: bool = Field(
+        True,
+        description="false: run the configuration the measurement ran even where acesim's "
+        "memory model finds it over the HBM (the row's note says by how much and why)",
+    )
 
     _precision = field_validator("precision")(staticmethod(_registered(PRECISIONS)))
 

@@ -247,6 +247,8 @@ def _training(case: Case, run: TrainingRun, system: SystemConfig) -> tuple[float
 
 
 def _llm(case: Case, run: LlmRun, system: SystemConfig) -> tuple[float, str]:
+    if run.settings:
+        system = resolve_system(system, overrides=run.settings)
     par = parse_parallel(
         run.parallel,
         global_batch=run.global_batch,
@@ -254,7 +256,10 @@ def _llm(case: Case, run: LlmRun, system: SystemConfig) -> tuple[float, str]:
         seq=run.seq,
         field="run.parallel",
     )
-    result, _ = run_llm(make_llm_case(system, run.model, par, precision=run.precision))
+    case_ = make_llm_case(
+        system, run.model, par, precision=run.precision, check_memory=run.check_memory
+    )
+    result, _ = run_llm(case_)
     note = f"{format_time(result.iteration_time)} an iteration, bubble " + (
         f"{100 * result.bubble_fraction:.1f}%"
     )

@@ -2,7 +2,8 @@
 
 A node is a compute kernel, a collective, a point-to-point send/receive, or a host-device copy
 (``host_copy``: ``size`` bytes in direction ``op``, ``h2d`` or ``d2h``, on the NPU's copy
-engines over its host link: offload). ``deps`` lists the
+engines over its host link: offload; ``op`` ``cpu``: a CPU step streaming ``size`` bytes
+through the NPU's share of host memory, the offloaded optimizer's update). ``deps`` lists the
 ids (same rank) that must finish before the node may start; compute nodes of one rank run one
 at a time on its compute stream, in ready order (ties by id). A collective node runs on a
 communicator (``dims``: whole network dimensions, None = all; or ``group``: any

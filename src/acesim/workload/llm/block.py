@@ -768,6 +768,7 @@ class _Assembly:
     unit_params: list[int] = field(default_factory=list)
     unit_experts: list[int] = field(default_factory=list)
     forward_starts: list[int] = field(default_factory=list)
+    unit_saved: list[float] = field(default_factory=list)
 
     def add(
         self,
@@ -789,6 +790,7 @@ class _Assembly:
         self.bwd_parts.append(bwd)
         if saved is not None:
             self.saved += saved
+        self.unit_saved.append(saved or 0.0)
         self.params += dense
         self.experts += routed
 
@@ -813,6 +815,7 @@ class _Assembly:
             unit_experts=tuple(self.unit_experts) if u and experts else (),
             embedding=embedding,
             head=head,
+            unit_saved=tuple(self.unit_saved),
         )
 
     def backward(self) -> tuple[Pass, list[int]]:

@@ -176,6 +176,9 @@ class ChunkWork:
             the input embedding and the output head with the loss.
         unit_experts: with ``units``, the experts' parameters of each FSDP unit (sharded over
             the expert-data-parallel group).
+        unit_saved: the activation bytes each unit (the embedding, each layer, the head;
+            forward order) keeps for the backward (they sum to ``saved``); layer-granular
+            activation offload sends layers' shares to host memory.
         input_grad, weight_grad: the backward's input-gradient steps (B) and weight-gradient
             steps (W), from the marking of ``backward`` (module docstring).
     """
@@ -194,6 +197,7 @@ class ChunkWork:
     unit_experts: tuple[int, ...] = ()
     embedding: bool = False
     head: bool = False
+    unit_saved: tuple[float, ...] = ()
     input_grad: tuple[Step, ...] = field(init=False, repr=False, compare=False)
     weight_grad: tuple[Step, ...] = field(init=False, repr=False, compare=False)
 

@@ -22,7 +22,9 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
   weight gradients' operands (``weight_saved``), which the W frees (:mod:`.chunk`) (1F1B:
   stage ``s`` of ``p`` holds ``p - s`` micro-batches; interleaving more). With activation
   offload (:mod:`acesim.training.offload`) an offloaded micro-batch keeps ``1 - f`` of its
-  saved bytes on the GPU between its copy out and its reload.
+  saved bytes on the GPU between its copy out and its reload. With layer-granular activation
+  offload (``offload_layers``) the walk follows each pass unit by unit
+  (:func:`layer_offload_profile`).
 
 Not counted, as in :mod:`acesim.workload.footprint`: workspaces, communication buffers, the
 framework's and NCCL's own memory, allocator fragmentation (together often several GB on a
@@ -40,6 +42,7 @@ from .chunk import ChunkWork
 
 __all__ = [
     "TERMS", "grad_bytes", "rank_footprint", "peak_activations", "offloaded", "op_groups",
+    "layer_offload_profile", "offloaded_units",
 ]  # fmt: skip
 
 #: The footprint's terms, in the order messages name them.
@@ -97,12 +100,70 @@ def offloaded(groups: Sequence[Sequence[_Op]]) -> set[tuple[int, int]]:
     return out
 
 
+def offloaded_units(work: ChunkWork, layers: int) -> range:
+    """The units (:attr:`ChunkWork.unit_saved`'s indices) of the first ``layers`` transformer
+    layers of a chunk: those layer-granular offload sends to host memory (Transformer
+    Engine's CPU offload context offloads the first ``N`` layers of a pass)."""
+    first = int(work.embedding)
+    return range(first, first + min(layers, work.layers))
+
+
+def layer_offload_profile(work: ChunkWork, layers: int) -> tuple[float, float, float]:
+    """A chunk's activation bytes with its first ``layers`` layers offloaded within each pass
+    (:mod:`acesim.training.offload`): (the most held during its forward, held after it, the
+    most held during its backward above what its start held).
+
+    Forward: unit ``u``'s saved bytes are allocated as it runs; the end of unit ``u`` waits
+    for the copy out of offloaded unit ``u - 1``, whose bytes are then freed (one layer's
+    copy overlaps the next layer). Backward (units reversed): the start of unit ``u``
+    reloads offloaded unit ``u - 1`` (prefetch one layer ahead); the end of unit ``u`` frees
+    its bytes."""
+    sizes = work.unit_saved
+    out = set(offloaded_units(work, layers))
+    held = forward_peak = 0.0
+    for u, size in enumerate(sizes):
+        held += size
+        forward_peak = max(forward_peak, held)
+        if u - 1 in out:
+            held -= sizes[u - 1]
+    rise = backward_peak = 0.0
+    for u in range(len(sizes) - 1, -1, -1):
+        if u - 1 in out:
+            rise += sizes[u - 1]
+            backward_peak = max(backward_peak, rise)
+        rise -= sizes[u]
+    return forward_peak, held, backward_peak
+
+
+def _peak_layer_offload(chunks: Sequence[ChunkWork], ops: Sequence[_Op], layers: int) -> float:
+    """:func:`peak_activations` with layer-granular offload (:func:`layer_offload_profile`)."""
+    profiles = [layer_offload_profile(work, layers) for work in chunks]
+    split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
+    held = peak = 0.0
+    for op in ops:
+        work = chunks[op.chunk]
+        forward_peak, kept, backward_peak = profiles[op.chunk]
+        if op.kind == "F":
+            peak = max(peak, held + forward_peak)
+            held += kept
+        elif op.kind == "W":
+            held -= work.weight_saved
+        else:
+            peak = max(peak, held + backward_peak)
+            held += (work.weight_saved if (op.chunk, op.micro) in split else 0.0) - kept
+        peak = max(peak, held)
+    return peak
+
+
 def peak_activations(
-    chunks: Sequence[ChunkWork], ops: Sequence[_Op], offload: float = 0.0
+    chunks: Sequence[ChunkWork], ops: Sequence[_Op], offload: float = 0.0, layers: int = 0
 ) -> float:
     """The most activation bytes held at once over a schedule's ``ops`` (module docstring);
     ``offload``: the share of each offloaded micro-batch's saved bytes in host memory
-    (:func:`_peak_offloaded`)."""
+    (:func:`_peak_offloaded`); ``layers``: the layers of each chunk offloaded within its
+    passes (:func:`layer_offload_profile`)."""
+    if layers > 0:
+        return _peak_layer_offload(chunks, ops, layers)
     if offload > 0:
         return _peak_offloaded(chunks, ops, offload)
     split = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
@@ -165,10 +226,15 @@ def rank_footprint(
     grad_fp32: bool | None = None,
     fsdp: bool = False,
     offload_activations: float = 0.0,
+    offload_layers: int = 0,
+    offload_optimizer: float = 0.0,
 ) -> dict[str, float]:
     """Bytes per rank of each term and their ``total`` (module docstring); experts' optimizer
     state is divided over ``expert_dp`` (default ``dp``); ``offload_activations``: the share
-    of offloaded micro-batches' saved activations in host memory."""
+    of offloaded micro-batches' saved activations in host memory; ``offload_layers``: the
+    layers of each chunk whose activations go to host memory within each pass;
+    ``offload_optimizer``: the share of the optimizer state (master weights and moments)
+    kept in host memory (Megatron-core's ``HybridDeviceOptimizer``)."""
     params = float(sum(c.params for c in chunks))
     experts = float(sum(c.expert_params for c in chunks))
     per = state_bytes_per_param(optimizer, p)
@@ -190,8 +256,8 @@ def rank_footprint(
     sizes = {
         "weights": weights,
         "gradients": gradients,
-        "optimizer": state,
-        "activations": peak_activations(chunks, ops, offload_activations),
+        "optimizer": state * (1 - offload_optimizer),
+        "activations": peak_activations(chunks, ops, offload_activations, offload_layers),
     }
     sizes["total"] = sum(sizes[t] for t in TERMS)
     return sizes

@@ -54,12 +54,22 @@ the Megatron-Bridge LLM recipes set them (``sequence_parallel``, ``use_distribut
 the measurements of the validation corpus ran them); Megatron-LM's own command-line defaults
 have both off (``sp=0,zero=0``).
 
-Offload (``offload=activations,offload_fraction=F``, Megatron-core's CPU offloading of
-activations, ``--cpu-offloading``): the share ``F`` (default 1) of each micro-batch's saved
-activations goes to host memory after its forward and comes back before its backward, over
-the host link on the copy engines (:mod:`acesim.training.offload`); Megatron offloads whole
-layers (``--cpu-offloading-num-layers N``): ``F`` is that count over a chunk's layers.
-Optimizer and weight offload are refused by name (not modelled yet).
+Offload (:data:`OFFLOAD_TIERS`), over the host link on the copy engines
+(:mod:`acesim.training.offload`):
+
+* ``offload=activations,offload_layers=N`` (Megatron-core's ``--cpu-offloading`` with
+  ``--cpu-offloading-num-layers N``, Transformer Engine's CPU offload context): within each
+  forward the saved activations of the first ``N`` transformer layers go to host memory after
+  their layer and come back one layer ahead of its backward. Megatron-core's rules: ``N`` below
+  the model's layers, a one-stage pipeline (``pp=1``), no recomputation.
+* ``offload=activations,offload_fraction=F``: the share ``F`` (default 1) of each
+  micro-batch's saved activations goes to host memory after its forward op and comes back
+  before its backward op (whole micro-batches of a chunk between schedule ops).
+* ``offload=optimizer,offload_fraction=F`` (Megatron-core's ``--optimizer-cpu-offload``,
+  ``--optimizer-offload-fraction F``, its ``HybridDeviceOptimizer``): the share ``F`` of the
+  rank's optimizer shard keeps its FP32 master weights and moments in host memory and steps on
+  the CPU; needs the distributed optimizer (``zero`` 1 or 3), as Megatron's does.
+* ``offload=weights`` is refused by name (:data:`NOT_OFFLOADED`).
 
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
 recompute=none,order=tp-cp-ep-dp-pp``, and ``first_stage_layers=K,last_stage_layers=K`` or
@@ -120,10 +130,28 @@ _BOOL_KEYS = (
     "account_loss",
     "shared_expert_overlap",
 )
-_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule", "offload", "offload_fraction")
+_KEYS = (
+    *_INT_KEYS,
+    *_BOOL_KEYS,
+    "recompute",
+    "order",
+    "schedule",
+    "offload",
+    "offload_fraction",
+    "offload_layers",
+)
 
 #: What ``offload=`` may send to host memory, with what is modelled of it.
-OFFLOAD_TIERS = {"activations": "saved activations, after their forward, back before backward"}
+OFFLOAD_TIERS = {
+    "activations": "saved activations, after their forward, back before backward",
+    "optimizer": "a share of the optimizer's master weights and moments, stepped on the CPU",
+}
+#: Tiers refused by name, with the reason.
+NOT_OFFLOADED = {
+    "weights": "weight offload is not modelled: Transformer Engine's CPU offload context has "
+    "deprecated it (offload_weights has no effect), so Megatron-core's cpu_offloading_weights "
+    "offloads nothing, and ZeRO-Infinity-style parameter offload is not built here",
+}
 
 
 @dataclass(frozen=True)
@@ -155,6 +183,7 @@ class ParallelConfig:
     shared_expert_overlap: bool = False
     offload: str | None = None
     offload_fraction: float = 1.0
+    offload_layers: int | None = None
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -227,28 +256,67 @@ class ParallelConfig:
             )
 
     def _check_offload(self) -> None:
-        """``offload``: a tier of :data:`OFFLOAD_TIERS`; ``offload_fraction`` in (0, 1]."""
-        f = self.offload_fraction
+        """``offload``: a tier of :data:`OFFLOAD_TIERS`; ``offload_fraction`` in (0, 1];
+        ``offload_layers`` (activations only) under Megatron-core's rules (module docstring)."""
+        f, n = self.offload_fraction, self.offload_layers
         if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
             raise ConfigError("parallel.offload_fraction", "must be a number in (0, 1]", f)
         if self.offload is None:
-            if f != 1.0:
+            if f != 1.0 or n is not None:
+                name, what = ("offload_fraction", "activations or optimizer")
+                if n is not None:
+                    name, what = "offload_layers", "activations"
                 raise ConfigError(
-                    "parallel.offload_fraction", "needs offload=activations (what to offload)", f
-                )
+                    f"parallel.{name}", f"needs offload={what} (what to offload)",
+                    f if n is None else n,
+                )  # fmt: skip
             return
+        if self.offload in NOT_OFFLOADED:
+            raise ConfigError("parallel.offload", NOT_OFFLOADED[self.offload], self.offload)
         if self.offload not in OFFLOAD_TIERS:
-            modelled = ", ".join(OFFLOAD_TIERS)
             raise ConfigError(
-                "parallel.offload",
-                f"must be {modelled} (optimizer and weight offload are not modelled yet)",
-                self.offload,
+                "parallel.offload", f"must be one of {', '.join(OFFLOAD_TIERS)}", self.offload
             )
+        if self.offload == "optimizer" and self.zero == 0:
+            raise ConfigError(
+                "parallel.zero",
+                "optimizer offload needs the distributed optimizer (zero=1 or 3), as "
+                "Megatron-core's --optimizer-cpu-offload does",
+                0,
+            )
+        if n is not None:
+            self._check_offload_layers(n)
+
+    def _check_offload_layers(self, n: object) -> None:
+        """Megatron-core's rules for ``--cpu-offloading-num-layers`` (module docstring)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError("parallel.offload_layers", "must be a whole number of at least 1", n)
+        rules = [
+            (self.offload != "activations", "counts layers whose activations are offloaded: "
+             "give it with offload=activations"),
+            (self.offload_fraction != 1.0, "and offload_fraction are two granularities of "
+             "activation offload: give one"),
+            (self.pp > 1, "needs pp=1 (Megatron-core: no pipeline parallelism with CPU "
+             "offloading)"),
+            (self.recompute != "none", "needs recompute=none (Megatron-core: CPU offloading "
+             "does not work with activation recomputation)"),
+        ]  # fmt: skip
+        for broken, rule in rules:
+            if broken:
+                raise ConfigError("parallel.offload_layers", rule, n)
 
     @property
     def offload_activations(self) -> float:
-        """The share of saved activations offloaded to host memory (0: none)."""
-        return self.offload_fraction if self.offload == "activations" else 0.0
+        """The share of saved activations offloaded between schedule ops (0: none; layer
+        offload, :attr:`offload_layers`, is not counted here)."""
+        if self.offload != "activations" or self.offload_layers is not None:
+            return 0.0
+        return self.offload_fraction
+
+    @property
+    def offload_optimizer(self) -> float:
+        """The share of the rank's optimizer state kept and stepped on the host (0: none)."""
+        return self.offload_fraction if self.offload == "optimizer" else 0.0
 
     def _check_moe(self) -> None:
         """The expert all-to-alls' SM budget: a whole number, with expert parallelism."""
@@ -428,6 +496,13 @@ class ParallelConfig:
             raise ConfigError(
                 "parallel.seq", f"must be a multiple of tp = {self.tp} with sp", self.seq
             )
+        if self.offload_layers is not None and self.offload_layers >= model.layers:
+            raise ConfigError(
+                "parallel.offload_layers",
+                f"must be fewer than the {model.layers} layers of {model.name} (Megatron-core "
+                "keeps the last layer on the GPU)",
+                self.offload_layers,
+            )
 
     def describe(self) -> str:
         parts = [f"tp={self.tp}", f"pp={self.pp}"]
@@ -455,7 +530,11 @@ class ParallelConfig:
         if self.shared_expert_overlap:
             parts.append("shared_expert_overlap=1")
         if self.offload is not None:
-            parts.append(f"offload={self.offload},offload_fraction={self.offload_fraction:g}")
+            parts.append(f"offload={self.offload}")
+            if self.offload_layers is not None:
+                parts.append(f"offload_layers={self.offload_layers}")
+            else:
+                parts.append(f"offload_fraction={self.offload_fraction:g}")
         return ",".join(parts)
 
 
