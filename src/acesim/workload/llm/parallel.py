@@ -11,7 +11,10 @@ ZeRO-3: parameters and gradients sharded too, gathered and reduced per layer, se
 :mod:`acesim.training.pipeline`); ``recompute`` (``none``,
 ``selective``: the core attention is recomputed in backward, ``full``: every layer's forward
 is recomputed from its saved input; ``recompute_layers = N`` with ``full``: only the first ``N``
-layers of each model chunk, Megatron's ``--recompute-method block``); ``global_batch`` and
+layers of each model chunk, Megatron's ``--recompute-method block``; ``recompute_modules``
+with ``selective``: Megatron's ``--recompute-modules``, the names of
+:data:`acesim.workload.llm.recompute.MODULES` joined by ``+``, e.g.
+``recompute=selective,recompute_modules=layernorm+moe_act``); ``global_batch`` and
 ``micro_batch`` in sequences and ``seq`` tokens a sequence.
 
 Pipeline stages (:meth:`ParallelConfig.layer_split`, Megatron-core's ``get_num_layers_to_build``
@@ -92,6 +95,7 @@ from ...config.reader import strict_int
 from ...errors import ConfigError, TopologyError
 from ...network.group import Group, Span
 from .models import TransformerConfig
+from .recompute import SEPARATOR, check_modules, parse_modules
 
 __all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_group"]
 
@@ -120,7 +124,16 @@ _BOOL_KEYS = (
     "account_loss",
     "shared_expert_overlap",
 )
-_KEYS = (*_INT_KEYS, *_BOOL_KEYS, "recompute", "order", "schedule", "offload", "offload_fraction")
+_KEYS = (
+    *_INT_KEYS,
+    *_BOOL_KEYS,
+    "recompute",
+    "recompute_modules",
+    "order",
+    "schedule",
+    "offload",
+    "offload_fraction",
+)
 
 #: What ``offload=`` may send to host memory, with what is modelled of it.
 OFFLOAD_TIERS = {"activations": "saved activations, after their forward, back before backward"}
@@ -155,6 +168,7 @@ class ParallelConfig:
     shared_expert_overlap: bool = False
     offload: str | None = None
     offload_fraction: float = 1.0
+    recompute_modules: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.sp is None:
@@ -190,6 +204,20 @@ class ParallelConfig:
         if self.recompute not in ("none", "selective", "full"):
             raise ConfigError(
                 "parallel.recompute", "must be none, selective or full", self.recompute
+            )
+        if self.recompute_modules is not None:
+            modules = self.recompute_modules
+            if not isinstance(modules, tuple) or not all(isinstance(n, str) for n in modules):
+                raise ConfigError(
+                    "parallel.recompute_modules", "must be a tuple of module names", modules
+                )
+            parse_modules(SEPARATOR.join(modules), "parallel.recompute_modules")
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise ConfigError(
+                "parallel.recompute_modules",
+                "needs recompute=selective (Megatron-core ignores --recompute-modules without "
+                "--recompute-granularity selective)",
+                SEPARATOR.join(self.recompute_modules),
             )
         if self.recompute_layers is not None:
             if (
@@ -403,6 +431,14 @@ class ParallelConfig:
                 "splits query groups over TP)",
                 self.tp,
             )
+        check_modules(self.recompute_modules, model)
+        if self.shared_expert_overlap and "shared_experts" in (self.recompute_modules or ()):
+            raise ConfigError(
+                "parallel.recompute_modules",
+                "shared_experts recompute does not combine with shared_expert_overlap=1 "
+                "(Megatron-core refuses them together)",
+                "shared_experts",
+            )
         try:
             self.layer_split(model.layers)
         except ConfigError as err:
@@ -440,6 +476,8 @@ class ParallelConfig:
         if self.grad_fp32 is not None:
             parts.append(f"grad_fp32={int(self.grad_fp32)}")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
+        if self.recompute_modules is not None:
+            parts.append(f"recompute_modules={SEPARATOR.join(self.recompute_modules)}")
         if self.recompute_layers is not None:
             parts.append(f"recompute_layers={self.recompute_layers}")
         for name in ("first_stage_layers", "last_stage_layers"):
@@ -479,6 +517,8 @@ def parse_parallel(
             values[key] = raw
         elif key == "offload_fraction":
             values[key] = _fraction(raw, field)
+        elif key == "recompute_modules":
+            values[key] = parse_modules(raw, field)
         elif key in _BOOL_KEYS:
             if raw not in ("0", "1", "true", "false", "on", "off"):
                 raise ConfigError(field, f"{key} must be 0 or 1", raw)
