@@ -234,3 +234,19 @@ def test_the_gpt_oss_row_simulates_as_megatron_bridge_ran_it() -> None:
     assert case.run is not None and "recompute" not in case.run.parallel  # granularity unset
     result = evaluate_case(case, family)
     assert result.status == "ok" and result.simulated is not None and result.simulated > 0
+
+
+def test_chunk_work_refuses_shared_experts_recompute_beside_the_all_to_alls() -> None:
+    from acesim.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match="shared_experts recompute"):
+        chunk_work(
+            MOE,
+            PRECISIONS.get("bf16"),
+            range(2),
+            micro_batch=B,
+            seq=S,
+            recompute="selective",
+            recompute_modules=("shared_experts",),
+            shared_overlap=True,
+        )

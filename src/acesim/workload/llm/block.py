@@ -222,6 +222,11 @@ class _Builder:
         self.sp = sp
         self.recompute = recompute
         self.rc = modules_of(recompute, recompute_modules)  # selective: by module
+        if shared_overlap and "shared_experts" in self.rc:
+            raise WorkloadError(
+                "shared_experts recompute does not combine with the shared experts' overlap",
+                field="recompute_modules",
+            )
         self.group = tp_group
         self.ov = tp_overlap and tp_group is not None
         self.ep = ep
@@ -760,11 +765,6 @@ def chunk_work(
     setting); ``shared_overlap``: the dispatch and combine beside the shared experts;
     ``recompute_modules``: with ``recompute = "selective"``, Megatron's modules recomputed
     (:mod:`.recompute`; None: ``core_attn``)."""
-    if shared_overlap and "shared_experts" in (recompute_modules or ()):
-        raise WorkloadError(
-            "shared_experts recompute does not combine with the shared experts' overlap",
-            field="recompute_modules",
-        )
     for size, group, what, runs in (
         (tp, tp_group, "tp", "collectives"),
         (cp, cp_group, "cp", "exchanges"),

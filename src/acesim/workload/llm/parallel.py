@@ -205,20 +205,7 @@ class ParallelConfig:
             raise ConfigError(
                 "parallel.recompute", "must be none, selective or full", self.recompute
             )
-        if self.recompute_modules is not None:
-            modules = self.recompute_modules
-            if not isinstance(modules, tuple) or not all(isinstance(n, str) for n in modules):
-                raise ConfigError(
-                    "parallel.recompute_modules", "must be a tuple of module names", modules
-                )
-            parse_modules(SEPARATOR.join(modules), "parallel.recompute_modules")
-        if self.recompute_modules is not None and self.recompute != "selective":
-            raise ConfigError(
-                "parallel.recompute_modules",
-                "needs recompute=selective (Megatron-core ignores --recompute-modules without "
-                "--recompute-granularity selective)",
-                SEPARATOR.join(self.recompute_modules),
-            )
+        self._check_recompute_modules()
         if self.recompute_layers is not None:
             if (
                 isinstance(self.recompute_layers, bool)
@@ -312,6 +299,23 @@ class ParallelConfig:
                     "account_loss (Megatron-core refuses them together)",
                     value,
                 )
+
+    def _check_recompute_modules(self) -> None:
+        modules = self.recompute_modules
+        if modules is None:
+            return
+        if not isinstance(modules, tuple) or not all(isinstance(n, str) for n in modules):
+            raise ConfigError(
+                "parallel.recompute_modules", "must be a tuple of module names", modules
+            )
+        parse_modules(SEPARATOR.join(modules), "parallel.recompute_modules")
+        if self.recompute != "selective":
+            raise ConfigError(
+                "parallel.recompute_modules",
+                "needs recompute=selective (Megatron-core ignores --recompute-modules without "
+                "--recompute-granularity selective)",
+                SEPARATOR.join(modules),
+            )
 
     @property
     def uneven(self) -> bool:
