@@ -552,7 +552,7 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     for family in judged.values():
         if family.family.gating:
             assert family.within_budget, (family.name, family.test_errors)
-    # llm: over its 15% budget since issue 32 on exactly one row, not gating while its cost is
+    # llm: over its 15% budget since issue 32, not gating while its cost is
     # found (the corpus's gating_note); every other row within the budget
     llm = judged["llm"]
     assert not llm.family.gating and llm.within_budget is False
@@ -561,7 +561,8 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
         for r in llm.results
         if r.is_test and r.error is not None and abs(r.error) > LLM_BUDGET
     }
-    assert over == {"mbridge-dgxh100-llama3-70b-fp8"}
+    # and the GPT-OSS 120B row (issue 29), +80% fast: host time the model leaves out (its note)
+    assert over == {"mbridge-dgxh100-llama3-70b-fp8", "mbridge-dgxh100-gpt-oss-120b-bf16"}
     # multinode (issue 32): predictions of clusters the model was never fitted on, judged
     # against their budget and reported, not gating (docs/validation.md says which miss, why)
     assert "multinode" in judged and not judged["multinode"].family.gating

@@ -328,6 +328,7 @@ def _stages(
                     sp=bool(parallel.sp),
                     tp_overlap=parallel.tp_overlap,
                     recompute=parallel.recompute,
+                    recompute_modules=parallel.recompute_modules,
                     tp_group=place.tp_group,
                     embedding=vs == 0,
                     head=vs == chain - 1,

@@ -50,7 +50,18 @@ rows) on a rank of a TP group of ``t``:
   the attention backward and reduce-scatters their gradients.
 * recomputation: ``selective`` reruns the attention forward kernel before its backward and
   does not keep its output; ``full`` keeps only each layer's input and reruns the layer's
-  whole forward (its TP collectives too) before its backward.
+  whole forward (its TP collectives too) before its backward. ``selective`` with
+  ``recompute_modules`` (Megatron's ``--recompute-modules``, :mod:`.recompute`): per module,
+  the kernels rerun in backward and the saved bytes dropped: ``core_attn`` as ``selective``;
+  ``layernorm``: an MoE layer's pre-MLP norm reruns at the start of its backward, its output
+  and statistics not kept (the norms of attention and of a dense MLP are fused into the next
+  GEMM by Transformer Engine and stay as they are); ``moe_act``: the experts' activation
+  reruns before fc2's gradients, its output not kept; ``mlp``: a dense MLP keeps its input
+  only and reruns its forward (norm, GEMMs, activation, TP collectives) before its backward;
+  ``moe``: an MoE layer keeps its input (the norm's output) and reruns router, permutation,
+  all-to-alls, experts and shared experts first; ``shared_experts``: their forward reruns
+  before their backward, their GEMMs' inputs kept only as the layer's input
+  (``mla_up_proj``: :mod:`.mla`).
 
 Dtypes: GEMMs in the precision's math dtype writing its activation dtype; attention in the
 activation dtype when the math is FP8 (Transformer Engine's FP8 recipes keep dot-product
@@ -101,6 +112,7 @@ from ..zoo.costs import (
 from .chunk import ChunkWork, Pass, Step, Weight, Work
 from .mla import mla_attention
 from .models import TransformerConfig
+from .recompute import modules_of
 
 __all__ = ["Step", "ChunkWork", "chunk_work", "SWIGLU_FLOPS"]
 
@@ -163,6 +175,18 @@ def _exchange(part: Pass, a2a: Comm | None, beside: tuple[Work, ...]) -> None:
     part.seal()
 
 
+def _copy(part: Pass) -> Pass:
+    """A copy of ``part`` (its steps as they are now)."""
+    return Pass(list(part.steps), part.kept)
+
+
+def _rerun(forward: Pass, backward: Pass) -> Pass:
+    """``backward`` preceded by the rerun of ``forward`` (recomputation)."""
+    out = _copy(forward)
+    out.extend(backward)
+    return out
+
+
 def _weights(kernels: tuple[Kernel, ...]) -> tuple[Weight, ...]:
     """Kernels that only feed weight gradients (the FP8 transposes of their operands): weight
     work that keeps nothing of its own (the GEMM they feed counts the operands)."""
@@ -181,6 +205,7 @@ class _Builder:
         sp: bool,
         recompute: str,
         tp_group: Group | None,
+        recompute_modules: tuple[str, ...] | None = None,
         tp_overlap: bool = False,
         ep: int = 1,
         ep_group: Group | None = None,
@@ -196,6 +221,12 @@ class _Builder:
         self.t = tp
         self.sp = sp
         self.recompute = recompute
+        self.rc = modules_of(recompute, recompute_modules)  # selective: by module
+        if shared_overlap and "shared_experts" in self.rc:
+            raise WorkloadError(
+                "shared_experts recompute does not combine with the shared experts' overlap",
+                field="recompute_modules",
+            )
         self.group = tp_group
         self.ov = tp_overlap and tp_group is not None
         self.ep = ep
@@ -385,7 +416,7 @@ class _Builder:
             rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd"
         )
         fwd.compute(nf, *qkv_in)
-        recomputed = (rope, core) if self.recompute == "selective" else ()
+        recomputed = (rope, core) if "core_attn" in self.rc else ()
         middle, between = self._core(
             rope, core, core_b, (*_weights(proj_dy_t), Weight(proj_g), *recomputed)
         )
@@ -413,7 +444,7 @@ class _Builder:
         qkvo = self.T * (2 * m.q_width + 2 * m.kv_width) / t * a
         lse = seqs * q * FP32
         attn_saved = qkvo + lse
-        if self.recompute == "selective":
+        if "core_attn" in self.rc:
             attn_saved -= self.T * m.q_width / t * a + lse  # O and its statistics
         saved = nsaved + self.rows * m.hidden * a + attn_saved  # norm, QKV input, core
         return fwd, bwd, saved
@@ -486,8 +517,11 @@ class _Builder:
                 Weight(fc1_g),
             )
             bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
+        body = _copy(fwd)  # what "mlp" recomputation reruns: all but the residual add
         fwd.compute(self.add(f"l{i}.{name}_residual"))
         bwd.compute(nb)
+        if "mlp" in self.rc:  # normal checkpointing: the sublayer's input only
+            return fwd, _rerun(body, bwd), float(self.rows * m.hidden * self.a)
         saved = nsaved + self.rows * m.hidden * self.a + asaved + self.T * width * self.a
         return fwd, bwd, saved
 
@@ -505,31 +539,62 @@ class _Builder:
             else None
         )
         beside = sh is not None and self.shared_overlap
+        rc = self.rc
+
+        def layer_body(part: Pass) -> None:  # the MoE layer: all but the norm and residual
+            part.comm(self.before_column_parallel())
+            part.compute(*r.route)
+            _exchange(part, a2a, sh.fwd[:2] if beside and sh else ())
+            part.compute(*r.experts)
+            _exchange(part, a2a, sh.fwd[2:] if beside and sh else ())
+            part.compute(r.unpermute, *(sh.fwd if sh and not beside else ()))
+            part.comm(self.after_row_parallel())
+
         fwd.compute(nf)
-        fwd.comm(self.before_column_parallel())
-        fwd.compute(*r.route)
-        _exchange(fwd, a2a, sh.fwd[:2] if beside and sh else ())
-        fwd.compute(*r.experts)
-        _exchange(fwd, a2a, sh.fwd[2:] if beside and sh else ())
-        fwd.compute(r.unpermute, *(sh.fwd if sh and not beside else ()))
-        fwd.comm(self.after_row_parallel())
+        layer_body(fwd)
         fwd.compute(self.add(f"l{i}.moe_residual"))
+        if "layernorm" in rc:  # output-discarding: the norm reruns first
+            bwd.compute(nf)
+        if "moe" in rc:  # normal checkpointing: the layer reruns from its input
+            layer_body(bwd)
         if self.sp:
             bwd.comm(self._tp("all-gather"))
             bwd.comm(self._tp("all-gather"))
         bwd.compute(r.unpermute_b)
         _exchange(bwd, a2a, sh.bwd[:2] if beside and sh else ())
-        bwd.compute(*r.experts_b)
+        act_again = r.experts[1:2] if "moe_act" in rc else ()  # before fc2's gradients
+        bwd.compute(*act_again, *r.experts_b)
         _exchange(bwd, a2a, sh.bwd[2:] if beside and sh else ())
-        bwd.compute(*(sh.bwd if sh and not beside else ()), *r.route_b)
+        shared_b = (*sh.fwd, *sh.bwd) if sh and "shared_experts" in rc else sh.bwd if sh else ()
+        bwd.compute(*(shared_b if not beside else ()), *r.route_b)
         bwd.comm(self._tp("reduce-scatter" if self.sp else "all-reduce"))
         bwd.compute(nb)
+        if rc & {"layernorm", "moe", "moe_act", "shared_experts"}:
+            return fwd, bwd, self._moe_saved(nsaved, r, sh)
         saved = nsaved
         for term in r.saved:
             saved += term
         if sh is not None:
             saved += sh.saved
         return fwd, bwd, saved
+
+    def _moe_saved(self, nsaved: float, r: _Routed, sh: _Shared | None) -> float:
+        """An MoE sublayer's saved bytes under recomputation by module (:mod:`.recompute`):
+        the norm's input always; its statistics and output (``r.saved[0]``, the layer's
+        input) unless ``layernorm``; the routed terms (but the activation's output with
+        ``moe_act``) and the shared experts' (unless ``shared_experts``) unless ``moe``."""
+        rc = self.rc
+        norm_in = float(self.rows * self.m.hidden * self.a)
+        saved = norm_in
+        if "layernorm" not in rc:
+            saved += (nsaved - norm_in) + r.saved[0]
+        if "moe" in rc:
+            return saved
+        routed = r.saved[1:4] if "moe_act" in rc else r.saved[1:]
+        saved += sum(routed)
+        if sh is not None and "shared_experts" not in rc:
+            saved += sh.saved
+        return saved
 
     def _routed(self, i: int) -> _Routed:
         """The routed experts of MoE layer ``i``: router, top-k, permutation, grouped GEMMs."""
@@ -688,6 +753,7 @@ def chunk_work(
     recompute_layers: int | None = None,
     ep_units: int | None = None,
     shared_overlap: bool = False,
+    recompute_modules: tuple[str, ...] | None = None,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
@@ -696,7 +762,9 @@ def chunk_work(
     ``recompute_layers``: with ``recompute = "full"``, only the chunk's first that many layers
     are recomputed (Megatron's ``--recompute-method block --recompute-num-layers``);
     ``ep_units``: the compute units the expert all-to-alls' kernels hold (None: the endpoint's
-    setting); ``shared_overlap``: the dispatch and combine beside the shared experts."""
+    setting); ``shared_overlap``: the dispatch and combine beside the shared experts;
+    ``recompute_modules``: with ``recompute = "selective"``, Megatron's modules recomputed
+    (:mod:`.recompute`; None: ``core_attn``)."""
     for size, group, what, runs in (
         (tp, tp_group, "tp", "collectives"),
         (cp, cp_group, "cp", "exchanges"),
@@ -715,6 +783,7 @@ def chunk_work(
         tp=tp,
         sp=sp,
         recompute=recompute,
+        recompute_modules=recompute_modules,
         tp_group=tp_group if tp > 1 else None,
         tp_overlap=tp_overlap,
         ep=ep,

@@ -19,13 +19,19 @@ input gradients (they are far narrower than the hidden state) and of the duplica
 projections' weight gradients is not counted; FP8 casts of MLA's operands are not counted;
 TP communication overlap and context parallelism leave MLA's collectives blocking and its
 attention unsplit (a ConfigError refuses MLA with ``cp > 1``).
+
+Recomputation by module (:mod:`.recompute`): ``layernorm``: the input norm (a module of its
+own in Megatron's MLA layer spec, not fused into a GEMM) reruns at the start of the
+sublayer's backward, its statistics and output not kept; ``mla_up_proj``: the latent norms,
+the up projections and the RoPE rerun before the attention backward, and Q, K, V and the
+latent norms' outputs and statistics are not kept (the latents before their norms are).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...hardware.kernels import Attention, Stream
+from ...hardware.kernels import Attention, Gemm, Stream
 from ..zoo.costs import FP32, LAYERNORM_BWD_FLOPS, LAYERNORM_FWD_FLOPS
 from .chunk import Pass, Weight
 
@@ -76,19 +82,27 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
     rope_b = Stream(rope_n * a, rope_n * a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd")
     fwd.compute(nf)
     fwd.comm(b.before_column_parallel())
+    up: list[Stream | Gemm] = []  # mla_up_proj's rerun: latent norms, up projections, RoPE
     for name, n, k, norm in projections:
-        fwd.compute(b.gemm(T, n, k, f"l{i}.{name}"))
+        gemm = b.gemm(T, n, k, f"l{i}.{name}")
+        fwd.compute(gemm)
         if norm is not None:
             fwd.compute(norm[0])
+            up.append(norm[0])
+        elif name.endswith("_up"):
+            up.append(gemm)
     o_proj = f"l{i}.o_proj"
     fwd.compute(rope, core, b.gemm(T, h, heads * v, o_proj))
     fwd.comm(b.after_row_parallel())
     fwd.compute(b.add(f"l{i}.attn_residual"))
+    if "layernorm" in b.rc:  # the input norm's output discarded, rerun first
+        bwd.compute(nf)
     if b.sp:
         bwd.comm(b._tp("all-gather"))  # dY of the reduce-scatter
         bwd.comm(b._tp("all-gather"))  # the norm output, for the down projections' wgrads
     bwd.compute(b.gemm(T, heads * v, h, f"{o_proj}.dgrad"))
-    bwd.compute(Weight(b.gemm(heads * v, h, T, f"{o_proj}.wgrad")), core_b, rope_b)
+    again = (*up, rope) if "mla_up_proj" in b.rc else ()  # before the attention's backward
+    bwd.compute(Weight(b.gemm(heads * v, h, T, f"{o_proj}.wgrad")), *again, core_b, rope_b)
     for name, n, k, norm in reversed(projections):
         if norm is not None:
             bwd.compute(norm[1])
@@ -102,5 +116,23 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
     latents = sum(n for _, n, _, norm in projections if norm is not None)
     qkvo = T * heads * (2 * qk + 2 * v) * a
     kept = sum(norm[2] for *_, norm in projections if norm is not None)
+    if b.rc & {"layernorm", "mla_up_proj"}:
+        return fwd, bwd, _saved_recomputed(b, nsaved, latents, kept, qkvo)
     saved = nsaved + b.rows * h * a + T * latents * a + kept
     return fwd, bwd, saved + qkvo + seqs * b.q_len * FP32
+
+
+def _saved_recomputed(
+    b: _Builder, nsaved: float, latents: float, kept: float, qkvo: float
+) -> float:
+    """The sublayer's saved bytes with ``layernorm`` (the input norm's statistics and output
+    not kept) or ``mla_up_proj`` (the latent norms' statistics and outputs, Q, K and V not
+    kept: the latents before their norms stay, as the recomputation's input)."""
+    m, a, T = b.m, b.a, b.T
+    heads = m.heads / b.t
+    norm_in = float(b.rows * m.hidden * a)
+    saved = norm_in if "layernorm" in b.rc else nsaved + norm_in
+    if "mla_up_proj" in b.rc:
+        o = T * heads * m.v_dim * a
+        return saved + T * latents * a + o + b.b * heads * b.q_len * FP32
+    return saved + T * latents * a + kept + qkvo + b.b * heads * b.q_len * FP32

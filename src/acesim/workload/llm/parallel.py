@@ -11,7 +11,10 @@ ZeRO-3: parameters and gradients sharded too, gathered and reduced per layer, se
 :mod:`acesim.training.pipeline`); ``recompute`` (``none``,
 ``selective``: the core attention is recomputed in backward, ``full``: every layer's forward
 is recomputed from its saved input; ``recompute_layers = N`` with ``full``: only the first ``N``
-layers of each model chunk, Megatron's ``--recompute-method block``); ``global_batch`` and
+layers of each model chunk, Megatron's ``--recompute-method block``; ``recompute_modules``
+with ``selective``: Megatron's ``--recompute-modules``, the names of
+:data:`acesim.workload.llm.recompute.MODULES` joined by ``+``, e.g.
+``recompute=selective,recompute_modules=layernorm+moe_act``); ``global_batch`` and
 ``micro_batch`` in sequences and ``seq`` tokens a sequence.
 
 Pipeline stages (:meth:`ParallelConfig.layer_split`, Megatron-core's ``get_num_layers_to_build``
@@ -102,6 +105,7 @@ from ...config.reader import strict_int
 from ...errors import ConfigError, TopologyError
 from ...network.group import Group, Span
 from .models import TransformerConfig
+from .recompute import SEPARATOR, check_modules, parse_modules
 
 __all__ = ["ParallelConfig", "Placement", "parse_parallel", "placement", "flat_group"]
 
@@ -134,6 +138,7 @@ _KEYS = (
     *_INT_KEYS,
     *_BOOL_KEYS,
     "recompute",
+    "recompute_modules",
     "order",
     "schedule",
     "offload",
@@ -183,6 +188,7 @@ class ParallelConfig:
     shared_expert_overlap: bool = False
     offload: str | None = None
     offload_fraction: float = 1.0
+    recompute_modules: tuple[str, ...] | None = None
     offload_layers: int | None = None
 
     def __post_init__(self) -> None:
@@ -220,6 +226,7 @@ class ParallelConfig:
             raise ConfigError(
                 "parallel.recompute", "must be none, selective or full", self.recompute
             )
+        self._check_recompute_modules()
         if self.recompute_layers is not None:
             if (
                 isinstance(self.recompute_layers, bool)
@@ -353,6 +360,23 @@ class ParallelConfig:
                     value,
                 )
 
+    def _check_recompute_modules(self) -> None:
+        modules = self.recompute_modules
+        if modules is None:
+            return
+        if not isinstance(modules, tuple) or not all(isinstance(n, str) for n in modules):
+            raise ConfigError(
+                "parallel.recompute_modules", "must be a tuple of module names", modules
+            )
+        parse_modules(SEPARATOR.join(modules), "parallel.recompute_modules")
+        if self.recompute != "selective":
+            raise ConfigError(
+                "parallel.recompute_modules",
+                "needs recompute=selective (Megatron-core ignores --recompute-modules without "
+                "--recompute-granularity selective)",
+                SEPARATOR.join(modules),
+            )
+
     @property
     def uneven(self) -> bool:
         """The first or the last stage has its own layer count."""
@@ -471,6 +495,14 @@ class ParallelConfig:
                 "splits query groups over TP)",
                 self.tp,
             )
+        check_modules(self.recompute_modules, model)
+        if self.shared_expert_overlap and "shared_experts" in (self.recompute_modules or ()):
+            raise ConfigError(
+                "parallel.recompute_modules",
+                "shared_experts recompute does not combine with shared_expert_overlap=1 "
+                "(Megatron-core refuses them together)",
+                "shared_experts",
+            )
         try:
             self.layer_split(model.layers)
         except ConfigError as err:
@@ -515,6 +547,8 @@ class ParallelConfig:
         if self.grad_fp32 is not None:
             parts.append(f"grad_fp32={int(self.grad_fp32)}")
         parts += [f"zero={self.zero}", f"recompute={self.recompute}"]
+        if self.recompute_modules is not None:
+            parts.append(f"recompute_modules={SEPARATOR.join(self.recompute_modules)}")
         if self.recompute_layers is not None:
             parts.append(f"recompute_layers={self.recompute_layers}")
         for name in ("first_stage_layers", "last_stage_layers"):
@@ -558,6 +592,8 @@ def parse_parallel(
             values[key] = raw
         elif key == "offload_fraction":
             values[key] = _fraction(raw, field)
+        elif key == "recompute_modules":
+            values[key] = parse_modules(raw, field)
         elif key in _BOOL_KEYS:
             if raw not in ("0", "1", "true", "false", "on", "off"):
                 raise ConfigError(field, f"{key} must be 0 or 1", raw)
