@@ -163,14 +163,11 @@ def pipeline_graph(
         classes: class mode: one node list per pipeline stage (the graph of the stage's first
             rank, standing for every TP/CP/DP/EP replica of it), point-to-point peers named by
             stage (:mod:`acesim.network.classes`); False: one list per rank.
-        offload_activations: share (0 to 1) of each micro-batch's saved activations copied
-            to host memory after its forward and back before its backward
-            (:mod:`acesim.training.offload`).
-        offload_layers: the first layers of each chunk whose saved activations go to host
-            memory within each pass (:class:`~acesim.training.offload.LayerOffload`).
-        host_update: per stage, the optimizer's offloaded share as (main-gradient bytes
-            copied to the host, bytes the CPU step streams through host memory, parameter
-            bytes copied back) (:func:`~acesim.training.offload.host_update`); None: none.
+        offload_activations, offload_layers, host_update: offload to host memory
+            (:mod:`acesim.training.offload`): the share (0 to 1) of each micro-batch's saved
+            activations between its forward and backward; the first layers of each chunk
+            whose saved activations go within each pass; per stage, the optimizer's share as
+            (gradient bytes out, bytes the CPU step streams, parameter bytes back) or None.
     """
     p = place.pp
     v = len(stages[0])
