@@ -43,7 +43,8 @@ FIT_ROWS = {
     "mi300x-gemm-fp8-maf": ["npu.kernels.gemm_efficiency.fp8"],
     "a100x8-allreduce-64mib": ["collective.endpoint_delay"],
     "a100x8-allreduce-1gib": ["collective.protocol_efficiency"],
-    "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
+    "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.local_copy_bandwidth"],
+    "h100x2-p2p-ce-write-unidir": ["endpoint.copy_engine.link_efficiency"],
     "h100x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
     "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
@@ -409,7 +410,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
     assert "collectives: 38 test rows" in out.output
-    assert "16 unsupported" in out.output  # offload: sections 2-3 of validation.md
+    assert "17 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
 
