@@ -27,8 +27,8 @@ def test_the_kind_is_registered_with_its_preset_settings() -> None:
     assert "copy_engine" in ENDPOINT_KINDS
     cfg = resolve_system(SYSTEM)
     ce = cfg.endpoint.of(CopyEngineSettings)
-    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(187.4e9)
-    assert ce.link_efficiency == pytest.approx(0.8799)
+    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(98.98e9)
+    assert ce.link_efficiency == pytest.approx(0.8889)
     assert ce.local_copy_bandwidth == pytest.approx(40.52e9)
     assert ce.fallback_units == 16
 
@@ -123,27 +123,31 @@ def test_the_local_copy_of_a_batch_sets_the_time_when_it_is_the_slowest() -> Non
     assert alone.hbm_bytes_per_npu == pytest.approx(2 * 7 * 8 * MiB, rel=1e-9)
 
 
-def test_a_single_peer_copy_runs_at_the_links_payload_rate() -> None:
+def test_a_single_peer_copy_runs_at_the_slower_of_the_engines_and_the_links() -> None:
     # one copy GPU 0 -> GPU 1 (a broadcast of one piece over two GPUs): no local copy (not a
-    # direct step), bound by the links at the engines' payload fraction, not by the engines:
-    # its time moves with 1 / link_efficiency alone, by hand
+    # direct step); with engines far faster than the links, its time moves with
+    # 1 / link_efficiency alone; with slow engines, with 1 / engine_bandwidth alone (by hand)
     pair = Group((Span(0, 2),))
     nbytes = 200e6
+    links = 18 * 25e9  # NVLink4 per direction, B/s
 
-    def copy_time(efficiency: float) -> float:
-        sets = {"collective.chain_piece_bytes": nbytes}
-        sets["endpoint.copy_engine.link_efficiency"] = efficiency
+    def copy_time(efficiency: float, per_engine: float) -> float:
+        sets = {
+            "collective.chain_piece_bytes": nbytes,
+            "endpoint.copy_engine.link_efficiency": efficiency,
+            "endpoint.copy_engine.engine_bandwidth": per_engine,
+        }
         cfg = resolve_system(SYSTEM, overrides=sets)
-        ce = cfg.endpoint.of(CopyEngineSettings)
-        assert ce.engines * ce.engine_bandwidth > 18 * 25e9  # the engines do not bind
         result = simulate_collective(
             cfg, "broadcast", nbytes, endpoint="copy_engine", group=pair, tuner_check=False
         )
         return result.time
 
-    links = 18 * 25e9  # NVLink4 per direction, B/s
+    fast = 1e13  # four engines of 10 TB/s: the links bind
     expected = nbytes / links * (1 / 0.6 - 1 / 0.9)
-    assert copy_time(0.6) - copy_time(0.9) == pytest.approx(expected, rel=1e-6)
+    assert copy_time(0.6, fast) - copy_time(0.9, fast) == pytest.approx(expected, rel=1e-6)
+    slow = nbytes / (4 * 50e9) - nbytes / (4 * 80e9)  # four engines of 50 or 80 GB/s bind
+    assert copy_time(0.9, 50e9) - copy_time(0.9, 80e9) == pytest.approx(slow, rel=1e-6)
 
 
 def test_an_all_gather_leaves_a_compute_bound_kernel_alone() -> None:

@@ -44,7 +44,7 @@ FIT_ROWS = {
     "a100x8-allreduce-64mib": ["collective.endpoint_delay"],
     "a100x8-allreduce-1gib": ["collective.protocol_efficiency"],
     "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.local_copy_bandwidth"],
-    "h100x2-p2p-ce-write-unidir": ["endpoint.copy_engine.link_efficiency"],
+    "h100x2-p2p-ce-write-unidir": ["endpoint.copy_engine.engine_bandwidth"],
     "h100x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
     "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],

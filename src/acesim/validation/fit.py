@@ -70,7 +70,6 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "endpoint.copy_engine.engine_bandwidth": (1e9, 1e13),
     "endpoint.copy_engine.setup": (0.0, 1e-3),
     "endpoint.copy_engine.command_setup": (0.0, 1e-4),
-    "endpoint.copy_engine.link_efficiency": (1e-3, 1.0),
     "endpoint.copy_engine.local_copy_bandwidth": (1e6, 1e13),
     "network.dimensions[0].incast_efficiency": (1e-3, 1.0),
 }
