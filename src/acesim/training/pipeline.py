@@ -35,7 +35,9 @@ embedding, each layer, the head) waits for the all-gather of its parameters, the
 all-gather being issued behind it (prefetch, overlapping this unit's compute), and every
 backward of a unit reduce-scatters its gradients (each micro-batch: assumption, gradients are
 not accumulated unsharded); the optimizer step waits for all of them. FSDP runs with schedules
-whose B computes the weight gradients (no W ops).
+whose B computes the weight gradients (no W ops). With FSDP's CPU offload of parameters
+(``host_params``, :class:`~acesim.training.offload.WeightOffload`) each all-gather waits for its
+shard's copy in, and each reduce-scatter is followed by the gradient shard's copy out.
 
 Expert parameters (MoE layers with expert parallelism) reduce and gather over the
 expert-data-parallel group instead of DP.
@@ -174,13 +176,7 @@ def pipeline_graph(
             element of the shards in host memory (0: none).
     """
     p = place.pp
-    v = len(stages[0])
-    if len(stages) != p or any(len(chunks) != v for chunks in stages):
-        raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
-    if classes and not place.stages_outermost:
-        raise ConfigError(
-            "run.mode", "class mode needs each pipeline stage to be one block of ranks", "class"
-        )
+    _check_stages(stages, place, classes)
     plan = _Plan(
         stages,
         place,
@@ -212,6 +208,17 @@ def pipeline_graph(
     )
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
+
+
+def _check_stages(stages: Sequence[Sequence[ChunkWork]], place: Placement, classes: bool) -> None:
+    """Every stage holds the same number of chunks; class mode needs blocks of ranks."""
+    p, v = place.pp, len(stages[0])
+    if len(stages) != p or any(len(chunks) != v for chunks in stages):
+        raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
+    if classes and not place.stages_outermost:
+        raise ConfigError(
+            "run.mode", "class mode needs each pipeline stage to be one block of ranks", "class"
+        )
 
 
 def _stage_ops(plan: _Plan, stage: int) -> list[Op]:
