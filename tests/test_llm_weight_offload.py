@@ -166,3 +166,16 @@ def test_bad_weight_offload_settings_are_one_line_errors(text: str, match: str) 
 def test_weight_offload_needs_the_host_memory_bandwidth() -> None:
     with pytest.raises(ConfigError, match="npu.host_memory_bandwidth: must be set to offload w"):
         make_llm_case(SYSTEM, TINY, _fsdp(",offload=weights"))
+
+
+def test_time_waiting_on_the_host_is_offload_not_bubble() -> None:
+    """The compute stream idle while the CPU steps the optimizer (or a copy it waits for is
+    on the host link) is exposed offload, not pipeline bubble; runs without host-side nodes
+    carry no such key."""
+    off = run_llm(_case())[0]
+    plain = run_llm(_case(""))[0]
+    assert off.exposed["offload"] > 0
+    assert "offload" not in plain.exposed
+    # one stage: no bubble in either, the host time explained
+    assert off.bubble_time == pytest.approx(0.0, abs=1e-12 * off.iteration_time)
+    assert plain.bubble_time == pytest.approx(0.0, abs=1e-12 * plain.iteration_time)
