@@ -142,9 +142,7 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
     return fwd, bwd, saved + qkvo + lse
 
 
-def _saved_recomputed(
-    b: _Builder, norm: float, latents: float, kept: float, core: float
-) -> float:
+def _saved_recomputed(b: _Builder, norm: float, latents: float, kept: float, core: float) -> float:
     """The sublayer's saved bytes with ``layernorm`` (the input norm's statistics and output,
     the down projections' input, not kept) or ``mla_up_proj`` (the latent norms' statistics
     and outputs, Q, K and V not kept: the latents before their norms stay, as the
