@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...hardware.kernels import Attention, Gemm, Stream
+from ...hardware.kernels import Attention, Gemm, Kernel, Stream
 from ..zoo.costs import FP32, LAYERNORM_BWD_FLOPS, LAYERNORM_FWD_FLOPS
 from .chunk import Pass, Weight
 
@@ -114,8 +114,10 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
         bwd.comm(b._tp("all-gather"))  # dY of the reduce-scatter
         bwd.comm(b._tp("all-gather"))  # the norm output, for the down projections' wgrads
     bwd.compute(b.gemm(T, heads * v, h, f"{o_proj}.dgrad"))
-    again = (*up, rope) if "mla_up_proj" in b.rc else ()  # before the attention's backward
-    if "core_attn" in b.rc:  # the checkpointed core reruns from Q, K, V (after RoPE)
+    # before the attention's backward: mla_up_proj's rerun; core_attn's checkpointed core
+    # attention, rerun from Q, K, V (after the RoPE)
+    again: tuple[Kernel, ...] = (*up, rope) if "mla_up_proj" in b.rc else ()
+    if "core_attn" in b.rc:
         again = (*again, core)
     bwd.compute(Weight(b.gemm(heads * v, h, T, f"{o_proj}.wgrad")), *again, core_b, rope_b)
     for name, n, k, norm in reversed(projections):
