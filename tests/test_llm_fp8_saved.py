@@ -1,7 +1,8 @@
 """Activation memory under an FP8 recipe (issue 29): Transformer Engine keeps the FP8 copies of
 its GEMMs' inputs for the backward (one byte an element), the BF16 tensors only where something
-else keeps them; the saved bytes per layer equal a hand count on small models, and MLA honours
-``core_attn`` recomputation as Megatron-core's MultiLatentAttention does."""
+else keeps them; the saved bytes per layer equal a hand count on small models; and ``core_attn``
+recomputation, on MLA and dense attention alike, reruns the core attention only and frees its
+log-sum-exp, as Megatron-core's checkpoint of the core attention does."""
 
 from __future__ import annotations
 
@@ -121,3 +122,11 @@ def test_mla_core_attn_combines_with_up_projection_recompute() -> None:
     )
     assert up.saved - both.saved == B * HEADS * S * F32
     assert _backward(both) - _backward(up) == Counter({"l0.flash_attn": 1})
+
+
+def test_dense_core_attn_keeps_o_and_reruns_the_attention_only() -> None:
+    # as MLA: Megatron-core's checkpoint wraps the core attention, after the RoPE; O stays as
+    # the output projection's saved input
+    plain, core = _work(DENSE, "bf16"), _work(DENSE, "bf16", 0, "core_attn")
+    assert plain.saved - core.saved == B * HEADS * S * F32
+    assert _backward(core) - _backward(plain) == Counter({"l0.flash_attn": 1})

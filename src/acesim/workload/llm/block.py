@@ -48,8 +48,10 @@ rows) on a rank of a TP group of ``t``:
   against all ``s`` keys, beside an all-gather of K and V over the CP group (the ring
   exchange, which runs under the attention compute); backward gathers K and V again beside
   the attention backward and reduce-scatters their gradients.
-* recomputation: ``selective`` reruns the attention forward kernel before its backward and
-  does not keep its output; ``full`` keeps only each layer's input and reruns the layer's
+* recomputation: ``selective`` reruns the attention forward kernel before its backward from
+  the Q, K and V it keeps (Megatron-core's checkpoint wraps the core attention only, after the
+  RoPE) and does not keep its log-sum-exp (its output O is the output projection's saved input,
+  kept); ``full`` keeps only each layer's input and reruns the layer's
   whole forward (its TP collectives too) before its backward. ``selective`` with
   ``recompute_modules`` (Megatron's ``--recompute-modules``, :mod:`.recompute`): per module,
   the kernels rerun in backward and the saved bytes dropped: ``core_attn`` as ``selective``;
@@ -434,7 +436,9 @@ class _Builder:
             rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd"
         )
         fwd.compute(nf, *qkv_in)
-        recomputed = (rope, core) if "core_attn" in self.rc else ()
+        # core_attn: Megatron-core's checkpoint wraps the core attention only, after the RoPE
+        # (Attention._checkpointed_attention_forward): it reruns from the kept Q, K, V
+        recomputed = (core,) if "core_attn" in self.rc else ()
         middle, between = self._core(
             rope, core, core_b, (*_weights(proj_dy_t), Weight(proj_g), *recomputed)
         )
@@ -462,8 +466,8 @@ class _Builder:
         qkvo = self.T * (2 * m.q_width + 2 * m.kv_width) / t * a
         lse = seqs * q * FP32
         attn_saved = qkvo + lse
-        if "core_attn" in self.rc:
-            attn_saved -= self.T * m.q_width / t * a + lse  # O and its statistics
+        if "core_attn" in self.rc:  # its statistics; O stays, the projection's saved input
+            attn_saved -= lse
         # the norm's input and statistics, the QKV GEMM's input, the core's Q, K, V, O (O is
         # also the projection's input: one tensor) and log-sum-exp
         saved = nsaved + self.rows * m.hidden * self.kept_input + attn_saved
