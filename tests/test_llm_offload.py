@@ -68,8 +68,8 @@ def test_offload_over_a_slow_host_link_shows_in_the_iteration() -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        (",offload=weights", "parallel.offload: weight offload is not modelled: Transformer"),
-        (",offload=disk", "parallel.offload: must be one of activations, optimizer"),
+        (",offload=weights", "parallel.zero: weight offload needs FSDP .zero=3."),
+        (",offload=disk", "parallel.offload: must be one of activations, optimizer, weights"),
         (",offload=activations,offload_fraction=1.5", "must be a number in .0, 1."),
         (",offload_fraction=0.5", "needs offload=activations or optimizer"),
         (",offload_layers=2", "parallel.offload_layers: needs offload=activations"),

@@ -153,6 +153,7 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.hbm_bandwidth": "rate",
     "npu.hbm_capacity": "size",
     "npu.host_link_bandwidth": "rate",
+    "npu.host_memory_bandwidth": "rate",
     "npu.power.tdp": "watts",
     "npu.power.idle": "watts0",
     "npu.power.unit_active": "watts0",

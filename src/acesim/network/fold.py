@@ -73,7 +73,8 @@ class StepFold:
 
     def begin(self) -> bool:
         """Claim the resources and schedule the last delivery; False (nothing done) when the
-        message would not run at a finite positive rate alone."""
+        message would not run at a finite positive rate alone or the steps would not end
+        at a finite time."""
         runtime = self.runtime
         engine = runtime.engine
         weight, basis = runtime.shares.solo(self.run.rank, self.demand)
@@ -90,6 +91,8 @@ class StepFold:
         for _ in range(self.count):
             deliver = (start + self.nbytes / rate) + self.delay
             start = deliver
+        if deliver == INF:  # the event path says which time overflowed
+            return False
         engine.claim(list(self.demand), self._materialise)
         self._end = engine.schedule_at(deliver, self._finish)
         self.run.in_step = True

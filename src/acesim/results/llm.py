@@ -14,7 +14,9 @@ class has as many ranks, so means over the simulated ranks are means over all ra
   TP collective in flight (``tp``); a CP exchange (``cp``); an EP all-to-all (``ep``); a
   receive whose message is on its way (``pp``, from the moment the sender sent it); a receive
   whose sender has not sent yet (waiting for the other stage to compute: bubble); a DP
-  collective in flight (``dp``). The rest of the idle time is the pipeline ``bubble``
+  collective in flight (``dp``); in a run that offloads, a host-side node in flight (a copy
+  over the host link or the CPU's optimizer step: ``offload``, a key only such runs carry).
+  The rest of the idle time is the pipeline ``bubble``
   (waiting for other stages, the flush). Figures are means over ranks per iteration, the
   bubble also as a fraction of the iteration; with no communication the bubble is all of the
   idle time.
@@ -57,7 +59,7 @@ _POINT_ECHO = (
 
 #: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
 #: waiting for a peer stage that has not sent yet (bubble), DP collectives.
-_ORDER = ("tp", "cp", "ep", "pp", "peer", "dp")
+_ORDER = ("tp", "cp", "ep", "pp", "peer", "dp", "offload")
 
 
 @dataclass
@@ -174,7 +176,9 @@ class LlmResult:
             ),
         ]
         for kind, seconds in self.exposed.items():
-            if kind not in ("cp", "ep") or self.parallel_sizes.get(kind, 1) > 1:
+            if kind == "offload":
+                rows.append(("exposed offload (host link, CPU)", format_time(seconds)))
+            elif kind not in ("cp", "ep") or self.parallel_sizes.get(kind, 1) > 1:
                 rows.append((f"exposed {kind.upper()} comm", format_time(seconds)))
         return rows + energy_rows(self.energy)
 
@@ -308,6 +312,9 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 waits.setdefault(comm_kind(node) or "other", []).append((rec.start, rec.end))
             elif node.kind == "recv" and node.peer is not None:
                 recvs.setdefault((node.peer, rank, node.tag), []).append(rec)
+            elif node.kind == "host_copy":
+                waits["offload"].append((rec.start, rec.end))
+                exposed.setdefault("offload", 0.0)
         for key, recs in recvs.items():
             starts = sends.get(key, [])
             for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):

@@ -228,10 +228,11 @@ def _check_npu_supports(parallel: ParallelConfig, npu: NPUConfig) -> None:
             "npu.host_link_bandwidth",
             f"must be set to offload {parallel.offload} ({npu.name} has no host link)",
         )
-    if parallel.offload == "optimizer" and npu.host_memory_bandwidth is None:
+    if parallel.offload in ("optimizer", "weights") and npu.host_memory_bandwidth is None:
+        what = "the optimizer" if parallel.offload == "optimizer" else "weights (FSDP's CPU step)"
         raise ConfigError(
             "npu.host_memory_bandwidth",
-            f"must be set to offload the optimizer (the CPU step's bound; {npu.name} has none)",
+            f"must be set to offload {what} (the CPU step's bound; {npu.name} has none)",
         )
     units = npu.compute_units
     if parallel.ep_comm_units is not None and parallel.ep_comm_units >= units:
@@ -296,6 +297,7 @@ def _footprints(
             offload_activations=parallel.offload_activations,
             offload_layers=parallel.offload_layers or 0,
             offload_optimizer=parallel.offload_optimizer,
+            offload_weights=parallel.offload_weights,
         )
         for s, chunks in enumerate(stages)
     ]
@@ -495,6 +497,10 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
             if zero
             else params
         )
+        if par.offload_weights:  # FSDP's CPU offload: the whole shard steps on the CPU
+            hosted.append((0.0, _host_update(p, share, grad_bytes(p, par.grad_fp32))[1], 0.0))
+            updates.append(Compute())
+            continue
         if offload:
             hosted.append(_host_update(p, offload * share, grad_bytes(p, par.grad_fp32)))
             share *= 1 - offload
@@ -516,6 +522,7 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         offload_activations=par.offload_activations,
         offload_layers=par.offload_layers or 0,
         host_update=hosted or None,
+        host_params=p.state_bytes if par.offload_weights else 0.0,
     )
 
 

@@ -1,7 +1,31 @@
 """Offload in a pipeline rank's graph: saved activations copied to host memory after their
 forward and back before their backward (:class:`LayerOffload` within a pass,
-:class:`ActivationOffload` between schedule ops), and the optimizer's offloaded share stepped on
-the CPU (:func:`host_update`).
+:class:`ActivationOffload` between schedule ops), FSDP's parameter shards kept in host memory
+(:class:`WeightOffload`), and the optimizer's offloaded share stepped on the CPU
+(:func:`host_update`).
+
+Weights (:class:`WeightOffload`, ``offload=weights`` with FSDP, ``zero=3``), as PyTorch FSDP2
+runs ``fully_shard(..., offload_policy=CPUOffloadPolicy())`` (``torch/distributed/fsdp/
+_fully_shard/_fsdp_param.py``, ``_fsdp_collectives.py``; FSDP1's ``CPUOffload(offload_params=
+True)`` alike): each rank's shard of every unit's parameters lives in pinned host memory, in
+the original (master) dtype (``Precision.state_bytes``: FP32 under mixed precision). Every
+all-gather of a unit (every forward and every backward: the parameters are resharded after
+use) takes as input the shard copied to the GPU (host to device, in the all-gather's copy-in
+stream: the copy waits for what the all-gather would have waited for, and the all-gather
+waits for the copy); its cast to the parameter dtype is not modelled (an elementwise kernel
+over ``1/dp`` of the unit). Prefetch as acesim's FSDP issues all-gathers: the next unit's
+(forward and backward) behind this unit's, so its copy in overlaps this unit's compute (FSDP2's
+default: implicit forward prefetch, backward prefetch of one unit). After each backward
+reduce-scatter the gradient shard, cast to the original dtype, is copied to the host (device
+to host). The first backward of a unit in an iteration copies asynchronously (pinned memory,
+nothing but the optimizer waits for it); a later micro-batch's gradient accumulates into the
+host gradient: FSDP2 copies it blocking (``non_blocking=False`` when accumulating, into
+pageable memory: taken at the host link's rate all the same, an assumption) and adds it
+on the CPU (reading both shards, writing one: three times the shard's bytes through host
+memory), and the thread issuing the GPU's work waits for both, so the next step of the
+backward does too. The optimizer step runs on the CPU over the whole host shard
+(:func:`host_update` without its copies: the gradients are already there and the updated
+parameters stay there until their next copy in).
 
 Layer-granular (:class:`LayerOffload`, ``offload=activations,offload_layers=N``), as
 Megatron-core's ``--cpu-offloading-num-layers N`` with Transformer Engine's CPU offload context
@@ -46,7 +70,7 @@ from ..workload.llm.chunk import ChunkWork
 from ..workload.llm.memory import offloaded, offloaded_units
 from .schedules import Op
 
-__all__ = ["ActivationOffload", "LayerOffload", "host_update"]
+__all__ = ["ActivationOffload", "LayerOffload", "WeightOffload", "host_update"]
 
 #: node-adding callback of the rank's graph: ``add(deps, **fields) -> node id``
 Add = Callable[..., int]
@@ -146,6 +170,56 @@ class LayerOffload:
         return [*deps, self.back.pop((op.chunk, op.micro, unit), None)]
 
 
+class WeightOffload:
+    """One rank's host copies of FSDP's parameter and gradient shards (module docstring):
+    ``host_bytes`` per element of a shard in host memory (0: no weight offload)."""
+
+    def __init__(self, host_bytes: float):
+        self.host_bytes = host_bytes
+        self.accumulating: set[tuple[int, int]] = set()  # (chunk, unit) with a host gradient
+
+    def new_iteration(self) -> None:
+        """The optimizer step has consumed the host gradients: the next backwards set them."""
+        self.accumulating = set()
+
+    def fetch(self, add: Add, deps: list[int | None], shard: float, label: str, unit: int
+              ) -> list[int | None]:  # fmt: skip
+        """Before a unit's all-gather (``shard``: its parameters on this rank): their copy in;
+        returns what the all-gather waits for."""
+        if not self.host_bytes:
+            return deps
+        node = add(
+            deps,
+            name=f"offload.h2d.params.{label}.u{unit}",
+            kind="host_copy",
+            op="h2d",
+            size=shard * self.host_bytes,
+            layer=label,
+            pass_name="offload",
+        )
+        return [node]
+
+    def drain(
+        self, add: Add, deps: Sequence[int | None], shard: float, key: tuple[int, int],
+        label: str,
+    ) -> tuple[list[int], int | None]:  # fmt: skip
+        """After a unit's gradient reduce-scatter (``deps``; ``key``: chunk and unit): the
+        gradient shard's copy out and, accumulating, the CPU add. Returns (what the optimizer
+        step waits for, what the backward's next step waits for or None)."""
+        if not self.host_bytes:
+            return [], None
+        size = shard * self.host_bytes
+        common = {"kind": "host_copy", "layer": label, "pass_name": "offload"}
+        out = int(add(deps, name=f"offload.d2h.grads.{label}.u{key[1]}", op="d2h", size=size,
+                      **common))  # fmt: skip
+        if key not in self.accumulating:
+            self.accumulating.add(key)
+            return [out], None
+        total = int(add([out], name=f"offload.cpu.grads.{label}.u{key[1]}", op="cpu",
+                        size=3 * size, **common))  # fmt: skip
+        return [total], total
+
+
 def host_update(
     add: Add, deps: list[int | None], sizes: tuple[float, float, float], label: str
 ) -> int:
@@ -153,9 +227,14 @@ def host_update(
     gradients copied to host memory (``sizes[0]`` bytes, device to host), the CPU optimizer
     step streaming ``sizes[1]`` bytes through host memory, the updated FP32 parameters copied
     back (``sizes[2]`` bytes, host to device), one after another (without Megatron's
-    ``--overlap-cpu-optimizer-d2h-h2d``); returns the last copy's node."""
+    ``--overlap-cpu-optimizer-d2h-h2d``); a copy of no bytes is left out (FSDP's offloaded
+    shards: the gradients are on the host already, the parameters stay there); returns the
+    last node."""
     d2h, step, h2d = sizes
     common = {"kind": "host_copy", "layer": label, "pass_name": "update"}
-    node = add(deps, name="update.offload.d2h", op="d2h", size=d2h, **common)
-    node = add([node], name="update.offload.cpu", op="cpu", size=step, **common)
-    return int(add([node], name="update.offload.h2d", op="h2d", size=h2d, **common))
+    if d2h:
+        deps = [add(deps, name="update.offload.d2h", op="d2h", size=d2h, **common)]
+    node = int(add(deps, name="update.offload.cpu", op="cpu", size=step, **common))
+    if h2d:
+        node = int(add([node], name="update.offload.h2d", op="h2d", size=h2d, **common))
+    return node

@@ -35,7 +35,9 @@ embedding, each layer, the head) waits for the all-gather of its parameters, the
 all-gather being issued behind it (prefetch, overlapping this unit's compute), and every
 backward of a unit reduce-scatters its gradients (each micro-batch: assumption, gradients are
 not accumulated unsharded); the optimizer step waits for all of them. FSDP runs with schedules
-whose B computes the weight gradients (no W ops).
+whose B computes the weight gradients (no W ops). With FSDP's CPU offload of parameters
+(``host_params``, :class:`~acesim.training.offload.WeightOffload`) each all-gather waits for its
+shard's copy in, and each reduce-scatter is followed by the gradient shard's copy out.
 
 Expert parameters (MoE layers with expert parallelism) reduce and gather over the
 expert-data-parallel group instead of DP.
@@ -60,7 +62,7 @@ from ..workload.graph import Graph, Node
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
-from .offload import ActivationOffload, LayerOffload, host_update
+from .offload import ActivationOffload, LayerOffload, WeightOffload, host_update
 from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
 __all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
@@ -105,6 +107,7 @@ class _Plan:
     offload: float = 0.0  # share of saved activations offloaded (:mod:`.offload`)
     offload_layers: int = 0  # layers of each chunk offloaded within its passes
     host_update: Sequence[tuple[float, float, float]] | None = None  # per stage (:mod:`.offload`)
+    host_params: float = 0.0  # bytes per element of FSDP's shards in host memory (0: none)
 
     @property
     def chunks(self) -> int:
@@ -145,6 +148,7 @@ def pipeline_graph(
     offload_activations: float = 0.0,
     offload_layers: int = 0,
     host_update: Sequence[tuple[float, float, float]] | None = None,
+    host_params: float = 0.0,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -167,16 +171,12 @@ def pipeline_graph(
             (:mod:`acesim.training.offload`): the share (0 to 1) of each micro-batch's saved
             activations between its forward and backward; the first layers of each chunk
             whose saved activations go within each pass; per stage, the optimizer's share as
-            (gradient bytes out, bytes the CPU step streams, parameter bytes back) or None.
+            (gradient bytes out, bytes the CPU step streams, parameter bytes back) or None;
+            ``host_params``: with ``fsdp``, FSDP's CPU offload of parameters, the bytes per
+            element of the shards in host memory (0: none).
     """
     p = place.pp
-    v = len(stages[0])
-    if len(stages) != p or any(len(chunks) != v for chunks in stages):
-        raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
-    if classes and not place.stages_outermost:
-        raise ConfigError(
-            "run.mode", "class mode needs each pipeline stage to be one block of ranks", "class"
-        )
+    _check_stages(stages, place, classes)
     plan = _Plan(
         stages,
         place,
@@ -193,6 +193,7 @@ def pipeline_graph(
         offload_activations,
         offload_layers,
         host_update,
+        host_params if fsdp else 0.0,
     )
     ops = [_stage_ops(plan, s) for s in range(p)]
     stride = place.stage_stride
@@ -207,6 +208,17 @@ def pipeline_graph(
     )
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
+
+
+def _check_stages(stages: Sequence[Sequence[ChunkWork]], place: Placement, classes: bool) -> None:
+    """Every stage holds the same number of chunks; class mode needs blocks of ranks."""
+    p, v = place.pp, len(stages[0])
+    if len(stages) != p or any(len(chunks) != v for chunks in stages):
+        raise ConfigError("parallel", f"need {p} stages of {v} chunks each", len(stages))
+    if classes and not place.stages_outermost:
+        raise ConfigError(
+            "run.mode", "class mode needs each pipeline stage to be one block of ranks", "class"
+        )
 
 
 def _stage_ops(plan: _Plan, stage: int) -> list[Op]:
@@ -259,7 +271,7 @@ class _Units:
         self.sequence = list(range(count)) if forward else list(range(count - 1, -1, -1))
         firsts = work.forward_starts if forward else work.backward_starts
         self.starts = {firsts[j]: self.sequence[j] for j in range(count)}
-        self.gathered: dict[int, list[int]] = {}
+        self.gathered: dict[int, list[int | None]] = {}
         self.now: int | None = None
 
 
@@ -283,6 +295,7 @@ class _RankGraph:
         self.dp_nodes: list[int] = []
         self.offload = ActivationOffload(0.0, [], [])
         self.layer_offload = LayerOffload(plan.offload_layers)
+        self.weight_offload = WeightOffload(plan.host_params)
         #: one Compute per step (frozen, so every micro-batch's node shares it): building and
         #: checking it once instead of at every node (a stage's micro-batches are alike)
         self.computes: dict[int, tuple[Step, Compute]] = {}
@@ -306,6 +319,7 @@ class _RankGraph:
             self.remaining = {c: self.plan.chain_micro for c in range(self.plan.chunks)}
             self.dp_nodes = []
             self.started = [False] * self.plan.chunks
+            self.weight_offload.new_iteration()
             self._run(ops)
             self._update()
         return self.nodes
@@ -406,11 +420,9 @@ class _RankGraph:
         c, i = op.chunk, op.micro
         pname, plabel = self.op_name(op), self.pass_name(op)
         label = f"chunk{c}"
-        units = (
-            _Units(work, op.forward)
-            if self.plan.fsdp and self.plan.place.dp_group is not None and work.unit_params
-            else None
-        )
+        sharded = self.plan.place.dp_group is not None or self.plan.host_params
+        fsdp = self.plan.fsdp and sharded and work.unit_params
+        units = _Units(work, op.forward) if fsdp else None
         chain = _Chain(deps)
         offloads = self.layer_offload.starts(work, op.forward) if op.kind != "W" else {}
         for k, st in enumerate(steps):
@@ -448,7 +460,7 @@ class _RankGraph:
         if offloads and op.forward:  # the forward's end: the last copies out
             deps = self.layer_offload.enter(self.add, op, work, len(work.unit_saved), deps)
         if units is not None and units.now is not None and not op.forward:
-            self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
+            deps = self._reduce_unit(work, (op.chunk, units.now), deps, label)
         return deps
 
     def compute_of(self, step: Step) -> Compute:
@@ -601,26 +613,60 @@ class _RankGraph:
         the next unit's prefetched behind them."""
         label = f"chunk{op.chunk}"
         u = units.starts[k]
+        block: list[int | None] = []  # FSDP's blocking gradient copy out, issued first
         if units.now is not None and not op.forward:
-            self.dp_nodes += self._fsdp("reduce-scatter", work, units.now, deps, label)
+            deps = self._reduce_unit(work, (op.chunk, units.now), deps, label)
+            block = deps[-1:]
         if u not in units.gathered:
-            units.gathered[u] = self._fsdp("all-gather", work, u, deps, label)
+            units.gathered[u] = self._gather_unit(work, u, deps, label)
+        after = [*units.gathered[u], *block]
         deps = [*deps, *units.gathered[u]]
         j = units.sequence.index(u)
         if j + 1 < len(units.sequence):
             nxt = units.sequence[j + 1]
-            units.gathered[nxt] = self._fsdp("all-gather", work, nxt, units.gathered[u], label)
+            units.gathered[nxt] = self._gather_unit(work, nxt, after, label)
         units.now = u
         return deps
+
+    def _gather_unit(
+        self, work: ChunkWork, unit: int, deps: list[int | None], label: str
+    ) -> list[int | None]:
+        """A unit's parameter all-gathers, after their shard's copy in when FSDP offloads the
+        parameters (:class:`~acesim.training.offload.WeightOffload`): what using them waits
+        for."""
+        deps = self.weight_offload.fetch(self.add, deps, self._shard(work, unit), label, unit)
+        gathers: list[int | None] = [*self._fsdp("all-gather", work, unit, deps, label)]
+        return gathers if gathers or not self.plan.host_params else deps
+
+    def _reduce_unit(
+        self, work: ChunkWork, key: tuple[int, int], deps: list[int | None], label: str
+    ) -> list[int | None]:
+        """A unit's gradient reduce-scatters (``key``: chunk and unit), then, when FSDP
+        offloads the parameters, the gradient shard's copy out: returns ``deps`` with what
+        the backward's next step must also wait for (FSDP's blocking copy when accumulating,
+        else None)."""
+        reduced = self._fsdp("reduce-scatter", work, key[1], deps, label)
+        self.dp_nodes += reduced
+        waits, block = self.weight_offload.drain(
+            self.add, reduced or deps, self._shard(work, key[1]), key, label
+        )
+        self.dp_nodes += waits
+        return [*deps, block]
+
+    def _shard(self, work: ChunkWork, unit: int) -> float:
+        """A unit's parameters on this rank under FSDP: the dense ones over DP x CP, the
+        experts' over expert data parallelism."""
+        experts = work.unit_experts[unit] if work.unit_experts else 0
+        place = self.plan.place
+        return (work.unit_params[unit] - experts) / place.grad_ranks + experts / place.expert_dp
 
     def _fsdp(
         self, op: str, work: ChunkWork, unit: int, deps: Sequence[int | None], label: str
     ) -> list[int]:
         """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group,
         its experts' over the expert-data-parallel group (non-blocking; whoever needs them
-        depends on them)."""
+        depends on them); none over a group of one rank."""
         place = self.plan.place
-        assert place.dp_group is not None
         nbytes = self.plan.param_bytes if op == "all-gather" else self.plan.grad_bytes
         experts = work.unit_experts[unit] if work.unit_experts else 0
         parts = [(place.dp_group, work.unit_params[unit] - experts, "")]
@@ -639,7 +685,7 @@ class _RankGraph:
                 blocking=False,
             )
             for group, params, what in parts
-            if params
+            if params and group is not None
         ]
 
 

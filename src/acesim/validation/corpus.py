@@ -69,6 +69,14 @@ UNITS: dict[str, dict[str, float]] = {
 OTHER_UNITS = ("tokens/s",)
 
 
+def _positive_size(value: float | str) -> float:
+    """A size in bytes (a number or text such as ``"64 MiB"``), positive."""
+    size = parse_quantity(value, "size", "size")
+    if size <= 0:
+        raise FieldRuleError("", "must be a positive size", value)
+    return size
+
+
 def _registered(registry: Registry[Any]) -> Callable[[str], str]:
     """A field check: the value names an entry of ``registry`` (its one-line error else)."""
 
@@ -178,13 +186,7 @@ class CollectiveRun(Strict):
 
     _op = field_validator("op")(staticmethod(_registered(COLLECTIVE_OPS)))
 
-    @field_validator("size")
-    @classmethod
-    def _size(cls, value: float | str) -> float:
-        size = parse_quantity(value, "size", "size")
-        if size <= 0:
-            raise FieldRuleError("", "must be a positive size", value)
-        return size
+    _size = field_validator("size")(staticmethod(_positive_size))
 
     @property
     def nbytes(self) -> float:
@@ -287,13 +289,7 @@ class OverlapRun(Strict):
     def _endpoints(cls, value: str | None) -> str | None:
         return None if value is None else _registered(ENDPOINT_KINDS)(value)
 
-    @field_validator("size")
-    @classmethod
-    def _size(cls, value: float | str) -> float:
-        size = parse_quantity(value, "size", "size")
-        if size <= 0:
-            raise FieldRuleError("", "must be a positive size", value)
-        return size
+    _size = field_validator("size")(staticmethod(_positive_size))
 
     @field_validator("collective_at")
     @classmethod

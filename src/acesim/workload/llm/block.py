@@ -48,8 +48,10 @@ rows) on a rank of a TP group of ``t``:
   against all ``s`` keys, beside an all-gather of K and V over the CP group (the ring
   exchange, which runs under the attention compute); backward gathers K and V again beside
   the attention backward and reduce-scatters their gradients.
-* recomputation: ``selective`` reruns the attention forward kernel before its backward and
-  does not keep its output; ``full`` keeps only each layer's input and reruns the layer's
+* recomputation: ``selective`` reruns the attention forward kernel before its backward from
+  the Q, K and V it keeps (Megatron-core's checkpoint wraps the core attention only, after the
+  RoPE) and does not keep its log-sum-exp (its output O is the output projection's saved input,
+  kept); ``full`` keeps only each layer's input and reruns the layer's
   whole forward (its TP collectives too) before its backward. ``selective`` with
   ``recompute_modules`` (Megatron's ``--recompute-modules``, :mod:`.recompute`): per module,
   the kernels rerun in backward and the saved bytes dropped: ``core_attn`` as ``selective``;
@@ -88,6 +90,21 @@ cross-entropy's small all-reduces of per-token statistics.
 Saved bytes (activation memory per micro-batch in flight) are the tensors the backward reads:
 norm inputs and FP32 statistics, GEMM inputs, attention's Q, K, V, O and log-sum-exp, the
 activation's input; with ``sp`` the tensors before the all-gathers are kept sharded.
+
+Saved bytes under an FP8 recipe (Transformer Engine 2.6+ with Megatron-core, current
+scaling): a Transformer Engine GEMM module keeps for its weight gradient the FP8 copy of its
+input it made, not the BF16 tensor (``Linear``, ``LayerNormLinear``, ``GroupedLinear`` in
+``transformer_engine/pytorch/module/``: the quantized input is saved with its row-wise data
+dropped, or kept row-wise and sharded when sequence parallelism gathers it again; one byte an
+element), and no BF16 copy survives where nothing else holds it. So the QKV and fc1 inputs
+(the fused norms' outputs), fc2's input (the activation's output), the routed experts' fc1
+input (the token copies) and fc2 input, and the shared experts' fc2 input are kept in FP8.
+Kept in BF16: the norms' inputs, the activation's input (fc1's output: Megatron's SwiGLU
+keeps its input), the router's input (the router runs outside FP8), the attention core's Q,
+K, V and O, and the output projection's input, which is O itself: Megatron-core sets
+``save_original_input`` on the output projection for non-delayed FP8 recipes, since the
+attention keeps O anyway (``megatron/core/transformer/attention.py``), and on the shared
+experts' fc1, whose input the router keeps (``moe/shared_experts.py``).
 """
 
 from __future__ import annotations
@@ -241,6 +258,9 @@ class _Builder:
         self.a = p.activation_bytes
         self.fp8 = p.math == "fp8"
         self.attn_dtype = p.activations if self.fp8 else p.math
+        # bytes per element of a GEMM input a Transformer Engine module keeps for its weight
+        # gradient: its FP8 copy under an FP8 recipe (module docstring), else the activation
+        self.kept_input = FP8_BYTES if self.fp8 else self.a
         # with sequence parallelism the inputs of column-parallel GEMMs (and the output
         # gradients of row-parallel ones) are all-gathered over TP, in FP8 when the math is
         self.gathered = sp and self.group is not None
@@ -416,7 +436,9 @@ class _Builder:
             rope_n * self.a, rope_n * self.a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd"
         )
         fwd.compute(nf, *qkv_in)
-        recomputed = (rope, core) if "core_attn" in self.rc else ()
+        # core_attn: Megatron-core's checkpoint wraps the core attention only, after the RoPE
+        # (Attention._checkpointed_attention_forward): it reruns from the kept Q, K, V
+        recomputed = (core,) if "core_attn" in self.rc else ()
         middle, between = self._core(
             rope, core, core_b, (*_weights(proj_dy_t), Weight(proj_g), *recomputed)
         )
@@ -444,9 +466,11 @@ class _Builder:
         qkvo = self.T * (2 * m.q_width + 2 * m.kv_width) / t * a
         lse = seqs * q * FP32
         attn_saved = qkvo + lse
-        if "core_attn" in self.rc:
-            attn_saved -= self.T * m.q_width / t * a + lse  # O and its statistics
-        saved = nsaved + self.rows * m.hidden * a + attn_saved  # norm, QKV input, core
+        if "core_attn" in self.rc:  # its statistics; O stays, the projection's saved input
+            attn_saved -= lse
+        # the norm's input and statistics, the QKV GEMM's input, the core's Q, K, V, O (O is
+        # also the projection's input: one tensor) and log-sum-exp
+        saved = nsaved + self.rows * m.hidden * self.kept_input + attn_saved
         return fwd, bwd, saved
 
     def _core(
@@ -522,7 +546,9 @@ class _Builder:
         bwd.compute(nb)
         if "mlp" in self.rc:  # normal checkpointing: the sublayer's input only
             return fwd, _rerun(body, bwd), float(self.rows * m.hidden * self.a)
-        saved = nsaved + self.rows * m.hidden * self.a + asaved + self.T * width * self.a
+        # the norm's input and statistics, fc1's input, the activation's input, fc2's input
+        kept = self.kept_input
+        saved = nsaved + self.rows * m.hidden * kept + asaved + self.T * width * kept
         return fwd, bwd, saved
 
     def moe(self, i: int) -> tuple[Pass, Pass, float]:
@@ -640,12 +666,13 @@ class _Builder:
                 Weight(grouped(h, inputs * width, rows, f"l{i}.experts.fc1.wgrad")),
             ),
             route_b=(permute_b, topk_b, router_d, Weight(router_g)),
-            saved=(
+            saved=(  # the router's input (outside FP8), its scores, fc1's input (the token
+                # copies), the activation's input, fc2's input
                 self.rows * h * a,
                 scores * FP32,
-                copies,
+                self.T * k * h * self.kept_input,
                 self.T * k * inputs * width * a,
-                self.T * k * width * a,
+                self.T * k * width * self.kept_input,
             ),
         )
 
@@ -664,7 +691,7 @@ class _Builder:
         return _Shared(
             fwd=(s1, sf, s2),
             bwd=(s2_d, Weight(s2_g), sb, s1_d, Weight(s1_g)),
-            saved=ssaved + self.T * sw * self.a,
+            saved=ssaved + self.T * sw * self.kept_input,  # the activation's and fc2's inputs
         )
 
     def layer(self, i: int, full: bool | None = None) -> tuple[Pass, Pass, float]:

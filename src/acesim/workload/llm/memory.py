@@ -14,7 +14,9 @@ vocabulary-parallel embedding or head where it holds them), in bytes:
   distributed optimizer (ZeRO-1; the experts' over the expert-data-parallel group);
 * with FSDP (ZeRO-3) weights and gradients are divided over DP too, plus the largest unit's
   gathered parameters twice (the unit running and the one prefetched) and its unsharded
-  gradient before the reduce-scatter;
+  gradient before the reduce-scatter; with FSDP's CPU offload of parameters
+  (``offload=weights``) the shards and the optimizer state leave the GPU
+  (:func:`_fsdp_offloaded` says what stays);
 * ``activations``: the most bytes the rank's schedule ever keeps at once: walking its ops in
   order (:mod:`acesim.training.schedules`), an F of chunk ``c`` adds that chunk's saved bytes
   per micro-batch; a B with no W after it frees them; where the schedule defers weight
@@ -214,6 +216,30 @@ def _peak_offloaded(chunks: Sequence[ChunkWork], ops: Sequence[_Op], offload: fl
     return peak
 
 
+def _fsdp_offloaded(
+    chunks: Sequence[ChunkWork], p: Precision, dp: int, expert_dp: int, grad_fp32: bool | None
+) -> tuple[float, float]:
+    """Weights and gradients on the GPU (bytes) under FSDP's CPU offload of parameters (PyTorch
+    ``CPUOffloadPolicy``, :mod:`acesim.training.offload`): the shards, their gradients and the
+    optimizer state live in host memory; the GPU holds the largest unit's gathered parameters
+    twice (the unit running and the one prefetched), its shard as copied in (in the shards'
+    dtype, ``p.state_bytes``, until its all-gather has taken it), its unsharded gradient
+    before the reduce-scatter and its reduced gradient shard (shards' dtype) until its copy out."""
+    largest = float(max((u for c in chunks for u in c.unit_params), default=0))
+    shard = max(
+        (
+            (units - experts) / dp + experts / expert_dp
+            for c in chunks
+            for units, experts in zip(
+                c.unit_params, c.unit_experts or (0,) * len(c.unit_params), strict=True
+            )
+        ),
+        default=0.0,
+    )
+    weights = 2 * largest * p.param_bytes + shard * p.state_bytes
+    return weights, largest * grad_bytes(p, grad_fp32) + shard * p.state_bytes
+
+
 def rank_footprint(
     chunks: Sequence[ChunkWork],
     ops: Sequence[_Op],
@@ -228,13 +254,16 @@ def rank_footprint(
     offload_activations: float = 0.0,
     offload_layers: int = 0,
     offload_optimizer: float = 0.0,
+    offload_weights: bool = False,
 ) -> dict[str, float]:
     """Bytes per rank of each term and their ``total`` (module docstring); experts' optimizer
     state is divided over ``expert_dp`` (default ``dp``); ``offload_activations``: the share
     of offloaded micro-batches' saved activations in host memory; ``offload_layers``: the
     layers of each chunk whose activations go to host memory within each pass;
     ``offload_optimizer``: the share of the optimizer state (master weights and moments)
-    kept in host memory (Megatron-core's ``HybridDeviceOptimizer``)."""
+    kept in host memory (Megatron-core's ``HybridDeviceOptimizer``); ``offload_weights``
+    (with ``fsdp``): FSDP's parameter, gradient and optimizer shards in host memory
+    (:func:`_fsdp_offloaded`)."""
     params = float(sum(c.params for c in chunks))
     experts = float(sum(c.expert_params for c in chunks))
     per = state_bytes_per_param(optimizer, p)
@@ -244,7 +273,10 @@ def rank_footprint(
         state = per * params
     weights = params * p.param_bytes
     gradients = params * grad_bytes(p, grad_fp32)
-    if fsdp:
+    if fsdp and offload_weights:
+        weights, gradients = _fsdp_offloaded(chunks, p, dp, expert_dp or dp, grad_fp32)
+        state = 0.0
+    elif fsdp:
         largest = float(max((u for c in chunks for u in c.unit_params), default=0))
         if experts:  # experts sharded over the expert-data-parallel group
             shard = (params - experts) / dp + experts / (expert_dp or dp)

@@ -24,14 +24,26 @@ Recomputation by module (:mod:`.recompute`): ``layernorm``: the input norm (a mo
 own in Megatron's MLA layer spec, not fused into a GEMM) reruns at the start of the
 sublayer's backward, its statistics and output not kept; ``mla_up_proj``: the latent norms,
 the up projections and the RoPE rerun before the attention backward, and Q, K, V and the
-latent norms' outputs and statistics are not kept (the latents before their norms are).
+latent norms' outputs and statistics are not kept (the latents before their norms are);
+``core_attn``: as Megatron-core's ``MultiLatentAttention`` (``checkpoint_core_attention``,
+inherited from ``Attention``: ``_checkpointed_attention_forward`` wraps the core attention
+only, after the RoPE), the FlashAttention forward reruns before its backward from Q, K and V
+(kept as the checkpoint's inputs); its log-sum-exp is not kept; its output O still is (it is
+the output projection's saved input).
+
+Saved bytes under an FP8 recipe (as :mod:`.block`, Transformer Engine with Megatron-core):
+the down projections are two Transformer Engine ``Linear`` modules on the same norm output,
+each keeping its own FP8 copy (1 byte an element each); the up projections are
+``LayerNormLinear`` modules that fuse the latent norms and keep the norms' outputs in FP8;
+the output projection keeps the attention's BF16 output (``save_original_input``); Q, K, V
+and O stay BF16 (dot-product attention in BF16).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...hardware.kernels import Attention, Gemm, Stream
+from ...hardware.kernels import Attention, Gemm, Kernel, Stream
 from ..zoo.costs import FP32, LAYERNORM_BWD_FLOPS, LAYERNORM_FWD_FLOPS
 from .chunk import Pass, Weight
 
@@ -45,13 +57,14 @@ ROPE_FLOPS = 3.0
 
 
 def _latent_norm(b: _Builder, width: int, name: str) -> tuple[Stream, Stream, float]:
-    """RMSNorm over a ``[T, width]`` latent: forward, backward, bytes kept."""
+    """RMSNorm over a ``[T, width]`` latent: forward, backward, bytes kept (its output, the
+    up projection's input, in FP8 under an FP8 recipe: module docstring; its statistics)."""
     n = b.T * width
     a = n * b.a
     stats = b.T * FP32
     fwd = Stream(a, a + stats, LAYERNORM_FWD_FLOPS * n, name=name)
     bwd = Stream(3 * a + stats, a, LAYERNORM_BWD_FLOPS * n, name=f"{name}.bwd")
-    return fwd, bwd, a + stats
+    return fwd, bwd, n * b.kept_input + stats
 
 
 def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
@@ -101,7 +114,11 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
         bwd.comm(b._tp("all-gather"))  # dY of the reduce-scatter
         bwd.comm(b._tp("all-gather"))  # the norm output, for the down projections' wgrads
     bwd.compute(b.gemm(T, heads * v, h, f"{o_proj}.dgrad"))
-    again = (*up, rope) if "mla_up_proj" in b.rc else ()  # before the attention's backward
+    # before the attention's backward: mla_up_proj's rerun; core_attn's checkpointed core
+    # attention, rerun from Q, K, V (after the RoPE)
+    again: tuple[Kernel, ...] = (*up, rope) if "mla_up_proj" in b.rc else ()
+    if "core_attn" in b.rc:
+        again = (*again, core)
     bwd.compute(Weight(b.gemm(heads * v, h, T, f"{o_proj}.wgrad")), *again, core_b, rope_b)
     for name, n, k, norm in reversed(projections):
         if norm is not None:
@@ -112,27 +129,32 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
     bwd.comm(b._tp("reduce-scatter" if b.sp else "all-reduce"))
     bwd.compute(nb)
     # kept: the norm's input and statistics, the down projections' (sharded) input, the
-    # latents and their norms' inputs, Q, K, V, O and the log-sum-exp
+    # latents (the latent norms' inputs), the latent norms' outputs and statistics, Q, K, V,
+    # O and the log-sum-exp (not with core_attn: module docstring)
     latents = sum(n for _, n, _, norm in projections if norm is not None)
     qkvo = T * heads * (2 * qk + 2 * v) * a
     kept = sum(norm[2] for *_, norm in projections if norm is not None)
+    lse = 0.0 if "core_attn" in b.rc else seqs * b.q_len * FP32
+    # under FP8 the two down projections (Transformer Engine Linear modules) each keep their
+    # own FP8 copy of the norm's output
+    down_in = b.rows * h * (2 * b.kept_input if b.fp8 else a)
     if b.rc & {"layernorm", "mla_up_proj"}:
-        return fwd, bwd, _saved_recomputed(b, nsaved, latents, kept, qkvo)
-    saved = nsaved + b.rows * h * a + T * latents * a + kept
-    return fwd, bwd, saved + qkvo + seqs * b.q_len * FP32
+        return fwd, bwd, _saved_recomputed(b, nsaved + down_in, latents, kept, qkvo + lse)
+    saved = nsaved + down_in + T * latents * a + kept
+    return fwd, bwd, saved + qkvo + lse
 
 
-def _saved_recomputed(
-    b: _Builder, nsaved: float, latents: float, kept: float, qkvo: float
-) -> float:
-    """The sublayer's saved bytes with ``layernorm`` (the input norm's statistics and output
-    not kept) or ``mla_up_proj`` (the latent norms' statistics and outputs, Q, K and V not
-    kept: the latents before their norms stay, as the recomputation's input)."""
+def _saved_recomputed(b: _Builder, norm: float, latents: float, kept: float, core: float) -> float:
+    """The sublayer's saved bytes with ``layernorm`` (the input norm's statistics and output,
+    the down projections' input, not kept) or ``mla_up_proj`` (the latent norms' statistics
+    and outputs, Q, K and V not kept: the latents before their norms stay, as the
+    recomputation's input); ``norm``: the input norm's saved bytes with the down projections'
+    input; ``core``: the attention core's Q, K, V, O and log-sum-exp (no log-sum-exp with
+    ``core_attn``)."""
     m, a, T = b.m, b.a, b.T
     heads = m.heads / b.t
-    norm_in = float(b.rows * m.hidden * a)
-    saved = norm_in if "layernorm" in b.rc else nsaved + norm_in
+    saved = float(b.rows * m.hidden * a) if "layernorm" in b.rc else norm
     if "mla_up_proj" in b.rc:
-        o = T * heads * m.v_dim * a
-        return saved + T * latents * a + o + b.b * heads * b.q_len * FP32
-    return saved + T * latents * a + kept + qkvo + b.b * heads * b.q_len * FP32
+        qkv = T * heads * (2 * (m.dim + m.rope_dim) + m.v_dim) * a
+        return saved + T * latents * a + core - qkv
+    return saved + T * latents * a + kept + core

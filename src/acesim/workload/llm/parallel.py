@@ -72,7 +72,12 @@ Offload (:data:`OFFLOAD_TIERS`), over the host link on the copy engines
   ``--optimizer-offload-fraction F``, its ``HybridDeviceOptimizer``): the share ``F`` of the
   rank's optimizer shard keeps its FP32 master weights and moments in host memory and steps on
   the CPU; needs the distributed optimizer (``zero`` 1 or 3), as Megatron's does.
-* ``offload=weights`` is refused by name (:data:`NOT_OFFLOADED`).
+* ``offload=weights`` (PyTorch FSDP's ``CPUOffload(offload_params=True)``, FSDP2's
+  ``fully_shard(..., offload_policy=CPUOffloadPolicy())``): each rank's parameter shard, its
+  gradient shard and its optimizer state live in host memory; every all-gather of a unit is
+  preceded by the copy of its shard to the GPU, every reduce-scatter followed by the copy of
+  the gradient shard to the host, and the optimizer steps on the CPU. Needs FSDP (``zero=3``);
+  FSDP offloads all or nothing, so no ``offload_fraction`` but 1.
 
 Text form (``--parallel``): ``tp=4,pp=8,vpp=5,cp=1,ep=1,dp=auto,sp=1,tp_overlap=0,zero=1,
 recompute=none,order=tp-cp-ep-dp-pp``, and ``first_stage_layers=K,last_stage_layers=K`` or
@@ -150,12 +155,7 @@ _KEYS = (
 OFFLOAD_TIERS = {
     "activations": "saved activations, after their forward, back before backward",
     "optimizer": "a share of the optimizer's master weights and moments, stepped on the CPU",
-}
-#: Tiers refused by name, with the reason.
-NOT_OFFLOADED = {
-    "weights": "weight offload is not modelled: Transformer Engine's CPU offload context has "
-    "deprecated it (offload_weights has no effect), so Megatron-core's cpu_offloading_weights "
-    "offloads nothing, and ZeRO-Infinity-style parameter offload is not built here",
+    "weights": "FSDP's parameter, gradient and optimizer shards, stepped on the CPU",
 }
 
 
@@ -278,8 +278,6 @@ class ParallelConfig:
                     f if n is None else n,
                 )  # fmt: skip
             return
-        if self.offload in NOT_OFFLOADED:
-            raise ConfigError("parallel.offload", NOT_OFFLOADED[self.offload], self.offload)
         if self.offload not in OFFLOAD_TIERS:
             raise ConfigError(
                 "parallel.offload", f"must be one of {', '.join(OFFLOAD_TIERS)}", self.offload
@@ -291,8 +289,27 @@ class ParallelConfig:
                 "Megatron-core's --optimizer-cpu-offload does",
                 0,
             )
+        if self.offload == "weights":
+            self._check_offload_weights()
         if n is not None:
             self._check_offload_layers(n)
+
+    def _check_offload_weights(self) -> None:
+        """FSDP's CPU offload of parameters: with FSDP only, all of them."""
+        if self.zero != 3:
+            raise ConfigError(
+                "parallel.zero",
+                "weight offload needs FSDP (zero=3): PyTorch FSDP's CPUOffload(offload_params="
+                "True) keeps each rank's parameter shard in host memory",
+                self.zero,
+            )
+        if self.offload_fraction != 1.0:
+            raise ConfigError(
+                "parallel.offload_fraction",
+                "must be 1 with offload=weights: FSDP's CPU offload moves every unit's "
+                "parameters, gradients and optimizer step to the host, not a share",
+                self.offload_fraction,
+            )
 
     def _check_offload_layers(self, n: object) -> None:
         """Megatron-core's rules for ``--cpu-offloading-num-layers`` (module docstring)."""
@@ -324,6 +341,11 @@ class ParallelConfig:
     def offload_optimizer(self) -> float:
         """The share of the rank's optimizer state kept and stepped on the host (0: none)."""
         return self.offload_fraction if self.offload == "optimizer" else 0.0
+
+    @property
+    def offload_weights(self) -> bool:
+        """FSDP's parameter shards (with their gradients and optimizer state) in host memory."""
+        return self.offload == "weights"
 
     def _check_moe(self) -> None:
         """The expert all-to-alls' SM budget: a whole number, with expert parallelism."""
@@ -567,7 +589,7 @@ class ParallelConfig:
             parts.append(f"offload={self.offload}")
             if self.offload_layers is not None:
                 parts.append(f"offload_layers={self.offload_layers}")
-            else:
+            elif self.offload != "weights":
                 parts.append(f"offload_fraction={self.offload_fraction:g}")
         return ",".join(parts)
 

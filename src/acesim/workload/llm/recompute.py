@@ -30,8 +30,9 @@ __all__ = ["MODULES", "SEPARATOR", "modules_of", "parse_modules", "check_modules
 
 #: Megatron-core's module names -> (what is recomputed, how): the one list of them.
 MODULES: dict[str, str] = {
-    "core_attn": "the attention core (RoPE and FlashAttention) reruns before its backward; "
-    "its output and statistics are not kept (normal checkpointing)",
+    "core_attn": "the core attention (FlashAttention, after the RoPE) reruns before its "
+    "backward from the Q, K, V it keeps; its statistics are not kept, its output is (the "
+    "output projection's saved input) (normal checkpointing)",
     "layernorm": "a stand-alone norm (an MoE layer's pre-MLP norm, MLA's input norm) reruns "
     "at the start of its sublayer's backward; its output and statistics are not kept "
     "(output-discarding)",
