@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -422,23 +422,23 @@ class Engine:
             resource.allocated = 0.0
 
     def account_alone_many(
-        self, resource: Resource, allocated: float, starts: np.ndarray, ends: np.ndarray
+        self, resource: Resource, allocated: float, starts: Sequence[float], ends: Sequence[float]
     ) -> None:
         """:meth:`account_alone` of activities one after another (``starts[i] <= ends[i] <=
         starts[i + 1]``, s), each allocated ``allocated`` units/s: the same sums in the same
-        order (a sequential cumulative sum)."""
-        if len(starts) == 0:
+        order (many as a sequential cumulative sum)."""
+        count = len(starts)
+        if count <= 64:
+            for start, end in zip(starts, ends, strict=True):
+                self.account_alone(resource, allocated, float(start), float(end))
             return
         self.account_alone(resource, allocated, float(starts[0]), float(ends[0]))
-        if len(starts) == 1:
-            return
-        if allocated > resource.peak:
-            resource.peak = allocated
-        terms = np.empty(len(starts))
+        begin, finish = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+        terms = np.empty(count)
         terms[0] = resource.used
-        terms[1:] = allocated * (ends[1:] - starts[1:])
+        terms[1:] = allocated * (finish[1:] - begin[1:])
         resource.used = float(np.cumsum(terms)[-1])
-        start, end = float(starts[-1]), float(ends[-1])
+        start, end = float(begin[-1]), float(finish[-1])
         resource._since = end if end > start else max(start, resource._since)
 
     def resume(

@@ -109,7 +109,7 @@ from ..errors import ConfigError, TopologyError
 from .agreement import LineOrders
 from .algorithms import NVLS_KINDS, ROOTED_PATTERNS, Step
 from .endpoint import Endpoint
-from .fold import StepFold
+from .fold import MIN_STEPS, StepFold
 from .group import Axis, Group, resolve
 from .ops import COLLECTIVE_OPS
 from .p2p import PointToPoint, shift_destination
@@ -751,7 +751,7 @@ class CollectiveRuntime:
             return False
         coll = run.coll
         count = self._fold_length(coll, run.phase, run.step)
-        if count < 2:
+        if count < MIN_STEPS:
             return False
         phase = coll.phases[run.phase]
         step = phase.steps[run.step]

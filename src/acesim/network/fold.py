@@ -30,6 +30,7 @@ operations a step, not two events.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,7 +42,19 @@ from .sums import add_repeatedly
 if TYPE_CHECKING:
     from .collective import CollectiveRuntime, _ChunkRun
 
-__all__ = ["StepFold"]
+__all__ = ["MIN_STEPS", "StepFold"]
+
+#: Fewest steps folded: below, the bookkeeping costs more than the events it saves (measured:
+#: a lone 1 MiB ring all-reduce, 2 steps a phase 1.17x the event path's CPU time, 4 steps
+#: 0.80x, 16 steps 0.27x; results are the same either way).
+MIN_STEPS = 4
+#: Up to this many steps the recurrence is evaluated in a loop, beyond it with numpy.
+_FEW = 64
+
+
+def _floats(values: Sequence[float]) -> list[float]:
+    """``values`` as a list of Python floats (a numpy array converted)."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 class StepFold:
@@ -99,14 +112,24 @@ class StepFold:
         self.run.sends_out = 1  # its message is out until the fold says otherwise
         return True
 
-    def _times(self, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    def _times(self, steps: int) -> tuple[Sequence[float], Sequence[float]]:
         """The first ``steps`` steps' starts and last bytes out (s): the recurrence's float
-        operations in order, as one sequential cumulative sum."""
+        operations in order (a few in a loop, many as one sequential cumulative sum)."""
+        step, delay = self.nbytes / self.rate, self.delay
+        if steps <= _FEW:
+            starts, outs = [], []
+            start = self.start
+            for _ in range(steps):
+                out = start + step
+                starts.append(start)
+                outs.append(out)
+                start = out + delay
+            return starts, outs
         terms = np.empty(2 * steps)
         terms[0] = self.start
-        terms[1::2] = self.nbytes / self.rate
-        terms[2::2] = self.delay
-        times = np.cumsum(terms)
+        terms[1::2] = step
+        terms[2::2] = delay
+        times: Any = np.cumsum(terms)  # a numpy array serves as a sequence of floats
         return times[0::2], times[1::2]
 
     def _account(self, done: int, sent: int) -> float:
@@ -125,7 +148,7 @@ class StepFold:
             if many is not None:
                 many(self.track, self.bound, starts, outs)
             else:
-                for start, out in zip(starts.tolist(), outs.tolist(), strict=True):
+                for start, out in zip(_floats(starts), _floats(outs), strict=True):
                     listener.opened(self.track, start)
                     if out > start:
                         listener.segment(self.track, self.bound, start, out)

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-import numpy as np
 
 from ..engine import Resource
 from ..intervals import union
@@ -66,8 +65,9 @@ class JobsRecorder(BoundRecorder):
         for _ in range(count):
             self.segment(kind, bound, start, end)
 
-    def spans(self, kind: str, bound: Any, starts: np.ndarray, ends: np.ndarray) -> None:
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+    def spans(self, kind: str, bound: Any, starts: Sequence[float], ends: Sequence[float]) -> None:
+        for start, end in zip(starts, ends, strict=True):
+            start, end = float(start), float(end)
             if end > start:
                 self.segment(kind, bound, start, end)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -100,7 +101,7 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
-    def spans(self, kind: str, bound: Any, starts: np.ndarray, ends: np.ndarray) -> None:
+    def spans(self, kind: str, bound: Any, starts: Sequence[float], ends: Sequence[float]) -> None:
         """One activity per ``(starts[i], ends[i])`` (s), each one segment bound by ``bound``:
         what opened, :meth:`segment` (when it took time) and closed record for each."""
         key = (id(bound), kind)
@@ -108,7 +109,7 @@ class BoundRecorder:
         if name is None:
             name = self._labels[key] = label(bound, kind)
         out = self.kernels if kind == "kernel" else self.messages
-        pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+        pairs = zip(_floats(starts), _floats(ends), strict=True)
         out.extend((name, s, e) for s, e in pairs if e > s)
 
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
@@ -118,6 +119,11 @@ class BoundRecorder:
         if count > 1:
             out = self.kernels if kind == "kernel" else self.messages
             out.extend([out[-1]] * (count - 1))
+
+
+def _floats(values: Sequence[float]) -> list[float]:
+    """``values`` as a list of Python floats (a numpy array converted)."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> float:
