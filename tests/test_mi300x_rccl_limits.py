@@ -62,6 +62,7 @@ def test_a_small_all_reduce_pays_rccls_ll_ring_latency() -> None:
     """1 KiB on one node runs LL: RCCL's baseLat 12 us + 2 (G - 1) = 14 steps of its 0.8 us
     hwLat, each after the 1 us xGMI link latency; the transfer adds well under 1 us."""
     result = simulate_collective(load_system(MI300X), "all-reduce", 1024, tuner_check=False)
+    assert result.protocol == "LL"
     formula = 12e-6 + 14 * (0.8e-6 + 1e-6)
     assert formula <= result.time < formula + 1e-6
 
