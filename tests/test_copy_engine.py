@@ -10,6 +10,7 @@ from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError
 from acesim.hardware.endpoints import ENDPOINT_KINDS, CopyEngineEndpoint, CopyEngineSettings
 from acesim.hardware.platform import Platform
+from acesim.network.group import Group, Span
 from acesim.validation import validate
 
 SYSTEM = "h100-nvswitch-8"
@@ -26,7 +27,9 @@ def test_the_kind_is_registered_with_its_preset_settings() -> None:
     assert "copy_engine" in ENDPOINT_KINDS
     cfg = resolve_system(SYSTEM)
     ce = cfg.endpoint.of(CopyEngineSettings)
-    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(30.43e9)
+    assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(98.98e9)
+    assert ce.link_efficiency == pytest.approx(0.8889)
+    assert ce.local_copy_bandwidth == pytest.approx(40.52e9)
     assert ce.fallback_units == 16
 
 
@@ -91,11 +94,60 @@ def test_ideal_is_at_least_as_fast(op: str, size: float) -> None:
 
 
 def test_copies_charge_hbm_read_and_write() -> None:
-    result = simulate_collective(SYSTEM, "all-gather", 64 * MiB, endpoint="copy_engine")
+    no_local = {"endpoint.copy_engine.local_copy_bandwidth": None}
+    cfg = resolve_system(SYSTEM, overrides=no_local)
+    result = simulate_collective(cfg, "all-gather", 64 * MiB, endpoint="copy_engine")
     assert result.hbm_bytes_per_npu == pytest.approx(2 * result.bytes_sent_per_npu, rel=1e-9)
-    cfg = resolve_system(SYSTEM, overrides={"endpoint.copy_engine.write_hbm_bytes_per_byte": 0})
+    read = {**no_local, "endpoint.copy_engine.write_hbm_bytes_per_byte": 0}
+    cfg = resolve_system(SYSTEM, overrides=read)
     read_only = simulate_collective(cfg, "all-gather", 64 * MiB, endpoint="copy_engine")
     assert read_only.hbm_bytes_per_npu == pytest.approx(read_only.bytes_sent_per_npu, rel=1e-9)
+
+
+def test_the_local_copy_of_a_batch_sets_the_time_when_it_is_the_slowest() -> None:
+    # an 8-GPU all-to-all of 64 MiB: one batch of 7 peer copies of 8 MiB and the GPU's own
+    # 8 MiB copied locally at 10 GB/s (far slower than the peer copies on the links): the
+    # step ends when the local copy does, setup + 8 MiB / 10 GB/s, by hand
+    local = {"endpoint.copy_engine.local_copy_bandwidth": 10e9}
+    cfg = resolve_system(SYSTEM, overrides=local)
+    result = simulate_collective(cfg, "all-to-all", 64 * MiB, endpoint="copy_engine")
+    setup = cfg.endpoint.of(CopyEngineSettings).setup
+    assert result.time == pytest.approx(setup + 8 * MiB / 10e9, rel=1e-9)
+    # the local copy reads and writes the GPU's HBM and sends nothing on the links
+    assert result.bytes_sent_per_npu == pytest.approx(7 * 8 * MiB, rel=1e-12)
+    assert result.hbm_bytes_per_npu == pytest.approx(2 * 8 * 8 * MiB, rel=1e-9)
+    # without the setting the batch is its peer copies alone: faster, 7/8 of the HBM bytes
+    none = resolve_system(SYSTEM, overrides={"endpoint.copy_engine.local_copy_bandwidth": None})
+    alone = simulate_collective(none, "all-to-all", 64 * MiB, endpoint="copy_engine")
+    assert alone.time < result.time / 3
+    assert alone.hbm_bytes_per_npu == pytest.approx(2 * 7 * 8 * MiB, rel=1e-9)
+
+
+def test_a_single_peer_copy_runs_at_the_slower_of_the_engines_and_the_links() -> None:
+    # one copy GPU 0 -> GPU 1 (a broadcast of one piece over two GPUs): no local copy (not a
+    # direct step); with engines far faster than the links, its time moves with
+    # 1 / link_efficiency alone; with slow engines, with 1 / engine_bandwidth alone (by hand)
+    pair = Group((Span(0, 2),))
+    nbytes = 200e6
+    links = 18 * 25e9  # NVLink4 per direction, B/s
+
+    def copy_time(efficiency: float, per_engine: float) -> float:
+        sets = {
+            "collective.chain_piece_bytes": nbytes,
+            "endpoint.copy_engine.link_efficiency": efficiency,
+            "endpoint.copy_engine.engine_bandwidth": per_engine,
+        }
+        cfg = resolve_system(SYSTEM, overrides=sets)
+        result = simulate_collective(
+            cfg, "broadcast", nbytes, endpoint="copy_engine", group=pair, tuner_check=False
+        )
+        return result.time
+
+    fast = 1e13  # four engines of 10 TB/s: the links bind
+    expected = nbytes / links * (1 / 0.6 - 1 / 0.9)
+    assert copy_time(0.6, fast) - copy_time(0.9, fast) == pytest.approx(expected, rel=1e-6)
+    slow = nbytes / (4 * 50e9) - nbytes / (4 * 80e9)  # four engines of 50 or 80 GB/s bind
+    assert copy_time(0.9, 50e9) - copy_time(0.9, 80e9) == pytest.approx(slow, rel=1e-6)
 
 
 def test_an_all_gather_leaves_a_compute_bound_kernel_alone() -> None:
@@ -126,3 +178,10 @@ def test_the_all_to_all_pair_is_live_and_the_fit_row_matches() -> None:
     sm = rows["h100x4-alltoall-524mb-sm"]
     assert sm.status == "ok" and not sm.case.fit
     assert sm.error is not None and abs(sm.error) < 0.10
+    # the single-copy rows: one fits the engines' payload fraction, the other tests it; the
+    # NCCL 2.28.3 run of the all-to-all tests the local-copy fit
+    unidir, bidir = rows["h100x2-p2p-ce-write-unidir"], rows["h100x2-p2p-ce-write-bidir"]
+    assert unidir.case.fit and unidir.error is not None and abs(unidir.error) < 0.01
+    assert not bidir.case.fit and bidir.error is not None and abs(bidir.error) < 0.05
+    again = rows["h100x4-alltoall-524mb-ce-nccl2283"]
+    assert not again.case.fit and again.error is not None and abs(again.error) < 0.01

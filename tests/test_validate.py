@@ -43,7 +43,8 @@ FIT_ROWS = {
     "mi300x-gemm-fp8-maf": ["npu.kernels.gemm_efficiency.fp8"],
     "a100x8-allreduce-64mib": ["collective.endpoint_delay"],
     "a100x8-allreduce-1gib": ["collective.protocol_efficiency"],
-    "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.engine_bandwidth"],
+    "h100x4-alltoall-524mb-ce": ["endpoint.copy_engine.local_copy_bandwidth"],
+    "h100x2-p2p-ce-write-unidir": ["endpoint.copy_engine.engine_bandwidth"],
     "h100x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
     "h100x8-nvls-allreduce-1g": ["collective.nvls_efficiency"],
     "h200x8-nvls-allreduce-1m": ["collective.nvls_loop_latency"],
@@ -123,7 +124,14 @@ def test_the_corpus_rows_say_what_they_run() -> None:
         for mb in (32, 64, 128, 256, 512)
         for how in ("batch", "waves")
     }
-    assert live_offload == {"h100x4-alltoall-524mb-sm", "h100x4-alltoall-524mb-ce"} | gb200
+    h100 = {
+        "h100x4-alltoall-524mb-sm",
+        "h100x4-alltoall-524mb-ce",
+        "h100x4-alltoall-524mb-ce-nccl2283",
+        "h100x2-p2p-ce-write-unidir",
+        "h100x2-p2p-ce-write-bidir",
+    }
+    assert live_offload == h100 | gb200
 
 
 def test_the_a100_rows_are_live_and_match_their_fit() -> None:
@@ -402,7 +410,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
     assert "collectives: 38 test rows" in out.output
-    assert "16 unsupported" in out.output  # offload: sections 2-3 of validation.md
+    assert "17 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
 

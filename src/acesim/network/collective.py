@@ -38,7 +38,10 @@ Before a chunk enters a phase, and once it has left its last, the endpoint may h
 Before a step sends, the endpoint may delay it (``step_begin``: a setup latency, compute units to
 acquire); it is told when the step completes (``step_end``). The endpoint also says how it
 issues a collective's planned steps (``shape_phases``): a copy engine issues a direct step as
-one batch or in waves of a few copies (``span`` steps, each a barrier).
+one batch or in waves of a few copies (``span`` steps, each a barrier). A direct (``all``)
+step may also copy the NPU's own piece within its memory beside its messages (the endpoint's
+``local_copy_demand``: a copy-engine batch holds that copy too); the step then ends when the
+copy is done as well.
 
 Incast at a switch: a step in which every NPU writes to more than its dimension's
 ``incast_fan_in`` peers at once (so every receiver takes as many writers at once: a direct
@@ -958,6 +961,8 @@ class CollectiveRuntime:
         if not dests:  # a chain position with nothing to send: done when its arrivals are in
             self.engine.schedule(0.0, self._check_step, run)
             return
+        if step.pattern == "all":
+            self._copy_locally(run, step)
         demand, weight, innet = self._step_demand(run, phase, step)
         shares = self.shares
         track = self.tracks.get(rank)
@@ -983,6 +988,24 @@ class CollectiveRuntime:
                 tag=(run, dest, run.phase, run.step, dim),
                 track=track,
             )
+
+    def _copy_locally(self, run: _ChunkRun, step: Step) -> None:
+        """The local copy the endpoint makes beside a direct step's messages (its
+        ``local_copy_demand``: the NPU's own piece, ``message_bytes``), if any: one more
+        activity the step waits for, sending nothing."""
+        local = self.endpoint.local_copy_demand(run.rank, step.kind)
+        if local is None:
+            return
+        run.sends_out += 1
+        self.shares.start(
+            run.rank, step.message_bytes, dict(local), self._copied, tag=run, track=None
+        )
+
+    def _copied(self, act: Activity) -> None:
+        run: _ChunkRun = act.tag
+        run.sends_out -= 1
+        if run.sends_out == 0:
+            self._check_step(run)
 
     def _sent(self, act: Activity) -> None:
         run, dest, phase_index, step_index, dim = act.tag

@@ -105,6 +105,13 @@ class Endpoint:
                 return budget
         return self.message_demand(rank, kind)
 
+    def local_copy_demand(self, rank: int, kind: str) -> dict[Resource, float] | None:
+        """Resources consumed per byte of the local copy a direct (``all``) step of ``kind``
+        makes at ``rank`` beside its messages: the NPU's own piece copied within its memory
+        (a copy-engine library puts it in the same batch as the peer copies, and the step
+        ends when it is done too); None: the step makes no local copy (the default)."""
+        return None
+
     def link_efficiency(self, kind: str) -> float | None:
         """The payload fraction of the links for this endpoint's messages in a step of
         ``kind`` (a DMA engine's writes carry no collective protocol's overhead); None: the

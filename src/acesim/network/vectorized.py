@@ -93,6 +93,7 @@ _HOOKS = (
     "collective_started",
     "collective_finished",
     "budget_demand",
+    "local_copy_demand",
 )
 
 

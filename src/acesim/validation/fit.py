@@ -70,6 +70,7 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "endpoint.copy_engine.engine_bandwidth": (1e9, 1e13),
     "endpoint.copy_engine.setup": (0.0, 1e-3),
     "endpoint.copy_engine.command_setup": (0.0, 1e-4),
+    "endpoint.copy_engine.local_copy_bandwidth": (1e6, 1e13),
     "network.dimensions[0].incast_efficiency": (1e-3, 1.0),
 }
 for _proto in ("LL", "LL128", "Simple"):
@@ -177,9 +178,12 @@ def _optional(value: Any) -> float | None:
 
 def with_value(system: SystemConfig, parameter: str, value: float | None) -> SystemConfig:
     """``system`` with a fittable ``parameter`` set to ``value`` (None: the field's None, where
-    it has one, e.g. ``collective.nvls_efficiency``)."""
+    it has one, e.g. ``collective.nvls_efficiency``,
+    ``endpoint.copy_engine.local_copy_bandwidth``)."""
     if value is None and parameter.startswith(("network.", "endpoint.")):
-        raise ConfigError(parameter, "has no unset value")
+        if datasheet_value(parameter) is not None:
+            raise ConfigError(parameter, "has no unset value")
+        return resolve_system(system, overrides={parameter: None})
     return _with(system, parameter, value)  # type: ignore[arg-type]
 
 

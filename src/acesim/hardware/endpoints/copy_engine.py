@@ -19,6 +19,17 @@
     :mod:`acesim.network.collective`); they cost a setup and a synchronisation each.
     ``wave_sizes`` lists the sizes searched for the best (the kind's variants).
 
+    Local copy (``local_copy_bandwidth``): NCCL's copy-engine all-to-all and out-of-place
+    all-gather (src/ce_coll.cc) put the NPU's own piece in the same batch as the peer copies,
+    a copy within its HBM on the engines; the batch's copies run at once (a one-batch copy
+    step loads every receiver with ``p-1`` writers: the incast torchcomms PR 1089 measures).
+    With ``local_copy_bandwidth`` set, a direct (one-batch, ``all``) gather or all-to-all
+    step makes that copy beside its messages: ``message_bytes`` at most
+    ``local_copy_bandwidth`` (a local copy on the engines is several times slower than a copy
+    to a peer: NVIDIA/nccl issue 2177), one byte of the engines' throughput and the read and
+    write HBM bytes per byte; the step ends when the copy is done too. None: no local copy
+    (a library that leaves the NPU's own piece in place, or copies it apart).
+
     HBM: a copy reads the source at the sender (``read_hbm_bytes_per_byte``, 1) and the peer's
     HBM absorbs the write (``write_hbm_bytes_per_byte``, 1). The runtime charges a message at
     its sender only, so the receiver's write is charged to the sender's HBM: in the symmetric
@@ -96,6 +107,12 @@ class CopyEngineSettings(NvlsKernelSettings):
     )
     setup: NonNegativeSeconds = Field(
         4e-6, description="per-command setup of the engines, paid once per copy step, s"
+    )
+    local_copy_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="bytes/s of the local copy (the NPU's own piece, within its HBM) a direct "
+        "gather or all-to-all step makes on the engines beside its peer copies, as NCCL's "
+        "copy-engine collectives do; None: no local copy",
     )
     link_efficiency: PositiveFraction | None = Field(
         None,
@@ -194,6 +211,8 @@ class CopyEngineEndpoint(Endpoint):
         self.reduce_steps = 0
         copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
         self._demand: list[dict[str, dict[Resource, float]]] = []
+        #: per NPU, what a byte of its local copy consumes (None: no local copy)
+        self._local: list[dict[Resource, float] | None] = []
         for n in npus:
             # the NPU's engines (host-device copies share them), or the endpoint's own
             engines = n.copy_engines or engine.add_resource(
@@ -226,6 +245,13 @@ class CopyEngineEndpoint(Endpoint):
                 0.0,
             )
             self._demand.append({GATHER: copy, ALLTOALL: copy, REDUCE: reduce, **nvls})
+            local: dict[Resource, float] | None = None
+            if cfg.local_copy_bandwidth is not None:
+                own = engine.add_resource(
+                    f"npu{n.rank}.copy_engine.local_copy", cfg.local_copy_bandwidth
+                )
+                local = {**copy, own: 1.0}
+            self._local.append(local)
         #: the engines' memory-level parallelism, in compute units' worth (as ACE's DMA)
         self.engine_parallelism = engine_parallelism(npu, cfg.engines * cfg.engine_bandwidth)
 
@@ -242,6 +268,9 @@ class CopyEngineEndpoint(Endpoint):
 
     def meters(self, rank: int) -> Mapping[str, Sequence[Resource]]:
         return {REDUCTION_FLOPS: reduction_meters(self._demand[rank])}
+
+    def local_copy_demand(self, rank: int, kind: str) -> dict[Resource, float] | None:
+        return self._local[rank] if kind in (GATHER, ALLTOALL) else None
 
     def link_efficiency(self, kind: str) -> float | None:
         return self.cfg.link_efficiency if kind in (GATHER, ALLTOALL) else None
