@@ -22,6 +22,9 @@ from acesim.validation import load_corpus, validate
 
 runner = CliRunner()
 
+# the shipped corpus's rows simulated once and shared by this module's tests (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("shipped_rows_once"), pytest.mark.xdist_group("validate")]
+
 FAMILIES = ["kernels", "collectives", "end_to_end", "multinode", "llm", "offload", "overlap"]
 
 FIT_ROWS = {
