@@ -36,9 +36,10 @@ def shipped_rows_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     and exit status of every test are built from its figures as before. Results are
     deterministic (same inputs, bit-identical results), so a shared figure is the figure a
     second run would give. Only rows of the shipped corpus (``family.base is None``) run with
-    no replaced or adjusted system are shared; a test's own corpus folder always simulates.
-    Mark the module ``xdist_group`` so pytest-xdist (``--dist loadgroup``) runs its tests in
-    one process."""
+    no replaced or adjusted system are shared; a test's own corpus folder always simulates. A
+    test that changes the model (a monkeypatch, an override) must not ask for it. Mark the
+    module ``xdist_group`` so pytest-xdist (``--dist loadgroup``) runs its tests in one
+    process."""
     simulate: Callable[..., tuple[float, str]] = evaluate_module.simulate_case
 
     def once(case: Any, family: Any, system: Any = None, adjust: Any = None) -> tuple[float, str]:
