@@ -11,70 +11,16 @@ from rich.table import Table
 from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
-from ..hardware.kernels import Gemm
 from ..hardware.npu import HOST_DIRECTIONS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
+from ..runs.overlap import overlap
 from ..units import format_size, format_time, parse_quantity
 from .cases import cli_system
 from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_gemm
 from .show import FORMAT_OPTION, print_table
 
 __all__ = ["overlap_command", "overlap"]
-
-
-def overlap(
-    cfg: Any,
-    gemm: Gemm,
-    op: str,
-    size: float,
-    endpoint: str,
-    host_copy: tuple[float, str] | None = None,
-    collective_at: float = 0.0,
-) -> dict[str, Any]:
-    """The GEMM and the collective on ``cfg`` with ``endpoint`` (and optionally a host-device
-    copy ``(bytes, direction)`` on the copy engines): each alone, serial (their sum) and
-    overlapped (all started together, or the collective ``collective_at`` seconds after the
-    GEMM: the makespan), and each one's slowdown (the collective's from its issue)."""
-    from ..simulate import simulate_collective
-
-    if gemm.dtype not in cfg.npu.matrix_flops:
-        raise ConfigError(
-            "--gemm",
-            f"{cfg.npu.name} has no {gemm.dtype} matrix peak; it has "
-            f"{', '.join(cfg.npu.matrix_flops)}",
-            gemm.dtype,
-        )
-    result = simulate_collective(
-        cfg,
-        op,
-        size,
-        endpoint=endpoint,
-        compute_kernels=[gemm],
-        host_copy=host_copy,
-        collective_at=collective_at,
-    )
-    info = result.compute
-    assert info is not None
-    gemm_alone = info["kernel_time_alone"]
-    coll_alone = info["collective_time_alone"]
-    row: dict[str, Any] = {
-        "endpoint": endpoint,
-        "gemm_time_alone": gemm_alone,
-        "collective_time_alone": coll_alone,
-        "serial_time": gemm_alone + coll_alone,
-        "overlapped_time": info["end_time"],
-        "gemm_time": info["kernel_time"],
-        "collective_time": result.time,
-        "gemm_slowdown": info["kernel_slowdown"],
-        "collective_slowdown": info["collective_slowdown"],
-    }
-    if host_copy is not None:
-        row["serial_time"] += info["host_copy_time_alone"]
-        row["overlapped_time"] = max(row["overlapped_time"], info["host_copy_time"])
-        for key in ("host_copy_time_alone", "host_copy_time", "host_copy_slowdown"):
-            row[key] = info[key]
-    return row
 
 
 def parse_host_copy(text: str | None) -> tuple[float, str] | None:

@@ -54,6 +54,7 @@ from ..hardware.kernels import Attention, Gemm, Stream
 from ..network.group import Group, Span
 from ..runs import make_case, run_case
 from ..runs.llm import make_llm_case, run_llm
+from ..runs.overlap import overlap
 from ..simulate import simulate_collective
 from ..units import format_time
 from ..workload.llm.parallel import parse_parallel
@@ -187,25 +188,24 @@ def _collective(case: Case, run: CollectiveRun, system: SystemConfig) -> tuple[f
 def _overlap_times(
     system: SystemConfig, run: OverlapRun, gemm: Gemm, endpoint: str | None
 ) -> dict[str, float]:
-    """The GEMM and the collective with ``endpoint``: each alone, serial, overlapped (the
-    makespan from the GEMM's launch) and each one's slowdown, s or a ratio."""
-    result = simulate_collective(
+    """The GEMM and the collective with ``endpoint`` (:func:`acesim.runs.overlap.overlap`, what
+    ``acesim overlap`` runs): serial, overlapped (the makespan from the GEMM's launch) and each
+    one's slowdown, s or a ratio."""
+    kind = endpoint if endpoint is not None else system.endpoint.kind
+    row = overlap(
         system,
+        gemm,
         run.op,
         run.nbytes,
-        endpoint=endpoint,
-        compute_kernels=[gemm],
+        kind,
         collective_at=float(run.collective_at),
         tuner_check=False,
     )
-    info = result.compute
-    if info is None:
-        raise SimulationError("the overlapped run reported no compute kernel")
     return {
-        "serial": info["kernel_time_alone"] + info["collective_time_alone"],
-        "overlapped": info["end_time"],
-        "gemm_slowdown": info["kernel_slowdown"],
-        "collective_slowdown": info["collective_slowdown"],
+        "serial": row["serial_time"],
+        "overlapped": row["overlapped_time"],
+        "gemm_slowdown": row["gemm_slowdown"],
+        "collective_slowdown": row["collective_slowdown"],
     }
 
 
