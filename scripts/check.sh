@@ -6,5 +6,6 @@ ruff check src tests benchmarks scripts
 ruff format --check src tests benchmarks scripts
 mypy --strict src
 lint-imports
-# the tests on every core (pytest-xdist); pass -n 0 to run them in this process
-python -m pytest -p no:cacheprovider -n auto "$@"
+# the tests on every core (pytest-xdist; loadgroup keeps an xdist_group, tests sharing a
+# fixture, in one process); pass -n 0 to run them in this process
+python -m pytest -p no:cacheprovider -n auto --dist loadgroup "$@"

@@ -1,11 +1,17 @@
 """Test configuration: Hypothesis runs derandomized under CI, so a landing never depends on
-which random examples a run happened to draw (locally it explores new examples each run)."""
+which random examples a run happened to draw (locally it explores new examples each run); the
+shipped validation corpus's rows simulated once per test process (:func:`shipped_rows_once`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import pytest
 from hypothesis import settings
+
+from acesim.validation import evaluate as evaluate_module
 
 # pytest-xdist's workers inherit COLUMNS=80 from execnet; rich's consoles would then be fixed at
 # 80 columns when acesim is imported, and the width a test gives the CLI (CliRunner's env) would
@@ -16,3 +22,33 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+#: the simulated figure of each shipped-corpus row, by the row's full definition (see below)
+_SHIPPED_ROWS: dict[str, tuple[float, str]] = {}
+
+
+@pytest.fixture
+def shipped_rows_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each row of the shipped validation corpus simulated once per test process, its figure
+    shared by every test that asks for it (a full ``validate``, ``validate --quick --json``, the
+    tables, the figure): the same ``simulate_case`` runs each row, and the reports, tables, JSON
+    and exit status of every test are built from its figures as before. Results are
+    deterministic (same inputs, bit-identical results), so a shared figure is the figure a
+    second run would give. Only rows of the shipped corpus (``family.base is None``) run with
+    no replaced or adjusted system are shared; a test's own corpus folder always simulates. A
+    test that changes the model (a monkeypatch, an override) must not ask for it. Mark the
+    module ``xdist_group`` so pytest-xdist (``--dist loadgroup``) runs its tests in one
+    process."""
+    simulate: Callable[..., tuple[float, str]] = evaluate_module.simulate_case
+
+    def once(case: Any, family: Any, system: Any = None, adjust: Any = None) -> tuple[float, str]:
+        if system is not None or adjust is not None or family.base is not None:
+            return simulate(case, family, system, adjust)
+        key = f"{family.origin}\n{case.model_dump_json()}"
+        if key not in _SHIPPED_ROWS:
+            _SHIPPED_ROWS[key] = simulate(case, family)
+        return _SHIPPED_ROWS[key]
+
+    monkeypatch.setattr(evaluate_module, "simulate_case", once)
+    yield

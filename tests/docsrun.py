@@ -37,9 +37,10 @@ SMALL: list[tuple[str, str]] = [
     (r"--npus 16,64\b", "--npus 16"),
     (r"--nodes 8\b", "--nodes 4"),
     # LLM runs: the family's smallest model, a smaller batch and sequence than a real
-    # iteration, the same parallel plan (every option still runs)
+    # iteration, the same parallel plan (every option still runs; 4 micro-batches fill a
+    # pipeline of 4 stages, and a deeper one runs with fewer micro-batches than stages)
     (r"-w llama3-70b\b", "-w llama3-8b"),
-    (r"--global-batch \d+", "--global-batch 8"),
+    (r"--global-batch \d+", "--global-batch 4"),
     (r"--seq \d+", "--seq 512"),
     (r"^(?!.*--seq)(acesim (?:run|export-chakra) .*--parallel .*)$", r"\1 --seq 512"),
     (r"vpp=(?:[3-9]|\d\d+)\b", "vpp=1"),

@@ -22,6 +22,11 @@ from acesim.validation import load_corpus, validate
 
 runner = CliRunner()
 
+# one process (pytest-xdist --dist loadgroup) for this module: the tests marked
+# usefixtures("shipped_rows_once") share the shipped corpus's simulated rows (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("validate")
+SHARED_ROWS = pytest.mark.usefixtures("shipped_rows_once")
+
 FAMILIES = ["kernels", "collectives", "end_to_end", "multinode", "llm", "offload", "overlap"]
 
 FIT_ROWS = {
@@ -134,6 +139,7 @@ def test_the_corpus_rows_say_what_they_run() -> None:
     assert live_offload == h100 | gb200
 
 
+@SHARED_ROWS
 def test_the_a100_rows_are_live_and_match_their_fit() -> None:
     report = validate(["collectives"], quick=True)
     rows = {r.case.id: r for r in report.family("collectives").results}
@@ -374,6 +380,7 @@ def load_system_file(path: Path) -> Any:
 # -- the command -----------------------------------------------------------------------------
 
 
+@SHARED_ROWS
 def test_validate_quick_json_has_every_family() -> None:
     out = runner.invoke(app, ["validate", "--quick", "--json"])
     # 0: the collectives family is over its budget (its NVLS rows are live, see
@@ -401,6 +408,7 @@ def test_validate_quick_json_has_every_family() -> None:
     assert collectives["summary"]["gating"] is True
 
 
+@SHARED_ROWS
 def test_validate_tables_and_family_selection() -> None:
     out = runner.invoke(
         app, ["validate", "--quick", "--family", "collectives,offload"], env={"COLUMNS": "200"}
@@ -545,6 +553,7 @@ reason = "not modelled yet"
 LLM_BUDGET = 0.15
 
 
+@SHARED_ROWS
 def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     # The acceptance of the kernel and memory model: every family whose test rows are simulated
     # meets its stated budget (kernels: mean <= 10%; end_to_end: each ResNet-50 row on the V100
@@ -579,6 +588,7 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
     assert "overlap" in judged and not judged["overlap"].family.gating
 
 
+@SHARED_ROWS
 def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:
     plot = tmp_path / "validation.png"
     families = ["-f", "kernels,offload"]
