@@ -387,7 +387,10 @@ class GraphExecutor:
             assert self.event_path is not None
             redo = self.event_path | conflict.keys
             platform = Platform(self.platform.system, self.platform.strategy)
-            again = self._again(platform, redo if self.redone < MAX_REDOS else None)
+            # with variation the conflicts grow redo by redo (the ranks drift apart): every
+            # collective on the event path at once, not one more redo per conflicting set
+            narrow = self.redone < MAX_REDOS and not self.platform.variation
+            again = self._again(platform, redo if narrow else None)
             again.redone = self.redone + 1
             return again.run()  # its execution counts every redo before it (see _run)
 
