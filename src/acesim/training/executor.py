@@ -365,8 +365,9 @@ class GraphExecutor:
         without per-message events (:class:`acesim.network.vectorized.Deferred`, overlapping
         ones together); when one would have overlapped another in a way they cannot express,
         the run goes on to find the other such collectives, then is redone from the start
-        with them on the event path (at most :data:`MAX_REDOS` times; then with every
-        collective there; :attr:`Execution.redone` counts every redo, nested ones included)."""
+        with them on the event path (at most :data:`MAX_REDOS` times, once on a platform with
+        variation; then with every collective there; :attr:`Execution.redone` counts every
+        redo, nested ones included)."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         rt = self.platform.collectives
