@@ -208,9 +208,11 @@ def _check(
     *,
     global_batch: int,
     seq: int,
+    orders: dict[tuple[str, int, int, int], ConfigError | TopologyError | None],
 ) -> Candidate:
     """The candidate of one value per axis, or the ConfigError of the first rule it breaks
-    (the rules :func:`acesim.runs.llm.make_llm_case` applies before building the work)."""
+    (the rules :func:`acesim.runs.llm.make_llm_case` applies before building the work);
+    ``orders``: each (schedule, pp, vpp, micro-batches) its order's rules already judged."""
     schedule = values["schedule"]
     par = ParallelConfig(
         tp=int(values["tp"]),  # type: ignore[call-overload]
@@ -229,9 +231,19 @@ def _check(
     par.check_model(model)
     dp = par.data_parallel(gpus)
     micro = par.micro_batches(dp)
-    order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
-    order.check(par.pp, par.vpp, micro)
-    order.stage_ops(par.pp, 0, micro, par.vpp * order.directions)  # the order's own rules
+    name = par.schedule or default_schedule(par.vpp)
+    key = (name, par.pp, par.vpp, micro)
+    if key not in orders:  # the order's rules depend on these alone: checked once
+        try:
+            order = SCHEDULES.get(name)
+            order.check(par.pp, par.vpp, micro)
+            order.stage_ops(par.pp, 0, micro, par.vpp * order.directions)  # its own rules
+            orders[key] = None
+        except (ConfigError, TopologyError) as err:
+            orders[key] = err
+    refusal = orders[key]
+    if refusal is not None:
+        raise refusal
     return Candidate(par, _text(par, schedule))
 
 
@@ -248,12 +260,20 @@ def enumerate_space(
     axes = {a.name: list((space or {}).get(a.name) or a.default(model, cluster)) for a in AXES}
     out = Space(axes)
     names = list(axes)
+    orders: dict[tuple[str, int, int, int], ConfigError | TopologyError | None] = {}
+    rules: dict[str, str] = {}
     for combo in itertools.product(*axes.values()):
         values = dict(zip(names, combo, strict=True))
         try:
             out.candidates.append(
-                _check(values, model, cluster.gpus, global_batch=global_batch, seq=seq)
+                _check(
+                    values, model, cluster.gpus, global_batch=global_batch, seq=seq, orders=orders
+                )
             )
         except (ConfigError, TopologyError) as err:
-            out.removed[rule_name(err)] += 1
+            text = str(err)
+            rule = rules.get(text)
+            if rule is None:
+                rule = rules[text] = rule_name(err)
+            out.removed[rule] += 1
     return out
