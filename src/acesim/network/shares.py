@@ -54,16 +54,10 @@ class MessageShares:
             )
         basis, units = share
         inflight = self._inflight[rank]
-
-        def done(act: Activity) -> None:
-            inflight.pop(act, None)
-            self._mark(rank, units)
-            on_done(act)
-
         act = self.engine.start(
             nbytes,
             demand,
-            done,
+            self._in_flight(rank, units, on_done),
             weight=units / (len(inflight) + 1),
             tag=tag,
             track=track,
@@ -111,18 +105,10 @@ class MessageShares:
                 tag=tag,
                 track=track,
             )
-        units = weight
-        inflight = self._inflight[rank]
-
-        def done(act: Activity) -> None:
-            inflight.pop(act, None)
-            self._mark(rank, units)
-            on_done(act)
-
         act = self.engine.resume(
             nbytes,
             demand,
-            done,
+            self._in_flight(rank, weight, on_done),
             started=started,
             rate=rate,
             bound=bound,
@@ -131,8 +117,22 @@ class MessageShares:
             tag=tag,
             track=track,
         )
-        inflight[act] = None
+        self._inflight[rank][act] = None
         return act
+
+    def _in_flight(
+        self, rank: int, units: float, on_done: Callable[[Activity], Any]
+    ) -> Callable[[Activity], None]:
+        """``on_done`` of a message counted in ``rank``'s weight split: it leaves the count
+        (the split redone before the next reallocation) first."""
+        inflight = self._inflight[rank]
+
+        def done(act: Activity) -> None:
+            inflight.pop(act, None)
+            self._mark(rank, units)
+            on_done(act)
+
+        return done
 
     def _mark(self, rank: int, units: float) -> None:
         """Re-split ``rank``'s weight over its messages before the next reallocation."""
