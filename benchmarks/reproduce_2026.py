@@ -1,8 +1,8 @@
-"""Benchmark: `acesim reproduce ace-2026` (target: under 10 minutes on 2 cores).
+"""Benchmark: `acesim reproduce ace-2026` against issue 27's target of 60 CPU s.
 
-Prints the wall time, and the CPU seconds of every run (what the study costs on a machine of
-any load: the sum over two cores is the wall time on an idle two-core machine, give or take
-the pool's start and the assembly), the costliest runs first.
+Prints the CPU seconds of every case's runs, the costliest first, and the whole tree's CPU
+(this process's planning and assembly, and every run in whichever worker ran it:
+``benchmarks/_tree_cpu.py``) with its ratio to 60 s, and the wall time.
 
 Usage: python benchmarks/reproduce_2026.py [--workers N] [--cases a,b]
 """
@@ -13,10 +13,12 @@ import argparse
 import time
 from pathlib import Path
 
+from _tree_cpu import timed_tasks, unwrap
+
 from acesim.studies.ace2026 import assemble_study, find_cases, plan_study
 from acesim.studies.tasks import run_tasks
 
-TARGET_S = 600.0
+TARGET_CPU_S = 60.0
 
 
 def main() -> None:
@@ -26,9 +28,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the study here")
     args = parser.parse_args()
     cases = find_cases(args.cases.split(",") if args.cases else None)
-    start = time.perf_counter()
+    start, own = time.perf_counter(), time.process_time()
     plan = plan_study(cases=cases)
-    results = run_tasks(plan.tasks, workers=args.workers, preload=("acesim.studies.ace2026",))
+    timed = run_tasks(
+        timed_tasks(plan.tasks), workers=args.workers, preload=("acesim.studies.ace2026",)
+    )
+    results, task_cpu = unwrap(timed)
     summary = assemble_study(plan, results, cases=cases)
     wall = time.perf_counter() - start
     if args.out is not None:
@@ -40,17 +45,19 @@ def main() -> None:
         (args.out / "summary.json").write_text(dumps(summary, indent=2), encoding="utf-8")
         (args.out / "report.md").write_text(report_markdown(summary), encoding="utf-8")
         write_figures(args.out, summary)
+    own = time.process_time() - own
     cpu = {key: run.cpu_s for key, run in results.items()}
     per_case: dict[tuple[str, str], float] = {}
     for (system, case, _kind, _i), seconds in cpu.items():
         per_case[(system, case)] = per_case.get((system, case), 0.0) + seconds
     for (system, case), seconds in sorted(per_case.items(), key=lambda kv: -kv[1]):
         print(f"{system:18s} {case:22s} {seconds:7.1f} CPU s")
-    total = sum(cpu.values())
+    # with one worker the runs ran in this process: their CPU is in ``own`` already
+    tree = own if args.workers == 1 else own + sum(task_cpu.values())
     print(
         f"reproduce ace-2026: {len(plan.tasks)} runs, {wall:.1f} s wall with {args.workers} "
-        f"workers, {total:.1f} CPU s (on 2 idle cores about {total / 2:.0f} s); target "
-        f"{TARGET_S:.0f} s; ratio to target {total / 2 / TARGET_S:.2f}"
+        f"workers, whole-tree CPU {tree:.1f} s (the runs {sum(task_cpu.values()):.1f}); "
+        f"target {TARGET_CPU_S:.0f} CPU s; ratio to target {tree / TARGET_CPU_S:.2f}"
     )
 
 
