@@ -44,7 +44,7 @@ from ..hardware.platform import elaborate
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
-from ..results.llm import LlmResult, idle_breakdown, rank_compute_times
+from ..results.llm import POINT_INPUTS, LlmResult, idle_breakdown, rank_compute_times
 from ..results.protocol import assumptions, scalar_settings
 from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution
@@ -782,16 +782,7 @@ def make_llm(
 
 
 #: Sweep points' LLM inputs (``acesim run``'s for an LLM model).
-POINT_PARAMS = (
-    "model",
-    "parallel",
-    "global_batch",
-    "micro_batch",
-    "seq",
-    "precision",
-    "nodes",
-    "mode",
-)
+POINT_PARAMS = (*POINT_INPUTS, "nodes", "mode")
 
 
 def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
