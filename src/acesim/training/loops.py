@@ -43,7 +43,7 @@ from typing import Any
 
 from ..errors import WorkloadError
 from ..registry import Registry
-from ..workload.graph import Graph, Node
+from ..workload.graph import Graph, Node, collective_fields
 from ..workload.model import Comm, Compute, Layer, Pass, Workload
 
 __all__ = ["Loop", "LOOPS", "build_graph"]
@@ -111,11 +111,7 @@ class _Builder:
         return self._add(
             deps,
             name=name,
-            kind="collective",
-            op=comm.op,
-            size=comm.size,
-            dims=comm.dims,
-            group=comm.group,
+            **collective_fields(comm),
             layer=layer,
             iteration=it,
             pass_name=pname,
