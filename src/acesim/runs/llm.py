@@ -28,7 +28,7 @@ The optimizer is Adam (Megatron's default and the published models' recipe).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -61,8 +61,8 @@ from ..workload.model import Compute
 from ..workload.optimizer import state_bytes_per_param, update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
-from .estimate import Estimate
 from .graph_run import run_graph
+from .how import How
 
 __all__ = [
     "LlmCase",
@@ -536,20 +536,11 @@ def _order_problem(case: LlmCase) -> str | None:
     )
 
 
-def execute_llm(
-    case: LlmCase,
-    *,
-    trace: bool = False,
-    variant: str = "",
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    on_progress: Callable[[int, int], Any] | None = None,
-) -> tuple[LlmResult, Execution]:
-    """Simulate the case and summarise it (:mod:`acesim.results.llm`), in the strategy
-    :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per pipeline
-    stage) unless ``case.options`` asks for exact mode or something makes ranks differ (the
-    result's ``mode_note`` says what); ``trace``: record what
-    :func:`acesim.results.trace.write_trace` needs. Callbacks as
-    :func:`acesim.runs.training.execute_training`'s."""
+def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
+    """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
+    strategy :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per
+    pipeline stage) unless ``case.options`` asks for exact mode or something makes ranks
+    differ (the result's ``mode_note`` says what)."""
     opts = case.options
 
     def graphs(reduced: bool) -> Graph:
@@ -564,19 +555,11 @@ def execute_llm(
         requested=opts.mode,
         variation=opts.variation,
         placed=opts.placement is not None,
-        trace=trace,
+        trace=how.trace,
         problem=_order_problem(case) if opts.mode != "exact" else None,
     )
-    execution = run_graph(
-        case.system,
-        strategy,
-        graph,
-        kind="llm",
-        trace=trace,
-        on_estimate=on_estimate,
-        on_progress=on_progress,
-    )
-    return _summary(case, execution, mode_note(strategy, execution), variant), execution
+    execution = run_graph(case.system, strategy, graph, kind="llm", how=how)
+    return _summary(case, execution, mode_note(strategy, execution), how.variant), execution
 
 
 def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> LlmResult:
@@ -730,7 +713,7 @@ def run_llm(
         )
     if changes:
         case = case.with_options(**changes)
-    return execute_llm(case, trace=trace)
+    return execute_llm(case, How(trace=trace))
 
 
 def make_llm(
