@@ -229,12 +229,7 @@ def _mode_options(exact: bool, variation: Variation | None) -> dict[str, Any]:
     """Run options of :func:`simulate_collective`'s ``exact`` and ``variation``."""
     changes: dict[str, Any] = {"mode": "exact" if exact else "symmetric"}
     if variation:
-        changes.update(
-            stragglers=list(variation.stragglers),
-            compute_spread=variation.compute_spread,
-            links=list(variation.links),
-            npu_types=list(variation.npu_types),
-        )
+        changes.update(variation.run_options())
     return changes
 
 

@@ -705,12 +705,7 @@ def run_llm(
             raise ConfigError("run.mode", "must be one of class, exact", mode)
         changes["mode"] = mode
     if variation is not None:
-        changes.update(
-            stragglers=list(variation.stragglers),
-            compute_spread=variation.compute_spread,
-            links=list(variation.links),
-            npu_types=list(variation.npu_types),
-        )
+        changes.update(variation.run_options())
     if changes:
         case = case.with_options(**changes)
     return execute_llm(case, How(trace=trace))
