@@ -20,6 +20,7 @@ from acesim.hardware.strategy import Strategy
 from acesim.runs.collective import make_collective_case
 from acesim.runs.estimate import RUN_COSTS, Estimate, cost_name
 from acesim.runs.graph_run import PROGRESS_STEPS, run_graph
+from acesim.runs.how import How
 from acesim.runs.kinds import RUN_KINDS, make_run_case
 from acesim.runs.single import execute, run_case, variant_case
 from acesim.training.executor import GraphExecutor
@@ -84,8 +85,10 @@ def test_run_graph_reports_progress_from_zero_to_the_total_in_bounded_steps() ->
         Strategy(),
         graph,
         kind="training",
-        on_estimate=estimates.append,
-        on_progress=lambda done, total: reports.append((done, total)),
+        how=How(
+            on_estimate=estimates.append,
+            on_progress=lambda done, total: reports.append((done, total)),
+        ),
     )
     total = estimates[0].nodes
     assert reports[0] == (0, total) and reports[-1] == (total, total)

@@ -16,18 +16,10 @@ registers).
     llm, _execution = acesim.run_llm(case)
 """
 
+from . import errors
 from .config import SystemConfig, load_system, preset_names
 from .config.experiment import ExperimentConfig, RunOptions
-from .errors import (
-    AcesimError,
-    ConfigError,
-    SimulationError,
-    SweepError,
-    TopologyError,
-    TraceError,
-    UnitError,
-    WorkloadError,
-)
+from .errors import *  # noqa: F403 (the exceptions: errors.__all__, added to __all__ below)
 from .hardware.endpoints import EndpointKind, register_endpoint
 from .network.group import Group, Span
 from .plan import PlanResult, plan
@@ -77,12 +69,5 @@ __all__ = [
     "LlmResult",
     "run_sweep",
     "load_results",
-    "AcesimError",
-    "ConfigError",
-    "UnitError",
-    "TopologyError",
-    "WorkloadError",
-    "TraceError",
-    "SimulationError",
-    "SweepError",
 ]
+__all__ += errors.__all__  # the exceptions, one list

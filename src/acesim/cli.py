@@ -82,19 +82,24 @@ def _root(
 
 
 app.add_typer(presets_app, name="presets")
-app.command("kinds")(kinds_command)
-app.command("collective")(collective_command)
-app.command("run")(run_command)
-app.command("plan")(plan_command)
-app.command("jobs")(jobs_command)
-app.command("membw")(membw_command)
-app.command("kernel")(kernel_command)
-app.command("overlap")(overlap_command)
-app.command("reproduce")(reproduce_command)
-app.command("assumptions")(assumptions_command)
-app.command("export-chakra")(export_chakra_command)
-app.command("import-astra")(import_astra_command)
-app.command("validate")(validate_command)
+#: The commands by name, in the order ``acesim --help`` lists them
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "kinds": kinds_command,
+    "collective": collective_command,
+    "run": run_command,
+    "plan": plan_command,
+    "jobs": jobs_command,
+    "membw": membw_command,
+    "kernel": kernel_command,
+    "overlap": overlap_command,
+    "reproduce": reproduce_command,
+    "assumptions": assumptions_command,
+    "export-chakra": export_chakra_command,
+    "import-astra": import_astra_command,
+    "validate": validate_command,
+}
+for _name, _command in COMMANDS.items():
+    app.command(_name)(_command)
 register_sweep(app)  # acesim sweep / results / plot
 
 

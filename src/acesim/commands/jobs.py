@@ -23,16 +23,11 @@ def jobs_command(
 ) -> None:
     """Run jobs together on one system (shared links, switches, NICs, co-located NPUs) and
     each alone: iteration times, slowdown, what bound each and whose traffic shared it."""
-    from ..runs.jobs import execute_jobs, make_jobs
+    from ..runs.jobs import run_jobs
 
     if trace is not None:
         check_output_path(trace, "--trace", (".json",))
-    case = make_jobs(spec, endpoint=endpoint)
-    result, execution = execute_jobs(case, trace=trace is not None)
-    if trace is not None:
-        from ..results.jobs import write_jobs_trace
-
-        write_jobs_trace(execution, result, trace)
+    result = run_jobs(spec, endpoint=endpoint, trace=trace)
     if as_json:
         print(dumps(result.to_dict(), indent=1))
         return

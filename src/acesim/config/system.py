@@ -192,6 +192,15 @@ class NPUConfig(Strict):
                 f"{', '.join(self.matrix_flops)}); choose a precision it supports",
             ) from None
 
+    def require_matrix(self, dtype: str, field: str) -> None:
+        """ConfigError naming ``field`` (where ``dtype`` came from) when no peak is listed."""
+        if dtype not in self.matrix_flops:
+            raise ConfigError(
+                field,
+                f"{self.name} has no {dtype} matrix peak; it has {', '.join(self.matrix_flops)}",
+                dtype,
+            )
+
     @property
     def peak_flops(self) -> float:
         """Highest matrix peak FLOP/s of the whole NPU (any dtype)."""

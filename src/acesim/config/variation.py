@@ -248,6 +248,15 @@ class Variation:
             is not None
         )
 
+    def run_options(self) -> dict[str, Any]:
+        """The run options (:class:`~acesim.config.experiment.RunOptions`) that say it."""
+        return {
+            "stragglers": list(self.stragglers),
+            "compute_spread": self.compute_spread,
+            "links": list(self.links),
+            "npu_types": list(self.npu_types),
+        }
+
 
 def placement_problem(value: Any) -> str | None:
     """Why ``value`` is not a list of distinct NPU positions (None when it is one); the count

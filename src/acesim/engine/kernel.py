@@ -793,30 +793,17 @@ class Engine:
 
     def step(self, until: float = INF) -> bool:
         """Process the next event if it is due by ``until`` (s); False when there is none."""
-        heap = self._heap
-        while True:
-            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self._now):
-                self._reallocate()
-            if not heap:
-                return False
-            time, _prio, _seq, target, payload = heap[0]
-            if time > until:
-                return False
-            heapq.heappop(heap)
-            if isinstance(target, Activity):
-                if target.finished is not None or payload != target._version:
-                    continue
-                self._now = time
-                self.events_processed += 1
-                self._finish(target)
-            else:
-                if target.cancelled:
-                    continue
-                self._now = time
-                self.events_processed += 1
-                callback, args = payload
-                callback(*args)
-            return True
+        if self.peek() > until or not self._heap:  # peek: the top is live, rates settled
+            return False
+        time, _prio, _seq, target, payload = heapq.heappop(self._heap)
+        self._now = time
+        self.events_processed += 1
+        if isinstance(target, Activity):
+            self._finish(target)
+        else:
+            callback, args = payload
+            callback(*args)
+        return True
 
     def _loop(self, until: float) -> None:
         # step() in a loop, written out (the simulator's outer loop): same order, same events.

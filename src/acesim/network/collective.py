@@ -428,53 +428,63 @@ class CollectiveRuntime:
         SM budget, :class:`~acesim.workload.model.Comm`).
         """
         axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
-        phases, protocol = choice.phases, choice.protocol
+        phases = choice.phases
         self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
         if root is not None or COLLECTIVE_OPS.get(op).rooted:
             phases = _rooted(op, phases, root, math.prod(a.size for a in axes))
-        members = 1
-        for axis in axes:
-            members *= axis.size
+        coll = self.record(
+            op,
+            size,
+            axes,
+            chunks,
+            phases,
+            choice,
+            expected=len(self.ranks) if ranks is None else None,
+            label=label,
+            priority=priority,
+            on_rank_done=on_rank_done,
+            on_done=on_done,
+            members=joining,
+            sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
+            shift=_routed_shift(op, axes),
+            units=units,
+        )
+        for rank in self.ranks if ranks is None else ranks:
+            self.join(coll, rank)
+        return coll
+
+    def record(
+        self,
+        op: str,
+        size: float,
+        axes: tuple[Axis, ...],
+        chunks: int,
+        phases: list[Phase],
+        choice: AlgorithmChoice,
+        *,
+        expected: int | None,
+        **extra: Any,
+    ) -> Collective:
+        """A new collective (the next id, issued now), kept in :attr:`collectives`; ``extra``:
+        further :class:`Collective` fields. Nothing starts (:meth:`issue` joins its ranks)."""
         self._next_id += 1
         coll = Collective(
             id=self._next_id,
             op=op,
             size=size,
             dims=tuple(a.dim for a in axes),
-            group_size=members,
+            group_size=math.prod(a.size for a in axes),
             phases=phases,
             chunks=chunks,
             issued=self.engine.now,
-            label=label,
             axes=axes,
-            priority=priority,
-            expected=len(self.ranks) if ranks is None else None,
-            on_rank_done=on_rank_done,
-            on_done=on_done,
-            members=joining,
-            protocol=protocol,
+            expected=expected,
+            protocol=choice.protocol,
             algorithm=choice.algorithm,
-            sync_latency=nvls_pipeline_latency(self.config, self.topology, phases, chunks),
-            shift=_routed_shift(op, axes),
-            units=units,
+            **extra,
         )
         self.collectives.append(coll)
-        for rank in self.ranks if ranks is None else ranks:
-            self.join(coll, rank)
         return coll
-
-    def plan(
-        self,
-        op: str,
-        size: float,
-        *,
-        dims: Sequence[int] | None = None,
-        group: Group | None = None,
-    ) -> tuple[tuple[Axis, ...], int, list[Phase]]:
-        """The group's axes, the chunk count and one chunk's phases for ``op`` of ``size``
-        bytes, without issuing anything (errors as :meth:`issue`'s)."""
-        axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
-        return axes, chunks, choice.phases
 
     def choose(
         self,
@@ -491,17 +501,12 @@ class CollectiveRuntime:
         known = self._choices.get(key)
         if known is not None:
             return known
-        made = self._choose(op, size, dims=dims, group=group)
+        made = self._choose(op, size, dims, group)
         self._choices[key] = made
         return made
 
     def _choose(
-        self,
-        op: str,
-        size: float,
-        *,
-        dims: Sequence[int] | None = None,
-        group: Group | None = None,
+        self, op: str, size: float, dims: Sequence[int] | None, group: Group | None
     ) -> tuple[tuple[Axis, ...], int, AlgorithmChoice]:
         COLLECTIVE_OPS.get(op)
         if not size >= 0 or size == math.inf:
@@ -575,8 +580,8 @@ class CollectiveRuntime:
         group: Group | None = None,
     ) -> int:
         """Messages one rank sends for ``op`` of ``size`` bytes (a cost estimate)."""
-        _axes, chunks, phases = self.plan(op, size, dims=dims, group=group)
-        return _messages(chunks, phases)
+        _axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
+        return _messages(chunks, choice.phases)
 
     def _check_work(
         self, op: str, size: float, chunks: int, phases: list[Phase], ranks: int | None

@@ -197,32 +197,29 @@ COLLECTIVE_OPS.register(
         _one_pass_factor,
     ),
 )
-COLLECTIVE_OPS.register(
-    "broadcast",
-    CollectiveOp(
-        "broadcast",
-        "the root's buffer to every NPU (NCCL's pipelined ring chain; exact mode, one dimension)",
-        _broadcast,
+
+
+def _rooted_chain(
+    name: str, summary: str, compose: Callable[[PhaseSink, list[int], float, str], None]
+) -> CollectiveOp:
+    """A rooted operation on NCCL's pipelined ring chain: exact mode, one dimension."""
+    return CollectiveOp(
+        name,
+        summary + " (NCCL's pipelined ring chain; exact mode, one dimension)",
+        compose,
         _same_io,
         _algbw_factor,
         rooted=True,
         symmetric=False,
         single_axis=True,
-    ),
+    )
+
+
+COLLECTIVE_OPS.register(
+    "broadcast", _rooted_chain("broadcast", "the root's buffer to every NPU", _broadcast)
 )
 COLLECTIVE_OPS.register(
-    "reduce",
-    CollectiveOp(
-        "reduce",
-        "sum every NPU's buffer into the root (NCCL's pipelined ring chain; exact mode, one "
-        "dimension)",
-        _reduce,
-        _same_io,
-        _algbw_factor,
-        rooted=True,
-        symmetric=False,
-        single_axis=True,
-    ),
+    "reduce", _rooted_chain("reduce", "sum every NPU's buffer into the root", _reduce)
 )
 COLLECTIVE_OPS.register(
     "sendrecv",

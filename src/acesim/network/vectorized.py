@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -154,25 +155,7 @@ def run_alone(
     outcome = Lockstep(runtime, phases, chunks).run(np.full(n, now))
     if outcome is None:
         return TIMING
-    members = 1
-    for axis in axes:
-        members *= axis.size
-    runtime._next_id += 1
-    coll = Collective(
-        id=runtime._next_id,
-        op=op,
-        size=size,
-        dims=tuple(a.dim for a in axes),
-        group_size=members,
-        phases=phases,
-        chunks=chunks,
-        issued=now,
-        axes=axes,
-        expected=n,
-        algorithm=choice.algorithm,
-        protocol=choice.protocol,
-    )
-    runtime.collectives.append(coll)
+    coll = runtime.record(op, size, axes, chunks, phases, choice, expected=n)
     for listener in runtime.engine.bound_listeners:
         outcome.emit(listener)
     coll.bytes_sent = outcome.sent
@@ -243,28 +226,18 @@ def unsupported(
 _RING = object()
 
 
+@dataclass(slots=True, eq=False)
 class Outcome:
     """What a vectorized run produced: per-rank finish times (s), byte sums, and rank 0's
     message segments for the bound listener."""
 
-    __slots__ = ("finished", "sent", "received", "sent_per_dim", "segments", "usage")
-
-    def __init__(
-        self,
-        finished: np.ndarray,
-        sent: float,
-        received: float,
-        sent_per_dim: dict[int, float],
-        segments: list[tuple[Any, float, float, int]],
-        usage: list[tuple[int, float, float, float]],
-    ):
-        #: rank 0's egress allocation per step: (dimension, start s, end s, B/s)
-        self.usage = usage
-        self.finished = finished
-        self.sent = sent
-        self.received = received
-        self.sent_per_dim = sent_per_dim
-        self.segments = segments
+    finished: np.ndarray
+    sent: float
+    received: float
+    sent_per_dim: dict[int, float]
+    segments: list[tuple[Any, float, float, int]]
+    #: rank 0's egress allocation per step: (dimension, start s, end s, B/s)
+    usage: list[tuple[int, float, float, float]]
 
     def emit(self, listener: Any) -> None:
         """Tell ``listener`` (one of the engine's bound listeners, or None) of rank 0's

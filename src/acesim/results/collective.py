@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from ..network.ops import COLLECTIVE_OPS
 from ..units import format_rate, format_size, format_time
 from ..version import __version__
-from .protocol import Table, system_title
+from .protocol import Table, system_title, without
 
 #: Inputs echoed by a collective's result: configuration, not figures (sweep rows leave them
 #: out).
@@ -91,10 +91,7 @@ class CollectiveResult:
 
     def metrics(self) -> dict[str, Any]:
         """The figures as a sweep row (the point's own inputs left out)."""
-        data = asdict(self)
-        for key in _ECHO:
-            data.pop(key, None)
-        return data
+        return without(asdict(self), _ECHO)
 
     def describe(self) -> str:
         return (

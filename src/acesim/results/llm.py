@@ -34,9 +34,9 @@ from ..units import format_size, format_time
 from ..version import __version__
 from ..workload.llm.memory import TERMS
 from .energy import EnergyResult, energy_rows
-from .protocol import Table, system_title
+from .protocol import Table, document, system_title, without
 
-__all__ = ["LlmResult", "idle_breakdown", "rank_compute_times", "SCHEMA"]
+__all__ = ["LlmResult", "POINT_INPUTS", "idle_breakdown", "rank_compute_times", "SCHEMA"]
 
 SCHEMA = "acesim.llm/1"
 
@@ -45,17 +45,10 @@ _CASE = (
     "model", "system", "npus", "parallel", "schedule", "precision", "global_batch",
     "micro_batch", "seq", "micro_batches", "iterations", "mode", "version",
 )  # fmt: skip
-#: LLM sweep points' parameters echoed by the result (configuration, not results)
-_POINT_ECHO = (
-    "model",
-    "parallel",
-    "global_batch",
-    "micro_batch",
-    "seq",
-    "precision",
-    "schema",
-    "provenance",
-)
+#: The LLM sweep point's inputs that the result echoes (the sweep point's parameters begin so)
+POINT_INPUTS = ("model", "parallel", "global_batch", "micro_batch", "seq", "precision")
+#: What a sweep row leaves out: the point's inputs and the document's frame
+_POINT_ECHO = (*POINT_INPUTS, "schema", "provenance")
 
 #: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
 #: waiting for a peer stage that has not sent yet (bubble), DP collectives.
@@ -135,10 +128,7 @@ class LlmResult:
         return next(iter(self.comm_bound_by), "")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["schema"] = SCHEMA
-        data["kind"] = self.kind
-        return data
+        return document(self, SCHEMA)
 
     def case(self) -> dict[str, Any]:
         """What the run was (model, system, parallel configuration, batch, mode)."""
@@ -149,9 +139,7 @@ class LlmResult:
         """The figures as a sweep row (the configuration echoed by the point is left out)."""
         data = self.to_dict()
         data["parallel_resolved"] = data["parallel"]
-        for key in _POINT_ECHO:
-            data.pop(key, None)
-        return data
+        return without(data, _POINT_ECHO)
 
     def describe(self) -> str:
         return (

@@ -22,12 +22,21 @@ What tables, JSON, sweep rows and comparisons read, whatever the kind
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from ..config.system import SystemConfig
 
-__all__ = ["Result", "Table", "scalar_settings", "assumptions", "made_from", "system_title"]
+__all__ = [
+    "Result",
+    "Table",
+    "document",
+    "without",
+    "scalar_settings",
+    "assumptions",
+    "made_from",
+    "system_title",
+]
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,19 @@ class Result(Protocol):
     def tables(self) -> list[Table]: ...
 
     def footnotes(self) -> list[str]: ...
+
+
+def document(result: Any, schema: str) -> dict[str, Any]:
+    """A dataclass result's JSON document: its fields, ``schema`` and ``kind``."""
+    data: dict[str, Any] = asdict(result)
+    data["schema"] = schema
+    data["kind"] = result.kind
+    return data
+
+
+def without(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` but ``keys`` (a sweep row without what the point itself gives)."""
+    return {k: v for k, v in data.items() if k not in keys}
 
 
 def scalar_settings(settings: Any) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from ..training.executor import Execution, NodeRecord, Snapshot
 from ..units import format_rate, format_time
 from ..version import __version__
 from .energy import EnergyResult, energy_result, energy_rows
-from .protocol import Table, system_title
+from .protocol import Table, document, system_title
 
 SCHEMA = "acesim.run/2"
 
@@ -197,10 +197,7 @@ class RunResult:
         return self.info.describe()
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["schema"] = SCHEMA
-        data["kind"] = self.kind
-        return data
+        return document(self, SCHEMA)
 
     def case(self) -> dict[str, Any]:
         """What the run was: its :class:`RunInfo` but the endpoint's."""

@@ -39,6 +39,7 @@ from ..units import parse_quantity
 from ..workload.graph import Graph, Node
 from .case import run_options
 from .estimate import Estimate, cost_name
+from .how import How
 
 __all__ = ["CollectiveCase", "make_collective_case", "execute_collective", "simulate_collective"]
 
@@ -228,12 +229,7 @@ def _mode_options(exact: bool, variation: Variation | None) -> dict[str, Any]:
     """Run options of :func:`simulate_collective`'s ``exact`` and ``variation``."""
     changes: dict[str, Any] = {"mode": "exact" if exact else "symmetric"}
     if variation:
-        changes.update(
-            stragglers=list(variation.stragglers),
-            compute_spread=variation.compute_spread,
-            links=list(variation.links),
-            npu_types=list(variation.npu_types),
-        )
+        changes.update(variation.run_options())
     return changes
 
 
@@ -265,23 +261,15 @@ def _strategy(case: CollectiveCase) -> Strategy:
     return strategy
 
 
-def execute_collective(
-    case: CollectiveCase,
-    *,
-    trace: bool = False,
-    variant: str = "",
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    **_hooks: Any,
-) -> tuple[CollectiveResult, None]:
-    """Simulate the case (module docstring); the result (no execution: a collective run has
-    no graph). ``trace`` is refused (traces show training runs). The bound kind skips the
-    tuner check (its variants search the algorithms). ``on_estimate(estimate)`` is told the
-    run's cost before it starts (:class:`~acesim.runs.estimate.Estimate`: the collective's
-    messages, every simulated NPU's); other hooks (progress) do not apply."""
-    if trace:
+def execute_collective(case: CollectiveCase, how: How = How()) -> tuple[CollectiveResult, None]:
+    """Simulate the case (module docstring) as ``how`` says; the result (no execution: a
+    collective run has no graph). ``how.trace`` is refused (traces show training runs); its
+    estimate counts the collective's messages, every simulated NPU's; progress does not apply.
+    The bound kind skips the tuner check (its variants search the algorithms)."""
+    if how.trace:
         raise ConfigError("--trace", "shows training runs, not one collective", True)
     check = case.tuner_check and ENDPOINT_KINDS.get(case.system.endpoint.kind).role != "bound"
-    return _collective(case, check, variant, on_estimate), None
+    return _collective(case, check, how.variant, how.on_estimate), None
 
 
 def _collective(

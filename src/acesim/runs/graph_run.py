@@ -19,6 +19,7 @@ from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
 from ..workload.graph import Graph, Node
 from .estimate import Estimate, cost_name
+from .how import How
 
 __all__ = ["run_graph", "PROGRESS_STEPS"]
 
@@ -33,21 +34,17 @@ def run_graph(
     graph: Graph,
     *,
     kind: str,
-    trace: bool = False,
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    on_progress: Callable[[int, int], Any] | None = None,
+    how: How = How(),
     prepare: Callable[[Platform], Any] | None = None,
     **executor_options: Any,
 ) -> Execution:
     """Run ``graph`` on ``system`` in ``strategy`` (a run of kind ``kind``: its cost
-    constants, :mod:`acesim.runs.estimate`). ``trace``: record what
-    :func:`acesim.results.trace.write_trace` needs; ``prepare(platform)``: set the platform
-    up before the executor (after tracing); ``on_estimate(estimate)`` is told the run's cost
-    before it starts, ``on_progress(done, total)`` the graph nodes finished as it runs (from
-    0 of the total; again from 0 where the run is redone); the other keywords go to
-    :class:`~acesim.training.executor.GraphExecutor`."""
+    constants, :mod:`acesim.runs.estimate`), traced and told as ``how`` says (its variant
+    aside); ``prepare(platform)``: set the platform up before the executor (after tracing);
+    the other keywords go to :class:`~acesim.training.executor.GraphExecutor`."""
+    on_estimate, on_progress = how.on_estimate, how.on_progress
     platform = Platform(system, strategy)
-    if trace:
+    if how.trace:
         enable_tracing(platform)
     if prepare is not None:
         prepare(platform)

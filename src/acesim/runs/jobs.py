@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -67,8 +67,8 @@ from ..workload.graph import Graph, Node
 from ..workload.model import Compute
 from ..workload.placement import place_job
 from .case import make_case, run_options
-from .estimate import Estimate
 from .graph_run import run_graph
+from .how import How
 from .llm import llm_graph, make_llm
 from .training import case_graph
 
@@ -422,19 +422,17 @@ def _moved(node: Node, offset: int, job: str | None, topology: Topology) -> Node
 def _simulate(
     case: JobsCase,
     plans: Sequence[JobPlan],
-    trace: bool = False,
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    on_progress: Callable[[int, int], Any] | None = None,
+    how: How = How(),
 ) -> tuple[Execution, _Combined, str]:
-    """Run ``plans`` together on the case's system; the execution, the combined graph and
-    the mode note."""
+    """Run ``plans`` together on the case's system, as ``how`` says; the execution, the
+    combined graph and the mode note."""
     combined = _combine(case, plans)
     what = f"{len(plans)} jobs share the system" if len(plans) > 1 else "a job placed on it"
     strategy, graph = decide(
         case.system,
         lambda _reduced: combined.graph,
         requested="symmetric",
-        trace=trace,
+        trace=how.trace,
         problem=what,
     )
     strategy = replace(strategy, lockstep=False, replicate=False, events=strategy.events or EVENTS)
@@ -450,9 +448,7 @@ def _simulate(
         strategy,
         graph,
         kind="jobs",
-        trace=trace,
-        on_estimate=on_estimate,
-        on_progress=on_progress,
+        how=how,
         prepare=prepare,
         gates=combined.gates,
         kernel_tracks={p: f"kernel:{job}" for job, p in combined.reps.items()},
@@ -461,22 +457,15 @@ def _simulate(
     return execution, combined, mode_note(strategy, execution)
 
 
-def execute_jobs(
-    case: JobsCase,
-    *,
-    trace: bool = False,
-    variant: str = "",
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    on_progress: Callable[[int, int], Any] | None = None,
-) -> tuple[JobsResult, Execution]:
-    """Run the jobs together, then each alone; the result and the shared run's execution
-    (its trace: one process per job, :func:`acesim.results.jobs.jobs_trace`)."""
-    execution, combined, note = _simulate(case, case.jobs, trace, on_estimate, on_progress)
+def execute_jobs(case: JobsCase, how: How = How()) -> tuple[JobsResult, Execution]:
+    """Run the jobs together as ``how`` says, then each alone; the result and the shared run's
+    execution (its trace: one process per job, :func:`acesim.results.jobs.jobs_trace`)."""
+    execution, combined, note = _simulate(case, case.jobs, how)
     jobs: list[JobResult] = []
     for plan in case.jobs:
         alone = None
         if len(case.jobs) > 1:
-            ex, comb, _ = _simulate(case, [plan], on_progress=on_progress)
+            ex, comb, _ = _simulate(case, [plan], How(on_progress=how.on_progress))
             alone = job_result(ex, comb.ids, comb.reps, plan, None)
         jobs.append(job_result(execution, combined.ids, combined.reps, plan, alone))
     system = case.system
@@ -488,7 +477,7 @@ def execute_jobs(
         mode=execution.platform.strategy.mode,
         mode_note=note,
         endpoint=system.endpoint.kind,
-        variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
+        variant=how.variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
         assumptions=assumptions(system),
         placement={plan.name: list(plan.npus) for plan in case.jobs},
@@ -506,7 +495,7 @@ def run_jobs(
     from ..results.jobs import write_jobs_trace
 
     case = make_jobs(spec, endpoint=endpoint)
-    result, execution = execute_jobs(case, trace=trace is not None)
+    result, execution = execute_jobs(case, How(trace=trace is not None))
     if trace is not None:
         write_jobs_trace(execution, result, trace)
     return result

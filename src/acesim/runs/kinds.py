@@ -7,8 +7,9 @@ Every kind of run (one collective, a training graph, LLM training) provides:
   ``with_system(system)`` and ``with_options(**changes)``), built from the kind's inputs by
   ``make`` (``acesim.run``/``acesim.compare``: the kind that ``claims`` the workload) or from a
   sweep point (``point_config`` normalises a raw point, ``point_case`` builds its case);
-* ``execute(case, *, trace, variant, on_estimate, on_progress) -> (result, execution)``: the
-  strategy decided (:func:`acesim.training.strategy.decide`), the run, its result in the
+* ``execute(case, how) -> (result, execution)``: the strategy decided
+  (:func:`acesim.training.strategy.decide`), the run as ``how`` (:class:`~acesim.runs.how.How`:
+  trace, variant, estimate and progress hooks) says, its result in the
   :class:`~acesim.results.protocol.Result` protocol.
 
 The plan, searching an endpoint kind's variants and comparing kinds

@@ -28,7 +28,7 @@ The optimizer is Adam (Megatron's default and the published models' recipe).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,7 +44,7 @@ from ..hardware.platform import elaborate
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
-from ..results.llm import LlmResult, idle_breakdown, rank_compute_times
+from ..results.llm import POINT_INPUTS, LlmResult, idle_breakdown, rank_compute_times
 from ..results.protocol import assumptions, scalar_settings
 from ..training.bounds import attribute, collective_bounds
 from ..training.executor import Execution
@@ -61,8 +61,8 @@ from ..workload.model import Compute
 from ..workload.optimizer import state_bytes_per_param, update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
-from .estimate import Estimate
 from .graph_run import run_graph
+from .how import How
 
 __all__ = [
     "LlmCase",
@@ -536,20 +536,11 @@ def _order_problem(case: LlmCase) -> str | None:
     )
 
 
-def execute_llm(
-    case: LlmCase,
-    *,
-    trace: bool = False,
-    variant: str = "",
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    on_progress: Callable[[int, int], Any] | None = None,
-) -> tuple[LlmResult, Execution]:
-    """Simulate the case and summarise it (:mod:`acesim.results.llm`), in the strategy
-    :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per pipeline
-    stage) unless ``case.options`` asks for exact mode or something makes ranks differ (the
-    result's ``mode_note`` says what); ``trace``: record what
-    :func:`acesim.results.trace.write_trace` needs. Callbacks as
-    :func:`acesim.runs.training.execute_training`'s."""
+def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
+    """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
+    strategy :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per
+    pipeline stage) unless ``case.options`` asks for exact mode or something makes ranks
+    differ (the result's ``mode_note`` says what)."""
     opts = case.options
 
     def graphs(reduced: bool) -> Graph:
@@ -564,19 +555,11 @@ def execute_llm(
         requested=opts.mode,
         variation=opts.variation,
         placed=opts.placement is not None,
-        trace=trace,
+        trace=how.trace,
         problem=_order_problem(case) if opts.mode != "exact" else None,
     )
-    execution = run_graph(
-        case.system,
-        strategy,
-        graph,
-        kind="llm",
-        trace=trace,
-        on_estimate=on_estimate,
-        on_progress=on_progress,
-    )
-    return _summary(case, execution, mode_note(strategy, execution), variant), execution
+    execution = run_graph(case.system, strategy, graph, kind="llm", how=how)
+    return _summary(case, execution, mode_note(strategy, execution), how.variant), execution
 
 
 def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> LlmResult:
@@ -722,15 +705,10 @@ def run_llm(
             raise ConfigError("run.mode", "must be one of class, exact", mode)
         changes["mode"] = mode
     if variation is not None:
-        changes.update(
-            stragglers=list(variation.stragglers),
-            compute_spread=variation.compute_spread,
-            links=list(variation.links),
-            npu_types=list(variation.npu_types),
-        )
+        changes.update(variation.run_options())
     if changes:
         case = case.with_options(**changes)
-    return execute_llm(case, trace=trace)
+    return execute_llm(case, How(trace=trace))
 
 
 def make_llm(
@@ -782,16 +760,7 @@ def make_llm(
 
 
 #: Sweep points' LLM inputs (``acesim run``'s for an LLM model).
-POINT_PARAMS = (
-    "model",
-    "parallel",
-    "global_batch",
-    "micro_batch",
-    "seq",
-    "precision",
-    "nodes",
-    "mode",
-)
+POINT_PARAMS = (*POINT_INPUTS, "nodes", "mode")
 
 
 def _int_param(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
 from ..hardware.kernels import Gemm
 from .collective import simulate_collective
 
@@ -32,13 +31,7 @@ def overlap(
     GEMM: the makespan), and each one's slowdown (the collective's from its issue): times in
     s, ``size`` in bytes. ``tuner_check``: as :func:`~acesim.runs.collective.simulate_collective`'s
     (False skips simulating the tuner's other candidates, which changes no figure here)."""
-    if gemm.dtype not in cfg.npu.matrix_flops:
-        raise ConfigError(
-            "--gemm",
-            f"{cfg.npu.name} has no {gemm.dtype} matrix peak; it has "
-            f"{', '.join(cfg.npu.matrix_flops)}",
-            gemm.dtype,
-        )
+    cfg.npu.require_matrix(gemm.dtype, "--gemm")
     result = simulate_collective(
         cfg,
         op,

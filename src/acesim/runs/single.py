@@ -16,6 +16,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS, Variant
 from ..units import format_time
 from .case import SystemLike, WorkloadLike, case_from_experiment
 from .estimate import Estimate
+from .how import How
 from .kinds import kind_of, make_run_case
 
 __all__ = ["execute", "run_case", "run", "run_system", "run_experiment", "variant_case"]
@@ -57,8 +58,8 @@ def execute(
         if on_estimate is not None:
             on_estimate(estimate)
 
-    hooks = {"on_estimate": estimated, "on_progress": on_progress}
-    return kind_of(case).execute(case, trace=trace, variant=variant, **hooks)
+    how = How(trace=trace, variant=variant, on_estimate=estimated, on_progress=on_progress)
+    return kind_of(case).execute(case, how)
 
 
 def run_case(

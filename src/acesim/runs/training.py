@@ -9,9 +9,6 @@ choose the strategy, elaborates the platform for it, runs the graph and summaris
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from ..config.experiment import measurement_problem
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
@@ -24,8 +21,8 @@ from ..training.strategy import decide, mode_note
 from ..workload.graph import Graph
 from ..workload.placement import place_graph
 from .case import Case
-from .estimate import Estimate
 from .graph_run import run_graph
+from .how import How
 
 __all__ = ["execute_training", "case_graph"]
 
@@ -46,21 +43,8 @@ def case_graph(case: Case) -> tuple[Graph, int, str]:
     return workload, warmup, workload.meta.get("loop", "graph")
 
 
-def execute_training(
-    case: Case,
-    *,
-    trace: bool = False,
-    variant: str = "",
-    on_estimate: Callable[[Estimate], Any] | None = None,
-    on_progress: Callable[[int, int], Any] | None = None,
-) -> tuple[RunResult, Execution]:
-    """Run ``case`` as given; the result and the execution (for traces).
-
-    ``trace``: record what :func:`acesim.results.trace.write_trace` needs (chunk phases, HBM
-    and link samples) during the run. ``on_estimate(estimate)`` is told the run's cost before
-    it starts (:class:`~acesim.runs.estimate.Estimate`); ``on_progress(done, total)`` the
-    graph nodes finished as it runs (progress bars; :func:`~acesim.runs.graph_run.run_graph`).
-    """
+def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution]:
+    """Run ``case`` as given, as ``how`` says; the result and the execution (for traces)."""
     opts = case.options
     system = case.system
     graph, warmup, loop = case_graph(case)
@@ -71,17 +55,9 @@ def execute_training(
         requested=opts.mode,
         variation=opts.variation,
         placed=opts.placement is not None,
-        trace=trace,
+        trace=how.trace,
     )
-    execution = run_graph(
-        system,
-        strategy,
-        graph,
-        kind="training",
-        trace=trace,
-        on_estimate=on_estimate,
-        on_progress=on_progress,
-    )
+    execution = run_graph(system, strategy, graph, kind="training", how=how)
     execution.warmup = warmup
     info = RunInfo(
         system=system.name,
@@ -96,7 +72,7 @@ def execute_training(
         warmup=warmup,
         measured=0,
         endpoint=system.endpoint.kind,
-        variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
+        variant=how.variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
         mode_note=mode_note(strategy, execution),
         provenance=system.provenance.to_dict(),

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..errors import WorkloadError
 from ..registry import Registry
-from ..workload.graph import Graph, Node
+from ..workload.graph import Graph, Node, collective_fields
 from ..workload.model import Comm, Compute, Layer, Pass, Workload
 
 __all__ = ["Loop", "LOOPS", "build_graph"]
@@ -97,32 +97,6 @@ class _Builder:
             pass_name=pname,
         )
 
-    def collective(
-        self,
-        name: str,
-        comm: Comm,
-        deps: list[int | None],
-        layer: str,
-        it: int,
-        pname: str,
-        blocking: bool,
-        priority: int | None = None,
-    ) -> int:
-        return self._add(
-            deps,
-            name=name,
-            kind="collective",
-            op=comm.op,
-            size=comm.size,
-            dims=comm.dims,
-            group=comm.group,
-            layer=layer,
-            iteration=it,
-            pass_name=pname,
-            blocking=blocking,
-            priority=priority,
-        )
-
     def collectives(
         self,
         prefix: str,
@@ -137,15 +111,15 @@ class _Builder:
         """The pass's collectives, named ``<prefix>.<op>`` (``#k`` added when several)."""
         many = len(pass_.comms) > 1
         return [
-            self.collective(
-                f"{prefix}.{comm.op}" + (f"#{k}" if many else ""),
-                comm,
+            self._add(
                 deps,
-                layer,
-                it,
-                pname,
-                blocking,
-                priority,
+                name=f"{prefix}.{comm.op}" + (f"#{k}" if many else ""),
+                **collective_fields(comm),
+                layer=layer,
+                iteration=it,
+                pass_name=pname,
+                blocking=blocking,
+                priority=priority,
             )
             for k, comm in enumerate(pass_.comms)
         ]
@@ -314,10 +288,10 @@ class _Unroller:
         """The all-reduce of the pending bucket (closed by layer ``li``) after ``deps``; every
         member layer's update waits for it."""
         layers = self.layers
-        c = self.builder.collective(
-            f"bucket.{li}.all-reduce", Comm("all-reduce", self.bucket_bytes, dims), list(deps),
-            layers[li].name, it, "wg", blocking=False,
-        )  # fmt: skip
+        bucket = Pass(comms=(Comm("all-reduce", self.bucket_bytes, dims),))
+        [c] = self.builder.collectives(
+            f"bucket.{li}", bucket, list(deps), layers[li].name, it, "wg", blocking=False
+        )
         for member in self.pending_bucket:
             self.gate[member] = _update(self.builder, layers[member], [c], it)
         self.pending_bucket, self.bucket_bytes = [], 0.0

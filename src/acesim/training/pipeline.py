@@ -58,7 +58,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..network.classes import RankClasses
 from ..network.group import Group
-from ..workload.graph import Graph, Node
+from ..workload.graph import Graph, Node, collective_fields
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
@@ -445,15 +445,10 @@ class _RankGraph:
             node = self.add(
                 chain.collective_deps(st),
                 name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
-                kind="collective",
-                op=comm.op,
-                size=comm.size,
-                group=comm.group,
-                dims=comm.dims,
+                **collective_fields(comm),
                 layer=label,
                 pass_name=st.kind,
                 blocking=not st.overlap,
-                units=comm.units,
             )
             chain.issued(node, st)
         deps = chain.end()

@@ -212,13 +212,7 @@ def _overlap_times(
 def _overlap(case: Case, run: OverlapRun, system: SystemConfig) -> tuple[float, str]:
     if run.settings:
         system = resolve_system(system, overrides=run.settings)
-    if run.dtype not in system.npu.matrix_flops:
-        raise ConfigError(
-            "run.dtype",
-            f"{system.npu.name} has no {run.dtype} matrix peak; it has "
-            f"{', '.join(system.npu.matrix_flops)}",
-            run.dtype,
-        )
+    system.npu.require_matrix(run.dtype, "run.dtype")
     gemm = Gemm(run.m, run.n, run.k, dtype=run.dtype)
     times = _overlap_times(system, run, gemm, run.endpoint)
     serial = times["serial"]
@@ -266,6 +260,18 @@ def _llm(case: Case, run: LlmRun, system: SystemConfig) -> tuple[float, str]:
     return result.tokens_per_s_per_gpu, note
 
 
+#: Each kind of run's simulation (a run's type is one of these: the corpus's ``Run`` union)
+_SIMULATE: dict[type, Callable[[Case, Any, SystemConfig], tuple[float, str]]] = {
+    GemmRun: _gemm,
+    AttentionRun: _attention,
+    StreamRun: _stream,
+    CollectiveRun: _collective,
+    LlmRun: _llm,
+    OverlapRun: _overlap,
+    TrainingRun: _training,
+}
+
+
 def simulate_case(
     case: Case,
     family: Family,
@@ -282,20 +288,7 @@ def simulate_case(
         system = system_of(case, family)
     if adjust is not None:
         system = adjust(system)
-    if isinstance(run, GemmRun):
-        value, note = _gemm(case, run, system)
-    elif isinstance(run, AttentionRun):
-        value, note = _attention(case, run, system)
-    elif isinstance(run, StreamRun):
-        value, note = _stream(case, run, system)
-    elif isinstance(run, CollectiveRun):
-        value, note = _collective(case, run, system)
-    elif isinstance(run, LlmRun):
-        value, note = _llm(case, run, system)
-    elif isinstance(run, OverlapRun):
-        value, note = _overlap(case, run, system)
-    else:
-        value, note = _training(case, run, system)
+    value, note = _SIMULATE[type(run)](case, run, system)
     if not math.isfinite(value) or value <= 0:
         raise SimulationError(f"the simulated figure is not a positive number ({value})")
     return value / case.scale, note

@@ -25,12 +25,12 @@ point-to-point peers are classes (class mode).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import WorkloadError
 from ..network.classes import RankClasses
 from ..network.group import Group
-from .model import Compute
+from .model import Comm, Compute
 
 NodeKind = Literal["compute", "collective", "send", "recv", "host_copy"]
 
@@ -72,6 +72,18 @@ class Node:
     blocking: bool = False
     priority: int | None = None
     units: int | None = None
+
+
+def collective_fields(comm: Comm) -> dict[str, Any]:
+    """A collective node's fields from its :class:`~acesim.workload.model.Comm`."""
+    return {
+        "kind": "collective",
+        "op": comm.op,
+        "size": comm.size,
+        "dims": comm.dims,
+        "group": comm.group,
+        "units": comm.units,
+    }
 
 
 def _renumbered(nodes: list[Node]) -> list[Node]:

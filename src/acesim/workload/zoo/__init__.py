@@ -20,6 +20,7 @@ GNMT, ``max_rows`` for DLRM, ...); ``zoo_options(name)`` lists them with their d
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
@@ -44,12 +45,15 @@ class _Entry:
 
 
 def _entry(module: ModuleType) -> _Entry:
+    """A model's entry; its options are its ``build``'s keyword-only parameters and defaults."""
+    params = inspect.signature(module.build).parameters.values()
+    options = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
     return _Entry(
         module.build,
         module.DEFAULT_BATCH,
         module.DEFAULT_PRECISION,
         module.DEFAULT_OPTIMIZER,
-        MappingProxyType(dict(module.OPTIONS)),
+        MappingProxyType(options),
     )
 
 

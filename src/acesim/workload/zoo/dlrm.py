@@ -95,15 +95,6 @@ CRITEO_TB_ROWS = (
 )
 """Rows of the 26 Criteo Terabyte tables with ``--max-ind-range=40000000`` (MLPerf ``ln_emb``)."""
 
-OPTIONS: dict[str, object] = {
-    "dense_features": 13,
-    "bottom_mlp": (512, 256, 128),
-    "top_mlp": (1024, 1024, 512, 256, 1),
-    "embedding_dim": 128,
-    "table_rows": CRITEO_TB_ROWS,
-    "max_rows": None,
-}
-
 
 def interaction_features(tables: int, dim: int) -> int:
     """Width of the dot interaction's output: pairwise dots of ``tables + 1`` vectors plus the

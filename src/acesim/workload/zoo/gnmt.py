@@ -66,13 +66,6 @@ NAME = "gnmt"
 DEFAULT_BATCH = 128
 DEFAULT_PRECISION = "fp32"
 DEFAULT_OPTIMIZER = "adam"
-OPTIONS: dict[str, object] = {
-    "layers": 8,
-    "hidden": 1024,
-    "vocab": 32320,
-    "src_len": 50,
-    "tgt_len": 50,
-}
 FIRST_RESIDUAL_LAYER = 2
 """0-based index of the first LSTM layer with a residual connection ("from the 3rd layer")."""
 

@@ -63,14 +63,6 @@ NAME = "gpt"
 DEFAULT_BATCH = 8
 DEFAULT_PRECISION = "bf16"
 DEFAULT_OPTIMIZER = "adam"
-OPTIONS: dict[str, object] = {
-    "layers": 24,
-    "hidden": 1024,
-    "heads": 16,
-    "seq_len": 1024,
-    "vocab": 50257,
-    "flash_attention": True,
-}
 MLP_RATIO = 4
 
 

@@ -58,7 +58,6 @@ NAME = "resnet50"
 DEFAULT_BATCH = 32
 DEFAULT_PRECISION = "fp32"
 DEFAULT_OPTIMIZER = "sgd_momentum"
-OPTIONS: dict[str, object] = {"image_size": 224, "classes": 1000}
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
 """(bottleneck width, blocks, stride of the first block) of conv2_x .. conv5_x."""
