@@ -14,7 +14,7 @@ from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
 from acesim.network.group import Span
 from acesim.precision import PRECISIONS
-from acesim.runs.llm import make_llm_case, run_llm
+from acesim.runs.llm import HOST_SYNC_NOTE, make_llm_case, run_llm
 from acesim.training.executor import GraphExecutor
 from acesim.training.pipeline import pipeline_graph
 from acesim.workload.llm.block import chunk_work
@@ -87,6 +87,14 @@ def test_expert_parallelism_runs_with_context_parallelism() -> None:
     full, _ = run_llm(case, mode="exact")
     assert fast.exposed["ep"] > 0 and fast.exposed["cp"] > 0
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
+    # what the model leaves out there is said: the dispatcher's host synchronisation
+    assert HOST_SYNC_NOTE in fast.notes and f"model: {HOST_SYNC_NOTE}" in fast.footnotes()
+
+
+def test_no_host_sync_note_without_expert_parallelism() -> None:
+    case = make_llm_case("h100-nvswitch-8", MOE, ParallelConfig(global_batch=8, seq=1024), nodes=1)
+    result, _ = run_llm(case)
+    assert HOST_SYNC_NOTE not in result.notes
 
 
 def test_fsdp_with_experts_gathers_them_over_the_expert_data_parallel_group() -> None:
