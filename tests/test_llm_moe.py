@@ -7,13 +7,17 @@ from __future__ import annotations
 import pytest
 
 from acesim.config.resolve import resolve_system
+from acesim.config.system import NPUConfig
 from acesim.errors import ConfigError
+from acesim.hardware.kernel_model import plan_kernel
 from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
 from acesim.network.group import Span
-from acesim.runs.llm import make_llm_case, run_llm
+from acesim.precision import PRECISIONS
+from acesim.runs.llm import HOST_SYNC_NOTE, make_llm_case, run_llm
 from acesim.training.executor import GraphExecutor
 from acesim.training.pipeline import pipeline_graph
+from acesim.workload.llm.block import chunk_work
 from acesim.workload.llm.chunk import ChunkWork, Step
 from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import ParallelConfig, placement
@@ -83,6 +87,14 @@ def test_expert_parallelism_runs_with_context_parallelism() -> None:
     full, _ = run_llm(case, mode="exact")
     assert fast.exposed["ep"] > 0 and fast.exposed["cp"] > 0
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
+    # what the model leaves out there is said: the dispatcher's host synchronisation
+    assert HOST_SYNC_NOTE in fast.notes and f"model: {HOST_SYNC_NOTE}" in fast.footnotes()
+
+
+def test_no_host_sync_note_without_expert_parallelism() -> None:
+    case = make_llm_case("h100-nvswitch-8", MOE, ParallelConfig(global_batch=8, seq=1024), nodes=1)
+    result, _ = run_llm(case)
+    assert HOST_SYNC_NOTE not in result.notes
 
 
 def test_fsdp_with_experts_gathers_them_over_the_expert_data_parallel_group() -> None:
@@ -179,3 +191,72 @@ def test_multi_head_latent_attention_runs_with_its_projections_and_parameters() 
     assert 0 < fast.mfu < 1
     with pytest.raises(ConfigError, match="context parallelism with tiny-mla"):
         make_llm_case("h100-nvswitch-8", mla, ParallelConfig(pp=2, cp=2, seq=1024), nodes=1)
+
+
+# -- the all-to-all dispatcher's chunk sorts (issue 32) --------------------------------------
+
+
+def _moe_layer(ep: int, npus: int) -> tuple[ChunkWork, NPUConfig]:
+    system = resolve_system("h100-nvswitch-8", npus=npus)
+    place = placement(ParallelConfig(ep=ep, global_batch=8), tuple(system.network.shape))
+    work = chunk_work(
+        MOE,
+        PRECISIONS.get("bf16"),
+        range(1, 2),
+        micro_batch=1,
+        seq=1024,
+        ep=ep,
+        ep_group=place.ep_group,
+    )
+    return work, system.npu
+
+
+def _names(steps: tuple[Step, ...]) -> list[str]:
+    """Kernel names in order, each communication step as its kind (``ep``: an all-to-all)."""
+    out: list[str] = []
+    for st in steps:
+        out.extend([k.name for k in st.kernels] if st.comm is None else [st.kind])
+    return out
+
+
+def test_the_all_to_all_dispatcher_sorts_the_copies_by_local_expert_and_back() -> None:
+    # Megatron-core's alltoall dispatcher with EP 2 and 8 experts (4 local): after the
+    # dispatch it sorts the received copies by local expert, before the combine it restores
+    # them by source rank (TE's fused moe_sort_chunks_by_index: one gather each); backward,
+    # the gradients go through the same gathers in reverse.
+    work, npu = _moe_layer(ep=2, npus=4)
+    fwd, bwd = _names(work.forward), _names(work.backward)
+    i = fwd.index("l1.experts.fc1")
+    assert fwd[i - 2 : i] == ["ep", "l1.experts.sort"]
+    j = fwd.index("l1.experts.fc2")
+    assert fwd[j + 1 : j + 3] == ["l1.experts.unsort", "ep"]
+    assert bwd[bwd.index("l1.experts.fc2.dgrad") - 1] == "l1.experts.unsort.bwd"
+    assert bwd[bwd.index("l1.experts.unsort.bwd") - 1] == "ep"
+    assert bwd[bwd.index("l1.experts.fc1.wgrad") + 1 :][:2] == ["l1.experts.sort.bwd", "ep"]
+    # by hand: 1,024 tokens x top-2 x hidden 1,024 in BF16 = 4 MiB of copies, and the sort
+    # moves their 2,048 FP32 probabilities too; each gather reads and writes them once
+    kernels = {k.name: k for st in (*work.forward, *work.backward) for k in st.kernels}
+    copies, probs = 1024 * 2 * 1024 * 2, 1024 * 2 * 4
+    for name, moved in (
+        ("l1.experts.sort", copies + probs),
+        ("l1.experts.unsort", copies),
+        ("l1.experts.unsort.bwd", copies),
+        ("l1.experts.sort.bwd", copies + probs),
+    ):
+        plan = plan_kernel(npu, kernels[name])
+        assert (plan.read_bytes, plan.write_bytes) == (moved, moved)
+        # alone on the H100: its launch latency, then HBM at the sustained rate, a written
+        # byte costing 1 + write_penalty read bytes
+        k = npu.kernels
+        rate = npu.hbm_bandwidth * k.hbm_efficiency
+        hand = k.latency + moved * (2 + k.write_penalty) / rate
+        assert plan.time_alone == pytest.approx(hand, rel=1e-12)
+
+
+@pytest.mark.parametrize(("ep", "npus"), [(1, 4), (8, 8)])
+def test_no_chunk_sort_without_expert_parallelism_or_with_one_local_expert(
+    ep: int, npus: int
+) -> None:
+    work, _ = _moe_layer(ep=ep, npus=npus)
+    names = _names(work.forward) + _names(work.backward)
+    assert "l1.experts.fc1" in names and not any("sort" in n for n in names)

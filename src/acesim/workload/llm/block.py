@@ -22,13 +22,18 @@ rows) on a rank of a TP group of ``t``:
   bytes of activations sent per rank, the all-to-all's send buffer); the rank's ``E / ep``
   experts' MLPs as grouped GEMMs (``batch = E / ep``, ``T k ep / E`` rows each, expert widths
   split over TP); the all-to-all combine; the shared experts as one dense MLP; the
-  unpermutation. Backward runs the two all-to-alls the other way. With ``shared_overlap``
-  (Megatron's ``--moe-shared-expert-overlap``) the dispatch runs beside the shared experts'
-  first GEMM and activation and the combine beside their second GEMM (backward: the combine's
-  gradient beside the second GEMM's gradients, the dispatch's beside the rest), instead of
-  blocking. ``ep_units``: the all-to-alls' kernels hold that many compute units of their own
-  while they run (DeepEP's SM budget: ``Comm.units``), the compute beside them running on the
-  rest; None: the endpoint's own collective kernels.
+  unpermutation. With ``ep > 1`` and more than one local expert, Megatron-core's all-to-all
+  dispatcher (``token_dispatcher.py``: ``dispatch_postprocess``, ``combine_preprocess``) also
+  sorts the received copies by local expert before the experts and back by source rank after
+  them (``sort_chunks_by_idxs``, with permute fusion TE's ``moe_sort_chunks_by_index``: one
+  gather reading and writing the copies, the routing probabilities sorted with them); their
+  gradients run the same gathers backward. Backward runs the two all-to-alls the other way.
+  With ``shared_overlap`` (Megatron's ``--moe-shared-expert-overlap``) the dispatch runs
+  beside the shared experts' first GEMM and activation and the combine beside their second
+  GEMM (backward: the combine's gradient beside the second GEMM's gradients, the dispatch's
+  beside the rest), instead of blocking. ``ep_units``: the all-to-alls' kernels hold that
+  many compute units of their own while they run (DeepEP's SM budget: ``Comm.units``), the
+  compute beside them running on the rest; None: the endpoint's own collective kernels.
 * backward, per sublayer in reverse: (sp: the all-gathers of the output gradient and of the
   saved input for the weight gradients) the data- and weight-gradient GEMMs and the attention
   backward; the column-parallel input gradient all-reduced over TP (sp: reduce-scattered);
@@ -166,6 +171,13 @@ class _Routed:
     experts_b: tuple[Work, ...]
     route_b: tuple[Work, ...]
     saved: tuple[float, ...]
+    #: the all-to-all dispatcher's chunk sorts with EP > 1 and several local experts (forward:
+    #: by local expert after the dispatch, back to source rank before the combine; backward:
+    #: their gradients in reverse); empty otherwise
+    sort: tuple[Kernel, ...] = ()
+    unsort: tuple[Kernel, ...] = ()
+    unsort_b: tuple[Kernel, ...] = ()
+    sort_b: tuple[Kernel, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -571,7 +583,7 @@ class _Builder:
             part.comm(self.before_column_parallel())
             part.compute(*r.route)
             _exchange(part, a2a, sh.fwd[:2] if beside and sh else ())
-            part.compute(*r.experts)
+            part.compute(*r.sort, *r.experts, *r.unsort)
             _exchange(part, a2a, sh.fwd[2:] if beside and sh else ())
             part.compute(r.unpermute, *(sh.fwd if sh and not beside else ()))
             part.comm(self.after_row_parallel())
@@ -589,7 +601,7 @@ class _Builder:
         bwd.compute(r.unpermute_b)
         _exchange(bwd, a2a, sh.bwd[:2] if beside and sh else ())
         act_again = r.experts[1:2] if "moe_act" in rc else ()  # before fc2's gradients
-        bwd.compute(*act_again, *r.experts_b)
+        bwd.compute(*r.unsort_b, *act_again, *r.experts_b, *r.sort_b)
         _exchange(bwd, a2a, sh.bwd[2:] if beside and sh else ())
         shared_b = (*sh.fwd, *sh.bwd) if sh and "shared_experts" in rc else sh.bwd if sh else ()
         bwd.compute(*(shared_b if not beside else ()), *r.route_b)
@@ -648,6 +660,7 @@ class _Builder:
             )
 
         eact, eact_b, _ = self.act(k * width, f"l{i}.experts.act")
+        sort, unsort, unsort_b, sort_b = self._chunk_sorts(i, copies)
         return _Routed(
             copies=copies,
             route=(router, topk, permute),
@@ -674,6 +687,32 @@ class _Builder:
                 self.T * k * inputs * width * a,
                 self.T * k * width * self.kept_input,
             ),
+            sort=sort,
+            unsort=unsort,
+            unsort_b=unsort_b,
+            sort_b=sort_b,
+        )
+
+    def _chunk_sorts(self, i: int, copies: float) -> tuple[tuple[Kernel, ...], ...]:
+        """MoE layer ``i``'s chunk sorts (module docstring): with EP > 1 and more than one
+        local expert, Megatron-core's all-to-all dispatcher sorts the received token copies
+        by local expert (their routing probabilities with them, FP32) and restores the order
+        before the combine, each one fused gather (TE's ``moe_sort_chunks_by_index``) that
+        reads and writes the ``copies`` bytes (B); backward, their gradients do the same in
+        reverse. Else none: ``(sort, unsort, unsort_b, sort_b)`` are empty."""
+        if self.ep_group is None or self.m.experts // self.ep <= 1:
+            return (), (), (), ()
+        probs = self.T * self.m.top_k * FP32
+
+        def gather(name: str, with_probs: bool) -> tuple[Kernel, ...]:
+            moved = copies + (probs if with_probs else 0.0)
+            return (Stream(moved, moved, name=f"l{i}.{name}"),)
+
+        return (
+            gather("experts.sort", True),
+            gather("experts.unsort", False),
+            gather("experts.unsort.bwd", False),
+            gather("experts.sort.bwd", True),
         )
 
     def _shared(self, i: int) -> _Shared:
