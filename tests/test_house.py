@@ -140,10 +140,13 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
 # -- one case, one answer --------------------------------------------------------------------
 
 
-def test_cli_and_python_give_the_same_default_case() -> None:
-    out = runner.invoke(app, ["run", "--json"])
-    assert out.exit_code == 0, out.output
-    cli = json.loads(out.stdout[out.stdout.index("{") :])
+def test_cli_and_python_give_the_same_default_case(tmp_path: Path) -> None:
+    # one CLI run prints the table and writes the result document (-o writes what --json
+    # prints: the same payload, commands/run.py)
+    doc = tmp_path / "default.json"
+    table = runner.invoke(app, ["run", "-o", str(doc)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    cli = json.loads(doc.read_text(encoding="utf-8"))
     py = acesim.compare("ace-isca21", "resnet50").to_dict()
     assert cli["case"] == py["case"]
     assert cli["case"]["batch_per_npu"] == 2 and cli["case"]["precision"] == "amp_fp16"
@@ -153,7 +156,6 @@ def test_cli_and_python_give_the_same_default_case() -> None:
             cli["endpoints"][kind]["best"]["iteration_time"]
             == py["endpoints"][kind]["best"]["iteration_time"]
         )
-    table = runner.invoke(app, ["run"], env={"COLUMNS": "200"})
     assert "batch 2/NPU, amp_fp16" in table.output
 
 
