@@ -9,7 +9,8 @@ package, builds another simulator, runs for minutes).
 
 Commands run small: :data:`SMALL` rewrites sizes that only make a run longer (more NPUs, more
 sizes, more workloads) into smaller ones of the same command, so every documented option and
-file is still exercised; :data:`FIXTURES` are the files the docs name that a user writes
+file is still exercised (a ``python`` block's LLM calls likewise, :data:`SMALL_PYTHON`);
+:data:`FIXTURES` are the files the docs name that a user writes
 themselves (a placement). Everything runs in one scratch folder per document, blocks in order,
 with the repository's ``examples/`` beside it.
 """
@@ -78,6 +79,13 @@ SMALL: list[tuple[str, str]] = [
     (r"--family kernels,collectives", "--family kernels"),
 ]
 
+#: (pattern, replacement) applied in order to a ``python`` block's text: its LLM calls at the
+#: batch and sequence of :data:`SMALL`'s LLM runs (the same calls, arguments and parallel plan).
+SMALL_PYTHON: list[tuple[str, str]] = [
+    (r"\bglobal_batch=\d+", "global_batch=4"),
+    (r"\bseq=\d+", "seq=512"),
+]
+
 #: Files the docs name that a user writes themselves, created in the scratch folder.
 FIXTURES: dict[str, str] = {
     "p.json": "[" + ", ".join(str(15 - i) for i in range(16)) + "]\n",
@@ -134,3 +142,11 @@ def commands(block: Block) -> list[list[str]]:
                 text = re.sub(pattern, replacement, text)
             out.append(shlex.split(text))
     return out
+
+
+def script(block: Block) -> str:
+    """A ``python`` block's text, made small (:data:`SMALL_PYTHON`)."""
+    text = block.text
+    for pattern, replacement in SMALL_PYTHON:
+        text = re.sub(pattern, replacement, text)
+    return text
