@@ -1,6 +1,7 @@
 """Test configuration: Hypothesis runs derandomized under CI, so a landing never depends on
 which random examples a run happened to draw (locally it explores new examples each run); the
-shipped validation corpus's rows simulated once per test process (:func:`shipped_rows_once`)."""
+shipped validation corpus's rows simulated once per test process (:func:`shipped_rows_once`);
+ResNet-50's 16-NPU comparison computed once per test process (:func:`resnet50_16`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+import acesim
 from acesim.validation import evaluate as evaluate_module
 
 # pytest-xdist's workers inherit COLUMNS=80 from execnet; rich's consoles would then be fixed at
@@ -52,3 +54,13 @@ def shipped_rows_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(evaluate_module, "simulate_case", once)
     yield
+
+
+@pytest.fixture(scope="session")
+def resnet50_16() -> acesim.Comparison:
+    """``acesim.compare("ace-isca21", "resnet50", npus=16)``: the best baseline, ACE and
+    ideal at the default iteration count, computed once per test process for every test that
+    reads it (its bounds, its data frames, the iteration counts it is compared with). A test
+    must not change it. Mark the test ``xdist_group("resnet50_16")`` so pytest-xdist runs
+    them in one process."""
+    return acesim.compare("ace-isca21", "resnet50", npus=16)

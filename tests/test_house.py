@@ -188,20 +188,12 @@ def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
     assert line.startswith("error: --precision: must be one of fp32, tf32, amp_fp16")
 
 
-@pytest.fixture(scope="module")
-def default_iterations() -> acesim.Comparison:
-    """ResNet-50 on 16 NPUs, the best baseline, ACE and ideal at the default iteration count:
-    computed once for every iteration count it is compared with and for its data frames (ACE's
-    speedup over the best baseline does not depend on the ideal endpoint also being run)."""
-    return acesim.compare("ace-isca21", "resnet50", npus=16)
-
-
-@pytest.mark.xdist_group("steady_state")  # one process: they share default_iterations
+@pytest.mark.xdist_group("resnet50_16")  # one process: they share resnet50_16 (conftest)
 @pytest.mark.parametrize("iterations", [3, 5])
 def test_steady_state_does_not_depend_on_the_iteration_count(
-    iterations: int, default_iterations: acesim.Comparison
+    iterations: int, resnet50_16: acesim.Comparison
 ) -> None:
-    base = default_iterations
+    base = resnet50_16  # at the default iteration count
     more = acesim.compare(
         "ace-isca21", "resnet50", npus=16, endpoints=["ace"], iterations=iterations
     )
@@ -282,11 +274,9 @@ def test_every_result_says_what_it_was_run_with() -> None:
     assert coll.version == acesim.__version__
 
 
-@pytest.mark.xdist_group("steady_state")  # one process: it shares default_iterations
-def test_results_convert_to_dataframes(
-    tmp_path: Path, default_iterations: acesim.Comparison
-) -> None:
-    comp = default_iterations  # acesim.compare("ace-isca21", "resnet50", npus=16)
+@pytest.mark.xdist_group("resnet50_16")  # one process: it shares resnet50_16 (conftest)
+def test_results_convert_to_dataframes(tmp_path: Path, resnet50_16: acesim.Comparison) -> None:
+    comp = resnet50_16  # acesim.compare("ace-isca21", "resnet50", npus=16)
     frame = comp.to_pandas()
     assert set(frame["kind"]) == {"baseline", "ace", "ideal"}
     assert frame["best"].sum() == 3  # one kept variant per kind
