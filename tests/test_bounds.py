@@ -68,8 +68,9 @@ def test_ace_waiting_for_sram_is_named() -> None:
     assert result.bound in {"exposed: link local", "exposed: ACE SRAM (chunks waiting for space)"}
 
 
-def test_the_default_case_says_what_bound_each_endpoint() -> None:
-    comp = acesim.compare("ace-isca21", "resnet50", npus=16)
+@pytest.mark.xdist_group("resnet50_16")  # one process: it shares resnet50_16 (conftest)
+def test_the_default_case_says_what_bound_each_endpoint(resnet50_16: acesim.Comparison) -> None:
+    comp = resnet50_16  # acesim.compare("ace-isca21", "resnet50", npus=16)
     for kind in ("baseline", "ace", "ideal"):
         best = comp.best(kind)
         assert best.bound and best.bound in best.bound_by

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docsrun import DOCUMENTS, FIXTURES, ROOT, SHELL, Block, blocks, commands
+from docsrun import DOCUMENTS, FIXTURES, ROOT, SHELL, Block, blocks, commands, script
 from typer.testing import CliRunner
 
 from acesim.cli import app
@@ -59,11 +59,11 @@ def test_documented_block_runs(
             assert out.exit_code == 0, f"{block.id}: {shown} exited {out.exit_code}\n{out.output}"
             assert "Traceback" not in out.output, f"{block.id}: {shown}\n{out.output}"
         return
-    script = folder / f"block_{block.line}.py"
-    script.write_text(block.text, encoding="utf-8")
+    path = folder / f"block_{block.line}.py"
+    path.write_text(script(block), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *sys.path])}
     done = subprocess.run(
-        [sys.executable, script.name],
+        [sys.executable, path.name],
         cwd=folder,
         env=env,
         capture_output=True,

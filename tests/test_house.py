@@ -140,10 +140,13 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
 # -- one case, one answer --------------------------------------------------------------------
 
 
-def test_cli_and_python_give_the_same_default_case() -> None:
-    out = runner.invoke(app, ["run", "--json"])
-    assert out.exit_code == 0, out.output
-    cli = json.loads(out.stdout[out.stdout.index("{") :])
+def test_cli_and_python_give_the_same_default_case(tmp_path: Path) -> None:
+    # one CLI run prints the table and writes the result document (-o writes what --json
+    # prints: the same payload, commands/run.py)
+    doc = tmp_path / "default.json"
+    table = runner.invoke(app, ["run", "-o", str(doc)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    cli = json.loads(doc.read_text(encoding="utf-8"))
     py = acesim.compare("ace-isca21", "resnet50").to_dict()
     assert cli["case"] == py["case"]
     assert cli["case"]["batch_per_npu"] == 2 and cli["case"]["precision"] == "amp_fp16"
@@ -153,7 +156,6 @@ def test_cli_and_python_give_the_same_default_case() -> None:
             cli["endpoints"][kind]["best"]["iteration_time"]
             == py["endpoints"][kind]["best"]["iteration_time"]
         )
-    table = runner.invoke(app, ["run"], env={"COLUMNS": "200"})
     assert "batch 2/NPU, amp_fp16" in table.output
 
 
@@ -186,19 +188,12 @@ def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
     assert line.startswith("error: --precision: must be one of fp32, tf32, amp_fp16")
 
 
-@pytest.fixture(scope="module")
-def default_iterations() -> acesim.Comparison:
-    """ResNet-50 on 16 NPUs, ACE against the best baseline, at the default iteration count:
-    computed once for every iteration count it is compared with."""
-    return acesim.compare("ace-isca21", "resnet50", npus=16, endpoints=["ace"])
-
-
-@pytest.mark.xdist_group("steady_state")  # one process: they share default_iterations
+@pytest.mark.xdist_group("resnet50_16")  # one process: they share resnet50_16 (conftest)
 @pytest.mark.parametrize("iterations", [3, 5])
 def test_steady_state_does_not_depend_on_the_iteration_count(
-    iterations: int, default_iterations: acesim.Comparison
+    iterations: int, resnet50_16: acesim.Comparison
 ) -> None:
-    base = default_iterations
+    base = resnet50_16  # at the default iteration count
     more = acesim.compare(
         "ace-isca21", "resnet50", npus=16, endpoints=["ace"], iterations=iterations
     )
@@ -279,8 +274,9 @@ def test_every_result_says_what_it_was_run_with() -> None:
     assert coll.version == acesim.__version__
 
 
-def test_results_convert_to_dataframes(tmp_path: Path) -> None:
-    comp = acesim.compare("ace-isca21", "resnet50", npus=16)
+@pytest.mark.xdist_group("resnet50_16")  # one process: it shares resnet50_16 (conftest)
+def test_results_convert_to_dataframes(tmp_path: Path, resnet50_16: acesim.Comparison) -> None:
+    comp = resnet50_16  # acesim.compare("ace-isca21", "resnet50", npus=16)
     frame = comp.to_pandas()
     assert set(frame["kind"]) == {"baseline", "ace", "ideal"}
     assert frame["best"].sum() == 3  # one kept variant per kind

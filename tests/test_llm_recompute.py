@@ -224,6 +224,8 @@ def test_the_text_round_trips_and_names_every_module() -> None:
 # -- the GPT-OSS 120B row ------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("shipped_rows_once")  # the row's figure as test_validate's (conftest)
+@pytest.mark.xdist_group("validate")
 def test_the_gpt_oss_row_simulates_as_megatron_bridge_ran_it() -> None:
     from acesim.validation.corpus import load_corpus
     from acesim.validation.evaluate import evaluate_case

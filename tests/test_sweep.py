@@ -298,7 +298,9 @@ def _rows(db: Path) -> int:
 
 
 def test_sweep_killed_mid_run_resumes_with_every_point_exactly_once(tmp_path: Path) -> None:
-    # 36 exact-mode points (every NPU simulated, tens of ms each): slow enough to kill mid-run.
+    # 36 exact-mode points (every NPU simulated) on 32 NPUs (the torus at 4x4x2), about 0.2 CPU
+    # s each: slow enough to kill mid-run (the last 30 take seconds on two workers), half the
+    # cost of the preset's 64.
     spec_path = write_toml(
         tmp_path / "slow.toml",
         """
@@ -313,6 +315,7 @@ exact = true
 "endpoint.kind" = ["baseline", "ace", "ideal"]
 "npu.hbm_bandwidth" = ["300 GB/s", "600 GB/s", "900 GB/s", "1.2 TB/s", "2.4 TB/s", "4.8 TB/s"]
 "collective.chunks" = [2, 4]
+"network.dimensions[2].size" = [2]
 """,
     )
     db = tmp_path / "slow.sqlite"

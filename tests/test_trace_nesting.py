@@ -71,16 +71,19 @@ def traced(tmp_path: Path, *args: str) -> dict[str, Any]:
     return data
 
 
+# exact mode on 8 NPUs (the torus at 4x1x2), every NPU its own track, at the default 3
+# iterations with the warm-up: the same per-NPU tracks and iteration boundaries as on 16 NPUs, in
+# a trace of 25 MB instead of 63 MB (tests/test_trace.py's exact trace is on 8 NPUs too)
 @pytest.mark.parametrize(
     "args",
-    [(), ("--exact", "--npus", "16")],
-    ids=["readme-symmetric", "exact-16"],
+    [(), ("--exact", "--npus", "8")],
+    ids=["readme-symmetric", "exact-8"],
 )
 def test_perfetto_drops_no_slice(tmp_path: Path, args: tuple[str, ...]) -> None:
     data = traced(tmp_path, *args)
     assert nesting_violations(data) == []
     if args:
-        assert data["metadata"]["mode"] == "exact" and data["metadata"]["simulated_npus"] == 16
+        assert data["metadata"]["mode"] == "exact" and data["metadata"]["simulated_npus"] == 8
 
 
 def test_the_checker_sees_a_child_ending_after_its_parent() -> None:
