@@ -752,41 +752,6 @@ class Lockstep:
             for entry in frontier:
                 if self._joint_next(entry, frontier, later, last):
                     return entry
-        if self.runtime.agreed:
-            return self._joint_agreed_next(frontier, later, last)
-        return None
-
-    def _joint_agreed_next(
-        self,
-        frontier: list[list[Any]],
-        later: list[list[set[int]]],
-        last: dict[int, tuple[int, int]],
-    ) -> list[Any] | None:
-        """:meth:`_joint_next` where the ranks keep agreed admission orders (see
-        :func:`_agreed_choice`); None where no dimension's next is known, or the chunk that
-        last freed a queue comes back to it as it frees (it then queues behind the waiting
-        phases: left to the event path)."""
-        parts = self.parts
-        dims = {id(e): parts[e[0]].phases[e[1]].dim for e in frontier}
-        for dim in dict.fromkeys(dims.values()):
-            here = []
-            free = self.free.get(dim)
-            for e in frontier:
-                if dims[id(e)] == dim:
-                    if last.get(dim) == (e[0], e[4]) and bool(np.any(e[2] == free)):
-                        break
-                    here.append((e, e[2], parts[e[0]].key, e[3]))
-            else:
-                coming = None
-                for e in frontier:
-                    j, o_index = e[0], e[1]
-                    if dims[id(e)] != dim and dim in later[j][o_index + 1]:
-                        phase = parts[j].phases[o_index]
-                        bound = self._leaving(phase, e[2], self.free.get(phase.dim))
-                        coming = bound if coming is None else np.minimum(coming, bound)
-                chosen: list[Any] | None = _agreed_choice(here, coming, free)
-                if chosen is not None:
-                    return chosen
         return None
 
     def _joint_next_alike(
