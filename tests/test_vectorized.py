@@ -725,3 +725,23 @@ def test_straggler_collectives_in_agreed_orders_agree_with_the_event_simulation(
         system, _layers(layers, grad, 2e-4), iterations=1, stragglers=straggler
     )
     _close(fast, events, 1e-9)
+
+
+def test_message_sizes_that_tie_in_time_sum_exactly_without_events() -> None:
+    """The hierarchical all-reduce of ace-isca21 sends messages of several sizes that
+    complete at one time on different dimensions; whole bytes summing below 2**53 add
+    exactly in any order, so the byte sums need not know the engine's event order: the
+    collective runs without message events (before: the event path), bit for bit."""
+    from acesim import load_system
+
+    system = load_system("ace-isca21")
+    dims = [
+        d.model_copy(update={"size": size})
+        for d, size in zip(system.network.dimensions, (4, 4, 2), strict=True)
+    ]
+    network = system.network.model_copy(update={"dimensions": dims})
+    system = system.model_copy(update={"network": network}).with_endpoint("ideal")
+    result = simulate_collective(system, "all-reduce", 8 * MiB, exact=True)
+    assert not result.mode_note  # no collective on the event path
+    fast, events = _both(system, "all-reduce", 8 * MiB, None)
+    assert fast == events

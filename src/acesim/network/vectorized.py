@@ -103,6 +103,10 @@ _HOOKS = (
 )
 
 
+#: Whole numbers of bytes below this add exactly in floating point (the float64 mantissa), so
+#: their sum does not depend on the order of the additions.
+_EXACT_SUMS = 2**53
+
 #: The most per-rank (time, bytes) records summed in time order (ranks out of lockstep with
 #: several message sizes); beyond it the event path runs the case.
 _MAX_RECORDS = 1 << 24
@@ -1035,6 +1039,10 @@ class Lockstep:
         same stable sort by time, runs of one size and additions, without arrays."""
         n = self.n
         entries = sorted(((t, m, n * k) for _d, m, k, t in records), key=_time)
+        # whole bytes summing below 2**53: every partial sum is exact, in any order
+        exact = all(m == int(m) for _t, m, _c in entries) and (
+            sum(int(m) * c for _t, m, c in entries) < _EXACT_SUMS
+        )
         total = 0.0
         size: float | None = None
         count = 0
@@ -1042,7 +1050,7 @@ class Lockstep:
         for t, m, c in entries:
             if m != size:
                 if size is not None:
-                    if t == previous:
+                    if t == previous and not exact:
                         return None  # sizes that tie in time (see _total)
                     total = add_repeatedly(total, size, count)
                 size, count = m, c
