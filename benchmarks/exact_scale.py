@@ -172,14 +172,17 @@ def _mixed(npus: int) -> list[dict[str, Any]]:
 def resnet50_varied(npus: int, endpoint: str, kind: str) -> Callable[[], float]:
     """ResNet-50, one iteration, on ``ace-isca21`` at ``npus`` NPUs with ``endpoint`` (the
     baseline: its default SM split, not a search), with one straggler (``kind``
-    ``straggler``) or half the NPUs at half HBM bandwidth (``mixed``)."""
+    ``straggler``), half the NPUs at half HBM bandwidth (``mixed``) or nothing varied
+    (``exact``: symmetric, in exact mode)."""
 
     def run() -> float:
         import acesim
 
-        variation: dict[str, Any] = (
-            {"stragglers": [STRAGGLER]} if kind == "straggler" else {"npu_types": _mixed(npus)}
-        )
+        variation: dict[str, Any] = {}
+        if kind == "straggler":
+            variation = {"stragglers": [STRAGGLER]}
+        elif kind == "mixed":
+            variation = {"npu_types": _mixed(npus)}
         result, execution = acesim.runs.run_system(
             acesim.load_system("ace-isca21").with_endpoint(endpoint),
             "resnet50",
@@ -241,6 +244,15 @@ def _issue27_cases() -> list[Case]:
                         target=ISSUE27_TARGETS.get(npus),
                     )
                 )
+    for npus in (64, 256):
+        cases.append(
+            Case(
+                f"resnet50-exact-ideal-{npus}",
+                "ResNet-50, 1 iteration, ace-isca21, nothing varied, exact mode, ideal",
+                npus,
+                resnet50_varied(npus, "ideal", "exact"),
+            )
+        )
     for endpoint in ("ideal", "baseline"):
         cases.append(
             Case(
