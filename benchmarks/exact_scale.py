@@ -13,18 +13,25 @@ GB = 2^30 B, 500 ns latency, 10 ns endpoint delay, 4 chunks, one active chunk pe
 LIFO, the ``ideal`` endpoint (the reduction charge removed); the 3-D network is
 Ring(4) x FullyConnected(8) x Switch(32) at 200/100/50 GB/s and 50/500/2000 ns.
 
+Issue 27's variation cases (``resnet50-straggler-*``, ``resnet50-mixed-*``,
+``allreduce-straggler-*``: the ``ace-isca21`` platform, one iteration) print their ratio to
+the issue's target (1,024 NPUs: 10 CPU s; 16,384: 120 CPU s); the slow ones run with
+``--timeout`` and report a lower bound.
+
     python benchmarks/exact_scale.py                       # every case but the largest
     python benchmarks/exact_scale.py --cases ring-512,fc-1024 --repeat 3
     python benchmarks/exact_scale.py --all --markdown      # 4,096 and 16,384 NPUs and
                                                            # ResNet-50 too (minutes)
     python benchmarks/exact_scale.py --cases dp-64 --cli-gc  # as the acesim CLI runs it
                                                              # (gc.freeze() after imports)
+    python benchmarks/exact_scale.py --cases resnet50-straggler-ideal-1024 --timeout 600
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -51,6 +58,7 @@ class Case:
     astra_cpu: float | None = None  # ASTRA-sim 2.0 user CPU (s), median of 3
     astra_rss: float | None = None  # its peak RSS (MiB)
     heavy: bool = False  # only with --all
+    target: float | None = None  # issue 27's target for its run CPU (s), where it sets one
 
 
 def _dim(kind: str, size: int, bandwidth: str, latency: str) -> dict[str, Any]:
@@ -154,6 +162,117 @@ def resnet50_1024() -> float:
     return result.iteration_time * 2
 
 
+#: issue 27's exact-mode cases: the variation studies (the ``ace-isca21`` platform, its 4x4xN
+#: torus, one iteration, no warm-up); its targets, in run CPU seconds
+ISSUE27_TARGETS = {1024: 10.0, 16384: 120.0}
+#: the one straggler: rank 3 computes 1.5x as long (the command line of the issue's finding)
+STRAGGLER = {"rank": 3, "slowdown": 1.5}
+
+
+def _mixed(npus: int) -> list[dict[str, Any]]:
+    """Half the NPUs (the first half) at half the platform NPU's HBM bandwidth."""
+    hbm = load_system("ace-isca21").npu.hbm_bandwidth
+    return [{"ranks": f"0-{npus // 2 - 1}", "hbm_bandwidth": hbm / 2}]
+
+
+def resnet50_varied(npus: int, endpoint: str, kind: str) -> Callable[[], float]:
+    """ResNet-50, one iteration, on ``ace-isca21`` at ``npus`` NPUs with ``endpoint`` (the
+    baseline: its default SM split, not a search), with one straggler (``kind``
+    ``straggler``), half the NPUs at half HBM bandwidth (``mixed``) or nothing varied
+    (``exact``: symmetric, in exact mode)."""
+
+    def run() -> float:
+        import acesim
+
+        variation: dict[str, Any] = {}
+        if kind == "straggler":
+            variation = {"stragglers": [STRAGGLER]}
+        elif kind == "mixed":
+            variation = {"npu_types": _mixed(npus)}
+        result, execution = acesim.runs.run_system(
+            acesim.load_system("ace-isca21").with_endpoint(endpoint),
+            "resnet50",
+            npus=npus,
+            iterations=1,
+            warmup=0,
+            mode="exact",
+            max_messages=10**12,
+            **variation,
+        )
+        _note(execution)
+        return float(result.iteration_time)
+
+    return run
+
+
+def allreduce_straggler(npus: int, endpoint: str) -> Callable[[], float]:
+    """A 64 MiB all-reduce alone on ``ace-isca21`` at ``npus`` NPUs with ``endpoint`` and one
+    straggler (its reduction kernels 1.5x as long)."""
+
+    def run() -> float:
+        from acesim.config.variation import Straggler, Variation
+
+        system = load_system("ace-isca21")
+        shape = [d.size for d in system.network.dimensions]
+        shape[-1] = npus // (shape[0] * shape[1])
+        dims = [
+            d.model_copy(update={"size": size})
+            for d, size in zip(system.network.dimensions, shape, strict=True)
+        ]
+        system = system.model_copy(
+            update={
+                "network": system.network.model_copy(update={"dimensions": dims}),
+                "collective": system.collective.model_copy(update={"max_messages": 10**12}),
+            }
+        )
+        variation = Variation(stragglers=(Straggler(**STRAGGLER),))
+        return simulate_collective(
+            system, "all-reduce", 64 * MiB, endpoint=endpoint, variation=variation
+        ).time
+
+    return run
+
+
+def _issue27_cases() -> list[Case]:
+    cases = []
+    for npus in (64, 256, 1024, 16384):
+        for kind, what in (("straggler", "one straggler"), ("mixed", "half at half HBM BW")):
+            if kind == "mixed" and npus == 256:
+                continue
+            for endpoint in ("ideal", "baseline"):
+                cases.append(
+                    Case(
+                        f"resnet50-{kind}-{endpoint}-{npus}",
+                        f"ResNet-50, 1 iteration, ace-isca21, {what}, {endpoint}",
+                        npus,
+                        resnet50_varied(npus, endpoint, kind),
+                        heavy=True,  # 20 CPU s and more each today
+                        target=ISSUE27_TARGETS.get(npus),
+                    )
+                )
+    for npus in (64, 256):
+        cases.append(
+            Case(
+                f"resnet50-exact-ideal-{npus}",
+                "ResNet-50, 1 iteration, ace-isca21, nothing varied, exact mode, ideal",
+                npus,
+                resnet50_varied(npus, "ideal", "exact"),
+            )
+        )
+    for endpoint in ("ideal", "baseline"):
+        cases.append(
+            Case(
+                f"allreduce-straggler-{endpoint}-1024",
+                f"all-reduce 64 MiB alone, ace-isca21, one straggler, {endpoint}",
+                1024,
+                allreduce_straggler(1024, endpoint),
+                heavy=True,
+                target=ISSUE27_TARGETS[1024],
+            )
+        )
+    return cases
+
+
 CASES = [
     Case("ring-512", "ring all-reduce 64 MiB, Ring", 512,
          allreduce(lambda: one_dim("ring", 512), 64 * MiB), 1.45, 102),
@@ -180,6 +299,7 @@ CASES = [
     Case("resnet50-1024", "ResNet-50, 2 iterations, 3-D", 1024, resnet50_1024, 156.0, 609,
          heavy=True),
 ]  # fmt: skip
+CASES += _issue27_cases()
 BY_NAME = {c.name: c for c in CASES}
 
 
@@ -199,19 +319,41 @@ def child(name: str, freeze: bool = False) -> None:
     print(json.dumps({"simulated": simulated, "wall": wall, "cpu": run_cpu, "notes": NOTES}))
 
 
-def measure(name: str, timeout: float | None, freeze: bool = False) -> dict[str, float]:
-    """One child run: wall (s), user CPU (s), peak RSS (MiB), simulated time (s)."""
+def measure(name: str, timeout: float | None, freeze: bool = False) -> dict[str, Any]:
+    """One child run: wall (s), user CPU (s), peak RSS (MiB), simulated time (s); a child
+    still running after ``timeout`` s of wall time is killed (``timed_out``: its figures are
+    then lower bounds)."""
     start = time.perf_counter()
     command = [sys.executable, __file__, "--child", name] + (["--cli-gc"] if freeze else [])
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
+    timed_out = False
     try:
-        _pid, status, usage = os.wait4(proc.pid, 0)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if timeout is not None and time.perf_counter() - start > timeout:
+                proc.kill()
+                timed_out = True
+                _pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.05)
     except KeyboardInterrupt:
         proc.kill()
         raise
     wall = time.perf_counter() - start
     out = proc.stdout.read()
+    if timed_out:
+        return {
+            "wall": wall,
+            "user": usage.ru_utime,
+            "run_cpu": usage.ru_utime,
+            "rss": usage.ru_maxrss / 1024,
+            "simulated": math.nan,
+            "notes": {},
+            "timed_out": True,
+        }
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{name}: the child failed ({proc.returncode})")
@@ -223,7 +365,21 @@ def measure(name: str, timeout: float | None, freeze: bool = False) -> dict[str,
         "rss": usage.ru_maxrss / 1024,  # KiB on Linux
         "simulated": payload["simulated"],
         "notes": payload.get("notes", {}),
+        "timed_out": False,
     }
+
+
+def _cpu(med: dict[str, Any], key: str = "run_cpu") -> str:
+    """A CPU figure, as a lower bound where the run was stopped."""
+    return f"> {med[key]:.1f}" if med["timed_out"] else f"{med[key]:.3f}"
+
+
+def _target(case: Case, med: dict[str, Any]) -> str:
+    """The ratio of the run CPU to issue 27's target (empty where it sets none)."""
+    if case.target is None:
+        return ""
+    ratio = med["run_cpu"] / case.target
+    return f"{'> ' if med['timed_out'] else ''}{ratio:.2f}"
 
 
 def main() -> None:
@@ -237,6 +393,12 @@ def main() -> None:
         action="store_true",
         help="freeze the import-time objects out of the garbage collector before each case, "
         "as the acesim command line does (the library does not)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        help="stop a run after this many seconds of wall time and report its CPU as a lower "
+        "bound ('> N s')",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -253,13 +415,20 @@ def main() -> None:
     rows = []
     for name in names:
         case = BY_NAME[name]
-        runs = [measure(name, None, args.cli_gc) for _ in range(args.repeat)]
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "notes"}
+        runs = [measure(name, args.timeout, args.cli_gc) for _ in range(args.repeat)]
+        med = {
+            k: statistics.median(r[k] for r in runs)
+            for k in runs[0]
+            if k not in ("notes", "timed_out")
+        }
+        med["timed_out"] = any(r["timed_out"] for r in runs)
         notes = runs[-1]["notes"]
         ratio = med["run_cpu"] / case.astra_cpu if case.astra_cpu else None
         rows.append((case, med, ratio, len(runs)))
         if not args.markdown:
             vs = f"  ASTRA-sim {case.astra_cpu:g} s: ratio {ratio:.3f}" if ratio else ""
+            if case.target is not None:
+                vs += f"  target {case.target:g} s: ratio {_target(case, med)}"
             if notes:
                 vs += (
                     f"  ({notes['event_collectives']} of {notes['collectives']} collectives on "
@@ -270,7 +439,7 @@ def main() -> None:
             print(
                 f"{name:14s} {case.npus:>6,d} NPUs  simulated {med['simulated'] * 1e3:9.3f} ms  "
                 f"wall {med['wall']:8.2f} s  user {med['user']:8.2f} s  run CPU "
-                f"{med['run_cpu']:8.3f} s  "
+                f"{_cpu(med):>8s} s  "
                 f"RSS {med['rss']:7.0f} MiB{vs}",
                 flush=True,
             )
@@ -278,18 +447,20 @@ def main() -> None:
         print(
             "| case | NPUs | simulated (ms) | wall (s) | user CPU (s) | run CPU (s) | "
             "peak RSS (MiB) | "
-            "ASTRA-sim user CPU (s) | ASTRA-sim RSS (MiB) | ratio (target <= 0.1) | runs |"
+            "ASTRA-sim user CPU (s) | ASTRA-sim RSS (MiB) | ratio (target <= 0.1) | "
+            "issue 27 target (s) | ratio to it | runs |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for case, med, ratio, n in rows:
             astra = f"{case.astra_cpu:g}" if case.astra_cpu else "-"
             arss = f"{case.astra_rss:g}" if case.astra_rss else "-"
             shown = f"{ratio:.3f}" if ratio is not None else "-"
+            target = f"{case.target:g}" if case.target is not None else "-"
             print(
                 f"| {case.label} | {case.npus:,} | {med['simulated'] * 1e3:.3f} | "
-                f"{med['wall']:.2f} | {med['user']:.2f} | {med['run_cpu']:.3f} | "
+                f"{med['wall']:.2f} | {_cpu(med, 'user')} | {_cpu(med)} | "
                 f"{med['rss']:.0f} | {astra} | {arss} | "
-                f"{shown} | {n} |"
+                f"{shown} | {target} | {_target(case, med) or '-'} | {n} |"
             )
         print()
         print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")

@@ -18,9 +18,15 @@ per-message Python; every NPU keeps its own times):
   collective: on one dimension the order does not depend on timing (computed once); on
   several (:class:`Lockstep`) the next phase admitted is one that reaches its dimension first
   at every rank, before every other waiting phase there and no later than any chunk that may
-  still come to it. Where no phase is first at every rank, or a phase takes no time (arrivals
-  could tie), or a direct step's line is not in lockstep (its messages into one receiver
-  would couple senders in different steps through its ingress), the event engine runs it;
+  still come to it. On a platform with a variation the ranks keep agreed admission orders
+  (:mod:`acesim.network.agreement`): there the next phase of a dimension's order is the one
+  the first rank ready to admit one picks (its queue's choice among the phases waiting
+  there), every other rank admitting it when it reaches it, so a straggler's package may
+  run behind the others. Where neither decides (ranks ready together that would pick
+  differently, a phase still on another dimension that could reach the deciding rank
+  first), or a phase takes no time (arrivals could tie), or a direct step's line is not in
+  lockstep (its messages into one receiver would couple senders in different steps through
+  its ingress), the event engine runs it;
 * the bytes sent and received are summed message by message in the order the events would
   have been processed (by time; sequential float additions, as the event runtime does).
 
@@ -97,6 +103,10 @@ _HOOKS = (
     "local_copy_demand",
 )
 
+
+#: Whole numbers of bytes below this add exactly in floating point (the float64 mantissa), so
+#: their sum does not depend on the order of the additions.
+_EXACT_SUMS = 2**53
 
 #: The most per-rank (time, bytes) records summed in time order (ranks out of lockstep with
 #: several message sizes); beyond it the event path runs the case.
@@ -483,6 +493,8 @@ class Lockstep:
                 if self._is_next(entry, frontier, later):
                     chosen = entry
                     break
+            if chosen is None and self.runtime.agreed:
+                chosen = self._agreed_next(frontier, later)
             if chosen is None:
                 return None
             index, arrival = chosen[0], chosen[1]
@@ -506,6 +518,34 @@ class Lockstep:
                 frontier.remove(chosen)
                 finished = end if finished is None else np.maximum(finished, end)
         return finished
+
+    def _agreed_next(self, frontier: list[list[Any]], later: list[set[int]]) -> list[Any] | None:
+        """The next phase admitted where the ranks keep agreed admission orders
+        (:mod:`acesim.network.agreement`, a platform with a variation): see
+        :func:`_agreed_choice`; None where no dimension's next is known."""
+        phases = self.phases
+        for dim in dict.fromkeys(phases[e[0]].dim for e in frontier):
+            here = [(e, e[1], (0, 0), e[2]) for e in frontier if phases[e[0]].dim == dim]
+            coming = None  # per rank, a time the phases still to come here arrive after
+            for o_index, o_arrival, _order in frontier:
+                o_dim = phases[o_index].dim
+                if o_dim != dim and dim in later[o_index + 1]:
+                    bound = self._leaving(phases[o_index], o_arrival, self.free.get(o_dim))
+                    coming = bound if coming is None else np.minimum(coming, bound)
+            chosen: list[Any] | None = _agreed_choice(here, coming, self.free.get(dim))
+            if chosen is not None:
+                return chosen
+        return None
+
+    def _leaving(self, phase: Phase, arrival: np.ndarray, busy: np.ndarray | None) -> np.ndarray:
+        """A time (s, per rank) a chunk waiting for ``phase`` (arrived at ``arrival``, its queue
+        freeing at ``busy``) reaches any later phase no sooner than: it starts no sooner than
+        both, and each step then takes at least the rank's own send time (the same float
+        additions as :meth:`_phase`, each rounding no higher)."""
+        bound = arrival if busy is None else np.maximum(arrival, busy)
+        for _k, _m, took, _src, _allocated in self._prepare(phase):
+            bound = bound + took
+        return bound
 
     def _is_next(self, entry: list[Any], frontier: list[list[Any]], later: list[set[int]]) -> bool:
         index, arrival, order = entry
@@ -575,20 +615,7 @@ class Lockstep:
         last: dict[int, tuple[int, int]] = {}
         finished: list[np.ndarray | None] = [None] * len(parts)
         while frontier:
-            chosen = None
-            alike = all(e[5] is not None for e in frontier) and all(
-                f is not None for f in self._free_alike.values()
-            )
-            if alike:  # every rank's times alike: compare numbers, earliest arrivals first
-                for entry in sorted(frontier, key=_arrival):
-                    if self._joint_next_alike(entry, frontier, later, last):
-                        chosen = entry
-                        break
-            else:
-                for entry in frontier:
-                    if self._joint_next(entry, frontier, later, last):
-                        chosen = entry
-                        break
+            chosen = self._joint_choose(frontier, later, last)
             if chosen is None:
                 return None
             i, index, arrival, _order, chunk, _alike_arrival = chosen
@@ -683,6 +710,26 @@ class Lockstep:
             if not ok:
                 return False
         return True
+
+    def _joint_choose(
+        self,
+        frontier: list[list[Any]],
+        later: list[list[set[int]]],
+        last: dict[int, tuple[int, int]],
+    ) -> list[Any] | None:
+        """The frontier entry admitted next (see :meth:`run_joint`), or None."""
+        alike = all(e[5] is not None for e in frontier) and all(
+            f is not None for f in self._free_alike.values()
+        )
+        if alike:  # every rank's times alike: compare numbers, earliest arrivals first
+            for entry in sorted(frontier, key=_arrival):
+                if self._joint_next_alike(entry, frontier, later, last):
+                    return entry
+        else:
+            for entry in frontier:
+                if self._joint_next(entry, frontier, later, last):
+                    return entry
+        return None
 
     def _joint_next_alike(
         self,
@@ -965,6 +1012,10 @@ class Lockstep:
         same stable sort by time, runs of one size and additions, without arrays."""
         n = self.n
         entries = sorted(((t, m, n * k) for _d, m, k, t in records), key=_time)
+        # whole bytes summing below 2**53: every partial sum is exact, in any order
+        exact = all(m == int(m) for _t, m, _c in entries) and (
+            sum(int(m) * c for _t, m, c in entries) < _EXACT_SUMS
+        )
         total = 0.0
         size: float | None = None
         count = 0
@@ -972,7 +1023,7 @@ class Lockstep:
         for t, m, c in entries:
             if m != size:
                 if size is not None:
-                    if t == previous:
+                    if t == previous and not exact:
                         return None  # sizes that tie in time (see _total)
                     total = add_repeatedly(total, size, count)
                 size, count = m, c
@@ -981,6 +1032,62 @@ class Lockstep:
             previous = t
         assert size is not None
         return add_repeatedly(total, size, count)
+
+
+def _agreed_choice(
+    here: list[tuple[Any, np.ndarray, tuple[int, int], int | None]],
+    coming: np.ndarray | None,
+    free: np.ndarray | None,
+) -> Any:
+    """The phase one dimension admits next in its agreed order (:mod:`acesim.network.
+    agreement`): the pick of the first rank ready to admit one (when its queue frees, or
+    when a phase reaches it while it is free); every other rank follows that order.
+
+    ``here``: the phases on the dimension ((entry, arrival s per rank, queue key, order of
+    arrival among chunks that joined together or None)); ``coming``: per rank, a time the
+    phases still on other dimensions arrive no sooner than (None: none comes); ``free``: when each
+    rank's queue frees (s; None: free). The first entry picked, or None where the event
+    order decides: a rank that could be ready as soon with a phase still to come, ranks
+    ready together that pick differently, or arrivals that tie."""
+    first = here[0][1]
+    for _entry, arrival, _key, _order in here[1:]:
+        first = np.minimum(first, arrival)
+    ready = first if free is None else np.maximum(first, free)
+    when = float(ready.min())
+    if coming is not None:
+        soonest = np.minimum(first, coming)
+        if free is not None:
+            soonest = np.maximum(soonest, free)
+        if not bool(np.all(soonest >= when)) or bool(np.any((soonest == when) & (coming <= when))):
+            return None
+    chosen = None
+    for rank in np.flatnonzero(ready == when).tolist():
+        pick = _queue_pick(here, rank, when)
+        if pick is None or (chosen is not None and pick is not chosen):
+            return None
+        chosen = pick
+    return chosen
+
+
+def _queue_pick(
+    here: list[tuple[Any, np.ndarray, tuple[int, int], int | None]], rank: int, when: float
+) -> Any:
+    """The entry ``rank``'s queue admits at ``when`` (s) among ``here``: the smallest queue
+    key, then the earliest arrival (chunks that joined together: in chunk order); None where
+    that is not decided (equal keys and arrivals)."""
+    best: tuple[Any, float, tuple[int, int], int | None] | None = None
+    for entry, arrivals, key, order in here:
+        arrival = float(arrivals[rank])
+        if arrival > when:
+            continue
+        if best is None or (key, arrival) < (best[2], best[1]):
+            best = (entry, arrival, key, order)
+        elif (key, arrival) == (best[2], best[1]):
+            if order is None or best[3] is None:
+                return None
+            if order < best[3]:
+                best = (entry, arrival, key, order)
+    return None if best is None else best[0]
 
 
 def _time(entry: tuple[float, float, int]) -> float:
