@@ -43,6 +43,7 @@ from ..results.run import RunResult
 from ..runs.case import make_case
 from ..runs.compare import Comparison, Job, assemble, check_endpoints, plan
 from ..runs.single import execute
+from .dedup import reuse_plan, traced
 from .membw import MembwRow
 from .tasks import Task, run_tasks
 
@@ -414,13 +415,15 @@ def reproduce(
         hbm_targets=hbm_targets,
     )
     variants: list[str] = []
+    later: list[Task] = []
     if sensitivity:
         variants = plan_sensitivity_names(sensitivity)
-        tasks += plan_sensitivity(
+        later = plan_sensitivity(
             system, variants, workloads=workloads, npus=npus, endpoints=endpoints
         )
-    advance = progress(len(tasks)) if progress else None
-    results = run_tasks(tasks, workers=workers, dask=dask, progress=advance, preload=PRELOAD)
+    advance = progress(len(tasks) + len(later)) if progress else None
+    options: dict[str, Any] = {"workers": workers, "dask": dask, "progress": advance}
+    results = run_reusing(tasks, later, **options)
     main = assemble_reproduction(system, results, npus=npus, endpoints=endpoints)
     summary = main.summary
     if variants:
@@ -439,6 +442,30 @@ def reproduce(
 
 #: Modules local workers import once, before forking (the forkserver's preload).
 PRELOAD = ("acesim.studies.reproduce",)
+
+
+def run_reusing(
+    first: Sequence[Task],
+    later: Sequence[Task],
+    *,
+    progress: Callable[[], Any] | None = None,
+    **options: Any,
+) -> dict[Any, Any]:
+    """Every task's result: ``first`` run as given, then those of ``later`` that are not the
+    same simulation as one of ``first`` (:mod:`.dedup`: exact, from the settings each run
+    read); the others get that run's result without running."""
+    if not later:
+        return run_tasks(first, progress=progress, preload=PRELOAD, **options)
+    ran = run_tasks(traced(first), progress=progress, preload=PRELOAD, **options)
+    results: dict[Any, Any] = {key: value.value for key, value in ran.items()}
+    copies = reuse_plan(first, {key: value.kinds for key, value in ran.items()}, later)
+    rest = [t for t in later if t.key not in copies]
+    results.update(run_tasks(rest, progress=progress, preload=PRELOAD, **options))
+    for key, source in copies.items():
+        results[key] = results[source]
+        if progress is not None:
+            progress()
+    return results
 
 
 def plan_sensitivity_names(sensitivity: bool | Sequence[str]) -> list[str]:
