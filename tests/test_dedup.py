@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from acesim.config import load_system
+from acesim.config.endpoint import settings_reads
 from acesim.config.resolve import derive
 from acesim.config.system import SystemConfig
-from acesim.studies.dedup import canonical, reuse_plan, traced_call
+from acesim.studies.dedup import ExactMemo, canonical, reuse_plan, traced_call
 from acesim.studies.reproduce import plan_cases, run_job
 from acesim.studies.sensitivity import VARIANTS
 from acesim.studies.tasks import Task
@@ -50,8 +51,8 @@ def test_settings_a_call_never_read_do_not_tell_two_calls_apart() -> None:
     assert canonical(_dma, (1,), unread) != canonical(_dma, (1.0,), unread)
 
 
-def test_an_object_it_cannot_compare_makes_a_call_unique() -> None:
-    assert canonical(_dma, (object(),), frozenset()) is None
+def test_an_argument_it_cannot_write_down_makes_a_call_unique() -> None:
+    assert canonical(_dma, (lambda: None,), frozenset()) is None
 
 
 def _tasks(system: SystemConfig, prefix: tuple[Any, ...]) -> dict[str, Task]:
@@ -72,3 +73,17 @@ def test_a_reused_run_equals_the_run_simulated_again() -> None:
     assert copies == {halved["baseline"].key: main["baseline"].key}
     again = halved["baseline"].fn(*halved["baseline"].args)
     assert again == traced[main["baseline"].key].value
+
+
+def test_the_memo_computes_a_call_once_and_replays_its_reads() -> None:
+    system = derive(load_system("ace-isca21"), {})
+    memo = ExactMemo()
+    first = memo.call(_baseline_units, system)
+    # dma_half changes nothing the call read: the same computation, not run again
+    halved = VARIANTS.get("dma_half").change(system)
+    with settings_reads() as kinds:
+        again = memo.call(_baseline_units, halved)
+    assert again is first and (memo.hits, memo.misses) == (1, 1)
+    assert kinds == {"baseline"}  # an enclosing trace sees the reads the result depends on
+    memo.call(_baseline_units, VARIANTS.get("static_hbm").change(system))
+    assert memo.misses == 2

@@ -13,7 +13,7 @@ is validated.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..registry import Registry
 from .errors import FieldRuleError, config_error_from
 
-__all__ = ["EndpointSchema", "ENDPOINT_SETTINGS", "EndpointConfig", "settings_reads"]
+__all__ = ["EndpointSchema", "ENDPOINT_SETTINGS", "EndpointConfig", "settings_reads", "note_reads"]
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -79,6 +79,13 @@ def settings_reads() -> Iterator[set[str]]:
         yield reads
     finally:
         _SETTINGS_READS.pop()  # blocks nest: this one is the innermost
+
+
+def note_reads(kinds: Iterable[str]) -> None:
+    """Count ``kinds``' settings as read by every open :func:`settings_reads` (a result
+    taken from a memo instead of computed: the reads its computation made)."""
+    for reads in _SETTINGS_READS:
+        reads.update(kinds)
 
 
 class EndpointConfig(BaseModel):

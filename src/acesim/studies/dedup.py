@@ -14,29 +14,28 @@ provenance that results echo, the selected endpoint kind) counts whole. Two task
 function are the same simulation when their arguments are equal in everything but the settings
 of kinds the first one never read (:func:`canonical`): the second would read exactly the same
 values in the same order (by induction over its steps: every value read so far is equal), so it
-would compute exactly the same result. A value :func:`canonical` cannot compare (an object it
-does not know) makes a task unique: reuse is only ever skipped, never guessed.
+would compute exactly the same result. An argument :func:`canonical` cannot write down (a
+lambda) makes a task unique: reuse is only ever skipped, never guessed.
 
 :func:`reuse_plan` resolves the copies before the later tasks run, so a copied task is not run at
 all; its result is the earlier task's object (results are not mutated after a run).
+:class:`ExactMemo` does the same for calls inside one process (the HBM analysis's collectives,
+many of them the same simulation across targets and variants).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
+import io
+import pickle
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from pydantic import BaseModel
-
-from ..config.endpoint import settings_reads
+from ..config.endpoint import note_reads, settings_reads
 from ..config.system import SystemConfig
 from .tasks import Task
 
-__all__ = ["Traced", "traced_call", "traced", "canonical", "reuse_plan"]
+__all__ = ["Traced", "traced_call", "traced", "canonical", "reuse_plan", "ExactMemo"]
 
 
 @dataclass(frozen=True)
@@ -59,108 +58,44 @@ def traced(tasks: Iterable[Task]) -> list[Task]:
     return [Task(t.key, traced_call, (t.fn, t.args)) for t in tasks]
 
 
-class _Opaque(Exception):
-    """A value :func:`canonical` cannot compare exactly."""
+def _system_form(*parts: Any) -> None:  # pragma: no cover - never called
+    """What a system pickles as in a canonical form (the form is compared, never loaded)."""
 
 
-class _Memo:
-    """The canonical forms already built in one :func:`reuse_plan`, by object and read set
-    (cases share their workload, variants their systems' parts); holds the objects, so that
-    their ids stay theirs."""
+class _Canonical(pickle.Pickler):
+    """Pickles a call with each :class:`SystemConfig` in it as everything but the endpoint
+    settings of kinds outside ``kinds``: its other fields, the selected kind, the read kinds'
+    tables, its provenance."""
 
-    def __init__(self) -> None:
-        self.forms: dict[tuple[int, frozenset[str]], tuple[Any, Hashable]] = {}
-        self.active = False
+    def __init__(self, stream: io.BytesIO, kinds: frozenset[str]) -> None:
+        super().__init__(stream, protocol=pickle.HIGHEST_PROTOCOL)
+        self.kinds = sorted(kinds)
 
-
-_MEMO = _Memo()
-
-
-def _system(system: SystemConfig, kinds: frozenset[str]) -> Hashable:
-    parts = system.__dict__.items()
-    fields = tuple((name, _canon(value, kinds)) for name, value in parts if name != "endpoint")
-    endpoint = system.endpoint
-    tables = endpoint.__pydantic_extra__ or {}
-    read = tuple((kind, _canon(tables.get(kind), kinds)) for kind in sorted(kinds))
-    return (
-        "SystemConfig",
-        fields,
-        _canon(system.__pydantic_extra__, kinds),
-        _canon(endpoint.__dict__, kinds),
-        read,
-        _canon(system.provenance.to_dict(), kinds),
-    )
-
-
-def _model(value: BaseModel, kinds: frozenset[str]) -> Hashable:
-    return (
-        type(value).__module__,
-        type(value).__qualname__,
-        _canon(value.__dict__, kinds),
-        _canon(value.__pydantic_extra__, kinds),
-        _canon(value.__pydantic_private__, kinds),
-    )
-
-
-def _structure(value: Any, kinds: frozenset[str]) -> Hashable:
-    """The canonical form of a pydantic model or a dataclass instance."""
-    if isinstance(value, SystemConfig):
-        return _system(value, kinds)
-    if isinstance(value, BaseModel):
-        return _model(value, kinds)
-    fields = dataclasses.fields(value)
-    return (
-        type(value).__module__,
-        type(value).__qualname__,
-        tuple((f.name, _canon(getattr(value, f.name), kinds)) for f in fields),
-    )
-
-
-def _canon(value: Any, kinds: frozenset[str]) -> Hashable:
-    """The hashable, type-exact form of ``value`` (see :func:`canonical`)."""
-    if value is None or isinstance(value, (bool, int, str, bytes)):
-        return (type(value).__name__, value)
-    if isinstance(value, float):
-        return ("float", value.hex())  # exact: 1 and 1.0, 0.0 and -0.0 stay apart
-    if isinstance(value, BaseModel) or (
-        dataclasses.is_dataclass(value) and not isinstance(value, type)
-    ):
-        memo = (id(value), kinds)
-        known = _MEMO.forms.get(memo)
-        if known is None:
-            known = (value, _structure(value, kinds))
-            _MEMO.forms[memo] = known
-        return known[1]
-    if isinstance(value, Mapping):
-        items = tuple((_canon(k, kinds), _canon(v, kinds)) for k, v in value.items())
-        return (type(value).__name__, items)  # in order: stricter than dict equality
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_canon(v, kinds) for v in value))
-    if isinstance(value, (set, frozenset)):
-        return (type(value).__name__, frozenset(_canon(v, kinds) for v in value))
-    if isinstance(value, enum.Enum):
-        return (type(value).__module__, type(value).__qualname__, value.name)
-    if isinstance(value, np.ndarray):
-        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
-    if callable(value) and hasattr(value, "__module__") and hasattr(value, "__qualname__"):
-        return ("callable", value.__module__, value.__qualname__)
-    raise _Opaque(type(value).__qualname__)
+    def reducer_override(self, obj: Any) -> Any:
+        if not isinstance(obj, SystemConfig):
+            return NotImplemented
+        fields = {name: value for name, value in obj.__dict__.items() if name != "endpoint"}
+        tables = obj.endpoint.__pydantic_extra__ or {}
+        read = [(kind, tables.get(kind)) for kind in self.kinds]
+        parts = (fields, obj.__pydantic_extra__, obj.endpoint.__dict__, read)
+        return _system_form, (*parts, obj.provenance.to_dict())
 
 
 def canonical(fn: Callable[..., Any], args: tuple[Any, ...], kinds: frozenset[str]) -> Hashable:
     """What determines ``fn(*args)`` given that it reads the settings of ``kinds`` only: equal
-    for two calls that compute the same result (module docstring); None when some argument
-    cannot be compared exactly (the call is then never reused)."""
-    owner = not _MEMO.active
-    _MEMO.active = True
+    for two calls that compute the same result (module docstring); None when the call cannot
+    be written down exactly (it is then never reused).
+
+    The form is the call pickled (:class:`_Canonical`): equal bytes load as equal objects of
+    equal types (``1`` and ``1.0``, ``0.0`` and ``-0.0`` stay apart), so two calls with equal
+    forms read equal values. The converse need not hold (a set's order, an object shared in
+    one call and copied in the other): a missed reuse, never a wrong one."""
+    stream = io.BytesIO()
     try:
-        return (_canon(fn, kinds), _canon(args, kinds))
-    except _Opaque:
+        _Canonical(stream, kinds).dump((fn, args))
+    except (pickle.PicklingError, TypeError, AttributeError):
         return None
-    finally:
-        if owner:
-            _MEMO.active = False
-            _MEMO.forms.clear()
+    return stream.getvalue()
 
 
 def reuse_plan(
@@ -168,17 +103,6 @@ def reuse_plan(
 ) -> dict[Hashable, Hashable]:
     """For each task of ``later`` that is the same simulation as one of ``done`` (whose runs
     read the endpoint settings ``reads[key]``), its key -> that task's key."""
-    _MEMO.active = True
-    try:
-        return _reuse_plan(done, reads, later)
-    finally:
-        _MEMO.active = False
-        _MEMO.forms.clear()
-
-
-def _reuse_plan(
-    done: Sequence[Task], reads: Mapping[Hashable, frozenset[str]], later: Sequence[Task]
-) -> dict[Hashable, Hashable]:
     by_reads: dict[frozenset[str], dict[Hashable, Hashable]] = {}
     for task in done:
         kinds = reads[task.key]
@@ -193,3 +117,35 @@ def _reuse_plan(
                 copies[task.key] = known[found]
                 break
     return copies
+
+
+class ExactMemo:
+    """Results of calls by what determines them (:func:`canonical` under the read set each
+    computed call recorded): a call equal to an earlier one in everything it read returns that
+    call's result object (callers must not mutate it), and counts its reads as made (an
+    enclosing :func:`traced_call` sees them). At most ``limit`` results are kept (the oldest
+    read set's are dropped first)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self.known: dict[frozenset[str], dict[Hashable, Any]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, or the result of an earlier call that is the same computation."""
+        for kinds, results in self.known.items():
+            found = canonical(fn, args, kinds)
+            if found is not None and found in results:
+                self.hits += 1
+                note_reads(kinds)
+                return results[found]
+        self.misses += 1
+        done = traced_call(fn, args)
+        note_reads(done.kinds)
+        key = canonical(fn, args, done.kinds)
+        if key is not None:
+            if sum(len(r) for r in self.known.values()) >= self.limit:
+                self.known.pop(next(iter(self.known)))
+            self.known.setdefault(done.kinds, {})[key] = done.value
+        return done.value
