@@ -36,7 +36,7 @@ from ..config.resolve import derive
 from ..config.system import SystemConfig
 from ..hardware.endpoints.ace import AceSettings
 from ..registry import Registry
-from .tasks import Task, run_tasks
+from .tasks import Task
 
 __all__ = [
     "VARIANTS",
@@ -243,6 +243,11 @@ def assemble_sensitivity(
     return {"variants": rows, "ranges": ranges}
 
 
+def _variant_of(task: Task) -> str:
+    """The variant a task of :func:`plan_sensitivity` belongs to."""
+    return str(task.key[1]) if isinstance(task.key, tuple) else ""
+
+
 def sensitivity_study(
     system: SystemConfig,
     *,
@@ -256,7 +261,7 @@ def sensitivity_study(
 ) -> dict[str, Any]:
     """The study alone (module): every variant's reproduction (the shipped one included) in
     one pool; :func:`assemble_sensitivity`'s result, with the shipped variant as ``main``."""
-    from .reproduce import assemble_reproduction
+    from .reproduce import assemble_reproduction, run_reusing
 
     names = [VARIANTS.check(n, "--sensitivity") for n in (variants or VARIANTS.names())]
     tasks = plan_sensitivity(
@@ -268,12 +273,15 @@ def sensitivity_study(
         include_shipped=True,
     )
     advance = progress(len(tasks)) if progress else None
-    results = run_tasks(tasks, workers=workers, dask=dask, progress=advance)
+    shipped = [n for n in names if _same(VARIANTS.get(n).change(system), system)]
+    # the shipped variant's runs first: another variant's run that is one of them (it never
+    # read what the variant moved) takes its result (acesim.studies.dedup)
+    first = [t for t in tasks if _variant_of(t) in shipped[:1]]
+    later = [t for t in tasks if _variant_of(t) not in shipped[:1]]
+    results = run_reusing(first, later, workers=workers, dask=dask, progress=advance)
     main = None
-    for name in names:
-        if _same(VARIANTS.get(name).change(system), system):
-            main = assemble_reproduction(
-                system, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
-            ).summary
-            break
+    for name in shipped[:1]:
+        main = assemble_reproduction(
+            system, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
+        ).summary
     return assemble_sensitivity(system, names, results, main=main, npus=npus, endpoints=endpoints)
