@@ -122,8 +122,10 @@ def plan_cases(
     npus: list[int] | None = None,
     sram: bool = True,
     endpoints: Sequence[str] | None = None,
+    no_overlap: bool = True,
 ) -> list[Job]:
-    """Every run of the reproduction (see module docstring), keyed ``(workload, NPUs, ...)``."""
+    """Every run of the reproduction (see module docstring), keyed ``(workload, NPUs, ...)``;
+    ``no_overlap``: with each case's no-overlap run."""
     repro = system.reproduction
     if repro is None or not repro.workloads:
         raise ConfigError(
@@ -139,7 +141,7 @@ def plan_cases(
     for name in names:
         for n in sizes:
             case = make_case(system, name, iterations=repro.iterations, npus=n)
-            for job in plan(case, kinds, no_overlap=True):
+            for job in plan(case, kinds, no_overlap=no_overlap):
                 jobs.append(Job((name, n, *job.key), job.case, job.variant))
         if sram and repro.sram_sizes:
             mid = sizes[len(sizes) // 2]
@@ -268,11 +270,20 @@ def plan_reproduction(
     endpoints: Sequence[str] | None = None,
     hbm_targets: bool = True,
     prefix: tuple[Any, ...] = (),
+    no_overlap: bool = True,
 ) -> list[Task]:
     """Every simulation of the reproduction as tasks: the comparison runs (keys
     ``prefix + ("run", workload, NPUs, kind, variant)``) and the HBM-saving analysis per
-    target and network size (``prefix + ("membw", target, NPUs)``)."""
-    jobs = plan_cases(system, workloads=workloads, npus=npus, sram=sram, endpoints=endpoints)
+    target and network size (``prefix + ("membw", target, NPUs)``); ``no_overlap``: with each
+    case's no-overlap run."""
+    jobs = plan_cases(
+        system,
+        workloads=workloads,
+        npus=npus,
+        sram=sram,
+        endpoints=endpoints,
+        no_overlap=no_overlap,
+    )
     tasks = [Task((*prefix, "run", *job.key), run_job, (job,)) for job in jobs]
     repro = system.reproduction
     assert repro is not None
@@ -394,9 +405,10 @@ def reproduce(
 
     ``sensitivity``: also re-run it under every variant of :mod:`acesim.studies.
     sensitivity` (or the named ones) into ``summary["sensitivity"]`` (each variant a whole
-    reproduction without the SRAM sweep and the other HBM targets; every simulation of every
-    variant in the same pool). ``hbm_targets``: also simulate the HBM saving at the other
-    targets (``HBM_TARGETS``).
+    reproduction without the SRAM sweep, the other HBM targets and the no-overlap runs; every
+    simulation of every variant in the same pool, those that are the reproduction's own
+    simulations not run again: :mod:`.dedup`). ``hbm_targets``: also simulate the HBM saving
+    at the other targets (``HBM_TARGETS``).
 
     ``endpoints``: endpoint kinds compared besides the reference, ACE and the ideal endpoint
     (any registered kind). ``workers``: local processes (None: one per CPU); ``dask``:
@@ -500,7 +512,8 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
                 for kind, out in comp.endpoints.items()
                 if kind != comp.reference
             },
-            "no_overlap": c.no_overlap.iteration_time,
+            # None in a sensitivity variant's summary: it does not run it (no figure reads it)
+            "no_overlap": comp.no_overlap.iteration_time if comp.no_overlap else None,
         },
         # energy per GPU per iteration, per sample, average power (acesim.results.energy)
         "energy": {
@@ -540,8 +553,8 @@ def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         "## Sensitivity: the headline figures under each unpinned assumption",
         "",
-        "Each variant re-runs the reproduction (without the SRAM sweep and the other HBM",
-        "targets) with one assumption the paper does not pin down moved",
+        "Each variant re-runs the reproduction (without the SRAM sweep, the other HBM",
+        "targets and the no-overlap runs) with one assumption the paper does not pin down moved",
         "(`acesim.studies.sensitivity.VARIANTS`); sensitivity.png draws the ranges.",
         "",
         "| variant | " + " | ".join(labels) + " | within tolerance | orderings broken |",

@@ -18,9 +18,12 @@ The baseline's SM split is not a variant: every case already searches it for the
 
 ``sensitivity_study`` returns, per variant, the headline figures (the keys of
 :func:`acesim.studies.reproduce.headline`) and, per figure, its range over the variants.
-Every variant is a whole reproduction without the SRAM sweep and the other HBM targets
-(minutes on two cores each); :func:`plan_sensitivity` plans them as tasks that run in the same
-pool (or Dask cluster) as the reproduction, :func:`assemble_sensitivity` reads them back.
+Every variant is a whole reproduction without the SRAM sweep, the other HBM targets and the
+no-overlap runs (no headline figure or ordering reads them): minutes on two cores each;
+:func:`plan_sensitivity` plans them as tasks that run in the same pool (or Dask cluster) as
+the reproduction, :func:`assemble_sensitivity` reads them back. A variant's run that is one of
+the reproduction's simulations (it never read what the variant moved: ``dma_half`` and a
+baseline run) takes that run's result (:mod:`acesim.studies.dedup`).
 ``acesim reproduce ace-isca21`` runs every variant by default (``--no-sensitivity`` skips it,
 ``--sensitivity a,b`` picks some); :func:`acesim.studies.reproduce.reproduce` only when
 asked (``sensitivity=True``).
@@ -163,9 +166,9 @@ def plan_sensitivity(
     include_shipped: bool = False,
 ) -> list[Task]:
     """The tasks of every variant's reproduction (keys prefixed ``("sensitivity", name)``):
-    without the SRAM sweep and the other HBM targets. A variant that leaves the system as it
-    is (``shipped``) is the reproduction itself and plans nothing unless ``include_shipped``
-    (a study run without the main reproduction)."""
+    without the SRAM sweep, the other HBM targets and the no-overlap runs. A variant that
+    leaves the system as it is (``shipped``) is the reproduction itself and plans nothing
+    unless ``include_shipped`` (a study run without the main reproduction)."""
     from .reproduce import plan_reproduction
 
     tasks: list[Task] = []
@@ -181,6 +184,7 @@ def plan_sensitivity(
             endpoints=endpoints,
             hbm_targets=False,
             prefix=("sensitivity", name),
+            no_overlap=False,
         )
     return tasks
 
