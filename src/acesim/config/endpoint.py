@@ -13,7 +13,8 @@ is validated.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,7 +24,7 @@ from ..errors import ConfigError
 from ..registry import Registry
 from .errors import FieldRuleError, config_error_from
 
-__all__ = ["EndpointSchema", "ENDPOINT_SETTINGS", "EndpointConfig"]
+__all__ = ["EndpointSchema", "ENDPOINT_SETTINGS", "EndpointConfig", "settings_reads", "note_reads"]
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -60,6 +61,31 @@ def _best_hint(value: object) -> str | None:
         f"did you mean 'best_{close[0]}'? (the best of {close[0]}'s variants: a run sweep's "
         "endpoint.kind)"
     )
+
+
+#: The kinds whose settings were read, one set per open :func:`settings_reads` (innermost last).
+_SETTINGS_READS: list[set[str]] = []
+
+
+@contextmanager
+def settings_reads() -> Iterator[set[str]]:
+    """The names of the endpoint kinds whose settings any :class:`EndpointConfig` hands out
+    (:meth:`EndpointConfig.settings`, :meth:`EndpointConfig.of`) while the block runs: the
+    settings tables a computation depends on (:mod:`acesim.studies.dedup`); the others it
+    never saw."""
+    reads: set[str] = set()
+    _SETTINGS_READS.append(reads)
+    try:
+        yield reads
+    finally:
+        _SETTINGS_READS.pop()  # blocks nest: this one is the innermost
+
+
+def note_reads(kinds: Iterable[str]) -> None:
+    """Count ``kinds``' settings as read by every open :func:`settings_reads` (a result
+    taken from a memo instead of computed: the reads its computation made)."""
+    for reads in _SETTINGS_READS:
+        reads.update(kinds)
 
 
 class EndpointConfig(BaseModel):
@@ -122,6 +148,8 @@ class EndpointConfig(BaseModel):
     def settings(self, kind: str | None = None) -> BaseModel:
         """The settings of ``kind`` (default: the selected kind)."""
         name = kind or self.kind
+        for reads in _SETTINGS_READS:
+            reads.add(name)
         schema = ENDPOINT_SETTINGS.get(name, "endpoint.kind").settings
         extra = self.__pydantic_extra__ or {}
         value = extra.get(name)

@@ -38,10 +38,23 @@ from typing import Any
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..results.collective import CollectiveResult
 from ..simulate import simulate_collective
+from .dedup import ExactMemo
 
 #: HBM bandwidth used to make memory never bind when measuring byte ratios, B/s.
 AMPLE_HBM = 1e18
+#: The collectives this process simulated, by what determines them: the bisections of one
+#: network size retrace each other's steps across targets, and a sensitivity variant's
+#: analysis repeats every run whose inputs it does not change (ACE's ample settings replace
+#: its DMA rate, so ``dma_half`` changes none of ACE's runs): each is simulated once.
+MEMO = ExactMemo()
+
+
+def _simulate(system: SystemConfig, op: str, size: float) -> CollectiveResult:
+    """``simulate_collective(system, op, size)``, each distinct simulation once (:data:`MEMO`)."""
+    result: CollectiveResult = MEMO.call(simulate_collective, system, op, size)
+    return result
 
 
 @dataclass
@@ -96,9 +109,7 @@ def _ceiling(
     """The network bandwidth (B/s) ``endpoint`` drives with ample HBM and ample resources of
     its own (the best of its kind's ample settings)."""
     return max(
-        simulate_collective(
-            _with(system, shape, AMPLE_HBM, endpoint, c), op, size
-        ).network_bandwidth
+        _simulate(_with(system, shape, AMPLE_HBM, endpoint, c), op, size).network_bandwidth
         for c in _offers(system, endpoint)
     )
 
@@ -133,7 +144,7 @@ def _needed_hbm(
     reaches ``target * ideal_bw`` (B/s)."""
     lo, hi = 1e9, 1e9
     while True:
-        r = simulate_collective(_with(system, shape, hi, endpoint, changes), op, size)
+        r = _simulate(_with(system, shape, hi, endpoint, changes), op, size)
         if r.network_bandwidth >= target * ideal_bw or hi > 1e16:
             break
         lo, hi = hi, hi * 2
@@ -141,7 +152,7 @@ def _needed_hbm(
         if hi / lo < 1.005:
             break
         mid = (lo * hi) ** 0.5
-        r = simulate_collective(_with(system, shape, mid, endpoint, changes), op, size)
+        r = _simulate(_with(system, shape, mid, endpoint, changes), op, size)
         if r.network_bandwidth >= target * ideal_bw:
             hi = mid
         else:
@@ -170,10 +181,10 @@ def membw_analysis(
         ratios = {}
         ample = {}
         for endpoint in ("baseline", "ace"):
-            r = simulate_collective(_with(system, shape, AMPLE_HBM, endpoint), op, size)
+            r = _simulate(_with(system, shape, AMPLE_HBM, endpoint), op, size)
             ratios[endpoint] = r.hbm_bytes_per_npu / r.bytes_sent_per_npu
             ample[endpoint] = r.network_bandwidth
-        ideal = simulate_collective(_with(system, shape, AMPLE_HBM, "ideal"), op, size)
+        ideal = _simulate(_with(system, shape, AMPLE_HBM, "ideal"), op, size)
         need_b = need_a = None
         equal_bw = equal_b = equal_a = None
         if equal_bandwidth:

@@ -43,6 +43,7 @@ from ..results.run import RunResult
 from ..runs.case import make_case
 from ..runs.compare import Comparison, Job, assemble, check_endpoints, plan
 from ..runs.single import execute
+from .dedup import reuse_plan, traced
 from .membw import MembwRow
 from .tasks import Task, run_tasks
 
@@ -121,8 +122,10 @@ def plan_cases(
     npus: list[int] | None = None,
     sram: bool = True,
     endpoints: Sequence[str] | None = None,
+    no_overlap: bool = True,
 ) -> list[Job]:
-    """Every run of the reproduction (see module docstring), keyed ``(workload, NPUs, ...)``."""
+    """Every run of the reproduction (see module docstring), keyed ``(workload, NPUs, ...)``;
+    ``no_overlap``: with each case's no-overlap run."""
     repro = system.reproduction
     if repro is None or not repro.workloads:
         raise ConfigError(
@@ -138,7 +141,7 @@ def plan_cases(
     for name in names:
         for n in sizes:
             case = make_case(system, name, iterations=repro.iterations, npus=n)
-            for job in plan(case, kinds, no_overlap=True):
+            for job in plan(case, kinds, no_overlap=no_overlap):
                 jobs.append(Job((name, n, *job.key), job.case, job.variant))
         if sram and repro.sram_sizes:
             mid = sizes[len(sizes) // 2]
@@ -267,11 +270,20 @@ def plan_reproduction(
     endpoints: Sequence[str] | None = None,
     hbm_targets: bool = True,
     prefix: tuple[Any, ...] = (),
+    no_overlap: bool = True,
 ) -> list[Task]:
     """Every simulation of the reproduction as tasks: the comparison runs (keys
     ``prefix + ("run", workload, NPUs, kind, variant)``) and the HBM-saving analysis per
-    target and network size (``prefix + ("membw", target, NPUs)``)."""
-    jobs = plan_cases(system, workloads=workloads, npus=npus, sram=sram, endpoints=endpoints)
+    target and network size (``prefix + ("membw", target, NPUs)``); ``no_overlap``: with each
+    case's no-overlap run."""
+    jobs = plan_cases(
+        system,
+        workloads=workloads,
+        npus=npus,
+        sram=sram,
+        endpoints=endpoints,
+        no_overlap=no_overlap,
+    )
     tasks = [Task((*prefix, "run", *job.key), run_job, (job,)) for job in jobs]
     repro = system.reproduction
     assert repro is not None
@@ -393,9 +405,10 @@ def reproduce(
 
     ``sensitivity``: also re-run it under every variant of :mod:`acesim.studies.
     sensitivity` (or the named ones) into ``summary["sensitivity"]`` (each variant a whole
-    reproduction without the SRAM sweep and the other HBM targets; every simulation of every
-    variant in the same pool). ``hbm_targets``: also simulate the HBM saving at the other
-    targets (``HBM_TARGETS``).
+    reproduction without the SRAM sweep, the other HBM targets and the no-overlap runs; every
+    simulation of every variant in the same pool, those that are the reproduction's own
+    simulations not run again: :mod:`.dedup`). ``hbm_targets``: also simulate the HBM saving
+    at the other targets (``HBM_TARGETS``).
 
     ``endpoints``: endpoint kinds compared besides the reference, ACE and the ideal endpoint
     (any registered kind). ``workers``: local processes (None: one per CPU); ``dask``:
@@ -414,13 +427,15 @@ def reproduce(
         hbm_targets=hbm_targets,
     )
     variants: list[str] = []
+    later: list[Task] = []
     if sensitivity:
         variants = plan_sensitivity_names(sensitivity)
-        tasks += plan_sensitivity(
+        later = plan_sensitivity(
             system, variants, workloads=workloads, npus=npus, endpoints=endpoints
         )
-    advance = progress(len(tasks)) if progress else None
-    results = run_tasks(tasks, workers=workers, dask=dask, progress=advance, preload=PRELOAD)
+    advance = progress(len(tasks) + len(later)) if progress else None
+    options: dict[str, Any] = {"workers": workers, "dask": dask, "progress": advance}
+    results = run_reusing(tasks, later, **options)
     main = assemble_reproduction(system, results, npus=npus, endpoints=endpoints)
     summary = main.summary
     if variants:
@@ -439,6 +454,30 @@ def reproduce(
 
 #: Modules local workers import once, before forking (the forkserver's preload).
 PRELOAD = ("acesim.studies.reproduce",)
+
+
+def run_reusing(
+    first: Sequence[Task],
+    later: Sequence[Task],
+    *,
+    progress: Callable[[], Any] | None = None,
+    **options: Any,
+) -> dict[Any, Any]:
+    """Every task's result: ``first`` run as given, then those of ``later`` that are not the
+    same simulation as one of ``first`` (:mod:`.dedup`: exact, from the settings each run
+    read); the others get that run's result without running."""
+    if not later:
+        return run_tasks(first, progress=progress, preload=PRELOAD, **options)
+    ran = run_tasks(traced(first), progress=progress, preload=PRELOAD, **options)
+    results: dict[Any, Any] = {key: value.value for key, value in ran.items()}
+    copies = reuse_plan(first, {key: value.kinds for key, value in ran.items()}, later)
+    rest = [t for t in later if t.key not in copies]
+    results.update(run_tasks(rest, progress=progress, preload=PRELOAD, **options))
+    for key, source in copies.items():
+        results[key] = results[source]
+        if progress is not None:
+            progress()
+    return results
 
 
 def plan_sensitivity_names(sensitivity: bool | Sequence[str]) -> list[str]:
@@ -473,7 +512,8 @@ def _case_summary(c: CaseResult) -> dict[str, Any]:
                 for kind, out in comp.endpoints.items()
                 if kind != comp.reference
             },
-            "no_overlap": c.no_overlap.iteration_time,
+            # None in a sensitivity variant's summary: it does not run it (no figure reads it)
+            "no_overlap": comp.no_overlap.iteration_time if comp.no_overlap else None,
         },
         # energy per GPU per iteration, per sample, average power (acesim.results.energy)
         "energy": {
@@ -513,8 +553,8 @@ def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         "## Sensitivity: the headline figures under each unpinned assumption",
         "",
-        "Each variant re-runs the reproduction (without the SRAM sweep and the other HBM",
-        "targets) with one assumption the paper does not pin down moved",
+        "Each variant re-runs the reproduction (without the SRAM sweep, the other HBM",
+        "targets and the no-overlap runs) with one assumption the paper does not pin down moved",
         "(`acesim.studies.sensitivity.VARIANTS`); sensitivity.png draws the ranges.",
         "",
         "| variant | " + " | ".join(labels) + " | within tolerance | orderings broken |",

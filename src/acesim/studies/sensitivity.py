@@ -18,9 +18,12 @@ The baseline's SM split is not a variant: every case already searches it for the
 
 ``sensitivity_study`` returns, per variant, the headline figures (the keys of
 :func:`acesim.studies.reproduce.headline`) and, per figure, its range over the variants.
-Every variant is a whole reproduction without the SRAM sweep and the other HBM targets
-(minutes on two cores each); :func:`plan_sensitivity` plans them as tasks that run in the same
-pool (or Dask cluster) as the reproduction, :func:`assemble_sensitivity` reads them back.
+Every variant is a whole reproduction without the SRAM sweep, the other HBM targets and the
+no-overlap runs (no headline figure or ordering reads them): minutes on two cores each;
+:func:`plan_sensitivity` plans them as tasks that run in the same pool (or Dask cluster) as
+the reproduction, :func:`assemble_sensitivity` reads them back. A variant's run that is one of
+the reproduction's simulations (it never read what the variant moved: ``dma_half`` and a
+baseline run) takes that run's result (:mod:`acesim.studies.dedup`).
 ``acesim reproduce ace-isca21`` runs every variant by default (``--no-sensitivity`` skips it,
 ``--sensitivity a,b`` picks some); :func:`acesim.studies.reproduce.reproduce` only when
 asked (``sensitivity=True``).
@@ -36,7 +39,7 @@ from ..config.resolve import derive
 from ..config.system import SystemConfig
 from ..hardware.endpoints.ace import AceSettings
 from ..registry import Registry
-from .tasks import Task, run_tasks
+from .tasks import Task
 
 __all__ = [
     "VARIANTS",
@@ -163,9 +166,9 @@ def plan_sensitivity(
     include_shipped: bool = False,
 ) -> list[Task]:
     """The tasks of every variant's reproduction (keys prefixed ``("sensitivity", name)``):
-    without the SRAM sweep and the other HBM targets. A variant that leaves the system as it
-    is (``shipped``) is the reproduction itself and plans nothing unless ``include_shipped``
-    (a study run without the main reproduction)."""
+    without the SRAM sweep, the other HBM targets and the no-overlap runs. A variant that
+    leaves the system as it is (``shipped``) is the reproduction itself and plans nothing
+    unless ``include_shipped`` (a study run without the main reproduction)."""
     from .reproduce import plan_reproduction
 
     tasks: list[Task] = []
@@ -181,6 +184,7 @@ def plan_sensitivity(
             endpoints=endpoints,
             hbm_targets=False,
             prefix=("sensitivity", name),
+            no_overlap=False,
         )
     return tasks
 
@@ -243,6 +247,11 @@ def assemble_sensitivity(
     return {"variants": rows, "ranges": ranges}
 
 
+def _variant_of(task: Task) -> str:
+    """The variant a task of :func:`plan_sensitivity` belongs to."""
+    return str(task.key[1]) if isinstance(task.key, tuple) else ""
+
+
 def sensitivity_study(
     system: SystemConfig,
     *,
@@ -256,7 +265,7 @@ def sensitivity_study(
 ) -> dict[str, Any]:
     """The study alone (module): every variant's reproduction (the shipped one included) in
     one pool; :func:`assemble_sensitivity`'s result, with the shipped variant as ``main``."""
-    from .reproduce import assemble_reproduction
+    from .reproduce import assemble_reproduction, run_reusing
 
     names = [VARIANTS.check(n, "--sensitivity") for n in (variants or VARIANTS.names())]
     tasks = plan_sensitivity(
@@ -268,12 +277,15 @@ def sensitivity_study(
         include_shipped=True,
     )
     advance = progress(len(tasks)) if progress else None
-    results = run_tasks(tasks, workers=workers, dask=dask, progress=advance)
+    shipped = [n for n in names if _same(VARIANTS.get(n).change(system), system)]
+    # the shipped variant's runs first: another variant's run that is one of them (it never
+    # read what the variant moved) takes its result (acesim.studies.dedup)
+    first = [t for t in tasks if _variant_of(t) in shipped[:1]]
+    later = [t for t in tasks if _variant_of(t) not in shipped[:1]]
+    results = run_reusing(first, later, workers=workers, dask=dask, progress=advance)
     main = None
-    for name in names:
-        if _same(VARIANTS.get(name).change(system), system):
-            main = assemble_reproduction(
-                system, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
-            ).summary
-            break
+    for name in shipped[:1]:
+        main = assemble_reproduction(
+            system, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
+        ).summary
     return assemble_sensitivity(system, names, results, main=main, npus=npus, endpoints=endpoints)

@@ -1,0 +1,151 @@
+"""Simulations a study plans twice, run once: exact reuse of a task's result.
+
+A sensitivity variant moves one assumption of the system, and many of a reproduction's runs
+never look at it: ACE's DMA bandwidth (``dma_half``) cannot change a baseline run, the
+baseline's HBM partition (``static_hbm``) cannot change an ACE run. Such a run is the same
+simulation as the main reproduction's, and its result is the same, bit for bit.
+
+Which inputs a task depends on is *recorded*, not assumed: every endpoint kind's settings are
+read through :meth:`acesim.config.endpoint.EndpointConfig.settings`, and :func:`traced_call`
+runs a task inside :func:`acesim.config.endpoint.settings_reads`, which notes the kinds whose
+settings it read. Everything else in its arguments (the NPU, the network, the collective
+settings, the reproduction table, the workload, the run options, the system's name, sources and
+provenance that results echo, the selected endpoint kind) counts whole. Two tasks with the same
+function are the same simulation when their arguments are equal in everything but the settings
+of kinds the first one never read (:func:`canonical`): the second would read exactly the same
+values in the same order (by induction over its steps: every value read so far is equal), so it
+would compute exactly the same result. An argument :func:`canonical` cannot write down (a
+lambda) makes a task unique: reuse is only ever skipped, never guessed.
+
+:func:`reuse_plan` resolves the copies before the later tasks run, so a copied task is not run at
+all; its result is the earlier task's object (results are not mutated after a run).
+:class:`ExactMemo` does the same for calls inside one process (the HBM analysis's collectives,
+many of them the same simulation across targets and variants).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..config.endpoint import note_reads, settings_reads
+from ..config.system import SystemConfig
+from .tasks import Task
+
+__all__ = ["Traced", "traced_call", "traced", "canonical", "reuse_plan", "ExactMemo"]
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A task's result and the endpoint kinds whose settings it read."""
+
+    value: Any
+    kinds: frozenset[str]
+
+
+def traced_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Traced:
+    """``fn(*args)`` and the endpoint kinds whose settings it read (a task's function)."""
+    with settings_reads() as kinds:
+        value = fn(*args)
+    return Traced(value, frozenset(kinds))
+
+
+def traced(tasks: Iterable[Task]) -> list[Task]:
+    """The same tasks, each returning a :class:`Traced`."""
+    return [Task(t.key, traced_call, (t.fn, t.args)) for t in tasks]
+
+
+def _system_form(*parts: Any) -> None:  # pragma: no cover - never called
+    """What a system pickles as in a canonical form (the form is compared, never loaded)."""
+
+
+class _Canonical(pickle.Pickler):
+    """Pickles a call with each :class:`SystemConfig` in it as everything but the endpoint
+    settings of kinds outside ``kinds``: its other fields, the selected kind, the read kinds'
+    tables, its provenance."""
+
+    def __init__(self, stream: io.BytesIO, kinds: frozenset[str]) -> None:
+        super().__init__(stream, protocol=pickle.HIGHEST_PROTOCOL)
+        self.kinds = sorted(kinds)
+
+    def reducer_override(self, obj: Any) -> Any:
+        if not isinstance(obj, SystemConfig):
+            return NotImplemented
+        fields = {name: value for name, value in obj.__dict__.items() if name != "endpoint"}
+        tables = obj.endpoint.__pydantic_extra__ or {}
+        read = [(kind, tables.get(kind)) for kind in self.kinds]
+        parts = (fields, obj.__pydantic_extra__, obj.endpoint.__dict__, read)
+        return _system_form, (*parts, obj.provenance.to_dict())
+
+
+def canonical(fn: Callable[..., Any], args: tuple[Any, ...], kinds: frozenset[str]) -> Hashable:
+    """What determines ``fn(*args)`` given that it reads the settings of ``kinds`` only: equal
+    for two calls that compute the same result (module docstring); None when the call cannot
+    be written down exactly (it is then never reused).
+
+    The form is the call pickled (:class:`_Canonical`): equal bytes load as equal objects of
+    equal types (``1`` and ``1.0``, ``0.0`` and ``-0.0`` stay apart), so two calls with equal
+    forms read equal values. The converse need not hold (a set's order, an object shared in
+    one call and copied in the other): a missed reuse, never a wrong one."""
+    stream = io.BytesIO()
+    try:
+        _Canonical(stream, kinds).dump((fn, args))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return stream.getvalue()
+
+
+def reuse_plan(
+    done: Sequence[Task], reads: Mapping[Hashable, frozenset[str]], later: Sequence[Task]
+) -> dict[Hashable, Hashable]:
+    """For each task of ``later`` that is the same simulation as one of ``done`` (whose runs
+    read the endpoint settings ``reads[key]``), its key -> that task's key."""
+    by_reads: dict[frozenset[str], dict[Hashable, Hashable]] = {}
+    for task in done:
+        kinds = reads[task.key]
+        found = canonical(task.fn, task.args, kinds)
+        if found is not None:
+            by_reads.setdefault(kinds, {}).setdefault(found, task.key)
+    copies: dict[Hashable, Hashable] = {}
+    for task in later:
+        for kinds, known in by_reads.items():
+            found = canonical(task.fn, task.args, kinds)
+            if found is not None and found in known:
+                copies[task.key] = known[found]
+                break
+    return copies
+
+
+class ExactMemo:
+    """Results of calls by what determines them (:func:`canonical` under the read set each
+    computed call recorded): a call equal to an earlier one in everything it read returns that
+    call's result object (callers must not mutate it), and counts its reads as made (an
+    enclosing :func:`traced_call` sees them). At most ``limit`` results are kept (the oldest
+    read set's are dropped first)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self.known: dict[frozenset[str], dict[Hashable, Any]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, or the result of an earlier call that is the same computation."""
+        for kinds, results in self.known.items():
+            found = canonical(fn, args, kinds)
+            if found is not None and found in results:
+                self.hits += 1
+                note_reads(kinds)
+                return results[found]
+        self.misses += 1
+        done = traced_call(fn, args)
+        note_reads(done.kinds)
+        key = canonical(fn, args, done.kinds)
+        if key is not None:
+            if sum(len(r) for r in self.known.values()) >= self.limit:
+                self.known.pop(next(iter(self.known)))
+            self.known.setdefault(done.kinds, {})[key] = done.value
+        return done.value

@@ -1,0 +1,89 @@
+"""Simulations planned twice run once (acesim.studies.dedup): a copy only where the run never
+read what differs, and the copied result equals the re-simulated one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acesim.config import load_system
+from acesim.config.endpoint import settings_reads
+from acesim.config.resolve import derive
+from acesim.config.system import SystemConfig
+from acesim.studies.dedup import ExactMemo, canonical, reuse_plan, traced_call
+from acesim.studies.reproduce import plan_cases, run_job
+from acesim.studies.sensitivity import VARIANTS
+from acesim.studies.tasks import Task
+
+
+def _dma(system: SystemConfig) -> float:
+    return float(system.endpoint.settings("ace").dma_bandwidth)
+
+
+def _baseline_units(system: SystemConfig) -> Any:
+    return system.endpoint.settings("baseline").comm_units
+
+
+def test_a_call_records_the_endpoint_kinds_whose_settings_it_read() -> None:
+    system = load_system("ace-isca21")
+    traced = traced_call(_dma, (system,))
+    assert traced.value == _dma(system)
+    assert traced.kinds == {"ace"}
+
+
+def test_settings_a_call_never_read_do_not_tell_two_calls_apart() -> None:
+    # derived as the variants are (a preset keeps a float field's integer as written; a
+    # derived system holds it as a float, and 131072 and 131072.0 are different inputs)
+    system = derive(load_system("ace-isca21"), {})
+    halved = VARIANTS.get("dma_half").change(system)
+    unread = frozenset({"baseline"})
+    assert canonical(_baseline_units, (system,), unread) == canonical(
+        _baseline_units, (halved,), unread
+    )
+    # ...those it read do, and so does everything outside the endpoint settings
+    assert canonical(_dma, (system,), frozenset({"ace"})) != canonical(
+        _dma, (halved,), frozenset({"ace"})
+    )
+    faster = VARIANTS.get("drf").change(system)
+    assert canonical(_baseline_units, (system,), unread) != canonical(
+        _baseline_units, (faster,), unread
+    )
+    # 1 and 1.0 are different inputs
+    assert canonical(_dma, (1,), unread) != canonical(_dma, (1.0,), unread)
+
+
+def test_an_argument_it_cannot_write_down_makes_a_call_unique() -> None:
+    assert canonical(_dma, (lambda: None,), frozenset()) is None
+
+
+def _tasks(system: SystemConfig, prefix: tuple[Any, ...]) -> dict[str, Task]:
+    jobs = plan_cases(system, workloads=["dlrm"], npus=[16], sram=False)
+    picked = {job.key[2]: job for job in jobs if job.key[2] in ("baseline", "ace")}
+    return {kind: Task((*prefix, *job.key), run_job, (job,)) for kind, job in picked.items()}
+
+
+def test_a_reused_run_equals_the_run_simulated_again() -> None:
+    system = load_system("ace-isca21")
+    main = _tasks(system, ())
+    halved = _tasks(VARIANTS.get("dma_half").change(system), ("dma_half",))
+    traced = {t.key: traced_call(t.fn, t.args) for t in main.values()}
+    copies = reuse_plan(
+        list(main.values()), {k: v.kinds for k, v in traced.items()}, list(halved.values())
+    )
+    # ACE's DMA bandwidth cannot move a baseline run: the same simulation; an ACE run reads it
+    assert copies == {halved["baseline"].key: main["baseline"].key}
+    again = halved["baseline"].fn(*halved["baseline"].args)
+    assert again == traced[main["baseline"].key].value
+
+
+def test_the_memo_computes_a_call_once_and_replays_its_reads() -> None:
+    system = derive(load_system("ace-isca21"), {})
+    memo = ExactMemo()
+    first = memo.call(_baseline_units, system)
+    # dma_half changes nothing the call read: the same computation, not run again
+    halved = VARIANTS.get("dma_half").change(system)
+    with settings_reads() as kinds:
+        again = memo.call(_baseline_units, halved)
+    assert again is first and (memo.hits, memo.misses) == (1, 1)
+    assert kinds == {"baseline"}  # an enclosing trace sees the reads the result depends on
+    memo.call(_baseline_units, VARIANTS.get("static_hbm").change(system))
+    assert memo.misses == 2
