@@ -511,7 +511,11 @@ def test_overlapping_collectives_of_any_kind_agree_with_the_event_simulation(
     graph = build_graph(workload, 2, loop)
     replicated = _execute(system, graph, replicate=True)
     full = _execute(system, graph, replicate=False)
-    assert replicated.replicated and not full.replicated
+    assert not full.replicated
+    # an event-path collective may finish unevenly across ranks even here (simultaneous
+    # arrivals are ordered by the event order, which differs by rank): then the run is redone
+    # with every rank simulated, as designed, and must still equal the full simulation
+    assert replicated.replicated or replicated.redone > 0
     assert full.makespan == replicated.makespan
     if all(comm.dims is None for comm in comms):
         one, every = _whole(replicated), _whole(full)
