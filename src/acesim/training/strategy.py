@@ -41,6 +41,7 @@ from ..network.group import resolve
 from ..network.ops import COLLECTIVE_OPS
 from ..network.topology import Topology
 from ..workload.graph import Graph
+from . import replay as replay_module
 from .executor import Execution
 
 __all__ = ["decide", "mode_note", "variation_reasons"]
@@ -153,7 +154,8 @@ def decide(
         reasons += _graph_reasons(reduced, topology)
         if not reasons:
             if reduced.classes is not None:
-                return Strategy.of_classes(reduced.classes), reduced
+                replay = replay_module.ENABLED and not trace
+                return Strategy.of_classes(reduced.classes, replay=replay), reduced
             return Strategy(), reduced
     note = ""
     if requested != "exact":

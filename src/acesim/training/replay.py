@@ -1,0 +1,595 @@
+"""Pass replay: class mode simulates each distinct pipeline pass of a rank once (issue 27).
+
+A class-mode LLM iteration runs, on every simulated rank (one per pipeline stage), the same
+passes again and again: the forward and backward of each chunk for every micro-batch, each a
+chain of kernels with the TP (CP, EP) collectives beside them. Whether two runs of one pass
+take the same time depends only on what else shares the rank's resources while it runs: the
+pipeline messages in and out, the DP collectives, the previous pass's tail. This module
+memoises a pass (an *episode*: the nodes :attr:`~acesim.workload.graph.Node.episode` puts in
+it) the first time it runs in a given *context* and replays the next like pass in a like
+context instead of simulating its kernels and messages.
+
+The model and its assumption, stated:
+
+* **Context.** A pass's context is the set of other activities on its rank at its start
+  (in-flight nodes of the rank, messages arriving at it), each by a label without the
+  micro-batch and how long before the pass it started, and every activity that starts on
+  the rank while the pass runs, with when it starts and ends, relative to the pass's start.
+  A memo is recorded when a pass is simulated; it holds the pass's members' start, ready and
+  end offsets, the order they finished in, and the context.
+* **Replay.** A pass starting in a context whose in-flight part equals a memo's (labels equal,
+  offsets within :data:`TOLERANCE`) is replayed: its members' records are the memo's shifted to
+  the pass's start, the members that release a node outside the pass finish at their times
+  (one event each), the rest when the pass ends, and the compute stream is free again when the
+  memo's last compute member ends. Nothing of the pass is put on the rank's resources.
+* **Checked, not assumed.** While the replayed pass runs, every activity that starts on its rank,
+  and every one that was in flight at its start, must start and end at the memo's offsets
+  (within :data:`TOLERANCE`), and every activity the memo saw start must start. Where one does
+  not (a message that the pass's own traffic would have slowed, a pipeline message arriving at
+  another time), the run is redone with that memo not replayed (:class:`Violated`), so a
+  result never rests on a replay whose context differed. The counters a result reads (every
+  resource of the rank: HBM, links, copy engines; the NPU's busy time, FLOPs, HBM bytes and
+  unit-seconds; the communication units' hold) take, over the replayed pass, the change the
+  memo's pass made in its context: what they changed by in the replay (the other activities
+  only) is topped up to what they changed by then.
+* **Where it applies.** Class mode without a trace or observers (a trace records every kernel),
+  on every simulated rank but rank 0 (whose kernels and messages feed the bound breakdown and the
+  iteration snapshots, so it is always simulated), for passes that end with a compute member
+  (the stream is free exactly when the pass is done). Exact mode never replays.
+
+Exactness: a replayed pass equals its simulation to rounding (shifted times: the additions
+differ in their last bits) when equal contexts make equal passes, which is what the check
+tests of every replay. The result says how many passes were replayed
+(:attr:`~acesim.training.executor.Execution.replayed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..engine.fluid import Resource
+from ..errors import SimulationError
+from ..network.group import resolve
+from ..workload.graph import Node
+
+if TYPE_CHECKING:
+    from .executor import GraphExecutor, _RankState
+
+__all__ = ["ENABLED", "TOLERANCE", "PassReplay", "Violated"]
+
+#: Whether class mode replays passes (off: every pass simulated; ``benchmarks/llm_scale.py
+#: --no-replay``).
+ENABLED = True
+
+#: How far (s) a context's offsets may differ from a memo's and still be the same context:
+#: rounding of shifted times (a steady pipeline's like passes agree to about 1e-13 s).
+TOLERANCE = 1e-12
+
+#: The coarse grid (s) that context offsets are looked up on before the exact check.
+_GRID = 1e-9
+
+#: Tries of a run whose replayed contexts differed before it runs without replay.
+MAX_REDOS = 64
+
+#: Memos kept per context key (alike contexts whose exact offsets differ).
+_PER_KEY = 4
+
+
+class Violated(SimulationError):
+    """A replayed pass's context differed from its memo's: the run stops and is redone with
+    that context not replayed (:class:`Memory`)."""
+
+    def __init__(self, key: Any):
+        super().__init__("a replayed pass's context differed from its memo's")
+        self.key = key
+
+
+@dataclass
+class Memory:
+    """What a run's tries share: the memos recorded so far (simulated passes: facts of the
+    model, valid in every try) and the context keys not to replay (their contexts differed)."""
+
+    memos: dict[Any, list[Memo]] = field(default_factory=dict)
+    banned: set[Any] = field(default_factory=set)
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class _Other:
+    """An activity beside a pass: its label and when it started and ended, relative to the
+    pass's start (s)."""
+
+    label: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Memo:
+    """A simulated pass: its members' offsets from its start (s), the order they finished in
+    (member indices), which release a node outside the pass, the member whose end frees the
+    compute stream, its context and what it changed the rank's counters by."""
+
+    labels: tuple[str, ...]
+    starts: tuple[float, ...]
+    readies: tuple[float, ...]
+    ends: tuple[float, ...]
+    alone: tuple[float, ...]
+    hbm: tuple[float, ...]
+    order: tuple[int, ...]
+    outside: tuple[bool, ...]
+    release: int
+    others: tuple[_Other, ...]
+    counters: tuple[float, ...]
+    flops: dict[str, float]
+    #: rank 0: the bound recorder's kernel and message segments the pass added, offsets (s)
+    segments: tuple[tuple[tuple[str, float, float], ...], ...] = ((), ())
+
+    @property
+    def length(self) -> float:
+        return self.ends[self.release]
+
+
+@dataclass
+class _Window:
+    """A pass being recorded or replayed on a rank."""
+
+    key: Any
+    start: float
+    footprint: frozenset[Resource]
+    members: list[int]
+    memo: Memo | None  # replayed from; None: recorded
+    left: int
+    member_set: frozenset[int]
+    #: other activities: token -> [label, start offset, end offset or None] (recording), or
+    #: token -> index in the memo's ``others`` (replay)
+    seen: dict[Any, Any] = field(default_factory=dict)
+    pending: set[Any] = field(default_factory=set)
+    finished: list[int] = field(default_factory=list)
+    counters: tuple[float, ...] = ()
+    flops: dict[str, float] = field(default_factory=dict)
+    delta: tuple[tuple[float, ...], dict[str, float]] | None = None
+    used: set[int] = field(default_factory=set)  # memo ``others`` matched (replay)
+    #: rank 0 (recording): the bound recorder's list lengths at the start, and whether only
+    #: untracked activities (receives, arriving messages) ran beside the pass
+    marks: tuple[int, int] = (0, 0)
+    clean: bool = True
+    segments: tuple[tuple[tuple[str, float, float], ...], ...] = ((), ())
+
+
+class _Rank:
+    """One simulated rank's passes, what runs on it and its counters."""
+
+    def __init__(self, replay: PassReplay, st: _RankState, eligible: bool):
+        self.st = st
+        self.eligible = eligible
+        self.episodes: dict[Any, list[int]] = {}
+        for node in st.nodes.values():
+            if node.episode is not None:
+                self.episodes.setdefault(node.episode, []).append(node.id)
+        for ids in self.episodes.values():
+            ids.sort()
+        #: what runs on the rank besides replayed members: token -> (label, start s, the
+        #: dimensions whose links it loads here: None for the rank's own nodes, which load
+        #: its HBM and may load any link; an arriving message's last hops)
+        self.inflight: dict[Any, tuple[str, float, frozenset[Resource] | None]] = {}
+        #: the pass that started last on the rank: its shape and start (s)
+        self.current: tuple[Any, float] = (None, 0.0)
+        #: the ranks that send to this one, with the dimensions their messages arrive on
+        p2p = replay.ex.p2p
+        self.senders = {
+            q: frozenset(d for d, nxt in p2p.route(q, st.rank) if nxt == st.rank)
+            for q in sorted(
+                {n.peer for n in st.nodes.values() if n.kind == "recv" and n.peer is not None}
+                - {st.rank}
+            )
+        }
+        #: each pass shape's footprint (:meth:`PassReplay._footprint`)
+        self.footprints: dict[Any, frozenset[Resource]] = {}
+        self.windows: list[_Window] = []
+        self.virtual: set[int] = set()
+        self.labels: dict[int, str] = {}
+        npu = replay.platform.npus[st.rank]
+        self.npu = npu
+        prefix = f"npu{npu.rank}."
+        self.resources: list[Resource] = [
+            r for r in replay.platform.engine.resources if r.name.startswith(prefix)
+        ]
+        #: the network dimensions whose traffic loads each resource of the rank (its links,
+        #: the NIC's proxy, the PCIe path and the GPU's own PCIe link; none: HBM, units, engines)
+        rt = replay.platform.collectives
+        self.st_runtime = rt
+        rank = st.rank
+        self.serves: dict[Resource, set[int]] = {}
+        for d in range(len(rt.egress[rank])):
+            path = (rt.egress[rank][d], rt.ingress[rank][d], *rt.send_path[rank][d],
+                    *rt.recv_path[rank][d])  # fmt: skip
+            for res in path:
+                self.serves.setdefault(res, set()).add(d)
+        self._arrivals: dict[frozenset[int], frozenset[Resource]] = {}
+        self._touched: dict[frozenset[Resource], list[Resource]] = {}
+
+    def label(self, node: Node) -> str:
+        """The node's label without its micro-batch (a pass member: its pass's shape and its
+        place in the pass)."""
+        out = self.labels.get(node.id)
+        if out is None:
+            if node.episode is not None:
+                ids = self.episodes[node.episode]
+                out = f"{node.episode[0]}#{ids.index(node.id)}"
+            else:
+                out = "|".join(
+                    str(v)
+                    for v in (node.kind, node.op, node.size, node.layer, node.pass_name,
+                              node.peer, node.dims, node.group)
+                )  # fmt: skip
+            self.labels[node.id] = out
+        return out
+
+    def arrivals(self, dims: frozenset[int]) -> frozenset[Resource]:
+        """The rank's resources a message arriving on the links of ``dims`` loads."""
+        out = self._arrivals.get(dims)
+        if out is None:
+            rt = self.st_runtime
+            rank = self.st.rank
+            found: set[Resource] = set()
+            for d in dims:
+                found.add(rt.ingress[rank][d])
+                found.update(rt.recv_path[rank][d])
+            out = self._arrivals[dims] = frozenset(found)
+        return out
+
+    def touched(self, footprint: frozenset[Resource]) -> list[Resource]:
+        """The rank's resources in ``footprint``, in a fixed order."""
+        out = self._touched.get(footprint)
+        if out is None:
+            out = self._touched[footprint] = [r for r in self.resources if r in footprint]
+        return out
+
+    def read(
+        self, now: float, footprint: frozenset[Resource]
+    ) -> tuple[tuple[float, ...], dict[str, float]]:
+        """The rank's cumulative counters a pass of ``footprint`` may change, now (its compute
+        stream idle)."""
+        resources = self.touched(footprint)
+        for res in resources:
+            res.advance(now)
+        npu = self.npu
+        npu.units.sync()
+        values = (
+            *(r.used for r in resources),
+            npu.units.held_time,
+            npu.compute_busy,
+            npu.compute_hbm_bytes,
+            npu.compute_hbm_demand,
+            npu.compute_unit_seconds,
+        )
+        return values, dict(npu.flops_by_math)
+
+    def top_up(
+        self, footprint: frozenset[Resource], delta: tuple[float, ...], flops: dict[str, float]
+    ) -> None:
+        """Add ``delta`` (the order of :meth:`read` for ``footprint``) to the counters."""
+        resources = self.touched(footprint)
+        n = len(resources)
+        for res, d in zip(resources, delta[:n], strict=True):
+            res.used += d
+        npu = self.npu
+        npu.units.held_time += delta[n]
+        npu.compute_busy += delta[n + 1]
+        npu.compute_hbm_bytes += delta[n + 2]
+        npu.compute_hbm_demand += delta[n + 3]
+        npu.compute_unit_seconds += delta[n + 4]
+        for math, value in flops.items():
+            npu.flops_by_math[math] = npu.flops_by_math.get(math, 0.0) + value
+
+
+def _shares(on: frozenset[Resource] | None, footprint: frozenset[Resource]) -> bool:
+    """Whether an activity loading ``on`` of a rank's resources (None: one of the rank's own
+    nodes, which may load any) can share a resource with a pass of ``footprint``."""
+    return on is None or not on.isdisjoint(footprint)
+
+
+def _delta(
+    before: tuple[tuple[float, ...], dict[str, float]],
+    after: tuple[tuple[float, ...], dict[str, float]],
+) -> tuple[tuple[float, ...], dict[str, float]]:
+    values = tuple(b - a for a, b in zip(before[0], after[0], strict=True))
+    flops = {k: v - before[1].get(k, 0.0) for k, v in after[1].items()}
+    return values, {k: v for k, v in flops.items() if v != 0.0}
+
+
+class PassReplay:
+    """Records and replays one executor's passes (module docstring), with the memos and the
+    banned contexts of the run's earlier tries (``memory``)."""
+
+    def __init__(self, executor: GraphExecutor, memory: Memory):
+        self.ex = executor
+        self.platform = executor.platform
+        self.engine = executor.platform.engine
+        self.banned = memory.banned
+        self.memos = memory.memos
+        #: rank 0's kernels and messages feed the bound breakdown and the iteration
+        #: snapshots: its passes are replayed only in a one-iteration run, and only those with
+        #: no tracked activity beside them (the memo then holds the pass's segments)
+        single = executor.graph.iterations == 1
+        self.recorder = executor.execution.bounds
+        self.ranks = [_Rank(self, st, st.rank != 0 or single) for st in executor.states]
+        #: passes replayed and passes run
+        self.replayed = 0
+        self.passes = 0
+
+    # -- what runs on a rank ---------------------------------------------------------------
+    def started(
+        self, rank: int, token: Any, label: str, dims: frozenset[int] | None = None
+    ) -> None:
+        """Something other than a replayed member started on ``rank`` (a node, or a message
+        arriving on the links of ``dims``: ``token`` names it)."""
+        r = self.ranks[rank]
+        now = self.engine.now
+        on = None if dims is None else r.arrivals(dims)
+        for w in r.windows:
+            if w.left == 0 or token in w.member_set or not _shares(on, w.footprint):
+                continue
+            off = now - w.start
+            if w.memo is None:
+                w.seen[token] = [label, off, None]
+                w.pending.add(token)
+                if rank == 0 and not self._untracked(r, token):
+                    w.clean = False
+            elif off < w.memo.length - TOLERANCE:
+                j = self._match(w, label, off)
+                if j is None:
+                    raise Violated(w.key)
+                w.seen[token] = j
+                w.pending.add(token)
+        r.inflight[token] = (label, now, on)
+
+    def ended(self, rank: int, token: Any) -> None:
+        """What ``token`` names on ``rank`` ended (a node finished, a message arrived)."""
+        r = self.ranks[rank]
+        if r.inflight.pop(token, None) is None and not r.windows:
+            return
+        now = self.engine.now
+        for w in list(r.windows):
+            if w.memo is None and token in w.member_set:
+                w.left -= 1
+                w.finished.append(w.members.index(token))
+                if w.left == 0:
+                    w.delta = _delta((w.counters, w.flops), r.read(now, w.footprint))
+                    if rank == 0 and self.recorder is not None:
+                        start = w.start
+                        w.segments = tuple(
+                            tuple((name, a - start, b - start) for name, a, b in seq[mark:])
+                            for seq, mark in zip(
+                                (self.recorder.kernels, self.recorder.messages), w.marks,
+                                strict=True,
+                            )
+                        )
+            if token in w.pending:
+                w.pending.discard(token)
+                off = now - w.start
+                if w.memo is None:
+                    w.seen[token][2] = off
+                elif abs(w.memo.others[w.seen[token]].end - off) > TOLERANCE:
+                    raise Violated(w.key)
+            if w.left == 0 and not w.pending:
+                self._close(r, w)
+
+    @staticmethod
+    def _untracked(r: _Rank, token: Any) -> bool:
+        """Whether what ``token`` names adds nothing to rank 0's bound segments: a receive
+        waiting, or a message arriving (the sender's to track)."""
+        return not isinstance(token, int) or r.st.nodes[token].kind == "recv"
+
+    def _match(self, w: _Window, label: str, off: float) -> int | None:
+        assert w.memo is not None
+        for j, other in enumerate(w.memo.others):
+            if j not in w.used and other.label == label and abs(other.start - off) <= TOLERANCE:
+                w.used.add(j)
+                return j
+        return None
+
+    # -- a pass starts ---------------------------------------------------------------------
+    def begin(self, st: _RankState, node: Node) -> bool:
+        """The compute node ``node`` is about to start: if it opens a pass, replay the pass
+        (True) or record it (False)."""
+        r = self.ranks[st.rank]
+        if node.episode is None:
+            return False
+        ids = r.episodes[node.episode]
+        first = next(i for i in ids if st.nodes[i].kind == "compute")
+        if node.id != first:
+            return False
+        now = self.engine.now
+        r.current = (node.episode[0], now)
+        if not r.eligible:
+            return False
+        self.passes += 1
+        shape = node.episode[0]
+        footprint = r.footprints.get(shape)
+        if footprint is None:
+            footprint = r.footprints[shape] = self._footprint(r, ids)
+        context = tuple(
+            sorted(
+                (label, round((start - now) / _GRID))
+                for label, start, on in r.inflight.values()
+                if _shares(on, footprint)
+            )
+        )
+        # when the ranks whose messages share the pass's links started their current pass:
+        # what their next message's arrival depends on
+        phases = tuple(
+            (q, self.ranks[q].current[0], round((now - self.ranks[q].current[1]) / _GRID))
+            for q, on in r.senders.items()
+            if _shares(r.arrivals(on), footprint)
+        )
+        key = (st.rank, shape, context, phases)
+        labels = tuple(r.label(st.nodes[i]) for i in ids)
+        if key not in self.banned:
+            for memo in self.memos.get(key, ()):
+                if memo.labels == labels and self._replay(st, r, ids, memo, key, now):
+                    return True
+        if len(self.memos.get(key, ())) < _PER_KEY:
+            counters, flops = r.read(now, footprint)
+            w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
+                        flops=flops)  # fmt: skip
+            for token, (label, start, on) in r.inflight.items():
+                if not _shares(on, footprint):
+                    continue
+                w.seen[token] = [label, start - now, None]
+                w.pending.add(token)
+                if st.rank == 0 and not self._untracked(r, token):
+                    w.clean = False
+            if st.rank == 0 and self.recorder is not None:
+                w.marks = (len(self.recorder.kernels), len(self.recorder.messages))
+            r.windows.append(w)
+        return False
+
+    def _close(self, r: _Rank, w: _Window) -> None:
+        r.windows.remove(w)
+        if w.memo is not None:
+            missing = [
+                j for j, o in enumerate(w.memo.others)
+                if j not in w.used and o.start < w.memo.length - TOLERANCE
+            ]  # fmt: skip
+            if missing:
+                raise Violated(w.key)
+            return
+        self._store(r, w)
+
+    def _store(self, r: _Rank, w: _Window) -> None:
+        """Keep a recorded pass as a memo, if it can be replayed: it ended with a compute member
+        (the stream is free when it is done)."""
+        st = r.st
+        recs = self.ex.records[st.rank]
+        ids = w.members
+        release = w.finished[-1]
+        ends = tuple(recs[i].end - w.start for i in ids)
+        if st.nodes[ids[release]].kind != "compute" or ends[release] < max(ends):
+            return
+        if st.rank == 0 and not w.clean:
+            return
+        watched = self.ex.watched
+        inside = w.member_set
+        outside = tuple(
+            any(u not in inside for u in st.users.get(i, ())) or (st.rank, i) in watched
+            for i in ids
+        )
+        assert w.delta is not None
+        others = tuple(
+            sorted((_Other(label, s, e) for label, s, e in w.seen.values()),
+                   key=lambda o: (o.start, o.label))
+        )  # fmt: skip
+        memo = Memo(
+            labels=tuple(r.label(st.nodes[i]) for i in ids),
+            starts=tuple(recs[i].start - w.start for i in ids),
+            readies=tuple(recs[i].ready - w.start for i in ids),
+            ends=ends,
+            alone=tuple(recs[i].alone for i in ids),
+            hbm=tuple(recs[i].hbm_bytes for i in ids),
+            order=tuple(w.finished),
+            outside=outside,
+            release=release,
+            others=others,
+            counters=w.delta[0],
+            flops=w.delta[1],
+            segments=w.segments,
+        )
+        self.memos.setdefault(w.key, []).append(memo)
+
+    def _footprint(self, r: _Rank, ids: list[int]) -> frozenset[Resource]:
+        """The rank's resources a pass's members may load: the NPU's own (HBM, units,
+        engines), and those of the network dimensions its collectives span (links, NIC path,
+        the GPU's PCIe link), which host copies load too."""
+        topology = self.platform.topology
+        st = r.st
+        dims: set[int] = set()
+        copies = False
+        for i in ids:
+            node = st.nodes[i]
+            if node.kind == "collective":
+                group = node.group if node.group is not None else node.dims
+                dims.update(axis.dim for axis in resolve(topology, group))
+            copies = copies or node.kind == "host_copy"
+        host = set(r.npu.host_links.values()) if copies else set()
+        none: set[int] = set()
+        return frozenset(
+            res for res in r.resources
+            if not r.serves.get(res, none) or r.serves[res] & dims or res in host
+        )  # fmt: skip
+
+    # -- replaying -------------------------------------------------------------------------
+    def _replay(
+        self, st: _RankState, r: _Rank, ids: list[int], memo: Memo, key: Any, now: float
+    ) -> bool:
+        w = _Window(key, now, r.footprints[key[1]], ids, memo, len(ids), frozenset(ids))
+        for token, (label, start, on) in r.inflight.items():
+            if not _shares(on, w.footprint):
+                continue
+            j = self._match(w, label, start - now)
+            if j is None:
+                return False
+            w.seen[token] = j
+            w.pending.add(token)
+        if any(o.start < -TOLERANCE and j not in w.used for j, o in enumerate(memo.others)):
+            return False
+        self.replayed += 1
+        counters, flops = r.read(now, w.footprint)
+        w.counters, w.flops = counters, flops
+        recs = self.ex.records[st.rank]
+        for j, i in enumerate(ids):
+            rec = recs[i]
+            rec.start = now + memo.starts[j]
+            rec.ready = now + memo.readies[j]
+            rec.alone = memo.alone[j]
+            rec.hbm_bytes = memo.hbm[j]
+            if st.nodes[i].kind == "collective":
+                self.ex.count_issue(st, st.nodes[i])
+        r.virtual.update(ids)
+        r.windows.append(w)
+        st.busy = True
+        engine = self.engine
+        for j in memo.order:
+            if memo.outside[j] and j != memo.release:
+                engine.call_at(now + memo.ends[j], self._member_end, r, w, j)
+        engine.call_at(now + memo.length, self._release, r, w)
+        return True
+
+    def _member_end(self, r: _Rank, w: _Window, j: int) -> None:
+        i = w.members[j]
+        if i in r.virtual:
+            r.virtual.discard(i)
+            w.left -= 1
+            self.ex.finish(r.st, r.st.nodes[i])
+
+    def _release(self, r: _Rank, w: _Window) -> None:
+        """The replayed pass is done: its remaining members finish at their times, in the
+        memo's order; the counters take the memo's change; the stream runs on."""
+        memo = w.memo
+        assert memo is not None
+        st = r.st
+        for j in memo.order:
+            i = w.members[j]
+            if i in r.virtual:
+                r.virtual.discard(i)
+                w.left -= 1
+                self.ex.finish(st, st.nodes[i], w.start + memo.ends[j])
+        now = self.engine.now
+        delta, flops = _delta((w.counters, w.flops), r.read(now, w.footprint))
+        r.top_up(
+            w.footprint,
+            tuple(m - d for m, d in zip(memo.counters, delta, strict=True)),
+            {k: v - flops.get(k, 0.0) for k, v in memo.flops.items()},
+        )
+        if st.rank == 0 and self.recorder is not None:
+            start = w.start
+            for seq, segments in zip(
+                (self.recorder.kernels, self.recorder.messages), memo.segments, strict=True
+            ):
+                seq.extend((name, start + a, start + b) for name, a, b in segments)
+        if w in r.windows and not w.pending:
+            self._close(r, w)
+        st.busy = False
+        self.ex.next_kernel(st)
