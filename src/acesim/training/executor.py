@@ -404,11 +404,10 @@ class GraphExecutor:
             return self._agreed()
         except vectorized.Diverged:
             return self._every_rank()
-        except replay_module.Violated as violated:
+        except replay_module.Violated:
             # a replayed pass's context differed from its memo's: redo, that context not
             # replayed, the memos kept (without replay after MAX_REPLAY_REDOS tries)
             memory = self.replay_memory
-            memory.banned.add(violated.key)
             memory.enabled = self.redone < replay_module.MAX_REDOS
             again = self._again(
                 Platform(self.platform.system, self.platform.strategy), self.event_path, memory
@@ -500,6 +499,8 @@ class GraphExecutor:
             raise vectorized.Conflict(deferred.conflicts)
         if self.replicated:
             self._check_replicas()
+        if self.replay is not None and self.replay.violations:
+            raise replay_module.Violated(None)
         for st in self.states:
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
@@ -586,7 +587,7 @@ class GraphExecutor:
             return
         rec.start = self.platform.engine.now
         if replay is not None:
-            replay.started(st.rank, node.id, replay.ranks[st.rank].label(node))
+            replay.node_started(st.rank, node)
         if node.kind == "collective":
             self._collective(st, node)
         elif node.kind == "send":
@@ -624,7 +625,7 @@ class GraphExecutor:
         if replay is not None:
             if replay.begin(st, node):
                 return
-            replay.started(st.rank, node.id, replay.ranks[st.rank].label(node))
+            replay.node_started(st.rank, node)
         npu = self.platform.npus[st.rank]
         comp = node.compute
         assert comp is not None  # loop builders and readers always set it
@@ -721,7 +722,7 @@ class GraphExecutor:
         token = ("in", src, node.id)
         if replay is not None:
             arrive = frozenset(d for d, nxt in self.p2p.route(src, dst) if nxt == dst)
-            replay.started(dst, token, "in|" + replay.ranks[src].label(node), arrive)
+            replay.arrival(dst, token, "in|" + replay.ranks[src].label(node), arrive)
 
         def delivered() -> None:
             target = dst

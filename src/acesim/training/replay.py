@@ -78,11 +78,14 @@ _PER_KEY = 4
 
 class Violated(SimulationError):
     """A replayed pass's context differed from its memo's: the run stops and is redone with
-    that context not replayed (:class:`Memory`)."""
+    that context not replayed (:class:`Memory`), nor, where an activity beside the pass ended
+    at another time (the pass's own load slows it: a DP collective sharing its HBM), any
+    context with that activity (``label``) beside a pass of the rank."""
 
-    def __init__(self, key: Any):
+    def __init__(self, key: Any, label: str | None = None):
         super().__init__("a replayed pass's context differed from its memo's")
         self.key = key
+        self.label = label
 
 
 @dataclass
@@ -92,7 +95,15 @@ class Memory:
 
     memos: dict[Any, list[Memo]] = field(default_factory=dict)
     banned: set[Any] = field(default_factory=set)
+    #: (rank, label) of activities a replay cannot have beside it
+    unsafe: set[tuple[int, str]] = field(default_factory=set)
     enabled: bool = True
+
+    def learn(self, violated: Violated) -> None:
+        """Remember what a differing context says not to replay."""
+        self.banned.add(violated.key)
+        if violated.label is not None:
+            self.unsafe.add((violated.key[0], violated.label))
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,9 @@ class Memo:
     flops: dict[str, float]
     #: rank 0: the bound recorder's kernel and message segments the pass added, offsets (s)
     segments: tuple[tuple[tuple[str, float, float], ...], ...] = ((), ())
+    #: the rank's resources the pass and what ran beside it shared (what else ran on the
+    #: others is not its context)
+    footprint: frozenset[int] = frozenset()
 
     @property
     def length(self) -> float:
@@ -137,7 +151,7 @@ class _Window:
 
     key: Any
     start: float
-    footprint: frozenset[Resource]
+    footprint: frozenset[int]
     members: list[int]
     memo: Memo | None  # replayed from; None: recorded
     left: int
@@ -173,7 +187,7 @@ class _Rank:
         #: what runs on the rank besides replayed members: token -> (label, start s, the
         #: dimensions whose links it loads here: None for the rank's own nodes, which load
         #: its HBM and may load any link; an arriving message's last hops)
-        self.inflight: dict[Any, tuple[str, float, frozenset[Resource] | None]] = {}
+        self.inflight: dict[Any, tuple[str, float, frozenset[int]]] = {}
         #: the pass that started last on the rank: its shape and start (s)
         self.current: tuple[Any, float] = (None, 0.0)
         #: the ranks that send to this one, with the dimensions their messages arrive on
@@ -186,7 +200,7 @@ class _Rank:
             )
         }
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
-        self.footprints: dict[Any, frozenset[Resource]] = {}
+        self.footprints: dict[Any, frozenset[int]] = {}
         self.windows: list[_Window] = []
         self.virtual: set[int] = set()
         self.labels: dict[int, str] = {}
@@ -207,27 +221,31 @@ class _Rank:
                     *rt.recv_path[rank][d])  # fmt: skip
             for res in path:
                 self.serves.setdefault(res, set()).add(d)
-        self._arrivals: dict[frozenset[int], frozenset[Resource]] = {}
-        self._touched: dict[frozenset[Resource], list[Resource]] = {}
+        self._arrivals: dict[frozenset[int], frozenset[int]] = {}
+        self._own: dict[Any, frozenset[int]] = {}
+        self.route = replay.ex.p2p.route
+        #: resources are named in memos by their place in :attr:`resources` (memos outlive
+        #: a try's platform; every try builds the rank's resources in one order)
+        self.index = {res: i for i, res in enumerate(self.resources)}
 
     def label(self, node: Node) -> str:
         """The node's label without its micro-batch (a pass member: its pass's shape and its
-        place in the pass)."""
+        place in the pass; another node: what it loads)."""
         out = self.labels.get(node.id)
         if out is None:
             if node.episode is not None:
                 ids = self.episodes[node.episode]
                 out = f"{node.episode[0]}#{ids.index(node.id)}"
             else:
+                # what it loads, not what it carries (a pipeline message of another chunk of
+                # one size and route is the same load)
                 out = "|".join(
-                    str(v)
-                    for v in (node.kind, node.op, node.size, node.layer, node.pass_name,
-                              node.peer, node.dims, node.group)
-                )  # fmt: skip
+                    str(v) for v in (node.kind, node.op, node.size, node.peer, node.dims, node.group)
+                )
             self.labels[node.id] = out
         return out
 
-    def arrivals(self, dims: frozenset[int]) -> frozenset[Resource]:
+    def arrivals(self, dims: frozenset[int]) -> frozenset[int]:
         """The rank's resources a message arriving on the links of ``dims`` loads."""
         out = self._arrivals.get(dims)
         if out is None:
@@ -237,22 +255,37 @@ class _Rank:
             for d in dims:
                 found.add(rt.ingress[rank][d])
                 found.update(rt.recv_path[rank][d])
-            out = self._arrivals[dims] = frozenset(found)
+            out = self._arrivals[dims] = frozenset(self.index[res] for res in found)
         return out
 
-    def touched(self, footprint: frozenset[Resource]) -> list[Resource]:
-        """The rank's resources in ``footprint``, in a fixed order."""
-        out = self._touched.get(footprint)
+    def own(self, node: Node) -> frozenset[int]:
+        """The rank's resources one of its own nodes may load: a compute or host copy the
+        NPU's own (and the GPU's PCIe link); a collective or a send the NPU's own and those of
+        the dimensions it spans or leaves on; a receive none (the message is its sender's)."""
+        if node.kind == "recv":
+            return frozenset()
+        key = (node.kind, node.dims, node.group, node.peer)
+        out = self._own.get(key)
         if out is None:
-            out = self._touched[footprint] = [r for r in self.resources if r in footprint]
+            rank = self.st.rank
+            dims: set[int] = set()
+            if node.kind == "collective":
+                group = node.group if node.group is not None else node.dims
+                dims = {a.dim for a in resolve(self.st_runtime.topology, group)}
+            elif node.kind == "send" and node.peer is not None:
+                dims = {d for d, _nxt in self.route(rank, node.peer)[:1]}
+            host = set(self.npu.host_links.values()) if node.kind == "host_copy" else set()
+            none: set[int] = set()
+            out = self._own[key] = frozenset(
+                i for i, res in enumerate(self.resources)
+                if not self.serves.get(res, none) or self.serves[res] & dims or res in host
+            )  # fmt: skip
         return out
 
-    def read(
-        self, now: float, footprint: frozenset[Resource]
-    ) -> tuple[tuple[float, ...], dict[str, float]]:
-        """The rank's cumulative counters a pass of ``footprint`` may change, now (its compute
-        stream idle)."""
-        resources = self.touched(footprint)
+    def read(self, now: float) -> tuple[tuple[float, ...], dict[str, float]]:
+        """The rank's cumulative counters now (its compute stream idle): every resource's
+        integral, the units' hold, the NPU's compute counters."""
+        resources = self.resources
         for res in resources:
             res.advance(now)
         npu = self.npu
@@ -268,13 +301,15 @@ class _Rank:
         return values, dict(npu.flops_by_math)
 
     def top_up(
-        self, footprint: frozenset[Resource], delta: tuple[float, ...], flops: dict[str, float]
+        self, footprint: frozenset[int], delta: tuple[float, ...], flops: dict[str, float]
     ) -> None:
-        """Add ``delta`` (the order of :meth:`read` for ``footprint``) to the counters."""
-        resources = self.touched(footprint)
+        """Add ``delta`` (the order of :meth:`read`) to the counters, of the resources only those
+        in ``footprint`` (what else ran on the others ran in the replay too)."""
+        resources = self.resources
         n = len(resources)
-        for res, d in zip(resources, delta[:n], strict=True):
-            res.used += d
+        for i, (res, d) in enumerate(zip(resources, delta[:n], strict=True)):
+            if i in footprint:
+                res.used += d
         npu = self.npu
         npu.units.held_time += delta[n]
         npu.compute_busy += delta[n + 1]
@@ -285,10 +320,10 @@ class _Rank:
             npu.flops_by_math[math] = npu.flops_by_math.get(math, 0.0) + value
 
 
-def _shares(on: frozenset[Resource] | None, footprint: frozenset[Resource]) -> bool:
-    """Whether an activity loading ``on`` of a rank's resources (None: one of the rank's own
-    nodes, which may load any) can share a resource with a pass of ``footprint``."""
-    return on is None or not on.isdisjoint(footprint)
+def _shares(on: frozenset[int], footprint: frozenset[int]) -> bool:
+    """Whether an activity loading ``on`` of a rank's resources can share one with a pass of
+    ``footprint``."""
+    return not on.isdisjoint(footprint)
 
 
 def _delta(
@@ -308,7 +343,11 @@ class PassReplay:
         self.ex = executor
         self.platform = executor.platform
         self.engine = executor.platform.engine
+        self.memory = memory
+        #: contexts that differed in this try (the run is redone if any did)
+        self.violations = 0
         self.banned = memory.banned
+        self.unsafe = memory.unsafe
         self.memos = memory.memos
         #: rank 0's kernels and messages feed the bound breakdown and the iteration
         #: snapshots: its passes are replayed only in a one-iteration run, and only those with
@@ -321,27 +360,34 @@ class PassReplay:
         self.passes = 0
 
     # -- what runs on a rank ---------------------------------------------------------------
-    def started(
-        self, rank: int, token: Any, label: str, dims: frozenset[int] | None = None
-    ) -> None:
-        """Something other than a replayed member started on ``rank`` (a node, or a message
-        arriving on the links of ``dims``: ``token`` names it)."""
+    def node_started(self, rank: int, node: Node) -> None:
+        """A node of ``rank`` (not a replayed member) started."""
+        r = self.ranks[rank]
+        self.started(rank, node.id, r.label(node), r.own(node))
+
+    def arrival(self, rank: int, token: Any, label: str, dims: frozenset[int]) -> None:
+        """A message started towards ``rank``, arriving on the links of ``dims``."""
+        self.started(rank, token, label, self.ranks[rank].arrivals(dims))
+
+    def started(self, rank: int, token: Any, label: str, on: frozenset[int]) -> None:
+        """Something other than a replayed member started on ``rank``, loading ``on`` of its
+        resources (``token`` names it)."""
         r = self.ranks[rank]
         now = self.engine.now
-        on = None if dims is None else r.arrivals(dims)
         for w in r.windows:
-            if w.left == 0 or token in w.member_set or not _shares(on, w.footprint):
+            if w.left == 0 or token in w.member_set:
                 continue
             off = now - w.start
             if w.memo is None:
-                w.seen[token] = [label, off, None]
+                w.seen[token] = [label, off, None, on]
                 w.pending.add(token)
                 if rank == 0 and not self._untracked(r, token):
                     w.clean = False
-            elif off < w.memo.length - TOLERANCE:
+            elif off < w.memo.length - TOLERANCE and _shares(on, w.footprint):
                 j = self._match(w, label, off)
                 if j is None:
-                    raise Violated(w.key)
+                    self._violated(Violated(w.key))
+                    continue
                 w.seen[token] = j
                 w.pending.add(token)
         r.inflight[token] = (label, now, on)
@@ -357,7 +403,7 @@ class PassReplay:
                 w.left -= 1
                 w.finished.append(w.members.index(token))
                 if w.left == 0:
-                    w.delta = _delta((w.counters, w.flops), r.read(now, w.footprint))
+                    w.delta = _delta((w.counters, w.flops), r.read(now))
                     if rank == 0 and self.recorder is not None:
                         start = w.start
                         w.segments = tuple(
@@ -372,10 +418,19 @@ class PassReplay:
                 off = now - w.start
                 if w.memo is None:
                     w.seen[token][2] = off
-                elif abs(w.memo.others[w.seen[token]].end - off) > TOLERANCE:
-                    raise Violated(w.key)
+                else:
+                    other = w.memo.others[w.seen[token]]
+                    if abs(other.end - off) > TOLERANCE:
+                        self._violated(Violated(w.key, other.label))
             if w.left == 0 and not w.pending:
                 self._close(r, w)
+
+    def _violated(self, violated: Violated) -> None:
+        """A replay's context differed: the run goes on (what it simulates from here is still
+        recorded: a memo is a pass simulated in its context, whatever led to it), and is
+        redone at its end with what it learnt (:class:`Memory`)."""
+        self.memory.learn(violated)
+        self.violations += 1
 
     @staticmethod
     def _untracked(r: _Rank, token: Any) -> bool:
@@ -403,14 +458,15 @@ class PassReplay:
         if node.id != first:
             return False
         now = self.engine.now
-        r.current = (node.episode[0], now)
-        if not r.eligible:
-            return False
-        self.passes += 1
         shape = node.episode[0]
         footprint = r.footprints.get(shape)
         if footprint is None:
             footprint = r.footprints[shape] = self._footprint(r, ids)
+        # the rank's own nodes beside the pass share its HBM; what arrives on their links
+        # changes them, and through them the pass
+        footprint = footprint.union(
+            *(on for token, (_l, _s, on) in r.inflight.items() if isinstance(token, int))
+        )
         context = tuple(
             sorted(
                 (label, round((start - now) / _GRID))
@@ -418,27 +474,34 @@ class PassReplay:
                 if _shares(on, footprint)
             )
         )
-        # when the ranks whose messages share the pass's links started their current pass:
-        # what their next message's arrival depends on
+        r.current = (shape, now)
+        if not r.eligible:
+            return False
+        self.passes += 1
+        # which pass the ranks whose messages share the pass's links are running, and since
+        # when: what their next message's arrival depends on
         phases = tuple(
-            (q, self.ranks[q].current[0], round((now - self.ranks[q].current[1]) / _GRID))
+            (q, q_shape, round((now - q_start) / _GRID))
             for q, on in r.senders.items()
             if _shares(r.arrivals(on), footprint)
+            for q_shape, q_start in (self.ranks[q].current,)
         )
         key = (st.rank, shape, context, phases)
         labels = tuple(r.label(st.nodes[i]) for i in ids)
         if key not in self.banned:
             for memo in self.memos.get(key, ()):
-                if memo.labels == labels and self._replay(st, r, ids, memo, key, now):
+                if (
+                    memo.labels == labels
+                    and not any((st.rank, o.label) in self.unsafe for o in memo.others)
+                    and self._replay(st, r, ids, memo, key, now)
+                ):
                     return True
         if len(self.memos.get(key, ())) < _PER_KEY:
-            counters, flops = r.read(now, footprint)
+            counters, flops = r.read(now)
             w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
                         flops=flops)  # fmt: skip
             for token, (label, start, on) in r.inflight.items():
-                if not _shares(on, footprint):
-                    continue
-                w.seen[token] = [label, start - now, None]
+                w.seen[token] = [label, start - now, None, on]
                 w.pending.add(token)
                 if st.rank == 0 and not self._untracked(r, token):
                     w.clean = False
@@ -455,7 +518,7 @@ class PassReplay:
                 if j not in w.used and o.start < w.memo.length - TOLERANCE
             ]  # fmt: skip
             if missing:
-                raise Violated(w.key)
+                self._violated(Violated(w.key))
             return
         self._store(r, w)
 
@@ -478,8 +541,14 @@ class PassReplay:
             for i in ids
         )
         assert w.delta is not None
+        # what shares the pass's resources, or those of the rank's own nodes beside it
+        footprint = w.footprint
+        footprint = footprint.union(
+            *(entry[3] for token, entry in w.seen.items() if isinstance(token, int))
+        )
         others = tuple(
-            sorted((_Other(label, s, e) for label, s, e in w.seen.values()),
+            sorted((_Other(label, s, e) for label, s, e, on in w.seen.values()
+                    if _shares(on, footprint)),
                    key=lambda o: (o.start, o.label))
         )  # fmt: skip
         memo = Memo(
@@ -496,10 +565,11 @@ class PassReplay:
             counters=w.delta[0],
             flops=w.delta[1],
             segments=w.segments,
+            footprint=footprint,
         )
         self.memos.setdefault(w.key, []).append(memo)
 
-    def _footprint(self, r: _Rank, ids: list[int]) -> frozenset[Resource]:
+    def _footprint(self, r: _Rank, ids: list[int]) -> frozenset[int]:
         """The rank's resources a pass's members may load: the NPU's own (HBM, units,
         engines), and those of the network dimensions its collectives span (links, NIC path,
         the GPU's PCIe link), which host copies load too."""
@@ -516,7 +586,7 @@ class PassReplay:
         host = set(r.npu.host_links.values()) if copies else set()
         none: set[int] = set()
         return frozenset(
-            res for res in r.resources
+            i for i, res in enumerate(r.resources)
             if not r.serves.get(res, none) or r.serves[res] & dims or res in host
         )  # fmt: skip
 
@@ -524,7 +594,7 @@ class PassReplay:
     def _replay(
         self, st: _RankState, r: _Rank, ids: list[int], memo: Memo, key: Any, now: float
     ) -> bool:
-        w = _Window(key, now, r.footprints[key[1]], ids, memo, len(ids), frozenset(ids))
+        w = _Window(key, now, memo.footprint, ids, memo, len(ids), frozenset(ids))
         for token, (label, start, on) in r.inflight.items():
             if not _shares(on, w.footprint):
                 continue
@@ -536,7 +606,7 @@ class PassReplay:
         if any(o.start < -TOLERANCE and j not in w.used for j, o in enumerate(memo.others)):
             return False
         self.replayed += 1
-        counters, flops = r.read(now, w.footprint)
+        counters, flops = r.read(now)
         w.counters, w.flops = counters, flops
         recs = self.ex.records[st.rank]
         for j, i in enumerate(ids):
@@ -577,9 +647,9 @@ class PassReplay:
                 w.left -= 1
                 self.ex.finish(st, st.nodes[i], w.start + memo.ends[j])
         now = self.engine.now
-        delta, flops = _delta((w.counters, w.flops), r.read(now, w.footprint))
+        delta, flops = _delta((w.counters, w.flops), r.read(now))
         r.top_up(
-            w.footprint,
+            memo.footprint,
             tuple(m - d for m, d in zip(memo.counters, delta, strict=True)),
             {k: v - flops.get(k, 0.0) for k, v in memo.flops.items()},
         )
