@@ -83,6 +83,9 @@ class StepFold:
         self.rate = 0.0
         self.bound: Any = None
         self._end: EventHandle | None = None
+        #: many steps: the recurrence's instants, s (start, out, start, out, ..., the last
+        #: delivery), computed once by :meth:`begin` as one sequential cumulative sum
+        self._clock: np.ndarray | None = None
 
     def begin(self) -> bool:
         """Claim the resources and schedule the last delivery; False (nothing done) when the
@@ -101,9 +104,17 @@ class StepFold:
         self.bound = probe.bound_now
         start = self.start
         deliver = start
-        for _ in range(self.count):
-            deliver = (start + self.nbytes / rate) + self.delay
-            start = deliver
+        if self.count <= _FEW:
+            for _ in range(self.count):
+                deliver = (start + self.nbytes / rate) + self.delay
+                start = deliver
+        else:
+            terms = np.empty(2 * self.count + 1)
+            terms[0] = start
+            terms[1::2] = self.nbytes / rate
+            terms[2::2] = self.delay
+            self._clock = np.cumsum(terms)  # the loop's additions, in its order
+            deliver = float(self._clock[-1])
         if deliver == INF:  # the event path says which time overflowed
             return False
         engine.claim(list(self.demand), self._materialise)
@@ -116,6 +127,9 @@ class StepFold:
         """The first ``steps`` steps' starts and last bytes out (s): the recurrence's float
         operations in order (a few in a loop, many as one sequential cumulative sum)."""
         step, delay = self.nbytes / self.rate, self.delay
+        if self._clock is not None:
+            clock: Any = self._clock  # a numpy array serves as a sequence of floats
+            return clock[0 : 2 * steps : 2], clock[1 : 2 * steps : 2]
         if steps <= _FEW:
             starts, outs = [], []
             start = self.start
@@ -197,6 +211,9 @@ class StepFold:
         now = engine.now
         if self._end is not None:
             self._end.cancel()
+        if self._clock is not None:
+            self._materialise_at(now, self._clock)
+            return
         start = self.start
         for j in range(self.count):
             out = start + self.nbytes / self.rate
@@ -208,6 +225,16 @@ class StepFold:
                 self._hand_over(j, delivered=False)
                 return
             start = deliver
+
+    def _materialise_at(self, now: float, clock: np.ndarray) -> None:
+        """:meth:`_materialise` with the instants computed (the same search, by bisection):
+        the first step not delivered by ``now`` (the last one at the latest)."""
+        delivered = clock[2::2]  # step j's delivery, the next one's start
+        j = min(int(np.searchsorted(delivered, now, side="right")), self.count - 1)
+        if now < clock[2 * j + 1]:  # its bytes going out: the activity it would be
+            self._resume(j, float(clock[2 * j]))
+        else:
+            self._hand_over(j, delivered=False)
 
     def _resume(self, j: int, start: float) -> None:
         runtime = self.runtime

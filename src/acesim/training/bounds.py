@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import CAP, Resource
-from ..intervals import union
+from ..intervals import union, union_length
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
 
@@ -85,6 +85,10 @@ class BoundRecorder:
     def __init__(self) -> None:
         self.kernels: list[tuple[str, float, float]] = []
         self.messages: list[tuple[str, float, float]] = []
+        #: batches of many message spans heard at once (:meth:`spans`: a fold's steps), kept
+        #: as arrays: (their place in :attr:`messages`, label, starts s, ends s), the spans
+        #: that took no time among them included (:meth:`message_segments` leaves them out)
+        self.message_runs: list[tuple[int, str, np.ndarray, np.ndarray]] = []
         self._labels: dict[tuple[int, str], str] = {}
 
     def opened(self, kind: str, time: float) -> None:
@@ -108,9 +112,39 @@ class BoundRecorder:
         name = self._labels.get(key)
         if name is None:
             name = self._labels[key] = label(bound, kind)
+        if kind != "kernel" and len(starts) > _BATCH:
+            begin, finish = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+            self.message_runs.append((len(self.messages), name, begin, finish))
+            return
         out = self.kernels if kind == "kernel" else self.messages
         pairs = zip(_floats(starts), _floats(ends), strict=True)
         out.extend((name, s, e) for s, e in pairs if e > s)
+
+    def message_segments(self) -> list[tuple[str, float, float]]:
+        """Every message segment (label, start s, end s) in the order heard: :attr:`messages`
+        with the batches of :attr:`message_runs` in their places (those that took time)."""
+        if not self.message_runs:
+            return self.messages
+        out: list[tuple[str, float, float]] = []
+        at = 0
+        for index, name, starts, ends in self.message_runs:
+            out.extend(self.messages[at:index])
+            at = index
+            keep = ends > starts
+            pairs = zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)
+            out.extend((name, s, e) for s, e in pairs)
+        out.extend(self.messages[at:])
+        return out
+
+    def message_labels(self) -> list[str]:
+        """The labels of the message segments, in the order each was first heard."""
+        first: dict[str, tuple[int, int]] = {}
+        for i, (name, _s, _e) in enumerate(self.messages):
+            first.setdefault(name, (i, 1))
+        for index, name, starts, ends in self.message_runs:
+            if bool((ends > starts).any()) and (index, 0) < first.get(name, (index + 1, 0)):
+                first[name] = (index, 0)  # a batch goes before the message at its index
+        return sorted(first, key=first.__getitem__)
 
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
         """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
@@ -119,6 +153,10 @@ class BoundRecorder:
         if count > 1:
             out = self.kernels if kind == "kernel" else self.messages
             out.extend([out[-1]] * (count - 1))
+
+
+#: :meth:`BoundRecorder.spans` keeps batches of more message spans than this as arrays
+_BATCH = 64
 
 
 def _floats(values: Sequence[float]) -> list[float]:
@@ -197,11 +235,10 @@ def attribute(
     if busy_total - covered > 1e-15 * max(hi - lo, 1.0):
         out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
     weights: dict[str, float] = {}
-    in_flight = union([(s, e) for _n, s, e in recorder.messages])
+    messages = recorder.message_segments()
+    in_flight = union([(s, e) for _n, s, e in messages])
     with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
-    for (name, _start, _end), inside in zip(
-        recorder.messages, _overlaps(recorder.messages, idle), strict=True
-    ):
+    for (name, _start, _end), inside in zip(messages, _overlaps(messages, idle), strict=True):
         if inside > 0:
             weights[name] = weights.get(name, 0.0) + inside
     total_weight = sum(weights.values())
@@ -224,12 +261,17 @@ def collective_bounds(
     (a training run leaves it out: there, time without communication is compute). Unlike
     :func:`attribute` the labels overlap (a pipeline keeps several stages busy at once): the
     stage busy longest is its bottleneck."""
-    spans: dict[str, list[tuple[float, float]]] = {}
+    spans: dict[str, list[tuple[float, float]]] = {name: [] for name in recorder.message_labels()}
     for name, start, end in recorder.messages:
-        spans.setdefault(name, []).append((start, end))  # clipped to [lo, hi) by union
-    out = {name: sum(e - s for s, e in union(v, lo, hi)) for name, v in spans.items()}
+        spans[name].append((start, end))  # clipped to [lo, hi) by union
+    batches: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for _at, name, starts, ends in recorder.message_runs:
+        batches.setdefault(name, []).append((starts, ends))
+    # batches of spans (a fold's steps) stay arrays: the same unions, summed the same way
+    out = {name: union_length(v, batches.get(name, []), lo, hi) for name, v in spans.items()}
     # time nothing was in flight: latency, step synchronisation, setup delays not recorded
-    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v], lo, hi))
+    every = [x for v in spans.values() for x in v]
+    busy = union_length(every, [b for v in batches.values() for b in v], lo, hi)
     idle = (hi - lo) - busy
     if waiting and idle > 1e-15 * max(hi - lo, 1.0):
         out[WAITING.removeprefix("exposed: ")] = idle
