@@ -24,10 +24,12 @@ T = TypeVar("T")
 class Repeats(Sequence[T], Generic[T]):
     """An immutable sequence stored as runs ``(item, count)`` (see module)."""
 
-    __slots__ = ("runs", "_ends")
+    __slots__ = ("runs", "_ends", "_items", "_size")
 
     runs: tuple[tuple[T, int], ...]
     _ends: tuple[int, ...]
+    _items: tuple[T, ...]
+    _size: int
 
     def __init__(self, runs: Iterable[tuple[T, int]] = ()):
         merged: list[tuple[T, int]] = []
@@ -42,6 +44,8 @@ class Repeats(Sequence[T], Generic[T]):
                 merged.append((item, count))
         self.runs = tuple(merged)
         self._ends = tuple(itertools.accumulate(count for _item, count in merged))
+        self._items = tuple(item for item, _count in merged)
+        self._size = self._ends[-1] if self._ends else 0
 
     @classmethod
     def of(cls, items: Iterable[T]) -> Repeats[T]:
@@ -52,7 +56,7 @@ class Repeats(Sequence[T], Generic[T]):
         return cls((item, 1) for item in items)
 
     def __len__(self) -> int:
-        return self._ends[-1] if self._ends else 0
+        return self._size
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -62,13 +66,12 @@ class Repeats(Sequence[T], Generic[T]):
 
     def __getitem__(self, index: int | slice) -> T | Repeats[T]:
         if isinstance(index, slice):
-            return Repeats.of(itertools.islice(self, *index.indices(len(self))))
-        size = len(self)
+            return Repeats.of(itertools.islice(self, *index.indices(self._size)))
         if index < 0:
-            index += size
-        if not 0 <= index < size:
+            index += self._size
+        if not 0 <= index < self._size:
             raise IndexError("Repeats index out of range")
-        return self.runs[bisect.bisect_right(self._ends, index)][0]
+        return self._items[bisect.bisect_right(self._ends, index)]
 
     def __iter__(self) -> Iterator[T]:
         return itertools.chain.from_iterable(

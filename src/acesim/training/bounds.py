@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..engine import CAP, Resource
-from ..intervals import union, union_length
+from ..intervals import Batch, batch_arrays, union, union_length
+from ..sums import Ladder
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
 
@@ -85,10 +86,11 @@ class BoundRecorder:
     def __init__(self) -> None:
         self.kernels: list[tuple[str, float, float]] = []
         self.messages: list[tuple[str, float, float]] = []
-        #: batches of many message spans heard at once (:meth:`spans`: a fold's steps), kept
-        #: as arrays: (their place in :attr:`messages`, label, starts s, ends s), the spans
-        #: that took no time among them included (:meth:`message_segments` leaves them out)
-        self.message_runs: list[tuple[int, str, np.ndarray, np.ndarray]] = []
+        #: batches of many message spans heard at once (:meth:`spans`, :meth:`ladders`: a
+        #: fold's steps), kept as arrays or ladders: (their place in :attr:`messages`, label,
+        #: the batch), the spans that took no time included (:meth:`message_segments` leaves
+        #: them out)
+        self.message_runs: list[tuple[int, str, Batch]] = []
         self._labels: dict[tuple[int, str], str] = {}
 
     def opened(self, kind: str, time: float) -> None:
@@ -105,7 +107,13 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
-    def spans(self, kind: str, bound: Any, starts: Sequence[float], ends: Sequence[float]) -> None:
+    def spans(
+        self,
+        kind: str,
+        bound: Any,
+        starts: Sequence[float] | np.ndarray,
+        ends: Sequence[float] | np.ndarray,
+    ) -> None:
         """One activity per ``(starts[i], ends[i])`` (s), each one segment bound by ``bound``:
         what opened, :meth:`segment` (when it took time) and closed record for each."""
         key = (id(bound), kind)
@@ -114,7 +122,7 @@ class BoundRecorder:
             name = self._labels[key] = label(bound, kind)
         if kind != "kernel" and len(starts) > _BATCH:
             begin, finish = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
-            self.message_runs.append((len(self.messages), name, begin, finish))
+            self.message_runs.append((len(self.messages), name, (begin, finish)))
             return
         out = self.kernels if kind == "kernel" else self.messages
         pairs = zip(_floats(starts), _floats(ends), strict=True)
@@ -127,9 +135,10 @@ class BoundRecorder:
             return self.messages
         out: list[tuple[str, float, float]] = []
         at = 0
-        for index, name, starts, ends in self.message_runs:
+        for index, name, batch in self.message_runs:
             out.extend(self.messages[at:index])
             at = index
+            starts, ends = batch_arrays(batch)
             keep = ends > starts
             pairs = zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)
             out.extend((name, s, e) for s, e in pairs)
@@ -141,10 +150,24 @@ class BoundRecorder:
         first: dict[str, tuple[int, int]] = {}
         for i, (name, _s, _e) in enumerate(self.messages):
             first.setdefault(name, (i, 1))
-        for index, name, starts, ends in self.message_runs:
-            if bool((ends > starts).any()) and (index, 0) < first.get(name, (index + 1, 0)):
+        for index, name, batch in self.message_runs:
+            if _took_time(batch) and (index, 0) < first.get(name, (index + 1, 0)):
                 first[name] = (index, 0)  # a batch goes before the message at its index
         return sorted(first, key=first.__getitem__)
+
+    def ladders(self, kind: str, bound: Any, ladders: Sequence[Ladder]) -> None:
+        """One activity per span of ``ladders`` (:class:`~acesim.sums.Ladder`: spans one after
+        another in arithmetic progression), each one segment bound by ``bound``: what
+        :meth:`spans` records for their starts and ends; a message's kept as ladders."""
+        if kind == "kernel":
+            for ladder in ladders:
+                self.spans(kind, bound, ladder.starts(), ladder.ends())
+            return
+        key = (id(bound), kind)
+        name = self._labels.get(key)
+        if name is None:
+            name = self._labels[key] = label(bound, kind)
+        self.message_runs.extend((len(self.messages), name, ladder) for ladder in ladders)
 
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
         """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
@@ -159,7 +182,14 @@ class BoundRecorder:
 _BATCH = 64
 
 
-def _floats(values: Sequence[float]) -> list[float]:
+def _took_time(batch: Batch) -> bool:
+    """Whether any span of ``batch`` took time (ended after it started)."""
+    if isinstance(batch, tuple):
+        return bool((batch[1] > batch[0]).any())
+    return batch.end > batch.start
+
+
+def _floats(values: Sequence[float] | np.ndarray) -> list[float]:
     """``values`` as a list of Python floats (a numpy array converted)."""
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
@@ -264,9 +294,9 @@ def collective_bounds(
     spans: dict[str, list[tuple[float, float]]] = {name: [] for name in recorder.message_labels()}
     for name, start, end in recorder.messages:
         spans[name].append((start, end))  # clipped to [lo, hi) by union
-    batches: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for _at, name, starts, ends in recorder.message_runs:
-        batches.setdefault(name, []).append((starts, ends))
+    batches: dict[str, list[Batch]] = {}
+    for _at, name, batch in recorder.message_runs:
+        batches.setdefault(name, []).append(batch)
     # batches of spans (a fold's steps) stay arrays: the same unions, summed the same way
     out = {name: union_length(v, batches.get(name, []), lo, hi) for name, v in spans.items()}
     # time nothing was in flight: latency, step synchronisation, setup delays not recorded
