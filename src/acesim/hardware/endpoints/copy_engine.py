@@ -80,6 +80,7 @@ from ...engine import Resource
 from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
 from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
+from ...network.repeats import Repeats
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
     NvlsKernelSettings,
@@ -281,12 +282,17 @@ class CopyEngineEndpoint(Endpoint):
             return list(phases)
         out = []
         for phase in phases:
-            steps: list[Step] = []
-            for step in phase.steps:
+            runs: list[tuple[Step, int]] = []  # the phase's runs of repeats, each step in waves
+            for step, count in phase.steps.runs:
                 copies = step.kind in (GATHER, ALLTOALL)
-                steps.extend(in_waves(step, phase.size, wave) if copies else [step])
+                waves = in_waves(step, phase.size, wave) if copies else [step]
+                if len(waves) == 1:
+                    runs.append((waves[0], count))
+                else:
+                    runs.extend([(w, 1) for w in waves] * count)
+            steps = Repeats(runs)
             shaped = len(steps) != len(phase.steps)
-            out.append(replace(phase, steps=tuple(steps)) if shaped else phase)
+            out.append(replace(phase, steps=steps) if shaped else phase)
         return out
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
