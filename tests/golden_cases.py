@@ -21,13 +21,22 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["GoldenCase", "CASES", "INPUTS", "KINDS", "inputs_of"]
+from acesim.commands.cases import FLAGS
+from acesim.config.variation import Variation
+
+__all__ = ["GoldenCase", "CASES", "INPUTS", "KINDS", "VARIATIONS", "inputs_of", "variation_of"]
 
 #: The run kinds, each with its own data file and its own extraction of numbers.
 KINDS = ("collective", "run", "comparison", "llm", "reproduction", "study-2026", "jobs")
+
+#: What makes ranks differ (acesim's :class:`~acesim.config.variation.Variation` fields and a
+#: placement), each with the flag that asks for it.
+VARIATIONS: dict[str, str] = {
+    name: FLAGS[f"run.{name}"] for name in (*(f.name for f in fields(Variation)), "placement")
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,13 @@ class GoldenCase:
         if self.argv:
             return "acesim " + shlex.join(self.argv)
         return f"{self.api}(**{json.dumps(self.params, sort_keys=True)})"
+
+
+def variation_of(case: GoldenCase) -> tuple[str, ...]:
+    """The variations (:data:`VARIATIONS`) ``case`` asks for: by flag, or by API parameter."""
+    return tuple(
+        name for name, flag in VARIATIONS.items() if flag in case.argv or name in case.params
+    )
 
 
 def _cli(kind: str, case_id: str, args: str) -> GoldenCase:
