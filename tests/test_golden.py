@@ -1,13 +1,16 @@
 """Results unchanged: every case of the golden corpus gives bit-identical numbers.
 
-The corpus (tests/golden_cases.py, the one list) holds a few hundred simulations: collectives
-of every operation, size class, endpoint kind and preset, symmetric and exact, with forced
-algorithms and protocols, failed and slower links; training graphs (zoo models, ASTRA-sim 1.0
-text, Chakra traces exported and run back) with every endpoint kind, loop and variation; LLM
-runs in class and exact mode over tp/pp/vpp/cp/ep/zero, overlap, recomputation and stragglers;
-comparisons of endpoint kinds with the baseline's searched variants; and the paper
-reproduction's and the 2026 study's code on reduced cases. Their numbers, recorded by
-``python scripts/golden.py --update`` from the code as it was, are in tests/golden/<kind>.json.
+The corpus (tests/golden_cases.py, the one list) holds over 300 simulations: collectives of
+every operation, size class, endpoint kind and preset, symmetric and exact, with forced
+algorithms and protocols, searched variants, failed and slower links; training graphs (zoo
+models, ASTRA-sim 1.0 text, Chakra traces exported and run back) with every endpoint kind, loop
+and variation; LLM runs in class and exact mode over tp/pp/vpp/cp/ep/zero, overlap,
+recomputation, every variation and the 2026 study's layouts; multi-job runs on every endpoint
+kind; comparisons of endpoint kinds with the baseline's searched variants; and the paper
+reproduction's and the 2026 study's code on reduced cases. Their numbers and how each ran (run
+kinds, modes, endpoint kinds), recorded by ``python scripts/golden.py --update`` from the code
+as it was, are in tests/golden/<kind>.json; ``python scripts/golden.py --coverage`` counts them
+by axis.
 
 Each case runs through the most stable interface there is: the ``acesim`` command line in this
 process with ``--json`` (or the public Python API where the command line cannot say it), and one
