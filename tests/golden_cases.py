@@ -811,6 +811,14 @@ def _llm_exact_runs() -> Iterator[GoldenCase]:
         "tp2pp2-seq128/copy_engine-straggler/auto-exact",
         f"{small} --endpoint copy_engine --straggler rank=5,slowdown=1.2",
     )
+    yield _llm(
+        "tp2pp2-seq128/nvls-h200-stage0/auto-exact",
+        f"{small} --endpoint nvls --npu ranks=0-3,preset=h200-sxm",
+    )
+    yield _llm(
+        "tp8-seq128/ace-straggler/auto-exact",
+        "--global-batch 1 --seq 128 --parallel tp=8 --endpoint ace --straggler rank=3,slowdown=1.3",
+    )
 
 
 # --- comparisons (acesim run without --endpoint: best baseline vs ace vs ideal ...) ---------
