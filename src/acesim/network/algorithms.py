@@ -326,27 +326,31 @@ def _innet_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     return [Step(data_bytes / (p - 1), "all", 0, GATHER)]
 
 
-def _on_a_reducing_network(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
-    if kind != "switch":
-        return f"needs a switch dimension (the network's switches reduce), got a {kind}"
-    if not switch_reduction:
-        return (
-            "needs a scale-out network whose switches reduce (switch_reduction = true on "
-            "[scale_out] or the network dimension: InfiniBand SHARP; off on every preset, a "
-            "deployment choice)"
-        )
-    return None
+def _needs_a_reducing_switch(where: str, which: str) -> Callable[[str, str, int, bool], str | None]:
+    """The requirement of an algorithm that reduces in the switch: a switch dimension (its
+    problem says ``where`` the reduction happens) whose switches reduce (``which`` says
+    which switches and how to turn their reduction on)."""
+
+    def problem(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+        if kind != "switch":
+            return f"needs a switch dimension ({where}), got a {kind}"
+        if not switch_reduction:
+            return f"needs {which}"
+        return None
+
+    return problem
 
 
-def _on_a_switch(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
-    if kind != "switch":
-        return f"needs a switch dimension (the reduction happens in the switch), got a {kind}"
-    if not switch_reduction:
-        return (
-            "needs a switch that reduces (switch_reduction = true on the dimension: NVSwitch "
-            "with NVLink SHARP, from the third generation, H100 on)"
-        )
-    return None
+_on_a_reducing_network = _needs_a_reducing_switch(
+    "the network's switches reduce",
+    "a scale-out network whose switches reduce (switch_reduction = true on [scale_out] or "
+    "the network dimension: InfiniBand SHARP; off on every preset, a deployment choice)",
+)
+_on_a_switch = _needs_a_reducing_switch(
+    "the reduction happens in the switch",
+    "a switch that reduces (switch_reduction = true on the dimension: NVSwitch with NVLink "
+    "SHARP, from the third generation, H100 on)",
+)
 
 
 def _anywhere(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:

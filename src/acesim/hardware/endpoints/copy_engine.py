@@ -305,23 +305,19 @@ class CopyEngineEndpoint(Endpoint):
     def step_begin(
         self, rank: int, kind: str, proceed: Callable[[], None], messages: int = 1
     ) -> None:
-        if kind == REDUCE:
+        on_units = self._on_units(kind)
+        if on_units is not None:
+            active, units = on_units
+            if kind == REDUCE:
+                self.reduce_steps += 1
+            else:
+                self.nvls_steps += 1
 
             def held() -> None:
-                self._reducing[rank] += 1
-                self.reduce_steps += 1
+                active[rank] += 1
                 proceed()
 
-            self.npus[rank].units.acquire(self.cfg.fallback_units, held)
-            return
-        if kind in NVLS_KINDS:
-
-            def nvls_held() -> None:
-                self._nvls[rank] += 1
-                self.nvls_steps += 1
-                proceed()
-
-            self.npus[rank].units.acquire(self.cfg.nvls_units, nvls_held)
+            self.npus[rank].units.acquire(units, held)
             return
         self.copy_steps += 1
         setup = self.cfg.setup
@@ -342,12 +338,21 @@ class CopyEngineEndpoint(Endpoint):
             proceed()
 
     def step_end(self, rank: int, kind: str) -> None:
+        on_units = self._on_units(kind)
+        if on_units is not None:
+            active, units = on_units
+            active[rank] -= 1
+            self.npus[rank].units.release(units)
+
+    def _on_units(self, kind: str) -> tuple[list[int], int] | None:
+        """A step of ``kind`` on SM kernels: its per-rank count of active steps and the compute
+        units it holds (a reduce step on the fallback kernel, an NVLS step on the NVLS kernel);
+        None for a copy."""
         if kind == REDUCE:
-            self._reducing[rank] -= 1
-            self.npus[rank].units.release(self.cfg.fallback_units)
-        elif kind in NVLS_KINDS:
-            self._nvls[rank] -= 1
-            self.npus[rank].units.release(self.cfg.nvls_units)
+            return self._reducing, self.cfg.fallback_units
+        if kind in NVLS_KINDS:
+            return self._nvls, self.cfg.nvls_units
+        return None
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
