@@ -8,10 +8,16 @@ does not slow the timed ones), in symmetric mode and, up to 1,024 NPUs, in exact
     python benchmarks/collective_scale.py                 # the table of docs/performance.md
     python benchmarks/collective_scale.py --repeats 3 --max-exact 512 --markdown
 
-Then, in symmetric mode, one ring dimension of 1,024 ... 100,000 NPUs (issue 27: one
-dimension's 2 (N - 1) ring steps per chunk; target <= 1 CPU s at any count), CPU seconds
-(median) and the ratio to the target; ``--no-fold`` runs them with the ring's identical steps
-on the event path (:mod:`acesim.network.fold` off) to show what folding buys.
+Then, in symmetric mode, one ring dimension of 1,024 ... 1,048,576 NPUs (2**20, the most one
+dimension may have; issue 27: one dimension's 2 (N - 1) ring steps per chunk; target <= 1 CPU
+s at any count), CPU seconds (median) and the ratio to the target; ``--no-fold`` runs them with
+the ring's identical steps on the event path (:mod:`acesim.network.fold` off) to show what
+folding buys. The 2**20 ring sends 8.4 million messages, beyond the default work bound
+(``collective.max_messages``, 5 million): it is raised for that case, knowingly. Last,
+``acesim membw --no-simulate`` at 1,000,000 NPUs (the byte accounting: three simulated
+collectives on a 4x500x500 torus, ample HBM), CPU s against the same 1 s target.
+
+    python benchmarks/collective_scale.py --rings-only --repeats 3     # issue 27's cases
 """
 
 from __future__ import annotations
@@ -38,8 +44,11 @@ SHAPES: list[tuple[int, int, int]] = [
 ]
 TARGETS = {("symmetric", 1024): 0.5, ("symmetric", 1_048_576): 10.0}
 #: one ring dimension of these many NPUs (issue 27's flat-in-NPUs target, CPU s)
-RINGS = (1024, 16_384, 100_000)
+RINGS = (1024, 16_384, 100_000, 2**20)
 RING_TARGET = 1.0
+#: ``acesim membw --no-simulate --npus`` of this many NPUs (issue 27), target CPU s
+MEMBW_NPUS = 1_000_000
+MEMBW_TARGET = 1.0
 
 
 def torus(shape: tuple[int, int, int]) -> SystemConfig:
@@ -58,6 +67,8 @@ def ring(npus: int) -> SystemConfig:
     system.network.dimensions = system.network.dimensions[:1]
     system.network.dimensions[0].size = npus
     system.network.npus = None
+    # 8 (N - 1) messages: the default work bound (5 million) refuses 2**20, raised knowingly
+    system.collective.max_messages = max(system.collective.max_messages, 8 * npus)
     return system
 
 
@@ -79,6 +90,37 @@ def rings(repeats: int) -> None:
             f"ratio {cpu / RING_TARGET:6.2f}  simulated {runs[0][1]:.9g} s",
             flush=True,
         )
+
+
+def membw(repeats: int) -> None:
+    """``acesim membw --no-simulate`` at :data:`MEMBW_NPUS` NPUs, each run in a fresh process
+    (the analysis memoises its simulations in-process), CPU s of the analysis alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time\n"
+        "from acesim.config.resolve import resolve_system\n"
+        "from acesim.studies.membw import membw_analysis\n"
+        "cfg = resolve_system('ace-isca21')\n"
+        "start = time.process_time()\n"
+        f"membw_analysis(cfg, npus=[{MEMBW_NPUS}], simulate_need=False, equal_bandwidth=False)\n"
+        "print(time.process_time() - start)\n"
+    )
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(repeats)
+    ]
+    cpu = statistics.median(runs)
+    print(
+        f"\nacesim membw --no-simulate --npus {MEMBW_NPUS:,}: median {cpu:7.3f} CPU s of "
+        f"{repeats}  ratio {cpu / MEMBW_TARGET:6.2f} (target <= {MEMBW_TARGET:g} CPU s)",
+        flush=True,
+    )
 
 
 def once(system: SystemConfig, exact: bool) -> float:
@@ -109,6 +151,7 @@ def main() -> None:
         collective_module.FOLD = False
     if args.rings_only:
         rings(args.repeats)
+        membw(args.repeats)
         return
 
     rows = []
@@ -145,6 +188,7 @@ def main() -> None:
         print()
         print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")
     rings(args.repeats)
+    membw(args.repeats)
 
 
 if __name__ == "__main__":

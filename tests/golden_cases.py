@@ -8,11 +8,12 @@ how to run it: ``acesim`` command-line arguments (``argv``, run in this process 
 text workloads, a placement file, Chakra traces written by ``acesim export-chakra``), each made
 on first use.
 
-Sizes are chosen for speed (the whole corpus runs in under a CPU-minute): small NPU counts,
+Sizes are chosen for speed (the whole corpus runs in about 70 CPU seconds): small NPU counts,
 short LLM sequences and global batches, two iterations (both measured) where the default would
-run three. Ids read ``kind/system/workload-or-op/endpoint/mode``; they key
-``tests/golden/<kind>.json``. A new case is one line here, then
-``python scripts/golden.py --update --only 'ITS-ID'``.
+run three, two collective sizes for most endpoint-kind and variation cases. Ids read
+``kind/system/workload-or-op/endpoint/mode`` (``auto-exact``: variation not asked for exact
+mode, which the run then switches to by itself); they key ``tests/golden/<kind>.json``. A new
+case is one line here, then ``python scripts/golden.py --update --only 'ITS-ID'``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,22 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["GoldenCase", "CASES", "INPUTS", "KINDS", "inputs_of"]
+from acesim.commands.cases import FLAGS
+from acesim.config.variation import Variation
+
+__all__ = ["GoldenCase", "CASES", "INPUTS", "KINDS", "VARIATIONS", "inputs_of", "variation_of"]
 
 #: The run kinds, each with its own data file and its own extraction of numbers.
 KINDS = ("collective", "run", "comparison", "llm", "reproduction", "study-2026", "jobs")
+
+#: What makes ranks differ (acesim's :class:`~acesim.config.variation.Variation` fields and a
+#: placement), each with the flag that asks for it.
+VARIATIONS: dict[str, str] = {
+    name: FLAGS[f"run.{name}"] for name in (*(f.name for f in fields(Variation)), "placement")
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,13 @@ class GoldenCase:
         if self.argv:
             return "acesim " + shlex.join(self.argv)
         return f"{self.api}(**{json.dumps(self.params, sort_keys=True)})"
+
+
+def variation_of(case: GoldenCase) -> tuple[str, ...]:
+    """The variations (:data:`VARIATIONS`) ``case`` asks for: by flag, or by API parameter."""
+    return tuple(
+        name for name, flag in VARIATIONS.items() if flag in case.argv or name in case.params
+    )
 
 
 def _cli(kind: str, case_id: str, args: str) -> GoldenCase:
@@ -180,6 +197,12 @@ BASIC_OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 H100 = "-s h100-nvswitch-8"
 #: ace-isca21 as a 16-NPU torus (4x2x2) for exact mode, whose cost grows with the NPUs.
 TORUS16 = "--set network.dimensions[1].size=2 --set network.dimensions[2].size=2"
+#: ace-isca21 as an 8-NPU torus (4x2x1).
+TORUS8 = "--set network.dimensions[1].size=2 --set network.dimensions[2].size=1"
+#: Two sizes (latency- and bandwidth-bound classes) for the cheaper added cases.
+TWO_SIZES = "4KiB,1MiB"
+#: The endpoint kinds besides the baseline's SM kernels (on an H100 node every one applies).
+OFFLOADS = ("ace", "ideal", "copy_engine", "nvls")
 COMPUTE = "--with-compute 1e12,2e9"
 
 
@@ -226,9 +249,47 @@ def _collectives() -> Iterator[GoldenCase]:
         "-s a100-nvswitch-8 --op reduce-scatter --endpoint sm",
     )
     yield _coll("gb200-nvl72/all-reduce/baseline/exact", "-s gb200-nvl72 --exact", sizes="1MiB")
+    yield from _endpoint_collectives()
     yield from _multinode_collectives()
     yield from _forced_collectives()
     yield from _varied_collectives()
+
+
+def _endpoint_collectives() -> Iterator[GoldenCase]:
+    """The other endpoint kinds on every operation in exact mode, point to point, rooted
+    (which one representative cannot run: exact mode by itself) and searched."""
+    for op in BASIC_OPS[1:]:
+        for kind in OFFLOADS:
+            yield _coll(
+                f"h100-nvswitch-8/{op}/{kind}/exact",
+                f"{H100} --exact --op {op} --endpoint {kind}",
+                sizes=TWO_SIZES,
+            )
+    for kind in OFFLOADS:
+        yield _coll(
+            f"h100-nvswitch-8/sendrecv/{kind}/symmetric",
+            f"{H100} --op sendrecv --endpoint {kind}",
+            sizes=TWO_SIZES,
+        )
+    for op, root, kind in (
+        ("broadcast", 2, "baseline"),
+        ("reduce", 1, "copy_engine"),
+        ("broadcast", 5, "nvls"),
+        ("reduce", 3, "ideal"),
+    ):
+        yield _coll(
+            f"h100-nvswitch-8/{op}-root{root}/{kind}/auto-exact",
+            f"{H100} --op {op} --root {root} --endpoint {kind}",
+            sizes=TWO_SIZES,
+        )
+    for case_id, args, sizes in (
+        ("h100-nvswitch-8/all-reduce/baseline-search", H100, SIZES),
+        ("h100-nvswitch-8/all-gather/copy_engine-search", f"{H100} --op all-gather", SIZES),
+        ("h100-nvswitch-8/all-reduce/nvls-search", H100, TWO_SIZES),
+        ("ace-isca21/all-reduce/ace-search", "", TWO_SIZES),
+    ):
+        kind = case_id.split("/")[2].removesuffix("-search")
+        yield _coll(f"{case_id}/symmetric", f"{args} --endpoint {kind} --search", sizes=sizes)
 
 
 def _multinode_collectives() -> Iterator[GoldenCase]:
@@ -248,6 +309,24 @@ def _multinode_collectives() -> Iterator[GoldenCase]:
     )
     for preset in ("a100-nvswitch-8", "b200-nvswitch-8", "mi300x-8", "gb200-nvl72"):
         yield _coll(f"{preset}x2/all-reduce/baseline/symmetric", f"-s {preset} --nodes 2")
+    for op, kind in (
+        ("all-gather", "copy_engine"),
+        ("all-to-all", "copy_engine"),
+        ("reduce-scatter", "nvls"),
+        ("all-gather", "ace"),
+        ("reduce-scatter", "ideal"),
+        ("all-to-all", "ideal"),
+    ):
+        yield _coll(
+            f"h100-nvswitch-8x2/{op}/{kind}/symmetric",
+            f"{H100} --nodes 2 --op {op} --endpoint {kind}",
+            sizes=TWO_SIZES,
+        )
+    yield _coll(
+        "gb200-nvl72x2/all-reduce/copy_engine/symmetric",
+        "-s gb200-nvl72 --nodes 2 --endpoint copy_engine",
+        sizes="1MiB,64MiB",
+    )
 
 
 def _forced_collectives() -> Iterator[GoldenCase]:
@@ -309,6 +388,35 @@ def _varied_collectives() -> Iterator[GoldenCase]:
         "h100-nvswitch-8/all-reduce/baseline-npu-field-with-compute/exact",
         f"{H100} --exact --npu ranks=4-7,hbm_bandwidth=2TB/s {COMPUTE}",
     )
+    yield from _auto_exact_collectives()
+
+
+def _auto_exact_collectives() -> Iterator[GoldenCase]:
+    """Variation without --exact: the run switches to exact mode by itself, on every kind."""
+    slow = "--link dim=0,rank=1,bandwidth=100GB/s"
+    for kind in ("baseline", *OFFLOADS):
+        yield _coll(
+            f"h100-nvswitch-8/all-reduce/{kind}-slow-link/auto-exact",
+            f"{H100} --endpoint {kind} {slow}",
+            sizes=TWO_SIZES,
+        )
+    for op, kind in (
+        ("all-reduce", "ace"),
+        ("all-gather", "copy_engine"),
+        ("all-reduce", "nvls"),
+        ("all-to-all", "ideal"),
+    ):
+        yield _coll(
+            f"h100-nvswitch-8/{op}/{kind}-a100-ranks0-3/auto-exact",
+            f"{H100} --op {op} --endpoint {kind} --npu ranks=0-3,preset=a100-sxm",
+            sizes=TWO_SIZES,
+        )
+    yield _coll("ace-isca21-8/all-reduce/ace/exact", f"--exact {TORUS8} --endpoint ace", TWO_SIZES)
+    yield _coll(
+        "ace-isca21-8/all-reduce/ace-failed-link/auto-exact",
+        f"{TORUS8} --endpoint ace --link dim=0,rank=3,direction=+,failed=true",
+        sizes=TWO_SIZES,
+    )
 
 
 # --- training graphs (acesim run --endpoint KIND --json) ------------------------------------
@@ -319,6 +427,8 @@ SHORT = "-n 2 --warmup 0"
 ZOO_H100 = f"{H100} {SHORT} --batch 1"
 #: The ASTRA-sim data-parallel workload on ace-isca21 cut to 8 NPUs (4x2x1), for exact mode.
 DATA8 = f"-w {{inputs}}/data.txt --npus 8 {SHORT} --exact"
+#: The same, the mode left to the run (variation switches it to exact mode by itself).
+DATA8_AUTO = DATA8.removesuffix(" --exact")
 
 
 def _run(case_id: str, args: str) -> GoldenCase:
@@ -361,6 +471,17 @@ def _graph_runs() -> Iterator[GoldenCase]:
         "ace-isca21-4x2x2/astra-data/baseline/symmetric",
         f"{data} --shape 4x2x2 --endpoint baseline",
     )
+    # the HYBRID_DLRM loop's all-to-alls and the MICRO loop where the copy engines drive them
+    for kind in ("baseline", *OFFLOADS):
+        yield _run(
+            f"h100-nvswitch-8/astra-dlrm/{kind}/symmetric",
+            f"-w {{inputs}}/dlrm.txt {H100} --endpoint {kind}",
+        )
+    for kind in ("copy_engine", "nvls"):
+        yield _run(
+            f"h100-nvswitch-8/astra-micro/{kind}/symmetric",
+            f"-w {{inputs}}/micro.txt {H100} --endpoint {kind}",
+        )
     yield from _zoo_runs()
     yield from _varied_runs()
     yield from _chakra_runs()
@@ -419,6 +540,13 @@ def _zoo_runs() -> Iterator[GoldenCase]:
         yield _run(
             f"h100-nvswitch-8/dlrm/{kind}/exact", f"-w dlrm {ZOO_H100} --endpoint {kind} --exact"
         )
+    # more of the reproduction's runs: an SRAM size of its sensitivity study, 32 NPUs
+    yield _run(
+        "ace-isca21-16/dlrm-sram2MiB/ace/symmetric",
+        "-w dlrm --npus 16 --endpoint ace --set endpoint.ace.sram=2MiB",
+    )
+    for kind in ("baseline", "ace"):
+        yield _run(f"ace-isca21-32/dlrm/{kind}/symmetric", f"-w dlrm --npus 32 --endpoint {kind}")
 
 
 def _varied_runs() -> Iterator[GoldenCase]:
@@ -458,6 +586,26 @@ def _varied_runs() -> Iterator[GoldenCase]:
         f"-w {{inputs}}/data.txt {H100} --exact --endpoint copy_engine"
         " --straggler rank=5,slowdown=2",
     )
+    # not asked for exact mode: the run switches by itself
+    for name in ("straggler", "spread", "placement"):
+        yield _run(
+            f"ace-isca21-8/astra-data/ace-{name}/auto-exact",
+            f"{DATA8_AUTO} --endpoint ace {variations[name]}",
+        )
+    yield _run(
+        "ace-isca21-8/astra-data/ace-a100-ranks0-3/auto-exact",
+        f"{DATA8_AUTO} --endpoint ace --npu ranks=0-3,preset=a100-sxm",
+    )
+    h100_data = f"-w {{inputs}}/data.txt {H100} {SHORT}"
+    for kind, args in (
+        ("nvls-slow-link", "--link dim=0,rank=1,bandwidth=100GB/s"),
+        ("copy_engine-placement", variations["placement"]),
+        ("baseline-a100-ranks0-3", "--npu ranks=0-3,preset=a100-sxm"),
+    ):
+        yield _run(
+            f"h100-nvswitch-8/astra-data/{kind}/auto-exact",
+            f"{h100_data} --endpoint {kind.split('-')[0]} {args}",
+        )
 
 
 def _chakra_runs() -> Iterator[GoldenCase]:
@@ -472,6 +620,16 @@ def _chakra_runs() -> Iterator[GoldenCase]:
     yield _run(
         "h100-nvswitch-8/chakra-llama3-8b-tp2pp2/baseline/exact",
         f"-w {{inputs}}/chakra-llm {H100} --endpoint baseline --exact",
+    )
+    yield _run("ace-isca21-8/chakra-dlrm/copy_engine/symmetric", f"{dlrm} --endpoint copy_engine")
+    yield _run(
+        "ace-isca21-8/chakra-dlrm/ace-straggler/auto-exact",
+        f"{dlrm} --endpoint ace --straggler rank=1,slowdown=1.2",
+    )
+    chakra_data = f"-w {{inputs}}/chakra-data {H100}"
+    yield _run("h100-nvswitch-8/chakra-astra-data/nvls/symmetric", f"{chakra_data} --endpoint nvls")
+    yield _run(
+        "h100-nvswitch-8/chakra-astra-data/ace/exact", f"{chakra_data} --endpoint ace --exact"
     )
 
 
@@ -549,7 +707,39 @@ def _llm_runs() -> Iterator[GoldenCase]:
         system="gb200-nvl72",
     )
     yield from _llm_schedule_runs()
+    yield from _llm_study_runs()
     yield from _llm_exact_runs()
+
+
+def _llm_study_runs() -> Iterator[GoldenCase]:
+    """The 2026 study's layouts (its cases in acesim.studies.ace2026: data parallel with full
+    recomputation, TP4 all-reduce, TP8 and TP8 PP4 over 4 nodes, DP64 over 8 nodes) on short
+    sequences and small global batches."""
+    layouts = {  # study case -> model, global batch and layout, endpoint kinds on H100
+        "8b-8-dp": ("llama3-8b", "8 --parallel tp=1,pp=1,recompute=full", "baseline nvls"),
+        "8b-8-tp4-allreduce": (
+            "llama3-8b",
+            "2 --parallel tp=4,pp=1,sp=0,zero=0",
+            "baseline copy_engine",
+        ),
+        "8b-32-tp8": ("llama3-8b", "4 --parallel tp=8,pp=1 --nodes 4", "baseline"),
+        "8b-64-dp": ("llama3-8b", "64 --parallel tp=1,pp=1,recompute=full --nodes 8", "baseline"),
+        "70b-32-tp8pp4": ("llama3-70b", "4 --parallel tp=8,pp=4 --nodes 4", "baseline"),
+    }
+    for name, (model, layout, kinds) in layouts.items():
+        for kind in kinds.split():
+            yield _llm(
+                f"{name}-seq128/{kind}/class",
+                f"--seq 128 --global-batch {layout} --endpoint {kind}",
+                model=model,
+            )
+    model, layout, _kinds = layouts["8b-8-tp4-allreduce"]
+    yield _llm(
+        "8b-8-tp4-allreduce-seq128/nvls/class",
+        f"--seq 128 --global-batch {layout} --endpoint nvls",
+        system="b200-nvswitch-8",
+        model=model,
+    )
 
 
 def _llm_schedule_runs() -> Iterator[GoldenCase]:
@@ -607,6 +797,28 @@ def _llm_exact_runs() -> Iterator[GoldenCase]:
         "tp2pp2-seq256/baseline-placement/auto-exact",
         f"{par} --endpoint baseline --placement {{inputs}}/placement8.json",
     )
+    small = "--global-batch 2 --seq 128 --parallel tp=2,pp=2"
+    for kind in ("copy_engine", "nvls"):
+        yield _llm(f"tp2pp2-seq128/{kind}/exact", f"{small} --endpoint {kind} --exact")
+    yield _llm(
+        "tp8-seq128/ace/exact", "--global-batch 1 --seq 128 --parallel tp=8 --endpoint ace --exact"
+    )
+    yield _llm(
+        "tp2pp2-seq128/baseline-spread/auto-exact",
+        f"{small} --endpoint baseline --compute-spread spread=0.1,seed=7",
+    )
+    yield _llm(
+        "tp2pp2-seq128/copy_engine-straggler/auto-exact",
+        f"{small} --endpoint copy_engine --straggler rank=5,slowdown=1.2",
+    )
+    yield _llm(
+        "tp2pp2-seq128/nvls-h200-stage0/auto-exact",
+        f"{small} --endpoint nvls --npu ranks=0-3,preset=h200-sxm",
+    )
+    yield _llm(
+        "tp8-seq128/ace-straggler/auto-exact",
+        "--global-batch 1 --seq 128 --parallel tp=8 --endpoint ace --straggler rank=3,slowdown=1.3",
+    )
 
 
 # --- comparisons (acesim run without --endpoint: best baseline vs ace vs ideal ...) ---------
@@ -634,6 +846,11 @@ def _comparisons() -> Iterator[GoldenCase]:
     )
     yield _cli(
         "comparison", "h100-nvswitch-8/dlrm/symmetric", f"run --json -w dlrm {ZOO_H100} {every}"
+    )
+    yield _cli(
+        "comparison",
+        "h100-nvswitch-8/astra-dlrm/symmetric",
+        f"run --json -w {{inputs}}/dlrm.txt {H100} --endpoints baseline,copy_engine,nvls",
     )
     yield GoldenCase(
         "comparison/ace-isca21-4/dlrm-no-overlap/api",
@@ -685,6 +902,19 @@ def _api_cases() -> Iterator[GoldenCase]:
             "stragglers": [{"rank": 2, "slowdown": 1.5}],
         },
     )
+    for kind in ("copy_engine", "nvls"):  # not asked for exact mode: variation switches
+        yield GoldenCase(
+            f"collective/h100-nvswitch-8/reduce-scatter-straggler/{kind}/api",
+            "collective",
+            api="simulate_collective",
+            params={
+                "system": "h100-nvswitch-8",
+                "op": "reduce-scatter",
+                "size": "16 MiB",
+                "endpoint": kind,
+                "stragglers": [{"rank": 6, "slowdown": 1.25}],
+            },
+        )
     yield GoldenCase(
         "llm/h100-nvswitch-8/llama3-8b/tp8-iterations2/baseline/api",
         "llm",
@@ -732,6 +962,15 @@ def _jobs_cases() -> Iterator[GoldenCase]:
     for name in JOBS:
         case_id = name.removeprefix("jobs-").removesuffix(".json")
         yield _cli("jobs", case_id, f"jobs --json {{inputs}}/{name}")
+    # every job on another endpoint kind (--endpoint)
+    for name, kind in (
+        ("jobs-spine.json", "ace"),
+        ("jobs-spine.json", "ideal"),
+        ("jobs-spine.json", "copy_engine"),
+        ("jobs-h100x2.json", "nvls"),
+    ):
+        case_id = name.removeprefix("jobs-").removesuffix(".json")
+        yield _cli("jobs", f"{case_id}/{kind}", f"jobs --json {{inputs}}/{name} --endpoint {kind}")
 
 
 def _all() -> tuple[GoldenCase, ...]:

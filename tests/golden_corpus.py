@@ -14,6 +14,10 @@ What a refactor may change and what it must not:
   assumptions) are not recorded.
 * **The numbers themselves** must not move: they are compared exactly after a JSON round trip
   (JSON floats written with ``repr`` precision, so every float reads back bit for bit).
+* **How each case ran** is recorded beside its numbers (:func:`facts_of`: the run kinds,
+  simulation modes and endpoint kinds its document names) and must not move either; it is what
+  :func:`coverage` counts to show (and the test to assert) that the corpus covers every
+  registered run kind, endpoint kind and mode, with and without variation.
 """
 
 from __future__ import annotations
@@ -29,13 +33,21 @@ from pathlib import Path
 from typing import Any
 
 from clitools import cli_json, cli_stdout
-from golden_cases import CASES, INPUTS, KINDS, GoldenCase, inputs_of
+from golden_cases import CASES, INPUTS, KINDS, VARIATIONS, GoldenCase, inputs_of, variation_of
+
+from acesim.hardware.endpoints import ENDPOINT_KINDS
+from acesim.hardware.strategy import MODES
+from acesim.runs.kinds import RUN_KINDS
 
 __all__ = [
     "DATA_DIR",
+    "Coverage",
     "Difference",
+    "compare_facts",
     "compare_numbers",
+    "coverage",
     "entry",
+    "facts_of",
     "numbers_of",
     "prepare_inputs",
     "read_corpus",
@@ -48,6 +60,9 @@ __all__ = [
 DATA_DIR = Path(__file__).resolve().parent / "golden"
 SCHEMA = "acesim.golden/1"
 Numbers = dict[str, float]
+#: How a case ran: ``kinds``, ``modes`` and ``endpoints``, each the sorted registered names
+#: its document says (:func:`facts_of`).
+Facts = dict[str, list[str]]
 
 
 # --- inputs ---------------------------------------------------------------------------------
@@ -139,14 +154,45 @@ API: dict[str, Callable[..., Any]] = {
 }
 
 
-def run_case(case: GoldenCase, inputs: Path) -> Numbers:
-    """Run ``case`` (its inputs written into ``inputs`` first) and return its numbers."""
+def run_case(case: GoldenCase, inputs: Path) -> tuple[Numbers, Facts]:
+    """Run ``case`` (its inputs written into ``inputs`` first): its numbers and how it ran."""
     if case.argv:
         prepare_inputs(inputs_of(case.argv), inputs)
         document = cli_json(*(_fill(a, inputs) for a in case.argv))
     else:
         document = API[case.api](**json.loads(json.dumps(case.params)))
-    return numbers_of(case.kind, document)
+    return numbers_of(case.kind, document), facts_of(document)
+
+
+# --- how a case ran -------------------------------------------------------------------------
+
+#: document key -> (the facts' name, the registered names it may hold)
+_FACT_KEYS = {
+    "kind": ("kinds", RUN_KINDS.names()),
+    "mode": ("modes", MODES),
+    "endpoint": ("endpoints", ENDPOINT_KINDS.names()),
+}
+
+
+def facts_of(document: Any) -> Facts:
+    """The run kinds, modes and endpoint kinds a run's document names anywhere (every
+    ``kind``, ``mode`` and ``endpoint`` whose value is a registered name: a comparison's runs,
+    a job's runs, each collective size's row), each sorted."""
+    found: dict[str, set[str]] = {name: set() for name, _known in _FACT_KEYS.values()}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                fact = _FACT_KEYS.get(key)
+                if fact is not None and isinstance(item, str) and item in fact[1]:
+                    found[fact[0]].add(item)
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(document)
+    return {name: sorted(values) for name, values in found.items()}
 
 
 # --- numbers: one extraction per run kind --------------------------------------------------------
@@ -294,8 +340,8 @@ def write_corpus(entries: Mapping[str, Mapping[str, Any]], data_dir: Path = DATA
         _path(kind, data_dir).write_text(text, encoding="utf-8")
 
 
-def entry(case: GoldenCase, numbers: Numbers) -> dict[str, Any]:
-    return {"run": case.how(), "numbers": numbers}
+def entry(case: GoldenCase, numbers: Numbers, facts: Facts) -> dict[str, Any]:
+    return {"run": case.how(), "facts": facts, "numbers": numbers}
 
 
 def select(pattern: str | None) -> list[GoldenCase]:
@@ -340,3 +386,96 @@ def compare_numbers(
         if a is None or b is None or float(a).hex() != float(b).hex():
             out.append(Difference(case, metric, a, b))
     return out
+
+
+def compare_facts(case: str, old: Facts, new: Facts) -> list[str]:
+    """One line per fact (run kinds, modes, endpoint kinds) that differs between two runs."""
+    return [
+        f"{case}: {name}: {old.get(name)} -> {new.get(name)}"
+        for name in sorted(set(old) | set(new))
+        if old.get(name) != new.get(name)
+    ]
+
+
+# --- coverage ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many recorded cases ran each registered run kind, mode, endpoint kind and
+    variation; the cases by (case kind, mode, variation) and by (run kind, endpoint kind);
+    ``missing`` names each registered one no case ran."""
+
+    cases: int
+    run_kinds: dict[str, int]
+    modes: dict[str, int]
+    endpoints: dict[str, int]
+    variations: dict[str, int]
+    by_axis: dict[tuple[str, str, str], int]
+    by_endpoint: dict[tuple[str, str], int]
+
+    @property
+    def missing(self) -> list[str]:
+        return [
+            f"{what} {name}"
+            for what, counts in (
+                ("run kind", self.run_kinds),
+                ("mode", self.modes),
+                ("endpoint kind", self.endpoints),
+                ("variation", self.variations),
+            )
+            for name, n in counts.items()
+            if n == 0
+        ]
+
+    def lines(self) -> list[str]:
+        """The counts as text: one line per registry, then the cases by case kind x mode x
+        variation (a case in several modes or with several variations counts in each)."""
+        out = [f"{self.cases} cases"]
+        for what, counts in (
+            ("run kinds", self.run_kinds),
+            ("modes", self.modes),
+            ("endpoint kinds", self.endpoints),
+            ("variation", self.variations),
+        ):
+            out.append(f"{what}: " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+        out.append(f"{'case kind':<14}{'mode':<11}{'variation':<20}cases")
+        for (kind, mode, varied), n in sorted(self.by_axis.items()):
+            out.append(f"{kind:<14}{mode:<11}{varied:<20}{n}")
+        out.append(f"{'run kind':<14}" + "".join(f"{e:>13}" for e in self.endpoints))
+        for kind in self.run_kinds:
+            row = "".join(f"{self.by_endpoint.get((kind, e), 0):>13}" for e in self.endpoints)
+            out.append(f"{kind:<14}{row}")
+        out.append("missing: " + (", ".join(self.missing) or "none"))
+        return out
+
+
+def coverage(cases: Iterable[GoldenCase], recorded: Mapping[str, Mapping[str, Any]]) -> Coverage:
+    """The coverage of ``cases`` by their recorded facts (a case not recorded counts in none)
+    and their variation (:func:`golden_cases.variation_of`)."""
+    listed = list(cases)
+    run_kinds = dict.fromkeys(RUN_KINDS.names(), 0)
+    modes = dict.fromkeys(MODES, 0)
+    endpoints = dict.fromkeys(ENDPOINT_KINDS.names(), 0)
+    variations = dict.fromkeys(VARIATIONS, 0)
+    by_axis: dict[tuple[str, str, str], int] = {}
+    by_endpoint: dict[tuple[str, str], int] = {}
+    for case in listed:
+        facts = recorded.get(case.id, {}).get("facts", {})
+        varied = variation_of(case)
+        for counts, names in (
+            (run_kinds, facts.get("kinds", [])),
+            (modes, facts.get("modes", [])),
+            (endpoints, facts.get("endpoints", [])),
+            (variations, varied),
+        ):
+            for name in names:
+                counts[name] += 1
+        for mode in facts.get("modes") or ["-"]:
+            for name in varied or ("none",):
+                key = (case.kind, mode, name)
+                by_axis[key] = by_axis.get(key, 0) + 1
+        for kind in facts.get("kinds", []):
+            for endpoint in facts.get("endpoints", []):
+                by_endpoint[kind, endpoint] = by_endpoint.get((kind, endpoint), 0) + 1
+    return Coverage(len(listed), run_kinds, modes, endpoints, variations, by_axis, by_endpoint)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from acesim.cli import app
 from acesim.validation import load_corpus, validate_transfer
 from acesim.validation.fit import datasheet_value
+from acesim.validation.loso import Presets
 from acesim.validation.transfer import transfer, unit_of
 
 runner = CliRunner()
@@ -67,6 +68,24 @@ def test_kinship_comes_before_the_dtype() -> None:
     fits = {("h100-sxm", GEMM): 0.7, ("mi300x", f"{GEMM}.fp16"): 0.5}
     t = transfer("v100-sxm2", f"{GEMM}.fp16", fits)
     assert (t.rule.name, t.drawn_from, t.value) == ("same-vendor", ("h100-sxm",), 0.7)
+
+
+ATTENTION = "npu.kernels.attention_efficiency"
+
+
+def test_a_held_out_h100_takes_its_attention_from_the_h200_die_fit() -> None:
+    """Attention efficiency is a fraction of the matrix peak carried by the rules: the H200's
+    cuDNN fit (same GH100 die) before the other NVIDIA generations' A100 and GB200 fits."""
+    fits = Presets.of(load_corpus()).shipped_fits()
+    for parameter in (ATTENTION, "npu.kernels.attention_backward_efficiency"):
+        t = transfer("h100-sxm", parameter, fits)
+        assert (t.rule.name, t.drawn_from) == ("same-die", ("h200-sxm",))
+        assert t.value == fits[("h200-sxm", parameter)]
+    gb200 = transfer("gb200", ATTENTION, fits)
+    assert (gb200.rule.name, gb200.drawn_from) == (
+        "same-vendor",
+        ("a100-sxm", "h100-sxm", "h200-sxm"),
+    )
 
 
 # -- a corpus of two made-up systems ---------------------------------------------------------

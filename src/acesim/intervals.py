@@ -4,11 +4,14 @@ measures busy time (exposed communication, bound attribution, jobs' sharing) mer
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Intervals", "union"]
+from .sums import add_repeatedly
+
+__all__ = ["Intervals", "union", "union_length"]
 
 #: Sorted, disjoint (start, end) pairs, s.
 Intervals = list[tuple[float, float]]
@@ -58,3 +61,112 @@ def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> I
     heads = np.flatnonzero(first)
     tails = np.append(heads[1:], len(starts)) - 1
     return list(zip(starts[heads].tolist(), reach[tails].tolist(), strict=True))
+
+
+class Ladder(Protocol):
+    """Spans one after another in arithmetic progression (:class:`acesim.sums.Ladder`):
+    ``count`` spans, the ``i``-th from ``start + i * period`` to that plus ``end - start``
+    (s; one span: exactly ``(start, end)``)."""
+
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
+    @property
+    def period(self) -> float: ...
+    @property
+    def count(self) -> int: ...
+    def starts(self) -> np.ndarray: ...
+    def ends(self) -> np.ndarray: ...
+
+
+#: many spans kept compactly: arrays of starts and ends (s), or a ladder of them
+Batch = tuple[np.ndarray, np.ndarray] | Ladder
+
+
+def batch_arrays(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """A batch's starts and ends (s) as arrays."""
+    if isinstance(batch, tuple):
+        return batch
+    return batch.starts(), batch.ends()
+
+
+def union_length(
+    intervals: list[tuple[float, float]],
+    batches: Sequence[Batch],
+    lo: float = -math.inf,
+    hi: float = math.inf,
+) -> float:
+    """``sum(e - s for s, e in union(every interval, lo, hi))`` (s): the intervals are
+    ``intervals`` and every span of ``batches`` (many spans kept as arrays or ladders, never
+    as pairs). The same float: the same union, its lengths added one after another in order.
+    Ladders apart from each other and from every interval, inside [lo, hi), add their lengths
+    in closed form (:func:`~acesim.sums.add_repeatedly`); otherwise they are expanded to arrays."""
+    if not batches:
+        return sum(e - s for s, e in union(intervals, lo, hi))
+    apart = _ladders_apart(intervals, batches, lo, hi)
+    if apart is not None:
+        return apart
+    pieces = [batch_arrays(b) for b in batches]
+    pieces = [(s, e) for s, e in pieces if len(s)]
+    if intervals:
+        pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+        pieces.append((pairs[:, 0], pairs[:, 1]))
+    if not pieces:
+        return 0
+    pieces.sort(key=lambda piece: (float(piece[0][0]), float(piece[1][0])))
+    starts = np.maximum(np.concatenate([s for s, _e in pieces]), lo)
+    ends = np.minimum(np.concatenate([e for _s, e in pieces]), hi)
+    keep = ends > starts
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return 0
+    later, earlier = starts[1:], starts[:-1]
+    ordered = (later > earlier) | ((later == earlier) & (ends[1:] >= ends[:-1]))
+    if not ordered.all():
+        order = np.lexsort((ends, starts))
+        starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    first = np.ones(len(starts), dtype=bool)
+    first[1:] = starts[1:] > reach[:-1]
+    heads = np.flatnonzero(first)
+    tails = np.append(heads[1:], len(starts)) - 1
+    lengths = reach[tails] - starts[heads]
+    return float(np.cumsum(lengths)[-1])
+
+
+def _ladders_apart(
+    intervals: list[tuple[float, float]], batches: Sequence[Batch], lo: float, hi: float
+) -> float | None:
+    """:func:`union_length` where every batch is a ladder whose spans are apart (a gap
+    between one and the next), inside [lo, hi), and no two ladders or intervals overlap or
+    touch: the union is then every span as it is, in order of start, its lengths added one
+    after another (a ladder's ``count`` equal lengths in closed form); None
+    elsewhere."""
+    pieces: list[tuple[float, float, Ladder | None]] = []
+    for batch in batches:
+        if isinstance(batch, tuple):
+            return None
+        length = batch.end - batch.start
+        if not length > 0:
+            continue  # spans that took no time: not in the union
+        last = batch.end if batch.count == 1 else batch.end + (batch.count - 1) * batch.period
+        if (batch.count > 1 and not batch.period > length) or batch.start < lo or last > hi:
+            return None
+        pieces.append((batch.start, last, batch))
+    for start, end in intervals:
+        start, end = max(start, lo), min(end, hi)
+        if end > start:
+            pieces.append((start, end, None))
+    pieces.sort(key=lambda piece: (piece[0], piece[1]))
+    for (_s, before, _b), (after, _e, _c) in zip(pieces, pieces[1:], strict=False):
+        if not after > before:
+            return None
+    total: float = 0
+    for start, end, ladder in pieces:
+        if ladder is None:
+            total += end - start
+        else:
+            total = add_repeatedly(total, ladder.end - ladder.start, ladder.count)
+    return total

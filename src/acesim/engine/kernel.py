@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import SimulationError
+from ..sums import add_repeatedly
 from .fluid import INF, Activity, Resource, component, max_min_rates, solo_rate
 from .pool import Pool
 
@@ -439,6 +440,28 @@ class Engine:
         terms[1:] = allocated * (finish[1:] - begin[1:])
         resource.used = float(np.cumsum(terms)[-1])
         start, end = float(begin[-1]), float(finish[-1])
+        resource._since = end if end > start else max(start, resource._since)
+
+    def account_alone_runs(
+        self,
+        resource: Resource,
+        allocated: float,
+        first: tuple[float, float],
+        durations: Sequence[tuple[float, int]],
+        last: tuple[float, float],
+    ) -> None:
+        """:meth:`account_alone_many` of activities one after another whose durations (s)
+        after the ``first`` one's ``(start, end)`` come as runs ``(duration, count)``, the
+        ``last`` one's ``(start, end)`` given: the same sums in the same order, a run of
+        equal terms added in closed form (:func:`~acesim.engine.sums.add_repeatedly`)."""
+        self.account_alone(resource, allocated, first[0], first[1])
+        if not durations:
+            return
+        used = resource.used
+        for duration, count in durations:
+            used = add_repeatedly(used, allocated * duration, count)
+        resource.used = used
+        start, end = last
         resource._since = end if end > start else max(start, resource._since)
 
     def resume(

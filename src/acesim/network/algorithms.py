@@ -74,11 +74,12 @@ Steps per algorithm (p NPUs in the dimension):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import TopologyError
 from ..registry import Registry
+from .repeats import Repeats
 from .trees import tree_sends
 
 #: Step kinds, used by endpoints for their memory accounting.
@@ -191,10 +192,10 @@ class Algorithm:
 
     name: str
     summary: str
-    steps: Callable[[str, int, float], list[Step]]
+    steps: Callable[[str, int, float], Sequence[Step]]
     problem: Callable[[str, str, int, bool], str | None]
     phase_ops: tuple[str, ...] = PHASE_OPS
-    piece_steps: Callable[[str, int, float, float], list[Step]] | None = None
+    piece_steps: Callable[[str, int, float, float], Sequence[Step]] | None = None
     lockstep: bool = False
 
 
@@ -202,15 +203,16 @@ class Algorithm:
 ALGORITHMS: Registry[Algorithm] = Registry("algorithm", "collective.algorithms", listed=True)
 
 
-def _ring_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+def _ring_steps(op: str, p: int, data_bytes: float) -> Sequence[Step]:
+    # kept as runs of repeats (one Step and its count): p - 1 alike steps cost one entry
     piece = data_bytes / p
     if op == "reduce-scatter":
-        return [Step(piece, "next", 0, REDUCE)] * (p - 1)
+        return Repeats([(Step(piece, "next", 0, REDUCE), p - 1)])
     if op == "all-gather":
-        return [Step(piece, "next", 0, GATHER)] * (p - 1)
+        return Repeats([(Step(piece, "next", 0, GATHER), p - 1)])
     if op == "all-reduce":
-        return [Step(piece, "next", 0, REDUCE)] * (p - 1) + [Step(piece, "next", 0, GATHER)] * (
-            p - 1
+        return Repeats(
+            [(Step(piece, "next", 0, REDUCE), p - 1), (Step(piece, "next", 0, GATHER), p - 1)]
         )
     return [Step((p - k) * piece, "next", 0, ALLTOALL) for k in range(1, p)]
 
@@ -221,11 +223,9 @@ def _ring_steps(op: str, p: int, data_bytes: float) -> list[Step]:
 MAX_CHAIN_PIECES = 1 << 20
 
 
-def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[Step]:
-    """A pipelined ring chain (module docstring) of ``op`` (broadcast or reduce) on ``p`` NPUs,
-    root at coordinate 0: ``data_bytes`` in ``k = ceil(data / piece_bytes)`` pieces of
-    ``data/k``, ``k + p - 2`` steps. A broadcast's chain starts at the root; a reduce's at the
-    member after it and ends at it."""
+def chain_pieces(data_bytes: float, piece_bytes: float) -> int:
+    """The pieces of a chain of ``data_bytes`` in pieces of at most ``piece_bytes`` (bytes);
+    TopologyError for a piece of no bytes or more than :data:`MAX_CHAIN_PIECES` pieces."""
     if not piece_bytes > 0:
         raise TopologyError(f"a chain's piece must be > 0 bytes, got {piece_bytes}")
     if not data_bytes / piece_bytes <= MAX_CHAIN_PIECES:
@@ -234,7 +234,15 @@ def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[
             f"bytes into more than {MAX_CHAIN_PIECES} pieces (MAX_CHAIN_PIECES); give pieces "
             f"of at least {data_bytes / MAX_CHAIN_PIECES:g} bytes"
         )
-    pieces = max(1, math.ceil(data_bytes / piece_bytes))
+    return max(1, math.ceil(data_bytes / piece_bytes))
+
+
+def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[Step]:
+    """A pipelined ring chain (module docstring) of ``op`` (broadcast or reduce) on ``p`` NPUs,
+    root at coordinate 0: ``data_bytes`` in ``k = ceil(data / piece_bytes)`` pieces of
+    ``data/k``, ``k + p - 2`` steps. A broadcast's chain starts at the root; a reduce's at the
+    member after it and ends at it."""
+    pieces = chain_pieces(data_bytes, piece_bytes)
     kind, start = (GATHER, 0) if op == "broadcast" else (REDUCE, 1 % p)
     piece = data_bytes / pieces
     return [Step(piece, "chain", t, kind, root=start, pieces=pieces) for t in range(pieces + p - 2)]
@@ -245,13 +253,13 @@ def chain_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[
 DEFAULT_CHAIN_PIECE_BYTES = 16 * NCCL_CHAIN_CHUNK_BYTES
 
 
-def _ring_piece_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> list[Step]:
+def _ring_piece_steps(op: str, p: int, data_bytes: float, piece_bytes: float) -> Sequence[Step]:
     if op in CHAIN_OPS:
         return chain_steps(op, p, data_bytes, piece_bytes)
     return _ring_steps(op, p, data_bytes)
 
 
-def _ring_family_steps(op: str, p: int, data_bytes: float) -> list[Step]:
+def _ring_family_steps(op: str, p: int, data_bytes: float) -> Sequence[Step]:
     return _ring_piece_steps(op, p, data_bytes, DEFAULT_CHAIN_PIECE_BYTES)
 
 
@@ -318,27 +326,31 @@ def _innet_steps(op: str, p: int, data_bytes: float) -> list[Step]:
     return [Step(data_bytes / (p - 1), "all", 0, GATHER)]
 
 
-def _on_a_reducing_network(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
-    if kind != "switch":
-        return f"needs a switch dimension (the network's switches reduce), got a {kind}"
-    if not switch_reduction:
-        return (
-            "needs a scale-out network whose switches reduce (switch_reduction = true on "
-            "[scale_out] or the network dimension: InfiniBand SHARP; off on every preset, a "
-            "deployment choice)"
-        )
-    return None
+def _needs_a_reducing_switch(where: str, which: str) -> Callable[[str, str, int, bool], str | None]:
+    """The requirement of an algorithm that reduces in the switch: a switch dimension (its
+    problem says ``where`` the reduction happens) whose switches reduce (``which`` says
+    which switches and how to turn their reduction on)."""
+
+    def problem(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
+        if kind != "switch":
+            return f"needs a switch dimension ({where}), got a {kind}"
+        if not switch_reduction:
+            return f"needs {which}"
+        return None
+
+    return problem
 
 
-def _on_a_switch(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
-    if kind != "switch":
-        return f"needs a switch dimension (the reduction happens in the switch), got a {kind}"
-    if not switch_reduction:
-        return (
-            "needs a switch that reduces (switch_reduction = true on the dimension: NVSwitch "
-            "with NVLink SHARP, from the third generation, H100 on)"
-        )
-    return None
+_on_a_reducing_network = _needs_a_reducing_switch(
+    "the network's switches reduce",
+    "a scale-out network whose switches reduce (switch_reduction = true on [scale_out] or "
+    "the network dimension: InfiniBand SHARP; off on every preset, a deployment choice)",
+)
+_on_a_switch = _needs_a_reducing_switch(
+    "the reduction happens in the switch",
+    "a switch that reduces (switch_reduction = true on the dimension: NVSwitch with NVLink "
+    "SHARP, from the third generation, H100 on)",
+)
 
 
 def _anywhere(op: str, kind: str, size: int, switch_reduction: bool) -> str | None:
@@ -519,14 +531,28 @@ def check_algorithm(
 
 def phase_steps(
     op: str, algorithm: str, size: int, data_bytes: float, piece_bytes: float | None = None
-) -> list[Step]:
-    """The steps of ``op`` on ``size`` NPUs with per-NPU buffer ``data_bytes`` (see module);
-    ``piece_bytes``: a pipelined algorithm's pieces (None: its default)."""
+) -> Repeats[Step]:
+    """The steps of ``op`` on ``size`` NPUs with per-NPU buffer ``data_bytes`` (see module),
+    as runs of repeats; ``piece_bytes``: a pipelined algorithm's pieces (None: its default)."""
     if size <= 1:
-        return []
+        return Repeats()
     algo = ALGORITHMS.get(algorithm)
     if op not in algo.phase_ops:
         raise TopologyError(f"algorithm {algorithm!r} cannot run {op}")
     if piece_bytes is not None and algo.piece_steps is not None:
-        return algo.piece_steps(op, size, data_bytes, piece_bytes)
-    return algo.steps(op, size, data_bytes)
+        return Repeats.of(algo.piece_steps(op, size, data_bytes, piece_bytes))
+    return Repeats.of(algo.steps(op, size, data_bytes))
+
+
+def check_phase_steps(
+    op: str, algorithm: str, size: int, data_bytes: float, piece_bytes: float | None = None
+) -> None:
+    """Raise what :func:`phase_steps` would raise for these arguments, without building the
+    steps (an elaboration check: a chain's steps are as many as its pieces plus members)."""
+    if size <= 1:
+        return
+    algo = ALGORITHMS.get(algorithm)
+    if op not in algo.phase_ops:
+        raise TopologyError(f"algorithm {algorithm!r} cannot run {op}")
+    if piece_bytes is not None and algo.piece_steps is not None and op in CHAIN_OPS:
+        chain_pieces(data_bytes, piece_bytes)

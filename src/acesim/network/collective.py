@@ -125,6 +125,7 @@ from .plan import (
     protocol_table,
     validate_algorithms,
 )
+from .repeats import Repeats
 from .shares import MessageShares
 from .topology import Topology
 
@@ -192,7 +193,7 @@ class Collective:
 
 
 def _messages(chunks: int, phases: list[Phase]) -> int:
-    return chunks * sum(sum(phase.message_count(step) for step in phase.steps) for phase in phases)
+    return chunks * sum(phase.messages for phase in phases)
 
 
 class _ChunkRun:
@@ -564,7 +565,9 @@ class CollectiveRuntime:
             )
         if self.exact:
             return
-        if not spec.symmetric or any(s.pattern in ROOTED_PATTERNS for p in phases for s in p.steps):
+        if not spec.symmetric or any(
+            s.pattern in ROOTED_PATTERNS for p in phases for s, _count in p.steps.runs
+        ):
             raise TopologyError(
                 f"{op} is rooted (every member of its chain does different work), which "
                 "symmetric mode (one representative NPU) cannot represent: run exact mode "
@@ -734,18 +737,20 @@ class CollectiveRuntime:
         length = self._fold_lengths.get(key)
         if length is None:
             phase = coll.phases[phase_index]
-            steps = phase.steps
-            head = steps[first]
+            runs = phase.steps.runs
+            run, left = phase.steps.run_from(first)  # the steps' runs of repeats, from first on
+            head = runs[run][0]
             length = 0
             if not phase.lanes and not phase.pipelined:
-                for step in steps[first:]:
+                for step, count in runs[run:]:
                     if (
                         step.pattern not in _SINGLE
                         or step.message_bytes != head.message_bytes
                         or step.kind != head.kind
                     ):
                         break
-                    length += 1
+                    length += left
+                    left = count  # every step of the following runs
             self._fold_lengths[key] = length
         return length
 
@@ -1161,12 +1166,17 @@ def _rooted(op: str, phases: list[Phase], root: int | None, members: int) -> lis
         )
     out = []
     for phase in phases:
-        steps = tuple(
-            replace(s, root=(s.root + root) % phase.size) if s.pattern in ROOTED_PATTERNS else s
-            for s in phase.steps
-        )
+        steps = Repeats((_rerooted(s, root, phase.size), n) for s, n in phase.steps.runs)
         out.append(replace(phase, steps=steps))
     return out
+
+
+def _rerooted(step: Step, root: int, size: int) -> Step:
+    """``step`` with its chain rooted ``root`` positions on (of ``size``); other steps as
+    they are."""
+    if step.pattern in ROOTED_PATTERNS:
+        return replace(step, root=(step.root + root) % size)
+    return step
 
 
 def _routed_shift(op: str, axes: Sequence[Axis]) -> bool:

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..engine import Activity, EventHandle, Resource
 from ..engine.fluid import INF, solo_rate
-from .sums import add_repeatedly
+from ..sums import Ladder, add_repeatedly, ladders
 
 if TYPE_CHECKING:
     from .collective import CollectiveRuntime, _ChunkRun
@@ -52,7 +52,7 @@ MIN_STEPS = 4
 _FEW = 64
 
 
-def _floats(values: Sequence[float]) -> list[float]:
+def _floats(values: Sequence[float] | np.ndarray) -> list[float]:
     """``values`` as a list of Python floats (a numpy array converted)."""
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
@@ -83,6 +83,12 @@ class StepFold:
         self.rate = 0.0
         self.bound: Any = None
         self._end: EventHandle | None = None
+        #: many steps: the recurrence's instants as ladders (arithmetic progressions, exact:
+        #: :func:`~acesim.sums.ladders`), computed once by :meth:`begin`
+        self._ladders: list[Ladder] | None = None
+        #: the instants as an array, s (start, out, start, out, ..., the last delivery): where
+        #: no ladders serve, one sequential cumulative sum; else expanded when needed
+        self._clock: np.ndarray | None = None
 
     def begin(self) -> bool:
         """Claim the resources and schedule the last delivery; False (nothing done) when the
@@ -101,9 +107,21 @@ class StepFold:
         self.bound = probe.bound_now
         start = self.start
         deliver = start
-        for _ in range(self.count):
-            deliver = (start + self.nbytes / rate) + self.delay
-            start = deliver
+        if self.count <= _FEW:
+            for _ in range(self.count):
+                deliver = (start + self.nbytes / rate) + self.delay
+                start = deliver
+        else:
+            self._ladders = ladders(start, self.nbytes / rate, self.delay, self.count)
+            if self._ladders is not None:
+                deliver = self._ladders[-1].after
+            else:
+                terms = np.empty(2 * self.count + 1)
+                terms[0] = start
+                terms[1::2] = self.nbytes / rate
+                terms[2::2] = self.delay
+                self._clock = np.cumsum(terms)  # the loop's additions, in its order
+                deliver = float(self._clock[-1])
         if deliver == INF:  # the event path says which time overflowed
             return False
         engine.claim(list(self.demand), self._materialise)
@@ -116,6 +134,9 @@ class StepFold:
         """The first ``steps`` steps' starts and last bytes out (s): the recurrence's float
         operations in order (a few in a loop, many as one sequential cumulative sum)."""
         step, delay = self.nbytes / self.rate, self.delay
+        if self._clock is not None or self._ladders is not None:
+            clock: Any = self._instants()  # a numpy array serves as a sequence of floats
+            return clock[0 : 2 * steps : 2], clock[1 : 2 * steps : 2]
         if steps <= _FEW:
             starts, outs = [], []
             start = self.start
@@ -137,28 +158,72 @@ class StepFold:
         step's last byte out; returns the start of step ``first + done`` (s)."""
         if sent == 0:
             return self.start
+        if self._ladders is not None:
+            return self._account_ladders(done, sent)
         engine = self.runtime.engine
-        coll = self.run.coll
         starts, outs = self._times(sent)
         for res, amount in self.demand.items():
             engine.account_alone_many(res, self.rate * amount, starts, outs)
         listener = engine.bound_listener
         if self.track is not None and listener is not None:
-            many = getattr(listener, "spans", None)  # BoundRecorder's batch
-            if many is not None:
-                many(self.track, self.bound, starts, outs)
-            else:
-                for start, out in zip(_floats(starts), _floats(outs), strict=True):
-                    listener.opened(self.track, start)
-                    if out > start:
-                        listener.segment(self.track, self.bound, start, out)
-                    listener.closed(self.track, out)
+            self._tell(listener, starts, outs)
+        self._account_bytes(done, sent)
+        return float(starts[done]) if done < sent else float(outs[-1]) + self.delay
+
+    def _account_bytes(self, done: int, sent: int) -> None:
+        """The bytes of ``sent`` steps out and ``done`` delivered."""
+        coll = self.run.coll
         nbytes = self.nbytes
         coll.bytes_sent = add_repeatedly(coll.bytes_sent, nbytes, sent)
         per_dim = coll.bytes_sent_per_dim
         per_dim[self.dim] = add_repeatedly(per_dim.get(self.dim, 0.0), nbytes, sent)
         coll.bytes_received = add_repeatedly(coll.bytes_received, nbytes, done)
-        return float(starts[done]) if done < sent else float(outs[-1]) + self.delay
+
+    def _account_ladders(self, done: int, sent: int) -> float:
+        """:meth:`_account` from the ladders: every sum in closed form, the bound listener
+        told the spans as ladders where it takes them (a :class:`BoundRecorder`)."""
+        assert self._ladders is not None
+        engine = self.runtime.engine
+        steps = _prefix(self._ladders, sent)
+        first, last = _instant(steps, 0), _instant(steps, sent - 1)
+        durations = [(ladder.end - ladder.start, ladder.count) for ladder in steps]
+        durations[0] = (durations[0][0], durations[0][1] - 1)  # the first goes by itself
+        for res, amount in self.demand.items():
+            engine.account_alone_runs(res, self.rate * amount, first, durations, last)
+        listener = engine.bound_listener
+        if self.track is not None and listener is not None:
+            many = getattr(listener, "ladders", None)  # BoundRecorder's batch of ladders
+            if many is not None:
+                many(self.track, self.bound, steps)
+            else:
+                starts = np.concatenate([ladder.starts() for ladder in steps])
+                outs = np.concatenate([ladder.ends() for ladder in steps])
+                self._tell(listener, starts, outs)
+        self._account_bytes(done, sent)
+        return _instant(steps, done)[0] if done < sent else last[1] + self.delay
+
+    def _instants(self) -> np.ndarray:
+        """Every instant of the steps (s): start, out, start, out, ..., the last delivery."""
+        if self._clock is None:
+            assert self._ladders is not None
+            clock = np.empty(2 * self.count + 1)
+            clock[0 : 2 * self.count : 2] = np.concatenate([x.starts() for x in self._ladders])
+            clock[1 : 2 * self.count : 2] = np.concatenate([x.ends() for x in self._ladders])
+            clock[-1] = self._ladders[-1].after
+            self._clock = clock
+        return self._clock
+
+    def _tell(self, listener: Any, starts: Sequence[float] | np.ndarray, outs: Any) -> None:
+        """Tell the bound listener the steps' spans (``starts``, ``outs``: s)."""
+        many = getattr(listener, "spans", None)  # BoundRecorder's batch
+        if many is not None:
+            many(self.track, self.bound, starts, outs)
+            return
+        for start, out in zip(_floats(starts), _floats(outs), strict=True):
+            listener.opened(self.track, start)
+            if out > start:
+                listener.segment(self.track, self.bound, start, out)
+            listener.closed(self.track, out)
 
     def _finish(self) -> None:
         """Every step ran alone: account them, hand the last delivery to the event path."""
@@ -197,6 +262,12 @@ class StepFold:
         now = engine.now
         if self._end is not None:
             self._end.cancel()
+        if self._ladders is not None:
+            self._materialise_on_ladders(now, self._ladders)
+            return
+        if self._clock is not None:
+            self._materialise_at(now, self._clock)
+            return
         start = self.start
         for j in range(self.count):
             out = start + self.nbytes / self.rate
@@ -208,6 +279,31 @@ class StepFold:
                 self._hand_over(j, delivered=False)
                 return
             start = deliver
+
+    def _materialise_at(self, now: float, clock: np.ndarray) -> None:
+        """:meth:`_materialise` with the instants computed (the same search, by bisection):
+        the first step not delivered by ``now`` (the last one at the latest)."""
+        delivered = clock[2::2]  # step j's delivery, the next one's start
+        j = min(int(np.searchsorted(delivered, now, side="right")), self.count - 1)
+        if now < clock[2 * j + 1]:  # its bytes going out: the activity it would be
+            self._resume(j, float(clock[2 * j]))
+        else:
+            self._hand_over(j, delivered=False)
+
+    def _materialise_on_ladders(self, now: float, steps: list[Ladder]) -> None:
+        """:meth:`_materialise` on the ladders (the same search: the first step not delivered
+        by ``now``, the last one at the latest), without expanding them."""
+        j = 0
+        for ladder in steps:
+            if ladder.after > now or ladder is steps[-1]:
+                i = _first_delivered_after(ladder, now)
+                start, out = _instant([ladder], i)
+                if now < out:  # its bytes going out: the activity it would be
+                    self._resume(j + i, start)
+                else:
+                    self._hand_over(j + i, delivered=False)
+                return
+            j += ladder.count
 
     def _resume(self, j: int, start: float) -> None:
         runtime = self.runtime
@@ -227,3 +323,46 @@ class StepFold:
             tag=(run, run.rank, self.phase, run.step, self.dim),
             track=self.track,
         )
+
+
+def _prefix(steps: list[Ladder], count: int) -> list[Ladder]:
+    """The first ``count`` steps of ``steps`` (ladders, 1 <= count <= their steps)."""
+    out: list[Ladder] = []
+    for ladder in steps:
+        if ladder.count >= count:
+            if ladder.count > count:
+                after = ladder.start + count * ladder.period
+                ladder = Ladder(ladder.start, ladder.end, ladder.period, count, after)
+            out.append(ladder)
+            return out
+        out.append(ladder)
+        count -= ladder.count
+    return out
+
+
+def _instant(steps: list[Ladder], j: int) -> tuple[float, float]:
+    """Step ``j``'s start and last byte out (s) in the ladders ``steps``."""
+    for ladder in steps:
+        if j < ladder.count:
+            if ladder.count == 1:
+                return ladder.start, ladder.end
+            start = ladder.start + j * ladder.period
+            return start, start + (ladder.end - ladder.start)
+        j -= ladder.count
+    raise IndexError("step beyond the ladders")
+
+
+def _first_delivered_after(ladder: Ladder, now: float) -> int:
+    """The first step of ``ladder`` delivered after ``now`` (the next step's start, s), or
+    its last: step ``i`` is delivered at ``start + (i + 1) period`` (``after`` for the
+    last), exactly."""
+    last = ladder.count - 1
+    if last == 0:
+        return 0
+    guess = int((now - ladder.start) // ladder.period) - 1 if ladder.period > 0 else 0
+    i = min(max(guess, 0), last)
+    while i > 0 and ladder.start + i * ladder.period > now:  # step i - 1 delivered after now
+        i -= 1
+    while i < last and not ladder.start + (i + 1) * ladder.period > now:
+        i += 1
+    return i

@@ -17,9 +17,12 @@ step's bytes split over *lanes* (one message per lane, on the lane's dimension):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .algorithms import Step
+from .repeats import Repeats
+from .sums import add_repeatedly
 
 __all__ = ["Lane", "Phase"]
 
@@ -48,29 +51,49 @@ class Phase:
     A pipelined phase (``pipelined``) likewise sends on every lane at once, each lane's
     share of the step's bytes charged as the lane's kind; ``dim``, ``size`` and ``stride`` are
     its node axis's (where it queues and whose NVLS loops it runs).
+
+    ``steps`` are kept as runs of repeats (:class:`~acesim.network.repeats.Repeats`; any
+    sequence given is converted), so what is computed from them costs one operation per run.
     """
 
     dim: int
     op: str
     algorithm: str
     data_bytes: float
-    steps: tuple[Step, ...]
+    steps: Repeats[Step]
     size: int = 1
     stride: int = 1
     lanes: tuple[Lane, ...] = ()
     pipelined: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, Repeats):
+            steps: Sequence[Step] = self.steps
+            object.__setattr__(self, "steps", Repeats.of(steps))
 
     def message_count(self, step: Step) -> int:
         """Messages one NPU sends (and receives) in ``step``."""
         return len(self.lanes) if self.lanes else step.message_count(self.size)
 
     @property
+    def messages(self) -> int:
+        """Messages one NPU sends in this phase (every step's)."""
+        return sum(self.message_count(step) * count for step, count in self.steps.runs)
+
+    @property
     def bytes_sent(self) -> float:
-        """Network bytes one NPU sends in this phase."""
+        """Network bytes one NPU sends in this phase (the steps' bytes added one step after
+        another, as a sum over the steps would: :func:`~acesim.network.sums.add_repeatedly`
+        per run)."""
+        total = 0.0
         if self.lanes:
             share = sum(lane.fraction for lane in self.lanes) if self.pipelined else 1.0
-            return sum(s.message_bytes for s in self.steps) * share
-        return sum(s.message_bytes * s.message_count(self.size) for s in self.steps)
+            for s, count in self.steps.runs:
+                total = add_repeatedly(total, s.message_bytes, count)
+            return total * share
+        for s, count in self.steps.runs:
+            total = add_repeatedly(total, s.message_bytes * s.message_count(self.size), count)
+        return total
 
     def lane_kind(self, lane: Lane, step: Step) -> str:
         """The step kind ``lane``'s bytes of ``step`` are charged as."""
@@ -80,7 +103,7 @@ class Phase:
     def kinds(self) -> frozenset[str]:
         """The step kinds this phase's bytes are charged as (its lanes' for pipelined
         phases)."""
-        kinds = {s.kind for s in self.steps}
+        kinds = {s.kind for s, _count in self.steps.runs}
         if self.pipelined:
-            kinds = {self.lane_kind(lane, s) for lane in self.lanes for s in self.steps}
+            kinds = {self.lane_kind(lane, s) for lane in self.lanes for s, _n in self.steps.runs}
         return frozenset(kinds)

@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from .algorithms import GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE, Step
 from .group import Axis
 from .phase import Lane, Phase
+from .repeats import Repeats
 from .trees import tree_depth, tree_sends
 
 __all__ = [
@@ -117,7 +118,7 @@ def pipelined_phase(algorithm: str, size: float, node: Axis, net: Axis) -> Phase
         "all-reduce",
         algorithm,
         size,
-        (step,),
+        Repeats([(step, 1)]),
         node.size,
         node.stride,
         _lanes(algorithm, node, net),

@@ -60,6 +60,7 @@ from .algorithms import (
     ROOTED_PATTERNS,
     Step,
     check_algorithm,
+    check_phase_steps,
     phase_steps,
 )
 from .group import Axis
@@ -69,7 +70,9 @@ from .phase import Phase as Phase
 from .pipelined import COLLNET as COLLNET
 from .pipelined import NVLS_TREE as NVLS_TREE
 from .pipelined import TREE, node_and_network, path_latency, pipelined_phase
+from .repeats import Repeats
 from .spine import spine_factor
+from .sums import add_repeatedly
 from .topology import Dimension, Topology
 
 #: NCCL's flat ring: one ring through every member of a group that spans several dimensions
@@ -107,7 +110,7 @@ def _flat_ring_phase(op: str, size: float, axes: Sequence[Axis]) -> Phase | None
     if op not in FLAT_RING_OPS or len(real) < 2:
         return None
     members = math.prod(a.size for a in real)
-    steps = tuple(phase_steps(op, "ring", members, size))
+    steps = phase_steps(op, "ring", members, size)
     return Phase(
         real[0].dim, op, FLAT_RING, size, steps, members, real[0].stride, flat_ring_lanes(real)
     )
@@ -133,7 +136,9 @@ def in_switch(phase: Phase) -> bool:
     ``nvls``'s over nodes with SHARP), which run at ``nvls_efficiency``. A pipelined phase's
     NVLS lanes are weighed lane by lane (:func:`lane_weight`), not here."""
     return (
-        not phase.pipelined and bool(phase.steps) and all(s.kind in NVLS_KINDS for s in phase.steps)
+        not phase.pipelined
+        and bool(phase.steps)
+        and all(s.kind in NVLS_KINDS for s, _count in phase.steps.runs)
     )
 
 
@@ -302,7 +307,7 @@ def validate_algorithms(cfg: CollectiveConfig, topology: Topology) -> None:
         COLLECTIVE_OPS.get(op, f"collective.algorithms.{op}")
     axes = tuple(Axis(d.index, d.size) for d in topology.dimensions if d.size > 1)
     for op in COLLECTIVE_OPS:
-        build_phases(cfg, topology, op, 1.0, axes)
+        build_phases(cfg, topology, op, 1.0, axes, steps=False)
 
 
 def _can_run(algorithm: str, phase_op: str, d: Dimension, size: int) -> bool:
@@ -319,6 +324,8 @@ def build_phases(
     size: float,
     axes: Sequence[Axis],
     override: str | None = None,
+    *,
+    steps: bool = True,
 ) -> list[Phase]:
     """The phases one chunk of ``size`` bytes goes through on ``axes`` (see module).
 
@@ -330,6 +337,9 @@ def build_phases(
     pipelined phase (:mod:`acesim.network.pipelined`); elsewhere ``double_binary_tree`` runs
     only on network dimensions (NCCL builds its trees between nodes; inside a node its tree is
     a chain, which the ring covers).
+
+    ``steps`` False (an elaboration check): the phases without their steps, every check
+    made all the same (:func:`~acesim.network.algorithms.check_phase_steps`).
     """
     spec = COLLECTIVE_OPS.get(op)
     if override == FLAT_RING:
@@ -386,8 +396,12 @@ def build_phases(
                     else f"runs in a node's switch (NVLink SHARP), not on the network {d.name}"
                 )
             )
-        steps = tuple(phase_steps(phase_op, algo, axis.size, data, cfg.chain_piece_bytes))
-        phases.append(Phase(axis.dim, phase_op, algo, data, steps, axis.size, axis.stride))
+        if not steps:
+            check_phase_steps(phase_op, algo, axis.size, data, cfg.chain_piece_bytes)
+        planned: Repeats[Step] = Repeats()
+        if steps:
+            planned = phase_steps(phase_op, algo, axis.size, data, cfg.chain_piece_bytes)
+        phases.append(Phase(axis.dim, phase_op, algo, data, planned, axis.size, axis.stride))
 
     if axes:
         spec.compose(add, [a.size for a in axes], size, cfg.composition)
@@ -814,7 +828,7 @@ def _predict(
 def _latency_steps(phase: Phase) -> int:
     """The message delays on a phase's critical path: one per step, but one per hop of a
     pipelined chain (``p - 1``: its positions wait only for the pieces they forward)."""
-    if any(s.pattern in ROOTED_PATTERNS for s in phase.steps):
+    if any(s.pattern in ROOTED_PATTERNS for s, _count in phase.steps.runs):
         return phase.size - 1
     return len(phase.steps)
 
@@ -823,12 +837,15 @@ def _spine_bytes(d: Dimension, phase: Phase) -> float:
     """A phase's bytes sent, each step's stretched by its leaves' spine (:mod:`.spine`)."""
     if not d.spine:
         return phase.bytes_sent
-    return sum(
-        step.message_bytes
-        * phase.message_count(step)
-        * spine_factor(d, phase.size, phase.stride, step)
-        for step in phase.steps
-    )
+    total = 0.0  # added step after step, as a sum over the steps would (per run at once)
+    for step, count in phase.steps.runs:
+        stretched = (
+            step.message_bytes
+            * phase.message_count(step)
+            * spine_factor(d, phase.size, phase.stride, step)
+        )
+        total = add_repeatedly(total, stretched, count)
+    return total
 
 
 def _lane_spine(topology: Topology, phase: Phase, lane: Lane) -> float:

@@ -42,29 +42,21 @@ class MessageShares:
         track: str | None,
     ) -> Activity:
         """Start a message of ``nbytes`` bytes at ``rank``; ``on_done`` as engine.start's."""
-        share = self.endpoint.hbm_parallelism(rank)
-        if share is None or demand.get(share[0], 0.0) <= 0:
-            return self.engine.start(
-                nbytes,
-                demand,
-                on_done,
-                weight=self.endpoint.message_weight,
-                tag=tag,
-                track=track,
-            )
-        basis, units = share
+        weight, basis = self.solo(rank, demand)
+        if basis is None:
+            return self.engine.start(nbytes, demand, on_done, weight=weight, tag=tag, track=track)
         inflight = self._inflight[rank]
         act = self.engine.start(
             nbytes,
             demand,
-            self._in_flight(rank, units, on_done),
-            weight=units / (len(inflight) + 1),
+            self._in_flight(rank, weight, on_done),
+            weight=weight / (len(inflight) + 1),  # the rank's weight split over its messages
             tag=tag,
             track=track,
             basis=basis,
         )
         inflight[act] = None
-        self._mark(rank, units)
+        self._mark(rank, weight)
         return act
 
     def solo(self, rank: int, demand: dict[Resource, float]) -> tuple[float, Resource | None]:
@@ -92,23 +84,11 @@ class MessageShares:
         alone on its resources at ``rate`` (B/s) since, as it stands now
         (:meth:`~acesim.engine.Engine.resume`)."""
         weight, basis = self.solo(rank, demand)
-        if basis is None:
-            return self.engine.resume(
-                nbytes,
-                demand,
-                on_done,
-                started=started,
-                rate=rate,
-                bound=bound,
-                weight=weight,
-                basis=None,
-                tag=tag,
-                track=track,
-            )
+        shared = basis is not None
         act = self.engine.resume(
             nbytes,
             demand,
-            self._in_flight(rank, weight, on_done),
+            self._in_flight(rank, weight, on_done) if shared else on_done,
             started=started,
             rate=rate,
             bound=bound,
@@ -117,7 +97,8 @@ class MessageShares:
             tag=tag,
             track=track,
         )
-        self._inflight[rank][act] = None
+        if shared:
+            self._inflight[rank][act] = None
         return act
 
     def _in_flight(

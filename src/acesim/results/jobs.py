@@ -28,8 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..engine import Resource
 from ..intervals import union
+from ..sums import Ladder
 from ..training.bounds import BoundRecorder, attribute
 from ..training.executor import Execution
 from .protocol import Table
@@ -65,7 +68,17 @@ class JobsRecorder(BoundRecorder):
         for _ in range(count):
             self.segment(kind, bound, start, end)
 
-    def spans(self, kind: str, bound: Any, starts: Sequence[float], ends: Sequence[float]) -> None:
+    def ladders(self, kind: str, bound: Any, ladders: Sequence[Ladder]) -> None:
+        for ladder in ladders:
+            self.spans(kind, bound, ladder.starts(), ladder.ends())
+
+    def spans(
+        self,
+        kind: str,
+        bound: Any,
+        starts: Sequence[float] | np.ndarray,
+        ends: Sequence[float] | np.ndarray,
+    ) -> None:
         for start, end in zip(starts, ends, strict=True):
             start, end = float(start), float(end)
             if end > start:

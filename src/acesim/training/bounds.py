@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..engine import CAP, Resource
-from ..intervals import union
+from ..intervals import Batch, batch_arrays, union, union_length
+from ..sums import Ladder
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
 
@@ -85,6 +86,11 @@ class BoundRecorder:
     def __init__(self) -> None:
         self.kernels: list[tuple[str, float, float]] = []
         self.messages: list[tuple[str, float, float]] = []
+        #: batches of many message spans heard at once (:meth:`spans`, :meth:`ladders`: a
+        #: fold's steps), kept as arrays or ladders: (their place in :attr:`messages`, label,
+        #: the batch), the spans that took no time included (:meth:`message_segments` leaves
+        #: them out)
+        self.message_runs: list[tuple[int, str, Batch]] = []
         self._labels: dict[tuple[int, str], str] = {}
 
     def opened(self, kind: str, time: float) -> None:
@@ -101,16 +107,67 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
-    def spans(self, kind: str, bound: Any, starts: Sequence[float], ends: Sequence[float]) -> None:
+    def spans(
+        self,
+        kind: str,
+        bound: Any,
+        starts: Sequence[float] | np.ndarray,
+        ends: Sequence[float] | np.ndarray,
+    ) -> None:
         """One activity per ``(starts[i], ends[i])`` (s), each one segment bound by ``bound``:
         what opened, :meth:`segment` (when it took time) and closed record for each."""
         key = (id(bound), kind)
         name = self._labels.get(key)
         if name is None:
             name = self._labels[key] = label(bound, kind)
+        if kind != "kernel" and len(starts) > _BATCH:
+            begin, finish = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+            self.message_runs.append((len(self.messages), name, (begin, finish)))
+            return
         out = self.kernels if kind == "kernel" else self.messages
         pairs = zip(_floats(starts), _floats(ends), strict=True)
         out.extend((name, s, e) for s, e in pairs if e > s)
+
+    def message_segments(self) -> list[tuple[str, float, float]]:
+        """Every message segment (label, start s, end s) in the order heard: :attr:`messages`
+        with the batches of :attr:`message_runs` in their places (those that took time)."""
+        if not self.message_runs:
+            return self.messages
+        out: list[tuple[str, float, float]] = []
+        at = 0
+        for index, name, batch in self.message_runs:
+            out.extend(self.messages[at:index])
+            at = index
+            starts, ends = batch_arrays(batch)
+            keep = ends > starts
+            pairs = zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)
+            out.extend((name, s, e) for s, e in pairs)
+        out.extend(self.messages[at:])
+        return out
+
+    def message_labels(self) -> list[str]:
+        """The labels of the message segments, in the order each was first heard."""
+        first: dict[str, tuple[int, int]] = {}
+        for i, (name, _s, _e) in enumerate(self.messages):
+            first.setdefault(name, (i, 1))
+        for index, name, batch in self.message_runs:
+            if _took_time(batch) and (index, 0) < first.get(name, (index + 1, 0)):
+                first[name] = (index, 0)  # a batch goes before the message at its index
+        return sorted(first, key=first.__getitem__)
+
+    def ladders(self, kind: str, bound: Any, ladders: Sequence[Ladder]) -> None:
+        """One activity per span of ``ladders`` (:class:`~acesim.sums.Ladder`: spans one after
+        another in arithmetic progression), each one segment bound by ``bound``: what
+        :meth:`spans` records for their starts and ends; a message's kept as ladders."""
+        if kind == "kernel":
+            for ladder in ladders:
+                self.spans(kind, bound, ladder.starts(), ladder.ends())
+            return
+        key = (id(bound), kind)
+        name = self._labels.get(key)
+        if name is None:
+            name = self._labels[key] = label(bound, kind)
+        self.message_runs.extend((len(self.messages), name, ladder) for ladder in ladders)
 
     def repeated(self, kind: str, bound: Any, start: float, end: float, count: int) -> None:
         """``count`` activities of one segment each, all ``(start, end)`` bound by ``bound``:
@@ -121,7 +178,18 @@ class BoundRecorder:
             out.extend([out[-1]] * (count - 1))
 
 
-def _floats(values: Sequence[float]) -> list[float]:
+#: :meth:`BoundRecorder.spans` keeps batches of more message spans than this as arrays
+_BATCH = 64
+
+
+def _took_time(batch: Batch) -> bool:
+    """Whether any span of ``batch`` took time (ended after it started)."""
+    if isinstance(batch, tuple):
+        return bool((batch[1] > batch[0]).any())
+    return batch.end > batch.start
+
+
+def _floats(values: Sequence[float] | np.ndarray) -> list[float]:
     """``values`` as a list of Python floats (a numpy array converted)."""
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
@@ -197,11 +265,10 @@ def attribute(
     if busy_total - covered > 1e-15 * max(hi - lo, 1.0):
         out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
     weights: dict[str, float] = {}
-    in_flight = union([(s, e) for _n, s, e in recorder.messages])
+    messages = recorder.message_segments()
+    in_flight = union([(s, e) for _n, s, e in messages])
     with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
-    for (name, _start, _end), inside in zip(
-        recorder.messages, _overlaps(recorder.messages, idle), strict=True
-    ):
+    for (name, _start, _end), inside in zip(messages, _overlaps(messages, idle), strict=True):
         if inside > 0:
             weights[name] = weights.get(name, 0.0) + inside
     total_weight = sum(weights.values())
@@ -224,12 +291,17 @@ def collective_bounds(
     (a training run leaves it out: there, time without communication is compute). Unlike
     :func:`attribute` the labels overlap (a pipeline keeps several stages busy at once): the
     stage busy longest is its bottleneck."""
-    spans: dict[str, list[tuple[float, float]]] = {}
+    spans: dict[str, list[tuple[float, float]]] = {name: [] for name in recorder.message_labels()}
     for name, start, end in recorder.messages:
-        spans.setdefault(name, []).append((start, end))  # clipped to [lo, hi) by union
-    out = {name: sum(e - s for s, e in union(v, lo, hi)) for name, v in spans.items()}
+        spans[name].append((start, end))  # clipped to [lo, hi) by union
+    batches: dict[str, list[Batch]] = {}
+    for _at, name, batch in recorder.message_runs:
+        batches.setdefault(name, []).append(batch)
+    # batches of spans (a fold's steps) stay arrays: the same unions, summed the same way
+    out = {name: union_length(v, batches.get(name, []), lo, hi) for name, v in spans.items()}
     # time nothing was in flight: latency, step synchronisation, setup delays not recorded
-    busy = sum(e - s for s, e in union([x for v in spans.values() for x in v], lo, hi))
+    every = [x for v in spans.values() for x in v]
+    busy = union_length(every, [b for v in batches.values() for b in v], lo, hi)
     idle = (hi - lo) - busy
     if waiting and idle > 1e-15 * max(hi - lo, 1.0):
         out[WAITING.removeprefix("exposed: ")] = idle

@@ -21,6 +21,22 @@ apply to every dtype: kinship before dtype):
    with nothing fitted (:func:`acesim.validation.fit.datasheet_value`: every kernel at its
    roofline, no latency, no protocol loss), so the system runs on its datasheet alone.
 
+Fused attention's efficiencies (``npu.kernels.attention_efficiency`` and
+``attention_backward_efficiency``) are carried by the same rules as fractions of the NPU's
+matrix peak (what :mod:`acesim.hardware.kernel_model` multiplies them by). Their counted FLOPs
+are the tensor-core products of the kernel's matmuls (two forward, five backward); what the
+kernel loses against the peak is the softmax between them (exponentials on the special-function
+units, rescaling on the FP32 units) and the pipeline that hides it, set by the ratio of those
+units' throughput and the clocks to the tensor cores'. The same die has the same ratio, so a
+same-die fit carries whole (H100 and H200: the GH100 die; the H200's faster HBM does not bind
+attention at thousands of tokens). Another generation moves the ratio (FlashAttention-3,
+arXiv:2407.08608: the H100 has 989 TFLOP/s of FP16 matmul and 3.9 TFLOP/s of exponentials; each
+generation's kernels are rewritten around it), so its fraction is an estimate: the same
+vendor's mean, as for every other efficiency. Not used: scaling by the ratio to the NPU's GEMM
+efficiency, whose fits are of other dtypes and another library (cuBLASLt FP8/FP16 GEMMs), so the
+ratio would carry two libraries' losses for one. A fit also carries its library's version
+(cuDNN 9.1.1 in the H100's rows, 9.19.1 in the H200's), which no rule tells apart from the die.
+
 The presets carry what these rules give on the shipped corpus (``kind = "transfer"``, the note
 naming the rule; a test checks the values); ``acesim validate --transfer`` applies the same
 rules with the system under test's own rows withheld (:mod:`.loso`).

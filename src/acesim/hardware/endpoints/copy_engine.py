@@ -80,6 +80,7 @@ from ...engine import Resource
 from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
 from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
+from ...network.repeats import Repeats
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
     NvlsKernelSettings,
@@ -281,12 +282,17 @@ class CopyEngineEndpoint(Endpoint):
             return list(phases)
         out = []
         for phase in phases:
-            steps: list[Step] = []
-            for step in phase.steps:
+            runs: list[tuple[Step, int]] = []  # the phase's runs of repeats, each step in waves
+            for step, count in phase.steps.runs:
                 copies = step.kind in (GATHER, ALLTOALL)
-                steps.extend(in_waves(step, phase.size, wave) if copies else [step])
+                waves = in_waves(step, phase.size, wave) if copies else [step]
+                if len(waves) == 1:
+                    runs.append((waves[0], count))
+                else:
+                    runs.extend([(w, 1) for w in waves] * count)
+            steps = Repeats(runs)
             shaped = len(steps) != len(phase.steps)
-            out.append(replace(phase, steps=tuple(steps)) if shaped else phase)
+            out.append(replace(phase, steps=steps) if shaped else phase)
         return out
 
     def hbm_parallelism(self, rank: int) -> tuple[Resource, float] | None:
@@ -299,23 +305,19 @@ class CopyEngineEndpoint(Endpoint):
     def step_begin(
         self, rank: int, kind: str, proceed: Callable[[], None], messages: int = 1
     ) -> None:
-        if kind == REDUCE:
+        on_units = self._on_units(kind)
+        if on_units is not None:
+            active, units = on_units
+            if kind == REDUCE:
+                self.reduce_steps += 1
+            else:
+                self.nvls_steps += 1
 
             def held() -> None:
-                self._reducing[rank] += 1
-                self.reduce_steps += 1
+                active[rank] += 1
                 proceed()
 
-            self.npus[rank].units.acquire(self.cfg.fallback_units, held)
-            return
-        if kind in NVLS_KINDS:
-
-            def nvls_held() -> None:
-                self._nvls[rank] += 1
-                self.nvls_steps += 1
-                proceed()
-
-            self.npus[rank].units.acquire(self.cfg.nvls_units, nvls_held)
+            self.npus[rank].units.acquire(units, held)
             return
         self.copy_steps += 1
         setup = self.cfg.setup
@@ -336,12 +338,21 @@ class CopyEngineEndpoint(Endpoint):
             proceed()
 
     def step_end(self, rank: int, kind: str) -> None:
+        on_units = self._on_units(kind)
+        if on_units is not None:
+            active, units = on_units
+            active[rank] -= 1
+            self.npus[rank].units.release(units)
+
+    def _on_units(self, kind: str) -> tuple[list[int], int] | None:
+        """A step of ``kind`` on SM kernels: its per-rank count of active steps and the compute
+        units it holds (a reduce step on the fallback kernel, an NVLS step on the NVLS kernel);
+        None for a copy."""
         if kind == REDUCE:
-            self._reducing[rank] -= 1
-            self.npus[rank].units.release(self.cfg.fallback_units)
-        elif kind in NVLS_KINDS:
-            self._nvls[rank] -= 1
-            self.npus[rank].units.release(self.cfg.nvls_units)
+            return self._reducing, self.cfg.fallback_units
+        if kind in NVLS_KINDS:
+            return self._nvls, self.cfg.nvls_units
+        return None
 
 
 #: The kind, registered by :mod:`acesim.hardware.endpoints`.
