@@ -36,6 +36,7 @@ from golden_corpus import (
     entry,
     read_corpus,
     run_case,
+    tolerance_of,
     write_corpus,
 )
 
@@ -57,7 +58,9 @@ def _check(case: GoldenCase, inputs: Path) -> None:
         f"{case.id} has no recorded numbers: python scripts/golden.py --update --only '{case.id}'"
     )
     numbers, facts = run_case(case, inputs)
-    differences = compare_numbers(case.id, recorded["numbers"], numbers)
+    differences = compare_numbers(
+        case.id, recorded["numbers"], numbers, tolerance_of(recorded["facts"])
+    )
     lines = "\n".join(str(d) for d in differences)
     assert not differences, (
         f"{len(differences)} numbers moved (case: metric: old -> new (relative)):\n{lines}\n"

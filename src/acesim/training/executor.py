@@ -293,16 +293,21 @@ class GraphExecutor:
         #: class mode's pass replay (:mod:`.replay`; None: every pass simulated) and what
         #: the run's tries share of it (None: replay off, after too many tries)
         self.replay_memory = Memory() if replay is None else replay
-        self.replay: PassReplay | None = None
+        self.replay = self._pass_replay()
+
+    def _pass_replay(self) -> PassReplay | None:
+        """Class mode's pass replay where the strategy asks for it and nothing it does not
+        model runs: gates and per-job kernel tracks (multi-job runs), replicated ranks."""
         if (
             self.replay_memory.enabled
             and replay_module.ENABLED
-            and platform.strategy.replay
-            and not gates
-            and kernel_tracks is None
+            and self.platform.strategy.replay
+            and not self.gates
+            and self.kernel_tracks is None
             and not self.replicated
         ):
-            self.replay = PassReplay(self, self.replay_memory)
+            return PassReplay(self, self.replay_memory)
+        return None
 
     def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:
         """Per-rank graphs: the ranks that issue each collective instance."""
@@ -582,6 +587,8 @@ class GraphExecutor:
             return  # a replayed pass's member: its records are the memo's
         rec.ready = self.platform.engine.now
         if node.kind == "compute":
+            if replay is not None:
+                replay.compute_ready(st.rank, node)
             heapq.heappush(st.ready_compute, node.id)
             self.next_kernel(st)
             return
@@ -719,16 +726,14 @@ class GraphExecutor:
             )
 
         replay = self.replay
-        token = ("in", src, node.id)
         if replay is not None:
-            arrive = frozenset(d for d, nxt in self.p2p.route(src, dst) if nxt == dst)
-            replay.arrival(dst, token, "in|" + replay.ranks[src].label(node), arrive)
+            replay.message(src, node)
 
         def delivered() -> None:
             target = dst
             key = (src, node.tag)
             if replay is not None:
-                replay.ended(target, token)
+                replay.delivered(src, node)
             waiting = self._recv_wait[target][key]
             if waiting:
                 recv_id = waiting.pop(0)

@@ -45,6 +45,7 @@ tests of every replay. The result says how many passes were replayed
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,10 @@ MAX_REDOS = 64
 
 #: Memos kept per context key (alike contexts whose exact offsets differ).
 _PER_KEY = 4
+
+
+#: a rank a message reaches or relays, the dimensions it arrives and leaves on there
+_Passing = tuple[int, frozenset[int], frozenset[int]]
 
 
 class Violated(SimulationError):
@@ -169,6 +174,8 @@ class _Window:
     #: untracked activities (receives, arriving messages) ran beside the pass
     marks: tuple[int, int] = (0, 0)
     clean: bool = True
+    #: recording: a compute node outside the pass ran inside it (not replayable)
+    interleaved: bool = False
     segments: tuple[tuple[tuple[str, float, float], ...], ...] = ((), ())
 
 
@@ -190,15 +197,9 @@ class _Rank:
         self.inflight: dict[Any, tuple[str, float, frozenset[int]]] = {}
         #: the pass that started last on the rank: its shape and start (s)
         self.current: tuple[Any, float] = (None, 0.0)
-        #: the ranks that send to this one, with the dimensions their messages arrive on
-        p2p = replay.ex.p2p
-        self.senders = {
-            q: frozenset(d for d, nxt in p2p.route(q, st.rank) if nxt == st.rank)
-            for q in sorted(
-                {n.peer for n in st.nodes.values() if n.kind == "recv" and n.peer is not None}
-                - {st.rank}
-            )
-        }
+        #: the ranks whose messages reach or cross this one -> the resources they load here
+        #: (filled by :class:`PassReplay`)
+        self.senders: dict[int, frozenset[int]] = {}
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
         self.footprints: dict[Any, frozenset[int]] = {}
         self.windows: list[_Window] = []
@@ -221,8 +222,10 @@ class _Rank:
                     *rt.recv_path[rank][d])  # fmt: skip
             for res in path:
                 self.serves.setdefault(res, set()).add(d)
-        self._arrivals: dict[frozenset[int], frozenset[int]] = {}
+        self._arrivals: dict[tuple[frozenset[int], frozenset[int]], frozenset[int]] = {}
         self._own: dict[Any, frozenset[int]] = {}
+        #: each pass (by its first member) -> the nodes outside it its members wait for
+        self.inputs: dict[int, tuple[int, ...]] = {}
         self.route = replay.ex.p2p.route
         #: resources are named in memos by their place in :attr:`resources` (memos outlive
         #: a try's platform; every try builds the rank's resources in one order)
@@ -240,22 +243,31 @@ class _Rank:
                 # what it loads, not what it carries (a pipeline message of another chunk of
                 # one size and route is the same load)
                 out = "|".join(
-                    str(v) for v in (node.kind, node.op, node.size, node.peer, node.dims, node.group)
+                    str(v)
+                    for v in (node.kind, node.op, node.size, node.peer, node.dims, node.group)
                 )
             self.labels[node.id] = out
         return out
 
-    def arrivals(self, dims: frozenset[int]) -> frozenset[int]:
-        """The rank's resources a message arriving on the links of ``dims`` loads."""
-        out = self._arrivals.get(dims)
+    def passing(self, dims_in: frozenset[int], dims_out: frozenset[int]) -> frozenset[int]:
+        """The rank's resources a message of another rank loads, arriving on the links of
+        ``dims_in`` and, relayed, leaving on those of ``dims_out`` (a relayed hop is sent
+        from here: the rank's HBM and units, as the endpoint charges a sender)."""
+        key = (dims_in, dims_out)
+        out = self._arrivals.get(key)
         if out is None:
             rt = self.st_runtime
             rank = self.st.rank
             found: set[Resource] = set()
-            for d in dims:
+            for d in dims_in:
                 found.add(rt.ingress[rank][d])
                 found.update(rt.recv_path[rank][d])
-            out = self._arrivals[dims] = frozenset(self.index[res] for res in found)
+            for d in dims_out:
+                found.add(rt.egress[rank][d])
+                found.update(rt.send_path[rank][d])
+            if dims_out:
+                found.update(res for res in self.resources if not self.serves.get(res))
+            out = self._arrivals[key] = frozenset(self.index[res] for res in found)
         return out
 
     def own(self, node: Node) -> frozenset[int]:
@@ -349,12 +361,21 @@ class PassReplay:
         self.banned = memory.banned
         self.unsafe = memory.unsafe
         self.memos = memory.memos
-        #: rank 0's kernels and messages feed the bound breakdown and the iteration
-        #: snapshots: its passes are replayed only in a one-iteration run, and only those with
-        #: no tracked activity beside them (the memo then holds the pass's segments)
-        single = executor.graph.iterations == 1
+        #: rank 0's kernels and messages feed the bound breakdown (what bound each, segment by
+        #: segment, not only when it ended) and the iteration snapshots: rank 0 is always
+        #: simulated, and so is every rank its messages reach (what bound them there)
         self.recorder = executor.execution.bounds
-        self.ranks = [_Rank(self, st, st.rank != 0 or single) for st in executor.states]
+        self.ranks = [_Rank(self, st, st.rank != 0) for st in executor.states]
+        self._routes: dict[tuple[int, int | None], list[_Passing]] = {}
+        for st in executor.states:
+            peers = {n.peer for n in st.nodes.values() if n.kind == "send" and n.peer is not None}
+            for peer in sorted(peers):
+                for rank, dims_in, dims_out in self.passes_of(st.rank, peer):
+                    r = self.ranks[rank]
+                    on = r.passing(dims_in, dims_out)
+                    r.senders[st.rank] = r.senders.get(st.rank, frozenset()) | on
+        for r in self.ranks:
+            r.eligible = r.eligible and 0 not in r.senders
         #: passes replayed and passes run
         self.replayed = 0
         self.passes = 0
@@ -365,9 +386,59 @@ class PassReplay:
         r = self.ranks[rank]
         self.started(rank, node.id, r.label(node), r.own(node))
 
-    def arrival(self, rank: int, token: Any, label: str, dims: frozenset[int]) -> None:
-        """A message started towards ``rank``, arriving on the links of ``dims``."""
-        self.started(rank, token, label, self.ranks[rank].arrivals(dims))
+    def compute_ready(self, rank: int, node: Node) -> None:
+        """A compute node of ``rank`` outside any replayed pass became ready: if a replayed
+        pass holds the stream and would have run a member after it (the stream takes the
+        ready node of smallest id), the replay's context differed."""
+        r = self.ranks[rank]
+        if not r.windows:
+            return
+        off_now = self.engine.now
+        st = r.st
+        for w in r.windows:
+            memo = w.memo
+            if memo is None or w.left == 0 or node.id in w.member_set:
+                continue
+            off = off_now - w.start
+            later = [
+                i for j, i in enumerate(w.members)
+                if st.nodes[i].kind == "compute" and memo.starts[j] >= off - TOLERANCE
+            ]  # fmt: skip
+            if any(i > node.id for i in later):
+                self._violated(Violated(w.key))
+
+    def message(self, src: int, node: Node) -> None:
+        """``src``'s send ``node`` started: every other rank its route reaches or crosses
+        sees it start (:meth:`passes`)."""
+        label = "in|" + self.ranks[src].label(node)
+        for rank, dims_in, dims_out in self.passes_of(src, node.peer):
+            r = self.ranks[rank]
+            self.started(rank, ("in", src, node.id), label, r.passing(dims_in, dims_out))
+
+    def delivered(self, src: int, node: Node) -> None:
+        """``src``'s send ``node`` was delivered."""
+        for rank, _in, _out in self.passes_of(src, node.peer):
+            self.ended(rank, ("in", src, node.id))
+
+    def passes_of(self, src: int, dst: int | None) -> list[_Passing]:
+        """The ranks other than ``src`` a message from ``src`` to ``dst`` reaches or relays,
+        with the dimensions it arrives on and leaves on there."""
+        key = (src, dst)
+        out = self._routes.get(key)
+        if out is None:
+            touched: dict[int, tuple[set[int], set[int]]] = {}
+            here = src
+            for d, nxt in self.ex.p2p.route(src, dst) if dst is not None else ():
+                if here != src:
+                    touched.setdefault(here, (set(), set()))[1].add(d)
+                touched.setdefault(nxt, (set(), set()))[0].add(d)
+                here = nxt
+            out = self._routes[key] = [
+                (rank, frozenset(i), frozenset(o))
+                for rank, (i, o) in sorted(touched.items())
+                if rank != src
+            ]
+        return out
 
     def started(self, rank: int, token: Any, label: str, on: frozenset[int]) -> None:
         """Something other than a replayed member started on ``rank``, loading ``on`` of its
@@ -383,6 +454,8 @@ class PassReplay:
                 w.pending.add(token)
                 if rank == 0 and not self._untracked(r, token):
                     w.clean = False
+                if isinstance(token, int) and r.st.nodes[token].kind == "compute":
+                    w.interleaved = True  # a replay holds the stream: it cannot run this
             elif off < w.memo.length - TOLERANCE and _shares(on, w.footprint):
                 j = self._match(w, label, off)
                 if j is None:
@@ -409,7 +482,8 @@ class PassReplay:
                         w.segments = tuple(
                             tuple((name, a - start, b - start) for name, a, b in seq[mark:])
                             for seq, mark in zip(
-                                (self.recorder.kernels, self.recorder.messages), w.marks,
+                                (self.recorder.kernels, self.recorder.messages),
+                                w.marks,
                                 strict=True,
                             )
                         )
@@ -459,6 +533,9 @@ class PassReplay:
             return False
         now = self.engine.now
         shape = node.episode[0]
+        if not self._inputs_ready(r, ids):
+            r.current = (shape, now)
+            return False  # a member waits on a node outside the pass: its start is an input
         footprint = r.footprints.get(shape)
         if footprint is None:
             footprint = r.footprints[shape] = self._footprint(r, ids)
@@ -483,7 +560,7 @@ class PassReplay:
         phases = tuple(
             (q, q_shape, round((now - q_start) / _GRID))
             for q, on in r.senders.items()
-            if _shares(r.arrivals(on), footprint)
+            if _shares(on, footprint)
             for q_shape, q_start in (self.ranks[q].current,)
         )
         key = (st.rank, shape, context, phases)
@@ -532,7 +609,7 @@ class PassReplay:
         ends = tuple(recs[i].end - w.start for i in ids)
         if st.nodes[ids[release]].kind != "compute" or ends[release] < max(ends):
             return
-        if st.rank == 0 and not w.clean:
+        if (st.rank == 0 and not w.clean) or w.interleaved:
             return
         watched = self.ex.watched
         inside = w.member_set
@@ -568,6 +645,16 @@ class PassReplay:
             footprint=footprint,
         )
         self.memos.setdefault(w.key, []).append(memo)
+
+    def _inputs_ready(self, r: _Rank, ids: list[int]) -> bool:
+        """Whether every node outside the pass that a member waits for has finished."""
+        outside = r.inputs.get(ids[0])
+        if outside is None:
+            inside = set(ids)
+            deps = {d for i in ids for d in r.st.nodes[i].deps if d not in inside}
+            outside = r.inputs[ids[0]] = tuple(sorted(deps))
+        records = self.ex.records[r.st.rank]
+        return all(records[d].end >= 0 for d in outside)
 
     def _footprint(self, r: _Rank, ids: list[int]) -> frozenset[int]:
         """The rank's resources a pass's members may load: the NPU's own (HBM, units,
@@ -618,6 +705,12 @@ class PassReplay:
             if st.nodes[i].kind == "collective":
                 self.ex.count_issue(st, st.nodes[i])
         r.virtual.update(ids)
+        if st.ready_compute:  # members already waiting for the stream are the memo's now
+            inside = w.member_set
+            kept = [i for i in st.ready_compute if i not in inside]
+            if len(kept) != len(st.ready_compute):
+                heapq.heapify(kept)
+                st.ready_compute[:] = kept
         r.windows.append(w)
         st.busy = True
         engine = self.engine
