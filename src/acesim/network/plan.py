@@ -317,6 +317,26 @@ def _can_run(algorithm: str, phase_op: str, d: Dimension, size: int) -> bool:
     )
 
 
+def _across_axes(
+    topology: Topology, op: str, size: float, axes: Sequence[Axis], override: str | None
+) -> list[Phase] | None:
+    """The phases of an ``override`` that runs across the group's axes as NCCL does (the
+    flat ring, NVLS-tree, NVLS with SHARP, the pipelined tree and CollNet), where it can
+    (None: per-axis phases)."""
+    if override == FLAT_RING:
+        flat = _flat_ring_phase(op, size, axes)
+        return None if flat is None else [flat]
+    if override == NVLS_TREE and nvls_tree_problem(topology, op, axes) is None:
+        return nvls_tree_phases(topology, size, axes)
+    if override == "nvls" and nvls_sharp_problem(topology, op, axes) is None:
+        return nvls_sharp_phases(topology, size, axes)
+    if override == TREE:
+        return pipelined_tree_phases(topology, op, size, axes)
+    if override == COLLNET:
+        return pipelined_collnet_phases(topology, op, size, axes)
+    return None
+
+
 def build_phases(
     cfg: CollectiveConfig,
     topology: Topology,
@@ -342,22 +362,9 @@ def build_phases(
     made all the same (:func:`~acesim.network.algorithms.check_phase_steps`).
     """
     spec = COLLECTIVE_OPS.get(op)
-    if override == FLAT_RING:
-        flat = _flat_ring_phase(op, size, axes)
-        if flat is not None:
-            return [flat]
-    if override == NVLS_TREE and nvls_tree_problem(topology, op, axes) is None:
-        return nvls_tree_phases(topology, size, axes)
-    if override == "nvls" and nvls_sharp_problem(topology, op, axes) is None:
-        return nvls_sharp_phases(topology, size, axes)
-    if override == TREE:
-        tree = pipelined_tree_phases(topology, op, size, axes)
-        if tree is not None:
-            return tree
-    if override == COLLNET:
-        collnet = pipelined_collnet_phases(topology, op, size, axes)
-        if collnet is not None:
-            return collnet
+    whole = _across_axes(topology, op, size, axes, override)
+    if whole is not None:
+        return whole
     phases: list[Phase] = []
 
     def add(index: int, phase_op: str, data: float, algo_op: str) -> None:
