@@ -192,6 +192,15 @@ def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
     return [graph.ranks[0]]
 
 
+def _left_per_iteration(states: list[_RankState]) -> dict[int, int]:
+    """Nodes of every rank left to finish, per iteration."""
+    left: dict[int, int] = defaultdict(int)
+    for st in states:
+        for it, count in st.left_per_iter.items():
+            left[it] += count
+    return left
+
+
 class GraphExecutor:
     """Runs a :class:`Graph` on a :class:`Platform`, as the platform's strategy says
     (:mod:`acesim.hardware.strategy`; symmetric: rank 0's graph stands for all; class mode:
@@ -279,10 +288,7 @@ class GraphExecutor:
         self._recv_wait: list[dict[tuple[int, int], list[int]]] = [
             defaultdict(list) for _ in self.states
         ]
-        self._iter_left: dict[int, int] = defaultdict(int)
-        for st in self.states:
-            for it, count in st.left_per_iter.items():
-                self._iter_left[it] += count
+        self._iter_left: dict[int, int] = _left_per_iteration(self.states)
         self.execution = Execution(platform, graph, self.records)
         self.execution.bounds = recorder()
         platform.engine.add_bound_listener(self.execution.bounds)
@@ -290,8 +296,8 @@ class GraphExecutor:
         self._unblocking = False
         self._gate_left: dict[int, int] = {}
         self._watch: dict[tuple[int, int], list[int]] = {}
-        #: class mode's pass replay (:mod:`.replay`; None: every pass simulated) and what
-        #: the run's tries share of it (None: replay off, after too many tries)
+        #: class mode's pass replay (:mod:`.replay`; None: every pass simulated), what the
+        #: run's tries share of it
         self.replay_memory = Memory() if replay is None else replay
         self.replay = self._pass_replay()
 
