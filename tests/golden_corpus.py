@@ -45,7 +45,6 @@ __all__ = [
     "Difference",
     "compare_facts",
     "compare_numbers",
-    "tolerance_of",
     "coverage",
     "entry",
     "facts_of",
@@ -376,38 +375,15 @@ class Difference:
         return f"{self.case}: {self.metric}: {self.old!r} -> {self.new!r}{change}"
 
 
-#: How far (relative) a class-mode LLM case's numbers may move: its pipeline passes are
-#: replayed (:mod:`acesim.training.replay`), equal to simulating them to rounding; issue 27's
-#: bound for a fast path that is not bit-identical.
-REPLAY_TOLERANCE = 1e-9
-#: With a tolerance, a metric only one side has is no difference below this (s, J): a bound
-#: label that a tie between equally saturated resources gave one side at rounding level.
-NEGLIGIBLE = 1e-15
-
-
-def tolerance_of(facts: Facts) -> float:
-    """How far a case's numbers may move: :data:`REPLAY_TOLERANCE` for an LLM run in class
-    mode, nothing (bit-identical) for every other case."""
-    kinds, modes = facts.get("kinds", []), facts.get("modes", [])
-    return REPLAY_TOLERANCE if "llm" in kinds and "class" in modes else 0.0
-
-
 def compare_numbers(
-    case: str, old: Mapping[str, float], new: Mapping[str, float], tolerance: float = 0.0
+    case: str, old: Mapping[str, float], new: Mapping[str, float]
 ) -> list[Difference]:
-    """Every metric whose value is not bit-identical (or that only one side has), or, with a
-    ``tolerance``, that moved by more than that (relative); an integer and the float of the
-    same value are the same number, 0.0 and -0.0 are not."""
+    """Every metric whose value is not bit-identical (or that only one side has); an integer
+    and the float of the same value are the same number, 0.0 and -0.0 are not."""
     out = []
     for metric in sorted(set(old) | set(new)):
         a, b = old.get(metric), new.get(metric)
-        if a is None or b is None:
-            if tolerance and abs(a if a is not None else b or 0.0) <= NEGLIGIBLE:
-                continue  # a bound label a rounding-level tie gave one side (a few 1e-18 s)
-            out.append(Difference(case, metric, a, b))
-        elif float(a).hex() != float(b).hex() and not (
-            tolerance and math.isclose(a, b, rel_tol=tolerance)
-        ):
+        if a is None or b is None or float(a).hex() != float(b).hex():
             out.append(Difference(case, metric, a, b))
     return out
 

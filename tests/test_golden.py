@@ -36,7 +36,6 @@ from golden_corpus import (
     entry,
     read_corpus,
     run_case,
-    tolerance_of,
     write_corpus,
 )
 
@@ -58,9 +57,7 @@ def _check(case: GoldenCase, inputs: Path) -> None:
         f"{case.id} has no recorded numbers: python scripts/golden.py --update --only '{case.id}'"
     )
     numbers, facts = run_case(case, inputs)
-    differences = compare_numbers(
-        case.id, recorded["numbers"], numbers, tolerance_of(recorded["facts"])
-    )
+    differences = compare_numbers(case.id, recorded["numbers"], numbers)
     lines = "\n".join(str(d) for d in differences)
     assert not differences, (
         f"{len(differences)} numbers moved (case: metric: old -> new (relative)):\n{lines}\n"

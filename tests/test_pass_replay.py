@@ -1,5 +1,5 @@
-"""Class mode's pass replay (:mod:`acesim.training.replay`) gives what simulating every pass
-gives, to rounding: on 50 LLM training iterations drawn over models (dense and MoE), systems,
+"""Class mode's pass replay (:mod:`acesim.training.replay`, off by default, turned on here)
+gives what simulating every pass gives, to rounding: on 50 LLM training iterations drawn over models (dense and MoE), systems,
 endpoint kinds, schedules (1F1B, interleaved, ZB-H1, DualPipe), TP overlap, CP, EP, ZeRO and
 recomputation, with enough micro-batches per stage that passes repeat, every figure of the
 result and every node's start and end agree within 1e-9 relative; a context that differs from
@@ -102,7 +102,7 @@ def _run(case: Any, enabled: bool) -> tuple[dict[str, Any], list[list[tuple[floa
     try:
         result, execution = run_llm(case)
     finally:
-        replay.ENABLED = True
+        replay.ENABLED = False
     data = result.to_dict()
     data.pop("provenance", None)
     figures: dict[str, Any] = {}
@@ -170,7 +170,10 @@ def test_a_differing_context_redoes_the_run_and_still_agrees(
     assert max(redone) >= 1
 
 
-def test_a_trace_or_exact_mode_never_replays(drawn: list[Any]) -> None:
+def test_a_trace_or_exact_mode_never_replays(
+    drawn: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "ENABLED", True)
     case = drawn[0]
     _, traced = run_llm(case, trace=True)
     assert traced.replayed == 0 and traced.passes == 0

@@ -59,9 +59,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ENABLED", "TOLERANCE", "PassReplay", "Violated"]
 
-#: Whether class mode replays passes (off: every pass simulated; ``benchmarks/llm_scale.py
-#: --no-replay``).
-ENABLED = True
+#: Whether class mode replays passes (``benchmarks/llm_scale.py --replay``). Off by default:
+#: exact, but not yet a net gain everywhere (docs/performance.md: a case whose pipeline
+#: messages the passes slow redoes itself and costs more than simulating every pass).
+ENABLED = False
 
 #: How far (s) a context's offsets may differ from a memo's and still be the same context:
 #: rounding of shifted times (a steady pipeline's like passes agree to about 1e-13 s).
@@ -281,16 +282,21 @@ class _Rank:
         if out is None:
             rank = self.st.rank
             dims: set[int] = set()
+            rt = self.st_runtime
+            sending: set[Resource] = set()
             if node.kind == "collective":
                 group = node.group if node.group is not None else node.dims
-                dims = {a.dim for a in resolve(self.st_runtime.topology, group)}
+                dims = {a.dim for a in resolve(rt.topology, group)}
             elif node.kind == "send" and node.peer is not None:
-                dims = {d for d, _nxt in self.route(rank, node.peer)[:1]}
+                for d, _nxt in self.route(rank, node.peer)[:1]:  # a send leaves, not arrives
+                    sending.add(rt.egress[rank][d])
+                    sending.update(rt.send_path[rank][d])
             host = set(self.npu.host_links.values()) if node.kind == "host_copy" else set()
             none: set[int] = set()
             out = self._own[key] = frozenset(
                 i for i, res in enumerate(self.resources)
                 if not self.serves.get(res, none) or self.serves[res] & dims or res in host
+                or res in sending
             )  # fmt: skip
         return out
 
