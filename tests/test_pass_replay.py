@@ -1,9 +1,10 @@
 """Class mode's pass replay (:mod:`acesim.training.replay`, off by default, turned on here)
-gives what simulating every pass gives, to rounding: on 50 LLM training iterations drawn over models (dense and MoE), systems,
-endpoint kinds, schedules (1F1B, interleaved, ZB-H1, DualPipe), TP overlap, CP, EP, ZeRO and
-recomputation, with enough micro-batches per stage that passes repeat, every figure of the
-result and every node's start and end agree within 1e-9 relative; a context that differs from
-its memo's makes the run redo itself, and still agree; trace and exact mode never replay.
+gives what simulating every pass gives, to rounding: on 50 LLM training iterations drawn over
+models (dense and MoE), systems, endpoint kinds, schedules (1F1B, interleaved, ZB-H1,
+DualPipe), TP overlap, CP, EP, ZeRO and recomputation, with enough micro-batches per stage that
+passes repeat, every figure of the result and every node's start and end agree within 1e-9
+relative; a context that differs from its memo's makes the run redo itself, and still agree;
+trace and exact mode never replay.
 """
 
 from __future__ import annotations
