@@ -24,7 +24,9 @@ processes' turns; the CPU time is what one free core would take). ``--general`` 
 fluid reallocation through the general max-min filling (the engine before issue 27's fast path
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
-difference of the iteration time (0: the fast path is exact). ``--repetition`` prints how alike
+difference of the iteration time (0: the fast path is exact). ``--replay`` turns class mode's
+pass replay on (:mod:`acesim.training.replay`, off by default; each row says how many passes
+were replayed). ``--repetition`` prints how alike
 the micro-batches of each stage are (the share of step executions at their step's most common
 duration: what simulating each distinct step once would save).
 
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 
 from acesim.engine import kernel as engine_kernel
 from acesim.runs.llm import make_llm_case, run_llm
+from acesim.training import replay
 from acesim.training.executor import Execution
 from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
@@ -137,11 +140,13 @@ def repetition(execution: Execution) -> tuple[int, int, float]:
 
 
 def _run(
-    bench: LlmBench, mode: str, general: bool, alike: bool = False
-) -> tuple[float, float, float, int, str, int, str]:
-    """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition) of one run
-    (``general``: without the engine's fast path; ``alike``: :func:`repetition` as text)."""
+    bench: LlmBench, mode: str, general: bool, alike: bool = False, replayed: bool = False
+) -> tuple[float, float, float, int, str, int, str, str]:
+    """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition, passes
+    replayed) of one run (``general``: without the engine's fast path; ``alike``:
+    :func:`repetition` as text; ``replayed``: class mode's pass replay on)."""
     engine_kernel.SOLO_PATH = not general
+    replay.ENABLED = replayed
     wall, cpu = time.perf_counter(), time.process_time()
     model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
     par = parse_parallel(
@@ -151,6 +156,7 @@ def _run(
     case = make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
     result, ex = run_llm(case, mode=mode)
     engine_kernel.SOLO_PATH = True
+    replay.ENABLED = False
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
@@ -161,6 +167,7 @@ def _run(
         "{} node executions in {} groups, {:.1%} at their group's duration".format(*repetition(ex))
         if alike
         else "",
+        f"{ex.replayed}/{ex.passes}",
     )
 
 
@@ -172,6 +179,9 @@ def main() -> None:
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
     parser.add_argument(
         "--general", action="store_true", help="without the engine's fast path (issue 27)"
+    )
+    parser.add_argument(
+        "--replay", action="store_true", help="class mode's pass replay on (issue 27)"
     )
     parser.add_argument(
         "--repetition",
@@ -189,7 +199,7 @@ def main() -> None:
     )
     print(
         f"{'case':44s} {'mode':>5s} {'ranks':>5s} {'events':>9s} {'wall s':>8s} {'CPU s':>8s} "
-        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s}"
+        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s} {'replayed':>11s}"
         + (" general CPU s  rel. diff" if args.compare else "")
     )
     if args.only:
@@ -202,14 +212,17 @@ def main() -> None:
         picked += [c for c in EXACT_CASES.values() if c not in picked]
     rows += [(c, m) for c in picked for m in ("class", "exact")]
     for bench, mode in rows:
-        runs = [_run(bench, mode, args.general, args.repetition and k == 0) for k in
-                range(args.repeats)]  # fmt: skip
+        runs = [
+            _run(bench, mode, args.general, args.repetition and k == 0, args.replay)
+            for k in range(args.repeats)
+        ]
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
         ratio = f"{cpu / bench.target:10.2f}" if bench.target else f"{'':10s}"
         line = (
             f"{bench.label:44s} {runs[0][4]:>5s} {runs[0][3]:5d} {runs[0][5]:9d} {wall:8.2f} "
-            f"{cpu:8.2f} {bench.target or float('nan'):8.0f} {ratio} {runs[0][2]:14.9f}"
+            f"{cpu:8.2f} {bench.target or float('nan'):8.0f} {ratio} {runs[0][2]:14.9f} "
+            f"{runs[0][7]:>11s}"
         )
         if args.compare:
             full = _run(bench, mode, True)

@@ -47,6 +47,8 @@ class Strategy:
     replicate: bool = False
     note: str = ""
     events: str = ""
+    #: class mode: replay pipeline passes seen before (:mod:`acesim.training.replay`)
+    replay: bool = False
 
     @property
     def exact(self) -> bool:
@@ -68,6 +70,6 @@ class Strategy:
         return cls("exact", None, varied, lockstep, replicate and varied is None, note)
 
     @classmethod
-    def of_classes(cls, classes: RankClasses, note: str = "") -> Strategy:
-        """Class mode with ``classes``."""
-        return cls("class", classes, note=note)
+    def of_classes(cls, classes: RankClasses, note: str = "", *, replay: bool = False) -> Strategy:
+        """Class mode with ``classes`` (``replay``: pipeline passes seen before replayed)."""
+        return cls("class", classes, note=note, replay=replay)

@@ -70,6 +70,10 @@ class PointToPoint:
             self._routes[(src, dst)] = route
         return route
 
+    def route(self, src: int, dst: int) -> list[tuple[int, int]]:
+        """(dimension, next simulated rank) hops from ``src`` to ``dst``, in dimension order."""
+        return self._hops(src, dst)
+
     def send(
         self,
         src: int,

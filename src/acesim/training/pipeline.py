@@ -299,8 +299,12 @@ class _RankGraph:
         #: one Compute per step (frozen, so every micro-batch's node shares it): building and
         #: checking it once instead of at every node (a stage's micro-batches are alike)
         self.computes: dict[int, tuple[Step, Compute]] = {}
+        #: the pass the nodes being added belong to (:attr:`Node.episode`; None: none)
+        self.episode: tuple[Any, ...] | None = None
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
+        if self.episode is not None:
+            fields.setdefault("episode", self.episode)
         node = Node(
             id=len(self.nodes),
             deps=tuple(sorted({d for d in deps if d is not None})),
@@ -353,9 +357,12 @@ class _RankGraph:
             if EMITTERS[op.kind].transfers:
                 deps = self.transfer(op, deps, receive=True)
         ends: list[int | None] = []
+        shape = tuple((self.op_name(op), op.chunk) for op in group)
+        self.episode = (shape, (self.it, tuple(op.micro for op in group)))
         for op in group:
             ends += self.run_steps(op, EMITTERS[op.kind].steps(self, op), deps)
         self.finish(group[-1], ends)
+        self.episode = None
         for op in group:
             if EMITTERS[op.kind].transfers:
                 self.transfer(op, [], receive=False)

@@ -41,6 +41,7 @@ from ..network.group import resolve
 from ..network.ops import COLLECTIVE_OPS
 from ..network.topology import Topology
 from ..workload.graph import Graph
+from . import replay as replay_module
 from .executor import Execution
 
 __all__ = ["decide", "mode_note", "variation_reasons"]
@@ -153,7 +154,8 @@ def decide(
         reasons += _graph_reasons(reduced, topology)
         if not reasons:
             if reduced.classes is not None:
-                return Strategy.of_classes(reduced.classes), reduced
+                replay = replay_module.ENABLED and not trace
+                return Strategy.of_classes(reduced.classes, replay=replay), reduced
             return Strategy(), reduced
     note = ""
     if requested != "exact":
@@ -165,9 +167,16 @@ def decide(
 
 
 def mode_note(strategy: Strategy, execution: Execution | None = None) -> str:
-    """What a result says of its strategy: why the mode (when not the one asked for) and,
-    in exact mode, which collectives ran on the event path and why."""
+    """What a result says of its strategy: why the mode (when not the one asked for), in
+    class mode how many pipeline passes were replayed, in exact mode which collectives ran on
+    the event path and why."""
     parts = [strategy.note] if strategy.note else []
+    if execution is not None and execution.replayed:
+        parts.append(
+            f"{execution.replayed} of {execution.passes} pipeline passes replayed from a like "
+            "pass simulated in a like context (acesim.training.replay: checked, equal to "
+            "simulating them to rounding)"
+        )
     if execution is not None and execution.event_reasons:
         total = len(execution.collectives)
         events = sum(execution.event_reasons.values())

@@ -53,6 +53,10 @@ class Node:
         peer, tag, size: for send/recv (peer rank, matching tag, bytes).
         op, size: for host_copy (``h2d`` or ``d2h``, bytes).
         layer, iteration, pass_name: labels for reports.
+        episode: the pipeline pass the node belongs to, ``(shape, instance)``: the shape its
+            ops' (name, chunk) pairs, the instance (iteration, micro-batches); None outside a
+            pass (class mode replays a rank's pass whose like it simulated before,
+            :mod:`acesim.training.replay`).
     """
 
     id: int
@@ -72,6 +76,7 @@ class Node:
     blocking: bool = False
     priority: int | None = None
     units: int | None = None
+    episode: tuple[Any, ...] | None = None
 
 
 def collective_fields(comm: Comm) -> dict[str, Any]:

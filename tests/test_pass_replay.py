@@ -1,0 +1,183 @@
+"""Class mode's pass replay (:mod:`acesim.training.replay`, off by default, turned on here)
+gives what simulating every pass gives, to rounding: on 50 LLM training iterations drawn over
+models (dense and MoE), systems, endpoint kinds, schedules (1F1B, interleaved, ZB-H1,
+DualPipe), TP overlap, CP, EP, ZeRO and recomputation, with enough micro-batches per stage that
+passes repeat, every figure of the result and every node's start and end agree within 1e-9
+relative; a context that differs from its memo's makes the run redo itself, and still agree;
+trace and exact mode never replay.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from acesim.errors import ConfigError
+from acesim.runs.llm import llm_graph, make_llm_case, run_llm
+from acesim.training import replay
+from acesim.workload.llm.models import TransformerConfig
+from acesim.workload.llm.parallel import parse_parallel
+
+#: small transformers (no published model's sizes: fast to simulate), dense and MoE
+_MODELS = [
+    TransformerConfig("tiny", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024, vocab=4096,
+                      seq=128),
+    TransformerConfig("tiny-gpt", layers=8, hidden=512, heads=8, ffn=2048, vocab=4096, seq=128,
+                      gated=False, norm="layernorm", bias=True, tied=True),
+    TransformerConfig("tiny-moe", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024,
+                      vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
+]  # fmt: skip
+_SYSTEMS = ["h100-nvswitch-8", "b200-nvswitch-8", "a100-nvswitch-8", "mi300x-8"]
+_ENDPOINTS = ["baseline", "ideal", "copy_engine", "nvls", "ace"]
+_SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
+_RELATIVE = 1e-9
+#: seconds (or joules) below any figure a result reports
+_NEGLIGIBLE = 1e-15
+
+
+def _draw(rng: random.Random) -> tuple[Any, ...]:
+    """One configuration: model, system, nodes, parallel string, global batch, endpoint."""
+    model = rng.choice(_MODELS)
+    system = rng.choice(_SYSTEMS)
+    nodes = rng.choice([1, 1, 2])
+    tp = rng.choice([1, 2, 4])
+    pp = rng.choice([4, 4, 8])
+    parts = [f"tp={tp}", f"pp={pp}"]
+    if rng.random() < 0.4:
+        parts.append("vpp=2")
+    else:
+        kind = rng.choice(_SCHEDULES)
+        if kind:
+            parts.append(f"schedule={kind}")
+    if model.experts and rng.random() < 0.5:
+        parts.append("ep=2")
+    elif rng.random() < 0.2:
+        parts.append("cp=2")
+    if tp > 1 and rng.random() < 0.4:
+        parts.append("tp_overlap=1")
+    parts.append(f"zero={rng.choice([0, 1, 1, 3])}")
+    parts.append(f"recompute={rng.choice(['none', 'none', 'selective', 'full'])}")
+    cp = 2 if "cp=2" in parts else 1
+    dp = max(8 * nodes // (tp * pp * cp), 1)
+    batch = dp * pp * rng.choice([3, 4])  # enough micro-batches that passes repeat
+    return model, system, nodes, ",".join(parts), batch, rng.choice(_ENDPOINTS)
+
+
+def _cases(count: int) -> Iterator[Any]:
+    """``count`` drawn configurations that resolve (a seeded draw: the same every run)."""
+    rng = random.Random(2027)
+    found = 0
+    while found < count:
+        model, system, nodes, par, batch, endpoint = _draw(rng)
+        try:
+            parallel = parse_parallel(par, global_batch=batch, micro_batch=1, seq=model.seq)
+            case = make_llm_case(system, model, parallel, nodes=nodes).with_endpoint(endpoint)
+            llm_graph(case, classes=True)  # what only building the graph refuses
+        except ConfigError:
+            continue
+        if endpoint == "nvls" and not any(
+            d.switch_reduction for d in case.system.network.dimensions
+        ):
+            continue  # NVLS needs a switch that reduces
+        found += 1
+        yield case
+
+
+def _numbers(value: Any, key: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _numbers(v, f"{key}.{k}", out)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _numbers(v, f"{key}[{i}]", out)
+    elif key != ".mode_note":
+        out[key] = value
+
+
+def _run(case: Any, enabled: bool) -> tuple[dict[str, Any], list[list[tuple[float, float]]], Any]:
+    replay.ENABLED = enabled
+    try:
+        result, execution = run_llm(case)
+    finally:
+        replay.ENABLED = False
+    data = result.to_dict()
+    data.pop("provenance", None)
+    figures: dict[str, Any] = {}
+    _numbers(data, "", figures)
+    records = [[(r.start, r.end) for r in ranks.values()] for ranks in execution.records]
+    return figures, records, execution
+
+
+def _assert_agree(case: Any) -> Any:
+    full, full_records, _ = _run(case, False)
+    fast, fast_records, execution = _run(case, True)
+    for key in set(fast) | set(full):
+        # a bound label only one side has: a tie between equally saturated resources broken
+        # otherwise by a rounding-level difference (a few 1e-18 s)
+        value, other = full.get(key, 0.0), fast.get(key, 0.0)
+        if isinstance(value, float):
+            assert math.isclose(other, value, rel_tol=_RELATIVE, abs_tol=_NEGLIGIBLE), (
+                key, value, other,
+            )  # fmt: skip
+        else:
+            assert other == value, (key, value, other)
+    makespan = execution.makespan
+    for ranks_full, ranks_fast in zip(full_records, fast_records, strict=True):
+        for (s0, e0), (s1, e1) in zip(ranks_full, ranks_fast, strict=True):
+            assert abs(s0 - s1) <= _RELATIVE * makespan and abs(e0 - e1) <= _RELATIVE * makespan
+    return execution
+
+
+@pytest.fixture(scope="module")
+def drawn() -> list[Any]:
+    return list(_cases(50))
+
+
+@pytest.fixture(scope="module")
+def replayed() -> list[int]:
+    """How many passes each drawn case replayed (filled as the cases run)."""
+    return []
+
+
+@pytest.mark.parametrize("index", range(50))
+def test_replayed_passes_equal_simulating_every_pass(
+    index: int, drawn: list[Any], replayed: list[int]
+) -> None:
+    execution = _assert_agree(drawn[index])
+    assert execution.replayed <= execution.passes
+    replayed.append(execution.replayed)
+
+
+def test_the_drawn_cases_replay_passes(replayed: list[int]) -> None:
+    """The equality above is not vacuous: most drawn cases replayed passes."""
+    if len(replayed) < 50:
+        pytest.skip("runs after the drawn cases")
+    assert sum(1 for n in replayed if n > 0) >= 25
+
+
+def test_a_differing_context_redoes_the_run_and_still_agrees(
+    drawn: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Looked up on a grid too coarse to tell when the ranks that send to a pass started
+    theirs, memos are tried in contexts whose messages arrive at other times: the check finds
+    each, the run redoes itself (at last without replay) and agrees."""
+    monkeypatch.setattr(replay, "_GRID", 10.0)
+    monkeypatch.setattr(replay, "MAX_REDOS", 2)
+    redone = [_assert_agree(case).redone for case in drawn[:6]]
+    assert max(redone) >= 1
+
+
+def test_a_trace_or_exact_mode_never_replays(
+    drawn: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "ENABLED", True)
+    case = drawn[0]
+    _, traced = run_llm(case, trace=True)
+    assert traced.replayed == 0 and traced.passes == 0
+    assert not traced.platform.strategy.replay
+    _, exact = run_llm(case, mode="exact")
+    assert exact.replayed == 0 and not exact.platform.strategy.replay
