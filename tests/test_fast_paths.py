@@ -14,14 +14,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from llm_draws import ENDPOINTS, SCHEDULES, SYSTEMS, resolving
 from systems import examples
 
 from acesim.engine import INF, Activity, Engine, Resource
 from acesim.engine import kernel as engine_kernel
-from acesim.errors import ConfigError
-from acesim.runs.llm import llm_graph, make_llm_case, run_llm
+from acesim.runs.llm import run_llm
 from acesim.workload.llm.models import TransformerConfig
-from acesim.workload.llm.parallel import parse_parallel
 
 
 @contextmanager
@@ -128,15 +127,12 @@ _MODELS = [
     TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=4, ffn=1024,
                       vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
 ]  # fmt: skip
-_SYSTEMS = ["h100-nvswitch-8", "b200-nvswitch-8", "a100-nvswitch-8", "mi300x-8"]
-_ENDPOINTS = ["baseline", "ideal", "copy_engine", "nvls", "ace"]
-_SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
 
 
 def _draw(rng: random.Random) -> tuple[Any, ...]:
     """One configuration: model, system, nodes, parallel string, global batch, endpoint."""
     model = rng.choice(_MODELS)
-    system = rng.choice(_SYSTEMS)
+    system = rng.choice(SYSTEMS)
     nodes = rng.choice([1, 1, 2])
     tp = rng.choice([1, 2, 4])
     pp = rng.choice([1, 2, 2, 4])
@@ -144,7 +140,7 @@ def _draw(rng: random.Random) -> tuple[Any, ...]:
     if pp == 2 and rng.random() < 0.5:
         parts.append("vpp=2")
     elif pp > 1:
-        kind = rng.choice(_SCHEDULES)
+        kind = rng.choice(SCHEDULES)
         if kind:
             parts.append(f"schedule={kind}")
     if model.experts and rng.random() < 0.5:
@@ -158,27 +154,12 @@ def _draw(rng: random.Random) -> tuple[Any, ...]:
     cp = 2 if "cp=2" in parts else 1
     dp = max(8 * nodes // (tp * pp * cp), 1)
     batch = dp * pp * rng.choice([1, 2])  # a micro-batch or two per stage
-    return model, system, nodes, ",".join(parts), batch, rng.choice(_ENDPOINTS)
+    return model, system, nodes, ",".join(parts), batch, rng.choice(ENDPOINTS)
 
 
-def _cases(count: int) -> Iterator[tuple[Any, ...]]:
+def _cases(count: int) -> Iterator[Any]:
     """``count`` drawn configurations that resolve (a seeded draw: the same every run)."""
-    rng = random.Random(27)
-    found = 0
-    while found < count:
-        model, system, nodes, par, batch, endpoint = _draw(rng)
-        try:
-            parallel = parse_parallel(par, global_batch=batch, micro_batch=1, seq=model.seq)
-            case = make_llm_case(system, model, parallel, nodes=nodes).with_endpoint(endpoint)
-            llm_graph(case, classes=True)  # what only building the graph refuses
-        except ConfigError:
-            continue
-        if endpoint == "nvls" and not any(
-            d.switch_reduction for d in case.system.network.dimensions
-        ):
-            continue  # NVLS needs a switch that reduces
-        found += 1
-        yield case
+    return resolving(_draw, count, 27)
 
 
 def _figures(case: Any) -> dict[str, Any]:

@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from llm_draws import ENDPOINTS, SCHEDULES, SYSTEMS, resolving
 
-from acesim.errors import ConfigError
-from acesim.runs.llm import llm_graph, make_llm_case, run_llm
+from acesim.runs.llm import run_llm
 from acesim.training import replay
 from acesim.workload.llm.models import TransformerConfig
-from acesim.workload.llm.parallel import parse_parallel
 
 #: small transformers (no published model's sizes: fast to simulate), dense and MoE
 _MODELS = [
@@ -31,9 +30,6 @@ _MODELS = [
     TransformerConfig("tiny-moe", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024,
                       vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
 ]  # fmt: skip
-_SYSTEMS = ["h100-nvswitch-8", "b200-nvswitch-8", "a100-nvswitch-8", "mi300x-8"]
-_ENDPOINTS = ["baseline", "ideal", "copy_engine", "nvls", "ace"]
-_SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
 _RELATIVE = 1e-9
 #: seconds (or joules) below any figure a result reports
 _NEGLIGIBLE = 1e-15
@@ -42,7 +38,7 @@ _NEGLIGIBLE = 1e-15
 def _draw(rng: random.Random) -> tuple[Any, ...]:
     """One configuration: model, system, nodes, parallel string, global batch, endpoint."""
     model = rng.choice(_MODELS)
-    system = rng.choice(_SYSTEMS)
+    system = rng.choice(SYSTEMS)
     nodes = rng.choice([1, 1, 2])
     tp = rng.choice([1, 2, 4])
     pp = rng.choice([4, 4, 8])
@@ -50,7 +46,7 @@ def _draw(rng: random.Random) -> tuple[Any, ...]:
     if rng.random() < 0.4:
         parts.append("vpp=2")
     else:
-        kind = rng.choice(_SCHEDULES)
+        kind = rng.choice(SCHEDULES)
         if kind:
             parts.append(f"schedule={kind}")
     if model.experts and rng.random() < 0.5:
@@ -64,27 +60,12 @@ def _draw(rng: random.Random) -> tuple[Any, ...]:
     cp = 2 if "cp=2" in parts else 1
     dp = max(8 * nodes // (tp * pp * cp), 1)
     batch = dp * pp * rng.choice([3, 4])  # enough micro-batches that passes repeat
-    return model, system, nodes, ",".join(parts), batch, rng.choice(_ENDPOINTS)
+    return model, system, nodes, ",".join(parts), batch, rng.choice(ENDPOINTS)
 
 
 def _cases(count: int) -> Iterator[Any]:
     """``count`` drawn configurations that resolve (a seeded draw: the same every run)."""
-    rng = random.Random(2027)
-    found = 0
-    while found < count:
-        model, system, nodes, par, batch, endpoint = _draw(rng)
-        try:
-            parallel = parse_parallel(par, global_batch=batch, micro_batch=1, seq=model.seq)
-            case = make_llm_case(system, model, parallel, nodes=nodes).with_endpoint(endpoint)
-            llm_graph(case, classes=True)  # what only building the graph refuses
-        except ConfigError:
-            continue
-        if endpoint == "nvls" and not any(
-            d.switch_reduction for d in case.system.network.dimensions
-        ):
-            continue  # NVLS needs a switch that reduces
-        found += 1
-        yield case
+    return resolving(_draw, count, 2027)
 
 
 def _numbers(value: Any, key: str, out: dict[str, Any]) -> None:

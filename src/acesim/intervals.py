@@ -54,13 +54,18 @@ def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> I
     if len(starts) == 0:
         return []
     order = np.lexsort((ends, starts))
-    starts, ends = starts[order], ends[order]
+    merged_starts, merged_ends = _merged(starts[order], ends[order])
+    return list(zip(merged_starts.tolist(), merged_ends.tolist(), strict=True))
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of spans sorted by (start, end) (s), as its intervals' starts and ends."""
     reach = np.maximum.accumulate(ends)
     first = np.ones(len(starts), dtype=bool)
     first[1:] = starts[1:] > reach[:-1]
     heads = np.flatnonzero(first)
     tails = np.append(heads[1:], len(starts)) - 1
-    return list(zip(starts[heads].tolist(), reach[tails].tolist(), strict=True))
+    return starts[heads], reach[tails]
 
 
 class Ladder(Protocol):
@@ -127,12 +132,8 @@ def union_length(
     if not ordered.all():
         order = np.lexsort((ends, starts))
         starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    first = np.ones(len(starts), dtype=bool)
-    first[1:] = starts[1:] > reach[:-1]
-    heads = np.flatnonzero(first)
-    tails = np.append(heads[1:], len(starts)) - 1
-    lengths = reach[tails] - starts[heads]
+    merged_starts, merged_ends = _merged(starts, ends)
+    lengths = merged_ends - merged_starts
     return float(np.cumsum(lengths)[-1])
 
 

@@ -1,0 +1,41 @@
+"""Drawn LLM configurations that resolve: the tests that compare a fast path with the full
+simulation over many models, systems, endpoint kinds and parallelisms draw them here."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from acesim.errors import ConfigError
+from acesim.runs.llm import llm_graph, make_llm_case
+from acesim.workload.llm.parallel import parse_parallel
+
+SYSTEMS = ["h100-nvswitch-8", "b200-nvswitch-8", "a100-nvswitch-8", "mi300x-8"]
+ENDPOINTS = ["baseline", "ideal", "copy_engine", "nvls", "ace"]
+#: pipeline schedules drawn (the default 1F1B three times in five)
+SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
+
+#: a draw: (model, system, nodes, parallel string, global batch, endpoint kind)
+Draw = Callable[[random.Random], tuple[Any, ...]]
+
+
+def resolving(draw: Draw, count: int, seed: int) -> Iterator[Any]:
+    """``count`` cases of ``draw``'s configurations that resolve, a seeded draw (the same every
+    run): those a size rule refuses, or NVLS without a switch that reduces, are drawn again."""
+    rng = random.Random(seed)
+    found = 0
+    while found < count:
+        model, system, nodes, par, batch, endpoint = draw(rng)
+        try:
+            parallel = parse_parallel(par, global_batch=batch, micro_batch=1, seq=model.seq)
+            case = make_llm_case(system, model, parallel, nodes=nodes).with_endpoint(endpoint)
+            llm_graph(case, classes=True)  # what only building the graph refuses
+        except ConfigError:
+            continue
+        if endpoint == "nvls" and not any(
+            d.switch_reduction for d in case.system.network.dimensions
+        ):
+            continue  # NVLS needs a switch that reduces
+        found += 1
+        yield case
