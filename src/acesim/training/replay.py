@@ -11,31 +11,37 @@ context instead of simulating its kernels and messages.
 
 The model and its assumption, stated:
 
-* **Context.** A pass's context is the set of other activities on its rank at its start
-  (in-flight nodes of the rank, messages arriving at it), each by a label without the
-  micro-batch and how long before the pass it started, and every activity that starts on
-  the rank while the pass runs, with when it starts and ends, relative to the pass's start.
-  A memo is recorded when a pass is simulated; it holds the pass's members' start, ready and
-  end offsets, the order they finished in, and the context.
+* **Context.** A pass's context is every other activity on its rank's resources at its start
+  and while it runs: the rank's own nodes in flight (pipeline sends, DP collectives, a previous
+  pass's tail), messages of other ranks arriving at or relayed through it, each by what it
+  loads (the rank's resources it touches; a label without the micro-batch or the chunk it
+  carries) and its offsets from the pass's start, and the phase of the ranks whose messages
+  load the pass's resources. Activities that share no resource with the pass or with the
+  rank's own nodes beside it are not its context. A memo is recorded when a pass is simulated
+  with every node outside it that a member waits for already finished; it holds the members'
+  start, ready and end offsets, the order they finished in, the context and what the pass
+  changed the rank's counters by.
 * **Replay.** A pass starting in a context whose in-flight part equals a memo's (labels equal,
   offsets within :data:`TOLERANCE`) is replayed: its members' records are the memo's shifted to
   the pass's start, the members that release a node outside the pass finish at their times
   (one event each), the rest when the pass ends, and the compute stream is free again when the
-  memo's last compute member ends. Nothing of the pass is put on the rank's resources.
-* **Checked, not assumed.** While the replayed pass runs, every activity that starts on its rank,
-  and every one that was in flight at its start, must start and end at the memo's offsets
-  (within :data:`TOLERANCE`), and every activity the memo saw start must start. Where one does
-  not (a message that the pass's own traffic would have slowed, a pipeline message arriving at
-  another time), the run is redone with that memo not replayed (:class:`Violated`), so a
-  result never rests on a replay whose context differed. The counters a result reads (every
-  resource of the rank: HBM, links, copy engines; the NPU's busy time, FLOPs, HBM bytes and
-  unit-seconds; the communication units' hold) take, over the replayed pass, the change the
-  memo's pass made in its context: what they changed by in the replay (the other activities
-  only) is topped up to what they changed by then.
-* **Where it applies.** Class mode without a trace or observers (a trace records every kernel),
-  on every simulated rank but rank 0 (whose kernels and messages feed the bound breakdown and the
-  iteration snapshots, so it is always simulated), for passes that end with a compute member
-  (the stream is free exactly when the pass is done). Exact mode never replays.
+  memo's last member (a compute node) ends. Nothing of the pass is put on the rank's resources.
+* **Checked, not assumed.** While the replayed pass runs, every activity that starts on its
+  rank, and every one that was in flight at its start, must start and end at the memo's offsets
+  (within :data:`TOLERANCE`), every activity the memo saw start must start, and no compute node
+  outside the pass may become ready that the stream would have run between its members. Where
+  one does not (a message the pass's own traffic would have slowed, a pipeline message
+  arriving at another time), the run goes on and is redone at its end with what it learnt
+  (:class:`Memory`: the memos, the contexts not to replay, the activities a pass slows), so a
+  result never rests on a replay whose context differed. The counters a result reads (the
+  rank's resources the pass may load; the NPU's busy time, FLOPs, HBM bytes and unit-seconds;
+  the communication units' hold) take, over the replayed pass, the change the memo's pass made
+  in its context: what they changed by in the replay (the other activities only) is topped up
+  to what they changed by then.
+* **Where it applies.** Class mode without a trace (a trace records every kernel), turned on
+  (:data:`ENABLED`), on every simulated rank but rank 0 and the ranks its messages reach (rank
+  0's kernels and messages feed the bound breakdown segment by segment, and what bound them
+  there), without gates or per-job tracks (multi-job runs). Exact mode never replays.
 
 Exactness: a replayed pass equals its simulation to rounding (shifted times: the additions
 differ in their last bits) when equal contexts make equal passes, which is what the check
@@ -140,8 +146,6 @@ class Memo:
     others: tuple[_Other, ...]
     counters: tuple[float, ...]
     flops: dict[str, float]
-    #: rank 0: the bound recorder's kernel and message segments the pass added, offsets (s)
-    segments: tuple[tuple[tuple[str, float, float], ...], ...] = ((), ())
     #: the rank's resources the pass and what ran beside it shared (what else ran on the
     #: others is not its context)
     footprint: frozenset[int] = frozenset()
@@ -171,13 +175,8 @@ class _Window:
     flops: dict[str, float] = field(default_factory=dict)
     delta: tuple[tuple[float, ...], dict[str, float]] | None = None
     used: set[int] = field(default_factory=set)  # memo ``others`` matched (replay)
-    #: rank 0 (recording): the bound recorder's list lengths at the start, and whether only
-    #: untracked activities (receives, arriving messages) ran beside the pass
-    marks: tuple[int, int] = (0, 0)
-    clean: bool = True
     #: recording: a compute node outside the pass ran inside it (not replayable)
     interleaved: bool = False
-    segments: tuple[tuple[tuple[str, float, float], ...], ...] = ((), ())
 
 
 class _Rank:
@@ -370,7 +369,6 @@ class PassReplay:
         #: rank 0's kernels and messages feed the bound breakdown (what bound each, segment by
         #: segment, not only when it ended) and the iteration snapshots: rank 0 is always
         #: simulated, and so is every rank its messages reach (what bound them there)
-        self.recorder = executor.execution.bounds
         self.ranks = [_Rank(self, st, st.rank != 0) for st in executor.states]
         self._routes: dict[tuple[int, int | None], list[_Passing]] = {}
         for st in executor.states:
@@ -458,8 +456,6 @@ class PassReplay:
             if w.memo is None:
                 w.seen[token] = [label, off, None, on]
                 w.pending.add(token)
-                if rank == 0 and not self._untracked(r, token):
-                    w.clean = False
                 if isinstance(token, int) and r.st.nodes[token].kind == "compute":
                     w.interleaved = True  # a replay holds the stream: it cannot run this
             elif off < w.memo.length - TOLERANCE and _shares(on, w.footprint):
@@ -483,16 +479,6 @@ class PassReplay:
                 w.finished.append(w.members.index(token))
                 if w.left == 0:
                     w.delta = _delta((w.counters, w.flops), r.read(now))
-                    if rank == 0 and self.recorder is not None:
-                        start = w.start
-                        w.segments = tuple(
-                            tuple((name, a - start, b - start) for name, a, b in seq[mark:])
-                            for seq, mark in zip(
-                                (self.recorder.kernels, self.recorder.messages),
-                                w.marks,
-                                strict=True,
-                            )
-                        )
             if token in w.pending:
                 w.pending.discard(token)
                 off = now - w.start
@@ -511,12 +497,6 @@ class PassReplay:
         redone at its end with what it learnt (:class:`Memory`)."""
         self.memory.learn(violated)
         self.violations += 1
-
-    @staticmethod
-    def _untracked(r: _Rank, token: Any) -> bool:
-        """Whether what ``token`` names adds nothing to rank 0's bound segments: a receive
-        waiting, or a message arriving (the sender's to track)."""
-        return not isinstance(token, int) or r.st.nodes[token].kind == "recv"
 
     def _match(self, w: _Window, label: str, off: float) -> int | None:
         assert w.memo is not None
@@ -586,10 +566,6 @@ class PassReplay:
             for token, (label, start, on) in r.inflight.items():
                 w.seen[token] = [label, start - now, None, on]
                 w.pending.add(token)
-                if st.rank == 0 and not self._untracked(r, token):
-                    w.clean = False
-            if st.rank == 0 and self.recorder is not None:
-                w.marks = (len(self.recorder.kernels), len(self.recorder.messages))
             r.windows.append(w)
         return False
 
@@ -615,7 +591,7 @@ class PassReplay:
         ends = tuple(recs[i].end - w.start for i in ids)
         if st.nodes[ids[release]].kind != "compute" or ends[release] < max(ends):
             return
-        if (st.rank == 0 and not w.clean) or w.interleaved:
+        if w.interleaved:
             return
         watched = self.ex.watched
         inside = w.member_set
@@ -647,7 +623,6 @@ class PassReplay:
             others=others,
             counters=w.delta[0],
             flops=w.delta[1],
-            segments=w.segments,
             footprint=footprint,
         )
         self.memos.setdefault(w.key, []).append(memo)
@@ -752,12 +727,6 @@ class PassReplay:
             tuple(m - d for m, d in zip(memo.counters, delta, strict=True)),
             {k: v - flops.get(k, 0.0) for k, v in memo.flops.items()},
         )
-        if st.rank == 0 and self.recorder is not None:
-            start = w.start
-            for seq, segments in zip(
-                (self.recorder.kernels, self.recorder.messages), memo.segments, strict=True
-            ):
-                seq.extend((name, start + a, start + b) for name, a, b in segments)
         if w in r.windows and not w.pending:
             self._close(r, w)
         st.busy = False
