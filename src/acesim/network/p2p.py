@@ -23,10 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine import Activity
+from ..engine.fluid import solo_rate
 from .algorithms import ALLTOALL
 from .classes import RankClasses, hops
 from .group import Axis
 from .topology import Topology
+
+#: How much longer than alone (relative) a hop may run and still count as not slowed: the
+#: rounding of a fluid activity's progress over its rate changes.
+SLOWED = 1e-9
 
 
 def shift_destination(
@@ -81,14 +86,16 @@ class PointToPoint:
         size: float,
         on_delivered: Callable[[], Any],
         on_hop: Callable[[int, float], Any] | None = None,
+        on_slowed: Callable[[], Any] | None = None,
     ) -> None:
         """Send ``size`` bytes from simulated rank ``src`` to ``dst`` (exact or class mode); call
-        ``on_delivered``, and ``on_hop(dimension, bytes)`` as each hop's bytes are out."""
+        ``on_delivered``, ``on_hop(dimension, bytes)`` as each hop's bytes are out, and
+        ``on_slowed()`` when a hop ran slower than it would have alone on its resources."""
         hops = self._hops(src, dst)
         if not hops:
             self.rt.engine.schedule(0.0, on_delivered)
             return
-        self._hop(hops, 0, src, size, on_delivered, on_hop)
+        self._hop(hops, 0, src, size, on_delivered, on_hop, on_slowed)
 
     def _hop(
         self,
@@ -98,6 +105,7 @@ class PointToPoint:
         size: float,
         on_delivered: Callable[[], Any],
         on_hop: Callable[[int, float], Any] | None = None,
+        on_slowed: Callable[[], Any] | None = None,
     ) -> None:
         rt = self.rt
         dim, nxt = hops[index]
@@ -106,13 +114,25 @@ class PointToPoint:
         if rt.paths[dim]:  # the NIC's proxy and the PCIe path, where the system states them
             rt.add_path_demand(demand, sim_rank, nxt, dim, 1.0)
 
-        def sent(_act: Activity) -> None:
+        def sent(act: Activity) -> None:
+            if on_slowed is not None and act.finished is not None:
+                alone = solo_rate(act)
+                if (act.finished - act.started) * alone > act.work * (1 + SLOWED):
+                    on_slowed()
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size
             if on_hop is not None:
                 on_hop(dim, size)
             if index + 1 < len(hops):
                 rt.engine.schedule(
-                    rt.delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered, on_hop
+                    rt.delays[dim],
+                    self._hop,
+                    hops,
+                    index + 1,
+                    nxt,
+                    size,
+                    on_delivered,
+                    on_hop,
+                    on_slowed,
                 )
             else:
                 rt.engine.schedule(rt.delays[dim], on_delivered)
