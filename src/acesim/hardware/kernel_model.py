@@ -47,10 +47,13 @@ from ..errors import SimulationError
 from .kernels import Attention, Choice, Fixed, Gemm, Kernel, Roofline, Stream
 
 __all__ = [
+    "ATTENTION_BACKWARD_TILE",
     "ATTENTION_ROWS",
+    "ATTENTION_TILE",
     "MIN_SPLIT_K",
     "VECTOR",
     "KernelPlan",
+    "attention_blocks",
     "expand",
     "math_of",
     "plan_kernel",
@@ -63,8 +66,19 @@ MIN_SPLIT_K = 256
 """Smallest K slice (elements) of a split-K GEMM: a few main-loop iterations of 64-deep tiles
 (assumption; cuBLAS and CUTLASS split-K kernels use slices of this order)."""
 
-ATTENTION_ROWS = 128
-"""Query rows per thread-block of fused attention (FlashAttention-2's forward block size)."""
+ATTENTION_TILE = (128, 128)
+"""Fused attention forward, head dim 128, BF16/FP16: (query rows per thread-block, key columns
+per iteration of its main loop), FlashAttention-3's causal Hopper tile (Dao-AILab/flash-attention,
+``hopper/tile_size.h``, ``tile_size_fwd_sm90``: kBlockM 128, kBlockN 128 with a causal mask)."""
+
+ATTENTION_BACKWARD_TILE = (128, 64)
+"""Fused attention backward, head dim 128: (key rows per thread-block, query rows per
+iteration), FlashAttention-3's causal Hopper tile (``hopper/flash_bwd_launch_template.h``,
+``run_mha_bwd_hdim128``: kBlockN 128, kBlockM 64 with a causal mask; FlashAttention-2's
+A100 backward uses the same 128 x 64)."""
+
+ATTENTION_ROWS = ATTENTION_TILE[0]
+"""Query rows per thread-block of the fused attention forward."""
 
 PARTIAL_BYTES = 4
 """Bytes per element of a split-K partial result (FP32 accumulators)."""
@@ -328,15 +342,23 @@ def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
 def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
     k = npu.kernels
     efficiency = k.attention_efficiency
-    if a.backward and k.attention_backward_efficiency is not None:
-        efficiency = k.attention_backward_efficiency
+    overhead = k.attention_block_overhead
+    if a.backward:
+        if k.attention_backward_efficiency is not None:
+            efficiency = k.attention_backward_efficiency
+        if k.attention_backward_block_overhead is not None:
+            overhead = k.attention_backward_block_overhead
     unit_rate = npu.matrix_peak(a.dtype) * efficiency / npu.compute_units
-    blocks = None
-    detail = ""
-    if npu.kernels.tile is not None:
-        blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
-        detail = f"{ATTENTION_ROWS} query rows per block, {blocks} blocks"
-    per_block = a.flops / blocks if blocks else a.flops
+    if npu.kernels.tile is None:
+        whole = a.flops / unit_rate
+        return _plan(npu, "attention", a.name, a.flops, a.read_bytes, a.write_bytes, None, whole)
+    blocks, iterations, tile_flops = attention_blocks(a)
+    block_seconds = (iterations + overhead) * tile_flops / unit_rate
+    outer, inner = ATTENTION_BACKWARD_TILE if a.backward else ATTENTION_TILE
+    detail = (
+        f"{outer} {'key' if a.backward else 'query'} rows per block over "
+        f"{inner}-row tiles, {blocks} blocks of {iterations:.4g} iterations"
+    )
     return _plan(
         npu,
         "attention",
@@ -345,6 +367,26 @@ def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
         a.read_bytes,
         a.write_bytes,
         blocks,
-        per_block / unit_rate,
+        block_seconds,
         detail=detail,
     )
+
+
+def attention_blocks(a: Attention) -> tuple[int, float, float]:
+    """(blocks, mean tile iterations per block, FLOPs of one iteration) of fused attention
+    ``a`` (see the module docstring): the forward's blocks are :data:`ATTENTION_TILE` query
+    tiles iterating over key tiles, the backward's :data:`ATTENTION_BACKWARD_TILE` key tiles
+    iterating over query tiles; partial tiles count whole. A causal block iterates up to the
+    diagonal only: half the tiles on average, plus the tiles straddling the diagonal, computed
+    whole and masked (``ceil(outer / inner) - outer / (2 inner)`` iterations per block more
+    than the useful half)."""
+    outer, inner = ATTENTION_BACKWARD_TILE if a.backward else ATTENTION_TILE
+    own, other = (a.kv_len, a.q_len) if a.backward else (a.q_len, a.kv_len)
+    blocks = math.ceil(a.heads) * math.ceil(own / outer)
+    full = float(math.ceil(other / inner))
+    iterations = full
+    if a.causal:
+        diagonal = math.ceil(outer / inner) - outer / (2 * inner)
+        iterations = min(full, full / 2 + diagonal)
+    products = 10.0 if a.backward else 4.0  # 2 FLOPs x (2 products forward, 5 backward)
+    return blocks, iterations, products * outer * inner * a.head_dim
