@@ -14,10 +14,31 @@ A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:
   FP32 partial result; of the splits, the one with the shortest time alone is chosen (what a
   library's heuristic aims for). One tile shape per NPU: a list of shapes to choose from would
   always pick the smallest, since nothing here charges a small tile its lower operand reuse.
-  Fused attention is tiled by :data:`ATTENTION_ROWS` query rows per block at
+  Fused attention is tiled as FlashAttention tiles it (:func:`attention_blocks`). The forward's
+  thread-blocks are query tiles of :data:`ATTENTION_TILE` rows, one per head and tile, each
+  iterating over key tiles; the backward's are key tiles of :data:`ATTENTION_BACKWARD_TILE`
+  rows iterating over query tiles (the key-parallel backward). An iteration runs its products
+  (two forward, five backward, 2 FLOPs each per element of the tile) at
   ``attention_efficiency`` of the matrix peak forward and ``attention_backward_efficiency``
   backward (its five products and the recomputed softmax run further from the peak than the
-  forward's two: FlashAttention-3's and cuDNN's published H100 figures).
+  forward's two: FlashAttention-3's and cuDNN's published H100 figures). Sequence length
+  enters three ways:
+
+  - *causal mask*: a causal block iterates only up to the diagonal, so blocks are uneven (the
+    i-th query tile does i + 1 key tiles) and the tiles straddling the diagonal are computed
+    whole and masked: ``ceil(outer / inner) - outer / (2 inner)`` iterations per block more
+    than the useful half (half a tile forward, 128 x 128; one 64-row tile backward). The
+    kernel's counted FLOPs are the useful half, so a causal kernel of ``n`` tiles per head
+    runs at ``n / (n + 1)`` of its efficiency forward: 94% at 2k tokens, 99% at 16k;
+  - *per-block overhead*: each block costs ``attention_block_overhead`` (backward:
+    ``attention_backward_block_overhead``) iterations beside its own: prologue (Q, or K and
+    V, tile load and pipeline fill), epilogue (pipeline drain, normalise and write the
+    output and log-sum-exp; backward: dK and dV), and in the backward its share of the
+    preprocessing (dO . O) and dQ conversion kernels, which scale with the rows as blocks do.
+    A block of few iterations (a short sequence) runs below the steady rate;
+  - *waves*: ``blocks`` on ``units`` take ``ceil(blocks / units)`` waves of the mean block.
+
+  Partial tiles count whole, as a GEMM's do.
   Memory-bound kernels spread evenly over any number of units (grid-stride loops: no waves);
   their FLOPs run on the FP32 vector units. Without a tile (the ideal default) every kernel
   spreads evenly.
@@ -34,6 +55,14 @@ says which term it is (``latency`` when the latency is more than either).
 
 Assumptions (named here, values per NPU in the presets' sources): one tile per unit at a time;
 perfect operand reuse inside a kernel (each operand crosses HBM once), none between kernels.
+Fused attention: FlashAttention-3's causal Hopper tiles for every NPU and head width (cuDNN,
+whose rows the H100/H200/GB200 efficiencies are fitted on, publishes no tile sizes; the A100
+rows are FlashAttention-2, whose forward iterates 64-key tiles); uneven causal blocks are
+scheduled as waves of their mean (a persistent or longest-first scheduler evens the tail out,
+a first-come one does worse); the diagonal is one crossing per block whatever the query and
+key lengths (a context-parallel rank's load-balanced chunks too); the per-block overhead is
+in iterations of the block's main loop (pipeline fill and drain scale with an iteration's
+time), not in seconds.
 """
 
 from __future__ import annotations
