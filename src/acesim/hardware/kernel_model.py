@@ -77,7 +77,6 @@ from .kernels import Attention, Choice, Fixed, Gemm, Kernel, Roofline, Stream
 
 __all__ = [
     "ATTENTION_BACKWARD_TILE",
-    "ATTENTION_ROWS",
     "ATTENTION_TILE",
     "MIN_SPLIT_K",
     "VECTOR",
@@ -105,9 +104,6 @@ ATTENTION_BACKWARD_TILE = (128, 64)
 iteration), FlashAttention-3's causal Hopper tile (``hopper/flash_bwd_launch_template.h``,
 ``run_mha_bwd_hdim128``: kBlockN 128, kBlockM 64 with a causal mask; FlashAttention-2's
 A100 backward uses the same 128 x 64)."""
-
-ATTENTION_ROWS = ATTENTION_TILE[0]
-"""Query rows per thread-block of the fused attention forward."""
 
 PARTIAL_BYTES = 4
 """Bytes per element of a split-K partial result (FP32 accumulators)."""
