@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
@@ -20,9 +19,10 @@ from ..training.loops import LOOPS
 from ..units import format_time
 from .cases import PARALLEL_HELP, VARIATION_HELP, cli_case
 from .common import (
-    FORCE_HELP,
-    NODES_HELP,
-    SET_HELP,
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    SYSTEM_OPTION,
     check_output_path,
     console,
     err_console,
@@ -42,7 +42,6 @@ DEFAULT_WORKLOAD = "resnet50"
 LONG_RUN_SECONDS = 5.0
 
 
-SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
 WORKLOAD_OPTION = typer.Option(
     DEFAULT_WORKLOAD,
     "--workload",
@@ -70,7 +69,6 @@ SEARCH_OPTION = typer.Option(
 )
 NPUS_OPTION = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)")
 SHAPE_OPTION = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8")
-NODES_OPTION = typer.Option(None, "--nodes", help=NODES_HELP)
 ITERATIONS_OPTION = typer.Option(
     None, "--iterations", "-n", help="iterations to simulate (default 3)"
 )
@@ -109,8 +107,6 @@ LAYERS_OPTION = typer.Option(False, "--layers", help="also print per-layer rows"
 LAYERS_CSV_OPTION = typer.Option(
     None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
 )
-SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
-FORCE_OPTION = typer.Option(False, "--force", help=FORCE_HELP, metavar="")
 PARALLEL_OPTION = typer.Option(None, "--parallel", help=PARALLEL_HELP)
 GLOBAL_BATCH_OPTION = typer.Option(
     None,
