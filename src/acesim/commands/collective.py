@@ -21,7 +21,14 @@ from ..results.protocol import assumptions
 from ..runs.collective import make_collective_case
 from ..runs.single import run_case
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .cases import VARIATION_HELP, cli_system, flags, parse_pairs, with_channels
+from .cases import (
+    LINKS_OPTION,
+    NPU_TYPES_OPTION,
+    cli_system,
+    flags,
+    parse_pairs,
+    with_channels,
+)
 from .common import (
     FORCE_OPTION,
     NODES_OPTION,
@@ -78,8 +85,6 @@ ROOT_OPTION = typer.Option(
     "0 to n-1; default 0 (rooted operations run in exact mode)",
 )
 AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of a table", metavar="")
-LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
-NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
 
 
 def collective_command(

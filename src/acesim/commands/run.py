@@ -17,7 +17,15 @@ from ..runs.estimate import Estimate
 from ..runs.single import run_case, variant_case
 from ..training.loops import LOOPS
 from ..units import format_time
-from .cases import PARALLEL_HELP, VARIATION_HELP, cli_case
+from .cases import (
+    COMPUTE_SPREAD_OPTION,
+    LINKS_OPTION,
+    NPU_TYPES_OPTION,
+    PARALLEL_HELP,
+    PLACEMENT_OPTION,
+    STRAGGLERS_OPTION,
+    cli_case,
+)
 from .common import (
     FORCE_OPTION,
     NODES_OPTION,
@@ -91,15 +99,6 @@ PRECISION_OPTION = typer.Option(
     "the model's; LLM models: bf16)",
 )
 EXACT_OPTION = typer.Option(False, "--exact", help="simulate every NPU", metavar="")
-STRAGGLERS_OPTION = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"])
-COMPUTE_SPREAD_OPTION = typer.Option(
-    None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
-)
-LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
-NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
-PLACEMENT_OPTION = typer.Option(
-    None, "--placement", help=VARIATION_HELP["placement"], metavar="FILE"
-)
 OUTPUT_OPTION = typer.Option(None, "--output", "-o", help="write JSON results here")
 TRACE_OPTION = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here")
 AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of tables", metavar="")
