@@ -429,7 +429,7 @@ def test_validate_tables_and_family_selection() -> None:
     assert "a100x8-allreduce-64mib" in out.output and "h100x4-alltoall-524mb-ce" in out.output
     assert "h100x8-nvls-allreduce-16m" in out.output
     assert "h100-gemm-fp8-1024" not in out.output
-    assert "collectives: 38 test rows" in out.output
+    assert "collectives: 39 test rows" in out.output
     assert "17 unsupported" in out.output  # offload: sections 2-3 of validation.md
     again = runner.invoke(app, ["validate", "--quick", "-f", "offload", "-f", "collectives"])
     assert again.exit_code == 0 and "a100x8-allreduce-64mib" in again.output
