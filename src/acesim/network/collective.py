@@ -1071,10 +1071,11 @@ class CollectiveRuntime:
             if run.sends_out == 0:
                 self._check_step(run)
             return
+        step = phase.steps[step_index]
         if self.rank_latencies is None:
-            delay = self._step_delay(coll, phase_index, step_index)
+            delay = self._delay_of(coll, phase_index, at, step)
         else:  # per-rank link latencies (set_link)
-            nvls = phase.steps[step_index].kind in NVLS_KINDS
+            nvls = step.kind in NVLS_KINDS
             hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
             extra = (
                 hop
@@ -1084,9 +1085,11 @@ class CollectiveRuntime:
             delay = self.rank_latencies[run.rank][at] + extra
             if dim != at:  # a flat ring's outer lane: its own link's change, step by step
                 delay += self.rank_latencies[run.rank][dim] - self.topology.dimensions[dim].latency
-        single = MIRROR_PATH and not phase.lanes and phase.steps[step_index].pattern in _SINGLE
+        single = MIRROR_PATH and not phase.lanes and step.pattern in _SINGLE
         if single and dest == run.rank:  # symmetric mode: to its mirror, the run itself
-            self.engine.call(delay, self._deliver_single, run, phase_index, step_index, nbytes)
+            self.engine.call(
+                delay, self._deliver_single, run, phase_index, step_index, nbytes, phase, step
+            )
         else:
             self.engine.call(
                 delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
@@ -1102,11 +1105,14 @@ class CollectiveRuntime:
         phase without per-rank latencies: its dimension's latency plus the endpoint's (or
         NVLS's) delay, or plus the protocol's hop latency."""
         phase = coll.phases[phase_index]
-        at = phase.dim
+        return self._delay_of(coll, phase_index, phase.dim, phase.steps[step_index])
+
+    def _delay_of(self, coll: Collective, phase_index: int, at: int, step: Step) -> float:
+        """:meth:`_step_delay` of ``step`` of phase ``phase_index`` on dimension ``at``."""
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
         if hop is not None:
             return self.topology.dimensions[at].latency + hop
-        nvls = phase.steps[step_index].kind in NVLS_KINDS
+        nvls = step.kind in NVLS_KINDS
         return (self.nvls_delays if nvls else self.delays)[at]
 
     def _deliver(
@@ -1119,12 +1125,21 @@ class CollectiveRuntime:
         if run.phase == phase and run.step == step:
             self._check_step(run)
 
-    def _deliver_single(self, run: _ChunkRun, phase: int, step: int, nbytes: float) -> None:
+    def _deliver_single(
+        self,
+        run: _ChunkRun,
+        phase: int,
+        step: int,
+        nbytes: float,
+        current: Phase,
+        sent: Step,
+    ) -> None:
         """:meth:`_deliver` of the one message of a step (``next``, ``xor``, no lanes) that a
         run sent to itself (symmetric mode's mirror; the run is the one :meth:`_run_for`
         finds: it waits for this message, so it is live). When the run is in that step, its
         sends out and nothing else arrived for it, the message completes the step, as
-        :meth:`_check_step` would find (one expected, one arrived, the count dropped)."""
+        :meth:`_check_step` would find (one expected, one arrived, the count dropped).
+        ``current``, ``sent``: the phase and step (objects) the indices name."""
         run.coll.bytes_received += nbytes
         if (
             run.phase == phase
@@ -1133,8 +1148,7 @@ class CollectiveRuntime:
             and run.sends_out == 0
             and (not run.arrived or (phase, step) not in run.arrived)
         ):
-            current = run.coll.phases[phase]
-            self._step_done(run, current, current.steps[step])
+            self._step_done(run, current, sent)
             return
         key = (phase, step)
         run.arrived[key] = run.arrived.get(key, 0) + 1
