@@ -80,7 +80,9 @@ at different speeds cannot deadlock.
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
-with its own resources; both run this same code.
+with its own resources; both run this same code. In symmetric mode a step of one message is
+its own receipt (the mirror is the representative): its delivery completes the step directly
+(:data:`MIRROR_PATH`, the same events and sums as the general arrival counting).
 
 Rooted operations (broadcast, reduce: ``CollectiveOp.symmetric`` False) run chain steps whose
 sends and receives differ by position (:data:`~acesim.network.algorithms.ROOTED_PATTERNS`):
