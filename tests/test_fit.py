@@ -24,12 +24,18 @@ def test_the_presets_carry_the_fitted_values(npu: str) -> None:
         assert carried == pytest.approx(fit.value, rel=5e-4), fit  # four significant digits
 
 
-ATTENTION = ("attention_efficiency", "attention_backward_efficiency")
+ATTENTION = (
+    "attention_efficiency",
+    "attention_backward_efficiency",
+    "attention_block_overhead",
+    "attention_backward_block_overhead",
+)
 
 
 def test_the_h200_takes_the_h100_kernel_fits_but_fits_its_own_attention() -> None:
     """Same die: every kernel parameter but attention is the H100's (same-die transfers);
-    the H200's cuDNN attention rows fit its two attention efficiencies."""
+    the H200's cuDNN attention rows fit its two attention efficiencies (8k rows) and its two
+    per-block overheads (2k rows)."""
     h200 = single_npu_system("h200-sxm").npu.kernels
     h100 = single_npu_system("h100-sxm").npu.kernels
     assert h200.model_copy(update={f: getattr(h100, f) for f in ATTENTION}) == h100

@@ -154,3 +154,17 @@ def test_a_trace_or_exact_mode_never_replays(
     assert not traced.platform.strategy.replay
     _, exact = run_llm(case, mode="exact")
     assert exact.replayed == 0 and not exact.platform.strategy.replay
+
+
+def test_a_message_slowed_beside_a_pass_is_learnt_as_it_ends_not_by_a_redo(
+    drawn: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pipeline message that runs slower than alone (a pass shared its HBM) would run
+    faster beside a replay of that pass, which takes the pass off the resources: learnt when
+    the message ends, no pass is replayed beside a like message, so the run needs no redo
+    (drawn case 8: two redos when the slowed messages are not learnt), and agrees."""
+    monkeypatch.setattr(replay, "ENABLED", True)
+    case = drawn[8]
+    assert run_llm(case)[1].redone == 0
+    monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
+    assert run_llm(case)[1].redone >= 1

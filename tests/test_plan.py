@@ -12,12 +12,16 @@ from typer.testing import CliRunner
 
 from acesim.cli import app
 from acesim.errors import ConfigError, TopologyError
+from acesim.network.topology import Topology
 from acesim.plan import PlanResult, plan
+from acesim.plan.bound import comm_bound, least_received
 from acesim.plan.space import AXES, Cluster, enumerate_space, parse_space
 from acesim.runs.case import resolve_system
+from acesim.runs.collective import simulate_collective
 from acesim.runs.llm import make_llm, make_llm_case, run_llm
 from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import ParallelConfig
+from acesim.workload.model import Comm
 
 TINY = TransformerConfig(
     name="plan-tiny", layers=4, hidden=512, heads=8, ffn=1536, vocab=4096, seq=512
@@ -213,3 +217,44 @@ def test_cli_plan_prints_json_and_writes_the_figure(tmp_path) -> None:  # type: 
     assert figure.stat().st_size > 0
     bad = CliRunner().invoke(app, ["plan", "-w", TINY.name, "--space", "tq=1"])
     assert isinstance(bad.exception, ConfigError) and bad.exception.field == "--space"
+
+
+@pytest.mark.parametrize(
+    ("system", "op", "endpoint", "dims"),
+    [
+        ("h100-nvswitch-8", "all-reduce", "baseline", None),
+        ("h100-nvswitch-8", "all-reduce", "nvls", None),
+        ("h100-nvswitch-8", "reduce-scatter", "nvls", None),
+        ("h100-nvswitch-8", "all-gather", "copy_engine", None),
+        ("h100-nvswitch-8", "all-to-all", "baseline", None),
+        ("b200-nvswitch-8", "all-reduce", "ace", None),
+        ("mi300x-8", "all-reduce", "baseline", None),
+        ("h100-nvswitch-8", "all-reduce", "ideal", (1,)),
+        ("h100-nvswitch-8", "reduce-scatter", "ideal", None),
+        ("h100-nvswitch-8", "sendrecv", "baseline", (0,)),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("size", [1 << 16, 64 << 20])
+def test_a_collective_never_runs_faster_than_its_plan_bound(
+    system: str, op: str, endpoint: str, dims: tuple[int, ...] | None, size: int
+) -> None:
+    """The plan's communication bound (the bytes that must reach a member over its raw links)
+    is at most the collective's simulated time alone, on every endpoint kind, in-switch
+    reduction and across nodes; and it is not vacuous for large messages (over a third of
+    the simulated time of an H100 node's all-reduce and all-gather)."""
+    cfg = resolve_system(system, nodes=2 if dims == (1,) else None)
+    topology = Topology(cfg.network, cfg.collective)
+    bound = comm_bound(topology, Comm(op, float(size), dims=dims))
+    simulated = simulate_collective(
+        cfg, op, size, endpoint=endpoint, dims=dims, tuner_check=False
+    ).time
+    assert 0 < bound <= simulated, (bound, simulated)
+    if size > 1 << 20 and system.startswith("h100") and op in ("all-reduce", "all-gather"):
+        assert bound > simulated / 3, (bound, simulated)
+
+
+def test_the_least_bytes_a_member_receives_per_operation() -> None:
+    assert least_received("all-gather", 8) == least_received("all-reduce", 8) == 7 / 8
+    assert least_received("reduce-scatter", 8) == 1 / 8
+    assert least_received("sendrecv", 8) == 1.0
+    assert least_received("broadcast", 8) == least_received("reduce", 8) == 0.0

@@ -146,6 +146,8 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.kernels.gemm_efficiency.fp32": "efficiency",
     "npu.kernels.attention_efficiency": "efficiency",
     "npu.kernels.attention_backward_efficiency": "efficiency",
+    "npu.kernels.attention_block_overhead": "non_negative",
+    "npu.kernels.attention_backward_block_overhead": "non_negative",
     "npu.kernels.hbm_efficiency": "efficiency",
     "npu.kernels.write_penalty": "non_negative",
     "npu.kernels.latency": "time0",

@@ -88,6 +88,14 @@ class Ladder(Protocol):
 #: many spans kept compactly: arrays of starts and ends (s), or a ladder of them
 Batch = tuple[np.ndarray, np.ndarray] | Ladder
 
+#: instants (s), such as the starts or the ends of many spans: a sequence or an array
+Times = Sequence[float] | np.ndarray
+
+
+def floats(values: Times) -> list[float]:
+    """``values`` as a list of Python floats (a numpy array converted)."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
 
 def batch_arrays(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     """A batch's starts and ends (s) as arrays."""

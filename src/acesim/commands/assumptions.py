@@ -8,7 +8,12 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, parse_sets
+from .common import (
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    parse_sets,
+)
 from .show import FORMAT_OPTION, print_table
 
 #: Longest value shown in a cell (a whole table of dimensions is summarised).
@@ -36,9 +41,9 @@ def _show(value: Any) -> str:
 
 def assumptions_command(
     system: str = typer.Argument("ace-isca21", help="preset name or config file"),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
+    nodes: int | None = NODES_OPTION,
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """List every sourced parameter of a system: its value and its source (paper, datasheet,

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.markup import escape
 
 from ..config.reader import read_json_file, read_value
@@ -33,6 +34,11 @@ __all__ = [
     "cli_case",
     "cli_system",
     "VARIATION_HELP",
+    "STRAGGLERS_OPTION",
+    "COMPUTE_SPREAD_OPTION",
+    "LINKS_OPTION",
+    "NPU_TYPES_OPTION",
+    "PLACEMENT_OPTION",
     "PARALLEL_HELP",
     "PARALLEL_SIZES_HELP",
 ]
@@ -131,6 +137,17 @@ VARIATION_HELP = {
     "rank r runs on NPU position p[r] (its graph, sends and groups move with it; a group the "
     "placement splits into a set the network cannot express is an error); runs in exact mode",
 }
+
+#: The variation flags' options (``acesim run``; ``acesim collective`` takes --link, --npu)
+STRAGGLERS_OPTION = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"])
+COMPUTE_SPREAD_OPTION = typer.Option(
+    None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
+)
+LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
+NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
+PLACEMENT_OPTION = typer.Option(
+    None, "--placement", help=VARIATION_HELP["placement"], metavar="FILE"
+)
 
 
 def parse_pairs(text: str, flag: str) -> dict[str, Any]:

@@ -10,22 +10,27 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..config.presets import DEFAULT_PRESET
 from ..config.system import SystemConfig
 from ..precision import PRECISIONS
 from ..training.loops import LOOPS
 from .cases import PARALLEL_SIZES_HELP, cli_case
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, err_console
+from .common import (
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    SYSTEM_OPTION,
+    err_console,
+)
 from .show import FORMAT_OPTION, print_table
 
 
 def export_chakra_command(
     output: Path = typer.Argument(..., help="prefix: files are PREFIX.<rank>.et"),
     workload: str = typer.Option("resnet50", "--workload", "-w", help="zoo name or ASTRA file"),
-    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or file"),
+    system: str = SYSTEM_OPTION,
     npus: int | None = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)"),
     shape: str | None = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8"),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    nodes: int | None = NODES_OPTION,
     iterations: int = typer.Option(1, "--iterations", "-n", help="iterations to unroll"),
     loop: str = typer.Option("layerwise", "--loop", help=f"training loop: {LOOPS.choices()}"),
     batch: int | None = typer.Option(None, "--batch", help="per-NPU batch size (zoo workloads)"),
@@ -47,8 +52,8 @@ def export_chakra_command(
     recompute: str | None = typer.Option(
         None, "--recompute", help="LLM models: none, selective or full"
     ),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
     astra: bool = typer.Option(
         False,
         "--astra",

@@ -9,7 +9,6 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..config.presets import DEFAULT_PRESET
 from ..config.resolve import derive
 from ..config.system import PROTOCOLS, SystemConfig
 from ..errors import ConfigError
@@ -22,14 +21,28 @@ from ..results.protocol import assumptions
 from ..runs.collective import make_collective_case
 from ..runs.single import run_case
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
-from .cases import VARIATION_HELP, cli_system, flags, parse_pairs, with_channels
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, err_console, progress, system_title
+from .cases import (
+    LINKS_OPTION,
+    NPU_TYPES_OPTION,
+    cli_system,
+    flags,
+    parse_pairs,
+    with_channels,
+)
+from .common import (
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    SYSTEM_OPTION,
+    console,
+    err_console,
+    progress,
+    system_title,
+)
 from .show import FORMAT_OPTION, assumptions_note, print_table, show_footnotes
 
 OP_OPTION = typer.Option("all-reduce", "--op", help=COLLECTIVE_OPS.choices())
 SIZES_OPTION = typer.Option("1KiB:1GiB", "--sizes", help="MIN:MAX[:xF], a list a,b,c, or one size")
-SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
-NODES_OPTION = typer.Option(None, "--nodes", help=NODES_HELP)
 ENDPOINT_OPTION = typer.Option(
     None, "--endpoint", help=f"endpoint kind: {ENDPOINT_KINDS.choices()}"
 )
@@ -72,10 +85,6 @@ ROOT_OPTION = typer.Option(
     "0 to n-1; default 0 (rooted operations run in exact mode)",
 )
 AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of a table", metavar="")
-SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
-FORCE_OPTION = typer.Option(False, "--force", help=FORCE_HELP, metavar="")
-LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
-NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
 
 
 def collective_command(

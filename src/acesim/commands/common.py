@@ -1,4 +1,5 @@
-"""What every `acesim` command shares: the consoles, the progress bar, output-path checks.
+"""What every `acesim` command shares: the consoles, the progress bar, output-path checks, and
+the options several commands take (``--system``, ``--nodes``, ``--set``, ``--force``).
 
 Command modules import from here, never from :mod:`acesim.cli` (which imports them).
 """
@@ -9,9 +10,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..config.presets import DEFAULT_PRESET
 from ..config.reader import read_value, strict_int
 from ..errors import ConfigError
 from ..hardware.kernels import Gemm
@@ -27,6 +30,10 @@ __all__ = [
     "SET_HELP",
     "NODES_HELP",
     "FORCE_HELP",
+    "SYSTEM_OPTION",
+    "NODES_OPTION",
+    "SETS_OPTION",
+    "FORCE_OPTION",
     "system_title",
 ]
 
@@ -44,6 +51,11 @@ NODES_HELP = (
     "scale a node preset out to N nodes: its [scale_out] network (NICs) becomes a last "
     "dimension of size N (e.g. --nodes 4 on h100-nvswitch-8: 8x4 = 32 NPUs)"
 )
+
+SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
+NODES_OPTION = typer.Option(None, "--nodes", help=NODES_HELP)
+SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
+FORCE_OPTION = typer.Option(False, "--force", help=FORCE_HELP, metavar="")
 
 console = Console()
 err_console = Console(stderr=True)

@@ -7,7 +7,6 @@ import math
 import typer
 from rich.table import Table
 
-from ..config.presets import DEFAULT_PRESET
 from ..config.reader import strict_int
 from ..config.validators import MAX_COUNT
 from ..errors import ConfigError
@@ -16,7 +15,13 @@ from ..hardware.kernels import Kernel, Stream
 from ..precision import DTYPES
 from ..results.jsonout import dumps
 from ..units import format_rate, format_time, parse_quantity
-from .common import FORCE_HELP, SET_HELP, parse_gemm, parse_sets
+from .common import (
+    FORCE_OPTION,
+    SETS_OPTION,
+    SYSTEM_OPTION,
+    parse_gemm,
+    parse_sets,
+)
 from .show import FORMAT_OPTION, print_table
 
 #: Element-wise kernels of the STREAM benchmark: (arrays read, arrays written) per element.
@@ -59,7 +64,7 @@ def _row(plan: KernelPlan) -> dict[str, object]:
 
 
 def kernel_command(
-    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
+    system: str = SYSTEM_OPTION,
     gemm: list[str] = typer.Option(
         [], "--gemm", help="a GEMM MxNxK[:dtype] (or N for N^3); repeatable"
     ),
@@ -71,8 +76,8 @@ def kernel_command(
     ),
     elements: str = typer.Option("2**29", "--elements", help="STREAM array length (elements)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """Time kernels alone on a system's NPU: time, rates, and what bounds them (waves)."""

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
 from ..units import format_rate, parse_quantity
 from .common import (
-    FORCE_HELP,
+    FORCE_OPTION,
     IMAGE_SUFFIXES,
-    SET_HELP,
+    SETS_OPTION,
+    SYSTEM_OPTION,
     check_output_path,
     console,
     err_console,
@@ -37,7 +37,7 @@ PLANNING_SECONDS_PER_NPU = 63e-6
 
 
 def membw_command(
-    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
+    system: str = SYSTEM_OPTION,
     op: str = typer.Option("all-reduce", "--op", help="collective to analyse"),
     size: str = typer.Option("64 MiB", "--size", help="collective size"),
     npus: str = typer.Option("16,32,64,128,256,512,1024", "--npus", help="NPU counts"),
@@ -52,8 +52,8 @@ def membw_command(
     ),
     plot: Path | None = typer.Option(None, "--plot", help="write the figure (.png, .svg or .pdf)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON", metavar=""),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """Memory-bandwidth analysis: HBM bytes per network byte (the accounting) and the HBM

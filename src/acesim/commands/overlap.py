@@ -8,7 +8,6 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.npu import HOST_DIRECTIONS
@@ -17,7 +16,14 @@ from ..results.jsonout import dumps
 from ..runs.overlap import overlap
 from ..units import format_size, format_time, parse_quantity
 from .cases import cli_system
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, console, parse_gemm
+from .common import (
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    SYSTEM_OPTION,
+    console,
+    parse_gemm,
+)
 from .show import FORMAT_OPTION, print_table
 
 __all__ = ["overlap_command", "overlap"]
@@ -40,8 +46,8 @@ def parse_host_copy(text: str | None) -> tuple[float, str] | None:
 
 
 def overlap_command(
-    system: str = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file"),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    system: str = SYSTEM_OPTION,
+    nodes: int | None = NODES_OPTION,
     gemm: str = typer.Option("8192x8192x8192:fp16", "--gemm", help="the GEMM: MxNxK[:dtype]"),
     op: str = typer.Option("all-gather", "--op", help=COLLECTIVE_OPS.choices()),
     size: str = typer.Option("64MiB", "--size", help="collective size (nccl-tests convention)"),
@@ -63,8 +69,8 @@ def overlap_command(
         "kernel then waits for units the GEMM's blocks hold (endpoint.baseline.launch)",
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table", metavar=""),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """A GEMM and a collective per endpoint: alone, serial and overlapped, and slowdowns."""

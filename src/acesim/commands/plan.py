@@ -17,9 +17,9 @@ from ..results.protocol import Table
 from ..units import format_time
 from .cases import cli_system
 from .common import (
-    FORCE_HELP,
+    FORCE_OPTION,
     IMAGE_SUFFIXES,
-    NODES_HELP,
+    NODES_OPTION,
     SET_HELP,
     check_output_path,
     console,
@@ -39,7 +39,7 @@ SPACE_HELP = "replace an axis's values, AXIS=v1,v2 (repeat for several axes): " 
 def plan_command(
     workload: str = typer.Option("llama3-8b", "--workload", "-w", help="LLM model name"),
     system: str = typer.Option(DEFAULT_SYSTEM, "--system", "-s", help="preset or file"),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    nodes: int | None = NODES_OPTION,
     global_batch: int = typer.Option(128, "--global-batch", help="sequences per iteration"),
     seq: int | None = typer.Option(None, "--seq", help="tokens a sequence (default: model's)"),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp8, ..."),
@@ -64,7 +64,7 @@ def plan_command(
         None, "--figure", help="draw time against memory per GPU (PNG, SVG, PDF)"
     ),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
+    force: bool = FORCE_OPTION,
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """Rank every valid parallel configuration of an LLM on a cluster: enumerate, refuse

@@ -15,7 +15,12 @@ from ..config.npus import load_npu_preset, npu_preset_document, npu_preset_names
 from ..config.presets import DEFAULT_PRESET, load_system, preset_document, preset_names
 from ..errors import ConfigError
 from ..units import format_rate
-from .common import FORCE_HELP, NODES_HELP, SET_HELP, parse_sets
+from .common import (
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    parse_sets,
+)
 from .show import FORMAT_OPTION, print_table
 
 presets_app = typer.Typer(
@@ -73,9 +78,9 @@ def _flops(value: float | None) -> str:
 @presets_app.command("show")
 def show_command(
     name: str = typer.Argument(..., help="system preset, system file or NPU preset"),
-    sets: list[str] = typer.Option([], "--set", help=SET_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP, metavar=""),
-    nodes: int | None = typer.Option(None, "--nodes", help=NODES_HELP),
+    sets: list[str] = SETS_OPTION,
+    force: bool = FORCE_OPTION,
+    nodes: int | None = NODES_OPTION,
 ) -> None:
     """Print a system document as acesim reads it, as YAML a file can hold (``presets show
     NAME > mine.yaml``, then ``--system mine.yaml``): ``extends`` merged, ``--set`` applied,

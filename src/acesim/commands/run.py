@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from ..config.presets import DEFAULT_PRESET
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
@@ -18,11 +17,20 @@ from ..runs.estimate import Estimate
 from ..runs.single import run_case, variant_case
 from ..training.loops import LOOPS
 from ..units import format_time
-from .cases import PARALLEL_HELP, VARIATION_HELP, cli_case
+from .cases import (
+    COMPUTE_SPREAD_OPTION,
+    LINKS_OPTION,
+    NPU_TYPES_OPTION,
+    PARALLEL_HELP,
+    PLACEMENT_OPTION,
+    STRAGGLERS_OPTION,
+    cli_case,
+)
 from .common import (
-    FORCE_HELP,
-    NODES_HELP,
-    SET_HELP,
+    FORCE_OPTION,
+    NODES_OPTION,
+    SETS_OPTION,
+    SYSTEM_OPTION,
     check_output_path,
     console,
     err_console,
@@ -42,7 +50,6 @@ DEFAULT_WORKLOAD = "resnet50"
 LONG_RUN_SECONDS = 5.0
 
 
-SYSTEM_OPTION = typer.Option(DEFAULT_PRESET, "--system", "-s", help="preset name or config file")
 WORKLOAD_OPTION = typer.Option(
     DEFAULT_WORKLOAD,
     "--workload",
@@ -70,7 +77,6 @@ SEARCH_OPTION = typer.Option(
 )
 NPUS_OPTION = typer.Option(None, "--npus", help="NPU count (keeps the local dimension)")
 SHAPE_OPTION = typer.Option(None, "--shape", help="dimension sizes, e.g. 4x4x8")
-NODES_OPTION = typer.Option(None, "--nodes", help=NODES_HELP)
 ITERATIONS_OPTION = typer.Option(
     None, "--iterations", "-n", help="iterations to simulate (default 3)"
 )
@@ -93,15 +99,6 @@ PRECISION_OPTION = typer.Option(
     "the model's; LLM models: bf16)",
 )
 EXACT_OPTION = typer.Option(False, "--exact", help="simulate every NPU", metavar="")
-STRAGGLERS_OPTION = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"])
-COMPUTE_SPREAD_OPTION = typer.Option(
-    None, "--compute-spread", help=VARIATION_HELP["compute_spread"]
-)
-LINKS_OPTION = typer.Option([], "--link", help=VARIATION_HELP["link"])
-NPU_TYPES_OPTION = typer.Option([], "--npu", help=VARIATION_HELP["npu"])
-PLACEMENT_OPTION = typer.Option(
-    None, "--placement", help=VARIATION_HELP["placement"], metavar="FILE"
-)
 OUTPUT_OPTION = typer.Option(None, "--output", "-o", help="write JSON results here")
 TRACE_OPTION = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace here")
 AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of tables", metavar="")
@@ -109,8 +106,6 @@ LAYERS_OPTION = typer.Option(False, "--layers", help="also print per-layer rows"
 LAYERS_CSV_OPTION = typer.Option(
     None, "--layers-csv", help="write the per-layer rows to this CSV file (seconds, bytes)"
 )
-SETS_OPTION = typer.Option([], "--set", help=SET_HELP)
-FORCE_OPTION = typer.Option(False, "--force", help=FORCE_HELP, metavar="")
 PARALLEL_OPTION = typer.Option(None, "--parallel", help=PARALLEL_HELP)
 GLOBAL_BATCH_OPTION = typer.Option(
     None,

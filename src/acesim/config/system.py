@@ -82,6 +82,20 @@ class KernelModelConfig(Strict):
         description="fraction of the matrix peak fused attention's backward sustains "
         "(None: the forward's)",
     )
+    attention_block_overhead: NonNegativeFloat = Field(
+        0.0,
+        description="fixed cost of each fused-attention forward thread-block beside its tile "
+        "iterations (prologue: Q tile load, pipeline fill; epilogue: pipeline drain, normalise "
+        "and write O and the log-sum-exp), in iterations of its main loop; the backward's too "
+        "when attention_backward_block_overhead is unset",
+    )
+    attention_backward_block_overhead: NonNegativeFloat | None = Field(
+        None,
+        description="fixed cost of each fused-attention backward thread-block beside its tile "
+        "iterations (K/V tile load, pipeline fill and drain, dK/dV write, its share of the "
+        "preprocessing and dQ conversion kernels), in iterations of its main loop (None: the "
+        "forward's)",
+    )
     tile: tuple[PositiveInt, PositiveInt] | None = Field(
         None,
         description="GEMM output tile [rows, cols] one compute unit computes at a time (the "

@@ -14,10 +14,31 @@ A kernel (:mod:`acesim.hardware.kernels`) is planned once per NPU into a :class:
   FP32 partial result; of the splits, the one with the shortest time alone is chosen (what a
   library's heuristic aims for). One tile shape per NPU: a list of shapes to choose from would
   always pick the smallest, since nothing here charges a small tile its lower operand reuse.
-  Fused attention is tiled by :data:`ATTENTION_ROWS` query rows per block at
+  Fused attention is tiled as FlashAttention tiles it (:func:`attention_blocks`). The forward's
+  thread-blocks are query tiles of :data:`ATTENTION_TILE` rows, one per head and tile, each
+  iterating over key tiles; the backward's are key tiles of :data:`ATTENTION_BACKWARD_TILE`
+  rows iterating over query tiles (the key-parallel backward). An iteration runs its products
+  (two forward, five backward, 2 FLOPs each per element of the tile) at
   ``attention_efficiency`` of the matrix peak forward and ``attention_backward_efficiency``
   backward (its five products and the recomputed softmax run further from the peak than the
-  forward's two: FlashAttention-3's and cuDNN's published H100 figures).
+  forward's two: FlashAttention-3's and cuDNN's published H100 figures). Sequence length
+  enters three ways:
+
+  - *causal mask*: a causal block iterates only up to the diagonal, so blocks are uneven (the
+    i-th query tile does i + 1 key tiles) and the tiles straddling the diagonal are computed
+    whole and masked: ``ceil(outer / inner) - outer / (2 inner)`` iterations per block more
+    than the useful half (half a tile forward, 128 x 128; one 64-row tile backward). The
+    kernel's counted FLOPs are the useful half, so a causal kernel of ``n`` tiles per head
+    runs at ``n / (n + 1)`` of its efficiency forward: 94% at 2k tokens, 99% at 16k;
+  - *per-block overhead*: each block costs ``attention_block_overhead`` (backward:
+    ``attention_backward_block_overhead``) iterations beside its own: prologue (Q, or K and
+    V, tile load and pipeline fill), epilogue (pipeline drain, normalise and write the
+    output and log-sum-exp; backward: dK and dV), and in the backward its share of the
+    preprocessing (dO . O) and dQ conversion kernels, which scale with the rows as blocks do.
+    A block of few iterations (a short sequence) runs below the steady rate;
+  - *waves*: ``blocks`` on ``units`` take ``ceil(blocks / units)`` waves of the mean block.
+
+  Partial tiles count whole, as a GEMM's do.
   Memory-bound kernels spread evenly over any number of units (grid-stride loops: no waves);
   their FLOPs run on the FP32 vector units. Without a tile (the ideal default) every kernel
   spreads evenly.
@@ -34,6 +55,14 @@ says which term it is (``latency`` when the latency is more than either).
 
 Assumptions (named here, values per NPU in the presets' sources): one tile per unit at a time;
 perfect operand reuse inside a kernel (each operand crosses HBM once), none between kernels.
+Fused attention: FlashAttention-3's causal Hopper tiles for every NPU and head width (cuDNN,
+whose rows the H100/H200/GB200 efficiencies are fitted on, publishes no tile sizes; the A100
+rows are FlashAttention-2, whose forward iterates 64-key tiles); uneven causal blocks are
+scheduled as waves of their mean (a persistent or longest-first scheduler evens the tail out,
+a first-come one does worse); the diagonal is one crossing per block whatever the query and
+key lengths (a context-parallel rank's load-balanced chunks too); the per-block overhead is
+in iterations of the block's main loop (pipeline fill and drain scale with an iteration's
+time), not in seconds.
 """
 
 from __future__ import annotations
@@ -47,10 +76,12 @@ from ..errors import SimulationError
 from .kernels import Attention, Choice, Fixed, Gemm, Kernel, Roofline, Stream
 
 __all__ = [
-    "ATTENTION_ROWS",
+    "ATTENTION_BACKWARD_TILE",
+    "ATTENTION_TILE",
     "MIN_SPLIT_K",
     "VECTOR",
     "KernelPlan",
+    "attention_blocks",
     "expand",
     "math_of",
     "plan_kernel",
@@ -63,8 +94,16 @@ MIN_SPLIT_K = 256
 """Smallest K slice (elements) of a split-K GEMM: a few main-loop iterations of 64-deep tiles
 (assumption; cuBLAS and CUTLASS split-K kernels use slices of this order)."""
 
-ATTENTION_ROWS = 128
-"""Query rows per thread-block of fused attention (FlashAttention-2's forward block size)."""
+ATTENTION_TILE = (128, 128)
+"""Fused attention forward, head dim 128, BF16/FP16: (query rows per thread-block, key columns
+per iteration of its main loop), FlashAttention-3's causal Hopper tile (Dao-AILab/flash-attention,
+``hopper/tile_size.h``, ``tile_size_fwd_sm90``: kBlockM 128, kBlockN 128 with a causal mask)."""
+
+ATTENTION_BACKWARD_TILE = (128, 64)
+"""Fused attention backward, head dim 128: (key rows per thread-block, query rows per
+iteration), FlashAttention-3's causal Hopper tile (``hopper/flash_bwd_launch_template.h``,
+``run_mha_bwd_hdim128``: kBlockN 128, kBlockM 64 with a causal mask; FlashAttention-2's
+A100 backward uses the same 128 x 64)."""
 
 PARTIAL_BYTES = 4
 """Bytes per element of a split-K partial result (FP32 accumulators)."""
@@ -328,15 +367,23 @@ def _gemm(npu: NPUConfig, g: Gemm) -> KernelPlan:
 def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
     k = npu.kernels
     efficiency = k.attention_efficiency
-    if a.backward and k.attention_backward_efficiency is not None:
-        efficiency = k.attention_backward_efficiency
+    overhead = k.attention_block_overhead
+    if a.backward:
+        if k.attention_backward_efficiency is not None:
+            efficiency = k.attention_backward_efficiency
+        if k.attention_backward_block_overhead is not None:
+            overhead = k.attention_backward_block_overhead
     unit_rate = npu.matrix_peak(a.dtype) * efficiency / npu.compute_units
-    blocks = None
-    detail = ""
-    if npu.kernels.tile is not None:
-        blocks = math.ceil(a.heads) * math.ceil(a.q_len / ATTENTION_ROWS)
-        detail = f"{ATTENTION_ROWS} query rows per block, {blocks} blocks"
-    per_block = a.flops / blocks if blocks else a.flops
+    if npu.kernels.tile is None:
+        whole = a.flops / unit_rate
+        return _plan(npu, "attention", a.name, a.flops, a.read_bytes, a.write_bytes, None, whole)
+    blocks, iterations, tile_flops = attention_blocks(a)
+    block_seconds = (iterations + overhead) * tile_flops / unit_rate
+    outer, inner = ATTENTION_BACKWARD_TILE if a.backward else ATTENTION_TILE
+    detail = (
+        f"{outer} {'key' if a.backward else 'query'} rows per block over "
+        f"{inner}-row tiles, {blocks} blocks of {iterations:.4g} iterations"
+    )
     return _plan(
         npu,
         "attention",
@@ -345,6 +392,26 @@ def _attention(npu: NPUConfig, a: Attention) -> KernelPlan:
         a.read_bytes,
         a.write_bytes,
         blocks,
-        per_block / unit_rate,
+        block_seconds,
         detail=detail,
     )
+
+
+def attention_blocks(a: Attention) -> tuple[int, float, float]:
+    """(blocks, mean tile iterations per block, FLOPs of one iteration) of fused attention
+    ``a`` (see the module docstring): the forward's blocks are :data:`ATTENTION_TILE` query
+    tiles iterating over key tiles, the backward's :data:`ATTENTION_BACKWARD_TILE` key tiles
+    iterating over query tiles; partial tiles count whole. A causal block iterates up to the
+    diagonal only: half the tiles on average, plus the tiles straddling the diagonal, computed
+    whole and masked (``ceil(outer / inner) - outer / (2 inner)`` iterations per block more
+    than the useful half)."""
+    outer, inner = ATTENTION_BACKWARD_TILE if a.backward else ATTENTION_TILE
+    own, other = (a.kv_len, a.q_len) if a.backward else (a.q_len, a.kv_len)
+    blocks = math.ceil(a.heads) * math.ceil(own / outer)
+    full = float(math.ceil(other / inner))
+    iterations = full
+    if a.causal:
+        diagonal = math.ceil(outer / inner) - outer / (2 * inner)
+        iterations = min(full, full / 2 + diagonal)
+    products = 10.0 if a.backward else 4.0  # 2 FLOPs x (2 products forward, 5 backward)
+    return blocks, iterations, products * outer * inner * a.head_dim

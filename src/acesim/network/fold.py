@@ -37,6 +37,7 @@ import numpy as np
 
 from ..engine import Activity, EventHandle, Resource
 from ..engine.fluid import INF, solo_rate
+from ..intervals import Times, floats
 from ..sums import Ladder, add_repeatedly, ladders
 
 if TYPE_CHECKING:
@@ -50,11 +51,6 @@ __all__ = ["MIN_STEPS", "StepFold"]
 MIN_STEPS = 4
 #: Up to this many steps the recurrence is evaluated in a loop, beyond it with numpy.
 _FEW = 64
-
-
-def _floats(values: Sequence[float] | np.ndarray) -> list[float]:
-    """``values`` as a list of Python floats (a numpy array converted)."""
-    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 class StepFold:
@@ -213,13 +209,13 @@ class StepFold:
             self._clock = clock
         return self._clock
 
-    def _tell(self, listener: Any, starts: Sequence[float] | np.ndarray, outs: Any) -> None:
+    def _tell(self, listener: Any, starts: Times, outs: Any) -> None:
         """Tell the bound listener the steps' spans (``starts``, ``outs``: s)."""
         many = getattr(listener, "spans", None)  # BoundRecorder's batch
         if many is not None:
             many(self.track, self.bound, starts, outs)
             return
-        for start, out in zip(_floats(starts), _floats(outs), strict=True):
+        for start, out in zip(floats(starts), floats(outs), strict=True):
             listener.opened(self.track, start)
             if out > start:
                 listener.segment(self.track, self.bound, start, out)

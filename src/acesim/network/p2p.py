@@ -20,13 +20,19 @@ there as one such routed message (exact mode; the runtime's ``_join_shift``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine import Activity
+from ..engine.fluid import solo_rate
 from .algorithms import ALLTOALL
 from .classes import RankClasses, hops
 from .group import Axis
 from .topology import Topology
+
+#: How much longer than alone (relative) a hop may run and still count as not slowed: the
+#: rounding of a fluid activity's progress over its rate changes.
+SLOWED = 1e-9
 
 
 def shift_destination(
@@ -47,6 +53,17 @@ def shift_destination(
         out = topology.peer(out, axis.dim, axis.coordinate(own, index % axis.size))
         index //= axis.size
     return out
+
+
+@dataclass(frozen=True)
+class _Message:
+    """A message on its way: ``size`` bytes, and what :meth:`PointToPoint.send` was told to
+    call (on delivery, as each hop's bytes are out, when a hop ran slower than alone)."""
+
+    size: float
+    on_delivered: Callable[[], Any]
+    on_hop: Callable[[int, float], Any] | None
+    on_slowed: Callable[[], Any] | None
 
 
 class PointToPoint:
@@ -81,41 +98,39 @@ class PointToPoint:
         size: float,
         on_delivered: Callable[[], Any],
         on_hop: Callable[[int, float], Any] | None = None,
+        on_slowed: Callable[[], Any] | None = None,
     ) -> None:
         """Send ``size`` bytes from simulated rank ``src`` to ``dst`` (exact or class mode); call
-        ``on_delivered``, and ``on_hop(dimension, bytes)`` as each hop's bytes are out."""
+        ``on_delivered``, ``on_hop(dimension, bytes)`` as each hop's bytes are out, and
+        ``on_slowed()`` when a hop ran slower than it would have alone on its resources."""
         hops = self._hops(src, dst)
         if not hops:
             self.rt.engine.schedule(0.0, on_delivered)
             return
-        self._hop(hops, 0, src, size, on_delivered, on_hop)
+        self._hop(hops, 0, src, _Message(size, on_delivered, on_hop, on_slowed))
 
-    def _hop(
-        self,
-        hops: list[tuple[int, int]],
-        index: int,
-        sim_rank: int,
-        size: float,
-        on_delivered: Callable[[], Any],
-        on_hop: Callable[[int, float], Any] | None = None,
-    ) -> None:
+    def _hop(self, hops: list[tuple[int, int]], index: int, sim_rank: int, msg: _Message) -> None:
+        """Send ``msg`` over ``hops[index]`` from simulated rank ``sim_rank``, then the next."""
         rt = self.rt
+        size = msg.size
         dim, nxt = hops[index]
         demand = {rt.egress[sim_rank][dim]: 1.0, rt.ingress[nxt][dim]: 1.0}
         demand.update(rt.endpoint.message_demand(sim_rank, ALLTOALL))
         if rt.paths[dim]:  # the NIC's proxy and the PCIe path, where the system states them
             rt.add_path_demand(demand, sim_rank, nxt, dim, 1.0)
 
-        def sent(_act: Activity) -> None:
+        def sent(act: Activity) -> None:
+            if msg.on_slowed is not None and act.finished is not None:
+                alone = solo_rate(act)
+                if (act.finished - act.started) * alone > act.work * (1 + SLOWED):
+                    msg.on_slowed()
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size
-            if on_hop is not None:
-                on_hop(dim, size)
+            if msg.on_hop is not None:
+                msg.on_hop(dim, size)
             if index + 1 < len(hops):
-                rt.engine.schedule(
-                    rt.delays[dim], self._hop, hops, index + 1, nxt, size, on_delivered, on_hop
-                )
+                rt.engine.schedule(rt.delays[dim], self._hop, hops, index + 1, nxt, msg)
             else:
-                rt.engine.schedule(rt.delays[dim], on_delivered)
+                rt.engine.schedule(rt.delays[dim], msg.on_delivered)
 
         rt.shares.start(
             sim_rank,

@@ -15,28 +15,36 @@ that a candidate whose bound is above the ``K``-th best simulated time cannot en
   and chunk (forward, backward with recomputation, the optimizer step), at their time alone
   on the whole NPU (:attr:`~acesim.hardware.kernel_model.KernelPlan.time_alone`; a kernel
   sharing the NPU with a collective or another kernel only runs slower), run one after
-  another as a rank runs them; and a stage cannot start before the first micro-batch's
-  forward has passed the stages before it (one-direction schedules). Schedules that run two
-  ops of a rank at once (DualPipe's paired F&B) get the resource bound instead: the compute
-  units' busy time (tiles x tile time / units) and HBM's (bytes / sustained bandwidth), each
-  summed over the stage's kernels, whichever is larger. The optimizer step is left out.
+  another as a rank runs them; a stage cannot start before the first micro-batch's
+  forward has passed the stages before it (one-direction schedules); and, where the schedule
+  has no ``W`` op (every backward whole), a stage's last op is a backward whose micro-batch
+  must still go back through every earlier virtual stage, each backward at least its kernels'
+  time alone (the pipeline's drain; the least over the chunks the last op could be).
+  Schedules that run two ops of a rank at once (DualPipe's paired F&B) get the resource
+  bound instead: the compute units' busy time (tiles x tile time / units) and HBM's (bytes /
+  sustained bandwidth), each summed over the stage's kernels, whichever is larger. The
+  optimizer step is left out.
 
-Neither counts communication, bubbles beyond the fill, or contention: they are far below
-the simulated time on communication-bound candidates, which then get simulated.
+Neither counts communication, bubbles beyond the fill and the drain, or contention: they are
+far below the simulated time on communication-bound candidates, which then get simulated.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from ..config.system import NPUConfig
 from ..hardware.kernel_model import expand, plan_kernel
 from ..hardware.kernels import Kernel
+from ..network.group import resolve
+from ..network.topology import Topology
 from ..runs.llm import LlmCase
 from ..training.schedules import SCHEDULES
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.models import TransformerConfig
 from ..workload.llm.parallel import ParallelConfig
+from ..workload.model import Comm
 
 __all__ = ["gemm_bound", "kernel_bound"]
 
@@ -66,10 +74,12 @@ def _kernels(steps: Iterable[Step]) -> Iterable[Kernel]:
 class _Times:
     """Kernel times alone on one NPU, memoised by kernel (layers repeat their kernels)."""
 
-    def __init__(self, npu: NPUConfig):
+    def __init__(self, npu: NPUConfig, topology: Topology | None = None):
         self.npu = npu
+        self.topology = topology
         self.alone: dict[Kernel, float] = {}
         self.busy: dict[Kernel, tuple[float, float]] = {}
+        self.comms: dict[Comm, float] = {}
 
     def sequential(self, kernels: Iterable[Kernel]) -> float:
         total = 0.0
@@ -77,6 +87,22 @@ class _Times:
             t = self.alone.get(kernel)
             if t is None:
                 t = self.alone[kernel] = plan_kernel(self.npu, kernel).time_alone
+            total += t
+        return total
+
+    def blocking(self, steps: Iterable[Step]) -> float:
+        """The least time (s) the collectives among ``steps`` that block the next step take
+        (:func:`comm_bound` each; overlapped ones count nothing)."""
+        topology = self.topology
+        if topology is None:
+            return 0.0
+        total = 0.0
+        for step in steps:
+            if step.comm is None or step.overlap:
+                continue
+            t = self.comms.get(step.comm)
+            if t is None:
+                t = self.comms[step.comm] = comm_bound(topology, step.comm)
             total += t
         return total
 
@@ -98,13 +124,47 @@ class _Times:
         return units, hbm
 
 
+def least_received(op: str, n: int) -> float:
+    """The least fraction of ``S`` (nccl-tests' size convention, :mod:`acesim.network.ops`)
+    that must reach a member of a group of ``n`` before its part of ``op`` can be done,
+    whatever the algorithm or where the reduction happens: an all-gather's and an
+    all-to-all's shares of the other members ((n - 1) / n), an all-reduce's result beyond
+    what the member holds (at least (n - 1) / n: a ring receives twice that, an in-switch
+    reduction all of it), a reduce-scatter's reduced shard (1 / n, however pre-reduced), a
+    send/receive's buffer (1); a rooted operation nothing (the root receives nothing)."""
+    if op in ("all-gather", "all-to-all", "all-reduce"):
+        return (n - 1) / n
+    if op == "reduce-scatter":
+        return 1 / n
+    if op == "sendrecv":
+        return 1.0
+    return 0.0
+
+
+def comm_bound(topology: Topology, comm: Comm) -> float:
+    """The least time (s) a collective can take at a member in the model: the bytes that must
+    reach it (:func:`least_received`) at the sum of its links' raw bandwidth one way on the
+    group's dimensions. A message's byte takes at least the dimension's efficiency of a
+    link's capacity (the NVLS, protocol and endpoint efficiencies that weigh it are fractions:
+    ``collective.py``'s step demand), so no message runs faster than the raw links; a NIC's
+    proxy or PCIe path, latency and the endpoint's costs only add time."""
+    axes = resolve(topology, comm.group if comm.group is not None else comm.dims)
+    if not axes:
+        return 0.0
+    n = math.prod(a.size for a in axes)
+    dims = topology.dimensions
+    raw = sum(dims[a.dim].egress_bandwidth / dims[a.dim].efficiency for a in axes)
+    return least_received(comm.op, n) * comm.size / raw
+
+
 def _chunk_kernels(chunk: ChunkWork) -> list[Kernel]:
     return [*_kernels(chunk.forward), *_kernels(chunk.backward)]
 
 
 def kernel_bound(case: LlmCase) -> float:
     """The kernel bound (s; module docstring) of a built case (the optimizer step left out)."""
-    times = _Times(case.system.npu)
+    system = case.system
+    times = _Times(system.npu, Topology(system.network, system.collective))
     order = SCHEDULES.get(case.schedule)
     micro = case.micro_batches // order.directions  # micro-batches each chunk runs
     pp = case.parallel.pp
@@ -113,6 +173,7 @@ def kernel_bound(case: LlmCase) -> float:
         for s in range(pp)
         for op in order.stage_ops(pp, s, case.micro_batches, len(case.stages[s]))
     )
+    whole = _full_backwards(case)
     work: list[float] = []
     first_forward: list[float] = []
     for chunks in case.stages:
@@ -120,9 +181,53 @@ def kernel_bound(case: LlmCase) -> float:
         if paired:
             units, hbm = times.resources(kernels)
             work.append(micro * max(units, hbm))
-        else:
-            work.append(micro * times.sequential(kernels))
-        first_forward.append(times.sequential(_kernels(chunks[0].forward)))
+            continue
+        # the collectives that block the next step, in every F (and, where every backward is
+        # whole, in every B: a W schedule splits the backward's steps otherwise)
+        comm = sum(
+            times.blocking(c.forward) + (times.blocking(c.backward) if whole else 0.0)
+            for c in chunks
+        )
+        work.append(micro * (times.sequential(kernels) + comm))
+        forward = chunks[0].forward
+        first_forward.append(times.sequential(_kernels(forward)) + times.blocking(forward))
     if paired:
         return max(work)
-    return max(sum(first_forward[:s]) + work[s] for s in range(pp))
+    drain = _drain(case, times) if whole else [0.0] * pp
+    return max(sum(first_forward[:s]) + work[s] + drain[s] for s in range(pp))
+
+
+def _full_backwards(case: LlmCase) -> bool:
+    """Whether the case's schedule runs no ``W`` op (every backward is whole: a rank's last
+    op is then a backward whose input gradient the virtual stage before it waits for)."""
+    order = SCHEDULES.get(case.schedule)
+    pp = case.parallel.pp
+    return not any(
+        op.kind == "W"
+        for s in range(pp)
+        for op in order.stage_ops(pp, s, case.micro_batches, len(case.stages[s]))
+    )
+
+
+def _drain(case: LlmCase, times: _Times) -> list[float]:
+    """Per stage, the least backward work that must follow its last op (s): that op is a
+    whole backward of some chunk (no ``W`` ops), and the same micro-batch's backwards of
+    every earlier virtual stage wait for it, one after another, each at least its kernels'
+    time alone and its blocking collectives' least time; the least over the stage's chunks
+    (whichever ends last)."""
+    order = SCHEDULES.get(case.schedule)
+    pp = case.parallel.pp
+    place = {
+        order.virtual_stage(c, s, pp): (s, c) for s in range(pp) for c in range(len(case.stages[s]))
+    }
+    before: dict[int, float] = {}
+    total = 0.0
+    for v in sorted(place):
+        before[v] = total
+        s, c = place[v]
+        backward = case.stages[s][c].backward
+        total += times.sequential(_kernels(backward)) + times.blocking(backward)
+    return [
+        min(before[order.virtual_stage(c, s, pp)] for c in range(len(case.stages[s])))
+        for s in range(pp)
+    ]

@@ -28,10 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ..engine import Resource
-from ..intervals import union
+from ..intervals import Times, union
 from ..sums import Ladder
 from ..training.bounds import BoundRecorder, attribute
 from ..training.executor import Execution
@@ -72,13 +70,7 @@ class JobsRecorder(BoundRecorder):
         for ladder in ladders:
             self.spans(kind, bound, ladder.starts(), ladder.ends())
 
-    def spans(
-        self,
-        kind: str,
-        bound: Any,
-        starts: Sequence[float] | np.ndarray,
-        ends: Sequence[float] | np.ndarray,
-    ) -> None:
+    def spans(self, kind: str, bound: Any, starts: Times, ends: Times) -> None:
         for start, end in zip(starts, ends, strict=True):
             start, end = float(start), float(end)
             if end > start:

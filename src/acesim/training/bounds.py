@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import CAP, Resource
-from ..intervals import Batch, batch_arrays, union, union_length
+from ..intervals import Batch, Times, batch_arrays, floats, union, union_length
 from ..sums import Ladder
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
@@ -107,13 +107,7 @@ class BoundRecorder:
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
 
-    def spans(
-        self,
-        kind: str,
-        bound: Any,
-        starts: Sequence[float] | np.ndarray,
-        ends: Sequence[float] | np.ndarray,
-    ) -> None:
+    def spans(self, kind: str, bound: Any, starts: Times, ends: Times) -> None:
         """One activity per ``(starts[i], ends[i])`` (s), each one segment bound by ``bound``:
         what opened, :meth:`segment` (when it took time) and closed record for each."""
         key = (id(bound), kind)
@@ -125,7 +119,7 @@ class BoundRecorder:
             self.message_runs.append((len(self.messages), name, (begin, finish)))
             return
         out = self.kernels if kind == "kernel" else self.messages
-        pairs = zip(_floats(starts), _floats(ends), strict=True)
+        pairs = zip(floats(starts), floats(ends), strict=True)
         out.extend((name, s, e) for s, e in pairs if e > s)
 
     def message_segments(self) -> list[tuple[str, float, float]]:
@@ -187,11 +181,6 @@ def _took_time(batch: Batch) -> bool:
     if isinstance(batch, tuple):
         return bool((batch[1] > batch[0]).any())
     return batch.end > batch.start
-
-
-def _floats(values: Sequence[float] | np.ndarray) -> list[float]:
-    """``values`` as a list of Python floats (a numpy array converted)."""
-    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> float:

@@ -748,7 +748,8 @@ class GraphExecutor:
                 self._arrived[target][key] += 1
             self.finish(st, node)
 
-        self.p2p.send(src, dst, node.size, delivered)
+        slowed = None if replay is None else (lambda: replay.slowed(src, node))
+        self.p2p.send(src, dst, node.size, delivered, on_slowed=slowed)
 
     def finish(self, st: _RankState, node: Node, end: float | None = None) -> None:
         # Depth-first over the nodes that become ready, as a recursion would visit them, but

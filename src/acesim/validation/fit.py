@@ -59,6 +59,8 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "npu.kernels.gemm_efficiency": (1e-3, 1.0),
     "npu.kernels.attention_efficiency": (1e-3, 1.0),
     "npu.kernels.attention_backward_efficiency": (1e-3, 1.0),
+    "npu.kernels.attention_block_overhead": (0.0, 100.0),
+    "npu.kernels.attention_backward_block_overhead": (0.0, 100.0),
     "npu.kernels.hbm_efficiency": (1e-3, 1.0),
     "npu.kernels.write_penalty": (0.0, 10.0),
     "npu.kernels.latency": (0.0, 1e-3),

@@ -36,6 +36,11 @@ vendor's mean, as for every other efficiency. Not used: scaling by the ratio to 
 efficiency, whose fits are of other dtypes and another library (cuBLASLt FP8/FP16 GEMMs), so the
 ratio would carry two libraries' losses for one. A fit also carries its library's version
 (cuDNN 9.1.1 in the H100's rows, 9.19.1 in the H200's), which no rule tells apart from the die.
+The per-block overheads (``attention_block_overhead``, ``attention_backward_block_overhead``)
+are carried in iterations of the block's main loop: pipeline fill and drain last a few
+iterations whatever an iteration's time (the H200's and GB200's recent cuDNN fits agree in
+iterations across two generations, 3.3 and 3.8 forward, 10.5 and 10.1 backward, where in
+seconds they differ twofold); the H100's cuDNN 9.1.1 rows fit far less (0.5 and 5.0).
 
 The presets carry what these rules give on the shipped corpus (``kind = "transfer"``, the note
 naming the rule; a test checks the values); ``acesim validate --transfer`` applies the same

@@ -114,7 +114,7 @@ experts' fc1, whose input the router keeps (``moe/shared_experts.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from ...errors import WorkloadError
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
@@ -222,60 +222,66 @@ def _weights(kernels: tuple[Kernel, ...]) -> tuple[Weight, ...]:
     return tuple(Weight(k, keeps=0.0) for k in kernels)
 
 
+@dataclass
 class _Builder:
-    def __init__(
-        self,
-        model: TransformerConfig,
-        p: Precision,
-        *,
-        micro_batch: int,
-        seq: int,
-        tp: int,
-        sp: bool,
-        recompute: str,
-        tp_group: Group | None,
-        recompute_modules: tuple[str, ...] | None = None,
-        tp_overlap: bool = False,
-        ep: int = 1,
-        ep_group: Group | None = None,
-        cp: int = 1,
-        cp_group: Group | None = None,
-        ep_units: int | None = None,
-        shared_overlap: bool = False,
-    ):
-        self.m = model
-        self.p = p
-        self.b = micro_batch
-        self.s = seq
-        self.t = tp
-        self.sp = sp
-        self.recompute = recompute
-        self.rc = modules_of(recompute, recompute_modules)  # selective: by module
-        if shared_overlap and "shared_experts" in self.rc:
+    """The kernels and passes of a model's layers on one rank: the model, the precision and
+    the chunk's layout as :func:`chunk_work` takes them, and what follows from them."""
+
+    m: TransformerConfig
+    p: Precision
+    _: KW_ONLY
+    micro_batch: int
+    seq: int
+    tp: int
+    sp: bool
+    recompute: str
+    #: the TP communicator (None: ``tp == 1``), likewise the EP and CP ones
+    tp_group: Group | None
+    recompute_modules: tuple[str, ...] | None = None
+    tp_overlap: bool = False
+    ep: int = 1
+    ep_group: Group | None = None
+    cp: int = 1
+    cp_group: Group | None = None
+    ep_units: int | None = None
+    shared_overlap: bool = False
+    #: the modules recomputed (selective: by module)
+    rc: frozenset[str] = field(init=False)
+    #: TP collectives run beside the GEMMs they feed or drain
+    ov: bool = field(init=False)
+    #: queries (and tokens) a rank holds with context parallelism
+    q_len: int = field(init=False)
+    #: tokens of a micro-batch on this rank (rows of the GEMMs)
+    T: int = field(init=False)
+    #: rows of norms and residuals (split over TP with sequence parallelism)
+    rows: int = field(init=False)
+    #: bytes per activation element
+    a: int = field(init=False)
+    fp8: bool = field(init=False)
+    attn_dtype: str = field(init=False)
+    #: bytes per element of a GEMM input a Transformer Engine module keeps for its weight
+    #: gradient: its FP8 copy under an FP8 recipe (module docstring), else the activation
+    kept_input: int = field(init=False)
+    #: with sequence parallelism the inputs of column-parallel GEMMs (and the output
+    #: gradients of row-parallel ones) are all-gathered over TP, in FP8 when the math is
+    gathered: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rc = modules_of(self.recompute, self.recompute_modules)
+        if self.shared_overlap and "shared_experts" in self.rc:
             raise WorkloadError(
                 "shared_experts recompute does not combine with the shared experts' overlap",
                 field="recompute_modules",
             )
-        self.group = tp_group
-        self.ov = tp_overlap and tp_group is not None
-        self.ep = ep
-        self.ep_group = ep_group
-        self.cp = cp
-        self.cp_group = cp_group
-        self.ep_units = ep_units
-        self.shared_overlap = shared_overlap
-        self.q_len = seq // cp  # queries (and tokens) a rank holds with context parallelism
-        self.T = micro_batch * self.q_len
-        self.rows = self.T // tp if sp else self.T  # rows of norms and residuals
-        self.a = p.activation_bytes
-        self.fp8 = p.math == "fp8"
-        self.attn_dtype = p.activations if self.fp8 else p.math
-        # bytes per element of a GEMM input a Transformer Engine module keeps for its weight
-        # gradient: its FP8 copy under an FP8 recipe (module docstring), else the activation
+        self.ov = self.tp_overlap and self.tp_group is not None
+        self.q_len = self.seq // self.cp
+        self.T = self.micro_batch * self.q_len
+        self.rows = self.T // self.tp if self.sp else self.T
+        self.a = self.p.activation_bytes
+        self.fp8 = self.p.math == "fp8"
+        self.attn_dtype = self.p.activations if self.fp8 else self.p.math
         self.kept_input = FP8_BYTES if self.fp8 else self.a
-        # with sequence parallelism the inputs of column-parallel GEMMs (and the output
-        # gradients of row-parallel ones) are all-gathered over TP, in FP8 when the math is
-        self.gathered = sp and self.group is not None
+        self.gathered = self.sp and self.tp_group is not None
 
     # -- kernels -----------------------------------------------------------------------------
     def gemm(self, m: float, n: float, k: float, name: str) -> Gemm:
@@ -329,7 +335,7 @@ class _Builder:
         if not self.fp8:
             return (), ()
         a = self.a
-        rows = self.T // self.t if gathered else self.T
+        rows = self.T // self.tp if gathered else self.T
         n = rows * width
         before: list[Stream] = []
         if not fused_amax:
@@ -349,10 +355,10 @@ class _Builder:
     def _tp(self, op: str, fp8: bool = False) -> Comm | None:
         """A TP collective of the ``[T, hidden]`` activation; ``fp8``: a Transformer Engine
         layer's all-gather of an FP8 operand (one byte an element when the math is FP8)."""
-        if self.group is None:
+        if self.tp_group is None:
             return None
         elem = FP8_BYTES if fp8 and self.fp8 else self.a
-        return Comm(op, self.T * self.m.hidden * elem, group=self.group)
+        return Comm(op, self.T * self.m.hidden * elem, group=self.tp_group)
 
     def after_row_parallel(self) -> Comm | None:
         """Forward of a row-parallel GEMM's output: all-reduce, or reduce-scatter with sp."""
@@ -409,28 +415,19 @@ class _Builder:
         )
 
     def attention(self, i: int) -> tuple[Pass, Pass, float]:
-        m, t = self.m, self.t
+        m, t = self.m, self.tp
         fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm(f"l{i}.attn_norm")
         qkv_w = (m.q_width + 2 * m.kv_width) / t
         qkv = self.gemm(self.T, qkv_w, m.hidden, f"l{i}.qkv")
         qkv_d = self.gemm(self.T, m.hidden, qkv_w, f"l{i}.qkv.dgrad")
         qkv_g = self.gemm(m.hidden, qkv_w, self.T, f"l{i}.qkv.wgrad")
-        seqs = self.b * m.heads / t
+        seqs = self.micro_batch * m.heads / t
         q = self.q_len
         core = Attention(
-            seqs, q, self.s, m.dim, dtype=self.attn_dtype, causal=True, name=f"l{i}.flash_attn"
+            seqs, q, self.seq, m.dim, dtype=self.attn_dtype, causal=True, name=f"l{i}.flash_attn"
         )
-        core_b = Attention(
-            seqs,
-            q,
-            self.s,
-            m.dim,
-            dtype=self.attn_dtype,
-            causal=True,
-            backward=True,
-            name=f"l{i}.flash_attn.bwd",
-        )
+        core_b = replace(core, backward=True, name=f"{core.name}.bwd")
         proj = self.gemm(self.T, m.hidden, m.q_width / t, f"l{i}.proj")
         proj_d = self.gemm(self.T, m.q_width / t, m.hidden, f"l{i}.proj.dgrad")
         proj_g = self.gemm(m.q_width / t, m.hidden, self.T, f"l{i}.proj.wgrad")
@@ -493,14 +490,14 @@ class _Builder:
         gathered over the CP group beside the attention kernel (the ring exchange of
         Megatron's CP runs under the attention compute), and in backward gathered again and
         their gradients reduce-scattered."""
-        m, t = self.m, self.t
+        m, t = self.m, self.tp
         middle, between = Pass(), Pass()
         middle.compute(rope)
         if self.cp_group is None:
             middle.compute(core)
             between.compute(*before_b, core_b)
             return middle, between
-        size = self.b * self.s * 2 * m.kv_width / t * self.a
+        size = self.micro_batch * self.seq * 2 * m.kv_width / t * self.a
         kv = Comm("all-gather", size, group=self.cp_group)
         middle.comm(kv, "cp", overlap="next")
         middle.alone(core)
@@ -636,7 +633,7 @@ class _Builder:
 
     def _routed(self, i: int) -> _Routed:
         """The routed experts of MoE layer ``i``: router, top-k, permutation, grouped GEMMs."""
-        m, t, a = self.m, self.t, self.a
+        m, t, a = self.m, self.tp, self.a
         E, k, h = m.experts, m.top_k, m.hidden
         router = self.gemm(self.T, E, h, f"l{i}.router")
         router_d = self.gemm(self.T, h, E, f"l{i}.router.dgrad")
@@ -721,7 +718,7 @@ class _Builder:
         beside the dispatch and the combine with ``shared_overlap``)."""
         m, h = self.m, self.m.hidden
         inputs = 2 if m.gated else 1
-        sw = m.shared_experts * (m.expert_ffn / self.t)
+        sw = m.shared_experts * (m.expert_ffn / self.tp)
         s1, s1_d, s1_g = self._linear_pair(inputs * sw, f"l{i}.shared.fc1")
         sf, sb, ssaved = self.act(sw, f"l{i}.shared.act")
         s2 = self.gemm(self.T, h, sw, f"l{i}.shared.fc2")
@@ -740,7 +737,7 @@ class _Builder:
         if self.m.is_moe_layer(i):
             mf, mb, msv = self.moe(i)
         else:
-            mf, mb, msv = self.mlp(i, self.m.ffn / self.t, "mlp")
+            mf, mb, msv = self.mlp(i, self.m.ffn / self.tp, "mlp")
         fwd, bwd = Pass(), Pass()
         fwd.extend(af)
         fwd.extend(mf)
@@ -773,7 +770,7 @@ class _Builder:
     def head(self) -> tuple[Pass, Pass, float]:
         """Final norm, the vocab-parallel output GEMM and the fused cross-entropy."""
         m, a = self.m, self.a
-        v = m.vocab / self.t
+        v = m.vocab / self.tp
         fwd, bwd = Pass(), Pass()
         nf, nb, nsaved = self.norm("final_norm")
         # Megatron's output layer is its own ColumnParallelLinear, outside Transformer

@@ -41,6 +41,7 @@ and O stay BF16 (dot-product attention in BF16).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...hardware.kernels import Attention, Gemm, Kernel, Stream
@@ -69,7 +70,7 @@ def _latent_norm(b: _Builder, width: int, name: str) -> tuple[Stream, Stream, fl
 
 def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
     """Layer ``i``'s MLA sublayer: forward, backward, saved bytes (module docstring)."""
-    m, t, a, T = b.m, b.t, b.a, b.T
+    m, t, a, T = b.m, b.tp, b.a, b.T
     h, heads = m.hidden, m.heads / t
     qk, v = m.dim + m.rope_dim, m.v_dim
     fwd, bwd = Pass(), Pass()
@@ -84,12 +85,10 @@ def mla_attention(b: _Builder, i: int) -> tuple[Pass, Pass, float]:
         ("kv_down", m.kv_lora_rank + m.rope_dim, h, kv_norm),
         ("kv_up", heads * (m.dim + v), m.kv_lora_rank, None),
     ]
-    seqs = b.b * heads
+    seqs = b.micro_batch * heads
     mean = (qk + v) / 2
-    core = Attention(seqs, b.q_len, b.s, mean, dtype=b.attn_dtype, name=f"l{i}.flash_attn")
-    core_b = Attention(
-        seqs, b.q_len, b.s, mean, dtype=b.attn_dtype, backward=True, name=f"l{i}.flash_attn.bwd"
-    )
+    core = Attention(seqs, b.q_len, b.seq, mean, dtype=b.attn_dtype, name=f"l{i}.flash_attn")
+    core_b = replace(core, backward=True, name=f"{core.name}.bwd")
     rope_n = T * (heads + 1) * m.rope_dim
     rope = Stream(rope_n * a, rope_n * a, ROPE_FLOPS * rope_n, name=f"l{i}.rope")
     rope_b = Stream(rope_n * a, rope_n * a, ROPE_FLOPS * rope_n, name=f"l{i}.rope.bwd")
@@ -152,7 +151,7 @@ def _saved_recomputed(b: _Builder, norm: float, latents: float, kept: float, cor
     input; ``core``: the attention core's Q, K, V, O and log-sum-exp (no log-sum-exp with
     ``core_attn``)."""
     m, a, T = b.m, b.a, b.T
-    heads = m.heads / b.t
+    heads = m.heads / b.tp
     saved = float(b.rows * m.hidden * a) if "layernorm" in b.rc else norm
     if "mla_up_proj" in b.rc:
         qkv = T * heads * (2 * (m.dim + m.rope_dim) + m.v_dim) * a

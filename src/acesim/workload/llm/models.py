@@ -273,40 +273,30 @@ _LLAMA3 = (
     "model and FFN dimension, attention and key/value heads, SwiGLU, RoPE, 8K pre-training "
     "context); vocabulary 128,256 and untied embeddings from the released config.json"
 )
+#: The Llama 3 sizes as table 3 gives them: name, layers, model dimension, attention heads, FFN
+#: dimension, and the released checkpoint read for the rest
+_LLAMA3_SIZES = (
+    ("llama3-8b", 32, 4096, 32, 14336, "meta-llama/Meta-Llama-3-8B"),
+    ("llama3-70b", 80, 8192, 64, 28672, "meta-llama/Meta-Llama-3-70B"),
+    ("llama3-405b", 126, 16384, 128, 53248, "meta-llama/Llama-3.1-405B"),
+)
+for _name, _layers, _hidden, _heads, _ffn, _release in _LLAMA3_SIZES:
+    # every size: 8 key/value heads, the 128,256-token vocabulary, the 8K context
+    MODELS.register(
+        _name,
+        TransformerConfig(
+            _name,
+            layers=_layers,
+            hidden=_hidden,
+            heads=_heads,
+            kv_heads=8,
+            ffn=_ffn,
+            vocab=128256,
+            seq=8192,
+            source=f"{_LLAMA3} ({_release})",
+        ),
+    )
 for _m in (
-    TransformerConfig(
-        "llama3-8b",
-        layers=32,
-        hidden=4096,
-        heads=32,
-        kv_heads=8,
-        ffn=14336,
-        vocab=128256,
-        seq=8192,
-        source=_LLAMA3 + " (meta-llama/Meta-Llama-3-8B)",
-    ),
-    TransformerConfig(
-        "llama3-70b",
-        layers=80,
-        hidden=8192,
-        heads=64,
-        kv_heads=8,
-        ffn=28672,
-        vocab=128256,
-        seq=8192,
-        source=_LLAMA3 + " (meta-llama/Meta-Llama-3-70B)",
-    ),
-    TransformerConfig(
-        "llama3-405b",
-        layers=126,
-        hidden=16384,
-        heads=128,
-        kv_heads=8,
-        ffn=53248,
-        vocab=128256,
-        seq=8192,
-        source=_LLAMA3 + " (meta-llama/Llama-3.1-405B)",
-    ),
     TransformerConfig(
         "gpt3-175b",
         layers=96,
