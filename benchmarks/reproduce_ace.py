@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--no-sensitivity", action="store_true")
+    parser.add_argument("--top", type=int, default=10, help="costliest single runs listed")
     args = parser.parse_args()
     reproduce_module.run_tasks = _timed_run_tasks  # type: ignore[assignment]
     reproduce_module.reuse_plan = _counted_reuse_plan
@@ -89,6 +90,8 @@ def main() -> None:
         groups[_group(key)] = groups.get(_group(key), 0.0) + seconds
     for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1])[:15]:
         print(f"  {name:40s} {seconds:8.1f} CPU s")
+    for key, seconds in sorted(TASK_CPU.items(), key=lambda kv: -kv[1])[: args.top]:
+        print(f"  {seconds:8.1f} CPU s  {key}")
     cpu = statistics.median(cpus)
     if REUSED:
         saved = sum(TASK_CPU[source] for source in REUSED.values())

@@ -10,7 +10,13 @@ from acesim.config.endpoint import settings_reads
 from acesim.config.resolve import derive
 from acesim.config.system import SystemConfig
 from acesim.studies.dedup import ExactMemo, canonical, reuse_plan, traced_call
-from acesim.studies.reproduce import plan_cases, run_job
+from acesim.studies.reproduce import (
+    plan_cases,
+    plan_reproduction,
+    relabeled,
+    run_job,
+    same_runs,
+)
 from acesim.studies.sensitivity import VARIANTS
 from acesim.studies.tasks import Task
 
@@ -87,3 +93,21 @@ def test_the_memo_computes_a_call_once_and_replays_its_reads() -> None:
     assert kinds == {"baseline"}  # an enclosing trace sees the reads the result depends on
     memo.call(_baseline_units, VARIANTS.get("static_hbm").change(system))
     assert memo.misses == 2
+
+
+def test_the_sram_sweeps_own_size_is_the_ace_run_relabelled() -> None:
+    """The SRAM sweep's 4 MiB (the preset's own SRAM) is the case's ACE run: planned once,
+    its result the ACE run's with the sweep's label, equal to simulating it."""
+    tasks = plan_reproduction(
+        load_system("ace-isca21"), workloads=["resnet50"], npus=[16], hbm_targets=False
+    )
+    sram = ("run", "resnet50", 16, "ace_sram", 4.0 * 2**20)
+    ace = ("run", "resnet50", 16, "ace", 0)
+    assert same_runs(tasks) == {sram: ace}
+    by_key = {t.key: t for t in tasks}
+    (sram_job,) = by_key[sram].args
+    (ace_job,) = by_key[ace].args
+    simulated = run_job(sram_job)
+    copied = relabeled(run_job(ace_job), sram_job.variant)
+    assert copied.info.variant == sram_job.variant != ace_job.variant
+    assert repr(copied) == repr(simulated)

@@ -80,7 +80,9 @@ at different speeds cannot deadlock.
 Symmetric mode simulates one representative NPU: every peer is mapped onto it, so it receives
 exactly the messages its peers would have sent (valid when every NPU runs the same traffic on a
 vertex-transitive topology, which every dimension kind here is). Exact mode simulates every NPU
-with its own resources; both run this same code.
+with its own resources; both run this same code. In symmetric mode a step of one message is
+its own receipt (the mirror is the representative): its delivery completes the step directly
+(:data:`MIRROR_PATH`, the same events and sums as the general arrival counting).
 
 Rooted operations (broadcast, reduce: ``CollectiveOp.symmetric`` False) run chain steps whose
 sends and receives differ by position (:data:`~acesim.network.algorithms.ROOTED_PATTERNS`):
@@ -129,11 +131,17 @@ from .repeats import Repeats
 from .shares import MessageShares
 from .topology import Topology
 
-__all__ = ["Collective", "CollectiveRuntime", "Endpoint", "FOLD", "MAX_CHUNKS"]
+__all__ = ["Collective", "CollectiveRuntime", "Endpoint", "FOLD", "MAX_CHUNKS", "MIRROR_PATH"]
 
 #: Symmetric mode runs identical consecutive steps in closed form while they are alone
 #: (:mod:`acesim.network.fold`); tests turn it off to compare with the event path.
 FOLD = True
+#: Symmetric mode sends a step of one message (``next``, ``xor``, no lanes) to the
+#: representative's mirror, and completes the step at its delivery, without the general
+#: path's destinations, arrival counts and checks (:meth:`CollectiveRuntime._send_to_mirror`,
+#: :meth:`CollectiveRuntime._deliver_single`): the same activities, events and sums in the same
+#: order. False runs every step through the general path (tests compare the two).
+MIRROR_PATH = True
 #: step patterns of one message (in symmetric mode: to the representative's mirror)
 _SINGLE = frozenset({"next", "xor"})
 
@@ -760,6 +768,8 @@ class CollectiveRuntime:
         if self.rank_latencies is not None:
             return False
         coll = run.coll
+        if len(coll.phases[run.phase].steps) - run.step < MIN_STEPS:
+            return False  # fewer steps left in the phase: no run to fold
         count = self._fold_length(coll, run.phase, run.step)
         if count < MIN_STEPS:
             return False
@@ -955,8 +965,12 @@ class CollectiveRuntime:
         if phase.lanes:
             self._send_lanes(run, phase, step)
             return
+        if MIRROR_PATH and not self.exact and step.pattern in _SINGLE:
+            self._send_to_mirror(run, phase, step)
+            return
         rank = run.rank
         dim = phase.dim
+        dests: Sequence[int]
         if step.pattern == "all" or step.pattern in ROOTED_PATTERNS:
             # p-1 messages: the cost is theirs, and a cache O(p) per rank; a chain's
             # destinations depend on the step
@@ -999,6 +1013,26 @@ class CollectiveRuntime:
                 track=track,
             )
 
+    def _send_to_mirror(self, run: _ChunkRun, phase: Phase, step: Step) -> None:
+        """:meth:`_send_step` of a symmetric-mode step of one message (``next``, ``xor``) on
+        a phase without lanes: the representative sends it to its mirror, itself (the same
+        demand, in the same order, as the general path; symmetric mode has no spine)."""
+        rank = run.rank
+        dim = phase.dim
+        run.sends_out = 1
+        message, weight, _innet = self._step_demand(run, phase, step)
+        message[self.ingress[rank][dim]] = weight
+        if self.paths[dim]:
+            self.add_path_demand(message, rank, rank, dim, weight)
+        self.shares.start(
+            rank,
+            step.message_bytes,
+            message,
+            self._sent,
+            tag=(run, rank, run.phase, run.step, dim),
+            track=self.tracks.get(rank),
+        )
+
     def _copy_locally(self, run: _ChunkRun, step: Step) -> None:
         """The local copy the endpoint makes beside a direct step's messages (its
         ``local_copy_demand``: the NPU's own piece, ``message_bytes``), if any: one more
@@ -1039,11 +1073,12 @@ class CollectiveRuntime:
             if run.sends_out == 0:
                 self._check_step(run)
             return
-        nvls = phase.steps[step_index].kind in NVLS_KINDS
-        hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
+        step = phase.steps[step_index]
         if self.rank_latencies is None:
-            delay = self._step_delay(coll, phase_index, step_index)
+            delay = self._delay_of(coll, phase_index, at, step)
         else:  # per-rank link latencies (set_link)
+            nvls = step.kind in NVLS_KINDS
+            hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
             extra = (
                 hop
                 if hop is not None
@@ -1052,11 +1087,19 @@ class CollectiveRuntime:
             delay = self.rank_latencies[run.rank][at] + extra
             if dim != at:  # a flat ring's outer lane: its own link's change, step by step
                 delay += self.rank_latencies[run.rank][dim] - self.topology.dimensions[dim].latency
-        self.engine.call(
-            delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
-        )
+        single = MIRROR_PATH and not phase.lanes and step.pattern in _SINGLE
+        if single and dest == run.rank:  # symmetric mode: to its mirror, the run itself
+            self.engine.call(
+                delay, self._deliver_single, run, phase_index, step_index, nbytes, phase, step
+            )
+        else:
+            self.engine.call(
+                delay, self._deliver, coll, dest, run.chunk, phase_index, step_index, nbytes
+            )
         run.sends_out -= 1
         if run.sends_out == 0:
+            if single and (phase_index, step_index) not in run.arrived:
+                return  # its one message not yet in: _check_step would wait (the hot path)
             self._check_step(run)
 
     def _step_delay(self, coll: Collective, phase_index: int, step_index: int) -> float:
@@ -1064,11 +1107,14 @@ class CollectiveRuntime:
         phase without per-rank latencies: its dimension's latency plus the endpoint's (or
         NVLS's) delay, or plus the protocol's hop latency."""
         phase = coll.phases[phase_index]
-        at = phase.dim
+        return self._delay_of(coll, phase_index, phase.dim, phase.steps[step_index])
+
+    def _delay_of(self, coll: Collective, phase_index: int, at: int, step: Step) -> float:
+        """:meth:`_step_delay` of ``step`` of phase ``phase_index`` on dimension ``at``."""
         hop = coll.protocol.hop_latencies[phase_index] if coll.protocol is not None else None
         if hop is not None:
             return self.topology.dimensions[at].latency + hop
-        nvls = phase.steps[step_index].kind in NVLS_KINDS
+        nvls = step.kind in NVLS_KINDS
         return (self.nvls_delays if nvls else self.delays)[at]
 
     def _deliver(
@@ -1076,6 +1122,36 @@ class CollectiveRuntime:
     ) -> None:
         coll.bytes_received += nbytes
         run = self._run_for(coll, dest, chunk)
+        key = (phase, step)
+        run.arrived[key] = run.arrived.get(key, 0) + 1
+        if run.phase == phase and run.step == step:
+            self._check_step(run)
+
+    def _deliver_single(
+        self,
+        run: _ChunkRun,
+        phase: int,
+        step: int,
+        nbytes: float,
+        current: Phase,
+        sent: Step,
+    ) -> None:
+        """:meth:`_deliver` of the one message of a step (``next``, ``xor``, no lanes) that a
+        run sent to itself (symmetric mode's mirror; the run is the one :meth:`_run_for`
+        finds: it waits for this message, so it is live). When the run is in that step, its
+        sends out and nothing else arrived for it, the message completes the step, as
+        :meth:`_check_step` would find (one expected, one arrived, the count dropped).
+        ``current``, ``sent``: the phase and step (objects) the indices name."""
+        run.coll.bytes_received += nbytes
+        if (
+            run.phase == phase
+            and run.step == step
+            and run.in_step
+            and run.sends_out == 0
+            and (not run.arrived or (phase, step) not in run.arrived)
+        ):
+            self._step_done(run, current, sent)
+            return
         key = (phase, step)
         run.arrived[key] = run.arrived.get(key, 0) + 1
         if run.phase == phase and run.step == step:
@@ -1096,6 +1172,11 @@ class CollectiveRuntime:
         if run.arrived.get(key, 0) < expected:
             return
         run.arrived.pop(key, None)
+        self._step_done(run, phase, step)
+
+    def _step_done(self, run: _ChunkRun, phase: Phase, step: Step) -> None:
+        """``run``'s current step (``step`` of ``phase``) has sent and received everything:
+        the next step, or the next phase, or the chunk leaves its last phase."""
         run.in_step = False
         if self._step_hooks:
             self.endpoint.step_end(run.rank, step.kind)

@@ -65,6 +65,11 @@ class Repeats(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> Repeats[T]: ...
 
     def __getitem__(self, index: int | slice) -> T | Repeats[T]:
+        if type(index) is int and 0 <= index < self._size:  # the hot path: a step of a phase
+            items = self._items
+            if len(items) == 1:
+                return items[0]
+            return items[bisect.bisect_right(self._ends, index)]
         if isinstance(index, slice):
             return Repeats.of(itertools.islice(self, *index.indices(self._size)))
         if index < 0:

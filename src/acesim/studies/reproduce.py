@@ -31,19 +31,20 @@ and where it does not.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
 from ..config.system import SystemConfig
 from ..errors import ConfigError
+from ..hardware.endpoints import ENDPOINT_KINDS
 from ..results.energy import energy_summary
 from ..results.jsonout import dumps
 from ..results.run import RunResult
 from ..runs.case import make_case
 from ..runs.compare import Comparison, Job, assemble, check_endpoints, plan
 from ..runs.single import execute
-from .dedup import reuse_plan, traced
+from .dedup import canonical, reuse_plan, traced
 from .membw import MembwRow
 from .tasks import Task, run_tasks
 
@@ -456,6 +457,35 @@ def reproduce(
 PRELOAD = ("acesim.studies.reproduce",)
 
 
+def same_runs(tasks: Sequence[Task]) -> dict[Any, Any]:
+    """The comparison runs among ``tasks`` (:func:`run_job` tasks) whose cases are the same
+    simulation as an earlier one's, key -> that task's key: their cases pickle to the same
+    bytes with every endpoint kind's settings (:func:`~.dedup.canonical`), so they compute the
+    same result but for its label, ``info.variant`` (the SRAM sweep's size that is the
+    preset's own SRAM is the case's ACE run)."""
+    kinds = frozenset(ENDPOINT_KINDS.names())
+    known: dict[Any, Any] = {}
+    same: dict[Any, Any] = {}
+    for task in tasks:
+        if task.fn is not run_job:
+            continue
+        (job,) = task.args
+        form = canonical(execute, (job.case,), kinds)
+        if form is None:
+            continue
+        if form in known:
+            same[task.key] = known[form]
+        else:
+            known[form] = task.key
+    return same
+
+
+def relabeled(result: RunResult, variant: str) -> RunResult:
+    """``result`` as the run of the same case labelled ``variant`` returns it (only
+    ``info.variant`` depends on the label: :func:`~acesim.runs.single.execute`)."""
+    return replace(result, info=replace(result.info, variant=variant))
+
+
 def run_reusing(
     first: Sequence[Task],
     later: Sequence[Task],
@@ -463,18 +493,28 @@ def run_reusing(
     progress: Callable[[], Any] | None = None,
     **options: Any,
 ) -> dict[Any, Any]:
-    """Every task's result: ``first`` run as given, then those of ``later`` that are not the
-    same simulation as one of ``first`` (:mod:`.dedup`: exact, from the settings each run
-    read); the others get that run's result without running."""
+    """Every task's result: ``first`` run as given, but once per simulation (:func:`same_runs`:
+    a later run of the same case takes the first one's result, relabelled), then those of
+    ``later`` that are not the same simulation as one of ``first`` (:mod:`.dedup`: exact, from
+    the settings each run read); the others get that run's result without running."""
+    same = same_runs(first)
+    unique = [t for t in first if t.key not in same]
+    results: dict[Any, Any]
     if not later:
-        return run_tasks(first, progress=progress, preload=PRELOAD, **options)
-    ran = run_tasks(traced(first), progress=progress, preload=PRELOAD, **options)
-    results: dict[Any, Any] = {key: value.value for key, value in ran.items()}
-    copies = reuse_plan(first, {key: value.kinds for key, value in ran.items()}, later)
-    rest = [t for t in later if t.key not in copies]
-    results.update(run_tasks(rest, progress=progress, preload=PRELOAD, **options))
-    for key, source in copies.items():
-        results[key] = results[source]
+        results = run_tasks(unique, progress=progress, preload=PRELOAD, **options)
+    else:
+        ran = run_tasks(traced(unique), progress=progress, preload=PRELOAD, **options)
+        results = {key: value.value for key, value in ran.items()}
+        copies = reuse_plan(unique, {key: value.kinds for key, value in ran.items()}, later)
+        rest = [t for t in later if t.key not in copies]
+        results.update(run_tasks(rest, progress=progress, preload=PRELOAD, **options))
+        for key, source in copies.items():
+            results[key] = results[source]
+            if progress is not None:
+                progress()
+    jobs = {t.key: t.args[0] for t in first if t.key in same}
+    for key, source in same.items():
+        results[key] = relabeled(results[source], jobs[key].variant)
         if progress is not None:
             progress()
     return results

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
 from typing import Literal
 
 from pydantic import Field
@@ -314,16 +315,16 @@ class AceEndpoint(Endpoint):
     ) -> None:
         """``chunk`` takes ``need`` bytes of partition ``index``, then frees what it held
         (back-pressure: it keeps its buffer until the next one has room), then ``then``."""
-        previous = self._held[rank][chunk]
-
-        def moved() -> None:
-            self._free_space(rank, *previous)
-            then()
-
-        self._take_space(rank, index, need, chunk, moved)
+        self._take_space(rank, index, need, chunk, then, self._held[rank][chunk])
 
     def _take_space(
-        self, rank: int, index: int, need: float, chunk: Hashable, then: Callable[[], None]
+        self,
+        rank: int,
+        index: int,
+        need: float,
+        chunk: Hashable,
+        then: Callable[[], None],
+        previous: tuple[int, float] | None = None,
     ) -> None:
         if need > self.partition_bytes * (1 + 1e-12):
             raise SimulationError(
@@ -331,18 +332,30 @@ class AceEndpoint(Endpoint):
                 f"{self.partition_bytes:.0f} bytes"
             )
         part = self._parts[rank][index]
-
-        def taken() -> None:
-            self._held[rank][chunk] = (index, need)
-            then()
-
         if part.waiting or part.free < need * (1 - 1e-12):
+            taken = partial(self._taken, rank, chunk, index, need, then, previous)
             part.waiting.append((need, taken, self.engine.now))
             if index > 0:
                 self._blocked(rank, +1)
             return
         part.free -= need
-        taken()
+        self._taken(rank, chunk, index, need, then, previous)
+
+    def _taken(
+        self,
+        rank: int,
+        chunk: Hashable,
+        index: int,
+        need: float,
+        then: Callable[[], None],
+        previous: tuple[int, float] | None,
+    ) -> None:
+        """``chunk`` holds ``need`` bytes of partition ``index`` now: it frees the partition
+        it held before (``previous``: index and bytes, if any), then ``then``."""
+        self._held[rank][chunk] = (index, need)
+        if previous is not None:
+            self._free_space(rank, *previous)
+        then()
 
     def _free_space(self, rank: int, index: int, nbytes: float) -> None:
         part = self._parts[rank][index]
