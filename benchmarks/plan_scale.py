@@ -54,20 +54,22 @@ def main() -> None:
     for c in drawn:
         cpu = time.process_time()
         case = make_llm_case(system, model, c.parallel, precision="fp8", check_memory=False)
-        kernel_bound(case)
+        bound = kernel_bound(case)
         builds.append(time.process_time() - cpu)
         if case.memory["total"] <= system.npu.hbm_capacity:
-            fitting.append(case)
+            fitting.append((case, bound))
     build_s = statistics.median(builds)
     print(f"build + bound: median {build_s:.3f} CPU s over {len(builds)}")
-    sims = []
-    for case in fitting[: args.sims]:
+    sims, tightness = [], []
+    for case, bound in fitting[: args.sims]:
         cpu = time.process_time()
         result, _ = run_llm(case)
         sims.append(time.process_time() - cpu)
+        tightness.append(bound / result.iteration_time)
         print(
             f"  simulated {case.parallel.describe()}: {result.iteration_time:.3f} s "
-            f"iteration in {sims[-1]:.1f} CPU s"
+            f"iteration in {sims[-1]:.1f} CPU s (kernel bound {bound:.3f} s, "
+            f"{tightness[-1]:.0%} of it)"
         )
     if not sims:
         print("no drawn candidate fits in HBM: raise --builds")
@@ -75,6 +77,11 @@ def main() -> None:
     sim_s = statistics.median(sims)
     total = enum_s + CONFIGS * (build_s + sim_s)
     print(f"simulate: median {sim_s:.1f} CPU s over {len(sims)}")
+    print(
+        f"kernel bound / simulated: median {statistics.median(tightness):.0%} (the search "
+        "simulates only candidates whose bound is below the K-th best time: the tighter, "
+        "the fewer)"
+    )
     print(
         f"{CONFIGS:,}-configuration plan: {total:,.0f} CPU s projected "
         f"(target {TARGET_S:.0f} s): ratio {total / TARGET_S:.1f}"
