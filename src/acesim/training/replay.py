@@ -88,6 +88,10 @@ MAX_REDOS = 64
 _PER_KEY = 4
 
 
+#: node kinds whose messages share their rank's weight (:mod:`acesim.network.shares`)
+_MESSAGES = frozenset({"collective", "send"})
+
+
 #: a rank a message reaches or relays, the dimensions it arrives and leaves on there
 _Passing = tuple[int, frozenset[int], frozenset[int]]
 
@@ -609,7 +613,7 @@ class PassReplay:
         ends = tuple(recs[i].end - w.start for i in ids)
         if st.nodes[ids[release]].kind != "compute" or ends[release] < max(ends):
             return
-        if w.interleaved:
+        if w.interleaved or self._split_with(r, w):
             return
         watched = self.ex.watched
         inside = w.member_set
@@ -644,6 +648,40 @@ class PassReplay:
             footprint=footprint,
         )
         self.memos.setdefault(w.key, []).append(memo)
+
+    def _split_with(self, r: _Rank, w: _Window) -> bool:
+        """Whether a message of the rank beside the recorded pass was in flight while one of the
+        pass's own messages was, where the endpoint splits the rank's weight over its messages
+        (memory-level-parallelism HBM sharing, :mod:`acesim.network.shares`): its weight was
+        halved, or less, by the pass's messages, on every resource it loads, another rank's
+        among them (a pipeline send's on the receiver's link). A replay takes the pass's
+        messages off, the message beside it carries its whole weight, and where it shares
+        another rank's link it takes another share of it: the other rank's activities there
+        change while the message itself may still end at the memo's time (on a link that
+        stays saturated, the last to finish ends when the link's bytes are through, however
+        they were split), which the check cannot see. Such a pass is not kept as a memo."""
+        st = r.st
+        rank = st.rank
+        if self.platform.collectives.endpoint.hbm_parallelism(rank) is None:
+            return False  # each message weighs the same, whatever else is in flight
+        recs = self.ex.records[rank]
+        spans = [
+            (recs[i].start - w.start, recs[i].end - w.start)
+            for i in w.members
+            if st.nodes[i].kind in _MESSAGES
+        ]
+        if not spans:
+            return False
+        for token, entry in w.seen.items():
+            if isinstance(token, int):
+                if st.nodes[token].kind not in _MESSAGES:
+                    continue
+            elif self.ranks[token[1]].st.nodes[token[2]].peer == rank:
+                continue  # arriving here: its sender's weight split, not this rank's
+            start, end = entry[1], entry[2]
+            if any(start < e and s < end for s, e in spans):
+                return True
+        return False
 
     def _inputs_ready(self, r: _Rank, ids: list[int]) -> bool:
         """Whether every node outside the pass that a member waits for has finished."""
