@@ -172,18 +172,19 @@ def test_a_message_slowed_beside_a_pass_is_learnt_as_it_ends_not_by_a_redo(
     assert run_llm(case)[1].redone >= 1
 
 
-def test_a_send_beside_a_pass_whose_messages_split_its_weight_is_not_replayed(
+def test_a_send_beside_a_replayed_pass_keeps_the_weight_its_messages_leave_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Llama 3 8B cut to 6 layers, TP8 PP4 VPP2 CP2 on 8 H100 nodes, 16 micro-batches: a
     stage's pipeline send to the last stage runs beside its next pass, whose TP collectives'
     messages split the rank's weight with it (the baseline endpoint's memory-level
     parallelism); on the last stage's NIC link the send shares with that stage's CP
-    all-gather, and the share each takes follows the weights. A replay took the pass's
-    messages off, the send carried its whole weight, ended at the memo's time all the same
-    (the link stayed saturated: the last to finish ends when its bytes are through) and the
-    CP all-gather ended 15 us late, with every check passed. With slowed messages not learnt
-    (which alone hid it), the run still agrees: such a pass is not kept as a memo."""
+    all-gather, and the share each takes follows the weights. A replay that took the pass's
+    messages off gave the send its whole weight: it still ended at the memo's time (the link
+    stayed saturated: the last to finish ends when all its bytes are through) and the CP
+    all-gather ended 15 us late, with every check passed. The replay now counts the pass's
+    messages in the split as stand-ins, and with slowed messages not learnt (which alone hid
+    it) the run agrees, replaying passes."""
     monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
     model = dataclasses.replace(MODELS.get("llama3-8b"), layers=6)
     parallel = parse_parallel(
