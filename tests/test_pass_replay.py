@@ -9,6 +9,7 @@ trace and exact mode never replay.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Iterator
@@ -17,9 +18,10 @@ from typing import Any
 import pytest
 from llm_draws import ENDPOINTS, SCHEDULES, SYSTEMS, resolving
 
-from acesim.runs.llm import run_llm
+from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training import replay
-from acesim.workload.llm.models import TransformerConfig
+from acesim.workload.llm.models import MODELS, TransformerConfig
+from acesim.workload.llm.parallel import parse_parallel
 
 #: small transformers (no published model's sizes: fast to simulate), dense and MoE
 _MODELS = [
@@ -168,3 +170,27 @@ def test_a_message_slowed_beside_a_pass_is_learnt_as_it_ends_not_by_a_redo(
     assert run_llm(case)[1].redone == 0
     monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
     assert run_llm(case)[1].redone >= 1
+
+
+def test_a_send_beside_a_replayed_pass_keeps_the_weight_its_messages_leave_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Llama 3 8B cut to 6 layers, TP8 PP4 VPP2 CP2 on 8 H100 nodes, 16 micro-batches: a
+    stage's pipeline send to the last stage runs beside its next pass, whose TP collectives'
+    messages split the rank's weight with it (the baseline endpoint's memory-level
+    parallelism); on the last stage's NIC link the send shares with that stage's CP
+    all-gather, and the share each takes follows the weights. A replay that took the pass's
+    messages off gave the send its whole weight: it still ended at the memo's time (the link
+    stayed saturated: the last to finish ends when all its bytes are through) and the CP
+    all-gather ended 15 us late, with every check passed. The replay now counts the pass's
+    messages in the split as stand-ins, and with slowed messages not learnt (which alone hid
+    it) the run agrees, replaying passes."""
+    monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
+    model = dataclasses.replace(MODELS.get("llama3-8b"), layers=6)
+    parallel = parse_parallel(
+        "tp=8,pp=4,vpp=2,cp=2,tp_overlap=1,account_embedding=1,account_loss=1,grad_fp32=0",
+        global_batch=16, micro_batch=1, seq=8192,
+    )  # fmt: skip
+    case = make_llm_case("h100-nvswitch-8", model, parallel, precision="fp8", nodes=8)
+    execution = _assert_agree(case)
+    assert execution.replayed > 0

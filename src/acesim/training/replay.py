@@ -25,7 +25,16 @@ The model and its assumption, stated:
   offsets within :data:`TOLERANCE`) is replayed: its members' records are the memo's shifted to
   the pass's start, the members that release a node outside the pass finish at their times
   (one event each), the rest when the pass ends, and the compute stream is free again when the
-  memo's last member (a compute node) ends. Nothing of the pass is put on the rank's resources.
+  memo's last member (a compute node) ends. Nothing of the pass is put on the rank's resources,
+  but its collectives' messages stay counted, as stand-ins, in the rank's weight split (where
+  the endpoint splits one weight over a rank's messages: memory-level-parallelism HBM sharing,
+  :mod:`acesim.network.shares`) at the memo's offsets: a message of the rank beside the pass
+  (a pipeline send, a DP collective, a relayed hop) carries the weight it had beside them, on
+  every resource it loads, other ranks' links among them. (Without them, a send beside a
+  replayed pass took a larger share of the receiving rank's NIC link from that rank's CP
+  all-gather, which ended 15 us late, while the send still ended at the memo's time: the link
+  stayed saturated, and the last to finish on it ends when all its bytes are through,
+  however they were split. No check on the replaying rank sees that; tested.)
 * **Checked, not assumed.** While the replayed pass runs, every activity that starts on its
   rank, and every one that was in flight at its start, must start and end at the memo's offsets
   (within :data:`TOLERANCE`), every activity the memo saw start must start, and no compute node
@@ -46,6 +55,15 @@ The model and its assumption, stated:
   (:data:`ENABLED`), on every simulated rank but rank 0 and the ranks its messages reach (rank
   0's kernels and messages feed the bound breakdown segment by segment, and what bound them
   there), without gates or per-job tracks (multi-job runs). Exact mode never replays.
+
+What the check cannot see: an activity of the rank that loads another rank's resources (a
+send, a relayed hop) is compared by its start and end only, and an end can agree while the
+share it took of another rank's saturated link over time did not. The weight split is now
+reproduced (above); a difference in its rate through the rank's own resources (the pass
+slowing it on the rank's HBM, which a replay takes off) is found where it changes its end,
+and otherwise only by the slowed messages learnt as they end (:meth:`PassReplay.slowed`: a
+message slowed anywhere is not replayed beside), which is thus part of the exactness, not
+only a saving of redos.
 
 Exactness: a replayed pass equals its simulation to rounding (shifted times: the additions
 differ in their last bits) when equal contexts make equal passes, which is what the check
@@ -153,6 +171,10 @@ class Memo:
     #: the rank's resources the pass and what ran beside it shared (what else ran on the
     #: others is not its context)
     footprint: frozenset[int] = frozenset()
+    #: how many of the pass's messages were in the rank's weight split (offset s, count): a
+    #: replay counts as many stand-ins (:meth:`~acesim.network.shares.MessageShares.
+    #: set_stand_ins`)
+    split: tuple[tuple[float, int], ...] = ()
 
     @property
     def length(self) -> float:
@@ -181,6 +203,11 @@ class _Window:
     used: set[int] = field(default_factory=set)  # memo ``others`` matched (replay)
     #: recording: a compute node outside the pass ran inside it (not replayable)
     interleaved: bool = False
+    #: recording: the names of the pass's collectives, how many of their messages are in the
+    #: rank's weight split now, and each change of that count (offset s, count)
+    names: frozenset[str] = frozenset()
+    count: int = 0
+    split: list[tuple[float, int]] = field(default_factory=list)
 
 
 class _Rank:
@@ -387,6 +414,8 @@ class PassReplay:
         #: passes replayed and passes run
         self.replayed = 0
         self.passes = 0
+        self.shares = executor.platform.collectives.shares
+        self.shares.observer = self._message_counted
 
     # -- what runs on a rank ---------------------------------------------------------------
     def node_started(self, rank: int, node: Node) -> None:
@@ -414,6 +443,22 @@ class PassReplay:
             ]  # fmt: skip
             if any(i > node.id for i in later):
                 self._violated(Violated(w.key))
+
+    def _message_counted(self, rank: int, act: Any, change: int) -> None:
+        """A message of ``rank``'s weight split started (``change`` 1) or ended (-1): if it is
+        one of a recorded pass's collectives', the pass's count changes."""
+        r = self.ranks[rank]
+        if not r.windows:
+            return
+        tag = act.tag
+        coll = getattr(tag[0] if isinstance(tag, tuple) else tag, "coll", None)
+        if coll is None:
+            return  # a point-to-point message: never a pass's (sends are outside passes)
+        for w in r.windows:
+            if w.memo is None and coll.label in w.names:
+                w.count += change
+                w.split.append((self.engine.now - w.start, w.count))
+                return
 
     def message(self, src: int, node: Node) -> None:
         """``src``'s send ``node`` started: every other rank its route reaches or crosses
@@ -579,8 +624,9 @@ class PassReplay:
                     return True
         if len(self.memos.get(key, ())) < _PER_KEY:
             counters, flops = r.read(now)
+            names = frozenset(st.nodes[i].name for i in ids if st.nodes[i].kind == "collective")
             w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
-                        flops=flops)  # fmt: skip
+                        flops=flops, names=names)  # fmt: skip
             for token, (label, start, on) in r.inflight.items():
                 w.seen[token] = [label, start - now, None, on]
                 w.pending.add(token)
@@ -609,8 +655,8 @@ class PassReplay:
         ends = tuple(recs[i].end - w.start for i in ids)
         if st.nodes[ids[release]].kind != "compute" or ends[release] < max(ends):
             return
-        if w.interleaved:
-            return
+        if w.interleaved or w.count:
+            return  # (a message of the pass outlived it: not counted in a replay)
         watched = self.ex.watched
         inside = w.member_set
         outside = tuple(
@@ -642,6 +688,7 @@ class PassReplay:
             counters=w.delta[0],
             flops=w.delta[1],
             footprint=footprint,
+            split=tuple(w.split),
         )
         self.memos.setdefault(w.key, []).append(memo)
 
@@ -713,6 +760,8 @@ class PassReplay:
         r.windows.append(w)
         st.busy = True
         engine = self.engine
+        for off, count in memo.split:  # the pass's messages, counted in the rank's split
+            engine.call_at(now + off, self.shares.set_stand_ins, st.rank, count)
         for j in memo.order:
             if memo.outside[j] and j != memo.release:
                 engine.call_at(now + memo.ends[j], self._member_end, r, w, j)
