@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from collective_figures import run_figures
 from hypothesis import given, settings
 from systems import examples
 from test_collectives import scenarios
 
 from acesim.config import SystemConfig, load_system
-from acesim.hardware.kernels import Stream
 from acesim.hardware.platform import Platform
 from acesim.network import collective as collective_module
 
@@ -39,33 +39,7 @@ def _run(
     every figure the run leaves."""
     collective_module.FOLD = fold
     try:
-        platform = Platform(system)
-        engine = platform.engine
-        colls = [platform.collectives.issue(op, size) for op, size in work]
-        ended: list[float] = []
-        if kernel_at is not None:
-
-            def launch() -> None:
-                for npu in platform.npus:
-                    npu.run_kernels(
-                        [Stream(read_bytes=8e6, write_bytes=8e6)],
-                        lambda: ended.append(engine.now),
-                    )
-
-            engine.schedule(kernel_at, launch)
-        end = engine.run()
-        engine.sync()
-        return {
-            "end": end,
-            "durations": [c.duration for c in colls],
-            "sent": [c.bytes_sent for c in colls],
-            "received": [c.bytes_received for c in colls],
-            "per_dim": [dict(c.bytes_sent_per_dim) for c in colls],
-            "kernel_end": ended,
-            "used": {r.name: r.used for r in engine.resources},
-            "peak": {r.name: r.peak for r in engine.resources},
-            "events": engine.events_processed,
-        }
+        return run_figures(system, work, kernel_at)
     finally:
         collective_module.FOLD = True
 
