@@ -10,6 +10,8 @@ from acesim.config.npus import npu_preset_names
 from acesim.config.presets import preset_names
 from acesim.config.resolve import resolve_system
 from acesim.hardware.endpoints.baseline import BaselineSettings
+from acesim.hardware.endpoints.sm_kernels import LOOP_BYTES_PER_BYTE
+from acesim.network.algorithms import GATHER, REDUCE
 from acesim.simulate import simulate_collective
 from acesim.validation.comm_limits import KERNELS, NPU_KERNELS, channel_hbm_bandwidth
 from acesim.validation.transfer import unit_of
@@ -57,14 +59,41 @@ def test_a_preset_that_sets_a_channel_limit_follows_the_rule(preset: str) -> Non
         )
 
 
-def test_the_kernels_limit_lifts_the_h100_ring_off_the_per_sm_assumption() -> None:
-    """With the NPU's 55 GB/s per SM the 8x H100 ring all-reduce was capped by HBM issue;
-    NCCL's 64 KiB in flight per channel leaves it on the links."""
+def test_charged_with_the_payload_neither_figure_binds_the_h100_ring() -> None:
+    """Charged with every HBM byte (5 a reduce step) the NPU's 55 GB/s per SM capped the 8x
+    H100 ring all-reduce; charged with the payload its loop covers, neither that figure nor
+    NCCL's 64 KiB in flight per channel binds it: it runs on its links."""
     ring = {"collective.algorithm": "ring"}
     shipped = resolve_system("h100-nvswitch-8", overrides=ring)
     per_sm = resolve_system(
         "h100-nvswitch-8", overrides={**ring, "endpoint.baseline.unit_hbm_bandwidth": None}
     )
-    fast = simulate_collective(shipped, "all-reduce", 1 << 30).busbw
-    capped = simulate_collective(per_sm, "all-reduce", 1 << 30).busbw
-    assert fast > 1.1 * capped
+    fast = simulate_collective(shipped, "all-reduce", 1 << 30)
+    other = simulate_collective(per_sm, "all-reduce", 1 << 30)
+    assert fast.bound == other.bound == "link nvswitch"
+    assert fast.busbw == pytest.approx(other.busbw)
+
+
+def test_the_limit_is_charged_with_the_payload_of_a_reduce_and_a_gather_step_alike() -> None:
+    """The loop loads every source of a hunk before it reduces: a reduce step keeps twice a
+    copy step's loads in flight and covers the same payload per loaded latency, so both run
+    at units x the channel figure, whatever HBM bytes each step moves."""
+    assert LOOP_BYTES_PER_BYTE[REDUCE] == LOOP_BYTES_PER_BYTE[GATHER] == 1.0
+    system = resolve_system(
+        "h100-nvswitch-8",
+        overrides={
+            "collective.algorithm": "ring",
+            "endpoint.baseline.comm_units": 8,
+            "endpoint.baseline.unit_hbm_bandwidth": "20 GB/s",
+        },
+    )
+    size = 1 << 30
+    scatter = simulate_collective(system, "reduce-scatter", size)
+    gather = simulate_collective(system, "all-gather", size)
+    assert scatter.bound == gather.bound == "comm-unit HBM issue"
+    # 8 channels x 20 GB/s of payload: 160 GB/s of busbw, by hand
+    assert scatter.busbw == pytest.approx(8 * 20e9, rel=0.01)
+    assert gather.busbw == pytest.approx(8 * 20e9, rel=0.01)
+    # HBM capacity still pays each step's bytes: 5 and 2 per network byte
+    assert scatter.hbm_bytes_per_npu / scatter.bytes_sent_per_npu == pytest.approx(5.0)
+    assert gather.hbm_bytes_per_npu / gather.bytes_sent_per_npu == pytest.approx(2.0)

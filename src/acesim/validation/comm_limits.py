@@ -9,6 +9,15 @@ flight. By Little's law it then draws at most that many bytes per loaded HBM lat
 
     channel HBM bandwidth = threads x unroll x pack bytes / loaded latency
 
+The loop issues those loads from *every* source of a hunk before it reduces any (``acc[u]``
+from the first, ``tmp[u]`` from each further one), stores the result, then loads the next
+hunk: a reduce step (two sources) keeps twice a copy step's bytes in flight, and either covers
+one hunk of payload per loaded latency. So the figure bounds the *payload* a channel's loop
+covers (a ring step's network bytes), not the HBM bytes the step moves: the model charges it
+with ``acesim.hardware.endpoints.sm_kernels.LOOP_BYTES_PER_BYTE`` (1 per network byte for a
+reduce-scatter or all-gather step), never with the peer's or the NIC's writes, the kernel's
+stores or a second source's loads (docs/validation.md, *What the per-channel limit bounds*).
+
 :data:`KERNELS` states the first three per library and NPU family, each from the library's
 source; :data:`LOADED_HBM_LATENCY` is an assumption (not measured for any of these NPUs, the
 same for all). A system preset whose collectives run on that library sets

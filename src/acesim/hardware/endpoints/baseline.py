@@ -21,9 +21,11 @@ at most ``nvls_units * unit_bandwidth``.
 
 HBM is shared with compute kernels (``hbm_sharing = "fair"``) the way the NPU arbitrates it
 (``npu.hbm_arbitration``): in proportion to memory-level parallelism, the collective kernels
-weighing the ``comm_units`` they hold and drawing at most ``comm_units * unit_hbm_bandwidth``
-(the kind's own ``unit_hbm_bandwidth`` where set: the bytes the library's kernel keeps in
-flight, else the NPU's ``npu.kernels.unit_hbm_bandwidth``)
+weighing the ``comm_units`` they hold, their loops covering at most ``comm_units *
+unit_hbm_bandwidth`` of payload (the kind's own ``unit_hbm_bandwidth`` where set: the bytes the
+library's kernel keeps in flight, else the NPU's ``npu.kernels.unit_hbm_bandwidth``; charged
+with the payload, one byte per network byte of a reduce or gather step:
+:data:`~.sm_kernels.LOOP_BYTES_PER_BYTE`)
 (``mlp``), or by dominant-resource fairness, messages weighing ``hbm_weight`` (``drf``). Or
 HBM is partitioned (``static``: communication owns ``hbm_share`` of the bandwidth). The held
 units come out of the NPU's unit pool, so the compute kernel runs on the rest; reductions run
@@ -113,8 +115,9 @@ class BaselineSettings(NvlsKernelSettings):
     unit_hbm_bandwidth: PositiveBytesPerSecond | None = Field(
         None,
         description="most HBM B/s one held unit of the collective kernels keeps in flight (the "
-        "library kernel's loads in flight over the loaded HBM latency); None: "
-        "npu.kernels.unit_hbm_bandwidth",
+        "library kernel's loads in flight from one source over the loaded HBM latency), "
+        "charged with the payload its loop covers (one byte per network byte of a reduce or "
+        "gather step, two of an all-to-all step); None: npu.kernels.unit_hbm_bandwidth",
     )
     hbm_sharing: Literal["static", "fair"] = Field(
         "fair", description="static: comm gets hbm_share of HBM; fair: weighted max-min"

@@ -4,10 +4,22 @@ memory-level parallelism.
 * :func:`sm_kernel_demand` — the resources a collective kernel on ``units`` held compute units
   consumes per network byte: its throughput (``units x unit_bandwidth``), its reductions on the
   units' FP32 vector peak (``units x vector_flops / compute_units``), its HBM bytes by step
-  kind and, with ``npu.kernels.unit_hbm_bandwidth``, the HBM those units can issue
+  kind and, with ``npu.kernels.unit_hbm_bandwidth``, the loads those units keep in flight
   (``units x unit_hbm_bandwidth``, the kind's own figure where it sets one: a collective
   library's kernel keeps its own bytes in flight). The baseline's kernels and the copy
   engines' reduce fallback are both this.
+
+  That limit is Little's law over one source's loads (``threads x unroll x 16`` bytes, see
+  :mod:`acesim.validation.comm_limits`), and it is charged with the payload bytes the
+  kernel's copy/reduce loop covers (:data:`LOOP_BYTES_PER_BYTE`), not with the HBM bytes a
+  step moves. NCCL's and RCCL's loop (``reduceCopyPacks``, ``src/device/common_kernel.h``)
+  issues ``unroll`` 16-byte loads from *every* source of a hunk before it reduces any
+  (``acc[u]`` from the first source, ``tmp[u]`` from each further one, the reduce after
+  them), stores the result and only then loads the next hunk: so a reduce step (two sources)
+  keeps twice a copy step's loads in flight, and each warp covers one hunk of payload per
+  loaded latency in both. The peer's or the NIC's writes into this HBM, the kernel's stores
+  and the NIC's reads take no load slot. HBM capacity is still charged with every byte
+  (``hbm_bytes_per_byte``).
 * :func:`engine_parallelism` — the compute units' worth of requests a DMA engine keeps in
   flight to stream ``bandwidth``: over what one unit draws at most, or (without that limit)
   over a unit's even share of HBM. Its weight under memory-level-parallelism arbitration.
@@ -28,9 +40,10 @@ from ...config.system import NPUConfig, Strict, SystemConfig
 from ...config.validators import NonNegativeFloat, PositiveInt
 from ...engine import Engine, Resource
 from ...errors import ConfigError
-from ...network.algorithms import NVLS_GATHER, NVLS_REDUCE
+from ...network.algorithms import ALLTOALL, GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE
 
 __all__ = [
+    "LOOP_BYTES_PER_BYTE",
     "NvlsKernelSettings",
     "reduction_meters",
     "check_fewer_units",
@@ -38,6 +51,21 @@ __all__ = [
     "engine_parallelism",
     "sm_kernel_demand",
 ]
+
+#: Payload bytes a collective kernel's copy/reduce loop covers per network byte, by step kind:
+#: what its units' load-issue limit (``unit_hbm_bandwidth``) is charged with (see the module).
+#: A ring reduce-scatter step reduces the received piece with the local one and sends the sum
+#: (two sources, one pass); an all-gather step forwards the received piece (one source); an
+#: all-to-all step copies out on send and in on receive, each on its own half of a channel's
+#: threads (NCCL's ``sendrecv.h``: two passes); an NVLS load-reduce step loads each byte once
+#: through the switch (``multimem.ld_reduce``), its multicast store is that step's.
+LOOP_BYTES_PER_BYTE: dict[str, float] = {
+    REDUCE: 1.0,
+    GATHER: 1.0,
+    ALLTOALL: 2.0,
+    NVLS_REDUCE: 1.0,
+    NVLS_GATHER: 0.0,
+}
 
 
 class NvlsKernelSettings(Strict):
@@ -89,8 +117,9 @@ def sm_kernel_demand(
         unit_bandwidth: network bytes/s one unit drives (B/s).
         hbm_bytes_per_byte: HBM bytes per network byte, per step kind.
         reduce_kind: the step kind that reduces (pays ``reduction_flops_per_byte``).
-        unit_hbm_bandwidth: most HBM B/s one held unit of this kernel keeps in flight (B/s);
-            None: ``npu.kernels.unit_hbm_bandwidth`` (no limit if that is unset too).
+        unit_hbm_bandwidth: most load B/s one held unit of this kernel keeps in flight (B/s),
+            charged with :data:`LOOP_BYTES_PER_BYTE`; None: ``npu.kernels.unit_hbm_bandwidth``
+            (no limit if that is unset too).
     """
     throughput = engine.add_resource(f"{name}.bytes", units * unit_bandwidth)
     demand: dict[str, dict[Resource, float]] = {
@@ -99,11 +128,11 @@ def sm_kernel_demand(
     }
     unit_hbm = npu.kernels.unit_hbm_bandwidth if unit_hbm_bandwidth is None else unit_hbm_bandwidth
     if unit_hbm is not None:
-        # what the held units can keep in flight bounds the HBM they draw
+        # what the held units keep in flight bounds the payload their loop covers
         issue = engine.add_resource(f"{name}.hbm", units * unit_hbm)
-        for per_byte in demand.values():
-            if hbm in per_byte:
-                per_byte[issue] = per_byte[hbm]
+        for kind, per_byte in demand.items():
+            if hbm in per_byte and LOOP_BYTES_PER_BYTE[kind] > 0:
+                per_byte[issue] = LOOP_BYTES_PER_BYTE[kind]
     if reduction_flops_per_byte > 0 and reduce_kind in demand:
         flops = engine.add_resource(f"{name}.flops", units * npu.vector_flops / npu.compute_units)
         demand[reduce_kind][flops] = reduction_flops_per_byte
