@@ -20,6 +20,34 @@ SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
 Draw = Callable[[random.Random], tuple[Any, ...]]
 
 
+def finish_draw(
+    rng: random.Random,
+    model: Any,
+    system: str,
+    nodes: int,
+    tp: int,
+    pp: int,
+    parts: list[str],
+    per_stage: list[int],
+) -> tuple[Any, ...]:
+    """The rest of a draw after its model, system, nodes, TP, PP and schedule: EP or CP, TP
+    overlap, ZeRO, recomputation, a global batch of ``rng.choice(per_stage)`` micro-batches
+    per stage and DP rank, and the endpoint kind (the random calls in one order, so a seed
+    draws the same configurations)."""
+    if model.experts and rng.random() < 0.5:
+        parts.append("ep=2")
+    elif rng.random() < 0.2:
+        parts.append("cp=2")
+    if tp > 1 and rng.random() < 0.4:
+        parts.append("tp_overlap=1")
+    parts.append(f"zero={rng.choice([0, 1, 1, 3])}")
+    parts.append(f"recompute={rng.choice(['none', 'none', 'selective', 'full'])}")
+    cp = 2 if "cp=2" in parts else 1
+    dp = max(8 * nodes // (tp * pp * cp), 1)
+    batch = dp * pp * rng.choice(per_stage)
+    return model, system, nodes, ",".join(parts), batch, rng.choice(ENDPOINTS)
+
+
 def resolving(draw: Draw, count: int, seed: int) -> Iterator[Any]:
     """``count`` cases of ``draw``'s configurations that resolve, a seeded draw (the same every
     run): those a size rule refuses, or NVLS without a switch that reduces, are drawn again."""

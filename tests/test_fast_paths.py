@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llm_draws import ENDPOINTS, SCHEDULES, SYSTEMS, resolving
+from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving
 from systems import examples
 
 from acesim.engine import INF, Activity, Engine, Resource
@@ -143,18 +143,8 @@ def _draw(rng: random.Random) -> tuple[Any, ...]:
         kind = rng.choice(SCHEDULES)
         if kind:
             parts.append(f"schedule={kind}")
-    if model.experts and rng.random() < 0.5:
-        parts.append("ep=2")
-    elif rng.random() < 0.2:
-        parts.append("cp=2")
-    if tp > 1 and rng.random() < 0.4:
-        parts.append("tp_overlap=1")
-    parts.append(f"zero={rng.choice([0, 1, 1, 3])}")
-    parts.append(f"recompute={rng.choice(['none', 'none', 'selective', 'full'])}")
-    cp = 2 if "cp=2" in parts else 1
-    dp = max(8 * nodes // (tp * pp * cp), 1)
-    batch = dp * pp * rng.choice([1, 2])  # a micro-batch or two per stage
-    return model, system, nodes, ",".join(parts), batch, rng.choice(ENDPOINTS)
+    # a micro-batch or two per stage
+    return finish_draw(rng, model, system, nodes, tp, pp, parts, [1, 2])
 
 
 def _cases(count: int) -> Iterator[Any]:

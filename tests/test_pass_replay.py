@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from llm_draws import ENDPOINTS, SCHEDULES, SYSTEMS, resolving
+from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving
 
 from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training import replay
@@ -51,18 +51,8 @@ def _draw(rng: random.Random) -> tuple[Any, ...]:
         kind = rng.choice(SCHEDULES)
         if kind:
             parts.append(f"schedule={kind}")
-    if model.experts and rng.random() < 0.5:
-        parts.append("ep=2")
-    elif rng.random() < 0.2:
-        parts.append("cp=2")
-    if tp > 1 and rng.random() < 0.4:
-        parts.append("tp_overlap=1")
-    parts.append(f"zero={rng.choice([0, 1, 1, 3])}")
-    parts.append(f"recompute={rng.choice(['none', 'none', 'selective', 'full'])}")
-    cp = 2 if "cp=2" in parts else 1
-    dp = max(8 * nodes // (tp * pp * cp), 1)
-    batch = dp * pp * rng.choice([3, 4])  # enough micro-batches that passes repeat
-    return model, system, nodes, ",".join(parts), batch, rng.choice(ENDPOINTS)
+    # enough micro-batches that passes repeat
+    return finish_draw(rng, model, system, nodes, tp, pp, parts, [3, 4])
 
 
 def _cases(count: int) -> Iterator[Any]:
