@@ -14,7 +14,7 @@ from acesim.hardware.kernels import Fixed
 from acesim.hardware.platform import Platform
 from acesim.network.group import Span
 from acesim.precision import PRECISIONS
-from acesim.runs.llm import HOST_SYNC_NOTE, make_llm_case, run_llm
+from acesim.runs.llm import HOST_SYNC_NOTE, host_note, make_llm_case, run_llm
 from acesim.training.executor import GraphExecutor
 from acesim.training.pipeline import pipeline_graph
 from acesim.workload.llm.block import chunk_work
@@ -87,8 +87,10 @@ def test_expert_parallelism_runs_with_context_parallelism() -> None:
     full, _ = run_llm(case, mode="exact")
     assert fast.exposed["ep"] > 0 and fast.exposed["cp"] > 0
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
-    # what the model leaves out there is said: the dispatcher's host synchronisation
-    assert HOST_SYNC_NOTE in fast.notes and f"model: {HOST_SYNC_NOTE}" in fast.footnotes()
+    # the dispatcher's host synchronisation is modelled with the preset's [host] and said
+    launch = case.system.host.launch_time
+    assert launch is not None
+    assert host_note(launch) in fast.notes and f"model: {host_note(launch)}" in fast.footnotes()
 
 
 def test_no_host_sync_note_without_expert_parallelism() -> None:

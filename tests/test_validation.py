@@ -156,6 +156,8 @@ SYSTEM_FIELDS: dict[str, str] = {
     "npu.hbm_capacity": "size",
     "npu.host_link_bandwidth": "rate",
     "npu.host_memory_bandwidth": "rate",
+    "host.op_time": "time0",
+    "host.ops_per_launch": "non_negative",
     "npu.power.tdp": "watts",
     "npu.power.idle": "watts0",
     "npu.power.unit_active": "watts0",

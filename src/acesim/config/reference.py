@@ -54,6 +54,11 @@ _SECTIONS: list[tuple[str, str]] = [
         "`run.nodes`) appends this dimension, of size N, after the node's own.",
     ),
     ("collective", "How collectives are decomposed and scheduled."),
+    (
+        "host",
+        "The host thread that issues each GPU's launches (acesim.training.host): charged where "
+        "the framework synchronises the host with the GPU; both figures unset: not modelled.",
+    ),
     ("endpoint", "Which collective endpoint runs collectives (`kind`), and each kind's table."),
     ("reproduction", "What `acesim reproduce` runs on this system (optional)."),
 ]

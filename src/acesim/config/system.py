@@ -411,6 +411,31 @@ def _check_nic_fields(
             )
 
 
+class HostConfig(Strict):
+    """The host thread that issues each GPU's work (``[host]``; the model:
+    :mod:`acesim.training.host`). Its time per kernel launch is ``op_time x ops_per_launch``;
+    either None: host time not modelled."""
+
+    op_time: NonNegativeSeconds | None = Field(
+        None,
+        description="host CPU time of one framework op on this system's host CPU, s (measured: "
+        "a PyTorch op's CPU time, Python to the driver's launch); None: not modelled",
+    )
+    ops_per_launch: NonNegativeFloat | None = Field(
+        None,
+        description="host ops (of op_time each) the training framework spends per GPU kernel "
+        "launch where the host cannot run ahead of the GPU (acesim.training.host); a property "
+        "of the framework, not of the CPU; None: not modelled",
+    )
+
+    @property
+    def launch_time(self) -> float | None:
+        """Host time per kernel launch, s (None: not modelled)."""
+        if self.op_time is None or self.ops_per_launch is None:
+            return None
+        return self.op_time * self.ops_per_launch
+
+
 class ScaleOutConfig(Strict):
     """The network dimension that joins several nodes of this system (``[scale_out]``): a
     system resolved with ``nodes = N`` (``--nodes N``) gets it as its last dimension, of size N
@@ -827,6 +852,10 @@ class SystemConfig(Strict):
     )
     scale_out: ScaleOutConfig | None = Field(
         None, description="[scale_out] below: how N nodes of this system join (--nodes N)"
+    )
+    host: HostConfig = Field(
+        default_factory=defaults(HostConfig),
+        description="[host] below: the host thread issuing each GPU's launches",
     )
     #: how the system was made (not part of the document; :mod:`acesim.config.provenance`)
     _provenance: Provenance = PrivateAttr(default_factory=Provenance)

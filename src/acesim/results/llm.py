@@ -52,7 +52,7 @@ _POINT_ECHO = (*POINT_INPUTS, "schema", "provenance")
 
 #: Attribution order of an idle instant: TP collectives, point-to-point transfers in flight,
 #: waiting for a peer stage that has not sent yet (bubble), DP collectives.
-_ORDER = ("tp", "cp", "ep", "pp", "peer", "dp", "offload")
+_ORDER = ("tp", "cp", "ep", "pp", "peer", "dp", "offload", "host")
 
 
 @dataclass
@@ -303,6 +303,9 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
             elif node.kind == "host_copy":
                 waits["offload"].append((rec.start, rec.end))
                 exposed.setdefault("offload", 0.0)
+            elif node.kind == "host":  # the host issuing launches (acesim.training.host)
+                waits["host"].append((rec.start, rec.end))
+                exposed.setdefault("host", 0.0)
         for key, recs in recvs.items():
             starts = sends.get(key, [])
             for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):

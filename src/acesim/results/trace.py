@@ -361,6 +361,12 @@ def _process(
             args = {"node": node.id, "direction": node.op, "size_bytes": node.size}
             args.update(iteration=node.iteration)
             _complete(b, pid, tid, node.name, "host_copy", (rec.start, rec.end), args)
+    issuing = [r for r in recs if r.node.kind == "host"]
+    if issuing:  # the host thread issuing launches after a sync point (acesim.training.host)
+        (tid,) = proc.lanes("host", [(0.0, 0.0, 0)])
+        for rec in issuing:
+            args = {"node": rec.node.id, "host_s": rec.node.size, "iteration": rec.node.iteration}
+            _complete(b, pid, tid, rec.node.name, "host", (rec.start, rec.end), args)
     if platform.collectives.phase_log is not None:
         _chunk_lanes(b, proc, platform.collectives.phase_log, rank, dim_names, coll_by_id)
     return {"simulated_rank": rank, "represents": span, "represents_count": len(stands_for)}

@@ -66,6 +66,7 @@ from .how import How
 
 __all__ = [
     "HOST_SYNC_NOTE",
+    "host_note",
     "LlmCase",
     "make_llm_case",
     "execute_llm",
@@ -524,6 +525,7 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         offload_layers=par.offload_layers or 0,
         host_update=hosted or None,
         host_params=p.state_bytes if par.offload_weights else 0.0,
+        launch_time=None if par.cuda_graphs else case.system.host.launch_time,
     )
 
 
@@ -629,19 +631,31 @@ HOST_SYNC_NOTE = (
     "host time not modelled: with EP > 1 Megatron-core's alltoall dispatcher copies the "
     "token counts to the host and synchronises before every MoE layer's forward dispatch "
     "(token_dispatcher.py, 'before_ep_alltoall'), so the host cannot run ahead of the GPU "
-    "across layers and eager kernel launches can set a layer's pace at small micro-batches "
-    "(acesim's throughput is 54-75% above Megatron-Bridge's measured GPT-OSS 120B rows: "
-    "docs/validation.md)"
+    "across layers and eager kernel launches can set a layer's pace at small micro-batches; "
+    "this system states no [host] (host.op_time, host.ops_per_launch: "
+    "acesim.training.host, docs/validation.md)"
 )
-"""The LLM result's note on MoE runs with expert parallelism: what acesim leaves out there."""
+"""The LLM result's note on MoE runs with expert parallelism on a system whose host is not
+modelled: what acesim leaves out there."""
+
+
+def host_note(launch_time: float) -> str:
+    """The LLM result's note on MoE runs with expert parallelism whose host is modelled."""
+    return (
+        "host time modelled at each MoE forward dispatch's host synchronisation (Megatron-core's "
+        f"alltoall dispatcher): {launch_time * 1e6:.1f} us a kernel launch (host.op_time x "
+        "host.ops_per_launch, the latter fitted on one GPT-OSS row: acesim.training.host, "
+        "docs/validation.md)"
+    )
 
 
 def _model_notes(case: LlmCase) -> list[str]:
-    """The model's own notes, and :data:`HOST_SYNC_NOTE` when its MoE layers dispatch over
-    an EP group."""
+    """The model's own notes, and the host's (:data:`HOST_SYNC_NOTE`, :func:`host_note`) when
+    its MoE layers dispatch over an EP group with launches not captured in CUDA graphs."""
     notes = [case.model.notes] if case.model.notes else []
-    if case.model.experts and case.parallel.ep > 1:
-        notes.append(HOST_SYNC_NOTE)
+    if case.model.experts and case.parallel.ep > 1 and not case.parallel.cuda_graphs:
+        launch = case.system.host.launch_time
+        notes.append(HOST_SYNC_NOTE if launch is None else host_note(launch))
     return notes
 
 

@@ -607,6 +607,8 @@ class GraphExecutor:
             self._send(st, node)
         elif node.kind == "host_copy":
             self._host_copy(st, node)
+        elif node.kind == "host":  # the host issuing launches: time on the CPU, no GPU resource
+            self.platform.engine.schedule(node.size, self.finish, st, node)
         elif node.kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:

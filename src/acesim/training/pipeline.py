@@ -42,6 +42,11 @@ shard's copy in, and each reduce-scatter is followed by the gradient shard's cop
 Expert parameters (MoE layers with expert parallelism) reduce and gather over the
 expert-data-parallel group instead of DP.
 
+Host time (``launch_time``, :mod:`.host`): in a pass whose steps synchronise the host with the
+GPU (Megatron-core's all-to-all MoE dispatch with EP > 1), a ``host`` node at each sync point
+stands for the host issuing the launches up to the next one; the sync point's collective waits
+for the one before, the pass's end for the last.
+
 Node names start with the communication kind (``tp.``, ``cp.``, ``ep.``, ``pp.``, ``dp.``) so
 reports can attribute exposed time to it (:func:`comm_kind`); compute nodes with their op
 (``F``, ``B``, ``W``, or ``BW`` for a B that computes the weight gradients too), then the
@@ -62,6 +67,7 @@ from ..workload.graph import Graph, Node, collective_fields
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
+from .host import segments
 from .offload import ActivationOffload, LayerOffload, WeightOffload, host_update
 from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
@@ -108,6 +114,7 @@ class _Plan:
     offload_layers: int = 0  # layers of each chunk offloaded within its passes
     host_update: Sequence[tuple[float, float, float]] | None = None  # per stage (:mod:`.offload`)
     host_params: float = 0.0  # bytes per element of FSDP's shards in host memory (0: none)
+    launch_time: float | None = None  # host time per kernel launch, s (:mod:`.host`; None: none)
 
     @property
     def chunks(self) -> int:
@@ -149,6 +156,7 @@ def pipeline_graph(
     offload_layers: int = 0,
     host_update: Sequence[tuple[float, float, float]] | None = None,
     host_params: float = 0.0,
+    launch_time: float | None = None,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -174,6 +182,8 @@ def pipeline_graph(
             (gradient bytes out, bytes the CPU step streams, parameter bytes back) or None;
             ``host_params``: with ``fsdp``, FSDP's CPU offload of parameters, the bytes per
             element of the shards in host memory (0: none).
+        launch_time: host time per kernel launch (s) where the host synchronises with the
+            GPU (:mod:`.host`); None: the host is not modelled.
     """
     p = place.pp
     _check_stages(stages, place, classes)
@@ -194,6 +204,7 @@ def pipeline_graph(
         offload_layers,
         host_update,
         host_params if fsdp else 0.0,
+        launch_time,
     )
     ops = [_stage_ops(plan, s) for s in range(p)]
     stride = place.stage_stride
@@ -432,6 +443,8 @@ class _RankGraph:
         units = _Units(work, op.forward) if fsdp else None
         chain = _Chain(deps)
         offloads = self.layer_offload.starts(work, op.forward) if op.kind != "W" else {}
+        issuing = segments(steps) if self.plan.launch_time is not None else {}
+        host: int | None = None  # the host's issuing of the segment before
         for k, st in enumerate(steps):
             if units is not None and k in units.starts:
                 chain.deps = self._enter_unit(units, k, chain.deps, op, work)
@@ -449,6 +462,8 @@ class _RankGraph:
                 chain.computed(node)
                 continue
             comm = st.comm
+            if k in issuing:
+                host = self._host_sync(chain, host, issuing[k], f"{pname}.{c}.{i}.{k}", label)
             node = self.add(
                 chain.collective_deps(st),
                 name=f"{st.kind}.{comm.op}.{pname}.{c}.{i}.{k}",
@@ -458,12 +473,30 @@ class _RankGraph:
                 blocking=not st.overlap,
             )
             chain.issued(node, st)
-        deps = chain.end()
+        deps = chain.end() if host is None else [*chain.end(), host]
         if offloads and op.forward:  # the forward's end: the last copies out
             deps = self.layer_offload.enter(self.add, op, work, len(work.unit_saved), deps)
         if units is not None and units.now is not None and not op.forward:
             deps = self._reduce_unit(work, (op.chunk, units.now), deps, label)
         return deps
+
+    def _host_sync(
+        self, chain: _Chain, before: int | None, count: int, name: str, label: str
+    ) -> int:
+        """A sync point (:mod:`.host`): what follows waits for the host's issuing of the
+        segment ``before``; the host's issuing of the next ``count`` launches starts when the
+        GPU work before the sync point and ``before`` are done. Returns its node."""
+        gpu = list(chain.deps)
+        chain.deps = [*chain.deps, before]
+        assert self.plan.launch_time is not None  # segments only with a launch time
+        return self.add(
+            [*gpu, before],
+            name=f"host.{name}",
+            kind="host",
+            size=count * self.plan.launch_time,
+            layer=label,
+            pass_name="host",
+        )
 
     def compute_of(self, step: Step) -> Compute:
         """The compute node of ``step`` (its kernels one after another), made once."""

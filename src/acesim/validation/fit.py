@@ -15,6 +15,11 @@ all-reduce, on a bandwidth-bound row; ``collective.nvls_delay``: its per-step la
 row where latency and bandwidth weigh about equally; the copy engines' bandwidth and setups
 and a switch's incast efficiency), the bisection run on simulated collectives.
 
+A system preset's LLM row may fit the framework's host ops per kernel launch
+(``host.ops_per_launch``, :data:`HOST_FITS`; :mod:`acesim.training.host`) on its throughput,
+the preset's measured per-op host time (``host.op_time``) given: :func:`fit_preset` fits it
+with the rest (each try a whole LLM simulation, seconds).
+
 The values the NPU and system presets carry are these fits, rounded to four significant
 digits; a test checks that the presets still match what this module computes from the
 corpus, and every other row of the corpus is a test row (docs/validation.md).
@@ -34,6 +39,7 @@ from ..config.resolve import derive, resolve_system
 from ..config.system import (
     CollectiveConfig,
     DimensionConfig,
+    HostConfig,
     KernelModelConfig,
     ProtocolConfig,
     SystemConfig,
@@ -44,6 +50,7 @@ from .evaluate import simulate_case, system_of
 
 __all__ = [
     "FIT_RANGES",
+    "HOST_FITS",
     "Fit",
     "datasheet_value",
     "fit_collective",
@@ -74,6 +81,7 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "endpoint.copy_engine.command_setup": (0.0, 1e-4),
     "endpoint.copy_engine.local_copy_bandwidth": (1e6, 1e13),
     "network.dimensions[0].incast_efficiency": (1e-3, 1.0),
+    "host.ops_per_launch": (0.0, 1000.0),
 }
 for _proto in ("LL", "LL128", "Simple"):
     for _algo in ("ring", "nvls", "double_binary_tree"):
@@ -91,6 +99,12 @@ COLLECTIVE_FITS = (
     "endpoint.copy_engine.",
     "network.dimensions[",
 )
+
+
+#: The host parameters a system preset's LLM rows may fit (:mod:`acesim.training.host`): the
+#: framework's host ops per launch, fitted on a training row's throughput (monotonic: more host
+#: time per launch is slower where the host sets the pace).
+HOST_FITS = ("host.ops_per_launch",)
 
 
 @dataclass(frozen=True)
@@ -171,6 +185,8 @@ def datasheet_value(parameter: str) -> float | None:
         return _optional(DimensionConfig.model_fields[name].get_default(call_default_factory=True))
     if parameter.startswith("endpoint."):
         return _optional(_walk(EndpointConfig.model_validate({}).model_dump(), parameter[9:]))
+    if parameter.startswith("host."):  # None: the host not modelled
+        return _optional(_walk(HostConfig.model_validate({}).model_dump(), parameter[5:]))
     raise KeyError(parameter)
 
 
@@ -239,7 +255,7 @@ def fit_preset(
     leave-one-system-out world gives its other parameters, :mod:`.loso`); [] when the preset
     has no fit rows."""
     corpus = corpus if corpus is not None else load_corpus()
-    rows = fit_rows(corpus, preset, ("npu.kernels.", *COLLECTIVE_FITS))
+    rows = fit_rows(corpus, preset, ("npu.kernels.", *COLLECTIVE_FITS, *HOST_FITS))
     return _fit(corpus, rows, rounds, adjust) if rows else []
 
 

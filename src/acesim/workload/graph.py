@@ -3,9 +3,11 @@
 A node is a compute kernel, a collective, a point-to-point send/receive, or a host-device copy
 (``host_copy``: ``size`` bytes in direction ``op``, ``h2d`` or ``d2h``, on the NPU's copy
 engines over its host link: offload; ``op`` ``cpu``: a CPU step streaming ``size`` bytes
-through the NPU's share of host memory, the offloaded optimizer's update). ``deps`` lists the
-ids (same rank) that must finish before the node may start; compute nodes of one rank run one
-at a time on its compute stream, in ready order (ties by id). A collective node runs on a
+through the NPU's share of host memory, the offloaded optimizer's update), or the host
+thread issuing launches (``host``: ``size`` seconds of host time,
+:mod:`acesim.training.host`). ``deps`` lists the ids (same rank) that must finish before
+the node may start; compute nodes of one rank run one at a time on its compute stream, in
+ready order (ties by id). A collective node runs on a
 communicator (``dims``: whole network dimensions, None = all; or ``group``: any
 :class:`~acesim.network.group.Group`) and finishes at a rank when that rank's part is done;
 instances of a collective are matched across ranks by their order of issue among collectives
@@ -32,7 +34,7 @@ from ..network.classes import RankClasses
 from ..network.group import Group
 from .model import Comm, Compute
 
-NodeKind = Literal["compute", "collective", "send", "recv", "host_copy"]
+NodeKind = Literal["compute", "collective", "send", "recv", "host_copy", "host"]
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Node:
     Attributes:
         id: unique within the rank.
         name: label.
-        kind: compute, collective, send, recv or host_copy.
+        kind: compute, collective, send, recv, host_copy or host.
         deps: ids of nodes (same rank) that must finish first.
         compute: for compute nodes.
         op, size, dims, group: for collectives (bytes per NPU; the communicator: dims None =
@@ -52,6 +54,8 @@ class Node:
             :class:`~acesim.workload.model.Comm`).
         peer, tag, size: for send/recv (peer rank, matching tag, bytes).
         op, size: for host_copy (``h2d`` or ``d2h``, bytes).
+        size: for host (the host thread issuing kernel launches, :mod:`acesim.training.host`):
+            seconds of host time; the node holds no GPU resource.
         layer, iteration, pass_name: labels for reports.
         episode: the pipeline pass the node belongs to, ``(shape, instance)``: the shape its
             ops' (name, chunk) pairs, the instance (iteration, micro-batches); None outside a

@@ -189,17 +189,18 @@ class _Shared:
     saved: float
 
 
-def _exchange(part: Pass, a2a: Comm | None, beside: tuple[Work, ...]) -> None:
+def _exchange(part: Pass, a2a: Comm | None, beside: tuple[Work, ...], sync: bool = False) -> None:
     """An expert all-to-all (dispatch or combine) in ``part``: blocking, or, with ``beside``
-    kernels, issued with them (they do not wait for it; what follows waits for both)."""
+    kernels, issued with them (they do not wait for it; what follows waits for both);
+    ``sync``: the host synchronises with the GPU before issuing it (the forward dispatch)."""
     if a2a is None:
         if beside:
             part.compute(*beside)
         return
     if not beside:
-        part.comm(a2a, "ep")
+        part.comm(a2a, "ep", sync=sync)
         return
-    part.comm(a2a, "ep", overlap="next")
+    part.comm(a2a, "ep", overlap="next", sync=sync)
     part.compute(*beside)
     part.seal()
 
@@ -579,7 +580,7 @@ class _Builder:
         def layer_body(part: Pass) -> None:  # the MoE layer: all but the norm and residual
             part.comm(self.before_column_parallel())
             part.compute(*r.route)
-            _exchange(part, a2a, sh.fwd[:2] if beside and sh else ())
+            _exchange(part, a2a, sh.fwd[:2] if beside and sh else (), sync=True)
             part.compute(*r.sort, *r.experts, *r.unsort)
             _exchange(part, a2a, sh.fwd[2:] if beside and sh else ())
             part.compute(r.unpermute, *(sh.fwd if sh and not beside else ()))

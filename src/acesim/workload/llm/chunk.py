@@ -45,7 +45,9 @@ class Step:
     ``next``: issued with the following compute step (which does not wait for it); ``prev``:
     issued with the preceding one; the step after the pair waits for both. ``sealed`` compute
     steps are never merged with their neighbours (the GEMM a collective overlaps).
-    ``weight``: per kernel, whether it is weight-gradient work (``()``: none is)."""
+    ``weight``: per kernel, whether it is weight-gradient work (``()``: none is). ``sync``:
+    the host waits for the GPU to finish everything issued before this collective before it
+    issues it (Megatron-core's all-to-all MoE dispatcher, :mod:`acesim.training.host`)."""
 
     kernels: tuple[Kernel, ...] = ()
     comm: Comm | None = None
@@ -53,6 +55,7 @@ class Step:
     overlap: Overlap = ""
     sealed: bool = False
     weight: tuple[bool, ...] = ()
+    sync: bool = False
 
     def flags(self) -> tuple[bool, ...]:
         """Per kernel: weight-gradient work."""
@@ -116,9 +119,11 @@ class Pass:
         kernels, flags = self._marked((item,))
         self.steps.append(Step(kernels, sealed=True, weight=flags))
 
-    def comm(self, comm: Comm | None, kind: str = "tp", overlap: Overlap = "") -> None:
+    def comm(
+        self, comm: Comm | None, kind: str = "tp", overlap: Overlap = "", sync: bool = False
+    ) -> None:
         if comm is not None:
-            self.steps.append(Step(comm=comm, kind=kind, overlap=overlap))
+            self.steps.append(Step(comm=comm, kind=kind, overlap=overlap, sync=sync))
 
     def seal(self) -> None:
         """Let nothing merge into the last step (a unit boundary)."""

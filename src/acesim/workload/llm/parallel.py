@@ -41,6 +41,8 @@ MoE: ``ep_comm_units=N``: the expert all-to-alls (dispatch, combine) run as kern
 own holding ``N`` SMs while they run (DeepEP; DeepSeek-V3 gave them 20 of 132), the compute
 beside them on the rest; ``shared_expert_overlap=1`` (Megatron's
 ``--moe-shared-expert-overlap``): the all-to-alls run beside the shared experts' compute.
+``cuda_graphs=1``: the layers' kernels are replayed from CUDA graphs, so the host launches
+none of them one by one (the host model of :mod:`acesim.training.host` charges nothing).
 Expert parallelism is carved out of the data-parallel-with-context ranks (Megatron-core's
 expert rank order ``tp-ep-dp-pp`` with the expert TP equal to TP), so EP groups are ``ep``
 consecutive ranks of the CP x DP block, and the expert-data-parallel groups hold the ranks
@@ -138,6 +140,7 @@ _BOOL_KEYS = (
     "account_embedding",
     "account_loss",
     "shared_expert_overlap",
+    "cuda_graphs",
 )
 _KEYS = (
     *_INT_KEYS,
@@ -186,6 +189,7 @@ class ParallelConfig:
     schedule: str | None = None
     ep_comm_units: int | None = None
     shared_expert_overlap: bool = False
+    cuda_graphs: bool = False
     offload: str | None = None
     offload_fraction: float = 1.0
     recompute_modules: tuple[str, ...] | None = None
@@ -585,6 +589,8 @@ class ParallelConfig:
             parts.append(f"ep_comm_units={self.ep_comm_units}")
         if self.shared_expert_overlap:
             parts.append("shared_expert_overlap=1")
+        if self.cuda_graphs:
+            parts.append("cuda_graphs=1")
         if self.offload is not None:
             parts.append(f"offload={self.offload}")
             if self.offload_layers is not None:
