@@ -81,7 +81,7 @@ FIT_RANGES: dict[str, tuple[float, float]] = {
     "endpoint.copy_engine.command_setup": (0.0, 1e-4),
     "endpoint.copy_engine.local_copy_bandwidth": (1e6, 1e13),
     "network.dimensions[0].incast_efficiency": (1e-3, 1.0),
-    "host.ops_per_launch": (0.0, 1000.0),
+    "host.ops_per_launch": (0.0, 100.0),
 }
 for _proto in ("LL", "LL128", "Simple"):
     for _algo in ("ring", "nvls", "double_binary_tree"):
@@ -105,6 +105,8 @@ COLLECTIVE_FITS = (
 #: framework's host ops per launch, fitted on a training row's throughput (monotonic: more host
 #: time per launch is slower where the host sets the pace).
 HOST_FITS = ("host.ops_per_launch",)
+#: How closely a host fit is bisected (relative to the value): each try is an LLM simulation.
+HOST_TOLERANCE = 1e-7
 
 
 @dataclass(frozen=True)
@@ -280,20 +282,24 @@ def _fit(
                     f"case {case.id}: fits", "is not a fittable parameter", parameter
                 ) from None
             family = families[case.id]
+            own = _row_system(case, family, system, values, adjust)
 
             def error(
                 value: float,
                 case: Case = case,
                 parameter: str = parameter,
                 family: Family = family,
-                base: SystemConfig = system,
+                base: SystemConfig = own,
             ) -> float:
                 simulated, _ = simulate_case(case, family, _with(base, parameter, value))
                 return simulated - case.measured
 
             # Early rounds may start a row out of reach (another parameter still far from its
             # fit): it takes the nearer end of its range until the others have moved.
-            value = _bisect(error, low, high, f"case {case.id}: {parameter}", clamp=True)
+            # a host row is a whole LLM run a try: bisected to a part in 10^7 (presets carry
+            # four digits), not to the float's precision
+            tol = HOST_TOLERANCE if parameter in HOST_FITS else 1e-12
+            value = _bisect(error, low, high, f"case {case.id}: {parameter}", clamp=True, tol=tol)
             previous = values.get(parameter)
             moved = max(
                 moved,
@@ -305,7 +311,8 @@ def _fit(
             break
     fits = []
     for case, parameter in rows:
-        simulated, _ = simulate_case(case, families[case.id], system)
+        own = _row_system(case, families[case.id], system, values, adjust)
+        simulated, _ = simulate_case(case, families[case.id], own)
         if not math.isclose(simulated, case.measured, rel_tol=1e-6):
             low, high = _range(parameter)
             raise ConfigError(
@@ -317,8 +324,34 @@ def _fit(
     return fits
 
 
+def _row_system(
+    case: Case,
+    family: Family,
+    system: SystemConfig,
+    values: dict[str, float],
+    adjust: Callable[[SystemConfig], SystemConfig] | None,
+) -> SystemConfig:
+    """The system a fit row is simulated on: the preset's (``system``, every value fitted so
+    far on it), or for a host row (an LLM run on its own node count) the row's own system with
+    the same values."""
+    if not any(p in HOST_FITS for p in case.fits):
+        return system
+    own = system_of(case, family)
+    if adjust is not None:
+        own = adjust(own)
+    for parameter, value in values.items():
+        own = _with(own, parameter, value)
+    return own
+
+
 def _bisect(
-    error: Callable[[float], float], low: float, high: float, where: str, *, clamp: bool = False
+    error: Callable[[float], float],
+    low: float,
+    high: float,
+    where: str,
+    *,
+    clamp: bool = False,
+    tol: float = 1e-12,
 ) -> float:
     """The root of ``error`` between ``low`` and ``high`` (it changes sign there); with
     ``clamp``, the end nearer a root when there is none."""
@@ -337,6 +370,6 @@ def _bisect(
             low, e_low = mid, e_mid
         else:
             high = mid
-        if high - low <= 1e-12 * max(abs(high), 1e-12):
+        if high - low <= tol * max(abs(high), 1e-12):
             break
     return 0.5 * (low + high)
