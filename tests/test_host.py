@@ -16,6 +16,8 @@ from acesim.runs.llm import HOST_SYNC_NOTE, host_note, make_llm_case, run_llm
 from acesim.training.executor import Execution, GraphExecutor
 from acesim.training.host import launches, segments
 from acesim.training.pipeline import pipeline_graph
+from acesim.validation import load_corpus
+from acesim.validation.evaluate import simulate_case
 from acesim.workload.llm.chunk import ChunkWork, Step
 from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import ParallelConfig, placement
@@ -134,3 +136,14 @@ def test_a_bad_host_figure_is_a_one_line_error_naming_the_field(path: str, value
         resolve_system("h100-nvswitch-8", overrides={path: value})
     assert info.value.field == path
     assert "\n" not in str(info.value) and path in str(info.value)
+
+
+def test_the_h100_preset_carries_the_host_fit_of_its_gpt_oss_row() -> None:
+    # host.ops_per_launch is fitted on this row (acesim.validation.fit, HOST_FITS); the preset
+    # carries it to four digits, so the row comes out within a part in a thousand
+    corpus = load_corpus()
+    family = corpus.families["llm"]
+    (case,) = [c for c in family.cases if c.id == "mbridge-dgxh100-gpt-oss-120b-bf16"]
+    assert case.fit and case.fits == ["host.ops_per_launch"]
+    simulated, _ = simulate_case(case, family)
+    assert simulated == pytest.approx(case.measured, rel=1e-3)
