@@ -590,13 +590,10 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
         for r in llm.results
         if r.is_test and r.error is not None and abs(r.error) > LLM_BUDGET
     }
-    # and the GPT-OSS 120B row (issue 29), +80% fast: host time the model leaves out (its note)
-    assert over == {
-        "mbridge-dgxh100-llama3-70b-fp8",
-        "mbridge-dgxh100-gpt-oss-120b-bf16",
-        "mbridge-dgxh100-gpt-oss-120b-bf16-gbs1280",  # the 26.02 rows (issue 32), host time too
-        "mbridge-dgxgb200-gpt-oss-120b-bf16",
-    }
+    # the GPT-OSS 120B rows (issues 29, 32), 53-74% fast with no host modelled, are within it
+    # since the host model (acesim.training.host): the 25.11 H100 row is its fit row, the
+    # 26.02 H100 and GB200 rows test rows
+    assert over == {"mbridge-dgxh100-llama3-70b-fp8"}
     # multinode (issue 32): predictions of clusters the model was never fitted on, judged
     # against their budget and reported, not gating (docs/validation.md says which miss, why)
     assert "multinode" in judged and not judged["multinode"].family.gating
