@@ -204,6 +204,23 @@ def test_class_mode_agrees_with_exact_mode(
     _agree(make_llm_case("h100-nvswitch-8", model, parallel, nodes=nodes))
 
 
+def test_a_later_stages_pipelined_all_reduce_across_nodes_reaches_its_own_class() -> None:
+    """Stage 1's DP x CP all-reduce spans its node's switch (CP) and two nodes (DP): the
+    tuner runs it as NCCL's TREE or NVLS_TREE, one pipelined phase whose lanes' messages go to
+    the class's own mirror (they went to class 0 once, and stage 1 waited forever)."""
+    case = make_llm_case(
+        "h100-nvswitch-8",
+        TINY,
+        ParallelConfig(tp=4, pp=2, cp=2, zero=0, global_batch=4, seq=1024),
+        nodes=4,
+    )
+    assert case.place.dp == 2
+    _result, _exact, ex = _agree(case)
+    pipelined = [c for c in ex.collectives if any(p.pipelined for p in c.phases)]
+    assert pipelined and {c.algorithm for c in pipelined} <= {"double_binary_tree", "nvls_tree"}
+    assert {tuple(c.rank_finished) for c in pipelined} == {(0,), (1,)}  # both stages' own
+
+
 @pytest.mark.parametrize("endpoint", ["ace", "ideal"])
 def test_class_mode_agrees_with_exact_mode_on_other_endpoints_and_iterations(
     endpoint: str,

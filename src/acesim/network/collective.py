@@ -888,9 +888,10 @@ class CollectiveRuntime:
         return lanes_delay(self.config, self.topology, phase, proto)
 
     def _lane_destination(self, rank: int, lane: Lane) -> int:
-        """The next member along ``lane``'s axis (0 in symmetric mode)."""
+        """The next member along ``lane``'s axis (in symmetric and class mode the simulated
+        rank itself, its mirror: the group lies within its class)."""
         if not self.exact:
-            return 0
+            return rank
         topo = self.topology
         own = topo.coordinate(rank, lane.dim)
         axis = Axis(lane.dim, lane.size, lane.stride)

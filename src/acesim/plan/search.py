@@ -30,7 +30,7 @@ from ..errors import ConfigError, TopologyError
 from ..precision import PRECISIONS
 from ..runs.case import check_math
 from ..runs.compare import check_endpoints
-from ..runs.llm import LlmCase, make_llm_case, misfit
+from ..runs.llm import make_llm_case, misfit
 from ..sweep.runner import run_items
 from ..workload.llm.models import TransformerConfig
 from .bound import gemm_bound, kernel_bound
@@ -98,20 +98,24 @@ def _cluster(system: SystemConfig) -> Cluster:
 
 
 class _Cases:
-    """Built cases, memoised: one build per candidate, whatever the endpoint."""
+    """Built candidates, memoised: one build per candidate, whatever the endpoint. What is
+    kept of a build is its memory per GPU by term (bytes) and its kernel bound (s), not the
+    case: a simulation rebuilds it from its sweep point, and the cases of a few thousand
+    built candidates held several GB."""
 
     def __init__(self, request: PlanRequest, outcome: PlanOutcome):
         self.request = request
         self.outcome = outcome
-        self.built: dict[int, tuple[LlmCase, float] | None] = {}
+        self.built: dict[int, tuple[dict[str, float], float] | None] = {}
         self.capacity = request.system.npu.hbm_capacity
 
-    def get(self, index: int, candidate: Candidate) -> tuple[LlmCase, float] | None:
-        """The candidate's case and kernel bound, or None (refused, counted)."""
+    def get(self, index: int, candidate: Candidate) -> tuple[dict[str, float], float] | None:
+        """The candidate's memory per GPU by term (bytes) and kernel bound (s), or None
+        (refused, counted)."""
         if index in self.built:
             return self.built[index]
         r = self.request
-        entry: tuple[LlmCase, float] | None = None
+        entry: tuple[dict[str, float], float] | None = None
         try:
             case = make_llm_case(
                 r.system, r.model, candidate.parallel, precision=r.precision, check_memory=False
@@ -125,7 +129,7 @@ class _Cases:
                 self.outcome.memory_refused[dominant] += 1
             else:
                 self.outcome.fits += 1
-                entry = (case, kernel_bound(case))
+                entry = (dict(case.memory), kernel_bound(case))
         self.built[index] = entry
         return entry
 
@@ -202,7 +206,7 @@ def _branch_and_bound(
     space = outcome.space
     best: list[float] = []  # max-heap (negated) of the K best times
     rows: list[PlanRow] = []
-    pending: list[tuple[int, LlmCase, float]] = []
+    pending: list[tuple[int, dict[str, float], float]] = []
 
     def threshold() -> float:
         if r.exhaustive or len(best) < r.top:
@@ -213,14 +217,14 @@ def _branch_and_bound(
         items = [
             (str(i), _point(r, docs, space.candidates[i], kind, compare)) for i, _, _ in pending
         ]
-        by_key = {str(i): (i, case, kb) for i, case, kb in pending}
+        by_key = {str(i): (i, memory, kb) for i, memory, kb in pending}
         for key, result in runner(items):
-            i, case, kb = by_key[key]
+            i, memory, kb = by_key[key]
             c = space.candidates[i]
             if result["status"] != "ok":
                 outcome.failed.append((c.text, kind, str(result.get("error"))))
                 continue
-            row = PlanRow(c, kind, bounds[i], kb, dict(case.memory), result["metrics"])
+            row = PlanRow(c, kind, bounds[i], kb, dict(memory), result["metrics"])
             rows.append(row)
             heapq.heappush(best, -row.iteration_time)
             if len(best) > r.top:
