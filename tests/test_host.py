@@ -147,3 +147,16 @@ def test_the_h100_preset_carries_the_host_fit_of_its_gpt_oss_row() -> None:
     assert case.fit and case.fits == ["host.ops_per_launch"]
     simulated, _ = simulate_case(case, family)
     assert simulated == pytest.approx(case.measured, rel=1e-3)
+
+
+def test_a_trace_shows_the_hosts_issuing_on_a_lane_of_its_own() -> None:
+    from acesim.results.trace import trace_events
+
+    host = {"host.op_time": LAUNCH, "host.ops_per_launch": 1.0}
+    par = ParallelConfig(ep=2, global_batch=2, seq=512)
+    case = make_llm_case(resolve_system("h100-nvswitch-8", npus=2, overrides=host), MOE, par)
+    result, ex = run_llm(case, trace=True)
+    events = trace_events(ex)["traceEvents"]
+    issued = [e for e in events if e.get("cat") == "host"]
+    assert len(issued) == MOE.layers  # one sync point a MoE layer, one micro-batch
+    assert result.exposed["host"] > 0
