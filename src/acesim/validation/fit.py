@@ -54,6 +54,7 @@ __all__ = [
     "Fit",
     "datasheet_value",
     "fit_collective",
+    "fit_host",
     "fit_npu",
     "fit_preset",
     "fit_rows",
@@ -242,6 +243,17 @@ def fit_collective(
         raise ConfigError(
             "system", "has no collective fit rows in the validation corpus", system_preset
         )
+    return _fit(corpus, rows, rounds)
+
+
+def fit_host(system_preset: str, corpus: Corpus | None = None, *, rounds: int = 20) -> list[Fit]:
+    """Fit the host parameters (:data:`HOST_FITS`) of ``system_preset`` on its LLM fit rows,
+    its other parameters as the preset ships them (see the module; minutes: each try is an LLM
+    simulation)."""
+    corpus = corpus if corpus is not None else load_corpus()
+    rows = fit_rows(corpus, system_preset, HOST_FITS)
+    if not rows:
+        raise ConfigError("system", "has no host fit rows in the validation corpus", system_preset)
     return _fit(corpus, rows, rounds)
 
 
