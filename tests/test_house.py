@@ -162,8 +162,9 @@ def test_cli_and_python_give_the_same_default_case(tmp_path: Path) -> None:
 
 def test_a_workload_object_states_its_own_batch() -> None:
     work = acesim.load_workload("resnet50", precision="amp_fp16")
-    # 16 NPUs: the batch and precision a result states are the workload's at any size
-    comp = acesim.compare("ace-isca21", work, endpoints=["ace"], npus=16)
+    # 16 NPUs, one iteration measured whole: the batch and precision a result states are the
+    # workload's at any size and iteration count
+    comp = acesim.compare("ace-isca21", work, endpoints=["ace"], npus=16, iterations=1, warmup=0)
     assert comp.best_baseline.info.batch_per_npu == 32  # the zoo default, and it says so
     assert comp.best_baseline.info.precision == "amp_fp16"
 
