@@ -65,6 +65,9 @@ SMALL: list[tuple[str, str]] = [
         r"^acesim run (?=.*--exact)(?!.*(?:--npus|--shape|--nodes|-s |--system))",
         "acesim run --npus 8 ",
     ),
+    # ...and half the NPUs of another type (--npu) on 16 NPUs: the same half of 8 (the torus's
+    # second plane in its last dimension, as ranks 8-15 are of 16)
+    (r"--exact --npus 16 (--npu '?)ranks=8-15\b", r"--exact --npus 8 \1ranks=4-7"),
     (r"^acesim run (?!.*(?:--npus|--shape|--nodes|-s |--system))", "acesim run --npus 16 "),
     (r"^acesim run (?!.*(?:-n |--iterations|--warmup|--parallel))", "acesim run -n 1 --warmup 0 "),
     # a comparison over more iterations: the fewest that measure one (warm-up 1)

@@ -19,6 +19,7 @@ def _four() -> object:
     )
 
 
+@pytest.mark.usefixtures("shipped_rows_once")  # the shipped rows once a process (conftest)
 def test_the_gb200_rows_are_live_with_one_fit_row_per_curve() -> None:
     report = validate(["collectives"], quick=True)
     rows = {r.case.id: r for r in report.family("collectives").results}

@@ -90,10 +90,14 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
     with pytest.raises(ConfigError, match="endpoint.stream.dma_bandwith: unknown key"):
         resolve_system("ace-isca21", overrides={"endpoint.stream.dma_bandwith": 1})
 
-    comp = acesim.compare(system, "resnet50", endpoints=["stream", "ideal"], npus=16)
-    assert list(comp.endpoints) == ["baseline", "stream", "ideal"]
-    # Below the bound. (Not necessarily above the reference: its HBM traffic competes with the
-    # zoo's memory-bound kernels, batch-norm and ReLU, which the best baseline's SMs avoid.)
+    # one comparison for the bound below and the reproduction's answer further down (its
+    # settings as the preset has them; the sweep below moves dma_bandwidth), on DLRM: the
+    # kind's path is the same for any workload, and DLRM's runs take a tenth of ResNet-50's
+    comp = acesim.compare("ace-isca21", "dlrm", endpoints=["ace", "stream", "ideal"], npus=16)
+    assert list(comp.endpoints) == ["baseline", "ace", "stream", "ideal"]
+    # Below the bound. (Not necessarily above the reference: its HBM traffic competes with
+    # memory-bound kernels, as ResNet-50's batch-norm and ReLU, which the best baseline's SMs
+    # avoid.)
     assert comp.speedup("ideal") >= comp.speedup("stream") > 0
     assert comp.best("stream").info.endpoint == "stream"
 
@@ -119,7 +123,7 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
     result = reproduce(
         acesim.load_system("ace-isca21"),
         out,
-        workloads=["resnet50"],
+        workloads=["dlrm"],
         npus=[16],
         workers=1,
         figures=False,
@@ -131,10 +135,9 @@ def test_a_new_kind_runs_in_compare_sweeps_and_reproduce(
     assert set(case["speedups"]) == {"baseline", "ace", "ideal", "stream"}
     assert "## Other endpoint kinds" in (out / "report.md").read_text()
     # The same case through compare gives the same answer as the reproduction.
-    direct = acesim.compare("ace-isca21", "resnet50", endpoints=["ace", "stream"], npus=16)
-    assert case["speedups"]["stream"] == direct.speedup("stream")
-    assert case["speedup_ace"] == direct.speedup("ace")
-    assert case["net_util_gain"] == direct.net_util_gain("ace")
+    assert case["speedups"]["stream"] == comp.speedup("stream")
+    assert case["speedup_ace"] == comp.speedup("ace")
+    assert case["net_util_gain"] == comp.net_util_gain("ace")
 
 
 # -- one case, one answer --------------------------------------------------------------------
@@ -161,8 +164,9 @@ def test_cli_and_python_give_the_same_default_case(tmp_path: Path) -> None:
 
 def test_a_workload_object_states_its_own_batch() -> None:
     work = acesim.load_workload("resnet50", precision="amp_fp16")
-    # 16 NPUs: the batch and precision a result states are the workload's at any size
-    comp = acesim.compare("ace-isca21", work, endpoints=["ace"], npus=16)
+    # 16 NPUs, one iteration measured whole: the batch and precision a result states are the
+    # workload's at any size and iteration count
+    comp = acesim.compare("ace-isca21", work, endpoints=["ace"], npus=16, iterations=1, warmup=0)
     assert comp.best_baseline.info.batch_per_npu == 32  # the zoo default, and it says so
     assert comp.best_baseline.info.precision == "amp_fp16"
 
@@ -262,10 +266,12 @@ def test_ideal_bounds_ace_and_ace_beats_the_best_baseline_on_large_batch_dlrm() 
 
 
 def test_every_result_says_what_it_was_run_with() -> None:
-    result = acesim.run("ace-isca21", "gnmt", endpoint="ace", npus=16)
+    # DLRM, a workload the system's own settings give a batch (512 per NPU) other than the
+    # zoo's: a run of a few dozen ms (GNMT's, 16 sentences per NPU, took seconds)
+    result = acesim.run("ace-isca21", "dlrm", endpoint="ace", npus=16)
     info = result.to_dict()["info"]
     assert info["system"] == "ace-isca21" and info["shape"] == [4, 2, 2] and info["npus"] == 16
-    assert info["batch_per_npu"] == 16 and info["precision"] == "amp_fp16"
+    assert info["batch_per_npu"] == 512 and info["precision"] == "amp_fp16"
     assert (info["iterations"], info["warmup"], info["measured"]) == (3, 1, 1)
     assert info["endpoint"] == "ace" and info["version"] == acesim.__version__
     assert math.isfinite(result.iteration_time)

@@ -114,6 +114,7 @@ def test_the_presets_carry_their_fitted_collective_values(preset: str) -> None:
         assert carried == pytest.approx(fit.value, rel=5e-4), fit
 
 
+@pytest.mark.usefixtures("shipped_rows_once")  # the shipped rows once a process (conftest)
 def test_the_nvls_rows_are_live() -> None:
     report = validate(["collectives"], quick=True)
     rows = {r.case.id: r for f in report.families for r in f.results}
@@ -126,6 +127,7 @@ def test_the_nvls_rows_are_live() -> None:
     ]
 
 
+@pytest.mark.usefixtures("shipped_rows_once")  # the shipped rows once a process (conftest)
 def test_the_h200_nvls_rows_are_live_and_fitted_as_the_h100_rows() -> None:
     # the same protocol as H100's: its own 1 MiB row fits the loop latency, its 1 GiB row the
     # efficiency, every other row is a test row
