@@ -182,10 +182,8 @@ def pipeline_graph(
             (gradient bytes out, bytes the CPU step streams, parameter bytes back) or None;
             ``host_params``: with ``fsdp``, FSDP's CPU offload of parameters, the bytes per
             element of the shards in host memory (0: none).
-        launch_time: host time per kernel launch (s) where the host synchronises with the
-            GPU (:mod:`.host`); None: the host is not modelled.
+        launch_time: host time per kernel launch at the host's syncs (s, :mod:`.host`); None.
     """
-    p = place.pp
     _check_stages(stages, place, classes)
     plan = _Plan(
         stages,
@@ -206,7 +204,7 @@ def pipeline_graph(
         host_params if fsdp else 0.0,
         launch_time,
     )
-    ops = [_stage_ops(plan, s) for s in range(p)]
+    ops = [_stage_ops(plan, s) for s in range(place.pp)]
     stride = place.stage_stride
     ranks = range(0, place.npus, stride) if classes else range(place.npus)
     graphs = [_RankGraph(plan, rank).build(ops[place.stage(rank)]) for rank in ranks]
@@ -215,7 +213,7 @@ def pipeline_graph(
         name=name,
         iterations=iterations,
         npus=place.npus,
-        classes=RankClasses(p, stride) if classes else None,
+        classes=RankClasses(place.pp, stride) if classes else None,
     )
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
