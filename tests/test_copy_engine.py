@@ -9,9 +9,12 @@ from acesim import simulate_collective
 from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError
 from acesim.hardware.endpoints import ENDPOINT_KINDS, CopyEngineEndpoint, CopyEngineSettings
+from acesim.hardware.endpoints.baseline import BaselineSettings
 from acesim.hardware.platform import Platform
+from acesim.network.algorithms import NVLS_REDUCE, REDUCE
 from acesim.network.group import Group, Span
 from acesim.validation import validate
+from acesim.validation.comm_limits import channel_hbm_bandwidth
 
 SYSTEM = "h100-nvswitch-8"
 MiB = 2**20
@@ -162,6 +165,55 @@ def test_an_all_gather_leaves_a_compute_bound_kernel_alone() -> None:
         SYSTEM, "all-gather", 64 * MiB, endpoint="baseline", compute=(flops, 0.0)
     )
     assert base.compute is not None and base.compute["kernel_slowdown"] > 1.0
+
+
+def _issue_limit(platform: Platform, kind: str) -> float:
+    """Capacity (B/s) of the loads-in-flight resource rank 0's ``kind`` steps draw on."""
+    demand = platform.endpoint.message_demand(0, kind)
+    hbm = platform.npus[0].hbm_comm
+    (issue,) = [r for r in demand if r.name.endswith(".hbm") and r is not hbm]
+    return issue.capacity
+
+
+def test_the_reduce_fallback_keeps_the_sm_endpoints_loads_in_flight_per_channel() -> None:
+    """NCCL runs no reduction on copy engines (src/ce_coll.cc ncclCeImplemented): a reduce is
+    its SM kernel, so the fallback's units are NCCL channels with the SM endpoint's figure
+    (acesim.validation.comm_limits), not the NPU's compute-kernel figure."""
+    platform = _platform()
+    system = platform.system
+    channel = system.endpoint.of(BaselineSettings, "baseline").unit_hbm_bandwidth
+    assert channel is not None
+    # 64 KiB in flight / 600 ns (the preset states it to 4 digits)
+    assert channel == pytest.approx(channel_hbm_bandwidth("h100-sxm"), rel=1e-3)
+    assert system.npu.kernels.unit_hbm_bandwidth != pytest.approx(channel)  # 55 GB/s per SM
+    ce = system.endpoint.of(CopyEngineSettings)
+    assert _issue_limit(platform, REDUCE) == pytest.approx(ce.fallback_units * channel)
+    assert _issue_limit(platform, NVLS_REDUCE) == pytest.approx(ce.nvls_units * channel)
+    # the SM endpoint's reduce kernel, per unit it holds: the same figure
+    baseline = Platform(system.with_endpoint("baseline"))
+    comm_units = system.endpoint.of(BaselineSettings, "baseline").comm_units
+    assert _issue_limit(baseline, REDUCE) / comm_units == pytest.approx(
+        _issue_limit(platform, REDUCE) / ce.fallback_units
+    )
+
+
+def test_a_reduce_scatter_on_the_fallback_runs_as_the_sm_endpoints_when_the_limit_binds() -> None:
+    """With the SM endpoint's per-channel figure low enough to bind, a reduce-scatter (reduce
+    steps only) on 8 fallback units runs at 8 x that figure of payload, the busbw of the SM
+    endpoint on 8 channels, bound by the fallback's HBM issue."""
+    sets = {
+        "collective.algorithm": "ring",
+        "endpoint.baseline.comm_units": 8,
+        "endpoint.baseline.unit_hbm_bandwidth": "20 GB/s",
+        "endpoint.copy_engine.fallback_units": 8,
+    }
+    system = resolve_system(SYSTEM, overrides=sets)
+    size = 1 << 30
+    sm = simulate_collective(system, "reduce-scatter", size, endpoint="baseline")
+    ce = simulate_collective(system, "reduce-scatter", size, endpoint="copy_engine")
+    assert sm.bound == "comm-unit HBM issue" and ce.bound == "SM fallback HBM issue"
+    assert ce.busbw == pytest.approx(8 * 20e9, rel=0.01)  # by hand: 8 channels x 20 GB/s
+    assert ce.busbw == pytest.approx(sm.busbw, rel=1e-6)
 
 
 def test_fallback_units_must_be_fewer_than_the_npu_units() -> None:

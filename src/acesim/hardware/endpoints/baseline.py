@@ -70,7 +70,7 @@ from .sm_kernels import (
     sm_kernel_demand,
 )
 
-__all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint"]
+__all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint", "sm_kernel_unit_hbm_bandwidth"]
 
 
 #: what binds communication while its kernel waits for units a compute kernel's blocks hold
@@ -138,6 +138,16 @@ class BaselineSettings(NvlsKernelSettings):
         default_factory=list,
         description="splits tried when searching the best baseline (empty: the one above)",
     )
+
+
+def sm_kernel_unit_hbm_bandwidth(system: SystemConfig) -> float | None:
+    """Most HBM B/s one unit of the system's SM collective kernels keeps in flight (the
+    library's per-channel figure): ``endpoint.baseline.unit_hbm_bandwidth``, the one setting
+    of it for every kind that runs the library's reduce kernels on SMs (the baseline's and
+    NVLS's, the copy engines' reduce fallback); None: the NPU's
+    ``npu.kernels.unit_hbm_bandwidth`` (what :func:`~.sm_kernels.sm_kernel_demand` then takes).
+    """
+    return system.endpoint.of(BaselineSettings, "baseline").unit_hbm_bandwidth
 
 
 def _check(settings: BaselineSettings, system: SystemConfig) -> None:

@@ -43,12 +43,24 @@
     ``step_end``), costs the baseline's ``reduce_hbm_bytes_per_byte`` of HBM and
     ``reduction_flops_per_byte`` FLOPs per network byte (on the held units' share of the
     vector FLOPs), and the held units drive at most ``fallback_units * fallback_unit_bandwidth``
-    network bytes/s. It pays no copy setup (a kernel, not a copy command).
+    network bytes/s. It pays no copy setup (a kernel, not a copy command). NCCL runs no
+    reduction on copy engines (``ncclCeImplemented`` in ``src/ce_coll.cc``, 2.28 on: all-gather,
+    all-to-all, scatter and gather only): a reduce collective of a copy-engine communicator
+    (``NCCL_CTA_POLICY_ZERO``) is one of its SM kernels. So the fallback's loads in flight are
+    the SM endpoint's: at most ``fallback_units`` x ``endpoint.baseline.unit_hbm_bandwidth``
+    (NCCL's per-channel figure, :mod:`acesim.validation.comm_limits`; None: the NPU's
+    ``npu.kernels.unit_hbm_bandwidth``), charged as the baseline's reduce step
+    (:data:`~.sm_kernels.LOOP_BYTES_PER_BYTE`): the ring kernel's ``reduceCopyPacks`` loop,
+    whose HBM bytes (``reduce_hbm_bytes_per_byte``) the step is charged too. Not modelled: NCCL
+    2.28 runs a reduce-scatter or all-reduce on buffers registered as symmetric windows on its
+    symmetric kernels (``src/device/symmetric/reduce_scatter.cuh``), which load every peer's
+    piece over NVLink instead of reducing a ring's received piece, a loop of its own.
 
     Or the switch reduces (``collective.algorithms`` naming ``nvls`` for the all-reduce: the
     user's choice): an NVLS step is issued by SM kernels (multimem loads and stores), so it
     holds ``nvls_units`` units for the step (16 thread blocks on Hopper in NCCL), drives at
-    most ``nvls_units * fallback_unit_bandwidth`` and costs ``nvls_reduce_hbm_bytes_per_byte``
+    most ``nvls_units * fallback_unit_bandwidth``, keeps the SM endpoint's loads in flight per
+    unit (as the reduce fallback) and costs ``nvls_reduce_hbm_bytes_per_byte``
     (one read and one write of the buffer) on its load-reduce step and
     ``nvls_gather_hbm_bytes_per_byte`` on its multicast-store step, no FLOPs (as the
     baseline's NVLS kernels).
@@ -81,6 +93,7 @@ from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
 from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
 from ...network.repeats import Repeats
+from .baseline import sm_kernel_unit_hbm_bandwidth
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
     NvlsKernelSettings,
@@ -211,6 +224,8 @@ class CopyEngineEndpoint(Endpoint):
         self.copy_steps = 0
         self.reduce_steps = 0
         copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
+        #: the library's reduce and NVLS kernels on SMs: the SM endpoint's per-channel limit
+        self.unit_hbm_bandwidth = sm_kernel_unit_hbm_bandwidth(ctx.system)
         self._demand: list[dict[str, dict[Resource, float]]] = []
         #: per NPU, what a byte of its local copy consumes (None: no local copy)
         self._local: list[dict[Resource, float] | None] = []
@@ -232,6 +247,7 @@ class CopyEngineEndpoint(Endpoint):
                 {REDUCE: cfg.reduce_hbm_bytes_per_byte},
                 REDUCE,
                 cfg.reduction_flops_per_byte,
+                self.unit_hbm_bandwidth,
             )
             reduce = fallback[REDUCE]
             nvls = sm_kernel_demand(
@@ -244,6 +260,7 @@ class CopyEngineEndpoint(Endpoint):
                 cfg.nvls_hbm_bytes_per_byte(),
                 REDUCE,
                 0.0,
+                self.unit_hbm_bandwidth,
             )
             self._demand.append({GATHER: copy, ALLTOALL: copy, REDUCE: reduce, **nvls})
             local: dict[Resource, float] | None = None
