@@ -231,6 +231,10 @@ class _Rank:
         #: the ranks whose messages reach or cross this one -> the resources they load here
         #: (filled by :class:`PassReplay`)
         self.senders: dict[int, frozenset[int]] = {}
+        #: the other ranks whose messages (or own nodes) load a resource of another rank that
+        #: this rank's messages load there: the receivers of its sends and their other senders
+        #: (filled by :class:`PassReplay`)
+        self.rivals: tuple[int, ...] = ()
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
         self.footprints: dict[Any, frozenset[int]] = {}
         self.windows: list[_Window] = []
@@ -409,6 +413,8 @@ class PassReplay:
                     r = self.ranks[rank]
                     on = r.passing(dims_in, dims_out)
                     r.senders[st.rank] = r.senders.get(st.rank, frozenset()) | on
+        for st in executor.states:
+            self.ranks[st.rank].rivals = self._rivals(st)
         for r in self.ranks:
             r.eligible = r.eligible and 0 not in r.senders
         #: passes replayed and passes run
@@ -416,6 +422,23 @@ class PassReplay:
         self.passes = 0
         self.shares = executor.platform.collectives.shares
         self.shares.observer = self._message_counted
+
+    def _rivals(self, st: _RankState) -> tuple[int, ...]:
+        """The ranks other than ``st``'s whose activity can change how fast one of its sends
+        runs away from it: each rank its sends reach or relay through (its own traffic there)
+        and every other sender whose messages load one of the resources there that the send
+        loads (:attr:`_Rank.senders`). A send beside a pass is checked by its end, which
+        these ranks' phases decide as much as the pass's own."""
+        out: set[int] = set()
+        peers = {n.peer for n in st.nodes.values() if n.kind == "send" and n.peer is not None}
+        for peer in peers:
+            for rank, dims_in, dims_out in self.passes_of(st.rank, peer):
+                x = self.ranks[rank]
+                on = x.passing(dims_in, dims_out)
+                out.add(rank)
+                out.update(q for q, q_on in x.senders.items() if _shares(q_on, on))
+        out.discard(st.rank)
+        return tuple(sorted(out))
 
     # -- what runs on a rank ---------------------------------------------------------------
     def node_started(self, rank: int, node: Node) -> None:
@@ -605,11 +628,13 @@ class PassReplay:
             return False
         self.passes += 1
         # which pass the ranks whose messages share the pass's links are running, and since
-        # when: what their next message's arrival depends on
+        # when: what their next message's arrival depends on; and the same of the ranks whose
+        # activity shares what the rank's sends load away from it (:meth:`_rivals`)
+        near = [q for q, on in r.senders.items() if _shares(on, footprint)]
+        near.extend(q for q in r.rivals if q not in near)
         phases = tuple(
             (q, q_shape, round((now - q_start) / _GRID))
-            for q, on in r.senders.items()
-            if _shares(on, footprint)
+            for q in near
             for q_shape, q_start in (self.ranks[q].current,)
         )
         key = (st.rank, shape, context, phases)
