@@ -231,10 +231,10 @@ class _Rank:
         #: the ranks whose messages reach or cross this one -> the resources they load here
         #: (filled by :class:`PassReplay`)
         self.senders: dict[int, frozenset[int]] = {}
-        #: each peer of the rank's sends -> the other ranks whose messages (or own nodes) load
-        #: a resource of another rank that a send to it loads there: the ranks it reaches or
-        #: relays through and their other senders (filled by :class:`PassReplay`)
-        self.rivals: dict[int, tuple[int, ...]] = {}
+        #: the other ranks whose messages (or own nodes) load a resource of another rank that
+        #: this rank's messages load there: the receivers of its sends and their other senders
+        #: (filled by :class:`PassReplay`)
+        self.rivals: tuple[int, ...] = ()
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
         self.footprints: dict[Any, frozenset[int]] = {}
         self.windows: list[_Window] = []
@@ -423,24 +423,22 @@ class PassReplay:
         self.shares = executor.platform.collectives.shares
         self.shares.observer = self._message_counted
 
-    def _rivals(self, st: _RankState) -> dict[int, tuple[int, ...]]:
-        """For each peer of ``st``'s sends, the ranks other than ``st``'s whose activity can
-        change how fast a send to it runs away from the rank: each rank the send reaches or
-        relays through (its own traffic there) and every other sender whose messages load one
-        of the resources there that the send loads (:attr:`_Rank.senders`). A send beside a
-        pass is checked by its end, which these ranks' phases decide as much as the pass's."""
-        out: dict[int, tuple[int, ...]] = {}
+    def _rivals(self, st: _RankState) -> tuple[int, ...]:
+        """The ranks other than ``st``'s whose activity can change how fast one of its sends
+        runs away from it: each rank its sends reach or relay through (its own traffic there)
+        and every other sender whose messages load one of the resources there that the send
+        loads (:attr:`_Rank.senders`). A send beside a pass is checked by its end, which
+        these ranks' phases decide as much as the pass's own."""
+        out: set[int] = set()
         peers = {n.peer for n in st.nodes.values() if n.kind == "send" and n.peer is not None}
-        for peer in sorted(peers):
-            found: set[int] = set()
+        for peer in peers:
             for rank, dims_in, dims_out in self.passes_of(st.rank, peer):
                 x = self.ranks[rank]
                 on = x.passing(dims_in, dims_out)
-                found.add(rank)
-                found.update(q for q, q_on in x.senders.items() if _shares(q_on, on))
-            found.discard(st.rank)
-            out[peer] = tuple(sorted(found))
-        return out
+                out.add(rank)
+                out.update(q for q, q_on in x.senders.items() if _shares(q_on, on))
+        out.discard(st.rank)
+        return tuple(sorted(out))
 
     # -- what runs on a rank ---------------------------------------------------------------
     def node_started(self, rank: int, node: Node) -> None:
@@ -631,14 +629,12 @@ class PassReplay:
         self.passes += 1
         # which pass the ranks whose messages share the pass's links are running, and since
         # when: what their next message's arrival depends on; and the same of the ranks whose
-        # activity shares what the rank's sends in flight load away from it (:meth:`_rivals`)
-        near = {q for q, on in r.senders.items() if _shares(on, footprint)}
-        for token in r.inflight:
-            if isinstance(token, int) and st.nodes[token].kind == "send":
-                near.update(r.rivals.get(st.nodes[token].peer, ()))  # type: ignore[arg-type]
+        # activity shares what the rank's sends load away from it (:meth:`_rivals`)
+        near = [q for q, on in r.senders.items() if _shares(on, footprint)]
+        near.extend(q for q in r.rivals if q not in near)
         phases = tuple(
             (q, q_shape, round((now - q_start) / _GRID))
-            for q in sorted(near)
+            for q in near
             for q_shape, q_start in (self.ranks[q].current,)
         )
         key = (st.rank, shape, context, phases)
