@@ -4,6 +4,13 @@ which label, by how much), summarised per try.
 
     python benchmarks/replay_violations.py --only 175b
     python benchmarks/replay_violations.py --only 175b --detail 40   # the first 40 in full
+    python benchmarks/replay_violations.py --only 405b --stop      # dump the first, stop
+    python benchmarks/replay_violations.py --only 405b --slowed    # what slowed the sends
+
+``--slowed`` also counts, for every pipeline message hop learnt slowed (``PassReplay.slowed``:
+it ran slower than alone, and no pass is replayed beside a like message from then on), what
+else was on each of its resources as it ended (a compute kernel: its tag, a string; a
+collective: its label).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 
 from llm_scale import CASES, _run
 
+from acesim.network import p2p
 from acesim.training import executor as executor_module
 from acesim.training import replay
 
@@ -32,9 +40,13 @@ def _describe(frame: Any, violated: replay.Violated) -> tuple[str, str, str]:
     if check == "ended":
         w = f["w"]
         other = w.memo.others[w.seen[f["token"]]]
-        return check, other.label, (
-            f"memo end {other.end:.9e} got {f['off']:.9e} diff {f['off'] - other.end:+.3e} "
-            f"start {other.start:.9e} memo length {w.memo.length:.6e}"
+        return (
+            check,
+            other.label,
+            (
+                f"memo end {other.end:.9e} got {f['off']:.9e} diff {f['off'] - other.end:+.3e} "
+                f"start {other.start:.9e} memo length {w.memo.length:.6e}"
+            ),
         )
     if check == "started":
         w = f["w"]
@@ -43,15 +55,21 @@ def _describe(frame: Any, violated: replay.Violated) -> tuple[str, str, str]:
             for j, o in enumerate(w.memo.others)
             if j not in w.used and o.label == f["label"]
         )[:1]
-        return check, f["label"], (
-            f"unexpected start at {f['off']:.9e} (memo length {w.memo.length:.6e}); nearest "
-            f"unused same label: {near}"
+        return (
+            check,
+            f["label"],
+            (
+                f"unexpected start at {f['off']:.9e} (memo length {w.memo.length:.6e}); nearest "
+                f"unused same label: {near}"
+            ),
         )
     if check == "_close":
         w = f["w"]
         missing = [w.memo.others[j] for j in f["missing"]]
-        return check, missing[0].label, "missing: " + "; ".join(
-            f"{o.label} start {o.start:.9e}" for o in missing[:3]
+        return (
+            check,
+            missing[0].label,
+            "missing: " + "; ".join(f"{o.label} start {o.start:.9e}" for o in missing[:3]),
         )
     if check == "compute_ready":
         return check, f["st"].nodes[f["node"].id].name, f"at off {f['off']:.9e}"
@@ -86,7 +104,7 @@ def _dump(self: replay.PassReplay, frame: Any, rank: int) -> None:
     for q in sorted({rank, rank - 1, rank + 1} & set(range(len(self.ranks)))):
         r = self.ranks[q]
         print(f"rank {q} current {r.current} eligible {r.eligible} senders {sorted(r.senders)}")
-        for token, (lab, start, on) in r.inflight.items():
+        for token, (lab, start, _on) in r.inflight.items():
             print(f"   {str(token):24s} {start:.9f} {lab}")
 
 
@@ -98,12 +116,46 @@ def _init(self: replay.PassReplay, *args: Any, **kwargs: Any) -> None:
     TRIES.append(self)
 
 
+#: (resource without its NPU, what else was on it) for every slowed hop, and the hop last rated
+SLOWED: Counter[tuple[str, str]] = Counter()
+_LAST: list[Any] = [None]
+_solo_rate = p2p.solo_rate
+_slowed = replay.PassReplay.slowed
+
+
+def _rated(act: Any) -> float:
+    _LAST[0] = act
+    return _solo_rate(act)
+
+
+def _what(act: Any) -> str:
+    tag = act.tag
+    run = tag[0] if isinstance(tag, tuple) else tag
+    coll = getattr(run, "coll", None)
+    if coll is not None:
+        return "collective " + coll.label.split(".")[0]
+    return "kernel" if isinstance(tag, str) else str(tag[:2] if isinstance(tag, tuple) else tag)
+
+
+def _learnt_slowed(self: replay.PassReplay, src: int, node: Any) -> None:
+    act = _LAST[0]
+    for res in act.demand:
+        for other in res.users:
+            if other is not act:
+                SLOWED[(res.name.split(".", 1)[1], _what(other))] += 1
+    _slowed(self, src, node)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="175b", choices=sorted(CASES))
     parser.add_argument("--detail", type=int, default=20)
     parser.add_argument("--stop", action="store_true", help="dump and stop at the first")
+    parser.add_argument("--slowed", action="store_true", help="what slowed the sends")
     args = parser.parse_args()
+    if args.slowed:
+        p2p.solo_rate = _rated  # type: ignore[assignment]
+        replay.PassReplay.slowed = _learnt_slowed  # type: ignore[method-assign]
     global STOP
     STOP = args.stop
     replay.PassReplay._violated = _violated  # type: ignore[method-assign]
@@ -111,8 +163,10 @@ def main() -> None:
     assert executor_module.PassReplay is replay.PassReplay
     cpu = time.process_time()
     out = _run(CASES[args.only], "class", False, replayed=True)
-    print(f"{args.only}: CPU {time.process_time() - cpu:.1f} s, iteration {out[2]:.9f} s, "
-          f"replayed {out[7]}, tries {len(TRIES)}")
+    print(
+        f"{args.only}: CPU {time.process_time() - cpu:.1f} s, iteration {out[2]:.9f} s, "
+        f"replayed {out[7]}, tries {len(TRIES)}"
+    )
     for t, pr in enumerate(TRIES, 1):
         evs = [e for e in EVENTS if e[0] == t]
         first = f"first at t={evs[0][1]:.6f}" if evs else ""
@@ -120,6 +174,10 @@ def main() -> None:
         by = Counter((e[2], e[3], e[4], e[5]) for e in evs)
         for (rank, shape, check, label), n in by.most_common(12):
             print(f"   {n:5d}  rank {rank} shape {shape} {check}: {label}")
+    if args.slowed:
+        print("slowed hops: (resource, what else was on it as the hop ended): count")
+        for (res, what), n in SLOWED.most_common(12):
+            print(f"   {n:6d}  {res}: {what}")
     for e in EVENTS[: args.detail]:
         print(f"try {e[0]} t={e[1]:.9f} rank {e[2]} {e[3]} {e[4]} {e[5]}\n      {e[6]}")
 
