@@ -16,11 +16,13 @@ The model and its assumption, stated:
   pass's tail), messages of other ranks arriving at or relayed through it, each by what it
   loads (the rank's resources it touches; a label without the micro-batch or the chunk it
   carries) and its offsets from the pass's start, and the phase of the ranks whose messages
-  load the pass's resources. Activities that share no resource with the pass or with the
-  rank's own nodes beside it are not its context. A memo is recorded when a pass is simulated
-  with every node outside it that a member waits for already finished; it holds the members'
-  start, ready and end offsets, the order they finished in, the context and what the pass
-  changed the rank's counters by.
+  load the pass's resources and of those whose activity loads, away from the rank, what its
+  sends load there (the receivers of its sends and their other senders: in a pipeline the
+  stages one and two away; :meth:`PassReplay._rivals`). Activities that share no resource
+  with the pass or with the rank's own nodes beside it are not its context. A memo is
+  recorded when a pass is simulated with every node outside it that a member waits for
+  already finished; it holds the members' start, ready and end offsets, the order they
+  finished in, the context and what the pass changed the rank's counters by.
 * **Replay.** A pass starting in a context whose in-flight part equals a memo's (labels equal,
   offsets within :data:`TOLERANCE`) is replayed: its members' records are the memo's shifted to
   the pass's start, the members that release a node outside the pass finish at their times
@@ -428,7 +430,13 @@ class PassReplay:
         runs away from it: each rank its sends reach or relay through (its own traffic there)
         and every other sender whose messages load one of the resources there that the send
         loads (:attr:`_Rank.senders`). A send beside a pass is checked by its end, which
-        these ranks' phases decide as much as the pass's own."""
+        these ranks' phases decide as much as the pass's own (175B: rank 2's gradient send to
+        rank 1 beside a replay ended 287 us late, rank 0's activation send to rank 1 sharing
+        rank 1's NIC link with it). In a pipeline they are also the senders' other neighbours,
+        whose phase decides when a sender's pass ends and its next message leaves (405B, with
+        only the ranks of the sends in flight at a pass's start: a memo's message from rank 3
+        came late with rank 3's phase equal). Every send's, not only those in flight: a send
+        the pass's start sees in flight and one that starts inside it are alike."""
         out: set[int] = set()
         peers = {n.peer for n in st.nodes.values() if n.kind == "send" and n.peer is not None}
         for peer in peers:
