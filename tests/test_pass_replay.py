@@ -168,11 +168,11 @@ def test_a_message_slowed_beside_a_pass_is_learnt_as_it_ends_not_by_a_redo(
     """A pipeline message that runs slower than alone (a pass shared its HBM) would run
     faster beside a replay of that pass, which takes the pass off the resources: learnt when
     the message ends, no pass is replayed beside a like message, so the run needs no redo
-    (drawn case 8: two redos when the slowed messages are not learnt), and agrees."""
-    assert _replay_on(drawn, 8)[1] == 0
+    (drawn case 22: two redos when the slowed messages are not learnt), and agrees."""
+    assert _replay_on(drawn, 22)[1] == 0
     monkeypatch.setattr(replay, "ENABLED", True)
     monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
-    assert run_llm(drawn[8])[1].redone >= 1
+    assert run_llm(drawn[22])[1].redone >= 1
 
 
 def test_a_send_beside_a_replayed_pass_keeps_the_weight_its_messages_leave_it(

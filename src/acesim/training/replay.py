@@ -16,11 +16,13 @@ The model and its assumption, stated:
   pass's tail), messages of other ranks arriving at or relayed through it, each by what it
   loads (the rank's resources it touches; a label without the micro-batch or the chunk it
   carries) and its offsets from the pass's start, and the phase of the ranks whose messages
-  load the pass's resources. Activities that share no resource with the pass or with the
-  rank's own nodes beside it are not its context. A memo is recorded when a pass is simulated
-  with every node outside it that a member waits for already finished; it holds the members'
-  start, ready and end offsets, the order they finished in, the context and what the pass
-  changed the rank's counters by.
+  load the pass's resources and of those whose activity loads, away from the rank, what its
+  sends load there (the receivers of its sends and their other senders: in a pipeline the
+  stages one and two away; :meth:`PassReplay._rivals`). Activities that share no resource
+  with the pass or with the rank's own nodes beside it are not its context. A memo is
+  recorded when a pass is simulated with every node outside it that a member waits for
+  already finished; it holds the members' start, ready and end offsets, the order they
+  finished in, the context and what the pass changed the rank's counters by.
 * **Replay.** A pass starting in a context whose in-flight part equals a memo's (labels equal,
   offsets within :data:`TOLERANCE`) is replayed: its members' records are the memo's shifted to
   the pass's start, the members that release a node outside the pass finish at their times
@@ -231,6 +233,10 @@ class _Rank:
         #: the ranks whose messages reach or cross this one -> the resources they load here
         #: (filled by :class:`PassReplay`)
         self.senders: dict[int, frozenset[int]] = {}
+        #: the other ranks whose messages (or own nodes) load a resource of another rank that
+        #: this rank's messages load there: the receivers of its sends and their other senders
+        #: (filled by :class:`PassReplay`)
+        self.rivals: tuple[int, ...] = ()
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
         self.footprints: dict[Any, frozenset[int]] = {}
         self.windows: list[_Window] = []
@@ -409,6 +415,8 @@ class PassReplay:
                     r = self.ranks[rank]
                     on = r.passing(dims_in, dims_out)
                     r.senders[st.rank] = r.senders.get(st.rank, frozenset()) | on
+        for st in executor.states:
+            self.ranks[st.rank].rivals = self._rivals(st)
         for r in self.ranks:
             r.eligible = r.eligible and 0 not in r.senders
         #: passes replayed and passes run
@@ -416,6 +424,29 @@ class PassReplay:
         self.passes = 0
         self.shares = executor.platform.collectives.shares
         self.shares.observer = self._message_counted
+
+    def _rivals(self, st: _RankState) -> tuple[int, ...]:
+        """The ranks other than ``st``'s whose activity can change how fast one of its sends
+        runs away from it: each rank its sends reach or relay through (its own traffic there)
+        and every other sender whose messages load one of the resources there that the send
+        loads (:attr:`_Rank.senders`). A send beside a pass is checked by its end, which
+        these ranks' phases decide as much as the pass's own (175B: rank 2's gradient send to
+        rank 1 beside a replay ended 287 us late, rank 0's activation send to rank 1 sharing
+        rank 1's NIC link with it). In a pipeline they are also the senders' other neighbours,
+        whose phase decides when a sender's pass ends and its next message leaves (405B, with
+        only the ranks of the sends in flight at a pass's start: a memo's message from rank 3
+        came late with rank 3's phase equal). Every send's, not only those in flight: a send
+        the pass's start sees in flight and one that starts inside it are alike."""
+        out: set[int] = set()
+        peers = {n.peer for n in st.nodes.values() if n.kind == "send" and n.peer is not None}
+        for peer in peers:
+            for rank, dims_in, dims_out in self.passes_of(st.rank, peer):
+                x = self.ranks[rank]
+                on = x.passing(dims_in, dims_out)
+                out.add(rank)
+                out.update(q for q, q_on in x.senders.items() if _shares(q_on, on))
+        out.discard(st.rank)
+        return tuple(sorted(out))
 
     # -- what runs on a rank ---------------------------------------------------------------
     def node_started(self, rank: int, node: Node) -> None:
@@ -605,11 +636,13 @@ class PassReplay:
             return False
         self.passes += 1
         # which pass the ranks whose messages share the pass's links are running, and since
-        # when: what their next message's arrival depends on
+        # when: what their next message's arrival depends on; and the same of the ranks whose
+        # activity shares what the rank's sends load away from it (:meth:`_rivals`)
+        near = [q for q, on in r.senders.items() if _shares(on, footprint)]
+        near.extend(q for q in r.rivals if q not in near)
         phases = tuple(
             (q, q_shape, round((now - q_start) / _GRID))
-            for q, on in r.senders.items()
-            if _shares(on, footprint)
+            for q in near
             for q_shape, q_start in (self.ranks[q].current,)
         )
         key = (st.rank, shape, context, phases)
