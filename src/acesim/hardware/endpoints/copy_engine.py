@@ -114,6 +114,8 @@ __all__ = [
     "SETUP",
     "fallback_unit_bandwidth",
     "unstated_facts",
+    "facts_refusal",
+    "check_facts_stated",
 ]
 
 #: The kind's name (its settings table is ``[endpoint.copy_engine]``).
@@ -213,13 +215,19 @@ def unstated_facts(system: SystemConfig) -> str | None:
     preset the system extends) must state its copy-engine facts, an ``[endpoint.copy_engine]``
     table (or ``--set endpoint.copy_engine.<field>``), rather than take another maker's engines.
     An NPU written out in full (no NPU preset) has no lineage to compare and is not refused."""
-    lineage = LINEAGE.get(system.provenance.npu)
-    if lineage is None or lineage.vendor == DEFAULTS_VENDOR:
-        return None
-    if system.endpoint.of(CopyEngineSettings, "copy_engine").model_fields_set:
+    stated = bool(system.endpoint.of(CopyEngineSettings, "copy_engine").model_fields_set)
+    return facts_refusal(system.name, system.provenance.npu, stated)
+
+
+def facts_refusal(system_name: str, npu_preset: str, stated: bool) -> str | None:
+    """:func:`unstated_facts`'s rule on its three facts: the system's name, the NPU preset it
+    extends ("" for none) and whether it states any copy-engine setting (for a caller that
+    holds a system document, not a :class:`SystemConfig`: a sweep's points)."""
+    lineage = LINEAGE.get(npu_preset)
+    if stated or lineage is None or lineage.vendor == DEFAULTS_VENDOR:
         return None
     return (
-        f"{system.name or 'the system'} ({lineage.vendor} NPU {system.provenance.npu}) states "
+        f"{system_name or 'the system'} ({lineage.vendor} NPU {npu_preset}) states "
         f"no [endpoint.copy_engine] table: the kind's defaults are {DEFAULTS_VENDOR} copy "
         "engines' figures, not a measurement of this NPU's"
     )
