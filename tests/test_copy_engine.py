@@ -10,9 +10,11 @@ from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError
 from acesim.hardware.endpoints import ENDPOINT_KINDS, CopyEngineEndpoint, CopyEngineSettings
 from acesim.hardware.endpoints.baseline import BaselineSettings
+from acesim.hardware.endpoints.copy_engine import unstated_facts
 from acesim.hardware.platform import Platform
 from acesim.network.algorithms import NVLS_REDUCE, REDUCE
 from acesim.network.group import Group, Span
+from acesim.plan import plan
 from acesim.validation import validate
 from acesim.validation.comm_limits import channel_hbm_bandwidth
 
@@ -33,7 +35,8 @@ def test_the_kind_is_registered_with_its_preset_settings() -> None:
     assert ce.engines == 4 and ce.engine_bandwidth == pytest.approx(98.98e9)
     assert ce.link_efficiency == pytest.approx(0.8889)
     assert ce.local_copy_bandwidth == pytest.approx(40.52e9)
-    assert ce.fallback_units == 16
+    # the rule of its [sources] note: the baseline's NCCL channel count runs the fallback
+    assert ce.fallback_units == cfg.endpoint.of(BaselineSettings).comm_units == 24
 
 
 def test_an_all_gather_takes_zero_sms() -> None:
@@ -64,10 +67,11 @@ def test_an_all_reduce_holds_fallback_units_only_during_reduce_steps() -> None:
     endpoint = platform.endpoint
     assert isinstance(endpoint, CopyEngineEndpoint)
     assert endpoint.reduce_steps > 0 and endpoint.copy_steps > 0
-    assert pool.peak == 16 and pool.held == 0.0
+    units = endpoint.cfg.fallback_units
+    assert pool.peak == units and pool.held == 0.0
     # held for part of the collective only (the reduce-scatter half), never the whole of it
-    assert 0 < pool.held_time < 16 * coll.duration
-    assert max(h for _, h in log) == 16
+    assert 0 < pool.held_time < units * coll.duration
+    assert max(h for _, h in log) == units
 
 
 def test_the_setup_latency_shows_at_small_sizes() -> None:
@@ -237,3 +241,50 @@ def test_the_all_to_all_pair_is_live_and_the_fit_row_matches() -> None:
     assert not bidir.case.fit and bidir.error is not None and abs(bidir.error) < 0.05
     again = rows["h100x4-alltoall-524mb-ce-nccl2283"]
     assert not again.case.fit and again.error is not None and abs(again.error) < 0.01
+
+
+def test_the_fallback_drives_the_sm_endpoints_unit_bandwidth_unless_it_states_its_own() -> None:
+    # one definition: the fallback and NVLS kernels are the library's SM kernel
+    cfg = resolve_system(SYSTEM)
+    assert cfg.endpoint.of(CopyEngineSettings).fallback_unit_bandwidth is None
+    endpoint = _platform().endpoint
+    assert isinstance(endpoint, CopyEngineEndpoint)
+    assert endpoint.unit_bandwidth == cfg.endpoint.of(BaselineSettings).unit_bandwidth == 40e9
+    moved = resolve_system(SYSTEM, overrides={"endpoint.baseline.unit_bandwidth": "30 GB/s"})
+    follows = Platform(moved.with_endpoint("copy_engine")).endpoint
+    assert isinstance(follows, CopyEngineEndpoint) and follows.unit_bandwidth == 30e9
+    own = _platform(fallback_unit_bandwidth="50 GB/s").endpoint
+    assert isinstance(own, CopyEngineEndpoint) and own.unit_bandwidth == 50e9
+
+
+def test_another_vendors_npu_is_refused_the_nvidia_copy_engine_defaults() -> None:
+    # mi300x-8 states no [endpoint.copy_engine] table: one line naming the table and the rule
+    with pytest.raises(ConfigError) as err:
+        simulate_collective("mi300x-8", "all-gather", MiB, endpoint="copy_engine")
+    message = str(err.value)
+    assert message.startswith("endpoint.copy_engine: mi300x-8 (amd NPU mi300x) states no ")
+    assert "[endpoint.copy_engine] table" in message and "nvidia copy engines'" in message
+    assert "\n" not in message
+
+
+def test_a_stated_copy_engine_fact_lifts_the_refusal() -> None:
+    cfg = resolve_system("mi300x-8", overrides={"endpoint.copy_engine.engines": 8})
+    assert simulate_collective(cfg, "all-gather", MiB, endpoint="copy_engine").time > 0
+
+
+def test_nvidia_npus_without_a_table_keep_the_defaults() -> None:
+    # b200-nvswitch-8 states no table either, but the defaults are its vendor's engines
+    assert unstated_facts(resolve_system("b200-nvswitch-8")) is None
+    assert (
+        simulate_collective("b200-nvswitch-8", "all-gather", MiB, endpoint="copy_engine").time > 0
+    )
+
+
+def test_plan_refuses_the_copy_engine_on_mi300x_before_it_searches() -> None:
+    with pytest.raises(ConfigError, match="endpoint.copy_engine: mi300x-8"):
+        plan(
+            resolve_system("mi300x-8"),
+            "llama3-8b",
+            global_batch=16,
+            endpoints=["sm", "copy_engine"],
+        )

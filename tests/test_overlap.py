@@ -84,3 +84,19 @@ def test_bad_input_is_one_line_naming_the_option(
 ) -> None:
     line = cli_error(monkeypatch, capsys, "overlap", *args)
     assert option in line
+
+
+def test_the_default_endpoints_leave_copy_engine_out_on_mi300x_and_say_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["overlap", "-s", "mi300x-8", "--gemm", "1024x1024x1024:fp16", "--size", "1MiB"]
+    js = runner.invoke(app, [*args, "--json"])
+    assert js.exit_code == 0, js.output
+    doc = json.loads(js.stdout)
+    assert [r["endpoint"] for r in doc["results"]] == ["baseline"]
+    assert "states no [endpoint.copy_engine] table" in doc["left_out"]["copy_engine"]
+    table = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert "note: copy_engine left out of the default endpoints" in table.output
+    # asked for by name, it is not left out: its refusal is the error
+    line = cli_error(monkeypatch, capsys, *args, "--endpoints", "baseline,copy_engine")
+    assert line.startswith("error: endpoint.copy_engine: mi300x-8 (amd NPU mi300x) states no")

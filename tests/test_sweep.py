@@ -614,3 +614,20 @@ def test_plot_handles_text_axes_units_and_quantities_in_where(tmp_path: Path) ->
     assert len(_where(ok, ["npu.hbm_bandwidth=900 GB/s"], units)) == 0
     with pytest.raises(ConfigError, match="--where: expected a quantity in B/s"):
         _where(ok, ["npu.hbm_bandwidth=150 GB"], units)
+
+
+def test_a_copy_engine_point_on_mi300x_records_the_refusal_and_the_rest_run() -> None:
+    # the point's document is flattened: the rule reads the NPU preset from the system named
+    spec = {
+        "kind": "collective",
+        "base": {"system": "mi300x-8", "op": "all-gather", "size": "1 MiB"},
+        "grid": {"endpoint.kind": ["baseline", "copy_engine", "best_copy_engine"]},
+    }
+    points = load_spec(spec).points()
+    assert points[0].ok and not points[1].ok and not points[2].ok
+    for point in points[1:]:
+        assert (point.error or "").startswith("endpoint.copy_engine: mi300x-8 (amd NPU mi300x)")
+    stated = {**spec, "base": {**spec["base"], "overrides": {"endpoint.copy_engine.engines": 8}}}
+    assert all(p.ok for p in load_spec(stated).points())
+    on_h100 = {**spec, "base": {**spec["base"], "system": "h100-nvswitch-8"}}
+    assert all(p.ok for p in load_spec(on_h100).points())

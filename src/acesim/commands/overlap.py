@@ -8,8 +8,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..hardware.endpoints.copy_engine import unstated_facts
 from ..hardware.npu import HOST_DIRECTIONS
 from ..network.ops import COLLECTIVE_OPS
 from ..results.jsonout import dumps
@@ -22,11 +24,15 @@ from .common import (
     SETS_OPTION,
     SYSTEM_OPTION,
     console,
+    err_console,
     parse_gemm,
 )
 from .show import FORMAT_OPTION, print_table
 
 __all__ = ["overlap_command", "overlap"]
+
+#: The kinds ``acesim overlap`` compares when ``--endpoints`` is not given.
+DEFAULT_ENDPOINTS = "baseline,copy_engine"
 
 
 def parse_host_copy(text: str | None) -> tuple[float, str] | None:
@@ -51,10 +57,12 @@ def overlap_command(
     gemm: str = typer.Option("8192x8192x8192:fp16", "--gemm", help="the GEMM: MxNxK[:dtype]"),
     op: str = typer.Option("all-gather", "--op", help=COLLECTIVE_OPS.choices()),
     size: str = typer.Option("64MiB", "--size", help="collective size (nccl-tests convention)"),
-    endpoints: str = typer.Option(
-        "baseline,copy_engine",
+    endpoints: str | None = typer.Option(
+        None,
         "--endpoints",
-        help=f"comma-separated endpoint kinds: {ENDPOINT_KINDS.choices()}",
+        help=f"comma-separated endpoint kinds: {ENDPOINT_KINDS.choices()} (default "
+        f"{DEFAULT_ENDPOINTS}; copy_engine left out, with a note, on a system that states no "
+        "copy-engine facts of another vendor's NPU)",
     ),
     host_copy: str | None = typer.Option(
         None,
@@ -80,8 +88,13 @@ def overlap_command(
     nbytes = parse_quantity(size, "size", "--size")
     if not nbytes > 0:
         raise ConfigError("--size", "must be a positive size", size)
-    kinds = _endpoint_kinds(endpoints)
     cfg = cli_system(system, sets, nodes, force)
+    kinds, left_out = _endpoint_kinds(endpoints, cfg)
+    if left_out and not (as_json or fmt == "json"):
+        for kind, why in left_out.items():
+            err_console.print(
+                f"note: {kind} left out of the default endpoints: {why}", markup=False
+            )
     at = parse_quantity(collective_at, "time", "--collective-at")
     if not at >= 0:
         raise ConfigError("--collective-at", "must not be negative", collective_at)
@@ -95,6 +108,7 @@ def overlap_command(
             "size": nbytes,
             "host_copy": None if copy is None else {"bytes": copy[0], "direction": copy[1]},
             "collective_at": at,
+            "left_out": left_out,
             "results": rows,
         }
         console.out(dumps(payload, indent=2))
@@ -105,14 +119,24 @@ def overlap_command(
     print_table(_overlap_table(rows, title, host_copy=copy is not None))
 
 
-def _endpoint_kinds(endpoints: str) -> list[str]:
-    """The endpoint kinds of ``--endpoints`` (comma-separated, at least one, each known)."""
+def _endpoint_kinds(endpoints: str | None, cfg: SystemConfig) -> tuple[list[str], dict[str, str]]:
+    """The endpoint kinds of ``--endpoints`` (comma-separated, at least one, each known), and
+    the default kinds left out on ``cfg`` with why: with no ``--endpoints``,
+    :data:`DEFAULT_ENDPOINTS` less ``copy_engine`` where the system may not run it on the
+    kind's defaults (:func:`~acesim.hardware.endpoints.copy_engine.unstated_facts`); a kind
+    the user names is never left out (it runs, or its error is reported)."""
+    left_out: dict[str, str] = {}
+    if endpoints is None:
+        refusal = unstated_facts(cfg)
+        if refusal is not None:
+            left_out["copy_engine"] = refusal
+        endpoints = ",".join(k for k in DEFAULT_ENDPOINTS.split(",") if k not in left_out)
     kinds = [e.strip() for e in endpoints.split(",") if e.strip()]
     if not kinds:
         raise ConfigError("--endpoints", "give at least one endpoint kind", endpoints)
     for kind in kinds:
         ENDPOINT_KINDS.check(kind, "--endpoints")
-    return kinds
+    return kinds, left_out
 
 
 def _overlap_table(rows: list[dict[str, Any]], title: str, *, host_copy: bool) -> Table:

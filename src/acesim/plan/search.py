@@ -27,6 +27,7 @@ from typing import Any
 
 from ..config.system import SystemConfig
 from ..errors import ConfigError, TopologyError
+from ..hardware.endpoints.copy_engine import check_facts_stated
 from ..precision import PRECISIONS
 from ..runs.case import check_math
 from ..runs.compare import check_endpoints
@@ -167,6 +168,8 @@ def search(
     r = request
     check_math(r.system, PRECISIONS.get(r.precision, "precision").math, r.precision)
     endpoints = check_endpoints(list(r.endpoints) or [r.system.endpoint.kind], "--endpoints")
+    for kind in endpoints:  # before the system goes on as documents (no provenance there)
+        check_facts_stated(r.system, kind)
     cluster = _cluster(r.system)
     space = enumerate_space(r.model, cluster, global_batch=r.global_batch, seq=r.seq, space=r.space)
     outcome = PlanOutcome(space)

@@ -55,10 +55,17 @@ from pydantic import BaseModel, ValidationError
 from ..config.errors import config_error_from
 from ..config.experiment import RunOptions, WorkloadConfig
 from ..config.plausible import check_document, check_value
-from ..config.presets import DEFAULT_PRESET, read_document, system_from_dict, traced_document
+from ..config.presets import (
+    DEFAULT_PRESET,
+    npu_preset_of,
+    read_document,
+    system_from_dict,
+    traced_document,
+)
 from ..config.system import SystemConfig
 from ..errors import ConfigError, TopologyError
 from ..hardware.endpoints import ENDPOINT_KINDS
+from ..hardware.endpoints.copy_engine import facts_refusal
 from ..hardware.platform import elaborate
 from ..runs.kinds import RUN_KINDS
 from ..runs.point import BEST_PREFIX
@@ -390,6 +397,7 @@ class _Resolver:
                     raw[axis.path] = value
                 elif axis.target in ("workload", "run"):
                     set_in_place(raw[axis.target], axis.path, list(axis.parts[1:]), value)
+            _check_copy_engine_facts(ref, system)
             config = self.validate(raw)
         except (ConfigError, TopologyError) as exc:
             columns = {a.path: _column_value(values[a.path]) for a in axes}
@@ -434,6 +442,30 @@ def _column_value(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return canonical_json(value)
+
+
+def _check_copy_engine_facts(ref: Any, system: dict[str, Any]) -> None:
+    """ConfigError when a point runs ``copy_engine`` (or searches it) on a system document of
+    another vendor's NPU that states no ``[endpoint.copy_engine]`` table (the kind's rule,
+    :func:`~acesim.hardware.endpoints.copy_engine.facts_refusal`): a point's document is
+    flattened, so its NPU preset is read from the system it names."""
+    endpoint = system.get("endpoint")
+    if not isinstance(endpoint, dict):
+        return
+    kind = str(endpoint.get("kind", ""))
+    for prefix in (BEST_PREFIX, "best-"):
+        kind = kind.removeprefix(prefix)
+    if kind not in ENDPOINT_KINDS or ENDPOINT_KINDS.canonical(kind) != "copy_engine":
+        return
+    if isinstance(ref, dict):
+        npu = ref.get("npu")
+        preset = npu.get("extends") if isinstance(npu, dict) else None
+    else:
+        preset = npu_preset_of(ref)
+    stated = bool(endpoint.get("copy_engine"))
+    refusal = facts_refusal(str(system.get("name", "")), preset or "", stated)
+    if refusal is not None:
+        raise ConfigError("endpoint.copy_engine", refusal)
 
 
 def _best_of(raw: dict[str, Any]) -> bool:

@@ -53,6 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..config.lineage import LINEAGE, Lineage
 from ..config.npus import npu_preset_names
 from ..config.presets import npu_preset_of
 from .fit import datasheet_value
@@ -67,45 +68,6 @@ __all__ = [
     "transfer",
     "unit_of",
 ]
-
-
-@dataclass(frozen=True)
-class Lineage:
-    """The maker and the die of an NPU preset (what the rules compare), and the source."""
-
-    vendor: str
-    die: str
-    source: str
-
-
-#: Every NPU preset's lineage (a test checks each preset has one).
-LINEAGE: dict[str, Lineage] = {
-    "v100-sxm2": Lineage("nvidia", "GV100", "NVIDIA Tesla V100 GPU architecture whitepaper"),
-    "a100-sxm": Lineage("nvidia", "GA100", "NVIDIA A100 Tensor Core GPU architecture whitepaper"),
-    "h100-sxm": Lineage("nvidia", "GH100", "NVIDIA H100 Tensor Core GPU architecture whitepaper"),
-    "h200-sxm": Lineage(
-        "nvidia",
-        "GH100",
-        "NVIDIA H200 datasheet: the H100's Hopper GPU with 141 GB of HBM3e (same SMs, peaks, "
-        "NVLink4)",
-    ),
-    "b200": Lineage(
-        "nvidia",
-        "GB100",
-        "NVIDIA Blackwell architecture technical brief: B200 is two Blackwell dies in one "
-        "package; the GPU of a GB200 superchip is the same package (HGX B200 at 1,000 W, GB200 "
-        "at 1,200 W)",
-    ),
-    "gb200": Lineage(
-        "nvidia",
-        "GB100",
-        "NVIDIA Blackwell architecture technical brief: each GB200 superchip carries two B200 "
-        "GPUs (two Blackwell dies each) beside a Grace CPU",
-    ),
-    "mi300x": Lineage(
-        "amd", "MI300X", "AMD CDNA 3 instruction set / MI300X datasheet: eight CDNA 3 XCDs"
-    ),
-}
 
 
 @dataclass(frozen=True)

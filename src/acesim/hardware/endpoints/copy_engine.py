@@ -43,9 +43,11 @@
     ``step_end``), costs the baseline's ``reduce_hbm_bytes_per_byte`` of HBM and
     ``reduction_flops_per_byte`` FLOPs per network byte (on the held units' share of the
     vector FLOPs), and the held units drive at most ``fallback_units * fallback_unit_bandwidth``
-    network bytes/s. It pays no copy setup (a kernel, not a copy command). NCCL runs no
-    reduction on copy engines (``ncclCeImplemented`` in ``src/ce_coll.cc``, 2.28 on: all-gather,
-    all-to-all, scatter and gather only): a reduce collective of a copy-engine communicator
+    network bytes/s (None, the default: the SM endpoint's ``endpoint.baseline.unit_bandwidth``,
+    one definition of what an SM of the library's kernel drives). It pays no copy setup (a
+    kernel, not a copy command). NCCL runs no reduction on copy engines
+    (``ncclCeImplemented`` in ``src/ce_coll.cc``, 2.28 on: all-gather, all-to-all, scatter and
+    gather only): a reduce collective of a copy-engine communicator
     (``NCCL_CTA_POLICY_ZERO``) is one of its SM kernels. So the fallback's loads in flight are
     the SM endpoint's: at most ``fallback_units`` x ``endpoint.baseline.unit_hbm_bandwidth``
     (NCCL's per-channel figure, :mod:`acesim.validation.comm_limits`; None: the NPU's
@@ -78,6 +80,7 @@ from types import MappingProxyType
 
 from pydantic import Field
 
+from ...config.lineage import LINEAGE
 from ...config.system import SystemConfig
 from ...config.validators import (
     NonNegativeFloat,
@@ -89,11 +92,12 @@ from ...config.validators import (
     PositiveInt,
 )
 from ...engine import Resource
+from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
 from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
 from ...network.repeats import Repeats
-from .baseline import sm_kernel_unit_hbm_bandwidth
+from .baseline import BaselineSettings, sm_kernel_unit_hbm_bandwidth
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
     NvlsKernelSettings,
@@ -104,7 +108,18 @@ from .sm_kernels import (
     sm_kernel_demand,
 )
 
-__all__ = ["CopyEngineSettings", "CopyEngineEndpoint", "SETUP"]
+__all__ = [
+    "CopyEngineSettings",
+    "CopyEngineEndpoint",
+    "SETUP",
+    "fallback_unit_bandwidth",
+    "unstated_facts",
+    "facts_refusal",
+    "check_facts_stated",
+]
+
+#: The kind's name (its settings table is ``[endpoint.copy_engine]``).
+KIND_NAME = "copy_engine"
 
 #: What binds communication while a copy step waits for its commands' setup.
 SETUP = "copy-engine setup"
@@ -163,8 +178,10 @@ class CopyEngineSettings(NvlsKernelSettings):
     fallback_units: PositiveInt = Field(
         8, description="compute units a reduce step holds (copy engines cannot reduce)"
     )
-    fallback_unit_bandwidth: PositiveBytesPerSecond = Field(
-        50e9, description="network bytes/s one fallback unit drives"
+    fallback_unit_bandwidth: PositiveBytesPerSecond | None = Field(
+        None,
+        description="network bytes/s one fallback or NVLS unit drives; None: the SM "
+        "endpoint's endpoint.baseline.unit_bandwidth (the same library kernel on an SM)",
     )
     reduce_hbm_bytes_per_byte: PositiveFloat = Field(
         5.0, description="reduce step on SMs: HBM bytes per network byte (the baseline's)"
@@ -172,6 +189,60 @@ class CopyEngineSettings(NvlsKernelSettings):
     reduction_flops_per_byte: NonNegativeFloat = Field(
         0.25, description="reduce step: FP32 add, 1 FLOP per 4 bytes"
     )
+
+
+def fallback_unit_bandwidth(settings: CopyEngineSettings, system: SystemConfig) -> float:
+    """Network B/s one unit of the reduce fallback or NVLS kernel drives: the settings' own
+    ``fallback_unit_bandwidth``, or (None) the SM endpoint's ``endpoint.baseline.
+    unit_bandwidth``: the fallback is the library's SM kernel (see the module), one definition
+    of what an SM of it drives."""
+    if settings.fallback_unit_bandwidth is not None:
+        return settings.fallback_unit_bandwidth
+    return system.endpoint.of(BaselineSettings, "baseline").unit_bandwidth
+
+
+#: The maker whose copy engines the settings' defaults describe (their engine bandwidth and
+#: setup are fits on NVIDIA H100 rows, their waves and local copy NCCL's), so the one vendor
+#: on whose NPUs a system may run on them without stating its own (:func:`unstated_facts`).
+DEFAULTS_VENDOR = "nvidia"
+
+
+def unstated_facts(system: SystemConfig) -> str | None:
+    """Why ``system`` may not run copy-engine collectives on the settings' defaults, or None.
+
+    The rule: the defaults are NVIDIA copy engines' figures (:data:`DEFAULTS_VENDOR`); a system
+    whose NPU preset is another vendor's (:data:`acesim.config.lineage.LINEAGE`, by the NPU
+    preset the system extends) must state its copy-engine facts, an ``[endpoint.copy_engine]``
+    table (or ``--set endpoint.copy_engine.<field>``), rather than take another maker's engines.
+    An NPU written out in full (no NPU preset) has no lineage to compare and is not refused."""
+    stated = bool(system.endpoint.of(CopyEngineSettings, "copy_engine").model_fields_set)
+    return facts_refusal(system.name, system.provenance.npu, stated)
+
+
+def facts_refusal(system_name: str, npu_preset: str, stated: bool) -> str | None:
+    """:func:`unstated_facts`'s rule on its three facts: the system's name, the NPU preset it
+    extends ("" for none) and whether it states any copy-engine setting (for a caller that
+    holds a system document, not a :class:`SystemConfig`: a sweep's points)."""
+    lineage = LINEAGE.get(npu_preset)
+    if stated or lineage is None or lineage.vendor == DEFAULTS_VENDOR:
+        return None
+    return (
+        f"{system_name or 'the system'} ({lineage.vendor} NPU {npu_preset}) states "
+        f"no [endpoint.copy_engine] table: the kind's defaults are {DEFAULTS_VENDOR} copy "
+        "engines' figures, not a measurement of this NPU's"
+    )
+
+
+def check_facts_stated(system: SystemConfig, kind: str = KIND_NAME) -> None:
+    """ConfigError naming ``endpoint.copy_engine`` when ``kind`` is this kind and ``system``
+    may not run it on the defaults (:func:`unstated_facts`). Called where a run is built and
+    where a command takes its kinds before it hands systems on as documents (which carry no
+    provenance): ``acesim plan``'s ``--endpoints``."""
+    if kind != KIND_NAME:
+        return
+    refusal = unstated_facts(system)
+    if refusal is not None:
+        raise ConfigError("endpoint.copy_engine", refusal)
 
 
 def _check(settings: CopyEngineSettings, system: SystemConfig) -> None:
@@ -217,6 +288,7 @@ class CopyEngineEndpoint(Endpoint):
         self.npus = npus
         self.cfg: CopyEngineSettings = ctx.settings
         cfg = self.cfg
+        check_facts_stated(ctx.system)
         self._mlp = npu.hbm_arbitration == "mlp"
         self._reducing = [0] * len(npus)
         self._nvls = [0] * len(npus)
@@ -226,6 +298,8 @@ class CopyEngineEndpoint(Endpoint):
         copy_hbm = cfg.read_hbm_bytes_per_byte + cfg.write_hbm_bytes_per_byte
         #: the library's reduce and NVLS kernels on SMs: the SM endpoint's per-channel limit
         self.unit_hbm_bandwidth = sm_kernel_unit_hbm_bandwidth(ctx.system)
+        #: and the SM endpoint's drive per unit, unless the settings state their own
+        self.unit_bandwidth = fallback_unit_bandwidth(cfg, ctx.system)
         self._demand: list[dict[str, dict[Resource, float]]] = []
         #: per NPU, what a byte of its local copy consumes (None: no local copy)
         self._local: list[dict[Resource, float] | None] = []
@@ -243,7 +317,7 @@ class CopyEngineEndpoint(Endpoint):
                 n.hbm_comm,
                 f"npu{n.rank}.copy_engine.fallback",
                 cfg.fallback_units,
-                cfg.fallback_unit_bandwidth,
+                self.unit_bandwidth,
                 {REDUCE: cfg.reduce_hbm_bytes_per_byte},
                 REDUCE,
                 cfg.reduction_flops_per_byte,
@@ -256,7 +330,7 @@ class CopyEngineEndpoint(Endpoint):
                 n.hbm_comm,
                 f"npu{n.rank}.copy_engine.nvls",
                 cfg.nvls_units,
-                cfg.fallback_unit_bandwidth,
+                self.unit_bandwidth,
                 cfg.nvls_hbm_bytes_per_byte(),
                 REDUCE,
                 0.0,
