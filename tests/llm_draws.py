@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from acesim.errors import ConfigError
+from acesim.hardware.endpoints.copy_engine import unstated_facts
 from acesim.runs.llm import llm_graph, make_llm_case
 from acesim.workload.llm.parallel import parse_parallel
 
@@ -57,7 +58,10 @@ def resolving(draw: Draw, count: int, seed: int) -> Iterator[Any]:
         model, system, nodes, par, batch, endpoint = draw(rng)
         try:
             parallel = parse_parallel(par, global_batch=batch, micro_batch=1, seq=model.seq)
-            case = make_llm_case(system, model, parallel, nodes=nodes).with_endpoint(endpoint)
+            case = make_llm_case(system, model, parallel, nodes=nodes)
+            if endpoint == "copy_engine" and unstated_facts(case.system) is not None:
+                endpoint = "baseline"  # no copy-engine facts stated: the same draws after it
+            case = case.with_endpoint(endpoint)
             llm_graph(case, classes=True)  # what only building the graph refuses
         except ConfigError:
             continue

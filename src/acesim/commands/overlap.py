@@ -90,15 +90,15 @@ def overlap_command(
         raise ConfigError("--size", "must be a positive size", size)
     cfg = cli_system(system, sets, nodes, force)
     kinds, left_out = _endpoint_kinds(endpoints, cfg)
-    if left_out and not (as_json or fmt == "json"):
-        for kind, why in left_out.items():
-            err_console.print(
-                f"note: {kind} left out of the default endpoints: {why}", markup=False
-            )
     at = parse_quantity(collective_at, "time", "--collective-at")
     if not at >= 0:
         raise ConfigError("--collective-at", "must not be negative", collective_at)
     rows = [overlap(cfg, kernel, op, nbytes, kind, copy, at) for kind in kinds]
+    if left_out and not (as_json or fmt == "json"):  # after the runs: an error stays one line
+        for kind, why in left_out.items():
+            err_console.print(
+                f"note: {kind} left out of the default endpoints: {why}", markup=False
+            )
     if as_json or fmt == "json":
         payload = {
             "schema": "acesim.overlap/1",
