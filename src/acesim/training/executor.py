@@ -409,7 +409,12 @@ class GraphExecutor:
             return self._every_rank()
         try:
             return self._run()
-        except _Stalled:
+        except _Stalled as stalled:
+            if self.platform.strategy.classes is not None:  # acesim's graph: acesim's stall
+                raise _Stalled(
+                    f"{stalled}; in class mode this is acesim's, not the workload's: exact "
+                    "mode (--exact) may run it; please report it"
+                ) from None
             if not self.platform.exact or self.platform.collectives.agreed:
                 raise
             return self._agreed()
