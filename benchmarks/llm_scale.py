@@ -24,9 +24,9 @@ processes' turns; the CPU time is what one free core would take). ``--general`` 
 fluid reallocation through the general max-min filling (the engine before issue 27's fast path
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
-difference of the iteration time (0: the fast path is exact). ``--no-replay`` turns class
-mode's pass replay off (:mod:`acesim.training.replay`, on by default; each row says how many
-passes were replayed). ``--repetition`` prints how alike
+difference of the iteration time (0: the fast path is exact). ``--replay`` turns class mode's
+pass replay on (:mod:`acesim.training.replay`, off by default; each row says how many passes
+were replayed). ``--repetition`` prints how alike
 the micro-batches of each stage are (the share of step executions at their step's most common
 duration: what simulating each distinct step once would save).
 
@@ -140,13 +140,12 @@ def repetition(execution: Execution) -> tuple[int, int, float]:
 
 
 def _run(
-    bench: LlmBench, mode: str, general: bool, alike: bool = False, replayed: bool = True
+    bench: LlmBench, mode: str, general: bool, alike: bool = False, replayed: bool = False
 ) -> tuple[float, float, float, int, str, int, str, str]:
     """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition, passes
     replayed) of one run (``general``: without the engine's fast path; ``alike``:
     :func:`repetition` as text; ``replayed``: class mode's pass replay on)."""
     engine_kernel.SOLO_PATH = not general
-    shipped = replay.ENABLED
     replay.ENABLED = replayed
     wall, cpu = time.perf_counter(), time.process_time()
     model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
@@ -157,7 +156,7 @@ def _run(
     case = make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
     result, ex = run_llm(case, mode=mode)
     engine_kernel.SOLO_PATH = True
-    replay.ENABLED = shipped
+    replay.ENABLED = False
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
@@ -182,7 +181,7 @@ def main() -> None:
         "--general", action="store_true", help="without the engine's fast path (issue 27)"
     )
     parser.add_argument(
-        "--no-replay", action="store_true", help="class mode's pass replay off (issue 27)"
+        "--replay", action="store_true", help="class mode's pass replay on (issue 27)"
     )
     parser.add_argument(
         "--repetition",
@@ -214,7 +213,7 @@ def main() -> None:
     rows += [(c, m) for c in picked for m in ("class", "exact")]
     for bench, mode in rows:
         runs = [
-            _run(bench, mode, args.general, args.repetition and k == 0, not args.no_replay)
+            _run(bench, mode, args.general, args.repetition and k == 0, args.replay)
             for k in range(args.repeats)
         ]
         wall = statistics.median(r[0] for r in runs)

@@ -1,4 +1,4 @@
-"""Class mode's pass replay (:mod:`acesim.training.replay`, on by default, turned off here)
+"""Class mode's pass replay (:mod:`acesim.training.replay`, off by default, turned on here)
 gives what simulating every pass gives, to rounding: on 50 LLM training iterations drawn over
 models (dense and MoE), systems, endpoint kinds, schedules (1F1B, interleaved, ZB-H1,
 DualPipe), TP overlap, CP, EP, ZeRO and recomputation, with enough micro-batches per stage that
@@ -72,12 +72,11 @@ def _numbers(value: Any, key: str, out: dict[str, Any]) -> None:
 
 
 def _run(case: Any, enabled: bool) -> tuple[dict[str, Any], list[list[tuple[float, float]]], Any]:
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(replay, "ENABLED", enabled)
+    replay.ENABLED = enabled
     try:
         result, execution = run_llm(case)
     finally:
-        monkeypatch.undo()
+        replay.ENABLED = False
     data = result.to_dict()
     data.pop("provenance", None)
     figures: dict[str, Any] = {}
@@ -169,7 +168,7 @@ def test_a_message_slowed_beside_a_pass_is_learnt_as_it_ends_not_by_a_redo(
     """A pipeline message that runs slower than alone (a pass shared its HBM) would run
     faster beside a replay of that pass, which takes the pass off the resources: learnt when
     the message ends, no pass is replayed beside a like message, so the run needs no redo
-    (drawn case 22: a redo when the slowed messages are not learnt), and agrees."""
+    (drawn case 22: two redos when the slowed messages are not learnt), and agrees."""
     assert _replay_on(drawn, 22)[1] == 0
     monkeypatch.setattr(replay, "ENABLED", True)
     monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
