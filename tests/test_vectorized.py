@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
 
@@ -17,6 +17,7 @@ from acesim.errors import ConfigError
 from acesim.hardware.platform import Platform
 from acesim.hardware.strategy import Strategy
 from acesim.network.group import Group, Span
+from acesim.workload.model import Comm
 
 MiB = 2**20
 #: one, two and three dimensions, for the training property tests
@@ -469,6 +470,33 @@ def mixed_comms(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[Any]]:
     return dims, comms
 
 
+#: a case found by a random run of the property below (stop 41; it fails on stop 40's code
+#: too): the lockstep computation of a reduce-scatter on the outer dimension beside an
+#: all-reduce on every dimension ends 3.4% later than the event simulation (207.44 against
+#: 200.69 us). A known defect of the joint computation, kept visible here until it is fixed.
+_LOCKSTEP_MISS = (
+    (
+        [
+            {"kind": "ring", "size": 2, "link_bandwidth": 100e9, "link_latency": 1e-6,
+             "links_per_npu": 1},
+            {"kind": "fully_connected", "size": 4, "link_bandwidth": 50e9,
+             "link_latency": 1e-6, "links_per_npu": 1},
+            {"kind": "switch", "size": 2, "link_bandwidth": 25e9, "link_latency": 1e-6,
+             "links_per_npu": 1},
+        ],
+        [
+            Comm(op="reduce-scatter", size=1048576, dims=(2,)),
+            Comm(op="all-reduce", size=4194304),
+            Comm(op="reduce-scatter", size=4194304, dims=(2,)),
+        ],
+    ),
+    2e-5,
+    2,
+    "lifo",
+    "layerwise",
+)  # fmt: skip
+
+
 @settings(max_examples=examples(15), deadline=None)
 @given(
     mixed_comms(),
@@ -476,6 +504,9 @@ def mixed_comms(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[Any]]:
     st.integers(1, 4),
     st.sampled_from(["fifo", "lifo"]),
     st.sampled_from(["layerwise", "no_overlap"]),
+)
+@example(*_LOCKSTEP_MISS).xfail(
+    raises=AssertionError, reason="lockstep joint computation 3.4% late (known defect)"
 )
 def test_overlapping_collectives_of_any_kind_agree_with_the_event_simulation(
     network: tuple[list[dict[str, Any]], list[Any]],
