@@ -85,12 +85,14 @@ class RunOptions(Strict):
 
     iterations: PositiveInt = Field(3, description="iterations simulated")
     warmup: NonNegativeInt = Field(1, description="first iterations dropped before measuring")
-    mode: Literal["symmetric", "class", "exact"] = Field(
+    mode: Literal["symmetric", "class", "exact", "composed"] = Field(
         "symmetric",
         description="exact: simulate every NPU; symmetric or class: the fewest NPUs that "
         "stand for every rank (one, or one per class of identical ranks), unless something "
         "makes ranks differ: then exact mode, and the result says why "
-        "(acesim.training.strategy)",
+        "(acesim.training.strategy); composed (LLM runs): class mode with each distinct "
+        "pipeline pass simulated once alone (acesim.training.compose: an approximation, its "
+        "error measured)",
     )
     loop: str = Field("layerwise", description="training loop (acesim.training.loops.LOOPS)")
     bucket_size: PositiveBytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")

@@ -97,6 +97,23 @@ class Meters:
     host_link: float
     endpoint: dict[str, float] = field(default_factory=dict)
 
+    def plus(self, other: Meters) -> Meters:
+        """These counters with ``other``'s counted too (what ``other`` counted elsewhere: a
+        composed run's passes, :mod:`acesim.training.compose`); the instant stays this one."""
+        return Meters(
+            time=self.time,
+            flops=_summed(self.flops, other.flops),
+            compute_unit_s=self.compute_unit_s + other.compute_unit_s,
+            comm_unit_s=self.comm_unit_s + other.comm_unit_s,
+            hbm_compute=self.hbm_compute + other.hbm_compute,
+            hbm_comm=self.hbm_comm + other.hbm_comm,
+            hbm_host=self.hbm_host + other.hbm_host,
+            sent=[a + b for a, b in zip(self.sent, other.sent, strict=True)],
+            copy_engine=self.copy_engine + other.copy_engine,
+            host_link=self.host_link + other.host_link,
+            endpoint=_summed(self.endpoint, other.endpoint),
+        )
+
     def since(self, earlier: Meters) -> Meters:
         """What was counted from ``earlier`` to this instant."""
         return Meters(
@@ -112,6 +129,12 @@ class Meters:
             host_link=self.host_link - earlier.host_link,
             endpoint={k: v - earlier.endpoint.get(k, 0.0) for k, v in self.endpoint.items()},
         )
+
+
+def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Counters by name summed (``a``'s names first, in order, then ``b``'s new ones)."""
+    keys = [*a, *(k for k in b if k not in a)]
+    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in keys}
 
 
 def read_meters(platform: Platform, index: int = 0) -> Meters:

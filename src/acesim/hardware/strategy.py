@@ -8,7 +8,10 @@ Decided once, before the run, by :func:`acesim.training.strategy.decide` (with t
     One simulated NPU stands for every rank (every peer of a collective mapped onto it).
 ``class``
     One simulated NPU per class of identical ranks (:class:`~acesim.network.classes.
-    RankClasses`: an LLM run's pipeline stages).
+    RankClasses`: an LLM run's pipeline stages). Within it, ``composed`` (asked for as mode
+    ``composed``): each distinct pipeline pass simulated once alone and the schedule run on
+    those durations, the passes beside a DP collective in full (:mod:`acesim.training.compose`:
+    an approximation whose error is measured, not bounded).
 ``exact``
     Every NPU simulated, with what makes ranks differ (``variation``). Within it,
     ``lockstep``: collectives may run on the lockstep backend (:mod:`acesim.network.
@@ -49,6 +52,9 @@ class Strategy:
     events: str = ""
     #: class mode: replay pipeline passes seen before (:mod:`acesim.training.replay`)
     replay: bool = False
+    #: class mode: compose the iteration from passes simulated alone
+    #: (:mod:`acesim.training.compose`)
+    composed: bool = False
 
     @property
     def exact(self) -> bool:
@@ -70,6 +76,9 @@ class Strategy:
         return cls("exact", None, varied, lockstep, replicate and varied is None, note)
 
     @classmethod
-    def of_classes(cls, classes: RankClasses, note: str = "", *, replay: bool = False) -> Strategy:
-        """Class mode with ``classes`` (``replay``: pipeline passes seen before replayed)."""
-        return cls("class", classes, note=note, replay=replay)
+    def of_classes(
+        cls, classes: RankClasses, note: str = "", *, replay: bool = False, composed: bool = False
+    ) -> Strategy:
+        """Class mode with ``classes`` (``replay``: pipeline passes seen before replayed;
+        ``composed``: the iteration composed from passes simulated alone)."""
+        return cls("class", classes, note=note, replay=replay and not composed, composed=composed)

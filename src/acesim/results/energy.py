@@ -22,7 +22,7 @@ without ``[npu.power]`` has no energy model: its results carry ``energy = None``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..config.power import NPUPowerConfig
@@ -139,13 +139,18 @@ def _mean(parts: list[dict[str, float]], scale: float) -> dict[str, float]:
     return out
 
 
-def run_energy(platform: Platform, iterations: int) -> EnergyResult | None:
+def run_energy(
+    platform: Platform, iterations: int, added: Mapping[int, Meters] | None = None
+) -> EnergyResult | None:
     """The energy of a whole run on ``platform`` (every simulated NPU's counters from the
-    start, now at its end) per iteration of ``iterations``; None without ``[npu.power]``."""
+    start, now at its end, with what ``added`` holds for it: a composed run's passes
+    simulated alone) per iteration of ``iterations``; None without ``[npu.power]``."""
     powers = [npu.config.power for npu in platform.npus]
     if any(p is None for p in powers):
         return None
     windows = [read_meters(platform, i) for i in range(len(platform.npus))]
+    if added:
+        windows = [w.plus(added[i]) if i in added else w for i, w in enumerate(windows)]
     dims = platform.system.network.dimensions
     return energy_result(windows, [p for p in powers if p is not None], dims, iterations)
 

@@ -40,15 +40,16 @@ from ..config.variation import Variation, check_placement
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
-from ..hardware.platform import elaborate
+from ..hardware.platform import Platform, elaborate
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
 from ..results.llm import POINT_INPUTS, LlmResult, idle_breakdown, rank_compute_times
 from ..results.protocol import assumptions, scalar_settings
 from ..training.bounds import attribute, collective_bounds
+from ..training.compose import PassTimes, run_composed
 from ..training.executor import Execution
-from ..training.pipeline import pipeline_graph
+from ..training.pipeline import PassSink, pipeline_graph
 from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..training.strategy import decide, mode_note
 from ..units import format_size
@@ -483,9 +484,10 @@ def _host_update(p: Precision, params: float, gradient_bytes: int) -> tuple[floa
     return params * gradient_bytes, params * step, params * fp32
 
 
-def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
+def llm_graph(case: LlmCase, *, classes: bool = False, passes: PassSink | None = None) -> Graph:
     """Every rank's execution graph of the case's iterations (``classes``: one per pipeline
-    stage, class mode)."""
+    stage, class mode; ``passes``: the composed graph, each pass one timer handed to this
+    sink, :mod:`acesim.training.compose`)."""
     par, p = case.parallel, case.precision
     zero = par.zero >= 1
     updates = []
@@ -526,6 +528,7 @@ def llm_graph(case: LlmCase, *, classes: bool = False) -> Graph:
         host_update=hosted or None,
         host_params=p.state_bytes if par.offload_weights else 0.0,
         launch_time=None if par.cuda_graphs else case.system.host.launch_time,
+        passes=passes,
     )
 
 
@@ -543,11 +546,13 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
     strategy :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per
     pipeline stage) unless ``case.options`` asks for exact mode or something makes ranks
-    differ (the result's ``mode_note`` says what)."""
+    differ (the result's ``mode_note`` says what); mode ``composed``: class mode's iteration
+    composed from passes simulated alone (:mod:`acesim.training.compose`)."""
     opts = case.options
+    sink = PassTimes() if opts.mode == "composed" else None
 
     def graphs(reduced: bool) -> Graph:
-        graph = llm_graph(case, classes=reduced)
+        graph = llm_graph(case, classes=reduced, passes=sink if reduced else None)
         if reduced or opts.placement is None:
             return graph
         return place_graph(graph, opts.placement, elaborate(case.system))
@@ -561,7 +566,17 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
         trace=how.trace,
         problem=_order_problem(case) if opts.mode != "exact" else None,
     )
-    execution = run_graph(case.system, strategy, graph, kind="llm", how=how)
+    if strategy.composed and sink is not None:
+        quiet = replace(how, on_estimate=None)
+        execution = run_composed(
+            sink,
+            graph,
+            platform=lambda: Platform(case.system, strategy),
+            rebuild=lambda: llm_graph(case, classes=True, passes=sink),
+            run=lambda g: run_graph(case.system, strategy, g, kind="llm", how=quiet),
+        )
+    else:
+        execution = run_graph(case.system, strategy, graph, kind="llm", how=how)
     return _summary(case, execution, mode_note(strategy, execution), how.variant), execution
 
 
@@ -612,7 +627,7 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         memory_stage=case.memory_stage,
         hbm_capacity=system.npu.hbm_capacity,
         endpoint=system.endpoint.kind,
-        mode=execution.platform.strategy.mode,
+        mode="composed" if execution.composed is not None else execution.platform.strategy.mode,
         mode_note=note,
         notes=_model_notes(case),
         assumptions=assumptions(system),
@@ -662,10 +677,10 @@ def _model_notes(case: LlmCase) -> list[str]:
 def _ops(execution: Execution) -> set[str]:
     """The collective operations the run's graph holds."""
     return {
-        n.op or "all-reduce"
-        for nodes in execution.graph.ranks
-        for n in nodes
-        if n.kind == "collective"
+        r.node.op or "all-reduce"
+        for records in execution.records
+        for r in records.values()
+        if r.node.kind == "collective"
     }
 
 
@@ -719,7 +734,7 @@ def _mfu(flops: float, iteration: float, execution: Execution, npus: int, dtype:
 def _energy(execution: Execution, iterations: int, npus: int, tokens: int) -> EnergyResult | None:
     """The run's energy (:func:`~acesim.results.energy.run_energy`) with its per-token figure
     (``npus`` NPUs train on ``tokens`` tokens an iteration)."""
-    energy = run_energy(execution.platform, iterations)
+    energy = run_energy(execution.platform, iterations, execution.added_meters)
     if energy is not None:
         energy.per_token = energy.per_iteration * npus / tokens
     return energy
@@ -736,8 +751,8 @@ def run_llm(
     ``variation`` (stragglers, spread, link changes) replace the case's run options."""
     changes: dict[str, Any] = {}
     if mode is not None:
-        if mode not in ("class", "exact"):
-            raise ConfigError("run.mode", "must be one of class, exact", mode)
+        if mode not in ("class", "exact", "composed"):
+            raise ConfigError("run.mode", "must be one of class, exact, composed", mode)
         changes["mode"] = mode
     if variation is not None:
         changes.update(variation.run_options())

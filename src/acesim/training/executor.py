@@ -36,6 +36,7 @@ from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
 from . import replay as replay_module
 from .bounds import BoundRecorder
+from .composition import Composition
 from .replay import Memory, PassReplay
 
 #: Exact mode: how many times a run may be redone to move overlapping collectives to the event
@@ -120,6 +121,10 @@ class Execution:
     #: exact mode: why collectives ran on the event path (reason -> collectives), the
     #: lockstep backend's own words (:mod:`acesim.network.vectorized`)
     event_reasons: dict[str, int] = field(default_factory=dict)
+    #: a composed run (:mod:`.compose`): how it went, and per simulated NPU what its timed
+    #: passes counted (simulated alone, not on this platform: the energy adds them)
+    composed: Composition | None = None
+    added_meters: dict[int, Meters] = field(default_factory=dict)
 
 
 class _RankState:
@@ -612,7 +617,7 @@ class GraphExecutor:
             self._send(st, node)
         elif node.kind == "host_copy":
             self._host_copy(st, node)
-        elif node.kind == "host":  # the host issuing launches: time on the CPU, no GPU resource
+        elif node.kind in ("host", "pass"):  # host time, or a composed pass: timers, no resource
             self.platform.engine.schedule(node.size, self.finish, st, node)
         elif node.kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)

@@ -56,9 +56,9 @@ chunk, the micro-batch and the step (``F.0.3.2``), as the trace shows them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ConfigError
 from ..network.classes import RankClasses
@@ -71,7 +71,22 @@ from .host import segments
 from .offload import ActivationOffload, LayerOffload, WeightOffload, host_update
 from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
-__all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS"]
+__all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS", "PassSink"]
+
+
+class PassSink(Protocol):
+    """A composed graph's sink for its passes (:mod:`.compose`)."""
+
+    def expanded(self, stage: int, episode: tuple[Any, ...]) -> bool:
+        """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
+        ``stage`` keeps its own nodes (simulated as in the full graph) instead of a timer."""
+
+    def timer(self, node: Node, key: tuple[Any, ...], build: Callable[[], list[Node]]) -> None:
+        """Told each timed pass's one node (kind ``pass``: its ``size``, the pass's duration
+        in s, for the sink to set), the pass's key (the stage and its ops' names and chunks:
+        passes of one key are built alike) and ``build()``, which returns the pass's own
+        nodes as the full graph has them (depending on nothing outside the pass)."""
+
 
 #: Communication kinds of node names, in reporting order.
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
@@ -115,6 +130,7 @@ class _Plan:
     host_update: Sequence[tuple[float, float, float]] | None = None  # per stage (:mod:`.offload`)
     host_params: float = 0.0  # bytes per element of FSDP's shards in host memory (0: none)
     launch_time: float | None = None  # host time per kernel launch, s (:mod:`.host`; None: none)
+    passes: PassSink | None = None  # a composed graph: each pass one timed node (:mod:`.compose`)
 
     @property
     def chunks(self) -> int:
@@ -157,6 +173,7 @@ def pipeline_graph(
     host_update: Sequence[tuple[float, float, float]] | None = None,
     host_params: float = 0.0,
     launch_time: float | None = None,
+    passes: PassSink | None = None,
 ) -> Graph:
     """Per-rank graphs of ``iterations`` training iterations (module docstring).
 
@@ -183,6 +200,9 @@ def pipeline_graph(
             ``host_params``: with ``fsdp``, FSDP's CPU offload of parameters, the bytes per
             element of the shards in host memory (0: none).
         launch_time: host time per kernel launch at the host's syncs (s, :mod:`.host`); None.
+        passes: a composed graph (:mod:`.compose`): each pass (an op, or a pair run together)
+            is one node of kind ``pass`` handed to this sink, its receives, sends, offload
+            copies and DP collectives as in the full graph; None: the full graph.
     """
     _check_stages(stages, place, classes)
     plan = _Plan(
@@ -203,6 +223,7 @@ def pipeline_graph(
         host_update,
         host_params if fsdp else 0.0,
         launch_time,
+        passes,
     )
     ops = [_stage_ops(plan, s) for s in range(place.pp)]
     stride = place.stage_stride
@@ -365,12 +386,13 @@ class _RankGraph:
         for op in group:
             if EMITTERS[op.kind].transfers:
                 deps = self.transfer(op, deps, receive=True)
-        ends: list[int | None] = []
         shape = tuple((self.op_name(op), op.chunk) for op in group)
         self.episode = (shape, (self.it, tuple(op.micro for op in group)))
-        for op in group:
-            ends += self.run_steps(op, EMITTERS[op.kind].steps(self, op), deps)
-        self.finish(group[-1], ends)
+        passes = self.plan.passes
+        if passes is None or passes.expanded(self.stage, self.episode):
+            self.finish(group[-1], self.pass_steps(group, deps))
+        else:
+            self.composed(group, shape, deps)
         self.episode = None
         for op in group:
             if EMITTERS[op.kind].transfers:
@@ -378,6 +400,36 @@ class _RankGraph:
         for op in group:
             if EMITTERS[op.kind].completes(self, op):
                 self.gradients_done(op.chunk)
+
+    def pass_steps(self, group: Sequence[Op], deps: list[int | None]) -> list[int | None]:
+        """The steps of the ops of ``group`` after ``deps``; returns what their end waits for."""
+        ends: list[int | None] = []
+        for op in group:
+            ends += self.run_steps(op, EMITTERS[op.kind].steps(self, op), deps)
+        return ends
+
+    def composed(self, group: Sequence[Op], shape: tuple[Any, ...], deps: list[int | None]) -> None:
+        """The pass as one timed node (a composed graph, :mod:`.compose`), its sink told how
+        to build the pass alone."""
+        assert self.plan.passes is not None  # a composed graph's emit only
+        head = group[0]
+        node = self.add(
+            deps,
+            name=f"{self.op_name(head)}.{head.chunk}.{head.micro}.pass",
+            kind="pass",
+            layer=f"chunk{head.chunk}",
+            pass_name=self.pass_name(head),
+        )
+        self.prev = node
+
+        def build() -> list[Node]:
+            alone = _RankGraph(replace(self.plan, passes=None), self.rank)
+            alone.split = self.split
+            alone.episode = self.episode
+            alone.finish(group[-1], alone.pass_steps(group, []))
+            return alone.nodes
+
+        self.plan.passes.timer(self.nodes[node], (self.stage, shape), build)
 
     # -- what the emitters share ----------------------------------------------------------
     def vstage(self, op: Op) -> int:

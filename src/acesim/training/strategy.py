@@ -3,6 +3,9 @@
 One rule for every run kind (collective, training graph, LLM; :mod:`acesim.runs.kinds`):
 
 * asked for ``exact``: every NPU simulated;
+* asked for ``composed`` (LLM runs: a graph of pipeline stages): class mode with the iteration
+  composed from passes simulated alone (:mod:`.compose`), where class mode would run; a graph
+  without pipeline stages is refused (it has no passes to compose);
 * otherwise the fewest simulated NPUs that stand for every rank: one per class of the
   graph's classes (class mode) or one (symmetric mode), unless something makes ranks
   differ, which one representative cannot stand for; then exact mode, and the strategy says
@@ -34,6 +37,7 @@ from collections.abc import Callable
 
 from ..config.system import SystemConfig
 from ..config.variation import Variation
+from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.strategy import Strategy
 from ..network import vectorized
@@ -151,11 +155,22 @@ def decide(
         if any(d.spine for d in topology.dimensions):
             reasons.append("an oversubscribed leaf/spine fabric loads the spine unevenly")
         reduced = graphs(True)
+        if requested == "composed" and reduced.classes is None:
+            raise ConfigError(
+                "run.mode", "composed composes pipeline passes: LLM runs only", requested
+            )
+        if requested == "composed" and trace:
+            raise ConfigError(
+                "run.mode", "composed runs its passes as timers: it has no per-kernel trace "
+                "(trace a class-mode run)", requested,
+            )  # fmt: skip
         reasons += _graph_reasons(reduced, topology)
         if not reasons:
             if reduced.classes is not None:
                 replay = replay_module.ENABLED and not trace
-                return Strategy.of_classes(reduced.classes, replay=replay), reduced
+                composed = requested == "composed"
+                chosen = Strategy.of_classes(reduced.classes, replay=replay, composed=composed)
+                return chosen, reduced
             return Strategy(), reduced
     note = ""
     if requested != "exact":
@@ -168,9 +183,11 @@ def decide(
 
 def mode_note(strategy: Strategy, execution: Execution | None = None) -> str:
     """What a result says of its strategy: why the mode (when not the one asked for), in
-    class mode how many pipeline passes were replayed, in exact mode which collectives ran on
-    the event path and why."""
+    class mode how many pipeline passes were replayed or how the iteration was composed, in
+    exact mode which collectives ran on the event path and why."""
     parts = [strategy.note] if strategy.note else []
+    if execution is not None and execution.composed is not None:
+        parts.append(execution.composed.note())
     if execution is not None and execution.replayed:
         parts.append(
             f"{execution.replayed} of {execution.passes} pipeline passes replayed from a like "

@@ -5,10 +5,11 @@ A node is a compute kernel, a collective, a point-to-point send/receive, or a ho
 engines over its host link: offload; ``op`` ``cpu``: a CPU step streaming ``size`` bytes
 through the NPU's share of host memory, the offloaded optimizer's update), or the host
 thread issuing launches (``host``: ``size`` seconds of host time,
-:mod:`acesim.training.host`). ``deps`` lists the ids (same rank) that must finish before
-the node may start; compute nodes of one rank run one at a time on its compute stream, in
-ready order (ties by id). A collective node runs on a
-communicator (``dims``: whole network dimensions, None = all; or ``group``: any
+:mod:`acesim.training.host`), or a composed pipeline pass (``pass``: ``size`` seconds, the
+duration of a like pass simulated alone, holding no resource: :mod:`acesim.training.compose`).
+``deps`` lists the ids (same rank) that must finish before the node may start; compute nodes
+of one rank run one at a time on its compute stream, in ready order (ties by id). A collective
+node runs on a communicator (``dims``: whole network dimensions, None = all; or ``group``: any
 :class:`~acesim.network.group.Group`) and finishes at a rank when that rank's part is done;
 instances of a collective are matched across ranks by their order of issue among collectives
 with the same (op, size, communicator). ``iteration`` and ``layer`` are labels for reports;
@@ -34,7 +35,7 @@ from ..network.classes import RankClasses
 from ..network.group import Group
 from .model import Comm, Compute
 
-NodeKind = Literal["compute", "collective", "send", "recv", "host_copy", "host"]
+NodeKind = Literal["compute", "collective", "send", "recv", "host_copy", "host", "pass"]
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Node:
     Attributes:
         id: unique within the rank.
         name: label.
-        kind: compute, collective, send, recv, host_copy or host.
+        kind: compute, collective, send, recv, host_copy, host or pass.
         deps: ids of nodes (same rank) that must finish first.
         compute: for compute nodes.
         op, size, dims, group: for collectives (bytes per NPU; the communicator: dims None =
@@ -55,7 +56,8 @@ class Node:
         peer, tag, size: for send/recv (peer rank, matching tag, bytes).
         op, size: for host_copy (``h2d`` or ``d2h``, bytes).
         size: for host (the host thread issuing kernel launches, :mod:`acesim.training.host`):
-            seconds of host time; the node holds no GPU resource.
+            seconds of host time; for pass (a composed pass, :mod:`acesim.training.compose`):
+            its duration, s; neither holds a GPU resource.
         layer, iteration, pass_name: labels for reports.
         episode: the pipeline pass the node belongs to, ``(shape, instance)``: the shape its
             ops' (name, chunk) pairs, the instance (iteration, micro-batches); None outside a

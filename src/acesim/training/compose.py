@@ -1,0 +1,271 @@
+"""Composed pipeline iterations: each distinct pass simulated once, alone, the schedule run on
+those durations, and the passes that share the NPU with a DP collective simulated in full
+(issue 27: class mode's answer at a fraction of its cost, within a measured error).
+
+A pipeline pass (an op of the schedule, or a pair run together: :mod:`.pipeline`) is, on one
+stage, the same work at every micro-batch. A *composed graph* (``pipeline_graph(...,
+passes=sink)``) keeps the full graph's receives, sends, activation-offload copies, DP
+collectives and optimizer step, and puts one timer node (kind ``pass``) where each pass's
+steps and collectives would be. :class:`PassTimes` collects those timers by their key (the
+stage and the ops' names and chunks), simulates each distinct pass once on the run's system in
+class mode, alone (its nodes as the full graph has them, after nothing: a stage's distinct
+passes one after another on its class), and sets every timer to its pass's duration. Running
+the composed graph simulates the pipeline messages and DP collectives on the network as the
+full graph does, the passes as timers.
+
+A DP collective (the gradient reduce-scatter or all-reduce after a chunk's last backward, the
+distributed optimizer's parameter all-gather before its first forward) runs beside passes on
+the same NPU and shares its HBM and compute units with them: the passes it overlaps run slower
+than alone, and it slower than alone. So the composition is refined (:meth:`PassTimes.beside`):
+every timed pass whose span overlaps a DP collective on its stage is *expanded* (its own nodes
+in the composed graph, simulated in full beside the collective), and the graph run again,
+until no timed pass overlaps one (each round expands more; at most :data:`MAX_ROUNDS`).
+
+What the run reports is then made whole (:meth:`PassTimes.complete`): each timer's pass's
+records (the memo's, shifted to the timer's start), NPU 0's bound segments and every NPU's
+counters (FLOPs, unit-seconds, HBM and network bytes: :class:`~acesim.hardware.power.Meters`)
+are added, so the result's compute, bubble and exposed communication, what bound the kernels
+and the energy are computed as for the full simulation.
+
+Assumptions (the approximation; what the full simulation has and this does not):
+
+* a timed pass takes as long as it does alone: nothing beside it (a pipeline message sharing
+  its HBM or NIC, the previous pass's tail, FSDP's prefetch of its first unit's parameters
+  during the previous pass) slows it, and it slows nothing beside it;
+* every pass of one key is alike (micro-batch-dependent work, such as the activation offload's
+  copies, stays outside the pass, as real nodes).
+
+Its error against class mode is measured (``benchmarks/compose_error.py``, the tests' drawn
+configurations), not bounded analytically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..hardware.platform import Platform
+from ..hardware.power import Meters, read_meters
+from ..workload.graph import Graph, Node
+from .composition import MAX_ROUNDS, Composition
+from .executor import Execution, GraphExecutor, NodeRecord
+
+__all__ = ["PassTimes", "PassMemo", "MAX_ROUNDS", "run_composed"]
+
+PassKey = tuple[Any, ...]
+Segment = tuple[str, float, float]
+
+
+@dataclass
+class PassMemo:
+    """One distinct pass simulated alone: its duration (s), its nodes' records with times
+    from the pass's start (s), NPU 0's kernel and message bound segments likewise (its
+    stage's class is NPU 0's, else empty), and what its NPU's counters counted."""
+
+    duration: float
+    records: list[NodeRecord]
+    kernels: list[Segment]
+    messages: list[Segment]
+    meters: Meters
+
+
+@dataclass
+class PassTimes:
+    """A composed graph's pass sink (:class:`~acesim.training.pipeline.PassSink`): the timer
+    nodes of each pass key, each key's builder and memo, and the passes expanded
+    (``(stage, episode)``)."""
+
+    timers: dict[PassKey, list[Node]] = field(default_factory=dict)
+    builders: dict[PassKey, Callable[[], list[Node]]] = field(default_factory=dict)
+    memos: dict[PassKey, PassMemo] = field(default_factory=dict)
+    expand: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
+
+    def expanded(self, stage: int, episode: tuple[Any, ...]) -> bool:
+        return (stage, episode) in self.expand
+
+    def timer(self, node: Node, key: PassKey, build: Callable[[], list[Node]]) -> None:
+        self.timers.setdefault(key, []).append(node)
+        self.builders.setdefault(key, build)
+        if key in self.memos:
+            node.size = self.memos[key].duration
+
+    def new_graph(self) -> None:
+        """Forget the timers of the last composed graph (a new one is being built)."""
+        self.timers = {}
+
+    @property
+    def timed(self) -> int:
+        """Passes of the last composed graph that are timers."""
+        return sum(len(t) for t in self.timers.values())
+
+    def alone_graph(
+        self, composed: Graph, keys: list[PassKey]
+    ) -> tuple[Graph, dict[PassKey, tuple[int, int, int]]]:
+        """The graph of the passes ``keys`` alone: on each stage's class, its passes one after
+        another, each after every node of the one before. Returns it and, per key, (class,
+        first node id, end id + 1)."""
+        lists: list[list[Node]] = [[] for _ in composed.ranks]
+        spans: dict[PassKey, tuple[int, int, int]] = {}
+        last: dict[int, int] = {}  # each class's previous pass's first node id
+        for key in keys:
+            stage = key[0]
+            nodes = lists[stage]
+            first = len(nodes)
+            before = tuple(range(last.get(stage, first), first))  # the previous pass, whole
+            last[stage] = first
+            for node in self.builders[key]():
+                deps = tuple(first + d for d in node.deps) or before
+                nodes.append(replace(node, id=first + node.id, deps=deps, iteration=0))
+            spans[key] = (stage, first, len(nodes))
+        graph = Graph(lists, name=f"{composed.name}.passes", npus=composed.npus,
+                      classes=composed.classes)  # fmt: skip
+        return graph, spans
+
+    def measure(self, platform: Platform, composed: Graph) -> None:
+        """Simulate each distinct pass not yet measured alone on ``platform`` (a fresh one of
+        the run's system and strategy), keep its memo and set every timer to its duration."""
+        keys = [k for k in self.builders if k not in self.memos]
+        if not keys:
+            return
+        graph, spans = self.alone_graph(composed, keys)
+        left = {key: end - first for key, (_, first, end) in spans.items()}
+        owner = {(stage, i): key for key, (stage, first, end) in spans.items()
+                 for i in range(first, end)}  # fmt: skip
+        counted: dict[int, Meters] = {}
+        meters: dict[PassKey, Meters] = {}
+
+        def progress(_total: int) -> Callable[[int, Node], None]:
+            def finished(rank: int, node: Node) -> None:
+                key = owner[(rank, node.id)]
+                left[key] -= 1
+                if left[key] == 0:  # the pass's last node: its NPU's counters since the last
+                    now = read_meters(platform, rank)
+                    before = counted.get(rank)
+                    meters[key] = now if before is None else now.since(before)
+                    counted[rank] = now
+
+            return finished
+
+        execution = GraphExecutor(platform, graph, node_progress=progress).run()
+        self._keep(execution, spans, meters)
+
+    def _keep(
+        self,
+        execution: Execution,
+        spans: dict[PassKey, tuple[int, int, int]],
+        meters: dict[PassKey, Meters],
+    ) -> None:
+        """Each pass's memo from the run of the passes alone."""
+        bounds = execution.bounds
+        kernels = bounds.kernels if bounds is not None else []
+        messages = bounds.message_segments() if bounds is not None else []
+        ends: dict[int, float] = {}
+        for key, (stage, first, end) in spans.items():
+            start = ends.get(stage, 0.0)
+            recs = [execution.records[stage][i] for i in range(first, end)]
+            finish = max(r.end for r in recs)
+            ends[stage] = finish
+            memo = PassMemo(
+                finish - start,
+                [_shifted(r, -start) for r in recs],
+                _window(kernels, start, finish) if stage == 0 else [],
+                _window(messages, start, finish) if stage == 0 else [],
+                meters[key],
+            )
+            self.memos[key] = memo
+            for timer in self.timers.get(key, []):
+                timer.size = memo.duration
+
+    def beside(self, execution: Execution) -> set[tuple[int, tuple[Any, ...]]]:
+        """The timed passes of ``execution`` (a composed graph's run) that overlap a DP
+        collective on their stage, as ``(stage, episode)``: the ones to expand."""
+        found: set[tuple[int, tuple[Any, ...]]] = set()
+        for stage, records in enumerate(execution.records):
+            spans = [
+                (r.start, r.end)
+                for r in records.values()
+                if r.node.kind == "collective" and r.node.episode is None and r.end > r.start
+            ]
+            if not spans:
+                continue
+            for r in records.values():
+                if r.node.kind != "pass" or r.node.episode is None:
+                    continue
+                if any(s < r.end and r.start < e for s, e in spans):
+                    found.add((stage, r.node.episode))
+        return found
+
+    def complete(self, execution: Execution) -> None:
+        """Make the composed run's execution whole: every timer's pass's records (after the
+        run's own, keyed from its last id on), NPU 0's bound segments and each NPU's counters
+        (:attr:`~acesim.training.executor.Execution.added_meters`), shifted to the timer's
+        start."""
+        key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
+        added: dict[int, Meters] = {}
+        for stage, records in enumerate(execution.records):
+            timers = [r for r in records.values() if r.node.kind == "pass"]
+            at = max(records, default=-1) + 1
+            for rec in timers:
+                memo = self.memos[key_of[id(rec.node)]]
+                for r in memo.records:
+                    records[at] = _shifted(r, rec.start)
+                    at += 1
+                if stage == 0 and execution.bounds is not None:
+                    execution.bounds.kernels += _moved(memo.kernels, rec.start)
+                    execution.bounds.messages += _moved(memo.messages, rec.start)
+                held = added.get(stage)
+                added[stage] = memo.meters if held is None else held.plus(memo.meters)
+        execution.added_meters = added
+
+
+def _shifted(rec: NodeRecord, by: float) -> NodeRecord:
+    """``rec`` with its times moved by ``by`` (s); the node and the rest as they were."""
+    return NodeRecord(
+        rec.node, rec.start + by, rec.end + by, rec.ready + by, rec.alone, rec.hbm_bytes,
+        rec.collective,
+    )  # fmt: skip
+
+
+def _window(segments: list[Segment], start: float, end: float) -> list[Segment]:
+    """The segments within [start, end] (s), moved to start at 0."""
+    return [(name, s - start, e - start) for name, s, e in segments if s >= start and e <= end]
+
+
+def _moved(segments: list[Segment], by: float) -> list[Segment]:
+    return [(name, s + by, e + by) for name, s, e in segments]
+
+
+def run_composed(
+    sink: PassTimes,
+    graph: Graph,
+    *,
+    platform: Callable[[], Platform],
+    rebuild: Callable[[], Graph],
+    run: Callable[[Graph], Execution],
+) -> Execution:
+    """A composed run (module docstring): the distinct passes of ``graph`` (built with
+    ``sink``) measured alone on ``platform()``, the composed graph run with ``run`` and
+    rebuilt with ``rebuild()`` (with ``sink``) after each round of expansion, and the last
+    run's execution made whole. Its ``composed`` says how it went."""
+    sink.measure(platform(), graph)
+    rounds = 0
+    while True:
+        execution = run(graph)
+        rounds += 1
+        more = sink.beside(execution) - sink.expand
+        if not more or rounds == MAX_ROUNDS:
+            break
+        sink.expand |= more
+        sink.new_graph()
+        graph = rebuild()
+        sink.measure(platform(), graph)  # a pass whose every instance was expanded before
+    execution.composed = Composition(
+        distinct=len(sink.memos),
+        timed=sink.timed,
+        expanded=len(sink.expand),
+        rounds=rounds,
+        converged=not more,
+    )
+    sink.complete(execution)
+    return execution
