@@ -234,12 +234,16 @@ def _refuse(given: Mapping[str, Any], table: Mapping[str, str], why: str) -> Non
 def cli_case(system: str, workload: str, **given: Any) -> Any:
     """The case the command-line options describe, of the run kind that claims the workload
     (an LLM model of the registry or ``--parallel``: LLM; else a training graph). ``given``:
-    the options by parameter name (None or empty: not given): ``exact``, ``search``,
+    the options by parameter name (None or empty: not given): ``exact`` or ``composed`` (LLM
+    runs), ``search``,
     ``nodes``, ``sets``, ``force`` (accept implausible bare numbers),
     ``stragglers``/``compute_spread``/``links``/``npu_types`` (the flags' texts),
     ``placement`` (a file), the training flags (:data:`TRAINING_FLAGS`) and the LLM ones
     (:data:`LLM_FLAGS`, ``parallel``, ``precision``). Errors name the flag."""
-    options: dict[str, Any] = {"mode": "exact" if given.get("exact") else "symmetric"}
+    if given.get("exact") and given.get("composed"):
+        raise ConfigError("--composed", "give either --exact or --composed", True)
+    mode = "exact" if given.get("exact") else "composed" if given.get("composed") else "symmetric"
+    options: dict[str, Any] = {"mode": mode}
     options.update(search=bool(given.get("search")), nodes=given.get("nodes"))
     for bound in ("max_messages", "max_micro_batches"):
         if given.get(bound) is not None:
@@ -262,9 +266,14 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
                 overrides=overrides,
                 force=bool(given.get("force")),
             )
-        _refuse(given, LLM_FLAGS, "applies to LLM models (a model of the LLM registry)")
+        _refuse(given, LLM_FLAGS, LLM_ONLY)
+        if given.get("composed"):
+            raise ConfigError("--composed", LLM_ONLY, True)
         return _training_case(system, workload, options, overrides, given)
 
+
+#: Why an LLM flag is refused for a training graph.
+LLM_ONLY = "applies to LLM models (a model of the LLM registry)"
 
 #: Why a training-graph flag is refused for an LLM model.
 LLM_UNUSED = (

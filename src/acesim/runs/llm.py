@@ -542,6 +542,17 @@ def _order_problem(case: LlmCase) -> str | None:
     )
 
 
+def _compose_problem(case: LlmCase) -> str | None:
+    """Why the case's iteration cannot be composed from passes simulated alone
+    (:mod:`acesim.training.compose`; None: it can)."""
+    if case.parallel.zero == 3 and case.place.dp_group is not None:
+        return (
+            "FSDP gathers each unit's parameters and reduce-scatters its gradients in every "
+            "pass, beside the pass before and after it: no pass runs alone"
+        )
+    return None
+
+
 def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
     strategy :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per
@@ -549,10 +560,12 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     differ (the result's ``mode_note`` says what); mode ``composed``: class mode's iteration
     composed from passes simulated alone (:mod:`acesim.training.compose`)."""
     opts = case.options
+    uncomposable = _compose_problem(case)
     sink = PassTimes() if opts.mode == "composed" else None
 
     def graphs(reduced: bool) -> Graph:
-        graph = llm_graph(case, classes=reduced, passes=sink if reduced else None)
+        composed = reduced and uncomposable is None
+        graph = llm_graph(case, classes=reduced, passes=sink if composed else None)
         if reduced or opts.placement is None:
             return graph
         return place_graph(graph, opts.placement, elaborate(case.system))
@@ -565,6 +578,7 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
         placed=opts.placement is not None,
         trace=how.trace,
         problem=_order_problem(case) if opts.mode != "exact" else None,
+        uncomposable=uncomposable,
     )
     if strategy.composed and sink is not None:
         quiet = replace(how, on_estimate=None)

@@ -27,11 +27,15 @@ counters (FLOPs, unit-seconds, HBM and network bytes: :class:`~acesim.hardware.p
 are added, so the result's compute, bubble and exposed communication, what bound the kernels
 and the energy are computed as for the full simulation.
 
+A pass whose own work outlives its end (FSDP's last gradient reduce-scatter of a backward,
+non-blocking, still running when the next op starts) overlaps the next pass in the full graph:
+no timer stands for it, so every pass of its key is expanded (an FSDP iteration is then class
+mode's own simulation, at no saving).
+
 Assumptions (the approximation; what the full simulation has and this does not):
 
 * a timed pass takes as long as it does alone: nothing beside it (a pipeline message sharing
-  its HBM or NIC, the previous pass's tail, FSDP's prefetch of its first unit's parameters
-  during the previous pass) slows it, and it slows nothing beside it;
+  its HBM or NIC) slows it, and it slows nothing beside it;
 * every pass of one key is alike (micro-batch-dependent work, such as the activation offload's
   copies, stays outside the pass, as real nodes).
 
@@ -55,6 +59,8 @@ __all__ = ["PassTimes", "PassMemo", "MAX_ROUNDS", "run_composed"]
 
 PassKey = tuple[Any, ...]
 Segment = tuple[str, float, float]
+#: builds a pass alone: its nodes and its end's id (:class:`~acesim.training.pipeline.PassSink`)
+Builder = Callable[[], tuple[list[Node], int]]
 
 
 @dataclass
@@ -77,14 +83,20 @@ class PassTimes:
     (``(stage, episode)``)."""
 
     timers: dict[PassKey, list[Node]] = field(default_factory=dict)
-    builders: dict[PassKey, Callable[[], list[Node]]] = field(default_factory=dict)
+    builders: dict[PassKey, Builder] = field(default_factory=dict)
     memos: dict[PassKey, PassMemo] = field(default_factory=dict)
     expand: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
+    #: keys whose passes leave work running after their end (:meth:`_keep`): always expanded
+    tailed: set[PassKey] = field(default_factory=set)
+
+    #: passes of the last composed graph (timers and expanded)
+    passes: int = 0
 
     def expanded(self, stage: int, episode: tuple[Any, ...]) -> bool:
-        return (stage, episode) in self.expand
+        self.passes += 1
+        return (stage, episode) in self.expand or (stage, episode[0]) in self.tailed
 
-    def timer(self, node: Node, key: PassKey, build: Callable[[], list[Node]]) -> None:
+    def timer(self, node: Node, key: PassKey, build: Builder) -> None:
         self.timers.setdefault(key, []).append(node)
         self.builders.setdefault(key, build)
         if key in self.memos:
@@ -93,6 +105,7 @@ class PassTimes:
     def new_graph(self) -> None:
         """Forget the timers of the last composed graph (a new one is being built)."""
         self.timers = {}
+        self.passes = 0
 
     @property
     def timed(self) -> int:
@@ -101,12 +114,12 @@ class PassTimes:
 
     def alone_graph(
         self, composed: Graph, keys: list[PassKey]
-    ) -> tuple[Graph, dict[PassKey, tuple[int, int, int]]]:
+    ) -> tuple[Graph, dict[PassKey, tuple[int, int, int, int]]]:
         """The graph of the passes ``keys`` alone: on each stage's class, its passes one after
         another, each after every node of the one before. Returns it and, per key, (class,
-        first node id, end id + 1)."""
+        first node id, last node id + 1, the pass's end node id)."""
         lists: list[list[Node]] = [[] for _ in composed.ranks]
-        spans: dict[PassKey, tuple[int, int, int]] = {}
+        spans: dict[PassKey, tuple[int, int, int, int]] = {}
         last: dict[int, int] = {}  # each class's previous pass's first node id
         for key in keys:
             stage = key[0]
@@ -114,23 +127,26 @@ class PassTimes:
             first = len(nodes)
             before = tuple(range(last.get(stage, first), first))  # the previous pass, whole
             last[stage] = first
-            for node in self.builders[key]():
+            built, end = self.builders[key]()
+            for node in built:
                 deps = tuple(first + d for d in node.deps) or before
                 nodes.append(replace(node, id=first + node.id, deps=deps, iteration=0))
-            spans[key] = (stage, first, len(nodes))
+            spans[key] = (stage, first, len(nodes), first + end)
         graph = Graph(lists, name=f"{composed.name}.passes", npus=composed.npus,
                       classes=composed.classes)  # fmt: skip
         return graph, spans
 
-    def measure(self, platform: Platform, composed: Graph) -> None:
-        """Simulate each distinct pass not yet measured alone on ``platform`` (a fresh one of
-        the run's system and strategy), keep its memo and set every timer to its duration."""
+    def measure(self, new_platform: Callable[[], Platform], composed: Graph) -> None:
+        """Simulate each distinct pass not yet measured alone on ``new_platform()`` (a fresh
+        one of the run's system and strategy), keep its memo and set every timer to its
+        duration."""
         keys = [k for k in self.builders if k not in self.memos]
         if not keys:
             return
+        platform = new_platform()
         graph, spans = self.alone_graph(composed, keys)
-        left = {key: end - first for key, (_, first, end) in spans.items()}
-        owner = {(stage, i): key for key, (stage, first, end) in spans.items()
+        left = {key: end - first for key, (_, first, end, _) in spans.items()}
+        owner = {(stage, i): key for key, (stage, first, end, _) in spans.items()
                  for i in range(first, end)}  # fmt: skip
         counted: dict[int, Meters] = {}
         meters: dict[PassKey, Meters] = {}
@@ -153,19 +169,24 @@ class PassTimes:
     def _keep(
         self,
         execution: Execution,
-        spans: dict[PassKey, tuple[int, int, int]],
+        spans: dict[PassKey, tuple[int, int, int, int]],
         meters: dict[PassKey, Meters],
     ) -> None:
-        """Each pass's memo from the run of the passes alone."""
+        """Each pass's memo from the run of the passes alone. A pass whose work outlives its
+        end (a non-blocking collective still running when the next op may start: FSDP's last
+        gradient reduce-scatter of a backward) overlaps the next pass in the full graph, which
+        a timer cannot stand for: its key is *tailed*, every pass of it expanded."""
         bounds = execution.bounds
         kernels = bounds.kernels if bounds is not None else []
         messages = bounds.message_segments() if bounds is not None else []
         ends: dict[int, float] = {}
-        for key, (stage, first, end) in spans.items():
+        for key, (stage, first, end, last) in spans.items():
             start = ends.get(stage, 0.0)
             recs = [execution.records[stage][i] for i in range(first, end)]
             finish = max(r.end for r in recs)
             ends[stage] = finish
+            if finish > execution.records[stage][last].end:
+                self.tailed.add(key)
             memo = PassMemo(
                 finish - start,
                 [_shifted(r, -start) for r in recs],
@@ -179,13 +200,16 @@ class PassTimes:
 
     def beside(self, execution: Execution) -> set[tuple[int, tuple[Any, ...]]]:
         """The timed passes of ``execution`` (a composed graph's run) that overlap a DP
-        collective on their stage, as ``(stage, episode)``: the ones to expand."""
+        collective on their stage (a collective outside any pass, or an expanded pass's FSDP
+        gather or reduce-scatter), as ``(stage, episode)``: the ones to expand."""
         found: set[tuple[int, tuple[Any, ...]]] = set()
         for stage, records in enumerate(execution.records):
             spans = [
                 (r.start, r.end)
                 for r in records.values()
-                if r.node.kind == "collective" and r.node.episode is None and r.end > r.start
+                if r.node.kind == "collective"
+                and (r.node.episode is None or r.node.pass_name == "dp")
+                and r.end > r.start
             ]
             if not spans:
                 continue
@@ -248,7 +272,10 @@ def run_composed(
     ``sink``) measured alone on ``platform()``, the composed graph run with ``run`` and
     rebuilt with ``rebuild()`` (with ``sink``) after each round of expansion, and the last
     run's execution made whole. Its ``composed`` says how it went."""
-    sink.measure(platform(), graph)
+    sink.measure(platform, graph)
+    if sink.tailed:  # passes no timer stands for: expanded
+        sink.new_graph()
+        graph = rebuild()
     rounds = 0
     while True:
         execution = run(graph)
@@ -259,11 +286,11 @@ def run_composed(
         sink.expand |= more
         sink.new_graph()
         graph = rebuild()
-        sink.measure(platform(), graph)  # a pass whose every instance was expanded before
+        sink.measure(platform, graph)  # a pass whose every instance was expanded before
     execution.composed = Composition(
         distinct=len(sink.memos),
         timed=sink.timed,
-        expanded=len(sink.expand),
+        expanded=sink.passes - sink.timed,
         rounds=rounds,
         converged=not more,
     )

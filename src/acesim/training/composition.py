@@ -15,7 +15,8 @@ MAX_ROUNDS = 8
 @dataclass(frozen=True)
 class Composition:
     """How a composed run went: the distinct passes simulated alone, the passes run as
-    timers and those expanded (simulated in full beside a DP collective), the composed runs
+    timers and those expanded (simulated in full: beside a DP collective, or leaving work
+    running after their end), the composed runs
     it took, and whether the last left no timer beside a DP collective (False:
     :data:`MAX_ROUNDS` reached first)."""
 
@@ -30,9 +31,10 @@ class Composition:
         passes = self.timed + self.expanded
         text = (
             f"composed: {self.distinct} distinct pipeline passes simulated alone stand for "
-            f"{self.timed} of {passes}, the {self.expanded} beside a DP collective simulated "
-            f"in full ({self.rounds} composed runs; acesim.training.compose: an approximation "
-            "of class mode, its error measured in benchmarks/compose_error.py)"
+            f"{self.timed} of {passes}; {self.expanded} beside a DP collective or outliving "
+            f"their end simulated in full ({self.rounds} composed runs; "
+            "acesim.training.compose: an approximation of class mode, its error measured in "
+            "benchmarks/compose_error.py)"
         )
         if not self.converged:
             text += f"; after {MAX_ROUNDS} runs timed passes still overlap a DP collective"

@@ -81,11 +81,14 @@ class PassSink(Protocol):
         """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
         ``stage`` keeps its own nodes (simulated as in the full graph) instead of a timer."""
 
-    def timer(self, node: Node, key: tuple[Any, ...], build: Callable[[], list[Node]]) -> None:
+    def timer(
+        self, node: Node, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]
+    ) -> None:
         """Told each timed pass's one node (kind ``pass``: its ``size``, the pass's duration
         in s, for the sink to set), the pass's key (the stage and its ops' names and chunks:
         passes of one key are built alike) and ``build()``, which returns the pass's own
-        nodes as the full graph has them (depending on nothing outside the pass)."""
+        nodes as the full graph has them (depending on nothing outside the pass) and the id
+        of its end (what the rank's next op waits for)."""
 
 
 #: Communication kinds of node names, in reporting order.
@@ -422,12 +425,13 @@ class _RankGraph:
         )
         self.prev = node
 
-        def build() -> list[Node]:
+        def build() -> tuple[list[Node], int]:
             alone = _RankGraph(replace(self.plan, passes=None), self.rank)
             alone.split = self.split
             alone.episode = self.episode
             alone.finish(group[-1], alone.pass_steps(group, []))
-            return alone.nodes
+            assert alone.prev is not None  # a pass has steps
+            return alone.nodes, alone.prev
 
         self.plan.passes.timer(self.nodes[node], (self.stage, shape), build)
 

@@ -4,8 +4,9 @@ One rule for every run kind (collective, training graph, LLM; :mod:`acesim.runs.
 
 * asked for ``exact``: every NPU simulated;
 * asked for ``composed`` (LLM runs: a graph of pipeline stages): class mode with the iteration
-  composed from passes simulated alone (:mod:`.compose`), where class mode would run; a graph
-  without pipeline stages is refused (it has no passes to compose);
+  composed from passes simulated alone (:mod:`.compose`), where class mode would run, or class
+  mode itself where the run kind says why its passes cannot be composed (``uncomposable``:
+  FSDP); a graph without pipeline stages is refused (it has no passes to compose);
 * otherwise the fewest simulated NPUs that stand for every rank: one per class of the
   graph's classes (class mode) or one (symmetric mode), unless something makes ranks
   differ, which one representative cannot stand for; then exact mode, and the strategy says
@@ -132,6 +133,7 @@ def decide(
     placed: bool = False,
     trace: bool = False,
     problem: str | None = None,
+    uncomposable: str | None = None,
 ) -> tuple[Strategy, Graph]:
     """The strategy of a run (module docstring) and the graph it runs.
 
@@ -139,13 +141,16 @@ def decide(
         system: the run's system.
         graphs: ``graphs(reduced)``: the run kind's graph, with one node list per class
             (``reduced``: the graph class or symmetric mode runs; the graph's ``classes`` say
-            which) or per rank.
+            which; asked for ``composed``, the composed graph, or class mode's own where
+            ``uncomposable``) or per rank.
         requested: the mode asked for: ``exact``, or ``symmetric``/``class`` (the fewest
             simulated NPUs the run kind's graph allows).
         variation: what makes ranks differ (stragglers, spread, links, NPU types).
         placed: a placement moves ranks (:mod:`acesim.workload.placement`).
         trace: a trace records every message (exact mode then runs every message).
         problem: why the run kind has no reduced graph (None: it has one).
+        uncomposable: why a ``composed`` run's iteration cannot be composed (class mode
+            instead, the strategy's note says why; None: it can).
     """
     reasons = variation_reasons(variation, placed)
     if problem is not None:
@@ -168,8 +173,9 @@ def decide(
         if not reasons:
             if reduced.classes is not None:
                 replay = replay_module.ENABLED and not trace
-                composed = requested == "composed"
-                chosen = Strategy.of_classes(reduced.classes, replay=replay, composed=composed)
+                composed = requested == "composed" and uncomposable is None
+                why = f"class mode, not composed: {uncomposable}" if uncomposable else ""
+                chosen = Strategy.of_classes(reduced.classes, why, replay=replay, composed=composed)
                 return chosen, reduced
             return Strategy(), reduced
     note = ""
