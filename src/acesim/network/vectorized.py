@@ -40,8 +40,10 @@ reaches every dimension after their last admission there, else together with the
 with the smallest key (priority, FIFO/LIFO between collectives, arrival within one), else
 the first to arrive; the next admission on a dimension is one every rank makes next, and
 phases waiting on another dimension arrive later than that queue frees), moving the
-completions of those already computed where the batch changed them; any overlap this cannot
-express makes the executor redo the run with those collectives on the event engine.
+completions of those already computed where the batch changed them (their superseded
+completion events cancelled, so that none runs late and advances the clock); any overlap
+this cannot express makes the executor redo the run with those collectives on the event
+engine.
 
 Every NPU is simulated: a slower link at one rank (``run.links``) delays exactly the steps
 that depend on it. The result is bit-identical to the event simulation while the ranks run in
@@ -64,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Resource
+from ..engine import EventHandle, Resource
 from .algorithms import ALGORITHMS, NVLS_KINDS, Step
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
@@ -1178,14 +1180,16 @@ class _Computed:
     """A collective :class:`Deferred` computed: what it was computed from, what it produced,
     and what it told the engine and the bound listener (to change them if recomputed)."""
 
-    __slots__ = ("coll", "key", "joined", "outcome", "generation", "messages", "spans")
+    __slots__ = ("coll", "key", "joined", "outcome", "completions", "messages", "spans")
 
     def __init__(self, coll: Collective, key: Any, joined: np.ndarray):
         self.coll = coll
         self.key = key
         self.joined = joined
         self.outcome: Outcome | None = None
-        self.generation = 0
+        #: its completion events (one, or one per rank): a recomputation cancels those that
+        #: have not run, so that a superseded completion neither runs nor advances the clock
+        self.completions: list[EventHandle] = []
         #: the slice of the bound listener's messages its segments are (BoundRecorder)
         self.messages: tuple[int, int] | None = None
         #: its spans of Engine.plan_usage, one per entry of outcome.usage (None: nothing)
@@ -1228,7 +1232,9 @@ class Deferred:
     let it). Otherwise it is computed together with them (:meth:`Lockstep.run_joint`: the
     batch of collectives computed since the network last had nothing waiting, from the
     state before the batch, with the queues' admission order between collectives), and the
-    completions of those already computed are moved where the batch changed them: a
+    completions of those already computed are moved where the batch changed them (earlier
+    too: a newer collective that reorders a queue under LIFO may let one overtake another's
+    waiting chunk; the superseded completion events are cancelled, not left to run): a
     change is only possible after the new collective's first join, so nothing the run
     already did depends on it; the executor checks that (a completion that already happened,
     a link integral already folded, a completion now in the past) and raises
@@ -1285,9 +1291,6 @@ class Deferred:
         self._base: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
         #: collectives computed together with others (recomputed batches)
         self.joint = 0
-        #: per vectorized collective in flight, the generation of its completion events
-        #: (those of an earlier generation were moved by a recomputation)
-        self._generations: dict[int, int] = {}
 
     def _problem(self, coll: Collective, key: Any, ranks: int | None) -> str | None:
         """Why ``coll`` runs on the event path (None: here)."""
@@ -1339,7 +1342,6 @@ class Deferred:
         done = self._done[coll.id] = self._done[coll.id] + 1
         if done == self.n:
             del self.inflight[coll.id], self._done[coll.id]
-            self._generations.pop(coll.id, None)
 
     def join(self, coll: Collective, rank: int) -> None:
         """``rank`` joins the vectorized ``coll`` now."""
@@ -1526,15 +1528,19 @@ class Deferred:
         coll.bytes_sent_per_dim.clear()
         coll.bytes_sent_per_dim.update(outcome.sent_per_dim)
         member.outcome = outcome
-        member.generation += 1
+        # the superseded completions that have not run are cancelled (not merely ignored when
+        # they run: a stale event would still advance the clock, past the run's real end)
+        for handle in member.completions:
+            handle.cancel()
         finished = outcome.finished.tolist()
-        self._generations[coll.id] = member.generation
         if self.replicated:
-            engine.call_at(finished[0], self._every_rank_done, coll, member.generation)
+            member.completions = [engine.schedule_at(finished[0], self._every_rank_done, coll)]
             return
-        for r, t in enumerate(finished):
-            if coll.chunks_left[r] != 0:  # not done yet: every such completion moves
-                engine.call_at(t, self._rank_done, coll, r, member.generation)
+        member.completions = [
+            engine.schedule_at(t, self._rank_done, coll, r)
+            for r, t in enumerate(finished)
+            if coll.chunks_left[r] != 0  # not done yet: every such completion moves
+        ]
 
     def _finish(self, computed: _Computed, outcome: Outcome) -> None:
         """Tell the engine, the listener and the collective what ``outcome`` did, and
@@ -1545,7 +1551,6 @@ class Deferred:
         if self.replicated and finished.count(finished[0]) != len(finished):
             raise Diverged(f"collective {coll.label!r} finishes at different times")
         computed.outcome = outcome
-        self._generations[coll.id] = computed.generation
         listener = engine.bound_listener
         messages = getattr(listener, "messages", None)
         before = len(messages) if isinstance(messages, list) else None
@@ -1561,16 +1566,15 @@ class Deferred:
             engine.plan_usage(egress[d], begin, end, rate) for d, begin, end, rate in outcome.usage
         ]
         if self.replicated:
-            engine.call_at(finished[0], self._every_rank_done, coll, computed.generation)
+            computed.completions = [engine.schedule_at(finished[0], self._every_rank_done, coll)]
             return
-        for r, t in enumerate(finished):
-            engine.call_at(t, self._rank_done, coll, r, computed.generation)
+        computed.completions = [
+            engine.schedule_at(t, self._rank_done, coll, r) for r, t in enumerate(finished)
+        ]
 
-    def _every_rank_done(self, coll: Collective, generation: int) -> None:
+    def _every_rank_done(self, coll: Collective) -> None:
         """Replicated ranks: ``coll`` finished now at every rank (as :meth:`_rank_done` would
         record it rank by rank); rank 0's completion is reported."""
-        if self._generations.get(coll.id) != generation:
-            return  # moved by a recomputation
         now = self.runtime.engine.now
         for r in range(self.n):
             coll.chunks_left[r] = 0
@@ -1580,11 +1584,9 @@ class Deferred:
         if coll.on_rank_done is not None:
             coll.on_rank_done(coll, 0)
         # after rank 0's completion, as after the last rank's on the other ranks' events
-        del self.inflight[coll.id], self._done[coll.id], self._generations[coll.id]
+        del self.inflight[coll.id], self._done[coll.id]
 
-    def _rank_done(self, coll: Collective, rank: int, generation: int) -> None:
-        if self._generations.get(coll.id) != generation:
-            return  # moved by a recomputation
+    def _rank_done(self, coll: Collective, rank: int) -> None:
         coll.chunks_left[rank] = 0
         now = coll.rank_finished[rank] = self.runtime.engine.now
         if coll.finished is None or now > coll.finished:
