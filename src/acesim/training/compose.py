@@ -254,12 +254,15 @@ def _shifted(rec: NodeRecord, by: float) -> NodeRecord:
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
-    """The records of a pass as the result reads them, with times from ``start`` (s): the
+    """The records of a pass as the result reads them, with times from ``start`` (s). The
     result reads a rank's records as unions of intervals by node kind and communication kind
-    (:func:`~acesim.results.llm.idle_breakdown`, the compute kernels' union for what bound
-    them), so each (kind, communication kind, operation)'s intervals are merged into their
-    union, one record per merged interval, on the group's first node (far fewer records to
-    shift into place at every timer, the same unions)."""
+    (:func:`~acesim.results.llm.idle_breakdown`; the compute kernels' union for what bound
+    them), and communication only where no compute runs (idle time is what it explains; no
+    other compute node runs on the rank during one of its passes): so the compute records'
+    intervals are merged into their union, and each (kind, communication kind, operation)'s
+    others into their union outside it, one record per interval on the group's first node
+    (far fewer records to shift into place at every timer, the same figures); a group left
+    with nothing keeps one record of no length (the operations the result lists)."""
     groups: dict[tuple[str, str, str | None], tuple[Node, list[tuple[float, float]]]] = {}
     for rec in records:
         node = rec.node
@@ -268,10 +271,34 @@ def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
         if key not in groups:
             groups[key] = (node, [])
         groups[key][1].append((rec.start - start, rec.end - start))
+    busy = union([i for (kind, _, _), (_, spans) in groups.items() if kind == "compute"
+                  for i in spans])  # fmt: skip
     out = []
-    for node, spans in groups.values():
-        merged = union(spans) or [spans[0]]  # an instant only: kept (a record of it)
+    for (kind, _, _), (node, spans) in groups.items():
+        merged = union(spans) if kind == "compute" else _outside(union(spans), busy)
+        if not merged:
+            merged = [(spans[0][0], spans[0][0])]
         out += [NodeRecord(node, s, e, s) for s, e in merged]
+    return out
+
+
+def _outside(
+    spans: list[tuple[float, float]], busy: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """The parts of the sorted disjoint ``spans`` outside the sorted disjoint ``busy``."""
+    out: list[tuple[float, float]] = []
+    j = 0
+    for s, e in spans:
+        while j < len(busy) and busy[j][1] <= s:
+            j += 1
+        k, t = j, s
+        while k < len(busy) and busy[k][0] < e:
+            if busy[k][0] > t:
+                out.append((t, busy[k][0]))
+            t = max(t, busy[k][1])
+            k += 1
+        if t < e:
+            out.append((t, e))
     return out
 
 
