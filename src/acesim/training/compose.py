@@ -51,7 +51,7 @@ from typing import Any
 
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
-from ..intervals import union
+from ..intervals import difference, union
 from ..workload.graph import Graph, Node
 from .composition import MAX_ROUNDS, Composition
 from .executor import Execution, GraphExecutor, NodeRecord
@@ -275,30 +275,10 @@ def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
                   for i in spans])  # fmt: skip
     out = []
     for (kind, _, _), (node, spans) in groups.items():
-        merged = union(spans) if kind == "compute" else _outside(union(spans), busy)
+        merged = union(spans) if kind == "compute" else difference(union(spans), busy)
         if not merged:
             merged = [(spans[0][0], spans[0][0])]
         out += [NodeRecord(node, s, e, s) for s, e in merged]
-    return out
-
-
-def _outside(
-    spans: list[tuple[float, float]], busy: list[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    """The parts of the sorted disjoint ``spans`` outside the sorted disjoint ``busy``."""
-    out: list[tuple[float, float]] = []
-    j = 0
-    for s, e in spans:
-        while j < len(busy) and busy[j][1] <= s:
-            j += 1
-        k, t = j, s
-        while k < len(busy) and busy[k][0] < e:
-            if busy[k][0] > t:
-                out.append((t, busy[k][0]))
-            t = max(t, busy[k][1])
-            k += 1
-        if t < e:
-            out.append((t, e))
     return out
 
 
