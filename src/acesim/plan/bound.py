@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from ..config.system import NPUConfig
+from ..config.system import NPUConfig, SystemConfig
 from ..hardware.kernel_model import expand, plan_kernel
 from ..hardware.kernels import Kernel
 from ..network.group import resolve
@@ -161,10 +161,23 @@ def _chunk_kernels(chunk: ChunkWork) -> list[Kernel]:
     return [*_kernels(chunk.forward), *_kernels(chunk.backward)]
 
 
+#: the last system's kernel times (a plan bounds thousands of candidates on one system: their
+#: kernels repeat across candidates), as (system, its times)
+_LAST: list[tuple[SystemConfig, _Times]] = []
+
+
+def _times_of(system: SystemConfig) -> _Times:
+    """Kernel times on ``system``, kept while the system is the last one asked for."""
+    if _LAST and _LAST[0][0] is system:
+        return _LAST[0][1]
+    times = _Times(system.npu, Topology(system.network, system.collective))
+    _LAST[:] = [(system, times)]
+    return times
+
+
 def kernel_bound(case: LlmCase) -> float:
     """The kernel bound (s; module docstring) of a built case (the optimizer step left out)."""
-    system = case.system
-    times = _Times(system.npu, Topology(system.network, system.collective))
+    times = _times_of(case.system)
     order = SCHEDULES.get(case.schedule)
     micro = case.micro_batches // order.directions  # micro-batches each chunk runs
     pp = case.parallel.pp

@@ -114,6 +114,7 @@ experts' fc1, whose input the router keeps (``moe/shared_experts.py``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import KW_ONLY, dataclass, field, replace
 
 from ...errors import WorkloadError
@@ -795,6 +796,12 @@ class _Builder:
         return fwd, bwd, saved
 
 
+#: chunk works kept (a plan builds thousands of candidates whose chunks repeat: the same
+#: arguments give the same, immutable, work)
+CHUNK_CACHE = 512
+
+
+@functools.lru_cache(maxsize=CHUNK_CACHE)
 def chunk_work(
     model: TransformerConfig,
     precision: Precision,
