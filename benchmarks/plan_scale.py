@@ -5,7 +5,8 @@ machine. This script measures the plan's parts in this process (CPU time):
 
 * the enumeration of the default space (every rule applied) and the number of valid candidates;
 * building a candidate (its work, memory and kernel bound), median over ``--builds`` of them;
-* simulating one (class mode, as ``acesim run``), median over ``--sims`` drawn with a fixed seed;
+* simulating one (mode composed, as the plan simulates its candidates; ``--class-mode``: class
+  mode, the full simulation), median over ``--sims`` drawn with a fixed seed;
 
 and prints the plan's CPU for 1,000 simulated configurations (1,000 builds and simulations; the
 enumeration once) and its ratio to 600 s. ``--full`` runs the plan itself instead (``acesim
@@ -44,9 +45,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--full", action="store_true", help="run the plan itself (module docstring)")
     ap.add_argument("--top", type=int, default=10, help="with --full: rows ranked")
+    ap.add_argument(
+        "--class-mode", action="store_true", help="simulate in class mode (the plan's --full)"
+    )
     args = ap.parse_args()
+    mode = "class" if args.class_mode else "composed"
     if args.full:
-        full_plan(args.top)
+        full_plan(args.top, args.class_mode)
         return
     model = MODELS.get("llama3-70b")
     system = resolve_system("h100-nvswitch-8", nodes=8)
@@ -73,7 +78,7 @@ def main() -> None:
     sims, tightness = [], []
     for case, bound in fitting[: args.sims]:
         cpu = time.process_time()
-        result, _ = run_llm(case)
+        result, _ = run_llm(case, mode=mode)
         sims.append(time.process_time() - cpu)
         tightness.append(bound / result.iteration_time)
         print(
@@ -86,7 +91,7 @@ def main() -> None:
         return
     sim_s = statistics.median(sims)
     total = enum_s + CONFIGS * (build_s + sim_s)
-    print(f"simulate: median {sim_s:.1f} CPU s over {len(sims)}")
+    print(f"simulate ({mode}): median {sim_s:.1f} CPU s over {len(sims)}")
     print(
         f"kernel bound / simulated: median {statistics.median(tightness):.0%} (the search "
         "simulates only candidates whose bound is below the K-th best time: the tighter, "
@@ -98,8 +103,9 @@ def main() -> None:
     )
 
 
-def full_plan(top: int) -> None:
-    """The plan of the module docstring run whole in this process, with its counts."""
+def full_plan(top: int, class_mode: bool) -> None:
+    """The plan of the module docstring run whole in this process, with its counts
+    (``class_mode``: its candidates simulated in class mode, ``acesim plan --full``)."""
     simulated = [0]
 
     def tick(_endpoint: str, count: int) -> None:
@@ -109,7 +115,7 @@ def full_plan(top: int) -> None:
     cpu = time.process_time()
     result = plan(
         "h100-nvswitch-8", "llama3-70b", nodes=8, global_batch=128, seq=8192,
-        precision="fp8", top=top, progress=tick,
+        precision="fp8", top=top, progress=tick, full=class_mode,
     )  # fmt: skip
     total = time.process_time() - cpu
     o = result.outcome

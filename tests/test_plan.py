@@ -156,10 +156,11 @@ def test_a_row_is_what_acesim_run_gives_for_its_command_line(pruned: PlanResult)
         "h100-nvswitch-8", TINY.name, parallel=best.candidate.text, global_batch=8,
         micro_batch=best.candidate.parallel.micro_batch, seq=512, precision="bf16",
     )  # fmt: skip
-    run, _ = run_llm(case)
+    run, _ = run_llm(case, mode="composed")  # the plan simulates in mode composed
     assert run.iteration_time == best.iteration_time
     assert run.memory["total"] == best.memory["total"]
-    assert "--parallel" in result.command(best) and "-w plan-tiny" in result.command(best)
+    command = result.command(best)
+    assert "--parallel" in command and "-w plan-tiny" in command and "--composed" in command
 
 
 def test_configurations_that_do_not_fit_are_refused_by_their_dominant_term() -> None:
@@ -258,3 +259,17 @@ def test_the_least_bytes_a_member_receives_per_operation() -> None:
     assert least_received("reduce-scatter", 8) == 1 / 8
     assert least_received("sendrecv", 8) == 1.0
     assert least_received("broadcast", 8) == least_received("reduce", 8) == 0.0
+
+
+def test_a_full_plan_simulates_in_class_mode_and_ranks_alike(pruned: PlanResult) -> None:
+    """``full=True`` (``--full``): every candidate in class mode; its top is the composed
+    plan's, each time within issue 27's bound of the composed one, and its rows' command
+    lines do not say ``--composed``."""
+    exact = plan(
+        "h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL, full=True
+    )
+    assert exact.to_dict()["mode"] == "class" and pruned.to_dict()["mode"] == "composed"
+    assert [r.candidate.text for r in exact.top()] == [r.candidate.text for r in pruned.top()]
+    for a, b in zip(exact.top(), pruned.top(), strict=True):
+        assert abs(b.iteration_time / a.iteration_time - 1) <= 1e-3
+        assert "--composed" not in exact.command(a)

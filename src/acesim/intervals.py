@@ -38,6 +38,26 @@ def union(
     return out
 
 
+def difference(spans: Intervals, removed: Intervals) -> Intervals:
+    """The parts of ``spans`` outside ``removed`` (both sorted disjoint pairs, s), as sorted
+    disjoint pairs: each span cut where a removed interval covers it (no arithmetic: every
+    end is one of the inputs')."""
+    out: Intervals = []
+    j = 0
+    for start, end in spans:
+        while j < len(removed) and removed[j][1] <= start:
+            j += 1
+        k, t = j, start
+        while k < len(removed) and removed[k][0] < end:
+            if removed[k][0] > t:
+                out.append((t, removed[k][0]))
+            t = max(t, removed[k][1])
+            k += 1
+        if t < end:
+            out.append((t, end))
+    return out
+
+
 #: above this many intervals :func:`union` sorts and merges with numpy
 _MANY = 256
 

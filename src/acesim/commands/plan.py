@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from ..errors import ConfigError
-from ..plan.report import BOUND_NOTE, PlanResult, rows_text
+from ..plan.report import BOUND_NOTE, MODE_NOTES, PlanResult, rows_text
 from ..plan.run import plan
 from ..plan.space import AXES
 from ..results.jsonout import dumps
@@ -54,6 +54,12 @@ def plan_command(
     exhaustive: bool = typer.Option(
         False, "--exhaustive", help="simulate every configuration that fits (no pruning)"
     ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="simulate each candidate in class mode (default: composed, each distinct "
+        "pipeline pass once: within 0.03%% of class mode on the benchmark cases)",
+    ),
     workers: int = typer.Option(0, "--workers", "-j", help="worker processes; 0 = this one"),
     dask: str | None = typer.Option(
         None, "--dask", help="'local' or a trusted scheduler's address (as acesim sweep)"
@@ -93,6 +99,7 @@ def plan_command(
             top=top,
             space=space or [],
             exhaustive=exhaustive,
+            full=full,
             workers=workers,
             dask=dask,
             command=_system_flags(system, nodes, sets, force),
@@ -187,6 +194,7 @@ def _show(result: PlanResult) -> None:
             f"failed: {failure['parallel']} ({failure['endpoint']}): {failure['error']}"
         )
     console.print(f"Pruning: {BOUND_NOTE}.")
+    console.print(f"Simulation: {MODE_NOTES[r.mode]}.")
     best = result.top()
     if best:
         console.print(f"Reproduce the best: {result.command(best[0])}")

@@ -60,6 +60,8 @@ class PlanResult:
         parts += ["--endpoint", row.endpoint]
         if len(self.endpoints) > 1:
             parts.append("--search")
+        if r.mode == "composed":
+            parts.append("--composed")
         return shlex.join(parts)
 
     def record(self, rank: int, row: PlanRow) -> dict[str, Any]:
@@ -151,6 +153,8 @@ class PlanResult:
             "precision": r.precision,
             "top": r.top,
             "exhaustive": r.exhaustive,
+            "mode": r.mode,
+            "mode_note": MODE_NOTES[r.mode],
             "endpoints": self.endpoints,
             "bound": BOUND_NOTE,
             "search": self.accounting(),
@@ -243,6 +247,17 @@ BOUND_NOTE = (
     "dense GEMM FLOPs at the datasheet peak before the case is built) is at least the K-th "
     "best simulated time: no pruned candidate could enter the top K"
 )
+
+
+#: What each way of simulating the candidates means (PlanRequest.mode), as the output says it.
+MODE_NOTES = {
+    "composed": (
+        "each candidate simulated in mode composed (acesim.training.compose: each distinct "
+        "pipeline pass simulated once alone; within 0.03% of class mode on issue 27's "
+        "benchmark cases, docs/performance.md); --full simulates each in class mode"
+    ),
+    "class": "each candidate simulated in class mode (the full simulation)",
+}
 
 
 def rows_text(records: Sequence[dict[str, Any]]) -> list[list[str]]:

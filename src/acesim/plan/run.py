@@ -37,6 +37,7 @@ def plan(
     top: int = 10,
     space: Sequence[str] | Mapping[str, list[object]] = (),
     exhaustive: bool = False,
+    full: bool = False,
     workers: int = 0,
     dask: Any = None,
     command: str | None = None,
@@ -46,6 +47,8 @@ def plan(
     ``overrides`` applied) at ``global_batch`` sequences of ``seq`` tokens (default: the
     model's) in ``precision`` (docs/plan.md). ``endpoints``: substrates to rank under (default:
     the system's); ``space``: ``["tp=2,4"]`` or {axis: values} replacing default axes;
+    ``full``: simulate each candidate in class mode (default: mode composed, each distinct
+    pipeline pass once, :mod:`acesim.training.compose`);
     ``workers``/``dask``: where the simulations run (as ``acesim sweep``); ``command``: the
     ``acesim run`` options naming the system, for the rows' command lines (default ``-s NAME``
     when ``system`` is a name)."""
@@ -69,5 +72,6 @@ def plan(
         space=axes,
         exhaustive=exhaustive,
         command=command,
+        mode="class" if full else "composed",
     )
     return PlanResult(request, search(request, workers=workers, dask=dask, progress=progress))

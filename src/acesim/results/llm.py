@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..intervals import union
+from ..intervals import difference, union
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
@@ -315,13 +315,12 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
         busy_u = union(busy)
         compute += _length(busy_u)
         idle = _complement(busy_u, lo, hi)
-        explained: list[tuple[float, float]] = []
+        left = idle  # idle time no kind before this one explained
         comm = 0.0
         for kind in _ORDER:
-            mine = union(waits.get(kind, []))
-            left = _complement(union(explained), lo, hi)
-            part = _intersect(_intersect(idle, mine), left)
-            explained += part
+            part = _intersect(left, union(waits.get(kind, [])))
+            if part:
+                left = difference(left, part)
             if kind in exposed:
                 exposed[kind] += _length(part)
                 comm += _length(part)

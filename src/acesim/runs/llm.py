@@ -866,8 +866,8 @@ def llm_point_config(
     }
     if not isinstance(config["precision"], str):
         raise ConfigError("precision", "must be a precision name", config["precision"])
-    if config["mode"] not in ("class", "exact"):
-        raise ConfigError("mode", "must be one of class, exact", config["mode"])
+    if config["mode"] not in ("class", "exact", "composed"):
+        raise ConfigError("mode", "must be one of class, exact, composed", config["mode"])
     llm_point_case(config, system)
     return config
 

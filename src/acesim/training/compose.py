@@ -51,6 +51,7 @@ from typing import Any
 
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
+from ..intervals import difference, union
 from ..workload.graph import Graph, Node
 from .composition import MAX_ROUNDS, Composition
 from .executor import Execution, GraphExecutor, NodeRecord
@@ -65,9 +66,10 @@ Builder = Callable[[], tuple[list[Node], int]]
 
 @dataclass
 class PassMemo:
-    """One distinct pass simulated alone: its duration (s), its nodes' records with times
-    from the pass's start (s), NPU 0's kernel and message bound segments likewise (its
-    stage's class is NPU 0's, else empty), and what its NPU's counters counted."""
+    """One distinct pass simulated alone: its duration (s), its records with times from the
+    pass's start (s) as the result reads them (:func:`_merged`), NPU 0's kernel and message
+    bound segments likewise (its stage's class is NPU 0's, else empty), and what its NPU's
+    counters counted."""
 
     duration: float
     records: list[NodeRecord]
@@ -189,7 +191,7 @@ class PassTimes:
                 self.tailed.add(key)
             memo = PassMemo(
                 finish - start,
-                [_shifted(r, -start) for r in recs],
+                _merged(recs, start),
                 _window(kernels, start, finish) if stage == 0 else [],
                 _window(messages, start, finish) if stage == 0 else [],
                 meters[key],
@@ -249,6 +251,35 @@ def _shifted(rec: NodeRecord, by: float) -> NodeRecord:
         rec.node, rec.start + by, rec.end + by, rec.ready + by, rec.alone, rec.hbm_bytes,
         rec.collective,
     )  # fmt: skip
+
+
+def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
+    """The records of a pass as the result reads them, with times from ``start`` (s). The
+    result reads a rank's records as unions of intervals by node kind and communication kind
+    (:func:`~acesim.results.llm.idle_breakdown`; the compute kernels' union for what bound
+    them), and communication only where no compute runs (idle time is what it explains; no
+    other compute node runs on the rank during one of its passes): so the compute records'
+    intervals are merged into their union, and each (kind, communication kind, operation)'s
+    others into their union outside it, one record per interval on the group's first node
+    (far fewer records to shift into place at every timer, the same figures); a group left
+    with nothing keeps one record of no length (the operations the result lists)."""
+    groups: dict[tuple[str, str, str | None], tuple[Node, list[tuple[float, float]]]] = {}
+    for rec in records:
+        node = rec.node
+        head = node.name.split(".", 1)[0] if node.kind != "compute" else ""
+        key = (node.kind, head, node.op)
+        if key not in groups:
+            groups[key] = (node, [])
+        groups[key][1].append((rec.start - start, rec.end - start))
+    busy = union([i for (kind, _, _), (_, spans) in groups.items() if kind == "compute"
+                  for i in spans])  # fmt: skip
+    out = []
+    for (kind, _, _), (node, spans) in groups.items():
+        merged = union(spans) if kind == "compute" else difference(union(spans), busy)
+        if not merged:
+            merged = [(spans[0][0], spans[0][0])]
+        out += [NodeRecord(node, s, e, s) for s, e in merged]
+    return out
 
 
 def _window(segments: list[Segment], start: float, end: float) -> list[Segment]:

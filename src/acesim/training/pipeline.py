@@ -424,11 +424,12 @@ class _RankGraph:
             pass_name=self.pass_name(head),
         )
         self.prev = node
+        episode = self.episode
 
         def build() -> tuple[list[Node], int]:
             alone = _RankGraph(replace(self.plan, passes=None), self.rank)
             alone.split = self.split
-            alone.episode = self.episode
+            alone.episode = episode
             alone.finish(group[-1], alone.pass_steps(group, []))
             assert alone.prev is not None  # a pass has steps
             return alone.nodes, alone.prev
