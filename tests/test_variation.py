@@ -347,3 +347,77 @@ def test_the_agreed_order_skips_collectives_a_rank_never_joins() -> None:
     ends = [max(r.end for r in execution.records[rank].values()) for rank in range(8)]
     assert all(end > 0 for end in ends)
     assert ends[0] > ends[4]  # the 8 MiB ring finishes its first collective later
+
+
+def _group_then_everyone(duration: float) -> Workload:
+    """Two layers: a weight-gradient all-reduce on dimension 0 only (1 MiB), then one over every
+    dimension (4 MiB); forward and weight-gradient compute of ``duration`` s each."""
+    comms = [Comm("all-reduce", MiB, dims=(0,)), Comm("all-reduce", 4 * MiB)]
+    return Workload(
+        "group-then-everyone",
+        tuple(
+            Layer(
+                f"l{i}",
+                forward=Pass(Compute(duration=duration)),
+                weight_grad=Pass(Compute(duration=duration), comm),
+            )
+            for i, comm in enumerate(comms)
+        ),
+    )
+
+
+def test_a_one_graph_group_collective_is_agreed_within_its_group_only() -> None:
+    """One graph for every rank of a 2x2 torus, an all-reduce on dimension 0 (one instance per
+    dimension-0 ring), agreed orders and nothing making ranks differ: each instance's phases are
+    agreed within its ring. Marked as joined by every rank, they went into the dimension's order
+    across both rings, and ranks 2-3 waited forever for ring 0-1's instance (the agreed redo of
+    a stalled run deadlocked at once); with ranks alike the agreed orders are the ones every
+    rank picks alone: the same run, to the last bit."""
+    from acesim.training.executor import GraphExecutor
+    from acesim.training.loops import build_graph
+
+    system = make_system([dim("ring", 2), dim("ring", 2)], chunks=2, active_chunks_per_dimension=1)
+    graph = build_graph(_group_then_everyone(1e-4), 2, "layerwise")
+
+    def run(agreed: bool) -> object:
+        platform = Platform(system, Strategy.every_npu(lockstep=False))
+        if agreed:
+            platform.collectives.agree()
+        return GraphExecutor(platform, graph, event_path=None).run()
+
+    free, agreed = run(False), run(True)
+    assert agreed.redone == 0 and {c.members for c in agreed.collectives} >= {
+        frozenset({0, 1}),
+        frozenset({2, 3}),
+    }
+    assert agreed.makespan == free.makespan
+    assert [{i: (r.start, r.end) for i, r in recs.items()} for recs in agreed.records] == [
+        {i: (r.start, r.end) for i, r in recs.items()} for recs in free.records
+    ]
+
+
+def test_a_group_line_admits_its_group_and_everyones_phases_in_one_order() -> None:
+    """A 2x2 torus, rank 1 a straggler (1.5x): its dimension-0 ring 0-1 runs a group all-reduce
+    and one over everyone, and its two members must admit their dimension-0 phases in one order.
+    With an order for the group's phases and another for everyone's, rank 0 admitted the
+    everyone all-reduce's phase while rank 1 admitted the group's, each holding its one slot and
+    waiting for the other's message of the phase it did not pick: a deadlock."""
+    from acesim.training.executor import GraphExecutor
+    from acesim.training.loops import build_graph
+
+    system = make_system([dim("ring", 2), dim("ring", 2)], chunks=1, active_chunks_per_dimension=1)
+    variation = Variation(stragglers=(Straggler(rank=1, slowdown=1.5),))
+    platform = Platform(system, Strategy.every_npu(variation, lockstep=False))
+    platform.collectives.phase_log = []
+    graph = build_graph(_group_then_everyone(1e-4), 1, "layerwise")
+    execution = GraphExecutor(platform, graph, event_path=None).run()
+    assert all(rec.end > 0 for recs in execution.records for rec in recs.values())
+
+    def admitted(rank: int) -> list[tuple[int, int, int]]:
+        """(collective, chunk, phase) of ``rank``'s dimension-0 phases, in order of start (one
+        slot: one at a time)."""
+        log = [e for e in platform.collectives.phase_log or () if e[1] == rank and e[4] == 0]
+        return [(e[0], e[2], e[3]) for e in sorted(log, key=lambda e: e[5])]
+
+    # the group all-reduce's one phase, the everyone all-reduce's first and last
+    assert admitted(0) == admitted(1) and len(admitted(0)) == 3

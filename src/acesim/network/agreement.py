@@ -12,12 +12,17 @@ So in exact mode the NPUs keep agreed admission orders: the first NPU to admit a
 in an order appends it; every other NPU admits that order's phases in that order, keeping a
 slot idle until its next one has reached it.
 
-* Phases of collectives every rank joins share one order per dimension and group axis, across
-  all group lines: lines that agreed only among themselves could still wait on each other in a
-  cycle through the other dimensions.
-* Phases of collectives only some ranks join (per-rank graphs: ``Collective.members``) keep one
-  order per group line (the NPUs that exchange their messages): a rank then never waits for a
-  collective its program reaches only after the one it is in.
+* Every phase keeps the order of its group line (the NPUs that exchange its messages), whatever
+  its collective: phases of a collective only some ranks join (``Collective.members``: per-rank
+  graphs, or one graph's instance on a group smaller than the platform) and of one every rank
+  joins are admitted by a line's members in one order. Separate orders for the two left a
+  member free to admit one kind while its peer admitted the other: each then held its slot
+  waiting for the other's messages of the phase it did not pick.
+* Phases of collectives every rank joins also share one order per dimension and group axis,
+  across all group lines: lines that agreed only among themselves could still wait on each
+  other in a cycle through the other dimensions. Those of collectives only some ranks join stay
+  out of it: a rank then never waits for a collective its program reaches only after the one it
+  is in, nor for another group's instance.
 
 While the NPUs run identically each order is exactly the order every NPU would have picked, so
 results do not change.
@@ -80,31 +85,32 @@ class LineOrders:
 
     def __init__(self, runtime: Any):
         self.runtime = runtime
-        self.lines: dict[tuple[int, int, int, int], Line] = {}
+        self.lines_by_key: dict[tuple[int, int, int, int], Line] = {}
         self._bases: dict[tuple[int, int, int, int], int] = {}
 
-    def line(self, run: Any) -> Line:
-        """The order ``run``'s current phase is admitted in (see the module docstring)."""
+    def lines(self, run: Any) -> tuple[Line, ...]:
+        """The orders ``run``'s current phase is admitted in (see the module docstring): its
+        group line's, and for a collective every rank joins the dimension's across all lines
+        too."""
         phase = run.coll.phases[run.phase]
         dim, size, stride = phase.dim, phase.size, phase.stride
+        base = self._bases.get((run.rank, dim, size, stride))
+        if base is None:
+            topo = self.runtime.topology
+            own = topo.coordinate(run.rank, dim)
+            first = own - ((own // stride) % size) * stride  # the member at position 0
+            base = self._bases[(run.rank, dim, size, stride)] = topo.peer(run.rank, dim, first)
+        own_line = self._line((dim, size, stride, base), size)
         members = run.coll.members
         ranks = len(self.runtime.ranks)
-        if members is None or len(members) == ranks:
-            key = (dim, size, stride, -1)
-        else:
-            cached = self._bases.get((run.rank, dim, size, stride))
-            if cached is None:
-                topo = self.runtime.topology
-                own = topo.coordinate(run.rank, dim)
-                first = own - ((own // stride) % size) * stride  # the member at position 0
-                cached = self._bases[(run.rank, dim, size, stride)] = topo.peer(
-                    run.rank, dim, first
-                )
-            key = (dim, size, stride, cached)
-            ranks = size
-        line = self.lines.get(key)
+        if members is not None and len(members) != ranks:
+            return (own_line,)
+        return (self._line((dim, size, stride, -1), ranks), own_line)
+
+    def _line(self, key: tuple[int, int, int, int], ranks: int) -> Line:
+        line = self.lines_by_key.get(key)
         if line is None:
-            line = self.lines[key] = Line(ranks)
+            line = self.lines_by_key[key] = Line(ranks)
         return line
 
     def fill(self, rank: int, dim: int) -> None:
@@ -129,11 +135,13 @@ class LineOrders:
                 return  # the next agreed phases have not reached this rank yet
             run = chosen[2]
             item = (run.coll.id, run.chunk, run.phase)
-            self.line(run).admitted(run.rank, item, run.coll.members)
+            for line in self.lines(run):
+                line.admitted(run.rank, item, run.coll.members)
             queue.active += 1
             run.step = 0
             rt._phase_started(run)
             rt._start_step(run)
 
     def _admissible(self, run: Any) -> bool:
-        return self.line(run).admissible(run.rank, (run.coll.id, run.chunk, run.phase))
+        item = (run.coll.id, run.chunk, run.phase)
+        return all(line.admissible(run.rank, item) for line in self.lines(run))

@@ -31,7 +31,7 @@ from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
 from ..network import vectorized
 from ..network.collective import Collective
-from ..network.group import resolve
+from ..network.group import members, resolve
 from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
 from . import replay as replay_module
@@ -684,7 +684,7 @@ class GraphExecutor:
                 priority=priority,
                 ranks=[],
                 on_rank_done=self._collective_done,
-                joining=self._members.get(key),
+                joining=self._joining(st.rank, node, key),
                 units=node.units,
             )
             self._instances[key] = coll
@@ -710,6 +710,22 @@ class GraphExecutor:
                 rt.join(coll, rank)
         else:
             rt.join(coll, st.rank)
+
+    def _joining(self, rank: int, node: Node, key: tuple[Any, int]) -> frozenset[int] | None:
+        """The ranks that will join instance ``key`` of collective ``node``, issued first at
+        ``rank`` (None: every simulated rank): per-rank graphs, those whose programs issue it;
+        exact mode's one graph for every rank, the group of ``rank`` where the collective's
+        group is smaller than the platform (instances are matched within each group). The
+        agreed orders (:mod:`acesim.network.agreement`) keep one order per group line for
+        these: one order across every line would hold a rank to another group's instance."""
+        if self._members:
+            return self._members.get(key)
+        if not (self._split and self.platform.exact):
+            return None
+        group = members(
+            self.platform.topology, node.group if node.group is not None else node.dims, rank
+        )
+        return frozenset(group) if len(group) < self.ranks else None
 
     def count_issue(self, st: _RankState, node: Node) -> tuple[Any, int]:
         """The instance key of collective ``node`` issued at ``st``'s rank now: its signature
