@@ -36,6 +36,14 @@ SPACE_HELP = "replace an axis's values, AXIS=v1,v2 (repeat for several axes): " 
 )
 
 
+FULL_OPTION = typer.Option(
+    False,
+    "--full",
+    help="simulate each candidate in class mode (default: composed, each distinct pipeline "
+    "pass once: within 0.03%% of class mode on the benchmark cases)",
+)
+
+
 def plan_command(
     workload: str = typer.Option("llama3-8b", "--workload", "-w", help="LLM model name"),
     system: str = typer.Option(DEFAULT_SYSTEM, "--system", "-s", help="preset or file"),
@@ -54,12 +62,7 @@ def plan_command(
     exhaustive: bool = typer.Option(
         False, "--exhaustive", help="simulate every configuration that fits (no pruning)"
     ),
-    full: bool = typer.Option(
-        False,
-        "--full",
-        help="simulate each candidate in class mode (default: composed, each distinct "
-        "pipeline pass once: within 0.03%% of class mode on the benchmark cases)",
-    ),
+    full: bool = FULL_OPTION,
     workers: int = typer.Option(0, "--workers", "-j", help="worker processes; 0 = this one"),
     dask: str | None = typer.Option(
         None, "--dask", help="'local' or a trusted scheduler's address (as acesim sweep)"
@@ -90,21 +93,11 @@ def plan_command(
         task = bar.add_task("planning", total=None)
     try:
         result = plan(
-            cfg,
-            workload,
-            global_batch=global_batch,
-            seq=seq,
-            precision=precision,
+            cfg, workload, global_batch=global_batch, seq=seq, precision=precision,
             endpoints=[e.strip() for e in endpoints.split(",")] if endpoints else None,
-            top=top,
-            space=space or [],
-            exhaustive=exhaustive,
-            full=full,
-            workers=workers,
-            dask=dask,
-            command=_system_flags(system, nodes, sets, force),
-            progress=tick,
-        )
+            top=top, space=space or [], exhaustive=exhaustive, full=full, workers=workers,
+            dask=dask, command=_system_flags(system, nodes, sets, force), progress=tick,
+        )  # fmt: skip
     finally:
         if bar is not None:
             bar.stop()

@@ -209,35 +209,27 @@ def pipeline_graph(
     """
     _check_stages(stages, place, classes)
     plan = _Plan(
-        stages,
-        place,
-        micro,
-        SCHEDULES.get(kind, "parallel.schedule"),
-        dp_op,
-        grad_bytes,
-        param_bytes,
-        update,
-        gather_params and not fsdp,
-        fsdp,
-        iterations,
-        classes,
-        offload_activations,
-        offload_layers,
-        host_update,
-        host_params if fsdp else 0.0,
-        launch_time,
-        passes,
-    )
+        stages, place, micro, SCHEDULES.get(kind, "parallel.schedule"), dp_op, grad_bytes,
+        param_bytes, update, gather_params and not fsdp, fsdp, iterations, classes,
+        offload_activations, offload_layers, host_update, host_params if fsdp else 0.0,
+        launch_time, passes,
+    )  # fmt: skip
+    return _assemble(plan, name, kind)
+
+
+def _assemble(plan: _Plan, name: str, kind: str) -> Graph:
+    """Every rank's (class mode: every stage's first rank's) nodes, as a graph."""
+    place = plan.place
     ops = [_stage_ops(plan, s) for s in range(place.pp)]
     stride = place.stage_stride
-    ranks = range(0, place.npus, stride) if classes else range(place.npus)
+    ranks = range(0, place.npus, stride) if plan.classes else range(place.npus)
     graphs = [_RankGraph(plan, rank).build(ops[place.stage(rank)]) for rank in ranks]
     graph = Graph(
         graphs,
         name=name,
-        iterations=iterations,
+        iterations=plan.iterations,
         npus=place.npus,
-        classes=RankClasses(place.pp, stride) if classes else None,
+        classes=RankClasses(place.pp, stride) if plan.classes else None,
     )
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
