@@ -131,6 +131,7 @@ def test_the_bounds_hold_on_every_schedule_and_on_experts(
     assert len(rows) >= 6
     for row in rows:
         assert row.gemm_bound <= row.kernel_bound <= row.iteration_time, row.candidate.text
+        assert 0 < row.layer_bound <= row.kernel_bound, row.candidate.text
     if model is TINY:
         assert any("1f1b" in rule for rule in result.accounting()["removed_by_rule"])
 
@@ -147,6 +148,7 @@ def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: Pla
     # the bounds are lower bounds of every simulated candidate
     for row in full.outcome.rows["baseline"]:
         assert row.gemm_bound <= row.kernel_bound <= row.iteration_time
+        assert 0 < row.layer_bound <= row.kernel_bound
 
 
 def test_a_row_is_what_acesim_run_gives_for_its_command_line(pruned: PlanResult) -> None:
@@ -273,3 +275,30 @@ def test_a_full_plan_simulates_in_class_mode_and_ranks_alike(pruned: PlanResult)
     for a, b in zip(exact.top(), pruned.top(), strict=True):
         assert abs(b.iteration_time / a.iteration_time - 1) <= 1e-3
         assert "--composed" not in exact.command(a)
+
+
+@pytest.mark.parametrize("model", [TINY, MOE], ids=["dense", "moe"])
+def test_the_layer_bound_is_below_the_kernel_bound_of_every_built_candidate(
+    model: TransformerConfig,
+) -> None:
+    """The layer bound (before building) never exceeds the kernel bound of the built case,
+    over every schedule, CP, EP, recomputation and micro-batch size of a small space (built,
+    not simulated)."""
+    from acesim.plan.bound import kernel_bound, layer_bound
+
+    system = resolve_system("h100-nvswitch-8")
+    space = {**RULES, "tp": [1, 2], "micro_batch": [1], "zero": [1],
+             "schedule": ["1f1b", "interleaved", "zb-h1", "dualpipe"]}  # fmt: skip
+    if model is MOE:
+        space.update(ep=[1, 2], cp=[1])
+    candidates = enumerate_space(model, Cluster(8, 8), global_batch=16, seq=512, space=space)
+    checked = 0
+    for c in candidates.candidates:
+        try:
+            case = make_llm_case(system, model, c.parallel, check_memory=False)
+        except (ConfigError, TopologyError):
+            continue
+        bound = layer_bound(system, model, c.parallel, "bf16")
+        assert 0 < bound <= kernel_bound(case), c.text
+        checked += 1
+    assert checked >= 20

@@ -1,6 +1,6 @@
 """Lower bounds on a candidate's iteration time, for pruning a plan before simulation.
 
-Two bounds, each provably at most the iteration time acesim simulates for the candidate, so
+Three bounds, each provably at most the iteration time acesim simulates for the candidate, so
 that a candidate whose bound is above the ``K``-th best simulated time cannot enter the top
 ``K`` and need not be simulated (branch and bound; nothing is approximated):
 
@@ -11,6 +11,12 @@ that a candidate whose bound is above the ``K``-th best simulated time cannot en
   matrix peak in the precision's math dtype. The simulated GEMMs run at ``gemm_efficiency``
   (at most 1) of that peak with whole tiles, so they take at least this long; a stage holds
   at least the mean ``layers / pp`` layers.
+* :func:`layer_bound` (before the case is built, from a layer of each kind built alone and
+  timed once per the axes that shape it: a plan's 7,000 candidates in about a CPU second):
+  the kernel bound's per-stage work counting the transformer layers only (no embedding, head,
+  collectives, fill or drain; partial recomputation left out), at most the kernel bound.
+  Median 84% of the kernel bound on Llama 3 70B's default space on 64 H100 (the GEMM bound:
+  40%), so most candidates need not be built to be pruned.
 * :func:`kernel_bound` (from the built case): each pipeline stage's kernels, every micro-batch
   and chunk (forward, backward with recomputation, the optimizer step), at their time alone
   on the whole NPU (:attr:`~acesim.hardware.kernel_model.KernelPlan.time_alone`; a kernel
@@ -31,22 +37,26 @@ far below the simulated time on communication-bound candidates, which then get s
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
 from ..config.system import NPUConfig, SystemConfig
+from ..errors import ConfigError
 from ..hardware.kernel_model import expand, plan_kernel
 from ..hardware.kernels import Kernel
 from ..network.group import resolve
 from ..network.topology import Topology
+from ..precision import PRECISIONS, Precision
 from ..runs.llm import LlmCase
-from ..training.schedules import SCHEDULES
+from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
+from ..workload.llm.block import chunk_work
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.models import TransformerConfig
-from ..workload.llm.parallel import ParallelConfig
+from ..workload.llm.parallel import ParallelConfig, Placement, placement
 from ..workload.model import Comm
 
-__all__ = ["gemm_bound", "kernel_bound"]
+__all__ = ["gemm_bound", "kernel_bound", "layer_bound"]
 
 
 def gemm_bound(
@@ -80,6 +90,9 @@ class _Times:
         self.alone: dict[Kernel, float] = {}
         self.busy: dict[Kernel, tuple[float, float]] = {}
         self.comms: dict[Comm, float] = {}
+        #: one layer's (kernel time alone, unit-seconds over the units, HBM seconds) per the
+        #: axes that shape it and its kind (:func:`_layer_time`)
+        self.layers: dict[tuple[object, ...], tuple[float, float, float]] = {}
 
     def sequential(self, kernels: Iterable[Kernel]) -> float:
         total = 0.0
@@ -208,6 +221,80 @@ def kernel_bound(case: LlmCase) -> float:
         return max(work)
     drain = _drain(case, times) if whole else [0.0] * pp
     return max(sum(first_forward[:s]) + work[s] + drain[s] for s in range(pp))
+
+
+def layer_bound(
+    system: SystemConfig, model: TransformerConfig, par: ParallelConfig, precision: str
+) -> float:
+    """A lower bound (s) on the kernel bound of a candidate not yet built, from its layers
+    alone: each pipeline stage's transformer layers' kernels at their time alone (as the
+    kernel bound times them; resources only where ops pair up), times the micro-batches each
+    chunk runs, the most loaded stage's; the embedding, the head, the blocking collectives,
+    the pipeline fill and drain and any recomputation of only some layers are left out (each
+    only adds). A layer's kernels are timed once per kind (MoE or dense, recomputed whole or
+    not) and per the axes that shape them, so a plan's thousands of candidates cost a few
+    layers each. 0.0 where the candidate does not resolve (building it says why)."""
+    try:
+        place = placement(par, tuple(system.network.shape))
+        micro = par.micro_batches(place.dp)
+        order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
+        split = par.layer_split(model.layers)
+    except ConfigError:
+        return 0.0
+    p = PRECISIONS.get(precision)
+    times = _times_of(system)
+    pp, chain = par.pp, par.pp * par.vpp
+    paired = order.directions > 1 or _paired(order, pp, micro, par.vpp * order.directions)
+    full = par.recompute == "full" and par.recompute_layers is None
+    starts = [sum(split[:vs]) for vs in range(chain + 1)]
+    worst = 0.0
+    for s in range(pp):
+        seq_time = units = hbm = 0.0
+        for c in range(par.vpp * order.directions):
+            vs = order.virtual_stage(c, s, pp) % chain
+            for i in range(starts[vs], starts[vs + 1]):
+                a, u, h = _layer_time(times, model, p, par, place, model.is_moe_layer(i), full)
+                seq_time, units, hbm = seq_time + a, units + u, hbm + h
+        worst = max(worst, max(units, hbm) if paired else seq_time)
+    return micro // order.directions * worst
+
+
+@functools.lru_cache(maxsize=256)
+def _paired(order: PipelineSchedule, pp: int, micro: int, chunks: int) -> bool:
+    """Whether any stage's ops pair up under ``order`` (the kernel bound then times each
+    stage by its resources)."""
+    return any(op.paired for s in range(pp) for op in order.stage_ops(pp, s, micro, chunks))
+
+
+def _layer_time(
+    times: _Times,
+    model: TransformerConfig,
+    p: Precision,
+    par: ParallelConfig,
+    place: Placement,
+    moe: bool,
+    full: bool,
+) -> tuple[float, float, float]:
+    """A layer's kernels timed alone (:func:`layer_bound`): (sequential s, unit-s over the
+    units, HBM s), the first layer of its kind built alone as a chunk of one layer."""
+    key = (model, p.name, par.tp, par.sp, par.cp, par.ep, par.micro_batch, par.seq,
+           par.tp_overlap, par.recompute_modules, moe, full)  # fmt: skip
+    held = times.layers.get(key)
+    if held is not None:
+        return held
+    index = next(i for i in range(model.layers) if model.is_moe_layer(i) == moe)
+    work = chunk_work(
+        model, p, range(index, index + 1), micro_batch=par.micro_batch, seq=par.seq,
+        tp=par.tp, sp=bool(par.sp), tp_overlap=par.tp_overlap,
+        recompute="full" if full else ("none" if par.recompute == "full" else par.recompute),
+        recompute_modules=par.recompute_modules, tp_group=place.tp_group, ep=par.ep,
+        ep_group=place.ep_group, cp=par.cp, cp_group=place.cp_group,
+        ep_units=par.ep_comm_units, shared_overlap=par.shared_expert_overlap,
+    )  # fmt: skip
+    kernels = _chunk_kernels(work)
+    units, hbm = times.resources(kernels)
+    held = times.layers[key] = (times.sequential(kernels), units, hbm)
+    return held
 
 
 def _full_backwards(case: LlmCase) -> bool:

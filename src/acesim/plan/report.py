@@ -87,6 +87,7 @@ class PlanResult:
             out[f"exposed_{kind}"] = m.get(f"exposed.{kind}", 0.0)
         out["bound"] = _bound(m)
         out["kernel_bound"] = row.kernel_bound
+        out["layer_bound"] = row.layer_bound
         out["gemm_bound"] = row.gemm_bound
         out["command"] = self.command(row)
         return out
@@ -243,9 +244,10 @@ class PlanResult:
 
 BOUND_NOTE = (
     "candidates are pruned only when a lower bound on their iteration time (each pipeline "
-    "stage's kernels at their time alone, one after another, plus the pipeline fill; or "
-    "dense GEMM FLOPs at the datasheet peak before the case is built) is at least the K-th "
-    "best simulated time: no pruned candidate could enter the top K"
+    "stage's kernels at their time alone, one after another, plus the pipeline fill; or, "
+    "before the case is built, its transformer layers' kernels alone, or dense GEMM FLOPs at "
+    "the datasheet peak) is at least the K-th best simulated time: no pruned candidate could "
+    "enter the top K"
 )
 
 

@@ -3,7 +3,8 @@ simulate the rest, rank.
 
 For each endpoint kind asked for, a best-first branch and bound over the candidates of
 :mod:`acesim.plan.space` (bounds of :mod:`acesim.plan.bound`): a queue holds each candidate
-keyed by its GEMM bound until it is built (its work and memory, as ``acesim run`` builds it),
+keyed by the larger of its GEMM and layer bounds until it is built (its work and memory, as
+``acesim run`` builds it),
 then by its kernel bound; the smallest key is taken next: built when it was not (refused when
 it does not fit in HBM, counted by its dominant memory term), simulated when it was (in
 batches of the workers' size). The search ends when the smallest key reaches the ``K``-th best
@@ -38,7 +39,7 @@ from ..runs.compare import check_endpoints
 from ..runs.llm import make_llm_case, misfit
 from ..sweep.runner import run_items
 from ..workload.llm.models import TransformerConfig
-from .bound import gemm_bound, kernel_bound
+from .bound import gemm_bound, kernel_bound, layer_bound
 from .space import Candidate, Cluster, Space, enumerate_space, rule_name
 
 __all__ = ["PlanRequest", "PlanRow", "PlanOutcome", "search"]
@@ -78,6 +79,7 @@ class PlanRow:
     kernel_bound: float
     memory: dict[str, float]
     metrics: dict[str, Any]
+    layer_bound: float = 0.0
 
     @property
     def iteration_time(self) -> float:
@@ -182,7 +184,10 @@ def search(
     outcome = PlanOutcome(space)
     math_dtype = PRECISIONS.get(r.precision).math
     bounds = [
-        gemm_bound(r.model, c.parallel, cluster.gpus, r.system.npu, math_dtype)
+        (
+            gemm_bound(r.model, c.parallel, cluster.gpus, r.system.npu, math_dtype),
+            layer_bound(r.system, r.model, c.parallel, r.precision),
+        )
         for c in space.candidates
     ]
     docs = {
@@ -203,7 +208,7 @@ def search(
 def _branch_and_bound(
     r: PlanRequest,
     kind: str,
-    bounds: Sequence[float],
+    bounds: Sequence[tuple[float, float]],
     cases: _Cases,
     outcome: PlanOutcome,
     docs: Mapping[str, dict[str, Any]],
@@ -234,7 +239,8 @@ def _branch_and_bound(
             if result["status"] != "ok":
                 outcome.failed.append((c.text, kind, str(result.get("error"))))
                 continue
-            row = PlanRow(c, kind, bounds[i], kb, dict(memory), result["metrics"])
+            gemm, layer = bounds[i]
+            row = PlanRow(c, kind, gemm, kb, dict(memory), result["metrics"], layer)
             rows.append(row)
             heapq.heappush(best, -row.iteration_time)
             if len(best) > r.top:
@@ -245,7 +251,7 @@ def _branch_and_bound(
 
     # best first: unbuilt candidates keyed by their GEMM bound, built ones by their kernel
     # bound (never below it); a key at or above the K-th best time ends the search
-    queue: list[tuple[float, int, int]] = [(b, 0, i) for i, b in enumerate(bounds)]
+    queue: list[tuple[float, int, int]] = [(max(b), 0, i) for i, b in enumerate(bounds)]
     heapq.heapify(queue)
     while queue:
         key, built_flag, i = queue[0]
