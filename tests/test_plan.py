@@ -171,10 +171,33 @@ def test_configurations_that_do_not_fit_are_refused_by_their_dominant_term() -> 
         overrides={"npu.hbm_capacity": "80 MiB"},
     )  # fmt: skip
     acc = result.accounting()
-    assert sum(acc["memory_refused_by_term"].values()) > 0
-    assert acc["fit"] + sum(acc["memory_refused_by_term"].values()) == acc["built"]
+    refused = sum(acc["memory_refused_by_term"].values())
+    assert refused > 0 and acc["memory_refused_unbuilt"] > 0
+    assert acc["fit"] + refused - acc["memory_refused_unbuilt"] == acc["built"]
     for row in result.outcome.rows["baseline"]:
         assert row.memory["total"] <= 80 * 2**20
+
+
+def test_the_memory_floor_is_below_the_built_footprint() -> None:
+    """The floor a plan refuses unbuilt candidates on (their layers' weights, gradients and
+    optimizer state) is at most the built case's largest stage's total, on every candidate of
+    a space with ZeRO 0 and 1, optimizer offload and the experts of a MoE model."""
+    from acesim.plan.bound import memory_floor
+
+    system = resolve_system("h100-nvswitch-8")
+    for model in (TINY, MOE):
+        space = {**SMALL, "zero": [0, 1], "ep": [1, 2] if model is MOE else [1]}
+        found = enumerate_space(model, Cluster(8, 8), global_batch=8, seq=512, space=space)
+        checked = 0
+        for c in found.candidates:
+            floor = memory_floor(system, model, c.parallel, "bf16")
+            try:
+                case = make_llm_case(system, model, c.parallel, check_memory=False)
+            except (ConfigError, TopologyError):
+                continue
+            assert floor is not None and 0 < floor[0] <= case.memory["total"], c.text
+            checked += 1
+        assert checked >= 10
 
 
 def test_substrates_are_ranked_side_by_side() -> None:

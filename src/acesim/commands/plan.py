@@ -171,7 +171,8 @@ def _show(result: PlanResult) -> None:
     print_table(
         Table(
             f"search: {acc['space']:,} candidates, {acc['valid']:,} valid, {acc['fit']:,} of "
-            f"{acc['built']:,} built fit",
+            f"{acc['built']:,} built fit ({acc['memory_refused_unbuilt']:,} refused before "
+            "building: their layers' weights, gradients and optimizer state alone exceed HBM)",
             ("removed", "rule"),
             removed,
         )

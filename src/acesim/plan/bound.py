@@ -48,15 +48,17 @@ from ..hardware.kernels import Kernel
 from ..network.group import resolve
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
-from ..runs.llm import LlmCase
+from ..runs.llm import OPTIMIZER, LlmCase
 from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
-from ..workload.llm.block import chunk_work
+from ..workload.llm.block import chunk_work, layer_params
 from ..workload.llm.chunk import ChunkWork, Step
+from ..workload.llm.memory import grad_bytes
 from ..workload.llm.models import TransformerConfig
 from ..workload.llm.parallel import ParallelConfig, Placement, placement
 from ..workload.model import Comm
+from ..workload.optimizer import state_bytes_per_param
 
-__all__ = ["gemm_bound", "kernel_bound", "layer_bound"]
+__all__ = ["gemm_bound", "kernel_bound", "layer_bound", "memory_floor"]
 
 
 def gemm_bound(
@@ -257,6 +259,50 @@ def layer_bound(
                 seq_time, units, hbm = seq_time + a, units + u, hbm + h
         worst = max(worst, max(units, hbm) if paired else seq_time)
     return micro // order.directions * worst
+
+
+def memory_floor(
+    system: SystemConfig, model: TransformerConfig, par: ParallelConfig, precision: str
+) -> tuple[float, str] | None:
+    """A lower bound on a candidate's largest pipeline stage's memory per GPU (bytes) before
+    it is built, with the term that weighs most in it: its transformer layers' weights,
+    gradients and optimizer state as :func:`~acesim.workload.llm.memory.rank_footprint`
+    counts them (the embedding, the head and the activations left out: each only adds). None
+    under FSDP (sharded otherwise) or where the candidate does not resolve (building it says
+    why)."""
+    if par.zero == 3 or par.offload_weights:
+        return None
+    try:
+        place = placement(par, tuple(system.network.shape))
+        order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
+        split = par.layer_split(model.layers)
+    except ConfigError:
+        return None
+    p = PRECISIONS.get(precision)
+    per, grad = state_bytes_per_param(OPTIMIZER, p), grad_bytes(p, par.grad_fp32)
+    pp, chain = par.pp, par.pp * par.vpp
+    starts = [sum(split[:vs]) for vs in range(chain + 1)]
+    worst: dict[str, float] = {}
+    for s in range(pp):
+        params = experts = 0.0
+        for c in range(par.vpp * order.directions):
+            vs = order.virtual_stage(c, s, pp) % chain
+            for i in range(starts[vs], starts[vs + 1]):
+                dense, routed = layer_params(model, i, par.tp, par.ep)
+                params, experts = params + dense + routed, experts + routed
+        state = per * params
+        if par.zero >= 1:
+            state = per * ((params - experts) / place.grad_ranks + experts / place.expert_dp)
+        sizes = {
+            "weights": params * p.param_bytes,
+            "gradients": params * grad,
+            "optimizer": state * (1 - par.offload_optimizer),
+        }
+        if sum(sizes.values()) > sum(worst.values()):
+            worst = sizes
+    if not worst:
+        return None
+    return sum(worst.values()), max(worst, key=lambda t: worst[t])
 
 
 @functools.lru_cache(maxsize=256)

@@ -135,6 +135,7 @@ class PlanResult:
             "refused_building": dict(o.refused_other),
             "built": o.built,
             "memory_refused_by_term": dict(o.memory_refused),
+            "memory_refused_unbuilt": o.unbuilt_refused,
             "fit": o.fits,
             "simulated": {k: len(v) for k, v in o.rows.items()},
             "pruned_by_kernel_bound": dict(o.pruned_kernel),

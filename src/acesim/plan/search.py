@@ -6,7 +6,8 @@ For each endpoint kind asked for, a best-first branch and bound over the candida
 keyed by the larger of its GEMM and layer bounds until it is built (its work and memory, as
 ``acesim run`` builds it),
 then by its kernel bound; the smallest key is taken next: built when it was not (refused when
-it does not fit in HBM, counted by its dominant memory term), simulated when it was (in
+it does not fit in HBM, counted by its dominant memory term; or refused unbuilt when its
+layers' weights, gradients and optimizer state alone exceed HBM), simulated when it was (in
 batches of the workers' size). The search ends when the smallest key reaches the ``K``-th best
 iteration time simulated: no candidate left can enter the top ``K``. Those left are pruned,
 built or not (the memory of the unbuilt ones is not checked: the output says how many).
@@ -39,7 +40,7 @@ from ..runs.compare import check_endpoints
 from ..runs.llm import make_llm_case, misfit
 from ..sweep.runner import run_items
 from ..workload.llm.models import TransformerConfig
-from .bound import gemm_bound, kernel_bound, layer_bound
+from .bound import gemm_bound, kernel_bound, layer_bound, memory_floor
 from .space import Candidate, Cluster, Space, enumerate_space, rule_name
 
 __all__ = ["PlanRequest", "PlanRow", "PlanOutcome", "search"]
@@ -100,6 +101,9 @@ class PlanOutcome:
     rows: dict[str, list[PlanRow]] = field(default_factory=dict)
     fits: int = 0
     built: int = 0
+    #: of the memory refusals, those made before building, on the layers' weights,
+    #: gradients and optimizer state alone (:func:`~acesim.plan.bound.memory_floor`)
+    unbuilt_refused: int = 0
 
 
 def _cluster(system: SystemConfig) -> Cluster:
@@ -126,6 +130,12 @@ class _Cases:
             return self.built[index]
         r = self.request
         entry: tuple[dict[str, float], float] | None = None
+        floor = memory_floor(r.system, r.model, candidate.parallel, r.precision)
+        if floor is not None and floor[0] > self.capacity:  # refused before it is built
+            self.outcome.memory_refused[floor[1]] += 1
+            self.outcome.unbuilt_refused += 1
+            self.built[index] = None
+            return None
         try:
             case = make_llm_case(
                 r.system, r.model, candidate.parallel, precision=r.precision, check_memory=False

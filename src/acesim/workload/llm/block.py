@@ -137,7 +137,7 @@ from .mla import mla_attention
 from .models import TransformerConfig
 from .recompute import modules_of
 
-__all__ = ["Step", "ChunkWork", "chunk_work", "SWIGLU_FLOPS"]
+__all__ = ["Step", "ChunkWork", "chunk_work", "layer_params", "SWIGLU_FLOPS"]
 
 SWIGLU_FLOPS = 6.0
 """SwiGLU ``silu(a) * b`` per output element: negate, exp, add, divide (sigmoid), two
@@ -873,7 +873,7 @@ def chunk_work(
             recompute_layers is None or i - layers.start < recompute_layers
         )
         lf, lb, ls = b.layer(i, full)
-        dense, routed = _layer_params(model, i, tp, ep)
+        dense, routed = layer_params(model, i, tp, ep)
         a.add(lf, lb, dense + routed, dense, ls, routed)
     if head:
         hf, hb, hs = b.head()
@@ -884,7 +884,7 @@ def chunk_work(
     )
 
 
-def _layer_params(model: TransformerConfig, i: int, tp: int, ep: int) -> tuple[int, int]:
+def layer_params(model: TransformerConfig, i: int, tp: int, ep: int) -> tuple[int, int]:
     """Layer ``i``'s parameters on one rank: (dense: split over TP but the norms and MLA's
     duplicated down projections, held whole; routed experts: over TP x EP)."""
     norms = 2 * model.norm_params
