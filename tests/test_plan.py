@@ -180,13 +180,14 @@ def test_configurations_that_do_not_fit_are_refused_by_their_dominant_term() -> 
 
 def test_the_memory_floor_is_below_the_built_footprint() -> None:
     """The floor a plan refuses unbuilt candidates on (their layers' weights, gradients and
-    optimizer state) is at most the built case's largest stage's total, on every candidate of
-    a space with ZeRO 0 and 1, optimizer offload and the experts of a MoE model."""
+    optimizer state, the activations its layers keep at the schedule's peak) is at most the
+    built case's largest stage's total, on every candidate of a space with ZeRO 0, 1 and 3
+    (FSDP: the activations only), recomputation and the experts of a MoE model."""
     from acesim.plan.bound import memory_floor
 
     system = resolve_system("h100-nvswitch-8")
     for model in (TINY, MOE):
-        space = {**SMALL, "zero": [0, 1], "ep": [1, 2] if model is MOE else [1]}
+        space = {**SMALL, "zero": [0, 1, 3], "ep": [1, 2] if model is MOE else [1]}
         found = enumerate_space(model, Cluster(8, 8), global_batch=8, seq=512, space=space)
         checked = 0
         for c in found.candidates:

@@ -92,9 +92,9 @@ class _Times:
         self.alone: dict[Kernel, float] = {}
         self.busy: dict[Kernel, tuple[float, float]] = {}
         self.comms: dict[Comm, float] = {}
-        #: one layer's (kernel time alone, unit-seconds over the units, HBM seconds) per the
-        #: axes that shape it and its kind (:func:`_layer_time`)
-        self.layers: dict[tuple[object, ...], tuple[float, float, float]] = {}
+        #: one layer's (kernel time alone, unit-seconds over the units, HBM seconds, saved
+        #: bytes) per the axes that shape it and its kind (:func:`_layer_time`)
+        self.layers: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
 
     def sequential(self, kernels: Iterable[Kernel]) -> float:
         total = 0.0
@@ -255,7 +255,7 @@ def layer_bound(
         for c in range(par.vpp * order.directions):
             vs = order.virtual_stage(c, s, pp) % chain
             for i in range(starts[vs], starts[vs + 1]):
-                a, u, h = _layer_time(times, model, p, par, place, model.is_moe_layer(i), full)
+                a, u, h, _ = _layer_time(times, model, p, par, place, model.is_moe_layer(i), full)
                 seq_time, units, hbm = seq_time + a, units + u, hbm + h
         worst = max(worst, max(units, hbm) if paired else seq_time)
     return micro // order.directions * worst
@@ -267,42 +267,80 @@ def memory_floor(
     """A lower bound on a candidate's largest pipeline stage's memory per GPU (bytes) before
     it is built, with the term that weighs most in it: its transformer layers' weights,
     gradients and optimizer state as :func:`~acesim.workload.llm.memory.rank_footprint`
-    counts them (the embedding, the head and the activations left out: each only adds). None
-    under FSDP (sharded otherwise) or where the candidate does not resolve (building it says
-    why)."""
-    if par.zero == 3 or par.offload_weights:
+    counts them, and the activations its layers keep at the schedule's peak, each freed at
+    the micro-batch's B (a W keeps some longer) and each layer saving at most what it saves
+    when recomputed whole where any layer is (the embedding, the head and the rest left out:
+    each only adds); under FSDP the activations only (its state is sharded otherwise), with
+    activation offload the state only. None where neither is left, or where the candidate does
+    not resolve (building it says why)."""
+    sharded = par.zero == 3 or par.offload_weights  # FSDP: the layers' state left out
+    offload = bool(par.offload_activations or par.offload_layers)
+    if sharded and offload:
         return None
     try:
         place = placement(par, tuple(system.network.shape))
+        micro = par.micro_batches(place.dp)
         order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
         split = par.layer_split(model.layers)
     except ConfigError:
         return None
     p = PRECISIONS.get(precision)
+    times = _times_of(system)
     per, grad = state_bytes_per_param(OPTIMIZER, p), grad_bytes(p, par.grad_fp32)
-    pp, chain = par.pp, par.pp * par.vpp
+    pp, chain, chunks = par.pp, par.pp * par.vpp, par.vpp * order.directions
     starts = [sum(split[:vs]) for vs in range(chain + 1)]
     worst: dict[str, float] = {}
     for s in range(pp):
         params = experts = 0.0
-        for c in range(par.vpp * order.directions):
+        saved = [0.0] * chunks
+        for c in range(chunks):
             vs = order.virtual_stage(c, s, pp) % chain
             for i in range(starts[vs], starts[vs + 1]):
                 dense, routed = layer_params(model, i, par.tp, par.ep)
                 params, experts = params + dense + routed, experts + routed
+                if not offload:
+                    moe, full = model.is_moe_layer(i), par.recompute == "full"
+                    saved[c] += _layer_time(times, model, p, par, place, moe, full)[3]
         state = per * params
         if par.zero >= 1:
             state = per * ((params - experts) / place.grad_ranks + experts / place.expert_dp)
+        kept = 0.0 if sharded else 1.0
         sizes = {
-            "weights": params * p.param_bytes,
-            "gradients": params * grad,
-            "optimizer": state * (1 - par.offload_optimizer),
+            "weights": kept * params * p.param_bytes,
+            "gradients": kept * params * grad,
+            "optimizer": kept * state * (1 - par.offload_optimizer),
+            "activations": _peak_saved(order, pp, s, micro, chunks, tuple(saved)),
         }
         if sum(sizes.values()) > sum(worst.values()):
             worst = sizes
     if not worst:
         return None
     return sum(worst.values()), max(worst, key=lambda t: worst[t])
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_ops(
+    order: PipelineSchedule, pp: int, stage: int, micro: int, chunks: int
+) -> tuple[tuple[str, int], ...]:
+    """A stage's ops as (kind, chunk), in order (kept: candidates share schedule shapes)."""
+    return tuple((op.kind, op.chunk) for op in order.stage_ops(pp, stage, micro, chunks))
+
+
+def _peak_saved(
+    order: PipelineSchedule, pp: int, stage: int, micro: int, chunks: int, saved: tuple[float, ...]
+) -> float:
+    """The most of ``saved`` (bytes per micro-batch of each chunk) held at once over the
+    stage's ops: added at each F, freed at each B (at most what the memory walk holds)."""
+    if not any(saved):
+        return 0.0
+    held = peak = 0.0
+    for kind, chunk in _stage_ops(order, pp, stage, micro, chunks):
+        if kind == "F":
+            held += saved[chunk]
+            peak = max(peak, held)
+        elif kind == "B":
+            held -= saved[chunk]
+    return peak
 
 
 @functools.lru_cache(maxsize=256)
@@ -320,9 +358,10 @@ def _layer_time(
     place: Placement,
     moe: bool,
     full: bool,
-) -> tuple[float, float, float]:
-    """A layer's kernels timed alone (:func:`layer_bound`): (sequential s, unit-s over the
-    units, HBM s), the first layer of its kind built alone as a chunk of one layer."""
+) -> tuple[float, float, float, float]:
+    """A layer's kernels timed alone (:func:`layer_bound`) and what it saves: (sequential s,
+    unit-s over the units, HBM s, activation bytes one micro-batch keeps for the backward),
+    the first layer of its kind built alone as a chunk of one layer."""
     key = (model, p.name, par.tp, par.sp, par.cp, par.ep, par.micro_batch, par.seq,
            par.tp_overlap, par.recompute_modules, moe, full)  # fmt: skip
     held = times.layers.get(key)
@@ -339,7 +378,7 @@ def _layer_time(
     )  # fmt: skip
     kernels = _chunk_kernels(work)
     units, hbm = times.resources(kernels)
-    held = times.layers[key] = (times.sequential(kernels), units, hbm)
+    held = times.layers[key] = (times.sequential(kernels), units, hbm, work.saved)
     return held
 
 
