@@ -113,6 +113,14 @@ SCALE_CASES: dict[str, LlmBench] = {
     "s100800": LlmBench("Llama3 405B tp8 pp9, 100,800 GPUs", _H100, 12600, "llama3-405b",
                         _S405, 16 * 1400, 1, 8192, "bf16", 600),
 }  # fmt: skip
+#: a candidate of ``acesim plan``'s space (``benchmarks/plan_scale.py`` draws it, seed 1): FSDP
+#: with VPP, whose pass contexts never repeat (the FSDP gathers and reduce-scatters move beside
+#: the passes): the case that bounds what pass replay may cost where it replays nothing
+PLAN_CASES: dict[str, LlmBench] = {
+    "70b-fsdp": LlmBench("Llama3 70B TP8 PP4 VPP5 SP FSDP, MBS 2, 64 H100", _H100, 8,
+                         "llama3-70b", "tp=8,pp=4,vpp=5,cp=1,ep=1,sp=1,zero=3,recompute=none",
+                         128, 2, 8192, "fp8", 1),
+}  # fmt: skip
 EXACT_CASES: dict[str, LlmBench] = {
     "exact64": LlmBench("Llama3 8B tp2 pp4, 64 GPUs", _H100, 8, "llama3-8b", "tp=2,pp=4", 64, 1,
                         4096, "bf16", 0),
@@ -174,7 +182,7 @@ def _run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    every = {**CASES, **SCALE_CASES, **EXACT_CASES}
+    every = {**CASES, **SCALE_CASES, **PLAN_CASES, **EXACT_CASES}
     parser.add_argument("--only", action="append", choices=sorted(every), help="case names")
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
     parser.add_argument(

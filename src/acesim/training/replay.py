@@ -101,8 +101,23 @@ TOLERANCE = 1e-12
 #: The coarse grid (s) that context offsets are looked up on before the exact check.
 _GRID = 1e-9
 
-#: Tries of a run whose replayed contexts differed before it runs without replay.
-MAX_REDOS = 64
+#: Tries of a run whose replayed contexts differed before it runs without replay: 0, a try
+#: stops at its first difference and the run is simulated whole without replay, so that a run
+#: costs at most the stopped try plus the full simulation. Measured (docs/performance.md,
+#: stop 41): the 405B case of ``benchmarks/llm_scale.py`` 150 -> 91 CPU s and 175B 84 -> 48
+#: against letting the try run on and redoing with what it learnt (its redo replays fewer
+#: passes, beside the cost of a whole try). A larger value lets tests redo with replay.
+MAX_REDOS = 0
+
+#: A pass shape of a rank stops being recorded and checked (it is simulated as without replay
+#: from then on) after more than this many passes per simulated rank (one per pipeline stage)
+#: in a row were simulated, not replayed: where no memo is reused, recording costs and buys
+#: nothing. A pipeline's like contexts recur only once its warm-up is over, which grows with
+#: its stages: measured (docs/performance.md, "Pass replay"), a shape's passes before its first
+#: replay, and between two, were at most 1.5 per stage on ``benchmarks/llm_scale.py``'s 70B
+#: case, 2 on 175B, 2.5 on the 50 drawn cases of ``tests/test_pass_replay.py`` (4 stages: 10
+#: passes), ...; 3 loses none of those replays.
+RETIRE_PER_RANK = 3
 
 #: Memos kept per context key (alike contexts whose exact offsets differ).
 _PER_KEY = 4
@@ -239,6 +254,10 @@ class _Rank:
         self.rivals: tuple[int, ...] = ()
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
         self.footprints: dict[Any, frozenset[int]] = {}
+        #: each pass shape's passes simulated in a row since its last replay, and the shapes
+        #: no more recorded (:data:`RETIRE_PER_RANK`)
+        self.misses: dict[Any, int] = {}
+        self.retired: set[Any] = set()
         self.windows: list[_Window] = []
         self.virtual: set[int] = set()
         self.labels: dict[int, str] = {}
@@ -582,15 +601,16 @@ class PassReplay:
                 self._close(r, w)
 
     def _violated(self, violated: Violated) -> None:
-        """A replay's context differed: the run goes on (what it simulates from here is still
-        recorded: a memo is a pass simulated in its context, whatever led to it), and is
-        redone at its end with what it learnt (:class:`Memory`). (Stopping the try at once
-        makes a redo cheaper, 153 -> 90 CPU s on the 405B case of ``benchmarks/llm_scale.py``,
-        but the final try then replays other passes, and on one drawn case of
-        ``tests/test_pass_replay.py`` its HBM communication energy differed from the full
-        simulation's by 1.5e-9 relative: a counter top-up not yet exact; left.)"""
+        """A replay's context differed. Where the redo runs without replay (:data:`MAX_REDOS`
+        tries spent: at once by default), the try stops here: nothing more it learns is used,
+        and the run costs the try so far plus the full simulation. Otherwise the run goes on
+        (what it simulates from here is still recorded: a memo is a pass simulated in its
+        context, whatever led to it) and is redone at its end with what it learnt
+        (:class:`Memory`)."""
         self.memory.learn(violated)
         self.violations += 1
+        if self.ex.redone >= MAX_REDOS:
+            raise violated
 
     def _match(self, w: _Window, label: str, off: float) -> int | None:
         assert w.memo is not None
@@ -613,9 +633,40 @@ class PassReplay:
             return False
         now = self.engine.now
         shape = node.episode[0]
-        if not self._inputs_ready(r, ids):
-            r.current = (shape, now)
+        r.current = (shape, now)
+        if not r.eligible or not self._inputs_ready(r, ids):
             return False  # a member waits on a node outside the pass: its start is an input
+        self.passes += 1
+        if shape in r.retired or self._begun(r, ids):
+            self._missed(r, shape)
+            return False
+        footprint, key = self._key(st, r, shape, ids, now)
+        labels = tuple(r.label(st.nodes[i]) for i in ids)
+        if key not in self.banned:
+            for memo in self.memos.get(key, ()):
+                if (
+                    memo.labels == labels
+                    and not any((st.rank, o.label) in self.unsafe for o in memo.others)
+                    and self._replay(st, r, ids, memo, key, now)
+                ):
+                    r.misses[shape] = 0
+                    return True
+        self._missed(r, shape)
+        if len(self.memos.get(key, ())) < _PER_KEY:
+            counters, flops = r.read(now)
+            names = frozenset(st.nodes[i].name for i in ids if st.nodes[i].kind == "collective")
+            w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
+                        flops=flops, names=names)  # fmt: skip
+            for token, (label, start, on) in r.inflight.items():
+                w.seen[token] = [label, start - now, None, on]
+                w.pending.add(token)
+            r.windows.append(w)
+        return False
+
+    def _key(
+        self, st: _RankState, r: _Rank, shape: Any, ids: list[int], now: float
+    ) -> tuple[frozenset[int], Any]:
+        """The footprint and context key of a pass of ``shape`` starting now on ``r``."""
         footprint = r.footprints.get(shape)
         if footprint is None:
             footprint = r.footprints[shape] = self._footprint(r, ids)
@@ -631,10 +682,6 @@ class PassReplay:
                 if _shares(on, footprint)
             )
         )
-        r.current = (shape, now)
-        if not r.eligible:
-            return False
-        self.passes += 1
         # which pass the ranks whose messages share the pass's links are running, and since
         # when: what their next message's arrival depends on; and the same of the ranks whose
         # activity shares what the rank's sends load away from it (:meth:`_rivals`)
@@ -645,26 +692,24 @@ class PassReplay:
             for q in near
             for q_shape, q_start in (self.ranks[q].current,)
         )
-        key = (st.rank, shape, context, phases)
-        labels = tuple(r.label(st.nodes[i]) for i in ids)
-        if key not in self.banned:
-            for memo in self.memos.get(key, ()):
-                if (
-                    memo.labels == labels
-                    and not any((st.rank, o.label) in self.unsafe for o in memo.others)
-                    and self._replay(st, r, ids, memo, key, now)
-                ):
-                    return True
-        if len(self.memos.get(key, ())) < _PER_KEY:
-            counters, flops = r.read(now)
-            names = frozenset(st.nodes[i].name for i in ids if st.nodes[i].kind == "collective")
-            w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
-                        flops=flops, names=names)  # fmt: skip
-            for token, (label, start, on) in r.inflight.items():
-                w.seen[token] = [label, start - now, None, on]
-                w.pending.add(token)
-            r.windows.append(w)
-        return False
+        return footprint, (st.rank, shape, context, phases)
+
+    def _begun(self, r: _Rank, ids: list[int]) -> bool:
+        """Whether a member of the pass started before its first compute node (an FSDP
+        parameter gather issued ahead of the pass): the pass's start is not its members' first
+        start, so it is neither recorded (its window would wait for that member's end, which
+        came before it) nor replayed."""
+        records = self.ex.records[r.st.rank]
+        return any(records[i].start >= 0 for i in ids)
+
+    def _missed(self, r: _Rank, shape: Any) -> None:
+        """A pass of ``shape`` on ``r`` was simulated, not replayed: after more than
+        :data:`RETIRE_PER_RANK` per simulated rank in a row, the rank records and checks that
+        shape no more (it is simulated as without replay)."""
+        misses = r.misses.get(shape, 0) + 1
+        r.misses[shape] = misses
+        if misses > RETIRE_PER_RANK * len(self.ranks):
+            r.retired.add(shape)
 
     def _close(self, r: _Rank, w: _Window) -> None:
         r.windows.remove(w)
