@@ -148,13 +148,19 @@ def repetition(execution: Execution) -> tuple[int, int, float]:
 
 
 def _run(
-    bench: LlmBench, mode: str, general: bool, alike: bool = False, replayed: bool = False
+    bench: LlmBench,
+    mode: str,
+    general: bool,
+    alike: bool = False,
+    replayed: bool | None = None,
 ) -> tuple[float, float, float, int, str, int, str, str]:
     """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition, passes
     replayed) of one run (``general``: without the engine's fast path; ``alike``:
-    :func:`repetition` as text; ``replayed``: class mode's pass replay on)."""
+    :func:`repetition` as text; ``replayed``: class mode's pass replay on or off, None: as
+    shipped, :data:`acesim.training.replay.ENABLED`)."""
     engine_kernel.SOLO_PATH = not general
-    replay.ENABLED = replayed
+    shipped = replay.ENABLED
+    replay.ENABLED = shipped if replayed is None else replayed
     wall, cpu = time.perf_counter(), time.process_time()
     model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
     par = parse_parallel(
@@ -164,7 +170,7 @@ def _run(
     case = make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
     result, ex = run_llm(case, mode=mode)
     engine_kernel.SOLO_PATH = True
-    replay.ENABLED = False
+    replay.ENABLED = shipped
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
@@ -189,7 +195,10 @@ def main() -> None:
         "--general", action="store_true", help="without the engine's fast path (issue 27)"
     )
     parser.add_argument(
-        "--replay", action="store_true", help="class mode's pass replay on (issue 27)"
+        "--replay",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="class mode's pass replay on (--replay) or off (--no-replay); as shipped without",
     )
     parser.add_argument(
         "--repetition",

@@ -72,11 +72,12 @@ def _numbers(value: Any, key: str, out: dict[str, Any]) -> None:
 
 
 def _run(case: Any, enabled: bool) -> tuple[dict[str, Any], list[list[tuple[float, float]]], Any]:
+    shipped = replay.ENABLED
     replay.ENABLED = enabled
     try:
         result, execution = run_llm(case)
     finally:
-        replay.ENABLED = False
+        replay.ENABLED = shipped
     data = result.to_dict()
     data.pop("provenance", None)
     figures: dict[str, Any] = {}

@@ -442,7 +442,11 @@ class PassReplay:
         self.replayed = 0
         self.passes = 0
         self.shares = executor.platform.collectives.shares
-        self.shares.observer = self._message_counted
+        #: whether a rank may replay (the executor runs without replay where none may: a run
+        #: of rank 0 and the ranks it reaches only pays nothing for it)
+        self.useful = any(r.eligible for r in self.ranks)
+        if self.useful:
+            self.shares.observer = self._message_counted
 
     def _rivals(self, st: _RankState) -> tuple[int, ...]:
         """The ranks other than ``st``'s whose activity can change how fast one of its sends
