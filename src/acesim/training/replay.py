@@ -239,6 +239,17 @@ class _Rank:
                 self.episodes.setdefault(node.episode, []).append(node.id)
         for ids in self.episodes.values():
             ids.sort()
+        #: each pass's first compute node (where :meth:`PassReplay.begin` acts) and the rank's
+        #: pass shapes
+        self.first = {
+            episode: next(i for i in ids if st.nodes[i].kind == "compute")
+            for episode, ids in self.episodes.items()
+            if any(st.nodes[i].kind == "compute" for i in ids)
+        }
+        self.shapes = {episode[0] for episode in self.episodes}
+        #: whether the rank still records or replays (eligible, a shape not retired): what
+        #: runs on a rank that does not is not followed
+        self.active = eligible
         #: what runs on the rank besides replayed members: token -> (label, start s, the
         #: dimensions whose links it loads here: None for the rank's own nodes, which load
         #: its HBM and may load any link; an arriving message's last hops)
@@ -437,7 +448,7 @@ class PassReplay:
         for st in executor.states:
             self.ranks[st.rank].rivals = self._rivals(st)
         for r in self.ranks:
-            r.eligible = r.eligible and 0 not in r.senders
+            r.eligible = r.active = r.eligible and 0 not in r.senders
         #: passes replayed and passes run
         self.replayed = 0
         self.passes = 0
@@ -475,7 +486,8 @@ class PassReplay:
     def node_started(self, rank: int, node: Node) -> None:
         """A node of ``rank`` (not a replayed member) started."""
         r = self.ranks[rank]
-        self.started(rank, node.id, r.label(node), r.own(node))
+        if r.active:
+            self.started(rank, node.id, r.label(node), r.own(node))
 
     def compute_ready(self, rank: int, node: Node) -> None:
         """A compute node of ``rank`` outside any replayed pass became ready: if a replayed
@@ -520,7 +532,8 @@ class PassReplay:
         label = "in|" + self.ranks[src].label(node)
         for rank, dims_in, dims_out in self.passes_of(src, node.peer):
             r = self.ranks[rank]
-            self.started(rank, ("in", src, node.id), label, r.passing(dims_in, dims_out))
+            if r.active:
+                self.started(rank, ("in", src, node.id), label, r.passing(dims_in, dims_out))
 
     def slowed(self, src: int, node: Node) -> None:
         """A hop of ``src``'s send ``node`` ran slower than alone: something beside it shared
@@ -631,17 +644,18 @@ class PassReplay:
         r = self.ranks[st.rank]
         if node.episode is None:
             return False
-        ids = r.episodes[node.episode]
-        first = next(i for i in ids if st.nodes[i].kind == "compute")
-        if node.id != first:
+        if r.first.get(node.episode) != node.id:
             return False
         now = self.engine.now
         shape = node.episode[0]
         r.current = (shape, now)
+        ids = r.episodes[node.episode]
         if not r.eligible or not self._inputs_ready(r, ids):
             return False  # a member waits on a node outside the pass: its start is an input
         self.passes += 1
-        if shape in r.retired or self._begun(r, ids):
+        if not r.active or shape in r.retired:
+            return False
+        if self._begun(r, ids):
             self._missed(r, shape)
             return False
         footprint, key = self._key(st, r, shape, ids, now)
@@ -714,6 +728,13 @@ class PassReplay:
         r.misses[shape] = misses
         if misses > RETIRE_PER_RANK * len(self.ranks):
             r.retired.add(shape)
+            if r.retired == r.shapes:
+                # nothing of the rank is recorded or replayed any more: what runs on it is not
+                # followed from now on (a replay's window still open, its stream released,
+                # still checks the ends it waits for); its recordings would never be used
+                r.active = False
+                r.inflight.clear()
+                r.windows = [w for w in r.windows if w.memo is not None]
 
     def _close(self, r: _Rank, w: _Window) -> None:
         r.windows.remove(w)
