@@ -56,7 +56,14 @@ The model and its assumption, stated:
 * **Where it applies.** Class mode without a trace (a trace records every kernel), turned on
   (:data:`ENABLED`), on every simulated rank but rank 0 and the ranks its messages reach (rank
   0's kernels and messages feed the bound breakdown segment by segment, and what bound them
-  there), without gates or per-job tracks (multi-job runs). Exact mode never replays.
+  there), without gates or per-job tracks (multi-job runs). Exact mode never replays. A
+  pass a member of which started before its first compute node (an FSDP parameter gather
+  issued ahead of it) is neither recorded nor replayed.
+* **What it may cost.** A shape of a rank whose passes went unreplayed too long in a row
+  (:data:`RETIRE_PER_RANK`) is no more recorded nor checked, and a rank whose every shape is
+  retired is followed no more: the rest of the run is simulated as without replay. A try whose
+  replays differ stops at the first difference and the run is simulated without replay
+  (:data:`MAX_REDOS`): at worst, the full simulation plus the stopped try.
 
 What the check cannot see: an activity of the rank that loads another rank's resources (a
 send, a relayed hop) is compared by its start and end only, and an end can agree while the
@@ -90,8 +97,9 @@ if TYPE_CHECKING:
 __all__ = ["ENABLED", "TOLERANCE", "PassReplay", "Violated"]
 
 #: Whether class mode replays passes (``benchmarks/llm_scale.py --replay``). Off by default:
-#: exact, but not yet a net gain everywhere (docs/performance.md: a case whose pipeline
-#: messages the passes slow redoes itself and costs more than simulating every pass).
+#: exact, its cost bounded (:data:`RETIRE_PER_RANK`, :data:`MAX_REDOS`), a gain on the 70B and
+#: 175B cases and even on the plan's FSDP candidate, but the 405B case (which replays 173 of
+#: its 5,120 passes) measured 11-13% dearer (docs/performance.md, "Its cost bounded").
 ENABLED = False
 
 #: How far (s) a context's offsets may differ from a memo's and still be the same context:
@@ -112,11 +120,12 @@ MAX_REDOS = 0
 #: A pass shape of a rank stops being recorded and checked (it is simulated as without replay
 #: from then on) after more than this many passes per simulated rank (one per pipeline stage)
 #: in a row were simulated, not replayed: where no memo is reused, recording costs and buys
-#: nothing. A pipeline's like contexts recur only once its warm-up is over, which grows with
-#: its stages: measured (docs/performance.md, "Pass replay"), a shape's passes before its first
-#: replay, and between two, were at most 1.5 per stage on ``benchmarks/llm_scale.py``'s 70B
-#: case, 2 on 175B, 2.5 on the 50 drawn cases of ``tests/test_pass_replay.py`` (4 stages: 10
-#: passes), ...; 3 loses none of those replays.
+#: nothing. Like contexts recur once a pipeline's warm-up is over, which grows with its stages
+#: and chunks. Measured (docs/performance.md, "Its cost bounded"): the longest run of a shape's
+#: passes not replayed before a replay was 12 passes on ``benchmarks/llm_scale.py``'s 70B case
+#: (8 stages: 1.5 a stage), 16 on 175B (2), 5 on 1T (64 stages: 0.08), 10 on the 50 drawn
+#: cases of ``tests/test_pass_replay.py`` (4 stages: 2.5), 59 on 405B (7.4; it replays 186 of
+#: 5,120 passes). 3 a stage loses none of those replays but 405B's 13 latest.
 RETIRE_PER_RANK = 3
 
 #: Memos kept per context key (alike contexts whose exact offsets differ).
