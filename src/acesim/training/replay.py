@@ -99,8 +99,8 @@ __all__ = ["ENABLED", "TOLERANCE", "PassReplay", "Violated"]
 #: Whether class mode replays passes (``benchmarks/llm_scale.py --replay``). Off by default:
 #: exact, its cost bounded (:data:`RETIRE_PER_RANK`, :data:`MAX_REDOS`), a gain on the 70B,
 #: 175B and 1T cases, the plan's FSDP candidate at the full simulation's cost, but the 405B
-#: case (which replays 173 of its 5,120 passes) measured 11-13% dearer (docs/performance.md,
-#: "Its cost bounded").
+#: case (which replays 173 of its 5,120 passes) measured 11-13% dearer at load 2-4
+#: (docs/performance.md, "Its cost bounded").
 ENABLED = False
 
 #: How far (s) a context's offsets may differ from a memo's and still be the same context:
