@@ -24,11 +24,14 @@ processes' turns; the CPU time is what one free core would take). ``--general`` 
 fluid reallocation through the general max-min filling (the engine before issue 27's fast path
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
-difference of the iteration time (0: the fast path is exact). ``--replay`` turns class mode's
-pass replay on (:mod:`acesim.training.replay`, off by default; each row says how many passes
-were replayed). ``--repetition`` prints how alike
-the micro-batches of each stage are (the share of step executions at their step's most common
-duration: what simulating each distinct step once would save).
+difference of the iteration time (0: the fast path is exact). ``--replay`` and ``--no-replay``
+turn class mode's pass replay on or off (:mod:`acesim.training.replay`; without either, as
+shipped: :data:`~acesim.training.replay.ENABLED`; each row says how many passes were replayed).
+``70b-fsdp`` (``--only``) is a candidate of ``acesim plan``'s space, Llama3 70B TP8 PP4 VPP5 with
+SP and FSDP, MBS 2, on 64 H100: what pass replay costs where it replays nothing.
+``--repetition`` prints how alike the micro-batches of each stage are (the share of step
+executions at their step's most common duration: what simulating each distinct step once would
+save).
 
     python benchmarks/llm_scale.py --repeats 1 --only 70b
     python benchmarks/llm_scale.py              # issue 27's table, 5 repeats (about an hour today)
