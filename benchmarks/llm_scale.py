@@ -24,11 +24,14 @@ processes' turns; the CPU time is what one free core would take). ``--general`` 
 fluid reallocation through the general max-min filling (the engine before issue 27's fast path
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
-difference of the iteration time (0: the fast path is exact). ``--replay`` turns class mode's
-pass replay on (:mod:`acesim.training.replay`, off by default; each row says how many passes
-were replayed). ``--repetition`` prints how alike
-the micro-batches of each stage are (the share of step executions at their step's most common
-duration: what simulating each distinct step once would save).
+difference of the iteration time (0: the fast path is exact). ``--replay`` and ``--no-replay``
+turn class mode's pass replay on or off (:mod:`acesim.training.replay`; without either, as
+shipped: :data:`~acesim.training.replay.ENABLED`; each row says how many passes were replayed).
+``70b-fsdp`` (``--only``) is a candidate of ``acesim plan``'s space, Llama3 70B TP8 PP4 VPP5 with
+SP and FSDP, MBS 2, on 64 H100: what pass replay costs where it replays nothing.
+``--repetition`` prints how alike the micro-batches of each stage are (the share of step
+executions at their step's most common duration: what simulating each distinct step once would
+save).
 
     python benchmarks/llm_scale.py --repeats 1 --only 70b
     python benchmarks/llm_scale.py              # issue 27's table, 5 repeats (about an hour today)
@@ -113,6 +116,14 @@ SCALE_CASES: dict[str, LlmBench] = {
     "s100800": LlmBench("Llama3 405B tp8 pp9, 100,800 GPUs", _H100, 12600, "llama3-405b",
                         _S405, 16 * 1400, 1, 8192, "bf16", 600),
 }  # fmt: skip
+#: a candidate of ``acesim plan``'s space (``benchmarks/plan_scale.py`` draws it, seed 1): FSDP
+#: with VPP, whose pass contexts never repeat (the FSDP gathers and reduce-scatters move beside
+#: the passes): the case that bounds what pass replay may cost where it replays nothing
+PLAN_CASES: dict[str, LlmBench] = {
+    "70b-fsdp": LlmBench("Llama3 70B TP8 PP4 VPP5 SP FSDP, MBS 2, 64 H100", _H100, 8,
+                         "llama3-70b", "tp=8,pp=4,vpp=5,cp=1,ep=1,sp=1,zero=3,recompute=none",
+                         128, 2, 8192, "fp8", 1),
+}  # fmt: skip
 EXACT_CASES: dict[str, LlmBench] = {
     "exact64": LlmBench("Llama3 8B tp2 pp4, 64 GPUs", _H100, 8, "llama3-8b", "tp=2,pp=4", 64, 1,
                         4096, "bf16", 0),
@@ -140,13 +151,19 @@ def repetition(execution: Execution) -> tuple[int, int, float]:
 
 
 def _run(
-    bench: LlmBench, mode: str, general: bool, alike: bool = False, replayed: bool = False
+    bench: LlmBench,
+    mode: str,
+    general: bool,
+    alike: bool = False,
+    replayed: bool | None = None,
 ) -> tuple[float, float, float, int, str, int, str, str]:
     """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition, passes
     replayed) of one run (``general``: without the engine's fast path; ``alike``:
-    :func:`repetition` as text; ``replayed``: class mode's pass replay on)."""
+    :func:`repetition` as text; ``replayed``: class mode's pass replay on or off, None: as
+    shipped, :data:`acesim.training.replay.ENABLED`)."""
     engine_kernel.SOLO_PATH = not general
-    replay.ENABLED = replayed
+    shipped = replay.ENABLED
+    replay.ENABLED = shipped if replayed is None else replayed
     wall, cpu = time.perf_counter(), time.process_time()
     model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
     par = parse_parallel(
@@ -156,7 +173,7 @@ def _run(
     case = make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
     result, ex = run_llm(case, mode=mode)
     engine_kernel.SOLO_PATH = True
-    replay.ENABLED = False
+    replay.ENABLED = shipped
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
@@ -174,14 +191,17 @@ def _run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    every = {**CASES, **SCALE_CASES, **EXACT_CASES}
+    every = {**CASES, **SCALE_CASES, **PLAN_CASES, **EXACT_CASES}
     parser.add_argument("--only", action="append", choices=sorted(every), help="case names")
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
     parser.add_argument(
         "--general", action="store_true", help="without the engine's fast path (issue 27)"
     )
     parser.add_argument(
-        "--replay", action="store_true", help="class mode's pass replay on (issue 27)"
+        "--replay",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="class mode's pass replay on (--replay) or off (--no-replay); as shipped without",
     )
     parser.add_argument(
         "--repetition",

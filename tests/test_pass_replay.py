@@ -72,11 +72,12 @@ def _numbers(value: Any, key: str, out: dict[str, Any]) -> None:
 
 
 def _run(case: Any, enabled: bool) -> tuple[dict[str, Any], list[list[tuple[float, float]]], Any]:
+    shipped = replay.ENABLED
     replay.ENABLED = enabled
     try:
         result, execution = run_llm(case)
     finally:
-        replay.ENABLED = False
+        replay.ENABLED = shipped
     data = result.to_dict()
     data.pop("provenance", None)
     figures: dict[str, Any] = {}
@@ -187,8 +188,11 @@ def test_a_send_beside_a_replayed_pass_keeps_the_weight_its_messages_leave_it(
     stayed saturated: the last to finish ends when all its bytes are through) and the CP
     all-gather ended 15 us late, with every check passed. The replay now counts the pass's
     messages in the split as stand-ins, and with slowed messages not learnt (which alone hid
-    it) the run agrees, replaying passes."""
+    it) the run agrees, replaying passes (redone with what its first try learnt: a redo
+    policy other than the default's, which simulates the redo without replay, kept here to
+    reach the replays)."""
     monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
+    monkeypatch.setattr(replay, "MAX_REDOS", 64)
     model = dataclasses.replace(MODELS.get("llama3-8b"), layers=6)
     parallel = parse_parallel(
         "tp=8,pp=4,vpp=2,cp=2,tp_overlap=1,account_embedding=1,account_loss=1,grad_fp32=0",
@@ -197,3 +201,39 @@ def test_a_send_beside_a_replayed_pass_keeps_the_weight_its_messages_leave_it(
     case = make_llm_case("h100-nvswitch-8", model, parallel, precision="fp8", nodes=8)
     execution = _assert_agree(case)
     assert execution.replayed > 0
+
+
+def test_a_pass_whose_parameter_gather_ran_ahead_leaves_no_window_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FSDP with interleaving issues a chunk's parameter all-gather, a member of its pass,
+    ahead of the pass's first compute node: such a pass is neither recorded nor replayed (a
+    window opened there waited for that member's end for ever, and every event of the rank
+    walked the open windows), and the run agrees with the full simulation."""
+    built: list[replay.PassReplay] = []
+    init = replay.PassReplay.__init__
+
+    def keep(self: replay.PassReplay, *args: Any) -> None:
+        init(self, *args)
+        built.append(self)
+
+    monkeypatch.setattr(replay.PassReplay, "__init__", keep)
+    parallel = parse_parallel(
+        "tp=2,pp=4,vpp=2,sp=1,zero=3", global_batch=32, micro_batch=1, seq=128
+    )
+    case = make_llm_case("h100-nvswitch-8", _MODELS[0], parallel, precision="bf16", nodes=2)
+    execution = _assert_agree(case)
+    assert execution.passes > 0 and built
+    assert all(not r.windows for r in built[-1].ranks)
+
+
+def test_a_shape_never_replayed_retires_and_the_run_agrees(
+    drawn: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass shape whose passes go unreplayed in a row retires (no more recorded nor
+    checked): with no such run allowed (RETIRE_PER_RANK 0) a drawn case that replays passes
+    replays none, and agrees with the full simulation."""
+    assert _replay_on(drawn, 0)[0] > 0
+    monkeypatch.setattr(replay, "RETIRE_PER_RANK", 0)
+    execution = _assert_agree(drawn[0])
+    assert execution.replayed == 0 and execution.passes > 0

@@ -307,8 +307,9 @@ class GraphExecutor:
         self.replay = self._pass_replay()
 
     def _pass_replay(self) -> PassReplay | None:
-        """Class mode's pass replay where the strategy asks for it and nothing it does not
-        model runs: gates and per-job kernel tracks (multi-job runs), replicated ranks."""
+        """Class mode's pass replay where the strategy asks for it, nothing it does not model
+        runs (gates and per-job kernel tracks: multi-job runs; replicated ranks) and a rank may
+        replay."""
         if (
             self.replay_memory.enabled
             and replay_module.ENABLED
@@ -317,7 +318,9 @@ class GraphExecutor:
             and self.kernel_tracks is None
             and not self.replicated
         ):
-            return PassReplay(self, self.replay_memory)
+            replay = PassReplay(self, self.replay_memory)
+            if replay.useful:
+                return replay
         return None
 
     def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:

@@ -56,7 +56,14 @@ The model and its assumption, stated:
 * **Where it applies.** Class mode without a trace (a trace records every kernel), turned on
   (:data:`ENABLED`), on every simulated rank but rank 0 and the ranks its messages reach (rank
   0's kernels and messages feed the bound breakdown segment by segment, and what bound them
-  there), without gates or per-job tracks (multi-job runs). Exact mode never replays.
+  there), without gates or per-job tracks (multi-job runs). Exact mode never replays. A
+  pass a member of which started before its first compute node (an FSDP parameter gather
+  issued ahead of it) is neither recorded nor replayed.
+* **What it may cost.** A shape of a rank whose passes went unreplayed too long in a row
+  (:data:`RETIRE_PER_RANK`) is no more recorded nor checked, and a rank whose every shape is
+  retired is followed no more: the rest of the run is simulated as without replay. A try whose
+  replays differ stops at the first difference and the run is simulated without replay
+  (:data:`MAX_REDOS`): at worst, the full simulation plus the stopped try.
 
 What the check cannot see: an activity of the rank that loads another rank's resources (a
 send, a relayed hop) is compared by its start and end only, and an end can agree while the
@@ -90,8 +97,10 @@ if TYPE_CHECKING:
 __all__ = ["ENABLED", "TOLERANCE", "PassReplay", "Violated"]
 
 #: Whether class mode replays passes (``benchmarks/llm_scale.py --replay``). Off by default:
-#: exact, but not yet a net gain everywhere (docs/performance.md: a case whose pipeline
-#: messages the passes slow redoes itself and costs more than simulating every pass).
+#: exact, its cost bounded (:data:`RETIRE_PER_RANK`, :data:`MAX_REDOS`), a gain on the 70B,
+#: 175B and 1T cases, the plan's FSDP candidate at the full simulation's cost, but the 405B
+#: case (which replays 173 of its 5,120 passes) measured 11-13% dearer at load 2-4
+#: (docs/performance.md, "Its cost bounded").
 ENABLED = False
 
 #: How far (s) a context's offsets may differ from a memo's and still be the same context:
@@ -101,8 +110,24 @@ TOLERANCE = 1e-12
 #: The coarse grid (s) that context offsets are looked up on before the exact check.
 _GRID = 1e-9
 
-#: Tries of a run whose replayed contexts differed before it runs without replay.
-MAX_REDOS = 64
+#: Tries of a run whose replayed contexts differed before it runs without replay: 0, a try
+#: stops at its first difference and the run is simulated whole without replay, so that a run
+#: costs at most the stopped try plus the full simulation. Measured (docs/performance.md,
+#: stop 41): the 405B case of ``benchmarks/llm_scale.py`` 150 -> 91 CPU s and 175B 84 -> 48
+#: against letting the try run on and redoing with what it learnt (its redo replays fewer
+#: passes, beside the cost of a whole try). A larger value lets tests redo with replay.
+MAX_REDOS = 0
+
+#: A pass shape of a rank stops being recorded and checked (it is simulated as without replay
+#: from then on) after more than this many passes per simulated rank (one per pipeline stage)
+#: in a row were simulated, not replayed: where no memo is reused, recording costs and buys
+#: nothing. Like contexts recur once a pipeline's warm-up is over, which grows with its stages
+#: and chunks. Measured (docs/performance.md, "Its cost bounded"): the longest run of a shape's
+#: passes not replayed before a replay was 12 passes on ``benchmarks/llm_scale.py``'s 70B case
+#: (8 stages: 1.5 a stage), 16 on 175B (2), 5 on 1T (64 stages: 0.08), 10 on the 50 drawn
+#: cases of ``tests/test_pass_replay.py`` (4 stages: 2.5), 59 on 405B (7.4; it replays 186 of
+#: 5,120 passes). 3 a stage loses none of those replays but 405B's 13 latest.
+RETIRE_PER_RANK = 3
 
 #: Memos kept per context key (alike contexts whose exact offsets differ).
 _PER_KEY = 4
@@ -224,6 +249,17 @@ class _Rank:
                 self.episodes.setdefault(node.episode, []).append(node.id)
         for ids in self.episodes.values():
             ids.sort()
+        #: each pass's first compute node (where :meth:`PassReplay.begin` acts) and the rank's
+        #: pass shapes
+        self.first = {
+            episode: next(i for i in ids if st.nodes[i].kind == "compute")
+            for episode, ids in self.episodes.items()
+            if any(st.nodes[i].kind == "compute" for i in ids)
+        }
+        self.shapes = {episode[0] for episode in self.episodes}
+        #: whether the rank still records or replays (eligible, a shape not retired): what
+        #: runs on a rank that does not is not followed
+        self.active = eligible
         #: what runs on the rank besides replayed members: token -> (label, start s, the
         #: dimensions whose links it loads here: None for the rank's own nodes, which load
         #: its HBM and may load any link; an arriving message's last hops)
@@ -239,6 +275,10 @@ class _Rank:
         self.rivals: tuple[int, ...] = ()
         #: each pass shape's footprint (:meth:`PassReplay._footprint`)
         self.footprints: dict[Any, frozenset[int]] = {}
+        #: each pass shape's passes simulated in a row since its last replay, and the shapes
+        #: no more recorded (:data:`RETIRE_PER_RANK`)
+        self.misses: dict[Any, int] = {}
+        self.retired: set[Any] = set()
         self.windows: list[_Window] = []
         self.virtual: set[int] = set()
         self.labels: dict[int, str] = {}
@@ -418,12 +458,16 @@ class PassReplay:
         for st in executor.states:
             self.ranks[st.rank].rivals = self._rivals(st)
         for r in self.ranks:
-            r.eligible = r.eligible and 0 not in r.senders
+            r.eligible = r.active = r.eligible and 0 not in r.senders
         #: passes replayed and passes run
         self.replayed = 0
         self.passes = 0
         self.shares = executor.platform.collectives.shares
-        self.shares.observer = self._message_counted
+        #: whether a rank may replay (the executor runs without replay where none may: a run
+        #: of rank 0 and the ranks it reaches only pays nothing for it)
+        self.useful = any(r.eligible for r in self.ranks)
+        if self.useful:
+            self.shares.observer = self._message_counted
 
     def _rivals(self, st: _RankState) -> tuple[int, ...]:
         """The ranks other than ``st``'s whose activity can change how fast one of its sends
@@ -452,7 +496,8 @@ class PassReplay:
     def node_started(self, rank: int, node: Node) -> None:
         """A node of ``rank`` (not a replayed member) started."""
         r = self.ranks[rank]
-        self.started(rank, node.id, r.label(node), r.own(node))
+        if r.active:
+            self.started(rank, node.id, r.label(node), r.own(node))
 
     def compute_ready(self, rank: int, node: Node) -> None:
         """A compute node of ``rank`` outside any replayed pass became ready: if a replayed
@@ -497,7 +542,8 @@ class PassReplay:
         label = "in|" + self.ranks[src].label(node)
         for rank, dims_in, dims_out in self.passes_of(src, node.peer):
             r = self.ranks[rank]
-            self.started(rank, ("in", src, node.id), label, r.passing(dims_in, dims_out))
+            if r.active:
+                self.started(rank, ("in", src, node.id), label, r.passing(dims_in, dims_out))
 
     def slowed(self, src: int, node: Node) -> None:
         """A hop of ``src``'s send ``node`` ran slower than alone: something beside it shared
@@ -582,15 +628,16 @@ class PassReplay:
                 self._close(r, w)
 
     def _violated(self, violated: Violated) -> None:
-        """A replay's context differed: the run goes on (what it simulates from here is still
-        recorded: a memo is a pass simulated in its context, whatever led to it), and is
-        redone at its end with what it learnt (:class:`Memory`). (Stopping the try at once
-        makes a redo cheaper, 153 -> 90 CPU s on the 405B case of ``benchmarks/llm_scale.py``,
-        but the final try then replays other passes, and on one drawn case of
-        ``tests/test_pass_replay.py`` its HBM communication energy differed from the full
-        simulation's by 1.5e-9 relative: a counter top-up not yet exact; left.)"""
+        """A replay's context differed. Where the redo runs without replay (:data:`MAX_REDOS`
+        tries spent: at once by default), the try stops here: nothing more it learns is used,
+        and the run costs the try so far plus the full simulation. Otherwise the run goes on
+        (what it simulates from here is still recorded: a memo is a pass simulated in its
+        context, whatever led to it) and is redone at its end with what it learnt
+        (:class:`Memory`)."""
         self.memory.learn(violated)
         self.violations += 1
+        if self.ex.redone >= MAX_REDOS:
+            raise violated
 
     def _match(self, w: _Window, label: str, off: float) -> int | None:
         assert w.memo is not None
@@ -607,15 +654,47 @@ class PassReplay:
         r = self.ranks[st.rank]
         if node.episode is None:
             return False
-        ids = r.episodes[node.episode]
-        first = next(i for i in ids if st.nodes[i].kind == "compute")
-        if node.id != first:
+        if r.first.get(node.episode) != node.id:
             return False
         now = self.engine.now
         shape = node.episode[0]
-        if not self._inputs_ready(r, ids):
-            r.current = (shape, now)
+        r.current = (shape, now)
+        ids = r.episodes[node.episode]
+        if not r.eligible or not self._inputs_ready(r, ids):
             return False  # a member waits on a node outside the pass: its start is an input
+        self.passes += 1
+        if not r.active or shape in r.retired:
+            return False
+        if self._begun(r, ids):
+            self._missed(r, shape)
+            return False
+        footprint, key = self._key(st, r, shape, ids, now)
+        labels = tuple(r.label(st.nodes[i]) for i in ids)
+        if key not in self.banned:
+            for memo in self.memos.get(key, ()):
+                if (
+                    memo.labels == labels
+                    and not any((st.rank, o.label) in self.unsafe for o in memo.others)
+                    and self._replay(st, r, ids, memo, key, now)
+                ):
+                    r.misses[shape] = 0
+                    return True
+        self._missed(r, shape)
+        if len(self.memos.get(key, ())) < _PER_KEY:
+            counters, flops = r.read(now)
+            names = frozenset(st.nodes[i].name for i in ids if st.nodes[i].kind == "collective")
+            w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
+                        flops=flops, names=names)  # fmt: skip
+            for token, (label, start, on) in r.inflight.items():
+                w.seen[token] = [label, start - now, None, on]
+                w.pending.add(token)
+            r.windows.append(w)
+        return False
+
+    def _key(
+        self, st: _RankState, r: _Rank, shape: Any, ids: list[int], now: float
+    ) -> tuple[frozenset[int], Any]:
+        """The footprint and context key of a pass of ``shape`` starting now on ``r``."""
         footprint = r.footprints.get(shape)
         if footprint is None:
             footprint = r.footprints[shape] = self._footprint(r, ids)
@@ -631,10 +710,6 @@ class PassReplay:
                 if _shares(on, footprint)
             )
         )
-        r.current = (shape, now)
-        if not r.eligible:
-            return False
-        self.passes += 1
         # which pass the ranks whose messages share the pass's links are running, and since
         # when: what their next message's arrival depends on; and the same of the ranks whose
         # activity shares what the rank's sends load away from it (:meth:`_rivals`)
@@ -645,26 +720,31 @@ class PassReplay:
             for q in near
             for q_shape, q_start in (self.ranks[q].current,)
         )
-        key = (st.rank, shape, context, phases)
-        labels = tuple(r.label(st.nodes[i]) for i in ids)
-        if key not in self.banned:
-            for memo in self.memos.get(key, ()):
-                if (
-                    memo.labels == labels
-                    and not any((st.rank, o.label) in self.unsafe for o in memo.others)
-                    and self._replay(st, r, ids, memo, key, now)
-                ):
-                    return True
-        if len(self.memos.get(key, ())) < _PER_KEY:
-            counters, flops = r.read(now)
-            names = frozenset(st.nodes[i].name for i in ids if st.nodes[i].kind == "collective")
-            w = _Window(key, now, footprint, ids, None, len(ids), frozenset(ids), counters=counters,
-                        flops=flops, names=names)  # fmt: skip
-            for token, (label, start, on) in r.inflight.items():
-                w.seen[token] = [label, start - now, None, on]
-                w.pending.add(token)
-            r.windows.append(w)
-        return False
+        return footprint, (st.rank, shape, context, phases)
+
+    def _begun(self, r: _Rank, ids: list[int]) -> bool:
+        """Whether a member of the pass started before its first compute node (an FSDP
+        parameter gather issued ahead of the pass): the pass's start is not its members' first
+        start, so it is neither recorded (its window would wait for that member's end, which
+        came before it) nor replayed."""
+        records = self.ex.records[r.st.rank]
+        return any(records[i].start >= 0 for i in ids)
+
+    def _missed(self, r: _Rank, shape: Any) -> None:
+        """A pass of ``shape`` on ``r`` was simulated, not replayed: after more than
+        :data:`RETIRE_PER_RANK` per simulated rank in a row, the rank records and checks that
+        shape no more (it is simulated as without replay)."""
+        misses = r.misses.get(shape, 0) + 1
+        r.misses[shape] = misses
+        if misses > RETIRE_PER_RANK * len(self.ranks):
+            r.retired.add(shape)
+            if r.retired == r.shapes:
+                # nothing of the rank is recorded or replayed any more: what runs on it is not
+                # followed from now on (a replay's window still open, its stream released,
+                # still checks the ends it waits for); its recordings would never be used
+                r.active = False
+                r.inflight.clear()
+                r.windows = [w for w in r.windows if w.memo is not None]
 
     def _close(self, r: _Rank, w: _Window) -> None:
         r.windows.remove(w)
