@@ -88,6 +88,40 @@ def test_a_held_out_h100_takes_its_attention_from_the_h200_die_fit() -> None:
     )
 
 
+NVLS = "collective.nvls_efficiency"
+INCAST = "network.dimensions[0].incast_efficiency"
+
+
+def test_a_held_out_gb200_takes_the_hopper_nvls_mean_and_no_incast_loss() -> None:
+    """No other NVLink5 system fits NVLS and no other system fits a switch incast loss (no
+    other corpus row puts more than 8 writers on a switch port): held out, the NVL72 takes the
+    H100 and H200 NVLS fits' mean (same-vendor) and the datasheet's lossless switch
+    (docs/validation.md, why the NVL72 rows miss held out)."""
+    fits = Presets.of(load_corpus()).shipped_fits()
+    nvls = transfer("gb200-nvl72", NVLS, fits)
+    assert (nvls.rule.name, nvls.drawn_from) == (
+        "same-vendor",
+        ("h100-nvswitch-8", "h200-nvswitch-8"),
+    )
+    hopper = (fits[("h100-nvswitch-8", NVLS)], fits[("h200-nvswitch-8", NVLS)])
+    assert nvls.value == pytest.approx(sum(hopper) / 2)
+    incast = transfer("gb200-nvl72", INCAST, fits)
+    assert (incast.rule.name, incast.value, incast.drawn_from) == ("datasheet", 1.0, ())
+
+
+def test_a_same_switch_generation_nvls_fit_comes_before_the_hopper_mean() -> None:
+    """B200 HGX and GB200 NVL72 share the die and so NVLink5 and the NVLink5 switch: an NVLS
+    fit on a B200 node, once the corpus has one, is what a held-out GB200 takes (same-die),
+    before the NVLink4 Hopper fits."""
+    fits = {
+        ("h100-nvswitch-8", NVLS): 0.77,
+        ("h200-nvswitch-8", NVLS): 0.79,
+        ("b200-nvswitch-8", NVLS): 0.70,
+    }
+    t = transfer("gb200-nvl72", NVLS, fits)
+    assert (t.rule.name, t.drawn_from, t.value) == ("same-die", ("b200-nvswitch-8",), 0.70)
+
+
 # -- a corpus of two made-up systems ---------------------------------------------------------
 
 SYSTEM = """

@@ -12,7 +12,11 @@ apply to every dtype: kinship before dtype):
 1. ``same-die``: the mean of the fits on systems whose NPU is the same die (:data:`LINEAGE`).
    The same die has the same SMs, tensor cores, memory controllers and NVLink generation, and
    every shipped system built on one die has the same switch generation, so a fitted
-   efficiency or latency of the die's kernels, memory or links is the die's.
+   efficiency or latency of the die's kernels, memory or links is the die's. For the switch's
+   NVLS efficiency this is the same-switch-generation rule (B200 HGX and GB200 NVL72: NVLink5;
+   H100 and H200: NVLink4); public 8-GPU Blackwell NVLS figures lie near the Hopper fits, so
+   what separates the NVL72 is its 72 ranks, carried by the switch incast loss, which no other
+   system fits (docs/validation.md, "Why the NVL72 rows miss held out").
 2. ``same-vendor``: the mean of the fits on the same vendor's NPUs. Another generation's value
    is an estimate; no generation is nearer than another by any measure the corpus has, so
    none is preferred.
