@@ -173,8 +173,9 @@ def decide(
         if not reasons:
             if reduced.classes is not None:
                 replay = replay_module.ENABLED and not trace
-                composed = requested == "composed" and uncomposable is None
-                why = f"class mode, not composed: {uncomposable}" if uncomposable else ""
+                asked = requested == "composed"
+                composed = asked and uncomposable is None
+                why = f"class mode, not composed: {uncomposable}" if asked and uncomposable else ""
                 chosen = Strategy.of_classes(reduced.classes, why, replay=replay, composed=composed)
                 return chosen, reduced
             return Strategy(), reduced
