@@ -17,7 +17,9 @@ process with start-up (imports) excluded:
 
 ``--only`` picks cases by name; the issue 14 scale cases (Llama3 405B ``tp=8,pp=9`` at 1,008,
 16,128 and 100,800 GPUs, targets 10/60/600 s) are ``s1008``, ``s16128``, ``s100800`` and
-``--exact`` adds the exact-mode comparison (``exact64``, class and exact mode). Each row is the
+``--exact`` adds the exact-mode comparison (``exact64``, class and exact mode); ``--composed``
+runs the cases in mode composed (:mod:`acesim.training.compose`; ``benchmarks/compose_error.py``
+prints its error against class mode). Each row is the
 median of ``--repeats`` runs of case resolution, graph building and simulation, as wall time
 and as this process's CPU time (on a shared machine the wall time also counts the other
 processes' turns; the CPU time is what one free core would take). ``--general`` runs every
@@ -204,6 +206,11 @@ def main() -> None:
         help="class mode's pass replay on (--replay) or off (--no-replay); as shipped without",
     )
     parser.add_argument(
+        "--composed",
+        action="store_true",
+        help="run the cases in mode composed (acesim.training.compose) instead of class mode",
+    )
+    parser.add_argument(
         "--repetition",
         action="store_true",
         help="also print how alike the micro-batches' steps are (issue 27)",
@@ -218,15 +225,16 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average {load:.1f} at start"
     )
     print(
-        f"{'case':44s} {'mode':>5s} {'ranks':>5s} {'events':>9s} {'wall s':>8s} {'CPU s':>8s} "
+        f"{'case':44s} {'mode':>8s} {'ranks':>5s} {'events':>9s} {'wall s':>8s} {'CPU s':>8s} "
         f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s} {'replayed':>11s}"
         + (" general CPU s  rel. diff" if args.compare else "")
     )
+    first = "composed" if args.composed else "class"
     if args.only:
-        rows = [(every[name], "class") for name in args.only if name not in EXACT_CASES]
+        rows = [(every[name], first) for name in args.only if name not in EXACT_CASES]
         picked = [every[name] for name in args.only if name in EXACT_CASES]
     else:
-        rows = [(c, "class") for c in CASES.values()]
+        rows = [(c, first) for c in CASES.values()]
         picked = []
     if args.exact:
         picked += [c for c in EXACT_CASES.values() if c not in picked]
@@ -240,7 +248,7 @@ def main() -> None:
         cpu = statistics.median(r[1] for r in runs)
         ratio = f"{cpu / bench.target:10.2f}" if bench.target else f"{'':10s}"
         line = (
-            f"{bench.label:44s} {runs[0][4]:>5s} {runs[0][3]:5d} {runs[0][5]:9d} {wall:8.2f} "
+            f"{bench.label:44s} {runs[0][4]:>8s} {runs[0][3]:5d} {runs[0][5]:9d} {wall:8.2f} "
             f"{cpu:8.2f} {bench.target or float('nan'):8.0f} {ratio} {runs[0][2]:14.9f} "
             f"{runs[0][7]:>11s}"
         )
