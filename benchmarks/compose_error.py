@@ -15,23 +15,15 @@ import argparse
 import statistics
 import time
 
-from llm_scale import CASES, LlmBench
+from llm_scale import CASES, LlmBench, case_of
 
-from acesim.runs.llm import make_llm_case, run_llm
-from acesim.workload.llm.models import MODELS
-from acesim.workload.llm.parallel import parse_parallel
+from acesim.runs.llm import run_llm
 
 
 def _once(bench: LlmBench, mode: str) -> tuple[float, float, str]:
     """(CPU s, iteration s, how it went) of one run of ``bench`` in ``mode``."""
     cpu = time.process_time()
-    model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
-    par = parse_parallel(
-        bench.parallel, global_batch=bench.global_batch, micro_batch=bench.micro_batch,
-        seq=bench.seq,
-    )  # fmt: skip
-    case = make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
-    result, execution = run_llm(case, mode=mode)
+    result, execution = run_llm(case_of(bench), mode=mode)
     spent = time.process_time() - cpu
     c = execution.composed
     how = (

@@ -51,7 +51,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from acesim.engine import kernel as engine_kernel
-from acesim.runs.llm import make_llm_case, run_llm
+from acesim.runs.llm import LlmCase, make_llm_case, run_llm
 from acesim.training import replay
 from acesim.training.executor import Execution
 from acesim.workload.llm.models import MODELS, TransformerConfig
@@ -152,6 +152,16 @@ def repetition(execution: Execution) -> tuple[int, int, float]:
     return total, len(groups), modal / total if total else 0.0
 
 
+def case_of(bench: LlmBench) -> LlmCase:
+    """The resolved case of ``bench``."""
+    model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
+    par = parse_parallel(
+        bench.parallel, global_batch=bench.global_batch, micro_batch=bench.micro_batch,
+        seq=bench.seq,
+    )  # fmt: skip
+    return make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
+
+
 def _run(
     bench: LlmBench,
     mode: str,
@@ -167,13 +177,7 @@ def _run(
     shipped = replay.ENABLED
     replay.ENABLED = shipped if replayed is None else replayed
     wall, cpu = time.perf_counter(), time.process_time()
-    model = MODELS.get(bench.model) if isinstance(bench.model, str) else bench.model
-    par = parse_parallel(
-        bench.parallel, global_batch=bench.global_batch, micro_batch=bench.micro_batch,
-        seq=bench.seq,
-    )  # fmt: skip
-    case = make_llm_case(bench.system, model, par, precision=bench.precision, nodes=bench.nodes)
-    result, ex = run_llm(case, mode=mode)
+    result, ex = run_llm(case_of(bench), mode=mode)
     engine_kernel.SOLO_PATH = True
     replay.ENABLED = shipped
     return (

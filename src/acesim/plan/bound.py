@@ -225,6 +225,20 @@ def kernel_bound(case: LlmCase) -> float:
     return max(sum(first_forward[:s]) + work[s] + drain[s] for s in range(pp))
 
 
+def _layout(
+    system: SystemConfig, model: TransformerConfig, par: ParallelConfig
+) -> tuple[Placement, int, PipelineSchedule, tuple[int, ...]] | None:
+    """A candidate's placement, micro-batches, schedule and layers per virtual stage, as
+    building it would make them; None where it does not resolve (building it says why)."""
+    try:
+        place = placement(par, tuple(system.network.shape))
+        micro = par.micro_batches(place.dp)
+        order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
+        return place, micro, order, par.layer_split(model.layers)
+    except ConfigError:
+        return None
+
+
 def layer_bound(
     system: SystemConfig, model: TransformerConfig, par: ParallelConfig, precision: str
 ) -> float:
@@ -236,13 +250,10 @@ def layer_bound(
     only adds). A layer's kernels are timed once per kind (MoE or dense, recomputed whole or
     not) and per the axes that shape them, so a plan's thousands of candidates cost a few
     layers each. 0.0 where the candidate does not resolve (building it says why)."""
-    try:
-        place = placement(par, tuple(system.network.shape))
-        micro = par.micro_batches(place.dp)
-        order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
-        split = par.layer_split(model.layers)
-    except ConfigError:
+    layout = _layout(system, model, par)
+    if layout is None:
         return 0.0
+    place, micro, order, split = layout
     p = PRECISIONS.get(precision)
     times = _times_of(system)
     pp, chain = par.pp, par.pp * par.vpp
@@ -277,13 +288,10 @@ def memory_floor(
     offload = bool(par.offload_activations or par.offload_layers)
     if sharded and offload:
         return None
-    try:
-        place = placement(par, tuple(system.network.shape))
-        micro = par.micro_batches(place.dp)
-        order = SCHEDULES.get(par.schedule or default_schedule(par.vpp))
-        split = par.layer_split(model.layers)
-    except ConfigError:
+    layout = _layout(system, model, par)
+    if layout is None:
         return None
+    place, micro, order, split = layout
     p = PRECISIONS.get(precision)
     times = _times_of(system)
     per, grad = state_bytes_per_param(OPTIMIZER, p), grad_bytes(p, par.grad_fp32)
