@@ -115,11 +115,12 @@ class PassTimes:
         return sum(len(t) for t in self.timers.values())
 
     def alone_graph(
-        self, composed: Graph, keys: list[PassKey]
+        self, composed: Graph, keys: list[PassKey], built: dict[PassKey, tuple[list[Node], int]]
     ) -> tuple[Graph, dict[PassKey, tuple[int, int, int, int]]]:
-        """The graph of the passes ``keys`` alone: on each stage's class, its passes one after
-        another, each after every node of the one before. Returns it and, per key, (class,
-        first node id, last node id + 1, the pass's end node id)."""
+        """The graph of the passes ``keys`` (their nodes and end's id ``built``) alone: on each
+        stage's class, its passes one after another, each after every node of the one before.
+        Returns it and, per key, (class, first node id, last node id + 1, the pass's end node
+        id)."""
         lists: list[list[Node]] = [[] for _ in composed.ranks]
         spans: dict[PassKey, tuple[int, int, int, int]] = {}
         last: dict[int, int] = {}  # each class's previous pass's first node id
@@ -129,8 +130,8 @@ class PassTimes:
             first = len(nodes)
             before = tuple(range(last.get(stage, first), first))  # the previous pass, whole
             last[stage] = first
-            built, end = self.builders[key]()
-            for node in built:
+            passed, end = built[key]
+            for node in passed:
                 deps = tuple(first + d for d in node.deps) or before
                 nodes.append(replace(node, id=first + node.id, deps=deps, iteration=0))
             spans[key] = (stage, first, len(nodes), first + end)
@@ -145,8 +146,10 @@ class PassTimes:
         keys = [k for k in self.builders if k not in self.memos]
         if not keys:
             return
+        built = {key: self.builders[key]() for key in keys}
+        alike = _alike_stages(keys, built)
         platform = new_platform()
-        graph, spans = self.alone_graph(composed, keys)
+        graph, spans = self.alone_graph(composed, [k for k in keys if k[0] not in alike], built)
         left = {key: end - first for key, (_, first, end, _) in spans.items()}
         owner = {(stage, i): key for key, (stage, first, end, _) in spans.items()
                  for i in range(first, end)}  # fmt: skip
@@ -166,18 +169,25 @@ class PassTimes:
             return finished
 
         execution = GraphExecutor(platform, graph, node_progress=progress).run()
-        self._keep(execution, spans, meters)
+        copies: dict[PassKey, list[tuple[PassKey, list[Node]]]] = {}
+        for key in keys:
+            if key[0] in alike:
+                copies.setdefault((alike[key[0]], *key[1:]), []).append((key, built[key][0]))
+        self._keep(execution, spans, meters, copies)
 
     def _keep(
         self,
         execution: Execution,
         spans: dict[PassKey, tuple[int, int, int, int]],
         meters: dict[PassKey, Meters],
+        copies: dict[PassKey, list[tuple[PassKey, list[Node]]]],
     ) -> None:
-        """Each pass's memo from the run of the passes alone. A pass whose work outlives its
-        end (a non-blocking collective still running when the next op may start: FSDP's last
-        gradient reduce-scatter of a backward) overlaps the next pass in the full graph, which
-        a timer cannot stand for: its key is *tailed*, every pass of it expanded."""
+        """Each pass's memo from the run of the passes alone, and each of its ``copies``'
+        (a pass of a stage alike, :func:`_alike_stages`: its own nodes, the times of the one
+        run). A pass whose work outlives its end (a non-blocking collective still running when
+        the next op may start: FSDP's last gradient reduce-scatter of a backward) overlaps the
+        next pass in the full graph, which a timer cannot stand for: its key is *tailed*, every
+        pass of it expanded."""
         bounds = execution.bounds
         kernels = bounds.kernels if bounds is not None else []
         messages = bounds.message_segments() if bounds is not None else []
@@ -187,8 +197,7 @@ class PassTimes:
             recs = [execution.records[stage][i] for i in range(first, end)]
             finish = max(r.end for r in recs)
             ends[stage] = finish
-            if finish > execution.records[stage][last].end:
-                self.tailed.add(key)
+            tailed = finish > execution.records[stage][last].end
             memo = PassMemo(
                 finish - start,
                 _merged(recs, start),
@@ -196,9 +205,18 @@ class PassTimes:
                 _window(messages, start, finish) if stage == 0 else [],
                 meters[key],
             )
-            self.memos[key] = memo
-            for timer in self.timers.get(key, []):
-                timer.size = memo.duration
+            self._memo(key, memo, tailed)
+            for other, nodes in copies.get(key, []):
+                alike = [_renamed(r, node) for r, node in zip(recs, nodes, strict=True)]
+                self._memo(other, replace(memo, records=_merged(alike, start)), tailed)
+
+    def _memo(self, key: PassKey, memo: PassMemo, tailed: bool) -> None:
+        """Keep ``key``'s memo and set its timers to its duration."""
+        if tailed:
+            self.tailed.add(key)
+        self.memos[key] = memo
+        for timer in self.timers.get(key, []):
+            timer.size = memo.duration
 
     def beside(self, execution: Execution) -> set[tuple[int, tuple[Any, ...]]]:
         """The timed passes of ``execution`` (a composed graph's run) that overlap a DP
@@ -243,6 +261,48 @@ class PassTimes:
                 held = added.get(stage)
                 added[stage] = memo.meters if held is None else held.plus(memo.meters)
         execution.added_meters = added
+
+
+def _alike_stages(
+    keys: list[PassKey], built: dict[PassKey, tuple[list[Node], int]]
+) -> dict[int, int]:
+    """The stages (not NPU 0's: its bound segments are read) whose passes ``keys`` (their
+    nodes ``built``) are, in order, those of an earlier stage but for their kernels' names (a
+    model's layers alike on every stage), each with that stage. Simulated alone, each class's
+    passes run on its own NPU after nothing, so such a stage's passes run as the earlier
+    stage's do: its memos are the earlier one's times on its own nodes."""
+    passes: dict[int, list[Any]] = {}
+    for key in keys:
+        nodes, end = built[key]
+        passes.setdefault(key[0], []).append((key[1:], end, [_anonymous(n) for n in nodes]))
+    kept: list[tuple[int, list[Any]]] = []  # the stages simulated, with their passes
+    alike: dict[int, int] = {}
+    for stage, shape in passes.items():
+        same = next((s for s, other in kept if other == shape), None) if stage != 0 else None
+        if same is None:
+            kept.append((stage, shape))
+        else:
+            alike[stage] = same
+    return alike
+
+
+def _anonymous(node: Node) -> tuple[Any, ...]:
+    """``node`` as a comparable value, without its kernels' names (the layers they are of)."""
+    comp = node.compute
+    if comp is None:
+        return (node, None)
+    kernels = tuple(replace(k, name="") for k in comp.kernels)
+    work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
+    return (replace(node, compute=None), work)
+
+
+def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
+    """``rec`` for ``node`` (a pass alike's, :func:`_alike_stages`): its id, dependencies and
+    iteration as ``rec``'s node has them in the graph of the passes alone."""
+    moved = replace(node, id=rec.node.id, deps=rec.node.deps, iteration=0)
+    return NodeRecord(
+        moved, rec.start, rec.end, rec.ready, rec.alone, rec.hbm_bytes, rec.collective
+    )
 
 
 def _shifted(rec: NodeRecord, by: float) -> NodeRecord:
