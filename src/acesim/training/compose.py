@@ -241,26 +241,44 @@ class PassTimes:
         return found
 
     def complete(self, execution: Execution) -> None:
-        """Make the composed run's execution whole: every timer's pass's records (after the
-        run's own, keyed from its last id on), NPU 0's bound segments and each NPU's counters
+        """Make the composed run's execution whole: every timer's pass's records, NPU 0's
+        bound segments and each NPU's counters
         (:attr:`~acesim.training.executor.Execution.added_meters`), shifted to the timer's
-        start."""
+        start. The records are added as the result reads them (:func:`_merged`): per rank and
+        (kind, communication kind, operation), the union of that group's intervals over every
+        timer (a rank's timers follow one another, each pass's records within its timer),
+        one record per interval on the group's first node, after the run's own records (keyed
+        from its last id on); a group with nothing keeps one record of no length."""
         key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
         added: dict[int, Meters] = {}
         for stage, records in enumerate(execution.records):
-            timers = [r for r in records.values() if r.node.kind == "pass"]
-            at = max(records, default=-1) + 1
-            for rec in timers:
+            groups: dict[tuple[Any, ...], tuple[Node, list[tuple[float, float]]]] = {}
+            for rec in [r for r in records.values() if r.node.kind == "pass"]:
                 memo = self.memos[key_of[id(rec.node)]]
+                by = rec.start
                 for r in memo.records:
-                    records[at] = _shifted(r, rec.start)
-                    at += 1
+                    node = r.node
+                    group = groups.get(_group(node))
+                    if group is None:
+                        group = groups[_group(node)] = (node, [])
+                    group[1].append((r.start + by, r.end + by))
                 if stage == 0 and execution.bounds is not None:
-                    execution.bounds.kernels += _moved(memo.kernels, rec.start)
-                    execution.bounds.messages += _moved(memo.messages, rec.start)
+                    execution.bounds.kernels += _moved(memo.kernels, by)
+                    execution.bounds.messages += _moved(memo.messages, by)
                 held = added.get(stage)
                 added[stage] = memo.meters if held is None else held.plus(memo.meters)
+            at = max(records, default=-1) + 1
+            for node, spans in groups.values():
+                for s, e in union(spans) or spans[:1]:
+                    records[at] = NodeRecord(node, s, e if e > s else s, s)
+                    at += 1
         execution.added_meters = added
+
+
+def _group(node: Node) -> tuple[Any, ...]:
+    """What the result reads of a pass's record's node (:func:`_merged`)."""
+    head = node.name.split(".", 1)[0] if node.kind != "compute" else ""
+    return (node.kind, head, node.op, node.peer, node.tag)
 
 
 def _alike_stages(
@@ -303,14 +321,6 @@ def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
     return NodeRecord(
         moved, rec.start, rec.end, rec.ready, rec.alone, rec.hbm_bytes, rec.collective
     )
-
-
-def _shifted(rec: NodeRecord, by: float) -> NodeRecord:
-    """``rec`` with its times moved by ``by`` (s); the node and the rest as they were."""
-    return NodeRecord(
-        rec.node, rec.start + by, rec.end + by, rec.ready + by, rec.alone, rec.hbm_bytes,
-        rec.collective,
-    )  # fmt: skip
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
