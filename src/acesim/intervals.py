@@ -11,7 +11,7 @@ import numpy as np
 
 from .sums import add_repeatedly
 
-__all__ = ["Intervals", "union", "union_length"]
+__all__ = ["Intervals", "union", "union_arrays", "union_length"]
 
 #: Sorted, disjoint (start, end) pairs, s.
 Intervals = list[tuple[float, float]]
@@ -69,6 +69,18 @@ def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> I
     pairs = np.array(intervals, dtype=float).reshape(-1, 2)
     starts = np.maximum(pairs[:, 0], lo)
     ends = np.minimum(pairs[:, 1], hi)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return []
+    order = np.lexsort((ends, starts))
+    merged_starts, merged_ends = _merged(starts[order], ends[order])
+    return list(zip(merged_starts.tolist(), merged_ends.tolist(), strict=True))
+
+
+def union_arrays(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """:func:`union` of the spans ``starts[i]``..``ends[i]`` (s; arrays of one length, never
+    made pairs): the same pairs."""
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
     if len(starts) == 0:

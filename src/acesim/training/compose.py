@@ -49,9 +49,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
-from ..intervals import difference, union
+from ..intervals import difference, union, union_arrays
 from ..workload.graph import Graph, Node
 from .composition import MAX_ROUNDS, Composition
 from .executor import Execution, GraphExecutor, NodeRecord
@@ -250,29 +252,44 @@ class PassTimes:
         one record per interval on the group's first node, after the run's own records (keyed
         from its last id on); a group with nothing keeps one record of no length."""
         key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
+        spans = {key: _spans(memo) for key, memo in self.memos.items()}
         added: dict[int, Meters] = {}
         for stage, records in enumerate(execution.records):
-            groups: dict[tuple[Any, ...], tuple[Node, list[tuple[float, float]]]] = {}
+            starts: dict[PassKey, list[float]] = {}  # each key's timers' starts (s)
             for rec in [r for r in records.values() if r.node.kind == "pass"]:
-                memo = self.memos[key_of[id(rec.node)]]
-                by = rec.start
-                for r in memo.records:
-                    node = r.node
-                    group = groups.get(_group(node))
-                    if group is None:
-                        group = groups[_group(node)] = (node, [])
-                    group[1].append((r.start + by, r.end + by))
+                key = key_of[id(rec.node)]
+                memo = self.memos[key]
+                starts.setdefault(key, []).append(rec.start)
                 if stage == 0 and execution.bounds is not None:
-                    execution.bounds.kernels += _moved(memo.kernels, by)
-                    execution.bounds.messages += _moved(memo.messages, by)
+                    execution.bounds.kernels += _moved(memo.kernels, rec.start)
+                    execution.bounds.messages += _moved(memo.messages, rec.start)
                 held = added.get(stage)
                 added[stage] = memo.meters if held is None else held.plus(memo.meters)
-            at = max(records, default=-1) + 1
-            for node, spans in groups.values():
-                for s, e in union(spans) or spans[:1]:
-                    records[at] = NodeRecord(node, s, e if e > s else s, s)
-                    at += 1
+            groups: dict[tuple[Any, ...], tuple[Node, list[Any], list[Any]]] = {}
+            for key, at in starts.items():
+                by = np.array(at)[:, None]
+                for group, node, lo, hi in spans[key]:
+                    held_spans = groups.setdefault(group, (node, [], []))
+                    held_spans[1].append((lo + by).ravel())
+                    held_spans[2].append((hi + by).ravel())
+            first = max(records, default=-1) + 1
+            for node, los, his in groups.values():
+                lo, hi = np.concatenate(los), np.concatenate(his)
+                for s, e in union_arrays(lo, hi) or [(float(lo[0]), float(lo[0]))]:
+                    records[first] = NodeRecord(node, s, e, s)
+                    first += 1
         execution.added_meters = added
+
+
+def _spans(memo: PassMemo) -> list[tuple[tuple[Any, ...], Node, Any, Any]]:
+    """A memo's records by :func:`_group`: each group's first node and its records' starts
+    and ends (s from the pass's start, arrays)."""
+    groups: dict[tuple[Any, ...], tuple[Node, list[float], list[float]]] = {}
+    for r in memo.records:
+        group = groups.setdefault(_group(r.node), (r.node, [], []))
+        group[1].append(r.start)
+        group[2].append(r.end)
+    return [(g, node, np.array(lo), np.array(hi)) for g, (node, lo, hi) in groups.items()]
 
 
 def _group(node: Node) -> tuple[Any, ...]:
