@@ -11,7 +11,7 @@ import numpy as np
 
 from .sums import add_repeatedly
 
-__all__ = ["Intervals", "union", "union_arrays", "union_length"]
+__all__ = ["Intervals", "union", "union_arrays", "union_length", "union_with"]
 
 #: Sorted, disjoint (start, end) pairs, s.
 Intervals = list[tuple[float, float]]
@@ -78,16 +78,29 @@ def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> I
     return list(zip(merged_starts.tolist(), merged_ends.tolist(), strict=True))
 
 
-def union_arrays(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+def union_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`union` of the spans ``starts[i]``..``ends[i]`` (s; arrays of one length, never
-    made pairs): the same pairs."""
+    made pairs), as the starts and the ends of its intervals (arrays): the same pairs."""
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
     if len(starts) == 0:
-        return []
+        return starts, ends
     order = np.lexsort((ends, starts))
-    merged_starts, merged_ends = _merged(starts[order], ends[order])
-    return list(zip(merged_starts.tolist(), merged_ends.tolist(), strict=True))
+    return _merged(starts[order], ends[order])
+
+
+def union_with(
+    intervals: list[tuple[float, float]], arrays: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> Intervals:
+    """:func:`union` of ``intervals`` and the spans of ``arrays`` (each starts and ends, s):
+    the same pairs as of all of them as pairs."""
+    if not arrays:
+        return union(intervals)
+    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    starts = np.concatenate([pairs[:, 0], *(s for s, _ in arrays)])
+    ends = np.concatenate([pairs[:, 1], *(e for _, e in arrays)])
+    lo, hi = union_arrays(starts, ends)
+    return list(zip(lo.tolist(), hi.tolist(), strict=True))
 
 
 def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..intervals import difference, union
+from ..intervals import difference, union_with
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
@@ -312,13 +312,17 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 sent = starts[k] if k < len(starts) else rec.start
                 waits["pp"].append((max(rec.start, sent), rec.end))
                 waits["peer"].append((rec.start, min(sent, rec.end)))
-        busy_u = union(busy)
+        added = _added(ex, rank)
+        for kind in added:
+            if kind in ("offload", "host"):
+                exposed.setdefault(kind, 0.0)
+        busy_u = union_with(busy, added.get("compute", []))
         compute += _length(busy_u)
         idle = _complement(busy_u, lo, hi)
         left = idle  # idle time no kind before this one explained
         comm = 0.0
         for kind in _ORDER:
-            part = _intersect(left, union(waits.get(kind, [])))
+            part = _intersect(left, union_with(waits.get(kind, []), added.get(kind, [])))
             if part:
                 left = difference(left, part)
             if kind in exposed:
@@ -333,7 +337,30 @@ def rank_compute_times(ex: Execution) -> list[float]:
     intervals."""
     iterations = max(ex.graph.iterations, 1)
     out = []
-    for records in ex.records:
+    for rank, records in enumerate(ex.records):
         busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
-        out.append(_length(union(busy)) / iterations)
+        out.append(_length(compute_spans(ex, rank, busy)) / iterations)
+    return out
+
+
+def compute_spans(ex: Execution, rank: int, busy: Intervals) -> Intervals:
+    """The union of ``busy`` (``rank``'s compute records' intervals, s) and its added compute
+    spans (a composed run's timed passes: :attr:`Execution.added_spans`)."""
+    return union_with(busy, [(lo, hi) for _, lo, hi in ex.spans(rank, "compute")])
+
+
+def _added(ex: Execution, rank: int) -> dict[str, list[tuple[Any, Any]]]:
+    """``rank``'s added spans (:attr:`Execution.added_spans`) by what :func:`idle_breakdown`
+    reads them as: ``compute``, or the kind of the wait they explain."""
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for node, lo, hi in ex.added_spans[rank] if rank < len(ex.added_spans) else []:
+        if node.kind == "compute":
+            kind = "compute"
+        elif node.kind == "collective":
+            kind = comm_kind(node) or "other"
+        elif node.kind in ("host_copy", "host"):
+            kind = "offload" if node.kind == "host_copy" else "host"
+        else:
+            continue
+        out.setdefault(kind, []).append((lo, hi))
     return out

@@ -56,7 +56,7 @@ from ..hardware.power import Meters, read_meters
 from ..intervals import difference, union, union_arrays
 from ..workload.graph import Graph, Node
 from .composition import MAX_ROUNDS, Composition
-from .executor import Execution, GraphExecutor, NodeRecord
+from .executor import AddedSpans, Execution, GraphExecutor, NodeRecord
 
 __all__ = ["PassTimes", "PassMemo", "MAX_ROUNDS", "run_composed"]
 
@@ -246,11 +246,11 @@ class PassTimes:
         """Make the composed run's execution whole: every timer's pass's records, NPU 0's
         bound segments and each NPU's counters
         (:attr:`~acesim.training.executor.Execution.added_meters`), shifted to the timer's
-        start. The records are added as the result reads them (:func:`_merged`): per rank and
-        (kind, communication kind, operation), the union of that group's intervals over every
-        timer (a rank's timers follow one another, each pass's records within its timer),
-        one record per interval on the group's first node, after the run's own records (keyed
-        from its last id on); a group with nothing keeps one record of no length."""
+        start. The records are added as the result reads them (:func:`_merged`), beside the
+        run's own (:attr:`~acesim.training.executor.Execution.added_spans`): per rank and
+        (kind, communication kind, operation), the group's first node and the union of its
+        intervals over every timer (a rank's timers follow one another, each pass's records
+        within its timer)."""
         key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
         spans = {key: _spans(memo) for key, memo in self.memos.items()}
         added: dict[int, Meters] = {}
@@ -272,12 +272,10 @@ class PassTimes:
                     held_spans = groups.setdefault(group, (node, [], []))
                     held_spans[1].append((lo + by).ravel())
                     held_spans[2].append((hi + by).ravel())
-            first = max(records, default=-1) + 1
+            spans_here: list[AddedSpans] = []
             for node, los, his in groups.values():
-                lo, hi = np.concatenate(los), np.concatenate(his)
-                for s, e in union_arrays(lo, hi) or [(float(lo[0]), float(lo[0]))]:
-                    records[first] = NodeRecord(node, s, e, s)
-                    first += 1
+                spans_here.append((node, *union_arrays(np.concatenate(los), np.concatenate(his))))
+            execution.added_spans.append(spans_here)
         execution.added_meters = added
 
 
