@@ -46,7 +46,7 @@ configurations), not bounded analytically.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -324,7 +324,10 @@ def _anonymous(node: Node) -> tuple[Any, ...]:
     comp = node.compute
     if comp is None:
         return (node, None)
-    kernels = tuple(replace(k, name="") for k in comp.kernels)
+    kernels = tuple(
+        (type(k), *(getattr(k, f.name) for f in fields(k) if f.name != "name"))
+        for k in comp.kernels
+    )
     work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
     return (replace(node, compute=None), work)
 
