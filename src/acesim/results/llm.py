@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..intervals import difference, union_with
+from ..intervals import difference, intersection, union_with
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
@@ -255,21 +255,6 @@ def _complement(busy: list[tuple[float, float]], lo: float, hi: float) -> list[t
 Intervals = list[tuple[float, float]]
 
 
-def _intersect(a: Intervals, b: Intervals) -> Intervals:
-    out = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
 def _length(intervals: list[tuple[float, float]]) -> float:
     return sum(e - s for s, e in intervals)
 
@@ -322,7 +307,7 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
         left = idle  # idle time no kind before this one explained
         comm = 0.0
         for kind in _ORDER:
-            part = _intersect(left, union_with(waits.get(kind, []), added.get(kind, [])))
+            part = intersection(left, union_with(waits.get(kind, []), added.get(kind, [])))
             if part:
                 left = difference(left, part)
             if kind in exposed:
