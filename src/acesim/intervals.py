@@ -11,7 +11,18 @@ import numpy as np
 
 from .sums import add_repeatedly
 
-__all__ = ["Intervals", "intersection", "union", "union_arrays", "union_length", "union_with"]
+__all__ = [
+    "Intervals",
+    "complement_arrays",
+    "difference_arrays",
+    "intersection",
+    "intersection_arrays",
+    "length",
+    "union",
+    "union_arrays",
+    "union_length",
+    "union_with",
+]
 
 #: Sorted, disjoint (start, end) pairs, s.
 Intervals = list[tuple[float, float]]
@@ -84,23 +95,67 @@ def intersection(a: Intervals, b: Intervals) -> Intervals:
 
 
 def _intersection_many(a: Intervals, b: Intervals) -> Intervals:
-    """:func:`intersection` with numpy: each interval of ``a`` meets the intervals of ``b``
-    from the first ending after its start to the last starting before its end."""
+    """:func:`intersection` with numpy."""
     pa = np.array(a, dtype=float)
     pb = np.array(b, dtype=float)
-    first = np.searchsorted(pb[:, 1], pa[:, 0], side="right")
-    past = np.searchsorted(pb[:, 0], pa[:, 1], side="left")
+    lo, hi = intersection_arrays((pa[:, 0], pa[:, 1]), (pb[:, 0], pb[:, 1]))
+    return list(zip(lo.tolist(), hi.tolist(), strict=True))
+
+
+Arrays = tuple[np.ndarray, np.ndarray]
+
+
+def intersection_arrays(a: Arrays, b: Arrays) -> Arrays:
+    """:func:`intersection` of sorted disjoint intervals as arrays of starts and ends (s):
+    each interval of ``a`` meets the intervals of ``b`` from the first ending after its start
+    to the last starting before its end; the same pairs."""
+    (a_lo, a_hi), (b_lo, b_hi) = a, b
+    first = np.searchsorted(b_hi, a_lo, side="right")
+    past = np.searchsorted(b_lo, a_hi, side="left")
     counts = np.maximum(past - first, 0)
     total = int(counts.sum())
     if total == 0:
-        return []
-    ia = np.repeat(np.arange(len(pa)), counts)
+        return np.empty(0), np.empty(0)
+    ia = np.repeat(np.arange(len(a_lo)), counts)
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     ib = np.repeat(first, counts) + offsets
-    lo = np.maximum(pa[ia, 0], pb[ib, 0])
-    hi = np.minimum(pa[ia, 1], pb[ib, 1])
+    lo = np.maximum(a_lo[ia], b_lo[ib])
+    hi = np.minimum(a_hi[ia], b_hi[ib])
     keep = hi > lo
-    return list(zip(lo[keep].tolist(), hi[keep].tolist(), strict=True))
+    return lo[keep], hi[keep]
+
+
+def difference_arrays(spans: Arrays, removed: Arrays) -> Arrays:
+    """:func:`difference` of sorted disjoint intervals as arrays (s): ``spans`` inside the
+    gaps between ``removed``; the same pairs."""
+    lo, hi = removed
+    if len(lo) == 0:
+        return spans
+    gaps_lo = np.concatenate([[-math.inf], hi])
+    gaps_hi = np.concatenate([lo, [math.inf]])
+    return intersection_arrays(spans, (gaps_lo, gaps_hi))
+
+
+def complement_arrays(busy: Arrays, lo: float, hi: float) -> Arrays:
+    """The gaps of sorted disjoint ``busy`` (arrays, s) within [lo, hi]: before each busy
+    interval that starts after every end before it (and ``lo``), from there to its start
+    (at most ``hi``), and from the last end to ``hi``."""
+    starts, ends = busy
+    reach = np.maximum(np.maximum.accumulate(ends), lo) if len(ends) else ends
+    before = np.concatenate([[lo], reach[:-1]]) if len(ends) else reach
+    gap = starts > before
+    gaps_lo, gaps_hi = before[gap], np.minimum(starts[gap], hi)
+    last = float(reach[-1]) if len(ends) else lo
+    if last < hi:
+        gaps_lo, gaps_hi = np.append(gaps_lo, last), np.append(gaps_hi, hi)
+    return gaps_lo, gaps_hi
+
+
+def length(spans: Arrays) -> float:
+    """The intervals' lengths added one after another in order (s; as ``sum(e - s ...)``
+    over pairs: the same float)."""
+    out: float = sum((spans[1] - spans[0]).tolist())
+    return out
 
 
 #: above this many intervals :func:`union` sorts and merges with numpy

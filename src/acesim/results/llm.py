@@ -27,7 +27,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..intervals import difference, intersection, union_with
+import numpy as np
+
+from ..intervals import (
+    complement_arrays,
+    difference_arrays,
+    intersection_arrays,
+    length,
+    union_arrays,
+    union_with,
+)
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
@@ -240,18 +249,6 @@ class LlmResult:
         return notes + [f"model: {note}" for note in self.notes]
 
 
-def _complement(busy: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
-    out = []
-    t = lo
-    for start, end in busy:
-        if start > t:
-            out.append((t, min(start, hi)))
-        t = max(t, end)
-    if t < hi:
-        out.append((t, hi))
-    return out
-
-
 Intervals = list[tuple[float, float]]
 
 
@@ -301,20 +298,30 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
         for kind in added:
             if kind in ("offload", "host"):
                 exposed.setdefault(kind, 0.0)
-        busy_u = union_with(busy, added.get("compute", []))
-        compute += _length(busy_u)
-        idle = _complement(busy_u, lo, hi)
+        spans = {kind: _union(waits.get(kind, []), added.get(kind, [])) for kind in _ORDER}
+        busy_u = _union(busy, added.get("compute", []))
+        compute += length(busy_u)
+        idle = complement_arrays(busy_u, lo, hi)
         left = idle  # idle time no kind before this one explained
         comm = 0.0
         for kind in _ORDER:
-            part = intersection(left, union_with(waits.get(kind, []), added.get(kind, [])))
-            if part:
-                left = difference(left, part)
+            part = intersection_arrays(left, spans[kind])
+            if len(part[0]):
+                left = difference_arrays(left, part)
             if kind in exposed:
-                exposed[kind] += _length(part)
-                comm += _length(part)
-        bubble += _length(idle) - comm
+                exposed[kind] += length(part)
+                comm += length(part)
+        bubble += length(idle) - comm
     return compute, bubble, exposed
+
+
+def _union(intervals: Intervals, added: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The union of ``intervals`` and the ``added`` spans (arrays of starts and ends, s), as
+    arrays of starts and ends (:func:`~acesim.intervals.union_arrays`)."""
+    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    starts = np.concatenate([pairs[:, 0], *(lo for lo, _ in added)])
+    ends = np.concatenate([pairs[:, 1], *(hi for _, hi in added)])
+    return union_arrays(starts, ends)
 
 
 def rank_compute_times(ex: Execution) -> list[float]:
