@@ -22,10 +22,16 @@ in the composed graph, simulated in full beside the collective), and the graph r
 until no timed pass overlaps one (each round expands more; at most :data:`MAX_ROUNDS`).
 
 What the run reports is then made whole (:meth:`PassTimes.complete`): each timer's pass's
-records (the memo's, shifted to the timer's start), NPU 0's bound segments and every NPU's
-counters (FLOPs, unit-seconds, HBM and network bytes: :class:`~acesim.hardware.power.Meters`)
-are added, so the result's compute, bubble and exposed communication, what bound the kernels
-and the energy are computed as for the full simulation.
+records (the memo's, shifted to the timer's start; kept as the unions the result reads,
+:attr:`~acesim.training.executor.Execution.added_spans`), NPU 0's bound segments and every
+NPU's counters (FLOPs, unit-seconds, HBM and network bytes:
+:class:`~acesim.hardware.power.Meters`) are added, so the result's compute, bubble and exposed
+communication, what bound the kernels and the energy are computed as for the full simulation.
+
+Simulated alone, each stage's class runs its passes on its own NPU after nothing: a stage
+whose passes are, in order, an earlier stage's but for their kernels' names (a model's layers
+alike on every stage) runs them as that stage does, so it is not simulated again
+(:func:`_alike_stages`): the same figures, at a fraction of the cost where stages are alike.
 
 A pass whose own work outlives its end (FSDP's last gradient reduce-scatter of a backward,
 non-blocking, still running when the next op starts) overlaps the next pass in the full graph:
