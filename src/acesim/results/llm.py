@@ -252,10 +252,6 @@ class LlmResult:
 Intervals = list[tuple[float, float]]
 
 
-def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(e - s for s, e in intervals)
-
-
 def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
     """(compute time, bubble, exposed communication by kind), each summed over ranks (s)."""
     sends: dict[tuple[int, int, int], list[float]] = {}
@@ -331,7 +327,8 @@ def rank_compute_times(ex: Execution) -> list[float]:
     out = []
     for rank, records in enumerate(ex.records):
         busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
-        out.append(_length(compute_spans(ex, rank, busy)) / iterations)
+        added = [(lo, hi) for _, lo, hi in ex.spans(rank, "compute")]
+        out.append(length(_union(busy, added)) / iterations)
     return out
 
 
