@@ -152,3 +152,45 @@ def test_the_composed_flag_is_refused_where_it_cannot_apply(
 
     line = cli_error(monkeypatch, capsys, "run", "-s", "h100-nvswitch-8", *args)
     assert message in line
+
+
+def test_a_stage_alike_an_earlier_one_is_not_simulated_again_and_its_memos_are_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stage whose passes are an earlier stage's but for their kernels' names takes that
+    stage's times on its own nodes: the memos equal those of simulating every stage."""
+    from acesim.hardware.platform import Platform
+    from acesim.hardware.strategy import Strategy
+    from acesim.runs.llm import llm_graph
+    from acesim.training import compose
+
+    case = _small("tp=2,pp=4", nodes=2)
+
+    def memos() -> dict[Any, Any]:
+        sink = PassTimes()
+        graph = llm_graph(case, classes=True, passes=sink)
+        assert graph.classes is not None
+        classes = graph.classes
+        sink.measure(lambda: Platform(case.system, Strategy.of_classes(classes)), graph)
+        return {
+            key: (
+                memo.duration,
+                [(r.node.name, r.node.kind, r.start, r.end) for r in memo.records],
+                memo.meters,
+                key in sink.tailed,
+            )
+            for key, memo in sink.memos.items()
+        }
+
+    alike = compose._alike_stages
+    seen: list[dict[int, int]] = []
+
+    def recorded(*args: Any) -> dict[int, int]:
+        seen.append(alike(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(compose, "_alike_stages", recorded)
+    deduplicated = memos()
+    assert seen[0]  # some stage is alike an earlier one (the middle stages)
+    monkeypatch.setattr(compose, "_alike_stages", lambda *args: {})
+    assert memos() == deduplicated

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,3 +46,47 @@ def test_a_generator_is_read_once() -> None:
 def test_disjoint_steps_stay_apart(n: int) -> None:
     pairs = [(2.0 * i, 2.0 * i + 1.0) for i in range(n)]
     assert intervals.union(pairs) == pairs
+
+
+def _plain_intersection(a: intervals.Intervals, b: intervals.Intervals) -> intervals.Intervals:
+    out = []
+    for s, e in a:
+        for t, f in b:
+            lo, hi = max(s, t), min(e, f)
+            if hi > lo:
+                out.append((lo, hi))
+    return sorted(out)
+
+
+def _plain_difference(a: intervals.Intervals, b: intervals.Intervals) -> intervals.Intervals:
+    out = []
+    for s, e in a:
+        t = s
+        for lo, hi in b:
+            if hi <= t or lo >= e:
+                continue
+            if lo > t:
+                out.append((t, lo))
+            t = max(t, hi)
+        if t < e:
+            out.append((t, e))
+    return out
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(_interval, max_size=60), st.lists(_interval, max_size=60))
+def test_numpys_intersection_and_difference_give_the_plain_pairs(
+    first: list[tuple[float, float]], second: list[tuple[float, float]]
+) -> None:
+    """Above :data:`intervals._MANY` intervals numpy computes them: the same pairs (each
+    input's intervals spread apart so that there are many)."""
+    many = intervals._MANY
+    a = intervals.union([(s + 2.0 * k, e + 2.0 * k) for k in range(6) for s, e in first])
+    b = intervals.union([(s + 2.0 * k, e + 2.0 * k) for k in range(6) for s, e in second])
+    a += [(20.0 + i, 20.5 + i) for i in range(many)]  # many: numpy
+    assert intervals.intersection(a, b) == _plain_intersection(a, b)
+    assert intervals.difference(a, b) == _plain_difference(a, b)
+    starts = [s for s, _ in second]
+    ends = [e for _, e in second]
+    arrays = [(np.array(starts, dtype=float), np.array(ends, dtype=float))]
+    assert intervals.union_with(first, arrays) == intervals.union(first + second)

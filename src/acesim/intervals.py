@@ -11,7 +11,18 @@ import numpy as np
 
 from .sums import add_repeatedly
 
-__all__ = ["Intervals", "union", "union_length"]
+__all__ = [
+    "Intervals",
+    "complement_arrays",
+    "difference_arrays",
+    "intersection",
+    "intersection_arrays",
+    "length",
+    "union",
+    "union_arrays",
+    "union_length",
+    "union_with",
+]
 
 #: Sorted, disjoint (start, end) pairs, s.
 Intervals = list[tuple[float, float]]
@@ -42,6 +53,11 @@ def difference(spans: Intervals, removed: Intervals) -> Intervals:
     """The parts of ``spans`` outside ``removed`` (both sorted disjoint pairs, s), as sorted
     disjoint pairs: each span cut where a removed interval covers it (no arithmetic: every
     end is one of the inputs')."""
+    if len(spans) + len(removed) > _MANY and spans and removed:
+        gaps = [(-math.inf, removed[0][0])]
+        gaps += [(removed[k - 1][1], removed[k][0]) for k in range(1, len(removed))]
+        gaps.append((removed[-1][1], math.inf))
+        return _intersection_many(spans, gaps)  # the same pairs, with numpy
     out: Intervals = []
     j = 0
     for start, end in spans:
@@ -55,6 +71,90 @@ def difference(spans: Intervals, removed: Intervals) -> Intervals:
             k += 1
         if t < end:
             out.append((t, end))
+    return out
+
+
+def intersection(a: Intervals, b: Intervals) -> Intervals:
+    """The parts of ``a`` inside ``b`` (both sorted disjoint pairs, s), as sorted disjoint
+    pairs: each pair of overlapping intervals' overlap (no arithmetic: every end is one of
+    the inputs'; above a few hundred intervals with numpy: the same pairs)."""
+    if len(a) + len(b) > _MANY and a and b:
+        return _intersection_many(a, b)
+    out: Intervals = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _intersection_many(a: Intervals, b: Intervals) -> Intervals:
+    """:func:`intersection` with numpy."""
+    pa = np.array(a, dtype=float)
+    pb = np.array(b, dtype=float)
+    lo, hi = intersection_arrays((pa[:, 0], pa[:, 1]), (pb[:, 0], pb[:, 1]))
+    return list(zip(lo.tolist(), hi.tolist(), strict=True))
+
+
+Arrays = tuple[np.ndarray, np.ndarray]
+
+
+def intersection_arrays(a: Arrays, b: Arrays) -> Arrays:
+    """:func:`intersection` of sorted disjoint intervals as arrays of starts and ends (s):
+    each interval of ``a`` meets the intervals of ``b`` from the first ending after its start
+    to the last starting before its end; the same pairs."""
+    (a_lo, a_hi), (b_lo, b_hi) = a, b
+    first = np.searchsorted(b_hi, a_lo, side="right")
+    past = np.searchsorted(b_lo, a_hi, side="left")
+    counts = np.maximum(past - first, 0)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0), np.empty(0)
+    ia = np.repeat(np.arange(len(a_lo)), counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    ib = np.repeat(first, counts) + offsets
+    lo = np.maximum(a_lo[ia], b_lo[ib])
+    hi = np.minimum(a_hi[ia], b_hi[ib])
+    keep = hi > lo
+    return lo[keep], hi[keep]
+
+
+def difference_arrays(spans: Arrays, removed: Arrays) -> Arrays:
+    """:func:`difference` of sorted disjoint intervals as arrays (s): ``spans`` inside the
+    gaps between ``removed``; the same pairs."""
+    lo, hi = removed
+    if len(lo) == 0:
+        return spans
+    gaps_lo = np.concatenate([[-math.inf], hi])
+    gaps_hi = np.concatenate([lo, [math.inf]])
+    return intersection_arrays(spans, (gaps_lo, gaps_hi))
+
+
+def complement_arrays(busy: Arrays, lo: float, hi: float) -> Arrays:
+    """The gaps of sorted disjoint ``busy`` (arrays, s) within [lo, hi]: before each busy
+    interval that starts after every end before it (and ``lo``), from there to its start
+    (at most ``hi``), and from the last end to ``hi``."""
+    starts, ends = busy
+    reach = np.maximum(np.maximum.accumulate(ends), lo) if len(ends) else ends
+    before = np.concatenate([[lo], reach[:-1]]) if len(ends) else reach
+    gap = starts > before
+    gaps_lo, gaps_hi = before[gap], np.minimum(starts[gap], hi)
+    last = float(reach[-1]) if len(ends) else lo
+    if last < hi:
+        gaps_lo, gaps_hi = np.append(gaps_lo, last), np.append(gaps_hi, hi)
+    return gaps_lo, gaps_hi
+
+
+def length(spans: Arrays) -> float:
+    """The intervals' lengths added one after another in order (s; as ``sum(e - s ...)``
+    over pairs: the same float)."""
+    out: float = sum((spans[1] - spans[0]).tolist())
     return out
 
 
@@ -76,6 +176,31 @@ def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> I
     order = np.lexsort((ends, starts))
     merged_starts, merged_ends = _merged(starts[order], ends[order])
     return list(zip(merged_starts.tolist(), merged_ends.tolist(), strict=True))
+
+
+def union_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`union` of the spans ``starts[i]``..``ends[i]`` (s; arrays of one length, never
+    made pairs), as the starts and the ends of its intervals (arrays): the same pairs."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return starts, ends
+    order = np.lexsort((ends, starts))
+    return _merged(starts[order], ends[order])
+
+
+def union_with(
+    intervals: list[tuple[float, float]], arrays: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> Intervals:
+    """:func:`union` of ``intervals`` and the spans of ``arrays`` (each starts and ends, s):
+    the same pairs as of all of them as pairs."""
+    if not arrays:
+        return union(intervals)
+    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    starts = np.concatenate([pairs[:, 0], *(s for s, _ in arrays)])
+    ends = np.concatenate([pairs[:, 1], *(e for _, e in arrays)])
+    lo, hi = union_arrays(starts, ends)
+    return list(zip(lo.tolist(), hi.tolist(), strict=True))
 
 
 def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..intervals import difference, union
+import numpy as np
+
+from ..intervals import (
+    complement_arrays,
+    difference_arrays,
+    intersection_arrays,
+    length,
+    union_arrays,
+    union_with,
+)
 from ..training.executor import Execution, NodeRecord
 from ..training.pipeline import COMM_KINDS, comm_kind
 from ..units import format_size, format_time
@@ -240,38 +249,7 @@ class LlmResult:
         return notes + [f"model: {note}" for note in self.notes]
 
 
-def _complement(busy: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
-    out = []
-    t = lo
-    for start, end in busy:
-        if start > t:
-            out.append((t, min(start, hi)))
-        t = max(t, end)
-    if t < hi:
-        out.append((t, hi))
-    return out
-
-
 Intervals = list[tuple[float, float]]
-
-
-def _intersect(a: Intervals, b: Intervals) -> Intervals:
-    out = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(e - s for s, e in intervals)
 
 
 def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
@@ -312,20 +290,34 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 sent = starts[k] if k < len(starts) else rec.start
                 waits["pp"].append((max(rec.start, sent), rec.end))
                 waits["peer"].append((rec.start, min(sent, rec.end)))
-        busy_u = union(busy)
-        compute += _length(busy_u)
-        idle = _complement(busy_u, lo, hi)
+        added = _added(ex, rank)
+        for kind in added:
+            if kind in ("offload", "host"):
+                exposed.setdefault(kind, 0.0)
+        spans = {kind: _union(waits.get(kind, []), added.get(kind, [])) for kind in _ORDER}
+        busy_u = _union(busy, added.get("compute", []))
+        compute += length(busy_u)
+        idle = complement_arrays(busy_u, lo, hi)
         left = idle  # idle time no kind before this one explained
         comm = 0.0
         for kind in _ORDER:
-            part = _intersect(left, union(waits.get(kind, [])))
-            if part:
-                left = difference(left, part)
+            part = intersection_arrays(left, spans[kind])
+            if len(part[0]):
+                left = difference_arrays(left, part)
             if kind in exposed:
-                exposed[kind] += _length(part)
-                comm += _length(part)
-        bubble += _length(idle) - comm
+                exposed[kind] += length(part)
+                comm += length(part)
+        bubble += length(idle) - comm
     return compute, bubble, exposed
+
+
+def _union(intervals: Intervals, added: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The union of ``intervals`` and the ``added`` spans (arrays of starts and ends, s), as
+    arrays of starts and ends (:func:`~acesim.intervals.union_arrays`)."""
+    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    starts = np.concatenate([pairs[:, 0], *(lo for lo, _ in added)])
+    ends = np.concatenate([pairs[:, 1], *(hi for _, hi in added)])
+    return union_arrays(starts, ends)
 
 
 def rank_compute_times(ex: Execution) -> list[float]:
@@ -333,7 +325,31 @@ def rank_compute_times(ex: Execution) -> list[float]:
     intervals."""
     iterations = max(ex.graph.iterations, 1)
     out = []
-    for records in ex.records:
+    for rank, records in enumerate(ex.records):
         busy = [(r.start, r.end) for r in records.values() if r.node.kind == "compute"]
-        out.append(_length(union(busy)) / iterations)
+        added = [(lo, hi) for _, lo, hi in ex.spans(rank, "compute")]
+        out.append(length(_union(busy, added)) / iterations)
+    return out
+
+
+def compute_spans(ex: Execution, rank: int, busy: Intervals) -> Intervals:
+    """The union of ``busy`` (``rank``'s compute records' intervals, s) and its added compute
+    spans (a composed run's timed passes: :attr:`Execution.added_spans`)."""
+    return union_with(busy, [(lo, hi) for _, lo, hi in ex.spans(rank, "compute")])
+
+
+def _added(ex: Execution, rank: int) -> dict[str, list[tuple[Any, Any]]]:
+    """``rank``'s added spans (:attr:`Execution.added_spans`) by what :func:`idle_breakdown`
+    reads them as: ``compute``, or the kind of the wait they explain."""
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for node, lo, hi in ex.added_spans[rank] if rank < len(ex.added_spans) else []:
+        if node.kind == "compute":
+            kind = "compute"
+        elif node.kind == "collective":
+            kind = comm_kind(node) or "other"
+        elif node.kind in ("host_copy", "host"):
+            kind = "offload" if node.kind == "host_copy" else "host"
+        else:
+            continue
+        out.setdefault(kind, []).append((lo, hi))
     return out

@@ -44,7 +44,13 @@ from ..hardware.platform import Platform, elaborate
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
-from ..results.llm import POINT_INPUTS, LlmResult, idle_breakdown, rank_compute_times
+from ..results.llm import (
+    POINT_INPUTS,
+    LlmResult,
+    compute_spans,
+    idle_breakdown,
+    rank_compute_times,
+)
 from ..results.protocol import assumptions, scalar_settings
 from ..training.bounds import attribute, collective_bounds
 from ..training.compose import PassTimes, run_composed
@@ -609,11 +615,15 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
     bound_by: dict[str, float] = {}
     comm_by: dict[str, float] = {}
     if execution.bounds is not None:
-        kernels = [
-            (r.start, r.end)
-            for r in execution.records[0].values()
-            if r.node.kind == "compute" and r.end > r.start
-        ]
+        kernels = compute_spans(
+            execution,
+            0,
+            [
+                (r.start, r.end)
+                for r in execution.records[0].values()
+                if r.node.kind == "compute" and r.end > r.start
+            ],
+        )
         raw = attribute(execution.bounds, kernels, 0.0, execution.makespan)
         bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
         comm_by = collective_bounds(execution.bounds, 0.0, execution.makespan, waiting=False)
@@ -695,6 +705,10 @@ def _ops(execution: Execution) -> set[str]:
         for records in execution.records
         for r in records.values()
         if r.node.kind == "collective"
+    } | {
+        node.op or "all-reduce"
+        for rank in range(len(execution.added_spans))
+        for node, _, _ in execution.spans(rank, "collective")
     }
 
 

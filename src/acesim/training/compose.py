@@ -22,10 +22,16 @@ in the composed graph, simulated in full beside the collective), and the graph r
 until no timed pass overlaps one (each round expands more; at most :data:`MAX_ROUNDS`).
 
 What the run reports is then made whole (:meth:`PassTimes.complete`): each timer's pass's
-records (the memo's, shifted to the timer's start), NPU 0's bound segments and every NPU's
-counters (FLOPs, unit-seconds, HBM and network bytes: :class:`~acesim.hardware.power.Meters`)
-are added, so the result's compute, bubble and exposed communication, what bound the kernels
-and the energy are computed as for the full simulation.
+records (the memo's, shifted to the timer's start; kept as the unions the result reads,
+:attr:`~acesim.training.executor.Execution.added_spans`), NPU 0's bound segments and every
+NPU's counters (FLOPs, unit-seconds, HBM and network bytes:
+:class:`~acesim.hardware.power.Meters`) are added, so the result's compute, bubble and exposed
+communication, what bound the kernels and the energy are computed as for the full simulation.
+
+Simulated alone, each stage's class runs its passes on its own NPU after nothing: a stage
+whose passes are, in order, an earlier stage's but for their kernels' names (a model's layers
+alike on every stage) runs them as that stage does, so it is not simulated again
+(:func:`_alike_stages`): the same figures, at a fraction of the cost where stages are alike.
 
 A pass whose own work outlives its end (FSDP's last gradient reduce-scatter of a backward,
 non-blocking, still running when the next op starts) overlaps the next pass in the full graph:
@@ -46,15 +52,17 @@ configurations), not bounded analytically.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+import numpy as np
 
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
-from ..intervals import difference, union
+from ..intervals import difference, union, union_arrays
 from ..workload.graph import Graph, Node
 from .composition import MAX_ROUNDS, Composition
-from .executor import Execution, GraphExecutor, NodeRecord
+from .executor import AddedSpans, Execution, GraphExecutor, NodeRecord
 
 __all__ = ["PassTimes", "PassMemo", "MAX_ROUNDS", "run_composed"]
 
@@ -115,11 +123,12 @@ class PassTimes:
         return sum(len(t) for t in self.timers.values())
 
     def alone_graph(
-        self, composed: Graph, keys: list[PassKey]
+        self, composed: Graph, keys: list[PassKey], built: dict[PassKey, tuple[list[Node], int]]
     ) -> tuple[Graph, dict[PassKey, tuple[int, int, int, int]]]:
-        """The graph of the passes ``keys`` alone: on each stage's class, its passes one after
-        another, each after every node of the one before. Returns it and, per key, (class,
-        first node id, last node id + 1, the pass's end node id)."""
+        """The graph of the passes ``keys`` (their nodes and end's id ``built``) alone: on each
+        stage's class, its passes one after another, each after every node of the one before.
+        Returns it and, per key, (class, first node id, last node id + 1, the pass's end node
+        id)."""
         lists: list[list[Node]] = [[] for _ in composed.ranks]
         spans: dict[PassKey, tuple[int, int, int, int]] = {}
         last: dict[int, int] = {}  # each class's previous pass's first node id
@@ -129,8 +138,8 @@ class PassTimes:
             first = len(nodes)
             before = tuple(range(last.get(stage, first), first))  # the previous pass, whole
             last[stage] = first
-            built, end = self.builders[key]()
-            for node in built:
+            passed, end = built[key]
+            for node in passed:
                 deps = tuple(first + d for d in node.deps) or before
                 nodes.append(replace(node, id=first + node.id, deps=deps, iteration=0))
             spans[key] = (stage, first, len(nodes), first + end)
@@ -145,8 +154,10 @@ class PassTimes:
         keys = [k for k in self.builders if k not in self.memos]
         if not keys:
             return
+        built = {key: self.builders[key]() for key in keys}
+        alike = _alike_stages(keys, built)
         platform = new_platform()
-        graph, spans = self.alone_graph(composed, keys)
+        graph, spans = self.alone_graph(composed, [k for k in keys if k[0] not in alike], built)
         left = {key: end - first for key, (_, first, end, _) in spans.items()}
         owner = {(stage, i): key for key, (stage, first, end, _) in spans.items()
                  for i in range(first, end)}  # fmt: skip
@@ -166,18 +177,25 @@ class PassTimes:
             return finished
 
         execution = GraphExecutor(platform, graph, node_progress=progress).run()
-        self._keep(execution, spans, meters)
+        copies: dict[PassKey, list[tuple[PassKey, list[Node]]]] = {}
+        for key in keys:
+            if key[0] in alike:
+                copies.setdefault((alike[key[0]], *key[1:]), []).append((key, built[key][0]))
+        self._keep(execution, spans, meters, copies)
 
     def _keep(
         self,
         execution: Execution,
         spans: dict[PassKey, tuple[int, int, int, int]],
         meters: dict[PassKey, Meters],
+        copies: dict[PassKey, list[tuple[PassKey, list[Node]]]],
     ) -> None:
-        """Each pass's memo from the run of the passes alone. A pass whose work outlives its
-        end (a non-blocking collective still running when the next op may start: FSDP's last
-        gradient reduce-scatter of a backward) overlaps the next pass in the full graph, which
-        a timer cannot stand for: its key is *tailed*, every pass of it expanded."""
+        """Each pass's memo from the run of the passes alone, and each of its ``copies``'
+        (a pass of a stage alike, :func:`_alike_stages`: its own nodes, the times of the one
+        run). A pass whose work outlives its end (a non-blocking collective still running when
+        the next op may start: FSDP's last gradient reduce-scatter of a backward) overlaps the
+        next pass in the full graph, which a timer cannot stand for: its key is *tailed*, every
+        pass of it expanded."""
         bounds = execution.bounds
         kernels = bounds.kernels if bounds is not None else []
         messages = bounds.message_segments() if bounds is not None else []
@@ -187,8 +205,7 @@ class PassTimes:
             recs = [execution.records[stage][i] for i in range(first, end)]
             finish = max(r.end for r in recs)
             ends[stage] = finish
-            if finish > execution.records[stage][last].end:
-                self.tailed.add(key)
+            tailed = finish > execution.records[stage][last].end
             memo = PassMemo(
                 finish - start,
                 _merged(recs, start),
@@ -196,9 +213,18 @@ class PassTimes:
                 _window(messages, start, finish) if stage == 0 else [],
                 meters[key],
             )
-            self.memos[key] = memo
-            for timer in self.timers.get(key, []):
-                timer.size = memo.duration
+            self._memo(key, memo, tailed)
+            for other, nodes in copies.get(key, []):
+                alike = [_renamed(r, node) for r, node in zip(recs, nodes, strict=True)]
+                self._memo(other, replace(memo, records=_merged(alike, start)), tailed)
+
+    def _memo(self, key: PassKey, memo: PassMemo, tailed: bool) -> None:
+        """Keep ``key``'s memo and set its timers to its duration."""
+        if tailed:
+            self.tailed.add(key)
+        self.memos[key] = memo
+        for timer in self.timers.get(key, []):
+            timer.size = memo.duration
 
     def beside(self, execution: Execution) -> set[tuple[int, tuple[Any, ...]]]:
         """The timed passes of ``execution`` (a composed graph's run) that overlap a DP
@@ -223,34 +249,102 @@ class PassTimes:
         return found
 
     def complete(self, execution: Execution) -> None:
-        """Make the composed run's execution whole: every timer's pass's records (after the
-        run's own, keyed from its last id on), NPU 0's bound segments and each NPU's counters
+        """Make the composed run's execution whole: every timer's pass's records, NPU 0's
+        bound segments and each NPU's counters
         (:attr:`~acesim.training.executor.Execution.added_meters`), shifted to the timer's
-        start."""
+        start. The records are added as the result reads them (:func:`_merged`), beside the
+        run's own (:attr:`~acesim.training.executor.Execution.added_spans`): per rank and
+        (kind, communication kind, operation), the group's first node and the union of its
+        intervals over every timer (a rank's timers follow one another, each pass's records
+        within its timer)."""
         key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
+        spans = {key: _spans(memo) for key, memo in self.memos.items()}
         added: dict[int, Meters] = {}
         for stage, records in enumerate(execution.records):
-            timers = [r for r in records.values() if r.node.kind == "pass"]
-            at = max(records, default=-1) + 1
-            for rec in timers:
-                memo = self.memos[key_of[id(rec.node)]]
-                for r in memo.records:
-                    records[at] = _shifted(r, rec.start)
-                    at += 1
+            starts: dict[PassKey, list[float]] = {}  # each key's timers' starts (s)
+            for rec in [r for r in records.values() if r.node.kind == "pass"]:
+                key = key_of[id(rec.node)]
+                memo = self.memos[key]
+                starts.setdefault(key, []).append(rec.start)
                 if stage == 0 and execution.bounds is not None:
                     execution.bounds.kernels += _moved(memo.kernels, rec.start)
                     execution.bounds.messages += _moved(memo.messages, rec.start)
                 held = added.get(stage)
                 added[stage] = memo.meters if held is None else held.plus(memo.meters)
+            groups: dict[tuple[Any, ...], tuple[Node, list[Any], list[Any]]] = {}
+            for key, at in starts.items():
+                by = np.array(at)[:, None]
+                for group, node, lo, hi in spans[key]:
+                    held_spans = groups.setdefault(group, (node, [], []))
+                    held_spans[1].append((lo + by).ravel())
+                    held_spans[2].append((hi + by).ravel())
+            spans_here: list[AddedSpans] = []
+            for node, los, his in groups.values():
+                spans_here.append((node, *union_arrays(np.concatenate(los), np.concatenate(his))))
+            execution.added_spans.append(spans_here)
         execution.added_meters = added
 
 
-def _shifted(rec: NodeRecord, by: float) -> NodeRecord:
-    """``rec`` with its times moved by ``by`` (s); the node and the rest as they were."""
+def _spans(memo: PassMemo) -> list[tuple[tuple[Any, ...], Node, Any, Any]]:
+    """A memo's records by :func:`_group`: each group's first node and its records' starts
+    and ends (s from the pass's start, arrays)."""
+    groups: dict[tuple[Any, ...], tuple[Node, list[float], list[float]]] = {}
+    for r in memo.records:
+        group = groups.setdefault(_group(r.node), (r.node, [], []))
+        group[1].append(r.start)
+        group[2].append(r.end)
+    return [(g, node, np.array(lo), np.array(hi)) for g, (node, lo, hi) in groups.items()]
+
+
+def _group(node: Node) -> tuple[Any, ...]:
+    """What the result reads of a pass's record's node (:func:`_merged`)."""
+    head = node.name.split(".", 1)[0] if node.kind != "compute" else ""
+    return (node.kind, head, node.op, node.peer, node.tag)
+
+
+def _alike_stages(
+    keys: list[PassKey], built: dict[PassKey, tuple[list[Node], int]]
+) -> dict[int, int]:
+    """The stages (not NPU 0's: its bound segments are read) whose passes ``keys`` (their
+    nodes ``built``) are, in order, those of an earlier stage but for their kernels' names (a
+    model's layers alike on every stage), each with that stage. Simulated alone, each class's
+    passes run on its own NPU after nothing, so such a stage's passes run as the earlier
+    stage's do: its memos are the earlier one's times on its own nodes."""
+    passes: dict[int, list[Any]] = {}
+    for key in keys:
+        nodes, end = built[key]
+        passes.setdefault(key[0], []).append((key[1:], end, [_anonymous(n) for n in nodes]))
+    kept: list[tuple[int, list[Any]]] = []  # the stages simulated, with their passes
+    alike: dict[int, int] = {}
+    for stage, shape in passes.items():
+        same = next((s for s, other in kept if other == shape), None) if stage != 0 else None
+        if same is None:
+            kept.append((stage, shape))
+        else:
+            alike[stage] = same
+    return alike
+
+
+def _anonymous(node: Node) -> tuple[Any, ...]:
+    """``node`` as a comparable value, without its kernels' names (the layers they are of)."""
+    comp = node.compute
+    if comp is None:
+        return (node, None)
+    kernels = tuple(
+        (type(k), *(getattr(k, f.name) for f in fields(k) if f.name != "name"))
+        for k in comp.kernels
+    )
+    work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
+    return (replace(node, compute=None), work)
+
+
+def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
+    """``rec`` for ``node`` (a pass alike's, :func:`_alike_stages`): its id, dependencies and
+    iteration as ``rec``'s node has them in the graph of the passes alone."""
+    moved = replace(node, id=rec.node.id, deps=rec.node.deps, iteration=0)
     return NodeRecord(
-        rec.node, rec.start + by, rec.end + by, rec.ready + by, rec.alone, rec.hbm_bytes,
-        rec.collective,
-    )  # fmt: skip
+        moved, rec.start, rec.end, rec.ready, rec.alone, rec.hbm_bytes, rec.collective
+    )
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:

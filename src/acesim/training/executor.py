@@ -87,6 +87,10 @@ class Snapshot:
     meters: Meters | None = None  # NPU 0's counters for the energy model
 
 
+#: a node and the sorted disjoint intervals (starts, ends: arrays, s) of nodes like it
+AddedSpans = tuple[Node, Any, Any]
+
+
 @dataclass
 class Execution:
     """The outcome of running a graph."""
@@ -125,6 +129,17 @@ class Execution:
     #: passes counted (simulated alone, not on this platform: the energy adds them)
     composed: Composition | None = None
     added_meters: dict[int, Meters] = field(default_factory=dict)
+    #: a composed run: per simulated NPU, its timed passes' records as the result reads them
+    #: (:meth:`.compose.PassTimes.complete`): per group of like nodes (kind, communication
+    #: kind, operation) one of them and the union of the group's intervals over every timer,
+    #: as sorted disjoint starts and ends (arrays, s; empty where the group took no time)
+    added_spans: list[list[AddedSpans]] = field(default_factory=list)
+
+    def spans(self, rank: int, kind: str) -> list[AddedSpans]:
+        """The added spans (:attr:`added_spans`) of ``rank``'s nodes of ``kind``."""
+        if rank >= len(self.added_spans):
+            return []
+        return [a for a in self.added_spans[rank] if a[0].kind == kind]
 
 
 class _RankState:
