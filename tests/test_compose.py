@@ -194,3 +194,18 @@ def test_a_stage_alike_an_earlier_one_is_not_simulated_again_and_its_memos_are_t
     assert seen[0]  # some stage is alike an earlier one (the middle stages)
     monkeypatch.setattr(compose, "_alike_stages", lambda *args: {})
     assert memos() == deduplicated
+
+
+def test_layer_granular_offload_runs_class_mode_and_says_why() -> None:
+    """A layer's activations copied out in its forward and back in its backward link the two
+    passes: no pass runs alone, so composed runs class mode (the same figures) and says so."""
+    par = parse_parallel(
+        "tp=2,pp=1,offload=activations,offload_layers=2", global_batch=8, micro_batch=1,
+        seq=128,
+    )  # fmt: skip
+    case = make_llm_case("h100-nvswitch-8", _MODELS[0], par)
+    composed, _ = run_llm(case, mode="composed")
+    full, _ = run_llm(case, mode="class")
+    assert composed.mode == "class"
+    assert composed.mode_note.startswith("class mode, not composed: layer-granular")
+    assert composed.iteration_time == full.iteration_time

@@ -556,6 +556,11 @@ def _compose_problem(case: LlmCase) -> str | None:
             "FSDP gathers each unit's parameters and reduce-scatters its gradients in every "
             "pass, beside the pass before and after it: no pass runs alone"
         )
+    if case.parallel.offload_layers:
+        return (
+            "layer-granular activation offload copies each layer's activations out in a "
+            "forward and back in its backward, within both passes: no pass runs alone"
+        )
     return None
 
 
