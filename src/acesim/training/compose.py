@@ -357,19 +357,15 @@ def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
     others into their union outside it, one record per interval on the group's first node
     (far fewer records to shift into place at every timer, the same figures); a group left
     with nothing keeps one record of no length (the operations the result lists)."""
-    groups: dict[tuple[str, str, str | None], tuple[Node, list[tuple[float, float]]]] = {}
+    groups: dict[tuple[Any, ...], tuple[Node, list[tuple[float, float]]]] = {}
     for rec in records:
-        node = rec.node
-        head = node.name.split(".", 1)[0] if node.kind != "compute" else ""
-        key = (node.kind, head, node.op)
-        if key not in groups:
-            groups[key] = (node, [])
-        groups[key][1].append((rec.start - start, rec.end - start))
-    busy = union([i for (kind, _, _), (_, spans) in groups.items() if kind == "compute"
+        group = groups.setdefault(_group(rec.node), (rec.node, []))
+        group[1].append((rec.start - start, rec.end - start))
+    busy = union([i for (node, spans) in groups.values() if node.kind == "compute"
                   for i in spans])  # fmt: skip
     out = []
-    for (kind, _, _), (node, spans) in groups.items():
-        merged = union(spans) if kind == "compute" else difference(union(spans), busy)
+    for node, spans in groups.values():
+        merged = union(spans) if node.kind == "compute" else difference(union(spans), busy)
         if not merged:
             merged = [(spans[0][0], spans[0][0])]
         out += [NodeRecord(node, s, e, s) for s, e in merged]
