@@ -1,8 +1,10 @@
 """How fast acesim simulates one LLM training iteration (issues 14 and 27).
 
-The default cases are issue 27's table, class mode (one simulated rank per pipeline stage, as
-``acesim run`` runs them), each against the target of 1 CPU s per case, measured in this
-process with start-up (imports) excluded:
+The default cases are issue 27's table, in mode composed (as ``acesim run`` runs them: each
+distinct pipeline pass simulated once, one simulated rank per pipeline stage; class mode where
+the iteration does not compose: the 8B FSDP case), each against the target of 1 CPU s per case,
+measured in this process with start-up (imports) excluded; ``--full``: class mode, the full
+simulation (``acesim run --full``):
 
 * ``8b``: Llama 3 8B on 8 H100, FSDP (Megatron-Bridge's H100 FP8 row: ``zero=3``, 5 recomputed
   layers), GBS 128, seq 8192, FP8;
@@ -18,8 +20,8 @@ process with start-up (imports) excluded:
 ``--only`` picks cases by name; the issue 14 scale cases (Llama3 405B ``tp=8,pp=9`` at 1,008,
 16,128 and 100,800 GPUs, targets 10/60/600 s) are ``s1008``, ``s16128``, ``s100800`` and
 ``--exact`` adds the exact-mode comparison (``exact64``, class and exact mode); ``--composed``
-runs the cases in mode composed (:mod:`acesim.training.compose`; ``benchmarks/compose_error.py``
-prints its error against class mode). Each row is the
+(the default) runs the cases in mode composed (:mod:`acesim.training.compose`;
+``benchmarks/compose_error.py`` prints its error against class mode). Each row is the
 median of ``--repeats`` runs of case resolution, graph building and simulation, as wall time
 and as this process's CPU time (on a shared machine the wall time also counts the other
 processes' turns; the CPU time is what one free core would take). ``--general`` runs every
@@ -212,7 +214,13 @@ def main() -> None:
     parser.add_argument(
         "--composed",
         action="store_true",
-        help="run the cases in mode composed (acesim.training.compose) instead of class mode",
+        help="run the cases in mode composed (acesim.training.compose): the default, as "
+        "acesim run runs them",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="run the cases in class mode, the full simulation (acesim run --full)",
     )
     parser.add_argument(
         "--repetition",
@@ -233,7 +241,9 @@ def main() -> None:
         f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s} {'replayed':>11s}"
         + (" general CPU s  rel. diff" if args.compare else "")
     )
-    first = "composed" if args.composed else "class"
+    if args.composed and args.full:
+        parser.error("give at most one of --composed, --full")
+    first = "class" if args.full else "composed"
     if args.only:
         rows = [(every[name], first) for name in args.only if name not in EXACT_CASES]
         picked = [every[name] for name in args.only if name in EXACT_CASES]

@@ -639,7 +639,11 @@ def _chakra_runs() -> Iterator[GoldenCase]:
 def _llm(
     case_id: str, args: str, system: str = "h100-nvswitch-8", model: str = "llama3-8b"
 ) -> GoldenCase:
-    return _cli("llm", f"{system}/{model}/{case_id}", f"run --json -s {system} -w {model} {args}")
+    # a case recorded in class mode asks for it (--full): LLM runs compose by default
+    full = " --full" if case_id.endswith("/class") and "--exact" not in args else ""
+    return _cli(
+        "llm", f"{system}/{model}/{case_id}", f"run --json -s {system} -w {model} {args}{full}"
+    )
 
 
 #: Llama3 8B on one H100 node with short sequences (a fraction of a second per run).
@@ -670,6 +674,14 @@ def _llm_runs() -> Iterator[GoldenCase]:
     }
     for name, change in variants.items():
         yield _llm(f"tp2pp2-{name}/baseline/class", f"{TP2PP2}{change} --endpoint baseline")
+    # the default: composed where the iteration composes (pipeline stages, DP over two
+    # nodes), class mode where it does not (FSDP over DP: its note says why)
+    yield _llm("tp2pp2vpp2/baseline/composed", f"{TP2PP2},vpp=2 --endpoint baseline")
+    yield _llm(
+        "tp8pp2x2/baseline/composed",
+        "--parallel tp=8,pp=2 --global-batch 4 --seq 512 --nodes 2 --endpoint baseline",
+    )
+    yield _llm("tp2pp2-zero3/baseline/default", f"{TP2PP2},zero=3 --endpoint baseline")
     yield _llm(
         "tp2pp2-mb2/baseline/class",
         "--parallel tp=2,pp=2 --global-batch 8 --micro-batch 2 --seq 512 --endpoint baseline",
@@ -926,6 +938,7 @@ def _api_cases() -> Iterator[GoldenCase]:
             "global_batch": 1,
             "seq": 512,
             "iterations": 2,
+            "mode": "class",
         },
     )
 

@@ -120,7 +120,9 @@ def _api_llm(**params: Any) -> Any:
         seq=params.pop("seq"),
     )
     system, model = params.pop("system"), params.pop("model")
-    result, _execution = acesim.run_llm(acesim.make_llm_case(system, model, parallel, **params))
+    mode = params.pop("mode", None)
+    case = acesim.make_llm_case(system, model, parallel, **params)
+    result, _execution = acesim.run_llm(case, mode=mode)
     return result.to_dict()
 
 

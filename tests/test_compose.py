@@ -139,7 +139,9 @@ def test_the_command_line_composes_an_llm_run(capsys: pytest.CaptureFixture[str]
     ("args", "message"),
     [
         (["-w", "resnet50", "--composed"], "--composed: applies to LLM models"),
-        (["-w", "llama3-8b", "--exact", "--composed"], "--composed: give either --exact or"),
+        (["-w", "llama3-8b", "--exact", "--composed"], "--composed: give at most one of --exact"),
+        (["-w", "llama3-8b", "--composed", "--full"], "--full: give at most one of --exact"),
+        (["-w", "resnet50", "--full"], "--full: applies to LLM models"),
     ],
 )
 def test_the_composed_flag_is_refused_where_it_cannot_apply(

@@ -231,7 +231,8 @@ def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     runs = {}
     for name, extra in (
-        ("class", []),
+        ("default", []),
+        ("class", ["--full"]),
         ("exact", ["--exact"]),
         ("slow", ["--straggler", "rank=3,slowdown=1.5"]),
     ):
@@ -240,6 +241,12 @@ def test_acesim_run_llm_modes(monkeypatch: pytest.MonkeyPatch) -> None:
         runs[name] = json.loads(out.stdout)
     assert (runs["class"]["mode"], runs["exact"]["mode"]) == ("class", "exact")
     assert runs["class"]["mode_note"] == ""
+    # by default the iteration is composed from its distinct passes, and says so
+    assert runs["default"]["mode"] == "composed"
+    assert "distinct pipeline passes simulated alone" in runs["default"]["mode_note"]
+    assert runs["default"]["iteration_time"] == pytest.approx(
+        runs["class"]["iteration_time"], rel=1e-3
+    )
     # asked for, exact mode says which collectives ran on the event path and why
     assert "collectives on the event path" in runs["exact"]["mode_note"]
     assert runs["class"]["iteration_time"] == pytest.approx(

@@ -83,7 +83,7 @@ def test_expert_parallelism_runs_with_context_parallelism() -> None:
     assert case.place.ep_group is not None and case.place.ep_group.spans == (Span(0, 2, 1),)
     assert case.place.expert_dp_group is not None
     assert case.place.expert_dp_group.spans == (Span(0, 2, 2),)
-    fast, _ = run_llm(case)
+    fast, _ = run_llm(case, mode="class")
     full, _ = run_llm(case, mode="exact")
     assert fast.exposed["ep"] > 0 and fast.exposed["cp"] > 0
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
@@ -187,7 +187,7 @@ def test_multi_head_latent_attention_runs_with_its_projections_and_parameters() 
     ]
     weights = {k.name for st in work.weight_grad for k in st.kernels}
     assert {"l0.q_down.wgrad", "l0.kv_up.wgrad", "l0.o_proj.wgrad"} <= weights
-    fast, _ = run_llm(case)
+    fast, _ = run_llm(case, mode="class")
     full, _ = run_llm(case, mode="exact")
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)
     assert 0 < fast.mfu < 1

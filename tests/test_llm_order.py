@@ -37,7 +37,7 @@ def test_a_run_in_that_order_simulates_every_gpu_and_says_why() -> None:
     assert result.mode == "exact" and "stages inside data parallelism" in result.mode_note
     outer = make_llm_case(system, "llama3-8b", _par("tp=2,pp=2"))  # type: ignore[arg-type]
     default, _ = run_llm(outer)
-    assert default.mode == "class"
+    assert default.mode == "composed"  # the default: the iteration composed from its passes
     # the stages' sends now stay in the node and DP crosses it: a different iteration
     assert result.iteration_time != default.iteration_time
 

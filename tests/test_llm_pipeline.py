@@ -135,7 +135,7 @@ def _floats(data: dict[str, Any], prefix: str = "") -> dict[str, float]:
 
 def _agree(case: LlmCase) -> tuple[LlmResult, LlmResult, Execution]:
     """Class and exact mode of ``case``: every reported number equal to 1e-9 relative."""
-    fast, ex = run_llm(case)
+    fast, ex = run_llm(case, mode="class")
     full, every = run_llm(case, mode="exact")
     assert (fast.mode, full.mode) == ("class", "exact")
     assert fast.mode_note == "" or "pipeline passes replayed" in fast.mode_note
@@ -164,7 +164,7 @@ def test_class_mode_agrees_with_exact_mode_on_64_gpus_tp2_pp4_dp8() -> None:
     assert all(result.exposed[k] > 0 for k in ("tp", "pp", "dp")) and result.exposed["ep"] == 0
     assert result.bubble_fraction > 0
     assert 0 < result.mfu < 1
-    again, _ = run_llm(case)
+    again, _ = run_llm(case, mode="class")
     assert again.to_dict() == result.to_dict()  # deterministic
 
 
@@ -243,7 +243,7 @@ def test_ranks_that_differ_run_in_exact_mode_and_say_so() -> None:
     result, ex = run_llm(case, variation=slow)
     assert result.mode == "exact" and len(ex.records) == 8
     assert "stragglers" in result.mode_note
-    plain, _ = run_llm(case)
+    plain, _ = run_llm(case, mode="class")
     assert result.iteration_time > plain.iteration_time
     with pytest.raises(ConfigError, match="run.mode"):
         run_llm(case, mode="fast")  # type: ignore[arg-type]
@@ -293,7 +293,7 @@ def test_expert_parallelism_dispatches_and_combines_over_the_ep_group() -> None:
     assert [c.op for c in a2a] == ["all-to-all"] * 4  # dispatch and combine, two MoE layers
     assert all(c.size == tokens_copies and c.group == place.ep_group for c in a2a)
     assert work.expert_params == 2 * moe.experts * moe.mlp_params(moe.expert_ffn) // 2
-    result, ex = run_llm(case)
+    result, ex = run_llm(case, mode="class")
     assert result.exposed["ep"] > 0
     grads = {n.group for n in ex.graph.ranks[0] if n.kind == "collective" and ".grad." in n.name}
     assert grads == {place.dp_group, place.expert_dp_group}
@@ -313,7 +313,7 @@ def test_tp_communication_overlap_hides_tp_time_behind_the_gemms() -> None:
         # embedding's reduce-scatter stays blocking
         assert sum(bool(m) for m in marked) == (8 if overlap else 0)
         assert len(marked) == 9
-        runs[overlap], _ = run_llm(case)
+        runs[overlap], _ = run_llm(case, mode="class")
     plain, hidden = runs[False], runs[True]
     assert hidden.exposed["tp"] < plain.exposed["tp"]
     assert hidden.iteration_time < plain.iteration_time
@@ -328,7 +328,7 @@ def test_fsdp_gathers_every_unit_for_every_pass_and_reduces_its_gradients() -> N
     work = case.stages[0][0]
     units = work.unit_params  # embedding, three layers, head
     assert len(units) == 5 and sum(units) == work.params
-    result, ex = run_llm(case)
+    result, ex = run_llm(case, mode="class")
     nodes = ex.graph.ranks[0]
     gathers = [n for n in nodes if n.name.startswith("dp.all-gather.fsdp")]
     scatters = [n for n in nodes if n.name.startswith("dp.reduce-scatter.fsdp")]

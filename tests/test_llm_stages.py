@@ -67,7 +67,7 @@ def test_uneven_stages_run_and_the_result_shows_each_stage() -> None:
     assert par.describe().endswith("first_stage_layers=2,last_stage_layers=6")
     case = make_llm_case("h100-nvswitch-8", TINY, par, nodes=1)
     assert [sum(c.layers for c in chunks) for chunks in case.stages] == [2, 6]
-    result, _ = run_llm(case)
+    result, _ = run_llm(case, mode="class")
     first, last = result.stages
     assert (first["layers"], first["embedding"], first["loss"]) == (2, True, False)
     assert (last["layers"], last["embedding"], last["loss"]) == (6, False, True)
@@ -94,7 +94,7 @@ def test_class_mode_agrees_with_exact_mode_on_accounted_interleaved_stages() -> 
     )
     assert par.layer_split(6) == (1, 2, 2, 1)
     case = make_llm_case("h100-nvswitch-8", tiny, par, nodes=1)
-    fast, _ = run_llm(case)
+    fast, _ = run_llm(case, mode="class")
     full, _ = run_llm(case, mode="exact")
     assert fast.mode == "class" and full.mode == "exact"
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)

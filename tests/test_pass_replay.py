@@ -75,7 +75,7 @@ def _run(case: Any, enabled: bool) -> tuple[dict[str, Any], list[list[tuple[floa
     shipped = replay.ENABLED
     replay.ENABLED = enabled
     try:
-        result, execution = run_llm(case)
+        result, execution = run_llm(case, mode="class")
     finally:
         replay.ENABLED = shipped
     data = result.to_dict()
@@ -173,7 +173,7 @@ def test_a_message_slowed_beside_a_pass_is_learnt_as_it_ends_not_by_a_redo(
     assert _replay_on(drawn, 22)[1] == 0
     monkeypatch.setattr(replay, "ENABLED", True)
     monkeypatch.setattr(replay.PassReplay, "slowed", lambda self, src, node: None)
-    assert run_llm(drawn[22])[1].redone >= 1
+    assert run_llm(drawn[22], mode="class")[1].redone >= 1
 
 
 def test_a_send_beside_a_replayed_pass_keeps_the_weight_its_messages_leave_it(

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from acesim.cli import app
 from acesim.errors import ConfigError, TopologyError
+from acesim.network.group import Group, Span
 from acesim.network.topology import Topology
 from acesim.plan import PlanResult, plan
-from acesim.plan.bound import comm_bound, least_received
+from acesim.plan.bound import comm_bound, least_received, slice_bounds
 from acesim.plan.space import AXES, Cluster, enumerate_space, parse_space
 from acesim.runs.case import resolve_system
 from acesim.runs.collective import simulate_collective
@@ -132,8 +133,30 @@ def test_the_bounds_hold_on_every_schedule_and_on_experts(
     for row in rows:
         assert row.gemm_bound <= row.kernel_bound <= row.iteration_time, row.candidate.text
         assert 0 < row.layer_bound <= row.kernel_bound, row.candidate.text
+        assert row.network_bound <= row.iteration_time, row.candidate.text
+        # computed where the candidate runs class mode (FSDP over DP), not where composed
+        assert (row.network_bound > 0) == (row.candidate.parallel.zero == 3), row.candidate.text
     if model is TINY:
         assert any("1f1b" in rule for rule in result.accounting()["removed_by_rule"])
+
+
+def test_the_network_bound_holds_in_class_mode_across_nodes() -> None:
+    """Simulated in class mode (``full``), every candidate gets the network bound; on two
+    nodes DP runs over the scale-out network, where plain DP, ZeRO-1 and FSDP differ most."""
+    space = {
+        "tp": [2], "pp": [2], "vpp": [1], "cp": [1], "micro_batch": [1],
+        "recompute": ["none"], "tp_overlap": [0, 1], "zero": [0, 1, 3],
+    }  # fmt: skip
+    result = plan(
+        "h100-nvswitch-8", TINY.name, nodes=2, global_batch=16, seq=512, top=1, space=space,
+        exhaustive=True, full=True,
+    )  # fmt: skip
+    rows = result.outcome.rows["baseline"]
+    assert len(rows) == 6
+    for row in rows:
+        assert 0 < row.network_bound <= row.iteration_time, row.candidate.text
+    fsdp = [r.network_bound for r in rows if r.candidate.parallel.zero == 3]
+    assert min(fsdp) > max(r.network_bound for r in rows if r.candidate.parallel.zero < 3)
 
 
 def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: PlanResult) -> None:
@@ -278,6 +301,45 @@ def test_a_collective_never_runs_faster_than_its_plan_bound(
     assert 0 < bound <= simulated, (bound, simulated)
     if size > 1 << 20 and system.startswith("h100") and op in ("all-reduce", "all-gather"):
         assert bound > simulated / 3, (bound, simulated)
+
+
+@pytest.mark.parametrize(
+    ("op", "endpoint", "group"),
+    [
+        ("all-reduce", "baseline", None),
+        ("all-reduce", "nvls", None),
+        ("all-gather", "baseline", None),
+        ("reduce-scatter", "ideal", None),
+        ("all-to-all", "baseline", None),
+        # an FSDP DP group: two of a node's GPUs four apart, across the four nodes
+        ("all-gather", "baseline", Group((Span(0, 2, 4), Span(1, 4, 1)), "dp")),
+        ("reduce-scatter", "baseline", Group((Span(0, 2, 4), Span(1, 4, 1)), "dp")),
+    ],
+)  # fmt: skip
+def test_a_collective_across_nodes_never_runs_faster_than_its_slice_bounds(
+    op: str, endpoint: str, group: Group | None
+) -> None:
+    """Each dimension's slice bound (the bytes that must enter a member's slice over it, at
+    its members' raw links) is at most the collective's simulated time, on groups that span
+    a node's NVLink and the scale-out network; on one dimension it is the member bound; and
+    for a group with few members a node, the scale-out dimension's is several times the
+    bound on every link of the group's dimensions together."""
+    cfg = resolve_system("h100-nvswitch-8", nodes=4)
+    topology = Topology(cfg.network, cfg.collective)
+    size = 256 << 20
+    comm = Comm(op, float(size), group=group)
+    bounds = slice_bounds(topology, comm)
+    simulated = simulate_collective(
+        cfg, op, size, endpoint=endpoint, group=group, tuner_check=False
+    ).time
+    assert set(bounds) == {0, 1}
+    assert 0 < max(bounds.values()) <= simulated, (bounds, simulated)
+    if group is not None:  # two members a node: the node's share of NICs is what bounds
+        assert bounds[1] > 3 * comm_bound(topology, comm), (bounds, comm_bound(topology, comm))
+    if op in ("all-gather", "all-reduce"):
+        assert bounds[1] > simulated / 4, (bounds, simulated)
+    one = Comm(op, float(size), dims=(0,))
+    assert slice_bounds(topology, one) == {0: pytest.approx(comm_bound(topology, one), rel=1e-12)}
 
 
 def test_the_least_bytes_a_member_receives_per_operation() -> None:

@@ -138,7 +138,10 @@ def _collective(mode: str) -> Any:
             lambda: make_run_case("ace-isca21", "resnet50", iterations=1, warmup=0),
             "training symmetric",
         ),
-        (lambda: make_run_case("h100-nvswitch-8", "llama3-8b", **LLM), "llm class"),
+        (
+            lambda: make_run_case("h100-nvswitch-8", "llama3-8b", {"mode": "class"}, **LLM),
+            "llm class",
+        ),
     ],
 )
 def test_each_run_kind_is_estimated_with_its_own_constants(make: Any, cost: str) -> None:

@@ -324,7 +324,7 @@ def test_every_schedule_runs_an_llm_case_alike_in_class_and_exact_mode(
     )
     par = ParallelConfig(tp=2, pp=2, vpp=vpp, global_batch=8, seq=512, schedule=schedule)
     case = make_llm_case("h100-nvswitch-8", model, par, nodes=1)
-    fast, ex = run_llm(case)
+    fast, ex = run_llm(case, mode="class")
     full, _ = run_llm(case, mode="exact")
     assert (fast.schedule, fast.mode) == (schedule, "class")
     assert fast.iteration_time == pytest.approx(full.iteration_time, rel=1e-9)

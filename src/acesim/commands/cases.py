@@ -234,15 +234,13 @@ def _refuse(given: Mapping[str, Any], table: Mapping[str, str], why: str) -> Non
 def cli_case(system: str, workload: str, **given: Any) -> Any:
     """The case the command-line options describe, of the run kind that claims the workload
     (an LLM model of the registry or ``--parallel``: LLM; else a training graph). ``given``:
-    the options by parameter name (None or empty: not given): ``exact`` or ``composed`` (LLM
-    runs), ``search``,
+    the options by parameter name (None or empty: not given): ``exact``, or ``composed`` or
+    ``full`` (LLM runs: :data:`MODE_FLAGS`), ``search``,
     ``nodes``, ``sets``, ``force`` (accept implausible bare numbers),
     ``stragglers``/``compute_spread``/``links``/``npu_types`` (the flags' texts),
     ``placement`` (a file), the training flags (:data:`TRAINING_FLAGS`) and the LLM ones
     (:data:`LLM_FLAGS`, ``parallel``, ``precision``). Errors name the flag."""
-    if given.get("exact") and given.get("composed"):
-        raise ConfigError("--composed", "give either --exact or --composed", True)
-    mode = "exact" if given.get("exact") else "composed" if given.get("composed") else "symmetric"
+    mode = _mode(given)
     options: dict[str, Any] = {"mode": mode}
     options.update(search=bool(given.get("search")), nodes=given.get("nodes"))
     for bound in ("max_messages", "max_micro_batches"):
@@ -267,9 +265,26 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
                 force=bool(given.get("force")),
             )
         _refuse(given, LLM_FLAGS, LLM_ONLY)
-        if given.get("composed"):
-            raise ConfigError("--composed", LLM_ONLY, True)
+        for flag in ("composed", "full"):
+            if given.get(flag):
+                raise ConfigError(f"--{flag}", LLM_ONLY, True)
         return _training_case(system, workload, options, overrides, given)
+
+
+#: The mode flags of ``acesim run`` and the mode each asks for (none: the run kind's default).
+MODE_FLAGS = {"exact": "exact", "composed": "composed", "full": "class"}
+
+
+def _mode(given: Mapping[str, Any]) -> str:
+    """The mode the flags in ``given`` ask for (at most one of :data:`MODE_FLAGS`)."""
+    asked = [name for name in MODE_FLAGS if given.get(name)]
+    if len(asked) > 1:
+        raise ConfigError(
+            f"--{asked[1]}",
+            f"give at most one of --{', --'.join(MODE_FLAGS)}",
+            " ".join(f"--{name}" for name in asked),
+        )
+    return MODE_FLAGS[asked[0]] if asked else "symmetric"
 
 
 #: Why an LLM flag is refused for a training graph.

@@ -179,9 +179,10 @@ def _show(result: PlanResult) -> None:
     )
     for kind in result.endpoints:
         console.print(
-            f"{kind}: simulated {acc['simulated'][kind]}, pruned by the bound "
-            f"{acc['pruned_by_kernel_bound'][kind]} built and {acc['pruned_unbuilt'][kind]} "
-            "unbuilt (their memory not checked)"
+            f"{kind}: simulated {acc['simulated'][kind]}, pruned by the bounds "
+            f"{acc['pruned_by_kernel_bound'][kind]} built (the network bound "
+            f"{acc['pruned_by_network_bound'][kind]} of them) and "
+            f"{acc['pruned_unbuilt'][kind]} unbuilt (their memory not checked)"
         )
     for failure in acc["failed"]:
         err_console.print(

@@ -92,7 +92,9 @@ class RunOptions(Strict):
         "makes ranks differ: then exact mode, and the result says why "
         "(acesim.training.strategy); composed (LLM runs): class mode with each distinct "
         "pipeline pass simulated once alone (acesim.training.compose: an approximation, its "
-        "error measured)",
+        "error measured). LLM runs take symmetric (the default) as composed where the "
+        "iteration composes, class mode elsewhere; class asks for class mode's full "
+        "simulation",
     )
     loop: str = Field("layerwise", description="training loop (acesim.training.loops.LOOPS)")
     bucket_size: PositiveBytes = Field(25 * 2**20, description="bucketed loop: bytes per bucket")

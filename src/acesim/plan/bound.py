@@ -31,8 +31,23 @@ that a candidate whose bound is above the ``K``-th best simulated time cannot en
   sustained bandwidth), each summed over the stage's kernels, whichever is larger. The
   optimizer step is left out.
 
-Neither counts communication, bubbles beyond the fill and the drain, or contention: they are
-far below the simulated time on communication-bound candidates, which then get simulated.
+* :func:`network_bound` (from the built case's graph, as class mode runs it: built only for a
+  candidate about to be simulated in class mode): a simulated rank's collectives, each at its
+  least time on some set of links, summed over the collectives that use the same set:
+  every link of the dimensions it runs on (:func:`comm_bound`: the bytes that must reach the
+  rank at its links' raw bandwidth one way), summed over the collectives on those dimensions;
+  and one dimension's links of the rank's slice of its communicator (:func:`slice_bounds`:
+  the bytes that must enter the members sharing its coordinate on that dimension, at their
+  links' raw bandwidth), summed over the communicator's collectives. Whatever the
+  collectives overlap (compute, each other), those bytes cross those links, so the iteration
+  lasts at least the largest sum (over the run's iterations). It is what bounds
+  communication-heavy candidates (FSDP's gathers and reduce-scatters in every pass, DP over
+  the scale-out network) that the kernel bound leaves far below the simulation. Pipeline
+  sends and receives are left out.
+
+The kernel bound counts no overlapped communication, no bubbles beyond the fill and the drain
+and no contention; the network bound counts no compute: each is far below the simulated time
+on candidates bound by the other or by both at once, which then get simulated.
 """
 
 from __future__ import annotations
@@ -48,7 +63,7 @@ from ..hardware.kernels import Kernel
 from ..network.group import resolve
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
-from ..runs.llm import OPTIMIZER, LlmCase
+from ..runs.llm import OPTIMIZER, LlmCase, llm_graph
 from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..workload.llm.block import chunk_work, layer_params
 from ..workload.llm.chunk import ChunkWork, Step
@@ -58,7 +73,14 @@ from ..workload.llm.parallel import ParallelConfig, Placement, placement
 from ..workload.model import Comm
 from ..workload.optimizer import state_bytes_per_param
 
-__all__ = ["gemm_bound", "kernel_bound", "layer_bound", "memory_floor"]
+__all__ = [
+    "gemm_bound",
+    "kernel_bound",
+    "layer_bound",
+    "memory_floor",
+    "network_bound",
+    "slice_bounds",
+]
 
 
 def gemm_bound(
@@ -92,6 +114,8 @@ class _Times:
         self.alone: dict[Kernel, float] = {}
         self.busy: dict[Kernel, tuple[float, float]] = {}
         self.comms: dict[Comm, float] = {}
+        #: each collective's network bound terms (:func:`_network_terms`)
+        self.network: dict[Comm, list[tuple[tuple[object, ...], float]]] = {}
         #: one layer's (kernel time alone, unit-seconds over the units, HBM seconds, saved
         #: bytes) per the axes that shape it and its kind (:func:`_layer_time`)
         self.layers: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
@@ -170,6 +194,48 @@ def comm_bound(topology: Topology, comm: Comm) -> float:
     dims = topology.dimensions
     raw = sum(dims[a.dim].egress_bandwidth / dims[a.dim].efficiency for a in axes)
     return least_received(comm.op, n) * comm.size / raw
+
+
+def entering(op: str, n: int, across: int) -> float:
+    """The least fraction of ``S`` that must enter a *slice* of a group of ``n`` members over
+    one of its dimensions, where the group has ``across`` members along it (the slice: the
+    ``n / across`` members that share a coordinate on it, who reach each other without it):
+    what the members outside the slice hold that a slice member needs, counted once for the
+    slice where its members need the same bytes. An all-gather's shards from outside
+    (``1 - 1/across``, shared by the slice), an all-reduce's likewise (at least what
+    :func:`least_received` counts for one member), a reduce-scatter's reduced shards of the
+    slice's members (``1/across``: each pre-reduced outside at best), an all-to-all's
+    messages from outside to each slice member (``n/across x (1 - 1/across)``: none shared),
+    a send/receive's buffer; rooted operations nothing. For a group on one dimension (a
+    slice of one member) this is :func:`least_received`."""
+    if op in ("all-gather", "all-reduce"):
+        return 1 - 1 / across
+    if op == "reduce-scatter":
+        return 1 / across
+    if op == "all-to-all":
+        return n / across * (1 - 1 / across)
+    if op == "sendrecv":
+        return 1.0
+    return 0.0
+
+
+def slice_bounds(topology: Topology, comm: Comm) -> dict[int, float]:
+    """Per dimension of the collective's group, the least time (s) it takes at a member: the
+    bytes that must enter the member's slice over that dimension (:func:`entering`) at the
+    raw bandwidth of the slice members' links on it, spread evenly over them. The model runs
+    a group's collective on its members' links only, so nothing enters the slice over the
+    links of NPUs outside the group. On a group spanning several dimensions this is what the
+    scale-out dimension bounds (a ring or tree across nodes still brings every remote shard
+    in through the node's members' NICs), where :func:`comm_bound` counts every dimension's
+    links together."""
+    axes = resolve(topology, comm.group if comm.group is not None else comm.dims)
+    n = math.prod(a.size for a in axes)
+    dims = topology.dimensions
+    out: dict[int, float] = {}
+    for a in axes:
+        raw = dims[a.dim].egress_bandwidth / dims[a.dim].efficiency
+        out[a.dim] = entering(comm.op, n, a.size) * comm.size / (n // a.size * raw)
+    return out
 
 
 def _chunk_kernels(chunk: ChunkWork) -> list[Kernel]:
@@ -424,3 +490,45 @@ def _drain(case: LlmCase, times: _Times) -> list[float]:
         min(before[order.virtual_stage(c, s, pp)] for c in range(len(case.stages[s])))
         for s in range(pp)
     ]
+
+
+def network_bound(case: LlmCase) -> float:
+    """The network bound (s per iteration; module docstring) of a built case."""
+    times = _times_of(case.system)
+    topology = times.topology
+    assert topology is not None
+    graph = llm_graph(case, classes=True)
+    most = 0.0
+    for nodes in graph.ranks:
+        # every link of the dimensions a collective runs on (comm_bound), summed over the
+        # collectives on the same dimensions; and one dimension's links of a communicator's
+        # slice (slice_bounds), summed over the communicator's collectives
+        sums: dict[tuple[object, ...], float] = {}
+        for node in nodes:
+            if node.kind != "collective" or node.op is None:
+                continue
+            comm = Comm(node.op, node.size, node.dims, node.group)
+            for key, t in _network_terms(times, topology, comm):
+                sums[key] = sums.get(key, 0.0) + t
+        most = max(most, *sums.values(), 0.0)
+    return most / max(graph.iterations, 1)
+
+
+def _network_terms(
+    times: _Times, topology: Topology, comm: Comm
+) -> list[tuple[tuple[object, ...], float]]:
+    """A collective's least times (s), each keyed by the links it counts (memoised)."""
+    terms = times.network.get(comm)
+    if terms is None:
+        axes = resolve(topology, comm.group if comm.group is not None else comm.dims)
+        dims = tuple(a.dim for a in axes)
+        terms = times.network[comm] = (
+            [(("all", dims), comm_bound(topology, comm))]
+            + [
+                (("slice", comm.group, comm.dims, d), t)
+                for d, t in slice_bounds(topology, comm).items()
+            ]
+            if dims
+            else []
+        )
+    return terms

@@ -89,6 +89,7 @@ class PlanResult:
         out["kernel_bound"] = row.kernel_bound
         out["layer_bound"] = row.layer_bound
         out["gemm_bound"] = row.gemm_bound
+        out["network_bound"] = row.network_bound
         out["command"] = self.command(row)
         return out
 
@@ -139,6 +140,7 @@ class PlanResult:
             "fit": o.fits,
             "simulated": {k: len(v) for k, v in o.rows.items()},
             "pruned_by_kernel_bound": dict(o.pruned_kernel),
+            "pruned_by_network_bound": dict(o.pruned_network),
             "pruned_unbuilt": dict(o.pruned_unbuilt),
             "failed": [{"parallel": p, "endpoint": e, "error": err} for p, e, err in o.failed],
         }
@@ -245,10 +247,11 @@ class PlanResult:
 
 BOUND_NOTE = (
     "candidates are pruned only when a lower bound on their iteration time (each pipeline "
-    "stage's kernels at their time alone, one after another, plus the pipeline fill; or, "
-    "before the case is built, its transformer layers' kernels alone, or dense GEMM FLOPs at "
-    "the datasheet peak) is at least the K-th best simulated time: no pruned candidate could "
-    "enter the top K"
+    "stage's kernels at their time alone, one after another, plus the pipeline fill and "
+    "drain; or, before the case is built, its transformer layers' kernels alone, or dense "
+    "GEMM FLOPs at the datasheet peak; or, for a candidate simulated in class mode, its "
+    "collectives' least bytes through a rank's links at their raw bandwidth) is at least the "
+    "K-th best simulated time: no pruned candidate could enter the top K"
 )
 
 

@@ -37,10 +37,10 @@ from ..hardware.endpoints.copy_engine import check_facts_stated
 from ..precision import PRECISIONS
 from ..runs.case import check_math
 from ..runs.compare import check_endpoints
-from ..runs.llm import make_llm_case, misfit
+from ..runs.llm import compose_problem, make_llm_case, misfit
 from ..sweep.runner import run_items
 from ..workload.llm.models import TransformerConfig
-from .bound import gemm_bound, kernel_bound, layer_bound, memory_floor
+from .bound import gemm_bound, kernel_bound, layer_bound, memory_floor, network_bound
 from .space import Candidate, Cluster, Space, enumerate_space, rule_name
 
 __all__ = ["PlanRequest", "PlanRow", "PlanOutcome", "search"]
@@ -81,6 +81,9 @@ class PlanRow:
     memory: dict[str, float]
     metrics: dict[str, Any]
     layer_bound: float = 0.0
+    #: the network bound (s; 0: not computed, the candidate's simulation costing about what
+    #: the bound does: :meth:`_Cases.network`)
+    network_bound: float = 0.0
 
     @property
     def iteration_time(self) -> float:
@@ -97,6 +100,8 @@ class PlanOutcome:
     refused_other: Counter[str] = field(default_factory=Counter)
     pruned_unbuilt: dict[str, int] = field(default_factory=dict)
     pruned_kernel: dict[str, int] = field(default_factory=dict)
+    #: of those pruned after building, those the network bound pruned
+    pruned_network: dict[str, int] = field(default_factory=dict)
     failed: list[tuple[str, str, str]] = field(default_factory=list)
     rows: dict[str, list[PlanRow]] = field(default_factory=dict)
     fits: int = 0
@@ -121,6 +126,7 @@ class _Cases:
         self.request = request
         self.outcome = outcome
         self.built: dict[int, tuple[dict[str, float], float] | None] = {}
+        self.networks: dict[int, float] = {}
         self.capacity = request.system.npu.hbm_capacity
 
     def get(self, index: int, candidate: Candidate) -> tuple[dict[str, float], float] | None:
@@ -152,6 +158,20 @@ class _Cases:
                 entry = (dict(case.memory), kernel_bound(case))
         self.built[index] = entry
         return entry
+
+    def network(self, index: int, candidate: Candidate) -> float:
+        """The candidate's network bound (s), built from its graph, where its simulation
+        runs class mode (asked for, or its passes cannot be composed: FSDP over DP): there it
+        costs a few percent of the simulation it may save. Composed, a candidate's simulation
+        costs about what building its graph does: 0, not computed."""
+        if index not in self.networks:
+            r = self.request
+            case = make_llm_case(
+                r.system, r.model, candidate.parallel, precision=r.precision, check_memory=False
+            )
+            composed = r.mode == "composed" and compose_problem(case) is None
+            self.networks[index] = 0.0 if composed else network_bound(case)
+        return self.networks[index]
 
 
 def _point(
@@ -250,7 +270,8 @@ def _branch_and_bound(
                 outcome.failed.append((c.text, kind, str(result.get("error"))))
                 continue
             gemm, layer = bounds[i]
-            row = PlanRow(c, kind, gemm, kb, dict(memory), result["metrics"], layer)
+            network = cases.networks.get(i, 0.0)
+            row = PlanRow(c, kind, gemm, kb, dict(memory), result["metrics"], layer, network)
             rows.append(row)
             heapq.heappush(best, -row.iteration_time)
             if len(best) > r.top:
@@ -259,19 +280,24 @@ def _branch_and_bound(
         if progress is not None:
             progress(kind, len(rows))
 
-    # best first: unbuilt candidates keyed by their GEMM bound, built ones by their kernel
-    # bound (never below it); a key at or above the K-th best time ends the search
+    # best first: unbuilt candidates (stage 0) keyed by their GEMM and layer bounds, built
+    # ones (1) by their kernel bound, then (2) by their network bound too (never below the
+    # key before); a key at or above the K-th best time ends the search
     queue: list[tuple[float, int, int]] = [(max(b), 0, i) for i, b in enumerate(bounds)]
     heapq.heapify(queue)
     while queue:
-        key, built_flag, i = queue[0]
+        key, stage, i = queue[0]
         if key >= threshold():
             break
         heapq.heappop(queue)
-        if not built_flag:
+        if stage == 0:
             built = cases.get(i, space.candidates[i])
             if built is not None:
                 heapq.heappush(queue, (max(built[1], key), 1, i))
+            continue
+        if stage == 1:
+            network = cases.network(i, space.candidates[i])
+            heapq.heappush(queue, (max(network, key), 2, i))
             continue
         entry = cases.built[i]
         assert entry is not None
@@ -282,6 +308,9 @@ def _branch_and_bound(
         flush()
     outcome.pruned_unbuilt[kind] = sum(1 for _, b, _ in queue if not b)
     outcome.pruned_kernel[kind] = sum(1 for _, b, _ in queue if b)
+    outcome.pruned_network[kind] = sum(
+        1 for key, b, i in queue if b == 2 and cases.networks[i] == key
+    )
     rows.sort(
         key=lambda row: (row.iteration_time, row.candidate.text, row.candidate.parallel.micro_batch)
     )

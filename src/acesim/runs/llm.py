@@ -68,6 +68,7 @@ from ..workload.model import Compute
 from ..workload.optimizer import state_bytes_per_param, update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
+from .estimate import Estimate
 from .graph_run import run_graph
 from .how import How
 
@@ -548,7 +549,7 @@ def _order_problem(case: LlmCase) -> str | None:
     )
 
 
-def _compose_problem(case: LlmCase) -> str | None:
+def compose_problem(case: LlmCase) -> str | None:
     """Why the case's iteration cannot be composed from passes simulated alone
     (:mod:`acesim.training.compose`; None: it can)."""
     if case.parallel.zero == 3 and case.place.dp_group is not None:
@@ -566,13 +567,20 @@ def _compose_problem(case: LlmCase) -> str | None:
 
 def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
-    strategy :func:`~acesim.training.strategy.decide` chooses: class mode (one rank per
-    pipeline stage) unless ``case.options`` asks for exact mode or something makes ranks
-    differ (the result's ``mode_note`` says what); mode ``composed``: class mode's iteration
-    composed from passes simulated alone (:mod:`acesim.training.compose`)."""
+    strategy :func:`~acesim.training.strategy.decide` chooses: by default mode ``composed``
+    (class mode's iteration, one rank per pipeline stage, composed from passes simulated
+    alone: :mod:`acesim.training.compose`), class mode where the iteration does not compose
+    (FSDP over DP, layer-granular offload, a trace: the result's ``mode_note`` says why);
+    ``case.options.mode`` ``class`` asks for class mode's full simulation, ``exact`` for
+    exact mode, which something that makes ranks differ also chooses (the note says what)."""
     opts = case.options
-    uncomposable = _compose_problem(case)
-    sink = PassTimes() if opts.mode == "composed" else None
+    uncomposable = compose_problem(case)
+    requested = opts.mode
+    if requested == "symmetric":  # the default: composed where its error is within 0.1%
+        requested = "composed"
+        if how.trace and uncomposable is None:
+            uncomposable = "a trace records every kernel"
+    sink = PassTimes() if requested == "composed" else None
 
     def graphs(reduced: bool) -> Graph:
         composed = reduced and uncomposable is None
@@ -584,25 +592,47 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     strategy, graph = decide(
         case.system,
         graphs,
-        requested=opts.mode,
+        requested=requested,
         variation=opts.variation,
         placed=opts.placement is not None,
         trace=how.trace,
-        problem=_order_problem(case) if opts.mode != "exact" else None,
+        problem=_order_problem(case) if requested != "exact" else None,
         uncomposable=uncomposable,
     )
     if strategy.composed and sink is not None:
-        quiet = replace(how, on_estimate=None)
+        # the first composed run is estimated with the passes simulated alone before it (the
+        # work bound counts their messages); the rounds after it are told nothing
+        told = [_with_passes(how, sink), replace(how, on_estimate=None)]
         execution = run_composed(
             sink,
             graph,
             platform=lambda: Platform(case.system, strategy),
             rebuild=lambda: llm_graph(case, classes=True, passes=sink),
-            run=lambda g: run_graph(case.system, strategy, g, kind="llm", how=quiet),
+            run=lambda g: run_graph(
+                case.system, strategy, g, kind="llm", how=told.pop(0) if len(told) > 1 else told[0]
+            ),
         )
     else:
         execution = run_graph(case.system, strategy, graph, kind="llm", how=how)
     return _summary(case, execution, mode_note(strategy, execution), how.variant), execution
+
+
+def _with_passes(how: How, sink: PassTimes) -> How:
+    """``how`` with its estimate counting the passes ``sink`` simulated alone too."""
+    told = how.on_estimate
+    if told is None:
+        return how
+
+    def estimate(composed: Estimate) -> None:
+        told(
+            replace(
+                composed,
+                messages=composed.messages + sink.alone_messages,
+                kernels=composed.kernels + sink.alone_kernels,
+            )
+        )
+
+    return replace(how, on_estimate=estimate)
 
 
 def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> LlmResult:
@@ -780,8 +810,9 @@ def run_llm(
     mode: str | None = None,
     variation: Variation | None = None,
 ) -> tuple[LlmResult, Execution]:
-    """Simulate the case (:func:`execute_llm`); ``mode`` (``class`` or ``exact``) and
-    ``variation`` (stragglers, spread, link changes) replace the case's run options."""
+    """Simulate the case (:func:`execute_llm`); ``mode`` (``composed``, ``class`` or
+    ``exact``; None: the case's, by default composed where it applies) and ``variation``
+    (stragglers, spread, link changes) replace the case's run options."""
     changes: dict[str, Any] = {}
     if mode is not None:
         if mode not in ("class", "exact", "composed"):
@@ -881,7 +912,7 @@ def llm_point_config(
         "seq": _int_param(raw, "seq", model.seq),
         "precision": raw.get("precision", "bf16"),
         "nodes": _int_param(raw, "nodes", None),
-        "mode": raw.get("mode", "class"),
+        "mode": raw.get("mode", "composed"),
     }
     if not isinstance(config["precision"], str):
         raise ConfigError("precision", "must be a precision name", config["precision"])

@@ -101,6 +101,10 @@ class PassTimes:
 
     #: passes of the last composed graph (timers and expanded)
     passes: int = 0
+    #: the messages and compute kernels of the passes simulated alone so far (the run's
+    #: estimate counts them beside the composed graph's)
+    alone_messages: int = 0
+    alone_kernels: int = 0
 
     def expanded(self, stage: int, episode: tuple[Any, ...]) -> bool:
         self.passes += 1
@@ -176,7 +180,10 @@ class PassTimes:
 
             return finished
 
-        execution = GraphExecutor(platform, graph, node_progress=progress).run()
+        executor = GraphExecutor(platform, graph, node_progress=progress)
+        self.alone_messages += executor.estimate_messages()
+        self.alone_kernels += executor.estimate_kernels()
+        execution = executor.run()
         copies: dict[PassKey, list[tuple[PassKey, list[Node]]]] = {}
         for key in keys:
             if key[0] in alike:

@@ -164,7 +164,7 @@ def decide(
             raise ConfigError(
                 "run.mode", "composed composes pipeline passes: LLM runs only", requested
             )
-        if requested == "composed" and trace:
+        if requested == "composed" and trace and uncomposable is None:
             raise ConfigError(
                 "run.mode", "composed runs its passes as timers: it has no per-kernel trace "
                 "(trace a class-mode run)", requested,
