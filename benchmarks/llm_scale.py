@@ -1,8 +1,8 @@
 """How fast acesim simulates one LLM training iteration (issues 14 and 27).
 
 The default cases are issue 27's table, in mode composed (as ``acesim run`` runs them: each
-distinct pipeline pass simulated once, one simulated rank per pipeline stage; class mode where
-the iteration does not compose: the 8B FSDP case), each against the target of 1 CPU s per case,
+distinct pipeline pass simulated once, one simulated rank per pipeline stage; the 8B FSDP case
+each pass in its context), each against the target of 1 CPU s per case,
 measured in this process with start-up (imports) excluded; ``--full``: class mode, the full
 simulation (``acesim run --full``):
 

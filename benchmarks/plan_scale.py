@@ -111,7 +111,8 @@ def main() -> None:
 
 
 def _cpu() -> float:
-    """CPU s of this process and of the worker processes it waited for."""
+    """CPU s of this process and of the worker processes it waited for (a worker still
+    running is not counted: with ``--workers``, read the wall time)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

@@ -682,6 +682,11 @@ def _llm_runs() -> Iterator[GoldenCase]:
         "--parallel tp=8,pp=2 --global-batch 4 --seq 512 --nodes 2 --endpoint baseline",
     )
     yield _llm("tp2pp2-zero3/baseline/default", f"{TP2PP2},zero=3 --endpoint baseline")
+    # FSDP without pipeline stages: composed, each pass in its context
+    yield _llm(
+        "tp2-zero3/baseline/composed",
+        "--parallel tp=2,zero=3 --global-batch 8 --seq 512 --endpoint baseline",
+    )
     yield _llm(
         "tp2pp2-mb2/baseline/class",
         "--parallel tp=2,pp=2 --global-batch 8 --micro-batch 2 --seq 512 --endpoint baseline",

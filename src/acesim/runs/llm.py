@@ -549,13 +549,19 @@ def _order_problem(case: LlmCase) -> str | None:
     )
 
 
+def fsdp_over_dp(case: LlmCase) -> bool:
+    """FSDP (ZeRO-3) sharding over a DP group of more than one rank."""
+    return case.parallel.zero == 3 and case.place.dp_group is not None
+
+
 def compose_problem(case: LlmCase) -> str | None:
     """Why the case's iteration cannot be composed from passes simulated alone
     (:mod:`acesim.training.compose`; None: it can)."""
-    if case.parallel.zero == 3 and case.place.dp_group is not None:
+    if fsdp_over_dp(case) and (case.parallel.pp > 1 or case.parallel.offload_weights):
         return (
             "FSDP gathers each unit's parameters and reduce-scatters its gradients in every "
-            "pass, beside the pass before and after it: no pass runs alone"
+            "pass, beside the pass before and after it: with pipeline stages (or its CPU "
+            "offload's copies) no pass runs in one context"
         )
     if case.parallel.offload_layers:
         return (
@@ -580,7 +586,9 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
         requested = "composed"
         if how.trace and uncomposable is None:
             uncomposable = "a trace records every kernel"
-    sink = PassTimes() if requested == "composed" else None
+    # FSDP without pipeline stages: each pass keyed by the one before it, whose last
+    # gradient reduce-scatter runs on into it (training.compose, PassTimes.contexts)
+    sink = PassTimes(contexts=fsdp_over_dp(case)) if requested == "composed" else None
 
     def graphs(reduced: bool) -> Graph:
         composed = reduced and uncomposable is None

@@ -75,7 +75,12 @@ __all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS", "PassSink"]
 
 
 class PassSink(Protocol):
-    """A composed graph's sink for its passes (:mod:`.compose`)."""
+    """A composed graph's sink for its passes (:mod:`.compose`). ``contexts``: a pass's key
+    also holds the shape of the pass before it on its rank in the iteration (None: the
+    first) and whether it is the iteration's last (FSDP without pipeline stages, whose
+    backward's last reduce-scatter runs on into the next pass)."""
+
+    contexts: bool
 
     def expanded(self, stage: int, episode: tuple[Any, ...]) -> bool:
         """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
@@ -326,6 +331,10 @@ class _RankGraph:
         self.computes: dict[int, tuple[Step, Compute]] = {}
         #: the pass the nodes being added belong to (:attr:`Node.episode`; None: none)
         self.episode: tuple[Any, ...] | None = None
+        #: the shape of the pass before in this iteration (None: none yet), and whether the
+        #: one being emitted is the iteration's last (a composed graph's contexts)
+        self.before: tuple[Any, ...] | None = None
+        self.last = False
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
         if self.episode is not None:
@@ -364,7 +373,9 @@ class _RankGraph:
         groups.pop()
         saved = [c.saved for c in self.chunks]
         self.offload = ActivationOffload(self.plan.offload, saved, groups)
+        self.before = None
         for k, group in enumerate(groups):
+            self.last = k == len(groups) - 1
             self.offload.prefetch(self.add, k, self.prev)
             self.emit(group)
             self.offload.offload(self.add, group, self.prev)
@@ -389,6 +400,7 @@ class _RankGraph:
         else:
             self.composed(group, shape, deps)
         self.episode = None
+        self.before = shape
         for op in group:
             if EMITTERS[op.kind].transfers:
                 self.transfer(op, [], receive=False)
@@ -426,7 +438,9 @@ class _RankGraph:
             assert alone.prev is not None  # a pass has steps
             return alone.nodes, alone.prev
 
-        self.plan.passes.timer(self.nodes[node], (self.stage, shape), build)
+        sink = self.plan.passes
+        key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
+        sink.timer(self.nodes[node], key, build)
 
     # -- what the emitters share ----------------------------------------------------------
     def vstage(self, op: Op) -> int:
