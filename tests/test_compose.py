@@ -11,6 +11,7 @@ its passes in their context, equal to class mode.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -216,9 +217,10 @@ def test_layer_granular_offload_runs_class_mode_and_says_why() -> None:
     assert composed.iteration_time == full.iteration_time
 
 
+@functools.cache
 def _fsdp_draws() -> list[Any]:
     """FSDP over DP without pipeline stages, from both distributions (3-4 and 1-2
-    micro-batches per rank), a few of each."""
+    micro-batches per rank), a few of each (drawn once per process)."""
     drawn = [*_cases(60), *_few_cases(120)]
     return [c for c in drawn if c.parallel.zero == 3 and c.place.dp_group is not None
             and c.parallel.pp == 1][:8]  # fmt: skip
