@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -174,6 +175,21 @@ def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: Pla
     for row in full.outcome.rows["baseline"]:
         assert row.gemm_bound <= row.kernel_bound <= row.iteration_time
         assert 0 < row.layer_bound <= row.kernel_bound
+
+
+@pytest.mark.parametrize("where", [{"workers": 2}, {"dask": "local", "workers": 2}])
+def test_a_plan_on_worker_processes_or_a_dask_cluster_ranks_as_in_this_process(
+    pruned: PlanResult, where: dict[str, Any]
+) -> None:
+    """The simulations on local worker processes or a (local) Dask cluster, one pool or
+    client for the whole search, of a model the workers' registry does not hold (the plan
+    sends the model itself): the same ranked rows, every figure equal."""
+    result = plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL,
+                  **where)  # fmt: skip
+    assert not result.outcome.failed
+    got = [(r.candidate.text, r.candidate.parallel.micro_batch, r.metrics) for r in result.top()]
+    want = [(r.candidate.text, r.candidate.parallel.micro_batch, r.metrics) for r in pruned.top()]
+    assert len(want) == 3 and got == want
 
 
 def test_a_row_is_what_acesim_run_gives_for_its_command_line(pruned: PlanResult) -> None:

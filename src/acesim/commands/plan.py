@@ -14,6 +14,7 @@ from ..plan.run import plan
 from ..plan.space import AXES
 from ..results.jsonout import dumps
 from ..results.protocol import Table
+from ..sweep.runner import default_workers
 from ..units import format_time
 from .cases import cli_system
 from .common import (
@@ -63,7 +64,9 @@ def plan_command(
         False, "--exhaustive", help="simulate every configuration that fits (no pruning)"
     ),
     full: bool = FULL_OPTION,
-    workers: int = typer.Option(0, "--workers", "-j", help="worker processes; 0 = this one"),
+    workers: int | None = typer.Option(
+        None, "--workers", "-j", help="worker processes (default: the CPUs); 0 = this process"
+    ),
     dask: str | None = typer.Option(
         None, "--dask", help="'local' or a trusted scheduler's address (as acesim sweep)"
     ),
@@ -78,6 +81,7 @@ def plan_command(
 ) -> None:
     """Rank every valid parallel configuration of an LLM on a cluster: enumerate, refuse
     what does not fit in HBM, prune by a lower bound, simulate the rest (docs/plan.md)."""
+    workers = default_workers() if workers is None else workers
     _check_options(top, workers, figure, csv_path)
     cfg = cli_system(system, sets, nodes, force)
     show = not json_out

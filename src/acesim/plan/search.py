@@ -14,8 +14,9 @@ built or not (the memory of the unbuilt ones is not checked: the output says how
 ``exhaustive`` simulates every candidate that fits.
 
 Each simulation is a sweep point (:func:`acesim.sweep.worker.execute_point`): in this
-process, in local worker processes, or on a Dask cluster, as ``acesim sweep`` runs them, so
-a plan's row is exactly what ``acesim run`` prints for the command line the row gives. By
+process, in local worker processes, or on a Dask cluster, as ``acesim sweep`` runs them (one
+pool or client for the whole search: :func:`~acesim.sweep.runner.item_runner`), so a plan's
+row is exactly what ``acesim run`` prints for the command line the row gives. By
 default a candidate is simulated in mode ``composed`` (each distinct pipeline pass once:
 :mod:`acesim.training.compose`, within 0.03% of class mode on issue 27's cases, at 10-30
 times less CPU) and the row's command line says ``--composed``; ``mode="class"`` simulates
@@ -24,6 +25,7 @@ each in full.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import Counter
@@ -38,7 +40,7 @@ from ..precision import PRECISIONS
 from ..runs.case import check_math
 from ..runs.compare import check_endpoints
 from ..runs.llm import compose_problem, make_llm_case, misfit
-from ..sweep.runner import run_items
+from ..sweep.runner import item_runner
 from ..workload.llm.models import TransformerConfig
 from .bound import gemm_bound, kernel_bound, layer_bound, memory_floor, network_bound
 from .space import Candidate, Cluster, Space, enumerate_space, rule_name
@@ -180,7 +182,8 @@ def _point(
     return {
         "kind": "llm",
         "system": docs[kind],
-        "model": request.model.name,
+        # the model itself, not its name: a worker knows the shipped models only
+        "model": dataclasses.asdict(request.model),
         "parallel": c.text,
         "global_batch": request.global_batch,
         "micro_batch": c.parallel.micro_batch,
@@ -225,13 +228,13 @@ def search(
         for kind in endpoints
     }
     cases = _Cases(r, outcome)
-    runner: Runner = lambda items: run_items(items, dask=dask, workers=workers)  # noqa: E731
     batch = max(1, workers)
     compare = len(endpoints) > 1
-    for kind in endpoints:
-        outcome.rows[kind] = _branch_and_bound(
-            r, kind, bounds, cases, outcome, docs, runner, batch, compare, progress
-        )
+    with item_runner(dask=dask, workers=workers) as runner:  # its workers kept across batches
+        for kind in endpoints:
+            outcome.rows[kind] = _branch_and_bound(
+                r, kind, bounds, cases, outcome, docs, runner, batch, compare, progress
+            )
     return outcome
 
 

@@ -931,12 +931,14 @@ def llm_point_config(
 
 
 def llm_point_case(config: Mapping[str, Any], system: SystemConfig | None = None) -> LlmCase:
-    """The case of an LLM sweep point (:func:`llm_point_config`'s configuration)."""
+    """The case of an LLM sweep point (:func:`llm_point_config`'s configuration; its
+    ``model`` a registered name, or, from ``acesim plan``, the model's fields)."""
     from ..config.presets import system_from_dict
 
+    model = config["model"]
     return make_llm(
         system if system is not None else system_from_dict(config["system"]),
-        config["model"],
+        TransformerConfig(**model) if isinstance(model, dict) else model,
         parallel=config["parallel"],
         global_batch=config["global_batch"],
         micro_batch=config["micro_batch"],

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,15 @@ from .spec import Point, SweepSpec, canonical_json, load_spec
 from .store import ResultStore
 from .worker import error_outcome, execute_point
 
-__all__ = ["run_sweep", "run_items", "SweepSummary", "default_workers", "default_db", "check_dask"]
+__all__ = [
+    "run_sweep",
+    "run_items",
+    "item_runner",
+    "SweepSummary",
+    "default_workers",
+    "default_db",
+    "check_dask",
+]
 
 Item = tuple[str, dict[str, Any]]  # (hash, config)
 
@@ -318,6 +327,31 @@ def run_items(
     return _backend(dask, workers)(items)
 
 
+@contextmanager
+def item_runner(
+    *, dask: Any = None, workers: int = 0
+) -> Iterator[Callable[[list[Item]], Iterator[tuple[str, Any]]]]:
+    """A runner of batches of resolved points, as :func:`run_items` runs them, that keeps
+    its workers between batches: one process pool, or one Dask client (``"local"``: one
+    LocalCluster), for a search that runs batch after batch (``acesim plan``); each worker's
+    caches (kernel plans, chunk works) then serve every batch, and no batch pays a cluster's
+    start. Closed when the block ends."""
+    if dask is None and workers == 0:
+        yield _run_inline
+        return
+    if dask is None:
+        held = [_pool(workers)]
+        try:
+            yield lambda items: _run_local(items, workers, held)
+        finally:
+            held[0].shutdown(wait=False, cancel_futures=True)
+        return
+    if isinstance(dask, str) and dask != "local":
+        check_dask(dask)
+    with dask_client(dask, workers, _unreachable) as (dist, client):
+        yield lambda items: _dask_items(items, dist, client)
+
+
 def _backend(dask: Any, workers: int) -> Callable[[list[Item]], Iterator[tuple[str, Any]]]:
     if dask is None:
         if workers == 0:
@@ -347,14 +381,18 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     )
 
 
-def _run_local(items: list[Item], workers: int) -> Iterator[tuple[str, Any]]:
+def _run_local(
+    items: list[Item], workers: int, held: list[ProcessPoolExecutor] | None = None
+) -> Iterator[tuple[str, Any]]:
+    """``items`` on a process pool of ``workers``: a new one, shut down at the end, or the
+    one ``held`` (an :func:`item_runner`'s, left running; replaced there if it breaks)."""
     if not items:
         return
     window = max(4, 4 * workers)
     queue = list(reversed(items))
     attempts: dict[str, int] = {}
     configs = dict(items)
-    pool = _pool(workers)
+    pool = held[0] if held is not None else _pool(workers)
     finished_by_pool = 0
     pending: dict[Future[dict[str, Any]], str] = {}
     try:
@@ -386,6 +424,8 @@ def _run_local(items: list[Item], workers: int) -> Iterator[tuple[str, Any]]:
                         "(see the messages above); try --workers 0 to run in this process"
                     ) from None
                 pool = _pool(workers)
+                if held is not None:
+                    held[0] = pool
                 finished_by_pool = 0
                 for h in lost:
                     attempts[h] = attempts.get(h, 0) + 1
@@ -400,45 +440,51 @@ def _run_local(items: list[Item], workers: int) -> Iterator[tuple[str, Any]]:
                     else:
                         queue.append((h, configs[h]))
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if held is None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------------
 # Dask
 
 
+def _unreachable(address: str, exc: BaseException) -> Exception:
+    return SweepError(f"--dask {address}: cannot reach the scheduler ({exc})")
+
+
 def _run_dask(items: list[Item], dask: Any, workers: int) -> Iterator[tuple[str, Any]]:
     if isinstance(dask, str) and dask != "local":
         check_dask(dask)
+    with dask_client(dask, workers, _unreachable) as (dist, client):
+        yield from _dask_items(items, dist, client)
 
-    def unreachable(address: str, exc: BaseException) -> Exception:
-        return SweepError(f"--dask {address}: cannot reach the scheduler ({exc})")
 
-    with dask_client(dask, workers, unreachable) as (dist, client):
-        if not items:
-            return
-        threads = sum(client.nthreads().values()) or 1
-        window = max(16, 4 * threads)
-        queue = list(reversed(items))
-        stream = dist.as_completed()
-        keys: dict[Any, str] = {}
+def _dask_items(items: list[Item], dist: Any, client: Any) -> Iterator[tuple[str, Any]]:
+    """``items`` on the Dask ``client`` (``dist``: the distributed module)."""
+    if not items:
+        return
+    threads = sum(client.nthreads().values()) or 1
+    window = max(16, 4 * threads)
+    queue = list(reversed(items))
+    stream = dist.as_completed()
+    keys: dict[Any, str] = {}
 
-        def submit() -> None:
-            h, config = queue.pop()
-            fut = client.submit(execute_point, config, key=f"acesim-point-{h}", pure=False)
-            keys[fut.key] = h
-            stream.add(fut)
+    def submit() -> None:
+        h, config = queue.pop()
+        fut = client.submit(execute_point, config, key=f"acesim-point-{h}", pure=False)
+        keys[fut.key] = h
+        stream.add(fut)
 
+    while queue and stream.count() < window:
+        submit()
+    for fut in stream:
+        h = keys.pop(fut.key)
+        if fut.status == "finished":
+            outcome = fut.result()
+        else:
+            failure = fut.exception()
+            outcome = error_outcome(f"dask: {type(failure).__name__}: {failure}")
+        fut.release()
+        yield h, outcome
         while queue and stream.count() < window:
             submit()
-        for fut in stream:
-            h = keys.pop(fut.key)
-            if fut.status == "finished":
-                outcome = fut.result()
-            else:
-                failure = fut.exception()
-                outcome = error_outcome(f"dask: {type(failure).__name__}: {failure}")
-            fut.release()
-            yield h, outcome
-            while queue and stream.count() < window:
-                submit()
