@@ -24,6 +24,9 @@ from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training.compose import PassTimes
 from acesim.workload.llm.parallel import parse_parallel
 
+#: the module's shared runs (module fixtures) made once: its tests in one worker
+pytestmark = pytest.mark.xdist_group("compose")
+
 #: issue 27's bound on an approximation's iteration time, relative to class mode
 _BOUND = 1e-3
 _DRAWN = 50

@@ -19,6 +19,9 @@ from acesim.studies.figures import FIGURES, figures  # noqa: E402
 from acesim.studies.membw import membw_analysis  # noqa: E402
 from acesim.studies.reproduce import collect, plan_cases  # noqa: E402
 
+#: the module's shared runs (module fixtures) made once: its tests in one worker
+pytestmark = pytest.mark.xdist_group("figures")
+
 UNIT = re.compile(r"\((x|%|B/s|s|MiB|B|units[^)]*)\)")
 
 

@@ -10,6 +10,9 @@ import pytest
 from acesim.config import load_system
 from acesim.studies.reproduce import PAPER, reproduce
 
+#: the module's shared runs (module fixtures) made once: its tests in one worker
+pytestmark = pytest.mark.xdist_group("reproduce")
+
 
 @pytest.fixture(scope="module")
 def reduced(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
