@@ -74,6 +74,8 @@ SMALL: list[tuple[str, str]] = [
     (r"-n 5 --warmup 1\b", "-n 3 --warmup 1"),
     # sweeps in this process (their worker pool and Dask cluster are tests/test_sweep.py's)
     (r"^acesim sweep (?!.*(?:-j |--workers|--dask))", "acesim sweep -j 0 "),
+    # ...and plans (theirs are tests/test_plan.py's)
+    (r"^acesim plan (?!.*(?:-j |--workers|--dask))", "acesim plan -j 0 "),
     # the HBM analysis: one network size (its bisections are the cost)
     (r"^(acesim membw)(?!.*--npus)", r"\1 --npus 16"),
     # validation: the quick rows of one family
