@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.system import SystemConfig
+from ..engine.collector import collector_paused
 from ..hardware.platform import Platform
 from ..hardware.strategy import Strategy
 from ..results.trace import enable_tracing
@@ -28,6 +29,7 @@ __all__ = ["run_graph", "PROGRESS_STEPS"]
 PROGRESS_STEPS = 1000
 
 
+@collector_paused()
 def run_graph(
     system: SystemConfig,
     strategy: Strategy,

@@ -37,6 +37,7 @@ from ..config.experiment import RunOptions
 from ..config.resolve import resolve_system
 from ..config.system import NPUConfig, SystemConfig, defaults
 from ..config.variation import Variation, check_placement
+from ..engine.collector import collector_paused
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
@@ -571,6 +572,7 @@ def compose_problem(case: LlmCase) -> str | None:
     return None
 
 
+@collector_paused()
 def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
     strategy :func:`~acesim.training.strategy.decide` chooses: by default mode ``composed``
