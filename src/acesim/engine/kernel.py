@@ -51,7 +51,7 @@ PRIORITY_NORMAL = 0
 #: runs every reallocation through the general path (tests compare the two).
 SOLO_PATH = True
 
-#: Reuse the rates of a component of several activities whose inputs to the max-min filling
+#: Reuse the rates of a component (or of an activity alone) whose inputs to the max-min filling
 #: (each one's demand, cap, weight, basis and whether it is tracked, the capacities) a
 #: component had before: the filling is a pure function of them, so the same rates and bounds
 #: to the last bit (a model's steps repeat: most reallocations of a kernel beside a message
@@ -701,6 +701,27 @@ class Engine:
             fills[key] = (found, [act.bound_now for act in acts])
         return found
 
+    def _solo(self, act: Activity) -> float:
+        """:func:`~acesim.engine.fluid.solo_rate` of ``act``, remembered by its inputs as
+        :meth:`_fill` remembers a component's."""
+        fills = self._fills
+        if fills is None or not FILL_MEMO:
+            return solo_rate(act)
+        key = (tuple(act.demand.items()), act.cap, act.weight, act.basis, act.track is not None)
+        known = fills.get(key)
+        if known is not None:
+            self._fills_found += 1
+            if act.track is not None:
+                act.bound_now = known[1][0]
+            return known[0][0]
+        if len(fills) >= FILL_MEMO_SIZE:
+            fills = self._fills = {} if self._fills_found >= FILL_MEMO_SIZE else None
+            self._fills_found = 0
+        rate = solo_rate(act)
+        if fills is not None:
+            fills[key] = ([rate], [act.bound_now])
+        return rate
+
     def _reallocate_solo(self, act: Activity) -> None:
         # _reallocate of a component of one activity: the same arithmetic in the same order
         # (progress, the resources' integrals, the rate of fluid.solo_rate, the allocations and
@@ -716,7 +737,7 @@ class Engine:
             for res, amount in demand.items():
                 consumed[res] += done * amount
         act._last = now
-        new_rate = solo_rate(act)
+        new_rate = self._solo(act)
         for res in demand:
             since = res._since
             if now > since:  # Resource._advance, inlined
