@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config.system import SystemConfig
 from ..engine.collector import collector_paused
-from ..hardware.platform import Platform
+from ..hardware.platform import Platform, SharedPlansByConfig
 from ..hardware.strategy import Strategy
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
@@ -38,14 +38,17 @@ def run_graph(
     kind: str,
     how: How = How(),
     prepare: Callable[[Platform], Any] | None = None,
+    plans: SharedPlansByConfig | None = None,
     **executor_options: Any,
 ) -> Execution:
     """Run ``graph`` on ``system`` in ``strategy`` (a run of kind ``kind``: its cost
     constants, :mod:`acesim.runs.estimate`), traced and told as ``how`` says (its variant
     aside); ``prepare(platform)``: set the platform up before the executor (after tracing);
-    the other keywords go to :class:`~acesim.training.executor.GraphExecutor`."""
+    ``plans``: kernel plans shared with other platforms of the run
+    (:class:`~acesim.hardware.platform.Platform`); the other keywords go to
+    :class:`~acesim.training.executor.GraphExecutor`."""
     on_estimate, on_progress = how.on_estimate, how.on_progress
-    platform = Platform(system, strategy)
+    platform = Platform(system, strategy, plans=plans)
     if how.trace:
         enable_tracing(platform)
     if prepare is not None:
