@@ -682,9 +682,7 @@ class Engine:
         if fills is None or not FILL_MEMO:
             rates = max_min_rates(acts)
             return [rates[act] for act in acts]
-        key = tuple(
-            [(tuple(a.demand.items()), a.cap, a.weight, a.basis, a.track is not None) for a in acts]
-        )
+        key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1
@@ -707,7 +705,7 @@ class Engine:
         fills = self._fills
         if fills is None or not FILL_MEMO:
             return solo_rate(act)
-        key = (tuple(act.demand.items()), act.cap, act.weight, act.basis, act.track is not None)
+        key = (act.shape, act.cap, act.weight, act.basis, act.track is not None)
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1
