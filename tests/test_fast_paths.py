@@ -1,5 +1,6 @@
-"""The engine's fast path for an activity alone on its resources
-(:data:`acesim.engine.kernel.SOLO_PATH`, :func:`acesim.engine.fluid.solo_rate`) gives what the
+"""The engine's fast paths, for an activity alone on its resources
+(:data:`acesim.engine.kernel.SOLO_PATH`, :func:`acesim.engine.fluid.solo_rate`) and a component
+whose filling inputs were seen before (:data:`acesim.engine.kernel.FILL_MEMO`), give what the
 general component and max-min filling give, to the last bit: on random activity sets (rates,
 events, integrals, what bound each tracked activity) and on 50 LLM training iterations drawn
 over models, parallelisms, schedules, systems and endpoints (every reported figure)."""
@@ -28,10 +29,12 @@ def _general_path() -> Iterator[None]:
     """Every reallocation through the general component and filling (the path before the
     fast one)."""
     engine_kernel.SOLO_PATH = False
+    engine_kernel.FILL_MEMO = False
     try:
         yield
     finally:
         engine_kernel.SOLO_PATH = True
+        engine_kernel.FILL_MEMO = True
 
 
 class _Segments:
@@ -64,12 +67,14 @@ _scenario = st.tuples(
     # capacities: two infinite ones among them (uncapped activities finish at once)
     st.lists(st.one_of(st.floats(1.0, 100.0), st.just(INF)), min_size=6, max_size=6),
     st.lists(_activity, min_size=1, max_size=10),
+    # capacity changes: (time, resource, capacity)
+    st.lists(st.tuples(st.floats(0.0, 5.0), st.integers(0, 5), st.floats(1.0, 100.0)), max_size=2),
 )
 
 
 def _simulate(scenario: tuple) -> tuple[Any, ...]:
     """Everything the engine computes for ``scenario``, in a comparable form."""
-    capacities, specs = scenario
+    capacities, specs, changes = scenario
     engine = Engine()
     listener = _Segments()
     engine.add_bound_listener(listener)
@@ -96,6 +101,8 @@ def _simulate(scenario: tuple) -> tuple[Any, ...]:
     for start, work, demand_spec, cap, weight, basis, change in specs:
         demand = {resources[index]: amount for index, amount in demand_spec}
         engine.schedule(start, begin, work, demand, (cap, weight, basis, change))
+    for time, index, capacity in changes:
+        engine.schedule(time, engine.set_capacity, resources[index], capacity)
     end = engine.run()
     return (
         end,
@@ -114,6 +121,25 @@ def test_the_solo_path_computes_what_the_general_path_computes(scenario: tuple) 
     with _general_path():
         full = _simulate(scenario)
     assert fast == full
+
+
+def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    rates: list[tuple[float, float]] = []
+
+    def pair() -> None:
+        a = engine.start(10.0, {link: 1.0}, weight=1.0)
+        b = engine.start(10.0, {link: 1.0}, weight=3.0)
+        engine.settle()
+        rates.append((a.rate, b.rate))
+
+    engine.schedule(0.0, pair)
+    engine.schedule(10.0, pair)  # the same component: remembered
+    engine.schedule(20.0, engine.set_capacity, link, 20.0)
+    engine.schedule(20.0, pair)  # the same inputs but the capacity
+    engine.run()
+    assert rates == [(2.5, 7.5), (2.5, 7.5), (5.0, 15.0)]
 
 
 # -- LLM iterations drawn over configurations -------------------------------------------------

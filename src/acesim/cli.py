@@ -123,7 +123,8 @@ def main() -> None:
     reach (``gc.freeze()``) before the command runs: they live as long as the process, and
     the collector's passes over them were half of a small exact-mode run's time. Objects the
     command creates are collected as usual. The library (``import acesim``) leaves the
-    collector alone."""
+    collector enabled, but for pausing it while a run runs
+    (:func:`~acesim.engine.collector.collector_paused`)."""
     gc.freeze()
     run_cli(app)
 

@@ -114,6 +114,7 @@ class Activity:
         "bound_now",
         "bound_since",
         "basis",
+        "shape",
     )
 
     def __init__(
@@ -149,6 +150,9 @@ class Activity:
         self.bound_since = 0.0
         #: the resource the activity's weight is a share of (None: its dominant resource)
         self.basis: Resource | None = None
+        #: the demand's items, as given (a key of the engine's remembered fillings; the
+        #: demand does not change once the activity is made)
+        self.shape = tuple(demand.items())
 
     def __repr__(self) -> str:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"

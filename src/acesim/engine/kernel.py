@@ -7,7 +7,9 @@ above are state machines anyway).
 
 Rates of activities are recomputed lazily: every start, finish, capacity or cap change marks
 activities dirty, and the allocator runs once before the clock advances past the current
-instant, over the connected components of the dirty activities only.
+instant, over the connected components of the dirty activities only. A component's filling
+is a pure function of its activities' demands, caps, weights and bases and of the capacities:
+one whose inputs were seen before takes the rates found then (:data:`FILL_MEMO`).
 
 Public API (nothing outside ``engine/`` touches the underscored state): ``add_resource``,
 ``add_pool``, ``schedule``, ``call``, ``call_at``, ``start``, ``set_cap``, ``set_capacity``;
@@ -48,6 +50,17 @@ PRIORITY_NORMAL = 0
 #: max-min filling, at a fraction of the cost: most reallocations are of one activity). False
 #: runs every reallocation through the general path (tests compare the two).
 SOLO_PATH = True
+
+#: Reuse the rates of a component (or of an activity alone) whose inputs to the max-min filling
+#: (each one's demand, cap, weight, basis and whether it is tracked, the capacities) a
+#: component had before: the filling is a pure function of them, so the same rates and bounds
+#: to the last bit (a model's steps repeat: most reallocations of a kernel beside a message
+#: are one seen before). False fills every component afresh (tests compare the two).
+FILL_MEMO = True
+
+#: Components remembered per engine at most (then forgotten; a run whose components repeat too
+#: seldom stops remembering them).
+FILL_MEMO_SIZE = 1 << 13
 
 #: Capacities below this (units/s) are numerically zero: shares would overflow.
 MIN_CAPACITY = 1e-300
@@ -151,6 +164,10 @@ class Engine:
         #: resources a model runs work on without activities (:meth:`claim`): the claim that
         #: materialises that work before anything else touches them
         self._claims: dict[Resource, _Claim] = {}
+        #: components' filling inputs -> their rates and bounds (:data:`FILL_MEMO`; None: no
+        #: longer remembered), and how many were found there since it was last emptied
+        self._fills: dict[tuple[Any, ...], tuple[list[float], list[Any]]] | None = {}
+        self._fills_found = 0
 
     # -- resources ---------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float) -> Resource:
@@ -273,6 +290,8 @@ class Engine:
         _check_capacity(resource.name, capacity)
         self._release(resource)
         resource.capacity = float(capacity)
+        if self._fills:
+            self._fills = {}  # the capacities are inputs of the fillings remembered
         for act in resource.users:
             self._dirty[act] = None
 
@@ -596,6 +615,7 @@ class Engine:
                 self._reallocate_solo(act)
                 return
         acts = component(seeds)
+        rates = self._fill(acts)
         now = self._now
         touched: dict[Resource, float] = {}
         for act in acts:
@@ -610,7 +630,6 @@ class Engine:
             act._last = now
             for res in act.demand:
                 touched[res] = 0.0
-        rates = max_min_rates(acts)
         for res in touched:
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -620,8 +639,7 @@ class Engine:
         push = heapq.heappush
         seq = self._seq
         listener = self._bound_listener
-        for act in acts:
-            new_rate = rates[act]
+        for act, new_rate in zip(acts, rates, strict=True):
             act._version += 1
             if act.track is not None and act.bound_now is not act.bound:
                 if listener is not None and now > act.bound_since:
@@ -656,6 +674,52 @@ class Engine:
                 for callback in observers[res]:
                     callback(now, allocated)
 
+    def _fill(self, acts: list[Activity]) -> list[float]:
+        """:func:`~acesim.engine.fluid.max_min_rates` of ``acts`` (a component, in start
+        order), as a list in their order: remembered by its inputs (:data:`FILL_MEMO`), each
+        tracked activity's ``bound_now`` set as the filling sets it."""
+        fills = self._fills
+        if fills is None or not FILL_MEMO:
+            rates = max_min_rates(acts)
+            return [rates[act] for act in acts]
+        key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
+        known = fills.get(key)
+        if known is not None:
+            self._fills_found += 1
+            for act, bound in zip(acts, known[1], strict=True):
+                if act.track is not None:
+                    act.bound_now = bound
+            return known[0]
+        if len(fills) >= FILL_MEMO_SIZE:  # forget them, or stop where they seldom repeat
+            fills = self._fills = {} if self._fills_found >= FILL_MEMO_SIZE else None
+            self._fills_found = 0
+        rates = max_min_rates(acts)
+        found = [rates[act] for act in acts]
+        if fills is not None:
+            fills[key] = (found, [act.bound_now for act in acts])
+        return found
+
+    def _solo(self, act: Activity) -> float:
+        """:func:`~acesim.engine.fluid.solo_rate` of ``act``, remembered by its inputs as
+        :meth:`_fill` remembers a component's."""
+        fills = self._fills
+        if fills is None or not FILL_MEMO:
+            return solo_rate(act)
+        key = (act.shape, act.cap, act.weight, act.basis, act.track is not None)
+        known = fills.get(key)
+        if known is not None:
+            self._fills_found += 1
+            if act.track is not None:
+                act.bound_now = known[1][0]
+            return known[0][0]
+        if len(fills) >= FILL_MEMO_SIZE:
+            fills = self._fills = {} if self._fills_found >= FILL_MEMO_SIZE else None
+            self._fills_found = 0
+        rate = solo_rate(act)
+        if fills is not None:
+            fills[key] = ([rate], [act.bound_now])
+        return rate
+
     def _reallocate_solo(self, act: Activity) -> None:
         # _reallocate of a component of one activity: the same arithmetic in the same order
         # (progress, the resources' integrals, the rate of fluid.solo_rate, the allocations and
@@ -671,7 +735,7 @@ class Engine:
             for res, amount in demand.items():
                 consumed[res] += done * amount
         act._last = now
-        new_rate = solo_rate(act)
+        new_rate = self._solo(act)
         for res in demand:
             since = res._since
             if now > since:  # Resource._advance, inlined

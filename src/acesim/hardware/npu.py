@@ -102,6 +102,9 @@ class NPU:
         self._plans: dict[Kernel, KernelPlan] = self._shared.plans
         self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = self._shared.chosen
         self._alone: dict[tuple[Kernel, ...], float] = self._shared.alone
+        #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
+        #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
+        self._known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
@@ -192,6 +195,7 @@ class NPU:
         if slowdown != 1.0:  # its own plans from now on
             self._plans = {}
             self._alone = {}
+            self._known = {}
 
     @property
     def hbm_rate(self) -> float:
@@ -241,13 +245,24 @@ class NPU:
             out = self._chosen[key] = expand(self.config, kernels)
         return out
 
-    def kernels_time_alone(self, kernels: Sequence[Kernel]) -> float:
-        """Time (s) of ``kernels`` one after another on the whole NPU with nothing else."""
+    def _plans_of(self, kernels: Sequence[Kernel]) -> tuple[list[KernelPlan], float]:
+        """The plans of ``kernels`` (their choices resolved) and their time alone (s), cached
+        by the identity of a tuple (immutable: a compute node's)."""
+        known = self._known.get(id(kernels))
+        if known is not None and known[0] is kernels:
+            return known[1], known[2]
+        plans = [self.plan(k) for k in self.chosen(kernels)]
         key = tuple(kernels)
         alone = self._alone.get(key)
         if alone is None:
-            alone = self._alone[key] = sum(self.plan(k).time_alone for k in self.chosen(kernels))
-        return alone
+            alone = self._alone[key] = sum(p.time_alone for p in plans)
+        if type(kernels) is tuple:
+            self._known[id(kernels)] = (kernels, plans, alone)
+        return plans, alone
+
+    def kernels_time_alone(self, kernels: Sequence[Kernel]) -> float:
+        """Time (s) of ``kernels`` one after another on the whole NPU with nothing else."""
+        return self._plans_of(kernels)[1]
 
     def run_kernels(
         self,
@@ -263,10 +278,9 @@ class NPU:
         if self._busy:
             raise SimulationError(f"npu{self.rank}: a compute kernel is already running")
         self._busy = True
-        plans = [self.plan(k) for k in self.chosen(kernels)]
+        plans, alone = self._plans_of(kernels)
         start = self.engine.now
         self._pass_start = start
-        alone = sum(p.time_alone for p in plans)
 
         def finished() -> None:
             self._busy = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.system import SystemConfig
+from ..config.system import NPUConfig, SystemConfig
 from ..engine import Engine
 from ..errors import ConfigError
 from ..network.collective import CollectiveRuntime
@@ -21,7 +21,19 @@ from .npu import NPU, SharedPlans
 from .strategy import Strategy
 from .variation import apply_variation, npu_configs
 
-__all__ = ["Platform", "elaborate"]
+__all__ = ["Platform", "elaborate", "SharedPlansByConfig"]
+
+#: kernel plans per NPU configuration: ``id(config) -> (config, plans)`` (the configuration held
+#: so that its id is not reused)
+SharedPlansByConfig = dict[int, tuple[NPUConfig, SharedPlans]]
+
+
+def _plans_for(shared: SharedPlansByConfig, config: NPUConfig) -> SharedPlans:
+    """The plans ``shared`` holds for ``config`` (new ones the first time)."""
+    held = shared.get(id(config))
+    if held is None or held[0] is not config:
+        held = shared[id(config)] = (config, SharedPlans())
+    return held[1]
 
 
 def elaborate(system: SystemConfig) -> Topology:
@@ -41,10 +53,18 @@ class Platform:
             mode with its classes, or exact mode with what makes ranks differ); decided by
             :func:`acesim.training.strategy.decide`, followed here.
         exact: shorthand for ``Strategy.every_npu()`` when no strategy is given.
+        plans: kernel plans to share with other platforms of the same system (a composed
+            run's: its passes alone and its rounds), per NPU configuration object (held, so
+            its id names it); None: this platform's own.
     """
 
     def __init__(
-        self, system: SystemConfig, strategy: Strategy | None = None, *, exact: bool = False
+        self,
+        system: SystemConfig,
+        strategy: Strategy | None = None,
+        *,
+        exact: bool = False,
+        plans: SharedPlansByConfig | None = None,
     ):
         if strategy is None:
             strategy = Strategy.every_npu() if exact else Strategy()
@@ -73,11 +93,9 @@ class Platform:
             configs = npu_configs(variation, system, count)
         else:
             configs = [system.npu] * count
-        shared: dict[int, SharedPlans] = {}  # one per NPU configuration object
-        self.npus = [
-            NPU(self.engine, r, configs[r], shared.setdefault(id(configs[r]), SharedPlans()))
-            for r in range(count)
-        ]
+        shared = {} if plans is None else plans  # one per NPU configuration object
+        self.npus = [NPU(self.engine, r, configs[r], _plans_for(shared, configs[r]))
+                     for r in range(count)]  # fmt: skip
         engines = system.endpoint.of(CopyEngineSettings, "copy_engine")
         for npu in self.npus:  # the hardware's DMA engines, whatever drives the collectives
             npu.copy_engines = self.engine.add_resource(

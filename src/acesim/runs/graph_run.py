@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.system import SystemConfig
-from ..hardware.platform import Platform
+from ..engine.collector import collector_paused
+from ..hardware.platform import Platform, SharedPlansByConfig
 from ..hardware.strategy import Strategy
 from ..results.trace import enable_tracing
 from ..training.executor import Execution, GraphExecutor
@@ -28,6 +29,7 @@ __all__ = ["run_graph", "PROGRESS_STEPS"]
 PROGRESS_STEPS = 1000
 
 
+@collector_paused()
 def run_graph(
     system: SystemConfig,
     strategy: Strategy,
@@ -36,14 +38,17 @@ def run_graph(
     kind: str,
     how: How = How(),
     prepare: Callable[[Platform], Any] | None = None,
+    plans: SharedPlansByConfig | None = None,
     **executor_options: Any,
 ) -> Execution:
     """Run ``graph`` on ``system`` in ``strategy`` (a run of kind ``kind``: its cost
     constants, :mod:`acesim.runs.estimate`), traced and told as ``how`` says (its variant
     aside); ``prepare(platform)``: set the platform up before the executor (after tracing);
-    the other keywords go to :class:`~acesim.training.executor.GraphExecutor`."""
+    ``plans``: kernel plans shared with other platforms of the run
+    (:class:`~acesim.hardware.platform.Platform`); the other keywords go to
+    :class:`~acesim.training.executor.GraphExecutor`."""
     on_estimate, on_progress = how.on_estimate, how.on_progress
-    platform = Platform(system, strategy)
+    platform = Platform(system, strategy, plans=plans)
     if how.trace:
         enable_tracing(platform)
     if prepare is not None:

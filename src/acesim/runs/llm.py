@@ -37,10 +37,11 @@ from ..config.experiment import RunOptions
 from ..config.resolve import resolve_system
 from ..config.system import NPUConfig, SystemConfig, defaults
 from ..config.variation import Variation, check_placement
+from ..engine.collector import collector_paused
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
-from ..hardware.platform import Platform, elaborate
+from ..hardware.platform import Platform, SharedPlansByConfig, elaborate
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
 from ..results.energy import EnergyResult, run_energy
@@ -571,6 +572,7 @@ def compose_problem(case: LlmCase) -> str | None:
     return None
 
 
+@collector_paused()
 def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     """Simulate the case as ``how`` says and summarise it (:mod:`acesim.results.llm`), in the
     strategy :func:`~acesim.training.strategy.decide` chooses: by default mode ``composed``
@@ -611,13 +613,19 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
         # the first composed run is estimated with the passes simulated alone before it (the
         # work bound counts their messages); the rounds after it are told nothing
         told = [_with_passes(how, sink), replace(how, on_estimate=None)]
+        plans: SharedPlansByConfig = {}  # the kernels' plans, made once for every platform
         execution = run_composed(
             sink,
             graph,
-            platform=lambda: Platform(case.system, strategy),
+            platform=lambda: Platform(case.system, strategy, plans=plans),
             rebuild=lambda: llm_graph(case, classes=True, passes=sink),
             run=lambda g: run_graph(
-                case.system, strategy, g, kind="llm", how=told.pop(0) if len(told) > 1 else told[0]
+                case.system,
+                strategy,
+                g,
+                kind="llm",
+                how=told.pop(0) if len(told) > 1 else told[0],
+                plans=plans,
             ),
         )
     else:

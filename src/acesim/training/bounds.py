@@ -231,14 +231,15 @@ def attribute(
 ) -> dict[str, float]:
     """Seconds of the window [lo, hi) by what bound them (see module docstring); ``busy`` are
     the compute kernels' (start, end) intervals of the NPU."""
-    window = [(lo, hi)]
     running = [(max(s, lo), min(e, hi)) for s, e in union(busy) if e > lo and s < hi]
     out: dict[str, float] = {}
     for name, start, end in recorder.kernels:
-        inside = _overlap(start, end, window)
-        if inside > 0:
-            key = f"compute: {name}"
-            out[key] = out.get(key, 0.0) + inside
+        # _overlap(start, end, [(lo, hi)]), written out: the same float
+        if lo < end:
+            first, last = max(start, lo), min(end, hi)
+            if last > first:
+                key = f"compute: {name}"
+                out[key] = out.get(key, 0.0) + (last - first)
     covered = sum(out.values())
     idle: list[tuple[float, float]] = []
     cursor = lo

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,16 +148,22 @@ class _RankState:
     def __init__(self, rank: int, nodes: list[Node]):
         self.rank = rank
         self.nodes = {n.id: n for n in nodes}
-        self.waiting = {n.id: len(set(n.deps)) for n in nodes}
+        self.waiting: dict[int, int] = {}
         self.users: dict[int, list[int]] = defaultdict(list)
+        self.left_per_iter: dict[int, int] = defaultdict(int)
+        waiting, users, left = self.waiting, self.users, self.left_per_iter
         for n in nodes:
-            for d in set(n.deps):
-                self.users[d].append(n.id)
+            deps: Iterable[int] = n.deps
+            if len(n.deps) > 1:
+                deps = set(deps)  # each dependency counted once
+            count = 0
+            for d in deps:
+                users[d].append(n.id)
+                count += 1
+            waiting[n.id] = count
+            left[n.iteration] += 1
         self.ready_compute: list[int] = []
         self.busy = False
-        self.left_per_iter: dict[int, int] = defaultdict(int)
-        for n in nodes:
-            self.left_per_iter[n.iteration] += 1
 
 
 def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
@@ -612,32 +618,34 @@ class GraphExecutor:
         self.execution.replicated = True
 
     def _ready(self, st: _RankState, node: Node) -> None:
+        now = self.platform.engine.now
         if node.iteration not in self.execution.iteration_start:
-            self.execution.iteration_start[node.iteration] = self.platform.engine.now
+            self.execution.iteration_start[node.iteration] = now
             self.execution.snapshots[node.iteration] = self._snapshot()
         rec = self.records[st.rank][node.id]
         replay = self.replay
         if replay is not None and node.id in replay.ranks[st.rank].virtual:
             return  # a replayed pass's member: its records are the memo's
-        rec.ready = self.platform.engine.now
-        if node.kind == "compute":
+        rec.ready = now
+        kind = node.kind
+        if kind == "compute":
             if replay is not None:
                 replay.compute_ready(st.rank, node)
             heapq.heappush(st.ready_compute, node.id)
             self.next_kernel(st)
             return
-        rec.start = self.platform.engine.now
+        rec.start = now
         if replay is not None:
             replay.node_started(st.rank, node)
-        if node.kind == "collective":
+        if kind == "collective":
             self._collective(st, node)
-        elif node.kind == "send":
+        elif kind == "send":
             self._send(st, node)
-        elif node.kind == "host_copy":
+        elif kind == "host_copy":
             self._host_copy(st, node)
-        elif node.kind in ("host", "pass"):  # host time, or a composed pass: timers, no resource
+        elif kind == "host" or kind == "pass":  # host time, or a composed pass: timers
             self.platform.engine.schedule(node.size, self.finish, st, node)
-        elif node.kind == "recv":
+        elif kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
                 self._arrived[st.rank][key] -= 1

@@ -140,6 +140,7 @@ class Graph:
                 if node.id in ids:
                     raise WorkloadError(f"rank {rank}: node id {node.id} repeats", location=where)
                 ids[node.id] = node
+            ordered = True  # every node depends on nodes of lower ids only: no cycle
             for node in nodes:
                 for dep in node.deps:
                     if dep not in ids:
@@ -147,6 +148,10 @@ class Graph:
                             f"rank {rank}: node {node.id} depends on missing node {dep}",
                             location=where,
                         )
+                    if dep >= node.id:
+                        ordered = False
+            if ordered:
+                continue
             # Kahn's algorithm for cycles.
             indeg = {n.id: len(set(n.deps)) for n in nodes}
             users: dict[int, list[int]] = {}
