@@ -60,7 +60,9 @@ def _chakra(folder: Path) -> str:
 def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
     """(name, case builder) of every measured case: small and medium sizes, each at most a
     few CPU seconds."""
-    coll, run, llm, jobs = _coll, _run, _llm, _jobs
+    coll, run, jobs = _coll, _run, _jobs
+    llm = partial(_llm, mode="class")
+    composed = partial(_llm, mode="symmetric")  # acesim run's default: composed
     exact = "exact"
     return [
         ("collective symmetric all-reduce 64MiB 64", partial(coll, "all-reduce", "64MiB", 64)),
@@ -81,10 +83,21 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
         ("llm class llama3-8b tp2pp4 gb64", partial(llm, "tp=2,pp=4", global_batch=64)),
         ("llm class llama3-8b tp8pp2 2 nodes", partial(llm, "tp=8,pp=2", nodes=2)),
         ("llm class llama3-70b tp8pp8 8 nodes", partial(llm, "tp=8,pp=8", "llama3-70b", nodes=8)),
-        ("llm exact llama3-8b tp2pp4", partial(llm, "tp=2,pp=4", mode=exact)),
-        ("llm exact llama3-8b tp2pp4 gb48", partial(llm, "tp=2,pp=4", mode=exact, global_batch=48)),
-        ("llm exact llama3-8b tp8pp1 gb4", partial(llm, "tp=8,pp=1", mode=exact, global_batch=4)),
-        ("llm exact llama3-8b tp4pp2 2 nodes", partial(llm, "tp=4,pp=2", mode=exact, nodes=2)),
+        ("llm composed llama3-8b tp2pp4", partial(composed, "tp=2,pp=4")),
+        ("llm composed llama3-8b tp1pp8 gb64", partial(composed, "tp=1,pp=8", global_batch=64)),
+        ("llm composed llama3-8b tp2pp4 gb64", partial(composed, "tp=2,pp=4", global_batch=64)),
+        ("llm composed llama3-8b tp8pp2 2 nodes", partial(composed, "tp=8,pp=2", nodes=2)),
+        (
+            "llm composed llama3-70b tp8pp8 8 nodes",
+            partial(composed, "tp=8,pp=8", "llama3-70b", nodes=8),
+        ),
+        ("llm exact llama3-8b tp2pp4", partial(_llm, "tp=2,pp=4", mode=exact)),
+        (
+            "llm exact llama3-8b tp2pp4 gb48",
+            partial(_llm, "tp=2,pp=4", mode=exact, global_batch=48),
+        ),
+        ("llm exact llama3-8b tp8pp1 gb4", partial(_llm, "tp=8,pp=1", mode=exact, global_batch=4)),
+        ("llm exact llama3-8b tp4pp2 2 nodes", partial(_llm, "tp=4,pp=2", mode=exact, nodes=2)),
         ("jobs dp-spine", partial(jobs, "dp-spine")),
         ("jobs nvl72-split", partial(jobs, "nvl72-split")),
         ("jobs latency-beside-training", partial(jobs, "latency-beside-training")),
@@ -94,7 +107,8 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
             "training symmetric resnet50 64 ideal" + HELD_OUT,
             partial(run, "resnet50", "ideal", npus=64),
         ),
-        ("llm class llama3-70b tp4pp8vpp5 fp8" + HELD_OUT, _llm_70b),
+        ("llm class llama3-70b tp4pp8vpp5 fp8" + HELD_OUT, partial(_llm_70b, "class")),
+        ("llm composed llama3-70b tp4pp8vpp5 fp8" + HELD_OUT, partial(_llm_70b, "symmetric")),
         ("llm exact llama3-8b tp2pp4 64 GPUs" + HELD_OUT, _llm_64),
     ]
 
@@ -117,11 +131,12 @@ def _llm(parallel: str, model: str = "llama3-8b", **inputs: Any) -> Any:
     return variant_case(case, "sm", None)
 
 
-def _llm_70b() -> Any:
+def _llm_70b(mode: str) -> Any:
     """Megatron-Bridge's Llama3 70B shape on 8 nodes, FP8, 32 sequences of 8,192 tokens."""
     return _llm(
-        "tp=4,pp=8,vpp=5", "llama3-70b", nodes=8, global_batch=32, seq=8192, precision="fp8"
-    )
+        "tp=4,pp=8,vpp=5", "llama3-70b", nodes=8, global_batch=32, seq=8192, precision="fp8",
+        mode=mode,
+    )  # fmt: skip
 
 
 def _llm_64() -> Any:

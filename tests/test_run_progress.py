@@ -142,6 +142,8 @@ def _collective(mode: str) -> Any:
             lambda: make_run_case("h100-nvswitch-8", "llama3-8b", {"mode": "class"}, **LLM),
             "llm class",
         ),
+        # the default: composed, its first composed run estimated with its own constants
+        (lambda: make_run_case("h100-nvswitch-8", "llama3-8b", **LLM), "llm composed"),
     ],
 )
 def test_each_run_kind_is_estimated_with_its_own_constants(make: Any, cost: str) -> None:
@@ -168,6 +170,7 @@ def test_every_run_kind_has_constants_for_the_modes_it_runs_in() -> None:
         assert cost_name(kind, "exact") in RUN_COSTS
         assert cost_name(kind, "symmetric") in RUN_COSTS
     assert cost_name("llm", "class") == "llm class"
+    assert cost_name("llm", "composed") == "llm composed"
     assert cost_name("jobs", "symmetric") == "jobs exact"  # jobs always run every NPU
 
 

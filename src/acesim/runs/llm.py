@@ -69,7 +69,7 @@ from ..workload.model import Compute
 from ..workload.optimizer import state_bytes_per_param, update_kernel
 from ..workload.placement import place_graph
 from .case import check_math, run_options
-from .estimate import Estimate
+from .estimate import Estimate, cost_name
 from .graph_run import run_graph
 from .how import How
 
@@ -645,6 +645,7 @@ def _with_passes(how: How, sink: PassTimes) -> How:
                 composed,
                 messages=composed.messages + sink.alone_messages,
                 kernels=composed.kernels + sink.alone_kernels,
+                cost=cost_name("llm", "composed"),
             )
         )
 
