@@ -55,10 +55,17 @@ def main() -> None:
     ap.add_argument(
         "--class-mode", action="store_true", help="simulate in class mode (the plan's --full)"
     )
+    ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="with --full: stop the plan after this many wall seconds (acesim plan "
+        "--time-limit) and print how far its best row can be from the best",
+    )
     args = ap.parse_args()
     mode = "class" if args.class_mode else "composed"
     if args.full:
-        full_plan(args.top, args.class_mode, args.workers)
+        full_plan(args.top, args.class_mode, args.workers, args.time_limit)
         return
     model = MODELS.get("llama3-70b")
     system = resolve_system("h100-nvswitch-8", nodes=8)
@@ -118,10 +125,13 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def full_plan(top: int, class_mode: bool, workers: int = 0) -> None:
+def full_plan(
+    top: int, class_mode: bool, workers: int = 0, time_limit: float | None = None
+) -> None:
     """The plan of the module docstring run whole, with its counts (``class_mode``: its
     candidates simulated in class mode, ``acesim plan --full``; ``workers``: simulated in
-    that many local processes, ``acesim plan --workers``)."""
+    that many local processes, ``acesim plan --workers``; ``time_limit``: stopped there,
+    ``acesim plan --time-limit``, with how far its best row can be from the best)."""
     simulated = [0]
 
     def tick(_endpoint: str, count: int) -> None:
@@ -135,6 +145,7 @@ def full_plan(top: int, class_mode: bool, workers: int = 0) -> None:
     result = plan(
         "h100-nvswitch-8", "llama3-70b", nodes=8, global_batch=128, seq=8192,
         precision="fp8", top=top, progress=tick, full=class_mode, workers=workers,
+        time_limit=time_limit,
     )  # fmt: skip
     total = _cpu() - cpu
     elapsed = time.perf_counter() - wall
@@ -149,6 +160,13 @@ def full_plan(top: int, class_mode: bool, workers: int = 0) -> None:
     )
     best = o.rows[kind][0]
     print(f"best: {best.candidate.text} at {best.iteration_time:.3f} s an iteration")
+    budget = result.budget(kind)
+    if budget is not None:
+        print(
+            f"stopped by the {budget['stopped_by']}: {budget['unexplored']:,} unexplored, "
+            f"none faster than {budget['least_bound']:.3f} s; the best within "
+            f"{budget['gap']:.1%} of the best possible, {budget['certain_rows']} rows certain"
+        )
     print(
         f"plan: {total:,.0f} CPU s, {elapsed:,.0f} s wall with {workers or 1} process(es) "
         f"simulating (target {TARGET_S:.0f} s): ratio {elapsed / TARGET_S:.1f} (wall), "

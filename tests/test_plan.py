@@ -406,3 +406,77 @@ def test_the_layer_bound_is_below_the_kernel_bound_of_every_built_candidate(
         assert 0 < bound <= kernel_bound(case), c.text
         checked += 1
     assert checked >= 20
+
+
+def test_a_budget_stops_the_search_and_bounds_what_it_left(full: PlanResult) -> None:
+    """Stopped by ``max_simulations`` before its bounds end it, the search simulates that
+    many, says so, and the least lower bound it reports is below every configuration it left
+    unexplored (the exhaustive search's times): its gap is then a true one, and the rows it
+    calls certain are the exhaustive top's."""
+    result = plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL,
+                  max_simulations=4)  # fmt: skip
+    acc = result.accounting()
+    assert acc["simulated"]["baseline"] == 4
+    b = result.budget()
+    assert b is not None and b["stopped_by"] == "simulation limit"
+    assert acc["budget"]["stopped"]["baseline"] == b and acc["budget"]["max_simulations"] == 4
+    simulated = {(r.candidate.text, r.candidate.parallel.micro_batch) for r in result.top()}
+    every = full.outcome.rows["baseline"]
+    left = [
+        r for r in every if (r.candidate.text, r.candidate.parallel.micro_batch) not in simulated
+    ]
+    assert left and all(r.iteration_time >= b["least_bound"] for r in left)
+    best = result.top()[0].iteration_time
+    assert b["gap"] == best / min(best, b["least_bound"]) - 1.0
+    assert best / (1.0 + b["gap"]) <= every[0].iteration_time
+    certain = result.top()[: b["certain_rows"]]
+    assert [r.metrics for r in certain] == [r.metrics for r in full.top()[: len(certain)]]
+    assert (
+        acc["simulated"]["baseline"] + acc["pruned_by_kernel_bound"]["baseline"]
+        + acc["pruned_unbuilt"]["baseline"] + b["unexplored"]
+    ) == len(result.outcome.space.candidates)  # fmt: skip
+
+
+def test_a_budget_the_search_does_not_reach_changes_nothing(pruned: PlanResult) -> None:
+    result = plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL,
+                  max_simulations=1000, time_limit=3600)  # fmt: skip
+    assert result.budget() is None and not result.outcome.unexplored
+    assert [r.metrics for r in result.top()] == [r.metrics for r in pruned.top()]
+    assert result.accounting()["budget"]["stopped"] == {}
+
+
+def test_a_spent_time_limit_simulates_nothing_and_says_so() -> None:
+    result = plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3, space=SMALL,
+                  time_limit=1e-9)  # fmt: skip
+    b = result.budget()
+    assert b is not None and b["stopped_by"] == "time limit" and b["gap"] is None
+    assert not result.top() and b["unexplored"] > 0
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("time_limit", 0), ("time_limit", -1.0), ("time_limit", float("nan")),
+     ("time_limit", float("inf")), ("time_limit", "10"), ("max_simulations", 0),
+     ("max_simulations", 2.5), ("max_simulations", True)],
+)  # fmt: skip
+def test_a_bad_budget_is_refused_by_name(option: str, value: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, space=SMALL,
+             **{option: value})  # fmt: skip
+    assert err.value.field == option
+
+
+def test_cli_plan_says_where_its_budget_stopped_it() -> None:
+    out = CliRunner().invoke(
+        app,
+        [
+            "plan", "-w", TINY.name, "--global-batch", "8", "--seq", "512", "--top", "2",
+            "--space", "tp=1,2", "--space", "pp=1", "--space", "cp=1", "--space", "vpp=1",
+            "--space", "micro_batch=1", "--space", "recompute=none", "--max-simulations",
+            "1", "-j", "0",
+        ],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.stdout.split())
+    assert "stopped at its simulation limit (--max-simulations)" in text
+    assert "unexplored" in text

@@ -78,6 +78,18 @@ def plan_command(
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     force: bool = FORCE_OPTION,
     fmt: str = FORMAT_OPTION,
+    time_limit: float | None = typer.Option(
+        None,
+        "--time-limit",
+        help="stop the search after this many seconds of wall time (split over the endpoints) "
+        "and say how far its best row can be from the best possible",
+    ),
+    max_simulations: int | None = typer.Option(
+        None,
+        "--max-simulations",
+        help="stop each endpoint's search after this many simulations (as --time-limit, but "
+        "the same result on any machine)",
+    ),
 ) -> None:
     """Rank every valid parallel configuration of an LLM on a cluster: enumerate, refuse
     what does not fit in HBM, prune by a lower bound, simulate the rest (docs/plan.md)."""
@@ -101,6 +113,7 @@ def plan_command(
             endpoints=[e.strip() for e in endpoints.split(",")] if endpoints else None,
             top=top, space=space or [], exhaustive=exhaustive, full=full, workers=workers,
             dask=dask, command=_system_flags(system, nodes, sets, force), progress=tick,
+            time_limit=time_limit, max_simulations=max_simulations,
         )  # fmt: skip
     finally:
         if bar is not None:
@@ -128,6 +141,25 @@ def _check_options(top: int, workers: int, figure: Path | None, csv_path: Path |
         check_output_path(figure, "--figure", IMAGE_SUFFIXES)
     if csv_path is not None:
         check_output_path(csv_path, "--csv", (".csv",))
+
+
+def _show_budget(result: PlanResult, kind: str) -> None:
+    """Say where the budget stopped ``kind``'s search, and what that leaves uncertain."""
+    b = result.budget(kind)
+    if b is None:
+        return
+    limit = "--time-limit" if b["stopped_by"] == "time limit" else "--max-simulations"
+    text = (
+        f"{kind}: the search stopped at its {b['stopped_by']} ({limit}) with "
+        f"{b['unexplored']:,} candidates unexplored, none faster than "
+        f"{format_time(b['least_bound'])} (their least lower bound)"
+    )
+    if b["gap"] is not None:
+        certain = b["certain_rows"]
+        text += f": the best row is within {b['gap']:.1%} of the best possible; " + (
+            f"the first {certain} ranked rows are certain" if certain else "no row is certain"
+        )
+    console.print(text + ".")
 
 
 def _system_flags(system: str, nodes: int | None, sets: list[str] | None, force: bool) -> str:
@@ -188,6 +220,8 @@ def _show(result: PlanResult) -> None:
             f"{acc['pruned_by_network_bound'][kind]} of them) and "
             f"{acc['pruned_unbuilt'][kind]} unbuilt (their memory not checked)"
         )
+    for kind in result.endpoints:
+        _show_budget(result, kind)
     for failure in acc["failed"]:
         err_console.print(
             f"failed: {failure['parallel']} ({failure['endpoint']}): {failure['error']}"

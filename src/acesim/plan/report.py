@@ -9,6 +9,7 @@ line gives the same numbers); the bounds are the search's pruning bounds
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,6 +126,27 @@ class PlanResult:
             out.append(rec)
         return out
 
+    def budget(self, endpoint: str | None = None) -> dict[str, Any] | None:
+        """Where the budget stopped ``endpoint``'s search short of its bounds' end (None: it
+        did not): why, the candidates left unexplored, the least of their lower bounds (s),
+        how far the best row found can be from the best possible (``gap``: the best time over
+        the least time any configuration can take, less 1) and how many of the ranked rows are
+        certain (at most that bound: nothing unexplored can come before them)."""
+        kind = endpoint or self.endpoints[0]
+        o = self.outcome
+        if kind not in o.stopped:
+            return None
+        least = o.unexplored_bound[kind]
+        rows = self.top(kind)
+        best = rows[0].iteration_time if rows else math.inf
+        return {
+            "stopped_by": o.stopped[kind],
+            "unexplored": o.unexplored[kind],
+            "least_bound": least,
+            "gap": best / min(best, least) - 1.0 if rows else None,
+            "certain_rows": sum(1 for row in rows if row.iteration_time <= least),
+        }
+
     def accounting(self) -> dict[str, Any]:
         """How many candidates each stage of the search removed, and why."""
         o = self.outcome
@@ -143,6 +165,11 @@ class PlanResult:
             "pruned_by_network_bound": dict(o.pruned_network),
             "pruned_unbuilt": dict(o.pruned_unbuilt),
             "failed": [{"parallel": p, "endpoint": e, "error": err} for p, e, err in o.failed],
+            "budget": {
+                "time_limit": self.request.time_limit,
+                "max_simulations": self.request.max_simulations,
+                "stopped": {kind: self.budget(kind) for kind in o.stopped},
+            },
         }
 
     def to_dict(self) -> dict[str, Any]:

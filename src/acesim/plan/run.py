@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,14 @@ def _whole(value: object, field: str) -> int:
     return value
 
 
+def _positive_seconds(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(field, "must be a finite number of seconds", value)
+    if value <= 0:
+        raise ConfigError(field, "must be more than 0 seconds", value)
+    return float(value)
+
+
 def plan(
     system: SystemConfig | str | Path | Mapping[str, Any],
     model: TransformerConfig | str,
@@ -42,6 +51,8 @@ def plan(
     dask: Any = None,
     command: str | None = None,
     progress: Callable[[str, int], None] | None = None,
+    time_limit: float | None = None,
+    max_simulations: int | None = None,
 ) -> PlanResult:
     """Rank the parallel configurations of ``model`` on ``system`` (``nodes`` nodes,
     ``overrides`` applied) at ``global_batch`` sequences of ``seq`` tokens (default: the
@@ -51,11 +62,17 @@ def plan(
     pipeline pass once, :mod:`acesim.training.compose`);
     ``workers``/``dask``: where the simulations run (as ``acesim sweep``); ``command``: the
     ``acesim run`` options naming the system, for the rows' command lines (default ``-s NAME``
-    when ``system`` is a name)."""
+    when ``system`` is a name); ``time_limit`` (wall s, split evenly over the endpoints) and
+    ``max_simulations`` (per endpoint): stop the search there, its result saying how far its
+    best row can be from the best possible (docs/plan.md, "A budget")."""
     cfg = resolve_system(system, overrides=overrides, nodes=nodes)
     m = model if isinstance(model, TransformerConfig) else MODELS.get(model, "workload.name")
     _whole(global_batch, "global_batch")
     _whole(top, "top")
+    if max_simulations is not None:
+        _whole(max_simulations, "max_simulations")
+    if time_limit is not None:
+        _positive_seconds(time_limit, "time_limit")
     length = _whole(seq, "seq") if seq is not None else m.seq
     axes = parse_space(list(space)) if not isinstance(space, Mapping) else dict(space)
     if command is None:
@@ -73,5 +90,7 @@ def plan(
         exhaustive=exhaustive,
         command=command,
         mode="class" if full else "composed",
+        time_limit=time_limit,
+        max_simulations=max_simulations,
     )
     return PlanResult(request, search(request, workers=workers, dask=dask, progress=progress))

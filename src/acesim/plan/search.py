@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,10 @@ class PlanRequest:
     #: how each candidate is simulated: ``composed`` (mode composed, acesim.training.compose)
     #: or ``class`` (class mode, the full simulation)
     mode: str = "composed"
+    #: the search's budget (None: search until the bounds end it): wall seconds, and
+    #: simulations per endpoint (:class:`Budget`)
+    time_limit: float | None = None
+    max_simulations: int | None = None
 
 
 @dataclass
@@ -111,6 +116,12 @@ class PlanOutcome:
     #: of the memory refusals, those made before building, on the layers' weights,
     #: gradients and optimizer state alone (:func:`~acesim.plan.bound.memory_floor`)
     unbuilt_refused: int = 0
+    #: per endpoint whose search the budget stopped before its bounds ended it: what stopped
+    #: it, the candidates left unexplored (their keys below the K-th best time) and the least
+    #: of their lower bounds (s): no configuration left is faster than that
+    stopped: dict[str, str] = field(default_factory=dict)
+    unexplored: dict[str, int] = field(default_factory=dict)
+    unexplored_bound: dict[str, float] = field(default_factory=dict)
 
 
 def _cluster(system: SystemConfig) -> Cluster:
@@ -176,6 +187,37 @@ class _Cases:
         return self.networks[index]
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What one endpoint's search may spend before it stops short of its bounds' end: a wall
+    clock ``deadline`` (``time.monotonic()`` s; None: none) and ``simulations`` (None: no
+    limit). A search stopped by its budget says so, with the least lower bound of what it left
+    unexplored (:class:`PlanOutcome`): its best row is then within a stated factor of the
+    best possible, not certainly the best."""
+
+    deadline: float | None = None
+    simulations: int | None = None
+
+    @classmethod
+    def share(cls, request: PlanRequest, started: float, endpoints_left: int) -> Budget:
+        """The next endpoint's share of ``request``'s budget: the time left since
+        ``started`` (``time.monotonic()`` s) split evenly over the endpoints left."""
+        deadline = None
+        if request.time_limit is not None:
+            left = request.time_limit - (time.monotonic() - started)
+            deadline = time.monotonic() + max(0.0, left) / endpoints_left
+        return cls(deadline, request.max_simulations)
+
+    def stop(self, simulated: int, simulating_next: bool) -> str | None:
+        """Why the search must stop now (None: it may go on), after ``simulated``
+        simulations, ``simulating_next``: the next step is a simulation."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time limit"
+        if simulating_next and self.simulations is not None and simulated >= self.simulations:
+            return "simulation limit"
+        return None
+
+
 def _point(
     request: PlanRequest, docs: Mapping[str, dict[str, Any]], c: Candidate, kind: str, search: bool
 ) -> dict[str, Any]:
@@ -207,6 +249,7 @@ def search(
 ) -> PlanOutcome:
     """Run the plan's search (module docstring); ``progress(endpoint, simulated)`` after
     each batch."""
+    started = time.monotonic()
     r = request
     check_math(r.system, PRECISIONS.get(r.precision, "precision").math, r.precision)
     endpoints = check_endpoints(list(r.endpoints) or [r.system.endpoint.kind], "--endpoints")
@@ -231,9 +274,10 @@ def search(
     batch = max(1, workers)
     compare = len(endpoints) > 1
     with item_runner(dask=dask, workers=workers) as runner:  # its workers kept across batches
-        for kind in endpoints:
+        for n, kind in enumerate(endpoints):
+            budget = Budget.share(r, started, len(endpoints) - n)
             outcome.rows[kind] = _branch_and_bound(
-                r, kind, bounds, cases, outcome, docs, runner, batch, compare, progress
+                r, kind, bounds, cases, outcome, docs, runner, batch, compare, progress, budget
             )
     return outcome
 
@@ -249,6 +293,7 @@ def _branch_and_bound(
     batch_size: int,
     compare: bool,
     progress: Callable[[str, int], None] | None,
+    budget: Budget = Budget(),
 ) -> list[PlanRow]:
     """One endpoint's ranked rows (module docstring)."""
     space = outcome.space
@@ -292,6 +337,10 @@ def _branch_and_bound(
         key, stage, i = queue[0]
         if key >= threshold():
             break
+        why = budget.stop(len(rows) + len(pending), stage == 2)
+        if why is not None:
+            outcome.stopped[kind] = why
+            break
         heapq.heappop(queue)
         if stage == 0:
             built = cases.get(i, space.candidates[i])
@@ -309,12 +358,32 @@ def _branch_and_bound(
             flush()
     if pending:
         flush()
-    outcome.pruned_unbuilt[kind] = sum(1 for _, b, _ in queue if not b)
-    outcome.pruned_kernel[kind] = sum(1 for _, b, _ in queue if b)
-    outcome.pruned_network[kind] = sum(
-        1 for key, b, i in queue if b == 2 and cases.networks[i] == key
-    )
+    _account(kind, queue, threshold(), cases, outcome)
     rows.sort(
         key=lambda row: (row.iteration_time, row.candidate.text, row.candidate.parallel.micro_batch)
     )
     return rows
+
+
+def _account(
+    kind: str,
+    queue: list[tuple[float, int, int]],
+    limit: float,
+    cases: _Cases,
+    outcome: PlanOutcome,
+) -> None:
+    """Count what the search left in its ``queue``: pruned (keyed at or above the K-th best
+    time ``limit``: unbuilt, built, of those by the network bound) and, where the budget
+    stopped it, unexplored (keyed below: their least key, a lower bound)."""
+    pruned = [(key, b, i) for key, b, i in queue if key >= limit]
+    outcome.pruned_unbuilt[kind] = sum(1 for _, b, _ in pruned if not b)
+    outcome.pruned_kernel[kind] = sum(1 for _, b, _ in pruned if b)
+    outcome.pruned_network[kind] = sum(
+        1 for key, b, i in pruned if b == 2 and cases.networks[i] == key
+    )
+    left = [key for key, _, _ in queue if key < limit]
+    if kind in outcome.stopped and left:
+        outcome.unexplored[kind] = len(left)
+        outcome.unexplored_bound[kind] = min(left)
+    else:  # stopped as the bounds would have ended it: nothing was left unexplored
+        outcome.stopped.pop(kind, None)
