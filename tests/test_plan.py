@@ -16,7 +16,7 @@ from acesim.errors import ConfigError, TopologyError
 from acesim.network.group import Group, Span
 from acesim.network.topology import Topology
 from acesim.plan import PlanResult, plan
-from acesim.plan.bound import comm_bound, least_received, slice_bounds
+from acesim.plan.bound import comm_bound, entering, least_received, slice_bounds
 from acesim.plan.space import AXES, Cluster, enumerate_space, parse_space
 from acesim.runs.case import resolve_system
 from acesim.runs.collective import simulate_collective
@@ -300,6 +300,11 @@ def test_cli_plan_prints_json_and_writes_the_figure(tmp_path) -> None:  # type: 
         ("h100-nvswitch-8", "all-reduce", "ideal", (1,)),
         ("h100-nvswitch-8", "reduce-scatter", "ideal", None),
         ("h100-nvswitch-8", "sendrecv", "baseline", (0,)),
+        # no switch that reduces: the members' sums, (n - 1) / n of S each
+        ("a100-nvswitch-8", "reduce-scatter", "baseline", None),
+        ("mi300x-8", "reduce-scatter", "baseline", None),
+        ("h100-nvswitch-8", "reduce-scatter", "baseline", (1,)),
+        ("h100-nvswitch-8", "reduce-scatter", "ideal", (1,)),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("size", [1 << 16, 64 << 20])
@@ -363,6 +368,10 @@ def test_a_collective_across_nodes_never_runs_faster_than_its_slice_bounds(
 def test_the_least_bytes_a_member_receives_per_operation() -> None:
     assert least_received("all-gather", 8) == least_received("all-reduce", 8) == 7 / 8
     assert least_received("reduce-scatter", 8) == 1 / 8
+    # no switch reduces: every combination of partials but the first is received by a member
+    assert least_received("reduce-scatter", 8, switch_reduction=False) == 7 / 8
+    assert entering("reduce-scatter", 32, 4) == 1 / 4
+    assert entering("reduce-scatter", 32, 4, switch_reduction=False) == 3 / 4
     assert least_received("sendrecv", 8) == 1.0
     assert least_received("broadcast", 8) == least_received("reduce", 8) == 0.0
 

@@ -163,18 +163,26 @@ class _Times:
         return units, hbm
 
 
-def least_received(op: str, n: int) -> float:
+def least_received(op: str, n: int, switch_reduction: bool = True) -> float:
     """The least fraction of ``S`` (nccl-tests' size convention, :mod:`acesim.network.ops`)
     that must reach a member of a group of ``n`` before its part of ``op`` can be done,
     whatever the algorithm or where the reduction happens: an all-gather's and an
     all-to-all's shares of the other members ((n - 1) / n), an all-reduce's result beyond
     what the member holds (at least (n - 1) / n: a ring receives twice that, an in-switch
-    reduction all of it), a reduce-scatter's reduced shard (1 / n, however pre-reduced), a
-    send/receive's buffer (1); a rooted operation nothing (the root receives nothing)."""
+    reduction all of it), a reduce-scatter's reduced shard (1 / n where a switch of the
+    group reduces in the network), a send/receive's buffer (1); a rooted operation nothing
+    (the root receives nothing).
+
+    Without a switch that reduces (``switch_reduction`` False) a reduce-scatter's sums are
+    made by the members: each shard (``S / n``) combines ``n`` contributions, and each
+    combination but the first brings a partial of ``S / n`` to the member that combines it
+    (pre-reduced or not), so the members together receive at least ``(n - 1) S``: ``(n - 1)
+    / n`` of ``S`` each on average, which every member receives where they are alike (class
+    mode's ranks, a symmetric collective)."""
     if op in ("all-gather", "all-to-all", "all-reduce"):
         return (n - 1) / n
     if op == "reduce-scatter":
-        return 1 / n
+        return 1 / n if switch_reduction else (n - 1) / n
     if op == "sendrecv":
         return 1.0
     return 0.0
@@ -193,10 +201,11 @@ def comm_bound(topology: Topology, comm: Comm) -> float:
     n = math.prod(a.size for a in axes)
     dims = topology.dimensions
     raw = sum(dims[a.dim].egress_bandwidth / dims[a.dim].efficiency for a in axes)
-    return least_received(comm.op, n) * comm.size / raw
+    reduces = any(dims[a.dim].switch_reduction for a in axes)
+    return least_received(comm.op, n, reduces) * comm.size / raw
 
 
-def entering(op: str, n: int, across: int) -> float:
+def entering(op: str, n: int, across: int, switch_reduction: bool = True) -> float:
     """The least fraction of ``S`` that must enter a *slice* of a group of ``n`` members over
     one of its dimensions, where the group has ``across`` members along it (the slice: the
     ``n / across`` members that share a coordinate on it, who reach each other without it):
@@ -207,11 +216,17 @@ def entering(op: str, n: int, across: int) -> float:
     slice's members (``1/across``: each pre-reduced outside at best), an all-to-all's
     messages from outside to each slice member (``n/across x (1 - 1/across)``: none shared),
     a send/receive's buffer; rooted operations nothing. For a group on one dimension (a
-    slice of one member) this is :func:`least_received`."""
+    slice of one member) this is :func:`least_received`.
+
+    Where the dimension's switch does not reduce (``switch_reduction`` False), a
+    reduce-scatter's shard combines a partial of every slice, and each combination but the
+    first brings one into the slice that combines it over the dimension's links (no other
+    dimension joins members of different slices): the slices together take in at least
+    ``(across - 1) S``, ``1 - 1/across`` of it each where they are alike."""
     if op in ("all-gather", "all-reduce"):
         return 1 - 1 / across
     if op == "reduce-scatter":
-        return 1 / across
+        return 1 / across if switch_reduction else 1 - 1 / across
     if op == "all-to-all":
         return n / across * (1 - 1 / across)
     if op == "sendrecv":
@@ -234,7 +249,8 @@ def slice_bounds(topology: Topology, comm: Comm) -> dict[int, float]:
     out: dict[int, float] = {}
     for a in axes:
         raw = dims[a.dim].egress_bandwidth / dims[a.dim].efficiency
-        out[a.dim] = entering(comm.op, n, a.size) * comm.size / (n // a.size * raw)
+        fraction = entering(comm.op, n, a.size, dims[a.dim].switch_reduction)
+        out[a.dim] = fraction * comm.size / (n // a.size * raw)
     return out
 
 
