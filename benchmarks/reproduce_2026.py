@@ -46,9 +46,8 @@ def main() -> None:
         (args.out / "report.md").write_text(report_markdown(summary), encoding="utf-8")
         write_figures(args.out, summary)
     own = time.process_time() - own
-    cpu = {key: run.cpu_s for key, run in results.items()}
     per_case: dict[tuple[str, str], float] = {}
-    for (system, case, _kind, _i), seconds in cpu.items():
+    for (system, case, *_), seconds in task_cpu.items():
         per_case[(system, case)] = per_case.get((system, case), 0.0) + seconds
     for (system, case), seconds in sorted(per_case.items(), key=lambda kv: -kv[1]):
         print(f"{system:18s} {case:22s} {seconds:7.1f} CPU s")
