@@ -140,6 +140,8 @@ class _Cases:
         self.outcome = outcome
         self.built: dict[int, tuple[dict[str, float], float] | None] = {}
         self.networks: dict[int, float] = {}
+        #: whether each candidate that fits composes (its simulation's mode, composed asked)
+        self.composes: dict[int, bool] = {}
         self.capacity = request.system.npu.hbm_capacity
 
     def get(self, index: int, candidate: Candidate) -> tuple[dict[str, float], float] | None:
@@ -157,7 +159,12 @@ class _Cases:
             return None
         try:
             case = make_llm_case(
-                r.system, r.model, candidate.parallel, precision=r.precision, check_memory=False
+                r.system,
+                r.model,
+                candidate.parallel,
+                precision=r.precision,
+                check_memory=False,
+                layer_names=False,  # its memory and bounds are read, it is never run
             )
         except (ConfigError, TopologyError) as err:
             self.outcome.refused_other[rule_name(err)] += 1
@@ -169,6 +176,7 @@ class _Cases:
             else:
                 self.outcome.fits += 1
                 entry = (dict(case.memory), kernel_bound(case))
+                self.composes[index] = compose_problem(case) is None
         self.built[index] = entry
         return entry
 
@@ -179,11 +187,18 @@ class _Cases:
         costs about what building its graph does: 0, not computed."""
         if index not in self.networks:
             r = self.request
+            if r.mode == "composed" and self.composes[index]:
+                self.networks[index] = 0.0
+                return 0.0
             case = make_llm_case(
-                r.system, r.model, candidate.parallel, precision=r.precision, check_memory=False
+                r.system,
+                r.model,
+                candidate.parallel,
+                precision=r.precision,
+                check_memory=False,
+                layer_names=False,  # its graph's collectives are read, it is never run
             )
-            composed = r.mode == "composed" and compose_problem(case) is None
-            self.networks[index] = 0.0 if composed else network_bound(case)
+            self.networks[index] = network_bound(case)
         return self.networks[index]
 
 

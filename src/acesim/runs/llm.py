@@ -180,12 +180,16 @@ def make_llm_case(
     options: RunOptions | Mapping[str, Any] | None = None,
     max_micro_batches: int | None = None,
     force: bool = False,
+    layer_names: bool = True,
 ) -> LlmCase:
     """Resolve an LLM case (module docstring); ConfigErrors name the field at fault, among
     them more than ``max_micro_batches`` micro-batches an iteration (the work bound; default
     the options' ``max_micro_batches``). ``options``: how to run it (:func:`llm_options`;
     ``nodes`` is one of them); ``force`` accepts bare numbers implausible for their fields
-    (:mod:`acesim.config.plausible`)."""
+    (:mod:`acesim.config.plausible`); ``layer_names`` False: layers alike share their
+    kernels, named for the first (:func:`~acesim.workload.llm.block.chunk_work`'s
+    ``names``): the same memory and work, for what reads only those (a plan's bounds), never
+    for a run (its per-layer rows read the names)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError("run.iterations", "must be a whole number of at least 1", iterations)
     changes: dict[str, Any] = {} if nodes is None else {"nodes": nodes}
@@ -206,7 +210,7 @@ def make_llm_case(
     order = SCHEDULES.get(kind, "parallel.schedule")
     order.check(parallel.pp, parallel.vpp, micro)
     _check_offload_schedule(parallel, order, micro)
-    stages = _stages(cfg, p, parallel, place, order)
+    stages = _stages(cfg, p, parallel, place, order, layer_names)
     sizes = _footprints(stages, order, p, parallel, place, micro)
     worst_stage = max(range(len(sizes)), key=lambda s: sizes[s]["total"])
     case = LlmCase(
@@ -320,6 +324,7 @@ def _stages(
     parallel: ParallelConfig,
     place: Placement,
     order: PipelineSchedule,
+    names: bool = True,
 ) -> tuple[tuple[ChunkWork, ...], ...]:
     pp, v = parallel.pp, parallel.vpp
     split = parallel.layer_split(model.layers)  # one chain: pp x vpp virtual stages
@@ -353,6 +358,7 @@ def _stages(
                     recompute_layers=parallel.recompute_layers,
                     ep_units=parallel.ep_comm_units,
                     shared_overlap=parallel.shared_expert_overlap,
+                    names=names,
                 )
             )
         out.append(tuple(chunks))

@@ -825,6 +825,7 @@ def chunk_work(
     ep_units: int | None = None,
     shared_overlap: bool = False,
     recompute_modules: tuple[str, ...] | None = None,
+    names: bool = True,
 ) -> ChunkWork:
     """The :class:`ChunkWork` of model ``layers`` (indices) on one rank (module docstring);
     ``embedding`` / ``head``: the chunk also holds the input embedding / the output head;
@@ -835,7 +836,10 @@ def chunk_work(
     ``ep_units``: the compute units the expert all-to-alls' kernels hold (None: the endpoint's
     setting); ``shared_overlap``: the dispatch and combine beside the shared experts;
     ``recompute_modules``: with ``recompute = "selective"``, Megatron's modules recomputed
-    (:mod:`.recompute`; None: ``core_attn``)."""
+    (:mod:`.recompute`; None: ``core_attn``); ``names`` False: a layer like one before it
+    holds that layer's kernels, named for it (the same work and figures, cheaper to make:
+    what a bound or a memory check reads, never what a run simulates, whose per-layer rows
+    read the names)."""
     for size, group, what, runs in (
         (tp, tp_group, "tp", "collectives"),
         (cp, cp_group, "cp", "exchanges"),
@@ -868,11 +872,12 @@ def chunk_work(
     if embedding:
         ef, eb = b.embedding()
         a.add(ef, eb, model.embedding_params // tp, model.embedding_params // tp)
+    built: dict[tuple[bool, bool], tuple[int, Pass, Pass, float]] = {}
     for i in layers:
         full = recompute == "full" and (
             recompute_layers is None or i - layers.start < recompute_layers
         )
-        lf, lb, ls = b.layer(i, full)
+        lf, lb, ls = _layer(b, i, full, built, names)
         dense, routed = layer_params(model, i, tp, ep)
         a.add(lf, lb, dense + routed, dense, ls, routed)
     if head:
@@ -882,6 +887,53 @@ def chunk_work(
     return a.work(
         b.rows * model.hidden * precision.activation_bytes, len(layers), embedding, head, ep > 1
     )
+
+
+def _layer(
+    b: _Builder,
+    i: int,
+    full: bool,
+    built: dict[tuple[bool, bool], tuple[int, Pass, Pass, float]],
+    names: bool = True,
+) -> tuple[Pass, Pass, float]:
+    """Layer ``i``'s passes and saved bytes, as ``b.layer(i, full)`` makes them. A layer's
+    work depends on its index only through whether it is an MoE layer and its kernels'
+    names (``l{i}.``...): a layer like one ``built`` before (``(moe, full)``: the index built,
+    its passes untouched) is that layer's passes with its kernels renamed (``names`` False:
+    not renamed), the same values at a fraction of the cost of making and checking every
+    kernel again (a plan builds thousands of candidates of tens of layers each)."""
+    key = (b.m.is_moe_layer(i), full)
+    held = built.get(key)
+    if held is None:
+        lf, lb, ls = b.layer(i, full)
+        built[key] = (i, Pass(list(lf.steps), lf.kept), Pass(list(lb.steps), lb.kept), ls)
+        return lf, lb, ls
+    first, hf, hb, ls = held
+    if not names:
+        return Pass(list(hf.steps), hf.kept), Pass(list(hb.steps), hb.kept), ls
+    old, new = f"l{first}.", f"l{i}."
+    return _renamed_pass(hf, old, new), _renamed_pass(hb, old, new), ls
+
+
+def _renamed_pass(p: Pass, old: str, new: str) -> Pass:
+    """``p`` with every kernel named ``old...`` renamed ``new...`` (a new pass)."""
+    steps = [
+        replace(st, kernels=tuple(_renamed(k, old, new) for k in st.kernels)) if st.kernels else st
+        for st in p.steps
+    ]
+    return Pass(steps, p.kept)
+
+
+def _renamed(kernel: Kernel, old: str, new: str) -> Kernel:
+    """``kernel`` named ``new`` where its name starts ``old`` (its fields as they are: a
+    kernel's checks do not read its name, so they are not run again)."""
+    name = kernel.name
+    if not name.startswith(old):
+        return kernel
+    clone = object.__new__(type(kernel))
+    clone.__dict__.update(kernel.__dict__)
+    clone.__dict__["name"] = new + name[len(old) :]
+    return clone
 
 
 def layer_params(model: TransformerConfig, i: int, tp: int, ep: int) -> tuple[int, int]:
