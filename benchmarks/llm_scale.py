@@ -119,6 +119,10 @@ SCALE_CASES: dict[str, LlmBench] = {
                        16 * 224, 1, 8192, "bf16", 60),
     "s100800": LlmBench("Llama3 405B tp8 pp9, 100,800 GPUs", _H100, 12600, "llama3-405b",
                         _S405, 16 * 1400, 1, 8192, "bf16", 600),
+    # issue 27: "the 405B configuration on 100,000+ GPUs in <= 10 s": the 405b case's
+    # recipe at DP 800 (12,800 nodes), its 64 micro-batches per pipeline kept
+    "405b-100k": LlmBench("Llama3.1 405B TP8 PP8 CP2 VPP8, 102,400 H100", _H100, 12800,
+                          "llama3-405b", _405B, 64 * 800, 1, 8192, "fp8", 10),
 }  # fmt: skip
 #: a candidate of ``acesim plan``'s space (``benchmarks/plan_scale.py`` draws it, seed 1): FSDP
 #: with VPP, whose pass contexts never repeat (the FSDP gathers and reduce-scatters move beside
