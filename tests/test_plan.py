@@ -475,6 +475,16 @@ def test_a_bad_budget_is_refused_by_name(option: str, value: object) -> None:
     assert err.value.field == option
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--time-limit", "0"), ("--time-limit", "nan"), ("--time-limit", "-5"),
+     ("--max-simulations", "0")],
+)  # fmt: skip
+def test_cli_plan_refuses_a_bad_budget_by_its_flag(flag: str, value: str) -> None:
+    out = CliRunner().invoke(app, ["plan", "-w", TINY.name, flag, value])
+    assert isinstance(out.exception, ConfigError) and out.exception.field == flag
+
+
 def test_cli_plan_says_where_its_budget_stopped_it() -> None:
     out = CliRunner().invoke(
         app,

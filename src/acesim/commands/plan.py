@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ def plan_command(
     what does not fit in HBM, prune by a lower bound, simulate the rest (docs/plan.md)."""
     workers = default_workers() if workers is None else workers
     _check_options(top, workers, figure, csv_path)
+    _check_budget(time_limit, max_simulations)
     cfg = cli_system(system, sets, nodes, force)
     show = not json_out
     bar = progress() if show else None
@@ -160,6 +162,14 @@ def _show_budget(result: PlanResult, kind: str) -> None:
             f"the first {certain} ranked rows are certain" if certain else "no row is certain"
         )
     console.print(text + ".")
+
+
+def _check_budget(time_limit: float | None, max_simulations: int | None) -> None:
+    """Refuse a budget that is no budget, by its flag's name."""
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
+        raise ConfigError("--time-limit", "must be a finite number of seconds above 0", time_limit)
+    if max_simulations is not None and max_simulations < 1:
+        raise ConfigError("--max-simulations", "must be at least 1", max_simulations)
 
 
 def _system_flags(system: str, nodes: int | None, sets: list[str] | None, force: bool) -> str:
