@@ -46,6 +46,20 @@ FULL_OPTION = typer.Option(
 )
 
 
+TIME_LIMIT_OPTION = typer.Option(
+    None,
+    "--time-limit",
+    help="stop the search after this many seconds of wall time (split over the endpoints) "
+    "and say how far its best row can be from the best possible",
+)
+MAX_SIMULATIONS_OPTION = typer.Option(
+    None,
+    "--max-simulations",
+    help="stop each endpoint's search after this many simulations (as --time-limit, but the "
+    "same result on any machine)",
+)
+
+
 def plan_command(
     workload: str = typer.Option("llama3-8b", "--workload", "-w", help="LLM model name"),
     system: str = typer.Option(DEFAULT_SYSTEM, "--system", "-s", help="preset or file"),
@@ -79,18 +93,8 @@ def plan_command(
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     force: bool = FORCE_OPTION,
     fmt: str = FORMAT_OPTION,
-    time_limit: float | None = typer.Option(
-        None,
-        "--time-limit",
-        help="stop the search after this many seconds of wall time (split over the endpoints) "
-        "and say how far its best row can be from the best possible",
-    ),
-    max_simulations: int | None = typer.Option(
-        None,
-        "--max-simulations",
-        help="stop each endpoint's search after this many simulations (as --time-limit, but "
-        "the same result on any machine)",
-    ),
+    time_limit: float | None = TIME_LIMIT_OPTION,
+    max_simulations: int | None = MAX_SIMULATIONS_OPTION,
 ) -> None:
     """Rank every valid parallel configuration of an LLM on a cluster: enumerate, refuse
     what does not fit in HBM, prune by a lower bound, simulate the rest (docs/plan.md)."""

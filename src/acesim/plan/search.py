@@ -232,6 +232,13 @@ class Budget:
             return "simulation limit"
         return None
 
+    def spent(self, kind: str, simulated: int, simulating_next: bool, outcome: PlanOutcome) -> bool:
+        """Whether ``kind``'s search must stop now (:meth:`stop`), recorded in ``outcome``."""
+        why = self.stop(simulated, simulating_next)
+        if why is not None:
+            outcome.stopped[kind] = why
+        return why is not None
+
 
 def _point(
     request: PlanRequest, docs: Mapping[str, dict[str, Any]], c: Candidate, kind: str, search: bool
@@ -352,9 +359,7 @@ def _branch_and_bound(
         key, stage, i = queue[0]
         if key >= threshold():
             break
-        why = budget.stop(len(rows) + len(pending), stage == 2)
-        if why is not None:
-            outcome.stopped[kind] = why
+        if budget.spent(kind, len(rows) + len(pending), stage == 2, outcome):
             break
         heapq.heappop(queue)
         if stage == 0:

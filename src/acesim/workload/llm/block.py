@@ -840,16 +840,7 @@ def chunk_work(
     holds that layer's kernels, named for it (the same work and figures, cheaper to make:
     what a bound or a memory check reads, never what a run simulates, whose per-layer rows
     read the names)."""
-    for size, group, what, runs in (
-        (tp, tp_group, "tp", "collectives"),
-        (cp, cp_group, "cp", "exchanges"),
-        (ep, ep_group, "ep", "all-to-alls"),
-    ):
-        if size > 1 and group is None:
-            raise WorkloadError(
-                f"{what} > 1 needs the {what.upper()} group its {runs} run on",
-                field=f"{what}_group",
-            )
+    _check_groups(tp, tp_group, cp, cp_group, ep, ep_group)
     b = _Builder(
         model,
         precision,
@@ -887,6 +878,27 @@ def chunk_work(
     return a.work(
         b.rows * model.hidden * precision.activation_bytes, len(layers), embedding, head, ep > 1
     )
+
+
+def _check_groups(
+    tp: int,
+    tp_group: Group | None,
+    cp: int,
+    cp_group: Group | None,
+    ep: int,
+    ep_group: Group | None,
+) -> None:
+    """Refuse a parallel size over 1 without the communicator its collectives run on."""
+    for size, group, what, runs in (
+        (tp, tp_group, "tp", "collectives"),
+        (cp, cp_group, "cp", "exchanges"),
+        (ep, ep_group, "ep", "all-to-alls"),
+    ):
+        if size > 1 and group is None:
+            raise WorkloadError(
+                f"{what} > 1 needs the {what.upper()} group its {runs} run on",
+                field=f"{what}_group",
+            )
 
 
 def _layer(
