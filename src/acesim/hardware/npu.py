@@ -309,7 +309,7 @@ class NPU:
             )
 
         if plan.latency > 0:
-            self.engine.schedule(plan.latency, launch)
+            self.engine.call(plan.latency, launch)
         else:
             launch()
 

@@ -128,9 +128,9 @@ class PointToPoint:
             if msg.on_hop is not None:
                 msg.on_hop(dim, size)
             if index + 1 < len(hops):
-                rt.engine.schedule(rt.delays[dim], self._hop, hops, index + 1, nxt, msg)
+                rt.engine.call(rt.delays[dim], self._hop, hops, index + 1, nxt, msg)
             else:
-                rt.engine.schedule(rt.delays[dim], msg.on_delivered)
+                rt.engine.call(rt.delays[dim], msg.on_delivered)
 
         rt.shares.start(
             sim_rank,

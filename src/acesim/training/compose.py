@@ -62,6 +62,7 @@ configurations), not bounded analytically.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -72,6 +73,7 @@ from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
 from ..intervals import difference, union, union_arrays
 from ..workload.graph import Graph, Node
+from ..workload.model import Compute
 from .composition import MAX_ROUNDS, Composition
 from .executor import AddedSpans, Execution, GraphExecutor, NodeRecord
 
@@ -371,9 +373,11 @@ def _alike_stages(
     passes run on its own NPU after nothing, so such a stage's passes run as the earlier
     stage's do: its memos are the earlier one's times on its own nodes."""
     passes: dict[int, list[Any]] = {}
+    works: dict[int, tuple[Compute, tuple[Any, ...]]] = {}  # by the Compute's id
     for key in keys:
         nodes, end = built[key]
-        passes.setdefault(key[0], []).append((key[1:], end, [_anonymous(n) for n in nodes]))
+        shape = [_anonymous(n, works) for n in nodes]
+        passes.setdefault(key[0], []).append((key[1:], end, shape))
     kept: list[tuple[int, list[Any]]] = []  # the stages simulated, with their passes
     alike: dict[int, int] = {}
     for stage, shape in passes.items():
@@ -385,17 +389,33 @@ def _alike_stages(
     return alike
 
 
-def _anonymous(node: Node) -> tuple[Any, ...]:
-    """``node`` as a comparable value, without its kernels' names (the layers they are of)."""
+def _anonymous(node: Node, works: dict[int, tuple[Compute, tuple[Any, ...]]]) -> tuple[Any, ...]:
+    """``node`` as a comparable value, without its kernels' names (the layers they are of);
+    ``works``: each Compute's so far, by its id (a step's Compute is shared by its nodes)."""
     comp = node.compute
     if comp is None:
-        return (node, None)
-    kernels = tuple(
-        (type(k), *(getattr(k, f.name) for f in fields(k) if f.name != "name"))
-        for k in comp.kernels
-    )
-    work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
-    return (replace(node, compute=None), work)
+        return (_BUT_COMPUTE(node), None)
+    held = works.get(id(comp))
+    if held is None or held[0] is not comp:
+        kernels = tuple((type(k), *_but_name(k)) for k in comp.kernels)
+        work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
+        held = works[id(comp)] = (comp, work)
+    return (_BUT_COMPUTE(node), held[1])
+
+
+def _but_name(kernel: Any) -> tuple[Any, ...]:
+    """A kernel's fields but its name, in order (a getter made once per kernel type)."""
+    get = _BUT_NAME.get(type(kernel))
+    if get is None:
+        names = [f.name for f in fields(kernel) if f.name != "name"]
+        get = _BUT_NAME[type(kernel)] = lambda k, at=attrgetter(*names, "name"): at(k)[:-1]
+    return get(kernel)
+
+
+_BUT_NAME: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+#: a node's fields but its compute, as a tuple (what ``replace(node, compute=None)`` compares)
+_BUT_COMPUTE = attrgetter(*(f.name for f in fields(Node) if f.name != "compute"))
 
 
 def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:

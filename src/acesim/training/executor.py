@@ -644,7 +644,7 @@ class GraphExecutor:
         elif kind == "host_copy":
             self._host_copy(st, node)
         elif kind == "host" or kind == "pass":  # host time, or a composed pass: timers
-            self.platform.engine.schedule(node.size, self.finish, st, node)
+            self.platform.engine.call(node.size, self.finish, st, node)
         elif kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
@@ -823,7 +823,9 @@ class GraphExecutor:
             self.execution.iteration_end[node.iteration] = now
             if self.on_iteration is not None:
                 self.on_iteration(node.iteration)
-        self._unblock.append((st, iter(st.users.get(node.id, ()))))
+        users = st.users.get(node.id)
+        if users:  # (a node no one waits for readies nothing)
+            self._unblock.append((st, iter(users)))
         if self._watch:
             for index in self._watch.get((st.rank, node.id), ()):
                 # counted after this node's users are readied (a zero-time event)
