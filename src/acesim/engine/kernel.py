@@ -791,7 +791,12 @@ class Engine:
         rate = act.rate
         observers = self._observers
         dirty_res = self._dirty_res
+        consumed = act.consumed
+        work = act.work
         for res, amount in act.demand.items():
+            # the consumed figures topped up exactly (the fluid integral is exact up to
+            # rounding); nothing below reads them before the activity's on_done
+            consumed[res] = work * amount
             since = res._since
             if now > since:  # Resource._advance, inlined
                 res.used += res.allocated * (now - since)
@@ -811,9 +816,6 @@ class Engine:
             if now > act.bound_since:
                 listener.segment(act.track, act.bound, act.bound_since, now)
             listener.closed(act.track, now)
-        # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
-        for res, amount in act.demand.items():
-            act.consumed[res] = act.work * amount
         act.rate = 0.0
         if act.on_done is not None:
             act.on_done(act)

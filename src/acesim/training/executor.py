@@ -156,11 +156,9 @@ class _RankState:
             deps: Iterable[int] = n.deps
             if len(n.deps) > 1:
                 deps = set(deps)  # each dependency counted once
-            count = 0
             for d in deps:
                 users[d].append(n.id)
-                count += 1
-            waiting[n.id] = count
+            waiting[n.id] = len(deps)
             left[n.iteration] += 1
         self.ready_compute: list[int] = []
         self.busy = False
@@ -618,9 +616,11 @@ class GraphExecutor:
         self.execution.replicated = True
 
     def _ready(self, st: _RankState, node: Node) -> None:
-        now = self.platform.engine.now
-        if node.iteration not in self.execution.iteration_start:
-            self.execution.iteration_start[node.iteration] = now
+        engine = self.platform.engine
+        now = engine.now
+        starts = self.execution.iteration_start
+        if node.iteration not in starts:
+            starts[node.iteration] = now
             self.execution.snapshots[node.iteration] = self._snapshot()
         rec = self.records[st.rank][node.id]
         replay = self.replay
@@ -637,14 +637,14 @@ class GraphExecutor:
         rec.start = now
         if replay is not None:
             replay.node_started(st.rank, node)
-        if kind == "collective":
-            self._collective(st, node)
+        if kind == "pass" or kind == "host":  # a composed pass, or host time: timers
+            engine.call(node.size, self.finish, st, node)
         elif kind == "send":
             self._send(st, node)
+        elif kind == "collective":
+            self._collective(st, node)
         elif kind == "host_copy":
             self._host_copy(st, node)
-        elif kind == "host" or kind == "pass":  # host time, or a composed pass: timers
-            self.platform.engine.call(node.size, self.finish, st, node)
         elif kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
@@ -818,8 +818,10 @@ class GraphExecutor:
             self.replay.ended(st.rank, node.id)
         if self._on_node is not None:
             self._on_node(st.rank, node)
-        self._iter_left[node.iteration] -= 1
-        if self._iter_left[node.iteration] == 0:
+        iter_left = self._iter_left
+        left = iter_left[node.iteration] - 1
+        iter_left[node.iteration] = left
+        if left == 0:
             self.execution.iteration_end[node.iteration] = now
             if self.on_iteration is not None:
                 self.on_iteration(node.iteration)
@@ -841,8 +843,10 @@ class GraphExecutor:
                 if user is None:
                     stack.pop()
                     continue
-                owner.waiting[user] -= 1
-                if owner.waiting[user] == 0:
+                waiting = owner.waiting
+                count = waiting[user] - 1
+                waiting[user] = count
+                if count == 0:
                     self._ready(owner, owner.nodes[user])
         finally:
             self._unblocking = False
