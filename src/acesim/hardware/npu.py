@@ -55,7 +55,7 @@ HOST_DIRECTIONS = ("h2d", "d2h")
 class SharedPlans:
     """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
 
-    __slots__ = ("plans", "chosen", "alone", "caps")
+    __slots__ = ("plans", "chosen", "alone", "caps", "known")
 
     def __init__(self) -> None:
         #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
@@ -64,6 +64,9 @@ class SharedPlans:
         self.plans: dict[Kernel, KernelPlan] = {}
         self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
         self.alone: dict[tuple[Kernel, ...], float] = {}
+        #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
+        #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
+        self.known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
 
 
 class NPU:
@@ -102,9 +105,10 @@ class NPU:
         self._plans: dict[Kernel, KernelPlan] = self._shared.plans
         self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = self._shared.chosen
         self._alone: dict[tuple[Kernel, ...], float] = self._shared.alone
-        #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
-        #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
-        self._known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
+        #: the plans and time alone of a kernel sequence, by its identity (shared likewise)
+        self._known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = (
+            self._shared.known
+        )
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far

@@ -169,7 +169,7 @@ class PassTimes:
             ended[stage] = first + end
             for node in passed:
                 deps = tuple(first + d for d in node.deps) or before
-                nodes.append(replace(node, id=first + node.id, deps=deps, iteration=0))
+                nodes.append(_placed(node, first + node.id, deps))
             spans[key] = (stage, first, len(nodes), first + end)
         graph = Graph(lists, name=f"{composed.name}.passes", npus=composed.npus,
                       classes=composed.classes)  # fmt: skip
@@ -421,10 +421,16 @@ _BUT_COMPUTE = attrgetter(*(f.name for f in fields(Node) if f.name != "compute")
 def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
     """``rec`` for ``node`` (a pass alike's, :func:`_alike_stages`): its id, dependencies and
     iteration as ``rec``'s node has them in the graph of the passes alone."""
-    moved = replace(node, id=rec.node.id, deps=rec.node.deps, iteration=0)
+    moved = _placed(node, rec.node.id, rec.node.deps)
     return NodeRecord(
         moved, rec.start, rec.end, rec.ready, rec.alone, rec.hbm_bytes, rec.collective
     )
+
+
+def _placed(node: Node, id: int, deps: tuple[int, ...]) -> Node:
+    """``replace(node, id=id, deps=deps, iteration=0)``, made from its fields at once (a
+    node's ``__dict__`` holds its fields)."""
+    return Node(**{**node.__dict__, "id": id, "deps": deps, "iteration": 0})
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
