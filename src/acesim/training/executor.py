@@ -21,6 +21,7 @@ iteration boundaries and resource snapshots at those boundaries.
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -216,6 +217,20 @@ def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
     return [graph.ranks[0]]
 
 
+def _weakly(
+    executor: GraphExecutor, method: Callable[[GraphExecutor, Collective, int], Any]
+) -> Callable[[Collective, int], Any]:
+    """``method`` of ``executor``, holding the executor by a weak reference."""
+    ref = weakref.ref(executor)
+
+    def call(coll: Collective, rank: int) -> Any:
+        held = ref()
+        assert held is not None  # a collective of a run ends during the run
+        return method(held, coll, rank)
+
+    return call
+
+
 def _left_per_iteration(states: list[_RankState]) -> dict[int, int]:
     """Nodes of every rank left to finish, per iteration."""
     left: dict[int, int] = defaultdict(int)
@@ -297,6 +312,11 @@ class GraphExecutor:
             {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
         ]
         self.p2p = PointToPoint(platform.collectives, classes)
+        #: what a collective calls as a rank's part ends: :meth:`_collective_done` through a
+        #: weak reference (the collectives outlive the run in its execution: held strongly,
+        #: the executor, its execution and graph would be freed by the cyclic collector only,
+        #: a tenth of a composed LLM run's CPU time; issue 27)
+        self._on_collective_done = _weakly(self, GraphExecutor._collective_done)
         self._instances: dict[tuple[Any, int], Collective] = {}
         #: per-rank (or per-class) graphs: instances are matched within each physical group
         #: (keyed by its first member), not across groups that merely look alike
@@ -709,7 +729,7 @@ class GraphExecutor:
                 label=node.name,
                 priority=priority,
                 ranks=[],
-                on_rank_done=self._collective_done,
+                on_rank_done=self._on_collective_done,
                 joining=self._joining(st.rank, node, key),
                 units=node.units,
             )

@@ -427,13 +427,16 @@ class _RankGraph:
             )
         )  # fmt: skip
         self.prev = node
-        episode = self.episode
+        episode, rank, split, computes = self.episode, self.rank, self.split, self.computes
+        plan = self.alone_plan
+        # (the builder holds what it needs, not this graph: the sink keeps it, and this
+        # graph's nodes are freed when it is dropped, not by the cyclic collector)
 
         def build() -> tuple[list[Node], int]:
-            alone = _RankGraph(replace(self.plan, passes=None), self.rank)
-            alone.split = self.split
+            alone = _RankGraph(plan, rank)
+            alone.split = split
             alone.episode = episode
-            alone.computes = self.computes  # one Compute per step, shared
+            alone.computes = computes  # one Compute per step, shared
             alone.finish(group[-1], alone.pass_steps(group, []))
             assert alone.prev is not None  # a pass has steps
             return alone.nodes, alone.prev
@@ -441,6 +444,11 @@ class _RankGraph:
         sink = self.plan.passes
         key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
         sink.timer(self.nodes[node], key, build)
+
+    @cached_property
+    def alone_plan(self) -> _Plan:
+        """The plan of a composed graph's pass built alone (no sink)."""
+        return replace(self.plan, passes=None)
 
     # -- what the emitters share ----------------------------------------------------------
     def vstage(self, op: Op) -> int:
