@@ -232,14 +232,16 @@ def attribute(
     """Seconds of the window [lo, hi) by what bound them (see module docstring); ``busy`` are
     the compute kernels' (start, end) intervals of the NPU."""
     running = [(max(s, lo), min(e, hi)) for s, e in union(busy) if e > lo and s < hi]
-    out: dict[str, float] = {}
+    by_name: dict[str, float] = {}  # each label's kernel time, labels in order heard
+    get = by_name.get
     for name, start, end in recorder.kernels:
         # _overlap(start, end, [(lo, hi)]), written out: the same float
         if lo < end:
-            first, last = max(start, lo), min(end, hi)
+            first = start if start > lo else lo  # max(start, lo): the same float
+            last = end if end < hi else hi  # min(end, hi)
             if last > first:
-                key = f"compute: {name}"
-                out[key] = out.get(key, 0.0) + (last - first)
+                by_name[name] = get(name, 0.0) + (last - first)
+    out = {f"compute: {name}": seconds for name, seconds in by_name.items()}
     covered = sum(out.values())
     idle: list[tuple[float, float]] = []
     cursor = lo
