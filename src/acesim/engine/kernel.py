@@ -568,8 +568,6 @@ class Engine:
         if dt > 0 and act.rate > 0:
             done = act.rate * dt
             act.remaining -= done
-            for res, amount in act.demand.items():
-                act.consumed[res] += done * amount
         act._last = self._now
 
     def before_reallocation(self, callback: Callable[[], Any]) -> None:
@@ -624,9 +622,6 @@ class Engine:
             if dt > 0 and rate > 0:
                 done = rate * dt
                 act.remaining -= done
-                consumed = act.consumed
-                for res, amount in act.demand.items():
-                    consumed[res] += done * amount
             act._last = now
             for res in act.demand:
                 touched[res] = 0.0
@@ -731,9 +726,6 @@ class Engine:
         if dt > 0 and rate > 0:
             done = rate * dt
             act.remaining -= done
-            consumed = act.consumed
-            for res, amount in demand.items():
-                consumed[res] += done * amount
         act._last = now
         new_rate = self._solo(act)
         for res in demand:
@@ -791,11 +783,11 @@ class Engine:
         rate = act.rate
         observers = self._observers
         dirty_res = self._dirty_res
-        consumed = act.consumed
+        consumed: dict[Resource, float] = {}
+        act._consumed = consumed
         work = act.work
         for res, amount in act.demand.items():
-            # the consumed figures topped up exactly (the fluid integral is exact up to
-            # rounding); nothing below reads them before the activity's on_done
+            # what it consumed, exactly (nothing below reads it before the activity's on_done)
             consumed[res] = work * amount
             since = res._since
             if now > since:  # Resource._advance, inlined
