@@ -39,23 +39,37 @@ bound.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
+from operator import attrgetter
 from typing import Any
 
 from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
 from ..errors import ConfigError, SimulationError
 from .kernel_model import KernelPlan, expand, plan_kernel
-from .kernels import Kernel
+from .kernels import Choice, Kernel
 
 #: Directions of host-device copies.
 HOST_DIRECTIONS = ("h2d", "d2h")
 
 
+def _nameless(kernel: Kernel) -> tuple[Any, ...]:
+    """``kernel``'s type and its fields but its name, in order (a getter made once per
+    kernel type)."""
+    get = _FIELDS_BUT_NAME.get(type(kernel))
+    if get is None:
+        names = [f.name for f in fields(kernel) if f.name != "name"]
+        get = _FIELDS_BUT_NAME[type(kernel)] = attrgetter(*names, "name")
+    return (type(kernel), *get(kernel)[:-1])
+
+
+_FIELDS_BUT_NAME: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
 class SharedPlans:
     """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
 
-    __slots__ = ("plans", "chosen", "alone", "caps", "known")
+    __slots__ = ("plans", "chosen", "alone", "caps", "known", "nameless")
 
     def __init__(self) -> None:
         #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
@@ -67,6 +81,10 @@ class SharedPlans:
         #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
         #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
         self.known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
+        #: plans by their kernel's type and fields but its name (:func:`_nameless`): a plan
+        #: depends on its kernel's name only in its own name (a model's layers' kernels are
+        #: alike but for their names: each planned once)
+        self.nameless: dict[tuple[Any, ...], KernelPlan] = {}
 
 
 class NPU:
@@ -235,10 +253,24 @@ class NPU:
         """The kernel's plan on this NPU (cached per kernel)."""
         plan = self._plans.get(kernel)
         if plan is None:
-            plan = plan_kernel(self.config, kernel)
+            plan = self._planned(kernel)
             if self.slowdown != 1.0:
                 plan = replace(plan, block_seconds=plan.block_seconds * self.slowdown)
             self._plans[kernel] = plan
+        return plan
+
+    def _planned(self, kernel: Kernel) -> KernelPlan:
+        """``plan_kernel(self.config, kernel)``: a plan made for a kernel alike but for its
+        name, renamed, where there is one (:attr:`SharedPlans.nameless`)."""
+        if isinstance(kernel, Choice):  # planned as its chosen option, named so
+            return plan_kernel(self.config, kernel)
+        known = self._shared.nameless
+        key = _nameless(kernel)
+        plan = known.get(key)
+        if plan is None:
+            plan = known[key] = plan_kernel(self.config, kernel)
+        elif plan.name != kernel.name:
+            plan = KernelPlan(**{**plan.__dict__, "name": kernel.name})
         return plan
 
     def chosen(self, kernels: Sequence[Kernel]) -> list[Kernel]:
