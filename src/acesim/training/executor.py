@@ -845,18 +845,28 @@ class GraphExecutor:
             self.execution.iteration_end[node.iteration] = now
             if self.on_iteration is not None:
                 self.on_iteration(node.iteration)
-        users = st.users.get(node.id)
-        if users:  # (a node no one waits for readies nothing)
-            self._unblock.append((st, iter(users)))
         if self._watch:
             for index in self._watch.get((st.rank, node.id), ()):
                 # counted after this node's users are readied (a zero-time event)
                 self.platform.engine.schedule(0.0, self._gate_count, index)
+        users = st.users.get(node.id)
+        if not users:  # (a node no one waits for readies nothing)
+            return
         if self._unblocking:
+            self._unblock.append((st, iter(users)))
             return
         self._unblocking = True
         try:
-            stack = self._unblock
+            stack = self._unblock  # empty: this finish is not within another's
+            if len(users) == 1:  # readied here, as the stack would (the hot path)
+                user = users[0]
+                waiting = st.waiting
+                count = waiting[user] - 1
+                waiting[user] = count
+                if count == 0:
+                    self._ready(st, st.nodes[user])
+            else:
+                stack.append((st, iter(users)))
             while stack:
                 owner, users = stack[-1]
                 user = next(users, None)
