@@ -39,31 +39,17 @@ bound.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import fields, replace
-from operator import attrgetter
+from dataclasses import replace
 from typing import Any
 
 from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
 from ..errors import ConfigError, SimulationError
 from .kernel_model import KernelPlan, expand, plan_kernel
-from .kernels import Choice, Kernel
+from .kernels import Choice, Kernel, nameless
 
 #: Directions of host-device copies.
 HOST_DIRECTIONS = ("h2d", "d2h")
-
-
-def _nameless(kernel: Kernel) -> tuple[Any, ...]:
-    """``kernel``'s type and its fields but its name, in order (a getter made once per
-    kernel type)."""
-    get = _FIELDS_BUT_NAME.get(type(kernel))
-    if get is None:
-        names = [f.name for f in fields(kernel) if f.name != "name"]
-        get = _FIELDS_BUT_NAME[type(kernel)] = attrgetter(*names, "name")
-    return (type(kernel), *get(kernel)[:-1])
-
-
-_FIELDS_BUT_NAME: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 
 class SharedPlans:
@@ -81,7 +67,7 @@ class SharedPlans:
         #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
         #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
         self.known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
-        #: plans by their kernel's type and fields but its name (:func:`_nameless`): a plan
+        #: plans by their kernel without its name (:func:`~.kernels.nameless`): a plan
         #: depends on its kernel's name only in its own name (a model's layers' kernels are
         #: alike but for their names: each planned once)
         self.nameless: dict[tuple[Any, ...], KernelPlan] = {}
@@ -265,7 +251,7 @@ class NPU:
         if isinstance(kernel, Choice):  # planned as its chosen option, named so
             return plan_kernel(self.config, kernel)
         known = self._shared.nameless
-        key = _nameless(kernel)
+        key = nameless(kernel)
         plan = known.get(key)
         if plan is None:
             plan = known[key] = plan_kernel(self.config, kernel)

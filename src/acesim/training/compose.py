@@ -62,13 +62,14 @@ configurations), not bounded analytically.
 from __future__ import annotations
 
 import math
-from operator import attrgetter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from ..hardware.kernels import nameless
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
 from ..intervals import difference, union, union_arrays
@@ -397,22 +398,11 @@ def _anonymous(node: Node, works: dict[int, tuple[Compute, tuple[Any, ...]]]) ->
         return (_BUT_COMPUTE(node), None)
     held = works.get(id(comp))
     if held is None or held[0] is not comp:
-        kernels = tuple((type(k), *_but_name(k)) for k in comp.kernels)
+        kernels = tuple(nameless(k) for k in comp.kernels)
         work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
         held = works[id(comp)] = (comp, work)
     return (_BUT_COMPUTE(node), held[1])
 
-
-def _but_name(kernel: Any) -> tuple[Any, ...]:
-    """A kernel's fields but its name, in order (a getter made once per kernel type)."""
-    get = _BUT_NAME.get(type(kernel))
-    if get is None:
-        names = [f.name for f in fields(kernel) if f.name != "name"]
-        get = _BUT_NAME[type(kernel)] = lambda k, at=attrgetter(*names, "name"): at(k)[:-1]
-    return get(kernel)
-
-
-_BUT_NAME: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 #: a node's fields but its compute, as a tuple (what ``replace(node, compute=None)`` compares)
 _BUT_COMPUTE = attrgetter(*(f.name for f in fields(Node) if f.name != "compute"))

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import heapq
 import weakref
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -151,16 +151,20 @@ class _RankState:
         self.nodes = {n.id: n for n in nodes}
         self.waiting: dict[int, int] = {}
         self.users: dict[int, list[int]] = defaultdict(list)
-        self.left_per_iter: dict[int, int] = defaultdict(int)
-        waiting, users, left = self.waiting, self.users, self.left_per_iter
+        #: nodes per iteration, iterations in order of their first node
+        self.left_per_iter: dict[int, int] = Counter(n.iteration for n in nodes)
+        waiting, users = self.waiting, self.users
         for n in nodes:
-            deps: Iterable[int] = n.deps
-            if len(n.deps) > 1:
-                deps = set(deps)  # each dependency counted once
-            for d in deps:
-                users[d].append(n.id)
-            waiting[n.id] = len(deps)
-            left[n.iteration] += 1
+            deps = n.deps
+            node_id = n.id
+            if len(deps) == 1:
+                users[deps[0]].append(node_id)
+                waiting[node_id] = 1
+                continue
+            unique = set(deps) if deps else ()  # each dependency counted once
+            for d in unique:
+                users[d].append(node_id)
+            waiting[node_id] = len(unique)
         self.ready_compute: list[int] = []
         self.busy = False
 
@@ -859,17 +863,17 @@ class GraphExecutor:
         try:
             stack = self._unblock  # empty: this finish is not within another's
             if len(users) == 1:  # readied here, as the stack would (the hot path)
-                user = users[0]
+                only = users[0]
                 waiting = st.waiting
-                count = waiting[user] - 1
-                waiting[user] = count
+                count = waiting[only] - 1
+                waiting[only] = count
                 if count == 0:
-                    self._ready(st, st.nodes[user])
+                    self._ready(st, st.nodes[only])
             else:
                 stack.append((st, iter(users)))
             while stack:
-                owner, users = stack[-1]
-                user = next(users, None)
+                owner, pending = stack[-1]
+                user = next(pending, None)
                 if user is None:
                     stack.pop()
                     continue

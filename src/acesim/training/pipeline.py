@@ -480,9 +480,9 @@ class _RankGraph:
         """F: the activation from the previous virtual stage (``receive``) or to the next;
         B: the gradient from the next or to the previous. Returns ``deps`` with a receive."""
         key = (op.kind, op.chunk, receive)
-        message = self.messages.get(key, False)
-        if message is False:
-            message = self.messages[key] = self._message(op, receive)
+        if key not in self.messages:
+            self.messages[key] = self._message(op, receive)
+        message = self.messages[key]
         if message is None:
             return deps  # the chain's first or last virtual stage, or a V's turn
         name, peer, tag, size = message
