@@ -333,7 +333,10 @@ class PassTimes:
                     execution.bounds.kernels += _moved(memo.kernels, rec.start)
                     execution.bounds.messages += _moved(memo.messages, rec.start)
                 held = added.get(stage)
-                added[stage] = memo.meters if held is None else held.plus(memo.meters)
+                if held is None:
+                    added[stage] = memo.meters.copy()
+                else:
+                    held.add(memo.meters)  # held.plus(memo.meters), in place
             groups: dict[tuple[Any, ...], tuple[Node, list[Any], list[Any]]] = {}
             for key, at in starts.items():
                 by = np.array(at)[:, None]
