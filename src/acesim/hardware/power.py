@@ -164,6 +164,10 @@ def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
 def _add(a: dict[str, float], b: dict[str, float]) -> None:
     """``a`` made :func:`_summed` of ``a`` and ``b``, in place (the same names in the same
     order, the same floats)."""
+    if a.keys() == b.keys():  # (each sum on its own: the order of the names is a's)
+        for k, v in b.items():
+            a[k] += v
+        return
     for k in [*a, *(k for k in b if k not in a)]:
         a[k] = a.get(k, 0.0) + b.get(k, 0.0)
 
