@@ -265,8 +265,15 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
     for rank, (busy, waits, recvs, seen) in enumerate(ranks):
         for kind in seen:  # offload or host copies among its records
             exposed.setdefault(kind, 0.0)
+        pp, peer = waits["pp"], waits["peer"]
         for key, recs in recvs.items():
             starts = sends.get(key, [])
+            if len(recs) == 1:  # (the one receive of its tag: the first send's)
+                rec = recs[0]
+                sent = starts[0] if starts else rec.start
+                pp.append((max(rec.start, sent), rec.end))
+                peer.append((rec.start, min(sent, rec.end)))
+                continue
             for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):
                 sent = starts[k] if k < len(starts) else rec.start
                 waits["pp"].append((max(rec.start, sent), rec.end))
