@@ -224,7 +224,9 @@ def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
 def _weakly(
     executor: GraphExecutor, method: Callable[[GraphExecutor, Collective, int], Any]
 ) -> Callable[[Collective, int], Any]:
-    """``method`` of ``executor``, holding the executor by a weak reference."""
+    """``method`` of ``executor``, holding the executor by a weak reference: the collectives
+    outlive the run in its execution, and held strongly the executor, its execution and graph
+    would be freed by the cyclic collector only (a tenth of a composed LLM run's CPU time)."""
     ref = weakref.ref(executor)
 
     def call(coll: Collective, rank: int) -> Any:
@@ -316,10 +318,7 @@ class GraphExecutor:
             {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
         ]
         self.p2p = PointToPoint(platform.collectives, classes)
-        #: what a collective calls as a rank's part ends: :meth:`_collective_done` through a
-        #: weak reference (the collectives outlive the run in its execution: held strongly,
-        #: the executor, its execution and graph would be freed by the cyclic collector only,
-        #: a tenth of a composed LLM run's CPU time; issue 27)
+        #: :meth:`_collective_done`, which collectives hold by a weak reference (:func:`_weakly`)
         self._on_collective_done = _weakly(self, GraphExecutor._collective_done)
         self._instances: dict[tuple[Any, int], Collective] = {}
         #: per-rank (or per-class) graphs: instances are matched within each physical group
