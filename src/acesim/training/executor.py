@@ -25,6 +25,7 @@ import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from ..errors import SimulationError, WorkloadError
@@ -318,8 +319,6 @@ class GraphExecutor:
             {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
         ]
         self.p2p = PointToPoint(platform.collectives, classes)
-        #: :meth:`_collective_done`, which collectives hold by a weak reference (:func:`_weakly`)
-        self._on_collective_done = _weakly(self, GraphExecutor._collective_done)
         self._instances: dict[tuple[Any, int], Collective] = {}
         #: per-rank (or per-class) graphs: instances are matched within each physical group
         #: (keyed by its first member), not across groups that merely look alike
@@ -788,6 +787,12 @@ class GraphExecutor:
     def watched(self) -> dict[tuple[int, int], list[int]]:
         """(rank, node id) of the nodes a gate waits for."""
         return self._watch
+
+    @cached_property
+    def _on_collective_done(self) -> Callable[[Collective, int], Any]:
+        """:meth:`_collective_done`, as the run's collectives hold it: by a weak reference to
+        this executor (:func:`_weakly`)."""
+        return _weakly(self, GraphExecutor._collective_done)
 
     def _collective_done(self, coll: Collective, rank: int) -> None:
         deferred = self._deferred
