@@ -304,11 +304,17 @@ class PassTimes:
             ]
             if not spans:
                 continue
-            for r in records.values():
-                if r.node.kind != "pass" or r.node.episode is None:
-                    continue
-                if any(s < r.end and r.start < e for s, e in spans):
-                    found.add((stage, r.node.episode))
+            timed = [
+                (r.start, r.end, r.node.episode)
+                for r in records.values()
+                if r.node.kind == "pass" and r.node.episode is not None
+            ]
+            starts = np.array([start for start, _, _ in timed])
+            ends = np.array([end for _, end, _ in timed])
+            beside = np.zeros(len(timed), dtype=bool)
+            for s, e in spans:  # each timer overlapping a span: s < its end, its start < e
+                beside |= (s < ends) & (starts < e)
+            found.update((stage, timed[i][2]) for i in np.flatnonzero(beside))
         return found
 
     def complete(self, execution: Execution) -> None:
