@@ -329,6 +329,7 @@ class PassTimes:
         key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
         spans = {key: _spans(memo) for key, memo in self.memos.items()}
         added: dict[int, Meters] = {}
+        moved: list[tuple[PassKey, float]] = []  # NPU 0's timers' keys and starts
         for stage, records in enumerate(execution.records):
             starts: dict[PassKey, list[float]] = {}  # each key's timers' starts (s)
             for rec in [r for r in records.values() if r.node.kind == "pass"]:
@@ -336,7 +337,7 @@ class PassTimes:
                 memo = self.memos[key]
                 starts.setdefault(key, []).append(rec.start)
                 if stage == 0 and execution.bounds is not None:
-                    execution.bounds.kernels += _moved(memo.kernels, rec.start)
+                    moved.append((key, rec.start))
                     execution.bounds.messages += _moved(memo.messages, rec.start)
                 held = added.get(stage)
                 if held is None:
@@ -355,6 +356,29 @@ class PassTimes:
                 spans_here.append((node, *union_arrays(np.concatenate(los), np.concatenate(his))))
             execution.added_spans.append(spans_here)
         execution.added_meters = added
+        if moved and execution.bounds is not None:
+            execution.bounds.kernel_runs.append(self._kernel_run(moved))
+
+    def _kernel_run(self, moved: list[tuple[PassKey, float]]) -> tuple[list[str], Any, Any, Any]:
+        """NPU 0's timers' memos' kernel segments, each timer's moved to its start (``moved``:
+        its key and start, s), as a batch of :attr:`~.bounds.BoundRecorder.kernel_runs`."""
+        labels: dict[str, int] = {}
+        memos: dict[PassKey, tuple[Any, Any, Any]] = {}
+        codes, starts, ends = [], [], []
+        for key, at in moved:
+            held = memos.get(key)
+            if held is None:
+                segments = self.memos[key].kernels
+                names = [labels.setdefault(name, len(labels)) for name, _, _ in segments]
+                held = memos[key] = (
+                    np.array(names, dtype=np.int64),
+                    np.array([s for _, s, _ in segments], dtype=float),
+                    np.array([e for _, _, e in segments], dtype=float),
+                )
+            codes.append(held[0])
+            starts.append(held[1] + at)  # (s + at, e + at): _moved's floats
+            ends.append(held[2] + at)
+        return list(labels), np.concatenate(codes), np.concatenate(starts), np.concatenate(ends)
 
 
 def _spans(memo: PassMemo) -> list[tuple[tuple[Any, ...], Node, Any, Any]]:
