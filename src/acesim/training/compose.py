@@ -319,7 +319,8 @@ class PassTimes:
 
     def complete(self, execution: Execution) -> None:
         """Make the composed run's execution whole: every timer's pass's records, NPU 0's
-        bound segments and each NPU's counters
+        bound segments (its kernels' as one batch of arrays,
+        :attr:`~.bounds.BoundRecorder.kernel_runs`) and each NPU's counters
         (:attr:`~acesim.training.executor.Execution.added_meters`), shifted to the timer's
         start. The records are added as the result reads them (:func:`_merged`), beside the
         run's own (:attr:`~acesim.training.executor.Execution.added_spans`): per rank and
