@@ -107,7 +107,7 @@ class Activity:
         "finished",
         "_last",
         "_version",
-        "consumed",
+        "_consumed",
         "seq",
         "track",
         "bound",
@@ -139,7 +139,8 @@ class Activity:
         self.finished: float | None = None
         self._last = 0.0
         self._version = 0
-        self.consumed: dict[Resource, float] = dict.fromkeys(demand, 0.0)
+        #: what it consumed, set when it finishes (:attr:`consumed`)
+        self._consumed: dict[Resource, float] | None = None
         self.seq = seq
         #: when not None, what binds this activity is recorded (a kind such as "kernel")
         self.track: str | None = None
@@ -153,6 +154,16 @@ class Activity:
         #: the demand's items, as given (a key of the engine's remembered fillings; the
         #: demand does not change once the activity is made)
         self.shape = tuple(demand.items())
+
+    @property
+    def consumed(self) -> dict[Resource, float]:
+        """Units of each resource the activity consumed: once finished, its work times its
+        demand (exactly); before, its work done up to the last change of its rate times its
+        demand."""
+        if self._consumed is not None:
+            return self._consumed
+        done = self.work - self.remaining
+        return {res: done * amount for res, amount in self.demand.items()}
 
     def __repr__(self) -> str:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"

@@ -137,7 +137,9 @@ class Engine:
     """Owns simulated time (seconds), timers, resources and activities."""
 
     def __init__(self) -> None:
-        self._now = 0.0
+        #: simulated time, s (read it; only the event loop advances it: a plain attribute,
+        #: not a property, because every model reads it at every event)
+        self.now = 0.0
         self._heap: list[tuple[float, int, int, Any, Any]] = []
         self._seq = 0
         self._act_seq = 0
@@ -183,13 +185,8 @@ class Engine:
         self.pools.append(pool)
         return pool
 
-    @property
-    def now(self) -> float:
-        """Simulated time, s (read-only: only the event loop advances it)."""
-        return self._now
-
     def _clock(self) -> float:
-        return self._now
+        return self.now
 
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
         """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
@@ -202,7 +199,7 @@ class Engine:
         model runs on claimed resources is materialised first, :meth:`claim`)."""
         while self._claims:
             self._release(next(iter(self._claims)))
-        now = self._now
+        now = self.now
         for res in self.resources:
             res._advance(now)
         if self._planned:
@@ -216,7 +213,7 @@ class Engine:
         replicated rank's, see :meth:`acesim.hardware.npu.NPU.mirror`)."""
         if source.users or target.users or source in self._planned or target in self._planned:
             raise SimulationError(f"cannot mirror {source.name!r} onto {target.name!r} now")
-        source._advance(self._now)
+        source._advance(self.now)
         target.used = source.used
         target.allocated = source.allocated
         target.peak = source.peak
@@ -282,7 +279,7 @@ class Engine:
             return activity.work
         done = activity.work - activity.remaining
         if activity.rate < INF:
-            done += activity.rate * (self._now - activity._last)
+            done += activity.rate * (self.now - activity._last)
         return min(max(done, 0.0), activity.work)
 
     def set_capacity(self, resource: Resource, capacity: float) -> None:
@@ -302,23 +299,23 @@ class Engine:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0)."""
         if not (delay >= 0):
             raise SimulationError(f"cannot schedule an event {delay} s in the past")
-        when = self._now + delay
+        when = self.now + delay
         if when == INF:
             raise SimulationError(
-                f"simulated time overflowed: an event {delay:g} s after {self._now:g} s "
+                f"simulated time overflowed: an event {delay:g} s after {self.now:g} s "
                 "(check the latencies and durations given)"
             )
         handle = EventHandle(when)
         self._seq += 1
         heapq.heappush(
-            self._heap, (self._now + delay, priority, self._seq, handle, (callback, args))
+            self._heap, (self.now + delay, priority, self._seq, handle, (callback, args))
         )
         return handle
 
     def call(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0), at normal priority, with no
         handle to cancel it (:meth:`schedule` without the handle: the hot path of messages)."""
-        when = self._now + delay
+        when = self.now + delay
         if not (delay >= 0) or when == INF:
             self.schedule(delay, callback, *args)  # raises the error
         self._seq += 1
@@ -327,8 +324,8 @@ class Engine:
     def call_at(self, time: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` at ``time`` (s, not before now, finite), at normal priority
         (:meth:`call` at an absolute time: no rounding of ``now + (time - now)``)."""
-        if not (time >= self._now) or time == INF:
-            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
+        if not (time >= self.now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self.now} s)")
         self._seq += 1
         heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
 
@@ -373,12 +370,12 @@ class Engine:
         self._act_seq += 1
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
-        act.started = self._now
-        act._last = self._now
+        act.started = self.now
+        act._last = self.now
         if track is not None and self._bound_listener is not None:
             act.track = track
-            act.bound_since = self._now
-            self._bound_listener.opened(track, self._now)
+            act.bound_since = self.now
+            self._bound_listener.opened(track, self.now)
         self.active[act] = None
         for res in demand:
             res.users[act] = None
@@ -503,7 +500,7 @@ class Engine:
         positive: :func:`~acesim.engine.fluid.solo_rate`, bound by ``bound``) then, as it stands
         now: its completion scheduled, its resources' integrals brought to ``started`` and
         their allocations set (what :meth:`_reallocate_solo` did at ``started``)."""
-        if not (started <= self._now) or not (0 < rate < INF):
+        if not (started <= self.now) or not (0 < rate < INF):
             raise SimulationError(f"activity {tag!r}: cannot resume at {started} s, rate {rate}")
         self._act_seq += 1
         act = Activity(work, demand, INF, weight, on_done, tag, self._act_seq)
@@ -538,8 +535,8 @@ class Engine:
 
     def schedule_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
         """:meth:`call_at` with a handle that cancels it."""
-        if not (time >= self._now) or time == INF:
-            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
+        if not (time >= self.now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self.now} s)")
         handle = EventHandle(time)
         self._seq += 1
         heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, handle, (callback, args)))
@@ -564,13 +561,11 @@ class Engine:
         self._dirty[activity] = None
 
     def _progress(self, act: Activity) -> None:
-        dt = self._now - act._last
+        dt = self.now - act._last
         if dt > 0 and act.rate > 0:
             done = act.rate * dt
             act.remaining -= done
-            for res, amount in act.demand.items():
-                act.consumed[res] += done * amount
-        act._last = self._now
+        act._last = self.now
 
     def before_reallocation(self, callback: Callable[[], Any]) -> None:
         """Run ``callback()`` once, just before the next reallocation of rates (after every
@@ -616,7 +611,7 @@ class Engine:
                 return
         acts = component(seeds)
         rates = self._fill(acts)
-        now = self._now
+        now = self.now
         touched: dict[Resource, float] = {}
         for act in acts:
             dt = now - act._last
@@ -624,9 +619,6 @@ class Engine:
             if dt > 0 and rate > 0:
                 done = rate * dt
                 act.remaining -= done
-                consumed = act.consumed
-                for res, amount in act.demand.items():
-                    consumed[res] += done * amount
             act._last = now
             for res in act.demand:
                 touched[res] = 0.0
@@ -724,16 +716,13 @@ class Engine:
         # _reallocate of a component of one activity: the same arithmetic in the same order
         # (progress, the resources' integrals, the rate of fluid.solo_rate, the allocations and
         # the completion event), without the general component and filling machinery.
-        now = self._now
+        now = self.now
         dt = now - act._last
         rate = act.rate
         demand = act.demand
         if dt > 0 and rate > 0:
             done = rate * dt
             act.remaining -= done
-            consumed = act.consumed
-            for res, amount in demand.items():
-                consumed[res] += done * amount
         act._last = now
         new_rate = self._solo(act)
         for res in demand:
@@ -777,21 +766,26 @@ class Engine:
     def _never(self, act: Activity, remaining: float, rate: float) -> None:
         raise SimulationError(
             f"activity {act.tag!r} would never finish: {remaining:g} units of work "
-            f"at {rate:g} per second from {self._now:g} s (check the capacities, "
+            f"at {rate:g} per second from {self.now:g} s (check the capacities, "
             "sizes and latencies given)"
         )
 
     def _finish(self, act: Activity) -> None:
         # No _progress here: the activity's remaining work and consumption are set exactly
         # below, which is all progressing it to now would have produced.
-        now = self._now
+        now = self.now
         act.remaining = 0.0
         act.finished = now
         del self.active[act]
         rate = act.rate
         observers = self._observers
         dirty_res = self._dirty_res
+        consumed: dict[Resource, float] = {}
+        act._consumed = consumed
+        work = act.work
         for res, amount in act.demand.items():
+            # what it consumed, exactly (nothing below reads it before the activity's on_done)
+            consumed[res] = work * amount
             since = res._since
             if now > since:  # Resource._advance, inlined
                 res.used += res.allocated * (now - since)
@@ -811,9 +805,6 @@ class Engine:
             if now > act.bound_since:
                 listener.segment(act.track, act.bound, act.bound_since, now)
             listener.closed(act.track, now)
-        # Top up the consumed figures exactly (the fluid integral is exact up to rounding).
-        for res, amount in act.demand.items():
-            act.consumed[res] = act.work * amount
         act.rate = 0.0
         if act.on_done is not None:
             act.on_done(act)
@@ -851,9 +842,9 @@ class Engine:
         computed without events."""
         if not self.quiet(listened=True):
             raise SimulationError("advance_to: the engine has events or activities")
-        if not (time >= self._now) or time == INF:
-            raise SimulationError(f"advance_to: cannot move the clock from {self._now} to {time}")
-        self._now = time
+        if not (time >= self.now) or time == INF:
+            raise SimulationError(f"advance_to: cannot move the clock from {self.now} to {time}")
+        self.now = time
 
     def settle(self) -> None:
         """Compute the rates of every activity started or changed at the current instant
@@ -865,7 +856,7 @@ class Engine:
         """Time (s) of the next event, ``inf`` when none remains."""
         heap = self._heap
         while True:
-            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self._now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
                 self._reallocate()
             if not heap:
                 return INF
@@ -883,7 +874,7 @@ class Engine:
         if self.peek() > until or not self._heap:  # peek: the top is live, rates settled
             return False
         time, _prio, _seq, target, payload = heapq.heappop(self._heap)
-        self._now = time
+        self.now = time
         self.events_processed += 1
         if isinstance(target, Activity):
             self._finish(target)
@@ -902,7 +893,7 @@ class Engine:
         processed = 0
         try:
             while True:
-                if (dirty or dirty_res) and (not heap or heap[0][0] > self._now):
+                if (dirty or dirty_res) and (not heap or heap[0][0] > self.now):
                     self._reallocate()
                 if not heap:
                     return
@@ -915,13 +906,13 @@ class Engine:
                 if isinstance(target, Activity):
                     if target.finished is not None or entry[4] != target._version:
                         continue
-                    self._now = time
+                    self.now = time
                     processed += 1
                     finish(target)
                 else:
                     if target.cancelled:
                         continue
-                    self._now = time
+                    self.now = time
                     processed += 1
                     callback, args = entry[4]
                     callback(*args)
@@ -933,12 +924,12 @@ class Engine:
         limit = INF if until is None else until
         self._loop(limit)
         if until is not None:
-            if self.peek() > until >= self._now:
-                self._now = until
-            return self._now
+            if self.peek() > until >= self.now:
+                self.now = until
+            return self.now
         if self.active:
             stuck = ", ".join(repr(a.tag) for a in list(self.active)[:5])
             raise SimulationError(
                 f"{len(self.active)} activities can never finish (zero rate): {stuck}"
             )
-        return self._now
+        return self.now

@@ -32,12 +32,15 @@ multiply-add as two.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any
 
 from ..errors import WorkloadError
 from ..precision import DTYPES, dtype_bytes
 
-__all__ = ["Attention", "Choice", "Fixed", "Gemm", "Kernel", "Roofline", "Stream"]
+__all__ = ["Attention", "Choice", "Fixed", "Gemm", "Kernel", "Roofline", "Stream", "nameless"]
 
 
 def _amount(value: float, field: str, *, positive: bool = False) -> None:
@@ -247,3 +250,17 @@ class Choice:
 
 Kernel = Gemm | Attention | Stream | Roofline | Fixed | Choice
 """Any kernel kind."""
+
+
+def nameless(kernel: Kernel) -> tuple[Any, ...]:
+    """``kernel`` as a comparable value without its name (the layer it is of): its type and
+    its other fields, in order (kernels alike but for their names are planned alike)."""
+    get = _FIELDS_BUT_NAME.get(type(kernel))
+    if get is None:
+        names = [f.name for f in fields(kernel) if f.name != "name"]
+        get = _FIELDS_BUT_NAME[type(kernel)] = attrgetter(*names, "name")
+    return (type(kernel), *get(kernel)[:-1])
+
+
+#: each kernel type's getter of its fields but its name, then its name (:func:`nameless`)
+_FIELDS_BUT_NAME: dict[type, Callable[[Any], tuple[Any, ...]]] = {}

@@ -46,7 +46,7 @@ from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
 from ..errors import ConfigError, SimulationError
 from .kernel_model import KernelPlan, expand, plan_kernel
-from .kernels import Kernel
+from .kernels import Choice, Kernel, nameless
 
 #: Directions of host-device copies.
 HOST_DIRECTIONS = ("h2d", "d2h")
@@ -55,7 +55,7 @@ HOST_DIRECTIONS = ("h2d", "d2h")
 class SharedPlans:
     """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
 
-    __slots__ = ("plans", "chosen", "alone", "caps")
+    __slots__ = ("plans", "chosen", "alone", "caps", "known", "nameless")
 
     def __init__(self) -> None:
         #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
@@ -64,6 +64,13 @@ class SharedPlans:
         self.plans: dict[Kernel, KernelPlan] = {}
         self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
         self.alone: dict[tuple[Kernel, ...], float] = {}
+        #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
+        #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
+        self.known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
+        #: plans by their kernel without its name (:func:`~.kernels.nameless`): a plan
+        #: depends on its kernel's name only in its own name (a model's layers' kernels are
+        #: alike but for their names: each planned once)
+        self.nameless: dict[tuple[Any, ...], KernelPlan] = {}
 
 
 class NPU:
@@ -102,9 +109,10 @@ class NPU:
         self._plans: dict[Kernel, KernelPlan] = self._shared.plans
         self._chosen: dict[tuple[Kernel, ...], list[Kernel]] = self._shared.chosen
         self._alone: dict[tuple[Kernel, ...], float] = self._shared.alone
-        #: by the identity of a kernel sequence (kept, so its id is not reused): its plans and
-        #: time alone (a graph's nodes of one step share one sequence: no hashing of kernels)
-        self._known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = {}
+        #: the plans and time alone of a kernel sequence, by its identity (shared likewise)
+        self._known: dict[int, tuple[Sequence[Kernel], list[KernelPlan], float]] = (
+            self._shared.known
+        )
         self._busy = False
         self._pass_start = 0.0
         self.compute_busy = 0.0  # s of kernel time so far
@@ -231,10 +239,24 @@ class NPU:
         """The kernel's plan on this NPU (cached per kernel)."""
         plan = self._plans.get(kernel)
         if plan is None:
-            plan = plan_kernel(self.config, kernel)
+            plan = self._planned(kernel)
             if self.slowdown != 1.0:
                 plan = replace(plan, block_seconds=plan.block_seconds * self.slowdown)
             self._plans[kernel] = plan
+        return plan
+
+    def _planned(self, kernel: Kernel) -> KernelPlan:
+        """``plan_kernel(self.config, kernel)``: a plan made for a kernel alike but for its
+        name, renamed, where there is one (:attr:`SharedPlans.nameless`)."""
+        if isinstance(kernel, Choice):  # planned as its chosen option, named so
+            return plan_kernel(self.config, kernel)
+        known = self._shared.nameless
+        key = nameless(kernel)
+        plan = known.get(key)
+        if plan is None:
+            plan = known[key] = plan_kernel(self.config, kernel)
+        elif plan.name != kernel.name:
+            plan = KernelPlan(**{**plan.__dict__, "name": kernel.name})
         return plan
 
     def chosen(self, kernels: Sequence[Kernel]) -> list[Kernel]:
@@ -309,7 +331,7 @@ class NPU:
             )
 
         if plan.latency > 0:
-            self.engine.schedule(plan.latency, launch)
+            self.engine.call(plan.latency, launch)
         else:
             launch()
 

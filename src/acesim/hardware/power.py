@@ -56,7 +56,7 @@ switch; host copies still running at the end of a window count as communication 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..config.power import LinkPowerConfig, NPUPowerConfig
 from ..config.system import DimensionConfig
@@ -114,6 +114,30 @@ class Meters:
             endpoint=_summed(self.endpoint, other.endpoint),
         )
 
+    def copy(self) -> Meters:
+        """These counters, in containers of their own (:meth:`add` to it leaves this one)."""
+        return replace(
+            self, flops=dict(self.flops), sent=list(self.sent), endpoint=dict(self.endpoint)
+        )
+
+    def add(self, other: Meters) -> None:
+        """Count ``other``'s counters too, in place: what :meth:`plus` returns, the same
+        floats (many passes' counters added one after another without a Meters each)."""
+        _add(self.flops, other.flops)
+        self.compute_unit_s += other.compute_unit_s
+        self.comm_unit_s += other.comm_unit_s
+        self.hbm_compute += other.hbm_compute
+        self.hbm_comm += other.hbm_comm
+        self.hbm_host += other.hbm_host
+        sent = self.sent
+        if len(sent) != len(other.sent):
+            raise ValueError("meters of different networks")
+        for i, b in enumerate(other.sent):
+            sent[i] += b
+        self.copy_engine += other.copy_engine
+        self.host_link += other.host_link
+        _add(self.endpoint, other.endpoint)
+
     def since(self, earlier: Meters) -> Meters:
         """What was counted from ``earlier`` to this instant."""
         return Meters(
@@ -135,6 +159,17 @@ def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     """Counters by name summed (``a``'s names first, in order, then ``b``'s new ones)."""
     keys = [*a, *(k for k in b if k not in a)]
     return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in keys}
+
+
+def _add(a: dict[str, float], b: dict[str, float]) -> None:
+    """``a`` made :func:`_summed` of ``a`` and ``b``, in place (the same names in the same
+    order, the same floats)."""
+    if a.keys() == b.keys():  # (each sum on its own: the order of the names is a's)
+        for k, v in b.items():
+            a[k] += v
+        return
+    for k in [*a, *(k for k in b if k not in a)]:
+        a[k] = a.get(k, 0.0) + b.get(k, 0.0)
 
 
 def read_meters(platform: Platform, index: int = 0) -> Meters:

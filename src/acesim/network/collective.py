@@ -619,14 +619,14 @@ class CollectiveRuntime:
             self._join_shift(coll, rank)
             return
         if not coll.phases:
-            self.engine.schedule(0.0, self._chunk_stored, coll, rank)
+            self.engine.call(0.0, self._chunk_stored, coll, rank)
             return
         base = self.endpoint.start_delay(rank)  # its kernel's wait for compute units
         if coll.protocol is not None:
             base += coll.protocol.base_latency + coll.protocol.crossing_latency
         base += coll.sync_latency
         if base > 0:
-            self.engine.schedule(base, self._start_chunks, coll, rank)
+            self.engine.call(base, self._start_chunks, coll, rank)
         else:
             self._start_chunks(coll, rank)
 

@@ -20,8 +20,7 @@ there as one such routed message (exact mode; the runtime's ``_join_shift``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..engine import Activity
 from ..engine.fluid import solo_rate
@@ -55,8 +54,7 @@ def shift_destination(
     return out
 
 
-@dataclass(frozen=True)
-class _Message:
+class _Message(NamedTuple):
     """A message on its way: ``size`` bytes, and what :meth:`PointToPoint.send` was told to
     call (on delivery, as each hop's bytes are out, when a hop ran slower than alone)."""
 
@@ -128,9 +126,9 @@ class PointToPoint:
             if msg.on_hop is not None:
                 msg.on_hop(dim, size)
             if index + 1 < len(hops):
-                rt.engine.schedule(rt.delays[dim], self._hop, hops, index + 1, nxt, msg)
+                rt.engine.call(rt.delays[dim], self._hop, hops, index + 1, nxt, msg)
             else:
-                rt.engine.schedule(rt.delays[dim], msg.on_delivered)
+                rt.engine.call(rt.delays[dim], msg.on_delivered)
 
         rt.shares.start(
             sim_rank,

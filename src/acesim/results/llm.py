@@ -255,37 +255,25 @@ Intervals = list[tuple[float, float]]
 def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
     """(compute time, bubble, exposed communication by kind), each summed over ranks (s)."""
     sends: dict[tuple[int, int, int], list[float]] = {}
-    for rank, records in enumerate(ex.records):
-        for rec in records.values():
-            node = rec.node
-            if node.kind == "send" and node.peer is not None:
-                sends.setdefault((rank, node.peer, node.tag), []).append(rec.start)
+    # each rank's records by what they explain, read in one pass (:func:`_rank_waits`)
+    ranks = [_rank_waits(rank, records, sends) for rank, records in enumerate(ex.records)]
     for starts in sends.values():
         starts.sort()
     lo, hi = 0.0, ex.makespan
     compute = bubble = 0.0
     exposed = dict.fromkeys(COMM_KINDS, 0.0)
-    for rank, records in enumerate(ex.records):
-        busy: list[tuple[float, float]] = []
-        waits: dict[str, list[tuple[float, float]]] = {k: [] for k in _ORDER}
-        recvs: dict[tuple[int, int, int], list[NodeRecord]] = {}
-        for rec in records.values():
-            node = rec.node
-            if node.kind == "compute":
-                if rec.end > rec.start:
-                    busy.append((rec.start, rec.end))
-            elif node.kind == "collective":
-                waits.setdefault(comm_kind(node) or "other", []).append((rec.start, rec.end))
-            elif node.kind == "recv" and node.peer is not None:
-                recvs.setdefault((node.peer, rank, node.tag), []).append(rec)
-            elif node.kind == "host_copy":
-                waits["offload"].append((rec.start, rec.end))
-                exposed.setdefault("offload", 0.0)
-            elif node.kind == "host":  # the host issuing launches (acesim.training.host)
-                waits["host"].append((rec.start, rec.end))
-                exposed.setdefault("host", 0.0)
+    for rank, (busy, waits, recvs, seen) in enumerate(ranks):
+        for kind in seen:  # offload or host copies among its records
+            exposed.setdefault(kind, 0.0)
+        pp, peer = waits["pp"], waits["peer"]
         for key, recs in recvs.items():
             starts = sends.get(key, [])
+            if len(recs) == 1:  # (the one receive of its tag: the first send's)
+                rec = recs[0]
+                sent = starts[0] if starts else rec.start
+                pp.append((max(rec.start, sent), rec.end))
+                peer.append((rec.start, min(sent, rec.end)))
+                continue
             for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):
                 sent = starts[k] if k < len(starts) else rec.start
                 waits["pp"].append((max(rec.start, sent), rec.end))
@@ -309,6 +297,46 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
                 comm += length(part)
         bubble += length(idle) - comm
     return compute, bubble, exposed
+
+
+def _rank_waits(
+    rank: int,
+    records: dict[int, NodeRecord],
+    sends: dict[tuple[int, int, int], list[float]],
+) -> tuple[
+    Intervals, dict[str, Intervals], dict[tuple[int, int, int], list[NodeRecord]], list[str]
+]:
+    """``rank``'s compute intervals, waits by kind, receives by (peer, rank, tag) and the
+    kinds ``offload`` and ``host`` in the order its records first show them; its sends'
+    starts added to ``sends`` by (rank, peer, tag)."""
+    busy: Intervals = []
+    waits: dict[str, Intervals] = {k: [] for k in _ORDER}
+    recvs: dict[tuple[int, int, int], list[NodeRecord]] = {}
+    seen: list[str] = []
+    for rec in records.values():
+        node = rec.node
+        kind = node.kind
+        if kind == "pass":
+            continue
+        if kind == "compute":
+            if rec.end > rec.start:
+                busy.append((rec.start, rec.end))
+        elif kind == "send":
+            if node.peer is not None:
+                sends.setdefault((rank, node.peer, node.tag), []).append(rec.start)
+        elif kind == "collective":
+            waits.setdefault(comm_kind(node) or "other", []).append((rec.start, rec.end))
+        elif kind == "recv" and node.peer is not None:
+            recvs.setdefault((node.peer, rank, node.tag), []).append(rec)
+        elif kind == "host_copy":
+            waits["offload"].append((rec.start, rec.end))
+            if "offload" not in seen:
+                seen.append("offload")
+        elif kind == "host":  # the host issuing launches (acesim.training.host)
+            waits["host"].append((rec.start, rec.end))
+            if "host" not in seen:
+                seen.append("host")
+    return busy, waits, recvs, seen
 
 
 def _union(intervals: Intervals, added: list[tuple[Any, Any]]) -> tuple[Any, Any]:

@@ -91,6 +91,11 @@ class BoundRecorder:
         #: the batch), the spans that took no time included (:meth:`message_segments` leaves
         #: them out)
         self.message_runs: list[tuple[int, str, Batch]] = []
+        #: kernel segments added in batches after :attr:`kernels` (a composed run's timed
+        #: passes, :meth:`~acesim.training.compose.PassTimes.complete`), each as its labels
+        #: (in order of first appearance), every segment's label's index there, its starts
+        #: and its ends (arrays, s): in order, after the segments of :attr:`kernels`
+        self.kernel_runs: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = []
         self._labels: dict[tuple[int, str], str] = {}
 
     def opened(self, kind: str, time: float) -> None:
@@ -232,14 +237,18 @@ def attribute(
     """Seconds of the window [lo, hi) by what bound them (see module docstring); ``busy`` are
     the compute kernels' (start, end) intervals of the NPU."""
     running = [(max(s, lo), min(e, hi)) for s, e in union(busy) if e > lo and s < hi]
-    out: dict[str, float] = {}
+    by_name: dict[str, float] = {}  # each label's kernel time, labels in order heard
+    get = by_name.get
     for name, start, end in recorder.kernels:
         # _overlap(start, end, [(lo, hi)]), written out: the same float
         if lo < end:
-            first, last = max(start, lo), min(end, hi)
+            first = start if start > lo else lo  # max(start, lo): the same float
+            last = end if end < hi else hi  # min(end, hi)
             if last > first:
-                key = f"compute: {name}"
-                out[key] = out.get(key, 0.0) + (last - first)
+                by_name[name] = get(name, 0.0) + (last - first)
+    for batch in recorder.kernel_runs:
+        _add_kernel_run(by_name, batch, lo, hi)
+    out = {f"compute: {name}": seconds for name, seconds in by_name.items()}
     covered = sum(out.values())
     idle: list[tuple[float, float]] = []
     cursor = lo
@@ -269,6 +278,31 @@ def attribute(
     if waiting > 1e-15 * max(hi - lo, 1.0):
         out[WAITING] = waiting
     return out
+
+
+def _add_kernel_run(
+    by_name: dict[str, float],
+    batch: tuple[list[str], np.ndarray, np.ndarray, np.ndarray],
+    lo: float,
+    hi: float,
+) -> None:
+    """What :func:`attribute`'s loop over kernel segments adds to ``by_name`` for those of
+    ``batch`` (:attr:`BoundRecorder.kernel_runs`), with numpy: each segment clipped to [lo,
+    hi), each label's lengths added one after another in order (a sequential cumulative
+    sum: the same floats), new labels in order of their first segment that took time."""
+    labels, codes, starts, ends = batch
+    first = np.maximum(starts, lo)
+    last = np.minimum(ends, hi)
+    took = (lo < ends) & (last > first)
+    lengths = last - first
+    kept = codes[took]
+    if not len(kept):
+        return
+    found, first_at = np.unique(kept, return_index=True)
+    for code in found[np.argsort(first_at, kind="stable")].tolist():
+        name = labels[code]
+        run = lengths[took & (codes == code)]
+        by_name[name] = float(np.cumsum(np.concatenate(([by_name.get(name, 0.0)], run)))[-1])
 
 
 def collective_bounds(

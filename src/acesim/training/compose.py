@@ -64,14 +64,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from ..hardware.kernels import nameless
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
 from ..intervals import difference, union, union_arrays
 from ..workload.graph import Graph, Node
+from ..workload.model import Compute
 from .composition import MAX_ROUNDS, Composition
 from .executor import AddedSpans, Execution, GraphExecutor, NodeRecord
 
@@ -167,7 +170,7 @@ class PassTimes:
             ended[stage] = first + end
             for node in passed:
                 deps = tuple(first + d for d in node.deps) or before
-                nodes.append(replace(node, id=first + node.id, deps=deps, iteration=0))
+                nodes.append(_placed(node, first + node.id, deps))
             spans[key] = (stage, first, len(nodes), first + end)
         graph = Graph(lists, name=f"{composed.name}.passes", npus=composed.npus,
                       classes=composed.classes)  # fmt: skip
@@ -301,16 +304,23 @@ class PassTimes:
             ]
             if not spans:
                 continue
-            for r in records.values():
-                if r.node.kind != "pass" or r.node.episode is None:
-                    continue
-                if any(s < r.end and r.start < e for s, e in spans):
-                    found.add((stage, r.node.episode))
+            timed = [
+                (r.start, r.end, r.node.episode)
+                for r in records.values()
+                if r.node.kind == "pass" and r.node.episode is not None
+            ]
+            starts = np.array([start for start, _, _ in timed])
+            ends = np.array([end for _, end, _ in timed])
+            beside = np.zeros(len(timed), dtype=bool)
+            for s, e in spans:  # each timer overlapping a span: s < its end, its start < e
+                beside |= (s < ends) & (starts < e)
+            found.update((stage, timed[i][2]) for i in np.flatnonzero(beside))
         return found
 
     def complete(self, execution: Execution) -> None:
         """Make the composed run's execution whole: every timer's pass's records, NPU 0's
-        bound segments and each NPU's counters
+        bound segments (its kernels' as one batch of arrays,
+        :attr:`~.bounds.BoundRecorder.kernel_runs`) and each NPU's counters
         (:attr:`~acesim.training.executor.Execution.added_meters`), shifted to the timer's
         start. The records are added as the result reads them (:func:`_merged`), beside the
         run's own (:attr:`~acesim.training.executor.Execution.added_spans`): per rank and
@@ -320,6 +330,7 @@ class PassTimes:
         key_of = {id(node): key for key, nodes in self.timers.items() for node in nodes}
         spans = {key: _spans(memo) for key, memo in self.memos.items()}
         added: dict[int, Meters] = {}
+        moved: list[tuple[PassKey, float]] = []  # NPU 0's timers' keys and starts
         for stage, records in enumerate(execution.records):
             starts: dict[PassKey, list[float]] = {}  # each key's timers' starts (s)
             for rec in [r for r in records.values() if r.node.kind == "pass"]:
@@ -327,10 +338,13 @@ class PassTimes:
                 memo = self.memos[key]
                 starts.setdefault(key, []).append(rec.start)
                 if stage == 0 and execution.bounds is not None:
-                    execution.bounds.kernels += _moved(memo.kernels, rec.start)
+                    moved.append((key, rec.start))
                     execution.bounds.messages += _moved(memo.messages, rec.start)
                 held = added.get(stage)
-                added[stage] = memo.meters if held is None else held.plus(memo.meters)
+                if held is None:
+                    added[stage] = memo.meters.copy()
+                else:
+                    held.add(memo.meters)  # held.plus(memo.meters), in place
             groups: dict[tuple[Any, ...], tuple[Node, list[Any], list[Any]]] = {}
             for key, at in starts.items():
                 by = np.array(at)[:, None]
@@ -343,6 +357,29 @@ class PassTimes:
                 spans_here.append((node, *union_arrays(np.concatenate(los), np.concatenate(his))))
             execution.added_spans.append(spans_here)
         execution.added_meters = added
+        if moved and execution.bounds is not None:
+            execution.bounds.kernel_runs.append(self._kernel_run(moved))
+
+    def _kernel_run(self, moved: list[tuple[PassKey, float]]) -> tuple[list[str], Any, Any, Any]:
+        """NPU 0's timers' memos' kernel segments, each timer's moved to its start (``moved``:
+        its key and start, s), as a batch of :attr:`~.bounds.BoundRecorder.kernel_runs`."""
+        labels: dict[str, int] = {}
+        memos: dict[PassKey, tuple[Any, Any, Any]] = {}
+        codes, starts, ends = [], [], []
+        for key, at in moved:
+            held = memos.get(key)
+            if held is None:
+                segments = self.memos[key].kernels
+                names = [labels.setdefault(name, len(labels)) for name, _, _ in segments]
+                held = memos[key] = (
+                    np.array(names, dtype=np.int64),
+                    np.array([s for _, s, _ in segments], dtype=float),
+                    np.array([e for _, _, e in segments], dtype=float),
+                )
+            codes.append(held[0])
+            starts.append(held[1] + at)  # (s + at, e + at): _moved's floats
+            ends.append(held[2] + at)
+        return list(labels), np.concatenate(codes), np.concatenate(starts), np.concatenate(ends)
 
 
 def _spans(memo: PassMemo) -> list[tuple[tuple[Any, ...], Node, Any, Any]]:
@@ -371,9 +408,11 @@ def _alike_stages(
     passes run on its own NPU after nothing, so such a stage's passes run as the earlier
     stage's do: its memos are the earlier one's times on its own nodes."""
     passes: dict[int, list[Any]] = {}
+    works: dict[int, tuple[Compute, tuple[Any, ...]]] = {}  # by the Compute's id
     for key in keys:
         nodes, end = built[key]
-        passes.setdefault(key[0], []).append((key[1:], end, [_anonymous(n) for n in nodes]))
+        shape = [_anonymous(n, works) for n in nodes]
+        passes.setdefault(key[0], []).append((key[1:], end, shape))
     kept: list[tuple[int, list[Any]]] = []  # the stages simulated, with their passes
     alike: dict[int, int] = {}
     for stage, shape in passes.items():
@@ -385,26 +424,37 @@ def _alike_stages(
     return alike
 
 
-def _anonymous(node: Node) -> tuple[Any, ...]:
-    """``node`` as a comparable value, without its kernels' names (the layers they are of)."""
+def _anonymous(node: Node, works: dict[int, tuple[Compute, tuple[Any, ...]]]) -> tuple[Any, ...]:
+    """``node`` as a comparable value, without its kernels' names (the layers they are of);
+    ``works``: each Compute's so far, by its id (a step's Compute is shared by its nodes)."""
     comp = node.compute
     if comp is None:
-        return (node, None)
-    kernels = tuple(
-        (type(k), *(getattr(k, f.name) for f in fields(k) if f.name != "name"))
-        for k in comp.kernels
-    )
-    work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
-    return (replace(node, compute=None), work)
+        return (_BUT_COMPUTE(node), None)
+    held = works.get(id(comp))
+    if held is None or held[0] is not comp:
+        kernels = tuple(nameless(k) for k in comp.kernels)
+        work = (comp.flops, comp.hbm_bytes, comp.duration, comp.blocks, comp.dtype, kernels)
+        held = works[id(comp)] = (comp, work)
+    return (_BUT_COMPUTE(node), held[1])
+
+
+#: a node's fields but its compute, as a tuple (what ``replace(node, compute=None)`` compares)
+_BUT_COMPUTE = attrgetter(*(f.name for f in fields(Node) if f.name != "compute"))
 
 
 def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
     """``rec`` for ``node`` (a pass alike's, :func:`_alike_stages`): its id, dependencies and
     iteration as ``rec``'s node has them in the graph of the passes alone."""
-    moved = replace(node, id=rec.node.id, deps=rec.node.deps, iteration=0)
+    moved = _placed(node, rec.node.id, rec.node.deps)
     return NodeRecord(
         moved, rec.start, rec.end, rec.ready, rec.alone, rec.hbm_bytes, rec.collective
     )
+
+
+def _placed(node: Node, id: int, deps: tuple[int, ...]) -> Node:
+    """``replace(node, id=id, deps=deps, iteration=0)``, made from its fields at once (a
+    node's ``__dict__`` holds its fields)."""
+    return Node(**{**node.__dict__, "id": id, "deps": deps, "iteration": 0})
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:

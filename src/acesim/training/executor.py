@@ -21,9 +21,11 @@ iteration boundaries and resource snapshots at those boundaries.
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+import weakref
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from ..errors import SimulationError, WorkloadError
@@ -150,18 +152,20 @@ class _RankState:
         self.nodes = {n.id: n for n in nodes}
         self.waiting: dict[int, int] = {}
         self.users: dict[int, list[int]] = defaultdict(list)
-        self.left_per_iter: dict[int, int] = defaultdict(int)
-        waiting, users, left = self.waiting, self.users, self.left_per_iter
+        #: nodes per iteration, iterations in order of their first node
+        self.left_per_iter: dict[int, int] = Counter(n.iteration for n in nodes)
+        waiting, users = self.waiting, self.users
         for n in nodes:
-            deps: Iterable[int] = n.deps
-            if len(n.deps) > 1:
-                deps = set(deps)  # each dependency counted once
-            count = 0
-            for d in deps:
-                users[d].append(n.id)
-                count += 1
-            waiting[n.id] = count
-            left[n.iteration] += 1
+            deps = n.deps
+            node_id = n.id
+            if len(deps) == 1:
+                users[deps[0]].append(node_id)
+                waiting[node_id] = 1
+                continue
+            unique = set(deps) if deps else ()  # each dependency counted once
+            for d in unique:
+                users[d].append(node_id)
+            waiting[node_id] = len(unique)
         self.ready_compute: list[int] = []
         self.busy = False
 
@@ -216,6 +220,22 @@ def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
             location=where,
         )
     return [graph.ranks[0]]
+
+
+def _weakly(
+    executor: GraphExecutor, method: Callable[[GraphExecutor, Collective, int], Any]
+) -> Callable[[Collective, int], Any]:
+    """``method`` of ``executor``, holding the executor by a weak reference: the collectives
+    outlive the run in its execution, and held strongly the executor, its execution and graph
+    would be freed by the cyclic collector only (a tenth of a composed LLM run's CPU time)."""
+    ref = weakref.ref(executor)
+
+    def call(coll: Collective, rank: int) -> Any:
+        held = ref()
+        assert held is not None  # a collective of a run ends during the run
+        return method(held, coll, rank)
+
+    return call
 
 
 def _left_per_iteration(states: list[_RankState]) -> dict[int, int]:
@@ -618,9 +638,11 @@ class GraphExecutor:
         self.execution.replicated = True
 
     def _ready(self, st: _RankState, node: Node) -> None:
-        now = self.platform.engine.now
-        if node.iteration not in self.execution.iteration_start:
-            self.execution.iteration_start[node.iteration] = now
+        engine = self.platform.engine
+        now = engine.now
+        starts = self.execution.iteration_start
+        if node.iteration not in starts:
+            starts[node.iteration] = now
             self.execution.snapshots[node.iteration] = self._snapshot()
         rec = self.records[st.rank][node.id]
         replay = self.replay
@@ -637,14 +659,14 @@ class GraphExecutor:
         rec.start = now
         if replay is not None:
             replay.node_started(st.rank, node)
-        if kind == "collective":
-            self._collective(st, node)
+        if kind == "pass" or kind == "host":  # a composed pass, or host time: timers
+            engine.call(node.size, self.finish, st, node)
         elif kind == "send":
             self._send(st, node)
+        elif kind == "collective":
+            self._collective(st, node)
         elif kind == "host_copy":
             self._host_copy(st, node)
-        elif kind == "host" or kind == "pass":  # host time, or a composed pass: timers
-            self.platform.engine.schedule(node.size, self.finish, st, node)
         elif kind == "recv":
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
@@ -709,7 +731,7 @@ class GraphExecutor:
                 label=node.name,
                 priority=priority,
                 ranks=[],
-                on_rank_done=self._collective_done,
+                on_rank_done=self._on_collective_done,
                 joining=self._joining(st.rank, node, key),
                 units=node.units,
             )
@@ -766,6 +788,12 @@ class GraphExecutor:
         """(rank, node id) of the nodes a gate waits for."""
         return self._watch
 
+    @cached_property
+    def _on_collective_done(self) -> Callable[[Collective, int], Any]:
+        """:meth:`_collective_done`, as the run's collectives hold it: by a weak reference to
+        this executor (:func:`_weakly`)."""
+        return _weakly(self, GraphExecutor._collective_done)
+
     def _collective_done(self, coll: Collective, rank: int) -> None:
         deferred = self._deferred
         if deferred is not None and coll.id not in deferred.vector_ids:
@@ -818,29 +846,45 @@ class GraphExecutor:
             self.replay.ended(st.rank, node.id)
         if self._on_node is not None:
             self._on_node(st.rank, node)
-        self._iter_left[node.iteration] -= 1
-        if self._iter_left[node.iteration] == 0:
+        iter_left = self._iter_left
+        left = iter_left[node.iteration] - 1
+        iter_left[node.iteration] = left
+        if left == 0:
             self.execution.iteration_end[node.iteration] = now
             if self.on_iteration is not None:
                 self.on_iteration(node.iteration)
-        self._unblock.append((st, iter(st.users.get(node.id, ()))))
         if self._watch:
             for index in self._watch.get((st.rank, node.id), ()):
                 # counted after this node's users are readied (a zero-time event)
                 self.platform.engine.schedule(0.0, self._gate_count, index)
+        users = st.users.get(node.id)
+        if not users:  # (a node no one waits for readies nothing)
+            return
         if self._unblocking:
+            self._unblock.append((st, iter(users)))
             return
         self._unblocking = True
         try:
-            stack = self._unblock
+            stack = self._unblock  # empty: this finish is not within another's
+            if len(users) == 1:  # readied here, as the stack would (the hot path)
+                only = users[0]
+                waiting = st.waiting
+                count = waiting[only] - 1
+                waiting[only] = count
+                if count == 0:
+                    self._ready(st, st.nodes[only])
+            else:
+                stack.append((st, iter(users)))
             while stack:
-                owner, users = stack[-1]
-                user = next(users, None)
+                owner, pending = stack[-1]
+                user = next(pending, None)
                 if user is None:
                     stack.pop()
                     continue
-                owner.waiting[user] -= 1
-                if owner.waiting[user] == 0:
+                waiting = owner.waiting
+                count = waiting[user] - 1
+                waiting[user] = count
+                if count == 0:
                     self._ready(owner, owner.nodes[user])
         finally:
             self._unblocking = False

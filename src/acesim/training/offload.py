@@ -102,7 +102,7 @@ class ActivationOffload:
     def prefetch(self, add: Add, k: int, prev: int | None) -> None:
         """Before group ``k`` runs (``prev``: what it waits for): reload the activations of
         the B ops of group ``k + 1``."""
-        if k + 1 >= len(self.groups):
+        if not self.out or k + 1 >= len(self.groups):
             return
         for op in self.groups[k + 1]:
             key = (op.chunk, op.micro)
@@ -111,10 +111,14 @@ class ActivationOffload:
 
     def reloads(self, group: Sequence[Op]) -> list[int | None]:
         """What the B ops of ``group`` wait for: their activations' reloads."""
+        if not self.back:
+            return []
         return [self.back.pop((op.chunk, op.micro), None) for op in group if op.kind == "B"]
 
     def offload(self, add: Add, group: Sequence[Op], end: int | None) -> None:
         """After ``group`` (ending at node ``end``): offload its forwards' activations."""
+        if not self.chosen:
+            return
         for op in group:
             if op.kind == "F" and (op.chunk, op.micro) in self.chosen:
                 self.out[(op.chunk, op.micro)] = self._copy(add, [end], "d2h", op)

@@ -335,16 +335,13 @@ class _RankGraph:
         #: one being emitted is the iteration's last (a composed graph's contexts)
         self.before: tuple[Any, ...] | None = None
         self.last = False
+        #: each (op kind, chunk, receive)'s message (:meth:`_message`), made once
+        self.messages: dict[tuple[Any, ...], tuple[str, int, int, float] | None] = {}
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
         if self.episode is not None:
             fields.setdefault("episode", self.episode)
-        node = Node(
-            id=len(self.nodes),
-            deps=tuple(sorted({d for d in deps if d is not None})),
-            iteration=self.it,
-            **fields,
-        )
+        node = Node(id=len(self.nodes), deps=_ids(deps), iteration=self.it, **fields)
         self.nodes.append(node)
         return node.id
 
@@ -420,20 +417,26 @@ class _RankGraph:
         to build the pass alone."""
         assert self.plan.passes is not None  # a composed graph's emit only
         head = group[0]
-        node = self.add(
-            deps,
-            name=f"{self.op_name(head)}.{head.chunk}.{head.micro}.pass",
-            kind="pass",
-            layer=f"chunk{head.chunk}",
-            pass_name=self.pass_name(head),
-        )
+        op_name = shape[0][0]  # self.op_name(head)
+        node = len(self.nodes)
+        self.nodes.append(  # self.add's node, its fields given in order (the hot path)
+            Node(
+                node, f"{op_name}.{head.chunk}.{head.micro}.pass", "pass", _ids(deps), None,
+                None, 0.0, None, None, None, 0, f"chunk{head.chunk}", self.it,
+                PASS_LABELS[op_name], False, None, None, self.episode,
+            )
+        )  # fmt: skip
         self.prev = node
-        episode = self.episode
+        episode, rank, split, computes = self.episode, self.rank, self.split, self.computes
+        plan = self.alone_plan
+        # (the builder holds what it needs, not this graph: the sink keeps it, and this
+        # graph's nodes are freed when it is dropped, not by the cyclic collector)
 
         def build() -> tuple[list[Node], int]:
-            alone = _RankGraph(replace(self.plan, passes=None), self.rank)
-            alone.split = self.split
+            alone = _RankGraph(plan, rank)
+            alone.split = split
             alone.episode = episode
+            alone.computes = computes  # one Compute per step, shared
             alone.finish(group[-1], alone.pass_steps(group, []))
             assert alone.prev is not None  # a pass has steps
             return alone.nodes, alone.prev
@@ -441,6 +444,11 @@ class _RankGraph:
         sink = self.plan.passes
         key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
         sink.timer(self.nodes[node], key, build)
+
+    @cached_property
+    def alone_plan(self) -> _Plan:
+        """The plan of a composed graph's pass built alone (no sink)."""
+        return replace(self.plan, passes=None)
 
     # -- what the emitters share ----------------------------------------------------------
     def vstage(self, op: Op) -> int:
@@ -471,26 +479,44 @@ class _RankGraph:
     def transfer(self, op: Op, deps: list[int | None], *, receive: bool) -> list[int | None]:
         """F: the activation from the previous virtual stage (``receive``) or to the next;
         B: the gradient from the next or to the previous. Returns ``deps`` with a receive."""
+        key = (op.kind, op.chunk, receive)
+        if key not in self.messages:
+            self.messages[key] = self._message(op, receive)
+        message = self.messages[key]
+        if message is None:
+            return deps  # the chain's first or last virtual stage, or a V's turn
+        name, peer, tag, size = message
+        prev = self.prev
+        node = len(self.nodes)
+        self.nodes.append(  # self.add's node, its fields given in order (the hot path)
+            Node(
+                node, f"{name}{op.micro}", "recv" if receive else "send",
+                () if prev is None else (prev,), None, None, size, None, None, peer,
+                tag + op.micro, f"chunk{op.chunk}", self.it, "pp", False, None, None,
+                self.episode,
+            )
+        )  # fmt: skip
+        return [*deps, node]
+
+    def _message(self, op: Op, receive: bool) -> tuple[str, int, int, float] | None:
+        """What :meth:`transfer` sends or receives for ``op`` at every micro-batch: its
+        node's name but for the micro-batch, peer, tag at micro-batch 0 and size (None:
+        nothing, the chain's first or last virtual stage or a V's turn)."""
         forward = op.forward
         vs = self.vstage(op)
         ahead = (vs - 1 if forward else vs + 1) if receive else (vs + 1 if forward else vs - 1)
         length = self.plan.chain_length
         if not 0 <= ahead < self.vstages or ahead // length != vs // length:
-            return deps  # the chain's first or last virtual stage
+            return None  # the chain's first or last virtual stage
         if self.plan.holders[ahead] == self.stage:
-            return deps  # a V's turn: the next virtual stage is on this rank
+            return None  # a V's turn: the next virtual stage is on this rank
         what = "act" if forward else "grad"
-        node = self.add(
-            [self.prev],
-            name=f"pp.{'recv' if receive else 'send'}.{what}.{op.chunk}.{op.micro}",
-            kind="recv" if receive else "send",
-            peer=self.peer(ahead),
-            tag=self.tag(forward, vs if receive else ahead, op.micro),
-            size=self.chunks[op.chunk].boundary_bytes,
-            layer=f"chunk{op.chunk}",
-            pass_name="pp",
+        return (
+            f"pp.{'recv' if receive else 'send'}.{what}.{op.chunk}.",
+            self.peer(ahead),
+            self.tag(forward, vs if receive else ahead, 0),
+            self.chunks[op.chunk].boundary_bytes,
         )
-        return [*deps, node]
 
     def run_steps(self, op: Op, steps: Sequence[Step], deps: list[int | None]) -> list[int | None]:
         """The steps of a pass in order, with FSDP's gathers and reduce-scatters; returns
@@ -783,6 +809,20 @@ class _RankGraph:
             for group, params, what in parts
             if params and group is not None
         ]
+
+
+def _ids(deps: Sequence[int | None]) -> tuple[int, ...]:
+    """The node ids of ``deps`` (None: no node) once each, in increasing order."""
+    if len(deps) == 1:
+        only = deps[0]
+        return () if only is None else (only,)
+    if len(deps) == 2:
+        a, b = deps
+        if a is None or b is None or a == b:
+            kept = a if b is None else b
+            return () if kept is None else (kept,)
+        return (a, b) if a < b else (b, a)
+    return tuple(sorted({d for d in deps if d is not None}))
 
 
 # -- the emitters, one per op kind ---------------------------------------------------------
