@@ -137,9 +137,7 @@ class Engine:
     """Owns simulated time (seconds), timers, resources and activities."""
 
     def __init__(self) -> None:
-        #: simulated time, s (read it; only the event loop advances it: a plain attribute,
-        #: not a property, because every model reads it at every event)
-        self.now = 0.0
+        self._now = 0.0
         self._heap: list[tuple[float, int, int, Any, Any]] = []
         self._seq = 0
         self._act_seq = 0
@@ -185,8 +183,13 @@ class Engine:
         self.pools.append(pool)
         return pool
 
+    @property
+    def now(self) -> float:
+        """Simulated time, s (read-only: only the event loop advances it)."""
+        return self._now
+
     def _clock(self) -> float:
-        return self.now
+        return self._now
 
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
         """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
@@ -199,7 +202,7 @@ class Engine:
         model runs on claimed resources is materialised first, :meth:`claim`)."""
         while self._claims:
             self._release(next(iter(self._claims)))
-        now = self.now
+        now = self._now
         for res in self.resources:
             res._advance(now)
         if self._planned:
@@ -213,7 +216,7 @@ class Engine:
         replicated rank's, see :meth:`acesim.hardware.npu.NPU.mirror`)."""
         if source.users or target.users or source in self._planned or target in self._planned:
             raise SimulationError(f"cannot mirror {source.name!r} onto {target.name!r} now")
-        source._advance(self.now)
+        source._advance(self._now)
         target.used = source.used
         target.allocated = source.allocated
         target.peak = source.peak
@@ -279,7 +282,7 @@ class Engine:
             return activity.work
         done = activity.work - activity.remaining
         if activity.rate < INF:
-            done += activity.rate * (self.now - activity._last)
+            done += activity.rate * (self._now - activity._last)
         return min(max(done, 0.0), activity.work)
 
     def set_capacity(self, resource: Resource, capacity: float) -> None:
@@ -299,23 +302,23 @@ class Engine:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0)."""
         if not (delay >= 0):
             raise SimulationError(f"cannot schedule an event {delay} s in the past")
-        when = self.now + delay
+        when = self._now + delay
         if when == INF:
             raise SimulationError(
-                f"simulated time overflowed: an event {delay:g} s after {self.now:g} s "
+                f"simulated time overflowed: an event {delay:g} s after {self._now:g} s "
                 "(check the latencies and durations given)"
             )
         handle = EventHandle(when)
         self._seq += 1
         heapq.heappush(
-            self._heap, (self.now + delay, priority, self._seq, handle, (callback, args))
+            self._heap, (self._now + delay, priority, self._seq, handle, (callback, args))
         )
         return handle
 
     def call(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` after ``delay`` seconds (>= 0), at normal priority, with no
         handle to cancel it (:meth:`schedule` without the handle: the hot path of messages)."""
-        when = self.now + delay
+        when = self._now + delay
         if not (delay >= 0) or when == INF:
             self.schedule(delay, callback, *args)  # raises the error
         self._seq += 1
@@ -324,8 +327,8 @@ class Engine:
     def call_at(self, time: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` at ``time`` (s, not before now, finite), at normal priority
         (:meth:`call` at an absolute time: no rounding of ``now + (time - now)``)."""
-        if not (time >= self.now) or time == INF:
-            raise SimulationError(f"cannot schedule an event at {time} s (now {self.now} s)")
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
         self._seq += 1
         heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
 
@@ -370,12 +373,12 @@ class Engine:
         self._act_seq += 1
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
-        act.started = self.now
-        act._last = self.now
+        act.started = self._now
+        act._last = self._now
         if track is not None and self._bound_listener is not None:
             act.track = track
-            act.bound_since = self.now
-            self._bound_listener.opened(track, self.now)
+            act.bound_since = self._now
+            self._bound_listener.opened(track, self._now)
         self.active[act] = None
         for res in demand:
             res.users[act] = None
@@ -500,7 +503,7 @@ class Engine:
         positive: :func:`~acesim.engine.fluid.solo_rate`, bound by ``bound``) then, as it stands
         now: its completion scheduled, its resources' integrals brought to ``started`` and
         their allocations set (what :meth:`_reallocate_solo` did at ``started``)."""
-        if not (started <= self.now) or not (0 < rate < INF):
+        if not (started <= self._now) or not (0 < rate < INF):
             raise SimulationError(f"activity {tag!r}: cannot resume at {started} s, rate {rate}")
         self._act_seq += 1
         act = Activity(work, demand, INF, weight, on_done, tag, self._act_seq)
@@ -535,8 +538,8 @@ class Engine:
 
     def schedule_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
         """:meth:`call_at` with a handle that cancels it."""
-        if not (time >= self.now) or time == INF:
-            raise SimulationError(f"cannot schedule an event at {time} s (now {self.now} s)")
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
         handle = EventHandle(time)
         self._seq += 1
         heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, handle, (callback, args)))
@@ -561,11 +564,11 @@ class Engine:
         self._dirty[activity] = None
 
     def _progress(self, act: Activity) -> None:
-        dt = self.now - act._last
+        dt = self._now - act._last
         if dt > 0 and act.rate > 0:
             done = act.rate * dt
             act.remaining -= done
-        act._last = self.now
+        act._last = self._now
 
     def before_reallocation(self, callback: Callable[[], Any]) -> None:
         """Run ``callback()`` once, just before the next reallocation of rates (after every
@@ -611,7 +614,7 @@ class Engine:
                 return
         acts = component(seeds)
         rates = self._fill(acts)
-        now = self.now
+        now = self._now
         touched: dict[Resource, float] = {}
         for act in acts:
             dt = now - act._last
@@ -716,7 +719,7 @@ class Engine:
         # _reallocate of a component of one activity: the same arithmetic in the same order
         # (progress, the resources' integrals, the rate of fluid.solo_rate, the allocations and
         # the completion event), without the general component and filling machinery.
-        now = self.now
+        now = self._now
         dt = now - act._last
         rate = act.rate
         demand = act.demand
@@ -766,14 +769,14 @@ class Engine:
     def _never(self, act: Activity, remaining: float, rate: float) -> None:
         raise SimulationError(
             f"activity {act.tag!r} would never finish: {remaining:g} units of work "
-            f"at {rate:g} per second from {self.now:g} s (check the capacities, "
+            f"at {rate:g} per second from {self._now:g} s (check the capacities, "
             "sizes and latencies given)"
         )
 
     def _finish(self, act: Activity) -> None:
         # No _progress here: the activity's remaining work and consumption are set exactly
         # below, which is all progressing it to now would have produced.
-        now = self.now
+        now = self._now
         act.remaining = 0.0
         act.finished = now
         del self.active[act]
@@ -842,9 +845,9 @@ class Engine:
         computed without events."""
         if not self.quiet(listened=True):
             raise SimulationError("advance_to: the engine has events or activities")
-        if not (time >= self.now) or time == INF:
-            raise SimulationError(f"advance_to: cannot move the clock from {self.now} to {time}")
-        self.now = time
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"advance_to: cannot move the clock from {self._now} to {time}")
+        self._now = time
 
     def settle(self) -> None:
         """Compute the rates of every activity started or changed at the current instant
@@ -856,7 +859,7 @@ class Engine:
         """Time (s) of the next event, ``inf`` when none remains."""
         heap = self._heap
         while True:
-            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self.now):
+            if (self._dirty or self._dirty_res) and (not heap or heap[0][0] > self._now):
                 self._reallocate()
             if not heap:
                 return INF
@@ -874,7 +877,7 @@ class Engine:
         if self.peek() > until or not self._heap:  # peek: the top is live, rates settled
             return False
         time, _prio, _seq, target, payload = heapq.heappop(self._heap)
-        self.now = time
+        self._now = time
         self.events_processed += 1
         if isinstance(target, Activity):
             self._finish(target)
@@ -893,7 +896,7 @@ class Engine:
         processed = 0
         try:
             while True:
-                if (dirty or dirty_res) and (not heap or heap[0][0] > self.now):
+                if (dirty or dirty_res) and (not heap or heap[0][0] > self._now):
                     self._reallocate()
                 if not heap:
                     return
@@ -906,13 +909,13 @@ class Engine:
                 if isinstance(target, Activity):
                     if target.finished is not None or entry[4] != target._version:
                         continue
-                    self.now = time
+                    self._now = time
                     processed += 1
                     finish(target)
                 else:
                     if target.cancelled:
                         continue
-                    self.now = time
+                    self._now = time
                     processed += 1
                     callback, args = entry[4]
                     callback(*args)
@@ -924,12 +927,12 @@ class Engine:
         limit = INF if until is None else until
         self._loop(limit)
         if until is not None:
-            if self.peek() > until >= self.now:
-                self.now = until
-            return self.now
+            if self.peek() > until >= self._now:
+                self._now = until
+            return self._now
         if self.active:
             stuck = ", ".join(repr(a.tag) for a in list(self.active)[:5])
             raise SimulationError(
                 f"{len(self.active)} activities can never finish (zero rate): {stuck}"
             )
-        return self.now
+        return self._now
