@@ -118,6 +118,9 @@ class PassTimes:
     #: the window from that end to its own (the iteration's last: to its last node's end)
     contexts: bool = False
 
+    #: each rank's steps' Computes (:meth:`computes`)
+    steps: dict[int, dict[int, Any]] = field(default_factory=dict)
+
     #: passes of the last composed graph (timers and expanded)
     passes: int = 0
     #: the messages and compute kernels of the passes simulated alone so far (the run's
@@ -130,6 +133,11 @@ class PassTimes:
         if self.contexts:  # a context that did not hold expands every pass (_in_context)
             return bool(self.tailed) or (stage, episode) in self.expand
         return (stage, episode) in self.expand or (stage, episode[0]) in self.tailed
+
+    def computes(self, rank: int) -> dict[int, Any]:
+        """The Computes of ``rank``'s steps, by the step's id: made once for the run (its
+        composed graphs and the passes built alone), not again at each rebuild."""
+        return self.steps.setdefault(rank, {})
 
     def timer(self, node: Node, key: PassKey, build: Builder) -> None:
         self.timers.setdefault(key, []).append(node)

@@ -86,6 +86,10 @@ class PassSink(Protocol):
         """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
         ``stage`` keeps its own nodes (simulated as in the full graph) instead of a timer."""
 
+    def computes(self, rank: int) -> dict[int, Any]:
+        """The Computes of ``rank``'s steps made so far, by the step's id (each graph of
+        the run built with this sink, and its passes built alone, share them)."""
+
     def timer(
         self, node: Node, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]
     ) -> None:
@@ -327,8 +331,11 @@ class _RankGraph:
         self.layer_offload = LayerOffload(plan.offload_layers)
         self.weight_offload = WeightOffload(plan.host_params)
         #: one Compute per step (frozen, so every micro-batch's node shares it): building and
-        #: checking it once instead of at every node (a stage's micro-batches are alike)
-        self.computes: dict[int, tuple[Step, Compute]] = {}
+        #: checking it once instead of at every node (a stage's micro-batches are alike); a
+        #: composed graph's are its sink's, shared by the run's graphs and passes built alone
+        self.computes: dict[int, tuple[Step, Compute]] = (
+            {} if plan.passes is None else plan.passes.computes(rank)
+        )
         #: the pass the nodes being added belong to (:attr:`Node.episode`; None: none)
         self.episode: tuple[Any, ...] | None = None
         #: the shape of the pass before in this iteration (None: none yet), and whether the
@@ -389,8 +396,13 @@ class _RankGraph:
         for op in group:
             if EMITTERS[op.kind].transfers:
                 deps = self.transfer(op, deps, receive=True)
-        shape = tuple((self.op_name(op), op.chunk) for op in group)
-        self.episode = (shape, (self.it, tuple(op.micro for op in group)))
+        if len(group) == 1:  # one op (the hot path): the tuples below, made directly
+            head = group[0]
+            shape: tuple[Any, ...] = ((self.op_name(head), head.chunk),)
+            self.episode = (shape, (self.it, (head.micro,)))
+        else:
+            shape = tuple((self.op_name(op), op.chunk) for op in group)
+            self.episode = (shape, (self.it, tuple(op.micro for op in group)))
         passes = self.plan.passes
         if passes is None or passes.expanded(self.stage, self.episode):
             self.finish(group[-1], self.pass_steps(group, deps))
