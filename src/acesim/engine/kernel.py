@@ -588,8 +588,11 @@ class Engine:
             for callback in pending:
                 callback()
         dirty = self._dirty
-        seeds = [a for a in dirty if a.finished is None]
-        dirty.clear()
+        if dirty:
+            seeds = [a for a in dirty if a.finished is None]
+            dirty.clear()
+        else:  # (a finish marks its resources only)
+            seeds = []
         dirty_res = self._dirty_res
         if dirty_res:
             for res in dirty_res:
@@ -677,7 +680,14 @@ class Engine:
         if fills is None or not FILL_MEMO:
             rates = max_min_rates(acts)
             return [rates[act] for act in acts]
-        key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
+        if len(acts) == 2:  # the usual component (a kernel beside a message): no list
+            a, b = acts
+            key: tuple[Any, ...] = (
+                (a.shape, a.cap, a.weight, a.basis, a.track is not None),
+                (b.shape, b.cap, b.weight, b.basis, b.track is not None),
+            )
+        else:
+            key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1

@@ -303,26 +303,31 @@ class PassTimes:
         gather or reduce-scatter), as ``(stage, episode)``: the ones to expand."""
         found: set[tuple[int, tuple[Any, ...]]] = set()
         for stage, records in enumerate(execution.records):
-            spans = [
-                (r.start, r.end)
-                for r in records.values()
-                if r.node.kind == "collective"
-                and (r.node.episode is None or r.node.pass_name == "dp")
-                and r.end > r.start
-            ]
+            spans: list[tuple[float, float]] = []
+            starts: list[float] = []  # the timers' starts, ends and episodes
+            ends: list[float] = []
+            episodes: list[tuple[Any, ...]] = []
+            for r in records.values():  # (one pass over the records)
+                node = r.node
+                kind = node.kind
+                if kind == "pass":
+                    if node.episode is not None:
+                        starts.append(r.start)
+                        ends.append(r.end)
+                        episodes.append(node.episode)
+                elif (
+                    kind == "collective"
+                    and (node.episode is None or node.pass_name == "dp")
+                    and r.end > r.start
+                ):
+                    spans.append((r.start, r.end))
             if not spans:
                 continue
-            timed = [
-                (r.start, r.end, r.node.episode)
-                for r in records.values()
-                if r.node.kind == "pass" and r.node.episode is not None
-            ]
-            starts = np.array([start for start, _, _ in timed])
-            ends = np.array([end for _, end, _ in timed])
-            beside = np.zeros(len(timed), dtype=bool)
+            begin, finish = np.array(starts), np.array(ends)
+            beside = np.zeros(len(starts), dtype=bool)
             for s, e in spans:  # each timer overlapping a span: s < its end, its start < e
-                beside |= (s < ends) & (starts < e)
-            found.update((stage, timed[i][2]) for i in np.flatnonzero(beside))
+                beside |= (s < finish) & (begin < e)
+            found.update((stage, episodes[i]) for i in np.flatnonzero(beside))
         return found
 
     def complete(self, execution: Execution) -> None:
