@@ -139,11 +139,20 @@ class PassTimes:
         composed graphs and the passes built alone), not again at each rebuild."""
         return self.steps.setdefault(rank, {})
 
-    def timer(self, node: Node, key: PassKey, build: Builder) -> None:
-        self.timers.setdefault(key, []).append(node)
-        self.builders.setdefault(key, build)
-        if key in self.memos:
-            node.size = self.memos[key].duration
+    def timer(self, node: Node, key: PassKey) -> bool:
+        held = self.timers.get(key)  # (one look-up of the key for most timers)
+        if held is not None:  # the key's first timer holds its duration (or 0 for now)
+            node.size = held[0].size
+            held.append(node)
+            return False
+        self.timers[key] = [node]
+        memo = self.memos.get(key)
+        if memo is not None:
+            node.size = memo.duration
+        return key not in self.builders
+
+    def builder(self, key: PassKey, build: Builder) -> None:
+        self.builders[key] = build
 
     def new_graph(self) -> None:
         """Forget the timers of the last composed graph (a new one is being built)."""

@@ -90,14 +90,16 @@ class PassSink(Protocol):
         """The Computes of ``rank``'s steps made so far, by the step's id (each graph of
         the run built with this sink, and its passes built alone, share them)."""
 
-    def timer(
-        self, node: Node, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]
-    ) -> None:
+    def timer(self, node: Node, key: tuple[Any, ...]) -> bool:
         """Told each timed pass's one node (kind ``pass``: its ``size``, the pass's duration
-        in s, for the sink to set), the pass's key (the stage and its ops' names and chunks:
-        passes of one key are built alike) and ``build()``, which returns the pass's own
-        nodes as the full graph has them (depending on nothing outside the pass) and the id
-        of its end (what the rank's next op waits for)."""
+        in s, for the sink to set) and the pass's key (the stage and its ops' names and
+        chunks: passes of one key are built alike); returns whether the sink wants the key's
+        builder (:meth:`builder`: the first pass of a key it was told of)."""
+
+    def builder(self, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]) -> None:
+        """Told a pass key's ``build()``, which returns the pass's own nodes as the full
+        graph has them (depending on nothing outside the pass) and the id of its end (what
+        the rank's next op waits for)."""
 
 
 #: Communication kinds of node names, in reporting order.
@@ -439,6 +441,13 @@ class _RankGraph:
             )
         )  # fmt: skip
         self.prev = node
+        sink = self.plan.passes
+        key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
+        if sink.timer(self.nodes[node], key):  # the key's first pass: how to build it alone
+            sink.builder(key, self._builder(group))
+
+    def _builder(self, group: Sequence[Op]) -> Callable[[], tuple[list[Node], int]]:
+        """The builder of the pass ``group`` being emitted alone (:meth:`composed`)."""
         episode, rank, split, computes = self.episode, self.rank, self.split, self.computes
         plan = self.alone_plan
         # (the builder holds what it needs, not this graph: the sink keeps it, and this
@@ -453,9 +462,7 @@ class _RankGraph:
             assert alone.prev is not None  # a pass has steps
             return alone.nodes, alone.prev
 
-        sink = self.plan.passes
-        key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
-        sink.timer(self.nodes[node], key, build)
+        return build
 
     @cached_property
     def alone_plan(self) -> _Plan:
