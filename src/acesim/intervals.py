@@ -271,6 +271,11 @@ def union_length(
     Ladders apart from each other and from every interval, inside [lo, hi), add their lengths
     in closed form (:func:`~acesim.sums.add_repeatedly`); otherwise they are expanded to arrays."""
     if not batches:
+        if len(intervals) > _MANY:  # union's numpy path, its pairs never made tuples
+            pairs = pairs_array(intervals)
+            starts, ends = union_arrays(np.maximum(pairs[:, 0], lo), np.minimum(pairs[:, 1], hi))
+            total: float = sum((ends - starts).tolist())
+            return total
         return sum(e - s for s, e in union(intervals, lo, hi))
     apart = _ladders_apart(intervals, batches, lo, hi)
     if apart is not None:
