@@ -475,8 +475,12 @@ def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
 
 def _placed(node: Node, id: int, deps: tuple[int, ...]) -> Node:
     """``replace(node, id=id, deps=deps, iteration=0)``, made from its fields at once (a
-    node's ``__dict__`` holds its fields)."""
-    return Node(**{**node.__dict__, "id": id, "deps": deps, "iteration": 0})
+    node's ``__dict__`` holds its fields, and its constructor only sets them)."""
+    placed: Node = object.__new__(Node)
+    fields = placed.__dict__
+    fields.update(node.__dict__)
+    fields["id"], fields["deps"], fields["iteration"] = id, deps, 0
+    return placed
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
