@@ -588,7 +588,11 @@ class Engine:
             for callback in pending:
                 callback()
         dirty = self._dirty
-        if dirty:
+        if len(dirty) == 1:  # one start or change (the usual): no comprehension
+            (only,) = dirty
+            seeds = [only] if only.finished is None else []
+            dirty.clear()
+        elif dirty:
             seeds = [a for a in dirty if a.finished is None]
             dirty.clear()
         else:  # (a finish marks its resources only)

@@ -118,8 +118,9 @@ class PassTimes:
     #: the window from that end to its own (the iteration's last: to its last node's end)
     contexts: bool = False
 
-    #: each rank's steps' Computes (:meth:`computes`)
+    #: each rank's steps' Computes (:meth:`computes`), each stage's schedule ops (:meth:`ops`)
     steps: dict[int, dict[int, Any]] = field(default_factory=dict)
+    schedule: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
 
     #: passes of the last composed graph (timers and expanded)
     passes: int = 0
@@ -133,6 +134,14 @@ class PassTimes:
         if self.contexts:  # a context that did not hold expands every pass (_in_context)
             return bool(self.tailed) or (stage, episode) in self.expand
         return (stage, episode) in self.expand or (stage, episode[0]) in self.tailed
+
+    def ops(self, key: tuple[Any, ...], make: Callable[[], list[Any]]) -> list[Any]:
+        """A stage's schedule ops (``key``: the schedule, its shape and the stage), made once
+        for the run (its composed graphs and rebuilds)."""
+        held = self.schedule.get(key)
+        if held is None:
+            held = self.schedule[key] = make()
+        return held
 
     def computes(self, rank: int) -> dict[int, Any]:
         """The Computes of ``rank``'s steps, by the step's id: made once for the run (its

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Protocol
 
 from ..errors import ConfigError
@@ -85,6 +85,11 @@ class PassSink(Protocol):
     def expanded(self, stage: int, episode: tuple[Any, ...]) -> bool:
         """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
         ``stage`` keeps its own nodes (simulated as in the full graph) instead of a timer."""
+
+    def ops(self, key: tuple[Any, ...], make: Callable[[], list[Op]]) -> list[Op]:
+        """A stage's schedule ops, ``make()`` the first time ``key`` (the schedule, its
+        shape and the stage) is asked for (each graph of the run built with this sink shares
+        them)."""
 
     def computes(self, rank: int) -> dict[int, Any]:
         """The Computes of ``rank``'s steps made so far, by the step's id (each graph of
@@ -231,7 +236,12 @@ def pipeline_graph(
 def _assemble(plan: _Plan, name: str, kind: str) -> Graph:
     """Every rank's (class mode: every stage's first rank's) nodes, as a graph."""
     place = plan.place
-    ops = [_stage_ops(plan, s) for s in range(place.pp)]
+    sink = plan.passes
+    if sink is None:
+        ops = [_stage_ops(plan, s) for s in range(place.pp)]
+    else:  # a composed run's graphs share their schedule's ops (made and checked once)
+        shape = (plan.schedule.name, place.pp, plan.micro, plan.chunks, plan.fsdp)
+        ops = [sink.ops((*shape, s), partial(_stage_ops, plan, s)) for s in range(place.pp)]
     stride = place.stage_stride
     ranks = range(0, place.npus, stride) if plan.classes else range(place.npus)
     graphs = [_RankGraph(plan, rank).build(ops[place.stage(rank)]) for rank in ranks]
