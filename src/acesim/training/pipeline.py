@@ -509,19 +509,20 @@ class _RankGraph:
         """F: the activation from the previous virtual stage (``receive``) or to the next;
         B: the gradient from the next or to the previous. Returns ``deps`` with a receive."""
         key = (op.kind, op.chunk, receive)
-        if key not in self.messages:
-            self.messages[key] = self._message(op, receive)
-        message = self.messages[key]
+        message = self.messages.get(key, _UNSEEN)
+        if message is _UNSEEN:
+            message = self.messages[key] = self._message(op, receive)
         if message is None:
             return deps  # the chain's first or last virtual stage, or a V's turn
         name, peer, tag, size = message
         prev = self.prev
         node = len(self.nodes)
+        micro = op.micro
         self.nodes.append(  # self.add's node, its fields given in order (the hot path)
             Node(
-                node, f"{name}{op.micro}", "recv" if receive else "send",
+                node, f"{name}{micro}", "recv" if receive else "send",
                 () if prev is None else (prev,), None, None, size, None, None, peer,
-                tag + op.micro, f"chunk{op.chunk}", self.it, "pp", False, None, None,
+                tag + micro, f"chunk{op.chunk}", self.it, "pp", False, None, None,
                 self.episode,
             )
         )  # fmt: skip
@@ -838,6 +839,10 @@ class _RankGraph:
             for group, params, what in parts
             if params and group is not None
         ]
+
+
+#: :meth:`_RankGraph.transfer`'s messages not made yet
+_UNSEEN: Any = object()
 
 
 def _ids(deps: Sequence[int | None]) -> tuple[int, ...]:
