@@ -119,7 +119,7 @@ class NPU:
         #: end, its tag, what the bound listener hears it as, its start (s) and time alone
         #: (s); and the index of its kernel launched last
         self._sequence: tuple[list[KernelPlan], Callable[[], Any], Any, str | None, float, float]
-        self._sequence = ([], _nothing, None, None, 0.0, 0.0)
+        self._sequence = _IDLE
         self._index = 0
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
@@ -319,6 +319,7 @@ class NPU:
         closures: one runs at a time.)"""
         plans, on_done, tag, _kind, start, alone = self._sequence
         if index == len(plans):
+            self._sequence = _IDLE  # (holding its end would hold the run: a cycle)
             self._busy = False
             now = self.engine.now
             self.compute_busy += now - start
@@ -483,6 +484,17 @@ class NPU:
 
 def _nothing() -> None:
     """What an NPU's empty kernel sequence calls at its end (none has run)."""
+
+
+#: an NPU's kernel sequence when none runs (:meth:`NPU.run_kernels`)
+_IDLE: tuple[list[KernelPlan], Callable[[], Any], Any, str | None, float, float] = (
+    [],
+    _nothing,
+    None,
+    None,
+    0.0,
+    0.0,
+)
 
 
 def _renamed(plan: KernelPlan, name: str) -> KernelPlan:
