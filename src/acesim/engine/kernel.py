@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -123,6 +124,20 @@ class EventHandle:
 _LIVE = EventHandle(0.0)
 
 
+def _clock_of(engine: Engine) -> Callable[[], float]:
+    """The clock of ``engine`` (its time, s) for a pool it holds, holding the engine by a
+    weak reference: held strongly, the engine and its pools would be a cycle, and a run's
+    engine (its resources, the models that hold them) freed by the cyclic collector only."""
+    ref = weakref.ref(engine)
+
+    def clock() -> float:
+        held = ref()
+        assert held is not None  # a pool is read while its engine runs
+        return held._now
+
+    return clock
+
+
 class _Claim:
     """Resources a model runs work on in closed form, and how to materialise it."""
 
@@ -179,16 +194,13 @@ class Engine:
 
     def add_pool(self, name: str, capacity: float) -> Pool:
         """Create a space-shared pool of ``capacity`` units (see :mod:`acesim.engine.pool`)."""
-        pool = Pool(name, capacity, self._clock)
+        pool = Pool(name, capacity, _clock_of(self))
         self.pools.append(pool)
         return pool
 
     @property
     def now(self) -> float:
         """Simulated time, s (read-only: only the event loop advances it)."""
-        return self._now
-
-    def _clock(self) -> float:
         return self._now
 
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:

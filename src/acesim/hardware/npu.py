@@ -38,6 +38,7 @@ bound.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -99,7 +100,7 @@ class NPU:
         self.hbm_comm = self.hbm
         #: compute units; collective kernels hold some, the compute kernel runs on the rest
         self.units = engine.add_pool(f"npu{rank}.units", config.compute_units)
-        self.units.observe(self._units_changed)
+        self.units.observe(_units_watcher(self))
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
@@ -480,6 +481,20 @@ class NPU:
             else 0.0
         )
         return self.compute_unit_seconds + running
+
+
+def _units_watcher(npu: NPU) -> Callable[[Pool], None]:
+    """``npu._units_changed``, holding the NPU by a weak reference (its pool holds the
+    watcher: held strongly, a cycle, and the run's platform freed by the cyclic collector
+    only)."""
+    ref = weakref.ref(npu)
+
+    def changed(pool: Pool) -> None:
+        held = ref()
+        if held is not None:
+            held._units_changed(pool)
+
+    return changed
 
 
 def _nothing() -> None:
