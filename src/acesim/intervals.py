@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +19,7 @@ __all__ = [
     "intersection",
     "intersection_arrays",
     "length",
+    "pairs_array",
     "union",
     "union_arrays",
     "union_length",
@@ -26,6 +28,14 @@ __all__ = [
 
 #: Sorted, disjoint (start, end) pairs, s.
 Intervals = list[tuple[float, float]]
+
+
+def pairs_array(pairs: Sequence[tuple[float, float]]) -> np.ndarray:
+    """``np.array(pairs, dtype=float).reshape(-1, 2)``, the same floats, made from the pairs'
+    items one after another (numpy's reading of a list of tuples is two to three times
+    slower)."""
+    flat = np.fromiter(chain.from_iterable(pairs), dtype=float, count=2 * len(pairs))
+    return flat.reshape(-1, 2)
 
 
 def union(
@@ -166,7 +176,7 @@ def _union_many(intervals: list[tuple[float, float]], lo: float, hi: float) -> I
     """:func:`union` with numpy: clip, drop the empty, sort by (start, end), and start a new
     interval where a start lies beyond every end before it (the merged interval's end is the
     running maximum of the ends)."""
-    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    pairs = pairs_array(intervals)
     starts = np.maximum(pairs[:, 0], lo)
     ends = np.minimum(pairs[:, 1], hi)
     keep = ends > starts
@@ -196,7 +206,7 @@ def union_with(
     the same pairs as of all of them as pairs."""
     if not arrays:
         return union(intervals)
-    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    pairs = pairs_array(intervals)
     starts = np.concatenate([pairs[:, 0], *(s for s, _ in arrays)])
     ends = np.concatenate([pairs[:, 1], *(e for _, e in arrays)])
     lo, hi = union_arrays(starts, ends)
@@ -261,6 +271,11 @@ def union_length(
     Ladders apart from each other and from every interval, inside [lo, hi), add their lengths
     in closed form (:func:`~acesim.sums.add_repeatedly`); otherwise they are expanded to arrays."""
     if not batches:
+        if len(intervals) > _MANY:  # union's numpy path, its pairs never made tuples
+            pairs = pairs_array(intervals)
+            starts, ends = union_arrays(np.maximum(pairs[:, 0], lo), np.minimum(pairs[:, 1], hi))
+            total: float = sum((ends - starts).tolist())
+            return total
         return sum(e - s for s, e in union(intervals, lo, hi))
     apart = _ladders_apart(intervals, batches, lo, hi)
     if apart is not None:
@@ -268,7 +283,7 @@ def union_length(
     pieces = [batch_arrays(b) for b in batches]
     pieces = [(s, e) for s, e in pieces if len(s)]
     if intervals:
-        pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+        pairs = pairs_array(intervals)
         pieces.append((pairs[:, 0], pairs[:, 1]))
     if not pieces:
         return 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -123,6 +124,20 @@ class EventHandle:
 _LIVE = EventHandle(0.0)
 
 
+def _clock_of(engine: Engine) -> Callable[[], float]:
+    """The clock of ``engine`` (its time, s) for a pool it holds, holding the engine by a
+    weak reference: held strongly, the engine and its pools would be a cycle, and a run's
+    engine (its resources, the models that hold them) freed by the cyclic collector only."""
+    ref = weakref.ref(engine)
+
+    def clock() -> float:
+        held = ref()
+        assert held is not None  # a pool is read while its engine runs
+        return held._now
+
+    return clock
+
+
 class _Claim:
     """Resources a model runs work on in closed form, and how to materialise it."""
 
@@ -179,16 +194,13 @@ class Engine:
 
     def add_pool(self, name: str, capacity: float) -> Pool:
         """Create a space-shared pool of ``capacity`` units (see :mod:`acesim.engine.pool`)."""
-        pool = Pool(name, capacity, self._clock)
+        pool = Pool(name, capacity, _clock_of(self))
         self.pools.append(pool)
         return pool
 
     @property
     def now(self) -> float:
         """Simulated time, s (read-only: only the event loop advances it)."""
-        return self._now
-
-    def _clock(self) -> float:
         return self._now
 
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
@@ -588,8 +600,15 @@ class Engine:
             for callback in pending:
                 callback()
         dirty = self._dirty
-        seeds = [a for a in dirty if a.finished is None]
-        dirty.clear()
+        if len(dirty) == 1:  # one start or change (the usual): no comprehension
+            (only,) = dirty
+            seeds = [only] if only.finished is None else []
+            dirty.clear()
+        elif dirty:
+            seeds = [a for a in dirty if a.finished is None]
+            dirty.clear()
+        else:  # (a finish marks its resources only)
+            seeds = []
         dirty_res = self._dirty_res
         if dirty_res:
             for res in dirty_res:
@@ -677,7 +696,14 @@ class Engine:
         if fills is None or not FILL_MEMO:
             rates = max_min_rates(acts)
             return [rates[act] for act in acts]
-        key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
+        if len(acts) == 2:  # the usual component (a kernel beside a message): no list
+            a, b = acts
+            key: tuple[Any, ...] = (
+                (a.shape, a.cap, a.weight, a.basis, a.track is not None),
+                (b.shape, b.cap, b.weight, b.basis, b.track is not None),
+            )
+        else:
+            key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1

@@ -38,6 +38,7 @@ bound.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -99,7 +100,7 @@ class NPU:
         self.hbm_comm = self.hbm
         #: compute units; collective kernels hold some, the compute kernel runs on the rest
         self.units = engine.add_pool(f"npu{rank}.units", config.compute_units)
-        self.units.observe(self._units_changed)
+        self.units.observe(_units_watcher(self))
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
@@ -115,6 +116,12 @@ class NPU:
         )
         self._busy = False
         self._pass_start = 0.0
+        #: the kernel sequence running (:meth:`run_kernels`): its plans, what to call at its
+        #: end, its tag, what the bound listener hears it as, its start (s) and time alone
+        #: (s); and the index of its kernel launched last
+        self._sequence: tuple[list[KernelPlan], Callable[[], Any], Any, str | None, float, float]
+        self._sequence = _IDLE
+        self._index = 0
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
         #: HBM capacity finished compute kernels consumed so far (B: their bytes, writes
@@ -256,7 +263,7 @@ class NPU:
         if plan is None:
             plan = known[key] = plan_kernel(self.config, kernel)
         elif plan.name != kernel.name:
-            plan = KernelPlan(**{**plan.__dict__, "name": kernel.name})
+            plan = _renamed(plan, kernel.name)
         return plan
 
     def chosen(self, kernels: Sequence[Kernel]) -> list[Kernel]:
@@ -303,69 +310,63 @@ class NPU:
         plans, alone = self._plans_of(kernels)
         start = self.engine.now
         self._pass_start = start
+        kind = "kernel" if track is True else track or None
+        self._sequence = (plans, on_done, tag, kind, start, alone)
+        self._run_next(0)
 
-        def finished() -> None:
-            self._busy = False
-            self.compute_busy += self.engine.now - start
-            self.kernel_log.append((tag, start, self.engine.now, alone))
-            on_done()
-
-        self._run_next(plans, 0, finished, tag, track)
-
-    def _run_next(
-        self,
-        plans: list[KernelPlan],
-        index: int,
-        finished: Callable[[], None],
-        tag: Any,
-        track: bool | str,
-    ) -> None:
+    def _run_next(self, index: int) -> None:
+        """Launch the running sequence's kernel ``index`` (after its latency), or end the
+        sequence (:meth:`run_kernels`) after its last. (The sequence is the NPU's state, not
+        closures: one runs at a time.)"""
+        plans, on_done, tag, _kind, start, alone = self._sequence
         if index == len(plans):
-            finished()
+            self._sequence = _IDLE  # (holding its end would hold the run: a cycle)
+            self._busy = False
+            now = self.engine.now
+            self.compute_busy += now - start
+            self.kernel_log.append((tag, start, now, alone))
+            on_done()
             return
         plan = plans[index]
-
-        def launch() -> None:
-            self._launch(
-                plan, lambda: self._run_next(plans, index + 1, finished, tag, track), tag, track
-            )
-
+        self._index = index
         if plan.latency > 0:
-            self.engine.call(plan.latency, launch)
+            self.engine.call(plan.latency, self._launch, plan)
         else:
-            launch()
+            self._launch(plan)
 
-    def _launch(
-        self, plan: KernelPlan, then: Callable[[], None], tag: Any, track: bool | str
-    ) -> None:
+    def _launch(self, plan: KernelPlan) -> None:
+        _plans, _on_done, tag, kind, _start, _alone = self._sequence
         units = self.units_for_compute
         demand = {self.hbm_compute: plan.hbm_demand} if plan.hbm_demand > 0 else {}
         mlp = self.config.hbm_arbitration == "mlp"
-
-        def done(act: Activity) -> None:
-            self._count_units(0)
-            self.kernel = None
-            self._plan = None
-            self.compute_hbm_bytes += act.work * plan.hbm_bytes
-            self.compute_hbm_demand += act.work * plan.hbm_demand
-            flops = self.flops_by_math
-            flops[plan.math] = flops.get(plan.math, 0.0) + act.work * plan.flops
-            then()
-
         self._plan = plan
-        self._unit_since = self.engine.now
+        now = self.engine.now
+        self._unit_since = now
         self._active_units = _occupied(plan, units)
-        self._kernel_since = self.engine.now
+        self._kernel_since = now
         self.kernel = self.engine.start(
             1.0,
             demand,
-            done,
+            self._kernel_done,
             cap=self._rate_cap(plan, units),
             weight=max(units, 1) if mlp else 1.0,
             basis=self.hbm_compute if mlp and demand else None,
             tag=tag,
-            track="kernel" if track is True else track or None,
+            track=kind,
         )
+
+    def _kernel_done(self, act: Activity) -> None:
+        """The running kernel (its plan ``_plan``) finished: count it, run the next."""
+        plan = self._plan
+        assert plan is not None  # set at its launch
+        self._count_units(0)
+        self.kernel = None
+        self._plan = None
+        self.compute_hbm_bytes += act.work * plan.hbm_bytes
+        self.compute_hbm_demand += act.work * plan.hbm_demand
+        flops = self.flops_by_math
+        flops[plan.math] = flops.get(plan.math, 0.0) + act.work * plan.flops
+        self._run_next(self._index + 1)
 
     def _rate_cap(self, plan: KernelPlan, units: int) -> float:
         """``plan.rate_cap(units)``, computed once per plan and unit count."""
@@ -480,6 +481,45 @@ class NPU:
             else 0.0
         )
         return self.compute_unit_seconds + running
+
+
+def _units_watcher(npu: NPU) -> Callable[[Pool], None]:
+    """``npu._units_changed``, holding the NPU by a weak reference (its pool holds the
+    watcher: held strongly, a cycle, and the run's platform freed by the cyclic collector
+    only)."""
+    ref = weakref.ref(npu)
+
+    def changed(pool: Pool) -> None:
+        held = ref()
+        if held is not None:
+            held._units_changed(pool)
+
+    return changed
+
+
+def _nothing() -> None:
+    """What an NPU's empty kernel sequence calls at its end (none has run)."""
+
+
+#: an NPU's kernel sequence when none runs (:meth:`NPU.run_kernels`)
+_IDLE: tuple[list[KernelPlan], Callable[[], Any], Any, str | None, float, float] = (
+    [],
+    _nothing,
+    None,
+    None,
+    0.0,
+    0.0,
+)
+
+
+def _renamed(plan: KernelPlan, name: str) -> KernelPlan:
+    """``KernelPlan(**{**plan.__dict__, "name": name})``, its fields copied at once (a
+    frozen plan's fields, made and checked with it: a fifth of the construction's cost)."""
+    renamed: KernelPlan = object.__new__(KernelPlan)
+    fields = renamed.__dict__
+    fields.update(plan.__dict__)
+    fields["name"] = name
+    return renamed
 
 
 def _occupied(plan: KernelPlan, units: int) -> int:

@@ -34,6 +34,7 @@ from ..intervals import (
     difference_arrays,
     intersection_arrays,
     length,
+    pairs_array,
     union_arrays,
     union_with,
 )
@@ -342,7 +343,7 @@ def _rank_waits(
 def _union(intervals: Intervals, added: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     """The union of ``intervals`` and the ``added`` spans (arrays of starts and ends, s), as
     arrays of starts and ends (:func:`~acesim.intervals.union_arrays`)."""
-    pairs = np.array(intervals, dtype=float).reshape(-1, 2)
+    pairs = pairs_array(intervals)
     starts = np.concatenate([pairs[:, 0], *(lo for lo, _ in added)])
     ends = np.concatenate([pairs[:, 1], *(hi for _, hi in added)])
     return union_arrays(starts, ends)

@@ -30,7 +30,15 @@ from typing import Any
 import numpy as np
 
 from ..engine import CAP, Resource
-from ..intervals import Batch, Times, batch_arrays, floats, union, union_length
+from ..intervals import (
+    Batch,
+    Times,
+    batch_arrays,
+    floats,
+    union,
+    union_arrays,
+    union_length,
+)
 from ..sums import Ladder
 
 __all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
@@ -209,12 +217,21 @@ def _overlaps(
         return [0.0] * len(intervals)
     starts = np.array([s for _n, s, _e in intervals], dtype=float)
     ends = np.array([e for _n, _s, e in intervals], dtype=float)
+    return _overlaps_arrays(starts, ends, spans)
+
+
+def _overlaps_arrays(
+    starts: np.ndarray, ends: np.ndarray, spans: list[tuple[float, float]]
+) -> list[float]:
+    """:func:`_overlaps` of the intervals ``starts[i]``..``ends[i]`` (s, arrays)."""
+    if not len(starts) or not spans:
+        return [0.0] * len(starts)
     lo = np.array([s for s, _e in spans], dtype=float)
     hi = np.array([e for _s, e in spans], dtype=float)
     last = len(spans) - 1
     index = np.maximum(np.searchsorted(lo, starts, side="right") - 1, 0)
-    total = np.zeros(len(intervals))
-    active = np.ones(len(intervals), dtype=bool)
+    total = np.zeros(len(starts))
+    active = np.ones(len(starts), dtype=bool)
     while True:
         at = np.minimum(index, last)
         active &= (index <= last) & (lo[at] < ends)
@@ -265,9 +282,8 @@ def attribute(
         out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
     weights: dict[str, float] = {}
     messages = recorder.message_segments()
-    in_flight = union([(s, e) for _n, s, e in messages])
-    with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
-    for (name, _start, _end), inside in zip(messages, _overlaps(messages, idle), strict=True):
+    with_messages, insides = _in_idle(messages, idle)
+    for (name, _start, _end), inside in zip(messages, insides, strict=True):
         if inside > 0:
             weights[name] = weights.get(name, 0.0) + inside
     total_weight = sum(weights.values())
@@ -278,6 +294,29 @@ def attribute(
     if waiting > 1e-15 * max(hi - lo, 1.0):
         out[WAITING] = waiting
     return out
+
+
+def _in_idle(
+    messages: list[tuple[str, float, float]], idle: list[tuple[float, float]]
+) -> tuple[float, list[float]]:
+    """(time in ``idle`` with a message in flight, each message's time in ``idle``), s:
+    :func:`_overlaps` of the union of the messages and of each; many messages read into
+    arrays once (:func:`~acesim.intervals.union_arrays`: the same union, pairs)."""
+    if len(messages) <= _MANY_MESSAGES:
+        in_flight = union([(s, e) for _n, s, e in messages])
+        with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
+        return with_messages, _overlaps(messages, idle)
+    count = len(messages)
+    starts = np.fromiter((s for _n, s, _e in messages), dtype=float, count=count)
+    ends = np.fromiter((e for _n, _s, e in messages), dtype=float, count=count)
+    flight_starts, flight_ends = union_arrays(starts, ends)
+    with_messages = sum(_overlaps_arrays(flight_starts, flight_ends, idle))
+    return with_messages, _overlaps_arrays(starts, ends, idle)
+
+
+#: above this many message segments :func:`_in_idle` reads them into arrays (where
+#: :func:`~acesim.intervals.union` would: above its few hundred)
+_MANY_MESSAGES = 256
 
 
 def _add_kernel_run(

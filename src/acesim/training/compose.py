@@ -118,6 +118,10 @@ class PassTimes:
     #: the window from that end to its own (the iteration's last: to its last node's end)
     contexts: bool = False
 
+    #: each rank's steps' Computes (:meth:`computes`), each stage's schedule ops (:meth:`ops`)
+    steps: dict[int, dict[int, Any]] = field(default_factory=dict)
+    schedule: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+
     #: passes of the last composed graph (timers and expanded)
     passes: int = 0
     #: the messages and compute kernels of the passes simulated alone so far (the run's
@@ -131,11 +135,33 @@ class PassTimes:
             return bool(self.tailed) or (stage, episode) in self.expand
         return (stage, episode) in self.expand or (stage, episode[0]) in self.tailed
 
-    def timer(self, node: Node, key: PassKey, build: Builder) -> None:
-        self.timers.setdefault(key, []).append(node)
-        self.builders.setdefault(key, build)
-        if key in self.memos:
-            node.size = self.memos[key].duration
+    def ops(self, key: tuple[Any, ...], make: Callable[[], list[Any]]) -> list[Any]:
+        """A stage's schedule ops (``key``: the schedule, its shape and the stage), made once
+        for the run (its composed graphs and rebuilds)."""
+        held = self.schedule.get(key)
+        if held is None:
+            held = self.schedule[key] = make()
+        return held
+
+    def computes(self, rank: int) -> dict[int, Any]:
+        """The Computes of ``rank``'s steps, by the step's id: made once for the run (its
+        composed graphs and the passes built alone), not again at each rebuild."""
+        return self.steps.setdefault(rank, {})
+
+    def timer(self, node: Node, key: PassKey) -> bool:
+        held = self.timers.get(key)  # (one look-up of the key for most timers)
+        if held is not None:  # the key's first timer holds its duration (or 0 for now)
+            node.size = held[0].size
+            held.append(node)
+            return False
+        self.timers[key] = [node]
+        memo = self.memos.get(key)
+        if memo is not None:
+            node.size = memo.duration
+        return key not in self.builders
+
+    def builder(self, key: PassKey, build: Builder) -> None:
+        self.builders[key] = build
 
     def new_graph(self) -> None:
         """Forget the timers of the last composed graph (a new one is being built)."""
@@ -295,26 +321,31 @@ class PassTimes:
         gather or reduce-scatter), as ``(stage, episode)``: the ones to expand."""
         found: set[tuple[int, tuple[Any, ...]]] = set()
         for stage, records in enumerate(execution.records):
-            spans = [
-                (r.start, r.end)
-                for r in records.values()
-                if r.node.kind == "collective"
-                and (r.node.episode is None or r.node.pass_name == "dp")
-                and r.end > r.start
-            ]
+            spans: list[tuple[float, float]] = []
+            starts: list[float] = []  # the timers' starts, ends and episodes
+            ends: list[float] = []
+            episodes: list[tuple[Any, ...]] = []
+            for r in records.values():  # (one pass over the records)
+                node = r.node
+                kind = node.kind
+                if kind == "pass":
+                    if node.episode is not None:
+                        starts.append(r.start)
+                        ends.append(r.end)
+                        episodes.append(node.episode)
+                elif (
+                    kind == "collective"
+                    and (node.episode is None or node.pass_name == "dp")
+                    and r.end > r.start
+                ):
+                    spans.append((r.start, r.end))
             if not spans:
                 continue
-            timed = [
-                (r.start, r.end, r.node.episode)
-                for r in records.values()
-                if r.node.kind == "pass" and r.node.episode is not None
-            ]
-            starts = np.array([start for start, _, _ in timed])
-            ends = np.array([end for _, end, _ in timed])
-            beside = np.zeros(len(timed), dtype=bool)
+            begin, finish = np.array(starts), np.array(ends)
+            beside = np.zeros(len(starts), dtype=bool)
             for s, e in spans:  # each timer overlapping a span: s < its end, its start < e
-                beside |= (s < ends) & (starts < e)
-            found.update((stage, timed[i][2]) for i in np.flatnonzero(beside))
+                beside |= (s < finish) & (begin < e)
+            found.update((stage, episodes[i]) for i in np.flatnonzero(beside))
         return found
 
     def complete(self, execution: Execution) -> None:
@@ -453,8 +484,12 @@ def _renamed(rec: NodeRecord, node: Node) -> NodeRecord:
 
 def _placed(node: Node, id: int, deps: tuple[int, ...]) -> Node:
     """``replace(node, id=id, deps=deps, iteration=0)``, made from its fields at once (a
-    node's ``__dict__`` holds its fields)."""
-    return Node(**{**node.__dict__, "id": id, "deps": deps, "iteration": 0})
+    node's ``__dict__`` holds its fields, and its constructor only sets them)."""
+    placed: Node = object.__new__(Node)
+    fields = placed.__dict__
+    fields.update(node.__dict__)
+    fields["id"], fields["deps"], fields["iteration"] = id, deps, 0
+    return placed
 
 
 def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:

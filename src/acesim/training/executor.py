@@ -566,7 +566,8 @@ class GraphExecutor:
             self._check_replicas()
         if self.replay is not None and self.replay.violations:
             raise replay_module.Violated(None)
-        for st in self.states:
+        for st in self.states if any(self._iter_left.values()) else ():
+            # (every node counted finished: none can be unfinished)
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
                 raise _Stalled(

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Protocol
 
 from ..errors import ConfigError
@@ -86,14 +86,25 @@ class PassSink(Protocol):
         """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
         ``stage`` keeps its own nodes (simulated as in the full graph) instead of a timer."""
 
-    def timer(
-        self, node: Node, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]
-    ) -> None:
+    def ops(self, key: tuple[Any, ...], make: Callable[[], list[Op]]) -> list[Op]:
+        """A stage's schedule ops, ``make()`` the first time ``key`` (the schedule, its
+        shape and the stage) is asked for (each graph of the run built with this sink shares
+        them)."""
+
+    def computes(self, rank: int) -> dict[int, Any]:
+        """The Computes of ``rank``'s steps made so far, by the step's id (each graph of
+        the run built with this sink, and its passes built alone, share them)."""
+
+    def timer(self, node: Node, key: tuple[Any, ...]) -> bool:
         """Told each timed pass's one node (kind ``pass``: its ``size``, the pass's duration
-        in s, for the sink to set), the pass's key (the stage and its ops' names and chunks:
-        passes of one key are built alike) and ``build()``, which returns the pass's own
-        nodes as the full graph has them (depending on nothing outside the pass) and the id
-        of its end (what the rank's next op waits for)."""
+        in s, for the sink to set) and the pass's key (the stage and its ops' names and
+        chunks: passes of one key are built alike); returns whether the sink wants the key's
+        builder (:meth:`builder`: the first pass of a key it was told of)."""
+
+    def builder(self, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]) -> None:
+        """Told a pass key's ``build()``, which returns the pass's own nodes as the full
+        graph has them (depending on nothing outside the pass) and the id of its end (what
+        the rank's next op waits for)."""
 
 
 #: Communication kinds of node names, in reporting order.
@@ -225,7 +236,12 @@ def pipeline_graph(
 def _assemble(plan: _Plan, name: str, kind: str) -> Graph:
     """Every rank's (class mode: every stage's first rank's) nodes, as a graph."""
     place = plan.place
-    ops = [_stage_ops(plan, s) for s in range(place.pp)]
+    sink = plan.passes
+    if sink is None:
+        ops = [_stage_ops(plan, s) for s in range(place.pp)]
+    else:  # a composed run's graphs share their schedule's ops (made and checked once)
+        shape = (plan.schedule.name, place.pp, plan.micro, plan.chunks, plan.fsdp)
+        ops = [sink.ops((*shape, s), partial(_stage_ops, plan, s)) for s in range(place.pp)]
     stride = place.stage_stride
     ranks = range(0, place.npus, stride) if plan.classes else range(place.npus)
     graphs = [_RankGraph(plan, rank).build(ops[place.stage(rank)]) for rank in ranks]
@@ -327,8 +343,11 @@ class _RankGraph:
         self.layer_offload = LayerOffload(plan.offload_layers)
         self.weight_offload = WeightOffload(plan.host_params)
         #: one Compute per step (frozen, so every micro-batch's node shares it): building and
-        #: checking it once instead of at every node (a stage's micro-batches are alike)
-        self.computes: dict[int, tuple[Step, Compute]] = {}
+        #: checking it once instead of at every node (a stage's micro-batches are alike); a
+        #: composed graph's are its sink's, shared by the run's graphs and passes built alone
+        self.computes: dict[int, tuple[Step, Compute]] = (
+            {} if plan.passes is None else plan.passes.computes(rank)
+        )
         #: the pass the nodes being added belong to (:attr:`Node.episode`; None: none)
         self.episode: tuple[Any, ...] | None = None
         #: the shape of the pass before in this iteration (None: none yet), and whether the
@@ -389,8 +408,13 @@ class _RankGraph:
         for op in group:
             if EMITTERS[op.kind].transfers:
                 deps = self.transfer(op, deps, receive=True)
-        shape = tuple((self.op_name(op), op.chunk) for op in group)
-        self.episode = (shape, (self.it, tuple(op.micro for op in group)))
+        if len(group) == 1:  # one op (the hot path): the tuples below, made directly
+            head = group[0]
+            shape: tuple[Any, ...] = ((self.op_name(head), head.chunk),)
+            self.episode = (shape, (self.it, (head.micro,)))
+        else:
+            shape = tuple((self.op_name(op), op.chunk) for op in group)
+            self.episode = (shape, (self.it, tuple(op.micro for op in group)))
         passes = self.plan.passes
         if passes is None or passes.expanded(self.stage, self.episode):
             self.finish(group[-1], self.pass_steps(group, deps))
@@ -427,6 +451,13 @@ class _RankGraph:
             )
         )  # fmt: skip
         self.prev = node
+        sink = self.plan.passes
+        key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
+        if sink.timer(self.nodes[node], key):  # the key's first pass: how to build it alone
+            sink.builder(key, self._builder(group))
+
+    def _builder(self, group: Sequence[Op]) -> Callable[[], tuple[list[Node], int]]:
+        """The builder of the pass ``group`` being emitted alone (:meth:`composed`)."""
         episode, rank, split, computes = self.episode, self.rank, self.split, self.computes
         plan = self.alone_plan
         # (the builder holds what it needs, not this graph: the sink keeps it, and this
@@ -441,9 +472,7 @@ class _RankGraph:
             assert alone.prev is not None  # a pass has steps
             return alone.nodes, alone.prev
 
-        sink = self.plan.passes
-        key = (self.stage, shape, self.before, self.last) if sink.contexts else (self.stage, shape)
-        sink.timer(self.nodes[node], key, build)
+        return build
 
     @cached_property
     def alone_plan(self) -> _Plan:
@@ -480,19 +509,20 @@ class _RankGraph:
         """F: the activation from the previous virtual stage (``receive``) or to the next;
         B: the gradient from the next or to the previous. Returns ``deps`` with a receive."""
         key = (op.kind, op.chunk, receive)
-        if key not in self.messages:
-            self.messages[key] = self._message(op, receive)
-        message = self.messages[key]
+        message = self.messages.get(key, _UNSEEN)
+        if message is _UNSEEN:
+            message = self.messages[key] = self._message(op, receive)
         if message is None:
             return deps  # the chain's first or last virtual stage, or a V's turn
         name, peer, tag, size = message
         prev = self.prev
         node = len(self.nodes)
+        micro = op.micro
         self.nodes.append(  # self.add's node, its fields given in order (the hot path)
             Node(
-                node, f"{name}{op.micro}", "recv" if receive else "send",
+                node, f"{name}{micro}", "recv" if receive else "send",
                 () if prev is None else (prev,), None, None, size, None, None, peer,
-                tag + op.micro, f"chunk{op.chunk}", self.it, "pp", False, None, None,
+                tag + micro, f"chunk{op.chunk}", self.it, "pp", False, None, None,
                 self.episode,
             )
         )  # fmt: skip
@@ -809,6 +839,10 @@ class _RankGraph:
             for group, params, what in parts
             if params and group is not None
         ]
+
+
+#: :meth:`_RankGraph.transfer`'s messages not made yet
+_UNSEEN: Any = object()
 
 
 def _ids(deps: Sequence[int | None]) -> tuple[int, ...]:

@@ -135,6 +135,8 @@ class Graph:
     def validate(self, where: str = "graph") -> None:
         """Raise :class:`WorkloadError` on duplicate ids, missing deps or cycles."""
         for rank, nodes in enumerate(self.ranks):
+            if _positional(nodes):
+                continue  # ids 0, 1, ...: unique, each dependency an earlier node's
             ids: dict[int, Node] = {}
             for node in nodes:
                 if node.id in ids:
@@ -172,3 +174,20 @@ class Graph:
                 raise WorkloadError(
                     f"rank {rank}: dependency cycle among nodes {stuck}", location=where
                 )
+
+
+def _positional(nodes: list[Node]) -> bool:
+    """Whether each node's id is its index and each of its dependencies a lower id (what
+    :meth:`Graph.validate` checks, the builders' usual graph: nothing more to check)."""
+    index = 0
+    try:
+        for node in nodes:
+            if node.id != index:
+                return False
+            for dep in node.deps:
+                if not 0 <= dep < index:
+                    return False
+            index += 1
+    except TypeError:  # an id that is no number: the full checks say what is wrong
+        return False
+    return True
