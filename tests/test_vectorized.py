@@ -896,3 +896,24 @@ def test_message_sizes_that_tie_in_time_sum_exactly_without_events() -> None:
     assert not result.mode_note  # no collective on the event path
     fast, events = _both(system, "all-reduce", 8 * MiB, None)
     assert fast == events
+
+
+@pytest.mark.parametrize("exact", [True, False])
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_collective_of_no_bytes_finishes_when_issued(exact: bool, fast: bool) -> None:
+    """NCCL returns at once from a collective of no elements: no phases, no messages, done at
+    its issue. (Before, two chunks of nothing on a 4x2x2 torus in exact mode finished at one
+    instant at every rank, and ranks admitted them to a dimension in different orders: each
+    waited for a peer's message the peer never sent, "collective 1 has not finished".)"""
+    system = make_system(
+        [dim("ring", 4, 10e9, 1e-6, 2), dim("ring", 2, 10e9, 1e-6), dim("ring", 2, 10e9, 1e-6)],
+        chunks=2,
+        algorithms={"all-reduce": ["ring", "ring", "ring"]},
+    )
+    vectorized.ENABLED = fast
+    try:
+        result = simulate_collective(system, "all-reduce", 0.0, exact=exact)
+    finally:
+        vectorized.ENABLED = True
+    assert result.time == 0.0
+    assert result.bytes_sent_per_npu == 0.0

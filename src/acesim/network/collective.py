@@ -551,6 +551,10 @@ class CollectiveRuntime:
         self._check_mode(op, axes, choice.phases)
         if _routed_shift(op, axes):  # one routed message per rank, no phases
             choice = replace(choice, phases=[])
+        elif size == 0:
+            # nothing to move: NCCL returns at once from a collective of no elements (its
+            # enqueue drops a count of 0), so it has no phases and finishes when issued
+            choice = replace(choice, phases=[])
         return axes, chunks, choice
 
     def _check_mode(self, op: str, axes: Sequence[Axis], phases: Sequence[Phase]) -> None:
