@@ -17,6 +17,7 @@ from acesim.network.group import Group, Span
 from acesim.network.topology import Topology
 from acesim.plan import PlanResult, plan
 from acesim.plan.bound import comm_bound, entering, least_received, slice_bounds
+from acesim.plan.search import PlanRow
 from acesim.plan.space import AXES, Cluster, enumerate_space, parse_space
 from acesim.runs.case import resolve_system
 from acesim.runs.collective import simulate_collective
@@ -158,8 +159,40 @@ def test_the_network_bound_holds_in_class_mode_across_nodes() -> None:
     assert len(rows) == 6
     for row in rows:
         assert 0 < row.network_bound <= row.iteration_time, row.candidate.text
+        # the kernel bound with FSDP's gathers in turn, the first forward's parameters and
+        # the gradient reduction and optimizer step after the last op
+        assert row.kernel_bound <= row.iteration_time, row.candidate.text
     fsdp = [r.network_bound for r in rows if r.candidate.parallel.zero == 3]
     assert min(fsdp) > max(r.network_bound for r in rows if r.candidate.parallel.zero < 3)
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["composed", "class"])
+def test_the_kernel_bound_holds_where_parameters_and_gradients_cross_a_slow_network(
+    full: bool,
+) -> None:
+    """The kernel bound counts FSDP's gathers one unit after another in every pass, the first
+    forward's wait for the distributed optimizer's gather, and the gradient reduction and
+    optimizer step after a stage's last op: on a scale-out network slowed to 25 Gb/s those
+    terms dominate it, and it still holds in mode composed and in class mode."""
+    space = {
+        "tp": [1, 2], "pp": [1, 2], "vpp": [1, 2], "cp": [1], "micro_batch": [1],
+        "recompute": ["none"], "tp_overlap": [0], "zero": [0, 1, 3],
+    }  # fmt: skip
+
+    def rows(nic: str | None) -> dict[str, PlanRow]:
+        result = plan(
+            "h100-nvswitch-8", TINY.name, nodes=2, global_batch=16, seq=512, top=1,
+            space=space, exhaustive=True, full=full,
+            overrides={"scale_out.link_bandwidth": nic} if nic else None,
+        )  # fmt: skip
+        return {r.candidate.text: r for r in result.outcome.rows["baseline"]}
+
+    slow, fast = rows("25 Gb/s"), rows(None)
+    assert len(slow) == 18
+    for text, row in slow.items():
+        assert row.kernel_bound <= row.iteration_time, text
+    # FSDP without pipeline stages: DP over both nodes, its gathers in every pass
+    assert slow["tp=1,pp=1,zero=3"].kernel_bound > 2 * fast["tp=1,pp=1,zero=3"].kernel_bound
 
 
 def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: PlanResult) -> None:

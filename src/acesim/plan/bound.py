@@ -18,18 +18,26 @@ that a candidate whose bound is above the ``K``-th best simulated time cannot en
   Median 84% of the kernel bound on Llama 3 70B's default space on 64 H100 (the GEMM bound:
   40%), so most candidates need not be built to be pruned.
 * :func:`kernel_bound` (from the built case): each pipeline stage's kernels, every micro-batch
-  and chunk (forward, backward with recomputation, the optimizer step), at their time alone
-  on the whole NPU (:attr:`~acesim.hardware.kernel_model.KernelPlan.time_alone`; a kernel
-  sharing the NPU with a collective or another kernel only runs slower), run one after
-  another as a rank runs them; a stage cannot start before the first micro-batch's
-  forward has passed the stages before it (one-direction schedules); and, where the schedule
-  has no ``W`` op (every backward whole), a stage's last op is a backward whose micro-batch
-  must still go back through every earlier virtual stage, each backward at least its kernels'
-  time alone (the pipeline's drain; the least over the chunks the last op could be).
-  Schedules that run two ops of a rank at once (DualPipe's paired F&B) get the resource
-  bound instead: the compute units' busy time (tiles x tile time / units) and HBM's (bytes /
-  sustained bandwidth), each summed over the stage's kernels, whichever is larger. The
-  optimizer step is left out.
+  and chunk (forward, backward with recomputation), at their time alone on the whole NPU
+  (:attr:`~acesim.hardware.kernel_model.KernelPlan.time_alone`; a kernel sharing the NPU
+  with a collective or another kernel only runs slower), run one after another as a rank
+  runs them, with the collectives that block the next step at their least time (the
+  network bound's terms of each); under FSDP over DP every pass gathers its units'
+  parameters one after another (each unit's all-gather issued when the one before it ends,
+  the first when the pass starts), each unit's steps waiting for their own: a pass lasts at
+  least the gathers up to some unit and the steps from that unit on (a two-machine flow
+  shop in a fixed order). A stage cannot start before the first micro-batch's forward has
+  passed the stages before it (one-direction schedules), nor, with the distributed
+  optimizer over DP, before its first chunk's parameter all-gather (issued at the start);
+  where the schedule has no ``W`` op (every backward whole), a stage's last op is a backward
+  whose micro-batch must still go back through every earlier virtual stage, each backward at
+  least its least time (the pipeline's drain; the least over the chunks the last op could
+  be); and after its last op the stage's gradients of that op's chunk (under FSDP: its first
+  unit's) are still reduced over DP, then the optimizer step runs (its kernels alone): the
+  least over the chunks. Schedules that run two ops of a rank at once (DualPipe's paired
+  F&B) get the resource bound instead: the compute units' busy time (tiles x tile time /
+  units) and HBM's (bytes / sustained bandwidth), each summed over the stage's kernels,
+  whichever is larger, without the optimizer step.
 
 * :func:`network_bound` (from the built case's graph, as class mode runs it: built only for a
   candidate about to be simulated in class mode): a simulated rank's collectives, each at its
@@ -54,16 +62,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..config.system import NPUConfig, SystemConfig
 from ..errors import ConfigError
 from ..hardware.kernel_model import expand, plan_kernel
 from ..hardware.kernels import Kernel
-from ..network.group import resolve
+from ..network.group import Group, resolve
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
-from ..runs.llm import OPTIMIZER, LlmCase, llm_graph
+from ..runs.llm import OPTIMIZER, LlmCase, llm_graph, optimizer_steps
+from ..training.pipeline import dp_parts, unit_parts
 from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..workload.llm.block import chunk_work, layer_params
 from ..workload.llm.chunk import ChunkWork, Step
@@ -273,7 +282,7 @@ def _times_of(system: SystemConfig) -> _Times:
 
 
 def kernel_bound(case: LlmCase) -> float:
-    """The kernel bound (s; module docstring) of a built case (the optimizer step left out)."""
+    """The kernel bound (s; module docstring) of a built case."""
     times = _times_of(case.system)
     order = SCHEDULES.get(case.schedule)
     micro = case.micro_batches // order.directions  # micro-batches each chunk runs
@@ -283,28 +292,115 @@ def kernel_bound(case: LlmCase) -> float:
         for s in range(pp)
         for op in order.stage_ops(pp, s, case.micro_batches, len(case.stages[s]))
     )
-    whole = _full_backwards(case)
-    work: list[float] = []
-    first_forward: list[float] = []
-    for chunks in case.stages:
-        kernels = [k for c in chunks for k in _chunk_kernels(c)]
-        if paired:
-            units, hbm = times.resources(kernels)
-            work.append(micro * max(units, hbm))
-            continue
-        # the collectives that block the next step, in every F (and, where every backward is
-        # whole, in every B: a W schedule splits the backward's steps otherwise)
-        comm = sum(
-            times.blocking(c.forward) + (times.blocking(c.backward) if whole else 0.0)
-            for c in chunks
-        )
-        work.append(micro * (times.sequential(kernels) + comm))
-        forward = chunks[0].forward
-        first_forward.append(times.sequential(_kernels(forward)) + times.blocking(forward))
     if paired:
-        return max(work)
-    drain = _drain(case, times) if whole else [0.0] * pp
-    return max(sum(first_forward[:s]) + work[s] + drain[s] for s in range(pp))
+        return max(
+            micro * max(times.resources([k for c in chunks for k in _chunk_kernels(c)]))
+            for chunks in case.stages
+        )
+    passes = _Passes(case, times, _full_backwards(case))
+    drain = _drain(case, passes) if passes.whole else [0.0] * pp
+    bound = start = 0.0
+    for s in range(pp):
+        # the stage's first forward waits for the one before it and for its parameters
+        start = max(passes.gathered[s], start + (passes.forward[s - 1][0] if s else 0.0))
+        work = micro * (sum(passes.forward[s]) + sum(passes.backward[s]))
+        bound = max(bound, start + work + max(drain[s], passes.tail[s]))
+    return bound
+
+
+class _Passes:
+    """A built case's passes at their least (s) on each stage, per chunk: the forward and the
+    backward (kernels alone one after another, the collectives that block the next step at
+    their least; under FSDP each unit's steps wait for its parameters' all-gather, which
+    follows the unit before's: :func:`_gathered_in_turn`); the least wait for the first
+    forward's parameters (the distributed optimizer's all-gather, issued at the start); and
+    the least that must follow the stage's last op (its chunk's gradient reduction, at the
+    least over the chunks, then the optimizer step's kernels alone)."""
+
+    def __init__(self, case: LlmCase, times: _Times, whole: bool):
+        self.whole = whole
+        topology = times.topology
+        assert topology is not None
+        place, p, par = case.place, case.precision, case.parallel
+        fsdp = par.zero == 3 and place.dp_group is not None
+        gradient = grad_bytes(p, par.grad_fp32)
+        reduce = "reduce-scatter" if par.zero >= 1 else "all-reduce"
+        updates = optimizer_steps(case)[0]
+
+        def least(op: str, parts: list[tuple[Group, int, str]], nbytes: float) -> float:
+            return max(
+                (_least(times, topology, Comm(op, n * nbytes, None, g)) for g, n, _ in parts),
+                default=0.0,
+            )
+
+        self.forward: list[list[float]] = []
+        self.backward: list[list[float]] = []
+        self.gathered: list[float] = []
+        self.tail: list[float] = []
+        for s, chunks in enumerate(case.stages):
+            if fsdp:
+                units = [
+                    [least("all-gather", unit_parts(place, c, u), p.param_bytes)
+                     for u in range(len(c.unit_params))]
+                    for c in chunks
+                ]  # fmt: skip
+                self.forward.append(
+                    [_gathered_in_turn(times, c.forward, c.forward_starts, g)
+                     for c, g in zip(chunks, units, strict=True)]
+                )  # fmt: skip
+                self.backward.append(
+                    [_gathered_in_turn(times, c.backward, c.backward_starts, g[::-1])
+                     for c, g in zip(chunks, units, strict=True)]
+                )  # fmt: skip
+                self.gathered.append(0.0)  # in the first forward's own time
+                reduced = [
+                    least(reduce, unit_parts(place, c, 0), gradient) if c.unit_params else 0.0
+                    for c in chunks
+                ]
+            else:
+                self.forward.append(
+                    [times.sequential(_kernels(c.forward)) + times.blocking(c.forward)
+                     for c in chunks]
+                )  # fmt: skip
+                self.backward.append(
+                    [times.sequential(_kernels(c.backward))
+                     + (times.blocking(c.backward) if whole else 0.0) for c in chunks]
+                )  # fmt: skip
+                zero = par.zero >= 1
+                self.gathered.append(
+                    least("all-gather", dp_parts(place, chunks[0]), p.param_bytes) if zero else 0.0
+                )
+                reduced = [least(reduce, dp_parts(place, c), gradient) for c in chunks]
+            self.tail.append(min(reduced) + times.sequential(updates[s].kernels))
+
+
+def _least(times: _Times, topology: Topology, comm: Comm) -> float:
+    """A collective's least time (s): the largest of its network bound terms."""
+    return max((t for _, t in _network_terms(times, topology, comm)), default=0.0)
+
+
+def _gathered_in_turn(
+    times: _Times, steps: Sequence[Step], starts: Sequence[int], gathers: Sequence[float]
+) -> float:
+    """The least time (s) of an FSDP pass: its steps before the first unit, then its units,
+    unit ``j`` (steps ``starts[j]`` to ``starts[j + 1]``) after unit ``j - 1`` and after its
+    parameters' all-gather (at least ``gathers[j]``), issued when the one before it ends
+    (the first when the pass reaches it: :meth:`~acesim.training.pipeline._RankGraph.
+    _enter_unit`). Two machines in a fixed order (a flow shop): the pass lasts at least the
+    gathers up to some unit ``i`` and the units' steps from ``i`` on."""
+    bounds = [*starts, len(steps)]
+
+    def alone(part: Sequence[Step]) -> float:
+        return times.sequential(_kernels(part)) + times.blocking(part)
+
+    work = [alone(steps[bounds[j] : bounds[j + 1]]) for j in range(len(starts))]
+    best = gathered = 0.0
+    rest = sum(work)
+    for g, w in zip(gathers, work, strict=True):
+        gathered += g
+        best = max(best, gathered + rest)
+        rest -= w
+    return alone(steps[: bounds[0]]) + best
 
 
 def _layout(
@@ -484,12 +580,11 @@ def _full_backwards(case: LlmCase) -> bool:
     )
 
 
-def _drain(case: LlmCase, times: _Times) -> list[float]:
+def _drain(case: LlmCase, passes: _Passes) -> list[float]:
     """Per stage, the least backward work that must follow its last op (s): that op is a
     whole backward of some chunk (no ``W`` ops), and the same micro-batch's backwards of
-    every earlier virtual stage wait for it, one after another, each at least its kernels'
-    time alone and its blocking collectives' least time; the least over the stage's chunks
-    (whichever ends last)."""
+    every earlier virtual stage wait for it, one after another, each at least its least time
+    (:class:`_Passes`); the least over the stage's chunks (whichever ends last)."""
     order = SCHEDULES.get(case.schedule)
     pp = case.parallel.pp
     place = {
@@ -500,8 +595,7 @@ def _drain(case: LlmCase, times: _Times) -> list[float]:
     for v in sorted(place):
         before[v] = total
         s, c = place[v]
-        backward = case.stages[s][c].backward
-        total += times.sequential(_kernels(backward)) + times.blocking(backward)
+        total += passes.backward[s][c]
     return [
         min(before[order.virtual_stage(c, s, pp)] for c in range(len(case.stages[s])))
         for s in range(pp)

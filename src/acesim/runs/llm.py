@@ -81,6 +81,7 @@ __all__ = [
     "execute_llm",
     "run_llm",
     "llm_graph",
+    "optimizer_steps",
     "OPTIMIZER",
 ]
 
@@ -498,13 +499,14 @@ def _host_update(p: Precision, params: float, gradient_bytes: int) -> tuple[floa
     return params * gradient_bytes, params * step, params * fp32
 
 
-def llm_graph(case: LlmCase, *, classes: bool = False, passes: PassSink | None = None) -> Graph:
-    """Every rank's execution graph of the case's iterations (``classes``: one per pipeline
-    stage, class mode; ``passes``: the composed graph, each pass one timer handed to this
-    sink, :mod:`acesim.training.compose`)."""
+def optimizer_steps(case: LlmCase) -> tuple[list[Compute], list[tuple[float, float, float]]]:
+    """Each pipeline stage's optimizer step on the GPU (its share of the stage's parameters:
+    over the DP ranks with the distributed optimizer or FSDP) and, where the optimizer (or
+    FSDP's whole shard) steps on the host, each stage's host share (:func:`_host_update`'s
+    bytes; empty where nothing is offloaded)."""
     par, p = case.parallel, case.precision
-    zero = par.zero >= 1
-    updates = []
+    gradient = grad_bytes(p, par.grad_fp32)
+    updates: list[Compute] = []
     hosted: list[tuple[float, float, float]] = []
     offload = par.offload_optimizer
     for chunks in case.stages:
@@ -512,17 +514,27 @@ def llm_graph(case: LlmCase, *, classes: bool = False, passes: PassSink | None =
         experts = sum(c.expert_params for c in chunks)
         share = (
             (params - experts) / case.place.grad_ranks + experts / case.place.expert_dp
-            if zero
+            if par.zero >= 1
             else params
         )
         if par.offload_weights:  # FSDP's CPU offload: the whole shard steps on the CPU
-            hosted.append((0.0, _host_update(p, share, grad_bytes(p, par.grad_fp32))[1], 0.0))
+            hosted.append((0.0, _host_update(p, share, gradient)[1], 0.0))
             updates.append(Compute())
             continue
         if offload:
-            hosted.append(_host_update(p, offload * share, grad_bytes(p, par.grad_fp32)))
+            hosted.append(_host_update(p, offload * share, gradient))
             share *= 1 - offload
-        updates.append(Compute(kernels=(_update(p, share, grad_bytes(p, par.grad_fp32)),)))
+        updates.append(Compute(kernels=(_update(p, share, gradient),)))
+    return updates, hosted
+
+
+def llm_graph(case: LlmCase, *, classes: bool = False, passes: PassSink | None = None) -> Graph:
+    """Every rank's execution graph of the case's iterations (``classes``: one per pipeline
+    stage, class mode; ``passes``: the composed graph, each pass one timer handed to this
+    sink, :mod:`acesim.training.compose`)."""
+    par, p = case.parallel, case.precision
+    zero = par.zero >= 1
+    updates, hosted = optimizer_steps(case)
     return pipeline_graph(
         case.stages,
         case.place,

@@ -71,7 +71,15 @@ from .host import segments
 from .offload import ActivationOffload, LayerOffload, WeightOffload, host_update
 from .schedules import SCHEDULES, Op, OpKind, PipelineSchedule, check_ops
 
-__all__ = ["pipeline_graph", "comm_kind", "COMM_KINDS", "EMITTERS", "PassSink"]
+__all__ = [
+    "pipeline_graph",
+    "comm_kind",
+    "COMM_KINDS",
+    "EMITTERS",
+    "PassSink",
+    "dp_parts",
+    "unit_parts",
+]
 
 
 class PassSink(Protocol):
@@ -644,7 +652,7 @@ class _RankGraph:
         if self.remaining[chunk] or self.plan.fsdp:
             return
         after = self._mirror(chunk) if self.plan.schedule.directions > 1 else self.prev
-        for group, params, what in _dp_parts(self.plan.place, self.chunks[chunk]):
+        for group, params, what in dp_parts(self.plan.place, self.chunks[chunk]):
             self.dp_nodes.append(
                 self._dp(
                     self.plan.dp_op,
@@ -701,7 +709,7 @@ class _RankGraph:
                 f"chunk{c}",
                 f"params.{what}",
             )
-            for group, params, what in _dp_parts(self.plan.place, work)
+            for group, params, what in dp_parts(self.plan.place, work)
         ]
         if len(gathers) == 1:
             return gathers[0]
@@ -818,12 +826,7 @@ class _RankGraph:
         """An FSDP unit's parameter all-gather or gradient reduce-scatter over the DP group,
         its experts' over the expert-data-parallel group (non-blocking; whoever needs them
         depends on them); none over a group of one rank."""
-        place = self.plan.place
         nbytes = self.plan.param_bytes if op == "all-gather" else self.plan.grad_bytes
-        experts = work.unit_experts[unit] if work.unit_experts else 0
-        parts = [(place.dp_group, work.unit_params[unit] - experts, "")]
-        if experts and place.expert_dp_group is not None:
-            parts.append((place.expert_dp_group, experts, ".experts"))
         return [
             self.add(
                 deps,
@@ -836,8 +839,7 @@ class _RankGraph:
                 pass_name="dp",
                 blocking=False,
             )
-            for group, params, what in parts
-            if params and group is not None
+            for group, params, what in unit_parts(self.plan.place, work, unit)
         ]
 
 
@@ -895,7 +897,18 @@ EMITTERS: dict[OpKind, Emitter] = {
 }
 
 
-def _dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]:
+def unit_parts(place: Placement, work: ChunkWork, unit: int) -> list[tuple[Group, int, str]]:
+    """(group, parameters, label suffix) of an FSDP unit's gathers and reduce-scatters: the
+    dense parameters over DP, the experts' over the expert-data-parallel group (none over a
+    group of one rank)."""
+    experts = work.unit_experts[unit] if work.unit_experts else 0
+    parts = [(place.dp_group, work.unit_params[unit] - experts, "")]
+    if experts:
+        parts.append((place.expert_dp_group, experts, ".experts"))
+    return [(g, params, what) for g, params, what in parts if params and g is not None]
+
+
+def dp_parts(place: Placement, work: ChunkWork) -> list[tuple[Group, int, str]]:
     """(group, parameters, label) of a chunk's data-parallel reductions: the dense
     parameters over DP, the experts' over the expert-data-parallel group."""
     out = []
