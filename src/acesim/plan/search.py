@@ -7,15 +7,15 @@ keyed by the larger of its GEMM and layer bounds until it is built (its work and
 ``acesim run`` builds it),
 then by its kernel bound; the smallest key is taken next: built when it was not (refused when
 it does not fit in HBM, counted by its dominant memory term; or refused unbuilt when its
-layers' weights, gradients and optimizer state alone exceed HBM), simulated when it was (in
-batches of the workers' size). The search ends when the smallest key reaches the ``K``-th best
+layers' weights, gradients and optimizer state alone exceed HBM), simulated when it was (on the
+workers while the search goes on: :class:`_Search`). The search ends when the smallest key reaches the ``K``-th best
 iteration time simulated: no candidate left can enter the top ``K``. Those left are pruned,
 built or not (the memory of the unbuilt ones is not checked: the output says how many).
 ``exhaustive`` simulates every candidate that fits.
 
 Each simulation is a sweep point (:func:`acesim.sweep.worker.execute_point`): in this
 process, in local worker processes, or on a Dask cluster, as ``acesim sweep`` runs them (one
-pool or client for the whole search: :func:`~acesim.sweep.runner.item_runner`), so a plan's
+pool or client for the whole search: :func:`~acesim.sweep.runner.point_stream`), so a plan's
 row is exactly what ``acesim run`` prints for the command line the row gives. By
 default a candidate is simulated in mode ``composed`` (each distinct pipeline pass once:
 :mod:`acesim.training.compose`, within 0.03% of class mode on issue 27's cases, at 10-30
@@ -30,7 +30,7 @@ import heapq
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,8 @@ from ..precision import PRECISIONS
 from ..runs.case import check_math
 from ..runs.compare import check_endpoints
 from ..runs.llm import compose_problem, make_llm_case, misfit
-from ..sweep.runner import item_runner
+from ..sweep.runner import point_stream
+from ..sweep.streams import PointStream
 from ..workload.llm.models import TransformerConfig
 from .bound import gemm_bound, kernel_bound, layer_bound, memory_floor, network_bound
 from .space import Candidate, Cluster, Space, enumerate_space, rule_name
@@ -259,9 +260,6 @@ def _point(
     }
 
 
-Runner = Callable[[list[tuple[str, dict[str, Any]]]], Iterator[tuple[str, dict[str, Any]]]]
-
-
 def search(
     request: PlanRequest,
     *,
@@ -270,7 +268,7 @@ def search(
     progress: Callable[[str, int], None] | None = None,
 ) -> PlanOutcome:
     """Run the plan's search (module docstring); ``progress(endpoint, simulated)`` after
-    each batch."""
+    each simulation taken."""
     started = time.monotonic()
     r = request
     check_math(r.system, PRECISIONS.get(r.precision, "precision").math, r.precision)
@@ -293,96 +291,119 @@ def search(
         for kind in endpoints
     }
     cases = _Cases(r, outcome)
-    batch = max(1, workers)
     compare = len(endpoints) > 1
-    with item_runner(dask=dask, workers=workers) as runner:  # its workers kept across batches
+    with point_stream(dask=dask, workers=workers) as stream:  # its workers kept throughout
         for n, kind in enumerate(endpoints):
             budget = Budget.share(r, started, len(endpoints) - n)
-            outcome.rows[kind] = _branch_and_bound(
-                r, kind, bounds, cases, outcome, docs, runner, batch, compare, progress, budget
-            )
+            search = _Search(r, kind, bounds, cases, outcome, docs, stream, compare, progress)
+            outcome.rows[kind] = search.run(budget)
     return outcome
 
 
-def _branch_and_bound(
-    r: PlanRequest,
-    kind: str,
-    bounds: Sequence[tuple[float, float]],
-    cases: _Cases,
-    outcome: PlanOutcome,
-    docs: Mapping[str, dict[str, Any]],
-    runner: Runner,
-    batch_size: int,
-    compare: bool,
-    progress: Callable[[str, int], None] | None,
-    budget: Budget = Budget(),
-) -> list[PlanRow]:
-    """One endpoint's ranked rows (module docstring)."""
-    space = outcome.space
-    best: list[float] = []  # max-heap (negated) of the K best times
-    rows: list[PlanRow] = []
-    pending: list[tuple[int, dict[str, float], float]] = []
+class _Search:
+    """One endpoint's branch and bound (module docstring) on a point stream.
 
-    def threshold() -> float:
-        if r.exhaustive or len(best) < r.top:
+    Simulations run while the search goes on: the candidate at position ``p`` of the
+    simulations (in the order the search submits them) is decided on the results of every
+    position up to ``p - lag`` (``lag``: half the stream's window, two per worker; one in
+    this process), taken in position order, whenever they finished. The positions after them may
+    still be running, so the workers stay busy while one simulation takes long, and what is
+    simulated depends on the inputs and the window only, never on which simulation
+    finished first (the same rows, counts and ranking from run to run)."""
+
+    def __init__(
+        self,
+        request: PlanRequest,
+        kind: str,
+        bounds: Sequence[tuple[float, float]],
+        cases: _Cases,
+        outcome: PlanOutcome,
+        docs: Mapping[str, dict[str, Any]],
+        stream: PointStream,
+        compare: bool,
+        progress: Callable[[str, int], None] | None,
+    ):
+        self.r, self.kind, self.bounds, self.cases = request, kind, bounds, cases
+        self.outcome, self.docs, self.stream = outcome, docs, stream
+        self.compare, self.progress = compare, progress
+        self.best: list[float] = []  # max-heap (negated) of the K best times taken
+        self.rows: list[PlanRow] = []
+        self.submitted: list[tuple[int, dict[str, float], float]] = []
+        self.finished: dict[int, dict[str, Any]] = {}  # position -> its outcome
+        self.taken = 0  # positions taken into best and rows, in order
+
+    def threshold(self) -> float:
+        if self.r.exhaustive or len(self.best) < self.r.top:
             return math.inf
-        return -best[0]
+        return -self.best[0]
 
-    def flush() -> None:
-        items = [
-            (str(i), _point(r, docs, space.candidates[i], kind, compare)) for i, _, _ in pending
-        ]
-        by_key = {str(i): (i, memory, kb) for i, memory, kb in pending}
-        for key, result in runner(items):
-            i, memory, kb = by_key[key]
-            c = space.candidates[i]
-            if result["status"] != "ok":
-                outcome.failed.append((c.text, kind, str(result.get("error"))))
-                continue
-            gemm, layer = bounds[i]
-            network = cases.networks.get(i, 0.0)
-            row = PlanRow(c, kind, gemm, kb, dict(memory), result["metrics"], layer, network)
-            rows.append(row)
-            heapq.heappush(best, -row.iteration_time)
-            if len(best) > r.top:
-                heapq.heappop(best)
-        pending.clear()
-        if progress is not None:
-            progress(kind, len(rows))
+    def run(self, budget: Budget) -> list[PlanRow]:
+        space, cases = self.outcome.space, self.cases
+        lag = max(1, self.stream.window // 2)  # one running and one waiting per worker
+        # best first: unbuilt candidates (stage 0) keyed by their GEMM and layer bounds, built
+        # ones (1) by their kernel bound, then (2) by their network bound too (never below
+        # the key before); a key at or above the K-th best time ends the search
+        queue: list[tuple[float, int, int]] = [(max(b), 0, i) for i, b in enumerate(self.bounds)]
+        heapq.heapify(queue)
+        while queue:
+            self.take(len(self.submitted) - lag + 1)
+            key, stage, i = queue[0]
+            if key >= self.threshold():
+                break
+            if budget.spent(self.kind, len(self.submitted), stage == 2, self.outcome):
+                break
+            heapq.heappop(queue)
+            if stage == 0:
+                built = cases.get(i, space.candidates[i])
+                if built is not None:
+                    heapq.heappush(queue, (max(built[1], key), 1, i))
+            elif stage == 1:
+                network = cases.network(i, space.candidates[i])
+                heapq.heappush(queue, (max(network, key), 2, i))
+            else:
+                self.submit(i)
+        self.take(len(self.submitted))
+        _account(self.kind, queue, self.threshold(), cases, self.outcome)
+        return sorted(
+            self.rows,
+            key=lambda row: (
+                row.iteration_time,
+                row.candidate.text,
+                row.candidate.parallel.micro_batch,
+            ),
+        )
 
-    # best first: unbuilt candidates (stage 0) keyed by their GEMM and layer bounds, built
-    # ones (1) by their kernel bound, then (2) by their network bound too (never below the
-    # key before); a key at or above the K-th best time ends the search
-    queue: list[tuple[float, int, int]] = [(max(b), 0, i) for i, b in enumerate(bounds)]
-    heapq.heapify(queue)
-    while queue:
-        key, stage, i = queue[0]
-        if key >= threshold():
-            break
-        if budget.spent(kind, len(rows) + len(pending), stage == 2, outcome):
-            break
-        heapq.heappop(queue)
-        if stage == 0:
-            built = cases.get(i, space.candidates[i])
-            if built is not None:
-                heapq.heappush(queue, (max(built[1], key), 1, i))
-            continue
-        if stage == 1:
-            network = cases.network(i, space.candidates[i])
-            heapq.heappush(queue, (max(network, key), 2, i))
-            continue
-        entry = cases.built[i]
+    def submit(self, i: int) -> None:
+        entry = self.cases.built[i]
         assert entry is not None
-        pending.append((i, entry[0], entry[1]))
-        if len(pending) >= batch_size or not queue or queue[0][0] >= threshold():
-            flush()
-    if pending:
-        flush()
-    _account(kind, queue, threshold(), cases, outcome)
-    rows.sort(
-        key=lambda row: (row.iteration_time, row.candidate.text, row.candidate.parallel.micro_batch)
-    )
-    return rows
+        c = self.outcome.space.candidates[i]
+        point = _point(self.r, self.docs, c, self.kind, self.compare)
+        self.stream.submit(str(len(self.submitted)), point)
+        self.submitted.append((i, entry[0], entry[1]))
+
+    def take(self, upto: int) -> None:
+        """Take the results of the positions before ``upto`` into the rows and the K best,
+        in position order (waiting for those still running)."""
+        while self.taken < upto:
+            while self.taken not in self.finished:
+                key, result = self.stream.next()
+                self.finished[int(key)] = result
+            result = self.finished.pop(self.taken)
+            i, memory, kb = self.submitted[self.taken]
+            self.taken += 1
+            c = self.outcome.space.candidates[i]
+            if result["status"] != "ok":
+                self.outcome.failed.append((c.text, self.kind, str(result.get("error"))))
+                continue
+            gemm, layer = self.bounds[i]
+            network = self.cases.networks.get(i, 0.0)
+            row = PlanRow(c, self.kind, gemm, kb, dict(memory), result["metrics"], layer, network)
+            self.rows.append(row)
+            heapq.heappush(self.best, -row.iteration_time)
+            if len(self.best) > self.r.top:
+                heapq.heappop(self.best)
+            if self.progress is not None:
+                self.progress(self.kind, len(self.rows))
 
 
 def _account(

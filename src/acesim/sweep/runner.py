@@ -25,8 +25,6 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,15 +33,15 @@ from urllib.parse import urlsplit
 
 from ..clusters import dask_client, require_dask
 from ..errors import ConfigError, SweepError, short_repr
-from ..processes import process_pool
 from .spec import Point, SweepSpec, canonical_json, load_spec
 from .store import ResultStore
-from .worker import error_outcome, execute_point
+from .streams import DaskStream, InlineStream, LocalStream, PointStream, drive
+from .worker import error_outcome
 
 __all__ = [
     "run_sweep",
     "run_items",
-    "item_runner",
+    "point_stream",
     "SweepSummary",
     "default_workers",
     "default_db",
@@ -328,163 +326,36 @@ def run_items(
 
 
 @contextmanager
-def item_runner(
-    *, dask: Any = None, workers: int = 0
-) -> Iterator[Callable[[list[Item]], Iterator[tuple[str, Any]]]]:
-    """A runner of batches of resolved points, as :func:`run_items` runs them, that keeps
-    its workers between batches: one process pool, or one Dask client (``"local"``: one
-    LocalCluster), for a search that runs batch after batch (``acesim plan``); each worker's
-    caches (kernel plans, chunk works) then serve every batch, and no batch pays a cluster's
-    start. Closed when the block ends."""
+def point_stream(*, dask: Any = None, workers: int = 0) -> Iterator[PointStream]:
+    """A :class:`~acesim.sweep.streams.PointStream` on the backend :func:`run_items` uses
+    (this process, ``workers`` local processes, a Dask cluster), kept until the block ends:
+    for a search that submits point after point (``acesim plan``), so that each worker's
+    caches (kernel plans, chunk works) serve every point and no cluster starts twice."""
     if dask is None and workers == 0:
-        yield _run_inline
+        yield InlineStream()
         return
     if dask is None:
-        held = [_pool(workers)]
+        local = LocalStream(workers)
         try:
-            yield lambda items: _run_local(items, workers, held)
+            yield local
         finally:
-            held[0].shutdown(wait=False, cancel_futures=True)
+            local.close()
         return
     if isinstance(dask, str) and dask != "local":
         check_dask(dask)
     with dask_client(dask, workers, _unreachable) as (dist, client):
-        yield lambda items: _dask_items(items, dist, client)
+        yield DaskStream(dist, client)
 
 
 def _backend(dask: Any, workers: int) -> Callable[[list[Item]], Iterator[tuple[str, Any]]]:
-    if dask is None:
-        if workers == 0:
-            return _run_inline
-        return lambda items: _run_local(items, workers)
-    return lambda items: _run_dask(items, dask, workers)
+    def run(items: list[Item]) -> Iterator[tuple[str, Any]]:
+        if not items:
+            return
+        with point_stream(dask=dask, workers=workers) as stream:
+            yield from drive(stream, items)
 
-
-# ---------------------------------------------------------------------------------------------
-# this process
-
-
-def _run_inline(items: list[Item]) -> Iterator[tuple[str, Any]]:
-    for h, config in items:
-        yield h, execute_point(config)
-
-
-# ---------------------------------------------------------------------------------------------
-# local processes
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    # Workers ignore Ctrl-C (the parent decides) and exit once the parent is gone; forked from a
-    # server that has already imported the simulator, they start fast.
-    return process_pool(
-        workers, preload=["acesim.sweep.worker", "acesim.simulate"], ignore_sigint=True
-    )
-
-
-def _run_local(
-    items: list[Item], workers: int, held: list[ProcessPoolExecutor] | None = None
-) -> Iterator[tuple[str, Any]]:
-    """``items`` on a process pool of ``workers``: a new one, shut down at the end, or the
-    one ``held`` (an :func:`item_runner`'s, left running; replaced there if it breaks)."""
-    if not items:
-        return
-    window = max(4, 4 * workers)
-    queue = list(reversed(items))
-    attempts: dict[str, int] = {}
-    configs = dict(items)
-    pool = held[0] if held is not None else _pool(workers)
-    finished_by_pool = 0
-    pending: dict[Future[dict[str, Any]], str] = {}
-    try:
-        while queue or pending:
-            try:
-                while queue and len(pending) < window:
-                    h, config = queue[-1]
-                    pending[pool.submit(execute_point, config)] = h
-                    queue.pop()
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    try:
-                        outcome = fut.result()
-                    except BrokenProcessPool:
-                        raise
-                    except Exception as exc:  # pickling problems and the like
-                        outcome = error_outcome(f"{type(exc).__name__}: {exc}")
-                    h = pending.pop(fut)
-                    finished_by_pool += 1
-                    yield h, outcome
-            except BrokenProcessPool:
-                # A worker died (OOM, crash): every point in flight is lost with the pool.
-                lost = list(pending.values())
-                pending.clear()
-                pool.shutdown(wait=False, cancel_futures=True)
-                if finished_by_pool == 0:
-                    raise SweepError(
-                        "local worker processes died before finishing any point "
-                        "(see the messages above); try --workers 0 to run in this process"
-                    ) from None
-                pool = _pool(workers)
-                if held is not None:
-                    held[0] = pool
-                finished_by_pool = 0
-                for h in lost:
-                    attempts[h] = attempts.get(h, 0) + 1
-                    if attempts[h] >= 2:
-                        yield (
-                            h,
-                            error_outcome(
-                                "a worker process died while this point was running "
-                                "(out of memory or a crash); rerun with --retry-errors"
-                            ),
-                        )
-                    else:
-                        queue.append((h, configs[h]))
-    finally:
-        if held is None:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Dask
+    return run
 
 
 def _unreachable(address: str, exc: BaseException) -> Exception:
     return SweepError(f"--dask {address}: cannot reach the scheduler ({exc})")
-
-
-def _run_dask(items: list[Item], dask: Any, workers: int) -> Iterator[tuple[str, Any]]:
-    if isinstance(dask, str) and dask != "local":
-        check_dask(dask)
-    with dask_client(dask, workers, _unreachable) as (dist, client):
-        yield from _dask_items(items, dist, client)
-
-
-def _dask_items(items: list[Item], dist: Any, client: Any) -> Iterator[tuple[str, Any]]:
-    """``items`` on the Dask ``client`` (``dist``: the distributed module)."""
-    if not items:
-        return
-    threads = sum(client.nthreads().values()) or 1
-    window = max(16, 4 * threads)
-    queue = list(reversed(items))
-    stream = dist.as_completed()
-    keys: dict[Any, str] = {}
-
-    def submit() -> None:
-        h, config = queue.pop()
-        fut = client.submit(execute_point, config, key=f"acesim-point-{h}", pure=False)
-        keys[fut.key] = h
-        stream.add(fut)
-
-    while queue and stream.count() < window:
-        submit()
-    for fut in stream:
-        h = keys.pop(fut.key)
-        if fut.status == "finished":
-            outcome = fut.result()
-        else:
-            failure = fut.exception()
-            outcome = error_outcome(f"dask: {type(failure).__name__}: {failure}")
-        fut.release()
-        yield h, outcome
-        while queue and stream.count() < window:
-            submit()
