@@ -7,11 +7,11 @@ keyed by the larger of its GEMM and layer bounds until it is built (its work and
 ``acesim run`` builds it),
 then by its kernel bound; the smallest key is taken next: built when it was not (refused when
 it does not fit in HBM, counted by its dominant memory term; or refused unbuilt when its
-layers' weights, gradients and optimizer state alone exceed HBM), simulated when it was (on the
-workers while the search goes on: :class:`_Search`). The search ends when the smallest key reaches the ``K``-th best
-iteration time simulated: no candidate left can enter the top ``K``. Those left are pruned,
-built or not (the memory of the unbuilt ones is not checked: the output says how many).
-``exhaustive`` simulates every candidate that fits.
+layers' weights, gradients and optimizer state alone exceed HBM), simulated when it was (on
+the workers while the search goes on: :class:`_Search`). The search ends when the smallest
+key reaches the ``K``-th best iteration time simulated: no candidate left can enter the top
+``K``. Those left are pruned, built or not (the memory of the unbuilt ones is not checked:
+the output says how many). ``exhaustive`` simulates every candidate that fits.
 
 Each simulation is a sweep point (:func:`acesim.sweep.worker.execute_point`): in this
 process, in local worker processes, or on a Dask cluster, as ``acesim sweep`` runs them (one
