@@ -28,11 +28,9 @@ processes' turns; the CPU time is what one free core would take). ``--general`` 
 fluid reallocation through the general max-min filling (the engine before issue 27's fast path
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
-difference of the iteration time (0: the fast path is exact). ``--replay`` and ``--no-replay``
-turn class mode's pass replay on or off (:mod:`acesim.training.replay`; without either, as
-shipped: :data:`~acesim.training.replay.ENABLED`; each row says how many passes were replayed).
+difference of the iteration time (0: the fast path is exact).
 ``70b-fsdp`` (``--only``) is a candidate of ``acesim plan``'s space, Llama3 70B TP8 PP4 VPP5 with
-SP and FSDP, MBS 2, on 64 H100: what pass replay costs where it replays nothing.
+SP and FSDP, MBS 2, on 64 H100, whose pass contexts never repeat.
 ``--repetition`` prints how alike the micro-batches of each stage are (the share of step
 executions at their step's most common duration: what simulating each distinct step once would
 save).
@@ -54,7 +52,6 @@ from dataclasses import dataclass
 
 from acesim.engine import kernel as engine_kernel
 from acesim.runs.llm import LlmCase, make_llm_case, run_llm
-from acesim.training import replay
 from acesim.training.executor import Execution
 from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
@@ -126,7 +123,7 @@ SCALE_CASES: dict[str, LlmBench] = {
 }  # fmt: skip
 #: a candidate of ``acesim plan``'s space (``benchmarks/plan_scale.py`` draws it, seed 1): FSDP
 #: with VPP, whose pass contexts never repeat (the FSDP gathers and reduce-scatters move beside
-#: the passes): the case that bounds what pass replay may cost where it replays nothing
+#: the passes)
 PLAN_CASES: dict[str, LlmBench] = {
     "70b-fsdp": LlmBench("Llama3 70B TP8 PP4 VPP5 SP FSDP, MBS 2, 64 H100", _H100, 8,
                          "llama3-70b", "tp=8,pp=4,vpp=5,cp=1,ep=1,sp=1,zero=3,recompute=none",
@@ -139,8 +136,9 @@ EXACT_CASES: dict[str, LlmBench] = {
 
 
 def repetition(execution: Execution) -> tuple[int, int, float]:
-    """How alike a run's micro-batches are (what a replay of repeated steps would save, issue
-    27): (node executions, their groups, the share at their group's most common duration).
+    """How alike a run's micro-batches are (what simulating each distinct step once would
+    save, issue 27): (node executions, their groups, the share at their group's most common
+    duration).
     A group is one (rank, pass, chunk, step) over every micro-batch: the compute nodes named
     ``pass.chunk.micro.step`` and the collectives ``kind.op.pass.chunk.micro.step``;
     durations are compared to 1e-12 s."""
@@ -169,23 +167,14 @@ def case_of(bench: LlmBench) -> LlmCase:
 
 
 def _run(
-    bench: LlmBench,
-    mode: str,
-    general: bool,
-    alike: bool = False,
-    replayed: bool | None = None,
-) -> tuple[float, float, float, int, str, int, str, str]:
-    """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition, passes
-    replayed) of one run (``general``: without the engine's fast path; ``alike``:
-    :func:`repetition` as text; ``replayed``: class mode's pass replay on or off, None: as
-    shipped, :data:`acesim.training.replay.ENABLED`)."""
+    bench: LlmBench, mode: str, general: bool, alike: bool = False
+) -> tuple[float, float, float, int, str, int, str]:
+    """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition) of one run
+    (``general``: without the engine's fast path; ``alike``: :func:`repetition` as text)."""
     engine_kernel.SOLO_PATH = not general
-    shipped = replay.ENABLED
-    replay.ENABLED = shipped if replayed is None else replayed
     wall, cpu = time.perf_counter(), time.process_time()
     result, ex = run_llm(case_of(bench), mode=mode)
     engine_kernel.SOLO_PATH = True
-    replay.ENABLED = shipped
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
@@ -196,7 +185,6 @@ def _run(
         "{} node executions in {} groups, {:.1%} at their group's duration".format(*repetition(ex))
         if alike
         else "",
-        f"{ex.replayed}/{ex.passes}",
     )
 
 
@@ -208,12 +196,6 @@ def main() -> None:
     parser.add_argument("--exact", action="store_true", help="also the exact-mode comparison")
     parser.add_argument(
         "--general", action="store_true", help="without the engine's fast path (issue 27)"
-    )
-    parser.add_argument(
-        "--replay",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="class mode's pass replay on (--replay) or off (--no-replay); as shipped without",
     )
     parser.add_argument(
         "--composed",
@@ -242,7 +224,7 @@ def main() -> None:
     )
     print(
         f"{'case':44s} {'mode':>8s} {'ranks':>5s} {'events':>9s} {'wall s':>8s} {'CPU s':>8s} "
-        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s} {'replayed':>11s}"
+        f"{'target s':>8s} {'CPU/target':>10s} {'iteration s':>14s}"
         + (" general CPU s  rel. diff" if args.compare else "")
     )
     if args.composed and args.full:
@@ -259,16 +241,14 @@ def main() -> None:
     rows += [(c, m) for c in picked for m in ("class", "exact")]
     for bench, mode in rows:
         runs = [
-            _run(bench, mode, args.general, args.repetition and k == 0, args.replay)
-            for k in range(args.repeats)
+            _run(bench, mode, args.general, args.repetition and k == 0) for k in range(args.repeats)
         ]
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
         ratio = f"{cpu / bench.target:10.2f}" if bench.target else f"{'':10s}"
         line = (
             f"{bench.label:44s} {runs[0][4]:>8s} {runs[0][3]:5d} {runs[0][5]:9d} {wall:8.2f} "
-            f"{cpu:8.2f} {bench.target or float('nan'):8.0f} {ratio} {runs[0][2]:14.9f} "
-            f"{runs[0][7]:>11s}"
+            f"{cpu:8.2f} {bench.target or float('nan'):8.0f} {ratio} {runs[0][2]:14.9f}"
         )
         if args.compare:
             full = _run(bench, mode, True)

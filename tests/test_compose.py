@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import functools
 import math
+import random
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving
 from test_fast_paths import _cases as _few_cases
-from test_pass_replay import _MODELS, _cases
 
 from acesim.errors import ConfigError
 from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training.compose import PassTimes
+from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
 
 #: the module's shared runs (module fixtures) made once: its tests in one worker
@@ -30,9 +33,42 @@ pytestmark = pytest.mark.xdist_group("compose")
 #: issue 27's bound on an approximation's iteration time, relative to class mode
 _BOUND = 1e-3
 _DRAWN = 50
-#: of them, drawn as tests/test_pass_replay.py draws (3-4 micro-batches per stage: passes
-#: repeat); the rest as tests/test_fast_paths.py does (1-2)
+#: of them, drawn by :func:`_cases` (3-4 micro-batches per stage: passes repeat); the rest as
+#: tests/test_fast_paths.py draws (1-2)
 _REPEATING = 16
+
+#: small transformers (no published model's sizes: fast to simulate), dense and MoE
+_MODELS = [
+    TransformerConfig("tiny", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024, vocab=4096,
+                      seq=128),
+    TransformerConfig("tiny-gpt", layers=8, hidden=512, heads=8, ffn=2048, vocab=4096, seq=128,
+                      gated=False, norm="layernorm", bias=True, tied=True),
+    TransformerConfig("tiny-moe", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024,
+                      vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
+]  # fmt: skip
+
+
+def _draw(rng: random.Random) -> tuple[Any, ...]:
+    """One configuration: model, system, nodes, parallel string, global batch, endpoint."""
+    model = rng.choice(_MODELS)
+    system = rng.choice(SYSTEMS)
+    nodes = rng.choice([1, 1, 2])
+    tp = rng.choice([1, 2, 4])
+    pp = rng.choice([4, 4, 8])
+    parts = [f"tp={tp}", f"pp={pp}"]
+    if rng.random() < 0.4:
+        parts.append("vpp=2")
+    else:
+        kind = rng.choice(SCHEDULES)
+        if kind:
+            parts.append(f"schedule={kind}")
+    # enough micro-batches that passes repeat
+    return finish_draw(rng, model, system, nodes, tp, pp, parts, [3, 4])
+
+
+def _cases(count: int) -> Iterator[Any]:
+    """``count`` drawn configurations that resolve (a seeded draw: the same every run)."""
+    return resolving(_draw, count, 2027)
 
 
 @pytest.fixture(scope="module")

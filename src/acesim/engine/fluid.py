@@ -64,10 +64,6 @@ class Resource:
             self.used += self.allocated * (now - self._since)
             self._since = now
 
-    def advance(self, now: float) -> None:
-        """Bring ``used`` up to ``now`` (s; not before the last change of allocation)."""
-        self._advance(now)
-
     def utilisation(self, elapsed: float) -> float:
         """Mean allocated fraction of capacity over ``elapsed`` seconds."""
         if elapsed <= 0 or not math.isfinite(self.capacity):

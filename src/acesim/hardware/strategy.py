@@ -50,8 +50,6 @@ class Strategy:
     replicate: bool = False
     note: str = ""
     events: str = ""
-    #: class mode: replay pipeline passes seen before (:mod:`acesim.training.replay`)
-    replay: bool = False
     #: class mode: compose the iteration from passes simulated alone
     #: (:mod:`acesim.training.compose`)
     composed: bool = False
@@ -77,8 +75,8 @@ class Strategy:
 
     @classmethod
     def of_classes(
-        cls, classes: RankClasses, note: str = "", *, replay: bool = False, composed: bool = False
+        cls, classes: RankClasses, note: str = "", *, composed: bool = False
     ) -> Strategy:
-        """Class mode with ``classes`` (``replay``: pipeline passes seen before replayed;
-        ``composed``: the iteration composed from passes simulated alone)."""
-        return cls("class", classes, note=note, replay=replay and not composed, composed=composed)
+        """Class mode with ``classes`` (``composed``: the iteration composed from passes
+        simulated alone)."""
+        return cls("class", classes, note=note, composed=composed)

@@ -23,15 +23,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..engine import Activity
-from ..engine.fluid import solo_rate
 from .algorithms import ALLTOALL
 from .classes import RankClasses, hops
 from .group import Axis
 from .topology import Topology
-
-#: How much longer than alone (relative) a hop may run and still count as not slowed: the
-#: rounding of a fluid activity's progress over its rate changes.
-SLOWED = 1e-9
 
 
 def shift_destination(
@@ -56,12 +51,11 @@ def shift_destination(
 
 class _Message(NamedTuple):
     """A message on its way: ``size`` bytes, and what :meth:`PointToPoint.send` was told to
-    call (on delivery, as each hop's bytes are out, when a hop ran slower than alone)."""
+    call (on delivery, and as each hop's bytes are out)."""
 
     size: float
     on_delivered: Callable[[], Any]
     on_hop: Callable[[int, float], Any] | None
-    on_slowed: Callable[[], Any] | None
 
 
 class PointToPoint:
@@ -85,10 +79,6 @@ class PointToPoint:
             self._routes[(src, dst)] = route
         return route
 
-    def route(self, src: int, dst: int) -> list[tuple[int, int]]:
-        """(dimension, next simulated rank) hops from ``src`` to ``dst``, in dimension order."""
-        return self._hops(src, dst)
-
     def send(
         self,
         src: int,
@@ -96,16 +86,14 @@ class PointToPoint:
         size: float,
         on_delivered: Callable[[], Any],
         on_hop: Callable[[int, float], Any] | None = None,
-        on_slowed: Callable[[], Any] | None = None,
     ) -> None:
         """Send ``size`` bytes from simulated rank ``src`` to ``dst`` (exact or class mode); call
-        ``on_delivered``, ``on_hop(dimension, bytes)`` as each hop's bytes are out, and
-        ``on_slowed()`` when a hop ran slower than it would have alone on its resources."""
+        ``on_delivered``, and ``on_hop(dimension, bytes)`` as each hop's bytes are out."""
         hops = self._hops(src, dst)
         if not hops:
             self.rt.engine.schedule(0.0, on_delivered)
             return
-        self._hop(hops, 0, src, _Message(size, on_delivered, on_hop, on_slowed))
+        self._hop(hops, 0, src, _Message(size, on_delivered, on_hop))
 
     def _hop(self, hops: list[tuple[int, int]], index: int, sim_rank: int, msg: _Message) -> None:
         """Send ``msg`` over ``hops[index]`` from simulated rank ``sim_rank``, then the next."""
@@ -117,11 +105,7 @@ class PointToPoint:
         if rt.paths[dim]:  # the NIC's proxy and the PCIe path, where the system states them
             rt.add_path_demand(demand, sim_rank, nxt, dim, 1.0)
 
-        def sent(act: Activity) -> None:
-            if msg.on_slowed is not None and act.finished is not None:
-                alone = solo_rate(act)
-                if (act.finished - act.started) * alone > act.work * (1 + SLOWED):
-                    msg.on_slowed()
+        def sent(_act: Activity) -> None:
             self.bytes_sent_per_dim[dim] = self.bytes_sent_per_dim.get(dim, 0.0) + size
             if msg.on_hop is not None:
                 msg.on_hop(dim, size)

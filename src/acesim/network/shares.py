@@ -8,11 +8,6 @@ requests in flight, is the endpoint's; its weight on the rank's HBM is split eve
 messages in flight and re-split whenever one starts or ends: once per instant, just before
 the rates are computed (a step of ``k`` messages that start together and end together re-splits
 twice, not ``2k`` times over ``k`` messages).
-
-A rank may also count *stand-in* messages in its split (:meth:`set_stand_ins`): class mode's
-pass replay (:mod:`acesim.training.replay`) takes a replayed pass's messages off the resources
-but keeps their count, so that the rank's other messages carry the weight they would beside
-them (on every resource they load, another rank's link among them).
 """
 
 from __future__ import annotations
@@ -35,10 +30,6 @@ class MessageShares:
         self._inflight: list[dict[Activity, None]] = [{} for _ in range(ranks)]
         #: ranks whose messages' weights are to be re-split before the next reallocation
         self._stale: dict[int, float] = {}
-        #: each rank's stand-in messages (counted in its split, on no resource)
-        self._stand_ins = [0] * ranks
-        #: called with (rank, message, +1 or -1) as a message of a rank's split starts or ends
-        self.observer: Callable[[int, Activity, int], Any] | None = None
 
     def start(
         self,
@@ -59,30 +50,14 @@ class MessageShares:
             nbytes,
             demand,
             self._in_flight(rank, weight, on_done),
-            # the rank's weight split over its messages
-            weight=weight / (len(inflight) + 1 + self._stand_ins[rank]),
+            weight=weight / (len(inflight) + 1),  # the rank's weight split over its messages
             tag=tag,
             track=track,
             basis=basis,
         )
         inflight[act] = None
         self._mark(rank, weight)
-        if self.observer is not None:
-            self.observer(rank, act, 1)
         return act
-
-    def set_stand_ins(self, rank: int, count: int) -> None:
-        """Count ``count`` stand-in messages in ``rank``'s split from now (re-split at once)."""
-        share = self.endpoint.hbm_parallelism(rank)
-        if share is None or self._stand_ins[rank] == count:
-            return
-        self._stand_ins[rank] = count
-        inflight = self._inflight[rank]
-        if inflight:
-            weight = share[1] / (len(inflight) + count)
-            for act in inflight:
-                self.engine.set_weight(act, weight)
-            self._mark(rank, share[1])
 
     def solo(self, rank: int, demand: dict[Resource, float]) -> tuple[float, Resource | None]:
         """The weight and weight basis :meth:`start` gives a message of ``demand`` at ``rank``
@@ -117,15 +92,13 @@ class MessageShares:
             started=started,
             rate=rate,
             bound=bound,
-            weight=weight / (1 + self._stand_ins[rank]) if shared else weight,
+            weight=weight,
             basis=basis,
             tag=tag,
             track=track,
         )
         if shared:
             self._inflight[rank][act] = None
-            if self.observer is not None:
-                self.observer(rank, act, 1)
         return act
 
     def _in_flight(
@@ -138,8 +111,6 @@ class MessageShares:
         def done(act: Activity) -> None:
             inflight.pop(act, None)
             self._mark(rank, units)
-            if self.observer is not None:
-                self.observer(rank, act, -1)
             on_done(act)
 
         return done
@@ -157,6 +128,6 @@ class MessageShares:
             inflight = self._inflight[rank]
             if not inflight:
                 continue
-            weight = units / (len(inflight) + self._stand_ins[rank])
+            weight = units / len(inflight)
             for act in inflight:
                 self.engine.set_weight(act, weight)

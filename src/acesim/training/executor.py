@@ -36,10 +36,8 @@ from ..network.collective import Collective
 from ..network.group import members, resolve
 from ..network.p2p import PointToPoint
 from ..workload.graph import Graph, Node
-from . import replay as replay_module
 from .bounds import BoundRecorder
 from .composition import Composition
-from .replay import Memory, PassReplay
 
 #: Exact mode: how many times a run may be redone to move overlapping collectives to the event
 #: path (see :meth:`GraphExecutor.run`) before every collective runs there.
@@ -120,10 +118,6 @@ class Execution:
     #: and its records stand for every rank's (each rank's map holds rank 0's record
     #: objects; see :class:`GraphExecutor`)
     replicated: bool = False
-    #: class mode: pipeline passes run, and those replayed from a like pass's memo
-    #: (:mod:`.replay`; the redone count includes redos a differing replay context caused)
-    passes: int = 0
-    replayed: int = 0
     #: exact mode: why collectives ran on the event path (reason -> collectives), the
     #: lockstep backend's own words (:mod:`acesim.network.vectorized`)
     event_reasons: dict[str, int] = field(default_factory=dict)
@@ -277,7 +271,6 @@ class GraphExecutor:
         kernel_tracks: dict[int, str] | None = None,
         recorder: Callable[[], BoundRecorder] = BoundRecorder,
         node_progress: Callable[[int], Callable[[int, Node], Any]] | None = None,
-        replay: Memory | None = None,
     ):
         self.platform = platform
         #: told the nodes a pass simulates (:attr:`node_total`) as it starts, it returns the
@@ -342,27 +335,6 @@ class GraphExecutor:
         self._unblocking = False
         self._gate_left: dict[int, int] = {}
         self._watch: dict[tuple[int, int], list[int]] = {}
-        #: class mode's pass replay (:mod:`.replay`; None: every pass simulated), what the
-        #: run's tries share of it
-        self.replay_memory = Memory() if replay is None else replay
-        self.replay = self._pass_replay()
-
-    def _pass_replay(self) -> PassReplay | None:
-        """Class mode's pass replay where the strategy asks for it, nothing it does not model
-        runs (gates and per-job kernel tracks: multi-job runs; replicated ranks) and a rank may
-        replay."""
-        if (
-            self.replay_memory.enabled
-            and replay_module.ENABLED
-            and self.platform.strategy.replay
-            and not self.gates
-            and self.kernel_tracks is None
-            and not self.replicated
-        ):
-            replay = PassReplay(self, self.replay_memory)
-            if replay.useful:
-                return replay
-        return None
 
     def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:
         """Per-rank graphs: the ranks that issue each collective instance."""
@@ -469,16 +441,6 @@ class GraphExecutor:
             return self._agreed()
         except vectorized.Diverged:
             return self._every_rank()
-        except replay_module.Violated:
-            # a replayed pass's context differed from its memo's: redo, that context not
-            # replayed, the memos kept (without replay after MAX_REPLAY_REDOS tries)
-            memory = self.replay_memory
-            memory.enabled = self.redone < replay_module.MAX_REDOS
-            again = self._again(
-                Platform(self.platform.system, self.platform.strategy), self.event_path, memory
-            )
-            again.redone = self.redone + 1
-            return again.run()
         except vectorized.Conflict as conflict:
             assert self.event_path is not None
             redo = self.event_path | conflict.keys
@@ -490,14 +452,8 @@ class GraphExecutor:
             again.redone = self.redone + 1
             return again.run()  # its execution counts every redo before it (see _run)
 
-    def _again(
-        self,
-        platform: Platform,
-        event_path: frozenset[Any] | None,
-        replay: Memory | None = None,
-    ) -> GraphExecutor:
-        """An executor of the same graph, gates and tracks on a fresh ``platform`` (sharing the
-        pass replay's ``replay`` memory)."""
+    def _again(self, platform: Platform, event_path: frozenset[Any] | None) -> GraphExecutor:
+        """An executor of the same graph, gates and tracks on a fresh ``platform``."""
         platform.collectives.tracks = self.platform.collectives.tracks
         return GraphExecutor(
             platform,
@@ -508,7 +464,6 @@ class GraphExecutor:
             kernel_tracks=self.kernel_tracks,
             recorder=self.recorder,
             node_progress=self.node_progress,
-            replay=replay,
         )
 
     def _lockstep_problem(self) -> str | None:
@@ -564,8 +519,6 @@ class GraphExecutor:
             raise vectorized.Conflict(deferred.conflicts)
         if self.replicated:
             self._check_replicas()
-        if self.replay is not None and self.replay.violations:
-            raise replay_module.Violated(None)
         for st in self.states if any(self._iter_left.values()) else ():
             # (every node counted finished: none can be unfinished)
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
@@ -587,9 +540,6 @@ class GraphExecutor:
             problem = self._lockstep_problem() or vectorized.TIMING
             self.execution.event_reasons = {problem: len(self.execution.collectives)}
         self.execution.redone = self.redone
-        if self.replay is not None:
-            self.execution.replayed = self.replay.replayed
-            self.execution.passes = self.replay.passes
         if self.replicated:
             self._copy_replicas()
         return self.execution
@@ -646,22 +596,15 @@ class GraphExecutor:
             starts[node.iteration] = now
             self.execution.snapshots[node.iteration] = self._snapshot()
         rec = self.records[st.rank][node.id]
-        replay = self.replay
-        if replay is not None and node.id in replay.ranks[st.rank].virtual:
-            return  # a replayed pass's member: its records are the memo's
         rec.ready = now
         kind = node.kind
         if kind == "compute":
-            if replay is not None:
-                replay.compute_ready(st.rank, node)
             heapq.heappush(st.ready_compute, node.id)
-            self.next_kernel(st)
+            self._next_kernel(st)
             return
         rec.start = now
-        if replay is not None:
-            replay.node_started(st.rank, node)
         if kind == "pass" or kind == "host":  # a composed pass, or host time: timers
-            engine.call(node.size, self.finish, st, node)
+            engine.call(node.size, self._finish, st, node)
         elif kind == "send":
             self._send(st, node)
         elif kind == "collective":
@@ -672,7 +615,7 @@ class GraphExecutor:
             key = (node.peer if node.peer is not None else -1, node.tag)
             if self._arrived[st.rank][key] > 0:
                 self._arrived[st.rank][key] -= 1
-                self.finish(st, node)
+                self._finish(st, node)
             else:
                 self._recv_wait[st.rank][key].append(node.id)
         else:  # pragma: no cover - Node.kind is a Literal
@@ -683,7 +626,7 @@ class GraphExecutor:
         CPU step through host memory (offload)."""
 
         def done(_activity: Any) -> None:
-            self.finish(st, node)
+            self._finish(st, node)
 
         npu = self.platform.npus[st.rank]
         if node.op == "cpu":  # a CPU step through host memory (optimizer offload)
@@ -691,15 +634,10 @@ class GraphExecutor:
         else:
             npu.host_copy(node.size, node.op or "", done, tag=node.name)
 
-    def next_kernel(self, st: _RankState) -> None:
+    def _next_kernel(self, st: _RankState) -> None:
         if st.busy or not st.ready_compute:
             return
         node = st.nodes[heapq.heappop(st.ready_compute)]
-        replay = self.replay
-        if replay is not None:
-            if replay.begin(st, node):
-                return
-            replay.node_started(st.rank, node)
         npu = self.platform.npus[st.rank]
         comp = node.compute
         assert comp is not None  # loop builders and readers always set it
@@ -711,8 +649,8 @@ class GraphExecutor:
 
         def done() -> None:
             st.busy = False
-            self.finish(st, node)
-            self.next_kernel(st)
+            self._finish(st, node)
+            self._next_kernel(st)
 
         tracks = self.kernel_tracks
         track = st.rank == 0 if tracks is None else tracks.get(st.rank, False)
@@ -720,7 +658,7 @@ class GraphExecutor:
 
     def _collective(self, st: _RankState, node: Node) -> None:
         rt = self.platform.collectives
-        key = self.count_issue(st, node)
+        key = self._count_issue(st, node)
         coll = self._instances.get(key)
         if coll is None:
             priority = node.priority if node.priority is not None else int(node.blocking)
@@ -776,18 +714,13 @@ class GraphExecutor:
         )
         return frozenset(group) if len(group) < self.ranks else None
 
-    def count_issue(self, st: _RankState, node: Node) -> tuple[Any, int]:
+    def _count_issue(self, st: _RankState, node: Node) -> tuple[Any, int]:
         """The instance key of collective ``node`` issued at ``st``'s rank now: its signature
         and how many like it the rank issued before (counted)."""
         signature = (node.op, node.size, node.dims, node.group, self._root(st.rank, node))
         index = self._issue_count[st.rank][signature]
         self._issue_count[st.rank][signature] += 1
         return (signature, index)
-
-    @property
-    def watched(self) -> dict[tuple[int, int], list[int]]:
-        """(rank, node id) of the nodes a gate waits for."""
-        return self._watch
 
     @cached_property
     def _on_collective_done(self) -> Callable[[Collective, int], Any]:
@@ -803,7 +736,7 @@ class GraphExecutor:
             return  # a replicated rank (checked at the end of the run)
         st = self.states[rank]
         node_id = self._coll_node.pop((coll.id, rank))
-        self.finish(st, st.nodes[node_id])
+        self._finish(st, st.nodes[node_id])
 
     def _send(self, st: _RankState, node: Node) -> None:
         src = st.rank  # point-to-point runs in exact or class mode only (see __init__)
@@ -814,37 +747,28 @@ class GraphExecutor:
                 location=self.graph.name or "graph",
             )
 
-        replay = self.replay
-        if replay is not None:
-            replay.message(src, node)
-
         def delivered() -> None:
             target = dst
             key = (src, node.tag)
-            if replay is not None:
-                replay.delivered(src, node)
             waiting = self._recv_wait[target][key]
             if waiting:
                 recv_id = waiting.pop(0)
-                self.finish(self.states[target], self.states[target].nodes[recv_id])
+                self._finish(self.states[target], self.states[target].nodes[recv_id])
             else:
                 self._arrived[target][key] += 1
-            self.finish(st, node)
+            self._finish(st, node)
 
-        slowed = None if replay is None else (lambda: replay.slowed(src, node))
-        self.p2p.send(src, dst, node.size, delivered, on_slowed=slowed)
+        self.p2p.send(src, dst, node.size, delivered)
 
-    def finish(self, st: _RankState, node: Node, end: float | None = None) -> None:
+    def _finish(self, st: _RankState, node: Node) -> None:
         # Depth-first over the nodes that become ready, as a recursion would visit them, but
         # with an explicit stack: a chain of already-satisfied receives is as long as the
         # trace makes it, and must not exhaust Python's recursion limit.
-        now = self.platform.engine.now if end is None else end
+        now = self.platform.engine.now
         rec = self.records[st.rank][node.id]
         if rec.start < 0:
             rec.start = now
         rec.end = now
-        if self.replay is not None:
-            self.replay.ended(st.rank, node.id)
         if self._on_node is not None:
             self._on_node(st.rank, node)
         iter_left = self._iter_left

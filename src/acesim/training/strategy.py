@@ -46,7 +46,6 @@ from ..network.group import resolve
 from ..network.ops import COLLECTIVE_OPS
 from ..network.topology import Topology
 from ..workload.graph import Graph
-from . import replay as replay_module
 from .executor import Execution
 
 __all__ = ["decide", "mode_note", "variation_reasons"]
@@ -172,11 +171,10 @@ def decide(
         reasons += _graph_reasons(reduced, topology)
         if not reasons:
             if reduced.classes is not None:
-                replay = replay_module.ENABLED and not trace
                 asked = requested == "composed"
                 composed = asked and uncomposable is None
                 why = f"class mode, not composed: {uncomposable}" if asked and uncomposable else ""
-                chosen = Strategy.of_classes(reduced.classes, why, replay=replay, composed=composed)
+                chosen = Strategy.of_classes(reduced.classes, why, composed=composed)
                 return chosen, reduced
             return Strategy(), reduced
     note = ""
@@ -189,18 +187,12 @@ def decide(
 
 
 def mode_note(strategy: Strategy, execution: Execution | None = None) -> str:
-    """What a result says of its strategy: why the mode (when not the one asked for), in
-    class mode how many pipeline passes were replayed or how the iteration was composed, in
-    exact mode which collectives ran on the event path and why."""
+    """What a result says of its strategy: why the mode (when not the one asked for), how a
+    composed iteration was composed, in exact mode which collectives ran on the event path
+    and why."""
     parts = [strategy.note] if strategy.note else []
     if execution is not None and execution.composed is not None:
         parts.append(execution.composed.note())
-    if execution is not None and execution.replayed:
-        parts.append(
-            f"{execution.replayed} of {execution.passes} pipeline passes replayed from a like "
-            "pass simulated in a like context (acesim.training.replay: checked, equal to "
-            "simulating them to rounding)"
-        )
     if execution is not None and execution.event_reasons:
         total = len(execution.collectives)
         events = sum(execution.event_reasons.values())

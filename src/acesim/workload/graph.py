@@ -61,8 +61,8 @@ class Node:
         layer, iteration, pass_name: labels for reports.
         episode: the pipeline pass the node belongs to, ``(shape, instance)``: the shape its
             ops' (name, chunk) pairs, the instance (iteration, micro-batches); None outside a
-            pass (class mode replays a rank's pass whose like it simulated before,
-            :mod:`acesim.training.replay`).
+            pass (mode composed names the passes it keeps in full by it,
+            :mod:`acesim.training.compose`).
     """
 
     id: int
