@@ -195,6 +195,28 @@ def test_the_kernel_bound_holds_where_parameters_and_gradients_cross_a_slow_netw
     assert slow["tp=1,pp=1,zero=3"].kernel_bound > 2 * fast["tp=1,pp=1,zero=3"].kernel_bound
 
 
+def test_the_kernel_bound_holds_where_experts_gather_over_their_own_group() -> None:
+    """MoE layers gather and reduce their experts over the expert-data-parallel group, the
+    rest over DP (FSDP units and the distributed optimizer's chunks alike): on two nodes with
+    a slow scale-out network, in class mode, the bound holds with expert parallelism or
+    without."""
+    MODELS.register(MOE.name, MOE, replace=True)
+    try:
+        result = plan(
+            "h100-nvswitch-8", MOE.name, nodes=2, global_batch=16, seq=512, top=1,
+            space={"tp": [1], "pp": [1, 2], "vpp": [1], "cp": [1], "ep": [1, 2, 8],
+                   "micro_batch": [1], "recompute": ["none"], "tp_overlap": [0],
+                   "zero": [1, 3]},
+            exhaustive=True, full=True, overrides={"scale_out.link_bandwidth": "25 Gb/s"},
+        )  # fmt: skip
+    finally:
+        MODELS.unregister(MOE.name)
+    rows = result.outcome.rows["baseline"]
+    assert len(rows) == 12
+    for row in rows:
+        assert row.kernel_bound <= row.iteration_time, row.candidate.text
+
+
 def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: PlanResult) -> None:
     top = [(r.candidate.text, r.iteration_time) for r in pruned.top()]
     assert top == [(r.candidate.text, r.iteration_time) for r in full.top()]
