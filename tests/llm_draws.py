@@ -10,12 +10,27 @@ from typing import Any
 from acesim.errors import ConfigError
 from acesim.hardware.endpoints.copy_engine import unstated_facts
 from acesim.runs.llm import llm_graph, make_llm_case
+from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
 
 SYSTEMS = ["h100-nvswitch-8", "b200-nvswitch-8", "a100-nvswitch-8", "mi300x-8"]
 ENDPOINTS = ["baseline", "ideal", "copy_engine", "nvls", "ace"]
 #: pipeline schedules drawn (the default 1F1B three times in five)
 SCHEDULES = ["", "", "", "zb-h1", "dualpipe"]
+
+
+def small_models(layers: int) -> list[TransformerConfig]:
+    """Small transformers of ``layers`` layers (sizes of no published model: fast to
+    simulate), dense (gated and GPT-style) and MoE."""
+    return [
+        TransformerConfig("tiny", layers=layers, hidden=512, heads=8, kv_heads=4, ffn=1024,
+                          vocab=4096, seq=128),
+        TransformerConfig("tiny-gpt", layers=layers, hidden=512, heads=8, ffn=2048, vocab=4096,
+                          seq=128, gated=False, norm="layernorm", bias=True, tied=True),
+        TransformerConfig("tiny-moe", layers=layers, hidden=512, heads=8, kv_heads=4, ffn=1024,
+                          vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
+    ]  # fmt: skip
+
 
 #: a draw: (model, system, nodes, parallel string, global batch, endpoint kind)
 Draw = Callable[[random.Random], tuple[Any, ...]]

@@ -18,13 +18,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving
+from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving, small_models
 from test_fast_paths import _cases as _few_cases
 
 from acesim.errors import ConfigError
 from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training.compose import PassTimes
-from acesim.workload.llm.models import TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
 
 #: the module's shared runs (module fixtures) made once: its tests in one worker
@@ -37,15 +36,8 @@ _DRAWN = 50
 #: tests/test_fast_paths.py draws (1-2)
 _REPEATING = 16
 
-#: small transformers (no published model's sizes: fast to simulate), dense and MoE
-_MODELS = [
-    TransformerConfig("tiny", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024, vocab=4096,
-                      seq=128),
-    TransformerConfig("tiny-gpt", layers=8, hidden=512, heads=8, ffn=2048, vocab=4096, seq=128,
-                      gated=False, norm="layernorm", bias=True, tied=True),
-    TransformerConfig("tiny-moe", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1024,
-                      vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
-]  # fmt: skip
+#: small transformers, dense and MoE
+_MODELS = small_models(8)
 
 
 def _draw(rng: random.Random) -> tuple[Any, ...]:

@@ -15,13 +15,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving
+from llm_draws import SCHEDULES, SYSTEMS, finish_draw, resolving, small_models
 from systems import examples
 
 from acesim.engine import INF, Activity, Engine, Resource
 from acesim.engine import kernel as engine_kernel
 from acesim.runs.llm import run_llm
-from acesim.workload.llm.models import TransformerConfig
 
 
 @contextmanager
@@ -144,15 +143,8 @@ def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
 
 # -- LLM iterations drawn over configurations -------------------------------------------------
 
-#: small transformers (sizes of no published model: fast to simulate), dense and MoE
-_MODELS = [
-    TransformerConfig("tiny", layers=4, hidden=512, heads=8, kv_heads=4, ffn=1024, vocab=4096,
-                      seq=128),
-    TransformerConfig("tiny-gpt", layers=4, hidden=512, heads=8, ffn=2048, vocab=4096, seq=128,
-                      gated=False, norm="layernorm", bias=True, tied=True),
-    TransformerConfig("tiny-moe", layers=4, hidden=512, heads=8, kv_heads=4, ffn=1024,
-                      vocab=4096, seq=128, experts=8, top_k=2, expert_ffn=512),
-]  # fmt: skip
+#: small transformers, dense and MoE
+_MODELS = small_models(4)
 
 
 def _draw(rng: random.Random) -> tuple[Any, ...]:
