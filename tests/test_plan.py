@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_compose import _cases as _compose_cases
+from test_fast_paths import _cases as _fast_cases
 from typer.testing import CliRunner
 
 from acesim.cli import app
@@ -16,12 +19,18 @@ from acesim.errors import ConfigError, TopologyError
 from acesim.network.group import Group, Span
 from acesim.network.topology import Topology
 from acesim.plan import PlanResult, plan
-from acesim.plan.bound import comm_bound, entering, least_received, slice_bounds
+from acesim.plan.bound import (
+    comm_bound,
+    entering,
+    least_received,
+    slice_bounds,
+    stage_collectives,
+)
 from acesim.plan.search import PlanRow
 from acesim.plan.space import AXES, Cluster, enumerate_space, parse_space
 from acesim.runs.case import resolve_system
 from acesim.runs.collective import simulate_collective
-from acesim.runs.llm import make_llm, make_llm_case, run_llm
+from acesim.runs.llm import llm_graph, make_llm, make_llm_case, run_llm
 from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import ParallelConfig
 from acesim.workload.model import Comm
@@ -215,6 +224,35 @@ def test_the_kernel_bound_holds_where_experts_gather_over_their_own_group() -> N
     assert len(rows) == 12
     for row in rows:
         assert row.kernel_bound <= row.iteration_time, row.candidate.text
+
+
+def _graph_collectives(case: Any) -> list[Counter[Comm]]:
+    """Each simulated rank's collectives in the class-mode graph, counted per iteration."""
+    graph = llm_graph(case, classes=True)
+    out = []
+    for nodes in graph.ranks:
+        count: Counter[Comm] = Counter(
+            Comm(n.op, n.size, n.dims, n.group)
+            for n in nodes
+            if n.kind == "collective" and n.op is not None
+        )
+        out.append(Counter({c: k // graph.iterations for c, k in count.items()}))
+    return out
+
+
+@pytest.mark.parametrize("draw", ["fast_paths", "compose"])
+def test_the_network_bound_counts_the_collectives_the_graph_issues(draw: str) -> None:
+    """The network bound counts a stage's collectives from the case (no graph built): each
+    op's steps', FSDP's per unit and pass, the DP reductions and gathers per chunk. On drawn
+    configurations (dense and MoE models, four systems, one and two nodes, TP/PP/VPP/CP/EP,
+    ZeRO 0/1/3, the 1F1B, interleaved, ZB-H1 and DualPipe schedules, recomputation) they are
+    the class-mode graph's, rank by rank."""
+    cases = _fast_cases(25) if draw == "fast_paths" else _compose_cases(16)
+    for case in cases:
+        graph = _graph_collectives(case)
+        assert len(graph) == case.parallel.pp
+        for stage, want in enumerate(graph):
+            assert stage_collectives(case, stage) == want, (case.parallel.describe(), stage)
 
 
 def test_branch_and_bound_finds_the_exhaustive_top(pruned: PlanResult, full: PlanResult) -> None:

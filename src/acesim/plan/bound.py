@@ -39,8 +39,9 @@ that a candidate whose bound is above the ``K``-th best simulated time cannot en
   units) and HBM's (bytes / sustained bandwidth), each summed over the stage's kernels,
   whichever is larger, without the optimizer step.
 
-* :func:`network_bound` (from the built case's graph, as class mode runs it: built only for a
-  candidate about to be simulated in class mode): a simulated rank's collectives, each at its
+* :func:`network_bound` (from the built case: its simulated ranks' collectives as the
+  class-mode graph issues them, counted without building it, :func:`stage_collectives`; for
+  candidates simulated in class mode): a simulated rank's collectives, each at its
   least time on some set of links, summed over the collectives that use the same set:
   every link of the dimensions it runs on (:func:`comm_bound`: the bytes that must reach the
   rank at its links' raw bandwidth one way), summed over the collectives on those dimensions;
@@ -62,6 +63,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from ..config.system import NPUConfig, SystemConfig
@@ -71,7 +73,7 @@ from ..hardware.kernels import Kernel
 from ..network.group import Group, resolve
 from ..network.topology import Topology
 from ..precision import PRECISIONS, Precision
-from ..runs.llm import OPTIMIZER, LlmCase, llm_graph, optimizer_steps
+from ..runs.llm import OPTIMIZER, LlmCase, optimizer_steps
 from ..training.pipeline import dp_parts, unit_parts
 from ..training.schedules import SCHEDULES, PipelineSchedule, default_schedule
 from ..workload.llm.block import chunk_work, layer_params
@@ -89,6 +91,7 @@ __all__ = [
     "memory_floor",
     "network_bound",
     "slice_bounds",
+    "stage_collectives",
 ]
 
 
@@ -603,25 +606,74 @@ def _drain(case: LlmCase, passes: _Passes) -> list[float]:
 
 
 def network_bound(case: LlmCase) -> float:
-    """The network bound (s per iteration; module docstring) of a built case."""
+    """The network bound (s per iteration; module docstring) of a built case: its simulated
+    ranks' collectives as the class-mode graph issues them (:func:`stage_collectives`),
+    without building the graph."""
     times = _times_of(case.system)
     topology = times.topology
     assert topology is not None
-    graph = llm_graph(case, classes=True)
     most = 0.0
-    for nodes in graph.ranks:
+    for s in range(case.parallel.pp):
         # every link of the dimensions a collective runs on (comm_bound), summed over the
         # collectives on the same dimensions; and one dimension's links of a communicator's
         # slice (slice_bounds), summed over the communicator's collectives
         sums: dict[tuple[object, ...], float] = {}
-        for node in nodes:
-            if node.kind != "collective" or node.op is None:
-                continue
-            comm = Comm(node.op, node.size, node.dims, node.group)
+        for comm, count in stage_collectives(case, s).items():
             for key, t in _network_terms(times, topology, comm):
-                sums[key] = sums.get(key, 0.0) + t
+                sums[key] = sums.get(key, 0.0) + count * t
         most = max(most, *sums.values(), 0.0)
-    return most / max(graph.iterations, 1)
+    return most
+
+
+def stage_collectives(case: LlmCase, stage: int) -> Counter[Comm]:
+    """The collectives a rank of pipeline stage ``stage`` issues in one iteration, counted,
+    as :func:`~acesim.training.pipeline.pipeline_graph` issues them: each op's steps'
+    (forward; backward, split between B and W where the schedule defers the W), under FSDP
+    over DP each unit's parameter all-gather in every F and B and its gradient
+    reduce-scatter in every B; otherwise, over DP, each chunk's gradient reduce-scatter
+    (distributed optimizer) or all-reduce once, and with the distributed optimizer its
+    parameter all-gather once. A test checks them against the graph's."""
+    par, place, p = case.parallel, case.place, case.precision
+    order = SCHEDULES.get(case.schedule)
+    chunks = case.stages[stage]
+    ops = order.stage_ops(par.pp, stage, case.micro_batches, len(chunks))
+    deferred = {(op.chunk, op.micro) for op in ops if op.kind == "W"}
+    # FSDP's units gather and reduce where a DP group or the host holds the shards
+    sharded = par.zero == 3 and (place.dp_group is not None or par.offload_weights)
+    gradient = grad_bytes(p, par.grad_fp32)
+    out: Counter[Comm] = Counter()
+
+    def dp(op: str, parts: list[tuple[Group, int, str]], nbytes: float, times: int = 1) -> None:
+        for group, params, _ in parts:
+            out[Comm(op, params * nbytes, None, group)] += times
+
+    # ops alike (kind, chunk, whether its W is deferred) issue alike collectives
+    alike = Counter(
+        (op.kind, op.chunk, op.kind == "B" and (op.chunk, op.micro) in deferred) for op in ops
+    )
+    for (kind, chunk, split), times in alike.items():
+        work = chunks[chunk]
+        if kind == "F":
+            steps = work.forward
+        elif kind == "W":
+            steps = work.weight_grad
+        else:
+            steps = work.input_grad if split else work.backward
+        for step in steps:
+            c = step.comm
+            if c is not None:
+                out[Comm(c.op, c.size, c.dims, c.group)] += times
+        if sharded and kind != "W":
+            for u in range(len(work.unit_params)):
+                dp("all-gather", unit_parts(place, work, u), p.param_bytes, times)
+                if kind == "B":
+                    dp("reduce-scatter", unit_parts(place, work, u), gradient, times)
+    if par.zero != 3:
+        for work in chunks:
+            dp("reduce-scatter" if par.zero >= 1 else "all-reduce", dp_parts(place, work), gradient)
+            if par.zero >= 1:
+                dp("all-gather", dp_parts(place, work), p.param_bytes)
+    return out
 
 
 def _network_terms(

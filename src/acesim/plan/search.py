@@ -178,29 +178,18 @@ class _Cases:
                 self.outcome.fits += 1
                 entry = (dict(case.memory), kernel_bound(case))
                 self.composes[index] = compose_problem(case) is None
+                if r.mode != "composed" or not self.composes[index]:
+                    self.networks[index] = network_bound(case)
         self.built[index] = entry
         return entry
 
-    def network(self, index: int, candidate: Candidate) -> float:
-        """The candidate's network bound (s), built from its graph, where its simulation
-        runs class mode (asked for, or its passes cannot be composed: FSDP over DP): there it
-        costs a few percent of the simulation it may save. Composed, a candidate's simulation
-        costs about what building its graph does: 0, not computed."""
-        if index not in self.networks:
-            r = self.request
-            if r.mode == "composed" and self.composes[index]:
-                self.networks[index] = 0.0
-                return 0.0
-            case = make_llm_case(
-                r.system,
-                r.model,
-                candidate.parallel,
-                precision=r.precision,
-                check_memory=False,
-                layer_names=False,  # its graph's collectives are read, it is never run
-            )
-            self.networks[index] = network_bound(case)
-        return self.networks[index]
+    def network(self, index: int) -> float:
+        """The candidate's network bound (s; computed when it was built), where its
+        simulation runs class mode (asked for, or its passes cannot be composed: FSDP over DP
+        with pipeline stages); 0 where it is composed: a composed run times each pass alone,
+        its collectives off the links the run's other collectives use, so the bound, which
+        sums them on the same links, holds for class mode only."""
+        return self.networks.get(index, 0.0)
 
 
 @dataclass(frozen=True)
@@ -358,7 +347,7 @@ class _Search:
                 if built is not None:
                     heapq.heappush(queue, (max(built[1], key), 1, i))
             elif stage == 1:
-                network = cases.network(i, space.candidates[i])
+                network = cases.network(i)
                 heapq.heappush(queue, (max(network, key), 2, i))
             else:
                 self.submit(i)
@@ -420,7 +409,7 @@ def _account(
     outcome.pruned_unbuilt[kind] = sum(1 for _, b, _ in pruned if not b)
     outcome.pruned_kernel[kind] = sum(1 for _, b, _ in pruned if b)
     outcome.pruned_network[kind] = sum(
-        1 for key, b, i in pruned if b == 2 and cases.networks[i] == key
+        1 for key, b, i in pruned if b == 2 and cases.network(i) == key
     )
     left = [key for key, _, _ in queue if key < limit]
     if kind in outcome.stopped and left:
