@@ -200,7 +200,8 @@ def full_plan(
     print(
         f"plan: {elapsed:,.0f} s wall with {where} simulating (target {TARGET_S:.0f} s on the "
         f"2-core machine): ratio {elapsed / TARGET_S:.2f}; CPU {tree[0]:,.0f} s, the plan's "
-        f"process and its workers together (the plan's own: {total:,.0f} s)"
+        f"process and its workers together at the last simulation taken (this process with the "
+        f"workers that ended, as the kernel counts them at the end: {total:,.0f} s)"
     )
 
 
