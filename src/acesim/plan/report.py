@@ -277,10 +277,11 @@ BOUND_NOTE = (
     "stage's kernels at their time alone, one after another, plus the pipeline fill and "
     "drain, the blocking collectives, FSDP's parameter gathers unit after unit, the first "
     "forward's parameter all-gather and the gradient reduction and optimizer step after the "
-    "last op, each at its least; or, before the case is built, its transformer layers' kernels alone, or dense "
-    "GEMM FLOPs at the datasheet peak; or, for a candidate simulated in class mode, its "
-    "collectives' least bytes through a rank's links at their raw bandwidth) is at least the "
-    "K-th best simulated time: no pruned candidate could enter the top K"
+    "last op, each at its least; or, before the case is built, its transformer layers' "
+    "kernels alone, or dense GEMM FLOPs at the datasheet peak; or, for a candidate simulated "
+    "in class mode, its collectives' least bytes through a rank's links at their raw "
+    "bandwidth) is at least the K-th best simulated time: no pruned candidate could enter "
+    "the top K"
 )
 
 
