@@ -526,6 +526,11 @@ def test_a_budget_stops_the_search_and_bounds_what_it_left(full: PlanResult) -> 
                   max_simulations=4)  # fmt: skip
     acc = result.accounting()
     assert acc["simulated"]["baseline"] == 4
+    # on two workers, with simulations running while the search goes on: the same four
+    on_workers = plan("h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=3,
+                      space=SMALL, max_simulations=4, workers=2)  # fmt: skip
+    assert on_workers.accounting()["simulated"]["baseline"] == 4
+    assert [r.metrics for r in on_workers.top()] == [r.metrics for r in result.top()]
     b = result.budget()
     assert b is not None and b["stopped_by"] == "simulation limit"
     assert acc["budget"]["stopped"]["baseline"] == b and acc["budget"]["max_simulations"] == 4
