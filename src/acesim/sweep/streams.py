@@ -18,7 +18,7 @@ the workers themselves).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
@@ -85,10 +85,15 @@ def local_pool(workers: int) -> ProcessPoolExecutor:
 
 
 class LocalStream:
-    """A local process pool of ``workers`` (a window of four points per worker)."""
+    """A local process pool of ``workers`` (a window of four points per worker); ``run``: what
+    a worker does with a point (:func:`~acesim.sweep.worker.execute_point`; a module-level
+    function, pickled by name)."""
 
-    def __init__(self, workers: int):
+    def __init__(
+        self, workers: int, run: Callable[[dict[str, Any]], dict[str, Any]] = execute_point
+    ):
         self.workers = workers
+        self.run = run
         self.window = max(4, 4 * workers)
         self.pool = local_pool(workers)
         self.pending: dict[Future[dict[str, Any]], str] = {}
@@ -103,7 +108,7 @@ class LocalStream:
 
     def submit(self, key: str, config: dict[str, Any]) -> None:
         self.configs[key] = config
-        self.pending[self.pool.submit(execute_point, config)] = key
+        self.pending[self.pool.submit(self.run, config)] = key
 
     def next(self) -> Item:
         while not self.done:
@@ -132,11 +137,14 @@ class LocalStream:
 
     def _rebuild(self) -> None:
         """A worker died (OOM, crash): every point in flight is lost with the pool; retried
-        once on a new pool, then returned as an error."""
+        once on a new pool, then returned as an error (a point that kills its worker again
+        ends as an error, the other points go on)."""
         lost = list(self.pending.values())
         self.pending.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
-        if self.finished_by_pool == 0:
+        # a new pool dying on points none of which died before: the workers themselves fail
+        retried = any(self.attempts.get(key, 0) for key in lost)
+        if self.finished_by_pool == 0 and not retried:
             raise SweepError(
                 "local worker processes died before finishing any point "
                 "(see the messages above); try --workers 0 to run in this process"
