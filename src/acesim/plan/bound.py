@@ -143,7 +143,8 @@ class _Times:
 
     def blocking(self, steps: Iterable[Step]) -> float:
         """The least time (s) the collectives among ``steps`` that block the next step take
-        (:func:`comm_bound` each; overlapped ones count nothing)."""
+        (each the largest of its network bound terms, :func:`_least`; overlapped ones count
+        nothing)."""
         topology = self.topology
         if topology is None:
             return 0.0
@@ -153,7 +154,7 @@ class _Times:
                 continue
             t = self.comms.get(step.comm)
             if t is None:
-                t = self.comms[step.comm] = comm_bound(topology, step.comm)
+                t = self.comms[step.comm] = _least(self, topology, step.comm)
             total += t
         return total
 
