@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from acesim.commands.show import show_footnotes
 from acesim.config.resolve import resolve_system
 from acesim.errors import ConfigError
 from acesim.hardware.kernels import Fixed, Gemm
@@ -160,3 +161,14 @@ def test_a_trace_shows_the_hosts_issuing_on_a_lane_of_its_own() -> None:
     issued = [e for e in events if e.get("cat") == "host"]
     assert len(issued) == MOE.layers  # one sync point a MoE layer, one micro-batch
     assert result.exposed["host"] > 0
+
+
+def test_a_footnote_s_square_brackets_are_printed_not_taken_as_markup(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class _Result:
+        def footnotes(self) -> list[str]:
+            return [f"model: {HOST_SYNC_NOTE}"]
+
+    show_footnotes([_Result()], "h100-nvswitch-8", assumptions=False)
+    assert "states no [host] (host.op_time" in " ".join(capsys.readouterr().err.split())

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..config.resolve import derive
@@ -147,7 +148,7 @@ def collective_command(
     print_table(_sizes_table(title, results))
     for r in results:
         if r.tuner is not None:  # the tuner's choice is kept, as NCCL would: say so
-            err_console.print(f"[dim]{format_size(r.size)}: {r.tuner['note']}[/dim]")
+            err_console.print(f"[dim]{format_size(r.size)}: {escape(r.tuner['note'])}[/dim]")
     if any(r.algorithm == "collnet" for r in results):
         err_console.print(
             "[dim]collnet assumes the scale-out switches reduce (SHARP enabled on the cluster: "

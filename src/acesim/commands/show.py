@@ -33,6 +33,7 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.errors import MarkupError
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -261,7 +262,7 @@ def show_comparison(comp: Comparison) -> None:
         if len(out.tried) > 1:
             print_table(_variants(out.label, out.tried, out.best.figure))
     for kind, why in comp.refused.items():
-        err_console.print(f"[dim]{kind}: not run: {why}[/dim]", highlight=False)
+        err_console.print(f"[dim]{kind}: not run: {escape(why)}[/dim]", highlight=False)
 
 
 def _variants(label: str, tried: Sequence[Any], best: float) -> Table:
@@ -288,7 +289,7 @@ def show_footnotes(results: Sequence[Any], system: str, *, assumptions: bool = T
     for r in results:
         seen += [note for note in r.footnotes() if note not in seen]
     for note in seen:
-        err_console.print(f"[dim]{note}[/dim]", highlight=False)
+        err_console.print(f"[dim]{escape(note)}[/dim]", highlight=False)
     count = len(getattr(results[0], "assumptions", [])) if results else 0
     if count and assumptions:
         err_console.print(f"[dim]{assumptions_note(count, system)}[/dim]", highlight=False)
