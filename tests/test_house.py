@@ -178,7 +178,7 @@ def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
     with pytest.raises(
         ConfigError,
         match=r"^workload.precision: runs its matrix math in bf16, which this NPU \(V100-class "
-        r"NPU\) has no peak for \(npu.matrix_flops lists fp64, fp32, fp16\); precisions it can "
+        r"NPU, system ace-isca21\) has no peak for \(npu.matrix_flops lists fp64, fp32, fp16\); precisions it can "
         r"run: fp32, amp_fp16, fp16, got 'bf16'$",
     ):
         acesim.compare(
@@ -188,6 +188,10 @@ def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
         acesim.run("ace-isca21", "gpt", endpoint="ideal")
     line = cli_error(monkeypatch, capsys, "run", "-w", "resnet50", "--precision", "bf16")
     assert line.startswith("error: --precision: runs its matrix math in bf16, which this NPU")
+    # an LLM model on the default system (the paper's V100-class platform) names that system
+    line = cli_error(monkeypatch, capsys, "run", "-w", "llama3-8b")
+    assert line.startswith("error: --precision: runs its matrix math in bf16, which this NPU")
+    assert "system ace-isca21" in line
     line = cli_error(monkeypatch, capsys, "run", "--precision", "fp17")
     assert line.startswith("error: --precision: must be one of fp32, tf32, amp_fp16")
 

@@ -171,7 +171,8 @@ def check_math(system: SystemConfig, dtype: str, precision: str | None) -> None:
         runnable = [n for n, p in PRECISIONS.items() if p.math in npu.matrix_flops]
         raise ConfigError(
             "workload.precision",
-            f"runs its matrix math in {dtype}, which this NPU ({npu.name}) has no peak for "
+            f"runs its matrix math in {dtype}, which this NPU ({npu.name}, system "
+            f"{system.name}) has no peak for "
             f"(npu.matrix_flops lists {', '.join(npu.matrix_flops)}); precisions it can "
             f"run: {', '.join(runnable) or 'none'}",
             precision,
