@@ -178,8 +178,8 @@ def test_a_precision_the_npu_cannot_run_is_refused_before_the_run(
     with pytest.raises(
         ConfigError,
         match=r"^workload.precision: runs its matrix math in bf16, which this NPU \(V100-class "
-        r"NPU, system ace-isca21\) has no peak for \(npu.matrix_flops lists fp64, fp32, fp16\); precisions it can "
-        r"run: fp32, amp_fp16, fp16, got 'bf16'$",
+        r"NPU, system ace-isca21\) has no peak for \(npu.matrix_flops lists fp64, fp32, "
+        r"fp16\); precisions it can run: fp32, amp_fp16, fp16, got 'bf16'$",
     ):
         acesim.compare(
             "ace-isca21", acesim.load_workload("resnet50", precision="bf16"), endpoints=["ace"]

@@ -15,7 +15,7 @@ from acesim.errors import ConfigError, TopologyError, WorkloadError
 from acesim.hardware.kernels import Gemm
 from acesim.network.group import Span
 from acesim.precision import PRECISIONS
-from acesim.runs.llm import make_llm_case
+from acesim.runs.llm import make_llm, make_llm_case
 from acesim.workload.llm.block import chunk_work
 from acesim.workload.llm.models import MODELS, TransformerConfig, model_flops
 from acesim.workload.llm.parallel import ParallelConfig, flat_group, parse_parallel, placement
@@ -409,3 +409,24 @@ def test_data_parallel_flags_are_refused_for_llm_runs(
         *args,
     )
     assert "does not apply to LLM runs" in line
+
+
+@pytest.mark.parametrize(
+    ("parallel", "expected"),
+    [
+        ("tp=1", 8),  # dp 8: a micro-batch a replica
+        ("tp=2,pp=2", 2),  # 1F1B runs one micro-batch a pipeline
+        ("pp=2,vpp=2", 8),  # interleaving: a multiple of the 2 stages, dp 4
+        ("tp=2,pp=2,schedule=dualpipe", 8),  # even and at least 2 pp = 4 a pipeline, dp 2
+    ],
+)
+def test_without_a_global_batch_the_smallest_the_configuration_runs_is_taken(
+    parallel: str, expected: int
+) -> None:
+    def case(**batch: int) -> int:
+        made = make_llm("h100-nvswitch-8", "llama3-8b", parallel=parallel, seq=1024, **batch)
+        return made.parallel.global_batch
+
+    assert case() == expected  # before, one micro-batch: refused wherever dp > 1
+    assert case(micro_batch=2) == 2 * expected
+    assert case(global_batch=16) == 16

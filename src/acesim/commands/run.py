@@ -125,7 +125,8 @@ PARALLEL_OPTION = typer.Option(None, "--parallel", help=PARALLEL_HELP)
 GLOBAL_BATCH_OPTION = typer.Option(
     None,
     "--global-batch",
-    help="LLM models: sequences per iteration (default: one micro-batch)",
+    help="LLM models: sequences per iteration (default: the smallest the configuration runs: "
+    "a micro-batch per data-parallel replica, as many per pipeline as its schedule needs)",
 )
 MICRO_BATCH_OPTION = typer.Option(
     None, "--micro-batch", help="LLM models: sequences a micro-batch (default 1)"

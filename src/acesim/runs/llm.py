@@ -878,10 +878,12 @@ def make_llm(
 ) -> LlmCase:
     """An LLM case from ``acesim run``'s inputs: ``parallel`` as text (``tp=4,pp=8``; sizes
     by :func:`~acesim.workload.llm.parallel.parse_parallel`, ``global_batch`` defaulting to
-    one micro-batch, ``seq`` to the model's) or a ParallelConfig; ``recompute`` appended to
-    it; run options as ``options`` and keywords (``nodes=4``, ``mode="exact"``); ``force``
-    accepts implausible bare numbers."""
+    the smallest the configuration runs (:func:`smallest_global_batch`), ``seq`` to the
+    model's) or a ParallelConfig; ``recompute`` appended to it; run options as ``options``
+    and keywords (``nodes=4``, ``mode="exact"``); ``force`` accepts implausible bare
+    numbers."""
     cfg = _model(model)
+    opts = llm_options(options, **option_changes)
     if isinstance(parallel, ParallelConfig):
         par = parallel
     else:
@@ -895,7 +897,10 @@ def make_llm(
             seq=seq if seq is not None else cfg.seq,
             field="parallel",
         )
-    opts = llm_options(options, **option_changes)
+        if global_batch is None:
+            resolved = resolve_system(system, overrides=overrides, nodes=opts.nodes, force=force)
+            batch = smallest_global_batch(par, tuple(resolved.network.shape))
+            par = replace(par, global_batch=batch) if batch != par.global_batch else par
     return make_llm_case(
         system,
         cfg,
@@ -906,6 +911,26 @@ def make_llm(
         options=opts,
         force=force,
     )
+
+
+def smallest_global_batch(parallel: ParallelConfig, shape: tuple[int, ...]) -> int:
+    """The smallest global batch ``parallel`` runs on a network of dimension sizes ``shape``
+    (sequences): one micro-batch per data-parallel replica, times the fewest micro-batches
+    per pipeline its schedule accepts (interleaving: a multiple of the stages; DualPipe: one
+    per direction). Where no count up to 4 x stages x directions runs, one micro-batch a
+    replica, for the configuration's own error to say why."""
+    dp = placement(parallel, shape).dp
+    order = SCHEDULES.get(parallel.schedule or default_schedule(parallel.vpp), "parallel.schedule")
+    chunks = parallel.vpp * order.directions
+    for micro in range(1, 4 * parallel.pp * order.directions + 1):
+        try:
+            order.check(parallel.pp, parallel.vpp, micro)
+            for stage in range(parallel.pp):
+                order.stage_ops(parallel.pp, stage, micro, chunks)
+        except ConfigError:
+            continue
+        return parallel.micro_batch * dp * micro
+    return parallel.micro_batch * dp
 
 
 #: Sweep points' LLM inputs (``acesim run``'s for an LLM model).
@@ -942,7 +967,7 @@ def llm_point_config(
         "system": system_doc,
         "model": name,
         "parallel": text,
-        "global_batch": _int_param(raw, "global_batch", micro),
+        "global_batch": _int_param(raw, "global_batch", None),
         "micro_batch": micro,
         "seq": _int_param(raw, "seq", model.seq),
         "precision": raw.get("precision", "bf16"),
@@ -953,7 +978,8 @@ def llm_point_config(
         raise ConfigError("precision", "must be a precision name", config["precision"])
     if config["mode"] not in ("class", "exact", "composed"):
         raise ConfigError("mode", "must be one of class, exact, composed", config["mode"])
-    llm_point_case(config, system)
+    case = llm_point_case(config, system)
+    config["global_batch"] = case.parallel.global_batch  # the default made explicit
     return config
 
 
