@@ -275,6 +275,13 @@ def _error(spec: dict[str, Any]) -> str:
             {},
             ["jobs[0].op"],
         ),
+        # a job without its kind, or of a kind there is not: the tag's key, not pydantic's words
+        ([{"name": "a", "model": "llama3-8b"}], {}, ["jobs[0].kind: required"]),
+        (
+            [{"name": "a", "kind": "nope"}],
+            {},
+            ["jobs[0].kind: must be one of training, llm, collective, got 'nope'"],
+        ),
     ],
 )
 def test_bad_specs_are_one_line_errors_naming_field_rule_and_value(

@@ -114,6 +114,15 @@ def config_error_from(
         where = dotted(loc + (ctx_error.field,) if ctx_error.field else loc, prefix)
         cls = UnitError if ctx_error.unit else ConfigError
         return cls(where, ctx_error.rule, ctx_error.value, hint=ctx_error.hint)
+    if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
+        # a tagged union's entry (``kind = "llm"``): name the tag's key, not pydantic's words
+        ctx = err.get("ctx") or {}
+        key = str(ctx.get("discriminator", "kind")).strip("'")
+        where = dotted(loc + (key,), prefix)
+        if err["type"] == "union_tag_not_found":
+            return ConfigError(where, "required: it says which kind of entry this is", None)
+        expected = str(ctx.get("expected_tags", "")).replace("'", "")
+        return ConfigError(where, f"must be one of {expected}", ctx.get("tag"))
     if err["type"] == "extra_forbidden":
         owner = _model_at(model, loc)
         hint = None
