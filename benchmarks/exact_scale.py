@@ -205,12 +205,15 @@ def resnet50_varied(npus: int, endpoint: str, kind: str) -> Callable[[], float]:
     return run
 
 
-def allreduce_straggler(npus: int, endpoint: str) -> Callable[[], float]:
+def allreduce_straggler(npus: int, endpoint: str, varied: str = "straggler") -> Callable[[], float]:
     """A 64 MiB all-reduce alone on ``ace-isca21`` at ``npus`` NPUs with ``endpoint`` and one
-    straggler (its reduction kernels 1.5x as long)."""
+    straggler (``varied``: a straggler's kernels 1.5x as long; the collective has none, so
+    since issue 27's strategy rule it runs symmetric, the same figures as exact mode:
+    :func:`acesim.training.strategy.decide`), or ``slow-link``: rank 3's links on the first
+    dimension at half their bandwidth, which does make ranks differ (exact mode)."""
 
     def run() -> float:
-        from acesim.config.variation import Straggler, Variation
+        from acesim.config.variation import LinkChange, Straggler, Variation
 
         system = load_system("ace-isca21")
         shape = [d.size for d in system.network.dimensions]
@@ -225,7 +228,11 @@ def allreduce_straggler(npus: int, endpoint: str) -> Callable[[], float]:
                 "collective": system.collective.model_copy(update={"max_messages": 10**12}),
             }
         )
-        variation = Variation(stragglers=(Straggler(**STRAGGLER),))
+        if varied == "straggler":
+            variation = Variation(stragglers=(Straggler(**STRAGGLER),))
+        else:
+            half = dims[0].link_bandwidth / 2
+            variation = Variation(links=(LinkChange(dim=0, rank=3, bandwidth=half),))
         return simulate_collective(
             system, "all-reduce", 64 * MiB, endpoint=endpoint, variation=variation
         ).time
@@ -263,9 +270,20 @@ def _issue27_cases() -> list[Case]:
         cases.append(
             Case(
                 f"allreduce-straggler-{endpoint}-1024",
-                f"all-reduce 64 MiB alone, ace-isca21, one straggler, {endpoint}",
+                f"all-reduce 64 MiB alone, ace-isca21, one straggler (runs symmetric: it has "
+                f"no compute kernel to slow), {endpoint}",
                 1024,
                 allreduce_straggler(1024, endpoint),
+                heavy=True,
+                target=ISSUE27_TARGETS[1024],
+            )
+        )
+        cases.append(
+            Case(
+                f"allreduce-slowlink-{endpoint}-1024",
+                f"all-reduce 64 MiB alone, ace-isca21, one link at half bandwidth, {endpoint}",
+                1024,
+                allreduce_straggler(1024, endpoint, "slow-link"),
                 heavy=True,
                 target=ISSUE27_TARGETS[1024],
             )

@@ -99,14 +99,15 @@ def _api_compare(**params: Any) -> Any:
 
 def _api_collective(**params: Any) -> Any:
     import acesim
-    from acesim.config.variation import Straggler, Variation
+    from acesim.config.variation import LinkChange, Straggler, Variation
 
     for key in ("dims", "host_copy", "compute"):
         if key in params:
             params[key] = tuple(params[key])
-    if "stragglers" in params:
-        stragglers = tuple(Straggler(**s) for s in params.pop("stragglers"))
-        params["variation"] = Variation(stragglers=stragglers)
+    if "stragglers" in params or "links" in params:
+        stragglers = tuple(Straggler(**s) for s in params.pop("stragglers", ()))
+        links = tuple(LinkChange(**link) for link in params.pop("links", ()))
+        params["variation"] = Variation(stragglers=stragglers, links=links)
     return {"results": [acesim.simulate_collective(**params).to_dict()]}
 
 

@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from systems import dim, examples, make_system
 from typer.testing import CliRunner
 
+import acesim
 import acesim.network.vectorized as vectorized
 from acesim import simulate_collective
 from acesim.cli import app
-from acesim.config.variation import LinkChange, Straggler, Variation
+from acesim.config.variation import ComputeSpread, LinkChange, Straggler, Variation
 from acesim.errors import ConfigError, TopologyError
 from acesim.hardware.platform import Platform
 from acesim.hardware.strategy import Strategy
@@ -421,3 +422,47 @@ def test_a_group_line_admits_its_group_and_everyones_phases_in_one_order() -> No
 
     # the group all-reduce's one phase, the everyone all-reduce's first and last
     assert admitted(0) == admitted(1) and len(admitted(0)) == 3
+
+
+@pytest.mark.parametrize(
+    ("system", "op", "endpoint"),
+    [
+        ("ace-isca21", "all-reduce", "baseline"),
+        ("ace-isca21", "all-reduce", "ace"),
+        ("ace-isca21", "all-reduce", "ideal"),
+        ("h100-nvswitch-8", "all-reduce", "nvls"),
+        ("h100-nvswitch-8", "all-gather", "copy_engine"),
+        ("h100-nvswitch-8", "reduce-scatter", "baseline"),
+    ],
+)
+def test_stragglers_change_nothing_in_a_collective_alone_so_it_runs_symmetric(
+    monkeypatch: pytest.MonkeyPatch, system: str, op: str, endpoint: str
+) -> None:
+    """A straggler and a compute spread slow compute kernels only: a collective without
+    concurrent kernels runs alike on every NPU with them, so symmetric mode runs it (issue 27:
+    >400 s at 1,024 NPUs in exact mode before) and the note says why. Checked against exact
+    mode with the variation applied (the rule switched off): the same figures."""
+    import acesim.training.strategy as strategy
+
+    cfg = acesim.load_system(system)
+    variation = Variation(
+        stragglers=(Straggler(rank=3, slowdown=1.5),), compute_spread=ComputeSpread(spread=0.2)
+    )
+    fast = simulate_collective(cfg, op, 8 * MiB, endpoint=endpoint, variation=variation)
+    assert fast.mode == "symmetric"
+    assert "slow compute kernels only" in fast.mode_note
+    monkeypatch.setattr(strategy, "_COMPUTE_ONLY", ())
+    slow = simulate_collective(cfg, op, 8 * MiB, endpoint=endpoint, variation=variation)
+    assert slow.mode == "exact"
+    assert fast.time == slow.time
+    assert fast.bytes_sent_per_npu == pytest.approx(slow.bytes_sent_per_npu, rel=1e-12)
+    assert fast.hbm_bytes_per_npu == pytest.approx(slow.hbm_bytes_per_npu, rel=1e-12)
+
+
+def test_a_straggler_beside_concurrent_compute_still_runs_every_npu() -> None:
+    variation = Variation(stragglers=(Straggler(rank=3, slowdown=1.5),))
+    cfg = acesim.load_system("h100-nvswitch-8")
+    result = simulate_collective(
+        cfg, "all-reduce", 8 * MiB, compute=(1e12, 1e9), variation=variation
+    )
+    assert result.mode == "exact" and "stragglers" in result.mode_note

@@ -256,7 +256,11 @@ def _strategy(case: CollectiveCase) -> Strategy:
     graph = Graph([[replace(node, group=case.group)]])
     opts = case.options
     strategy, _graph = decide(
-        case.system, lambda _r: graph, requested=opts.mode, variation=opts.variation
+        case.system,
+        lambda _r: graph,
+        requested=opts.mode,
+        variation=opts.variation,
+        computes=case.kernels is not None,
     )
     return strategy
 

@@ -13,7 +13,10 @@ One rule for every run kind (collective, training graph, LLM; :mod:`acesim.runs.
   why (the result's ``mode_note``; the commands print it on stderr). Nothing is refused for
   being asked in the other mode. What makes ranks differ:
 
-  - variation: stragglers, a compute spread, link changes, NPU types, a placement;
+  - variation: stragglers, a compute spread, link changes, NPU types, a placement (a
+    straggler and a compute spread slow compute kernels only: a run without any, a
+    collective alone, is the same on every NPU with them, so they are no reason there and
+    the note says so);
   - the graph: ranks with different graphs, point-to-point messages (without classes),
     pipeline messages that a class's members would route differently (class mode), or a
     graph the run kind cannot reduce (``problem``: an LLM rank order whose stages are not
@@ -35,6 +38,7 @@ ran on the event path, and why, is the backend's to say during the run
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..config.system import SystemConfig
 from ..config.variation import Variation
@@ -59,9 +63,22 @@ _VARIED = {
 }
 
 
-def variation_reasons(variation: Variation | None, placed: bool = False) -> list[str]:
-    """What in ``variation`` (and a placement) makes ranks differ, as the note names it."""
-    out = [text for name, text in _VARIED.items() if variation and getattr(variation, name)]
+#: The variation fields that act on compute kernels only (the NPU's kernel plans:
+#: :meth:`acesim.hardware.npu.NPU.set_slowdown`).
+_COMPUTE_ONLY = ("stragglers", "compute_spread")
+
+
+def variation_reasons(
+    variation: Variation | None, placed: bool = False, *, computes: bool = True
+) -> list[str]:
+    """What in ``variation`` (and a placement) makes ranks differ, as the note names it;
+    without compute kernels in the run (``computes`` False) stragglers and a compute spread
+    make nothing differ."""
+    out = [
+        text
+        for name, text in _VARIED.items()
+        if variation and getattr(variation, name) and (computes or name not in _COMPUTE_ONLY)
+    ]
     if placed:
         out.append("a placement")
     return out
@@ -133,6 +150,7 @@ def decide(
     trace: bool = False,
     problem: str | None = None,
     uncomposable: str | None = None,
+    computes: bool = True,
 ) -> tuple[Strategy, Graph]:
     """The strategy of a run (module docstring) and the graph it runs.
 
@@ -150,7 +168,16 @@ def decide(
         problem: why the run kind has no reduced graph (None: it has one).
         uncomposable: why a ``composed`` run's iteration cannot be composed (class mode
             instead, the strategy's note says why; None: it can).
+        computes: the run has compute kernels (False: a collective alone, where stragglers
+            and a compute spread change nothing and are dropped, the note saying so).
     """
+    unused = ""
+    if not computes and variation and any(getattr(variation, n) for n in _COMPUTE_ONLY):
+        variation = replace(variation, stragglers=(), compute_spread=None)
+        unused = (
+            "stragglers and a compute spread slow compute kernels only, and this run has "
+            "none: every NPU runs alike with them"
+        )
     reasons = variation_reasons(variation, placed)
     if problem is not None:
         reasons.append(problem)
@@ -174,12 +201,15 @@ def decide(
                 asked = requested == "composed"
                 composed = asked and uncomposable is None
                 why = f"class mode, not composed: {uncomposable}" if asked and uncomposable else ""
+                why = "; ".join(t for t in (why, unused) if t)
                 chosen = Strategy.of_classes(reduced.classes, why, composed=composed)
                 return chosen, reduced
-            return Strategy(), reduced
-    note = ""
+            return Strategy(note=unused), reduced
+    note = unused
     if requested != "exact":
-        note = "exact mode (every NPU simulated): " + "; ".join(reasons)
+        note = "; ".join(
+            t for t in ("exact mode (every NPU simulated): " + "; ".join(reasons), unused) if t
+        )
     graph = graphs(False)
     lockstep, replicate, events = _fast_paths(system, graph, variation, trace)
     strategy = Strategy("exact", None, variation or None, lockstep, replicate, note, events)
