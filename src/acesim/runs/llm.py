@@ -408,6 +408,8 @@ def _check_memory(
         + ", ".join(advice[:-1])
         + (" or " if len(advice) > 1 else "")
         + advice[-1],
+        hint=f"acesim plan -w {model.name}, with the same system and nodes, ranks the "
+        "configurations that fit",
     )
 
 
