@@ -323,6 +323,21 @@ def test_collective_command_takes_link_changes(
     assert switched["results"][0]["time"] == slow
 
 
+def test_collective_command_takes_stragglers_and_says_when_they_change_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--sizes", "1MiB", "-s", "h100-nvswitch-8", "--json"]
+    slow = ["--straggler", "rank=1,slowdown=2", "--compute-spread", "spread=0.1"]
+    alone, stderr = cli_json_stderr("collective", *base, *slow)
+    assert alone["results"][0]["mode"] == "symmetric"
+    assert "slow compute kernels only" in " ".join(stderr.split())
+    beside, stderr = cli_json_stderr("collective", *base, *slow, "--with-compute", "1e12,2e9")
+    assert beside["results"][0]["mode"] == "exact" and "stragglers" in stderr
+    # dropped where they change nothing, but still checked
+    line = cli_error(monkeypatch, capsys, "collective", *base, "--straggler", "rank=8,slowdown=2")
+    assert line == "error: --straggler[0].rank: must be a rank below 8 (the NPUs), got 8"
+
+
 def test_the_agreed_order_skips_collectives_a_rank_never_joins() -> None:
     """Per-rank graphs on a 4x2 torus: the ranks of one dimension-0 ring (ranks 0-3) all-reduce
     8 MiB, those of the other (4-7) 2 MiB, then everyone 1 MiB. Each ring's collective is a

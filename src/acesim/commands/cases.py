@@ -33,6 +33,7 @@ __all__ = [
     "read_placement",
     "cli_case",
     "cli_system",
+    "variation_options",
     "VARIATION_HELP",
     "STRAGGLERS_OPTION",
     "COMPUTE_SPREAD_OPTION",
@@ -211,7 +212,7 @@ LLM_FLAGS = {
 }
 
 
-def _variation(given: Mapping[str, Any]) -> dict[str, Any]:
+def variation_options(given: Mapping[str, Any]) -> dict[str, Any]:
     """The variation flags' texts as run options (pairs parsed; validated with the case)."""
     out: dict[str, Any] = {}
     for name, flag in (("stragglers", "--straggler"), ("links", "--link"), ("npu_types", "--npu")):
@@ -247,7 +248,7 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
         if given.get(bound) is not None:
             options[bound] = given[bound]
     with flags():
-        options.update(_variation(given))
+        options.update(variation_options(given))
         overrides = parse_sets(given.get("sets"))
         if RUN_KINDS.get("llm").claims(workload, {"parallel": given.get("parallel")}):  # type: ignore[misc]
             _refuse(given, TRAINING_FLAGS, LLM_UNUSED)

@@ -23,11 +23,13 @@ from ..runs.collective import make_collective_case
 from ..runs.single import run_case
 from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
 from .cases import (
+    COMPUTE_SPREAD_OPTION,
     LINKS_OPTION,
     NPU_TYPES_OPTION,
+    STRAGGLERS_OPTION,
     cli_system,
     flags,
-    parse_pairs,
+    variation_options,
     with_channels,
 )
 from .common import (
@@ -107,6 +109,8 @@ def collective_command(
     force: bool = FORCE_OPTION,
     links: list[str] = LINKS_OPTION,
     npu_types: list[str] = NPU_TYPES_OPTION,
+    stragglers: list[str] = STRAGGLERS_OPTION,
+    compute_spread: str | None = COMPUTE_SPREAD_OPTION,
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style: one line a size;
     --format plain prints it as nccl-tests does)."""
@@ -118,8 +122,8 @@ def collective_command(
     cfg = _system(system, sets, nodes, force, endpoint, proto, algo, channels)
     with flags(_FORCED):
         options: dict[str, Any] = {"mode": "exact" if exact else "symmetric", "search": search}
-        options.update(links=[parse_pairs(t, "--link") for t in links])
-        options.update(npu_types=[parse_pairs(t, "--npu") for t in npu_types])
+        varied = {"links": links, "npu_types": npu_types, "stragglers": stragglers}
+        options.update(variation_options({**varied, "compute_spread": compute_spread}))
         compute = _parse_compute(with_compute) if with_compute else None
         cases = [
             make_collective_case(cfg, op, size, options, compute=compute, root=root)

@@ -33,14 +33,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..config.system import NPUConfig, SystemConfig
-from ..config.variation import LinkChange, Variation
+from ..config.variation import LinkChange, Straggler, Variation
 from ..errors import ConfigError, TopologyError
 from ..network.collective import CollectiveRuntime
 from ..network.topology import Topology
 from .endpoints import ENDPOINT_KINDS
 from .npu import NPU
 
-__all__ = ["apply_variation", "link_name", "npu_configs"]
+__all__ = ["apply_variation", "check_stragglers", "link_name", "npu_configs"]
 
 
 def link_name(topology: Topology, dim: int, rank: int, direction: str | None = None) -> str:
@@ -104,6 +104,18 @@ def npu_configs(variation: Variation, system: SystemConfig, count: int) -> list[
     return configs
 
 
+def check_stragglers(stragglers: Sequence[Straggler], count: int) -> None:
+    """ConfigError naming the straggler unless each is a distinct rank below ``count``."""
+    seen: set[int] = set()
+    for i, straggler in enumerate(stragglers):
+        field = f"run.stragglers[{i}].rank"
+        if straggler.rank >= count:
+            raise ConfigError(field, f"must be a rank below {count} (the NPUs)", straggler.rank)
+        if straggler.rank in seen:
+            raise ConfigError(field, "each rank may be a straggler once", straggler.rank)
+        seen.add(straggler.rank)
+
+
 def apply_variation(
     variation: Variation,
     system: SystemConfig,
@@ -117,14 +129,8 @@ def apply_variation(
     if variation.compute_spread is not None:
         spread = variation.compute_spread
         slowdowns += spread.spread * np.random.default_rng(spread.seed).random(count)
-    seen: set[int] = set()
-    for i, straggler in enumerate(variation.stragglers):
-        field = f"run.stragglers[{i}].rank"
-        if straggler.rank >= count:
-            raise ConfigError(field, f"must be a rank below {count} (the NPUs)", straggler.rank)
-        if straggler.rank in seen:
-            raise ConfigError(field, "each rank may be a straggler once", straggler.rank)
-        seen.add(straggler.rank)
+    check_stragglers(variation.stragglers, count)
+    for straggler in variation.stragglers:
         slowdowns[straggler.rank] *= straggler.slowdown
     for npu in npus:
         if slowdowns[npu.rank] != 1.0:

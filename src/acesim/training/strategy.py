@@ -45,6 +45,7 @@ from ..config.variation import Variation
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.strategy import Strategy
+from ..hardware.variation import check_stragglers
 from ..network import vectorized
 from ..network.group import resolve
 from ..network.ops import COLLECTIVE_OPS
@@ -172,7 +173,9 @@ def decide(
             and a compute spread change nothing and are dropped, the note saying so).
     """
     unused = ""
+    topology = Topology(system.network, system.collective)
     if not computes and variation and any(getattr(variation, n) for n in _COMPUTE_ONLY):
+        check_stragglers(variation.stragglers, topology.npus)  # dropped, but still checked
         variation = replace(variation, stragglers=(), compute_spread=None)
         unused = (
             "stragglers and a compute spread slow compute kernels only, and this run has "
@@ -181,7 +184,6 @@ def decide(
     reasons = variation_reasons(variation, placed)
     if problem is not None:
         reasons.append(problem)
-    topology = Topology(system.network, system.collective)
     if requested != "exact" and not reasons:
         if any(d.spine for d in topology.dimensions):
             reasons.append("an oversubscribed leaf/spine fabric loads the spine unevenly")
