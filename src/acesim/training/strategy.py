@@ -69,17 +69,9 @@ _VARIED = {
 _COMPUTE_ONLY = ("stragglers", "compute_spread")
 
 
-def variation_reasons(
-    variation: Variation | None, placed: bool = False, *, computes: bool = True
-) -> list[str]:
-    """What in ``variation`` (and a placement) makes ranks differ, as the note names it;
-    without compute kernels in the run (``computes`` False) stragglers and a compute spread
-    make nothing differ."""
-    out = [
-        text
-        for name, text in _VARIED.items()
-        if variation and getattr(variation, name) and (computes or name not in _COMPUTE_ONLY)
-    ]
+def variation_reasons(variation: Variation | None, placed: bool = False) -> list[str]:
+    """What in ``variation`` (and a placement) makes ranks differ, as the note names it."""
+    out = [text for name, text in _VARIED.items() if variation and getattr(variation, name)]
     if placed:
         out.append("a placement")
     return out
