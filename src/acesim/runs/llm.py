@@ -919,8 +919,8 @@ def smallest_global_batch(parallel: ParallelConfig, shape: tuple[int, ...]) -> i
     """The smallest global batch ``parallel`` runs on a network of dimension sizes ``shape``
     (sequences): one micro-batch per data-parallel replica, times the fewest micro-batches
     per pipeline its schedule accepts (interleaving: a multiple of the stages; DualPipe: an
-    even count, at least two per stage). Where no count up to 4 x stages x directions runs, one micro-batch a
-    replica, for the configuration's own error to say why."""
+    even count, at least two per stage). Where no count up to 4 x stages x directions runs,
+    one micro-batch a replica, for the configuration's own error to say why."""
     dp = placement(parallel, shape).dp
     order = SCHEDULES.get(parallel.schedule or default_schedule(parallel.vpp), "parallel.schedule")
     chunks = parallel.vpp * order.directions
