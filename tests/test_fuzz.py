@@ -9,8 +9,10 @@ bounded time. CI runs a few dozen examples of each (derandomized); set
 
 from __future__ import annotations
 
+import atexit
 import copy
 import math
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -176,6 +178,7 @@ def _tiny_workload() -> Workload:
 # -- ASTRA-sim 1.0 text ----------------------------------------------------------------------
 
 _ASTRA_DIR = Path(tempfile.mkdtemp(prefix="acesim-fuzz-astra-"))
+atexit.register(shutil.rmtree, _ASTRA_DIR, ignore_errors=True)  # one folder a run, removed
 _ASTRA_VALID = _ASTRA_DIR / "valid.txt"
 write_astra_workload(
     Workload(
