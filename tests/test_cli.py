@@ -344,3 +344,33 @@ def test_help_names_only_flags_the_command_has(command: str) -> None:
     flags = {opt for p in click_command.params for opt in p.opts}
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", out.output))
     assert named <= flags | {"--help"}, sorted(named - flags)
+
+
+def _help_texts(command: object, path: str) -> list[tuple[str, str]]:
+    """Every help text of ``command`` and its subcommands and parameters, by where it is."""
+    texts = [(path, command.help)] if getattr(command, "help", None) else []  # type: ignore[attr-defined]
+    texts += [
+        (f"{path} {p.name}", p.help)
+        for p in getattr(command, "params", [])
+        if getattr(p, "help", None)
+    ]
+    for name, sub in getattr(command, "commands", {}).items():
+        texts += _help_texts(sub, f"{path} {name}")
+    return texts
+
+
+def test_help_texts_keep_their_brackets() -> None:
+    """Typer renders help as rich markup, where ``[word]`` is a style tag and vanishes: a help
+    text naming a system table (``[scale_out]``, ``[npu]``, ``[sources]``) escapes it."""
+    import re
+
+    from typer.main import get_command
+
+    texts = _help_texts(get_command(app), "acesim")
+    assert texts
+    tag = re.compile(r"(?<!\\)\[[a-z#/@][^\[\]]*\]")
+    assert [(where, text) for where, text in texts if tag.search(text)] == []
+    out = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
+    assert "[scale_out]" in out.output and "[npu]" in out.output
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert "[sources]" in out.output

@@ -11,6 +11,7 @@ Errors a user causes are printed as one or two lines naming the field and exit w
 from __future__ import annotations
 
 import gc
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -98,8 +99,17 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "import-astra": import_astra_command,
     "validate": validate_command,
 }
+
+
+def short_help(command: Callable[..., Any]) -> str:
+    """The first paragraph of ``command``'s docstring on one line: the command list wraps it
+    to the terminal (the docstring's own line breaks would show as they are)."""
+    first = (inspect.getdoc(command) or "").split("\n\n")[0]
+    return " ".join(first.split())
+
+
 for _name, _command in COMMANDS.items():
-    app.command(_name)(_command)
+    app.command(_name, short_help=short_help(_command))(_command)
 register_sweep(app)  # acesim sweep / results / plot
 
 

@@ -25,7 +25,7 @@ def import_astra_command(
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """Convert ASTRA-sim's network and system files into one acesim system file: units
-    converted, each mapping stated (in the file's [sources] and in a table: on stdout with
+    converted, each mapping stated (in the file's \\[sources] and in a table: on stdout with
     --output, else on stderr, the file taking stdout)."""
     from ..config.astra import read_astra_files, system_toml
     from ..config.presets import system_from_dict

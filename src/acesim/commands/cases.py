@@ -131,11 +131,11 @@ VARIATION_HELP = {
     "bidirectional ring reroutes the ring the other way; other failures are errors); runs in "
     "exact mode",
     "npu": "ranks on another NPU, e.g. ranks=0-3,preset=a100-sxm (an NPU preset) "
-    "and/or [npu] fields changed, e.g. ranks=4-7,hbm_bandwidth='2 TB/s' or "
+    "and/or \\[npu] fields changed, e.g. ranks=4-7,hbm_bandwidth='2 TB/s' or "
     "ranks=5,kernels.gemm_efficiency=0.6; their kernels run on that NPU, the network stays the "
     "system's; repeatable; runs in exact mode",
     "placement": "a JSON file holding a list p, a permutation of 0..n-1: workload "
-    "rank r runs on NPU position p[r] (its graph, sends and groups move with it; a group the "
+    "rank r runs on NPU position p\\[r] (its graph, sends and groups move with it; a group the "
     "placement splits into a set the network cannot express is an error); runs in exact mode",
 }
 

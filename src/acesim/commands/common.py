@@ -48,7 +48,7 @@ FORCE_HELP = (
 )
 
 NODES_HELP = (
-    "scale a node preset out to N nodes: its [scale_out] network (NICs) becomes a last "
+    "scale a node preset out to N nodes: its \\[scale_out] network (NICs) becomes a last "
     "dimension of size N (e.g. --nodes 4 on h100-nvswitch-8: 8x4 = 32 NPUs)"
 )
 
