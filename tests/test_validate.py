@@ -603,6 +603,8 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
         "mbridge-dgxb200-gpt-oss-120b-bf16",
         "mbridge-dgxh100-llama31-405b-fp8",
         "mbridge-dgxb200-llama31-405b-fp8",
+        # the 25.11 GB200 Llama3 8B row, a test row since issue 27: +17% (its note)
+        "mbridge-dgxgb200-llama3-8b-fp8",
     }
     # multinode (issue 32): predictions of clusters the model was never fitted on, judged
     # against their budget and reported, not gating (docs/validation.md says which miss, why)
