@@ -374,3 +374,18 @@ def test_help_texts_keep_their_brackets() -> None:
     assert "[scale_out]" in out.output and "[npu]" in out.output
     out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert "[sources]" in out.output
+
+
+def test_a_comparison_names_whose_footnote_differs() -> None:
+    """A note every endpoint's result has prints once; one only some have names whose it is
+    (an LLM comparison's endpoints compose their iterations differently)."""
+    from acesim.commands.show import labelled_notes
+
+    notes = [["shared", "composed: 5"], ["shared", "composed: 7"], ["shared", "composed: 5"]]
+    assert labelled_notes(notes, ["baseline", "ace", "ideal"]) == [
+        "shared",
+        "baseline: composed: 5",
+        "ace: composed: 7",
+        "ideal: composed: 5",
+    ]
+    assert labelled_notes(notes, None) == ["shared", "composed: 5", "composed: 7"]

@@ -198,6 +198,7 @@ def run_command(
     if (layers or layers_csv is not None) and case.kind != "training":
         flag = "--layers" if layers else "--layers-csv"
         raise ConfigError(flag, "applies to training graphs (rows of layers)", True)
+    labels: list[str] | None = None
     if endpoint is not None:
         payload, results = _single(variant_case(case, endpoint, None), trace, given)
     else:
@@ -206,6 +207,7 @@ def run_command(
             task = bar.add_task(_label(case), total=len(jobs))
             comp = assemble(run_jobs(jobs, 1, lambda: bar.advance(task)), kinds)
         payload, results = comp.to_dict(), [o.best for o in comp.endpoints.values()]
+        labels = [o.label for o in comp.endpoints.values()]
         if not as_json:
             show_comparison(comp)
     if as_json:
@@ -213,7 +215,7 @@ def run_command(
     if output is not None:
         output.write_text(dumps(payload, indent=2), encoding="utf-8")
         err_console.print(f"results written to {output}")
-    show_footnotes(results, system, assumptions=not as_json)
+    show_footnotes(results, system, assumptions=not as_json, labels=labels)
 
 
 #: The command's own flags (output and what to run), not the case's.

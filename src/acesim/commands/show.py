@@ -282,17 +282,34 @@ def assumptions_note(count: int, system: str, see: str | None = None) -> str:
     return f"{count} parameters of {system} are assumptions (see {where})."
 
 
-def show_footnotes(results: Sequence[Any], system: str, *, assumptions: bool = True) -> None:
+def show_footnotes(
+    results: Sequence[Any],
+    system: str,
+    *,
+    assumptions: bool = True,
+    labels: Sequence[str] | None = None,
+) -> None:
     """The results' footnotes (each once: why the mode, the model's notes) and the system's
-    assumption count (``assumptions``), on stderr."""
-    seen: list[str] = []
-    for r in results:
-        seen += [note for note in r.footnotes() if note not in seen]
-    for note in seen:
+    assumption count (``assumptions``), on stderr. With ``labels`` (one per result: a
+    comparison's endpoints), a note some results have and others not names whose it is."""
+    for note in labelled_notes([r.footnotes() for r in results], labels):
         err_console.print(f"[dim]{escape(note)}[/dim]", highlight=False)
     count = len(getattr(results[0], "assumptions", [])) if results else 0
     if count and assumptions:
         err_console.print(f"[dim]{assumptions_note(count, system)}[/dim]", highlight=False)
+
+
+def labelled_notes(notes: Sequence[Sequence[str]], labels: Sequence[str] | None) -> list[str]:
+    """Each result's notes once, in order; with ``labels`` (one per result), a note not every
+    result has is prefixed by its result's label (``"ace: composed: ..."``)."""
+    seen: list[str] = []
+    for i, own in enumerate(notes):
+        for note in own:
+            shared = all(note in other for other in notes)
+            text = note if labels is None or shared else f"{labels[i]}: {note}"
+            if text not in seen:
+                seen.append(text)
+    return seen
 
 
 def layer_table(result: Any) -> Table:
