@@ -389,3 +389,12 @@ def test_a_comparison_names_whose_footnote_differs() -> None:
         "ideal: composed: 5",
     ]
     assert labelled_notes(notes, None) == ["shared", "composed: 5", "composed: 7"]
+
+
+def test_an_unknown_workload_names_the_zoo_and_the_llm_models(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    error = cli_error(monkeypatch, capsys, "run", "-w", "llama3-7b")
+    assert error.startswith("error: --workload: not a workload file")
+    assert "resnet50" in error and "llama3-405b" in error
+    assert "did you mean" in error and error.endswith("got 'llama3-7b'")

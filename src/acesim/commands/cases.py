@@ -269,7 +269,27 @@ def cli_case(system: str, workload: str, **given: Any) -> Any:
         for flag in ("composed", "full"):
             if given.get(flag):
                 raise ConfigError(f"--{flag}", LLM_ONLY, True)
+        _known_workload(workload)
         return _training_case(system, workload, options, overrides, given)
+
+
+def _known_workload(workload: str) -> None:
+    """Refuse a ``--workload`` that is neither a workload file nor a model of the zoo or the
+    LLM registry, naming both lists (the zoo's own error names only the zoo)."""
+    from ..workload.llm.models import MODELS
+    from ..workload.loader import looks_like_path
+    from ..workload.zoo import zoo_names
+    from ..workload.zoo.checks import did_you_mean
+
+    if looks_like_path(workload) or workload in zoo_names():
+        return
+    hint = did_you_mean(workload.lower(), [*zoo_names(), *MODELS.names()])
+    raise ConfigError(
+        "--workload",
+        f"not a workload file, a model of the zoo ({', '.join(zoo_names())}) or an LLM model "
+        f"({', '.join(sorted(MODELS.names()))}){hint}",
+        workload,
+    )
 
 
 #: The mode flags of ``acesim run`` and the mode each asks for (none: the run kind's default).

@@ -26,7 +26,9 @@ __all__ = ["load_workload"]
 _ZOO_MODULE = __name__.rsplit(".", 1)[0] + ".zoo"
 
 
-def _looks_like_path(text: str) -> bool:
+def looks_like_path(text: str) -> bool:
+    """Whether ``text`` names a workload file rather than a model (a ``.txt`` name, a path, or
+    a file that exists)."""
     return (
         text.endswith(".txt")
         or os.sep in text
@@ -63,7 +65,7 @@ def load_workload(
             "importer (acesim.workload.chakra)",
             location=text,
         )
-    if _looks_like_path(text):
+    if looks_like_path(text):
         for option, value in (("batch_per_npu", batch_per_npu), ("precision", precision)):
             if value is not None:
                 raise WorkloadError(
