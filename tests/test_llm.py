@@ -430,3 +430,17 @@ def test_without_a_global_batch_the_smallest_the_configuration_runs_is_taken(
     assert case() == expected  # before, one micro-batch: refused wherever dp > 1
     assert case(micro_batch=2) == 2 * expected
     assert case(global_batch=16) == 16
+
+
+def test_a_run_with_tp_overlap_says_the_overlap_is_likely_optimistic() -> None:
+    """The validation rows that ran TP overlap are fast in acesim (docs/validation.md): a run
+    that overlaps TP communication says so; one that does not, or has no TP, does not."""
+    from acesim.runs.llm import TP_OVERLAP_NOTE, run_llm
+
+    def notes(parallel: str) -> list[str]:
+        par = parse_parallel(parallel, global_batch=1, micro_batch=1, seq=512)
+        result, _ = run_llm(make_llm_case("h100-nvswitch-8", "llama3-8b", par))
+        return list(result.notes)
+
+    assert TP_OVERLAP_NOTE in notes("tp=8,tp_overlap=1")
+    assert TP_OVERLAP_NOTE not in notes("tp=8")
