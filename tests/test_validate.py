@@ -628,3 +628,22 @@ def test_the_figure_needs_an_image_suffix(
 ) -> None:
     line = cli_error(monkeypatch, capsys, "validate", "--quick", "--plot", str(tmp_path / "v.txt"))
     assert line.startswith("error: --plot:")
+
+
+def test_row_runs_only_the_rows_named_and_names_an_unknown_one(tmp_path: Path) -> None:
+    """``--row``: the rows asked for, each family judged on them; a family with none of them
+    left out; an unknown id is a one-line error with the nearest id."""
+    other = GOOD_CASE.replace('"tiny-copy"', '"tiny-other"').replace(
+        "measured = 1.0", "measured = 0.5"
+    )
+    folder = _corpus(tmp_path, GOOD_CASE + other)
+    runner = CliRunner()
+    args = ["validate", "--corpus", str(folder), "--json"]
+    both = _strict_json(runner.invoke(app, args).stdout)
+    one = _strict_json(runner.invoke(app, [*args, "--row", "tiny-copy"]).stdout)
+    (family,) = one["families"]
+    assert [r["id"] for r in family["cases"]] == ["tiny-copy"]
+    assert len(both["families"][0]["cases"]) == 2
+    bad = runner.invoke(app, ["validate", "--corpus", str(folder), "--row", "tiny-cop"])
+    assert bad.exit_code != 0
+    assert "--row: unknown row (did you mean 'tiny-copy'?)" in str(bad.exception)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def _families(items: list[str]) -> list[str] | None:
-    """``--family a --family b,c`` -> ``[a, b, c]`` (None: all)."""
+    """``--family a --family b,c`` -> ``[a, b, c]`` (None: all); ``--row`` the same."""
     names = [n.strip() for item in items for n in item.split(",") if n.strip()]
     return list(dict.fromkeys(names)) or None
 
@@ -106,6 +106,12 @@ def validate_command(
         None, "--corpus", hidden=True, help="a folder of family .toml files (tests)"
     ),
     fmt: str = FORMAT_OPTION,
+    row: list[str] = typer.Option(
+        [],
+        "--row",
+        "-r",
+        help="only these rows, by id (repeatable, or a comma list): each family judged on them",
+    ),
     transfer: bool = typer.Option(
         False,
         "--transfer",
@@ -119,22 +125,25 @@ def validate_command(
     with its reason). With --transfer, each row is also simulated leaving its system out and
     reported against the family's transfer target, which never fails the command."""
     from ..validation import load_corpus, validate, validate_transfer
+    from ..validation.evaluate import chosen_families
 
     if plot is not None:
         check_output_path(plot, "--plot", IMAGE_SUFFIXES)
 
     loaded = load_corpus(corpus)
-    chosen = loaded.select(_families(family))
-    total = sum(len(f.cases) for f in chosen) * (2 if transfer else 1)
+    rows = loaded.rows(_families(row) or []) if row else None
+    chosen = chosen_families(loaded, _families(family), rows)
+    total = sum(1 for f in chosen for c in f.cases if rows is None or c.id in rows)
+    total *= 2 if transfer else 1
     names = [f.name for f in chosen]
     with progress() as bar:
         task = bar.add_task("validate", total=total)
         advance = lambda _r: bar.advance(task)  # noqa: E731
         if transfer:
-            both = validate_transfer(names, quick=quick, corpus=loaded, on_case=advance)
+            both = validate_transfer(names, quick=quick, corpus=loaded, on_case=advance, rows=rows)
             report, shown = both.in_sample, both.held_out
         else:
-            report = shown = validate(names, quick=quick, corpus=loaded, on_case=advance)
+            report = shown = validate(names, quick=quick, corpus=loaded, on_case=advance, rows=rows)
     if as_json or fmt == "json":
         console.out(dumps((both if transfer else report).to_dict(), indent=2))
     elif transfer:

@@ -13,9 +13,10 @@ the field (``kernels.toml: case h100-gemm-fp8-1024: run.m: ...``).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -564,6 +565,19 @@ class Corpus:
                     "--family", f"unknown family; the corpus has {', '.join(self.families)}", name
                 )
         return [f for n, f in self.families.items() if n in names]
+
+    def rows(self, ids: Iterable[str]) -> frozenset[str]:
+        """``ids`` checked against the corpus's rows; ConfigError naming ``--row`` (with the
+        nearest id) for one it does not have."""
+        known = [c.id for f in self.families.values() for c in f.cases]
+        for row in ids:
+            if row not in known:
+                near = difflib.get_close_matches(row, known, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise ConfigError(
+                    "--row", f"unknown row{hint}; `acesim validate --json` lists them", row
+                )
+        return frozenset(ids)
 
 
 def _package_dir() -> Traversable:

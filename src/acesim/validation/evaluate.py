@@ -319,12 +319,25 @@ def evaluate_case(
     return CaseResult(case, "ok", value, note, fitted=fitted)
 
 
+def chosen_families(
+    corpus: Corpus, families: Iterable[str] | None, rows: Iterable[str] | None
+) -> list[Family]:
+    """The families named (all by default) that hold one of ``rows`` (when given), in corpus
+    order; the names and the rows checked (ConfigErrors naming ``--family``, ``--row``)."""
+    chosen = corpus.select(list(families) if families is not None else None)
+    if rows is None:
+        return chosen
+    wanted = corpus.rows(rows)
+    return [f for f in chosen if any(c.id in wanted for c in f.cases)]
+
+
 def validate(
     families: Iterable[str] | None = None,
     *,
     quick: bool = False,
     corpus: Corpus | str | Path | None = None,
     on_case: Callable[[CaseResult], Any] | None = None,
+    rows: Iterable[str] | None = None,
 ) -> Report:
     """Evaluate the corpus (shipped, a folder of family files, or a loaded one).
 
@@ -333,13 +346,18 @@ def validate(
             ``--family`` and listing the families.
         quick: simulate only the rows marked ``quick`` (the others are ``skipped``).
         on_case: told each case's result as it is done (progress bars).
+        rows: only these rows (ids; an unknown one is a ConfigError naming ``--row``), each
+            family judged on those of its rows; families with none of them left out.
     """
     loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    chosen = loaded.select(list(families) if families is not None else None)
+    chosen = chosen_families(loaded, families, rows)
+    wanted = None if rows is None else loaded.rows(rows)
     reports: list[FamilyReport] = []
     for family in chosen:
         results: list[CaseResult] = []
         for case in family.cases:
+            if wanted is not None and case.id not in wanted:
+                continue
             result = evaluate_case(case, family, quick=quick)
             results.append(result)
             if on_case is not None:

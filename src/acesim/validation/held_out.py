@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import AcesimError
 from .corpus import Case, Corpus, load_corpus
-from .evaluate import evaluate_case, validate
+from .evaluate import chosen_families, evaluate_case, validate
 from .loso import Presets, World, held_out_world, new_cache
 from .report import CaseResult, FamilyReport, HeldOutValue, Report, TransferReport
 from .transfer import unit_of
@@ -35,12 +35,17 @@ def validate_transfer(
     quick: bool = False,
     corpus: Corpus | str | Path | None = None,
     on_case: Callable[[CaseResult], Any] | None = None,
+    rows: Iterable[str] | None = None,
 ) -> TransferReport:
     """The in-sample run of :func:`.evaluate.validate` and the held-out run of the same rows
-    (see the module); arguments as :func:`.evaluate.validate`'s."""
+    (see the module); arguments as :func:`.evaluate.validate`'s (``rows`` picks the rows run
+    and reported; every system's fits still come from the whole corpus)."""
     loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    chosen = loaded.select(list(families) if families is not None else None)
-    in_sample = validate([f.name for f in chosen], quick=quick, corpus=loaded, on_case=on_case)
+    chosen = chosen_families(loaded, families, rows)
+    wanted = None if rows is None else loaded.rows(rows)
+    in_sample = validate(
+        [f.name for f in chosen], quick=quick, corpus=loaded, on_case=on_case, rows=wanted
+    )
     presets = Presets.of(loaded)
     cache = new_cache(presets)
     worlds: dict[str, World | str] = {}
@@ -48,6 +53,8 @@ def validate_transfer(
     for family in chosen:
         results: list[CaseResult] = []
         for case in family.cases:
+            if wanted is not None and case.id not in wanted:
+                continue
             adjust = None
             world: World | str | None = None
             if _simulated(case, quick):
