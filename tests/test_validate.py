@@ -647,3 +647,8 @@ def test_row_runs_only_the_rows_named_and_names_an_unknown_one(tmp_path: Path) -
     bad = runner.invoke(app, ["validate", "--corpus", str(folder), "--row", "tiny-cop"])
     assert bad.exit_code != 0
     assert "--row: unknown row (did you mean 'tiny-copy'?)" in str(bad.exception)
+    _corpus(tmp_path, GOOD_CASE.replace('"tiny-copy"', '"second-copy"'), name="second")
+    elsewhere = runner.invoke(
+        app, ["validate", "--corpus", str(folder), "--row", "tiny-copy", "--family", "second"]
+    )
+    assert "--row: none of these rows is in the families" in str(elsewhere.exception)

@@ -124,6 +124,7 @@ def validate_command(
     test rows are over its error budget (a family that does not gate is reported over budget
     with its reason). With --transfer, each row is also simulated leaving its system out and
     reported against the family's transfer target, which never fails the command."""
+    from ..errors import ConfigError
     from ..validation import load_corpus, validate, validate_transfer
     from ..validation.evaluate import chosen_families
 
@@ -133,6 +134,10 @@ def validate_command(
     loaded = load_corpus(corpus)
     rows = loaded.rows(_families(row) or []) if row else None
     chosen = chosen_families(loaded, _families(family), rows)
+    if rows is not None and not chosen:
+        raise ConfigError(
+            "--row", "none of these rows is in the families --family names", ",".join(sorted(rows))
+        )
     total = sum(1 for f in chosen for c in f.cases if rows is None or c.id in rows)
     total *= 2 if transfer else 1
     names = [f.name for f in chosen]
