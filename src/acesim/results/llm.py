@@ -266,36 +266,30 @@ def idle_breakdown(ex: Execution) -> tuple[float, float, dict[str, float]]:
     for rank, (busy, waits, recvs, seen) in enumerate(ranks):
         for kind in seen:  # offload or host copies among its records
             exposed.setdefault(kind, 0.0)
-        pp, peer = waits["pp"], waits["peer"]
-        for key, recs in recvs.items():
-            starts = sends.get(key, [])
-            if len(recs) == 1:  # (the one receive of its tag: the first send's)
-                rec = recs[0]
-                sent = starts[0] if starts else rec.start
-                pp.append((max(rec.start, sent), rec.end))
-                peer.append((rec.start, min(sent, rec.end)))
-                continue
-            for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):
-                sent = starts[k] if k < len(starts) else rec.start
-                waits["pp"].append((max(rec.start, sent), rec.end))
-                waits["peer"].append((rec.start, min(sent, rec.end)))
         added = _added(ex, rank)
         for kind in added:
             if kind in ("offload", "host"):
                 exposed.setdefault(kind, 0.0)
-        spans = {kind: _union(waits.get(kind, []), added.get(kind, [])) for kind in _ORDER}
+        if recvs:  # its receives' waits, as arrays beside the added spans
+            pp, peer = _recv_waits(recvs, sends)
+            added.setdefault("pp", []).append(pp)
+            added.setdefault("peer", []).append(peer)
         busy_u = _union(busy, added.get("compute", []))
         compute += length(busy_u)
         idle = complement_arrays(busy_u, lo, hi)
         left = idle  # idle time no kind before this one explained
         comm = 0.0
         for kind in _ORDER:
-            part = intersection_arrays(left, spans[kind])
+            waited, spans = waits[kind], added.get(kind)
+            if not waited and not spans:
+                continue  # none of this kind: it explains nothing (adds 0 below)
+            part = intersection_arrays(left, _union(waited, spans or []))
             if len(part[0]):
                 left = difference_arrays(left, part)
             if kind in exposed:
-                exposed[kind] += length(part)
-                comm += length(part)
+                gap = length(part)
+                exposed[kind] += gap
+                comm += gap
         bubble += length(idle) - comm
     return compute, bubble, exposed
 
@@ -338,6 +332,33 @@ def _rank_waits(
             if "host" not in seen:
                 seen.append("host")
     return busy, waits, recvs, seen
+
+
+def _recv_waits(
+    recvs: dict[tuple[int, int, int], list[NodeRecord]],
+    sends: dict[tuple[int, int, int], list[float]],
+) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """A rank's receives' waits as arrays of starts and ends (s): ``pp`` from the later of
+    the receive's start and its message's send to its end, ``peer`` from its start to the
+    earlier of that send and its end (a tag's receives by their end matched with its sends
+    by their start, ``sends`` sorted; a receive with no send: sent at its start)."""
+    begin: list[float] = []
+    end: list[float] = []
+    sent: list[float] = []
+    for key, recs in recvs.items():
+        starts = sends.get(key, ())
+        if len(recs) == 1:  # (the one receive of its tag: the first send's)
+            rec = recs[0]
+            begin.append(rec.start)
+            end.append(rec.end)
+            sent.append(starts[0] if starts else rec.start)
+            continue
+        for k, rec in enumerate(sorted(recs, key=lambda r: r.end)):
+            begin.append(rec.start)
+            end.append(rec.end)
+            sent.append(starts[k] if k < len(starts) else rec.start)
+    b, e, s = np.array(begin, dtype=float), np.array(end, dtype=float), np.array(sent, dtype=float)
+    return (np.maximum(b, s), e), (b, np.minimum(s, e))
 
 
 def _union(intervals: Intervals, added: list[tuple[Any, Any]]) -> tuple[Any, Any]:
