@@ -24,7 +24,7 @@ runner = CliRunner()
 
 # Published parameter counts: Llama 3 (Meta's model cards: 8.03B, 70.6B, 405B, the released
 # checkpoints' exact totals), GPT-3 175B (Brown et al. 2020), gpt-oss-120b (OpenAI's model card,
-# table 1: 116.83B in all).
+# table 1: 116.83B in all), DeepSeek-V3 (its report) and Qwen3 (its report and model cards).
 PUBLISHED = {
     "llama3-8b": (8.030e9, 0.001),
     "llama3-70b": (70.554e9, 0.001),
@@ -32,6 +32,9 @@ PUBLISHED = {
     "gpt3-175b": (175e9, 0.005),
     "gpt-oss-120b": (116.83e9, 0.001),
     "deepseek-v3": (671e9, 0.001),
+    # Qwen3's model cards and technical report: 30.5 B and 235 B in all (rounded: 0.2%)
+    "qwen3-30b-a3b": (30.5e9, 0.002),
+    "qwen3-235b-a22b": (235e9, 0.002),
 }
 
 

@@ -176,6 +176,8 @@ class LlmResult:
         for kind, seconds in self.exposed.items():
             if kind == "offload":
                 rows.append(("exposed offload (host link, CPU)", format_time(seconds)))
+            elif kind == "host":  # the host issuing launches (acesim.training.host)
+                rows.append(("exposed host launches", format_time(seconds)))
             elif kind not in ("cp", "ep") or self.parallel_sizes.get(kind, 1) > 1:
                 rows.append((f"exposed {kind.upper()} comm", format_time(seconds)))
         return rows + energy_rows(self.energy)

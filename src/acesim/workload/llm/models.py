@@ -362,5 +362,33 @@ for _m in (
         notes="multi-token prediction, the routing's bias terms and node-limited routing not "
         "modelled; tokens balanced over the experts",
     ),
+    *(
+        TransformerConfig(
+            name,
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=4,
+            head_dim=128,
+            ffn=ffn,
+            vocab=151936,
+            seq=4096,
+            experts=128,
+            top_k=8,
+            expert_ffn=expert_ffn,
+            source="Qwen Team, 'Qwen3 Technical Report' (arXiv 2505.09388, 2025), table 2 and "
+            f"section 3: {layers} layers, {heads} query and 4 key/value heads, 128 experts with "
+            "8 activated and no shared expert, 4,096-token sequences in the general pre-training "
+            f"stage; hidden {hidden:,}, head width 128, expert width {expert_ffn:,}, vocabulary "
+            f"151,936 and untied embeddings from the released config.json ({release}): "
+            f"{total} parameters, {active} activated",
+            notes="each head's query and key RMSNorm (QK-norm) not modelled (element-wise); "
+            "tokens balanced over the experts",
+        )
+        for name, layers, hidden, heads, ffn, expert_ffn, release, total, active in (
+            ("qwen3-30b-a3b", 48, 2048, 32, 6144, 768, "Qwen/Qwen3-30B-A3B", "30.5 B", "3.3 B"),
+            ("qwen3-235b-a22b", 94, 4096, 64, 12288, 1536, "Qwen/Qwen3-235B-A22B", "235 B", "22 B"),
+        )
+    ),
 ):
     MODELS.register(_m.name, _m)
