@@ -652,3 +652,13 @@ def test_row_runs_only_the_rows_named_and_names_an_unknown_one(tmp_path: Path) -
         app, ["validate", "--corpus", str(folder), "--row", "tiny-copy", "--family", "second"]
     )
     assert "--row: none of these rows is in the families" in str(elsewhere.exception)
+
+
+def test_row_leaves_the_budgets_out_of_the_exit_status(tmp_path: Path) -> None:
+    """A budget judges a family's every test row: one row over it, run alone with ``--row``,
+    is reported over budget but does not fail the command (the whole family does)."""
+    folder = _corpus(tmp_path, GOOD_CASE.replace("measured = 1.0", "measured = 0.5"))
+    runner = CliRunner()
+    assert runner.invoke(app, ["validate", "--corpus", str(folder)]).exit_code == 1
+    alone = runner.invoke(app, ["validate", "--corpus", str(folder), "--row", "tiny-copy"])
+    assert alone.exit_code == 0, alone.output
