@@ -604,3 +604,27 @@ def test_cli_plan_says_where_its_budget_stopped_it() -> None:
     text = " ".join(out.stdout.split())
     assert "stopped at its simulation limit (--max-simulations)" in text
     assert "unexplored" in text
+
+
+def test_cli_plan_cautions_when_its_top_rows_lean_on_tp_overlap() -> None:
+    """The validation rows that ran TP overlap are fast in acesim (docs/validation.md): a
+    plan whose top rows overlap TP communication says so; one whose space has no overlap
+    does not."""
+    from acesim.runs.llm import TP_OVERLAP_NOTE
+
+    def plan_text(overlap: str) -> str:
+        out = CliRunner().invoke(
+            app,
+            [
+                "plan", "-w", TINY.name, "--global-batch", "8", "--seq", "512", "--top", "2",
+                "--space", "tp=2", "--space", "pp=1", "--space", "cp=1", "--space", "vpp=1",
+                "--space", "micro_batch=1", "--space", "recompute=none",
+                "--space", f"tp_overlap={overlap}",
+            ],
+            env={"COLUMNS": "400"},
+        )  # fmt: skip
+        assert out.exit_code == 0, out.output
+        return str(out.output)
+
+    assert TP_OVERLAP_NOTE in plan_text("1")
+    assert "Caution" not in plan_text("0")

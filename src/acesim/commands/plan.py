@@ -15,6 +15,7 @@ from ..plan.run import plan
 from ..plan.space import AXES
 from ..results.jsonout import dumps
 from ..results.protocol import Table
+from ..runs.llm import TP_OVERLAP_NOTE
 from ..sweep.runner import default_workers
 from ..units import format_time
 from .cases import cli_system
@@ -245,3 +246,6 @@ def _show(result: PlanResult) -> None:
     best = result.top()
     if best:
         console.print(f"Reproduce the best: {result.command(best[0])}")
+    overlapped = sum(1 for row in best if row.candidate.parallel.tp_overlap)
+    if overlapped:  # a known bias of the model, where the ranking leans on it
+        console.print(f"Caution: {overlapped} of the top {len(best)} rows: {TP_OVERLAP_NOTE}.")
