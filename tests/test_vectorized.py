@@ -917,3 +917,65 @@ def test_a_collective_of_no_bytes_finishes_when_issued(exact: bool, fast: bool) 
         vectorized.ENABLED = True
     assert result.time == 0.0
     assert result.bytes_sent_per_npu == 0.0
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(multi_cases(), st.sampled_from([None, 0.0, 1e-7]))
+def test_the_latency_bound_is_no_later_than_the_simulated_time(
+    case: tuple, latency: float | None
+) -> None:
+    """The bound a variant of the ideal endpoint is skipped by (runs.collective._lower_bound)
+    never exceeds the time the collective takes, on every path, with links made faster
+    (a lower latency at one rank) or slower."""
+    from acesim.runs.collective import _lower_bound, _mode_options, make_collective_case
+
+    system, op, size, variation, where = case
+    extra: dict[str, Any] = {}
+    if where == "group":
+        extra["group"] = Group((Span(0), Span(2)))
+    elif where is not None:
+        extra["dims"] = where
+    if latency is not None:
+        variation = Variation(links=(LinkChange(dim=0, rank=1, latency=latency),))
+    for exact in (True, False) if variation is None else (True,):
+        changes = _mode_options(exact, variation)
+        bound = _lower_bound(make_collective_case(system, op, size, **extra, **changes))
+        result = simulate_collective(system, op, size, exact=exact, variation=variation, **extra)
+        assert bound <= result.time
+
+
+def test_an_ideal_variant_that_cannot_be_fastest_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ACE's pieces (112 chunks of a 64 MiB all-reduce on ace-isca21 cut to 2x2x16, a slow
+    link) take more steps on the last dimension than the fastest variant's time allows at
+    their latency: not run, and the result is the one with every variant run."""
+    import acesim.runs.collective as runs
+    from acesim import load_system
+
+    system = load_system("ace-isca21")
+    dims = [
+        d.model_copy(update={"size": s})
+        for d, s in zip(system.network.dimensions, (2, 2, 16), strict=True)
+    ]
+    system = system.model_copy(
+        update={"network": system.network.model_copy(update={"dimensions": dims})}
+    )
+    variation = Variation(links=(LinkChange(dim=0, rank=3, bandwidth=dims[0].link_bandwidth / 2),))
+    bounds: list[float] = []
+    lower_bound = runs._lower_bound
+
+    def recorded(case: Any) -> float:
+        bounds.append(lower_bound(case))
+        return bounds[-1]
+
+    monkeypatch.setattr(runs, "_lower_bound", recorded)
+    skipping = simulate_collective(
+        system, "all-reduce", 64 * MiB, endpoint="ideal", variation=variation
+    )
+    assert any(b > skipping.time for b in bounds)
+    monkeypatch.setattr(runs, "_lower_bound", lambda c: 0.0)
+    every = simulate_collective(
+        system, "all-reduce", 64 * MiB, endpoint="ideal", variation=variation
+    )
+    assert skipping.to_dict() == every.to_dict()

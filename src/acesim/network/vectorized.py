@@ -83,6 +83,7 @@ __all__ = [
     "Outcome",
     "add_repeatedly",
     "applies",
+    "latency_bound",
     "run_alone",
 ]
 
@@ -232,6 +233,37 @@ def unsupported(
     if chunks * sum(len(p.steps) for p in phases) > runtime.config.max_messages:
         return "more steps than collective.max_messages"
     return None
+
+
+def latency_bound(
+    runtime: CollectiveRuntime, phases: list[Phase], chunks: int, protocol: Any
+) -> float:
+    """A time (s) the collective of these chunk phases cannot finish before, counted from its
+    issue; 0 where :func:`unsupported` refuses them or a link carries nothing.
+
+    In the model the recurrences compute, a rank's steps on a dimension run one at a time
+    (one chunk phase admitted at a time, every rank admitting in one order: lockstep or
+    agreed orders), and a step ends no sooner than a message its sender sent at that
+    sender's start of the step arrives, after the sender's latency and the endpoint delay.
+    So the k-th step on a dimension ends, at every rank, no sooner than ``k`` times the least
+    such delay there."""
+    if unsupported(runtime, phases, chunks, protocol) is not None:
+        return 0.0
+    bound = 0.0
+    for dim in {p.dim for p in phases}:
+        capacities = [
+            row[dim].capacity for rows in (runtime.egress, runtime.ingress) for row in rows
+        ]
+        if not min(capacities) > 0:
+            return 0.0
+        if runtime.rank_latencies is None:
+            delay = runtime.delays[dim]
+        else:
+            latency = min(row[dim] for row in runtime.rank_latencies)
+            delay = latency + runtime.config.endpoint_delay
+        steps = chunks * sum(len(p.steps) for p in phases if p.dim == dim)
+        bound = max(bound, steps * delay)
+    return bound
 
 
 #: a step whose sender of rank r is r - 1 (mod the ranks): a shift, not a gather

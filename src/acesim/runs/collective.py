@@ -29,7 +29,7 @@ from ..network.collective import Collective
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..network.tuner_check import check_choice
-from ..network.vectorized import run_alone
+from ..network.vectorized import latency_bound, run_alone
 from ..results.collective import CollectiveResult, bus_factor
 from ..results.jsonout import first_non_finite
 from ..results.protocol import scalar_settings
@@ -233,16 +233,36 @@ def _mode_options(exact: bool, variation: Variation | None) -> dict[str, Any]:
     return changes
 
 
+#: How far (relative) a variant's lower bound must exceed the fastest time so far for the
+#: variant to be skipped: far above the rounding of the bound and of the simulated times.
+_BOUND_MARGIN = 1e-6
+
+
 def _bound(case: CollectiveCase) -> CollectiveResult:
     """The bound kind's result: every variant (another kind's algorithms and pieces at no
-    cost) run, the fastest kept (ties: the first listed)."""
+    cost) run, the fastest kept (ties: the first listed). A variant that cannot finish
+    before the fastest so far (:func:`_lower_bound`) is not run: it would not be kept."""
     best: CollectiveResult | None = None
     for v in ENDPOINT_KINDS.get(case.system.endpoint.kind).variants_of(case.system):
-        result = _collective(case.with_system(case.system.with_endpoint(None, **v.changes)))
+        variant = case.with_system(case.system.with_endpoint(None, **v.changes))
+        if best is not None and _lower_bound(variant) * (1 - _BOUND_MARGIN) > best.time:
+            continue
+        result = _collective(variant)
         if best is None or result.time < best.time:
             best = result
     assert best is not None  # variants_of returns at least one
     return best
+
+
+def _lower_bound(case: CollectiveCase) -> float:
+    """A time (s) the case's collective cannot finish before (0 where none is known: beside
+    concurrent kernels or copies, or steps :func:`~acesim.network.vectorized.latency_bound`
+    does not bound); the tuner's choice made as the run would (its errors raised)."""
+    if case.kernels is not None or case.host_copy is not None:
+        return 0.0
+    runtime = Platform(case.system, _strategy(case)).collectives
+    _axes, chunks, choice = runtime.choose(case.op, case.size, dims=case.dims, group=case.group)
+    return latency_bound(runtime, choice.phases, chunks, choice.protocol)
 
 
 def _nothing() -> None:
