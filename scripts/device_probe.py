@@ -80,19 +80,24 @@ def timed(run: Callable[[], Any], device: str, reps: int, batches: int = 5) -> f
     times = []
     for _ in range(batches):
         if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                run()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3 / reps)
+            times.append(on_gpu(run, reps))
         else:
             t0 = time.perf_counter()
             for _ in range(reps):
                 run()
             times.append((time.perf_counter() - t0) / reps)
     return statistics.median(times)
+
+
+def on_gpu(run: Callable[[], Any], reps: int) -> float:
+    """The mean time (s) of ``reps`` back-to-back calls, between two CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        run()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) / 1e3 / reps
 
 
 def beside(gemm: Callable[[], Any], copy: Callable[[], Any], alone: float, reps: int) -> float:
@@ -105,14 +110,9 @@ def beside(gemm: Callable[[], Any], copy: Callable[[], Any], alone: float, reps:
     with torch.cuda.stream(side):
         for _ in range(copies):
             copy()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        gemm()
-    end.record()
-    end.synchronize()
+    mean = on_gpu(gemm, reps)
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / reps
+    return mean
 
 
 def gemm_rows(device: str, quick: bool) -> list[dict[str, Any]]:

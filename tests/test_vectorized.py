@@ -200,15 +200,18 @@ def multi_cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation | 
     return system, op, size_bytes, variation, where
 
 
+def _placement(where: Any) -> dict[str, Any]:
+    """A drawn case's ``where`` as collective arguments: a group of ranks 0 and 2, or dims."""
+    if where == "group":
+        return {"group": Group((Span(0), Span(2)))}
+    return {} if where is None else {"dims": where}
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(multi_cases())
 def test_several_dimensions_vectorized_agree_with_the_event_simulation(case: tuple) -> None:
     system, op, size, variation, where = case
-    extra: dict[str, Any] = {}
-    if where == "group":
-        extra["group"] = Group((Span(0), Span(2)))
-    elif where is not None:
-        extra["dims"] = where
+    extra = _placement(where)
 
     def run() -> dict[str, Any]:
         return _figures(
@@ -930,11 +933,7 @@ def test_the_latency_bound_is_no_later_than_the_simulated_time(
     from acesim.runs.collective import _lower_bound, _mode_options, make_collective_case
 
     system, op, size, variation, where = case
-    extra: dict[str, Any] = {}
-    if where == "group":
-        extra["group"] = Group((Span(0), Span(2)))
-    elif where is not None:
-        extra["dims"] = where
+    extra = _placement(where)
     if latency is not None:
         variation = Variation(links=(LinkChange(dim=0, rank=1, latency=latency),))
     for exact in (True, False) if variation is None else (True,):
