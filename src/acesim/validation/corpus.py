@@ -569,6 +569,7 @@ class Corpus:
     def rows(self, ids: Iterable[str]) -> frozenset[str]:
         """``ids`` checked against the corpus's rows; ConfigError naming ``--row`` (with the
         nearest id) for one it does not have."""
+        ids = list(ids)  # read twice: checked, then kept
         known = [c.id for f in self.families.values() for c in f.cases]
         for row in ids:
             if row not in known:
