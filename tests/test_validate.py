@@ -74,6 +74,7 @@ FIT_ROWS = {
     "gb200-nvl64-ce-allgather-512mb-waves": ["endpoint.copy_engine.engine_bandwidth"],
     # the host thread's ops per launch (issue 32, acesim.training.host)
     "mbridge-dgxh100-gpt-oss-120b-bf16": ["host.ops_per_launch"],
+    "mbridge-dgxgb200-gpt-oss-120b-bf16": ["host.ops_per_launch"],
 }
 
 
