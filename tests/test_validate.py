@@ -612,6 +612,8 @@ def test_the_shipped_model_is_within_every_live_familys_budget() -> None:
         "mbridge-dgxh100-llama31-405b-fp8-gbs1536",
         "mbridge-dgxh100-llama3-70b-fp8-gbs256",
         "mbridge-dgxgb200-llama3-70b-fp8-2602",
+        # the 26.02 GB200 405B row (256 GPUs in 4 racks, TP4 PP16 VP4): +17.3%
+        "mbridge-dgxgb200-llama31-405b-fp8",
     }
     # multinode (issue 32): predictions of clusters the model was never fitted on, judged
     # against their budget and reported, not gating (docs/validation.md says which miss, why)
