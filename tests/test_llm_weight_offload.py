@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from acesim.config.resolve import derive, resolve_system
 from acesim.errors import ConfigError
 from acesim.runs.llm import llm_graph, make_llm_case, run_llm
 from acesim.workload.graph import Node
@@ -164,8 +165,9 @@ def test_bad_weight_offload_settings_are_one_line_errors(text: str, match: str) 
 
 
 def test_weight_offload_needs_the_host_memory_bandwidth() -> None:
+    hostless = derive(resolve_system(SYSTEM), {"npu.host_memory_bandwidth": None})
     with pytest.raises(ConfigError, match="npu.host_memory_bandwidth: must be set to offload w"):
-        make_llm_case(SYSTEM, TINY, _fsdp(",offload=weights"))
+        make_llm_case(hostless, TINY, _fsdp(",offload=weights"))
 
 
 def test_time_waiting_on_the_host_is_offload_not_bubble() -> None:
