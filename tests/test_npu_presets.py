@@ -144,9 +144,12 @@ def test_the_node_presets_use_the_npu_presets() -> None:
         # the GPU's figures are the NPU preset's; the host memory behind it is the node's (a
         # DGX's CPUs and DDR, GB200's Grace in the superchip's own preset), with its source
         host = system.npu.host_memory_bandwidth
-        assert system.npu.model_copy(
-            update={"host_memory_bandwidth": preset.npu.host_memory_bandwidth}
-        ) == preset.npu, node
+        assert (
+            system.npu.model_copy(
+                update={"host_memory_bandwidth": preset.npu.host_memory_bandwidth}
+            )
+            == preset.npu
+        ), node
         if host != preset.npu.host_memory_bandwidth:
             assert host is not None and "npu.host_memory_bandwidth" in system.sources, node
         assert system.sources["npu.matrix_flops"] == preset.sources["npu.matrix_flops"]
