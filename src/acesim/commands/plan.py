@@ -43,7 +43,7 @@ FULL_OPTION = typer.Option(
     False,
     "--full",
     help="simulate each candidate in class mode (default: composed, each distinct pipeline "
-    "pass once: within 0.03%% of class mode on the benchmark cases)",
+    "pass once: within 0.03% of class mode on the benchmark cases)",
 )
 
 

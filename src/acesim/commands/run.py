@@ -104,7 +104,7 @@ COMPOSED_OPTION = typer.Option(
     "--composed",
     help="LLM runs: compose the iteration from each distinct pipeline pass simulated once "
     "(the default where the iteration composes; an approximation of class mode: within "
-    "0.03%% of it on the benchmark cases, docs/performance.md)",
+    "0.03% of it on the benchmark cases, docs/performance.md)",
     metavar="",
 )
 FULL_OPTION = typer.Option(
