@@ -31,10 +31,13 @@ from acesim.config.presets import system_document, system_from_dict
 from acesim.errors import AcesimError
 from acesim.results.jsonout import first_non_finite
 from acesim.runs import execute, make_case
+from acesim.runs.llm import make_llm_case, run_llm
 from acesim.sweep import load_spec
 from acesim.training.loops import build_graph
 from acesim.workload.astra import read_astra_workload, write_astra_workload
 from acesim.workload.chakra import read_chakra, write_chakra
+from acesim.workload.llm.models import TransformerConfig
+from acesim.workload.llm.parallel import parse_parallel
 from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 #: Work bound for fuzzed runs: a fuzzed system may describe a huge network; the runtime's
@@ -173,6 +176,106 @@ def _tiny_workload() -> Workload:
         weight_grad=Pass(Compute(flops=1e9, hbm_bytes=1e6), Comm("all-reduce", 2**20)),
     )
     return Workload("tiny", (layer, Layer("fc2", weight_grad=layer.weight_grad)))
+
+
+# -- LLM parallel configurations -------------------------------------------------------------
+
+#: A small dense transformer: each configuration it makes runs in a fraction of a second.
+FUZZ_LLM = TransformerConfig(
+    "fuzz-tiny", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1408, vocab=8000, seq=256
+)
+#: ``--parallel`` items, valid and not: every key with in- and out-of-range values, and broken
+#: syntax.
+PARALLEL_ITEMS = st.lists(
+    st.sampled_from(
+        [
+            "tp=1",
+            "tp=2",
+            "tp=4",
+            "tp=3",
+            "tp=0",
+            "tp=-1",
+            "tp=1e3",
+            "tp=",
+            "pp=2",
+            "pp=4",
+            "pp=16",
+            "vpp=2",
+            "vpp=3",
+            "cp=2",
+            "ep=2",
+            "dp=auto",
+            "dp=3",
+            "sp=0",
+            "sp=1",
+            "sp=2",
+            "tp_overlap=1",
+            "zero=0",
+            "zero=3",
+            "zero=2",
+            "recompute=selective",
+            "recompute=full",
+            "recompute=bogus",
+            "recompute_layers=2",
+            "recompute_modules=core_attn",
+            "recompute_modules=mlp+layernorm",
+            "schedule=zb-v",
+            "schedule=dualpipev",
+            "schedule=1f1b",
+            "schedule=nope",
+            "cuda_graphs=1",
+            "offload=activations",
+            "offload_fraction=0.5",
+            "offload_fraction=nan",
+            "offload_layers=2",
+            "offload=optimizer",
+            "offload=weights",
+            "order=tp-cp-ep-pp-dp",
+            "first_stage_layers=1",
+            "account_embedding=1",
+            "account_loss=1",
+            "ep_comm_units=8",
+            "shared_expert_overlap=1",
+            "=2",
+            "tp",
+        ]
+    ),  # fmt: skip
+    max_size=3,
+)
+
+
+@FUZZ
+@given(
+    st.sampled_from(["tp=1,pp=1", "tp=2,pp=1", "tp=2,pp=2", "tp=1,pp=4", "tp=4,pp=2"]),
+    PARALLEL_ITEMS,
+    st.sampled_from(["h100-nvswitch-8", "b200-nvswitch-8", "mi300x-8"]),
+    st.sampled_from([1, 1, 2]),
+    st.sampled_from([16, 32, 32, 64, 0, 24]),
+    st.sampled_from([1, 1, 2, 3]),
+    st.sampled_from([256, 256, 128, 100]),
+    st.sampled_from(["bf16", "bf16", "fp8", "fp16", "int4"]),
+)
+def test_any_llm_configuration_runs_to_a_finite_result_or_one_error(
+    base: str,
+    items: list[str],
+    system: str,
+    nodes: int,
+    global_batch: int,
+    micro_batch: int,
+    seq: int,
+    precision: str,
+) -> None:
+    def run() -> Any:
+        # later items replace the base's tp and pp (a key given twice is an error of its own)
+        keys = {item.partition("=")[0] for item in items}
+        kept = [part for part in base.split(",") if part.partition("=")[0] not in keys]
+        parallel = parse_parallel(
+            ",".join(kept + items), global_batch=global_batch, micro_batch=micro_batch, seq=seq
+        )
+        case = make_llm_case(system, FUZZ_LLM, parallel, precision=precision, nodes=nodes)
+        return run_llm(case)[0]
+
+    _outcome(run)
 
 
 # -- ASTRA-sim 1.0 text ----------------------------------------------------------------------
