@@ -91,7 +91,17 @@ class LineOrders:
     def lines(self, run: Any) -> tuple[Line, ...]:
         """The orders ``run``'s current phase is admitted in (see the module docstring): its
         group line's, and for a collective every rank joins the dimension's across all lines
-        too."""
+        too. Kept on the run for its phase (``agreed_phase``, ``agreed_lines``): a line, once
+        made, is the line of its key for the whole run."""
+        if run.agreed_phase == run.phase:
+            lines: tuple[Line, ...] = run.agreed_lines
+            return lines
+        lines = self._lines_of(run)
+        run.agreed_phase = run.phase
+        run.agreed_lines = lines
+        return lines
+
+    def _lines_of(self, run: Any) -> tuple[Line, ...]:
         phase = run.coll.phases[run.phase]
         dim, size, stride = phase.dim, phase.size, phase.stride
         base = self._bases.get((run.rank, dim, size, stride))
@@ -144,4 +154,8 @@ class LineOrders:
 
     def _admissible(self, run: Any) -> bool:
         item = (run.coll.id, run.chunk, run.phase)
-        return all(line.admissible(run.rank, item) for line in self.lines(run))
+        rank = run.rank
+        for line in self.lines(run):
+            if not line.admissible(rank, item):
+                return False
+        return True

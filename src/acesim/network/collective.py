@@ -215,6 +215,8 @@ class _ChunkRun:
         "in_step",
         "arrived",
         "phase_start",
+        "agreed_phase",
+        "agreed_lines",
     )
 
     def __repr__(self) -> str:
@@ -233,6 +235,9 @@ class _ChunkRun:
         self.in_step = False
         self.arrived: dict[tuple[int, int], int] = {}
         self.phase_start = 0.0
+        #: exact mode's agreed orders: the lines of phase ``agreed_phase`` (agreement.py)
+        self.agreed_phase = -1
+        self.agreed_lines: tuple[Any, ...] = ()
 
 
 class _DimQueue:
