@@ -146,7 +146,21 @@ def validate_command(
         task = bar.add_task("validate", total=total)
         advance = lambda _r: bar.advance(task)  # noqa: E731
         if transfer:
-            both = validate_transfer(names, quick=quick, corpus=loaded, on_case=advance, rows=rows)
+
+            def refitting(unit: str, preset: str) -> None:
+                bar.update(task, description=f"holding out {unit}: refitting {preset}")
+
+            def advance_held_out(_r: object) -> None:
+                bar.update(task, description="validate", advance=1)
+
+            both = validate_transfer(
+                names,
+                quick=quick,
+                corpus=loaded,
+                on_case=advance_held_out,
+                rows=rows,
+                on_refit=refitting,
+            )
             report, shown = both.in_sample, both.held_out
         else:
             report = shown = validate(names, quick=quick, corpus=loaded, on_case=advance, rows=rows)

@@ -12,6 +12,7 @@ the error a user gets on a system acesim has no measurement of.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,13 @@ def validate_transfer(
     corpus: Corpus | str | Path | None = None,
     on_case: Callable[[CaseResult], Any] | None = None,
     rows: Iterable[str] | None = None,
+    on_refit: Callable[[str, str], Any] | None = None,
 ) -> TransferReport:
     """The in-sample run of :func:`.evaluate.validate` and the held-out run of the same rows
     (see the module); arguments as :func:`.evaluate.validate`'s (``rows`` picks the rows run
-    and reported; every system's fits still come from the whole corpus)."""
+    and reported; every system's fits still come from the whole corpus). ``on_refit(unit,
+    preset)`` is called before each preset is fitted again for the world of the system
+    ``unit`` held out (the refits come before that system's first row)."""
     loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     chosen = chosen_families(loaded, families, rows)
     wanted = None if rows is None else loaded.rows(rows)
@@ -60,6 +64,7 @@ def validate_transfer(
             if _simulated(case, quick):
                 unit = unit_of(case.system)
                 if unit not in worlds:
+                    cache.on_fit = None if on_refit is None else partial(on_refit, unit)
                     try:
                         worlds[unit] = held_out_world(unit, presets, cache)
                     except AcesimError as exc:  # a refit out of reach: the rows say so

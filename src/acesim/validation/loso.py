@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config.system import SystemConfig
 from ..errors import AcesimError
@@ -160,6 +161,9 @@ class _Fits:
     def __init__(self, presets: Presets):
         self.presets = presets
         self.cache: dict[tuple[str, tuple[tuple[Key, float | None], ...]], dict[Key, float]] = {}
+        #: called with a preset's name before it is fitted (not when its fit is cached): a
+        #: held-out world refits many presets, tens of CPU seconds before any row is simulated
+        self.on_fit: Callable[[str], Any] | None = None
 
     def inputs(self, preset: str, world: Mapping[Key, float | None]) -> dict[Key, float | None]:
         own = {k for k in self.presets.fitted if k[0] == preset}
@@ -169,6 +173,8 @@ class _Fits:
     def get(self, preset: str, inputs: Mapping[Key, float | None]) -> dict[Key, float]:
         key = (preset, tuple(sorted((k, _sig(v)) for k, v in inputs.items())))
         if key not in self.cache:
+            if self.on_fit is not None:
+                self.on_fit(preset)
             fits = fit_preset(preset, self.presets.corpus, adjust=_setter(inputs))
             self.cache[key] = {(preset, f.parameter): f.value for f in fits}
         return self.cache[key]
