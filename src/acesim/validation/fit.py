@@ -3,8 +3,11 @@
 A fit row names the parameters it fits (``fits = ["npu.kernels.gemm_efficiency"]``, or one
 dtype's entry of a per-dtype table, ``npu.kernels.gemm_efficiency.fp32``). For an NPU
 preset, :func:`fit_npu` solves, one parameter per row, for the value at which the simulated
-figure equals the measured one, by bisection (each figure is monotonic in its parameter: a
-higher efficiency is faster, a higher penalty or latency slower). Parameters interact a little
+figure equals the measured one, by Brent's method on the range where it changes sign
+(``scipy.optimize.brentq``: each figure is monotonic in its parameter, a higher efficiency is
+faster, a higher penalty or latency slower; Brent's method falls back to bisection where the
+figure is not smooth, and takes a few tries where it is: a fit of a collective or an LLM row
+costs a simulation a try). Parameters interact a little
 (the GEMM rows move HBM bytes, the STREAM rows pay a latency), so the rows are solved in turn
 until no value moves by more than a part in 10^6.
 
@@ -13,7 +16,7 @@ rows fit (``collective.protocol_efficiency``: the ring's large-message plateau, 
 bandwidth-bound row; ``collective.nvls_efficiency``: the large-message plateau of NVLS
 all-reduce, on a bandwidth-bound row; ``collective.nvls_delay``: its per-step latency, on a
 row where latency and bandwidth weigh about equally; the copy engines' bandwidth and setups
-and a switch's incast efficiency), the bisection run on simulated collectives.
+and a switch's incast efficiency), the root found on simulated collectives.
 
 A system preset's LLM row may fit the framework's host ops per kernel launch
 (``host.ops_per_launch``, :data:`HOST_FITS`; :mod:`acesim.training.host`) on its throughput,
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import PydanticUndefined
+from scipy.optimize import brentq
 
 from ..config.endpoint import EndpointConfig
 from ..config.resolve import derive, resolve_system
@@ -106,7 +110,7 @@ COLLECTIVE_FITS = (
 #: framework's host ops per launch, fitted on a training row's throughput (monotonic: more host
 #: time per launch is slower where the host sets the pace).
 HOST_FITS = ("host.ops_per_launch",)
-#: How closely a host fit is bisected (relative to the value): each try is an LLM simulation.
+#: How closely a host fit is solved (relative to the value): each try is an LLM simulation.
 HOST_TOLERANCE = 1e-7
 
 
@@ -308,10 +312,10 @@ def _fit(
 
             # Early rounds may start a row out of reach (another parameter still far from its
             # fit): it takes the nearer end of its range until the others have moved.
-            # a host row is a whole LLM run a try: bisected to a part in 10^7 (presets carry
+            # a host row is a whole LLM run a try: solved to a part in 10^7 (presets carry
             # four digits), not to the float's precision
             tol = HOST_TOLERANCE if parameter in HOST_FITS else 1e-12
-            value = _bisect(error, low, high, f"case {case.id}: {parameter}", clamp=True, tol=tol)
+            value = _root(error, low, high, f"case {case.id}: {parameter}", clamp=True, tol=tol)
             previous = values.get(parameter)
             moved = max(
                 moved,
@@ -356,7 +360,7 @@ def _row_system(
     return own
 
 
-def _bisect(
+def _root(
     error: Callable[[float], float],
     low: float,
     high: float,
@@ -365,8 +369,9 @@ def _bisect(
     clamp: bool = False,
     tol: float = 1e-12,
 ) -> float:
-    """The root of ``error`` between ``low`` and ``high`` (it changes sign there); with
-    ``clamp``, the end nearer a root when there is none."""
+    """The root of ``error`` between ``low`` and ``high`` (it changes sign there), to a part
+    in ``1 / tol`` of its value (Brent's method, module); with ``clamp``, the end nearer a root
+    when there is none."""
     e_low, e_high = error(low), error(high)
     if (e_low > 0) == (e_high > 0):
         if clamp:
@@ -375,13 +380,11 @@ def _bisect(
             where,
             f"the measured figure is out of reach of this parameter between {low:g} and {high:g}",
         )
-    for _ in range(200):
-        mid = 0.5 * (low + high)
-        e_mid = error(mid)
-        if (e_mid > 0) == (e_low > 0):
-            low, e_low = mid, e_mid
-        else:
-            high = mid
-        if high - low <= tol * max(abs(high), 1e-12):
-            break
-    return 0.5 * (low + high)
+    known = {low: e_low, high: e_high}  # brentq evaluates the ends again: not simulated twice
+
+    def remembered(value: float) -> float:
+        found = known.get(value)
+        return error(value) if found is None else found
+
+    root: float = brentq(remembered, low, high, xtol=tol * 1e-12, rtol=max(tol, 4e-16))
+    return root
