@@ -83,7 +83,7 @@ SMALL: list[tuple[str, str]] = [
     (r"^acesim validate (?!.*--family)", "acesim validate --family kernels "),
     (r"--family kernels,collectives", "--family kernels"),
     # ...and a row held out: a system whose held-out world refits little (V100's: 0.8 CPU s;
-    # H100's refits every preset its transfers feed, 18 fits, about 43 CPU s); the refits
+    # H100's refits every preset its transfers feed, 18 fits, about 14 CPU s); the refits
     # themselves are tests/test_transfer.py's
     (r"--row h100-gemm-fp8-2048 --transfer", "--row v100-gemm-fp32-2048 --transfer"),
 ]
