@@ -14,7 +14,9 @@ from .common import IMAGE_SUFFIXES, check_output_path, console, err_console, pro
 from .show import FORMAT_OPTION, print_table
 
 if TYPE_CHECKING:
-    from ..validation import CaseResult, FamilyReport, Report, TransferReport
+    from rich.progress import Progress, TaskID
+
+    from ..validation import CaseResult, Corpus, FamilyReport, Report, TransferReport
 
 
 def _families(items: list[str]) -> list[str] | None:
@@ -126,7 +128,7 @@ def validate_command(
     with its reason). With --transfer, each row is also simulated leaving its system out and
     reported against the family's transfer target, which never fails the command."""
     from ..errors import ConfigError
-    from ..validation import load_corpus, validate, validate_transfer
+    from ..validation import load_corpus, validate
     from ..validation.evaluate import chosen_families
 
     if plot is not None:
@@ -142,31 +144,18 @@ def validate_command(
     total = sum(1 for f in chosen for c in f.cases if rows is None or c.id in rows)
     total *= 2 if transfer else 1
     names = [f.name for f in chosen]
+    both = report = None
     with progress() as bar:
         task = bar.add_task("validate", total=total)
-        advance = lambda _r: bar.advance(task)  # noqa: E731
         if transfer:
-
-            def refitting(unit: str, preset: str) -> None:
-                bar.update(task, description=f"holding out {unit}: refitting {preset}")
-
-            def advance_held_out(_r: object) -> None:
-                bar.update(task, description="validate", advance=1)
-
-            both = validate_transfer(
-                names,
-                quick=quick,
-                corpus=loaded,
-                on_case=advance_held_out,
-                rows=rows,
-                on_refit=refitting,
-            )
+            both = _transfer_with_progress(bar, task, names, quick, loaded, rows)
             report, shown = both.in_sample, both.held_out
         else:
+            advance = lambda _r: bar.advance(task)  # noqa: E731
             report = shown = validate(names, quick=quick, corpus=loaded, on_case=advance, rows=rows)
     if as_json or fmt == "json":
-        console.out(dumps((both if transfer else report).to_dict(), indent=2))
-    elif transfer:
+        console.out(dumps((both or report).to_dict(), indent=2))
+    elif both is not None:
         _print_transfer(both)
     else:
         _print_report(report)
@@ -179,6 +168,30 @@ def validate_command(
             err_console.print("no simulated rows: no figure written")
     if not report.within_budget and rows is None:  # a budget judges a family's every row
         raise typer.Exit(1)
+
+
+def _transfer_with_progress(
+    bar: Progress,
+    task: TaskID,
+    names: list[str],
+    quick: bool,
+    corpus: Corpus,
+    rows: frozenset[str] | None,
+) -> TransferReport:
+    """:func:`~acesim.validation.validate_transfer` with ``bar`` advanced a row at a time and
+    naming each refit of a held-out world as it starts (tens of CPU seconds before that
+    system's first row)."""
+    from ..validation import validate_transfer
+
+    def refitting(unit: str, preset: str) -> None:
+        bar.update(task, description=f"holding out {unit}: refitting {preset}")
+
+    def advance(_row: object) -> None:
+        bar.update(task, description="validate", advance=1)
+
+    return validate_transfer(
+        names, quick=quick, corpus=corpus, on_case=advance, rows=rows, on_refit=refitting
+    )
 
 
 def _print_report(report: Report) -> None:
