@@ -386,5 +386,20 @@ def _root(
         found = known.get(value)
         return error(value) if found is None else found
 
-    root: float = brentq(remembered, low, high, xtol=tol * 1e-12, rtol=max(tol, 4e-16))
-    return root
+    try:
+        root: float = brentq(
+            remembered, low, high, xtol=tol * 1e-12, rtol=max(tol, 4e-16), maxiter=200
+        )
+        return root
+    except RuntimeError:  # not converged (a figure with steps): bisection, which always is
+        pass
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        e_mid = remembered(mid)
+        if (e_mid > 0) == (e_low > 0):
+            low, e_low = mid, e_mid
+        else:
+            high = mid
+        if high - low <= tol * max(abs(high), 1e-12):
+            break
+    return 0.5 * (low + high)
