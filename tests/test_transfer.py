@@ -307,3 +307,13 @@ def test_a_row_whose_system_does_not_load_is_an_error_row_held_out_too(tmp_path:
     report = validate_transfer(corpus=load_corpus(folder))
     row = {r.case.id: r for r in report.held_out.families[0].results}["nowhere"]
     assert row.status == "error" and row.note
+
+
+def test_the_held_out_figure_says_it_is_held_out(tmp_path: Path) -> None:
+    from acesim.validation.plot import report_figure
+
+    report = validate_transfer(corpus=load_corpus(_corpus(tmp_path)))
+    held, inside = report_figure(report.held_out), report_figure(report.in_sample)
+    assert held is not None and inside is not None
+    assert [ax.get_title() for ax in held.axes] == ["tiny (held out)"]
+    assert [ax.get_title() for ax in inside.axes] == ["tiny"]

@@ -632,6 +632,28 @@ def test_the_figure_plots_the_simulated_rows(tmp_path: Path) -> None:
     assert plot.stat().st_size > 0
 
 
+def test_a_panel_within_one_decade_still_labels_its_axis(tmp_path: Path) -> None:
+    """A log axis shows its decades; rows measured within one decade (one system's GEMMs, a
+    single row) have none on the axis: the panel labels a few plain ticks instead."""
+    from acesim.validation.plot import report_figure
+
+    one = GOOD_CASE.replace("measured = 1.0", "measured = 1.3")  # no decade near
+    other = GOOD_CASE.replace('"tiny-copy"', '"tiny-other"').replace(
+        "measured = 1.0", "measured = 1.7"
+    )
+    for index, body in enumerate((one, one + other)):
+        (tmp_path / str(index)).mkdir()
+        report = validate(corpus=load_corpus(_corpus(tmp_path / str(index), body)))
+        fig = report_figure(report)
+        assert fig is not None
+        fig.canvas.draw()
+        (ax,) = fig.axes
+        low, high = ax.get_xlim()
+        shown = [t for t in ax.xaxis.get_majorticklabels() if t.get_text()]
+        assert [t for t in shown if low <= t.get_position()[0] <= high], body
+        assert ax.get_title() == "tiny"
+
+
 def test_the_figure_needs_an_image_suffix(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

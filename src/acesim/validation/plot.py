@@ -14,19 +14,37 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+    StrMethodFormatter,
+)
 
 from .report import Report  # noqa: E402
 
-__all__ = ["plot_report"]
+__all__ = ["plot_report", "report_figure"]
 
 
 def plot_report(report: Report, path: Path) -> int:
     """Write the figure of ``report`` to ``path`` (.png, .svg, .pdf); returns the panels drawn
     (0 when no family has a simulated row: nothing is written)."""
+    fig = report_figure(report)
+    if fig is None:
+        return 0
+    fig.savefig(path)
+    panels = len(fig.axes)
+    plt.close(fig)
+    return panels
+
+
+def report_figure(report: Report) -> Figure | None:
+    """The figure of ``report`` (module docstring), a panel per family with a simulated row;
+    None when there is none. A held-out report's panels say so in their titles."""
     families = [f for f in report.families if any(r.status == "ok" for r in f.results)]
     if not families:
-        return 0
+        return None
     fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6), squeeze=False)
     for ax, family in zip(axes[0], families, strict=True):
         budget = family.budget
@@ -58,14 +76,19 @@ def plot_report(report: Report, path: Path) -> int:
                     zorder=3,
                 )
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: no crowded labels
+        measured = [r.case.measured for r in family.results if r.status == "ok"]
+        if max(measured) >= 10 * min(measured):
+            ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: no crowded labels
+        else:  # within a decade no decade is on the axis: a few plain ticks instead
+            ax.set_xlim(min(measured) / 1.2, max(measured) * 1.2)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+            ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+            ax.xaxis.set_minor_locator(NullLocator())
         units = sorted({r.case.unit for r in family.results if r.status == "ok"})
         ax.set_xlabel(f"measured ({', '.join(units)})")
         ax.set_ylabel("simulated / measured")
-        ax.set_title(family.name)
+        ax.set_title(f"{family.name} (held out)" if family.held_out else family.name)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return len(families)
+    return fig
