@@ -352,6 +352,23 @@ def test_substrates_are_ranked_side_by_side() -> None:
     assert result.endpoints == ["baseline", "copy_engine"]
 
 
+def test_the_figure_labels_the_best_row_inside_the_axes() -> None:
+    """The fastest row is often the leftmost (least memory): its label goes on the side of
+    its point with room, never out of the axes over the tick labels."""
+    result = plan(
+        "h100-nvswitch-8", TINY.name, global_batch=8, seq=512, top=2,
+        space={**SMALL, "tp": [1, 2], "pp": [1], "cp": [1]},
+    )  # fmt: skip
+    fig = result.draw()
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    (label,) = ax.texts
+    inside = ax.get_window_extent()
+    box = label.get_window_extent()
+    assert inside.x0 <= box.x0 and box.x1 <= inside.x1, (box, inside)
+    assert label.get_text().startswith(result.outcome.rows["baseline"][0].candidate.text)
+
+
 def test_space_values_are_checked_by_name() -> None:
     assert parse_space(["tp=2,4", "recompute=full"]) == {"tp": [2, 4], "recompute": ["full"]}
     for bad, field in [

@@ -14,9 +14,12 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .search import PlanOutcome, PlanRequest, PlanRow
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["PlanResult", "EXPOSED_KINDS"]
 
@@ -213,8 +216,18 @@ class PlanResult:
         return front
 
     def figure(self, path: str | Path, endpoint: str | None = None) -> Path:
-        """Draw iteration time against memory per GPU of every simulated row, the Pareto
-        front joined and the top row labelled; write it to ``path`` (PNG, SVG or PDF)."""
+        """:meth:`draw` written to ``path`` (PNG, SVG or PDF)."""
+        import matplotlib.pyplot as plt
+
+        fig = self.draw(endpoint)
+        out = Path(path)
+        fig.savefig(out, dpi=150)
+        plt.close(fig)
+        return out
+
+    def draw(self, endpoint: str | None = None) -> Figure:
+        """Iteration time against memory per GPU of every simulated row, the Pareto front
+        joined and the top row labelled (on the side of its point with room in the axes)."""
         import matplotlib
 
         matplotlib.use("Agg")
@@ -238,16 +251,6 @@ class PlanResult:
             color="C0",
             label="Pareto front",
         )
-        if rows:
-            best = rows[0]
-            ax.annotate(
-                f"{best.candidate.text}, mbs {best.candidate.parallel.micro_batch}",
-                (best.memory["total"] / GIB, best.iteration_time),
-                textcoords="offset points",
-                xytext=(-6, 8),
-                ha="right",
-                fontsize=7,
-            )
         ax.axvline(
             self.request.system.npu.hbm_capacity / GIB,
             color="C3",
@@ -255,6 +258,21 @@ class PlanResult:
             lw=1,
             label="HBM capacity",
         )
+        if rows:
+            best = rows[0]
+            x, y = best.memory["total"] / GIB, best.iteration_time
+            # the label on the side of the point with room inside the axes (the fastest row
+            # is often the leftmost: a label to its left left the axes)
+            low, high = ax.get_xlim()
+            right = x < (low + high) / 2
+            ax.annotate(
+                f"{best.candidate.text}, mbs {best.candidate.parallel.micro_batch}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(6 if right else -6, 8),
+                ha="left" if right else "right",
+                fontsize=7,
+            )
         r = self.request
         ax.set_xlabel("memory per GPU (GiB)")
         ax.set_ylabel("iteration time (s)")
@@ -266,10 +284,7 @@ class PlanResult:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, dpi=150)
-        plt.close(fig)
-        return out
+        return fig
 
 
 BOUND_NOTE = (
