@@ -140,6 +140,39 @@ def test_report_and_figures(study: tuple[dict[str, Any], Path]) -> None:
         assert (out / f"{name}.svg").stat().st_size > 0
 
 
+def test_the_figures_legends_name_every_substrate_in_its_colour(
+    study: tuple[dict[str, Any], Path],
+) -> None:
+    """The B200 has no copy-engine or NVLS fit: its panel, the last, draws no bar of theirs,
+    and a legend read off that panel gave them the default colour (or, for the iteration's
+    parts first drawn on the H100 panel, no legend at all)."""
+    from matplotlib.colors import to_rgba
+
+    from acesim.studies.figures2026 import KIND_COLORS, PART_COLORS, figures
+
+    summary, _ = study
+    drawn = figures(summary)
+    try:
+        (legend,) = [ax.get_legend() for ax in drawn["speedup"].axes if ax.get_legend()]
+        entries = {
+            t.get_text(): h for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)
+        }
+        assert list(entries) == list(ENDPOINTS)
+        for kind, handle in entries.items():
+            assert handle.get_facecolor() == to_rgba(KIND_COLORS[kind]), kind
+        (legend,) = [ax.get_legend() for ax in drawn["exposed"].axes if ax.get_legend()]
+        texts = [t.get_text() for t in legend.get_texts()]
+        assert texts[:2] == ["compute", "bubble"] and set(texts[: -len(ENDPOINTS)]) <= set(
+            PART_COLORS
+        )
+        assert texts[-len(ENDPOINTS) :] == [f"{kind} (outline)" for kind in ENDPOINTS]
+    finally:
+        import matplotlib.pyplot as plt
+
+        for fig in drawn.values():
+            plt.close(fig)
+
+
 def test_case_list_is_one_place_and_checked() -> None:
     names = [c.name for c in CASES]
     assert len(set(names)) == len(names)

@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from .plotting import finish, time_axis  # noqa: E402
 
@@ -37,6 +38,11 @@ PART_COLORS = {
     "pp": "tab:olive",
     "dp": "tab:orange",
 }
+
+
+def _color(kind: str) -> str:
+    """A substrate's colour (:data:`KIND_COLORS`; purple for one it does not list)."""
+    return KIND_COLORS.get(kind, "tab:purple")
 
 
 def _rows(summary: dict[str, Any], system: str) -> list[dict[str, Any]]:
@@ -67,7 +73,7 @@ def _speedup(summary: dict[str, Any]) -> Any:
                     ys.append(out["speedup"])
                 else:
                     ax.text(x, 1.0, "n/a", rotation=90, fontsize=6, ha="center", va="bottom")
-            ax.bar(xs, ys, width, color=KIND_COLORS.get(kind, "tab:purple"), label=kind)
+            ax.bar(xs, ys, width, color=_color(kind))
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(
             [i + 0.4 - width / 2 for i in range(len(rows))], [r["case"] for r in rows], fontsize=7
@@ -76,7 +82,10 @@ def _speedup(summary: dict[str, Any]) -> Any:
         ax.set_xlabel(f"case on {system}")
         ax.set_title(system, fontsize=9)
         ax.grid(alpha=0.3)
-    finish(fig, axes[-1], f"Substrates against the best SM configuration ({summary['precision']})")
+    # the legend names every substrate in its colour, whichever panel draws its bars (a
+    # substrate a system cannot run has none on that panel)
+    handles = [Patch(facecolor=_color(kind), label=kind) for kind in kinds]
+    finish(fig, axes[-1], "", handles=handles)
     axes[-1].set_title(systems[-1], fontsize=9)
     fig.suptitle("Substrates against the best SM configuration", fontsize=10)
     fig.tight_layout()
@@ -88,7 +97,7 @@ def _exposed(summary: dict[str, Any]) -> Any:
     kinds = summary["endpoints"]
     fig, axes = _panels(len(systems), 9.0, 3.2)
     width = 0.8 / len(kinds)
-    seen: set[str] = set()
+    seen: dict[str, None] = {}  # the parts drawn, in order
     for ax, system in zip(axes, systems, strict=True):
         rows = _rows(summary, system)
         for i, r in enumerate(rows):
@@ -101,17 +110,15 @@ def _exposed(summary: dict[str, Any]) -> Any:
                 parts.update(out["exposed"])
                 bottom = 0.0
                 for part, value in parts.items():
-                    label = part if part not in seen else None
-                    seen.add(part)
+                    seen[part] = None
                     ax.bar(
                         x,
                         value,
                         width,
                         bottom=bottom,
                         color=PART_COLORS.get(part, "tab:purple"),
-                        edgecolor=KIND_COLORS.get(kind, "k"),
+                        edgecolor=_color(kind),
                         linewidth=0.8,
-                        label=label,
                     )
                     bottom += value
         ax.set_xticks(
@@ -121,7 +128,14 @@ def _exposed(summary: dict[str, Any]) -> Any:
         ax.set_xlabel(f"case on {system} (bars: " + ", ".join(kinds) + ")")
         ax.set_title(system, fontsize=9)
         ax.grid(alpha=0.3)
-    finish(fig, axes[-1], systems[-1])
+    # the parts by fill, every panel's (a part first drawn on another panel included), then
+    # the substrates by outline
+    handles = [Patch(facecolor=PART_COLORS.get(p, "tab:purple"), label=p) for p in seen]
+    handles += [
+        Patch(facecolor="white", edgecolor=_color(kind), label=f"{kind} (outline)")
+        for kind in kinds
+    ]
+    finish(fig, axes[-1], systems[-1], handles=handles)
     fig.suptitle("The iteration per substrate: compute, bubble, exposed communication", fontsize=10)
     fig.tight_layout()
     return fig

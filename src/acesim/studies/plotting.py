@@ -36,12 +36,18 @@ def time_axis(axis: Any, label: str) -> None:
     axis.set_label_text(f"{label} (s)")
 
 
-def finish(fig: Any, ax: Any, title: str, *, legend: bool = True) -> None:
-    """Title, grid and a legend below the axes (never over the data); tight layout."""
+def finish(
+    fig: Any, ax: Any, title: str, *, legend: bool = True, handles: list[Any] | None = None
+) -> None:
+    """Title, grid and a legend below the axes (never over the data); tight layout.
+    ``handles``: the legend's entries (a figure of several panels, whose entries are not all
+    drawn on ``ax``); None: what ``ax`` has labelled."""
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    if legend and ax.get_legend_handles_labels()[0]:
+    entries = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    if legend and entries:
         ax.legend(
+            handles=entries,
             fontsize=7,
             loc="upper center",
             bbox_to_anchor=(0.5, -0.18),
