@@ -104,6 +104,31 @@ def test_cli_refuses_what_a_study_does_not_take(
     assert not (tmp_path / "summary.json").exists()
 
 
+def test_a_study_of_some_variants_ranges_from_the_preset_as_shipped() -> None:
+    """``--sensitivity drf,fp32``: the ranges still start from the shipped preset (an
+    assumption moved is measured from it): the shipped value inside each range, and named at
+    the end it sets."""
+    from acesim.studies.sensitivity import FIGURES, figure_ranges
+
+    labels = [label for label, _k, _w in FIGURES]
+    shipped = dict.fromkeys(labels, 2.0)
+    rows = {
+        "drf": {"figures": dict.fromkeys(labels, 2.5)},
+        "fp32": {"figures": {**dict.fromkeys(labels, 3.0), "GNMT avg": None}},
+    }
+    ranges = figure_ranges(rows, shipped)
+    for label in labels:
+        r = ranges[label]
+        assert (r["low"], r["high"], r["shipped"]) == (
+            2.0,
+            2.5 if label == "GNMT avg" else 3.0,
+            2.0,
+        )
+        assert r["low_variant"] == "shipped"
+    # with the shipped variant among them (the default): the same ranges
+    assert figure_ranges({**rows, "shipped": {"figures": shipped}}, shipped) == ranges
+
+
 def test_sensitivity_figure_draws_every_range_against_the_paper() -> None:
     import matplotlib.pyplot as plt
 
@@ -127,5 +152,14 @@ def test_sensitivity_figure_draws_every_range_against_the_paper() -> None:
         bars = [line for line in ax.get_lines() if len(line.get_xdata()) == 2]
         spans = sorted(tuple(line.get_xdata()) for line in bars)
         assert spans[0] == pytest.approx((0.37 / 3.5, 11.6 / 3.5))
+        # the values in a column right of the axes (beside a bar they ran over the paper's
+        # cross), with the paper's; the log axis's ticks as plain numbers
+        fig.canvas.draw()
+        texts = {t.get_text(): t for t in ax.texts}
+        assert set(texts) == {"3.10 (0.37-11.60), paper 3.50", "1.06 (0.99-1.45), paper 1.13"}
+        right = ax.get_window_extent().x1
+        assert all(t.get_window_extent().x0 >= right for t in texts.values())
+        ticks = [t.get_text() for t in ax.get_xticklabels(which="both") if t.get_text()]
+        assert ticks and all("10^" not in t and "e-" not in t for t in ticks), ticks
     finally:
         plt.close(fig)

@@ -8,6 +8,7 @@ figures); legends sit outside the data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from .membw import MembwRow, membw_figure  # noqa: E402
 from .plotting import color_of, finish  # noqa: E402
@@ -170,6 +172,13 @@ def _splits(cases: list[Any], mid: int) -> Any:
     return fig
 
 
+def _minor_label(x: float, _pos: int) -> str:
+    """A log axis's minor tick as a plain number where its mantissa is 2, 3 or 5 (enough
+    labels between decades, never crowded), else none."""
+    mantissa = x / 10 ** math.floor(math.log10(x)) if x > 0 else 0.0
+    return f"{x:g}" if any(math.isclose(mantissa, m) for m in (2, 3, 5)) else ""
+
+
 def sensitivity_figure(ranges: Mapping[str, Any], title: str = "") -> Any:
     """Per headline figure (one row each): its range over the sensitivity variants (a bar),
     the shipped value (a dot) and the paper's (a cross), each as a ratio to the paper's value
@@ -197,15 +206,21 @@ def sensitivity_figure(ranges: Mapping[str, Any], title: str = "") -> Any:
                 color="tab:blue",
                 label="as shipped" if i == 0 else None,
             )
+            # the values in a column right of the axes: beside the bar they ran over the
+            # paper's cross when the range was near it
             ax.annotate(
-                f"{r['shipped']:.2f} ({r['low']:.2f}-{r['high']:.2f})",
-                (max(r["high"], r["shipped"]) / paper, y),
+                f"{r['shipped']:.2f} ({r['low']:.2f}-{r['high']:.2f}), paper {paper:.2f}",
+                (1.0, y),
+                xycoords=("axes fraction", "data"),
                 xytext=(6, -3),
                 textcoords="offset points",
                 fontsize=7,
             )
         ax.plot(1.0, y, "kx", label="paper" if i == 0 else None)
     ax.set_xscale("log")
+    # plain numbers (0.5, 1, 2, 3), where the log axis wrote 6 x 10^-1 and 2 x 10^0
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(_minor_label))
     ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)], fontsize=8)
     ax.set_xlabel("acesim / paper (ratio, log scale; 1 = the paper's value)")
     ax.set_ylabel("headline figure (x)")

@@ -48,6 +48,7 @@ __all__ = [
     "headline_values",
     "plan_sensitivity",
     "assemble_sensitivity",
+    "figure_ranges",
     "sensitivity_study",
 ]
 
@@ -198,9 +199,8 @@ def assemble_sensitivity(
     npus: list[int] | None = None,
     endpoints: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Per variant its headline figures; per figure (:data:`FIGURES`) the shipped value, its
-    range over the variants (with the variants at each end) and the paper's value."""
-    from .reproduce import PAPER, assemble_reproduction, figure_id
+    """Per variant its headline figures; per figure its range (:func:`figure_ranges`)."""
+    from .reproduce import assemble_reproduction
 
     rows: dict[str, Any] = {}
     for name in variants:
@@ -223,11 +223,25 @@ def assemble_sensitivity(
             },
         }
     shipped = headline_values(main) if main is not None else None
+    return {"variants": rows, "ranges": figure_ranges(rows, shipped)}
+
+
+def figure_ranges(
+    rows: Mapping[str, Any], shipped: Mapping[str, float | None] | None
+) -> dict[str, Any]:
+    """Per headline figure (:data:`FIGURES`): the shipped value, the range over the variants'
+    ``rows`` and the shipped value (a study of some variants still ranges from the preset as
+    shipped: an assumption moved is measured from it), the variants at each end, and the
+    paper's value."""
+    from .reproduce import PAPER, figure_id
+
     ranges: dict[str, Any] = {}
     for label, key, work in FIGURES:
         values = {
             n: r["figures"][label] for n, r in rows.items() if r["figures"][label] is not None
         }
+        if shipped is not None and shipped[label] is not None:
+            values.setdefault("shipped", shipped[label])
         if not values:
             ranges[label] = None
             continue
@@ -244,7 +258,7 @@ def assemble_sensitivity(
             "paper": paper,
             "paper_in_range": values[low] <= paper <= values[high],
         }
-    return {"variants": rows, "ranges": ranges}
+    return ranges
 
 
 def _variant_of(task: Task) -> str:
