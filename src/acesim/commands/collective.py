@@ -19,9 +19,17 @@ from ..network.ops import COLLECTIVE_OPS
 from ..results.collective import CollectiveResult
 from ..results.jsonout import dumps
 from ..results.protocol import assumptions
-from ..runs.collective import make_collective_case
+from ..runs.collective import CollectiveCase, make_collective_case
+from ..runs.compare import Comparison, assemble, check_endpoints, plan, run_jobs
 from ..runs.single import run_case
-from ..units import column_scale, format_size, format_time, parse_quantity, parse_size_range
+from ..units import (
+    column_scale,
+    format_rate,
+    format_size,
+    format_time,
+    parse_quantity,
+    parse_size_range,
+)
 from .cases import (
     COMPUTE_SPREAD_OPTION,
     LINKS_OPTION,
@@ -88,6 +96,13 @@ ROOT_OPTION = typer.Option(
     "0 to n-1; default 0 (rooted operations run in exact mode)",
 )
 AS_JSON_OPTION = typer.Option(False, "--json", help="print JSON instead of a table", metavar="")
+ENDPOINTS_OPTION = typer.Option(
+    None,
+    "--endpoints",
+    help="endpoint kinds to compare at each size, comma-separated (each in its best variant: "
+    "the baseline's SM splits searched, as acesim run --endpoints does; the baseline always "
+    "runs, the reference); instead of --endpoint",
+)
 
 
 def collective_command(
@@ -96,6 +111,7 @@ def collective_command(
     system: str = SYSTEM_OPTION,
     nodes: int | None = NODES_OPTION,
     endpoint: str | None = ENDPOINT_OPTION,
+    endpoints: str | None = ENDPOINTS_OPTION,
     exact: bool = EXACT_OPTION,
     search: bool = SEARCH_OPTION,
     with_compute: str | None = WITH_COMPUTE_OPTION,
@@ -129,6 +145,11 @@ def collective_command(
             make_collective_case(cfg, op, size, options, compute=compute, root=root)
             for size in size_list
         ]
+        if endpoints is not None:
+            if endpoint is not None:
+                raise ConfigError("--endpoints", "give --endpoint or --endpoints, not both")
+            _compare_sizes(cases, endpoints, as_json or fmt == "json")
+            return
         results = []
         with progress() as bar:
             task = bar.add_task(f"{op} on {cfg.name}", total=len(size_list))
@@ -163,6 +184,53 @@ def collective_command(
     if count:
         note = assumptions_note(count, cfg.name, "the preset's \\[sources] table")
         err_console.print(f"[dim]{note}[/dim]")
+
+
+def _compare_sizes(cases: list[CollectiveCase], endpoints: str, as_json: bool) -> None:
+    """``--endpoints``: the kinds side by side at each size (:func:`acesim.runs.compare.plan`,
+    each kind in its best variant), a row a size: each kind's time and bus bandwidth and the
+    fastest; JSON: each size's comparison document."""
+    kinds = check_endpoints([k.strip() for k in endpoints.split(",")], "--endpoints")
+    comparisons: list[Comparison] = []
+    with progress() as bar:
+        task = bar.add_task("compare", total=sum(len(plan(c, kinds)) for c in cases))
+        for case in cases:
+            jobs = plan(case, kinds)
+            comparisons.append(assemble(run_jobs(jobs, 1, lambda: bar.advance(task)), kinds))
+    cfg = cases[0].system
+    if as_json:
+        payload = {
+            "schema": "acesim.collective-comparison/1",
+            "system": cfg.name,
+            "op": cases[0].op,
+            "results": [
+                {"size": case.size, **c.to_dict()}
+                for case, c in zip(cases, comparisons, strict=True)
+            ],
+        }
+        console.out(dumps(payload, indent=2))
+        return
+    title = f"{cases[0].op} on {system_title(cfg)}: endpoint kinds side by side, each its best"
+    table = Table(title=title)
+    table.add_column("size", justify="right")
+    for kind in kinds:
+        table.add_column(f"{kind} time", justify="right")
+        table.add_column(f"{kind} busbw", justify="right")
+    table.add_column("fastest", justify="left")
+    for case, comparison in zip(cases, comparisons, strict=True):
+        cells = [format_size(case.size)]
+        best: tuple[float, str] | None = None
+        for kind in kinds:
+            outcome = comparison.endpoints.get(kind)
+            if outcome is None:  # every variant refused: the reason is in --json
+                cells += ["refused", "-"]
+                continue
+            result = outcome.best
+            cells += [format_time(result.time), format_rate(result.busbw)]
+            if best is None or result.time < best[0]:
+                best = (result.time, f"{kind} ({outcome.best.variant})")
+        table.add_row(*cells, best[1] if best is not None else "-")
+    print_table(table)
 
 
 Cell = Callable[[CollectiveResult, int], str]

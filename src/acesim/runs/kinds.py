@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.system import SystemConfig
+from ..errors import ConfigError
+from ..network.ops import COLLECTIVE_OPS
 from ..registry import Registry
 from ..workload.llm.models import MODELS, TransformerConfig
 from .case import make_case
@@ -35,6 +37,7 @@ from .collective import (
     collective_point_case,
     collective_point_config,
     execute_collective,
+    make_collective_case,
 )
 from .jobs import POINT_PARAMS as JOBS_PARAMS
 from .jobs import execute_jobs, jobs_point_case, jobs_point_config
@@ -82,6 +85,20 @@ def _training_point_case(config: Mapping[str, Any]) -> Any:
     return case_from_experiment({k: config[k] for k in ("system", "workload", "run")})
 
 
+def _is_collective(workload: Any, _inputs: Mapping[str, Any]) -> bool:
+    """``acesim.run``/``compare``'s workload names a collective operation (``all-reduce``)."""
+    return isinstance(workload, str) and workload in COLLECTIVE_OPS
+
+
+def _make_collective(system: Any, op: str, options: Any = None, **inputs: Any) -> Any:
+    """The collective case of ``op`` (``size=`` its bytes, required; the other keyword inputs
+    as :func:`~acesim.runs.collective.make_collective_case` takes them)."""
+    if inputs.get("size") is None:
+        raise ConfigError("size", f"a collective ({op}) needs its size, e.g. size='64 MiB'")
+    size = inputs.pop("size")
+    return make_collective_case(system, op, size, options, **inputs)
+
+
 def _is_llm(workload: Any, inputs: Mapping[str, Any]) -> bool:
     named = isinstance(workload, str) and workload in MODELS
     given = any(inputs.get(k) is not None for k in LLM_INPUTS)
@@ -97,6 +114,8 @@ RUN_KINDS.register(
         collective_point_config,
         collective_point_case,
         COLLECTIVE_PARAMS,
+        make=_make_collective,
+        claims=_is_collective,
     ),
 )
 RUN_KINDS.register(

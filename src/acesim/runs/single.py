@@ -94,14 +94,15 @@ def run(
     **inputs: Any,
 ) -> Any:
     """Simulate ``workload`` on ``system`` with one endpoint; the result
-    (:class:`~acesim.results.run.RunResult`, or :class:`~acesim.results.llm.LlmResult` for
-    an LLM model).
+    (:class:`~acesim.results.run.RunResult`, :class:`~acesim.results.llm.LlmResult` for an
+    LLM model, :class:`~acesim.results.collective.CollectiveResult` for a collective).
 
     Args:
         system: a preset name, a system file, a table or a :class:`~acesim.SystemConfig`.
         workload: a zoo name (loaded with the system's settings for it), a workload file, a
-            Chakra trace prefix, a :class:`~acesim.workload.model.Workload` or a graph; or an
-            LLM model (a name of the LLM registry, or a TransformerConfig).
+            Chakra trace prefix, a :class:`~acesim.workload.model.Workload` or a graph; an
+            LLM model (a name of the LLM registry, or a TransformerConfig); or a collective
+            operation (``"all-reduce"``, with ``size=``: bytes or ``"64 MiB"``).
         options: :class:`~acesim.config.experiment.RunOptions` (or a table of them).
         endpoint: run this endpoint kind instead of the system's.
         inputs: the run options as keywords (``iterations=5``, ``npus=16``, ``nodes=4``,
