@@ -132,6 +132,7 @@ def _sram(cases: list[Any], summary: dict[str, Any], mid: int) -> Any:
             )
     if rows:
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))  # 0.5, not 2^-1
     else:
         ax.text(0.5, 0.5, "no SRAM sensitivity runs", ha="center", transform=ax.transAxes)
     ax.set_xlabel("ACE SRAM (MiB)")
