@@ -654,6 +654,21 @@ def test_a_panel_within_one_decade_still_labels_its_axis(tmp_path: Path) -> None
         assert ax.get_title() == "tiny"
 
 
+def test_the_figure_puts_three_panels_a_row(tmp_path: Path) -> None:
+    """The whole corpus's seven families in one row made a figure 29 inches wide: at most
+    three panels a row, the unused places of the last row left empty."""
+    from acesim.validation.plot import report_figure
+
+    for name in ("tiny", "tinier", "tiniest", "tiniestest"):
+        folder = _corpus(tmp_path, GOOD_CASE.replace('"tiny-copy"', f'"{name}-copy"'), name=name)
+    report = validate(corpus=load_corpus(folder))
+    fig = report_figure(report)
+    assert fig is not None
+    assert len(fig.axes) == 4
+    assert tuple(fig.get_size_inches()) == pytest.approx((3 * 4.2, 2 * 3.6))
+    assert sorted(ax.get_title() for ax in fig.axes) == ["tinier", "tiniest", "tiniestest", "tiny"]
+
+
 def test_the_figure_needs_an_image_suffix(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ around 1: a point inside the band is within budget. Unsupported and failed rows 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -45,8 +46,14 @@ def report_figure(report: Report) -> Figure | None:
     families = [f for f in report.families if any(r.status == "ok" for r in f.results)]
     if not families:
         return None
-    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6), squeeze=False)
-    for ax, family in zip(axes[0], families, strict=True):
+    # three panels a row at most (the whole corpus's seven in one row was 29 inches wide)
+    columns = min(3, len(families))
+    lines = math.ceil(len(families) / columns)
+    fig, grid = plt.subplots(lines, columns, figsize=(4.2 * columns, 3.6 * lines), squeeze=False)
+    panels = [ax for row in grid for ax in row]
+    for unused in panels[len(families) :]:
+        fig.delaxes(unused)
+    for ax, family in zip(panels, families, strict=False):
         budget = family.budget
         if budget is not None:
             what = "target" if family.held_out else "budget"
