@@ -67,3 +67,6 @@ def test_the_command_line_compares_kinds_at_each_size_as_python_does(
     assert both.startswith("error: --endpoints:")
     unknown = cli_error(monkeypatch, capsys, "collective", "--endpoints", "ace,foo")
     assert unknown.startswith("error: --endpoints:") and "foo" in unknown
+    # a comparison always searches each kind's variants: --search with it is said, not dropped
+    search = cli_error(monkeypatch, capsys, "collective", "--endpoints", "ace", "--search")
+    assert search.startswith("error: --search:")

@@ -19,6 +19,7 @@ from ..config.resolve import check_sizing, resolve_system
 from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..runs.case import make_case
+from ..runs.compare import check_endpoints
 from ..runs.kinds import RUN_KINDS
 from ..runs.llm import make_llm
 from ..training.loops import LOOPS
@@ -171,6 +172,17 @@ def read_placement(path: Path, flag: str = "--placement") -> Any:
     (:func:`acesim.config.reader.read_json_file`: size, depth, integer and ``null`` limits;
     ConfigError naming ``flag``); the list itself is checked as ``run.placement``."""
     return read_json_file(path, flag, "JSON list of NPU positions")
+
+
+def endpoint_kinds(endpoint: str | None, endpoints: str | None) -> list[str] | None:
+    """The kinds ``--endpoints`` compares (checked, the reference first: a comma list), or
+    None where it is not given (``--endpoint``, or the command's default); both given is an
+    error naming ``--endpoints``."""
+    if endpoints is None:
+        return None
+    if endpoint is not None:
+        raise ConfigError("--endpoints", "give either --endpoint or --endpoints", endpoints)
+    return check_endpoints([e.strip() for e in endpoints.split(",") if e.strip()], "--endpoints")
 
 
 def parse_shape(text: str) -> list[int]:

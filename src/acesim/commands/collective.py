@@ -20,7 +20,7 @@ from ..results.collective import CollectiveResult
 from ..results.jsonout import dumps
 from ..results.protocol import assumptions
 from ..runs.collective import CollectiveCase, make_collective_case
-from ..runs.compare import Comparison, assemble, check_endpoints, plan, run_jobs
+from ..runs.compare import Comparison, assemble, plan, run_jobs
 from ..runs.single import run_case
 from ..units import (
     column_scale,
@@ -36,6 +36,7 @@ from .cases import (
     NPU_TYPES_OPTION,
     STRAGGLERS_OPTION,
     cli_system,
+    endpoint_kinds,
     flags,
     variation_options,
     with_channels,
@@ -145,10 +146,11 @@ def collective_command(
             make_collective_case(cfg, op, size, options, compute=compute, root=root)
             for size in size_list
         ]
-        if endpoints is not None:
-            if endpoint is not None:
-                raise ConfigError("--endpoints", "give --endpoint or --endpoints, not both")
-            _compare_sizes(cases, endpoints, as_json or fmt == "json")
+        kinds = endpoint_kinds(endpoint, endpoints)
+        if kinds is not None:
+            if search:
+                raise ConfigError("--search", "needs one --endpoint (a comparison always searches)")
+            _compare_sizes(cases, kinds, as_json or fmt == "json")
             return
         results = []
         with progress() as bar:
@@ -186,16 +188,15 @@ def collective_command(
         err_console.print(f"[dim]{note}[/dim]")
 
 
-def _compare_sizes(cases: list[CollectiveCase], endpoints: str, as_json: bool) -> None:
-    """``--endpoints``: the kinds side by side at each size (:func:`acesim.runs.compare.plan`,
+def _compare_sizes(cases: list[CollectiveCase], kinds: list[str], as_json: bool) -> None:
+    """``--endpoints``: the ``kinds`` side by side at each size (:func:`acesim.runs.compare.plan`,
     each kind in its best variant), a row a size: each kind's time and bus bandwidth and the
     fastest; JSON: each size's comparison document."""
-    kinds = check_endpoints([k.strip() for k in endpoints.split(",")], "--endpoints")
+    planned = [plan(case, kinds) for case in cases]
     comparisons: list[Comparison] = []
     with progress() as bar:
-        task = bar.add_task("compare", total=sum(len(plan(c, kinds)) for c in cases))
-        for case in cases:
-            jobs = plan(case, kinds)
+        task = bar.add_task("compare", total=sum(len(jobs) for jobs in planned))
+        for jobs in planned:
             comparisons.append(assemble(run_jobs(jobs, 1, lambda: bar.advance(task)), kinds))
     cfg = cases[0].system
     if as_json:

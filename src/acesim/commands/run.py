@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
 from ..results.jsonout import dumps
-from ..runs.compare import assemble, check_endpoints, default_endpoints, plan, run_jobs
+from ..runs.compare import assemble, default_endpoints, plan, run_jobs
 from ..runs.estimate import Estimate
 from ..runs.single import run_case, variant_case
 from ..training.loops import LOOPS
@@ -25,6 +25,7 @@ from .cases import (
     PLACEMENT_OPTION,
     STRAGGLERS_OPTION,
     cli_case,
+    endpoint_kinds,
 )
 from .common import (
     FORCE_OPTION,
@@ -250,16 +251,9 @@ def _check_flags(given: dict[str, Any]) -> list[str] | None:
     ):
         if given[key] and endpoint is None:
             raise ConfigError(flag, why, str(given[key]))
-    if endpoint is None:
-        if endpoints is None:
-            return None
-        return check_endpoints(
-            [e.strip() for e in endpoints.split(",") if e.strip()], "--endpoints"
-        )
-    ENDPOINT_KINDS.get(endpoint, "--endpoint")
-    if endpoints is not None:
-        raise ConfigError("--endpoints", "give either --endpoint or --endpoints", endpoints)
-    return None
+    if endpoint is not None:
+        ENDPOINT_KINDS.get(endpoint, "--endpoint")
+    return endpoint_kinds(endpoint, endpoints)
 
 
 def _label(case: Any) -> str:

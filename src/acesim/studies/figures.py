@@ -8,7 +8,6 @@ figures); legends sit outside the data.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from .membw import MembwRow, membw_figure  # noqa: E402
-from .plotting import color_of, finish  # noqa: E402
+from .plotting import color_of, finish, plain_numbers  # noqa: E402
 
 __all__ = ["figures", "write_figures", "sensitivity_figure", "FIGURES"]
 
@@ -132,7 +130,7 @@ def _sram(cases: list[Any], summary: dict[str, Any], mid: int) -> Any:
             )
     if rows:
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))  # 0.5, not 2^-1
+        plain_numbers(ax.xaxis)
     else:
         ax.text(0.5, 0.5, "no SRAM sensitivity runs", ha="center", transform=ax.transAxes)
     ax.set_xlabel("ACE SRAM (MiB)")
@@ -171,13 +169,6 @@ def _splits(cases: list[Any], mid: int) -> Any:
     ax.set_ylabel("ratio (x)")
     finish(fig, ax, f"Baseline splits: the compute/communication trade-off, {mid} NPUs")
     return fig
-
-
-def _minor_label(x: float, _pos: int) -> str:
-    """A log axis's minor tick as a plain number where its mantissa is 2, 3 or 5 (enough
-    labels between decades, never crowded), else none."""
-    mantissa = x / 10 ** math.floor(math.log10(x)) if x > 0 else 0.0
-    return f"{x:g}" if any(math.isclose(mantissa, m) for m in (2, 3, 5)) else ""
 
 
 def sensitivity_figure(ranges: Mapping[str, Any], title: str = "") -> Any:
@@ -219,9 +210,7 @@ def sensitivity_figure(ranges: Mapping[str, Any], title: str = "") -> Any:
             )
         ax.plot(1.0, y, "kx", label="paper" if i == 0 else None)
     ax.set_xscale("log")
-    # plain numbers (0.5, 1, 2, 3), where the log axis wrote 6 x 10^-1 and 2 x 10^0
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-    ax.xaxis.set_minor_formatter(FuncFormatter(_minor_label))
+    plain_numbers(ax.xaxis, minor=True)
     ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)], fontsize=8)
     ax.set_xlabel("acesim / paper (ratio, log scale; 1 = the paper's value)")
     ax.set_ylabel("headline figure (x)")

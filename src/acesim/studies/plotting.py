@@ -3,11 +3,12 @@ legend outside the data, readable at a paper's column width."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter
 
-__all__ = ["gbps_axis", "time_axis", "finish", "WORKLOAD_COLORS", "color_of"]
+__all__ = ["gbps_axis", "time_axis", "plain_numbers", "finish", "WORKLOAD_COLORS", "color_of"]
 
 #: One colour per workload, the same in every figure.
 WORKLOAD_COLORS = {
@@ -34,6 +35,20 @@ def time_axis(axis: Any, label: str) -> None:
     """An axis of times in s, ticks in engineering notation (``1.5 ms``)."""
     axis.set_major_formatter(EngFormatter(unit="s"))
     axis.set_label_text(f"{label} (s)")
+
+
+def plain_numbers(axis: Any, *, minor: bool = False) -> None:
+    """A log axis's ticks as plain numbers (0.5, 2; it writes 6 x 10^-1, 2^-1); ``minor``:
+    its minor ticks too where their mantissa is 2, 3 or 5 (enough labels between decades,
+    never crowded)."""
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    if minor:
+        axis.set_minor_formatter(FuncFormatter(_minor_label))
+
+
+def _minor_label(x: float, _pos: int) -> str:
+    mantissa = x / 10 ** math.floor(math.log10(x)) if x > 0 else 0.0
+    return f"{x:g}" if any(math.isclose(mantissa, m) for m in (2, 3, 5)) else ""
 
 
 def finish(
