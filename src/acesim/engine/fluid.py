@@ -25,6 +25,17 @@ resource (``hbm.comm`` and ``hbm.compute``) rather than by a different allocatio
 Conservation: each resource integrates its allocated rate over time (``used``), and each
 activity records what it consumed, so tests can check that bytes are conserved and no
 resource is ever allocated above capacity.
+
+Meters: a resource that counts work other resources pace (an offload engine's reduction
+units, whose load cannot exceed the links its messages also take) may be made a *meter*. Its
+users do not carry it in their ``demand``, so it links no components and enters no filling:
+a resource that never saturates and is no activity's dominant one does not move a max-min
+allocation, so the rates are those the filling would give with it (up to the filling's 1e-9
+tolerance, components being split where only the meter joined them). Its ``used`` is the sum
+of ``work x amount`` over the work its users did (exact at each finish, the work in progress
+added at a sync), its ``allocated`` and ``peak`` kept from its users' rate changes. The
+engine checks both conditions at every rate change and start, and turns a meter that could
+bind into an ordinary resource at that instant (:meth:`acesim.engine.Engine.add_resource`).
 """
 
 from __future__ import annotations
@@ -47,9 +58,20 @@ class Resource:
         capacity: units per second (bytes/s for links and memory); must be > 0 or ``inf``.
     """
 
-    __slots__ = ("name", "capacity", "users", "allocated", "used", "peak", "_since", "index")
+    __slots__ = (
+        "name",
+        "capacity",
+        "users",
+        "allocated",
+        "used",
+        "peak",
+        "_since",
+        "index",
+        "metered",
+        "base",
+    )
 
-    def __init__(self, name: str, capacity: float, index: int):
+    def __init__(self, name: str, capacity: float, index: int, *, metered: bool = False):
         self.name = name
         self.capacity = float(capacity)
         self.users: dict[Activity, None] = {}
@@ -58,6 +80,13 @@ class Resource:
         self.peak = 0.0  # highest allocation seen, units/s
         self._since = 0.0
         self.index = index
+        #: a meter (:meth:`acesim.engine.Engine.add_resource`): kept out of the allocation
+        #: while it cannot bind; its users are in ``users``, not in their ``demand``
+        self.metered = metered
+        #: a meter's units consumed by work that ended (finished activities, folded steps,
+        #: planned spans), exactly ``work x amount`` each; ``used`` is this plus the work
+        #: in progress, brought up to date by :meth:`acesim.engine.Engine.sync`
+        self.base = 0.0
 
     def _advance(self, now: float) -> None:
         if now > self._since:
@@ -111,6 +140,7 @@ class Activity:
         "bound_since",
         "basis",
         "shape",
+        "meters",
     )
 
     def __init__(
@@ -150,6 +180,9 @@ class Activity:
         #: the demand's items, as given (a key of the engine's remembered fillings; the
         #: demand does not change once the activity is made)
         self.shape = tuple(demand.items())
+        #: the meters it uses (units per unit of work), kept out of ``demand`` while they
+        #: cannot bind (:meth:`acesim.engine.Engine.add_resource`); None: none
+        self.meters: dict[Resource, float] | None = None
 
     @property
     def consumed(self) -> dict[Resource, float]:
@@ -159,7 +192,10 @@ class Activity:
         if self._consumed is not None:
             return self._consumed
         done = self.work - self.remaining
-        return {res: done * amount for res, amount in self.demand.items()}
+        consumed = {res: done * amount for res, amount in self.demand.items()}
+        if self.meters is not None:
+            consumed.update({res: done * amount for res, amount in self.meters.items()})
+        return consumed
 
     def __repr__(self) -> str:
         return f"Activity({self.tag!r}, remaining={self.remaining:g}, rate={self.rate:g})"

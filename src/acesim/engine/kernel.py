@@ -66,6 +66,15 @@ FILL_MEMO_SIZE = 1 << 13
 #: Capacities below this (units/s) are numerically zero: shares would overflow.
 MIN_CAPACITY = 1e-300
 
+#: Keep meters out of the allocation (:meth:`Engine.add_resource`). False makes every meter an
+#: ordinary resource from the start (tests compare the two).
+METERS = True
+
+#: A meter (:meth:`Engine.add_resource`) becomes an ordinary resource once its users'
+#: allocation exceeds this fraction of its capacity: well short of where the filling would
+#: count it saturated (levels within a relative 1e-9 count as equal there).
+METER_MARGIN = 1 - 1e-6
+
 
 def _check_capacity(name: str, capacity: float) -> None:
     if not (capacity >= MIN_CAPACITY):  # also refuses NaN
@@ -73,6 +82,20 @@ def _check_capacity(name: str, capacity: float) -> None:
             f"resource {name!r}: capacity must be at least {MIN_CAPACITY:g} per second "
             f"(or inf), got {capacity}"
         )
+
+
+def _dominant(demand: dict[Resource, float], basis: Resource | None) -> float:
+    """The dominant share per unit of work of an activity of ``demand`` whose weight is a
+    share of ``basis`` (:func:`~acesim.engine.fluid.max_min_rates`' ``s_a``)."""
+    if basis is not None and basis.capacity != INF and demand.get(basis, 0.0) > 0:
+        return demand[basis] / basis.capacity
+    dominant = 0.0
+    for res, amount in demand.items():
+        if amount > 0 and res.capacity != INF and not res.metered:
+            fraction = amount / res.capacity
+            if fraction > dominant:
+                dominant = fraction
+    return dominant
 
 
 class BoundListener(Protocol):
@@ -183,13 +206,27 @@ class Engine:
         #: longer remembered), and how many were found there since it was last emptied
         self._fills: dict[tuple[Any, ...], tuple[list[float], list[Any]]] | None = {}
         self._fills_found = 0
+        #: the meters (:meth:`add_resource`), and those found able to bind this instant
+        self._meters: list[Resource] = []
+        self._over: dict[Resource, None] = {}
 
     # -- resources ---------------------------------------------------------------------------
-    def add_resource(self, name: str, capacity: float) -> Resource:
-        """Create a resource of ``capacity`` units per second (``inf`` allowed)."""
+    def add_resource(self, name: str, capacity: float, *, meter: bool = False) -> Resource:
+        """Create a resource of ``capacity`` units per second (``inf`` allowed).
+
+        ``meter``: the model expects the resource never to bind (an engine's reduction
+        units, whose every byte also crosses a link of lower capacity). It is then kept out
+        of the allocation (see :mod:`acesim.engine.fluid`, "Meters"): activities that use it
+        are not joined through it, so work it alone would join runs apart (a fold is not
+        interrupted). While its users' allocation stays below :data:`METER_MARGIN` of the
+        capacity and it is no user's dominant resource, the rates are the filling's; the
+        instant either fails it becomes an ordinary resource for the rest of the run."""
         _check_capacity(name, capacity)
-        res = Resource(name, capacity, len(self.resources))
+        meter = meter and METERS
+        res = Resource(name, capacity, len(self.resources), metered=meter)
         self.resources.append(res)
+        if meter:
+            self._meters.append(res)
         return res
 
     def add_pool(self, name: str, capacity: float) -> Pool:
@@ -207,6 +244,8 @@ class Engine:
         """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
         changes (at that instant the users already carry their new rates)."""
         self._release(resource)
+        if resource.metered:
+            self._promote(resource)
         self._observers.setdefault(resource, []).append(callback)
 
     def sync(self) -> None:
@@ -216,11 +255,24 @@ class Engine:
             self._release(next(iter(self._claims)))
         now = self._now
         for res in self.resources:
-            res._advance(now)
+            if not res.metered:
+                res._advance(now)
         if self._planned:
             self._fold_planned(now)
+        for meter in self._meters:
+            if meter.metered:
+                self._bring_meter(meter)
         for pool in self.pools:
             pool.sync()
+
+    def _bring_meter(self, meter: Resource) -> None:
+        """A meter's ``used`` at now: the work ended, and its users' work done so far."""
+        used = meter.base
+        for act in meter.users:
+            assert act.meters is not None
+            used += act.meters[meter] * self.work_done(act)
+        meter.used = used
+        meter._since = self._now
 
     def mirror_resource(self, source: Resource, target: Resource) -> None:
         """Give ``target`` the integrals of ``source`` (``used``, ``allocated``, ``peak``),
@@ -228,7 +280,10 @@ class Engine:
         replicated rank's, see :meth:`acesim.hardware.npu.NPU.mirror`)."""
         if source.users or target.users or source in self._planned or target in self._planned:
             raise SimulationError(f"cannot mirror {source.name!r} onto {target.name!r} now")
+        if source.metered != target.metered:
+            raise SimulationError(f"cannot mirror {source.name!r} onto {target.name!r}: meters")
         source._advance(self._now)
+        target.base = source.base
         target.used = source.used
         target.allocated = source.allocated
         target.peak = source.peak
@@ -279,7 +334,10 @@ class Engine:
                     keep.append(span)
                     continue
                 upto = end if end < now else now
-                res.used += rate * (upto - start)
+                if res.metered:
+                    res.base += rate * (upto - start)
+                else:
+                    res.used += rate * (upto - start)
                 if end > now:
                     span[0] = now
                     keep.append(span)
@@ -301,6 +359,8 @@ class Engine:
         """Change a resource's capacity (units/s) from now on; users are re-allocated."""
         _check_capacity(resource.name, capacity)
         self._release(resource)
+        if resource.metered:
+            self._promote(resource)
         resource.capacity = float(capacity)
         if self._fills:
             self._fills = {}  # the capacities are inputs of the fillings remembered
@@ -378,6 +438,7 @@ class Engine:
                 )
             if amount > 1e-300:
                 clean[res] = float(amount)
+        meters = self._split_meters(clean, basis) if self._meters else None
         demand = clean
         if self._claims:
             for res in demand:
@@ -385,6 +446,10 @@ class Engine:
         self._act_seq += 1
         act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
+        if meters:
+            act.meters = meters
+            for res in meters:
+                res.users[act] = None
         act.started = self._now
         act._last = self._now
         if track is not None and self._bound_listener is not None:
@@ -396,6 +461,130 @@ class Engine:
             res.users[act] = None
         self._dirty[act] = None
         return act
+
+    # -- meters ------------------------------------------------------------------------------
+    def _split_meters(
+        self, demand: dict[Resource, float], basis: Resource | None
+    ) -> dict[Resource, float] | None:
+        """Take the meters out of ``demand`` (in place) and return them; a meter that would
+        be the activity's dominant resource is promoted first and stays in ``demand``."""
+        meters: dict[Resource, float] | None = None
+        for res, amount in demand.items():
+            if res.metered:
+                if meters is None:
+                    meters = {}
+                meters[res] = amount
+        if meters is None:
+            return None
+        dominant = _dominant(demand, basis)
+        for res, amount in meters.items():
+            if amount / res.capacity > dominant or res is basis:
+                self._promote(res)
+            else:
+                del demand[res]
+        return {res: amount for res, amount in meters.items() if res.metered} or None
+
+    def hold_meters(
+        self,
+        meters: dict[Resource, float],
+        rate: float,
+        demand: dict[Resource, float],
+        basis: Resource | None,
+    ) -> bool:
+        """Allocate ``meters`` (units per unit of work) to work that runs at ``rate`` (units
+        of work/s) without an activity, as :meth:`start` would (a fold of steps, with
+        ``demand`` its other resources and ``basis`` its weight's basis): False (nothing
+        held) where a meter would be dominant or near its capacity. :meth:`release_meters`
+        ends it; :meth:`count_on_meter` counts the work done."""
+        dominant = _dominant(demand, basis)
+        for res, amount in meters.items():
+            if not res.metered or amount / res.capacity > dominant or res is basis:
+                return False
+            if not res.allocated + rate * amount <= res.capacity * METER_MARGIN:
+                return False
+        for res, amount in meters.items():
+            res.allocated += rate * amount
+            if res.allocated > res.peak:
+                res.peak = res.allocated
+        return True
+
+    def release_meters(self, meters: dict[Resource, float], rate: float) -> None:
+        """End what :meth:`hold_meters` allocated."""
+        for res, amount in meters.items():
+            res.allocated -= rate * amount
+            if res.allocated < 0:
+                res.allocated = 0.0
+
+    def count_on_meter(self, meter: Resource, units: float, count: int) -> None:
+        """Add ``count`` pieces of work of ``units`` each to a meter's ``used`` (work that
+        :meth:`hold_meters` ran, now done: the sum of each piece in order)."""
+        meter.base = add_repeatedly(meter.base, units, count)
+
+    def _meters_fit(self, acts: list[Activity], rates: list[float]) -> bool:
+        """Whether the meters of ``acts`` stay below :data:`METER_MARGIN` of their capacity
+        at the new ``rates`` (work/s); those that would not are marked for
+        :meth:`_promote_over`."""
+        loads: dict[Resource, float] = {}
+        for act, rate in zip(acts, rates, strict=True):
+            meters = act.meters
+            if meters is None:
+                continue
+            old = act.rate if act.rate < INF else 0.0
+            for res, amount in meters.items():
+                if rate == INF:
+                    self._over[res] = None
+                    continue
+                loads[res] = loads.get(res, res.allocated) + (max(rate, 0.0) - old) * amount
+        for res, load in loads.items():
+            if load > res.capacity * METER_MARGIN:
+                self._over[res] = None
+        return not self._over
+
+    def _meter_rates(self, changed: list[tuple[Activity, float]]) -> None:
+        """Activities' rates changed from the old rates given (work/s; checked by
+        :meth:`_meters_fit`): their meters' allocations follow, and then their peaks."""
+        touched: dict[Resource, None] = {}
+        for act, old_rate in changed:
+            assert act.meters is not None
+            change = act.rate - (old_rate if old_rate < INF else 0.0)
+            for res, amount in act.meters.items():
+                allocated = res.allocated + change * amount
+                res.allocated = allocated if allocated > 0 else 0.0
+                touched[res] = None
+        for res in touched:
+            if res.allocated > res.peak:
+                res.peak = res.allocated
+
+    def _promote(self, meter: Resource) -> None:
+        """``meter`` becomes an ordinary resource from now on: its users carry it in their
+        demand and are marked for reallocation (folds holding it are released first)."""
+        if not meter.metered:
+            return
+        while self._claims:
+            self._release(next(iter(self._claims)))
+        self._bring_meter(meter)
+        meter.metered = False
+        allocated = 0.0
+        for act in meter.users:
+            meters = act.meters
+            assert meters is not None
+            amount = meters.pop(meter)
+            if not meters:
+                act.meters = None
+            act.demand[meter] = amount
+            act.shape = tuple(act.demand.items())
+            if act.rate < INF:
+                allocated += act.rate * amount
+            self._dirty[act] = None
+        meter.allocated = allocated
+        if allocated > meter.peak:
+            meter.peak = allocated
+        self._over.pop(meter, None)
+
+    def _promote_over(self) -> None:
+        """Promote the meters :meth:`_meter_rates` found near their capacity."""
+        while self._over:
+            self._promote(next(iter(self._over)))
 
     # -- work computed in closed form while alone on its resources ----------------------------
     def idle(self, resource: Resource) -> bool:
@@ -529,6 +718,17 @@ class Engine:
             act.bound_since = started
             listener.opened(track, started)
         self.active[act] = None
+        if self._meters and any(res.metered for res in demand):
+            meters = {res: amount for res, amount in demand.items() if res.metered}
+            demand = {res: amount for res, amount in demand.items() if not res.metered}
+            act.demand = demand
+            act.shape = tuple(demand.items())
+            act.meters = meters
+            for res, amount in meters.items():  # what the fold held (released before)
+                res.users[act] = None
+                res.allocated += rate * amount
+                if res.allocated > res.peak:
+                    res.peak = res.allocated
         for res, amount in demand.items():
             if not self.idle(res):
                 raise SimulationError(f"activity {tag!r}: {res.name} is not free to resume on")
@@ -623,16 +823,26 @@ class Engine:
         seeds = self._take_seeds()
         if not seeds:
             return
-        if len(seeds) == 1 and SOLO_PATH:
-            act = seeds[0]
-            for res in act.demand:
+        alone = len(seeds) == 1 and SOLO_PATH
+        if alone:
+            for res in seeds[0].demand:
                 if len(res.users) > 1:
+                    alone = False
                     break
-            else:  # alone on its resources: its component is itself
-                self._reallocate_solo(act)
-                return
-        acts = component(seeds)
-        rates = self._fill(acts)
+        if alone:  # alone on its resources: its component is itself
+            self._reallocate_solo(seeds[0])
+        else:
+            acts = component(seeds)
+            rates = self._fill(acts)
+            if not self._meters or self._meters_fit(acts, rates):
+                self._apply_rates(acts, rates)
+        if self._over:  # a meter could bind: promoted, its users' components again
+            self._promote_over()
+            self._reallocate()
+
+    def _apply_rates(self, acts: list[Activity], rates: list[float]) -> None:
+        """Give the component ``acts`` (in start order) its new ``rates`` (work/s): their
+        progress, the resources' integrals and allocations, the completion events."""
         now = self._now
         touched: dict[Resource, float] = {}
         for act in acts:
@@ -653,8 +863,13 @@ class Engine:
         push = heapq.heappush
         seq = self._seq
         listener = self._bound_listener
+        metered: list[tuple[Activity, float]] | None = None
         for act, new_rate in zip(acts, rates, strict=True):
             act._version += 1
+            if act.meters is not None:
+                if metered is None:
+                    metered = []
+                metered.append((act, act.rate))
             if act.track is not None and act.bound_now is not act.bound:
                 if listener is not None and now > act.bound_since:
                     listener.segment(act.track, act.bound, act.bound_since, now)
@@ -687,6 +902,8 @@ class Engine:
             if observers and res in observers:
                 for callback in observers[res]:
                     callback(now, allocated)
+        if metered is not None:
+            self._meter_rates(metered)
 
     def _fill(self, acts: list[Activity]) -> list[float]:
         """:func:`~acesim.engine.fluid.max_min_rates` of ``acts`` (a component, in start
@@ -753,7 +970,10 @@ class Engine:
             done = rate * dt
             act.remaining -= done
         act._last = now
+        old_rate = rate
         new_rate = self._solo(act)
+        if act.meters is not None and not self._meters_fit([act], [new_rate]):
+            return  # a meter could bind: promoted and reallocated by the caller
         for res in demand:
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -791,6 +1011,8 @@ class Engine:
             if observers and res in observers:
                 for callback in observers[res]:
                     callback(now, allocated)
+        if act.meters is not None:
+            self._meter_rates([(act, old_rate)])
 
     def _never(self, act: Activity, remaining: float, rate: float) -> None:
         raise SimulationError(
@@ -829,6 +1051,15 @@ class Engine:
                     callback(now, res.allocated)
             if users:
                 dirty_res[res] = None
+        meters = act.meters
+        if meters is not None:
+            for res, amount in meters.items():
+                consumed[res] = work * amount
+                res.base += work * amount
+                del res.users[act]
+                res.allocated -= rate * amount if rate < INF else 0.0
+                if res.allocated < 0:
+                    res.allocated = 0.0
         listener = self._bound_listener
         if act.track is not None and listener is not None:
             if now > act.bound_since:

@@ -792,7 +792,7 @@ class CollectiveRuntime:
         clean = {res: float(amount) for res, amount in message.items() if amount > 1e-300}
         engine = self.engine
         for res in clean:
-            if not engine.idle(res):
+            if not res.metered and not engine.idle(res):  # a meter is held, not claimed
                 return False
         delay = self._step_delay(coll, run.phase, run.step)
         return StepFold(self, run, count, clean, step.message_bytes, delay).begin()

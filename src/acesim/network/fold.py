@@ -21,7 +21,10 @@ between its last byte and its delivery, that delivery's event), and the event pa
 Where it applies (decided per step by :meth:`CollectiveRuntime._start_step`): symmetric mode,
 an endpoint without step hooks (no units held, no per-step setup), a phase without lanes,
 no per-rank latencies, two or more consecutive single-message steps (``next`` or ``xor``)
-with the same bytes and kind, every resource of the message idle. What differs from the event
+with the same bytes and kind, every resource of the message idle but its meters (an engine's
+reduction units, :meth:`acesim.engine.Engine.add_resource`), which the steps hold beside other
+work (:meth:`~acesim.engine.Engine.hold_meters`: declined where a meter would come near its
+capacity) and count as their bytes go out. What differs from the event
 path: the events processed (two per step fewer), and the order in which a bound listener
 hears the steps' segments relative to other tracks' (heard at materialisation or at the end).
 This is what keeps symmetric mode flat in NPUs: a 2 (N - 1)-step ring costs a few float
@@ -69,6 +72,10 @@ class StepFold:
         self.run = run
         self.count = count
         self.demand = demand
+        #: what the steps claim, and the meters they hold (kept out of claims and fillings:
+        #: :meth:`acesim.engine.Engine.hold_meters`)
+        self.claimed = {res: amount for res, amount in demand.items() if not res.metered}
+        self.meters = {res: amount for res, amount in demand.items() if res.metered}
         self.nbytes = nbytes
         self.delay = delay
         self.first = run.step
@@ -92,8 +99,8 @@ class StepFold:
         at a finite time."""
         runtime = self.runtime
         engine = runtime.engine
-        weight, basis = runtime.shares.solo(self.run.rank, self.demand)
-        probe = Activity(self.nbytes, self.demand, INF, weight, None, None, 0)
+        weight, basis = runtime.shares.solo(self.run.rank, self.claimed)
+        probe = Activity(self.nbytes, self.claimed, INF, weight, None, None, 0)
         probe.basis = basis
         probe.track = self.track if engine.bound_listener is not None else None
         rate = solo_rate(probe)
@@ -120,7 +127,9 @@ class StepFold:
                 deliver = float(self._clock[-1])
         if deliver == INF:  # the event path says which time overflowed
             return False
-        engine.claim(list(self.demand), self._materialise)
+        if self.meters and not engine.hold_meters(self.meters, rate, self.claimed, basis):
+            return False
+        engine.claim(list(self.claimed), self._materialise)
         self._end = engine.schedule_at(deliver, self._finish)
         self.run.in_step = True
         self.run.sends_out = 1  # its message is out until the fold says otherwise
@@ -152,13 +161,17 @@ class StepFold:
     def _account(self, done: int, sent: int) -> float:
         """Account the first ``done`` steps delivered and, when ``sent`` > ``done``, the next
         step's last byte out; returns the start of step ``first + done`` (s)."""
+        engine = self.runtime.engine
+        if self.meters:
+            engine.release_meters(self.meters, self.rate)
+            for res, amount in self.meters.items():  # each step's bytes out, as they finish
+                engine.count_on_meter(res, self.nbytes * amount, sent)
         if sent == 0:
             return self.start
         if self._ladders is not None:
             return self._account_ladders(done, sent)
-        engine = self.runtime.engine
         starts, outs = self._times(sent)
-        for res, amount in self.demand.items():
+        for res, amount in self.claimed.items():
             engine.account_alone_many(res, self.rate * amount, starts, outs)
         listener = engine.bound_listener
         if self.track is not None and listener is not None:
@@ -184,7 +197,7 @@ class StepFold:
         first, last = _instant(steps, 0), _instant(steps, sent - 1)
         durations = [(ladder.end - ladder.start, ladder.count) for ladder in steps]
         durations[0] = (durations[0][0], durations[0][1] - 1)  # the first goes by itself
-        for res, amount in self.demand.items():
+        for res, amount in self.claimed.items():
             engine.account_alone_runs(res, self.rate * amount, first, durations, last)
         listener = engine.bound_listener
         if self.track is not None and listener is not None:
@@ -223,7 +236,7 @@ class StepFold:
 
     def _finish(self) -> None:
         """Every step ran alone: account them, hand the last delivery to the event path."""
-        self.runtime.engine.unclaim(list(self.demand))
+        self.runtime.engine.unclaim(list(self.claimed))
         self._hand_over(self.count - 1, delivered=True)
 
     def _hand_over(self, j: int, *, delivered: bool) -> None:

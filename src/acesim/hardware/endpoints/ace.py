@@ -4,8 +4,12 @@
     An engine with SRAM, ALUs and DMA beside the network interface. A chunk entering a
     collective is read from HBM once by DMA into SRAM (its input bytes), every phase runs out of
     SRAM, the result is written once (its output bytes). Reduce steps use the ALU at one byte of
-    ALU throughput per network byte. ACE holds no compute unit. Two ways to use the SRAM
-    (``mode``):
+    ALU throughput per network byte. ACE holds no compute unit. The ALU is an engine meter
+    (:meth:`acesim.engine.Engine.add_resource`): every reduce message also takes its link at
+    a weight of at least one byte per byte, so at the shipped rates the ALU's load stays below
+    the rank's links' and it binds nothing; it is kept out of the allocation while that
+    holds, and becomes an ordinary resource where a smaller ``alu_bandwidth`` lets it bind.
+    Two ways to use the SRAM (``mode``):
 
 ``mode = "streaming"`` (default)
     The SRAM is partitioned among the phases a collective can be in at once: one partition of
@@ -169,7 +173,8 @@ class AceEndpoint(Endpoint):
             deque() for _ in npus
         ]
         self._alu = [
-            engine.add_resource(f"npu{n.rank}.ace.alu", self.cfg.alu_bandwidth) for n in npus
+            engine.add_resource(f"npu{n.rank}.ace.alu", self.cfg.alu_bandwidth, meter=True)
+            for n in npus
         ]
         self._dma = [
             engine.add_resource(f"npu{n.rank}.ace.dma", self.cfg.dma_bandwidth) for n in npus
