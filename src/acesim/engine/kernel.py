@@ -430,6 +430,7 @@ class Engine:
             raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
         # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
         clean: dict[Resource, float] = {}
+        metered = False
         for res, amount in demand.items():
             if not (amount >= 0) or amount == INF:
                 raise SimulationError(
@@ -438,7 +439,9 @@ class Engine:
                 )
             if amount > 1e-300:
                 clean[res] = float(amount)
-        meters = self._split_meters(clean, basis) if self._meters else None
+                if res.metered:
+                    metered = True
+        meters = self._split_meters(clean, basis) if metered else None
         demand = clean
         if self._claims:
             for res in demand:
@@ -970,10 +973,15 @@ class Engine:
             done = rate * dt
             act.remaining -= done
         act._last = now
-        old_rate = rate
         new_rate = self._solo(act)
-        if act.meters is not None and not self._meters_fit([act], [new_rate]):
-            return  # a meter could bind: promoted and reallocated by the caller
+        meters = act.meters
+        if meters is not None:  # (_meters_fit and _meter_rates of one activity, inlined)
+            change = new_rate - (rate if rate < INF else 0.0)
+            for res, amount in meters.items():
+                if new_rate == INF or res.allocated + change * amount > res.capacity * METER_MARGIN:
+                    self._over[res] = None
+            if self._over:
+                return  # a meter could bind: promoted and reallocated by the caller
         for res in demand:
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -1011,8 +1019,13 @@ class Engine:
             if observers and res in observers:
                 for callback in observers[res]:
                     callback(now, allocated)
-        if act.meters is not None:
-            self._meter_rates([(act, old_rate)])
+        if meters is not None:
+            change = act.rate - (rate if rate < INF else 0.0)
+            for res, amount in meters.items():
+                allocated = res.allocated + change * amount
+                res.allocated = allocated if allocated > 0 else 0.0
+                if allocated > res.peak:
+                    res.peak = allocated
 
     def _never(self, act: Activity, remaining: float, rate: float) -> None:
         raise SimulationError(
