@@ -839,7 +839,11 @@ class Engine:
             rates = self._fill(acts)
             if not self._meters or self._meters_fit(acts, rates):
                 self._apply_rates(acts, rates)
+            else:  # none of these rates is applied: the whole component again
+                for act in acts:
+                    self._dirty[act] = None
         if self._over:  # a meter could bind: promoted, its users' components again
+            self._dirty[seeds[0]] = None
             self._promote_over()
             self._reallocate()
 
