@@ -209,3 +209,28 @@ def test_an_ace_collective_takes_the_same_time_with_its_alu_a_meter(
     """The shipped ALU (1.6 TB/s) cannot bind; one of 20 GB/s does (below a link's 50-200)."""
     system = _ace(alu_bandwidth)
     _same_with_and_without_meters(system)
+
+
+def test_activities_reallocated_beside_a_promotion_get_their_rates() -> None:
+    """Three messages start at once, two of them on a meter they would overload: the third,
+    apart from the meter, is reallocated with them after the promotion, not left at rate 0."""
+    engine = Engine()
+    a, b, c = (engine.add_resource(name, 10.0) for name in "abc")
+    alu = engine.add_resource("alu", 15.0, meter=True)
+    engine.start(10.0, {a: 1.0, b: 1.0})  # joins the component of the two below through b
+    x = engine.start(10.0, {a: 1.0, alu: 1.0})
+    y = engine.start(10.0, {c: 1.0, alu: 1.0})
+    lone = engine.start(10.0, {engine.add_resource("d", 10.0): 1.0})
+    engine.settle()
+    assert not alu.metered
+    assert lone.rate == 10.0 and x.rate > 0 and y.rate > 0
+    end = engine.run()
+    with _no_meters():
+        again = Engine()
+        a0, b0, c0 = (again.add_resource(name, 10.0) for name in "abc")
+        alu0 = again.add_resource("alu", 15.0, meter=True)
+        again.start(10.0, {a0: 1.0, b0: 1.0})
+        again.start(10.0, {a0: 1.0, alu0: 1.0})
+        again.start(10.0, {c0: 1.0, alu0: 1.0})
+        again.start(10.0, {again.add_resource("d", 10.0): 1.0})
+        assert again.run() == pytest.approx(end, rel=_REL)
