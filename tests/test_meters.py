@@ -46,13 +46,15 @@ _activity = st.tuples(
     # start time: often one shared with others (several components reallocated at once)
     st.one_of(st.floats(0.0, 5.0), st.sampled_from([0.0, 1.0])),
     st.floats(0.1, 100.0),  # work
-    st.lists(st.tuples(st.integers(0, 3), st.floats(0.5, 5.0)), min_size=1, max_size=2),
-    st.lists(st.tuples(st.integers(4, 5), st.floats(0.1, 2.0)), min_size=0, max_size=2),
+    st.lists(st.tuples(st.integers(0, 7), st.floats(0.5, 5.0)), min_size=1, max_size=2),
+    st.lists(st.tuples(st.integers(8, 9), st.floats(0.1, 2.0)), min_size=0, max_size=2),
     st.one_of(st.just(INF), st.floats(0.5, 50.0)),  # cap
     st.sampled_from([0.5, 1.0, 2.0]),  # weight
 )
 _scenario = st.tuples(
-    st.lists(st.floats(1.0, 100.0), min_size=4, max_size=4),  # ordinary resources
+    # ordinary resources: enough that activities starting together often form components
+    # apart from each other
+    st.lists(st.floats(1.0, 100.0), min_size=8, max_size=8),
     # the meters: ample (never binding), or small enough to bind or dominate
     st.lists(st.one_of(st.floats(1e4, 1e6), st.floats(0.5, 50.0)), min_size=2, max_size=2),
     st.lists(_activity, min_size=1, max_size=10),
