@@ -228,6 +228,23 @@ def component(seeds: Iterable[Activity]) -> list[Activity]:
     return sorted(seen, key=_by_seq)
 
 
+def dominant_share(demand: dict[Resource, float], basis: Resource | None) -> float:
+    """The dominant share per unit of work ``s_a`` (:func:`max_min_rates`) of an activity of
+    ``demand`` whose weight is a share of ``basis`` (None: of its dominant resource): the
+    amount of ``basis`` over its capacity, or the largest amount over capacity among its
+    finite resources that are not meters. The filling computes the same inline (its hot
+    loop); the engine uses this where it checks that a meter would not be dominant."""
+    if basis is not None and basis.capacity != INF and demand.get(basis, 0.0) > 0:
+        return demand[basis] / basis.capacity
+    dominant = 0.0
+    for res, amount in demand.items():
+        if amount > 0 and res.capacity != INF and not res.metered:
+            fraction = amount / res.capacity
+            if fraction > dominant:
+                dominant = fraction
+    return dominant
+
+
 def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
     """Weighted max-min fair rates (work/s) of dominant shares, by progressive filling.
 

@@ -37,7 +37,15 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..sums import add_repeatedly
-from .fluid import INF, Activity, Resource, component, max_min_rates, solo_rate
+from .fluid import (
+    INF,
+    Activity,
+    Resource,
+    component,
+    dominant_share,
+    max_min_rates,
+    solo_rate,
+)
 from .pool import Pool
 
 #: Priority of activity completions relative to plain timers at the same instant: completions
@@ -82,20 +90,6 @@ def _check_capacity(name: str, capacity: float) -> None:
             f"resource {name!r}: capacity must be at least {MIN_CAPACITY:g} per second "
             f"(or inf), got {capacity}"
         )
-
-
-def _dominant(demand: dict[Resource, float], basis: Resource | None) -> float:
-    """The dominant share per unit of work of an activity of ``demand`` whose weight is a
-    share of ``basis`` (:func:`~acesim.engine.fluid.max_min_rates`' ``s_a``)."""
-    if basis is not None and basis.capacity != INF and demand.get(basis, 0.0) > 0:
-        return demand[basis] / basis.capacity
-    dominant = 0.0
-    for res, amount in demand.items():
-        if amount > 0 and res.capacity != INF and not res.metered:
-            fraction = amount / res.capacity
-            if fraction > dominant:
-                dominant = fraction
-    return dominant
 
 
 class BoundListener(Protocol):
@@ -479,7 +473,7 @@ class Engine:
                 meters[res] = amount
         if meters is None:
             return None
-        dominant = _dominant(demand, basis)
+        dominant = dominant_share(demand, basis)
         for res, amount in meters.items():
             if amount / res.capacity > dominant or res is basis:
                 self._promote(res)
@@ -499,7 +493,7 @@ class Engine:
         ``demand`` its other resources and ``basis`` its weight's basis): False (nothing
         held) where a meter would be dominant or near its capacity. :meth:`release_meters`
         ends it; :meth:`count_on_meter` counts the work done."""
-        dominant = _dominant(demand, basis)
+        dominant = dominant_share(demand, basis)
         for res, amount in meters.items():
             if not res.metered or amount / res.capacity > dominant or res is basis:
                 return False
@@ -585,7 +579,7 @@ class Engine:
         self._over.pop(meter, None)
 
     def _promote_over(self) -> None:
-        """Promote the meters :meth:`_meter_rates` found near their capacity."""
+        """Promote the meters :meth:`_meters_fit` found able to bind."""
         while self._over:
             self._promote(next(iter(self._over)))
 
@@ -842,8 +836,7 @@ class Engine:
             else:  # none of these rates is applied: the whole component again
                 for act in acts:
                     self._dirty[act] = None
-        if self._over:  # a meter could bind: promoted, its users' components again
-            self._dirty[seeds[0]] = None
+        if self._over:  # a meter could bind: promoted (its users marked), components again
             self._promote_over()
             self._reallocate()
 
@@ -978,14 +971,9 @@ class Engine:
             act.remaining -= done
         act._last = now
         new_rate = self._solo(act)
-        meters = act.meters
-        if meters is not None:  # (_meters_fit and _meter_rates of one activity, inlined)
-            change = new_rate - (rate if rate < INF else 0.0)
-            for res, amount in meters.items():
-                if new_rate == INF or res.allocated + change * amount > res.capacity * METER_MARGIN:
-                    self._over[res] = None
-            if self._over:
-                return  # a meter could bind: promoted and reallocated by the caller
+        metered = act.meters is not None
+        if metered and not self._meters_fit([act], [new_rate]):
+            return  # a meter could bind: promoted and reallocated by the caller
         for res in demand:
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -1023,13 +1011,8 @@ class Engine:
             if observers and res in observers:
                 for callback in observers[res]:
                     callback(now, allocated)
-        if meters is not None:
-            change = act.rate - (rate if rate < INF else 0.0)
-            for res, amount in meters.items():
-                allocated = res.allocated + change * amount
-                res.allocated = allocated if allocated > 0 else 0.0
-                if allocated > res.peak:
-                    res.peak = allocated
+        if metered:
+            self._meter_rates([(act, rate)])
 
     def _never(self, act: Activity, remaining: float, rate: float) -> None:
         raise SimulationError(
