@@ -15,6 +15,7 @@ import functools
 import math
 import random
 from collections.abc import Iterator
+from dataclasses import asdict, is_dataclass
 from typing import Any
 
 import pytest
@@ -191,17 +192,30 @@ def test_the_composed_flag_is_refused_where_it_cannot_apply(
     assert message in line
 
 
-def test_a_stage_alike_an_earlier_one_is_not_simulated_again_and_its_memos_are_the_same(
-    monkeypatch: pytest.MonkeyPatch,
+def _numbers(value: Any) -> list[Any]:
+    """``value`` (a memo's fields: floats, strings, dataclasses, nested containers) flat."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return _numbers(asdict(value))
+    if isinstance(value, dict):
+        return [x for k in sorted(value) for x in (k, *_numbers(value[k]))]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    return [value]
+
+
+@pytest.mark.parametrize("parallel", ["tp=2,pp=4", "tp=2,pp=4,vpp=2"])
+def test_a_pass_alike_an_earlier_one_is_not_simulated_again_and_its_memos_agree(
+    monkeypatch: pytest.MonkeyPatch, parallel: str
 ) -> None:
-    """A stage whose passes are an earlier stage's but for their kernels' names takes that
-    stage's times on its own nodes: the memos equal those of simulating every stage."""
+    """A pass whose nodes are an earlier pass's but for their labels takes that pass's times
+    on its own nodes: the memos equal those of simulating every pass, to the last bits (a
+    pass's times from its start round with the instant it starts at)."""
     from acesim.hardware.platform import Platform
     from acesim.hardware.strategy import Strategy
     from acesim.runs.llm import llm_graph
     from acesim.training import compose
 
-    case = _small("tp=2,pp=4", nodes=2)
+    case = _small(parallel, nodes=2)
 
     def memos() -> dict[Any, Any]:
         sink = PassTimes()
@@ -210,27 +224,43 @@ def test_a_stage_alike_an_earlier_one_is_not_simulated_again_and_its_memos_are_t
         classes = graph.classes
         sink.measure(lambda: Platform(case.system, Strategy.of_classes(classes)), graph)
         return {
-            key: (
-                memo.duration,
-                [(r.node.name, r.node.kind, r.start, r.end) for r in memo.records],
-                memo.meters,
-                key in sink.tailed,
+            key: _numbers(
+                (
+                    memo.duration,
+                    [(r.node.name, r.node.kind, r.start, r.end) for r in memo.records],
+                    memo.kernels,
+                    memo.messages,
+                    memo.meters,
+                    key in sink.tailed,
+                )
             )
             for key, memo in sink.memos.items()
         }
 
-    alike = compose._alike_stages
-    seen: list[dict[int, int]] = []
+    alike = compose._alike_passes
+    seen: list[dict[Any, Any]] = []
 
-    def recorded(*args: Any) -> dict[int, int]:
+    def recorded(*args: Any) -> dict[Any, Any]:
         seen.append(alike(*args))
         return seen[-1]
 
-    monkeypatch.setattr(compose, "_alike_stages", recorded)
+    monkeypatch.setattr(compose, "_alike_passes", recorded)
     deduplicated = memos()
-    assert seen[0]  # some stage is alike an earlier one (the middle stages)
-    monkeypatch.setattr(compose, "_alike_stages", lambda *args: {})
-    assert memos() == deduplicated
+    assert seen[0]  # the middle stages' passes
+    if "vpp" in parallel:  # two chunks: a chunk's pass takes another chunk's times
+        assert any(key[1] != same[1] for key, same in seen[0].items())
+    assert all(key[0] != 0 or same[0] == 0 for key, same in seen[0].items())
+    monkeypatch.setattr(compose, "_alike_passes", lambda *args: {})
+    every = memos()
+    assert every.keys() == deduplicated.keys()
+    for key, values in every.items():
+        mine = deduplicated[key]
+        assert len(mine) == len(values)
+        for a, b in zip(mine, values, strict=True):
+            if isinstance(b, float):
+                assert a == pytest.approx(b, rel=1e-12, abs=1e-18), key
+            else:
+                assert a == b, key
 
 
 def test_layer_granular_offload_runs_class_mode_and_says_why() -> None:
