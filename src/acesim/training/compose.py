@@ -253,10 +253,11 @@ class PassTimes:
         copies: dict[PassKey, list[tuple[PassKey, list[Node]]]],
     ) -> None:
         """Each pass's memo from the run of the passes alone, and each of its ``copies``'
-        (a pass alike, :func:`_alike_passes`: its own nodes, the times of the one run). A pass whose work outlives its end (a non-blocking collective still running when
-        the next op may start: FSDP's last gradient reduce-scatter of a backward) overlaps the
-        next pass in the full graph, which a timer cannot stand for: its key is *tailed*, every
-        pass of it expanded."""
+        (a pass alike, :func:`_alike_passes`: its own nodes, the times of the one run). A pass
+        whose work outlives its end (a non-blocking collective still running when the next op
+        may start: FSDP's last gradient reduce-scatter of a backward) overlaps the next pass in
+        the full graph, which a timer cannot stand for: its key is *tailed*, every pass of it
+        expanded."""
         bounds = execution.bounds
         kernels = bounds.kernels if bounds is not None else []
         messages = bounds.message_segments() if bounds is not None else []
