@@ -11,6 +11,7 @@ import acesim.errors
 
 PUBLIC_API = {
     "__version__",
+    "compiled",
     "SystemConfig",
     "load_system",
     "preset_names",

@@ -16,7 +16,8 @@ registers).
     llm, _execution = acesim.run_llm(case)
 """
 
-from . import errors
+from . import _compiled, errors
+from ._compiled import compiled
 from .config import SystemConfig, load_system, preset_names
 from .config.experiment import ExperimentConfig, RunOptions
 from .errors import *  # noqa: F403 (the exceptions: errors.__all__, added to __all__ below)
@@ -37,8 +38,11 @@ from .workload.llm.models import TransformerConfig
 from .workload.llm.parallel import ParallelConfig, parse_parallel
 from .workload.loader import load_workload
 
+_compiled.warn_stale()  # an edit a stale compiled module would hide, said at import
+
 __all__ = [
     "__version__",
+    "compiled",
     "SystemConfig",
     "load_system",
     "preset_names",

@@ -141,20 +141,6 @@ class EventHandle:
 _LIVE = EventHandle(0.0)
 
 
-def _clock_of(engine: Engine) -> Callable[[], float]:
-    """The clock of ``engine`` (its time, s) for a pool it holds, holding the engine by a
-    weak reference: held strongly, the engine and its pools would be a cycle, and a run's
-    engine (its resources, the models that hold them) freed by the cyclic collector only."""
-    ref = weakref.ref(engine)
-
-    def clock() -> float:
-        held = ref()
-        assert held is not None  # a pool is read while its engine runs
-        return held._now
-
-    return clock
-
-
 class _Claim:
     """Resources a model runs work on in closed form, and how to materialise it."""
 
@@ -180,7 +166,11 @@ class Engine:
         self._dirty_res: dict[Resource, None] = {}
         self.active: dict[Activity, None] = {}
         self.events_processed = 0
-        self.pools: list[Pool] = []
+        #: the pools (:meth:`add_pool`), held weakly: each holds this engine's clock, and held
+        #: strongly here the engine and its pools would be a cycle, a run's engine (its
+        #: resources, the models that hold them) freed by the cyclic collector only; its NPU
+        #: holds a pool for the run
+        self._pools: list[weakref.ref[Pool]] = []
         self._observers: dict[Resource, list[Callable[[float, float], Any]]] = {}
         #: told what bound each tracked activity, segment by segment (see :meth:`start`;
         #: :meth:`add_bound_listener`)
@@ -225,9 +215,13 @@ class Engine:
 
     def add_pool(self, name: str, capacity: float) -> Pool:
         """Create a space-shared pool of ``capacity`` units (see :mod:`acesim.engine.pool`)."""
-        pool = Pool(name, capacity, _clock_of(self))
-        self.pools.append(pool)
+        pool = Pool(name, capacity, self._clock)
+        self._pools.append(weakref.ref(pool))
         return pool
+
+    def _clock(self) -> float:
+        """The simulated time (s), as a pool reads it."""
+        return self._now
 
     @property
     def now(self) -> float:
@@ -256,8 +250,10 @@ class Engine:
         for meter in self._meters:
             if meter.metered:
                 self._bring_meter(meter)
-        for pool in self.pools:
-            pool.sync()
+        for ref in self._pools:
+            pool = ref()
+            if pool is not None:
+                pool.sync()
 
     def _bring_meter(self, meter: Resource) -> None:
         """A meter's ``used`` at now: the work ended, and its users' work done so far."""

@@ -424,7 +424,7 @@ class CollectiveRuntime:
         on_done: Callable[[Collective], Any] | None = None,
         ranks: Sequence[int] | None = None,
         joining: frozenset[int] | None = None,
-        root: int | None = None,
+        root: object = None,
         units: int | None = None,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
@@ -437,7 +437,8 @@ class CollectiveRuntime:
         finishes (``on_done``) when they all have; with ``ranks`` given, only ``on_rank_done``
         reports progress and ``finished`` is the latest finish so far. ``joining``: the ranks
         that will ever join (None: every simulated rank). ``root``: a rooted operation's root,
-        its position in the group (default 0); refused for other operations. ``units``: the
+        its position in the group (default 0; anything else, a whole number out of the group
+        or an operation without a root, is a ConfigError naming it). ``units``: the
         compute units its kernels hold (None: the endpoint's setting; a kernel library on an
         SM budget, :class:`~acesim.workload.model.Comm`).
         """
@@ -1244,7 +1245,7 @@ class CollectiveRuntime:
                 coll.on_done(coll)
 
 
-def _rooted(op: str, phases: list[Phase], root: int | None, members: int) -> list[Phase]:
+def _rooted(op: str, phases: list[Phase], root: object, members: int) -> list[Phase]:
     """``phases`` with their chains rooted at group position ``root`` (default 0); ConfigError
     naming ``root`` for a root given to an operation that takes none, or outside the group."""
     if not COLLECTIVE_OPS.get(op).rooted:

@@ -1,0 +1,60 @@
+"""Which of acesim's modules run compiled, and a warning where a compiled one is stale.
+
+``setup.py`` compiles :data:`MODULES` with mypyc where it can (docs/performance.md,
+"Compiled"): each is then a C extension beside its source, which Python imports instead of
+the source. In a source checkout installed editable (``pip install -e .``) an edit to such a
+source does nothing until the next install; :func:`warn_stale` says so at import. Standard
+library only: ``setup.py`` reads :data:`MODULES` from this file before anything is installed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+__all__ = ["MODULES", "compiled", "warn_stale"]
+
+#: the modules mypyc compiles (the event path: the fluid engine, the collective runtime, the
+#: messages' HBM shares, point-to-point messages), relative to the package
+MODULES = (
+    "engine.kernel",
+    "engine.fluid",
+    "network.collective",
+    "network.shares",
+    "network.p2p",
+)
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _extension(module: str) -> Path | None:
+    """The compiled extension of ``module`` beside its source, if any."""
+    base = _PACKAGE.joinpath(*module.split("."))
+    for suffix in EXTENSION_SUFFIXES:
+        path = base.with_name(base.name + suffix)
+        if path.exists():
+            return path
+    return None
+
+
+def compiled() -> list[str]:
+    """The modules of :data:`MODULES` that run compiled here (``acesim.engine.kernel`` ...)."""
+    return [f"acesim.{m}" for m in MODULES if _extension(m) is not None]
+
+
+def warn_stale() -> None:
+    """In a source checkout (a ``pyproject.toml`` beside ``src/``), warn of each compiled
+    module older than its source: Python runs the compiled one, the edit is not run."""
+    if not (_PACKAGE.parent.parent / "pyproject.toml").exists():
+        return  # installed from a wheel: sources and extensions are the release's
+    for module in MODULES:
+        extension = _extension(module)
+        source = _PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+        if extension is not None and source.stat().st_mtime > extension.stat().st_mtime:
+            warnings.warn(
+                f"acesim.{module}: its compiled module {extension.name} is older than "
+                f"{source.name}, and runs instead of it; rebuild (pip install -e .) or delete "
+                f"{extension}",
+                stacklevel=2,
+            )
