@@ -30,6 +30,7 @@ import time
 import tracemalloc
 
 from acesim import SystemConfig, load_system, simulate_collective
+from acesim._compiled import describe
 from acesim.network import collective as collective_module
 
 SIZE = 64 * 2**20
@@ -186,7 +187,10 @@ def main() -> None:
                 f"| {peak / 2**20:.2f} | {goal} |"
             )
         print()
-        print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+        print(
+            f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}; "
+            f"{describe()}"
+        )
     rings(args.repeats)
     membw(args.repeats)
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from acesim._compiled import describe
 from acesim.runs.collective import make_collective_case
 from acesim.runs.estimate import RUN_COSTS, Estimate
 from acesim.runs.jobs import make_jobs
@@ -193,7 +194,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"python {platform.python_version()} on {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, load average {load:.1f} at start"
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at start; {describe()}"
     )
     header = (
         f"{'case':<52} {'cost':<20} {'messages':>9} {'kernels':>9} {'est s':>7} {'CPU s':>7} "

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acesim import SystemConfig, simulate_collective
+from acesim._compiled import describe
 from acesim.config import load_system, system_from_dict
 
 MiB = 2**20
@@ -481,7 +482,10 @@ def main() -> None:
                 f"{shown} | {target} | {_target(case, med) or '-'} | {n} |"
             )
         print()
-        print(f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+        print(
+            f"Python {platform.python_version()} on {platform.machine()}, {platform.system()}; "
+            f"{describe()}"
+        )
 
 
 if __name__ == "__main__":

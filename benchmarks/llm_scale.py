@@ -51,6 +51,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from acesim._compiled import describe
 from acesim.engine import kernel as engine_kernel
 from acesim.runs.llm import LlmCase, make_llm_case, run_llm
 from acesim.training.executor import Execution
@@ -221,7 +222,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"python {platform.python_version()} on {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, load average {load:.1f} at start"
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at start; {describe()}"
     )
     print(
         f"{'case':44s} {'mode':>8s} {'ranks':>5s} {'events':>9s} {'wall s':>8s} {'CPU s':>8s} "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from _tree_cpu import timed_tasks, unwrap
 
+from acesim._compiled import describe
 from acesim.studies.ace2026 import assemble_study, find_cases, plan_study
 from acesim.studies.tasks import run_tasks
 
@@ -56,7 +57,8 @@ def main() -> None:
     print(
         f"reproduce ace-2026: {len(plan.tasks)} runs, {wall:.1f} s wall with {args.workers} "
         f"workers, whole-tree CPU {tree:.1f} s (the runs {sum(task_cpu.values()):.1f}); "
-        f"target {TARGET_CPU_S:.0f} CPU s; ratio to target {tree / TARGET_CPU_S:.2f}"
+        f"target {TARGET_CPU_S:.0f} CPU s; ratio to target {tree / TARGET_CPU_S:.2f}; "
+        f"{describe()}"
     )
 
 

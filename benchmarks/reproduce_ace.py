@@ -25,6 +25,7 @@ from typing import Any
 from _tree_cpu import timed_tasks, unwrap
 
 import acesim.studies.reproduce as reproduce_module
+from acesim._compiled import describe
 from acesim.config import load_system
 from acesim.studies.reproduce import reproduce
 from acesim.studies.tasks import Task, run_tasks
@@ -104,7 +105,7 @@ def main() -> None:
         f"reproduce ace-isca21 ({'no ' if args.no_sensitivity else 'with '}sensitivity): "
         f"{len(TASK_CPU)} runs, median whole-tree CPU {cpu:.1f} s, wall "
         f"{statistics.median(walls):.1f} s over {len(cpus)} runs; target {TARGET_CPU_S:.0f} "
-        f"CPU s; ratio to target {cpu / TARGET_CPU_S:.2f}"
+        f"CPU s; ratio to target {cpu / TARGET_CPU_S:.2f}; {describe()}"
     )
 
 

@@ -50,6 +50,9 @@ def test_compiled_names_the_modules_that_run_compiled() -> None:
     for name in names:
         module = sys.modules.get(name) or __import__(name, fromlist=["_"])
         assert any(str(module.__file__).endswith(s) for s in EXTENSION_SUFFIXES), name
+    # what a benchmark's header says of it
+    said = _compiled.describe()
+    assert f"{len(names)} of {len(_compiled.MODULES)}" in said if names else "Python" in said
 
 
 @pytest.mark.parametrize(

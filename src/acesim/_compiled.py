@@ -13,7 +13,7 @@ import warnings
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-__all__ = ["MODULES", "compiled", "warn_stale"]
+__all__ = ["MODULES", "compiled", "describe", "warn_stale"]
 
 #: the modules mypyc compiles (the event path: the fluid engine, the collective runtime, the
 #: messages' HBM shares, point-to-point messages), relative to the package
@@ -41,6 +41,14 @@ def _extension(module: str) -> Path | None:
 def compiled() -> list[str]:
     """The modules of :data:`MODULES` that run compiled here (``acesim.engine.kernel`` ...)."""
     return [f"acesim.{m}" for m in MODULES if _extension(m) is not None]
+
+
+def describe() -> str:
+    """One line for a benchmark's header: how many of :data:`MODULES` run compiled."""
+    done = compiled()
+    if not done:
+        return "the event path as Python (not compiled: docs/performance.md, Compiled)"
+    return f"the event path compiled ({len(done)} of {len(MODULES)} modules, mypyc)"
 
 
 def warn_stale() -> None:
