@@ -15,6 +15,7 @@ import runpy
 import sys
 
 from setuptools import setup
+from setuptools.command.build_ext import build_ext
 
 #: the modules compiled (``acesim._compiled.MODULES``), as paths from this directory
 COMPILED = [
@@ -39,9 +40,24 @@ def _extensions() -> list[object]:
     except (Exception, SystemExit) as exc:  # noqa: BLE001 (any failure: install as Python)
         print(f"acesim: not compiled ({exc!r}); installing as Python", file=sys.stderr)
         return []
-    for module in modules:
-        module.optional = True  # no C compiler: skipped, the module stays Python
     return list(modules)
 
 
-setup(ext_modules=_extensions())
+class _AllOrNothing(build_ext):
+    """Builds every compiled module or none: mypyc's modules share one library, and a module
+    built without it would fail at import. Any failure (no C compiler, no Python headers, a
+    compiler's error) removes what was built, and the modules install as Python."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 (any failure: install as Python)
+            print(f"acesim: not compiled ({exc!r}); installing as Python", file=sys.stderr)
+            for extension in self.extensions:
+                built = self.get_ext_fullpath(extension.name)
+                if os.path.exists(built):
+                    os.remove(built)
+            self.extensions = []
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": _AllOrNothing})
