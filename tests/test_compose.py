@@ -25,6 +25,7 @@ from test_fast_paths import _cases as _few_cases
 from acesim.errors import ConfigError
 from acesim.runs.llm import make_llm_case, run_llm
 from acesim.training.compose import PassTimes
+from acesim.workload.graph import beside_passes
 from acesim.workload.llm.parallel import parse_parallel
 
 #: the module's shared runs (module fixtures) made once: its tests in one worker
@@ -121,6 +122,79 @@ def test_a_composed_run_is_deterministic() -> None:
     first, _ = run_llm(case)
     again, _ = run_llm(case)
     assert first.to_dict() == again.to_dict()
+
+
+def _passes(execution: Any) -> dict[tuple[int, Any], tuple[str, float, float]]:
+    """Each pass of a composed run's ``execution`` by ``(stage, episode)``: ``timer`` or
+    ``own`` (its own nodes ran), when it became ready and when it ended (s)."""
+    found: dict[tuple[int, Any], tuple[str, float, float]] = {}
+    for stage, records in enumerate(execution.records):
+        for r in records.values():
+            node = r.node
+            if node.episode is None or beside_passes(node):
+                continue
+            key = (stage, node.episode)
+            form = "timer" if node.kind == "pass" else "own"
+            held = found.get(key)
+            if held is None:
+                found[key] = (form, r.ready, r.end)
+            else:
+                assert held[0] == form  # a pass runs one way
+                found[key] = (form, min(held[1], r.ready), max(held[2], r.end))
+    return found
+
+
+def _dp_spans(execution: Any, stage: int) -> list[tuple[float, float]]:
+    return [
+        (r.start, r.end)
+        for r in execution.records[stage].values()
+        if beside_passes(r.node) and r.end > r.start
+    ]
+
+
+@pytest.mark.parametrize(("parallel", "nodes"), [("tp=2,pp=4,vpp=2", 2), ("tp=1,pp=2,vpp=2", 1)])
+def test_a_pass_runs_its_own_nodes_where_a_dp_collective_is_in_flight_as_it_starts(
+    parallel: str, nodes: int
+) -> None:
+    """The run decides each pass's form as it becomes ready: its own nodes where a DP
+    collective is in flight on its stage then, else its timer, which no DP collective
+    overlaps (the composition converged in one run)."""
+    _, execution = run_llm(_small(parallel, nodes=nodes), mode="composed")
+    composition = execution.composed
+    assert composition is not None and composition.rounds == 1 and composition.converged
+    passes = _passes(execution)
+    own = [key for key, (form, _, _) in passes.items() if form == "own"]
+    assert composition.expanded == len(own) == execution.chosen_full > 0
+    assert composition.timed == len(passes) - len(own) > 0
+    for (stage, _), (form, ready, end) in passes.items():
+        spans = _dp_spans(execution, stage)
+        if form == "own":  # a DP collective issued before it and not yet done
+            assert any(s <= ready <= e for s, e in spans)
+        else:  # none beside it
+            assert not any(s < end and ready < e for s, e in spans)
+
+
+def test_passes_expanded_as_the_run_goes_run_as_those_expanded_in_the_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass expanded as the run goes (its nodes built when it becomes ready) runs as it
+    does expanded in the graph: the same passes expanded in the composed graph, none left
+    to the run, give the same figures to the last bit."""
+    case = _small("tp=2,pp=4,vpp=2", nodes=2)
+    decided, execution = run_llm(case, mode="composed")
+    own = {key for key, (form, _, _) in _passes(execution).items() if form == "own"}
+    assert own
+
+    def expanded(sink: PassTimes, stage: int, episode: tuple[Any, ...]) -> bool:
+        sink.passes += 1
+        return (stage, episode) in own
+
+    monkeypatch.setattr(PassTimes, "expanded", expanded)
+    monkeypatch.setattr(PassTimes, "either", lambda sink, stage, episode: False)
+    built, again = run_llm(case, mode="composed")
+    assert again.chosen_full == 0 and again.composed == execution.composed
+    assert _passes(again) == _passes(execution)
+    assert decided.to_dict() == built.to_dict()
 
 
 def test_a_pass_alone_is_measured_once_per_key() -> None:

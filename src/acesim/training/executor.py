@@ -35,7 +35,7 @@ from ..network import vectorized
 from ..network.collective import Collective
 from ..network.group import members, resolve
 from ..network.p2p import PointToPoint
-from ..workload.graph import Graph, Node
+from ..workload.graph import Graph, Node, PassBuilder, beside_passes, placed
 from .bounds import BoundRecorder
 from .composition import Composition
 
@@ -130,6 +130,9 @@ class Execution:
     #: kind, operation) one of them and the union of the group's intervals over every timer,
     #: as sorted disjoint starts and ends (arrays, s; empty where the group took no time)
     added_spans: list[list[AddedSpans]] = field(default_factory=list)
+    #: a composed graph's passes whose form the run decided (:attr:`Graph.choices`): how
+    #: many ran their own nodes (a DP collective in flight as they became ready)
+    chosen_full: int = 0
 
     def spans(self, rank: int, kind: str) -> list[AddedSpans]:
         """The added spans (:attr:`added_spans`) of ``rank``'s nodes of ``kind``."""
@@ -162,6 +165,21 @@ class _RankState:
             waiting[node_id] = len(unique)
         self.ready_compute: list[int] = []
         self.busy = False
+
+
+class _Choices:
+    """A composed graph's passes whose form the run decides (:attr:`Graph.choices`): each
+    rank's builders by timer id, its collectives beside passes in flight (what decides), the
+    timers waiting for their pass's own nodes to end ((rank, id)), and each rank's next free
+    node id (its passes' own nodes are numbered after its graph's)."""
+
+    __slots__ = ("builders", "beside", "expanding", "free_id")
+
+    def __init__(self, builders: list[dict[int, PassBuilder]]):
+        self.builders = builders
+        self.beside = [0] * len(builders)
+        self.expanding: set[tuple[int, int]] = set()
+        self.free_id: dict[int, int] = {}
 
 
 def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
@@ -335,6 +353,8 @@ class GraphExecutor:
         self._unblocking = False
         self._gate_left: dict[int, int] = {}
         self._watch: dict[tuple[int, int], list[int]] = {}
+        #: passes whose form this run decides (:attr:`Graph.choices`; None: none)
+        self._choices = _Choices(graph.choices) if graph.choices is not None else None
 
     def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:
         """Per-rank graphs: the ranks that issue each collective instance."""
@@ -604,6 +624,9 @@ class GraphExecutor:
             return
         rec.start = now
         if kind == "pass" or kind == "host":  # a composed pass, or host time: timers
+            if self._choices is not None and node.id in self._choices.builders[st.rank]:
+                if self._choose(st, node):
+                    return
             engine.call(node.size, self._finish, st, node)
         elif kind == "send":
             self._send(st, node)
@@ -620,6 +643,48 @@ class GraphExecutor:
                 self._recv_wait[st.rank][key].append(node.id)
         else:  # pragma: no cover - Node.kind is a Literal
             raise SimulationError(f"unknown node kind {node.kind!r}")
+
+    def _choose(self, st: _RankState, node: Node) -> bool:
+        """The form of the pass whose timer ``node`` became ready (:attr:`Graph.choices`):
+        with a collective beside passes in flight at the rank, its own nodes, built and
+        started now, the timer finishing with their end and leaving no record (returns
+        True); else the timer (False)."""
+        choices = self._choices
+        assert choices is not None
+        rank = st.rank
+        if (rank, node.id) in choices.expanding:  # its pass's own nodes have ended
+            choices.expanding.discard((rank, node.id))
+            self._finish(st, node)
+            del self.records[rank][node.id]
+            return True
+        if not choices.beside[rank]:
+            return False
+        passed, end = choices.builders[rank][node.id]()
+        base = choices.free_id.get(rank)
+        if base is None:
+            base = max(st.nodes) + 1
+        choices.free_id[rank] = base + len(passed)
+        it = node.iteration
+        nodes, waiting, users, records = st.nodes, st.waiting, st.users, self.records[rank]
+        entries = []
+        for each in passed:
+            deps = tuple(base + d for d in each.deps)
+            moved = nodes[base + each.id] = placed(each, base + each.id, deps, it)
+            records[moved.id] = NodeRecord(moved)
+            unique = set(deps)
+            waiting[moved.id] = len(unique)
+            for d in unique:
+                users[d].append(moved.id)
+            if not deps:
+                entries.append(moved)
+        self._iter_left[it] += len(passed)
+        users[base + end].append(node.id)  # the timer ends with the pass's end
+        waiting[node.id] = 1
+        choices.expanding.add((rank, node.id))
+        self.execution.chosen_full += 1
+        for entry in entries:
+            self._ready(st, entry)
+        return True
 
     def _host_copy(self, st: _RankState, node: Node) -> None:
         """A host-device copy on the rank's copy engines and host link, or (``op`` ``cpu``) a
@@ -689,6 +754,8 @@ class GraphExecutor:
                 self._deferred.start(coll, key, ranks)
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
+        if self._choices is not None and beside_passes(node):
+            self._choices.beside[st.rank] += 1
         deferred = self._deferred
         if deferred is not None and coll.id in deferred.vector_ids:
             deferred.join(coll, st.rank)
@@ -735,8 +802,10 @@ class GraphExecutor:
         if rank >= len(self.states):
             return  # a replicated rank (checked at the end of the run)
         st = self.states[rank]
-        node_id = self._coll_node.pop((coll.id, rank))
-        self._finish(st, st.nodes[node_id])
+        node = st.nodes[self._coll_node.pop((coll.id, rank))]
+        if self._choices is not None and beside_passes(node):
+            self._choices.beside[rank] -= 1
+        self._finish(st, node)
 
     def _send(self, st: _RankState, node: Node) -> None:
         src = st.rank  # point-to-point runs in exact or class mode only (see __init__)

@@ -63,7 +63,7 @@ from typing import Any, Protocol
 from ..errors import ConfigError
 from ..network.classes import RankClasses
 from ..network.group import Group
-from ..workload.graph import Graph, Node, collective_fields
+from ..workload.graph import Graph, Node, PassBuilder, collective_fields
 from ..workload.llm.chunk import ChunkWork, Step
 from ..workload.llm.parallel import Placement
 from ..workload.model import Compute
@@ -94,6 +94,11 @@ class PassSink(Protocol):
         """Whether the pass ``episode`` (:attr:`~acesim.workload.graph.Node.episode`) of
         ``stage`` keeps its own nodes (simulated as in the full graph) instead of a timer."""
 
+    def either(self, stage: int, episode: tuple[Any, ...]) -> bool:
+        """Whether the timed pass ``episode`` of ``stage`` (not :meth:`expanded`) may still
+        run its own nodes, as the run decides (:attr:`~acesim.workload.graph.Graph.choices`:
+        where a DP collective is in flight as it becomes ready)."""
+
     def ops(self, key: tuple[Any, ...], make: Callable[[], list[Op]]) -> list[Op]:
         """A stage's schedule ops, ``make()`` the first time ``key`` (the schedule, its
         shape and the stage) is asked for (each graph of the run built with this sink shares
@@ -109,7 +114,7 @@ class PassSink(Protocol):
         chunks: passes of one key are built alike); returns whether the sink wants the key's
         builder (:meth:`builder`: the first pass of a key it was told of)."""
 
-    def builder(self, key: tuple[Any, ...], build: Callable[[], tuple[list[Node], int]]) -> None:
+    def builder(self, key: tuple[Any, ...], build: PassBuilder) -> None:
         """Told a pass key's ``build()``, which returns the pass's own nodes as the full
         graph has them (depending on nothing outside the pass) and the id of its end (what
         the rank's next op waits for)."""
@@ -252,13 +257,16 @@ def _assemble(plan: _Plan, name: str, kind: str) -> Graph:
         ops = [sink.ops((*shape, s), partial(_stage_ops, plan, s)) for s in range(place.pp)]
     stride = place.stage_stride
     ranks = range(0, place.npus, stride) if plan.classes else range(place.npus)
-    graphs = [_RankGraph(plan, rank).build(ops[place.stage(rank)]) for rank in ranks]
+    builders = [_RankGraph(plan, rank) for rank in ranks]
+    graphs = [b.build(ops[place.stage(b.rank)]) for b in builders]
+    choices = [b.choices for b in builders]
     graph = Graph(
         graphs,
         name=name,
         iterations=plan.iterations,
         npus=place.npus,
         classes=RankClasses(place.pp, stride) if plan.classes else None,
+        choices=choices if any(choices) else None,
     )
     graph.meta.update({"loop": f"pipeline-{kind}", "workload": name})
     return graph
@@ -364,6 +372,11 @@ class _RankGraph:
         self.last = False
         #: each (op kind, chunk, receive)'s message (:meth:`_message`), made once
         self.messages: dict[tuple[Any, ...], tuple[str, int, int, float] | None] = {}
+        #: a composed graph's passes whose form the run decides (timer id -> the pass's
+        #: builder: :attr:`~acesim.workload.graph.Graph.choices`), where DP collectives could
+        #: run beside them
+        self.choices: dict[int, PassBuilder] = {}
+        self.beside = place.dp_group is not None or place.expert_dp_group is not None
 
     def add(self, deps: Sequence[int | None], **fields: Any) -> int:
         if self.episode is not None:
@@ -428,6 +441,9 @@ class _RankGraph:
             self.finish(group[-1], self.pass_steps(group, deps))
         else:
             self.composed(group, shape, deps)
+            if self.beside and passes.either(self.stage, self.episode):
+                assert self.prev is not None  # the timer
+                self.choices[self.prev] = self._builder(group)
         self.episode = None
         self.before = shape
         for op in group:
@@ -464,8 +480,9 @@ class _RankGraph:
         if sink.timer(self.nodes[node], key):  # the key's first pass: how to build it alone
             sink.builder(key, self._builder(group))
 
-    def _builder(self, group: Sequence[Op]) -> Callable[[], tuple[list[Node], int]]:
-        """The builder of the pass ``group`` being emitted alone (:meth:`composed`)."""
+    def _builder(self, group: Sequence[Op]) -> PassBuilder:
+        """The builder of the pass ``group`` being emitted, alone (:meth:`composed`; its
+        nodes are named and labelled as this pass's)."""
         episode, rank, split, computes = self.episode, self.rank, self.split, self.computes
         plan = self.alone_plan
         # (the builder holds what it needs, not this graph: the sink keeps it, and this

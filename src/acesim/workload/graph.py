@@ -23,10 +23,17 @@ Symmetric mode runs one representative for each class of identical ranks: with `
 None that is one class, so it needs every rank's list to be the same; a graph with ``classes``
 (:class:`~acesim.network.classes.RankClasses`) holds one node list per class, whose
 point-to-point peers are classes (class mode).
+
+A composed graph may leave a pass's form to the run (``choices``: per rank, a timer node's
+id and how to build the pass's own nodes). When the timer becomes ready the run decides: with
+a collective that runs beside passes (:func:`beside_passes`: a DP collective) in flight at
+the rank, the pass's own nodes are built and run, and the timer finishes with the last of
+them, leaving no record; else the timer runs (:mod:`acesim.training.compose`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -36,6 +43,9 @@ from ..network.group import Group
 from .model import Comm, Compute
 
 NodeKind = Literal["compute", "collective", "send", "recv", "host_copy", "host", "pass"]
+#: builds a pipeline pass's own nodes: they (ids 0, 1, ..., each dependency an earlier node
+#: of the pass; the first ones depend on nothing) and the id of its end, what follows waits on
+PassBuilder = Callable[[], tuple[list["Node"], int]]
 
 
 @dataclass
@@ -85,6 +95,23 @@ class Node:
     episode: tuple[Any, ...] | None = None
 
 
+def placed(node: Node, id: int, deps: tuple[int, ...], iteration: int = 0) -> Node:
+    """``replace(node, id=id, deps=deps, iteration=iteration)``, made from its fields at once
+    (a node's ``__dict__`` holds its fields, and its constructor only sets them)."""
+    moved: Node = object.__new__(Node)
+    fields = moved.__dict__
+    fields.update(node.__dict__)
+    fields["id"], fields["deps"], fields["iteration"] = id, deps, iteration
+    return moved
+
+
+def beside_passes(node: Node) -> bool:
+    """Whether ``node`` is a collective that runs beside a pipeline's passes, sharing the NPU
+    with them: one outside any pass (the DP gradient reduction, the distributed optimizer's
+    parameter gather) or labelled ``dp`` within one (FSDP's gathers and reduce-scatters)."""
+    return node.kind == "collective" and (node.episode is None or node.pass_name == "dp")
+
+
 def collective_fields(comm: Comm) -> dict[str, Any]:
     """A collective node's fields from its :class:`~acesim.workload.model.Comm`."""
     return {
@@ -118,6 +145,9 @@ class Graph:
     npus: int | None = None
     #: class mode: ``ranks[i]`` is class i's representative's list (None: one list per rank)
     classes: RankClasses | None = None
+    #: passes whose form the run decides (module docstring): per rank, each such pass's
+    #: timer id -> its builder (None: none)
+    choices: list[dict[int, PassBuilder]] | None = None
 
     @property
     def symmetric(self) -> bool:
