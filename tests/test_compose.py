@@ -174,6 +174,20 @@ def test_a_pass_runs_its_own_nodes_where_a_dp_collective_is_in_flight_as_it_star
             assert not any(s < end and ready < e for s, e in spans)
 
 
+def test_a_run_that_expands_passes_reports_its_progress_to_its_total() -> None:
+    """A pass's own nodes built by the run count as its timer in the progress told: each
+    composed run ends at its total, never beyond it."""
+    from acesim.runs.how import How
+    from acesim.runs.llm import execute_llm
+
+    reports: list[tuple[int, int]] = []
+    case = _small("tp=2,pp=4,vpp=2", nodes=2).with_options(mode="composed")
+    _, execution = execute_llm(case, How(on_progress=lambda d, t: reports.append((d, t))))
+    assert execution.chosen_full > 0
+    assert all(done <= total for done, total in reports)
+    assert reports[-1][0] == reports[-1][1]
+
+
 def test_passes_expanded_as_the_run_goes_run_as_those_expanded_in_the_graph(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -170,15 +170,16 @@ class _RankState:
 class _Choices:
     """A composed graph's passes whose form the run decides (:attr:`Graph.choices`): each
     rank's builders by timer id, its collectives beside passes in flight (what decides), the
-    timers waiting for their pass's own nodes to end ((rank, id)), and each rank's next free
-    node id (its passes' own nodes are numbered after its graph's)."""
+    timers waiting for their pass's own nodes to end ((rank, id)), and each rank's first id
+    of those nodes and next free id (they are numbered after its graph's)."""
 
-    __slots__ = ("builders", "beside", "expanding", "free_id")
+    __slots__ = ("builders", "beside", "expanding", "added_from", "free_id")
 
     def __init__(self, builders: list[dict[int, PassBuilder]]):
         self.builders = builders
         self.beside = [0] * len(builders)
         self.expanding: set[tuple[int, int]] = set()
+        self.added_from: dict[int, int] = {}
         self.free_id: dict[int, int] = {}
 
 
@@ -662,7 +663,7 @@ class GraphExecutor:
         passed, end = choices.builders[rank][node.id]()
         base = choices.free_id.get(rank)
         if base is None:
-            base = max(st.nodes) + 1
+            base = choices.added_from[rank] = max(st.nodes) + 1
         choices.free_id[rank] = base + len(passed)
         it = node.iteration
         nodes, waiting, users, records = st.nodes, st.waiting, st.users, self.records[rank]
@@ -838,7 +839,9 @@ class GraphExecutor:
         if rec.start < 0:
             rec.start = now
         rec.end = now
-        if self._on_node is not None:
+        if self._on_node is not None and (
+            self._choices is None or node.id < self._choices.added_from.get(st.rank, node.id + 1)
+        ):  # (a pass's own nodes built by the run count as its timer: the total holds)
             self._on_node(st.rank, node)
         iter_left = self._iter_left
         left = iter_left[node.iteration] - 1
