@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from acesim.cli import app
-from acesim.config.presets import load_system, merge_documents, system_document
+from acesim.config.presets import load_system, merge_documents, preset_names, system_document
 from acesim.errors import ConfigError
 
 runner = CliRunner()
@@ -115,3 +115,14 @@ def test_presets_show_redirected_to_a_file_is_a_usable_system_file(tmp_path: Pat
     same = resolve_system("h100-nvswitch-8", overrides={"npu.hbm_bandwidth": "4 TB/s"}, nodes=2)
     assert shown == same
     assert shown.sources["npu.hbm_bandwidth"].kind == "override"
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_system_preset_sources_its_collective_queue(name: str) -> None:
+    """How collectives queue at a GPU (chunks, chunks in flight per dimension, their order)
+    decides which waits behind which: every shipped system says where its values come from
+    (the GPU nodes' are assumptions, and say what they leave out)."""
+    sources = load_system(name).sources
+    for field in ("chunks", "active_chunks_per_dimension", "scheduling"):
+        source = sources[f"collective.{field}"]
+        assert source.kind in ("assumption", "astra-sim") and source.note, field
