@@ -32,7 +32,8 @@ class Composition:
         text = (
             f"composed: {self.distinct} distinct pipeline passes simulated alone stand for "
             f"{self.timed} of {passes}; {self.expanded} beside a DP collective or outliving "
-            f"their end simulated in full ({self.rounds} composed runs; "
+            f"their end simulated in full ({self.rounds} composed "
+            f"{'run' if self.rounds == 1 else 'runs'}; "
             "acesim.training.compose: an approximation of class mode, its error measured in "
             "benchmarks/compose_error.py)"
         )
