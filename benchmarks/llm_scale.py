@@ -30,6 +30,9 @@ fluid reallocation through the general max-min filling (the engine before issue 
 for an activity alone on its resources, :data:`acesim.engine.kernel.SOLO_PATH`);
 ``--compare`` also runs each case once that way and prints its CPU time and the relative
 difference of the iteration time (0: the fast path is exact).
+``--no-steady`` simulates every micro-batch of a composed run (a run whose micro-batches far
+outnumber its stages, ``1t``, is otherwise extrapolated from its steady state:
+:mod:`acesim.training.steady`, said under its row).
 ``70b-fsdp`` (``--only``) is a candidate of ``acesim plan``'s space, Llama3 70B TP8 PP4 VPP5 with
 SP and FSDP, MBS 2, on 64 H100, whose pass contexts never repeat.
 ``--repetition`` prints how alike the micro-batches of each stage are (the share of step
@@ -54,6 +57,7 @@ from dataclasses import dataclass
 from acesim._compiled import describe
 from acesim.engine import kernel as engine_kernel
 from acesim.runs.llm import LlmCase, make_llm_case, run_llm
+from acesim.training import steady
 from acesim.training.executor import Execution
 from acesim.workload.llm.models import MODELS, TransformerConfig
 from acesim.workload.llm.parallel import parse_parallel
@@ -177,6 +181,22 @@ def _run(
     wall, cpu = time.perf_counter(), time.process_time()
     result, ex = run_llm(case_of(bench), mode=mode)
     engine_kernel.SOLO_PATH = True
+    note = (
+        "{} node executions in {} groups, {:.1%} at their group's duration".format(*repetition(ex))
+        if alike
+        else ""
+    )
+    if ex.composed is not None and ex.composed.extrapolated is not None:
+        small, large = ex.composed.extrapolated
+        note = "; ".join(
+            t
+            for t in (
+                note,
+                f"steady state extrapolated from composed runs of {small} and {large} "
+                "micro-batches (acesim.training.steady; ranks and events: the larger run's)",
+            )
+            if t
+        )
     return (
         time.perf_counter() - wall,
         time.process_time() - cpu,
@@ -184,9 +204,7 @@ def _run(
         len(ex.records),
         result.mode,
         ex.platform.engine.events_processed,
-        "{} node executions in {} groups, {:.1%} at their group's duration".format(*repetition(ex))
-        if alike
-        else "",
+        note,
     )
 
 
@@ -218,7 +236,14 @@ def main() -> None:
     parser.add_argument(
         "--compare", action="store_true", help="also run once without the fast path, print the diff"
     )
+    parser.add_argument(
+        "--no-steady",
+        action="store_true",
+        help="simulate every micro-batch of a composed run (no steady-state extrapolation: "
+        "acesim.training.steady)",
+    )
     args = parser.parse_args()
+    steady.ENABLED = not args.no_steady
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"python {platform.python_version()} on {platform.machine()}, "

@@ -36,7 +36,9 @@ __all__ = [
     "energy_result",
     "energy_rows",
     "energy_summary",
+    "platform_energy",
     "run_energy",
+    "run_windows",
     "split",
 ]
 
@@ -145,12 +147,27 @@ def run_energy(
     """The energy of a whole run on ``platform`` (every simulated NPU's counters from the
     start, now at its end, with what ``added`` holds for it: a composed run's passes
     simulated alone) per iteration of ``iterations``; None without ``[npu.power]``."""
-    powers = [npu.config.power for npu in platform.npus]
-    if any(p is None for p in powers):
+    windows = run_windows(platform, added)
+    return None if windows is None else platform_energy(platform, windows, iterations)
+
+
+def run_windows(
+    platform: Platform, added: Mapping[int, Meters] | None = None
+) -> list[Meters] | None:
+    """Every simulated NPU's counters of a whole run on ``platform``, with what ``added``
+    holds for it (:func:`run_energy`'s), or None where an NPU has no ``[npu.power]``."""
+    if any(npu.config.power is None for npu in platform.npus):
         return None
     windows = [read_meters(platform, i) for i in range(len(platform.npus))]
     if added:
         windows = [w.plus(added[i]) if i in added else w for i, w in enumerate(windows)]
+    return windows
+
+
+def platform_energy(platform: Platform, windows: Sequence[Meters], iterations: int) -> EnergyResult:
+    """:func:`energy_result` of ``windows`` counted on ``platform``'s NPUs (each with its
+    ``[npu.power]``; :func:`run_windows`) over ``iterations`` iterations."""
+    powers = [npu.config.power for npu in platform.npus]
     dims = platform.system.network.dimensions
     return energy_result(windows, [p for p in powers if p is not None], dims, iterations)
 

@@ -28,7 +28,7 @@ The optimizer is Adam (Megatron's default and the published models' recipe).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,9 +42,10 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Stream
 from ..hardware.platform import Platform, SharedPlansByConfig, elaborate
+from ..hardware.power import Meters
 from ..hardware.variation import npu_configs
 from ..precision import PRECISIONS, Precision
-from ..results.energy import EnergyResult, run_energy
+from ..results.energy import EnergyResult, platform_energy, run_windows
 from ..results.llm import (
     POINT_INPUTS,
     LlmResult,
@@ -53,7 +54,8 @@ from ..results.llm import (
     rank_compute_times,
 )
 from ..results.protocol import assumptions, scalar_settings
-from ..training.bounds import attribute, collective_bounds
+from ..training import steady
+from ..training.bounds import Attribution, attribution, collective_bounds
 from ..training.compose import PassTimes, run_composed
 from ..training.executor import Execution
 from ..training.pipeline import PassSink, pipeline_graph
@@ -611,10 +613,16 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
     # FSDP without pipeline stages: each pass keyed by the one before it, whose last
     # gradient reduce-scatter runs on into it (training.compose, PassTimes.contexts)
     sink = PassTimes(contexts=fsdp_over_dp(case)) if requested == "composed" else None
+    # a composed iteration's steady state extrapolated from smaller runs: the graph decided
+    # on is the smaller one's
+    sizes = _steady_sizes(case) if sink is not None and uncomposable is None else None
+    first = case if sizes is None else replace(case, micro_batches=sizes[0])
 
     def graphs(reduced: bool) -> Graph:
         composed = reduced and uncomposable is None
-        graph = llm_graph(case, classes=reduced, passes=sink if composed else None)
+        graph = llm_graph(
+            first if composed else case, classes=reduced, passes=sink if composed else None
+        )
         if reduced or opts.placement is None:
             return graph
         return place_graph(graph, opts.placement, elaborate(case.system))
@@ -629,32 +637,115 @@ def execute_llm(case: LlmCase, how: How = How()) -> tuple[LlmResult, Execution]:
         problem=_order_problem(case) if requested != "exact" else None,
         uncomposable=uncomposable,
     )
+    sums: RunSums | None = None
     if strategy.composed and sink is not None:
         # the first composed run is estimated with the passes simulated alone before it (the
-        # work bound counts their messages); the rounds after it are told nothing
-        told = [_with_passes(how, sink), replace(how, on_estimate=None)]
+        # work bound counts their messages), and a steady state's with the second run it
+        # plans; the rounds and runs after it are told nothing
+        runs = 1.0 if sizes is None else sum(sizes) / sizes[0]
+        told = [_with_passes(how, sink, runs), replace(how, on_estimate=None)]
         plans: SharedPlansByConfig = {}  # the kernels' plans, made once for every platform
-        execution = run_composed(
-            sink,
-            graph,
-            platform=lambda: Platform(case.system, strategy, plans=plans),
-            rebuild=lambda: llm_graph(case, classes=True, passes=sink),
-            run=lambda g: run_graph(
-                case.system,
-                strategy,
-                g,
-                kind="llm",
-                how=told.pop(0) if len(told) > 1 else told[0],
-                plans=plans,
-            ),
-        )
+
+        def composed(at: LlmCase, passes: PassTimes, graph: Graph) -> Execution:
+            return run_composed(
+                passes,
+                graph,
+                platform=lambda: Platform(case.system, strategy, plans=plans),
+                rebuild=lambda: llm_graph(at, classes=True, passes=passes),
+                run=lambda g: run_graph(
+                    case.system,
+                    strategy,
+                    g,
+                    kind="llm",
+                    how=told.pop(0) if len(told) > 1 else told[0],
+                    plans=plans,
+                ),
+            )
+
+        if sizes is None:
+            execution = composed(case, sink, graph)
+        else:
+            execution, sums = _steady(case, sizes, composed(first, sink, graph), sink, composed)
     else:
         execution = run_graph(case.system, strategy, graph, kind="llm", how=how)
-    return _summary(case, execution, mode_note(strategy, execution), how.variant), execution
+    note = mode_note(strategy, execution)
+    return _summary(case, execution, note, how.variant, sums), execution
 
 
-def _with_passes(how: How, sink: PassTimes) -> How:
-    """``how`` with its estimate counting the passes ``sink`` simulated alone too."""
+def _steady(
+    case: LlmCase,
+    sizes: tuple[int, int],
+    first: Execution,
+    sink: PassTimes,
+    composed: Callable[[LlmCase, PassTimes, Graph], Execution],
+) -> tuple[Execution, RunSums | None]:
+    """``case``'s composed iteration from its steady state (:mod:`acesim.training.steady`):
+    ``first`` is its composed run at ``sizes[0]`` micro-batches (with ``sink``), ``composed``
+    runs another size. The runs go on a period at a time from ``sizes[1]`` until one is the
+    one before with one period inserted, whose sums are extrapolated to the case's
+    micro-batches; or, past the budget, the case is composed at its own size, its sums its
+    own (None)."""
+    small, large = sizes
+    spent = small
+    before, passes, rounds = first, sink, 0
+    why: str | None = None
+    while steady.within_budget(spent + large, case.micro_batches, beside_dp=_beside_dp(case)):
+        spent += large
+        at = replace(case, micro_batches=large)
+        passes = passes.seeded()
+        second = composed(at, passes, llm_graph(at, classes=True, passes=passes))
+        one, two = before.composed, second.composed
+        assert one is not None and two is not None
+        rounds += one.rounds
+        why = steady.inserted_period(before, second)
+        if why is None:
+            n = steady.periods_past(small, large, case.micro_batches)
+            try:
+                sums = steady.extrapolated(run_sums(before), run_sums(second), n)
+            except ValueError as exc:
+                why = f"the two runs' figures differ in form ({exc})"
+                break
+            second.composed = replace(
+                two,
+                distinct=len(passes.memos),
+                timed=round(steady.extrapolated(one.timed, two.timed, n)),
+                expanded=round(steady.extrapolated(one.expanded, two.expanded, n)),
+                rounds=rounds + two.rounds,
+                converged=one.converged and two.converged,
+                extrapolated=(small, large),
+            )
+            return second, sums
+        before, small, large = second, large, 2 * large - small
+    passes = passes.seeded()
+    execution = composed(case, passes, llm_graph(case, classes=True, passes=passes))
+    assert execution.composed is not None
+    why = why or "the runs that would stand for it cost too much"
+    execution.composed = replace(execution.composed, not_extrapolated=why)
+    return execution, None
+
+
+def _steady_sizes(case: LlmCase) -> tuple[int, int] | None:
+    """The first two reduced sizes whose composed runs may stand for ``case``'s composable
+    iteration (:func:`acesim.training.steady.reduced_sizes`; None: it runs at its size). One
+    iteration only: a period inserted in each of several would move them apart."""
+    if not steady.ENABLED or case.iterations != 1:
+        return None
+    order = SCHEDULES.get(case.schedule)
+    vpp, chunks = case.parallel.vpp, len(case.stages[0])
+    return steady.reduced_sizes(
+        order, case.place.pp, vpp, chunks, case.micro_batches, beside_dp=_beside_dp(case)
+    )
+
+
+def _beside_dp(case: LlmCase) -> bool:
+    """DP collectives run beside the case's passes (a DP or expert-DP group)."""
+    return case.place.dp_group is not None or case.place.expert_dp_group is not None
+
+
+def _with_passes(how: How, sink: PassTimes, runs: float = 1.0) -> How:
+    """``how`` with its estimate counting the passes ``sink`` simulated alone too; ``runs``:
+    the composed runs the first one's estimate stands for, in its sizes (a steady state's
+    first two: :mod:`acesim.training.steady`)."""
     told = how.on_estimate
     if told is None:
         return how
@@ -663,8 +754,9 @@ def _with_passes(how: How, sink: PassTimes) -> How:
         told(
             replace(
                 composed,
-                messages=composed.messages + sink.alone_messages,
-                kernels=composed.kernels + sink.alone_kernels,
+                messages=round(composed.messages * runs) + sink.alone_messages,
+                kernels=round(composed.kernels * runs) + sink.alone_kernels,
+                nodes=round(composed.nodes * runs),
                 cost=cost_name("llm", "composed"),
             )
         )
@@ -672,19 +764,26 @@ def _with_passes(how: How, sink: PassTimes) -> How:
     return replace(how, on_estimate=estimate)
 
 
-def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> LlmResult:
-    """The result of ``case``'s ``execution`` (:mod:`acesim.results.llm`)."""
-    ranks = len(execution.records)
-    iters = case.iterations
-    iteration = execution.makespan / iters
+@dataclass
+class RunSums:
+    """What an LLM run's result sums over its run (s, per the whole run; the NPUs' counters):
+    the figures a steady state's extrapolation carries from two runs to the iteration
+    (:mod:`acesim.training.steady`), the ratios following from them."""
+
+    makespan: float
+    compute: float
+    bubble: float
+    exposed: dict[str, float]
+    bound_by: Attribution | None  # NPU 0's bound attribution's sums (None: not recorded)
+    comm_by: dict[str, float]
+    computes: list[float]  # each simulated rank's compute time per iteration
+    windows: list[Meters] | None  # each simulated NPU's counters (None: no power model)
+
+
+def run_sums(execution: Execution) -> RunSums:
+    """The sums of ``execution`` (:class:`RunSums`)."""
     compute, bubble, exposed = idle_breakdown(execution)
-    per = ranks * iters
-    par = case.parallel
-    npus = case.place.npus
-    dtype = case.precision.math
-    flops = model_flops(case.model, par.global_batch, par.seq)
-    system = case.system
-    bound_by: dict[str, float] = {}
+    bound_by: Attribution | None = None
     comm_by: dict[str, float] = {}
     if execution.bounds is not None:
         kernels = compute_spans(
@@ -696,9 +795,39 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
                 if r.node.kind == "compute" and r.end > r.start
             ],
         )
-        raw = attribute(execution.bounds, kernels, 0.0, execution.makespan)
-        bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
+        bound_by = attribution(execution.bounds, kernels, 0.0, execution.makespan)
         comm_by = collective_bounds(execution.bounds, 0.0, execution.makespan, waiting=False)
+    return RunSums(
+        makespan=execution.makespan,
+        compute=compute,
+        bubble=bubble,
+        exposed=exposed,
+        bound_by=bound_by,
+        comm_by=comm_by,
+        computes=rank_compute_times(execution),
+        windows=run_windows(execution.platform, execution.added_meters),
+    )
+
+
+def _summary(
+    case: LlmCase, execution: Execution, note: str, variant: str, sums: RunSums | None = None
+) -> LlmResult:
+    """The result of ``case``'s ``execution`` (:mod:`acesim.results.llm`), of ``sums`` where
+    given (else the execution's own: :func:`run_sums`)."""
+    sums = run_sums(execution) if sums is None else sums
+    ranks = len(execution.records)
+    iters = case.iterations
+    iteration = sums.makespan / iters
+    compute, bubble, exposed = sums.compute, sums.bubble, sums.exposed
+    per = ranks * iters
+    par = case.parallel
+    npus = case.place.npus
+    dtype = case.precision.math
+    flops = model_flops(case.model, par.global_batch, par.seq)
+    system = case.system
+    raw = {} if sums.bound_by is None else sums.bound_by.seconds()
+    bound_by = dict(sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])))
+    comm_by = sums.comm_by
     return LlmResult(
         model=case.model.name,
         system=system.name,
@@ -727,12 +856,12 @@ def _summary(case: LlmCase, execution: Execution, note: str, variant: str) -> Ll
         mode_note=note,
         notes=_model_notes(case),
         assumptions=assumptions(system),
-        energy=_energy(execution, iters, npus, par.global_batch * par.seq),
+        energy=_energy(execution, sums.windows, iters, npus, par.global_batch * par.seq),
         variant=variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
         bound_by=bound_by,
         comm_bound_by=comm_by,
-        stages=_stage_rows(case, execution),
+        stages=_stage_rows(case, execution, sums.computes, iteration),
         provenance=system.provenance.to_dict(),
         idle_note=ENDPOINT_KINDS.get(system.endpoint.kind).idle_note(_ops(execution)) or "",
     )
@@ -797,15 +926,16 @@ def _ops(execution: Execution) -> set[str]:
     }
 
 
-def _stage_rows(case: LlmCase, execution: Execution) -> list[dict[str, Any]]:
+def _stage_rows(
+    case: LlmCase, execution: Execution, computes: list[float], iteration: float
+) -> list[dict[str, Any]]:
     """Each pipeline stage's layers, time and memory (:data:`~acesim.results.llm.
     LlmResult.stages`): the imbalance of uneven stages; with every GPU simulated, its
     slowest GPU (NPU position) and that GPU's compute time (a straggler or a slower NPU
-    type, whose stage the others wait for)."""
+    type, whose stage the others wait for). ``computes``: each simulated rank's compute
+    time per iteration (s); ``iteration``: the iteration time (s)."""
     classes = execution.graph.classes is not None
     stage_of = list(range(case.place.pp)) if classes else _position_stages(case)
-    computes = rank_compute_times(execution)
-    iteration = execution.makespan / max(execution.graph.iterations, 1)
     members: list[list[int]] = [[] for _ in case.stages]
     for q in range(len(computes)):
         members[stage_of[q]].append(q)
@@ -844,12 +974,16 @@ def _mfu(flops: float, iteration: float, execution: Execution, npus: int, dtype:
     return flops / (iteration * math.fsum(c.matrix_peak(dtype) for c in configs))
 
 
-def _energy(execution: Execution, iterations: int, npus: int, tokens: int) -> EnergyResult | None:
-    """The run's energy (:func:`~acesim.results.energy.run_energy`) with its per-token figure
-    (``npus`` NPUs train on ``tokens`` tokens an iteration)."""
-    energy = run_energy(execution.platform, iterations, execution.added_meters)
-    if energy is not None:
-        energy.per_token = energy.per_iteration * npus / tokens
+def _energy(
+    execution: Execution, windows: list[Meters] | None, iterations: int, npus: int, tokens: int
+) -> EnergyResult | None:
+    """The energy of the run's NPU counters ``windows`` (:func:`~acesim.results.energy.
+    run_windows`; None: no power model) with its per-token figure (``npus`` NPUs train on
+    ``tokens`` tokens an iteration)."""
+    if windows is None:
+        return None
+    energy = platform_energy(execution.platform, windows, iterations)
+    energy.per_token = energy.per_iteration * npus / tokens
     return energy
 
 
@@ -862,7 +996,10 @@ def run_llm(
 ) -> tuple[LlmResult, Execution]:
     """Simulate the case (:func:`execute_llm`); ``mode`` (``composed``, ``class`` or
     ``exact``; None: the case's, by default composed where it applies) and ``variation``
-    (stragglers, spread, link changes) replace the case's run options."""
+    (stragglers, spread, link changes) replace the case's run options. Returns the result
+    and the execution; a composed iteration extrapolated from its steady state returns the
+    execution of its larger reduced run (``execution.composed.extrapolated``:
+    :mod:`acesim.training.steady`)."""
     changes: dict[str, Any] = {}
     if mode is not None:
         if mode not in ("class", "exact", "composed"):

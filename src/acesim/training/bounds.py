@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,14 @@ from ..intervals import (
 )
 from ..sums import Ladder
 
-__all__ = ["BoundRecorder", "attribute", "collective_bounds", "WAITING"]
+__all__ = [
+    "Attribution",
+    "BoundRecorder",
+    "attribute",
+    "attribution",
+    "collective_bounds",
+    "WAITING",
+]
 
 WAITING = "exposed: latency and waiting"
 _EGRESS = re.compile(r"^npu\d+\.(?P<dim>.+)\.egress$")
@@ -245,6 +253,34 @@ def _overlaps_arrays(
     return out
 
 
+@dataclass
+class Attribution:
+    """What :func:`attribute` adds up before it splits the exposed time with messages in
+    flight among their labels (s): each label's kernel time (``compute: ...``, ``compute:
+    other`` included), the exposed time, the part of it with a message in flight, and each
+    message label's time in it (the split's weights); ``span``: the window's length. Every
+    one is a sum over the window's segments (:mod:`.steady` extrapolates them); the split is
+    a ratio of them (:meth:`seconds`)."""
+
+    computes: dict[str, float]
+    exposed: float
+    with_messages: float
+    weights: dict[str, float]
+    span: float
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds of the window by what bound them (:func:`attribute`)."""
+        out = dict(self.computes)
+        total_weight = sum(self.weights.values())
+        for name, weight in self.weights.items():
+            key = f"exposed: {name}"
+            out[key] = out.get(key, 0.0) + self.with_messages * weight / total_weight
+        waiting = self.exposed - self.with_messages
+        if waiting > 1e-15 * max(self.span, 1.0):
+            out[WAITING] = waiting
+        return out
+
+
 def attribute(
     recorder: BoundRecorder,
     busy: list[tuple[float, float]],
@@ -253,6 +289,17 @@ def attribute(
 ) -> dict[str, float]:
     """Seconds of the window [lo, hi) by what bound them (see module docstring); ``busy`` are
     the compute kernels' (start, end) intervals of the NPU."""
+    return attribution(recorder, busy, lo, hi).seconds()
+
+
+def attribution(
+    recorder: BoundRecorder,
+    busy: list[tuple[float, float]],
+    lo: float,
+    hi: float,
+) -> Attribution:
+    """The sums :func:`attribute` splits (:class:`Attribution`), of the window [lo, hi) (s);
+    ``busy``: the NPU's compute kernels' (start, end) intervals (s)."""
     running = [(max(s, lo), min(e, hi)) for s, e in union(busy) if e > lo and s < hi]
     by_name: dict[str, float] = {}  # each label's kernel time, labels in order heard
     get = by_name.get
@@ -286,14 +333,7 @@ def attribute(
     for (name, _start, _end), inside in zip(messages, insides, strict=True):
         if inside > 0:
             weights[name] = weights.get(name, 0.0) + inside
-    total_weight = sum(weights.values())
-    for name, weight in weights.items():
-        key = f"exposed: {name}"
-        out[key] = out.get(key, 0.0) + with_messages * weight / total_weight
-    waiting = exposed - with_messages
-    if waiting > 1e-15 * max(hi - lo, 1.0):
-        out[WAITING] = waiting
-    return out
+    return Attribution(out, exposed, with_messages, weights, hi - lo)
 
 
 def _in_idle(

@@ -179,6 +179,19 @@ class PassTimes:
     def builder(self, key: PassKey, build: Builder) -> None:
         self.builders[key] = build
 
+    def seeded(self) -> PassTimes:
+        """A sink for another composed graph of the same case at another micro-batch count
+        (:mod:`.steady`): the passes measured so far kept (a pass's memo does not depend on
+        how many micro-batches there are), with its steps' Computes, nothing else."""
+        return PassTimes(
+            memos=dict(self.memos),
+            tailed=set(self.tailed),
+            contexts=self.contexts,
+            steps=self.steps,
+            alone_messages=self.alone_messages,
+            alone_kernels=self.alone_kernels,
+        )
+
     def new_graph(self) -> None:
         """Forget the timers of the last composed graph (a new one is being built)."""
         self.timers = {}

@@ -25,6 +25,11 @@ class Composition:
     expanded: int
     rounds: int
     converged: bool
+    #: the micro-batch counts of the two composed runs whose steady state the iteration was
+    #: extrapolated from (:mod:`.steady`; None: simulated at its own size)
+    extrapolated: tuple[int, int] | None = None
+    #: why the steady state was not extrapolated where it was tried ("": not tried, or done)
+    not_extrapolated: str = ""
 
     def note(self) -> str:
         """The result's words for it."""
@@ -39,4 +44,13 @@ class Composition:
         )
         if not self.converged:
             text += f"; after {MAX_ROUNDS} runs timed passes still overlap a DP collective"
+        if self.extrapolated is not None:
+            small, large = self.extrapolated
+            text += (
+                f"; its steady state extrapolated from composed runs of {small} and {large} "
+                "micro-batches, the larger the smaller with one period inserted on every "
+                "stage (acesim.training.steady)"
+            )
+        elif self.not_extrapolated:
+            text += f"; simulated at its size, not extrapolated: {self.not_extrapolated}"
         return text
