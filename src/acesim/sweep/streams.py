@@ -116,7 +116,15 @@ class LocalStream:
         return self.done.popleft()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the pool: points not started are cancelled, points still running abandoned
+        (their workers terminated: a plan stopped at its time limit does not wait for
+        them), and the pool shut down and waited for. Nothing of it is then left to the
+        interpreter's exit, whose handler races a pool shut down without waiting on CPython
+        3.11 (an ``OSError: Bad file descriptor`` printed after the output)."""
+        if any(not fut.done() for fut in self.pending):
+            for process in list(self.pool._processes.values()):
+                process.terminate()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
     def _wait(self) -> None:
         finished, _ = wait(self.pending, return_when=FIRST_COMPLETED)
