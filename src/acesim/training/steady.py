@@ -9,19 +9,18 @@ PP 64 and 512 micro-batches: 448 periods, 65,536 passes).
 
 **The model.** The iteration (a run of one) is simulated, composed, at sizes ``m1 < m2 =
 m1 + step < m1 + 2 step ...`` from just past the pipeline's fill (:func:`reduced_sizes`) until
-one is the one before it with one period inserted (within :func:`within_budget`). Then every
-later period repeats it: on every simulated rank, the larger
-run's records (each node's start and end, sorted) are the smaller run's up to some instant
-and the smaller run's after it moved later by ``P`` = the difference of the two iterations,
-with the inserted period's records between (:func:`inserted_period`). Its state after the
-inserted period is then its state before it, moved by ``P`` (the records are every node's
-times: the messages, queues and passes in flight), so a further period inserts the same
-records again. Every figure that sums over the run (the iteration time, each rank's compute
-and idle time by what it waited for, the bound attribution's seconds, every NPU's energy
-counters) then grows by its difference between the two runs per ``step`` micro-batches: the
-figures of ``m`` micro-batches are ``f(m1) + (m - m1) / step x (f(m2) - f(m1))``
-(:func:`extrapolated`), and the ratios (throughput, MFU, bubble fraction, power) follow from
-them as in a full run.
+one is the one before it with one period inserted (within :func:`within_budget`): on every
+simulated rank, the larger run's records (each node's start and end, sorted) are the smaller
+run's up to some instant and the smaller run's after it moved later by ``P`` = the difference
+of the two iterations, with the inserted period's records between (:func:`inserted_period`).
+Its state after the inserted period is then its state before it, moved by ``P`` (the records
+are every node's times: the messages, queues and passes in flight), so every further period
+inserts the same records again. Every figure that sums over the run (the iteration time,
+each rank's compute and idle time by what it waited for, the bound attribution's seconds,
+every NPU's energy counters) then grows by its difference between the two runs per ``step``
+micro-batches: the figures of ``m`` micro-batches are ``f(m1) + (m - m1) / step x (f(m2) -
+f(m1))`` (:func:`extrapolated`), and the ratios (throughput, MFU, bubble fraction, power)
+follow from them as in a full run.
 
 **Where it is exact, and its bound.** The check compares times to a tolerance of
 :data:`TOLERANCE` of the larger run's iteration; an iteration whose runs never pass it
@@ -30,8 +29,8 @@ periods, a DP collective whose place moves with ``m``) is simulated at its own s
 composed, as before, and its result says why it was not extrapolated. Where the check holds
 to the last bits, as on the benchmark cases, the extrapolated figures equal the full
 composed run's to rounding (``tests/test_steady.py`` compares them on drawn configurations);
-each period inserted by extrapolation can move an
-instant by at most the tolerance, so ``n`` periods by ``n`` times it. What a composed run
+each period inserted by extrapolation can move an instant by at most the tolerance, so ``n``
+periods by ``n`` times it. What a composed run
 approximates of class mode (:mod:`.compose`) is unchanged. The split of exposed time among
 the labels of the messages in flight is a ratio of sums (:class:`~.bounds.Attribution`): the
 sums are extrapolated, then split.
@@ -72,8 +71,8 @@ ENABLED = True
 #: the period ``step`` that is at least ``stages + FILL_PERIODS x step`` (the fill: every
 #: stage's warm-up done, and periods left to insert one into). A choice of cost: the check
 #: decides whether a run was already in its steady state, and where it was not, the next
-#: size is run (1F1B is steady from ``stages + 2`` in the drawn tests, ZB-H1 from ``stages +
-#: 3`` or ``+ 4``).
+#: size is run (in the drawn tests 1F1B is steady from ``stages + 2``, ZB-H1 from ``stages +
+#: 3`` to ``stages + 7``, DualPipe on 4 stages from 10 micro-batches).
 FILL_PERIODS = 2
 
 #: Extrapolate only where the reduced runs simulate at most ``1 / SAVING`` of the
