@@ -30,10 +30,9 @@ composed, as before, and its result says why it was not extrapolated. Where the 
 to the last bits, as on the benchmark cases, the extrapolated figures equal the full
 composed run's to rounding (``tests/test_steady.py`` compares them on drawn configurations);
 each period inserted by extrapolation can move an instant by at most the tolerance, so ``n``
-periods by ``n`` times it. What a composed run
-approximates of class mode (:mod:`.compose`) is unchanged. The split of exposed time among
-the labels of the messages in flight is a ratio of sums (:class:`~.bounds.Attribution`): the
-sums are extrapolated, then split.
+periods by ``n`` times it. What a composed run approximates of class mode (:mod:`.compose`)
+is unchanged. The split of exposed time among the labels of the messages in flight is a ratio
+of sums (:class:`~.bounds.Attribution`): the sums are extrapolated, then split.
 
 The run's execution (what :func:`~acesim.runs.llm.run_llm` returns beside the result) is the
 larger reduced run's, its composition saying so (:attr:`~.composition.Composition.
