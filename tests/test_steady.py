@@ -159,16 +159,23 @@ def test_a_failed_check_runs_the_iteration_at_its_size_and_says_why(
 
 
 def test_reduced_sizes_follow_the_schedules_period() -> None:
-    one = SCHEDULES.get("1f1b")
-    assert steady.reduced_sizes(one, 4, 1, 1, 64) == (6, 7)
-    assert steady.reduced_sizes(one, 64, 1, 1, 512) == (66, 67)
-    assert steady.reduced_sizes(one, 4, 1, 1, 24) is None  # 6 + 7 micro-batches save too little
+    one = SCHEDULES.get("1f1b")  # steady from the fill: SCHEDULE_FILL_PERIODS
+    assert steady.reduced_sizes(one, 4, 1, 1, 64) == (4, 5)
+    assert steady.reduced_sizes(one, 64, 1, 1, 512) == (64, 65)
+    assert steady.reduced_sizes(one, 4, 1, 1, 16) is None  # 4 + 5 micro-batches save too little
+    assert steady.reduced_sizes(one, 4, 1, 1, 24, beside_dp=True) is None  # a third: 27 > 24
     # interleaved needs the micro-batches a multiple of the stages: the period is 4
     assert steady.reduced_sizes(SCHEDULES.get("interleaved"), 4, 2, 2, 64) == (12, 16)
-    # DualPipe splits them over two directions
+    # DualPipe splits them over two directions (and starts two periods past the fill)
     assert steady.reduced_sizes(SCHEDULES.get("dualpipe"), 4, 1, 2, 64) == (8, 10)
-    # 60 micro-batches are no whole number of 4-micro-batch periods past 12, nor of 8 past 16
+    assert steady.reduced_sizes(SCHEDULES.get("zb-h1"), 4, 1, 1, 64) == (6, 7)
+    # 62 micro-batches are no whole number of 4-micro-batch periods past 12 (and 8-micro-batch
+    # periods from 24 would cost too much)
     assert steady.reduced_sizes(SCHEDULES.get("interleaved"), 4, 2, 2, 62) is None
+
+
+def test_the_schedules_given_their_own_fill_are_registered() -> None:
+    assert set(steady.SCHEDULE_FILL_PERIODS) <= set(SCHEDULES.names())
 
 
 def _execution(makespan: float, *ranks: list[tuple[float, float]]) -> Any:
@@ -211,4 +218,4 @@ def test_the_command_line_says_an_iteration_was_extrapolated() -> None:
         "--endpoint", "baseline", "--json",
     )  # fmt: skip
     assert '"mode": "composed"' in out
-    assert "steady state extrapolated from composed runs of 6 and 7 micro-batches" in out
+    assert "steady state extrapolated from composed runs of 4 and 5 micro-batches" in out

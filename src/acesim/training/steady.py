@@ -8,7 +8,7 @@ micro-batches than stages spends most of its CPU on that repetition (GPT 1T on 5
 PP 64 and 512 micro-batches: 448 periods, 65,536 passes).
 
 **The model.** The iteration (a run of one) is simulated, composed, at sizes ``m1 < m2 =
-m1 + step < m1 + 2 step ...`` from just past the pipeline's fill (:func:`reduced_sizes`) until
+m1 + step < m1 + 2 step ...`` from the pipeline's fill on (:func:`reduced_sizes`) until
 one is the one before it with one period inserted (within :func:`within_budget`): on every
 simulated rank, the larger run's records (each node's start and end, sorted) are the smaller
 run's up to some instant and the smaller run's after it moved later by ``P`` = the difference
@@ -54,6 +54,7 @@ __all__ = [
     "FILL_PERIODS",
     "SAVING",
     "SAVING_BESIDE_DP",
+    "SCHEDULE_FILL_PERIODS",
     "TOLERANCE",
     "extrapolated",
     "inserted_period",
@@ -70,9 +71,19 @@ ENABLED = True
 #: the period ``step`` that is at least ``stages + FILL_PERIODS x step`` (the fill: every
 #: stage's warm-up done, and periods left to insert one into). A choice of cost: the check
 #: decides whether a run was already in its steady state, and where it was not, the next
-#: size is run (in the drawn tests 1F1B is steady from ``stages + 2``, ZB-H1 from ``stages +
-#: 3`` to ``stages + 7``, DualPipe on 4 stages from 10 micro-batches).
+#: size is run. :data:`SCHEDULE_FILL_PERIODS` sets it per schedule.
 FILL_PERIODS = 2
+
+#: :data:`FILL_PERIODS` of the schedules whose steady state starts sooner, as measured on the
+#: drawn configurations of ``tests/test_steady.py`` (the first sizes that passed the check,
+#: trying 0, 1 and 2 periods): 1F1B passed at ``stages`` every time (10 of 10: once the
+#: pipeline is full each stage alternates a forward and a backward). Interleaved passed at
+#: one period (5 of 5) but keeps two: smaller first runs bring candidates with VPP and DP
+#: within the budget, whose reduced runs each repeat every chunk's DP collectives beside
+#: passes simulated in full and cost more than the run at its size (Llama 3 70B TP8 PP2
+#: VPP5 at DP 4, docs/performance.md). ZB-H1 (steady from ``stages + 3`` to ``stages + 7``)
+#: and DualPipe (4 stages: from 10 micro-batches) keep the default.
+SCHEDULE_FILL_PERIODS = {"1f1b": 0}
 
 #: Extrapolate only where the reduced runs simulate at most ``1 / SAVING`` of the
 #: micro-batches in all (a choice of cost: beyond it, the run at its own size costs little
@@ -121,8 +132,9 @@ def reduced_sizes(
     the smallest of 1, 2, ``stages`` and ``2 stages`` (a schedule that needs the micro-batches
     a multiple of the stages, or of its directions) that divides ``micro - m1`` with both
     sizes schedulable."""
+    fill = SCHEDULE_FILL_PERIODS.get(schedule.name, FILL_PERIODS)
     for step in sorted({1, 2, stages, 2 * stages}):
-        first = -(-(stages + FILL_PERIODS * step) // step) * step
+        first = -(-(stages + fill * step) // step) * step
         second = first + step
         if not within_budget(first + second, micro, beside_dp=beside_dp):
             return None
