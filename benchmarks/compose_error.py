@@ -31,6 +31,8 @@ def _once(bench: LlmBench, mode: str) -> tuple[float, float, str]:
         if c is not None
         else result.mode
     )
+    if c is not None and c.extrapolated is not None:  # acesim.training.steady
+        how += f", steady state extrapolated from {c.extrapolated[0]} and {c.extrapolated[1]}"
     return spent, result.iteration_time, how
 
 
