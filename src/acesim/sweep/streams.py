@@ -122,7 +122,7 @@ class LocalStream:
         interpreter's exit, whose handler races a pool shut down without waiting on CPython
         3.11 (an ``OSError: Bad file descriptor`` printed after the output)."""
         if any(not fut.done() for fut in self.pending):
-            for process in list(self.pool._processes.values()):
+            for process in list((self.pool._processes or {}).values()):
                 process.terminate()
         self.pool.shutdown(wait=True, cancel_futures=True)
 
