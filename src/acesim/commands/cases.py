@@ -49,6 +49,7 @@ __all__ = [
 FLAGS = {
     "run.iterations": "--iterations",
     "run.warmup": "--warmup",
+    "run.stop": "--stop",
     "run.loop": "--loop",
     "run.npus": "--npus",
     "run.nodes": "--nodes",
@@ -214,6 +215,7 @@ TRAINING_FLAGS = {
     "bucket": "--bucket-size",
     "iterations": "--iterations",
     "warmup": "--warmup",
+    "stop": "--stop",
 }
 LLM_FLAGS = {
     "max_micro_batches": "--max-micro-batches",
@@ -346,6 +348,7 @@ def _training_case(
     options.update(
         iterations=3 if given.get("iterations") is None else given["iterations"],
         warmup=1 if given.get("warmup") is None else given["warmup"],
+        stop=given.get("stop") or "end",
         loop=loop,
         bucket_size=parse_quantity(given.get("bucket") or "25 MiB", "size", "--bucket-size"),
         shape=parse_shape(shape) if shape is not None else None,

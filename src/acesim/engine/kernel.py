@@ -193,6 +193,8 @@ class Engine:
         #: the meters (:meth:`add_resource`), and those found able to bind this instant
         self._meters: list[Resource] = []
         self._over: dict[Resource, None] = {}
+        #: :meth:`stop` asked the running :meth:`run` to return after the current event
+        self._stopping = False
 
     # -- resources ---------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float, *, meter: bool = False) -> Resource:
@@ -1149,6 +1151,8 @@ class Engine:
         processed = 0
         try:
             while True:
+                if self._stopping:
+                    return
                 if (dirty or dirty_res) and (not heap or heap[0][0] > self._now):
                     self._reallocate()
                 if not heap:
@@ -1175,10 +1179,38 @@ class Engine:
         finally:
             self.events_processed += processed
 
+    def stop(self) -> None:
+        """End the :meth:`run` in progress once the event being processed is done: the clock
+        stays at that event's instant, the activities and events left stay where they are
+        (not run, not refused as stuck), and the rates of what started then are not yet
+        computed. For a model that has what it measures before its work ends (a training run
+        whose measured window is complete); :meth:`close_segments` then tells the bound
+        listener what bound the activities left, up to now."""
+        self._stopping = True
+
+    def close_segments(self) -> None:
+        """Tell the bound listener, for every tracked activity still running, its segment
+        from when its bound last changed to now (what it would be told when the bound next
+        changes or the activity ends, cut at now), and start its next segment now: a run
+        stopped before its activities ended (:meth:`stop`) reports what bound them up to the
+        stop."""
+        listener = self._bound_listener
+        if listener is None:
+            return
+        now = self._now
+        for act in self.active:
+            if act.track is not None and now > act.bound_since:
+                listener.segment(act.track, act.bound, act.bound_since, now)
+                act.bound_since = now
+
     def run(self, until: float | None = None) -> float:
-        """Process events until none remain (or until ``until`` s); return the final time."""
+        """Process events until none remain (or until ``until`` s, or :meth:`stop`); return
+        the final time."""
         limit = INF if until is None else until
         self._loop(limit)
+        if self._stopping:  # stop(): what is left stays as it is
+            self._stopping = False
+            return self._now
         if until is not None:
             if self.peek() > until >= self._now:
                 self._now = until

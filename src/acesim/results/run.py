@@ -80,6 +80,13 @@ class LayerRow:
     comm_bytes: float = 0.0
 
 
+#: the note of a run stopped once its measurement was complete (``run.stop = "measured"``)
+STOPPED_NOTE = (
+    "stopped once the measurement was complete (run.stop = measured): the last iteration was "
+    "not run to its end, and makespan is the instant the run stopped"
+)
+
+
 @dataclass
 class RunInfo:
     """What a run was made with (echoed in every result, table and database row)."""
@@ -104,6 +111,9 @@ class RunInfo:
     version: str = __version__
     #: the strategy's reason (:func:`acesim.training.strategy.mode_note`; "" when none)
     mode_note: str = ""
+    #: ``end``: run to its end; ``measured``: stopped once the measurement was complete
+    #: (``run.stop``), the result's ``makespan`` that instant
+    stop: str = "end"
 
     def describe(self) -> str:
         """One line: workload, batch, precision, system (with its extends chain and
@@ -243,7 +253,10 @@ class RunResult:
         return [Table(title, ("resource", "time", "share"), rows)]
 
     def footnotes(self) -> list[str]:
-        return [self.mode_note] if self.mode_note else []
+        notes = [self.mode_note] if self.mode_note else []
+        if self.info.stop == "measured":
+            notes.append(STOPPED_NOTE)
+        return notes
 
     def to_pandas(self) -> Any:
         """One row: :meth:`metrics` (run facts included) as a ``pandas.DataFrame``."""
@@ -303,6 +316,7 @@ class RunResult:
                 "run.iterations": info.iterations,
                 "run.warmup": info.warmup,
                 "run.measured": info.measured,
+                "run.stop": info.stop,
                 "run.endpoint": info.endpoint,
                 "run.variant": info.variant,
                 "run.version": info.version,

@@ -121,6 +121,13 @@ def make_collective_case(
     if nbytes < 0:
         raise ConfigError("size", "must not be negative", size)
     opts = run_options(options, **option_changes)
+    if opts.stop != "end":
+        raise ConfigError(
+            "run.stop",
+            "applies to training graphs (a collective alone has no measured window: it runs "
+            "to its end)",
+            opts.stop,
+        )
     cfg = resolve_system(system, shape=opts.shape, npus=opts.npus, nodes=opts.nodes)
     if endpoint is not None:
         cfg = cfg.with_endpoint(ENDPOINT_KINDS.check(endpoint, "endpoint"))

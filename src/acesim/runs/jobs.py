@@ -460,6 +460,13 @@ def _simulate(
 def execute_jobs(case: JobsCase, how: How = How()) -> tuple[JobsResult, Execution]:
     """Run the jobs together as ``how`` says, then each alone; the result and the shared run's
     execution (its trace: one process per job, :func:`acesim.results.jobs.jobs_trace`)."""
+    if case.options.stop != "end":
+        raise ConfigError(
+            "run.stop",
+            "applies to a training graph alone (jobs measure each job over its own iterations: "
+            "the shared run goes to its end)",
+            case.options.stop,
+        )
     execution, combined, note = _simulate(case, case.jobs, how)
     jobs: list[JobResult] = []
     for plan in case.jobs:

@@ -47,6 +47,13 @@ def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution
     """Run ``case`` as given, as ``how`` says; the result and the execution (for traces)."""
     opts = case.options
     system = case.system
+    if opts.stop == "measured" and how.trace:
+        raise ConfigError(
+            "run.stop",
+            "a trace records the whole run, and measured stops before its end: use end "
+            "(the default) with a trace",
+            opts.stop,
+        )
     graph, warmup, loop = case_graph(case)
     placed = place_graph(graph, opts.placement, elaborate(system))
     strategy, graph = decide(
@@ -57,7 +64,9 @@ def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution
         placed=opts.placement is not None,
         trace=how.trace,
     )
-    execution = run_graph(system, strategy, graph, kind="training", how=how)
+    # a warm-up's measurement ends at the last iteration's start (without one, the run's end)
+    stop_at = graph.iterations - 1 if opts.stop == "measured" and warmup > 0 else None
+    execution = run_graph(system, strategy, graph, kind="training", how=how, stop_at=stop_at)
     execution.warmup = warmup
     info = RunInfo(
         system=system.name,
@@ -74,9 +83,19 @@ def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution
         endpoint=system.endpoint.kind,
         variant=how.variant or ENDPOINT_KINDS.get(system.endpoint.kind).label,
         settings=scalar_settings(system.endpoint.settings()),
-        mode_note=mode_note(strategy, execution),
+        mode_note=_with_stop_note(mode_note(strategy, execution), execution),
         provenance=system.provenance.to_dict(),
+        stop="measured" if execution.stopped else "end",
     )
     result = summarize(execution, info)
     result.assumptions = assumptions(system)
     return result, execution
+
+
+def _with_stop_note(note: str, execution: Execution) -> str:
+    """The strategy's note, and why a run asked to stop at its measurement's end ran to its
+    end (``run.stop = "measured"``), where it did."""
+    if not execution.unstopped:
+        return note
+    why = f"run to its end although run.stop = measured: {execution.unstopped}"
+    return f"{note}; {why}" if note else why

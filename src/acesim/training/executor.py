@@ -133,6 +133,12 @@ class Execution:
     #: a composed graph's passes whose form the run decided (:attr:`Graph.choices`): how
     #: many ran their own nodes (a DP collective in flight as they became ready)
     chosen_full: int = 0
+    #: the run stopped once its measurement was complete (``GraphExecutor(stop_at=...)``):
+    #: :attr:`makespan` and :attr:`final` are that instant's, the last iteration is not run
+    #: to its end
+    stopped: bool = False
+    #: asked to stop there but run to its end: why (:meth:`GraphExecutor._stop_problem`)
+    unstopped: str = ""
 
     def spans(self, rank: int, kind: str) -> list[AddedSpans]:
         """The added spans (:attr:`added_spans`) of ``rank``'s nodes of ``kind``."""
@@ -251,6 +257,18 @@ def _weakly(
     return call
 
 
+def _stop_at(stop_at: int | None, graph: Graph) -> int | None:
+    """``stop_at`` checked: the iteration whose start ends a measurement of ``graph`` (the
+    run stops once it has started and every earlier one has ended, when every figure of the
+    measured window is final), None for a run to its end."""
+    if stop_at is not None and not 0 < stop_at < graph.iterations:
+        raise SimulationError(
+            f"stop_at: iteration {stop_at} does not end a measurement of a graph of "
+            f"{graph.iterations} iterations"
+        )
+    return stop_at
+
+
 def _left_per_iteration(states: list[_RankState]) -> dict[int, int]:
     """Nodes of every rank left to finish, per iteration."""
     left: dict[int, int] = defaultdict(int)
@@ -290,8 +308,11 @@ class GraphExecutor:
         kernel_tracks: dict[int, str] | None = None,
         recorder: Callable[[], BoundRecorder] = BoundRecorder,
         node_progress: Callable[[int], Callable[[int, Node], Any]] | None = None,
+        stop_at: int | None = None,
     ):
         self.platform = platform
+        #: the iteration whose start ends the measurement (:meth:`_measured_end`; None: none)
+        self.stop_at = _stop_at(stop_at, graph)
         #: told the nodes a pass simulates (:attr:`node_total`) as it starts, it returns the
         #: callable told ``(rank, node)`` as each node finishes (progress bars; a redo of the
         #: run is a new pass and calls it again)
@@ -485,6 +506,7 @@ class GraphExecutor:
             kernel_tracks=self.kernel_tracks,
             recorder=self.recorder,
             node_progress=self.node_progress,
+            stop_at=self.stop_at,
         )
 
     def _lockstep_problem(self) -> str | None:
@@ -538,9 +560,10 @@ class GraphExecutor:
             raise
         if deferred is not None and deferred.conflicts:
             raise vectorized.Conflict(deferred.conflicts)
+        stopped = self.execution.stopped
         if self.replicated:
             self._check_replicas()
-        for st in self.states if any(self._iter_left.values()) else ():
+        for st in self.states if any(self._iter_left.values()) and not stopped else ():
             # (every node counted finished: none can be unfinished)
             unfinished = [i for i, rec in self.records[st.rank].items() if rec.end < 0]
             if unfinished:
@@ -551,6 +574,10 @@ class GraphExecutor:
                 )
         self.execution.makespan = engine.now
         self.execution.final = self._snapshot()
+        if stopped:  # what bound the activities left, up to the stop
+            engine.close_segments()
+        elif self.stop_at is not None:
+            self.execution.unstopped = self._stop_problem() or ""
         self.execution.collectives = list(self.platform.collectives.collectives)
         vector = len(self._deferred.vector_ids) if self._deferred is not None else 0
         self.execution.event_collectives = len(self.execution.collectives) - vector
@@ -591,8 +618,8 @@ class GraphExecutor:
         assert self._deferred is not None
         vector = self._deferred.vector_ids
         for coll in self.platform.collectives.collectives:
-            if coll.id in vector:
-                continue
+            if coll.id in vector or (self.execution.stopped and coll.finished is None):
+                continue  # (a stopped run's collectives left running are not compared)
             times = set(coll.rank_finished.values())
             if len(coll.rank_finished) != self.ranks or len(times) != 1:
                 raise vectorized.Diverged(f"collective {coll.label!r} finishes unevenly")
@@ -616,6 +643,8 @@ class GraphExecutor:
         if node.iteration not in starts:
             starts[node.iteration] = now
             self.execution.snapshots[node.iteration] = self._snapshot()
+            if node.iteration == self.stop_at:
+                self._measured_end()
         rec = self.records[st.rank][node.id]
         rec.ready = now
         kind = node.kind
@@ -850,6 +879,8 @@ class GraphExecutor:
             self.execution.iteration_end[node.iteration] = now
             if self.on_iteration is not None:
                 self.on_iteration(node.iteration)
+            if self.stop_at is not None and node.iteration < self.stop_at:
+                self._measured_end()
         if self._watch:
             for index in self._watch.get((st.rank, node.id), ()):
                 # counted after this node's users are readied (a zero-time event)
@@ -885,6 +916,37 @@ class GraphExecutor:
                     self._ready(owner, owner.nodes[user])
         finally:
             self._unblocking = False
+
+    def _measured_end(self) -> None:
+        """Stop the run (:meth:`Engine.stop`) if its measurement is complete: the iteration
+        :attr:`stop_at` has started (the window's end and its snapshot are known) and every
+        earlier iteration has ended on every rank (each measured node's record, and every
+        collective that overlaps the window, complete). Nothing after that instant changes a
+        figure of the window: events are processed in time order, so everything before it
+        happened as it would in a run to the end."""
+        stop_at = self.stop_at
+        assert stop_at is not None
+        if stop_at not in self.execution.iteration_start or self.execution.stopped:
+            return
+        if self._stop_problem() is not None:
+            return
+        left = self._iter_left
+        if all(left.get(k, 0) == 0 for k in range(stop_at)):
+            self.execution.stopped = True
+            self.platform.engine.stop()
+
+    def _stop_problem(self) -> str | None:
+        """Why this run may not stop at its measurement's end (None: it may): where
+        something found later in the run redoes it, the window's figures are the redone
+        run's, which a stop before the finding would not see."""
+        if self._deferred is not None or self.replicated:
+            return (
+                "exact mode computes collectives without message events, and a rank that "
+                "joins one later can redo the run"
+            )
+        if self.platform.exact and not self.platform.collectives.agreed:
+            return "exact mode without agreed orders redoes a run that stalls at its end"
+        return None
 
     def _snapshot(self) -> Snapshot:
         platform = self.platform
