@@ -47,3 +47,31 @@ def test_a_run_pauses_the_collector_and_enables_it_after() -> None:
     with pytest.raises(RuntimeError), collector_paused():
         raise RuntimeError("a failed run")
     assert gc.isenabled()
+
+
+def test_every_run_kind_keeps_the_collector_paused_through_its_summary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import acesim.runs.collective as collective_run
+    import acesim.runs.training as training_run
+    from acesim import simulate_collective
+    from acesim.runs.single import run
+
+    seen: list[tuple[str, bool]] = []
+
+    def watched(name: str, module: object, attr: str) -> None:
+        inner = getattr(module, attr)
+
+        def call(*args: object, **kwargs: object) -> object:
+            seen.append((name, gc.isenabled()))
+            return inner(*args, **kwargs)
+
+        monkeypatch.setattr(module, attr, call)
+
+    watched("training summary", training_run, "summarize")
+    watched("collective bounds", collective_run, "collective_bounds")
+    run("ace-isca21", "resnet50", npus=16, endpoint="ideal", iterations=3)
+    simulate_collective("ace-isca21", "all-reduce", "1 MiB", exact=True)
+    assert {name for name, _ in seen} == {"training summary", "collective bounds"}
+    assert not any(enabled for _, enabled in seen)
+    assert gc.isenabled()

@@ -6,7 +6,11 @@ growth, were a tenth to a fifth of a composed LLM iteration's CPU time, and free
 nothing (what a run makes is garbage only when it ends). :func:`collector_paused` disables
 the collector for the run and enables it again after (where it was enabled): nothing is
 frozen, and what the run leaves is collected as usual afterwards. Simulated figures do not
-depend on it."""
+depend on it. Every run kind's simulation runs inside it, its summary included (a training
+run's bound shares build a list per message segment, and the passes that growth triggered
+were about 6% of the ACE reproduction); a lone exact-mode collective's too (a 64 MiB
+all-reduce on 1,024 NPUs with one slow link, the baseline endpoint: 26 full passes, nothing
+collected, about a third of its CPU)."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from ..config.experiment import RunOptions
 from ..config.resolve import derive, resolve_system
 from ..config.system import SystemConfig, defaults
 from ..config.variation import Variation
+from ..engine.collector import collector_paused
 from ..errors import ConfigError, SimulationError, TopologyError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Kernel, Roofline
@@ -332,6 +333,7 @@ def _forced(case: CollectiveCase) -> Callable[[str], float | None]:
     return simulate
 
 
+@collector_paused()
 def _simulate(
     case: CollectiveCase, variant: str, on_estimate: Callable[[Estimate], Any] | None = None
 ) -> tuple[CollectiveResult, tuple[tuple[str, float], ...]]:

@@ -52,6 +52,7 @@ from ..config.reader import read_json_file
 from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..config.variation import placement_problem
+from ..engine.collector import collector_paused
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Fixed
@@ -457,6 +458,7 @@ def _simulate(
     return execution, combined, mode_note(strategy, execution)
 
 
+@collector_paused()
 def execute_jobs(case: JobsCase, how: How = How()) -> tuple[JobsResult, Execution]:
     """Run the jobs together as ``how`` says, then each alone; the result and the shared run's
     execution (its trace: one process per job, :func:`acesim.results.jobs.jobs_trace`)."""

@@ -10,6 +10,7 @@ choose the strategy, elaborates the platform for it, runs the graph and summaris
 from __future__ import annotations
 
 from ..config.experiment import measurement_problem
+from ..engine.collector import collector_paused
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.platform import elaborate
@@ -43,8 +44,11 @@ def case_graph(case: Case) -> tuple[Graph, int, str]:
     return workload, warmup, workload.meta.get("loop", "graph")
 
 
+@collector_paused()
 def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution]:
-    """Run ``case`` as given, as ``how`` says; the result and the execution (for traces)."""
+    """Run ``case`` as given, as ``how`` says; the result and the execution (for traces).
+    The cyclic collector stays paused through the summary too (its passes over the run's
+    records found nothing to free: :mod:`acesim.engine.collector`)."""
     opts = case.options
     system = case.system
     if opts.stop == "measured" and how.trace:
