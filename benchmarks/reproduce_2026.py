@@ -10,6 +10,7 @@ Usage: python benchmarks/reproduce_2026.py [--workers N] [--cases a,b]
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ TARGET_CPU_S = 60.0
 
 
 def main() -> None:
+    gc.freeze()  # as the command line does after its imports (acesim.cli.main)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", default=None)

@@ -5,6 +5,8 @@ simulations (taken, not run: :mod:`acesim.studies.dedup`) and what running them 
 
 The CPU of the whole tree (this process's planning, assembly and figures, and every simulation
 in whichever worker ran it: ``benchmarks/_tree_cpu.py``), its ratio to 60 s, and the wall time;
+the import-time objects frozen out of the garbage collector first, as ``acesim`` does (and its
+pool workers);
 with the sensitivity variants (the command's default) unless ``--no-sensitivity``. The
 costliest groups of runs are listed first (workload, NPUs, endpoint kind; a sensitivity
 variant's runs under its name).
@@ -15,6 +17,7 @@ Usage: python benchmarks/reproduce_ace.py [--repeats N] [--workers N] [--no-sens
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import tempfile
 import time
@@ -61,6 +64,7 @@ def _group(key: Hashable) -> str:
 
 
 def main() -> None:
+    gc.freeze()  # as the command line does after its imports (acesim.cli.main)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--workers", type=int, default=None)

@@ -75,3 +75,14 @@ def test_every_run_kind_keeps_the_collector_paused_through_its_summary(
     assert {name for name, _ in seen} == {"training summary", "collective bounds"}
     assert not any(enabled for _, enabled in seen)
     assert gc.isenabled()
+
+
+def _freeze_count() -> int:
+    return gc.get_freeze_count()
+
+
+def test_a_pool_worker_freezes_what_exists_when_it_starts() -> None:
+    from acesim.processes import process_pool
+
+    with process_pool(1) as pool:
+        assert pool.submit(_freeze_count).result() > 0

@@ -6,6 +6,9 @@ workers of :func:`process_pool` watch the parent's pid from a daemon thread and 
 :data:`PARENT_POLL_S` of its death. The pool uses the ``forkserver`` start method where there is
 one (``spawn`` elsewhere): workers are not forked from a parent that may run threads (a progress
 bar), and forking from a server that has imported the simulator once keeps them quick to start.
+A worker owns its process, as the command line does (:func:`acesim.cli.main`): it moves what
+exists when it starts (the server's imports) out of the cyclic garbage collector's reach
+(``gc.freeze()``), so the collector's passes after each task's run do not walk them again.
 
 Used by the sweep runner and by :func:`acesim.runs.compare.run_jobs` (``acesim run``,
 ``acesim reproduce``). It imports nothing from acesim, so every layer may use it.
@@ -13,6 +16,7 @@ Used by the sweep runner and by :func:`acesim.runs.compare.run_jobs` (``acesim r
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -29,7 +33,9 @@ PARENT_POLL_S = 0.5
 
 def watch_parent(parent: int, ignore_sigint: bool = False) -> None:
     """Worker initializer: exit (status 1) once process ``parent`` is gone; with
-    ``ignore_sigint``, also ignore Ctrl-C (the parent decides what an interrupt stops)."""
+    ``ignore_sigint``, also ignore Ctrl-C (the parent decides what an interrupt stops); the
+    objects that exist now frozen out of the cyclic collector (module docstring)."""
+    gc.freeze()
     if ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
