@@ -37,8 +37,15 @@ def set_path(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     List indices must exist: ``network.dimensions[5]`` on a 3-dimension network is an error.
     """
     out = copy.deepcopy(doc)
+    put_path(out, path, value)
+    return out
+
+
+def put_path(doc: dict[str, Any], path: str, value: Any) -> None:
+    """:func:`set_path` on ``doc`` itself: for a document the caller owns (one copy made for
+    many changes, not one per change)."""
     parts = parse_path(path)
-    node: Any = out
+    node: Any = doc
     for i, part in enumerate(parts[:-1]):
         nxt = parts[i + 1]
         if isinstance(part, int):
@@ -60,4 +67,3 @@ def set_path(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         if not isinstance(node, dict):
             raise ConfigError(path, f"{last!r} is not inside a table")
         node[last] = value
-    return out

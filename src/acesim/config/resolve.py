@@ -15,13 +15,14 @@ paper's tori grow.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from .npus import extend_npu
-from .paths import set_path
+from .paths import put_path
 from .plausible import check_document, check_value
 from .presets import system_from_dict, traced_document
 from .provenance import Provenance, override_sources
@@ -61,16 +62,21 @@ def shape_for(system_doc: Mapping[str, Any], npus: int, field: str = "--npus") -
 
 def resize(doc: dict[str, Any], shape: Sequence[int], field: str = "run.shape") -> dict[str, Any]:
     """A copy of the system document with its dimension sizes set to ``shape``."""
+    out = copy.deepcopy(doc)
+    _resize_in_place(out, shape, field)
+    return out
+
+
+def _resize_in_place(doc: dict[str, Any], shape: Sequence[int], field: str = "run.shape") -> None:
+    """:func:`resize` on a document the caller owns."""
     dims = doc.get("network", {}).get("dimensions", [])
     if len(shape) != len(dims):
         raise ConfigError(
             field, f"must give one size per network dimension ({len(dims)})", list(shape)
         )
-    out = doc
     for i, size in enumerate(shape):
-        out = set_path(out, f"network.dimensions[{i}].size", size)
-    out.get("network", {}).pop("npus", None)
-    return out
+        put_path(doc, f"network.dimensions[{i}].size", size)
+    doc.get("network", {}).pop("npus", None)
 
 
 def check_sizing(npus: Any, shape: Any, nodes: Any, prefix: str = "") -> None:
@@ -114,22 +120,23 @@ def resolve_system(
         return system
     origin = ""
     if isinstance(system, SystemConfig):
-        doc: dict[str, Any] = system.model_dump(mode="python")
+        doc: dict[str, Any] = system.model_dump(mode="python")  # a new document: ours
         provenance = system.provenance
     elif isinstance(system, Mapping):
         npu = system.get("npu")
         npu_preset = npu.get("extends") if isinstance(npu, Mapping) else None
         if not force:
             check_document(SystemConfig, system)
-        doc = extend_npu(dict(system))
+        doc = copy.deepcopy(extend_npu(dict(system)))  # the caller's tables left alone
         provenance = Provenance(npu=npu_preset if isinstance(npu_preset, str) else "")
     else:
         origin = str(system)
         doc, provenance = traced_document(system, force=force)
+        doc = copy.deepcopy(doc)
     for path, value in (overrides or {}).items():
         if not force:
             check_value(SystemConfig, path, value)
-        doc = set_path(doc, path, value)
+        put_path(doc, path, value)
         if isinstance(doc.get("sources", {}), Mapping):
             doc["sources"] = override_sources(doc.get("sources", {}), path, value, origin)
     provenance = provenance.with_overrides(overrides or {})
@@ -138,7 +145,7 @@ def resolve_system(
     if npus is not None:
         shape = shape_for(doc, npus, "npus")
     if shape is not None:
-        doc = resize(doc, shape)
+        _resize_in_place(doc, shape)
     return system_from_dict(doc, origin=origin).with_provenance(provenance)
 
 
@@ -154,7 +161,7 @@ def derive(system: SystemConfig, changes: Mapping[str, Any]) -> SystemConfig:
     ``--set`` (:func:`resolve_system`'s ``overrides``) is recorded in both; and its bare
     numbers are SI values, not checked for plausibility (:mod:`acesim.config.plausible`).
     """
-    doc: dict[str, Any] = system.model_dump(mode="python")
+    doc: dict[str, Any] = system.model_dump(mode="python")  # a new document: ours
     for path, value in changes.items():
-        doc = set_path(doc, path, value)
+        put_path(doc, path, value)
     return system_from_dict(doc).with_provenance(system.provenance)
