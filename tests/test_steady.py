@@ -219,3 +219,24 @@ def test_the_command_line_says_an_iteration_was_extrapolated() -> None:
     )  # fmt: skip
     assert '"mode": "composed"' in out
     assert "steady state extrapolated from composed runs of 4 and 5 micro-batches" in out
+
+
+def test_fsdp_over_dp_passes_measured_in_context_run_at_their_size() -> None:
+    # Llama 3 8B's FSDP recipe shape on a small model: each pass measured in its context
+    # (PassTimes.contexts). A smaller run whose contexts did not hold expanded every pass, and
+    # its seeded sink carried that into the run at its size (every pass simulated in full,
+    # 5x the CPU of llm_scale.py's 8b case): no steady state is tried there.
+    from acesim.runs.llm import _steady_sizes, make_llm
+
+    case = make_llm(
+        "h100-nvswitch-8",
+        _MODELS[0],
+        parallel="tp=1,pp=1,zero=3,recompute=full",
+        global_batch=128,
+        micro_batch=1,
+        seq=128,
+    )
+    assert case.micro_batches == 16 and _steady_sizes(case) is None
+    (on, executed), (off, _) = _run(case, True), _run(case, False)
+    assert on.to_dict() == off.to_dict()
+    assert executed.composed is not None and executed.composed.expanded == 0
