@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..results.figure_file import save_figure
 from .search import PlanOutcome, PlanRequest, PlanRow
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ class PlanResult:
 
         fig = self.draw(endpoint)
         out = Path(path)
-        fig.savefig(out, dpi=150)
+        save_figure(fig, out, dpi=150)
         plt.close(fig)
         return out
 

@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ..results.figure_file import save_figure  # noqa: E402
 from .membw import MembwRow, membw_figure  # noqa: E402
 from .plotting import color_of, finish, plain_numbers  # noqa: E402
 
@@ -251,5 +252,5 @@ def write_figures(
     """speedup, net_util, membw, breakdown, sram, splits (PNG + SVG) into ``out_dir``."""
     for name, fig in figures(cases, membw, summary).items():
         for suffix in ("png", "svg"):
-            fig.savefig(out_dir / f"{name}.{suffix}", dpi=150)
+            save_figure(fig, out_dir / f"{name}.{suffix}", dpi=150)
         plt.close(fig)

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from ..results.figure_file import save_figure  # noqa: E402
 from .plotting import finish, time_axis  # noqa: E402
 
 __all__ = ["figures", "write_figures", "FIGURES"]
@@ -150,5 +151,5 @@ def write_figures(out_dir: Path, summary: dict[str, Any]) -> None:
     """speedup, exposed (PNG + SVG) into ``out_dir``."""
     for name, fig in figures(summary).items():
         for suffix in ("png", "svg"):
-            fig.savefig(out_dir / f"{name}.{suffix}", dpi=150)
+            save_figure(fig, out_dir / f"{name}.{suffix}", dpi=150)
         plt.close(fig)

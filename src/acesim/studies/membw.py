@@ -39,6 +39,7 @@ from ..config.resolve import resolve_system
 from ..config.system import SystemConfig
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..results.collective import CollectiveResult
+from ..results.figure_file import save_figure
 from ..simulate import simulate_collective
 from .dedup import ExactMemo
 
@@ -227,7 +228,7 @@ def plot_membw(rows: list[MembwRow], path: str, title: str = "") -> None:
     import matplotlib.pyplot as plt
 
     fig = membw_figure(rows, title)
-    fig.savefig(path, dpi=150)
+    save_figure(fig, path, dpi=150)
     plt.close(fig)
 
 

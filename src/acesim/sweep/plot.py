@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SweepError
+from ..results.figure_file import save_figure
 from ..units import UNIT_OF_KIND, format_eng, parse_quantity
 
 __all__ = ["plot_results", "default_plot_path"]
@@ -156,7 +157,7 @@ def plot_results(
     fig = _draw(df, x, y, group_by, units=units, logx=logx, logy=logy)
     lines = len(fig.axes[0].get_lines())
     path = Path(output) if output is not None else default_plot_path(x, y)
-    fig.savefig(path, dpi=150)
+    save_figure(fig, path, dpi=150)
     plt.close(fig)
     return path, lines
 

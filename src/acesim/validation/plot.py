@@ -23,6 +23,7 @@ from matplotlib.ticker import (  # noqa: E402
     StrMethodFormatter,
 )
 
+from ..results.figure_file import save_figure  # noqa: E402
 from .report import Report  # noqa: E402
 
 __all__ = ["plot_report", "report_figure"]
@@ -34,7 +35,7 @@ def plot_report(report: Report, path: Path) -> int:
     fig = report_figure(report)
     if fig is None:
         return 0
-    fig.savefig(path)
+    save_figure(fig, path)
     panels = len(fig.axes)
     plt.close(fig)
     return panels
