@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from acesim.config import load_system
 from acesim.config.endpoint import settings_reads
 from acesim.config.resolve import derive
 from acesim.config.system import SystemConfig
+from acesim.studies import membw
 from acesim.studies.dedup import ExactMemo, canonical, reuse_plan, traced_call
 from acesim.studies.reproduce import (
     plan_cases,
@@ -111,3 +114,27 @@ def test_the_sram_sweeps_own_size_is_the_ace_run_relabelled() -> None:
     copied = relabeled(run_job(ace_job), sram_job.variant)
     assert copied.info.variant == sram_job.variant != ace_job.variant
     assert repr(copied) == repr(simulated)
+
+
+def test_a_variant_of_the_workloads_only_takes_the_main_hbm_analysis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The HBM analysis never reads the workloads: under ``fp32`` (every workload's precision
+    changed) it is the main reproduction's very simulation, taken instead of run; simulated
+    again (its collectives not taken from the analysis's memo either), it gives the same
+    row."""
+    system = load_system("ace-isca21")
+
+    def membw_tasks(changed: SystemConfig, prefix: tuple[Any, ...]) -> list[Task]:
+        tasks = plan_reproduction(
+            changed, workloads=["dlrm"], npus=[16], sram=False, hbm_targets=False, prefix=prefix
+        )
+        return [t for t in tasks if "membw" in t.key]
+
+    (main,) = membw_tasks(system, ())
+    (fp32,) = membw_tasks(VARIANTS.get("fp32").change(system), ("fp32",))
+    (drf,) = membw_tasks(VARIANTS.get("drf").change(system), ("drf",))
+    traced = traced_call(main.fn, main.args)
+    assert reuse_plan([main], {main.key: traced.kinds}, [fp32, drf]) == {fp32.key: main.key}
+    monkeypatch.setattr(membw, "MEMO", ExactMemo())
+    assert fp32.fn(*fp32.args) == traced.value

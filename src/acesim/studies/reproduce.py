@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
+from ..config.resolve import derive
 from ..config.system import SystemConfig
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
@@ -299,14 +300,25 @@ def plan_reproduction(
     repro = system.reproduction
     assert repro is not None
     targets = (HBM_TARGET, *HBM_TARGETS) if hbm_targets else (HBM_TARGET,)
+    analysed = membw_system(system)
     for target in targets:
         for n in _sizes(system, npus):
             tasks.append(
                 Task(
-                    (*prefix, "membw", target, n), membw_row, (system, n, repro.membw_size, target)
+                    (*prefix, "membw", target, n),
+                    membw_row,
+                    (analysed, n, repro.membw_size, target),
                 )
             )
     return tasks
+
+
+def membw_system(system: SystemConfig) -> SystemConfig:
+    """The system the HBM analysis is given: ``system`` without its ``[reproduction]`` table,
+    which the analysis never reads (it is given the collective's size), so that a sensitivity
+    variant that changes the workloads only (``fp32``, ``batch_x4``) plans the main analysis's
+    very simulations, which :mod:`.dedup` then takes instead of running them again."""
+    return derive(system, {"reproduction": None})
 
 
 @dataclass
