@@ -124,13 +124,20 @@ class ExactMemo:
     computed call recorded): a call equal to an earlier one in everything it read returns that
     call's result object (callers must not mutate it), and counts its reads as made (an
     enclosing :func:`traced_call` sees them). At most ``limit`` results are kept (the oldest
-    read set's are dropped first)."""
+    read set's are dropped first).
+
+    :meth:`call_derived` does the same for a call on a system derived from a base system,
+    looked up without deriving it: by the base's form, written once per base and read set,
+    and how it is derived."""
 
     def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
         self.known: dict[frozenset[str], dict[Hashable, Any]] = {}
         self.hits = 0
         self.misses = 0
+        #: the forms of the bases :meth:`call_derived` was given, by ``id`` (the base kept,
+        #: so that its id is not reused while it is a key), per read set
+        self._bases: dict[int, tuple[SystemConfig, dict[frozenset[str], Hashable]]] = {}
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, or the result of an earlier call that is the same computation."""
@@ -149,3 +156,67 @@ class ExactMemo:
                 self.known.pop(next(iter(self.known)))
             self.known.setdefault(done.kinds, {})[key] = done.value
         return done.value
+
+    def call_derived(
+        self,
+        base: SystemConfig,
+        how: Hashable,
+        derive: Callable[[], SystemConfig],
+        fn: Callable[..., Any],
+        *args: Any,
+    ) -> Any:
+        """``fn(derive(), *args)``, where ``derive()`` makes a system from ``base`` as ``how``
+        says (picklable; with ``base``, it must fix the derived system: bases equal in
+        everything a call reads, derived the same way, give derived systems equal in
+        everything it reads), or the result of an earlier such call that is the same
+        computation: :meth:`call`'s, but the look-up pickles ``how`` and the arguments
+        only, not the derived system (the base's form is written once per read set), and
+        derives nothing. The reads of ``derive()`` count as the call's."""
+        for kinds, results in self.known.items():
+            found = self._derived_form(base, how, fn, args, kinds)
+            if found is not None and found in results:
+                self.hits += 1
+                note_reads(kinds)
+                return results[found]
+        self.misses += 1
+        with settings_reads() as reads:
+            value = fn(derive(), *args)
+        read = frozenset(reads)
+        note_reads(read)
+        key = self._derived_form(base, how, fn, args, read)
+        if key is not None:
+            if sum(len(r) for r in self.known.values()) >= self.limit:
+                self.known.pop(next(iter(self.known)))
+            self.known.setdefault(read, {})[key] = value
+        return value
+
+    def _derived_form(
+        self,
+        base: SystemConfig,
+        how: Hashable,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kinds: frozenset[str],
+    ) -> Hashable:
+        """The look-up key of :meth:`call_derived` under the read set ``kinds`` (None: it
+        cannot be written down)."""
+        kept = self._bases.get(id(base))
+        if kept is None or kept[0] is not base:
+            if len(self._bases) >= _BASES:
+                self._bases.pop(next(iter(self._bases)))
+            kept = self._bases[id(base)] = (base, {})
+        forms = kept[1]
+        if kinds not in forms:
+            forms[kinds] = canonical(_base_form, (base,), kinds)
+        own = canonical(fn, (how, args), kinds)
+        if forms[kinds] is None or own is None:
+            return None
+        return ("derived", forms[kinds], own)
+
+
+#: the bases :meth:`ExactMemo.call_derived` keeps forms of (the oldest forgotten first)
+_BASES = 16
+
+
+def _base_form(base: SystemConfig) -> None:  # pragma: no cover - never called
+    """What a base system's form is written as (compared, never called)."""

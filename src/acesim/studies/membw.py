@@ -52,9 +52,26 @@ AMPLE_HBM = 1e18
 MEMO = ExactMemo()
 
 
-def _simulate(system: SystemConfig, op: str, size: float) -> CollectiveResult:
-    """``simulate_collective(system, op, size)``, each distinct simulation once (:data:`MEMO`)."""
-    result: CollectiveResult = MEMO.call(simulate_collective, system, op, size)
+def _simulate(
+    system: SystemConfig,
+    shape: Sequence[int],
+    hbm: float,
+    endpoint: str,
+    op: str,
+    size: float,
+    changes: dict[str, object] | None = None,
+) -> CollectiveResult:
+    """``simulate_collective(_with(system, shape, hbm, endpoint, changes), op, size)``, each
+    distinct simulation once (:data:`MEMO`), looked up before the system is derived."""
+    how = (tuple(shape), hbm, endpoint, tuple(sorted((changes or {}).items())))
+    result: CollectiveResult = MEMO.call_derived(
+        system,
+        how,
+        lambda: _with(system, shape, hbm, endpoint, changes),
+        simulate_collective,
+        op,
+        size,
+    )
     return result
 
 
@@ -110,7 +127,7 @@ def _ceiling(
     """The network bandwidth (B/s) ``endpoint`` drives with ample HBM and ample resources of
     its own (the best of its kind's ample settings)."""
     return max(
-        _simulate(_with(system, shape, AMPLE_HBM, endpoint, c), op, size).network_bandwidth
+        _simulate(system, shape, AMPLE_HBM, endpoint, op, size, c).network_bandwidth
         for c in _offers(system, endpoint)
     )
 
@@ -145,7 +162,7 @@ def _needed_hbm(
     reaches ``target * ideal_bw`` (B/s)."""
     lo, hi = 1e9, 1e9
     while True:
-        r = _simulate(_with(system, shape, hi, endpoint, changes), op, size)
+        r = _simulate(system, shape, hi, endpoint, op, size, changes)
         if r.network_bandwidth >= target * ideal_bw or hi > 1e16:
             break
         lo, hi = hi, hi * 2
@@ -153,7 +170,7 @@ def _needed_hbm(
         if hi / lo < 1.005:
             break
         mid = (lo * hi) ** 0.5
-        r = _simulate(_with(system, shape, mid, endpoint, changes), op, size)
+        r = _simulate(system, shape, mid, endpoint, op, size, changes)
         if r.network_bandwidth >= target * ideal_bw:
             hi = mid
         else:
@@ -182,10 +199,10 @@ def membw_analysis(
         ratios = {}
         ample = {}
         for endpoint in ("baseline", "ace"):
-            r = _simulate(_with(system, shape, AMPLE_HBM, endpoint), op, size)
+            r = _simulate(system, shape, AMPLE_HBM, endpoint, op, size)
             ratios[endpoint] = r.hbm_bytes_per_npu / r.bytes_sent_per_npu
             ample[endpoint] = r.network_bandwidth
-        ideal = _simulate(_with(system, shape, AMPLE_HBM, "ideal"), op, size)
+        ideal = _simulate(system, shape, AMPLE_HBM, "ideal", op, size)
         need_b = need_a = None
         equal_bw = equal_b = equal_a = None
         if equal_bandwidth:
