@@ -138,3 +138,32 @@ def test_a_variant_of_the_workloads_only_takes_the_main_hbm_analysis(
     assert reuse_plan([main], {main.key: traced.kinds}, [fp32, drf]) == {fp32.key: main.key}
     monkeypatch.setattr(membw, "MEMO", ExactMemo())
     assert fp32.fn(*fp32.args) == traced.value
+
+
+def test_a_derived_call_is_looked_up_before_its_system_is_derived() -> None:
+    """``call_derived`` computes ``fn(derive())`` once per distinct computation: a base equal
+    in everything the call read, derived the same way, takes the result without deriving;
+    a base that differs in what it read, or another derivation, computes again."""
+    system = derive(load_system("ace-isca21"), {})
+    memo = ExactMemo()
+    derived: list[str] = []
+
+    def units_with(base: SystemConfig, units: int) -> Any:
+        def make() -> SystemConfig:
+            derived.append(base.name)
+            return base.with_endpoint("baseline", comm_units=units)
+
+        return memo.call_derived(base, ("units", units), make, _baseline_units)
+
+    first = units_with(system, 4)
+    assert first == 4 and derived == [system.name]
+    # dma_half changes nothing the call read: looked up, not derived, its reads replayed
+    halved = VARIANTS.get("dma_half").change(system)
+    with settings_reads() as kinds:
+        assert units_with(halved, 4) is first
+    assert kinds == {"baseline"} and len(derived) == 1 and (memo.hits, memo.misses) == (1, 1)
+    # another derivation, or a base that differs in what the call read: computed
+    assert units_with(system, 8) == 8
+    static = VARIANTS.get("static_hbm").change(system)
+    assert units_with(static, 4) == 4
+    assert len(derived) == 3 and memo.misses == 3
