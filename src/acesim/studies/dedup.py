@@ -33,6 +33,7 @@ from typing import Any
 
 from ..config.endpoint import note_reads, settings_reads
 from ..config.system import SystemConfig
+from ..workload.model import Workload
 from .tasks import Task
 
 __all__ = ["Traced", "traced_call", "traced", "canonical", "reuse_plan", "ExactMemo"]
@@ -62,29 +63,84 @@ def _system_form(*parts: Any) -> None:  # pragma: no cover - never called
     """What a system pickles as in a canonical form (the form is compared, never loaded)."""
 
 
+def _written_form(kind: str, written: bytes) -> None:  # pragma: no cover - never called
+    """What a system or a workload pickles as: its own form's bytes (compared, never loaded)."""
+
+
+#: the forms of the systems and workloads one :func:`reuse_plan` has written, by the object's
+#: id (the object kept, so that its id is not reused while it is a key) and the read set (None
+#: for a workload, whose form does not depend on it)
+Forms = dict[tuple[int, frozenset[str] | None], tuple[Any, bytes]]
+
+
 class _Canonical(pickle.Pickler):
     """Pickles a call with each :class:`SystemConfig` in it as everything but the endpoint
     settings of kinds outside ``kinds``: its other fields, the selected kind, the read kinds'
-    tables, its provenance."""
+    tables, its provenance. Each system and each workload (immutable) is written as the bytes
+    of its own form, which ``forms`` (where given) keeps: a workload or system that many calls
+    share is pickled once, not once per call."""
 
-    def __init__(self, stream: io.BytesIO, kinds: frozenset[str]) -> None:
+    def __init__(
+        self,
+        stream: io.BytesIO,
+        kinds: frozenset[str],
+        forms: Forms | None = None,
+        own: Any = None,
+    ) -> None:
         super().__init__(stream, protocol=pickle.HIGHEST_PROTOCOL)
-        self.kinds = sorted(kinds)
+        self.kinds = kinds
+        self.forms = forms
+        #: the object whose own form this pickler writes (pickled as it is, not as a form)
+        self.own = own
 
     def reducer_override(self, obj: Any) -> Any:
-        if not isinstance(obj, SystemConfig):
+        if obj is self.own:
             return NotImplemented
-        fields = {name: value for name, value in obj.__dict__.items() if name != "endpoint"}
-        tables = obj.endpoint.__pydantic_extra__ or {}
-        read = [(kind, tables.get(kind)) for kind in self.kinds]
-        parts = (fields, obj.__pydantic_extra__, obj.endpoint.__dict__, read)
-        return _system_form, (*parts, obj.provenance.to_dict())
+        if isinstance(obj, SystemConfig):
+            return _written_form, ("system", self._form(obj, self.kinds, _system_parts))
+        if isinstance(obj, Workload):
+            return _written_form, ("workload", self._form(obj, None, None))
+        return NotImplemented
+
+    def _form(
+        self, obj: Any, kinds: frozenset[str] | None, parts: Callable[..., Any] | None
+    ) -> bytes:
+        key = (id(obj), kinds)
+        if self.forms is not None:
+            kept = self.forms.get(key)
+            if kept is not None and kept[0] is obj:
+                return kept[1]
+        stream = io.BytesIO()
+        if parts is None:
+            _Canonical(stream, self.kinds, self.forms, own=obj).dump(obj)
+        else:
+            _Canonical(stream, self.kinds, self.forms).dump(parts(obj, self.kinds))
+        written = stream.getvalue()
+        if self.forms is not None:
+            self.forms[key] = (obj, written)
+        return written
 
 
-def canonical(fn: Callable[..., Any], args: tuple[Any, ...], kinds: frozenset[str]) -> Hashable:
+def _system_parts(obj: SystemConfig, kinds: frozenset[str]) -> tuple[Any, ...]:
+    """What a system's form holds: its fields but the endpoint, its extra fields, the selected
+    kind, the tables of the kinds in ``kinds``, its provenance."""
+    fields = {name: value for name, value in obj.__dict__.items() if name != "endpoint"}
+    tables = obj.endpoint.__pydantic_extra__ or {}
+    read = [(kind, tables.get(kind)) for kind in sorted(kinds)]
+    parts = (fields, obj.__pydantic_extra__, obj.endpoint.__dict__, read)
+    return (_system_form, *parts, obj.provenance.to_dict())
+
+
+def canonical(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kinds: frozenset[str],
+    forms: Forms | None = None,
+) -> Hashable:
     """What determines ``fn(*args)`` given that it reads the settings of ``kinds`` only: equal
     for two calls that compute the same result (module docstring); None when the call cannot
-    be written down exactly (it is then never reused).
+    be written down exactly (it is then never reused). ``forms``: the systems' and workloads'
+    forms written so far, kept across the calls of one comparison (:class:`_Canonical`).
 
     The form is the call pickled (:class:`_Canonical`): equal bytes load as equal objects of
     equal types (``1`` and ``1.0``, ``0.0`` and ``-0.0`` stay apart), so two calls with equal
@@ -92,7 +148,7 @@ def canonical(fn: Callable[..., Any], args: tuple[Any, ...], kinds: frozenset[st
     one call and copied in the other): a missed reuse, never a wrong one."""
     stream = io.BytesIO()
     try:
-        _Canonical(stream, kinds).dump((fn, args))
+        _Canonical(stream, kinds, forms).dump((fn, args))
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
     return stream.getvalue()
@@ -104,15 +160,16 @@ def reuse_plan(
     """For each task of ``later`` that is the same simulation as one of ``done`` (whose runs
     read the endpoint settings ``reads[key]``), its key -> that task's key."""
     by_reads: dict[frozenset[str], dict[Hashable, Hashable]] = {}
+    forms: Forms = {}
     for task in done:
         kinds = reads[task.key]
-        found = canonical(task.fn, task.args, kinds)
+        found = canonical(task.fn, task.args, kinds, forms)
         if found is not None:
             by_reads.setdefault(kinds, {}).setdefault(found, task.key)
     copies: dict[Hashable, Hashable] = {}
     for task in later:
         for kinds, known in by_reads.items():
-            found = canonical(task.fn, task.args, kinds)
+            found = canonical(task.fn, task.args, kinds, forms)
             if found is not None and found in known:
                 copies[task.key] = known[found]
                 break
