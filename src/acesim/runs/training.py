@@ -70,7 +70,17 @@ def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution
     )
     # a warm-up's measurement ends at the last iteration's start (without one, the run's end)
     stop_at = graph.iterations - 1 if opts.stop == "measured" and warmup > 0 else None
-    execution = run_graph(system, strategy, graph, kind="training", how=how, stop_at=stop_at)
+    # what ended before the measured window is never read, unless a trace shows the run whole
+    measure_from = warmup if warmup > 0 and not how.trace else None
+    execution = run_graph(
+        system,
+        strategy,
+        graph,
+        kind="training",
+        how=how,
+        stop_at=stop_at,
+        measure_from=measure_from,
+    )
     execution.warmup = warmup
     info = RunInfo(
         system=system.name,

@@ -113,6 +113,31 @@ class BoundRecorder:
         #: and its ends (arrays, s): in order, after the segments of :attr:`kernels`
         self.kernel_runs: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = []
         self._labels: dict[tuple[int, str], str] = {}
+        #: the message labels heard before :meth:`forget_before` dropped segments, in the
+        #: order first heard (they keep their place in :meth:`message_labels`)
+        self._heard: list[str] = []
+
+    def forget_before(self, time: float) -> None:
+        """Drop the kernel and message segments that ended at or before ``time`` (s), and the
+        message batches all of whose spans did: a measurement whose window starts at ``time``
+        or later reads none of them (every sum over a window clips to it: they add nothing),
+        and a run that will be measured so holds half the segments (a warm-up's) no longer.
+        The labels keep their order (:meth:`message_labels`). Composed passes' kernel
+        batches (:attr:`kernel_runs`) are kept."""
+        self._heard = self.message_labels()
+        self.kernels = [seg for seg in self.kernels if seg[2] > time]
+        messages: list[tuple[str, float, float]] = []
+        runs: list[tuple[int, str, Batch]] = []
+        at = 0
+        for index, name, batch in self.message_runs:
+            messages.extend(seg for seg in self.messages[at:index] if seg[2] > time)
+            at = index
+            ends = batch_arrays(batch)[1]
+            if len(ends) and ends.max() > time:
+                runs.append((len(messages), name, batch))
+        messages.extend(seg for seg in self.messages[at:] if seg[2] > time)
+        self.messages = messages
+        self.message_runs = runs
 
     def opened(self, kind: str, time: float) -> None:
         """An activity began (nothing to record until its first segment ends)."""
@@ -161,14 +186,19 @@ class BoundRecorder:
         return out
 
     def message_labels(self) -> list[str]:
-        """The labels of the message segments, in the order each was first heard."""
+        """The labels of the message segments, in the order each was first heard (those
+        heard before :meth:`forget_before` first, whether or not a segment is left)."""
         first: dict[str, tuple[int, int]] = {}
         for i, (name, _s, _e) in enumerate(self.messages):
             first.setdefault(name, (i, 1))
         for index, name, batch in self.message_runs:
             if _took_time(batch) and (index, 0) < first.get(name, (index + 1, 0)):
                 first[name] = (index, 0)  # a batch goes before the message at its index
-        return sorted(first, key=first.__getitem__)
+        heard = sorted(first, key=first.__getitem__)
+        if not self._heard:
+            return heard
+        earlier = set(self._heard)
+        return self._heard + [name for name in heard if name not in earlier]
 
     def ladders(self, kind: str, bound: Any, ladders: Sequence[Ladder]) -> None:
         """One activity per span of ``ladders`` (:class:`~acesim.sums.Ladder`: spans one after

@@ -309,10 +309,14 @@ class GraphExecutor:
         recorder: Callable[[], BoundRecorder] = BoundRecorder,
         node_progress: Callable[[int], Callable[[int, Node], Any]] | None = None,
         stop_at: int | None = None,
+        measure_from: int | None = None,
     ):
         self.platform = platform
         #: the iteration whose start ends the measurement (:meth:`_measured_end`; None: none)
         self.stop_at = _stop_at(stop_at, graph)
+        #: the iteration whose start begins the measurement: there the bound recorder drops
+        #: what ended before (:meth:`BoundRecorder.forget_before`; None: it keeps everything)
+        self.measure_from = measure_from
         #: told the nodes a pass simulates (:attr:`node_total`) as it starts, it returns the
         #: callable told ``(rank, node)`` as each node finishes (progress bars; a redo of the
         #: run is a new pass and calls it again)
@@ -507,6 +511,7 @@ class GraphExecutor:
             recorder=self.recorder,
             node_progress=self.node_progress,
             stop_at=self.stop_at,
+            measure_from=self.measure_from,
         )
 
     def _lockstep_problem(self) -> str | None:
@@ -643,6 +648,8 @@ class GraphExecutor:
         if node.iteration not in starts:
             starts[node.iteration] = now
             self.execution.snapshots[node.iteration] = self._snapshot()
+            if node.iteration == self.measure_from and self.execution.bounds is not None:
+                self.execution.bounds.forget_before(now)
             if node.iteration == self.stop_at:
                 self._measured_end()
         rec = self.records[st.rank][node.id]
