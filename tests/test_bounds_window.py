@@ -62,3 +62,20 @@ def test_the_labels_heard_before_keep_their_place() -> None:
     assert recorder.message_labels() == ["a", "b", "d"]
     assert [name for name, _s, _e in recorder.messages] == ["b", "d", "a"]
     assert recorder.kernels == []
+
+
+def test_segments_read_as_the_list_of_tuples_they_stand_for() -> None:
+    from acesim.training.bounds import Segments
+
+    items = [("a", 0.0, 1.0), ("b", 0.5, 1.5), ("c", 1.0, 2.0)]
+    segments = Segments(items)
+    assert list(segments) == items and segments == items and len(segments) == 3
+    assert segments[1] == items[1] and segments[1:] == items[1:]
+    segments[0:2] = [("d", 2.0, 3.0)]
+    assert segments == [("d", 2.0, 3.0), ("c", 1.0, 2.0)]
+    segments += [("e", 3.0, 4.0)]
+    segments.add("f", 4.0, 5.0)
+    assert [name for name, _s, _e in segments] == ["d", "c", "e", "f"]
+    assert segments.ended_after(2.0) == [("d", 2.0, 3.0), ("e", 3.0, 4.0), ("f", 4.0, 5.0)]
+    del segments[0]
+    assert segments.names == ["c", "e", "f"] and segments.starts == [1.0, 3.0, 4.0]

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -1550,7 +1550,11 @@ class Deferred:
         engine = self.runtime.engine
         listener = engine.bound_listener
         messages = getattr(listener, "messages", None)
-        if listener is not None and member.messages is not None and isinstance(messages, list):
+        if (
+            listener is not None
+            and member.messages is not None
+            and isinstance(messages, MutableSequence)
+        ):
             scratch: Any = type(listener)()  # a BoundRecorder's like (see _finish)
             outcome.emit(scratch)
             lo, hi = member.messages
@@ -1585,9 +1589,9 @@ class Deferred:
         computed.outcome = outcome
         listener = engine.bound_listener
         messages = getattr(listener, "messages", None)
-        before = len(messages) if isinstance(messages, list) else None
+        before = len(messages) if isinstance(messages, MutableSequence) else None
         outcome.emit(listener)
-        if before is not None and isinstance(messages, list):
+        if before is not None and isinstance(messages, MutableSequence):
             computed.messages = (before, len(messages))
         coll.bytes_sent += outcome.sent
         coll.bytes_received += outcome.received

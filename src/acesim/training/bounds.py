@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -45,6 +45,8 @@ from ..sums import Ladder
 __all__ = [
     "Attribution",
     "BoundRecorder",
+    "Segment",
+    "Segments",
     "attribute",
     "attribution",
     "collective_bounds",
@@ -95,13 +97,112 @@ def label(bound: Any, kind: str) -> str:
     return str(bound)
 
 
+Segment = tuple[str, float, float]
+
+
+class Segments(MutableSequence[Segment]):
+    """Segments ``(label, start s, end s)`` kept as three columns (labels, starts, ends), read
+    as the tuples they stand for (iteration, indexing, slices, ``len``, ``==``): a run records
+    tens of thousands, and as tuples each was a container the cyclic collector walked when the
+    run's garbage was collected (most of it, on the ACE reproduction's runs)."""
+
+    __slots__ = ("names", "starts", "ends")
+
+    def __init__(self, items: Iterable[Segment] = ()) -> None:
+        self.names: list[str] = []
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.extend(items)
+
+    def add(self, name: str, start: float, end: float) -> None:
+        """Add the segment ``(name, start, end)`` (s)."""
+        self.names.append(name)
+        self.starts.append(start)
+        self.ends.append(end)
+
+    def extend(self, values: Iterable[Segment]) -> None:
+        """Add each segment of ``values``, in order."""
+        for name, start, end in values:
+            self.names.append(name)
+            self.starts.append(start)
+            self.ends.append(end)
+
+    def __iadd__(self, values: Iterable[Segment]) -> Segments:
+        self.extend(values)
+        return self
+
+    def insert(self, index: int, value: Segment) -> None:
+        name, start, end = value
+        self.names.insert(index, name)
+        self.starts.insert(index, start)
+        self.ends.insert(index, end)
+
+    @overload
+    def __setitem__(self, index: int, value: Segment) -> None: ...
+
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Segment]) -> None: ...
+
+    def __setitem__(self, index: int | slice, value: Any) -> None:
+        if isinstance(index, slice):
+            items = list(value)
+            self.names[index] = [name for name, _s, _e in items]
+            self.starts[index] = [start for _n, start, _e in items]
+            self.ends[index] = [end for _n, _s, end in items]
+            return
+        self.names[index], self.starts[index], self.ends[index] = value
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self.names[index]
+        del self.starts[index]
+        del self.ends[index]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[Segment]:
+        return zip(self.names, self.starts, self.ends, strict=True)
+
+    @overload
+    def __getitem__(self, index: int) -> Segment: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Segment]: ...
+
+    def __getitem__(self, index: int | slice) -> Segment | list[Segment]:
+        if isinstance(index, slice):
+            columns = (self.names[index], self.starts[index], self.ends[index])
+            return list(zip(*columns, strict=True))
+        return (self.names[index], self.starts[index], self.ends[index])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Segments):
+            return (self.names, self.starts, self.ends) == (other.names, other.starts, other.ends)
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return f"Segments({list(self)!r})"
+
+    def ended_after(self, time: float) -> Segments:
+        """The segments that end after ``time`` (s), in order."""
+        out = Segments()
+        for name, start, end in self:
+            if end > time:
+                out.add(name, start, end)
+        return out
+
+
 class BoundRecorder:
     """The engine's :class:`~acesim.engine.BoundListener` for one NPU: the segments of its
-    kernels and messages as (label, start s, end s)."""
+    kernels and messages as (label, start s, end s) (:class:`Segments`)."""
 
     def __init__(self) -> None:
-        self.kernels: list[tuple[str, float, float]] = []
-        self.messages: list[tuple[str, float, float]] = []
+        self.kernels = Segments()
+        self.messages = Segments()
         #: batches of many message spans heard at once (:meth:`spans`, :meth:`ladders`: a
         #: fold's steps), kept as arrays or ladders: (their place in :attr:`messages`, label,
         #: the batch), the spans that took no time included (:meth:`message_segments` leaves
@@ -125,8 +226,8 @@ class BoundRecorder:
         The labels keep their order (:meth:`message_labels`). Composed passes' kernel
         batches (:attr:`kernel_runs`) are kept."""
         self._heard = self.message_labels()
-        self.kernels = [seg for seg in self.kernels if seg[2] > time]
-        messages: list[tuple[str, float, float]] = []
+        self.kernels = self.kernels.ended_after(time)
+        messages = Segments()
         runs: list[tuple[int, str, Batch]] = []
         at = 0
         for index, name, batch in self.message_runs:
@@ -148,7 +249,10 @@ class BoundRecorder:
         if name is None:
             # Resources live as long as the run, so their ids are stable keys.
             name = self._labels[key] = label(bound, kind)
-        (self.kernels if kind == "kernel" else self.messages).append((name, start, end))
+        out = self.kernels if kind == "kernel" else self.messages
+        out.names.append(name)
+        out.starts.append(start)
+        out.ends.append(end)
 
     def closed(self, kind: str, time: float) -> None:
         """An activity ended (its last segment was recorded just before)."""
@@ -168,12 +272,12 @@ class BoundRecorder:
         pairs = zip(floats(starts), floats(ends), strict=True)
         out.extend((name, s, e) for s, e in pairs if e > s)
 
-    def message_segments(self) -> list[tuple[str, float, float]]:
+    def message_segments(self) -> Sequence[Segment]:
         """Every message segment (label, start s, end s) in the order heard: :attr:`messages`
         with the batches of :attr:`message_runs` in their places (those that took time)."""
         if not self.message_runs:
             return self.messages
-        out: list[tuple[str, float, float]] = []
+        out: list[Segment] = []
         at = 0
         for index, name, batch in self.message_runs:
             out.extend(self.messages[at:index])
@@ -247,7 +351,7 @@ def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> floa
 
 
 def _overlaps(
-    intervals: list[tuple[Any, float, float]], spans: list[tuple[float, float]]
+    intervals: Sequence[tuple[Any, float, float]], spans: list[tuple[float, float]]
 ) -> list[float]:
     """:func:`_overlap` of each ``(_, start, end)`` of ``intervals`` with ``spans``, with
     numpy over the intervals (the same float operations, in the same order)."""
@@ -367,7 +471,7 @@ def attribution(
 
 
 def _in_idle(
-    messages: list[tuple[str, float, float]], idle: list[tuple[float, float]]
+    messages: Sequence[Segment], idle: list[tuple[float, float]]
 ) -> tuple[float, list[float]]:
     """(time in ``idle`` with a message in flight, each message's time in ``idle``), s:
     :func:`_overlaps` of the union of the messages and of each; many messages read into
@@ -376,9 +480,13 @@ def _in_idle(
         in_flight = union([(s, e) for _n, s, e in messages])
         with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
         return with_messages, _overlaps(messages, idle)
-    count = len(messages)
-    starts = np.fromiter((s for _n, s, _e in messages), dtype=float, count=count)
-    ends = np.fromiter((e for _n, _s, e in messages), dtype=float, count=count)
+    if isinstance(messages, Segments):
+        starts = np.array(messages.starts, dtype=float)
+        ends = np.array(messages.ends, dtype=float)
+    else:
+        count = len(messages)
+        starts = np.fromiter((s for _n, s, _e in messages), dtype=float, count=count)
+        ends = np.fromiter((e for _n, _s, e in messages), dtype=float, count=count)
     flight_starts, flight_ends = union_arrays(starts, ends)
     with_messages = sum(_overlaps_arrays(flight_starts, flight_ends, idle))
     return with_messages, _overlaps_arrays(starts, ends, idle)

@@ -75,7 +75,7 @@ configurations), not bounded analytically.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any
@@ -88,13 +88,13 @@ from ..hardware.power import Meters, read_meters
 from ..intervals import difference, union, union_arrays
 from ..workload.graph import Graph, Node, beside_passes, placed
 from ..workload.model import Compute
+from .bounds import Segment
 from .composition import MAX_ROUNDS, Composition
 from .executor import AddedSpans, Execution, GraphExecutor, NodeRecord
 
 __all__ = ["PassTimes", "PassMemo", "MAX_ROUNDS", "run_composed"]
 
 PassKey = tuple[Any, ...]
-Segment = tuple[str, float, float]
 #: builds a pass alone: its nodes and its end's id (:class:`~acesim.training.pipeline.PassSink`)
 Builder = Callable[[], tuple[list[Node], int]]
 
@@ -284,8 +284,8 @@ class PassTimes:
         the full graph, which a timer cannot stand for: its key is *tailed*, every pass of it
         expanded."""
         bounds = execution.bounds
-        kernels = bounds.kernels if bounds is not None else []
-        messages = bounds.message_segments() if bounds is not None else []
+        kernels: Sequence[Segment] = bounds.kernels if bounds is not None else []
+        messages: Sequence[Segment] = bounds.message_segments() if bounds is not None else []
         ends: dict[int, float] = {}
         before: dict[int, tuple[PassKey, float]] = {}  # contexts: the previous pass, its finish
         for key, (stage, first, end, last) in spans.items():
@@ -542,7 +542,7 @@ def _merged(records: list[NodeRecord], start: float) -> list[NodeRecord]:
 
 
 def _window(
-    segments: list[Segment], start: float, end: float, starting: float | None = None
+    segments: Sequence[Segment], start: float, end: float, starting: float | None = None
 ) -> list[Segment]:
     """The segments within [start, end] (s), or (``starting`` given) those that start in
     [start, starting), moved to start at 0."""
