@@ -73,6 +73,24 @@ class SharedPlans:
         #: alike but for their names: each planned once)
         self.nameless: dict[tuple[Any, ...], KernelPlan] = {}
 
+    def for_a_run(self) -> SharedPlans:
+        """Plans for one more run of NPUs of this configuration: these plans, choices, times
+        alone and sequences (each a function of the configuration and the kernels), and rate
+        caps of its own (keyed by the identity of plans, some of which, a straggler's,
+        live only as long as its run). The sequences are forgotten beyond
+        :data:`KNOWN_LIMIT` (they are kept, so that their ids are not reused)."""
+        run = SharedPlans()
+        if len(self.known) > KNOWN_LIMIT:
+            self.known.clear()
+        run.plans, run.chosen, run.alone = self.plans, self.chosen, self.alone
+        run.known, run.nameless = self.known, self.nameless
+        return run
+
+
+#: the kernel sequences :meth:`SharedPlans.for_a_run` keeps across runs, at most (a graph of
+#: this many steps' worth; beyond, they are forgotten and planned again by value)
+KNOWN_LIMIT = 100_000
+
 
 class NPU:
     """One simulated NPU.

@@ -29,11 +29,33 @@ SharedPlansByConfig = dict[int, tuple[NPUConfig, SharedPlans]]
 
 
 def _plans_for(shared: SharedPlansByConfig, config: NPUConfig) -> SharedPlans:
-    """The plans ``shared`` holds for ``config`` (new ones the first time)."""
+    """The plans ``shared`` holds for ``config`` (the first time, this process's plans for
+    an equal configuration: :func:`process_plans`)."""
     held = shared.get(id(config))
     if held is None or held[0] is not config:
-        held = shared[id(config)] = (config, SharedPlans())
+        held = shared[id(config)] = (config, process_plans(config).for_a_run())
     return held[1]
+
+
+#: this process's kernel plans by NPU configuration (its JSON form), the most recently used
+#: last: a plan is a function of the configuration and the kernel, and the runs of a study
+#: or a sweep (a reproduction's endpoints and SM splits) run one workload on one NPU model
+#: again and again
+PROCESS_PLANS: dict[str, SharedPlans] = {}
+#: NPU configurations whose plans :data:`PROCESS_PLANS` keeps, at most
+PROCESS_PLANS_LIMIT = 8
+
+
+def process_plans(config: NPUConfig) -> SharedPlans:
+    """This process's plans for NPUs of ``config`` (equal configurations share them)."""
+    key = config.model_dump_json()
+    plans = PROCESS_PLANS.pop(key, None)
+    if plans is None:
+        plans = SharedPlans()
+        if len(PROCESS_PLANS) >= PROCESS_PLANS_LIMIT:
+            PROCESS_PLANS.pop(next(iter(PROCESS_PLANS)))
+    PROCESS_PLANS[key] = plans
+    return plans
 
 
 def elaborate(system: SystemConfig) -> Topology:
