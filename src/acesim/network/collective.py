@@ -100,6 +100,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -132,6 +133,20 @@ from .shares import MessageShares
 from .topology import Topology
 
 __all__ = ["Collective", "CollectiveRuntime", "Endpoint", "FOLD", "MAX_CHUNKS", "MIRROR_PATH"]
+
+
+def step_at(steps: Sequence[Step], index: int) -> Step:
+    """``steps[index]`` (0 <= index < len): a phase's steps kept as runs (:class:`Repeats`)
+    read here, in the compiled module, not through the sequence's Python ``__getitem__`` (a
+    step is looked up on every message's path)."""
+    if type(steps) is Repeats:
+        runs: Repeats[Step] = steps
+        items = runs.items
+        if len(items) == 1:
+            return items[0]
+        return items[bisect_right(runs.ends, index)]
+    return steps[index]
+
 
 #: Symmetric mode runs identical consecutive steps in closed form while they are alone
 #: (:mod:`acesim.network.fold`); tests turn it off to compare with the event path.
@@ -742,7 +757,7 @@ class CollectiveRuntime:
                 self._send_step(run)
             return
         phase = run.coll.phases[run.phase]
-        step = phase.steps[run.step]
+        step = step_at(phase.steps, run.step)
         self.endpoint.step_begin(
             run.rank, step.kind, partial(self._send_step, run), step.message_count(phase.size)
         )
@@ -784,7 +799,7 @@ class CollectiveRuntime:
         if count < MIN_STEPS:
             return False
         phase = coll.phases[run.phase]
-        step = phase.steps[run.step]
+        step = step_at(phase.steps, run.step)
         demand, weight, _innet = self._step_demand(run, phase, step)
         message = dict(demand)
         message[self.ingress[run.rank][phase.dim]] = weight
@@ -969,7 +984,7 @@ class CollectiveRuntime:
     def _send_step(self, run: _ChunkRun) -> None:
         coll = run.coll
         phase = coll.phases[run.phase]
-        step = phase.steps[run.step]
+        step = step_at(phase.steps, run.step)
         # In the step from now on, not from step_begin: a peer's message that arrives while the
         # endpoint still delays this step (setup, units to acquire) must not complete it unsent.
         run.in_step = True
@@ -1084,7 +1099,7 @@ class CollectiveRuntime:
             if run.sends_out == 0:
                 self._check_step(run)
             return
-        step = phase.steps[step_index]
+        step = step_at(phase.steps, step_index)
         if self.rank_latencies is None:
             delay = self._delay_of(coll, phase_index, at, step)
         else:  # per-rank link latencies (set_link)
@@ -1118,7 +1133,7 @@ class CollectiveRuntime:
         phase without per-rank latencies: its dimension's latency plus the endpoint's (or
         NVLS's) delay, or plus the protocol's hop latency."""
         phase = coll.phases[phase_index]
-        return self._delay_of(coll, phase_index, phase.dim, phase.steps[step_index])
+        return self._delay_of(coll, phase_index, phase.dim, step_at(phase.steps, step_index))
 
     def _delay_of(self, coll: Collective, phase_index: int, at: int, step: Step) -> float:
         """:meth:`_step_delay` of ``step`` of phase ``phase_index`` on dimension ``at``."""
@@ -1172,7 +1187,7 @@ class CollectiveRuntime:
         if not run.in_step or run.sends_out > 0:
             return
         phase = run.coll.phases[run.phase]
-        step = phase.steps[run.step]
+        step = step_at(phase.steps, run.step)
         key = (run.phase, run.step)
         if step.pattern in ROOTED_PATTERNS:
             axis = Axis(phase.dim, phase.size, phase.stride)

@@ -24,11 +24,13 @@ T = TypeVar("T")
 class Repeats(Sequence[T], Generic[T]):
     """An immutable sequence stored as runs ``(item, count)`` (see module)."""
 
-    __slots__ = ("runs", "_ends", "_items", "_size")
+    __slots__ = ("runs", "ends", "items", "_size")
 
     runs: tuple[tuple[T, int], ...]
-    _ends: tuple[int, ...]
-    _items: tuple[T, ...]
+    #: each run's end: the index after its last item
+    ends: tuple[int, ...]
+    #: each run's item
+    items: tuple[T, ...]
     _size: int
 
     def __init__(self, runs: Iterable[tuple[T, int]] = ()):
@@ -43,9 +45,9 @@ class Repeats(Sequence[T], Generic[T]):
             else:
                 merged.append((item, count))
         self.runs = tuple(merged)
-        self._ends = tuple(itertools.accumulate(count for _item, count in merged))
-        self._items = tuple(item for item, _count in merged)
-        self._size = self._ends[-1] if self._ends else 0
+        self.ends = tuple(itertools.accumulate(count for _item, count in merged))
+        self.items = tuple(item for item, _count in merged)
+        self._size = self.ends[-1] if self.ends else 0
 
     @classmethod
     def of(cls, items: Iterable[T]) -> Repeats[T]:
@@ -66,17 +68,17 @@ class Repeats(Sequence[T], Generic[T]):
 
     def __getitem__(self, index: int | slice) -> T | Repeats[T]:
         if type(index) is int and 0 <= index < self._size:  # the hot path: a step of a phase
-            items = self._items
+            items = self.items
             if len(items) == 1:
                 return items[0]
-            return items[bisect.bisect_right(self._ends, index)]
+            return items[bisect.bisect_right(self.ends, index)]
         if isinstance(index, slice):
             return Repeats.of(itertools.islice(self, *index.indices(self._size)))
         if index < 0:
             index += self._size
         if not 0 <= index < self._size:
             raise IndexError("Repeats index out of range")
-        return self._items[bisect.bisect_right(self._ends, index)]
+        return self.items[bisect.bisect_right(self.ends, index)]
 
     def __iter__(self) -> Iterator[T]:
         return itertools.chain.from_iterable(
@@ -94,8 +96,8 @@ class Repeats(Sequence[T], Generic[T]):
     def run_from(self, index: int) -> tuple[int, int]:
         """The run holding item ``index`` (0 <= index < len) and how many of its items come
         from ``index`` on, itself included."""
-        run = bisect.bisect_right(self._ends, index)
-        return run, self._ends[run] - index
+        run = bisect.bisect_right(self.ends, index)
+        return run, self.ends[run] - index
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Repeats):
