@@ -141,6 +141,34 @@ def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
     assert rates == [(2.5, 7.5), (2.5, 7.5), (5.0, 15.0)]
 
 
+def test_forgotten_fillings_are_computed_again_alike() -> None:
+    """``Engine.forget_fills`` (a run's end: freed at once, not by the collector) empties the
+    memory; the same component later gets the same rates; a run ends with it empty."""
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    rates: list[tuple[float, float]] = []
+
+    def pair() -> None:
+        a = engine.start(10.0, {link: 1.0}, weight=1.0)
+        b = engine.start(10.0, {link: 1.0}, weight=3.0)
+        engine.settle()
+        rates.append((a.rate, b.rate))
+
+    engine.schedule(0.0, pair)
+    engine.run()
+    assert engine._fills
+    engine.forget_fills()
+    assert engine._fills == {}
+    engine.schedule(10.0, pair)
+    engine.run()
+    assert rates == [(2.5, 7.5), (2.5, 7.5)]
+    from acesim.runs.kinds import make_run_case
+    from acesim.runs.single import execute
+
+    _result, execution = execute(make_run_case("ace-isca21", "resnet50", {"npus": 8}))
+    assert execution.platform.engine._fills == {}
+
+
 # -- LLM iterations drawn over configurations -------------------------------------------------
 
 #: small transformers, dense and MoE

@@ -935,6 +935,17 @@ class Engine:
             fills[key] = (found, [act.bound_now for act in acts])
         return found
 
+    def forget_fills(self) -> None:
+        """Forget the remembered fillings (:data:`FILL_MEMO`): a run that has ended needs
+        them no longer, and forgotten here they are freed at once, by reference counting,
+        not walked by the cyclic collector with the run's other garbage (a 64 MiB all-reduce
+        on 1,024 NPUs, exact, with a slow link, remembers hundreds of fillings of 2,048
+        activities). Nothing is computed differently after: a filling forgotten is computed
+        again."""
+        if self._fills is not None:
+            self._fills = {}
+            self._fills_found = 0
+
     def _solo(self, act: Activity) -> float:
         """:func:`~acesim.engine.fluid.solo_rate` of ``act``, remembered by its inputs as
         :meth:`_fill` remembers a component's."""

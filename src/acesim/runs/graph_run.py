@@ -63,7 +63,9 @@ def run_graph(
         cost = cost_name(kind, strategy.mode)
         work = (executor.estimate_messages(), executor.estimate_kernels(), executor.node_total)
         on_estimate(Estimate(*work, cost))
-    return executor.run()
+    execution = executor.run()
+    execution.platform.engine.forget_fills()  # freed now, not by the collector (Engine)
+    return execution
 
 
 def _node_progress(
