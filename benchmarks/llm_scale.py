@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from acesim._compiled import describe
 from acesim.engine import kernel as engine_kernel
+from acesim.hardware.platform import PROCESS_PLANS
 from acesim.runs.llm import LlmCase, make_llm_case, run_llm
 from acesim.training import steady
 from acesim.training.executor import Execution
@@ -178,6 +179,9 @@ def _run(
     """(wall s, CPU s, iteration s, simulated ranks, mode run, events, repetition) of one run
     (``general``: without the engine's fast path; ``alike``: :func:`repetition` as text)."""
     engine_kernel.SOLO_PATH = not general
+    # each repeat as a fresh `acesim run` would: no kernel plans from the repeats before
+    # (acesim.hardware.platform.process_plans keeps a process's, for sweeps and studies)
+    PROCESS_PLANS.clear()
     wall, cpu = time.perf_counter(), time.process_time()
     result, ex = run_llm(case_of(bench), mode=mode)
     engine_kernel.SOLO_PATH = True
