@@ -365,12 +365,7 @@ class GraphExecutor:
         self._members: dict[tuple[Any, int], frozenset[int]] = {}
         if (platform.exact or classes is not None) and len(graph.ranks) > 1:
             self._members = self._instance_members()
-        self._issue_count: list[dict[Any, int]] = [defaultdict(int) for _ in self.states]
-        self._coll_node: dict[tuple[int, int], int] = {}
-        self._arrived: list[dict[tuple[int, int], int]] = [defaultdict(int) for _ in self.states]
-        self._recv_wait: list[dict[tuple[int, int], list[int]]] = [
-            defaultdict(list) for _ in self.states
-        ]
+        self._message_tables()
         self._iter_left: dict[int, int] = _left_per_iteration(self.states)
         self.execution = Execution(platform, graph, self.records)
         self.execution.bounds = recorder()
@@ -381,6 +376,16 @@ class GraphExecutor:
         self._watch: dict[tuple[int, int], list[int]] = {}
         #: passes whose form this run decides (:attr:`Graph.choices`; None: none)
         self._choices = _Choices(graph.choices) if graph.choices is not None else None
+
+    def _message_tables(self) -> None:
+        """Each rank's collectives issued so far by signature, its collective nodes by
+        instance, the point-to-point messages arrived and the receives waiting (all empty)."""
+        self._issue_count: list[dict[Any, int]] = [defaultdict(int) for _ in self.states]
+        self._coll_node: dict[tuple[int, int], int] = {}
+        self._arrived: list[dict[tuple[int, int], int]] = [defaultdict(int) for _ in self.states]
+        self._recv_wait: list[dict[tuple[int, int], list[int]]] = [
+            defaultdict(list) for _ in self.states
+        ]
 
     def _instance_members(self) -> dict[tuple[Any, int], frozenset[int]]:
         """Per-rank graphs: the ranks that issue each collective instance."""
