@@ -8,7 +8,7 @@ over models, parallelisms, schedules, systems and endpoints (every reported figu
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -122,7 +122,9 @@ def test_the_solo_path_computes_what_the_general_path_computes(scenario: tuple) 
     assert fast == full
 
 
-def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
+def _pair_on_a_link() -> tuple[Engine, Resource, Callable[[], None], list[tuple[float, float]]]:
+    """An engine with a link of 10 units/s and ``pair()``, which starts two activities of
+    weights 1 and 3 on it and notes their rates in the list returned."""
     engine = Engine()
     link = engine.add_resource("link", 10.0)
     rates: list[tuple[float, float]] = []
@@ -133,6 +135,11 @@ def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
         engine.settle()
         rates.append((a.rate, b.rate))
 
+    return engine, link, pair, rates
+
+
+def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
+    engine, link, pair, rates = _pair_on_a_link()
     engine.schedule(0.0, pair)
     engine.schedule(10.0, pair)  # the same component: remembered
     engine.schedule(20.0, engine.set_capacity, link, 20.0)
@@ -144,16 +151,7 @@ def test_a_remembered_filling_is_forgotten_when_a_capacity_changes() -> None:
 def test_forgotten_fillings_are_computed_again_alike() -> None:
     """``Engine.forget_fills`` (a run's end: freed at once, not by the collector) empties the
     memory; the same component later gets the same rates; a run ends with it empty."""
-    engine = Engine()
-    link = engine.add_resource("link", 10.0)
-    rates: list[tuple[float, float]] = []
-
-    def pair() -> None:
-        a = engine.start(10.0, {link: 1.0}, weight=1.0)
-        b = engine.start(10.0, {link: 1.0}, weight=3.0)
-        engine.settle()
-        rates.append((a.rate, b.rate))
-
+    engine, _link, pair, rates = _pair_on_a_link()
     engine.schedule(0.0, pair)
     engine.run()
     assert engine._fills
