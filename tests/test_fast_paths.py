@@ -167,6 +167,53 @@ def test_forgotten_fillings_are_computed_again_alike() -> None:
     assert execution.platform.engine._fills == {}
 
 
+def test_a_compacted_heap_pops_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heap's stale entries dropped as often as can be (``Engine._compact`` after every
+    reallocation that leaves more entries than active activities): every figure the same, an
+    exact all-reduce with a slow link and training runs alike."""
+    from acesim.config import load_system
+    from acesim.config.variation import LinkChange, Variation
+    from acesim.runs.kinds import make_run_case
+    from acesim.runs.single import execute
+    from acesim.simulate import simulate_collective
+
+    system = load_system("ace-isca21")
+    slow = Variation(links=(LinkChange(dim=0, rank=3, bandwidth=12.5e9),))
+
+    def runs() -> list[Any]:
+        lone = simulate_collective(
+            system, "all-reduce", 4 * 2**20, endpoint="baseline", variation=slow
+        )
+        symmetric = make_run_case(system, "resnet50", {"npus": 16})
+        exact = make_run_case(system.with_endpoint("ace"), "resnet50", {"npus": 8, "mode": "exact"})
+        return [lone.to_dict()] + [execute(case)[0].to_dict() for case in (symmetric, exact)]
+
+    as_usual = runs()
+    monkeypatch.setattr(engine_kernel, "HEAP_SLACK", 1)
+    monkeypatch.setattr(engine_kernel, "HEAP_FLOOR", 0)
+    assert runs() == as_usual
+
+
+def test_compacting_drops_the_stale_entries_only() -> None:
+    """Superseded completions and cancelled events leave the heap; the rest run as before."""
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    done: list[tuple[str, float]] = []
+    first = engine.start(10.0, {link: 1.0}, lambda _a: done.append(("first", engine.now)))
+    engine.settle()
+    for k in range(5):  # each start re-rates the first: its earlier completions go stale
+        engine.start(1.0, {link: 1.0}, lambda _a, k=k: done.append((f"short{k}", engine.now)))
+        engine.settle()
+    cancelled = engine.schedule_at(0.5, lambda: done.append(("cancelled", engine.now)))
+    cancelled.cancel()
+    before = len(engine._heap)
+    engine._compact()
+    assert len(engine._heap) == 6 < before  # the first's last completion, the five shorts
+    engine.run()
+    assert [name for name, _t in done] == [f"short{k}" for k in range(5)] + ["first"]
+    assert first.finished == engine.now
+
+
 # -- LLM iterations drawn over configurations -------------------------------------------------
 
 #: small transformers, dense and MoE

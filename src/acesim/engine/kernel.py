@@ -70,6 +70,10 @@ FILL_MEMO = True
 #: Components remembered per engine at most (then forgotten; a run whose components repeat too
 #: seldom stops remembering them).
 FILL_MEMO_SIZE = 1 << 13
+#: the heap is compacted (its stale entries dropped) when it holds more than this many times
+#: the active activities and :data:`HEAP_FLOOR` (:meth:`Engine._compact`)
+HEAP_SLACK = 4
+HEAP_FLOOR = 4096
 
 #: Capacities below this (units/s) are numerically zero: shares would overflow.
 MIN_CAPACITY = 1e-300
@@ -892,6 +896,8 @@ class Engine:
             seq += 1
             push(heap, (finish, PRIORITY_COMPLETION, seq, act, act._version))
         self._seq = seq
+        if len(heap) > HEAP_SLACK * (len(self.active) + HEAP_FLOOR):
+            self._compact()
         observers = self._observers
         for res, allocated in touched.items():
             res.allocated = allocated
@@ -902,6 +908,25 @@ class Engine:
                     callback(now, allocated)
         if metered is not None:
             self._meter_rates(metered)
+
+    def _compact(self) -> None:
+        """Drop the heap's stale entries (completions an activity's later rate superseded,
+        events cancelled), in place: each reallocation pushes a new completion for every
+        activity of its component, and a large component reallocated often left the heap
+        mostly stale (millions of entries, each pop ordered among them). The live entries
+        keep their keys (time, priority, sequence: all distinct), so they are popped in the
+        same order."""
+        heap = self._heap
+        live = []
+        for entry in heap:
+            target = entry[3]
+            if isinstance(target, Activity):
+                if target.finished is None and entry[4] == target._version:
+                    live.append(entry)
+            elif not target.cancelled:
+                live.append(entry)
+        heapq.heapify(live)
+        heap[:] = live
 
     def _fill(self, acts: list[Activity]) -> list[float]:
         """:func:`~acesim.engine.fluid.max_min_rates` of ``acts`` (a component, in start
