@@ -292,9 +292,8 @@ class BoundRecorder:
     def message_labels(self) -> list[str]:
         """The labels of the message segments, in the order each was first heard (those
         heard before :meth:`forget_before` first, whether or not a segment is left)."""
-        first: dict[str, tuple[int, int]] = {}
-        for i, (name, _s, _e) in enumerate(self.messages):
-            first.setdefault(name, (i, 1))
+        names = self.messages.names  # each label's first place, found from the few labels
+        first = {name: (names.index(name), 1) for name in dict.fromkeys(names)}
         for index, name, batch in self.message_runs:
             if _took_time(batch) and (index, 0) < first.get(name, (index + 1, 0)):
                 first[name] = (index, 0)  # a batch goes before the message at its index
