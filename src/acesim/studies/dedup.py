@@ -192,9 +192,8 @@ class ExactMemo:
         self.known: dict[frozenset[str], dict[Hashable, Any]] = {}
         self.hits = 0
         self.misses = 0
-        #: the forms of the bases :meth:`call_derived` was given, by ``id`` (the base kept,
-        #: so that its id is not reused while it is a key), per read set
-        self._bases: dict[int, tuple[SystemConfig, dict[frozenset[str], Hashable]]] = {}
+        #: the forms of the base systems :meth:`call_derived` was given (:data:`Forms`)
+        self._forms: Forms = {}
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, or the result of an earlier call that is the same computation."""
@@ -207,11 +206,7 @@ class ExactMemo:
         self.misses += 1
         done = traced_call(fn, args)
         note_reads(done.kinds)
-        key = canonical(fn, args, done.kinds)
-        if key is not None:
-            if sum(len(r) for r in self.known.values()) >= self.limit:
-                self.known.pop(next(iter(self.known)))
-            self.known.setdefault(done.kinds, {})[key] = done.value
+        self._keep(done.kinds, canonical(fn, args, done.kinds), done.value)
         return done.value
 
     def call_derived(
@@ -240,11 +235,7 @@ class ExactMemo:
             value = fn(derive(), *args)
         read = frozenset(reads)
         note_reads(read)
-        key = self._derived_form(base, how, fn, args, read)
-        if key is not None:
-            if sum(len(r) for r in self.known.values()) >= self.limit:
-                self.known.pop(next(iter(self.known)))
-            self.known.setdefault(read, {})[key] = value
+        self._keep(read, self._derived_form(base, how, fn, args, read), value)
         return value
 
     def _derived_form(
@@ -256,24 +247,20 @@ class ExactMemo:
         kinds: frozenset[str],
     ) -> Hashable:
         """The look-up key of :meth:`call_derived` under the read set ``kinds`` (None: it
-        cannot be written down)."""
-        kept = self._bases.get(id(base))
-        if kept is None or kept[0] is not base:
-            if len(self._bases) >= _BASES:
-                self._bases.pop(next(iter(self._bases)))
-            kept = self._bases[id(base)] = (base, {})
-        forms = kept[1]
-        if kinds not in forms:
-            forms[kinds] = canonical(_base_form, (base,), kinds)
-        own = canonical(fn, (how, args), kinds)
-        if forms[kinds] is None or own is None:
-            return None
-        return ("derived", forms[kinds], own)
+        cannot be written down): the call on the base, written with the base's form kept."""
+        if len(self._forms) >= _FORMS:
+            self._forms.clear()
+        return canonical(fn, ("derived", base, how, args), kinds, self._forms)
+
+    def _keep(self, kinds: frozenset[str], key: Hashable, value: Any) -> None:
+        """Remember ``value`` under ``key`` for calls that read ``kinds`` (the oldest read
+        set's results dropped first beyond :attr:`limit`)."""
+        if key is None:
+            return
+        if sum(len(r) for r in self.known.values()) >= self.limit:
+            self.known.pop(next(iter(self.known)))
+        self.known.setdefault(kinds, {})[key] = value
 
 
-#: the bases :meth:`ExactMemo.call_derived` keeps forms of (the oldest forgotten first)
-_BASES = 16
-
-
-def _base_form(base: SystemConfig) -> None:  # pragma: no cover - never called
-    """What a base system's form is written as (compared, never called)."""
+#: the base systems' forms :class:`ExactMemo` keeps at most (then forgotten, written again)
+_FORMS = 64
