@@ -60,12 +60,6 @@ class Line:
         self.cursor[rank] = at
         return at
 
-    def admissible(self, rank: int, item: tuple[int, int, int]) -> bool:
-        """May ``rank`` admit ``item`` now (it is the rank's next agreed entry, or the rank is
-        ahead of everyone and decides)?"""
-        index = self._next(rank) - self.start
-        return index >= len(self.order) or self.order[index][:3] == item
-
     def admitted(
         self, rank: int, item: tuple[int, int, int], members: frozenset[int] | None
     ) -> None:
@@ -130,19 +124,16 @@ class LineOrders:
         queue = rt._queues[rank][dim]
         limit = rt.config.active_chunks_per_dimension
         while queue.active < limit and queue.waiting:
-            chosen = None
-            top = queue.waiting[0]
-            if self._admissible(top[2]):
-                chosen = heapq.heappop(queue.waiting)
+            waiting = queue.waiting
+            blocked = self._blocked(waiting[0][2])
+            if blocked is None:
+                chosen = heapq.heappop(waiting)
             else:
-                for entry in sorted(queue.waiting)[1:]:
-                    if self._admissible(entry[2]):
-                        chosen = entry
-                        queue.waiting.remove(entry)
-                        heapq.heapify(queue.waiting)
-                        break
-            if chosen is None:
-                return  # the next agreed phases have not reached this rank yet
+                chosen = self._wanted(waiting, *blocked)
+                if chosen is None:
+                    return  # the next agreed phases have not reached this rank yet
+                waiting.remove(chosen)
+                heapq.heapify(waiting)
             run = chosen[2]
             item = (run.coll.id, run.chunk, run.phase)
             for line in self.lines(run):
@@ -152,10 +143,40 @@ class LineOrders:
             rt._phase_started(run)
             rt._start_step(run)
 
-    def _admissible(self, run: Any) -> bool:
+    def _blocked(self, run: Any) -> tuple[Line, tuple[int, int, int]] | None:
+        """The first of ``run``'s lines whose order holds another phase next for its rank,
+        with that phase's item (collective id, chunk, phase index); None: the run's phase
+        may be admitted now (every line's next entry is it, or the rank is ahead and
+        decides)."""
         item = (run.coll.id, run.chunk, run.phase)
         rank = run.rank
         for line in self.lines(run):
-            if not line.admissible(rank, item):
-                return False
-        return True
+            index = line._next(rank) - line.start
+            if index < len(line.order):
+                wanted = line.order[index][:3]
+                if wanted != item:
+                    return line, wanted
+        return None
+
+    def _wanted(self, waiting: list[Any], line: Line, wanted: tuple[int, int, int]) -> Any | None:
+        """The best admissible entry of ``waiting`` (a queue whose best entry ``line`` holds
+        back for ``wanted``). Where every entry is admitted in ``line``'s order, only
+        ``wanted``'s entry can be (a run is one entry): it alone is checked, not the whole
+        queue in order."""
+        candidate = None
+        for entry in waiting:
+            run = entry[2]
+            if line not in self.lines(run):
+                return self._first_admissible(waiting)
+            if (run.coll.id, run.chunk, run.phase) == wanted:
+                candidate = entry
+        if candidate is not None and self._blocked(candidate[2]) is None:
+            return candidate
+        return None
+
+    def _first_admissible(self, waiting: list[Any]) -> Any | None:
+        """The best entry of ``waiting`` whose every line allows it now (None: none does)."""
+        for entry in sorted(waiting)[1:]:
+            if self._blocked(entry[2]) is None:
+                return entry
+        return None
