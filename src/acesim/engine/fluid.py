@@ -69,6 +69,9 @@ class Resource:
         "index",
         "metered",
         "base",
+        "_mark",
+        "_load",
+        "_residual",
     )
 
     def __init__(self, name: str, capacity: float, index: int, *, metered: bool = False):
@@ -87,6 +90,13 @@ class Resource:
         #: planned spans), exactly ``work x amount`` each; ``used`` is this plus the work
         #: in progress, brought up to date by :meth:`acesim.engine.Engine.sync`
         self.base = 0.0
+        # Scratch of one allocation or component search (max_min_rates, component, the
+        # engine's rate application): a token saying this call has seen the resource, and its
+        # weighted load (or allocation) and residual capacity, units/s. Attributes rather than
+        # dictionaries keyed by resource: no hashing, and no float boxed per entry.
+        self._mark: object = None
+        self._load = 0.0
+        self._residual = 0.0
 
     def _advance(self, now: float) -> None:
         if now > self._since:
@@ -132,7 +142,6 @@ class Activity:
         "finished",
         "_last",
         "_version",
-        "_consumed",
         "seq",
         "track",
         "bound",
@@ -141,6 +150,8 @@ class Activity:
         "basis",
         "shape",
         "meters",
+        "_mark",
+        "_share",
     )
 
     def __init__(
@@ -165,8 +176,6 @@ class Activity:
         self.finished: float | None = None
         self._last = 0.0
         self._version = 0
-        #: what it consumed, set when it finishes (:attr:`consumed`)
-        self._consumed: dict[Resource, float] | None = None
         self.seq = seq
         #: when not None, what binds this activity is recorded (a kind such as "kernel")
         self.track: str | None = None
@@ -183,15 +192,17 @@ class Activity:
         #: the meters it uses (units per unit of work), kept out of ``demand`` while they
         #: cannot bind (:meth:`acesim.engine.Engine.add_resource`); None: none
         self.meters: dict[Resource, float] | None = None
+        # Scratch of one allocation or component search (see Resource): a token saying this
+        # call has seen the activity, and its weight per unit of rate (DRF-normalised).
+        self._mark: object = None
+        self._share = 0.0
 
     @property
     def consumed(self) -> dict[Resource, float]:
         """Units of each resource the activity consumed: once finished, its work times its
         demand (exactly); before, its work done up to the last change of its rate times its
         demand."""
-        if self._consumed is not None:
-            return self._consumed
-        done = self.work - self.remaining
+        done = self.work - self.remaining  # finished: the work itself (remaining 0.0)
         consumed = {res: done * amount for res, amount in self.demand.items()}
         if self.meters is not None:
             consumed.update({res: done * amount for res, amount in self.meters.items()})
@@ -210,22 +221,28 @@ CAP = "cap"
 def component(seeds: Iterable[Activity]) -> list[Activity]:
     """Activities connected to ``seeds`` through shared resources, in a deterministic order
     (by ``seq``, i.e. start order)."""
-    seen: dict[Activity, None] = {}
-    seen_resources: set[Resource] = set()
-    stack = list(seeds)
-    pop = stack.pop
-    while stack:
-        act = pop()
-        if act in seen:
-            continue
-        seen[act] = None
+    seen = object()  # marks what this search has reached (Activity._mark, Resource._mark)
+    found: list[Activity] = []
+    for act in seeds:
+        if act._mark is not seen:
+            act._mark = seen
+            found.append(act)
+    at = 0
+    while at < len(found):  # breadth first: each activity and resource met is marked once
+        act = found[at]
+        at += 1
         for res in act.demand:
-            if res in seen_resources:
+            if res._mark is seen:
                 continue
-            seen_resources.add(res)
-            if len(res.users) > 1:
-                stack.extend(res.users)  # already-seen ones are skipped when popped
-    return sorted(seen, key=_by_seq)
+            res._mark = seen
+            users = res.users
+            if len(users) > 1:
+                for user in users:
+                    if user._mark is not seen:
+                        user._mark = seen
+                        found.append(user)
+    found.sort(key=_by_seq)
+    return found
 
 
 def dominant_share(demand: dict[Resource, float], basis: Resource | None) -> float:
@@ -258,12 +275,10 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
     residual capacity. The loops are written out by hand: this is the simulator's hot path.
     """
     rates: dict[Activity, float] = {}
-    residual: dict[Resource, float] = {}
-    share: dict[Activity, float] = {}  # weight per unit of rate, DRF-normalised
     for act in activities:
         dominant = 0.0
         for res, amount in act.demand.items():
-            residual[res] = res.capacity
+            res._residual = res.capacity
             if amount > 0 and res.capacity != INF:
                 fraction = amount / res.capacity
                 if fraction > dominant:
@@ -273,31 +288,37 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
             dominant = act.demand[basis] / basis.capacity
         # A vanishing dominant share (denormal demand) counts as no demand at all.
         vanishing = dominant <= 1e-300
-        share[act] = act.weight if vanishing else act.weight / dominant
+        act._share = act.weight if vanishing else act.weight / dominant  # weight per unit rate
     unfrozen = activities
     grow = 1 + _EPS
     shrink = 1 - _EPS
     while unfrozen:
-        # Fill level t: each unfrozen activity would run at weight * t.
+        # Fill level t: each unfrozen activity would run at weight * t. Each resource's load
+        # is summed in the order its users come (a resource first met starts from 0.0).
         best = INF
-        load: dict[Resource, float] = {}
-        get = load.get
+        loaded = object()  # marks the resources loaded this round
+        resources: list[Resource] = []
         for act in unfrozen:
-            weight = share[act]
+            weight = act._share
             for res, amount in act.demand.items():
                 if amount > 0:
-                    load[res] = get(res, 0.0) + weight * amount
+                    if res._mark is loaded:
+                        res._load = res._load + weight * amount
+                    else:
+                        res._mark = loaded
+                        res._load = 0.0 + weight * amount
+                        resources.append(res)
             cap = act.cap
             if cap < INF:
                 level = cap / weight
                 if level < best:
                     best = level
         bottlenecks: list[Resource] = []
-        for res, weighted in load.items():
+        for res in resources:
             if res.capacity == INF:
                 continue
-            spare = residual[res]
-            level = (spare if spare > 0.0 else 0.0) / weighted
+            spare = res._residual
+            level = (spare if spare > 0.0 else 0.0) / res._load
             if level == INF:  # a vanishing (denormal) load never saturates the resource
                 continue
             if level < best * shrink:
@@ -311,22 +332,22 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 act.bound_now = None
             break
         limit = best * grow
-        saturated: set[Resource] = set()
+        saturated = object()  # marks the resources saturated at this level
         for res in bottlenecks:
-            weighted = load[res]
+            weighted = res._load
             if weighted > 0:
-                spare = residual[res]
+                spare = res._residual
                 if (spare if spare > 0.0 else 0.0) / weighted <= limit:
-                    saturated.add(res)
+                    res._mark = saturated
         still: list[Activity] = []
         for act in unfrozen:
             cap = act.cap
-            weight = share[act]
+            weight = act._share
             demand = act.demand
             freeze = cap < INF and cap / weight <= limit
             if not freeze:
                 for res, amount in demand.items():
-                    if amount > 0 and res in saturated:
+                    if amount > 0 and res._mark is saturated:
                         freeze = True
                         break
             if freeze:
@@ -337,14 +358,14 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 if act.track is not None:
                     act.bound_now = _reason(act, weight * best, saturated)
                 for res, amount in demand.items():
-                    residual[res] -= rate * amount
+                    res._residual -= rate * amount
             else:
                 still.append(act)
         if len(still) == len(unfrozen):  # numerical corner: freeze everything at this level
             for act in still:
-                rates[act] = share[act] * best
+                rates[act] = act._share * best
                 if act.track is not None:
-                    act.bound_now = _reason(act, share[act] * best, saturated)
+                    act.bound_now = _reason(act, act._share * best, saturated)
             break
         unfrozen = still
     return rates
@@ -388,11 +409,14 @@ def solo_rate(act: Activity) -> float:
         act.bound_now = None
         return INF
     limit = best * grow
-    saturated = {res for res, weighted in bottlenecks if res.capacity / weighted <= limit}
+    saturated = object()  # marks the resources saturated at this level
+    for res, weighted in bottlenecks:
+        if res.capacity / weighted <= limit:
+            res._mark = saturated
     freeze = cap < INF and cap / weight <= limit
     if not freeze:
         for res, amount in demand.items():
-            if amount > 0 and res in saturated:
+            if amount > 0 and res._mark is saturated:
                 freeze = True
                 break
     rate = weight * best
@@ -403,12 +427,13 @@ def solo_rate(act: Activity) -> float:
     return rate
 
 
-def _reason(act: Activity, level_rate: float, saturated: set[Resource]) -> Any:
+def _reason(act: Activity, level_rate: float, saturated: object) -> Any:
     """What froze ``act`` at the fill level's rate ``level_rate`` (work/s): a saturated
-    resource it uses, unless its own cap is strictly lower (then :data:`CAP`)."""
+    resource it uses (one marked ``saturated``), unless its own cap is strictly lower (then
+    :data:`CAP`)."""
     resource = None
     for res, amount in act.demand.items():
-        if amount > 0 and res in saturated:
+        if amount > 0 and res._mark is saturated:
             resource = res
             break
     if resource is not None and not act.cap < level_rate * (1 - 1e-9):

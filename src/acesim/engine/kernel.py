@@ -523,7 +523,8 @@ class Engine:
         """Whether the meters of ``acts`` stay below :data:`METER_MARGIN` of their capacity
         at the new ``rates`` (work/s); those that would not are marked for
         :meth:`_promote_over`."""
-        loads: dict[Resource, float] = {}
+        seen = object()  # the meters met, each one's new load in its ``_load`` (scratch)
+        loaded: list[Resource] = []
         for act, rate in zip(acts, rates, strict=True):
             meters = act.meters
             if meters is None:
@@ -533,9 +534,13 @@ class Engine:
                 if rate == INF:
                     self._over[res] = None
                     continue
-                loads[res] = loads.get(res, res.allocated) + (max(rate, 0.0) - old) * amount
-        for res, load in loads.items():
-            if load > res.capacity * METER_MARGIN:
+                if res._mark is not seen:
+                    res._mark = seen
+                    res._load = res.allocated
+                    loaded.append(res)
+                res._load = res._load + (max(rate, 0.0) - old) * amount
+        for res in loaded:
+            if res._load > res.capacity * METER_MARGIN:
                 self._over[res] = None
         return not self._over
 
@@ -846,7 +851,10 @@ class Engine:
         """Give the component ``acts`` (in start order) its new ``rates`` (work/s): their
         progress, the resources' integrals and allocations, the completion events."""
         now = self._now
-        touched: dict[Resource, float] = {}
+        # the component's resources, first met first; each one's new allocation is summed in
+        # its ``_load`` (scratch: see fluid.Resource)
+        seen = object()
+        touched: list[Resource] = []
         for act in acts:
             dt = now - act._last
             rate = act.rate
@@ -855,7 +863,10 @@ class Engine:
                 act.remaining -= done
             act._last = now
             for res in act.demand:
-                touched[res] = 0.0
+                if res._mark is not seen:
+                    res._mark = seen
+                    res._load = 0.0
+                    touched.append(res)
         for res in touched:
             since = res._since
             if now > since:  # Resource._advance, inlined
@@ -889,7 +900,7 @@ class Engine:
             else:
                 # Allocated rates, summed per resource in the users' start order.
                 for res, amount in act.demand.items():
-                    touched[res] += new_rate * amount
+                    res._load += new_rate * amount
                 finish = now if remaining <= 0 else now + remaining / new_rate
                 if finish == INF:
                     self._never(act, remaining, new_rate)
@@ -899,7 +910,8 @@ class Engine:
         if len(heap) > HEAP_SLACK * (len(self.active) + HEAP_FLOOR):
             self._compact()
         observers = self._observers
-        for res, allocated in touched.items():
+        for res in touched:
+            allocated = res._load
             res.allocated = allocated
             if allocated > res.peak:
                 res.peak = allocated
@@ -1056,8 +1068,9 @@ class Engine:
         )
 
     def _finish(self, act: Activity) -> None:
-        # No _progress here: the activity's remaining work and consumption are set exactly
-        # below, which is all progressing it to now would have produced.
+        # No _progress here: the activity's remaining work is set to 0.0 exactly below (so
+        # what it consumed is its work times its demand, Activity.consumed), which is all
+        # progressing it to now would have produced.
         now = self._now
         act.remaining = 0.0
         act.finished = now
@@ -1065,12 +1078,8 @@ class Engine:
         rate = act.rate
         observers = self._observers
         dirty_res = self._dirty_res
-        consumed: dict[Resource, float] = {}
-        act._consumed = consumed
         work = act.work
         for res, amount in act.demand.items():
-            # what it consumed, exactly (nothing below reads it before the activity's on_done)
-            consumed[res] = work * amount
             since = res._since
             if now > since:  # Resource._advance, inlined
                 res.used += res.allocated * (now - since)
@@ -1088,7 +1097,6 @@ class Engine:
         meters = act.meters
         if meters is not None:
             for res, amount in meters.items():
-                consumed[res] = work * amount
                 res.base += work * amount
                 del res.users[act]
                 res.allocated -= rate * amount if rate < INF else 0.0
