@@ -152,6 +152,7 @@ class Activity:
         "meters",
         "_mark",
         "_share",
+        "_dominant",
     )
 
     def __init__(
@@ -196,6 +197,9 @@ class Activity:
         # call has seen the activity, and its weight per unit of rate (DRF-normalised).
         self._mark: object = None
         self._share = 0.0
+        #: its dominant share per unit of work (:func:`max_min_rates`), kept between fillings
+        #: (< 0: not known; the engine forgets it where a capacity or the demand changes)
+        self._dominant = -1.0
 
     @property
     def consumed(self) -> dict[Resource, float]:
@@ -218,11 +222,18 @@ _by_seq = attrgetter("seq")
 CAP = "cap"
 
 
-def component(seeds: Iterable[Activity]) -> list[Activity]:
-    """Activities connected to ``seeds`` through shared resources, in a deterministic order
-    (by ``seq``, i.e. start order)."""
+def component(seeds: Iterable[Activity], resources: Iterable[Resource] = ()) -> list[Activity]:
+    """Activities connected to ``seeds`` and to the users of ``resources`` through shared
+    resources, in a deterministic order (by ``seq``, i.e. start order)."""
     seen = object()  # marks what this search has reached (Activity._mark, Resource._mark)
     found: list[Activity] = []
+    for res in resources:  # every user a seed
+        if res._mark is not seen:
+            res._mark = seen
+            for act in res.users:
+                if act._mark is not seen:
+                    act._mark = seen
+                    found.append(act)
     for act in seeds:
         if act._mark is not seen:
             act._mark = seen
@@ -276,22 +287,25 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
     """
     rates: dict[Activity, float] = {}
     for act in activities:
-        dominant = 0.0
-        for res, amount in act.demand.items():
-            res._residual = res.capacity
-            if amount > 0 and res.capacity != INF:
-                fraction = amount / res.capacity
-                if fraction > dominant:
-                    dominant = fraction
-        basis = act.basis
-        if basis is not None and basis.capacity != INF and act.demand.get(basis, 0.0) > 0:
-            dominant = act.demand[basis] / basis.capacity
+        dominant = act._dominant
+        if dominant < 0.0:
+            dominant = 0.0
+            for res, amount in act.demand.items():
+                if amount > 0 and res.capacity != INF:
+                    fraction = amount / res.capacity
+                    if fraction > dominant:
+                        dominant = fraction
+            basis = act.basis
+            if basis is not None and basis.capacity != INF and act.demand.get(basis, 0.0) > 0:
+                dominant = act.demand[basis] / basis.capacity
+            act._dominant = dominant
         # A vanishing dominant share (denormal demand) counts as no demand at all.
         vanishing = dominant <= 1e-300
         act._share = act.weight if vanishing else act.weight / dominant  # weight per unit rate
     unfrozen = activities
     grow = 1 + _EPS
     shrink = 1 - _EPS
+    first = True  # the first round: every resource loaded is met, its residual the capacity
     while unfrozen:
         # Fill level t: each unfrozen activity would run at weight * t. Each resource's load
         # is summed in the order its users come (a resource first met starts from 0.0).
@@ -308,6 +322,8 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                         res._mark = loaded
                         res._load = 0.0 + weight * amount
                         resources.append(res)
+                        if first:
+                            res._residual = res.capacity
             cap = act.cap
             if cap < INF:
                 level = cap / weight
@@ -340,13 +356,13 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 if (spare if spare > 0.0 else 0.0) / weighted <= limit:
                     res._mark = saturated
         still: list[Activity] = []
+        frozen: list[Activity] = []
         for act in unfrozen:
             cap = act.cap
             weight = act._share
-            demand = act.demand
             freeze = cap < INF and cap / weight <= limit
             if not freeze:
-                for res, amount in demand.items():
+                for res, amount in act.demand.items():
                     if amount > 0 and res._mark is saturated:
                         freeze = True
                         break
@@ -357,17 +373,23 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 rates[act] = rate
                 if act.track is not None:
                     act.bound_now = _reason(act, weight * best, saturated)
-                for res, amount in demand.items():
-                    res._residual -= rate * amount
+                frozen.append(act)
             else:
                 still.append(act)
+        if not still:  # all frozen: the residual capacities are read no more
+            break
         if len(still) == len(unfrozen):  # numerical corner: freeze everything at this level
             for act in still:
                 rates[act] = act._share * best
                 if act.track is not None:
                     act.bound_now = _reason(act, act._share * best, saturated)
             break
+        for act in frozen:  # their use charged to the residual capacities, in their order
+            rate = rates[act]
+            for res, amount in act.demand.items():
+                res._residual -= rate * amount  # (read only where some user loads it)
         unfrozen = still
+        first = False
     return rates
 
 

@@ -361,6 +361,7 @@ class Engine:
         if self._fills:
             self._fills = {}  # the capacities are inputs of the fillings remembered
         for act in resource.users:
+            act._dominant = -1.0  # its dominant share is computed again
             self._dirty[act] = None
 
     # -- timers ------------------------------------------------------------------------------
@@ -577,6 +578,7 @@ class Engine:
                 act.meters = None
             act.demand[meter] = amount
             act.shape = tuple(act.demand.items())
+            act._dominant = -1.0
             if act.rate < INF:
                 allocated += act.rate * amount
             self._dirty[act] = None
@@ -795,9 +797,9 @@ class Engine:
         one follows."""
         self._pending.append(callback)
 
-    def _take_seeds(self) -> list[Activity]:
-        """The unfinished activities marked for reallocation (the dirty ones and the users of
-        dirty resources), the marks cleared."""
+    def _take_seeds(self) -> tuple[list[Activity], list[Resource]]:
+        """The unfinished activities marked for reallocation, and the resources marked (a
+        finish marks its resources: their users are reallocated too), the marks cleared."""
         if self._pending:
             pending = self._pending
             self._pending = []
@@ -814,21 +816,24 @@ class Engine:
         else:  # (a finish marks its resources only)
             seeds = []
         dirty_res = self._dirty_res
-        if dirty_res:
-            for res in dirty_res:
-                seeds.extend(res.users)  # users are unfinished (a finish removes itself)
-            dirty_res.clear()
-        return seeds
+        resources = list(dirty_res)  # their users are unfinished (a finish removes itself)
+        dirty_res.clear()
+        return seeds, resources
 
     def _reallocate(self) -> None:
         # The hot path of every simulation: loops are written out (no helper calls per
         # activity); the arithmetic and its order are those of _progress and of summing each
         # resource's users in start order.
-        seeds = self._take_seeds()
-        if not seeds:
+        seeds, resources = self._take_seeds()
+        count = len(seeds)
+        for res in resources:
+            count += len(res.users)
+        if count == 0:
             return
-        alone = len(seeds) == 1 and SOLO_PATH
+        alone = count == 1 and SOLO_PATH
         if alone:
+            if not seeds:  # the one user of the one resource marked
+                seeds = [user for res in resources for user in res.users]
             for res in seeds[0].demand:
                 if len(res.users) > 1:
                     alone = False
@@ -836,7 +841,7 @@ class Engine:
         if alone:  # alone on its resources: its component is itself
             self._reallocate_solo(seeds[0])
         else:
-            acts = component(seeds)
+            acts = component(seeds, resources)
             rates = self._fill(acts)
             if not self._meters or self._meters_fit(acts, rates):
                 self._apply_rates(acts, rates)
@@ -851,27 +856,31 @@ class Engine:
         """Give the component ``acts`` (in start order) its new ``rates`` (work/s): their
         progress, the resources' integrals and allocations, the completion events."""
         now = self._now
-        # the component's resources, first met first; each one's new allocation is summed in
-        # its ``_load`` (scratch: see fluid.Resource)
+        # the component's resources, first met first (their integrals brought to now), each
+        # one's new allocation summed in its ``_load`` (scratch: see fluid.Resource) in the
+        # users' start order
         seen = object()
         touched: list[Resource] = []
-        for act in acts:
+        for act, new_rate in zip(acts, rates, strict=True):
             dt = now - act._last
             rate = act.rate
             if dt > 0 and rate > 0:
                 done = rate * dt
                 act.remaining -= done
             act._last = now
-            for res in act.demand:
+            # a zero rate with work left adds nothing (it waits, below), nor does an infinite one
+            adds = not (new_rate <= 0 and act.remaining > 0) and new_rate != INF
+            for res, amount in act.demand.items():
                 if res._mark is not seen:
                     res._mark = seen
                     res._load = 0.0
                     touched.append(res)
-        for res in touched:
-            since = res._since
-            if now > since:  # Resource._advance, inlined
-                res.used += res.allocated * (now - since)
-                res._since = now
+                    since = res._since
+                    if now > since:  # Resource._advance, inlined
+                        res.used += res.allocated * (now - since)
+                        res._since = now
+                if adds:
+                    res._load += new_rate * amount
         heap = self._heap
         push = heapq.heappush
         seq = self._seq
@@ -898,9 +907,6 @@ class Engine:
             if new_rate == INF:
                 finish = now
             else:
-                # Allocated rates, summed per resource in the users' start order.
-                for res, amount in act.demand.items():
-                    res._load += new_rate * amount
                 finish = now if remaining <= 0 else now + remaining / new_rate
                 if finish == INF:
                     self._never(act, remaining, new_rate)
