@@ -236,7 +236,9 @@ class Engine:
 
     def observe(self, resource: Resource, callback: Callable[[float, float], Any]) -> None:
         """Call ``callback(time s, allocated units/s)`` whenever ``resource``'s allocation
-        changes (at that instant the users already carry their new rates)."""
+        changes (at that instant the users already carry their new rates). The callback
+        records: it runs inside the rate application, so it must not run the engine
+        (``settle``, ``step``, ``run``)."""
         self._release(resource)
         if resource.metered:
             self._promote(resource)
