@@ -67,8 +67,8 @@ class WorkloadConfig(Strict):
 
 
 #: Most messages a run may be estimated to send before it is refused (``run.max_messages``):
-#: 10**8 messages is 0.5 to 2.4 hours of CPU at the 1.9e-5 to 8.5e-5 s a message measured for
-#: the run kinds on a 2-core machine of the CI kind (acesim.runs.estimate.RUN_COSTS), so a
+#: 10**8 messages is minutes to about an hour of CPU at the 1.2e-6 to 4e-5 s a message measured
+#: for the run kinds on a 2-core machine of the CI kind (acesim.runs.estimate.RUN_COSTS), so a
 #: request that could never finish is refused at once with its estimate, and a long one is run
 #: when asked.
 MAX_MESSAGES = 10**8

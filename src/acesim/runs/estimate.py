@@ -17,14 +17,24 @@ The constants are measurements of this implementation, not physics: they were fi
 (the target: within 2x) and, with ``--fit``, the constants again. Another machine, or a change
 to the engine, moves them. Measured on a 2-vCPU AMD EPYC virtual machine shared with other
 jobs, Linux, CPython 3.11.7: the process CPU time of the simulation alone (from the estimate to
-the result, the graph already built), median of 3 runs.
+the result, the graph already built), median of 3 runs. The event path compiled runs 2-3x
+faster than as Python, so each install takes the constants of its build.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RunCost", "RUN_COSTS", "Estimate", "cost_name"]
+from .._compiled import compiled
+
+__all__ = [
+    "RunCost",
+    "RUN_COSTS",
+    "RUN_COSTS_COMPILED",
+    "RUN_COSTS_PYTHON",
+    "Estimate",
+    "cost_name",
+]
 
 
 @dataclass(frozen=True)
@@ -37,22 +47,39 @@ class RunCost:
     per_kernel: float
 
 
-#: Cost constants by ``"<run kind> <mode>"`` (module docstring: how they were measured;
-#: each the fit over its kind's cases there, 2026-12-05, rounded to two digits; a 0 is a term
-#: the fit found no use for on those cases).
-RUN_COSTS: dict[str, RunCost] = {
-    "collective symmetric": RunCost(per_run=0.0, per_message=6.7e-5, per_kernel=0.0),
-    "collective exact": RunCost(per_run=0.0, per_message=4.9e-5, per_kernel=0.0),
-    "training symmetric": RunCost(per_run=0.0, per_message=8.5e-5, per_kernel=4.6e-5),
-    "training exact": RunCost(per_run=0.0, per_message=4.6e-5, per_kernel=2.4e-5),
-    # the LLM kinds refitted at stop 43 (the event path made cheaper; composed runs, counted
-    # from their first composed run: what is left when the estimate is told, the passes
-    # alone already simulated)
-    "llm class": RunCost(per_run=0.3, per_message=1.3e-5, per_kernel=4.6e-6),
-    "llm composed": RunCost(per_run=0.0089, per_message=1.3e-5, per_kernel=0.0),
-    "llm exact": RunCost(per_run=0.07, per_message=1.1e-5, per_kernel=2.7e-5),
-    "jobs exact": RunCost(per_run=0.12, per_message=5.3e-5, per_kernel=0.0),
+#: Cost constants by ``"<run kind> <mode>"`` with the event path compiled (``pip install .``
+#: where a C compiler is found: :mod:`acesim._compiled`). Module docstring: how they were
+#: measured; each the fit over its kind's cases there (stop 56, 2026-12-07, after the
+#: allocator's scratch state; rounded to two digits; a 0 is a term the fit found no use for on
+#: those cases).
+RUN_COSTS_COMPILED: dict[str, RunCost] = {
+    "collective symmetric": RunCost(per_run=8.6e-5, per_message=1.7e-5, per_kernel=0.0),
+    "collective exact": RunCost(per_run=0.0, per_message=1.3e-5, per_kernel=0.0),
+    "training symmetric": RunCost(per_run=0.0053, per_message=1.7e-5, per_kernel=4.6e-6),
+    "training exact": RunCost(per_run=0.02, per_message=1.3e-5, per_kernel=4.5e-6),
+    "llm class": RunCost(per_run=0.22, per_message=1.0e-5, per_kernel=9.2e-7),
+    # composed runs are counted from their first composed run: what is left when the
+    # estimate is told, the passes alone already simulated
+    "llm composed": RunCost(per_run=0.0081, per_message=1.7e-6, per_kernel=0.0),
+    "llm exact": RunCost(per_run=0.051, per_message=4.7e-6, per_kernel=2.3e-5),
+    "jobs exact": RunCost(per_run=0.059, per_message=1.6e-5, per_kernel=0.0),
 }
+
+#: The same, the event path run as Python (``ACESIM_PURE_PYTHON=1``, or no C compiler at
+#: install), fitted in the same sitting.
+RUN_COSTS_PYTHON: dict[str, RunCost] = {
+    "collective symmetric": RunCost(per_run=0.0, per_message=4.0e-5, per_kernel=0.0),
+    "collective exact": RunCost(per_run=0.0, per_message=2.3e-5, per_kernel=0.0),
+    "training symmetric": RunCost(per_run=0.0, per_message=3.7e-5, per_kernel=1.3e-5),
+    "training exact": RunCost(per_run=0.0072, per_message=2.2e-5, per_kernel=9.3e-6),
+    "llm class": RunCost(per_run=0.34, per_message=1.3e-5, per_kernel=1.8e-6),
+    "llm composed": RunCost(per_run=0.01, per_message=1.2e-6, per_kernel=0.0),
+    "llm exact": RunCost(per_run=0.094, per_message=8.7e-6, per_kernel=3.3e-5),
+    "jobs exact": RunCost(per_run=0.068, per_message=2.4e-5, per_kernel=0.0),
+}
+
+#: The constants of this install: compiled where the event path runs compiled.
+RUN_COSTS: dict[str, RunCost] = RUN_COSTS_COMPILED if compiled() else RUN_COSTS_PYTHON
 
 
 def cost_name(kind: str, mode: str) -> str:
