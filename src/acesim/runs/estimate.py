@@ -30,6 +30,7 @@ from .._compiled import compiled
 __all__ = [
     "RunCost",
     "RUN_COSTS",
+    "MEASURED",
     "RUN_COSTS_COMPILED",
     "RUN_COSTS_PYTHON",
     "Estimate",
@@ -47,36 +48,26 @@ class RunCost:
     per_kernel: float
 
 
-#: Cost constants by ``"<run kind> <mode>"`` with the event path compiled (``pip install .``
-#: where a C compiler is found: :mod:`acesim._compiled`). Module docstring: how they were
-#: measured; each the fit over its kind's cases there (stop 56, 2026-12-07, after the
-#: allocator's scratch state; rounded to two digits; a 0 is a term the fit found no use for on
-#: those cases).
-RUN_COSTS_COMPILED: dict[str, RunCost] = {
-    "collective symmetric": RunCost(per_run=8.6e-5, per_message=1.7e-5, per_kernel=0.0),
-    "collective exact": RunCost(per_run=0.0, per_message=1.3e-5, per_kernel=0.0),
-    "training symmetric": RunCost(per_run=0.0053, per_message=1.7e-5, per_kernel=4.6e-6),
-    "training exact": RunCost(per_run=0.02, per_message=1.3e-5, per_kernel=4.5e-6),
-    "llm class": RunCost(per_run=0.22, per_message=1.0e-5, per_kernel=9.2e-7),
-    # composed runs are counted from their first composed run: what is left when the
-    # estimate is told, the passes alone already simulated
-    "llm composed": RunCost(per_run=0.0081, per_message=1.7e-6, per_kernel=0.0),
-    "llm exact": RunCost(per_run=0.051, per_message=4.7e-6, per_kernel=2.3e-5),
-    "jobs exact": RunCost(per_run=0.059, per_message=1.6e-5, per_kernel=0.0),
+#: Cost constants by ``"<run kind> <mode>"``: with the event path compiled (``pip install .``
+#: where a C compiler is found: :mod:`acesim._compiled`), then as Python (``ACESIM_PURE_PYTHON=1``
+#: or no C compiler at install). Module docstring: how they were measured; each the fit over
+#: its kind's cases there (stop 56, 2026-12-07, both builds in one sitting; rounded to two
+#: digits; a 0 is a term the fit found no use for on those cases). Composed LLM runs are
+#: counted from their first composed run: what is left when the estimate is told, the passes
+#: alone already simulated.
+MEASURED: dict[str, tuple[RunCost, RunCost]] = {
+    "collective symmetric": (RunCost(8.6e-5, 1.7e-5, 0.0), RunCost(0.0, 4.0e-5, 0.0)),
+    "collective exact": (RunCost(0.0, 1.3e-5, 0.0), RunCost(0.0, 2.3e-5, 0.0)),
+    "training symmetric": (RunCost(0.0053, 1.7e-5, 4.6e-6), RunCost(0.0, 3.7e-5, 1.3e-5)),
+    "training exact": (RunCost(0.02, 1.3e-5, 4.5e-6), RunCost(0.0072, 2.2e-5, 9.3e-6)),
+    "llm class": (RunCost(0.22, 1.0e-5, 9.2e-7), RunCost(0.34, 1.3e-5, 1.8e-6)),
+    "llm composed": (RunCost(0.0081, 1.7e-6, 0.0), RunCost(0.01, 1.2e-6, 0.0)),
+    "llm exact": (RunCost(0.051, 4.7e-6, 2.3e-5), RunCost(0.094, 8.7e-6, 3.3e-5)),
+    "jobs exact": (RunCost(0.059, 1.6e-5, 0.0), RunCost(0.068, 2.4e-5, 0.0)),
 }
-
-#: The same, the event path run as Python (``ACESIM_PURE_PYTHON=1``, or no C compiler at
-#: install), fitted in the same sitting.
-RUN_COSTS_PYTHON: dict[str, RunCost] = {
-    "collective symmetric": RunCost(per_run=0.0, per_message=4.0e-5, per_kernel=0.0),
-    "collective exact": RunCost(per_run=0.0, per_message=2.3e-5, per_kernel=0.0),
-    "training symmetric": RunCost(per_run=0.0, per_message=3.7e-5, per_kernel=1.3e-5),
-    "training exact": RunCost(per_run=0.0072, per_message=2.2e-5, per_kernel=9.3e-6),
-    "llm class": RunCost(per_run=0.34, per_message=1.3e-5, per_kernel=1.8e-6),
-    "llm composed": RunCost(per_run=0.01, per_message=1.2e-6, per_kernel=0.0),
-    "llm exact": RunCost(per_run=0.094, per_message=8.7e-6, per_kernel=3.3e-5),
-    "jobs exact": RunCost(per_run=0.068, per_message=2.4e-5, per_kernel=0.0),
-}
+#: The constants with the event path compiled, and as Python (:data:`MEASURED`).
+RUN_COSTS_COMPILED = {name: costs[0] for name, costs in MEASURED.items()}
+RUN_COSTS_PYTHON = {name: costs[1] for name, costs in MEASURED.items()}
 
 #: The constants of this install: compiled where the event path runs compiled.
 RUN_COSTS: dict[str, RunCost] = RUN_COSTS_COMPILED if compiled() else RUN_COSTS_PYTHON
