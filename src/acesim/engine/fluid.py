@@ -260,8 +260,10 @@ def dominant_share(demand: dict[Resource, float], basis: Resource | None) -> flo
     """The dominant share per unit of work ``s_a`` (:func:`max_min_rates`) of an activity of
     ``demand`` whose weight is a share of ``basis`` (None: of its dominant resource): the
     amount of ``basis`` over its capacity, or the largest amount over capacity among its
-    finite resources that are not meters. The filling computes the same inline (its hot
-    loop); the engine uses this where it checks that a meter would not be dominant."""
+    finite resources that are not meters (none is in a demand the filling sees). The filling
+    keeps it per activity (``Activity._dominant``); :func:`solo_rate` computes the same
+    inline (its hot path); the engine uses it where it checks that a meter would not be
+    dominant."""
     if basis is not None and basis.capacity != INF and demand.get(basis, 0.0) > 0:
         return demand[basis] / basis.capacity
     dominant = 0.0
@@ -289,16 +291,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
     for act in activities:
         dominant = act._dominant
         if dominant < 0.0:
-            dominant = 0.0
-            for res, amount in act.demand.items():
-                if amount > 0 and res.capacity != INF:
-                    fraction = amount / res.capacity
-                    if fraction > dominant:
-                        dominant = fraction
-            basis = act.basis
-            if basis is not None and basis.capacity != INF and act.demand.get(basis, 0.0) > 0:
-                dominant = act.demand[basis] / basis.capacity
-            act._dominant = dominant
+            dominant = act._dominant = dominant_share(act.demand, act.basis)
         # A vanishing dominant share (denormal demand) counts as no demand at all.
         vanishing = dominant <= 1e-300
         act._share = act.weight if vanishing else act.weight / dominant  # weight per unit rate
