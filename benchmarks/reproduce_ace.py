@@ -98,6 +98,11 @@ def main() -> None:
     for key, seconds in sorted(TASK_CPU.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {seconds:8.1f} CPU s  {key}")
     cpu = statistics.median(cpus)
+    runs_cpu = sum(TASK_CPU.values())
+    print(
+        f"  the runs {runs_cpu:.1f} CPU s; outside them (planning, reuse, assembly, figures) "
+        f"{cpus[-1] - runs_cpu:.1f} CPU s (the last repeat)"
+    )
     if REUSED:
         saved = sum(TASK_CPU[source] for source in REUSED.values())
         print(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from acesim.config import load_system
+from acesim.runs import training as training_run
 from acesim.runs.kinds import make_run_case
 from acesim.runs.single import execute
 from acesim.training.bounds import BoundRecorder
@@ -42,7 +43,11 @@ def test_what_ended_before_the_window_is_dropped_and_no_figure_moves(
 ) -> None:
     result, execution = _run(system, workload, options)
     with monkeypatch.context() as patch:
-        patch.setattr(BoundRecorder, "forget_before", lambda self, time: None)
+        # the run as with a trace: nothing dropped (runs.training passes measure_from=None)
+        real = training_run.run_graph
+        patch.setattr(
+            training_run, "run_graph", lambda *a, **k: real(*a, **{**k, "measure_from": None})
+        )
         kept, whole = _run(system, workload, options)
     assert result.to_dict() == kept.to_dict()  # to the last bit, the bounds' order included
     assert list(result.comm_bound_by) == list(kept.comm_bound_by)

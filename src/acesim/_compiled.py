@@ -16,13 +16,23 @@ from pathlib import Path
 __all__ = ["MODULES", "compiled", "describe", "warn_stale"]
 
 #: the modules mypyc compiles (the event path: the fluid engine, the collective runtime, the
-#: messages' HBM shares, point-to-point messages), relative to the package
+#: messages' HBM shares, point-to-point messages, the NPU, ACE, the graph executor, its bound
+#: recorders, the step folds, and the interval and repeated-sum arithmetic they use), relative
+#: to the package
 MODULES = (
     "engine.kernel",
     "engine.fluid",
     "network.collective",
     "network.shares",
     "network.p2p",
+    "hardware.npu",
+    "hardware.endpoints.ace",
+    "training.executor",
+    "training.bounds",
+    "training.job_bounds",
+    "network.fold",
+    "intervals",
+    "sums",
 )
 
 _PACKAGE = Path(__file__).resolve().parent

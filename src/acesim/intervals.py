@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 
@@ -244,7 +244,7 @@ class Ladder(Protocol):
 Batch = tuple[np.ndarray, np.ndarray] | Ladder
 
 #: instants (s), such as the starts or the ends of many spans: a sequence or an array
-Times = Sequence[float] | np.ndarray
+Times: TypeAlias = Sequence[float] | np.ndarray
 
 
 def floats(values: Times) -> list[float]:
@@ -332,7 +332,7 @@ def _ladders_apart(
     for (_s, before, _b), (after, _e, _c) in zip(pieces, pieces[1:], strict=False):
         if not after > before:
             return None
-    total: float = 0
+    total = 0.0
     for start, end, ladder in pieces:
         if ladder is None:
             total += end - start

@@ -38,7 +38,6 @@ bound.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -118,7 +117,8 @@ class NPU:
         self.hbm_comm = self.hbm
         #: compute units; collective kernels hold some, the compute kernel runs on the rest
         self.units = engine.add_pool(f"npu{rank}.units", config.compute_units)
-        self.units.observe(_units_watcher(self))
+        self._watcher = _UnitsWatcher(self)
+        self.units.observe(self._watcher)
         self.units_for_compute = config.compute_units
         self.kernel: Activity | None = None
         self._plan: KernelPlan | None = None
@@ -407,6 +407,11 @@ class NPU:
             if self.config.hbm_arbitration == "mlp":
                 self.engine.set_weight(self.kernel, max(units, 1))
 
+    def close(self) -> None:
+        """The run has ended: the units' pool lets this NPU go (:class:`_UnitsWatcher`);
+        its figures stay readable."""
+        self._watcher.npu = None
+
     def _count_units(self, active: int) -> None:
         """Add the running kernel's unit-s up to now; from now on it occupies ``active``."""
         now = self.engine.now
@@ -501,18 +506,21 @@ class NPU:
         return self.compute_unit_seconds + running
 
 
-def _units_watcher(npu: NPU) -> Callable[[Pool], None]:
-    """``npu._units_changed``, holding the NPU by a weak reference (its pool holds the
-    watcher: held strongly, a cycle, and the run's platform freed by the cyclic collector
-    only)."""
-    ref = weakref.ref(npu)
+class _UnitsWatcher:
+    """What an NPU's pool of compute units calls when its free amount changes:
+    ``npu._units_changed``, until :meth:`NPU.close` lets the NPU go. The pool holds the
+    watcher and the watcher the NPU, a cycle: closed at the run's end, the run's platform is
+    freed by reference counting, not by the cyclic collector. (A plain object, not a weak
+    reference: the NPU's class is compiled where the event path is, and a compiled class
+    cannot be referenced weakly.)"""
 
-    def changed(pool: Pool) -> None:
-        held = ref()
-        if held is not None:
-            held._units_changed(pool)
+    def __init__(self, npu: NPU) -> None:
+        self.npu: NPU | None = npu
 
-    return changed
+    def __call__(self, pool: Pool) -> None:
+        npu = self.npu
+        if npu is not None:
+            npu._units_changed(pool)
 
 
 def _nothing() -> None:

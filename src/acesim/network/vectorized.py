@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import MutableSequence, Sequence
+from collections.abc import Container, MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,7 @@ __all__ = [
     "Outcome",
     "add_repeatedly",
     "applies",
+    "check_replicas",
     "latency_bound",
     "run_alone",
 ]
@@ -1200,6 +1201,20 @@ class Conflict(Exception):
 class Diverged(Exception):
     """Replicated ranks (:attr:`Deferred.replicated`) would not finish a collective at one
     time: the run must be redone with every rank simulated."""
+
+
+def check_replicas(
+    collectives: Sequence[Collective], vector_ids: Container[int], ranks: int
+) -> None:
+    """Replicated ranks: every collective of ``collectives`` not computed here (``vector_ids``:
+    those were checked when computed) finished at one time at each of the ``ranks`` ranks;
+    else :class:`Diverged`."""
+    for coll in collectives:
+        if coll.id in vector_ids:
+            continue
+        times = set(coll.rank_finished.values())
+        if len(coll.rank_finished) != ranks or len(times) != 1:
+            raise Diverged(f"collective {coll.label!r} finishes unevenly")
 
 
 #: The most collectives :class:`Deferred` computes together (a bound on the cost of

@@ -358,7 +358,7 @@ def _simulate(
         coll, end = _issue_and_run(case, platform)
     else:
         coll, end = fast, platform.engine.now
-    platform.engine.forget_fills()  # freed now, not by the collector (Engine.forget_fills)
+    platform.close()  # freed now, not by the collector (Platform.close)
     time = coll.duration
     if not math.isfinite(end) or not math.isfinite(time):
         raise SimulationError(

@@ -64,7 +64,7 @@ def run_graph(
         work = (executor.estimate_messages(), executor.estimate_kernels(), executor.node_total)
         on_estimate(Estimate(*work, cost))
     execution = executor.run()
-    execution.platform.engine.forget_fills()  # freed now, not by the collector (Engine)
+    execution.platform.close()  # freed now, not by the collector (Platform.close)
     return execution
 
 

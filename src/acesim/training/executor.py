@@ -21,11 +21,9 @@ iteration boundaries and resource snapshots at those boundaries.
 from __future__ import annotations
 
 import heapq
-import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 from ..errors import SimulationError, WorkloadError
@@ -241,20 +239,21 @@ def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
     return [graph.ranks[0]]
 
 
-def _weakly(
-    executor: GraphExecutor, method: Callable[[GraphExecutor, Collective, int], Any]
-) -> Callable[[Collective, int], Any]:
-    """``method`` of ``executor``, holding the executor by a weak reference: the collectives
-    outlive the run in its execution, and held strongly the executor, its execution and graph
-    would be freed by the cyclic collector only (a tenth of a composed LLM run's CPU time)."""
-    ref = weakref.ref(executor)
+class _CollectiveRelay:
+    """What the run's collectives call when a rank finishes one: the executor's
+    ``_collective_done``, until the run ends (:meth:`GraphExecutor.run` lets the executor go).
+    The collectives outlive the run in its execution, and held to the end the executor, its
+    execution and graph would be freed by the cyclic collector only (a tenth of a composed LLM
+    run's CPU time). A plain object, not a weak reference: the executor's class is compiled
+    where the event path is, and a compiled class cannot be referenced weakly."""
 
-    def call(coll: Collective, rank: int) -> Any:
-        held = ref()
-        assert held is not None  # a collective of a run ends during the run
-        return method(held, coll, rank)
+    def __init__(self, executor: GraphExecutor) -> None:
+        self.executor: GraphExecutor | None = executor
 
-    return call
+    def __call__(self, coll: Collective, rank: int) -> None:
+        executor = self.executor
+        assert executor is not None  # a collective of a run ends during the run
+        executor._collective_done(coll, rank)
 
 
 def _stop_at(stop_at: int | None, graph: Graph) -> int | None:
@@ -335,6 +334,8 @@ class GraphExecutor:
         self._deferred: vectorized.Deferred | None = None
         #: times the run was redone before this executor's (see :meth:`run`)
         self.redone = 0
+        #: what the run's collectives call (:class:`_CollectiveRelay`)
+        self._relay = _CollectiveRelay(self)
         graph.validate(graph.name or "graph")
         graph_ranks = _graph_ranks(platform, graph)
         classes = platform.classes
@@ -471,6 +472,13 @@ class GraphExecutor:
         with them on the event path (at most :data:`MAX_REDOS` times, once on a platform with
         variation; then with every collective there; :attr:`Execution.redone` counts every
         redo, nested ones included)."""
+        try:
+            return self._run_any()
+        finally:
+            self._relay.executor = None  # the run has ended (_CollectiveRelay)
+
+    def _run_any(self) -> Execution:
+        """The body of :meth:`run`."""
         if not any(st.nodes for st in self.states):
             raise WorkloadError("the graph has no node to run", location=self.graph.name or "graph")
         rt = self.platform.collectives
@@ -626,13 +634,8 @@ class GraphExecutor:
         """Replicated ranks: every event-path collective finished at one time at every rank
         (vectorized ones were checked when computed); else :class:`vectorized.Diverged`."""
         assert self._deferred is not None
-        vector = self._deferred.vector_ids
-        for coll in self.platform.collectives.collectives:
-            if coll.id in vector:
-                continue
-            times = set(coll.rank_finished.values())
-            if len(coll.rank_finished) != self.ranks or len(times) != 1:
-                raise vectorized.Diverged(f"collective {coll.label!r} finishes unevenly")
+        collectives = self.platform.collectives.collectives
+        vectorized.check_replicas(collectives, self._deferred.vector_ids, self.ranks)
 
     def _copy_replicas(self) -> None:
         """Replicated ranks: rank 0's records and NPU counters for every other rank (each
@@ -777,7 +780,7 @@ class GraphExecutor:
                 label=node.name,
                 priority=priority,
                 ranks=[],
-                on_rank_done=self._on_collective_done,
+                on_rank_done=self._relay,
                 joining=self._joining(st.rank, node, key),
                 units=node.units,
             )
@@ -830,12 +833,6 @@ class GraphExecutor:
         index = self._issue_count[st.rank][signature]
         self._issue_count[st.rank][signature] += 1
         return (signature, index)
-
-    @cached_property
-    def _on_collective_done(self) -> Callable[[Collective, int], Any]:
-        """:meth:`_collective_done`, as the run's collectives hold it: by a weak reference to
-        this executor (:func:`_weakly`)."""
-        return _weakly(self, GraphExecutor._collective_done)
 
     def _collective_done(self, coll: Collective, rank: int) -> None:
         deferred = self._deferred

@@ -61,22 +61,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import partial
-from typing import Literal
 
-from pydantic import Field
-
-from ...config.system import Strict, SystemConfig
-from ...config.validators import (
-    NonNegativeFloat,
-    PositiveBytes,
-    PositiveBytesPerSecond,
-    PositiveInt,
-)
+from ...config.system import SystemConfig
 from ...engine import Resource
 from ...errors import ConfigError, SimulationError
 from ...network.algorithms import REDUCE
 from ...network.endpoint import ACE_ALU, ACE_DMA, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
+from .ace_settings import AceSettings
 from .registry import AMPLE_RATE, EndpointContext, EndpointKind
 from .sm_kernels import engine_parallelism
 
@@ -91,36 +83,6 @@ __all__ = [
 
 #: What binds communication while a chunk waits for SRAM space (for "what bound a run").
 SRAM_WAIT = "ACE SRAM (chunks waiting for space)"
-
-
-class AceSettings(Strict):
-    """The Accelerator Collectives Engine: SRAM, ALUs and DMA beside the network interface."""
-
-    sram: PositiveBytes = Field(4 * 2**20, description="SRAM buffer, bytes")
-    alu_bandwidth: PositiveBytesPerSecond = Field(1.6e12, description="reduction throughput, B/s")
-    dma_bandwidth: PositiveBytesPerSecond = Field(500e9, description="HBM<->SRAM DMA, B/s")
-    mode: Literal["streaming", "store_and_forward"] = Field(
-        "streaming",
-        description="streaming: SRAM partitioned per phase, pieces pipelined through DMA in, "
-        "the phases and DMA out; store_and_forward: a chunk holds its footprint from read to "
-        "write-back",
-    )
-    buffers_per_phase: PositiveInt | None = Field(
-        None,
-        description="streaming: pieces each SRAM partition holds (None: "
-        "collective.active_chunks_per_dimension, the pieces a phase has in the network at once)",
-    )
-    split_chunks: bool = Field(
-        True,
-        description="store_and_forward: split chunks into pieces of at most sram/2 (two in "
-        "flight); streaming always splits",
-    )
-    allow_spill: bool = Field(
-        True, description="store_and_forward without splitting: chunks larger than SRAM spill"
-    )
-    spill_hbm_bytes_per_byte: NonNegativeFloat = Field(
-        2.0, description="extra HBM bytes per network byte of a spilled chunk (write+read back)"
-    )
 
 
 def phase_partitions(system: SystemConfig) -> int:
