@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -736,8 +737,8 @@ def _whole(execution: Any) -> dict[str, Any]:
             for recs in execution.records
         ],
         "iterations": (execution.iteration_start, execution.iteration_end),
-        "snapshots": {k: vars(s) for k, s in execution.snapshots.items()},
-        "final": vars(execution.final),
+        "snapshots": {k: asdict(s) for k, s in execution.snapshots.items()},
+        "final": asdict(execution.final),
         "makespan": execution.makespan,
         "collectives": [
             (c.id, c.issued, c.finished, c.rank_finished, c.chunks_left, c.bytes_sent,

@@ -439,7 +439,7 @@ def reproduce(
     not depend on either. ``progress(total)`` returns a callable advanced once per finished
     simulation.
     """
-    from .sensitivity import assemble_sensitivity, plan_sensitivity
+    from .sensitivity import assemble_sensitivity, hold_back, needed, plan_sensitivity
 
     tasks = plan_reproduction(
         system,
@@ -451,14 +451,21 @@ def reproduce(
     )
     variants: list[str] = []
     later: list[Task] = []
+    held: list[Task] = []
     if sensitivity:
         variants = plan_sensitivity_names(sensitivity)
-        later = plan_sensitivity(
-            system, variants, workloads=workloads, npus=npus, endpoints=endpoints
+        later, held = hold_back(
+            plan_sensitivity(system, variants, workloads=workloads, npus=npus, endpoints=endpoints)
         )
-    advance = progress(len(tasks) + len(later)) if progress else None
+    advance = progress(len(tasks) + len(later) + len(held)) if progress else None
     options: dict[str, Any] = {"workers": workers, "dask": dask, "progress": advance}
     results = run_reusing(tasks, later, **options)
+    if held:  # the variants' ideal variants after the first, where an ordering needs them
+        more = needed(system, held, results, npus=npus, endpoints=endpoints)
+        results.update(run_reusing(more, [], **options))
+        for _ in range(len(held) - len(more)):
+            if advance is not None:
+                advance()
     main = assemble_reproduction(system, results, npus=npus, endpoints=endpoints)
     summary = main.summary
     if variants:

@@ -47,6 +47,8 @@ __all__ = [
     "SensitivityVariant",
     "headline_values",
     "plan_sensitivity",
+    "hold_back",
+    "needed",
     "assemble_sensitivity",
     "figure_ranges",
     "sensitivity_study",
@@ -190,6 +192,57 @@ def plan_sensitivity(
     return tasks
 
 
+def _ideal_after_first(task: Task) -> bool:
+    """A variant's run of the ideal endpoint in a variant after its first
+    (``(..., "run", workload, NPUs, "ideal", v)``, ``v`` > 0)."""
+    key = task.key
+    return (
+        isinstance(key, tuple)
+        and len(key) == 7
+        and key[2] == "run"
+        and key[5] == "ideal"
+        and key[6] != 0
+    )
+
+
+def hold_back(tasks: Sequence[Task]) -> tuple[list[Task], list[Task]]:
+    """``tasks`` of :func:`plan_sensitivity` as those run at once and those held back: the
+    ideal endpoint's variants after its first. A variant's figures never read the ideal
+    endpoint, and its orderings (ideal >= ACE >= best baseline) read only the ideal's best:
+    where the first variant already keeps both of the ideal's orderings, the best (no slower
+    than it) keeps them too, and the others change nothing a variant reports
+    (:func:`needed`)."""
+    now = [t for t in tasks if not _ideal_after_first(t)]
+    held = [t for t in tasks if _ideal_after_first(t)]
+    return now, held
+
+
+def needed(
+    system: SystemConfig,
+    held: Sequence[Task],
+    results: Mapping[Any, Any],
+    *,
+    npus: list[int] | None = None,
+    endpoints: Sequence[str] | None = None,
+) -> list[Task]:
+    """Of the ``held`` tasks (:func:`hold_back`), those of a case (variant, workload, NPUs)
+    where the ideal endpoint's variants run so far break an ordering that reads it: only the
+    ideal endpoint's best says whether it holds there."""
+    from .reproduce import assemble_reproduction
+
+    keys = [cast(tuple[Any, ...], t.key) for t in held]
+    broken: set[tuple[Any, ...]] = set()
+    for name in sorted({str(key[1]) for key in keys}):
+        changed = VARIANTS.get(name).change(system)
+        summary = assemble_reproduction(
+            changed, results, npus=npus, endpoints=endpoints, prefix=("sensitivity", name)
+        ).summary
+        for ordering, entry in summary["orderings"].items():
+            if ordering.startswith("ideal"):
+                broken |= {(name, b["workload"], b["npus"]) for b in entry["broken"]}
+    return [t for t, key in zip(held, keys, strict=True) if (key[1], key[3], key[4]) in broken]
+
+
 def assemble_sensitivity(
     system: SystemConfig,
     variants: Sequence[str],
@@ -292,11 +345,19 @@ def sensitivity_study(
     )
     advance = progress(len(tasks)) if progress else None
     shipped = [n for n in names if _same(VARIANTS.get(n).change(system), system)]
+    tasks, held = hold_back(tasks)
     # the shipped variant's runs first: another variant's run that is one of them (it never
     # read what the variant moved) takes its result (acesim.studies.dedup)
     first = [t for t in tasks if _variant_of(t) in shipped[:1]]
     later = [t for t in tasks if _variant_of(t) not in shipped[:1]]
-    results = run_reusing(first, later, workers=workers, dask=dask, progress=advance)
+    options: dict[str, Any] = {"workers": workers, "dask": dask, "progress": advance}
+    results = run_reusing(first, later, **options)
+    if held:  # the ideal endpoint's variants after the first, where an ordering needs them
+        more = needed(system, held, results, npus=npus, endpoints=endpoints)
+        results.update(run_reusing(more, [], **options))
+        for _ in range(len(held) - len(more)):
+            if advance is not None:
+                advance()
     main = None
     for name in shipped[:1]:
         main = assemble_reproduction(

@@ -371,12 +371,17 @@ class GraphExecutor:
         self.execution = Execution(platform, graph, self.records)
         self.execution.bounds = recorder()
         platform.engine.add_bound_listener(self.execution.bounds)
+        self._gate_tables()
+        #: passes whose form this run decides (:attr:`Graph.choices`; None: none)
+        self._choices = _Choices(graph.choices) if graph.choices is not None else None
+
+    def _gate_tables(self) -> None:
+        """The ranks being unblocked, each gate's nodes left and the nodes watching one (all
+        empty)."""
         self._unblock: list[tuple[_RankState, Iterator[int]]] = []
         self._unblocking = False
         self._gate_left: dict[int, int] = {}
         self._watch: dict[tuple[int, int], list[int]] = {}
-        #: passes whose form this run decides (:attr:`Graph.choices`; None: none)
-        self._choices = _Choices(graph.choices) if graph.choices is not None else None
 
     def _message_tables(self) -> None:
         """Each rank's collectives issued so far by signature, its collective nodes by
