@@ -409,8 +409,10 @@ class NPU:
 
     def close(self) -> None:
         """The run has ended: the units' pool lets this NPU go (:class:`_UnitsWatcher`);
-        its figures stay readable."""
+        its figures stay readable. A kernel sequence a stopped run left running is dropped
+        (its end, a callable of the run's, would hold the run: a cycle)."""
         self._watcher.npu = None
+        self._sequence = _IDLE
 
     def _count_units(self, active: int) -> None:
         """Add the running kernel's unit-s up to now; from now on it occupies ``active``."""
