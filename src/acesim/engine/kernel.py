@@ -844,15 +844,23 @@ class Engine:
             self._reallocate_solo(seeds[0])
         else:
             acts = component(seeds, resources)
-            rates = self._fill(acts)
-            if not self._meters or self._meters_fit(acts, rates):
-                self._apply_rates(acts, rates)
-            else:  # none of these rates is applied: the whole component again
-                for act in acts:
-                    self._dirty[act] = None
+            if len(acts) == 1 and SOLO_PATH:  # found alone (a finish left it so)
+                self._reallocate_solo(acts[0])
+            else:
+                self._reallocate_component(acts)
         if self._over:  # a meter could bind: promoted (its users marked), components again
             self._promote_over()
             self._reallocate()
+
+    def _reallocate_component(self, acts: list[Activity]) -> None:
+        """Fill the component ``acts`` (in start order) and apply its rates, unless a meter
+        could bind (then none is applied: the whole component is marked again)."""
+        rates = self._fill(acts)
+        if not self._meters or self._meters_fit(acts, rates):
+            self._apply_rates(acts, rates)
+        else:
+            for act in acts:
+                self._dirty[act] = None
 
     def _apply_rates(self, acts: list[Activity], rates: list[float]) -> None:
         """Give the component ``acts`` (in start order) its new ``rates`` (work/s): their

@@ -253,29 +253,36 @@ class AceEndpoint(Endpoint):
                 f"{self.partitions - 2} phase partitions (one per phase of a hierarchical "
                 "all-reduce)"
             )
+        # (partials of methods, not nested functions: compiled, nested functions that refer
+        # to each other are a cycle per piece, left to the cyclic collector)
         if index == 0:
             # DMA reads the piece's input into the read partition, then it enters phase 0
-            def read() -> None:
-                self._dma_in_order(
-                    rank, 0, io[0], lambda: self._move(rank, chunk, 1, first, proceed)
-                )
-
-            first = phases[0].data_bytes
+            read = partial(self._read, rank, chunk, io[0], phases[0].data_bytes, proceed)
             self._take_space(rank, 0, io[0], chunk, read)
             return
         if index < len(phases):
             self._move(rank, chunk, index + 1, phases[index].data_bytes, proceed)
             return
-
         # left its last phase: into the write partition, written back, then freed
-        def write() -> None:
-            self._dma_in_order(rank, 1, io[1], written)
-
-        def written() -> None:
-            self._free_space(rank, *self._held[rank].pop(chunk))
-            proceed()
-
+        write = partial(self._write_back, rank, chunk, io[1], proceed)
         self._move(rank, chunk, self.partitions - 1, io[1], write)
+
+    def _read(
+        self, rank: int, chunk: Hashable, nbytes: float, first: float, proceed: Callable[[], None]
+    ) -> None:
+        """A piece's input (``nbytes``) read into the read partition, then the piece moved
+        into phase 0's (``first`` bytes)."""
+        self._dma_in_order(rank, 0, nbytes, partial(self._move, rank, chunk, 1, first, proceed))
+
+    def _write_back(
+        self, rank: int, chunk: Hashable, nbytes: float, proceed: Callable[[], None]
+    ) -> None:
+        """A piece's output (``nbytes``) written back from the write partition, then freed."""
+        self._dma_in_order(rank, 1, nbytes, partial(self._written, rank, chunk, proceed))
+
+    def _written(self, rank: int, chunk: Hashable, proceed: Callable[[], None]) -> None:
+        self._free_space(rank, *self._held[rank].pop(chunk))
+        proceed()
 
     def _move(
         self, rank: int, chunk: Hashable, index: int, need: float, then: Callable[[], None]
