@@ -17,7 +17,15 @@ from acesim.runs.kinds import make_run_case
 from acesim.runs.single import execute
 
 #: the run's own objects, by type name, that must not be cyclic garbage after it
-RUN_OBJECTS = ("Execution", "GraphExecutor", "Graph", "Node", "NodeRecord", "Collective", "Platform")
+RUN_OBJECTS = (
+    "Execution",
+    "GraphExecutor",
+    "Graph",
+    "Node",
+    "NodeRecord",
+    "Collective",
+    "Platform",
+)
 
 
 @pytest.fixture
