@@ -427,11 +427,13 @@ def test_the_spread_layout_is_one_nodes_nvls_only() -> None:
     # branch addresses channels as 2.18's: the load-reduce phase of nvls_tree keeps channel 0
     # first under spread, one node's NVLS all-reduce phase takes the 4 KiB-aligned share
     from acesim.network.plan import Phase, nvls_channel_loop
+    from acesim.network.repeats import Repeats
 
     spread = CollectiveConfig(nvls_layout="spread")
-    node = Phase(dim=0, op="all-reduce", algorithm="nvls", data_bytes=0.0, steps=(), size=8)
+    none = Repeats()  # a phase's steps are Repeats (checked at run time where compiled)
+    node = Phase(dim=0, op="all-reduce", algorithm="nvls", data_bytes=0.0, steps=none, size=8)
     tree = Phase(
-        dim=0, op="reduce-scatter", algorithm="nvls_tree", data_bytes=0.0, steps=(), size=8
+        dim=0, op="reduce-scatter", algorithm="nvls_tree", data_bytes=0.0, steps=none, size=8
     )
     assert nvls_channel_loop(spread, node, 64 * 1024) == (1, 4096)
     assert nvls_channel_loop(spread, tree, 64 * 1024) == (1, 64 * 1024)

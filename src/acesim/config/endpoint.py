@@ -146,10 +146,19 @@ class EndpointConfig(BaseModel):
         return ENDPOINT_SETTINGS.names()
 
     def settings(self, kind: str | None = None) -> BaseModel:
-        """The settings of ``kind`` (default: the selected kind)."""
+        """The settings of ``kind`` (default: the selected kind), the read recorded
+        (:func:`settings_reads`)."""
         name = kind or self.kind
         for reads in _SETTINGS_READS:
             reads.add(name)
+        return self.checked_settings(name)
+
+    def checked_settings(self, name: str) -> BaseModel:
+        """The settings of kind ``name``, the read not recorded: for the rules that check
+        them against the rest of a system (:meth:`SystemConfig._endpoint_rules`), which change
+        nothing, so that what a computation read is what its results depend on (a derived
+        system's validation reads every kind: :meth:`acesim.studies.dedup.ExactMemo.
+        call_derived`)."""
         schema = ENDPOINT_SETTINGS.get(name, "endpoint.kind").settings
         extra = self.__pydantic_extra__ or {}
         value = extra.get(name)

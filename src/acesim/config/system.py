@@ -888,7 +888,7 @@ class SystemConfig(Strict):
             if schema.check is None:
                 continue
             try:
-                schema.check(self.endpoint.settings(name), self)
+                schema.check(self.endpoint.checked_settings(name), self)
             except ConfigError as err:
                 raise FieldRuleError(err.field, err.rule, err.value, hint=err.hint) from None
         return self

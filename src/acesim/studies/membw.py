@@ -48,7 +48,10 @@ AMPLE_HBM = 1e18
 #: The collectives this process simulated, by what determines them: the bisections of one
 #: network size retrace each other's steps across targets, and a sensitivity variant's
 #: analysis repeats every run whose inputs it does not change (ACE's ample settings replace
-#: its DMA rate, so ``dma_half`` changes none of ACE's runs): each is simulated once.
+#: its DMA rate, so ``dma_half`` changes none of ACE's runs; ``static_hbm`` none of ACE's,
+#: ``store_and_forward`` none of the baseline's): each is simulated once. (Looked up from the
+#: system with the endpoint's changes applied, :func:`_changed`; a derived system's
+#: validation reads every kind's settings and is not counted as a read.)
 MEMO = ExactMemo()
 
 
@@ -62,17 +65,42 @@ def _simulate(
     changes: dict[str, object] | None = None,
 ) -> CollectiveResult:
     """``simulate_collective(_with(system, shape, hbm, endpoint, changes), op, size)``, each
-    distinct simulation once (:data:`MEMO`), looked up before the system is derived."""
-    how = (tuple(shape), hbm, endpoint, tuple(sorted((changes or {}).items())))
+    distinct simulation once (:data:`MEMO`), looked up before the system is derived: from
+    the system with the endpoint's ``changes`` applied (:func:`_changed`), so that settings
+    the changes replace (ACE's ample DMA rate) are not in the look-up."""
+    base = _changed(system, endpoint, changes)
+    how = (tuple(shape), hbm, endpoint)
     result: CollectiveResult = MEMO.call_derived(
-        system,
+        base,
         how,
-        lambda: _with(system, shape, hbm, endpoint, changes),
+        lambda: _with(base, shape, hbm, endpoint),
         simulate_collective,
         op,
         size,
     )
     return result
+
+
+#: :func:`_changed`'s systems, by the system's identity, endpoint and changes (the system kept
+#: with its changed copy, so the identity stays its own); a few analyses' worth
+_CHANGED: dict[tuple[int, str, tuple[tuple[str, object], ...]], tuple[SystemConfig, SystemConfig]]
+_CHANGED = {}
+
+
+def _changed(
+    system: SystemConfig, endpoint: str, changes: dict[str, object] | None
+) -> SystemConfig:
+    """``system`` with endpoint ``endpoint`` and its settings ``changes`` (one object per
+    system, endpoint and changes: the memo writes each base's form once)."""
+    key = (id(system), endpoint, tuple(sorted((changes or {}).items())))
+    known = _CHANGED.get(key)
+    if known is not None and known[0] is system:
+        return known[1]
+    if len(_CHANGED) >= 64:
+        _CHANGED.clear()
+    changed = system.with_endpoint(endpoint, **(changes or {}))
+    _CHANGED[key] = (system, changed)
+    return changed
 
 
 @dataclass
