@@ -297,6 +297,29 @@ def _rows(db: Path) -> int:
         return 0
 
 
+def _wait_gone(group: int, timeout: float = 10.0) -> None:
+    """Wait until no live process of process group ``group`` is left (Linux: read from /proc;
+    elsewhere a moment): a killed process still in a system call ends it first."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        time.sleep(0.5)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = False
+        for stat in proc_dir.glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if fields[0] != "Z" and int(fields[2]) == group:  # state, then ppid, pgrp
+                live = True
+                break
+        if not live:
+            return
+        time.sleep(0.02)
+
+
 def test_sweep_killed_mid_run_resumes_with_every_point_exactly_once(tmp_path: Path) -> None:
     # 36 exact-mode points (every NPU simulated) on 32 NPUs (the torus at 4x4x2), about 0.2 CPU
     # s each: slow enough to kill mid-run (the last 30 take seconds on two workers), half the
@@ -330,6 +353,7 @@ exact = true
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its worker processes, mid-write
         proc.wait()
+        _wait_gone(proc.pid)  # a worker may still be finishing the write it was in
     before = load_results(db)
     assert 6 <= len(before) < 36, "the sweep should have been killed mid-run"
     summary = run_sweep(spec_path, db, workers=2)
