@@ -439,7 +439,7 @@ def reproduce(
     not depend on either. ``progress(total)`` returns a callable advanced once per finished
     simulation.
     """
-    from .sensitivity import assemble_sensitivity, hold_back, needed, plan_sensitivity
+    from .sensitivity import assemble_sensitivity, hold_back, plan_sensitivity, run_held_back
 
     tasks = plan_reproduction(
         system,
@@ -460,12 +460,8 @@ def reproduce(
     advance = progress(len(tasks) + len(later) + len(held)) if progress else None
     options: dict[str, Any] = {"workers": workers, "dask": dask, "progress": advance}
     results = run_reusing(tasks, later, **options)
-    if held:  # the variants' ideal variants after the first, where an ordering needs them
-        more = needed(system, held, results, npus=npus, endpoints=endpoints)
-        results.update(run_reusing(more, [], **options))
-        for _ in range(len(held) - len(more)):
-            if advance is not None:
-                advance()
+    # the variants' ideal runs after the first, where an ordering needs them
+    run_held_back(system, held, results, npus=npus, endpoints=endpoints, options=options)
     main = assemble_reproduction(system, results, npus=npus, endpoints=endpoints)
     summary = main.summary
     if variants:

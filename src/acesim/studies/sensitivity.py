@@ -49,6 +49,7 @@ __all__ = [
     "plan_sensitivity",
     "hold_back",
     "needed",
+    "run_held_back",
     "assemble_sensitivity",
     "figure_ranges",
     "sensitivity_study",
@@ -243,6 +244,30 @@ def needed(
     return [t for t, key in zip(held, keys, strict=True) if (key[1], key[3], key[4]) in broken]
 
 
+def run_held_back(
+    system: SystemConfig,
+    held: Sequence[Task],
+    results: dict[Any, Any],
+    *,
+    npus: list[int] | None,
+    endpoints: Sequence[str] | None,
+    options: dict[str, Any],
+) -> None:
+    """Run the ``held`` tasks (:func:`hold_back`) an ordering needs (:func:`needed`) into
+    ``results``, with :func:`~acesim.studies.reproduce.run_reusing`'s ``options``; the
+    progress (``options["progress"]``) advanced for the others too."""
+    from .reproduce import run_reusing
+
+    if not held:
+        return
+    more = needed(system, held, results, npus=npus, endpoints=endpoints)
+    results.update(run_reusing(more, [], **options))
+    advance = options.get("progress")
+    if advance is not None:
+        for _ in range(len(held) - len(more)):
+            advance()
+
+
 def assemble_sensitivity(
     system: SystemConfig,
     variants: Sequence[str],
@@ -352,12 +377,7 @@ def sensitivity_study(
     later = [t for t in tasks if _variant_of(t) not in shipped[:1]]
     options: dict[str, Any] = {"workers": workers, "dask": dask, "progress": advance}
     results = run_reusing(first, later, **options)
-    if held:  # the ideal endpoint's variants after the first, where an ordering needs them
-        more = needed(system, held, results, npus=npus, endpoints=endpoints)
-        results.update(run_reusing(more, [], **options))
-        for _ in range(len(held) - len(more)):
-            if advance is not None:
-                advance()
+    run_held_back(system, held, results, npus=npus, endpoints=endpoints, options=options)
     main = None
     for name in shipped[:1]:
         main = assemble_reproduction(
