@@ -366,6 +366,7 @@ def test_any_astra_text_reads_to_a_workload_or_one_error(
 # -- Chakra traces ---------------------------------------------------------------------------
 
 _CHAKRA_DIR = Path(tempfile.mkdtemp(prefix="acesim-fuzz-chakra-"))
+atexit.register(shutil.rmtree, _CHAKRA_DIR, ignore_errors=True)  # one folder a run, removed
 _CHAKRA_FILES = write_chakra(build_graph(_tiny_workload(), 1), _CHAKRA_DIR / "t", npus=2)
 CHAKRA_BYTES = [p.read_bytes() for p in _CHAKRA_FILES]
 

@@ -153,6 +153,7 @@ class Activity:
         "_mark",
         "_share",
         "_dominant",
+        "fill_id",
     )
 
     def __init__(
@@ -200,6 +201,10 @@ class Activity:
         #: its dominant share per unit of work (:func:`max_min_rates`), kept between fillings
         #: (< 0: not known; the engine forgets it where a capacity or the demand changes)
         self._dominant = -1.0
+        #: the engine's number for its fixed filling inputs (shape, basis, tracked), a part
+        #: of its remembered fillings' keys (< 0: not numbered yet; set again to -1 where the
+        #: demand changes)
+        self.fill_id = -1
 
     @property
     def consumed(self) -> dict[Resource, float]:

@@ -192,8 +192,16 @@ class Engine:
         self._claims: dict[Resource, _Claim] = {}
         #: components' filling inputs -> their rates and bounds (:data:`FILL_MEMO`; None: no
         #: longer remembered), and how many were found there since it was last emptied
-        self._fills: dict[tuple[Any, ...], tuple[list[float], list[Any]]] | None = {}
+        self._fills: dict[Any, tuple[list[float], list[Any]]] | None = {}
         self._fills_found = 0
+        #: an activity's fixed filling inputs (shape, basis, tracked) -> its number
+        #: (``Activity.fill_id``): a remembered filling's key is, per activity, that number,
+        #: its cap and its weight, a flat tuple (not the inputs as tuples of tuples, hashed
+        #: and compared at every look-up). Numbers are never reused (``_fill_next``), so one
+        #: stands for one set of inputs even after the table is emptied (then inputs seen
+        #: again take a new number: a miss, no error).
+        self._fill_ids: dict[tuple[Any, ...], int] = {}
+        self._fill_next = 0
         #: the meters (:meth:`add_resource`), and those found able to bind this instant
         self._meters: list[Resource] = []
         self._over: dict[Resource, None] = {}
@@ -362,6 +370,7 @@ class Engine:
         resource.capacity = float(capacity)
         if self._fills:
             self._fills = {}  # the capacities are inputs of the fillings remembered
+            self._fill_ids = {}
         for act in resource.users:
             act._dominant = -1.0  # its dominant share is computed again
             self._dirty[act] = None
@@ -580,6 +589,7 @@ class Engine:
                 act.meters = None
             act.demand[meter] = amount
             act.shape = tuple(act.demand.items())
+            act.fill_id = -1
             act._dominant = -1.0
             if act.rate < INF:
                 allocated += act.rate * amount
@@ -731,6 +741,7 @@ class Engine:
             demand = {res: amount for res, amount in demand.items() if not res.metered}
             act.demand = demand
             act.shape = tuple(demand.items())
+            act.fill_id = -1
             act.meters = meters
             for res, amount in meters.items():  # what the fold held (released before)
                 res.users[act] = None
@@ -964,14 +975,19 @@ class Engine:
         if fills is None or not FILL_MEMO:
             rates = max_min_rates(acts)
             return [rates[act] for act in acts]
+        key: tuple[float, ...]
         if len(acts) == 2:  # the usual component (a kernel beside a message): no list
             a, b = acts
-            key: tuple[Any, ...] = (
-                (a.shape, a.cap, a.weight, a.basis, a.track is not None),
-                (b.shape, b.cap, b.weight, b.basis, b.track is not None),
-            )
+            ida = a.fill_id if a.fill_id >= 0 else self._number(a)
+            idb = b.fill_id if b.fill_id >= 0 else self._number(b)
+            key = (ida, a.cap, a.weight, idb, b.cap, b.weight)
         else:
-            key = tuple([(a.shape, a.cap, a.weight, a.basis, a.track is not None) for a in acts])
+            flat: list[float] = []
+            for a in acts:
+                flat.append(a.fill_id if a.fill_id >= 0 else self._number(a))
+                flat.append(a.cap)
+                flat.append(a.weight)
+            key = tuple(flat)
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1
@@ -982,11 +998,22 @@ class Engine:
         if len(fills) >= FILL_MEMO_SIZE:  # forget them, or stop where they seldom repeat
             fills = self._fills = {} if self._fills_found >= FILL_MEMO_SIZE else None
             self._fills_found = 0
+            self._fill_ids = {}
         rates = max_min_rates(acts)
         found = [rates[act] for act in acts]
         if fills is not None:
             fills[key] = (found, [act.bound_now for act in acts])
         return found
+
+    def _number(self, act: Activity) -> int:
+        """``act``'s number for its fixed filling inputs (``Activity.fill_id``), given now."""
+        inputs = (act.shape, act.basis, act.track is not None)
+        number = self._fill_ids.get(inputs)
+        if number is None:
+            number = self._fill_ids[inputs] = self._fill_next
+            self._fill_next += 1
+        act.fill_id = number
+        return number
 
     def forget_fills(self) -> None:
         """Forget the remembered fillings (:data:`FILL_MEMO`): a run that has ended needs
@@ -998,6 +1025,7 @@ class Engine:
         if self._fills is not None:
             self._fills = {}
             self._fills_found = 0
+        self._fill_ids = {}
 
     def _solo(self, act: Activity) -> float:
         """:func:`~acesim.engine.fluid.solo_rate` of ``act``, remembered by its inputs as
@@ -1005,7 +1033,7 @@ class Engine:
         fills = self._fills
         if fills is None or not FILL_MEMO:
             return solo_rate(act)
-        key = (act.shape, act.cap, act.weight, act.basis, act.track is not None)
+        key = (act.fill_id if act.fill_id >= 0 else self._number(act), act.cap, act.weight)
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1
@@ -1015,6 +1043,7 @@ class Engine:
         if len(fills) >= FILL_MEMO_SIZE:
             fills = self._fills = {} if self._fills_found >= FILL_MEMO_SIZE else None
             self._fills_found = 0
+            self._fill_ids = {}
         rate = solo_rate(act)
         if fills is not None:
             fills[key] = ([rate], [act.bound_now])

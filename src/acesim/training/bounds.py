@@ -539,10 +539,10 @@ def collective_bounds(
         batches.setdefault(name, []).append(batch)
     # batches of spans (a fold's steps) stay arrays: the same unions, summed the same way
     out = {name: union_length(v, batches.get(name, []), lo, hi) for name, v in spans.items()}
-    # time nothing was in flight: latency, step synchronisation, setup delays not recorded
-    every = [x for v in spans.values() for x in v]
-    busy = union_length(every, [b for v in batches.values() for b in v], lo, hi)
-    idle = (hi - lo) - busy
-    if waiting and idle > 1e-15 * max(hi - lo, 1.0):
-        out[WAITING.removeprefix("exposed: ")] = idle
+    if waiting:  # time nothing was in flight: latency, step synchronisation, setup delays
+        every = [x for v in spans.values() for x in v]
+        busy = union_length(every, [b for v in batches.values() for b in v], lo, hi)
+        idle = (hi - lo) - busy
+        if idle > 1e-15 * max(hi - lo, 1.0):
+            out[WAITING.removeprefix("exposed: ")] = idle
     return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
