@@ -52,6 +52,9 @@ from .pool import Pool
 #: first, so that work finishing at t is visible to callbacks scheduled for t.
 PRIORITY_COMPLETION = -1
 PRIORITY_NORMAL = 0
+#: :meth:`Engine.schedule_last`: after every other event of its instant, those scheduled
+#: while that instant runs included
+PRIORITY_LAST = 1
 
 
 #: Reallocate an activity alone on its resources by :func:`~acesim.engine.fluid.solo_rate`
@@ -774,6 +777,16 @@ class Engine:
         handle = EventHandle(time)
         self._seq += 1
         heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, handle, (callback, args)))
+        return handle
+
+    def schedule_last(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
+        """:meth:`schedule_at`, run after every other event at ``time`` (s): when it runs,
+        everything the run does at that instant has happened."""
+        if not (time >= self._now) or time == INF:
+            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
+        handle = EventHandle(time)
+        self._seq += 1
+        heapq.heappush(self._heap, (time, PRIORITY_LAST, self._seq, handle, (callback, args)))
         return handle
 
     def set_cap(self, activity: Activity, cap: float) -> None:

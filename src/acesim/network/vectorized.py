@@ -463,6 +463,29 @@ class Lockstep:
             return None
         return self._outcome(self.part, finished)
 
+    # -- what :mod:`acesim.network.agreed_lockstep` computes with -----------------------------
+    def begin_alone(self) -> bool:
+        """Take the queues as free (:meth:`_start_queues`); False where this path cannot
+        compute the collective."""
+        return self._start_queues(None, None)
+
+    def phase_end(self, phase: Phase, begin: np.ndarray, record: bool) -> np.ndarray | None:
+        """Every rank's end of ``phase`` (s) when it starts at ``begin`` (s, per rank; inf:
+        unknown, and so are the ends of the group lines holding it); its messages recorded
+        for :meth:`outcome` where ``record``, else left out (computed again once known).
+        None where the event path is needed."""
+        part = self.part
+        if not record:
+            self.part = _Part(part.phases, part.chunks, part.key)
+        try:
+            return self._phase(phase, begin)
+        finally:
+            self.part = part
+
+    def outcome(self, finished: np.ndarray) -> Outcome | None:
+        """The collective's outcome from its recorded phases (None: the event path)."""
+        return self._outcome(self.part, finished)
+
     def _outcome(self, part: _Part, finished: np.ndarray) -> Outcome | None:
         """``part``'s outcome: its finish times and its byte sums (None: the event path)."""
         per_dim: dict[int, float] = {}
@@ -1008,6 +1031,9 @@ class Lockstep:
         n = self.n
         if not records:
             return 0.0
+        exact = _exact_total(records, n)
+        if exact is not None:
+            return exact
         if part.records > _MAX_RECORDS:
             return None
         if part.records == 0:
@@ -1067,6 +1093,26 @@ class Lockstep:
             previous = t
         assert size is not None
         return add_repeatedly(total, size, count)
+
+
+def _exact_total(records: list[tuple[int, float, int, Any]], n: int) -> float | None:
+    """The bytes of ``records`` (see :meth:`Lockstep._total`) where every message size is a
+    multiple of one power of two ``2**-k`` (whole bytes, or whole bytes split in halves,
+    quarters, ...: chunks cut over rings of power-of-two sizes) and the sum counted in those
+    units stays below 2**53: every partial sum is then exact, whatever order the additions
+    run in, so the sum is the exact one, with no sort by time (None: otherwise)."""
+    sizes = {m for _d, m, _k, _t in records}
+    if not all(math.isfinite(m) and m >= 0 for m in sizes):
+        return None
+    unit = max(m.as_integer_ratio()[1] for m in sizes)  # a power of two (a float's ratio)
+    if unit > _EXACT_SUMS:
+        return None
+    total = 0
+    for _d, m, k, t in records:
+        total += int(m * unit) * k * (n if isinstance(t, float) else len(t))
+    if total >= _EXACT_SUMS:
+        return None
+    return float(total) / unit
 
 
 def _agreed_choice(

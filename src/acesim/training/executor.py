@@ -30,6 +30,7 @@ from ..errors import SimulationError, WorkloadError
 from ..hardware.platform import Platform
 from ..hardware.power import Meters, read_meters
 from ..network import vectorized
+from ..network.agreed_lockstep import AgreedLockstep
 from ..network.collective import Collective
 from ..network.group import members, resolve
 from ..network.p2p import PointToPoint
@@ -40,6 +41,11 @@ from .composition import Composition
 #: Exact mode: how many times a run may be redone to move overlapping collectives to the event
 #: path (see :meth:`GraphExecutor.run`) before every collective runs there.
 MAX_REDOS = 4
+#: Exact mode on an agreed runtime (a platform with a variation): every collective computed
+#: in agreed orders as the run goes (:class:`~acesim.network.agreed_lockstep.AgreedLockstep`);
+#: False: one at a time when its last rank joins (:class:`~acesim.network.vectorized.
+#: Deferred`, as before). Tests switch it to compare the two.
+AGREED_LOCKSTEP = True
 
 
 class _Stalled(SimulationError):
@@ -331,7 +337,7 @@ class GraphExecutor:
         #: collective instances (signature, index) that run on the event path; None: all
         #: (see :meth:`run`)
         self.event_path = event_path
-        self._deferred: vectorized.Deferred | None = None
+        self._deferred: vectorized.Deferred | AgreedLockstep | None = None
         #: times the run was redone before this executor's (see :meth:`run`)
         self.redone = 0
         #: what the run's collectives call (:class:`_CollectiveRelay`)
@@ -489,7 +495,12 @@ class GraphExecutor:
         rt = self.platform.collectives
         problem = self._lockstep_problem()
         if problem is None and self.event_path is not None:
-            self._deferred = vectorized.Deferred(rt, self.event_path, replicated=self.replicated)
+            if rt.agreed and not self.replicated and AGREED_LOCKSTEP:
+                self._deferred = AgreedLockstep(rt, self.event_path)
+            else:
+                self._deferred = vectorized.Deferred(
+                    rt, self.event_path, replicated=self.replicated
+                )
         elif self.replicated:
             return self._every_rank()
         try:

@@ -1,0 +1,519 @@
+"""Exact mode with variation: every collective in agreed orders, decided as the run goes.
+
+On a platform with a variation (a straggler, NPUs of different kinds, a slow link) the ranks
+keep agreed admission orders (:mod:`acesim.network.agreement`): on each dimension every rank
+admits the chunk phases in one order, each entry the pick of the first rank ready to admit
+one (its queue free and a phase waiting; the pick: the smallest queue key, then the earliest
+arrival). Ranks that run ahead decide the order; the others follow it as phases reach them.
+
+:class:`AgreedLockstep` computes that without an event per message, for all the collectives
+of a training run together: a simulation whose events are the orders' decisions, each
+deciding one dimension's next entry, and whose state is numpy arrays over the ranks (when each
+rank's queue on each dimension frees; when each waiting chunk phase reaches each rank):
+
+* the next decision on a dimension is at ``T``, the earliest instant a rank is ready there;
+  it is made once the run has passed every event at ``T`` (an engine event after all others
+  at that instant, :meth:`~acesim.engine.Engine.schedule_last`): every join up to ``T`` is
+  known, and a phase still on another dimension reaches this one later (it is admitted there
+  no sooner than that dimension's next decision, at or after ``T``, and takes time);
+* the decided phase is computed for every rank by the recurrences of
+  :class:`~acesim.network.vectorized.Lockstep` (the same float operations): it starts at each
+  rank when its queue there frees and the phase has reached it;
+* a rank that has not joined a collective yet has its arrivals at infinity: the group lines
+  that hold it stay unknown (infinite) in that phase, and so does what follows from them
+  (the queues they hold, the next phases); every decision with an unknown part is computed
+  again, in decision order, when a rank joins (its known parts come out the same). A decision
+  is never unknown at its decider: an unknown time is later than a join still to come, so
+  later than ``T``;
+* each rank's completion of a collective is one event, scheduled as soon as it is known
+  (always after the decision that made it known); the byte sums, rank 0's message segments
+  and link spans (:class:`~acesim.network.vectorized.Outcome`) are told once every phase of
+  the collective is known at every rank.
+
+Where the event order would decide (ranks ready at one instant that pick differently; phases
+reaching the deciding rank at the very instant its queue frees, or two reaching it at once
+from different events), phases of different group lines share a dimension's queue, or a phase
+the recurrences cannot compute, the run raises :class:`~acesim.network.vectorized.Conflict`
+and is redone with every collective on the event path. Results are those of the event path
+within the tolerance of :mod:`acesim.network.vectorized` (bit for bit but link integrals, and
+with per-rank capacities or join times within a relative 1e-9).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..engine import EventHandle
+from .collective import Collective, CollectiveRuntime
+from .vectorized import TIMING, Conflict, Lockstep, Outcome, unsupported
+
+__all__ = ["AgreedLockstep"]
+
+_INF = math.inf
+
+
+class _Owner:
+    """One collective computed here: its joins, its recurrences and what it has finished."""
+
+    __slots__ = (
+        "coll",
+        "key",
+        "queue_key",
+        "arrival",
+        "lock",
+        "part",
+        "base",
+        "undecided",
+        "unknown",
+        "chunk_final",
+        "chunks_final",
+        "latest",
+        "completions",
+        "told",
+        "done",
+    )
+
+    def __init__(self, coll: Collective, key: Any, queue_key: tuple[int, int], lock: Lockstep):
+        n = lock.n
+        self.coll = coll
+        self.key = key
+        self.queue_key = queue_key
+        #: when each rank's chunks reach their first phase (s; inf: not joined yet)
+        self.arrival = np.full(n, _INF)
+        self.lock = lock
+        self.part = lock.part
+        self.base = 0.0
+        #: chunk phases not decided yet, and decisions with an unknown part
+        self.undecided = coll.chunks * len(coll.phases)
+        self.unknown = 0
+        #: per chunk, the ranks whose last phase is known; per rank, how many chunks are
+        #: known and the latest of their ends (s)
+        self.chunk_final = [np.zeros(n, dtype=bool) for _ in range(coll.chunks)]
+        self.chunks_final = np.zeros(n, dtype=np.int64)
+        self.latest = np.full(n, -_INF)
+        self.completions: list[EventHandle] = []
+        self.told = False
+        #: ranks whose completion has run
+        self.done = 0
+
+
+class _Decision:
+    """One entry of a dimension's agreed order: a chunk phase, computed for every rank."""
+
+    __slots__ = ("owner", "chunk", "index", "before", "source", "end", "known")
+
+    def __init__(
+        self,
+        owner: _Owner,
+        chunk: int,
+        index: int,
+        before: _Decision | None,
+        source: _Decision | None,
+    ):
+        self.owner = owner
+        self.chunk = chunk
+        self.index = index
+        #: the entry before it in its dimension's order (its ranks' queues free at its end)
+        self.before = before
+        #: the chunk's previous phase (None: the first, reached at the owner's arrival)
+        self.source = source
+        self.end = np.empty(0)
+        #: every rank's end is known (finite), and the outcome records hold it
+        self.known = False
+
+    def begin(self) -> np.ndarray:
+        """When each rank starts it (s): its queue free and the phase arrived."""
+        arrival = self.owner.arrival if self.source is None else self.source.end
+        if self.before is None:
+            return arrival
+        out: np.ndarray = np.maximum(arrival, self.before.end)
+        return out
+
+
+class _Waiting:
+    """A chunk's next phase, not admitted anywhere yet."""
+
+    __slots__ = ("owner", "chunk", "index", "source", "order")
+
+    def __init__(self, owner: _Owner, chunk: int):
+        self.owner = owner
+        self.chunk = chunk
+        self.index = 0
+        self.source: _Decision | None = None
+        #: among phases reaching a rank at one instant, the queue's order: a collective's
+        #: chunks joined together are queued in chunk order (None: the event order decides)
+        self.order: int | None = chunk
+
+    def arrival(self) -> np.ndarray:
+        return self.owner.arrival if self.source is None else self.source.end
+
+
+class AgreedLockstep:
+    """Exact-mode training on an agreed runtime: collectives computed in agreed orders
+    (module docstring). The executor's interface of
+    :class:`~acesim.network.vectorized.Deferred`: :meth:`start`, :meth:`join`,
+    :meth:`event_rank_done`, :attr:`vector_ids`, :attr:`reasons`, :attr:`conflicts`,
+    :attr:`joint`.
+
+    Args:
+        runtime: the exact collective runtime, keeping agreed orders.
+        excluded: keys of collectives that run on the event path.
+    """
+
+    def __init__(self, runtime: CollectiveRuntime, excluded: frozenset[Any] = frozenset()):
+        self.runtime = runtime
+        self.excluded = excluded
+        self.n = runtime.topology.npus
+        self.vector_ids: set[int] = set()
+        self.reasons: dict[str, int] = {}
+        self.conflicts: set[Any] = set()
+        #: collectives computed while another computed one was in flight
+        self.joint = 0
+        #: no collective is computed here (the first needed the event path, before any was
+        #: computed: every collective of the run then runs there)
+        self.off = False
+        self._owners: dict[int, _Owner] = {}
+        self._waiting: list[_Waiting] = []
+        #: per dimension, the last entry of its order, and its group lines (size, stride)
+        self._last: dict[int, _Decision] = {}
+        self._lines: dict[int, tuple[int, int]] = {}
+        #: decisions with an unknown part, in decision order
+        self._unknown: list[_Decision] = []
+        self._wake: EventHandle | None = None
+        #: a rank joined since the last decisions (unknown decisions to compute again)
+        self._joined = False
+        self._events_done: dict[int, int] = {}
+
+    # -- the executor's interface ------------------------------------------------------------
+    def start(self, coll: Collective, key: Any, ranks: int | None = None) -> bool:
+        """A new collective instance: True when it is computed here (join its ranks with
+        :meth:`join`), False for the event path (every collective of the run runs there when
+        the first does; one that needs it after others were computed is a conflict)."""
+        problem = "an earlier collective runs on the event path" if self.off else None
+        if problem is None:
+            problem = self._problem(coll, key, ranks)
+        if problem is not None:
+            return self._event_path(coll, key, problem)
+        queue_key = self._queue_key(coll)
+        lock = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True, key=queue_key)
+        if not lock.begin_alone():
+            return self._event_path(
+                coll,
+                key,
+                "rank 0's messages not bound by its own egress, or direct steps on "
+                "links that differ",
+            )
+        if self._owners:
+            self.joint += 1
+        owner = self._owners[coll.id] = _Owner(coll, key, queue_key, lock)
+        owner.base = self._base(coll)
+        self.vector_ids.add(coll.id)
+        self._waiting.extend(_Waiting(owner, c) for c in range(coll.chunks))
+        return True
+
+    def join(self, coll: Collective, rank: int) -> None:
+        """``rank`` joins the computed ``coll`` now (what it changes is computed once, after
+        every event of this instant: ranks that run alike join at one instant)."""
+        owner = self._owners[coll.id]
+        engine = self.runtime.engine
+        coll.chunks_left[rank] = coll.chunks
+        # the runtime's start: now, or after the endpoint's and protocol's delay (engine.call)
+        owner.arrival[rank] = engine.now + owner.base if owner.base > 0 else engine.now
+        self._joined = True
+        wake = self._wake
+        if wake is None or wake.cancelled or wake.time != engine.now:
+            if wake is not None:
+                wake.cancel()
+            self._wake = engine.schedule_last(engine.now, self._decide_due)
+
+    def _event_path(self, coll: Collective, key: Any, problem: str) -> bool:
+        """``coll`` runs on the event path, and so does every later collective (none may be
+        computed here beside the event path's agreed orders); a conflict (the run redone)
+        where some were computed here already."""
+        self.reasons[problem] = self.reasons.get(problem, 0) + 1
+        if self.vector_ids:
+            self._conflict({key})
+        self.off = True
+        self._events_done[coll.id] = 0
+        return False
+
+    def event_rank_done(self, coll: Collective) -> None:
+        """An event-path collective finished at one rank."""
+        done = self._events_done[coll.id] = self._events_done[coll.id] + 1
+        if done == self.n:
+            del self._events_done[coll.id]
+
+    # -- what runs here ----------------------------------------------------------------------
+    def _problem(self, coll: Collective, key: Any, ranks: int | None) -> str | None:
+        """Why ``coll`` runs on the event path (None: here)."""
+        if key in self.excluded:
+            return TIMING
+        if (coll.members is not None and len(coll.members) != self.n) or (
+            ranks is not None and ranks != self.n
+        ):
+            return "an instance only one group's ranks join"
+        problem = unsupported(self.runtime, coll.phases, coll.chunks, coll.protocol)
+        if problem is not None:
+            return problem
+        for phase in coll.phases:
+            if self._lines.setdefault(phase.dim, (phase.size, phase.stride)) != (
+                phase.size,
+                phase.stride,
+            ):
+                return "group lines of different sizes share a dimension's queue"
+        return None
+
+    def _queue_key(self, coll: Collective) -> tuple[int, int]:
+        """Where ``coll``'s waiting phases go in a queue between collectives (the runtime's
+        ``CollectiveRuntime._key``): smaller first."""
+        config = self.runtime.config
+        rank = -coll.priority if config.priorities == "blocking_first" else 0
+        return (rank, coll.id if config.scheduling == "fifo" else -coll.id)
+
+    def _base(self, coll: Collective) -> float:
+        """The delay from a join to its chunks' first queue (s), as the runtime adds it
+        (``CollectiveRuntime.join``); its endpoint's part is every rank's alike here (the
+        endpoints this path takes charge nothing)."""
+        rt = self.runtime
+        base = rt.endpoint.start_delay(0)
+        if coll.protocol is not None:
+            base += coll.protocol.base_latency + coll.protocol.crossing_latency
+        base += coll.sync_latency
+        return base
+
+    def _conflict(self, keys: set[Any]) -> None:
+        """Give up: the run is redone with every collective on the event path."""
+        self.conflicts.update(keys | {o.key for o in self._owners.values()})
+        raise Conflict(self.conflicts)
+
+    # -- decisions ---------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        """The next decision's wake-up, after every event at its instant."""
+        when = self._next()[0]
+        wake = self._wake
+        if wake is not None and not wake.cancelled:
+            if wake.time == when:
+                return
+            wake.cancel()
+        self._wake = None
+        if when < _INF:
+            self._wake = self.runtime.engine.schedule_last(when, self._decide_due)
+
+    def _next(self) -> tuple[float, int, list[_Waiting], np.ndarray | None]:
+        """The earliest decision: (its instant s, dimension, the phases waiting there, when
+        each rank is ready there); (inf, -1, [], None) when none is known."""
+        phases_by_dim: dict[int, list[_Waiting]] = {}
+        for w in self._waiting:
+            phases_by_dim.setdefault(w.owner.coll.phases[w.index].dim, []).append(w)
+        best: tuple[float, int, list[_Waiting], np.ndarray | None] = (_INF, -1, [], None)
+        for dim in sorted(phases_by_dim):
+            here = phases_by_dim[dim]
+            first = here[0].arrival()
+            for w in here[1:]:
+                first = np.minimum(first, w.arrival())
+            last = self._last.get(dim)
+            ready = first if last is None else np.maximum(first, last.end)
+            when = float(ready.min())
+            if when < best[0]:
+                best = (when, dim, here, ready)
+        return best
+
+    def _decide_due(self) -> None:
+        """Every decision due by now (the wake-up: the run has passed every event now)."""
+        self._wake = None
+        now = self.runtime.engine.now
+        if self._joined:
+            self._joined = False
+            self._recompute()
+        while True:
+            when, dim, here, ready = self._next()
+            if when > now or ready is None:
+                break
+            if when < now:  # a decision missed: never expected, the event path is sure
+                self._conflict(set())
+            self._decide(when, dim, here, ready)
+        self._schedule()
+
+    def _decide(self, when: float, dim: int, here: list[_Waiting], ready: np.ndarray) -> None:
+        """Decide ``dim``'s next entry at ``when`` (s) among ``here`` and compute it."""
+        chosen = self._pick(when, dim, here, ready)
+        if chosen is None:
+            self._conflict(set())
+            return
+        owner = chosen.owner
+        decision = _Decision(owner, chosen.chunk, chosen.index, self._last.get(dim), chosen.source)
+        self._last[dim] = decision
+        owner.undecided -= 1
+        self._compute(decision)
+        if chosen.index + 1 < len(owner.coll.phases):
+            chosen.index += 1
+            chosen.source = decision
+            chosen.order = None
+        else:
+            self._waiting.remove(chosen)
+
+    def _pick(
+        self, when: float, dim: int, here: list[_Waiting], ready: np.ndarray
+    ) -> _Waiting | None:
+        """The phase the ranks ready at ``when`` admit (None: the event order decides)."""
+        ranks = np.flatnonzero(ready == when)
+        # candidates x ready ranks: arrivals, and who may be picked (arrived by then)
+        arrivals = np.stack([w.arrival()[ranks] for w in here])
+        arrived = arrivals <= when
+        at_once = arrivals == when
+        keys = sorted({w.owner.queue_key for w in here})
+        key_rank = np.array([keys.index(w.owner.queue_key) for w in here])[:, None]
+        big = len(keys)
+        kmin = np.where(arrived, key_rank, big).min(axis=0)
+        best_key = arrived & (key_rank == kmin)
+        amin = np.where(best_key, arrivals, _INF).min(axis=0)
+        tied = best_key & (arrivals == amin)
+        orders = np.array([-1 if w.order is None else w.order for w in here])[:, None]
+        if bool(np.any(tied.sum(axis=0) > 1)):  # equal keys and arrivals: the chunk order
+            if bool(np.any(tied & (orders < 0))):
+                return None
+            omin = np.where(tied, orders, np.iinfo(np.int64).max).min(axis=0)
+            tied = tied & (orders == omin)
+        picks = np.flatnonzero(tied.any(axis=1))
+        if len(picks) != 1:  # ranks ready together that pick differently
+            return None
+        last = self._last.get(dim)
+        free = np.full(len(ranks), -_INF) if last is None else last.end[ranks]
+        if bool(np.any(at_once)) and not self._decided_alike(
+            here, when, free, arrived, at_once, key_rank, orders
+        ):
+            return None
+        return here[int(picks[0])]
+
+    @staticmethod
+    def _decided_alike(
+        here: list[_Waiting],
+        when: float,
+        free: np.ndarray,
+        arrived: np.ndarray,
+        at_once: np.ndarray,
+        key_rank: np.ndarray,
+        orders: np.ndarray,
+    ) -> bool:
+        """Whether phases reaching a deciding rank at the very instant ``when`` leave its pick
+        to no event order: it picks the same whichever of those events runs first (its queue
+        freeing, or each arrival). Per deciding rank (a column): where its queue freed earlier
+        or nothing arrived earlier, the first arrival decides, so more than one arriving at
+        once must be one collective's chunks queued together (chunk order); where it frees
+        at that instant, what arrived earlier must come first by key."""
+        earlier = arrived & ~at_once
+        big = len(here) + 1
+        numbers: dict[int, int] = {}
+        owners = np.array([numbers.setdefault(id(w.owner), len(numbers)) for w in here])[:, None]
+        count = at_once.sum(axis=0)
+        low = np.where(at_once, owners, big).min(axis=0)
+        high = np.where(at_once, owners, -1).max(axis=0)
+        same = (low == high) & ~np.any(at_once & (orders < 0), axis=0)
+        first_arrival = (free < when) | ~earlier.any(axis=0)
+        at_once_key = np.where(at_once, key_rank, big).min(axis=0)
+        earlier_key = np.where(earlier, key_rank, big).min(axis=0)
+        bad = np.where(first_arrival, (count > 1) & ~same, at_once_key < earlier_key)
+        return not bool(np.any(bad & (count > 0)))
+
+    # -- computing ---------------------------------------------------------------------------
+    def _compute(self, decision: _Decision) -> None:
+        """Every rank's end of ``decision``'s phase (unknown ranks: inf); its records and
+        completions once known."""
+        owner = decision.owner
+        lock = owner.lock
+        phase = owner.coll.phases[decision.index]
+        begin = decision.begin()
+        known = bool(np.all(np.isfinite(begin)))
+        # the time each dimension's first message completes: the earliest of the collective's
+        # phases there, whichever is known first
+        first = owner.part.first.pop(phase.dim, None) if known else None
+        end = lock.phase_end(phase, begin, record=known)  # unknown: recorded once known
+        if first is not None:
+            now_first = owner.part.first.get(phase.dim)
+            if now_first is None or first <= now_first:
+                owner.part.first[phase.dim] = first
+        if end is None:
+            self._conflict(set())
+            return
+        finite = np.isfinite(begin)
+        if not bool(np.all(end[finite] > begin[finite])):
+            self._conflict(set())  # a phase taking no time: arrivals could tie
+        was_unknown = decision.end.size and not decision.known
+        decision.end = end
+        if decision.index == len(owner.coll.phases) - 1:
+            self._chunk_ends(decision)
+        if known:
+            decision.known = True
+            if was_unknown:
+                owner.unknown -= 1
+            if owner.undecided == 0 and owner.unknown == 0:
+                self._tell(owner)
+        elif not was_unknown:
+            owner.unknown += 1
+            self._unknown.append(decision)
+
+    def _recompute(self) -> None:
+        """Every decision with an unknown part again, in decision order (a rank joined)."""
+        if not self._unknown:
+            return
+        unknown, self._unknown = self._unknown, []
+        for decision in unknown:
+            self._compute(decision)
+            if not decision.known:
+                self._unknown.append(decision)
+
+    def _chunk_ends(self, decision: _Decision) -> None:
+        """A chunk's last phase computed: the ranks where it is newly known; each rank's
+        completion once every chunk is known there."""
+        owner = decision.owner
+        end = decision.end
+        fresh = np.isfinite(end) & ~owner.chunk_final[decision.chunk]
+        if not bool(np.any(fresh)):
+            return
+        owner.chunk_final[decision.chunk] |= fresh
+        owner.chunks_final[fresh] += 1
+        owner.latest[fresh] = np.maximum(owner.latest[fresh], end[fresh])
+        complete = fresh & (owner.chunks_final == owner.coll.chunks)
+        engine = self.runtime.engine
+        coll = owner.coll
+        for rank in np.flatnonzero(complete).tolist():
+            at = float(owner.latest[rank])
+            if not at > engine.now:  # never expected: a completion known only when due
+                self._conflict(set())
+            owner.completions.append(engine.schedule_at(at, self._rank_done, coll, rank))
+
+    def _tell(self, owner: _Owner) -> None:
+        """Every phase of ``owner`` known at every rank: its byte sums, rank 0's message
+        segments and link spans, as :class:`~acesim.network.vectorized.Deferred` tells them."""
+        if owner.told:
+            return
+        owner.told = True
+        outcome: Outcome | None = owner.lock.outcome(owner.latest)
+        if outcome is None:
+            self._conflict(set())
+            return
+        coll = owner.coll
+        engine = self.runtime.engine
+        outcome.emit(engine.bound_listener)
+        coll.bytes_sent += outcome.sent
+        coll.bytes_received += outcome.received
+        for d, b in outcome.sent_per_dim.items():
+            coll.bytes_sent_per_dim[d] = coll.bytes_sent_per_dim.get(d, 0.0) + b
+        egress = self.runtime.egress[0]
+        for d, begin, end, rate in outcome.usage:
+            engine.plan_usage(egress[d], begin, end, rate)
+
+    def _rank_done(self, coll: Collective, rank: int) -> None:
+        coll.chunks_left[rank] = 0
+        now = coll.rank_finished[rank] = self.runtime.engine.now
+        if coll.finished is None or now > coll.finished:
+            coll.finished = now
+        owner = self._owners[coll.id]
+        owner.done += 1
+        if owner.done == self.n:
+            del self._owners[coll.id]
+        if coll.on_rank_done is not None:
+            coll.on_rank_done(coll, rank)
