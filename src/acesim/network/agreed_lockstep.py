@@ -74,6 +74,7 @@ class _Owner:
         "completions",
         "told",
         "done",
+        "moved",
     )
 
     def __init__(self, coll: Collective, key: Any, queue_key: tuple[int, int], lock: Lockstep):
@@ -98,12 +99,15 @@ class _Owner:
         self.told = False
         #: ranks whose completion has run
         self.done = 0
+        #: the pass of computing again (AgreedLockstep._recompute) that sees its arrivals
+        #: changed (a rank joined)
+        self.moved = 0
 
 
 class _Decision:
     """One entry of a dimension's agreed order: a chunk phase, computed for every rank."""
 
-    __slots__ = ("owner", "chunk", "index", "before", "source", "end", "known")
+    __slots__ = ("owner", "chunk", "index", "before", "source", "end", "known", "moved")
 
     def __init__(
         self,
@@ -123,6 +127,8 @@ class _Decision:
         self.end = np.empty(0)
         #: every rank's end is known (finite), and the outcome records hold it
         self.known = False
+        #: the last pass of computing again that changed its ends
+        self.moved = 0
 
     def begin(self) -> np.ndarray:
         """When each rank starts it (s): its queue free and the phase arrived."""
@@ -183,8 +189,10 @@ class AgreedLockstep:
         #: decisions with an unknown part, in decision order
         self._unknown: list[_Decision] = []
         self._wake: EventHandle | None = None
-        #: a rank joined since the last decisions (unknown decisions to compute again)
+        #: a rank joined since the last decisions (unknown decisions to compute again), and
+        #: how many passes of computing again ran
         self._joined = False
+        self._pass = 0
         self._events_done: dict[int, int] = {}
 
     # -- the executor's interface ------------------------------------------------------------
@@ -222,6 +230,7 @@ class AgreedLockstep:
         coll.chunks_left[rank] = coll.chunks
         # the runtime's start: now, or after the endpoint's and protocol's delay (engine.call)
         owner.arrival[rank] = engine.now + owner.base if owner.base > 0 else engine.now
+        owner.moved = self._pass + 1
         self._joined = True
         wake = self._wake
         if wake is None or wake.cancelled or wake.time != engine.now:
@@ -456,12 +465,23 @@ class AgreedLockstep:
             self._unknown.append(decision)
 
     def _recompute(self) -> None:
-        """Every decision with an unknown part again, in decision order (a rank joined)."""
+        """Every decision with an unknown part again, in decision order (a rank joined),
+        where what it starts from moved: its arrivals (the owner's joins, or the chunk's
+        previous phase) or its queue (the entry before it)."""
+        self._pass += 1
         if not self._unknown:
             return
+        now = self._pass
         unknown, self._unknown = self._unknown, []
         for decision in unknown:
-            self._compute(decision)
+            source, before = decision.source, decision.before
+            if (decision.owner.moved == now if source is None else source.moved == now) or (
+                before is not None and before.moved == now
+            ):
+                old = decision.end
+                self._compute(decision)
+                if not np.array_equal(old, decision.end):
+                    decision.moved = now
             if not decision.known:
                 self._unknown.append(decision)
 
