@@ -335,7 +335,7 @@ class _Part:
 
     __slots__ = (
         "phases", "chunks", "key", "sizes", "coupled", "sent", "received", "records",
-        "counts", "first", "segments", "usage",
+        "counts", "first", "segments", "usage", "exact",
     )  # fmt: skip
 
     def __init__(self, phases: list[Phase], chunks: int, key: tuple[int, int]):
@@ -351,6 +351,12 @@ class _Part:
         self.records = 0
         #: one message size: messages per rank sent on each dimension (order is irrelevant)
         self.counts: dict[int, int] = {}
+        #: several sizes, each a multiple of one power of two (see _exact_total): messages
+        #: of every rank per (dimension, size), their sums exact in any order; None: the
+        #: sizes are not, and each step's times are kept (sent, received) to add in order
+        self.exact: dict[tuple[int, float], int] | None = (
+            {} if len(self.sizes) > 1 and _units(self.sizes) is not None else None
+        )
         #: the time each dimension's first message completes (s)
         self.first: dict[int, float] = {}
         self.segments: list[tuple[Any, float, float, int]] = []
@@ -496,6 +502,8 @@ class Lockstep:
             for d in self._first_dims(part):
                 per_dim[d] = add_repeatedly(0.0, m, self.n * part.counts[d])
             return Outcome(finished, sent, received, per_dim, part.segments, part.usage)
+        if part.exact is not None:
+            return self._exact_outcome(part, finished)
         total_sent = self._total(part, part.sent)
         total_received = self._total(part, part.received)
         if total_sent is None or total_received is None:
@@ -507,6 +515,23 @@ class Lockstep:
                 return None
             per_dim[d] = one
         return Outcome(finished, sent, received, per_dim, part.segments, part.usage)
+
+    def _exact_outcome(self, part: _Part, finished: np.ndarray) -> Outcome | None:
+        """:meth:`_outcome` of a part whose sums are exact in any order (:attr:`_Part.exact`):
+        every message's bytes counted, sent and received alike (None: the sum reaches 2**53,
+        where it would not be exact)."""
+        assert part.exact is not None
+        records = [(d, m, count, 0.0) for (d, m), count in part.exact.items()]
+        total = _exact_total(records, 1)
+        if total is None:
+            return None
+        per_dim: dict[int, float] = {}
+        for d in self._first_dims(part):
+            one = _exact_total([r for r in records if r[0] == d], 1)
+            if one is None:
+                return None
+            per_dim[d] = one
+        return Outcome(finished, total, total, per_dim, part.segments, part.usage)
 
     def _after_earlier(self, dim: int, arrival: np.ndarray) -> np.ndarray | None:
         """When a first phase on ``dim`` arriving at ``arrival`` starts (s, per rank), after
@@ -964,6 +989,8 @@ class Lockstep:
                 first = False
             if one_size:
                 part.counts[d] = part.counts.get(d, 0) + k
+            elif part.exact is not None:
+                part.exact[(d, m)] = part.exact.get((d, m), 0) + k * self.n
             else:
                 part.sent.append((d, m, k, out))
                 part.received.append((d, m, k, arrive))
@@ -1010,6 +1037,10 @@ class Lockstep:
         if len(part.sizes) == 1:
             # one message size: the sums do not depend on the order of the additions
             part.counts[d] = part.counts.get(d, 0) + k
+            return
+        exact = part.exact
+        if exact is not None:  # sums exact in any order: how many of each size
+            exact[(d, m)] = exact.get((d, m), 0) + k * self.n
             return
         for records, times in ((part.sent, out), (part.received, arrive)):
             low, high = float(times.min()), float(times.max())
@@ -1095,17 +1126,24 @@ class Lockstep:
         return add_repeatedly(total, size, count)
 
 
+def _units(sizes: set[float]) -> int | None:
+    """The least power of two ``u`` such that every one of ``sizes`` (bytes) is a whole
+    multiple of ``1 / u`` (1: whole bytes; 4: quarters, ...); None where one is negative, not
+    finite or finer than 2**-53."""
+    if not all(math.isfinite(m) and m >= 0 for m in sizes):
+        return None
+    unit = max(m.as_integer_ratio()[1] for m in sizes)  # a power of two (a float's ratio)
+    return unit if unit <= _EXACT_SUMS else None
+
+
 def _exact_total(records: list[tuple[int, float, int, Any]], n: int) -> float | None:
     """The bytes of ``records`` (see :meth:`Lockstep._total`) where every message size is a
     multiple of one power of two ``2**-k`` (whole bytes, or whole bytes split in halves,
     quarters, ...: chunks cut over rings of power-of-two sizes) and the sum counted in those
     units stays below 2**53: every partial sum is then exact, whatever order the additions
     run in, so the sum is the exact one, with no sort by time (None: otherwise)."""
-    sizes = {m for _d, m, _k, _t in records}
-    if not all(math.isfinite(m) and m >= 0 for m in sizes):
-        return None
-    unit = max(m.as_integer_ratio()[1] for m in sizes)  # a power of two (a float's ratio)
-    if unit > _EXACT_SUMS:
+    unit = _units({m for _d, m, _k, _t in records})
+    if unit is None:
         return None
     total = 0
     for _d, m, k, t in records:
