@@ -189,6 +189,10 @@ class AgreedLockstep:
         #: decisions with an unknown part, in decision order
         self._unknown: list[_Decision] = []
         self._wake: EventHandle | None = None
+        #: per dimension, when its next decision is due and each rank is ready there (s), and
+        #: the dimensions whose inputs changed since (None: every dimension's)
+        self._ready: dict[int, tuple[float, np.ndarray]] = {}
+        self._stale: set[int] | None = None
         #: a rank joined since the last decisions (unknown decisions to compute again), and
         #: how many passes of computing again ran
         self._joined = False
@@ -220,6 +224,7 @@ class AgreedLockstep:
         owner.base = self._base(coll)
         self.vector_ids.add(coll.id)
         self._waiting.extend(_Waiting(owner, c) for c in range(coll.chunks))
+        self._stale = None
         return True
 
     def join(self, coll: Collective, rank: int) -> None:
@@ -313,21 +318,26 @@ class AgreedLockstep:
 
     def _next(self) -> tuple[float, int, list[_Waiting], np.ndarray | None]:
         """The earliest decision: (its instant s, dimension, the phases waiting there, when
-        each rank is ready there); (inf, -1, [], None) when none is known."""
+        each rank is ready there); (inf, -1, [], None) when none is known. Each dimension's
+        is kept until what it is computed from changes (:attr:`_stale`)."""
         phases_by_dim: dict[int, list[_Waiting]] = {}
         for w in self._waiting:
             phases_by_dim.setdefault(w.owner.coll.phases[w.index].dim, []).append(w)
+        kept, stale = self._ready, self._stale
         best: tuple[float, int, list[_Waiting], np.ndarray | None] = (_INF, -1, [], None)
         for dim in sorted(phases_by_dim):
             here = phases_by_dim[dim]
-            first = here[0].arrival()
-            for w in here[1:]:
-                first = np.minimum(first, w.arrival())
-            last = self._last.get(dim)
-            ready = first if last is None else np.maximum(first, last.end)
-            when = float(ready.min())
-            if when < best[0]:
-                best = (when, dim, here, ready)
+            known = kept.get(dim)
+            if known is None or stale is None or dim in stale:
+                first = here[0].arrival()
+                for w in here[1:]:
+                    first = np.minimum(first, w.arrival())
+                last = self._last.get(dim)
+                ready = first if last is None else np.maximum(first, last.end)
+                known = kept[dim] = (float(ready.min()), ready)
+            if known[0] < best[0]:
+                best = (known[0], dim, here, known[1])
+        self._stale = set()
         return best
 
     def _decide_due(self) -> None:
@@ -336,6 +346,7 @@ class AgreedLockstep:
         now = self.runtime.engine.now
         if self._joined:
             self._joined = False
+            self._stale = None  # arrivals and ends moved
             self._recompute()
         while True:
             when, dim, here, ready = self._next()
@@ -357,10 +368,15 @@ class AgreedLockstep:
         self._last[dim] = decision
         owner.undecided -= 1
         self._compute(decision)
+        stale = self._stale
+        if stale is not None:  # this dimension's queue, and the chunk's next one
+            stale.add(dim)
         if chosen.index + 1 < len(owner.coll.phases):
             chosen.index += 1
             chosen.source = decision
             chosen.order = None
+            if stale is not None:
+                stale.add(owner.coll.phases[chosen.index].dim)
         else:
             self._waiting.remove(chosen)
 
