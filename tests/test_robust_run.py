@@ -126,8 +126,15 @@ def test_the_cost_estimate_counts_every_message() -> None:
         }
     )
     node = Node(0, "ar", "collective", op="all-reduce", size=8 * MiB)
-    for exact, ranks in ((False, 1), (True, 8)):
-        executor = GraphExecutor(Platform(system, exact=exact), Graph([[node]]))
+    # symmetric: one rank's; exact with the lockstep backend: one rank's too (each step one
+    # pass over every rank, not a message per rank); on the event path, every rank's
+    for exact, event_path, ranks in (
+        (False, frozenset(), 1),
+        (True, frozenset(), 1),
+        (True, None, 8),
+    ):
+        platform = Platform(system, exact=exact)
+        executor = GraphExecutor(platform, Graph([[node]]), event_path=event_path)
         assert executor.estimate_messages() == 3 * 2 * 7 * ranks
 
 

@@ -447,7 +447,9 @@ class GraphExecutor:
 
     def estimate_messages(self) -> int:
         """Messages the run will send (every simulated rank): its cost, before running it.
-        Each distinct collective is planned once."""
+        Each distinct collective is planned once. Where the lockstep backend computes the
+        collectives (:meth:`_lockstep_problem` None: each step one pass of numpy over every
+        rank, not a message per rank), one rank's messages: its steps."""
         rt = self.platform.collectives
         plans: dict[Any, int] = {}
         total = 0
@@ -462,6 +464,8 @@ class GraphExecutor:
                             node.op or "all-reduce", node.size, dims=node.dims, group=node.group
                         )
                     total += plans[key]
+        if self._lockstep_problem() is None:
+            return total // len(self.states)
         return total * (self.ranks if self.replicated else 1)
 
     def estimate_kernels(self) -> int:
