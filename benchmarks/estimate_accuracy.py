@@ -46,6 +46,8 @@ from acesim.runs.single import execute, variant_case
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 #: Marks a case the fit leaves out (a check of the constants on cases they were not fitted to).
 HELD_OUT = " (held out)"
+#: issue 27's straggler: rank 3's kernels 1.5x as long
+STRAGGLER = {"rank": 3, "slowdown": 1.5}
 
 
 def _chakra(folder: Path) -> str:
@@ -111,6 +113,15 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
         ("llm class llama3-70b tp4pp8vpp5 fp8" + HELD_OUT, partial(_llm_70b, "class")),
         ("llm composed llama3-70b tp4pp8vpp5 fp8" + HELD_OUT, partial(_llm_70b, "symmetric")),
         ("llm exact llama3-8b tp2pp4 64 GPUs" + HELD_OUT, _llm_64),
+        # a straggler on the ideal endpoint: collectives computed in agreed orders (stop 58)
+        (
+            "training exact resnet50 64 ideal straggler" + HELD_OUT,
+            partial(run, "resnet50", "ideal", npus=64, stragglers=[STRAGGLER]),
+        ),
+        (
+            "training exact resnet50 256 ideal straggler" + HELD_OUT,
+            partial(run, "resnet50", "ideal", npus=256, stragglers=[STRAGGLER]),
+        ),
     ]
 
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..engine import EventHandle
 from .collective import Collective, CollectiveRuntime
-from .vectorized import TIMING, Conflict, Lockstep, Outcome, unsupported
+from .vectorized import Conflict, Lockstep, Outcome, instance_problem, queue_key, unsupported
 
 __all__ = ["AgreedLockstep"]
 
@@ -77,11 +77,12 @@ class _Owner:
         "moved",
     )
 
-    def __init__(self, coll: Collective, key: Any, queue_key: tuple[int, int], lock: Lockstep):
+    def __init__(self, coll: Collective, key: Any, order_key: tuple[int, int], lock: Lockstep):
         n = lock.n
         self.coll = coll
         self.key = key
-        self.queue_key = queue_key
+        #: where its waiting phases go in a queue between collectives (smaller first)
+        self.queue_key = order_key
         #: when each rank's chunks reach their first phase (s; inf: not joined yet)
         self.arrival = np.full(n, _INF)
         self.lock = lock
@@ -209,8 +210,8 @@ class AgreedLockstep:
             problem = self._problem(coll, key, ranks)
         if problem is not None:
             return self._event_path(coll, key, problem)
-        queue_key = self._queue_key(coll)
-        lock = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True, key=queue_key)
+        order_key = queue_key(self.runtime, coll)
+        lock = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True, key=order_key)
         if not lock.begin_alone():
             return self._event_path(
                 coll,
@@ -220,7 +221,7 @@ class AgreedLockstep:
             )
         if self._owners:
             self.joint += 1
-        owner = self._owners[coll.id] = _Owner(coll, key, queue_key, lock)
+        owner = self._owners[coll.id] = _Owner(coll, key, order_key, lock)
         owner.base = self._base(coll)
         self.vector_ids.add(coll.id)
         self._waiting.extend(_Waiting(owner, c) for c in range(coll.chunks))
@@ -263,12 +264,9 @@ class AgreedLockstep:
     # -- what runs here ----------------------------------------------------------------------
     def _problem(self, coll: Collective, key: Any, ranks: int | None) -> str | None:
         """Why ``coll`` runs on the event path (None: here)."""
-        if key in self.excluded:
-            return TIMING
-        if (coll.members is not None and len(coll.members) != self.n) or (
-            ranks is not None and ranks != self.n
-        ):
-            return "an instance only one group's ranks join"
+        problem = instance_problem(coll, key, ranks, self.excluded, self.n)
+        if problem is not None:
+            return problem
         problem = unsupported(self.runtime, coll.phases, coll.chunks, coll.protocol)
         if problem is not None:
             return problem
@@ -279,13 +277,6 @@ class AgreedLockstep:
             ):
                 return "group lines of different sizes share a dimension's queue"
         return None
-
-    def _queue_key(self, coll: Collective) -> tuple[int, int]:
-        """Where ``coll``'s waiting phases go in a queue between collectives (the runtime's
-        ``CollectiveRuntime._key``): smaller first."""
-        config = self.runtime.config
-        rank = -coll.priority if config.priorities == "blocking_first" else 0
-        return (rank, coll.id if config.scheduling == "fifo" else -coll.id)
 
     def _base(self, coll: Collective) -> float:
         """The delay from a join to its chunks' first queue (s), as the runtime adds it

@@ -1349,6 +1349,27 @@ def _segment_key(segment: tuple[Any, float, float, int]) -> tuple[float, float, 
     return (start, end, k, id(bound))
 
 
+def instance_problem(
+    coll: Collective, key: Any, ranks: int | None, excluded: Container[Any], n: int
+) -> str | None:
+    """Why a training run's collective instance ``coll`` (the executor's ``key``; ``ranks``
+    joining it) runs on the event path whatever its plan (None: its plan decides): a key the
+    run put there (``excluded``), or an instance only some of the ``n`` ranks join."""
+    if key in excluded:
+        return TIMING
+    if (coll.members is not None and len(coll.members) != n) or (ranks is not None and ranks != n):
+        return "an instance only one group's ranks join"
+    return None
+
+
+def queue_key(runtime: CollectiveRuntime, coll: Collective) -> tuple[int, int]:
+    """Where ``coll``'s waiting phases go in a queue between collectives (the runtime's
+    ``CollectiveRuntime._key``): smaller first."""
+    config = runtime.config
+    rank = -coll.priority if config.priorities == "blocking_first" else 0
+    return (rank, coll.id if config.scheduling == "fifo" else -coll.id)
+
+
 class Deferred:
     """Exact-mode training: collectives computed without events, alone or together.
 
@@ -1425,12 +1446,9 @@ class Deferred:
 
     def _problem(self, coll: Collective, key: Any, ranks: int | None) -> str | None:
         """Why ``coll`` runs on the event path (None: here)."""
-        if key in self.excluded:
-            return TIMING
-        if (coll.members is not None and len(coll.members) != self.n) or (
-            ranks is not None and ranks != self.n
-        ):
-            return "an instance only one group's ranks join"
+        problem = instance_problem(coll, key, ranks, self.excluded, self.n)
+        if problem is not None:
+            return problem
         sig = (coll.op, coll.size, coll.dims, tuple(coll.axes))
         if sig not in self._plans:
             self._plans[sig] = unsupported(self.runtime, coll.phases, coll.chunks, coll.protocol)
@@ -1518,13 +1536,6 @@ class Deferred:
         for r in range(self.n):
             self.runtime.join(coll, r)
 
-    def _queue_key(self, coll: Collective) -> tuple[int, int]:
-        """Where ``coll``'s waiting phases go in a queue between collectives (the runtime's
-        ``CollectiveRuntime._key``): smaller first."""
-        config = self.runtime.config
-        rank = -coll.priority if config.priorities == "blocking_first" else 0
-        return (rank, coll.id if config.scheduling == "fifo" else -coll.id)
-
     def _together(self, computed: _Computed) -> bool:
         """Compute ``computed`` with the batch (see the class docstring): True when done
         (the batch's changed completions moved), False when the batch cannot be computed.
@@ -1536,8 +1547,10 @@ class Deferred:
             head.phases,
             head.chunks,
             usage=True,
-            key=self._queue_key(head),
-            others=[(m.coll.phases, m.coll.chunks, self._queue_key(m.coll)) for m in members[1:]],
+            key=queue_key(self.runtime, head),
+            others=[
+                (m.coll.phases, m.coll.chunks, queue_key(self.runtime, m.coll)) for m in members[1:]
+            ],
         )
         busy, admitted = self._base
         outcomes = lockstep.run_joint([m.joined for m in members], busy, admitted)
