@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dp_workloads import graded_layers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -97,22 +98,6 @@ def test_the_straggler_case_was_on_the_event_path_before(monkeypatch: pytest.Mon
     _close(_flat(asdict(fast)), _flat(asdict(before)), 1e-9)
 
 
-def _layers(grads: list[float], duration: float) -> Any:
-    from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
-
-    return Workload(
-        "dp",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), Comm("all-reduce", grad)),
-            )
-            for i, grad in enumerate(grads)
-        ),
-    )
-
-
 NETWORKS = [
     [dim("ring", 8, 50e9, 1e-6)],
     [dim("ring", 4, 100e9, 5e-7), dim("ring", 4, 50e9, 1e-6)],
@@ -157,7 +142,7 @@ def test_drawn_varied_runs_agree_with_the_event_simulation(
         options["stragglers"] = [{"rank": 1, "slowdown": slowdown}]
     if varied in ("link", "both"):
         options["links"] = [{"dim": 0, "rank": 2, "bandwidth": "10 GB/s"}]
-    fast, events, _ = _both(system, _layers(grads, duration), **options)
+    fast, events, _ = _both(system, graded_layers(grads, duration), **options)
     _close(fast, events, 1e-9)
 
 
@@ -169,7 +154,7 @@ def test_where_the_event_order_decides_the_run_is_redone_on_the_event_path(
     monkeypatch.setattr(agreed_lockstep.AgreedLockstep, "_pick", lambda *_a: None)
     system = make_system([dim("ring", 4, 100e9, 5e-7), dim("ring", 4, 50e9, 1e-6)], chunks=2)
     options = {"iterations": 2, "warmup": 0, "stragglers": [{"rank": 1, "slowdown": 1.3}]}
-    fast, events, execution = _both(system, _layers([1 * MiB, 3 * MiB], 1e-4), **options)
+    fast, events, execution = _both(system, graded_layers([1 * MiB, 3 * MiB], 1e-4), **options)
     assert execution.redone == 1 and execution.event_collectives == 4
     _close(fast, events, 0.0)
 
@@ -190,7 +175,7 @@ def test_a_late_rank_leaves_only_its_lines_unknown_until_it_joins(
     monkeypatch.setattr(agreed_lockstep.AgreedLockstep, "_compute", counted)
     system = make_system([dim("ring", 8, 50e9, 1e-6)], chunks=2, active_chunks_per_dimension=1)
     options = {"iterations": 1, "warmup": 0, "stragglers": [{"rank": 5, "slowdown": 3.0}]}
-    workload = _layers([8 * MiB, 8 * MiB, 8 * MiB], 2e-4)
+    workload = graded_layers([8 * MiB, 8 * MiB, 8 * MiB], 2e-4)
     fast, events, execution = _both(system, workload, **options)
     assert execution.redone == 0 and execution.event_collectives == 0
     _close(fast, events, 1e-9)
@@ -215,3 +200,46 @@ def test_schedule_last_runs_after_every_event_of_its_instant() -> None:
     engine.call_at(0.5, order.append, "before")
     engine.run()
     assert order == ["before", "normal", "first", "then", "last"]
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    st.sampled_from(
+        [
+            [dim("ring", 8, 50e9, 1e-6)],
+            [dim("ring", 4, 100e9, 5e-7), dim("fully_connected", 4, 50e9, 1e-6)],
+            [dim("ring", 2, 200e9, 5e-8), dim("switch", 4, 100e9, 5e-7), dim("ring", 2)],
+        ]
+    ),
+    st.integers(0, 2**32 - 1),
+)
+def test_computing_again_only_the_moved_lines_is_computing_everything_again(
+    dims: list[dict[str, Any]], seed: int
+) -> None:
+    """``Lockstep.phase_end_lines``: the ends of the group lines holding a rank whose start
+    became known, computed on those lines alone, equal (bit for bit) the ends computed for
+    every rank, on ring, direct and switch phases."""
+    from acesim.hardware.platform import Platform
+    from acesim.hardware.strategy import Strategy
+    from acesim.network.vectorized import Lockstep
+
+    rng = np.random.default_rng(seed)
+    system = make_system(dims, chunks=1, active_chunks_per_dimension=1)
+    platform = Platform(system, Strategy.every_npu(None))
+    rt = platform.collectives
+    coll = rt.issue("all-reduce", 3 * MiB, ranks=[])
+    lock = Lockstep(rt, coll.phases, coll.chunks)
+    assert lock.begin_alone()
+    n = rt.topology.npus
+    for phase in coll.phases:
+        begin = rng.uniform(0.0, 1e-5, n)
+        if phase.dim in lock.coupled:  # direct steps: a line starts together
+            begin = begin[lock._geo(phase).rows()[:, :1]].repeat(phase.size, 1)
+            begin = begin.ravel()[np.argsort(lock._geo(phase).rows().ravel())]
+        full = lock.phase_end(phase, begin, record=False)
+        late = rng.random(n) < 0.3
+        unknown = np.where(late, np.inf, begin)
+        partial = lock.phase_end(phase, unknown, record=False)
+        assert full is not None and partial is not None
+        assert lock.phase_end_lines(phase, begin, partial, late)
+        assert np.array_equal(partial, full)

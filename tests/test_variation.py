@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import systems
 from clitools import cli_error, cli_json_stderr, iteration_time
+from dp_workloads import graded_layers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -38,17 +39,7 @@ def ring8(links: int = 1, bandwidth: float = BW) -> object:
 def data_parallel(layers: int) -> Workload:
     """``layers`` layers of a fixed-time forward and weight-gradient pass (D s each), each
     gradient all-reduced (GRAD bytes)."""
-    return Workload(
-        "dp",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(Compute(duration=D)),
-                weight_grad=Pass(Compute(duration=D), Comm("all-reduce", GRAD)),
-            )
-            for i in range(layers)
-        ),
-    )
+    return graded_layers([GRAD] * layers, D)
 
 
 def ring_allreduce_finish(joins: list[float]) -> list[float]:

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
+from dp_workloads import graded_layers
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -271,19 +272,7 @@ def _training(system: SystemConfig, workload: Any, **options: Any) -> tuple[Any,
 
 
 def _layers(count: int, grad: float, duration: float) -> Any:
-    from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
-
-    return Workload(
-        "dp",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), Comm("all-reduce", grad)),
-            )
-            for i in range(count)
-        ),
-    )
+    return graded_layers([grad] * count, duration)
 
 
 def _close(fast: Any, events: Any, rel: float) -> None:
@@ -373,22 +362,6 @@ def test_overlapping_collectives_are_computed_together_without_events(
     assert _whole(full) == _whole(execution)
 
 
-def _graded(grads: list[float], duration: float) -> Any:
-    from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
-
-    return Workload(
-        "dp",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), Comm("all-reduce", grad)),
-            )
-            for i, grad in enumerate(grads)
-        ),
-    )
-
-
 @settings(max_examples=examples(25), deadline=None)
 @given(
     st.sampled_from(
@@ -433,7 +406,7 @@ def test_overlapping_collectives_computed_together_agree_with_the_event_simulati
         priorities=priorities,
         endpoint_delay=10e-9,
     )
-    workload = _graded(grads, duration)
+    workload = graded_layers(grads, duration)
     options: dict[str, Any] = {"iterations": 2, "loop": loop}
     if variation == "straggler":
         options["stragglers"] = [{"rank": 1, "slowdown": 1.3}]
@@ -691,7 +664,9 @@ def test_the_three_dimensional_overlapping_pair_is_computed_together() -> None:
         endpoint_delay=10e-9,
         algorithms={"all-reduce": ["ring", "direct", "ring"]},
     )
-    fast, events, execution = _training(system, _graded([8 * MiB, 8 * MiB], 2e-5), iterations=2)
+    fast, events, execution = _training(
+        system, graded_layers([8 * MiB, 8 * MiB], 2e-5), iterations=2
+    )
     _close(fast, events, 1e-12)
     assert execution.event_collectives == 0 and execution.redone == 0
     assert execution.joint_collectives > 0

@@ -108,7 +108,7 @@ class _Owner:
 class _Decision:
     """One entry of a dimension's agreed order: a chunk phase, computed for every rank."""
 
-    __slots__ = ("owner", "chunk", "index", "before", "source", "end", "known", "moved")
+    __slots__ = ("owner", "chunk", "index", "before", "source", "end", "known", "moved", "seen")
 
     def __init__(
         self,
@@ -130,6 +130,8 @@ class _Decision:
         self.known = False
         #: the last pass of computing again that changed its ends
         self.moved = 0
+        #: the starts its ends were last computed from (s, per rank)
+        self.seen = np.empty(0)
 
     def begin(self) -> np.ndarray:
         """When each rank starts it (s): its queue free and the phase arrived."""
@@ -443,17 +445,27 @@ class AgreedLockstep:
         phase = owner.coll.phases[decision.index]
         begin = decision.begin()
         known = bool(np.all(np.isfinite(begin)))
-        # the time each dimension's first message completes: the earliest of the collective's
-        # phases there, whichever is known first
-        first = owner.part.first.pop(phase.dim, None) if known else None
-        end = lock.phase_end(phase, begin, record=known)  # unknown: recorded once known
-        if first is not None:
-            now_first = owner.part.first.get(phase.dim)
-            if now_first is None or first <= now_first:
-                owner.part.first[phase.dim] = first
+        end: np.ndarray | None
+        if not known and decision.seen.size:
+            # computed again, still unknown somewhere: only the group lines whose starts moved
+            # (an unknown start becomes known; a known one never changes)
+            end = decision.end.copy()
+            changed = begin != decision.seen
+            if bool(np.any(changed)) and not lock.phase_end_lines(phase, begin, end, changed):
+                end = None
+        else:
+            # the time each dimension's first message completes: the earliest of the
+            # collective's phases there, whichever is known first
+            first = owner.part.first.pop(phase.dim, None) if known else None
+            end = lock.phase_end(phase, begin, record=known)  # unknown: recorded once known
+            if first is not None:
+                now_first = owner.part.first.get(phase.dim)
+                if now_first is None or first <= now_first:
+                    owner.part.first[phase.dim] = first
         if end is None:
             self._conflict(set())
             return
+        decision.seen = begin.copy()  # (begin may be the owner's arrivals, which joins fill)
         finite = np.isfinite(begin)
         if not bool(np.all(end[finite] > begin[finite])):
             self._conflict(set())  # a phase taking no time: arrivals could tie

@@ -306,7 +306,7 @@ class Outcome:
 class _Geometry:
     """Where each rank sits in its group line of one phase (dimension, size, stride)."""
 
-    __slots__ = ("pos", "unit", "base", "size", "_rows")
+    __slots__ = ("pos", "unit", "base", "size", "_rows", "_line_of")
 
     def __init__(self, runtime: CollectiveRuntime, phase: Phase, ranks: np.ndarray):
         d = runtime.topology.dimensions[phase.dim]
@@ -316,11 +316,21 @@ class _Geometry:
         self.unit = phase.stride * d.stride
         self.base = ranks - self.pos * self.unit  # the member at position 0
         self._rows: np.ndarray | None = None
+        self._line_of: np.ndarray | None = None
 
     def member(self, position: np.ndarray) -> np.ndarray:
         """The rank at ``position`` (per rank) of each rank's group line."""
         out: np.ndarray = self.base + position * self.unit
         return out
+
+    def line_of(self) -> np.ndarray:
+        """Each rank's row in :meth:`rows`."""
+        if self._line_of is None:
+            line_of = np.empty(len(self.pos), dtype=np.int64)
+            rows = self.rows()
+            line_of[rows] = np.arange(rows.shape[0])[:, None]
+            self._line_of = line_of
+        return self._line_of
 
     def rows(self) -> np.ndarray:
         """The group lines as rows of ranks, by position."""
@@ -487,6 +497,41 @@ class Lockstep:
             return self._phase(phase, begin)
         finally:
             self.part = part
+
+    def phase_end_lines(
+        self, phase: Phase, begin: np.ndarray, end: np.ndarray, changed: np.ndarray
+    ) -> bool:
+        """``end`` (every rank's end of ``phase``, s, from :meth:`phase_end`) computed again,
+        in place, for the group lines holding a rank of ``changed`` (a bool per rank), when
+        they start at ``begin`` (s, per rank): the same float operations as :meth:`_phase` on
+        those lines' ranks (their messages stay within the line), nothing recorded. False
+        where the event path is needed (a coupled line's members in different steps)."""
+        geo = self._geo(phase)
+        rows = geo.rows()
+        lines = np.unique(geo.line_of()[changed])
+        sub = rows[lines]  # (lines, line size): ranks by position
+        flat = sub.ravel()
+        d = phase.dim
+        coupled = d in self.coupled
+        delay = self.delay[d][flat]
+        local = np.empty(self.n, dtype=np.int64)
+        local[flat] = np.arange(len(flat))
+        done = begin[flat]
+        for _k, _m, took, src, _allocated in self._prepare(phase):
+            if coupled:
+                in_line = done.reshape(sub.shape)
+                if not bool(np.all(in_line == in_line[:, :1])):
+                    return False
+            out = done + took[flat]
+            arrive = out + delay
+            if src is None:
+                latest = _max_of_others_rows(arrive.reshape(sub.shape)).ravel()
+            else:
+                senders = self.ranks - 1 if src is _RING else src
+                latest = arrive[local[senders[flat] % self.n]]
+            done = np.maximum(out, latest)
+        end[flat] = done
+        return True
 
     def outcome(self, finished: np.ndarray) -> Outcome | None:
         """The collective's outcome from its recorded phases (None: the event path)."""
@@ -1015,17 +1060,8 @@ class Lockstep:
         rows = self._geo(phase).rows()
         if rows.shape[0] == 1:
             return _max_of_others(values)
-        lines = values[rows]
-        which = np.arange(lines.shape[0])
-        top = lines.argmax(axis=1)
-        highest = lines[which, top]
-        rest = lines.copy()
-        rest[which, top] = -math.inf
-        second = rest.max(axis=1)
-        out_lines = np.repeat(highest[:, None], lines.shape[1], axis=1)
-        out_lines[which, top] = second
         out = np.empty_like(values)
-        out[rows] = out_lines
+        out[rows] = _max_of_others_rows(values[rows])
         return out
 
     # -- bytes -------------------------------------------------------------------------------
@@ -1261,6 +1297,20 @@ def _rates(egress: np.ndarray, ingress: np.ndarray, weight: float, k: int) -> np
     level_e = np.where(finite_e, egress / load, math.inf)
     level_i = np.where(finite_i, ingress / load, math.inf)
     return np.where(finite_e | finite_i, share * np.minimum(level_e, level_i), math.inf)
+
+
+def _max_of_others_rows(lines: np.ndarray) -> np.ndarray:
+    """For each entry of each row of ``lines``, the largest of the other entries of its row
+    (:meth:`Lockstep._max_of_others` on rows)."""
+    which = np.arange(lines.shape[0])
+    top = lines.argmax(axis=1)
+    highest = lines[which, top]
+    rest = lines.copy()
+    rest[which, top] = -math.inf
+    second = rest.max(axis=1)
+    out: np.ndarray = np.repeat(highest[:, None], lines.shape[1], axis=1)
+    out[which, top] = second
+    return out
 
 
 def _max_of_others(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,21 @@
+"""Small data-parallel workloads for tests: layers of one compute kernel forward and one weight
+gradient, each gradient all-reduced."""
+
+from __future__ import annotations
+
+from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+
+
+def graded_layers(grads: list[float], duration: float) -> Workload:
+    """One layer per gradient size (bytes), every compute ``duration`` s long."""
+    return Workload(
+        "dp",
+        tuple(
+            Layer(
+                f"l{i}",
+                forward=Pass(Compute(duration=duration)),
+                weight_grad=Pass(Compute(duration=duration), Comm("all-reduce", grad)),
+            )
+            for i, grad in enumerate(grads)
+        ),
+    )
