@@ -240,6 +240,8 @@ class AgreedLockstep:
         owner.arrival[rank] = engine.now + owner.base if owner.base > 0 else engine.now
         owner.moved = self._pass + 1
         self._joined = True
+        if self._stale is not None:  # the arrivals at its chunks' first dimension
+            self._stale.add(owner.coll.phases[0].dim)
         wake = self._wake
         if wake is None or wake.cancelled or wake.time != engine.now:
             if wake is not None:
@@ -339,8 +341,7 @@ class AgreedLockstep:
         now = self.runtime.engine.now
         if self._joined:
             self._joined = False
-            self._stale = None  # arrivals and ends moved
-            self._recompute()
+            self._recompute()  # (marks the dimensions whose inputs it moved)
         while True:
             when, dim, here, ready = self._next()
             if when > now or ready is None:
@@ -501,8 +502,20 @@ class AgreedLockstep:
                 self._compute(decision)
                 if not np.array_equal(old, decision.end):
                     decision.moved = now
+                    self._moved_dims(decision)
             if not decision.known:
                 self._unknown.append(decision)
+
+    def _moved_dims(self, decision: _Decision) -> None:
+        """``decision``'s ends moved: its dimension's readiness (its queue), and the next
+        phase's (the chunk's arrival there), are stale."""
+        stale = self._stale
+        if stale is None:
+            return
+        phases = decision.owner.coll.phases
+        stale.add(phases[decision.index].dim)
+        if decision.index + 1 < len(phases):
+            stale.add(phases[decision.index + 1].dim)
 
     def _chunk_ends(self, decision: _Decision) -> None:
         """A chunk's last phase computed: the ranks where it is newly known; each rank's
