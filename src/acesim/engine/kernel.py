@@ -772,21 +772,22 @@ class Engine:
 
     def schedule_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
         """:meth:`call_at` with a handle that cancels it."""
-        if not (time >= self._now) or time == INF:
-            raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
-        handle = EventHandle(time)
-        self._seq += 1
-        heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, handle, (callback, args)))
-        return handle
+        return self._handled(time, PRIORITY_NORMAL, callback, args)
 
     def schedule_last(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
         """:meth:`schedule_at`, run after every other event at ``time`` (s): when it runs,
         everything the run does at that instant has happened."""
+        return self._handled(time, PRIORITY_LAST, callback, args)
+
+    def _handled(
+        self, time: float, priority: int, callback: Callable[..., Any], args: tuple[Any, ...]
+    ) -> EventHandle:
+        """A cancellable event at ``time`` (s) of ``priority`` among those of its instant."""
         if not (time >= self._now) or time == INF:
             raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
         handle = EventHandle(time)
         self._seq += 1
-        heapq.heappush(self._heap, (time, PRIORITY_LAST, self._seq, handle, (callback, args)))
+        heapq.heappush(self._heap, (time, priority, self._seq, handle, (callback, args)))
         return handle
 
     def set_cap(self, activity: Activity, cap: float) -> None:
