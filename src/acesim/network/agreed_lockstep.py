@@ -71,8 +71,6 @@ class _Owner:
         "chunk_final",
         "chunks_final",
         "latest",
-        "completions",
-        "told",
         "done",
         "moved",
     )
@@ -96,8 +94,6 @@ class _Owner:
         self.chunk_final = [np.zeros(n, dtype=bool) for _ in range(coll.chunks)]
         self.chunks_final = np.zeros(n, dtype=np.int64)
         self.latest = np.full(n, -_INF)
-        self.completions: list[EventHandle] = []
-        self.told = False
         #: ranks whose completion has run
         self.done = 0
         #: the pass of computing again (AgreedLockstep._recompute) that sees its arrivals
@@ -535,14 +531,11 @@ class AgreedLockstep:
             at = float(owner.latest[rank])
             if not at > engine.now:  # never expected: a completion known only when due
                 self._conflict(set())
-            owner.completions.append(engine.schedule_at(at, self._rank_done, coll, rank))
+            engine.call_at(at, self._rank_done, coll, rank)
 
     def _tell(self, owner: _Owner) -> None:
         """Every phase of ``owner`` known at every rank: its byte sums, rank 0's message
         segments and link spans, as :class:`~acesim.network.vectorized.Deferred` tells them."""
-        if owner.told:
-            return
-        owner.told = True
         outcome: Outcome | None = owner.lock.outcome(owner.latest)
         if outcome is None:
             self._conflict(set())

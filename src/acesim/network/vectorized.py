@@ -361,7 +361,7 @@ class _Part:
         self.records = 0
         #: one message size: messages per rank sent on each dimension (order is irrelevant)
         self.counts: dict[int, int] = {}
-        #: several sizes, each a multiple of one power of two (see _exact_total): messages
+        #: several sizes, each a multiple of one power of two (see _exact_sum): messages
         #: of every rank per (dimension, size), their sums exact in any order; None: the
         #: sizes are not, and each step's times are kept (sent, received) to add in order
         self.exact: dict[tuple[int, float], int] | None = (
@@ -566,13 +566,13 @@ class Lockstep:
         every message's bytes counted, sent and received alike (None: the sum reaches 2**53,
         where it would not be exact)."""
         assert part.exact is not None
-        records = [(d, m, count, 0.0) for (d, m), count in part.exact.items()]
-        total = _exact_total(records, 1)
+        counted = part.exact.items()
+        total = _exact_sum([(m, count) for (_d, m), count in counted])
         if total is None:
             return None
         per_dim: dict[int, float] = {}
         for d in self._first_dims(part):
-            one = _exact_total([r for r in records if r[0] == d], 1)
+            one = _exact_sum([(m, count) for (e, m), count in counted if e == d])
             if one is None:
                 return None
             per_dim[d] = one
@@ -1098,9 +1098,6 @@ class Lockstep:
         n = self.n
         if not records:
             return 0.0
-        exact = _exact_total(records, n)
-        if exact is not None:
-            return exact
         if part.records > _MAX_RECORDS:
             return None
         if part.records == 0:
@@ -1172,18 +1169,19 @@ def _units(sizes: set[float]) -> int | None:
     return unit if unit <= _EXACT_SUMS else None
 
 
-def _exact_total(records: list[tuple[int, float, int, Any]], n: int) -> float | None:
-    """The bytes of ``records`` (see :meth:`Lockstep._total`) where every message size is a
-    multiple of one power of two ``2**-k`` (whole bytes, or whole bytes split in halves,
-    quarters, ...: chunks cut over rings of power-of-two sizes) and the sum counted in those
-    units stays below 2**53: every partial sum is then exact, whatever order the additions
-    run in, so the sum is the exact one, with no sort by time (None: otherwise)."""
-    unit = _units({m for _d, m, _k, _t in records})
+def _exact_sum(counted: list[tuple[float, int]]) -> float | None:
+    """The bytes of ``counted`` messages ((size B, how many)) where every size is a multiple
+    of one power of two ``2**-k`` (whole bytes, or whole bytes split in halves, quarters, ...:
+    chunks cut over rings of power-of-two sizes) and the sum counted in those units stays
+    below 2**53: every partial sum is then exact, whatever order the additions run in (the
+    event path's: by time), so the sum is the exact one, with no sort by time (None:
+    otherwise)."""
+    if not counted:
+        return 0.0
+    unit = _units({m for m, _count in counted})
     if unit is None:
         return None
-    total = 0
-    for _d, m, k, t in records:
-        total += int(m * unit) * k * (n if isinstance(t, float) else len(t))
+    total = sum(int(m * unit) * count for m, count in counted)
     if total >= _EXACT_SUMS:
         return None
     return float(total) / unit
