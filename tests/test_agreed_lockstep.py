@@ -5,7 +5,8 @@ Every collective of a run with a straggler, mixed NPUs or a slow link is compute
 message events, overlapping ones included (before: every collective on the event path after
 one redo, as soon as a straggler kept the others a few collectives ahead); results agree with
 the all-event simulation within 1e-9 (link integrals: the vectorized path's, see
-Engine.plan_usage). Where the event order would decide, the run is redone on the event path
+Engine.plan_usage). Ranks ready at one instant that would pick differently follow the lowest
+one, on both paths. Where the event order would decide, the run is redone on the event path
 and gives the event path's results.
 """
 
@@ -184,6 +185,49 @@ def test_a_late_rank_leaves_only_its_lines_unknown_until_it_joins(
     assert max(unknown) == 8 and unknown[-1] == 0
     assert len(unknown) > 3 * 2 * 2
     assert not math.isinf(fast["iteration_time"])
+
+
+def test_ranks_ready_together_that_pick_differently_follow_the_lowest_rank(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ranks ready at one instant whose own picks differ (a straggler's delay reaching them
+    at once, different phases arrived at each): every one follows the lowest-numbered one's
+    pick, on this path and on the event path alike (acesim.network.agreement), so each such
+    decision is made here, with the event path's figures. Before, the event path took the
+    pick of whichever rank's event the engine ran first, and this path gave up (redid the
+    run on the event path) at every one."""
+    differing: list[bool] = []
+    given_up: list[bool] = []
+    pick = agreed_lockstep.AgreedLockstep._pick
+
+    def watched(self: Any, when: float, dim_: int, here: Any, ready: np.ndarray) -> Any:
+        own = set()
+        for rank in np.flatnonzero(ready == when):
+            alone = np.where(np.arange(len(ready)) < rank, np.inf, ready)  # rank decides
+            own.add(id(pick(self, when, dim_, here, alone)))
+        chosen = pick(self, when, dim_, here, ready)
+        differing.append(len(own) > 1)
+        given_up.append(chosen is None)
+        return chosen
+
+    monkeypatch.setattr(agreed_lockstep.AgreedLockstep, "_pick", watched)
+    system = make_system(
+        [dim("ring", 4, 100e9, 5e-7), dim("ring", 4, 50e9, 1e-6)],
+        chunks=4,
+        active_chunks_per_dimension=1,
+        scheduling="fifo",
+        endpoint_delay=10e-9,
+    )
+    options: dict[str, Any] = {
+        "iterations": 2,
+        "warmup": 0,
+        "loop": "layerwise",
+        "stragglers": [{"rank": 1, "slowdown": 1.2}],
+    }
+    workload = graded_layers([4 * MiB, 1 * MiB, 8 * MiB], 4e-4)
+    fast, events, _ = _both(system, workload, **options)
+    assert sum(differing) >= 1 and not any(given_up)
+    _close(fast, events, 1e-9)
 
 
 def test_schedule_last_runs_after_every_event_of_its_instant() -> None:

@@ -4,7 +4,8 @@ On a platform with a variation (a straggler, NPUs of different kinds, a slow lin
 keep agreed admission orders (:mod:`acesim.network.agreement`): on each dimension every rank
 admits the chunk phases in one order, each entry the pick of the first rank ready to admit
 one (its queue free and a phase waiting; the pick: the smallest queue key, then the earliest
-arrival). Ranks that run ahead decide the order; the others follow it as phases reach them.
+arrival; of ranks ready at one instant, the lowest-numbered). Ranks that run ahead decide
+the order; the others follow it as phases reach them.
 
 :class:`AgreedLockstep` computes that without an event per message, for all the collectives
 of a training run together: a simulation whose events are the orders' decisions, each
@@ -30,10 +31,11 @@ rank's queue on each dimension frees; when each waiting chunk phase reaches each
   and link spans (:class:`~acesim.network.vectorized.Outcome`) are told once every phase of
   the collective is known at every rank.
 
-Where the event order would decide (ranks ready at one instant that pick differently; phases
-reaching the deciding rank at the very instant its queue frees, or two reaching it at once
-from different events), phases of different group lines share a dimension's queue, or a phase
-the recurrences cannot compute, the run raises :class:`~acesim.network.vectorized.Conflict`
+Ranks ready at one instant that would pick differently follow the lowest-numbered one's pick,
+as the event path's orders decide (:mod:`acesim.network.agreement`). Where the event order
+would decide (two chunks of one collective reaching the deciding rank at one instant from
+different events), phases of different group lines share a dimension's queue, or a phase the
+recurrences cannot compute, the run raises :class:`~acesim.network.vectorized.Conflict`
 and is redone with every collective on the event path. Results are those of the event path
 within the tolerance of :mod:`acesim.network.vectorized` (bit for bit but link integrals, and
 with per-rank capacities or join times within a relative 1e-9).
@@ -373,65 +375,24 @@ class AgreedLockstep:
     def _pick(
         self, when: float, dim: int, here: list[_Waiting], ready: np.ndarray
     ) -> _Waiting | None:
-        """The phase the ranks ready at ``when`` admit (None: the event order decides)."""
-        ranks = np.flatnonzero(ready == when)
-        # candidates x ready ranks: arrivals, and who may be picked (arrived by then)
-        arrivals = np.stack([w.arrival()[ranks] for w in here])
+        """The phase the ranks ready at ``when`` admit: the pick of the lowest-numbered of
+        them, as the event path's orders decide (:mod:`acesim.network.agreement`: after every
+        event of the instant, so every phase arrived by then counts). None: the event order
+        decides (chunks of one collective arriving at once from different events)."""
+        decider = int(np.flatnonzero(ready == when)[0])
+        arrivals = np.array([w.arrival()[decider] for w in here])
         arrived = arrivals <= when
-        at_once = arrivals == when
-        keys = sorted({w.owner.queue_key for w in here})
-        key_rank = np.array([keys.index(w.owner.queue_key) for w in here])[:, None]
-        big = len(keys)
-        kmin = np.where(arrived, key_rank, big).min(axis=0)
-        best_key = arrived & (key_rank == kmin)
-        amin = np.where(best_key, arrivals, _INF).min(axis=0)
-        tied = best_key & (arrivals == amin)
-        orders = np.array([-1 if w.order is None else w.order for w in here])[:, None]
-        if bool(np.any(tied.sum(axis=0) > 1)):  # equal keys and arrivals: the chunk order
-            if bool(np.any(tied & (orders < 0))):
+        keys = [w.owner.queue_key for w in here]
+        best_key = min(k for k, a in zip(keys, arrived, strict=True) if a)
+        tied = arrived & np.array([k == best_key for k in keys])
+        tied &= arrivals == arrivals[tied].min()
+        picks = np.flatnonzero(tied)
+        if len(picks) > 1:  # equal keys and arrivals: the chunk order
+            orders = [here[i].order for i in picks]
+            if any(order is None for order in orders):
                 return None
-            omin = np.where(tied, orders, np.iinfo(np.int64).max).min(axis=0)
-            tied = tied & (orders == omin)
-        picks = np.flatnonzero(tied.any(axis=1))
-        if len(picks) != 1:  # ranks ready together that pick differently
-            return None
-        last = self._last.get(dim)
-        free = np.full(len(ranks), -_INF) if last is None else last.end[ranks]
-        if bool(np.any(at_once)) and not self._decided_alike(
-            here, when, free, arrived, at_once, key_rank, orders
-        ):
-            return None
+            return here[int(picks[int(np.argmin(np.array(orders)))])]
         return here[int(picks[0])]
-
-    @staticmethod
-    def _decided_alike(
-        here: list[_Waiting],
-        when: float,
-        free: np.ndarray,
-        arrived: np.ndarray,
-        at_once: np.ndarray,
-        key_rank: np.ndarray,
-        orders: np.ndarray,
-    ) -> bool:
-        """Whether phases reaching a deciding rank at the very instant ``when`` leave its pick
-        to no event order: it picks the same whichever of those events runs first (its queue
-        freeing, or each arrival). Per deciding rank (a column): where its queue freed earlier
-        or nothing arrived earlier, the first arrival decides, so more than one arriving at
-        once must be one collective's chunks queued together (chunk order); where it frees
-        at that instant, what arrived earlier must come first by key."""
-        earlier = arrived & ~at_once
-        big = len(here) + 1
-        numbers: dict[int, int] = {}
-        owners = np.array([numbers.setdefault(id(w.owner), len(numbers)) for w in here])[:, None]
-        count = at_once.sum(axis=0)
-        low = np.where(at_once, owners, big).min(axis=0)
-        high = np.where(at_once, owners, -1).max(axis=0)
-        same = (low == high) & ~np.any(at_once & (orders < 0), axis=0)
-        first_arrival = (free < when) | ~earlier.any(axis=0)
-        at_once_key = np.where(at_once, key_rank, big).min(axis=0)
-        earlier_key = np.where(earlier, key_rank, big).min(axis=0)
-        bad = np.where(first_arrival, (count > 1) & ~same, at_once_key < earlier_key)
-        return not bool(np.any(bad & (count > 0)))
 
     # -- computing ---------------------------------------------------------------------------
     def _compute(self, decision: _Decision) -> None:

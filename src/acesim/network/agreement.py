@@ -26,6 +26,16 @@ slot idle until its next one has reached it.
 
 While the NPUs run identically each order is exactly the order every NPU would have picked, so
 results do not change.
+
+A new entry is decided once the run has passed every event of its instant
+(:meth:`~acesim.engine.Engine.schedule_last`): every phase that reaches an NPU at that instant
+is then waiting there. Where several NPUs are ready to decide the next entry of an order at
+one instant (a slot free and a phase waiting), the lowest-numbered decides, and the others
+follow its pick. Ties at one instant are common once NPUs differ (a straggler's delay reaches
+the members of a dimension's lines at once, with different phases arrived at each), and the
+order in which the engine happens to run the events of one instant is no part of the model:
+it decided them before (stop 59). The lockstep backend
+(:mod:`acesim.network.agreed_lockstep`) decides by the same rule.
 """
 
 from __future__ import annotations
@@ -81,6 +91,10 @@ class LineOrders:
         self.runtime = runtime
         self.lines_by_key: dict[tuple[int, int, int, int], Line] = {}
         self._bases: dict[tuple[int, int, int, int], int] = {}
+        #: (rank, dimension) ready to decide a new entry at this instant, decided after its
+        #: every event (:meth:`_decide`); deciding now
+        self._pending: set[tuple[int, int]] = set()
+        self._deciding = False
 
     def lines(self, run: Any) -> tuple[Line, ...]:
         """The orders ``run``'s current phase is admitted in (see the module docstring): its
@@ -127,11 +141,17 @@ class LineOrders:
             waiting = queue.waiting
             blocked = self._blocked(waiting[0][2])
             if blocked is None:
+                if not self._deciding and self._decides(waiting[0][2]):
+                    self._defer(rank, dim)
+                    return
                 chosen = heapq.heappop(waiting)
             else:
                 chosen = self._wanted(waiting, *blocked)
                 if chosen is None:
                     return  # the next agreed phases have not reached this rank yet
+                if not self._deciding and self._decides(chosen[2]):
+                    self._defer(rank, dim)
+                    return
                 waiting.remove(chosen)
                 heapq.heapify(waiting)
             run = chosen[2]
@@ -142,6 +162,36 @@ class LineOrders:
             run.step = 0
             rt._phase_started(run)
             rt._start_step(run)
+
+    def _decides(self, run: Any) -> bool:
+        """Whether admitting ``run``'s phase now is its rank's own choice: its rank is at the
+        end of every order the phase is admitted in (it appends, none holding an entry for it
+        next)."""
+        rank = run.rank
+        for line in self.lines(run):
+            if line._next(rank) - line.start < len(line.order):
+                return False
+        return True
+
+    def _defer(self, rank: int, dim: int) -> None:
+        """``rank`` is ready to decide a new entry on ``dim``: decided after every event of
+        this instant."""
+        if not self._pending:
+            engine = self.runtime.engine
+            engine.schedule_last(engine.now, self._decide)
+        self._pending.add((rank, dim))
+
+    def _decide(self) -> None:
+        """The ranks ready to decide at this instant, lowest first: the first to append an
+        entry to an order decides it, the others follow it (module docstring)."""
+        pending = sorted(self._pending)
+        self._pending = set()
+        self._deciding = True
+        try:
+            for rank, dim in pending:
+                self.fill(rank, dim)
+        finally:
+            self._deciding = False
 
     def _blocked(self, run: Any) -> tuple[Line, tuple[int, int, int]] | None:
         """The first of ``run``'s lines whose order holds another phase next for its rank,
