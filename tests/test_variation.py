@@ -472,3 +472,31 @@ def test_a_straggler_beside_concurrent_compute_still_runs_every_npu() -> None:
         cfg, "all-reduce", 8 * MiB, compute=(1e12, 1e9), variation=variation
     )
     assert result.mode == "exact" and "stragglers" in result.mode_note
+
+
+def test_ranks_of_one_graph_share_its_nodes_and_users_not_their_waiting_counts() -> None:
+    """Exact mode's ranks of one node list (thousands of ranks of one training graph) share
+    its nodes, users and counts per iteration, read only, each keeping its own waiting
+    counts; a graph the run adds nodes to (choices) or ranks of different lists share
+    nothing."""
+    from acesim.training.executor import _rank_states
+    from acesim.workload.graph import Node
+
+    one = [
+        Node(0, "a", "compute"),
+        Node(1, "b", "compute", deps=(0,)),
+        Node(2, "c", "compute", deps=(0, 1)),
+    ]
+    other = [Node(0, "a", "compute")]
+    states = _rank_states([one, one, one, other], shared=True)
+    first = states[0]
+    for state in states[1:3]:
+        assert state.nodes is first.nodes and state.users is first.users
+        assert state.left_per_iter is first.left_per_iter
+        assert state.waiting == first.waiting and state.waiting is not first.waiting
+    assert states[3].nodes is not first.nodes and list(states[3].nodes) == [0]
+    assert first.waiting == {0: 0, 1: 1, 2: 2} and dict(first.users) == {0: [1, 2], 1: [2]}
+    states[1].waiting[1] = 0  # a count of one rank moves alone
+    assert first.waiting[1] == 1 and states[2].waiting[1] == 1
+    alone = _rank_states([one, one], shared=False)
+    assert alone[0].nodes is not alone[1].nodes and alone[0].users is not alone[1].users

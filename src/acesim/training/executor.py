@@ -154,14 +154,28 @@ class Execution:
 class _RankState:
     __slots__ = ("rank", "nodes", "waiting", "users", "ready_compute", "busy", "left_per_iter")
 
-    def __init__(self, rank: int, nodes: list[Node]):
+    def __init__(self, rank: int, nodes: list[Node], like: _RankState | None = None):
         self.rank = rank
+        self.ready_compute: list[int] = []
+        self.busy = False
+        self.nodes: dict[int, Node]
+        self.waiting: dict[int, int]
+        #: each node's users, and nodes per iteration (iterations in order of their first)
+        self.users: dict[int, list[int]]
+        self.left_per_iter: dict[int, int]
+        if like is not None:
+            # a rank of the same node list whose graph the run never changes: its nodes,
+            # users and counts per iteration shared (read only), its waiting counts its own
+            self.nodes = like.nodes
+            self.users = like.users
+            self.left_per_iter = like.left_per_iter
+            self.waiting = like.waiting.copy()
+            return
         self.nodes = {n.id: n for n in nodes}
-        self.waiting: dict[int, int] = {}
-        self.users: dict[int, list[int]] = defaultdict(list)
-        #: nodes per iteration, iterations in order of their first node
-        self.left_per_iter: dict[int, int] = Counter(n.iteration for n in nodes)
-        waiting, users = self.waiting, self.users
+        self.left_per_iter = Counter(n.iteration for n in nodes)
+        waiting: dict[int, int] = {}
+        users: dict[int, list[int]] = defaultdict(list)
+        self.waiting, self.users = waiting, users
         for n in nodes:
             deps = n.deps
             node_id = n.id
@@ -173,8 +187,6 @@ class _RankState:
             for d in unique:
                 users[d].append(node_id)
             waiting[node_id] = len(unique)
-        self.ready_compute: list[int] = []
-        self.busy = False
 
 
 class _Choices:
@@ -191,6 +203,21 @@ class _Choices:
         self.expanding: set[tuple[int, int]] = set()
         self.added_from: dict[int, int] = {}
         self.free_id: dict[int, int] = {}
+
+
+def _rank_states(graph_ranks: list[list[Node]], shared: bool) -> list[_RankState]:
+    """Each simulated rank's state; where ``shared`` (the run adds no node to a rank's graph:
+    no choices), ranks of one node list share its nodes and users (thousands of ranks of one
+    graph: one copy, not one each)."""
+    states: list[_RankState] = []
+    first: dict[int, _RankState] = {}
+    for rank, nodes in enumerate(graph_ranks):
+        like = first.get(id(nodes)) if shared else None
+        state = _RankState(rank, nodes, like)
+        if shared and like is None:
+            first[id(nodes)] = state
+        states.append(state)
+    return states
 
 
 def _graph_ranks(platform: Platform, graph: Graph) -> list[list[Node]]:
@@ -358,7 +385,7 @@ class GraphExecutor:
                     location=graph.name or "graph",
                 )
             graph_ranks = graph_ranks[:1]
-        self.states = [_RankState(r, nodes) for r, nodes in enumerate(graph_ranks)]
+        self.states = _rank_states(graph_ranks, shared=graph.choices is None)
         self.records: list[dict[int, NodeRecord]] = [
             {n.id: NodeRecord(n) for n in nodes} for nodes in graph_ranks
         ]
