@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from acesim._compiled import describe
+from acesim.config import load_system
 from acesim.runs.collective import make_collective_case
 from acesim.runs.estimate import RUN_COSTS, Estimate
 from acesim.runs.jobs import make_jobs
@@ -101,6 +102,16 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
         ),
         ("llm exact llama3-8b tp8pp1 gb4", partial(_llm, "tp=8,pp=1", mode=exact, global_batch=4)),
         ("llm exact llama3-8b tp4pp2 2 nodes", partial(_llm, "tp=4,pp=2", mode=exact, nodes=2)),
+        # collectives computed in agreed orders as the run goes (a straggler, mixed NPUs:
+        # "training exact agreed", stop 59)
+        ("training exact resnet50 16 ideal straggler", partial(_varied, 16, "straggler")),
+        ("training exact resnet50 32 ideal mixed", partial(_varied, 32, "mixed")),
+        ("training exact resnet50 128 ideal mixed", partial(_varied, 128, "mixed")),
+        ("training exact resnet50 512 ideal straggler", partial(_varied, 512, "straggler")),
+        (
+            "training exact resnet50 1024 ideal straggler 1 iteration",
+            partial(_varied, 1024, "straggler", iterations=1),
+        ),
         ("jobs dp-spine", partial(jobs, "dp-spine")),
         ("jobs nvl72-split", partial(jobs, "nvl72-split")),
         ("jobs latency-beside-training", partial(jobs, "latency-beside-training")),
@@ -116,13 +127,29 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
         # a straggler on the ideal endpoint: collectives computed in agreed orders (stop 58)
         (
             "training exact resnet50 64 ideal straggler" + HELD_OUT,
-            partial(run, "resnet50", "ideal", npus=64, stragglers=[STRAGGLER]),
+            partial(_varied, 64, "straggler"),
         ),
         (
             "training exact resnet50 256 ideal straggler" + HELD_OUT,
-            partial(run, "resnet50", "ideal", npus=256, stragglers=[STRAGGLER]),
+            partial(_varied, 256, "straggler"),
         ),
+        ("training exact resnet50 256 ideal mixed" + HELD_OUT, partial(_varied, 256, "mixed")),
     ]
+
+
+def _varied(npus: int, kind: str, iterations: int = 2) -> Any:
+    """ResNet-50 on ``npus`` NPUs of ``ace-isca21`` with the ``ideal`` endpoint in exact mode
+    with issue 27's straggler or half the NPUs at half the HBM bandwidth."""
+    if kind == "straggler":
+        varied: dict[str, Any] = {"stragglers": [STRAGGLER]}
+    else:
+        half = load_system("ace-isca21").npu.hbm_bandwidth / 2
+        varied = {"npu_types": [{"ranks": f"0-{npus // 2 - 1}", "hbm_bandwidth": half}]}
+    case = make_run_case(
+        "ace-isca21", "resnet50", None, iterations=iterations, warmup=0, npus=npus,
+        mode="exact", **varied,
+    )  # fmt: skip
+    return variant_case(case, "ideal", None)
 
 
 def _coll(op: str, size: str, npus: int, mode: str = "symmetric") -> Any:

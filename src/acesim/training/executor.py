@@ -407,6 +407,9 @@ class GraphExecutor:
         self._gate_tables()
         #: passes whose form this run decides (:attr:`Graph.choices`; None: none)
         self._choices = _Choices(graph.choices) if graph.choices is not None else None
+        #: :meth:`_lockstep_problem`, once found
+        self._lockstep_why: str | None = None
+        self._lockstep_found = False
 
     def _gate_tables(self) -> None:
         """The ranks being unblocked, each gate's nodes left and the nodes watching one (all
@@ -495,6 +498,20 @@ class GraphExecutor:
             return total // len(self.states)
         return total * (self.ranks if self.replicated else 1)
 
+    @property
+    def agreed_lockstep(self) -> bool:
+        """Whether the run computes its collectives in agreed orders as it goes
+        (:class:`~acesim.network.agreed_lockstep.AgreedLockstep`: an agreed runtime, every
+        rank simulated, the lockstep backend applying), unless a collective then needs the
+        event path."""
+        return (
+            AGREED_LOCKSTEP
+            and self.platform.collectives.agreed
+            and not self.replicated
+            and self.event_path is not None
+            and self._lockstep_problem() is None
+        )
+
     def estimate_kernels(self) -> int:
         """Compute kernels the run will launch (every simulated rank's; replicated ranks:
         rank 0's): the other part of its cost, before running it."""
@@ -526,7 +543,7 @@ class GraphExecutor:
         rt = self.platform.collectives
         problem = self._lockstep_problem()
         if problem is None and self.event_path is not None:
-            if rt.agreed and not self.replicated and AGREED_LOCKSTEP:
+            if self.agreed_lockstep:
                 self._deferred = AgreedLockstep(rt, self.event_path)
             else:
                 self._deferred = vectorized.Deferred(
@@ -576,7 +593,14 @@ class GraphExecutor:
 
     def _lockstep_problem(self) -> str | None:
         """Why no collective of this run may run on the lockstep backend (None: each the
-        backend supports does), noted in :attr:`Execution.event_reasons`."""
+        backend supports does), noted in :attr:`Execution.event_reasons`; found once (what
+        it reads does not change in a run)."""
+        if not self._lockstep_found:
+            self._lockstep_why = self._find_lockstep_problem()
+            self._lockstep_found = True
+        return self._lockstep_why
+
+    def _find_lockstep_problem(self) -> str | None:
         if not self.platform.exact:
             return "not exact mode"
         if not self.platform.strategy.lockstep:
