@@ -407,9 +407,8 @@ class GraphExecutor:
         self._gate_tables()
         #: passes whose form this run decides (:attr:`Graph.choices`; None: none)
         self._choices = _Choices(graph.choices) if graph.choices is not None else None
-        #: :meth:`_lockstep_problem`, once found
-        self._lockstep_why: str | None = None
-        self._lockstep_found = False
+        #: :meth:`_lockstep_problem`, once found (None: not yet)
+        self._lockstep_why: tuple[str | None] | None = None
 
     def _gate_tables(self) -> None:
         """The ranks being unblocked, each gate's nodes left and the nodes watching one (all
@@ -595,10 +594,9 @@ class GraphExecutor:
         """Why no collective of this run may run on the lockstep backend (None: each the
         backend supports does), noted in :attr:`Execution.event_reasons`; found once (what
         it reads does not change in a run)."""
-        if not self._lockstep_found:
-            self._lockstep_why = self._find_lockstep_problem()
-            self._lockstep_found = True
-        return self._lockstep_why
+        if self._lockstep_why is None:
+            self._lockstep_why = (self._find_lockstep_problem(),)
+        return self._lockstep_why[0]
 
     def _find_lockstep_problem(self) -> str | None:
         if not self.platform.exact:
