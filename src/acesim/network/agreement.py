@@ -33,8 +33,8 @@ is then waiting there. Where several NPUs are ready to decide the next entry of 
 one instant (a slot free and a phase waiting), the lowest-numbered decides, and the others
 follow its pick. Ties at one instant are common once NPUs differ (a straggler's delay reaches
 the members of a dimension's lines at once, with different phases arrived at each), and the
-order in which the engine happens to run the events of one instant is no part of the model:
-it decided them before (stop 59). The lockstep backend
+order in which the engine happens to run the events of one instant is no part of the model
+(before stop 59 it decided them). The lockstep backend
 (:mod:`acesim.network.agreed_lockstep`) decides by the same rule.
 """
 
