@@ -8,14 +8,20 @@ from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
 def graded_layers(grads: list[float], duration: float) -> Workload:
     """One layer per gradient size (bytes), every compute ``duration`` s long."""
+    return comm_layers([Comm("all-reduce", grad) for grad in grads], duration)
+
+
+def comm_layers(comms: list[Comm], duration: float, name: str = "dp") -> Workload:
+    """One layer per weight-gradient collective of ``comms``, every compute ``duration`` s
+    long."""
     return Workload(
-        "dp",
+        name,
         tuple(
             Layer(
                 f"l{i}",
                 forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), Comm("all-reduce", grad)),
+                weight_grad=Pass(Compute(duration=duration), comm),
             )
-            for i, grad in enumerate(grads)
+            for i, comm in enumerate(comms)
         ),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import systems
 from clitools import cli_error, cli_json_stderr, iteration_time
-from dp_workloads import graded_layers
+from dp_workloads import comm_layers, graded_layers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -26,7 +26,7 @@ from acesim.errors import ConfigError, TopologyError
 from acesim.hardware.platform import Platform
 from acesim.hardware.strategy import Strategy
 from acesim.runs import run_system
-from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+from acesim.workload.model import Comm, Workload
 
 MiB = 2**20
 P, BW, LAT, DELAY, GRAD, D = 8, 50e9, 1e-6, 10e-9, 8 * MiB, 2e-3
@@ -360,17 +360,7 @@ def _group_then_everyone(duration: float) -> Workload:
     """Two layers: a weight-gradient all-reduce on dimension 0 only (1 MiB), then one over every
     dimension (4 MiB); forward and weight-gradient compute of ``duration`` s each."""
     comms = [Comm("all-reduce", MiB, dims=(0,)), Comm("all-reduce", 4 * MiB)]
-    return Workload(
-        "group-then-everyone",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), comm),
-            )
-            for i, comm in enumerate(comms)
-        ),
-    )
+    return comm_layers(comms, duration, "group-then-everyone")
 
 
 def test_a_one_graph_group_collective_is_agreed_within_its_group_only() -> None:

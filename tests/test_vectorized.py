@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from dp_workloads import graded_layers
+from dp_workloads import comm_layers, graded_layers
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -528,21 +528,10 @@ def test_overlapping_collectives_of_any_kind_agree_with_the_event_simulation(
     collective spans every rank, is replicated ranks' execution bit for bit (with
     event-path collectives, rank 0's bound segments in another order: main did that too)."""
     from acesim.training.loops import build_graph
-    from acesim.workload.model import Compute, Layer, Pass, Workload
 
     dims, comms = network
     system = make_system(dims, chunks=chunks, active_chunks_per_dimension=1, scheduling=scheduling)
-    workload = Workload(
-        "mixed",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), comm),
-            )
-            for i, comm in enumerate(comms)
-        ),
-    )
+    workload = comm_layers(comms, duration, "mixed")
     fast, events, _ = _training(system, workload, iterations=2, loop=loop)
     _close(fast, events, 1e-12)
     graph = build_graph(workload, 2, loop)
