@@ -17,8 +17,9 @@ __all__ = ["MODULES", "compiled", "describe", "warn_stale"]
 
 #: the modules mypyc compiles (the event path: the fluid engine, the collective runtime, the
 #: messages' HBM shares, point-to-point messages, the collective plans with their phases and
-#: repeated steps, the NPU, ACE, the graph executor and its bound recorders, the step folds,
-#: and the interval and repeated-sum arithmetic they use), relative to the package
+#: repeated steps, the NPU and its kernel folds, ACE, the graph executor and its bound
+#: recorders, the step folds, and the interval and repeated-sum arithmetic they use),
+#: relative to the package
 MODULES = (
     "engine.kernel",
     "engine.fluid",
@@ -29,6 +30,7 @@ MODULES = (
     "network.phase",
     "network.repeats",
     "hardware.npu",
+    "hardware.kernel_fold",
     "hardware.endpoints.ace",
     "training.executor",
     "training.bounds",

@@ -20,9 +20,9 @@ at every allocation change); ``sync`` (bring every resource's and pool's integra
 ``work_done(activity)`` (its progress up to now); ``settle`` (compute the rates of the current
 instant without advancing time); ``before_reallocation(callback)`` (a model's last changes of
 an instant, made once just before the rates of that instant are computed); ``idle``, ``claim``,
-``account_alone``, ``resume`` and ``schedule_at`` (for a model that computes a run of work in
-closed form while it is alone on its resources, and materialises it the instant anything else
-touches them: see :meth:`Engine.claim`).
+``account_alone``, ``resume``, ``schedule_at`` and ``complete_at`` (for a model that computes a
+run of work in closed form while it is alone on its resources, and materialises it the instant
+anything else touches them: see :meth:`Engine.claim`).
 """
 
 from __future__ import annotations
@@ -718,17 +718,19 @@ class Engine:
         basis: Resource | None,
         tag: Any,
         track: str | None,
+        cap: float = INF,
     ) -> Activity:
         """The activity of ``work`` units that :meth:`start` began at ``started`` (s, not
         after now) alone on its resources (``demand``, cleaned as :meth:`start` cleans it, each
-        :meth:`idle`; no rate cap) and the allocation gave ``rate`` (units/s, finite and
-        positive: :func:`~acesim.engine.fluid.solo_rate`, bound by ``bound``) then, as it stands
-        now: its completion scheduled, its resources' integrals brought to ``started`` and
-        their allocations set (what :meth:`_reallocate_solo` did at ``started``)."""
+        :meth:`idle`; its rate cap ``cap``, work/s) and the allocation gave ``rate`` (units/s,
+        finite and positive: :func:`~acesim.engine.fluid.solo_rate`, bound by ``bound``) then,
+        as it stands now: its completion scheduled, its resources' integrals brought to
+        ``started`` and their allocations set (what :meth:`_reallocate_solo` did at
+        ``started``)."""
         if not (started <= self._now) or not (0 < rate < INF):
             raise SimulationError(f"activity {tag!r}: cannot resume at {started} s, rate {rate}")
         self._act_seq += 1
-        act = Activity(work, demand, INF, weight, on_done, tag, self._act_seq)
+        act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
         act.basis = basis
         act.started = started
         act._last = started
@@ -773,6 +775,12 @@ class Engine:
     def schedule_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
         """:meth:`call_at` with a handle that cancels it."""
         return self._handled(time, PRIORITY_NORMAL, callback, args)
+
+    def complete_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
+        """:meth:`schedule_at` among the activity completions of ``time`` (s), before its
+        timers: the end of work a model computed in closed form, heard when its activity's
+        completion would be."""
+        return self._handled(time, PRIORITY_COMPLETION, callback, args)
 
     def schedule_last(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
         """:meth:`schedule_at`, run after every other event at ``time`` (s): when it runs,

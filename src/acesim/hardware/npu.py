@@ -44,7 +44,9 @@ from typing import Any
 
 from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
+from ..engine.fluid import solo_rate
 from ..errors import ConfigError, SimulationError
+from .kernel_fold import KernelFold
 from .kernel_model import KernelPlan, expand, plan_kernel
 from .kernels import Choice, Kernel, nameless
 
@@ -55,12 +57,15 @@ HOST_DIRECTIONS = ("h2d", "d2h")
 class SharedPlans:
     """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
 
-    __slots__ = ("plans", "chosen", "alone", "caps", "known", "nameless")
+    __slots__ = ("plans", "chosen", "alone", "caps", "rates", "known", "nameless")
 
     def __init__(self) -> None:
         #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
         #: long as the platform (they are kept in ``plans`` or an NPU's own dict)
         self.caps: dict[tuple[int, int], float] = {}
+        #: a plan's rate alone on some free units and HBM capacity, by (id of the plan,
+        #: units, capacity B/s): :meth:`NPU.solo_kernel_rate`, kept like ``caps``
+        self.rates: dict[tuple[int, int, float], float] = {}
         self.plans: dict[Kernel, KernelPlan] = {}
         self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
         self.alone: dict[tuple[Kernel, ...], float] = {}
@@ -140,6 +145,11 @@ class NPU:
         self._sequence: tuple[list[KernelPlan], Callable[[], Any], Any, str | None, float, float]
         self._sequence = _IDLE
         self._index = 0
+        #: fold each pass's kernels while nothing else uses this NPU's compute HBM
+        #: (:mod:`.kernel_fold`; the platform sets it where collectives charge NPUs nothing)
+        self.fold_kernels = False
+        #: the pass folded now (None: none)
+        self._fold: KernelFold | None = None
         self.compute_busy = 0.0  # s of kernel time so far
         self.compute_hbm_bytes = 0.0  # HBM bytes moved by compute kernels so far
         #: HBM capacity finished compute kernels consumed so far (B: their bytes, writes
@@ -330,6 +340,11 @@ class NPU:
         self._pass_start = start
         kind = "kernel" if track is True else track or None
         self._sequence = (plans, on_done, tag, kind, start, alone)
+        if self.fold_kernels and kind is None and plans:
+            fold = KernelFold(self, plans)
+            if fold.begin():
+                self._fold = fold
+                return
         self._run_next(0)
 
     def _run_next(self, index: int) -> None:
@@ -355,22 +370,14 @@ class NPU:
     def _launch(self, plan: KernelPlan) -> None:
         _plans, _on_done, tag, kind, _start, _alone = self._sequence
         units = self.units_for_compute
-        demand = {self.hbm_compute: plan.hbm_demand} if plan.hbm_demand > 0 else {}
-        mlp = self.config.hbm_arbitration == "mlp"
+        demand, basis, weight, cap = self.kernel_inputs(plan, units)
         self._plan = plan
         now = self.engine.now
         self._unit_since = now
         self._active_units = _occupied(plan, units)
         self._kernel_since = now
         self.kernel = self.engine.start(
-            1.0,
-            demand,
-            self._kernel_done,
-            cap=self._rate_cap(plan, units),
-            weight=max(units, 1) if mlp else 1.0,
-            basis=self.hbm_compute if mlp and demand else None,
-            tag=tag,
-            track=kind,
+            1.0, demand, self._kernel_done, cap=cap, weight=weight, basis=basis, tag=tag, track=kind
         )
 
     def _kernel_done(self, act: Activity) -> None:
@@ -395,11 +402,44 @@ class NPU:
             cap = caps[key] = plan.rate_cap(units)
         return cap
 
+    def kernel_inputs(
+        self, plan: KernelPlan, units: int
+    ) -> tuple[dict[Resource, float], Resource | None, float, float]:
+        """The activity of kernel ``plan`` on ``units`` free units: its demand (HBM capacity
+        per unit of work, B, cleaned as :meth:`Engine.start` cleans it), the resource its
+        weight is a share of (None: its dominant one), its weight and its rate cap (work/s)."""
+        amount = plan.hbm_demand
+        demand = {self.hbm_compute: float(amount)} if amount > 1e-300 else {}
+        mlp = self.config.hbm_arbitration == "mlp"
+        basis = self.hbm_compute if mlp and demand else None
+        weight = max(units, 1) if mlp else 1.0
+        return demand, basis, weight, self._rate_cap(plan, units)
+
+    def solo_kernel_rate(self, plan: KernelPlan, units: int) -> float:
+        """The rate (work/s) the fluid allocation gives kernel ``plan`` on ``units`` free units
+        alone on this NPU's compute HBM (:func:`~acesim.engine.fluid.solo_rate`), remembered
+        by plan, units and the resource's capacity."""
+        rates = self._shared.rates
+        key = (id(plan), units, self.hbm_compute.capacity)
+        rate = rates.get(key)
+        if rate is None:
+            demand, basis, weight, cap = self.kernel_inputs(plan, units)
+            probe = Activity(1.0, demand, cap, weight, None, None, 0)
+            probe.basis = basis
+            rate = rates[key] = solo_rate(probe)
+        return rate
+
+    def occupied(self, plan: KernelPlan, units: int) -> int:
+        """Compute units kernel ``plan`` occupies on ``units`` free ones."""
+        return _occupied(plan, units)
+
     def _units_changed(self, pool: Pool) -> None:
         """The units free for compute changed (collective kernels took or returned some)."""
         units = int(round(pool.free))
         if units == self.units_for_compute:
             return
+        if self._fold is not None:  # the running pass as the event path has it, first
+            self._fold.release()
         self.units_for_compute = units
         if self.kernel is not None and self._plan is not None:
             self._count_units(_occupied(self._plan, units))
@@ -413,6 +453,9 @@ class NPU:
         (its end, a callable of the run's, would hold the run: a cycle)."""
         self._watcher.npu = None
         self._sequence = _IDLE
+        if self._fold is not None:
+            self.engine.unclaim([self.hbm_compute])
+            self._fold = None
 
     def _count_units(self, active: int) -> None:
         """Add the running kernel's unit-s up to now; from now on it occupies ``active``."""
@@ -438,6 +481,8 @@ class NPU:
         communication kernel, as a program that issues a collective and then its next
         kernels does), or where its work spreads evenly over the units (short blocks,
         ``blocks`` None). The kernel's rate now is taken to hold until then."""
+        if self._fold is not None:  # the running kernel as the event path has it, first
+            self._fold.release()
         plan, kernel = self._plan, self.kernel
         if launch == "immediate" or plan is None or kernel is None or plan.blocks is None:
             return 0.0

@@ -44,6 +44,10 @@ def _plans_for(shared: SharedPlansByConfig, config: NPUConfig) -> SharedPlans:
 PROCESS_PLANS: dict[str, SharedPlans] = {}
 #: NPU configurations whose plans :data:`PROCESS_PLANS` keeps, at most
 PROCESS_PLANS_LIMIT = 8
+#: exact mode whose collectives charge the NPUs nothing (``Strategy.lockstep``): fold each
+#: pass's kernels while they have the NPU's HBM to themselves (:mod:`.kernel_fold`; the same
+#: results, fewer events; False: every kernel on the event path, for comparison)
+FOLD_KERNELS = True
 
 
 def process_plans(config: NPUConfig) -> SharedPlans:
@@ -118,6 +122,9 @@ class Platform:
         shared = {} if plans is None else plans  # one per NPU configuration object
         self.npus = [NPU(self.engine, r, configs[r], _plans_for(shared, configs[r]))
                      for r in range(count)]  # fmt: skip
+        for npu in self.npus if strategy.exact and strategy.lockstep else ():
+            # collectives charge these NPUs nothing: a pass's kernels have HBM to themselves
+            npu.fold_kernels = FOLD_KERNELS
         engines = system.endpoint.of(CopyEngineSettings, "copy_engine")
         for npu in self.npus:  # the hardware's DMA engines, whatever drives the collectives
             npu.copy_engines = self.engine.add_resource(
