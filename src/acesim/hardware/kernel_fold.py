@@ -44,47 +44,73 @@ from .kernel_model import KernelPlan
 if TYPE_CHECKING:
     from .npu import NPU
 
-__all__ = ["KernelFold"]
+__all__ = ["FoldedKernel", "KernelFold", "folded_kernels"]
 
 #: Amounts of demand at or below this are dropped, as :meth:`acesim.engine.Engine.start` drops
 #: them (rounding residue, not demand).
 _RESIDUE = 1e-300
 
 
+class FoldedKernel:
+    """What a pass's kernel needs to run folded: its plan, launch latency (s), rate alone
+    (work/s) and its reciprocal (s: the time of its work 1.0), its allocation of the compute
+    HBM (B/s; negative: it demands none) and the compute units it occupies."""
+
+    __slots__ = ("plan", "latency", "rate", "step", "allocated", "occupied")
+
+    def __init__(self, plan: KernelPlan, rate: float, occupied: int):
+        self.plan = plan
+        self.latency = plan.latency
+        self.rate = rate
+        self.step = 1.0 / rate
+        amount = plan.hbm_demand
+        self.allocated = rate * amount if amount > _RESIDUE else -1.0
+        self.occupied = occupied
+
+
+def folded_kernels(npu: NPU, plans: list[KernelPlan], units: int) -> list[FoldedKernel] | None:
+    """The kernels of ``plans`` on ``npu`` with ``units`` free units, as a fold runs them;
+    None where one would not run at a finite positive rate alone."""
+    out = []
+    for plan in plans:
+        rate = npu.solo_kernel_rate(plan, units)
+        if not (0 < rate < INF):
+            return None
+        out.append(FoldedKernel(plan, rate, npu.occupied(plan, units)))
+    return out
+
+
 class KernelFold:
-    """The running pass of ``npu`` (its ``plans``, from kernel 0) in closed form."""
+    """The running pass of ``npu`` (its ``kernels``, from the first, on ``units`` free units)
+    in closed form."""
 
-    __slots__ = ("npu", "plans", "units", "launches", "ends", "rates", "_end")
+    __slots__ = ("npu", "kernels", "units", "times", "_end")
 
-    def __init__(self, npu: NPU, plans: list[KernelPlan]):
+    def __init__(self, npu: NPU, kernels: list[FoldedKernel], units: int):
         self.npu = npu
-        self.plans = plans
+        self.kernels = kernels
         #: the units free for compute, constant while the fold holds
-        self.units = npu.units_for_compute
-        #: each kernel's launch and end (s), and its rate alone (work/s)
-        self.launches: list[float] = []
-        self.ends: list[float] = []
-        self.rates: list[float] = []
+        self.units = units
+        #: each kernel's launch and end, in turn (s)
+        self.times: list[float] = []
         self._end: EventHandle | None = None
 
     def begin(self) -> bool:
         """Claim the NPU's compute HBM and schedule the pass's end; False (nothing done) when
-        the resource is not idle or a kernel would not run at a finite positive rate alone."""
+        the resource is not idle or the pass would not end at a finite time."""
         npu = self.npu
         engine = npu.engine
         resource = npu.hbm_compute
         if not engine.idle(resource):
             return False
         time = engine.now
-        for plan in self.plans:
-            rate = npu.solo_kernel_rate(plan, self.units)
-            if not (0 < rate < INF):
-                return False
-            launch = time + plan.latency if plan.latency > 0 else time
-            time = launch + 1.0 / rate
-            self.launches.append(launch)
-            self.ends.append(time)
-            self.rates.append(rate)
+        times = self.times
+        for kernel in self.kernels:
+            latency = kernel.latency
+            launch = time + latency if latency > 0 else time
+            time = launch + kernel.step
+            times.append(launch)
+            times.append(time)
         if time == INF:  # the event path says which time overflowed
             return False
         engine.claim([resource], self._materialise)
@@ -97,31 +123,32 @@ class KernelFold:
         npu = self.npu
         npu.engine.unclaim([npu.hbm_compute])
         npu._fold = None
-        last = len(self.plans) - 1
-        self._account(last + 1)
-        npu._index = last
-        npu._run_next(last + 1)
+        count = len(self.kernels)
+        self._account(count)
+        npu._index = count - 1
+        npu._run_next(count)
 
     def _account(self, done: int) -> None:
         """The first ``done`` kernels ended: what their launches and completions did to the
         resource and the NPU's counters (:meth:`NPU._launch`, :meth:`NPU._kernel_done`), in
-        their order."""
+        their order (a kernel's work is 1.0: its counts are its plan's)."""
         npu = self.npu
         engine = npu.engine
         resource = npu.hbm_compute
         flops = npu.flops_by_math
+        times = self.times
         for i in range(done):
-            plan = self.plans[i]
-            launch, end = self.launches[i], self.ends[i]
-            amount = plan.hbm_demand
-            if amount > _RESIDUE:
-                engine.account_alone(resource, self.rates[i] * amount, launch, end)
-            npu.compute_unit_seconds += npu.occupied(plan, self.units) * (end - launch)
-            npu.compute_hbm_bytes += 1.0 * plan.hbm_bytes
-            npu.compute_hbm_demand += 1.0 * plan.hbm_demand
-            flops[plan.math] = flops.get(plan.math, 0.0) + 1.0 * plan.flops
+            kernel = self.kernels[i]
+            plan = kernel.plan
+            launch, end = times[2 * i], times[2 * i + 1]
+            if kernel.allocated >= 0:
+                engine.account_alone(resource, kernel.allocated, launch, end)
+            npu.compute_unit_seconds += kernel.occupied * (end - launch)
+            npu.compute_hbm_bytes += plan.hbm_bytes
+            npu.compute_hbm_demand += plan.hbm_demand
+            flops[plan.math] = flops.get(plan.math, 0.0) + plan.flops
         if done:
-            npu._unit_since = self.ends[done - 1]
+            npu._unit_since = times[2 * done - 1]
             npu._active_units = 0
 
     def release(self) -> None:
@@ -138,15 +165,16 @@ class KernelFold:
         npu._fold = None
         if self._end is not None:
             self._end.cancel()
-        last = len(self.plans) - 1
-        for i, plan in enumerate(self.plans):
-            launch = self.launches[i]
+        last = len(self.kernels) - 1
+        times = self.times
+        for i, kernel in enumerate(self.kernels):
+            launch = times[2 * i]
             if now < launch:  # waiting for its launch latency
                 self._account(i)
                 npu._index = i
-                engine.call_at(launch, npu._launch, plan)
+                engine.call_at(launch, npu._launch, kernel.plan)
                 return
-            if now <= self.ends[i] or i == last:  # running (ending this instant at the latest)
+            if now <= times[2 * i + 1] or i == last:  # running (ending now at the latest)
                 self._account(i)
                 self._resume(i)
                 return
@@ -154,12 +182,13 @@ class KernelFold:
     def _resume(self, i: int) -> None:
         """Kernel ``i`` running since its launch: the activity :meth:`NPU._launch` started."""
         npu = self.npu
-        plan = self.plans[i]
-        launch = self.launches[i]
+        kernel = self.kernels[i]
+        plan = kernel.plan
+        launch = self.times[2 * i]
         npu._index = i
         npu._plan = plan
         npu._unit_since = launch
-        npu._active_units = npu.occupied(plan, self.units)
+        npu._active_units = kernel.occupied
         npu._kernel_since = launch
         demand, basis, weight, cap = npu.kernel_inputs(plan, self.units)
         npu.kernel = npu.engine.resume(
@@ -167,7 +196,7 @@ class KernelFold:
             demand,
             npu._kernel_done,
             started=launch,
-            rate=self.rates[i],
+            rate=kernel.rate,
             bound=None,
             weight=weight,
             basis=basis,

@@ -46,7 +46,7 @@ from ..config.system import NPUConfig
 from ..engine import Activity, Engine, Pool, Resource
 from ..engine.fluid import solo_rate
 from ..errors import ConfigError, SimulationError
-from .kernel_fold import KernelFold
+from .kernel_fold import FoldedKernel, KernelFold, folded_kernels
 from .kernel_model import KernelPlan, expand, plan_kernel
 from .kernels import Choice, Kernel, nameless
 
@@ -57,7 +57,7 @@ HOST_DIRECTIONS = ("h2d", "d2h")
 class SharedPlans:
     """Kernel plans, algorithm choices and times alone that NPUs of one configuration share."""
 
-    __slots__ = ("plans", "chosen", "alone", "caps", "rates", "known", "nameless")
+    __slots__ = ("plans", "chosen", "alone", "caps", "rates", "passes", "known", "nameless")
 
     def __init__(self) -> None:
         #: a plan's rate cap on some free units, by (id of the plan, units): plans live as
@@ -66,6 +66,9 @@ class SharedPlans:
         #: a plan's rate alone on some free units and HBM capacity, by (id of the plan,
         #: units, capacity B/s): :meth:`NPU.solo_kernel_rate`, kept like ``caps``
         self.rates: dict[tuple[int, int, float], float] = {}
+        #: a kept pass's folded kernels (None: not foldable) by (id of its plans, units,
+        #: capacity B/s): :meth:`NPU._folded`, kept like ``caps``
+        self.passes: dict[tuple[int, int, float], list[FoldedKernel] | None] = {}
         self.plans: dict[Kernel, KernelPlan] = {}
         self.chosen: dict[tuple[Kernel, ...], list[Kernel]] = {}
         self.alone: dict[tuple[Kernel, ...], float] = {}
@@ -341,11 +344,27 @@ class NPU:
         kind = "kernel" if track is True else track or None
         self._sequence = (plans, on_done, tag, kind, start, alone)
         if self.fold_kernels and kind is None and plans:
-            fold = KernelFold(self, plans)
-            if fold.begin():
-                self._fold = fold
-                return
+            units = self.units_for_compute
+            folded = self._folded(plans, units, type(kernels) is tuple)
+            if folded is not None:
+                fold = KernelFold(self, folded, units)
+                if fold.begin():
+                    self._fold = fold
+                    return
         self._run_next(0)
+
+    def _folded(self, plans: list[KernelPlan], units: int, kept: bool) -> list[FoldedKernel] | None:
+        """:func:`~.kernel_fold.folded_kernels` of ``plans``, remembered where the plans are
+        ``kept`` (a tuple of kernels' plans, kept for the run: their identity stands for
+        them) by their identity, the units and the HBM capacity."""
+        if not kept:
+            return folded_kernels(self, plans, units)
+        key = (id(plans), units, self.hbm_compute.capacity)
+        passes = self._shared.passes
+        if key in passes:
+            return passes[key]
+        folded = passes[key] = folded_kernels(self, plans, units)
+        return folded
 
     def _run_next(self, index: int) -> None:
         """Launch the running sequence's kernel ``index`` (after its latency), or end the
