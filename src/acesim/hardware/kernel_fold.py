@@ -132,24 +132,33 @@ class KernelFold:
         """The first ``done`` kernels ended: what their launches and completions did to the
         resource and the NPU's counters (:meth:`NPU._launch`, :meth:`NPU._kernel_done`), in
         their order (a kernel's work is 1.0: its counts are its plan's)."""
+        if not done:
+            return
         npu = self.npu
         engine = npu.engine
         resource = npu.hbm_compute
         flops = npu.flops_by_math
         times = self.times
+        kernels = self.kernels
+        # the NPU's sums in locals (the same additions in the same order)
+        unit_seconds = npu.compute_unit_seconds
+        hbm_bytes = npu.compute_hbm_bytes
+        hbm_demand = npu.compute_hbm_demand
         for i in range(done):
-            kernel = self.kernels[i]
+            kernel = kernels[i]
             plan = kernel.plan
             launch, end = times[2 * i], times[2 * i + 1]
             if kernel.allocated >= 0:
                 engine.account_alone(resource, kernel.allocated, launch, end)
-            npu.compute_unit_seconds += kernel.occupied * (end - launch)
-            npu.compute_hbm_bytes += plan.hbm_bytes
-            npu.compute_hbm_demand += plan.hbm_demand
+            unit_seconds += kernel.occupied * (end - launch)
+            hbm_bytes += plan.hbm_bytes
+            hbm_demand += plan.hbm_demand
             flops[plan.math] = flops.get(plan.math, 0.0) + plan.flops
-        if done:
-            npu._unit_since = times[2 * done - 1]
-            npu._active_units = 0
+        npu.compute_unit_seconds = unit_seconds
+        npu.compute_hbm_bytes = hbm_bytes
+        npu.compute_hbm_demand = hbm_demand
+        npu._unit_since = times[2 * done - 1]
+        npu._active_units = 0
 
     def release(self) -> None:
         """End the claim now and materialise (the NPU's free units are about to change)."""

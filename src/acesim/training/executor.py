@@ -152,12 +152,26 @@ class Execution:
 
 
 class _RankState:
-    __slots__ = ("rank", "nodes", "waiting", "users", "ready_compute", "busy", "left_per_iter")
+    __slots__ = (
+        "rank",
+        "nodes",
+        "waiting",
+        "users",
+        "ready_compute",
+        "busy",
+        "left_per_iter",
+        "running",
+        "pass_done",
+    )
 
     def __init__(self, rank: int, nodes: list[Node], like: _RankState | None = None):
         self.rank = rank
         self.ready_compute: list[int] = []
         self.busy = False
+        #: the compute node whose pass runs on the rank's NPU, and what the NPU calls at its
+        #: end (:class:`_PassDone`, made at the rank's first pass)
+        self.running: Node | None = None
+        self.pass_done: _PassDone | None = None
         self.nodes: dict[int, Node]
         self.waiting: dict[int, int]
         #: each node's users, and nodes per iteration (iterations in order of their first)
@@ -287,6 +301,22 @@ class _CollectiveRelay:
         executor = self.executor
         assert executor is not None  # a collective of a run ends during the run
         executor._collective_done(coll, rank)
+
+
+class _PassDone:
+    """What a rank's NPU calls when the pass of its running compute node ends: the executor's
+    ``_pass_done`` for the rank, through the run's :class:`_CollectiveRelay` (let go when the
+    run ends: the rank's state holds this, and held to the end the executor would be freed
+    by the cyclic collector only). One per rank, not a closure per pass."""
+
+    def __init__(self, relay: _CollectiveRelay, st: _RankState) -> None:
+        self.relay = relay
+        self.st = st
+
+    def __call__(self) -> None:
+        executor = self.relay.executor
+        assert executor is not None  # a pass of a run ends during the run
+        executor._pass_done(self.st)
 
 
 def _stop_at(stop_at: int | None, graph: Graph) -> int | None:
@@ -825,15 +855,22 @@ class GraphExecutor:
         rec.alone = npu.kernels_time_alone(comp.kernels)
         rec.hbm_bytes = comp.hbm_bytes
         st.busy = True
-
-        def done() -> None:
-            st.busy = False
-            self._finish(st, node)
-            self._next_kernel(st)
-
+        st.running = node
+        done = st.pass_done
+        if done is None:
+            done = st.pass_done = _PassDone(self._relay, st)
         tracks = self.kernel_tracks
         track = st.rank == 0 if tracks is None else tracks.get(st.rank, False)
         npu.run_kernels(comp.kernels, done, tag=node.name, track=track)
+
+    def _pass_done(self, st: _RankState) -> None:
+        """The pass of ``st``'s running compute node ended: finish the node, run the next."""
+        node = st.running
+        assert node is not None  # set as its pass starts
+        st.busy = False
+        st.running = None
+        self._finish(st, node)
+        self._next_kernel(st)
 
     def _collective(self, st: _RankState, node: Node) -> None:
         rt = self.platform.collectives
