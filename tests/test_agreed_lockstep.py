@@ -287,3 +287,25 @@ def test_computing_again_only_the_moved_lines_is_computing_everything_again(
         assert full is not None and partial is not None
         assert lock.phase_end_lines(phase, begin, partial, late)
         assert np.array_equal(partial, full)
+
+
+@pytest.mark.parametrize("endpoint", ["ideal", "baseline"])
+def test_the_message_bound_holds_collectives_whose_messages_run_on_the_event_path(
+    endpoint: str,
+) -> None:
+    """``collective.max_messages`` bounds the messages a run simulates: a collective the
+    lockstep backend computes (the ideal endpoint) runs beyond it, one on the event path (the
+    baseline endpoint charges the NPUs) is refused, naming the bound."""
+    from acesim.config.resolve import resolve_system
+    from acesim.errors import ConfigError
+
+    system = resolve_system("ace-isca21", overrides={"collective.max_messages": 300})
+    options: dict[str, Any] = {"npus": 16, "iterations": 1, "warmup": 0, "mode": "exact"}
+    options["stragglers"] = [{"rank": 3, "slowdown": 1.5}]
+    run = acesim.runs.run_system
+    if endpoint == "ideal":
+        result, execution = run(system.with_endpoint(endpoint), "resnet50", **options)
+        assert execution.event_collectives == 0 and result.iteration_time > 0
+    else:
+        with pytest.raises(ConfigError, match=r"collective\.max_messages.*640 messages"):
+            run(system.with_endpoint(endpoint), "resnet50", **options)

@@ -328,6 +328,8 @@ class CollectiveRuntime:
         self._fold_lengths: dict[tuple[int, int, int], int] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
         self._counts: dict[int, int] = {}
+        #: collectives issued without the work bound's check, what it needs, by id (:meth:`issue`)
+        self._unchecked: dict[int, tuple[str, float, int, list[Phase], int | None]] = {}
         #: exact mode with ranks made to differ: agreed orders of chunk phases (:meth:`agree`)
         self._lines: LineOrders | None = None
         #: routed shifts (sendrecv over several dimensions): their messages, and per
@@ -441,6 +443,7 @@ class CollectiveRuntime:
         joining: frozenset[int] | None = None,
         root: object = None,
         units: int | None = None,
+        checked: bool = True,
     ) -> Collective:
         """Issue ``op`` of ``size`` bytes (nccl-tests convention) on a group.
 
@@ -455,11 +458,16 @@ class CollectiveRuntime:
         its position in the group (default 0; anything else, a whole number out of the group
         or an operation without a root, is a ConfigError naming it). ``units``: the
         compute units its kernels hold (None: the endpoint's setting; a kernel library on an
-        SM budget, :class:`~acesim.workload.model.Comm`).
+        SM budget, :class:`~acesim.workload.model.Comm`). ``checked``: its messages are held to
+        the work bound (``collective.max_messages``) now; False: where they run on the event
+        path, which the caller says (:meth:`check_work`; exact mode's lockstep backend
+        computes a collective without simulating its messages).
         """
         axes, chunks, choice = self.choose(op, size, dims=dims, group=group)
         phases = choice.phases
-        self._check_work(op, size, chunks, phases, len(self.ranks) if ranks is None else None)
+        expected_ranks = len(self.ranks) if ranks is None else None
+        if checked:
+            self._check_work(op, size, chunks, phases, expected_ranks)
         if root is not None or COLLECTIVE_OPS.get(op).rooted:
             phases = _rooted(op, phases, root, math.prod(a.size for a in axes))
         coll = self.record(
@@ -479,9 +487,18 @@ class CollectiveRuntime:
             shift=_routed_shift(op, axes),
             units=units,
         )
+        if not checked:
+            self._unchecked[coll.id] = (op, size, chunks, phases, expected_ranks)
         for rank in self.ranks if ranks is None else ranks:
             self.join(coll, rank)
         return coll
+
+    def check_work(self, coll: Collective) -> None:
+        """Hold ``coll``, issued unchecked (:meth:`issue`), to the work bound: its messages run
+        on the event path."""
+        unchecked = self._unchecked.pop(coll.id, None)
+        if unchecked is not None:
+            self._check_work(*unchecked)
 
     def record(
         self,

@@ -889,6 +889,7 @@ class GraphExecutor:
                 on_rank_done=self._relay,
                 joining=self._joining(st.rank, node, key),
                 units=node.units,
+                checked=self._deferred is None,
             )
             self._instances[key] = coll
             if self._deferred is not None:
@@ -902,7 +903,8 @@ class GraphExecutor:
                     if self._split
                     else self.ranks
                 )
-                self._deferred.start(coll, key, ranks)
+                if not self._deferred.start(coll, key, ranks):
+                    rt.check_work(coll)  # its messages run on the event path
         self._coll_node[(coll.id, st.rank)] = node.id
         self.records[st.rank][node.id].collective = coll.id
         if self._choices is not None and beside_passes(node):
