@@ -703,9 +703,11 @@ class CollectiveConfig(Strict):
     )
     max_messages: PositiveInt = Field(
         5_000_000,
-        description="bound on the messages one collective may send (all simulated NPUs): a "
-        "limit on work, about 4 minutes of simulation at the 4.9e-5 s a message measured for "
-        "exact-mode collectives (acesim.runs.estimate); raise it knowingly",
+        description="bound on the messages one collective may send (all simulated NPUs) on "
+        "the event path (exact mode's lockstep backend computes its collectives without "
+        "them, bounded by their steps): a limit on work, about 4 minutes of simulation at "
+        "the 4.9e-5 s a message measured for exact-mode collectives (acesim.runs.estimate); "
+        "raise it knowingly",
     )
 
     @field_validator("algorithms")
