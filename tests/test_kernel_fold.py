@@ -37,10 +37,15 @@ _TOUCHES = st.lists(
 
 
 def _run(
-    fold: bool, passes: list[tuple[Kernel, ...]], touches: list[tuple[str, float]]
+    fold: bool,
+    passes: list[tuple[Kernel, ...]],
+    touches: list[tuple[str, float]],
+    *,
+    absolute: bool = False,
 ) -> tuple[list[Any], int]:
-    """The NPU's and its HBM's figures after ``passes`` one after another, with ``touches``;
-    and the events the engine processed."""
+    """The NPU's and its HBM's figures after ``passes`` one after another, with ``touches``
+    (at fractions of the passes' time alone; ``absolute``: at those instants, s); and the
+    events the engine processed."""
     engine = Engine()
     npu = NPU(engine, 0, _CONFIG)
     npu.fold_kernels = fold
@@ -57,7 +62,7 @@ def _run(
         "units": lambda: npu.units.acquire(3, lambda: engine.call(alone / 7, npu.units.release, 3)),
     }
     for kind, at in touches:
-        engine.call_at(at * alone, actions[kind])
+        engine.call_at(at if absolute else at * alone, actions[kind])
     run_pass(0)
     engine.run()
     engine.sync()
@@ -99,6 +104,23 @@ def test_an_untouched_fold_processes_one_event_per_pass() -> None:
 def test_a_touch_materialises_the_pass_where_the_event_path_has_it(kind: str, at: float) -> None:
     passes = [(Roofline(1e9, 1e6), Roofline(1e6, 1e8), Roofline(3e9, 0.0, blocks=7))] * 2
     assert _run(True, passes, [(kind, at)])[0] == _run(False, passes, [(kind, at)])[0]
+
+
+@pytest.mark.parametrize("kind", ["hbm", "sync", "units"])
+def test_a_touch_at_a_pass_s_first_or_last_instant_materialises_it_alike(kind: str) -> None:
+    """Touches at the very instants a pass starts and ends (its last kernel's completion and
+    the touch at one instant, in either order of the event path's)."""
+    passes = [(Roofline(1e9, 1e6), Roofline(1e6, 1e8))] * 3
+    engine = Engine()
+    npu = NPU(engine, 0, _CONFIG)
+    for kernels in passes:
+        npu.run_kernels(kernels, lambda: None)
+        engine.run()
+    instants = sorted({t for _tag, start, end, _alone in npu.kernel_log for t in (start, end)})
+    for at in instants:
+        touches = [(kind, at)]
+        folded = _run(True, passes, touches, absolute=True)[0]
+        assert folded == _run(False, passes, touches, absolute=True)[0], at
 
 
 def test_a_tracked_pass_is_not_folded() -> None:
