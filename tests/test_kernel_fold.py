@@ -21,6 +21,11 @@ from acesim.hardware.kernels import Kernel, Roofline
 from acesim.hardware.npu import NPU
 
 _CONFIG = load_system("ace-isca21").npu
+#: HBM shared by memory-level parallelism (the default) and by dominant-resource fairness
+_CONFIGS = {
+    "mlp": _CONFIG.model_copy(update={"hbm_arbitration": "mlp"}),
+    "drf": _CONFIG.model_copy(update={"hbm_arbitration": "drf"}),
+}
 
 #: kernels of every bound: compute-bound, memory-bound, tiny (latency-bound), few blocks
 _KERNELS = st.builds(
@@ -42,12 +47,13 @@ def _run(
     touches: list[tuple[str, float]],
     *,
     absolute: bool = False,
+    arbitration: str = "mlp",
 ) -> tuple[list[Any], int]:
     """The NPU's and its HBM's figures after ``passes`` one after another, with ``touches``
     (at fractions of the passes' time alone; ``absolute``: at those instants, s); and the
     events the engine processed."""
     engine = Engine()
-    npu = NPU(engine, 0, _CONFIG)
+    npu = NPU(engine, 0, _CONFIGS[arbitration])
     npu.fold_kernels = fold
     ends: list[float] = []
 
@@ -81,12 +87,12 @@ def _run(
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(passes=_PASSES, touches=_TOUCHES)
+@given(passes=_PASSES, touches=_TOUCHES, arbitration=st.sampled_from(sorted(_CONFIGS)))
 def test_a_folded_pass_gives_the_event_paths_figures_to_the_bit(
-    passes: list[tuple[Kernel, ...]], touches: list[tuple[str, float]]
+    passes: list[tuple[Kernel, ...]], touches: list[tuple[str, float]], arbitration: str
 ) -> None:
-    folded, folded_events = _run(True, passes, touches)
-    event_path, events = _run(False, passes, touches)
+    folded, folded_events = _run(True, passes, touches, arbitration=arbitration)
+    event_path, events = _run(False, passes, touches, arbitration=arbitration)
     assert folded == event_path
     assert folded_events <= events
 
