@@ -54,18 +54,35 @@ _RESIDUE = 1e-300
 class FoldedKernel:
     """What a pass's kernel needs to run folded: its plan, launch latency (s), rate alone
     (work/s) and its reciprocal (s: the time of its work 1.0), its allocation of the compute
-    HBM (B/s; negative: it demands none) and the compute units it occupies."""
+    HBM (B/s; negative: it demands none), the compute units it occupies, and what its
+    completion counts (its plan's HBM bytes, HBM demand, FLOPs and what they run on), read
+    once."""
 
-    __slots__ = ("plan", "latency", "rate", "step", "allocated", "occupied")
+    __slots__ = (
+        "plan",
+        "latency",
+        "rate",
+        "step",
+        "allocated",
+        "occupied",
+        "hbm_bytes",
+        "hbm_demand",
+        "flops",
+        "math",
+    )
 
     def __init__(self, plan: KernelPlan, rate: float, occupied: int):
         self.plan = plan
-        self.latency = plan.latency
+        self.latency: float = plan.latency
         self.rate = rate
         self.step = 1.0 / rate
         amount = plan.hbm_demand
         self.allocated = rate * amount if amount > _RESIDUE else -1.0
         self.occupied = occupied
+        self.hbm_bytes: float = plan.hbm_bytes
+        self.hbm_demand: float = amount
+        self.flops: float = plan.flops
+        self.math: str = plan.math
 
 
 def folded_kernels(npu: NPU, plans: list[KernelPlan], units: int) -> list[FoldedKernel] | None:
@@ -146,14 +163,14 @@ class KernelFold:
         hbm_demand = npu.compute_hbm_demand
         for i in range(done):
             kernel = kernels[i]
-            plan = kernel.plan
             launch, end = times[2 * i], times[2 * i + 1]
             if kernel.allocated >= 0:
                 engine.account_alone(resource, kernel.allocated, launch, end)
             unit_seconds += kernel.occupied * (end - launch)
-            hbm_bytes += plan.hbm_bytes
-            hbm_demand += plan.hbm_demand
-            flops[plan.math] = flops.get(plan.math, 0.0) + plan.flops
+            hbm_bytes += kernel.hbm_bytes
+            hbm_demand += kernel.hbm_demand
+            math = kernel.math
+            flops[math] = flops.get(math, 0.0) + kernel.flops
         npu.compute_unit_seconds = unit_seconds
         npu.compute_hbm_bytes = hbm_bytes
         npu.compute_hbm_demand = hbm_demand
