@@ -20,9 +20,22 @@ def test_a_run_past_the_message_bound_is_refused_with_its_estimate(
         monkeypatch, capsys, "run", "-w", "resnet50", "--npus", "8", "--endpoint", "baseline",
         "--max-messages", "10",
     )  # fmt: skip
-    assert line.startswith("error: run.max_messages: the run would send about ")
+    prefix = "error: run.max_messages: the run on the baseline endpoint would send about "
+    assert line.startswith(prefix)
     assert "more than the bound; raise it knowingly (--max-messages N" in line
     assert line.endswith("got 10")
+
+
+def test_a_comparison_past_the_message_bound_names_the_run_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A comparison runs several endpoints (the baseline in its variants): the refusal says
+    which run would go past the bound."""
+    line = cli_error(
+        monkeypatch, capsys, "run", "-w", "resnet50", "--npus", "8", "--max-messages", "10"
+    )
+    assert line.startswith("error: run.max_messages: the run on the baseline endpoint (")
+    assert " units) would send about " in line
 
 
 def test_an_llm_run_past_the_message_bound_is_refused_too(
@@ -32,7 +45,7 @@ def test_an_llm_run_past_the_message_bound_is_refused_too(
         monkeypatch, capsys, *LLM, "--global-batch", "2", "--endpoint", "baseline",
         "--max-messages", "10",
     )  # fmt: skip
-    assert line.startswith("error: run.max_messages: the run would send about ")
+    assert line.startswith("error: run.max_messages: the run on the baseline endpoint would send")
 
 
 def test_the_micro_batch_bound_is_a_flag_that_lowers_and_raises_it(

@@ -42,14 +42,18 @@ def execute(
     (:class:`~acesim.runs.estimate.Estimate`), ``on_progress(done, total)`` the graph nodes
     finished as it runs (progress bars). A run estimated to send more than
     ``options.max_messages`` messages is refused before it starts (the work bound:
-    ConfigError naming ``run.max_messages``, with the estimate)."""
+    ConfigError naming ``run.max_messages``, the endpoint kind and ``variant``, with the
+    estimate)."""
     bound = case.options.max_messages
+    # which run: a comparison runs several endpoints, a search their variants
+    where = f"{case.system.endpoint.kind} endpoint" + (f" ({variant})" if variant else "")
 
     def estimated(estimate: Estimate) -> None:
         if estimate.messages > bound:
             raise ConfigError(
                 "run.max_messages",
-                f"the run would send about {estimate.messages:,} messages (roughly "
+                f"the run on the {where} would send about {estimate.messages:,} "
+                "messages (roughly "
                 f"{format_time(estimate.seconds)} of CPU at the measured cost of "
                 f"{estimate.cost} runs), more than the bound; raise it knowingly "
                 "(--max-messages N, run.max_messages)",
