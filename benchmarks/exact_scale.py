@@ -112,10 +112,11 @@ def allreduce(system: Callable[[], SystemConfig], size: float) -> Callable[[], f
     return lambda: simulate_collective(system(), "all-reduce", size, exact=True).time
 
 
-def data_parallel_64() -> float:
+def data_parallel_64(**variation: Any) -> float:
     """Four layers, each a fixed 1 ms forward and weight-gradient pass and an all-reduce of
     its 16 MiB gradient, two iterations on a Ring of 64 (our reconstruction: the reference
-    does not give the layer sizes of ASTRA-sim's run, so only the CPU figures compare)."""
+    does not give the layer sizes of ASTRA-sim's run, so only the CPU figures compare);
+    ``variation``: run options that make ranks differ (``stragglers``)."""
     from acesim.runs import run_system
     from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
 
@@ -128,10 +129,22 @@ def data_parallel_64() -> float:
         for i in range(4)
     )
     result, execution = run_system(
-        one_dim("ring", 64), Workload("dp4", layers), iterations=2, warmup=0, mode="exact"
+        one_dim("ring", 64),
+        Workload("dp4", layers),
+        iterations=2,
+        warmup=0,
+        mode="exact",
+        **variation,
     )
     _note(execution)
     return result.iteration_time * 2
+
+
+def data_parallel_64_straggler() -> float:
+    """:func:`data_parallel_64` with one slow NPU (rank 3's compute 1.5x as long; issue 27
+    measured ASTRA-sim on the same workload with the slowdown written into the trace: 0.49
+    user CPU s, its figure, not ours)."""
+    return data_parallel_64(stragglers=[STRAGGLER])
 
 
 #: what the training cases' runs did (collectives on the event path, runs redone, ranks
@@ -321,6 +334,8 @@ CASES = [
          allreduce(three_d, 64 * MiB), 0.60, 59),
     Case("dp-64", "4-layer data-parallel training, 2 iterations, Ring", 64,
          data_parallel_64, 0.16, 16),
+    Case("dp-64-straggler", "the same with one slow NPU (ASTRA-sim: issue 27's figure)", 64,
+         data_parallel_64_straggler, 0.49),
     Case("ring-4096", "ring all-reduce 64 MiB, Ring", 4096,
          allreduce(lambda: one_dim("ring", 4096), 64 * MiB), heavy=True),
     Case("ring-16384", "ring all-reduce 64 MiB, Ring", 16384,

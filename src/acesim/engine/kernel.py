@@ -186,6 +186,9 @@ class Engine:
         #: allocations a model computed without activities (:meth:`plan_usage`), per resource:
         #: [start s, end s, units/s], folded into ``used`` by :meth:`sync`
         self._planned: dict[Resource, list[list[float]]] = {}
+        #: each planned span's resource, by the span's identity, while it is planned (the span
+        #: kept in ``_planned``, so its id is not reused): :meth:`can_replan` in O(1)
+        self._span_owner: dict[int, Resource] = {}
         #: the last instant :meth:`sync` folded planned allocations into ``used`` (s)
         self._folded = -INF
         #: callbacks to run once before the next reallocation (:meth:`before_reallocation`)
@@ -308,6 +311,7 @@ class Engine:
         if end > start and rate > 0:
             span = [start, end, rate]
             self._planned.setdefault(resource, []).append(span)
+            self._span_owner[id(span)] = resource
             if rate > resource.peak:
                 resource.peak = rate
             return span
@@ -319,7 +323,7 @@ class Engine:
         of the new one."""
         if not (span[0] >= self._folded and start >= self._folded):
             return False
-        return any(s is span for s in self._planned.get(resource, ()))
+        return self._span_owner.get(id(span)) is resource
 
     def replan(
         self, resource: Resource, span: list[float], start: float, end: float, rate: float
@@ -350,6 +354,8 @@ class Engine:
                 if end > now:
                     span[0] = now
                     keep.append(span)
+                else:
+                    del self._span_owner[id(span)]
             if keep:
                 self._planned[res] = keep
             else:

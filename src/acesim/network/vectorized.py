@@ -245,9 +245,13 @@ def latency_bound(
     In the model the recurrences compute, a rank's steps on a dimension run one at a time
     (one chunk phase admitted at a time, every rank admitting in one order: lockstep or
     agreed orders), and a step ends no sooner than a message its sender sent at that
-    sender's start of the step arrives, after the sender's latency and the endpoint delay.
-    So the k-th step on a dimension ends, at every rank, no sooner than ``k`` times the least
-    such delay there."""
+    sender's start of the step arrives: after the sender sent the step's bytes (its ``k``
+    messages of ``m`` bytes at a rate no more than its egress's or its receiver's ingress
+    capacity shared by the ``k``: no sooner than ``k * m`` over the dimension's largest
+    capacity) and then its latency and the endpoint delay. So the last step on a dimension
+    ends, at every rank, no sooner than the sum over its steps of those two terms (the least
+    delay there), less a relative :data:`_BOUND_SLACK` for the rounding of the sums the
+    simulation adds in another order."""
     if unsupported(runtime, phases, chunks, protocol) is not None:
         return 0.0
     bound = 0.0
@@ -257,14 +261,29 @@ def latency_bound(
         ]
         if not min(capacities) > 0:
             return 0.0
+        fastest = max(capacities)
         if runtime.rank_latencies is None:
             delay = runtime.delays[dim]
         else:
             latency = min(row[dim] for row in runtime.rank_latencies)
             delay = latency + runtime.config.endpoint_delay
-        steps = chunks * sum(len(p.steps) for p in phases if p.dim == dim)
-        bound = max(bound, steps * delay)
+        steps = 0
+        sending = 0.0  # s of one chunk's steps' bytes at the fastest capacity
+        for p in phases:
+            if p.dim != dim:
+                continue
+            for step, count in p.steps.runs:
+                steps += count
+                if fastest < math.inf:
+                    moved = step.message_count(p.size) * float(step.message_bytes)
+                    sending += count * (moved / fastest)
+        bound = max(bound, chunks * (steps * delay + sending) * (1 - _BOUND_SLACK))
     return bound
+
+
+#: :func:`latency_bound`'s relative allowance for rounding: far below the margin by which a
+#: bound must exceed a time to skip a variant (1e-6), far above the rounding of its sums
+_BOUND_SLACK = 1e-9
 
 
 #: a step whose sender of rank r is r - 1 (mod the ranks): a shift, not a gather
