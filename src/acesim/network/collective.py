@@ -477,7 +477,7 @@ class CollectiveRuntime:
             chunks,
             phases,
             choice,
-            expected=len(self.ranks) if ranks is None else None,
+            expected=expected_ranks,
             label=label,
             priority=priority,
             on_rank_done=on_rank_done,
