@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAX_SINGLE_STEPS", "Ladder", "add_repeatedly", "ladders"]
+__all__ = ["MAX_SINGLE_STEPS", "Ladder", "add_repeatedly", "alike_steps", "ladders"]
 
 #: Sequential additions are done this many at a time (numpy's accumulate is sequential).
 _BLOCK = 1 << 20
@@ -108,7 +108,7 @@ def ladders(start: float, first: float, second: float, count: int) -> list[Ladde
     singles = 0
     x = start
     while count > 0:
-        n = _alike(x, first, second, count)
+        n = alike_steps(x, first, second, count)
         if n <= 1:
             singles += 1
             if singles > MAX_SINGLE_STEPS:
@@ -128,7 +128,7 @@ def ladders(start: float, first: float, second: float, count: int) -> list[Ladde
     return out
 
 
-def _alike(x: float, first: float, second: float, count: int) -> int:
+def alike_steps(x: float, first: float, second: float, count: int) -> int:
     """How many steps of :func:`ladders` from ``x`` are an arithmetic progression (0: take
     one step by itself)."""
     if not (x >= sys.float_info.min) or not math.isfinite(x):

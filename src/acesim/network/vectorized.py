@@ -72,6 +72,7 @@ from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
 from .plan import Phase, nvls_sync_latency
+from .ring_form import ring_ends
 from .sums import add_repeatedly
 
 __all__ = [
@@ -86,10 +87,15 @@ __all__ = [
     "check_replicas",
     "latency_bound",
     "run_alone",
+    "step_bounds",
 ]
 
 #: Tests turn this off to compare with the event simulation.
 ENABLED = True
+
+#: Tests turn this off to compare a ring phase's closed form (:mod:`.ring_form`) with its
+#: steps one by one.
+RING_CLOSED_FORM = True
 
 _HOOKS = (
     "shape_phases",
@@ -252,15 +258,26 @@ def latency_bound(
     ends, at every rank, no sooner than the sum over its steps of those two terms (the least
     delay there), less a relative :data:`_BOUND_SLACK` for the rounding of the sums the
     simulation adds in another order."""
+    return step_bounds(runtime, phases, chunks, protocol)[0]
+
+
+def step_bounds(
+    runtime: CollectiveRuntime, phases: list[Phase], chunks: int, protocol: Any
+) -> tuple[float, float]:
+    """:func:`latency_bound`, and a time (s) each rank's part cannot finish before, counted
+    from that rank's own start: its own steps one at a time on each dimension, each no
+    sooner than its bytes at the dimension's largest capacity (the latencies left out: a
+    message it waits on may have arrived before it started). Both 0 where
+    :func:`unsupported` refuses the phases or a link carries nothing."""
     if unsupported(runtime, phases, chunks, protocol) is not None:
-        return 0.0
-    bound = 0.0
+        return 0.0, 0.0
+    bound = own = 0.0
     for dim in {p.dim for p in phases}:
         capacities = [
             row[dim].capacity for rows in (runtime.egress, runtime.ingress) for row in rows
         ]
         if not min(capacities) > 0:
-            return 0.0
+            return 0.0, 0.0
         fastest = max(capacities)
         if runtime.rank_latencies is None:
             delay = runtime.delays[dim]
@@ -278,7 +295,8 @@ def latency_bound(
                     moved = step.message_count(p.size) * float(step.message_bytes)
                     sending += count * (moved / fastest)
         bound = max(bound, chunks * (steps * delay + sending) * (1 - _BOUND_SLACK))
-    return bound
+        own = max(own, chunks * sending * (1 - _BOUND_SLACK))
+    return bound, own
 
 
 #: :func:`latency_bound`'s relative allowance for rounding: far below the margin by which a
@@ -452,6 +470,7 @@ class Lockstep:
         self._bound: dict[int, Any] = {}
         self._allocated: dict[tuple[Any, ...], float] = {}
         self._prepared: dict[int, list[tuple[Any, ...]]] = {}
+        self._ring: dict[int, tuple[int, float, float, float, float] | None] = {}
         #: per dimension, when each rank's queue frees, and its last admission (s; see run)
         self.free: dict[int, np.ndarray] = {}
         self.admitted: dict[int, np.ndarray] = {}
@@ -533,6 +552,12 @@ class Lockstep:
         d = phase.dim
         coupled = d in self.coupled
         delay = self.delay[d][flat]
+        run = self._ring_run(phase)
+        if run is not None:
+            closed = ring_ends(begin[sub], run[2], run[3], len(phase.steps))
+            if closed is not None:
+                end[sub] = closed[0]
+                return True
         local = np.empty(self.n, dtype=np.int64)
         local[flat] = np.arange(len(flat))
         done = begin[flat]
@@ -1001,6 +1026,9 @@ class Lockstep:
         if self.uniform[d] and phase.size > 1 and float(begin.min()) == float(begin.max()):
             # every rank starts together on links alike: every rank's times are one number
             return self._phase_together(phase, float(begin[0]))
+        closed = self._ring_closed(phase, begin)
+        if closed is not None:
+            return closed
         out, arrive, latest = np.empty(n), np.empty(n), np.empty(n)
         done = begin.copy()
         add, maximum, take = np.add, np.maximum, np.take
@@ -1025,6 +1053,77 @@ class Lockstep:
                 usage.append((d, start0, end0, allocated))
             self._record(part, d, m, k, out, arrive)
             maximum(out, latest, out=done)
+        return done
+
+    def _ring_run(self, phase: Phase) -> tuple[int, float, float, float, float] | None:
+        """Where ``phase`` is one run of identical ring steps on links alike in its
+        dimension (not coupled: its lines need no lockstep check), with rates alike at every
+        rank: (messages per rank, bytes of one, each rank's send time s, the delay s, rank 0's
+        allocation B/s) for :mod:`acesim.network.ring_form`; else None."""
+        key = id(phase)
+        if key in self._ring:
+            return self._ring[key]
+        run = None
+        d = phase.dim
+        entries = self._prepare(phase)
+        if (
+            RING_CLOSED_FORM
+            and d not in self.coupled
+            and entries
+            and all(step.pattern == "next" for step in phase.steps)
+        ):
+            k, m, took, src, allocated = entries[0]
+            took_alike, delay_alike = _alike(took), _alike(self.delay[d])
+            # steps that differ in nothing the recurrence reads (a reduce-scatter's and an
+            # all-gather's steps of one phase) are one run
+            alike = all(
+                e is entries[0]
+                or (e[0] == k and e[1] == m and e[3] is src and e[4] == allocated
+                    and _alike(e[2]) == took_alike)
+                for e in entries
+            )  # fmt: skip
+            if alike and src is not None and took_alike is not None and delay_alike is not None:
+                run = (k, m, took_alike, delay_alike, allocated)
+        self._ring[key] = run
+        return run
+
+    def _ring_closed(self, phase: Phase, begin: np.ndarray) -> np.ndarray | None:
+        """:meth:`_phase` of a run of identical ring steps in closed form
+        (:func:`~acesim.network.ring_form.ring_ends`: the same floats), rank 0's messages and
+        the byte counts recorded as the steps would; None where it does not apply."""
+        run = self._ring_run(phase)
+        part = self.part
+        if run is None or (len(part.sizes) != 1 and part.exact is None):
+            return None
+        k, m, took, delay, allocated = run
+        geo = self._geo(phase)
+        rows = geo.rows()
+        steps = len(phase.steps)
+        watch = (int(geo.line_of()[0]), int(np.flatnonzero(rows[geo.line_of()[0]] == 0)[0]))
+        closed = ring_ends(begin[rows], took, delay, steps, watch)
+        if closed is None:
+            return None
+        ends, trail = closed
+        assert trail is not None
+        d = phase.dim
+        if self.listened or self.record_usage:
+            bound = self._bound.get(d)
+            segments, usage = part.segments, part.usage
+            for start in trail[:-1].tolist():
+                end = start + took
+                if self.listened:
+                    segments.append((bound, start, end, k))
+                if end > start and self.record_usage:
+                    usage.append((d, start, end, allocated))
+        if d not in part.first:
+            part.first[d] = float((begin + took).min())
+        if len(part.sizes) == 1:
+            part.counts[d] = part.counts.get(d, 0) + k * steps
+        else:
+            assert part.exact is not None
+            part.exact[(d, m)] = part.exact.get((d, m), 0) + k * self.n * steps
+        done = np.empty(self.n)
+        done[rows] = ends
         return done
 
     def _phase_together(self, phase: Phase, begin: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from ..hardware.endpoints import ENDPOINT_KINDS, Variant
 from ..units import format_time
 from .case import SystemLike, WorkloadLike, case_from_experiment
 from .estimate import Estimate
-from .how import How
+from .how import CannotBeat, How
 from .kinds import kind_of, make_run_case
 
 __all__ = ["execute", "run_case", "run", "run_system", "run_experiment", "variant_case"]
@@ -35,12 +35,15 @@ def execute(
     variant: str = "",
     on_estimate: Callable[[Estimate], Any] | None = None,
     on_progress: Callable[[int, int], Any] | None = None,
+    beat: float | None = None,
 ) -> tuple[Any, Any]:
     """Run ``case`` as given (its kind's ``execute``): the result and the execution (None
     for a collective). ``trace``: record what :func:`acesim.results.trace.write_trace`
     needs; ``on_estimate(estimate)`` is told the run's cost before it starts
     (:class:`~acesim.runs.estimate.Estimate`), ``on_progress(done, total)`` the graph nodes
-    finished as it runs (progress bars). A run estimated to send more than
+    finished as it runs (progress bars); ``beat``: raise
+    :class:`~acesim.runs.how.CannotBeat` instead of running where the kind bounds the
+    figure above it (:class:`~acesim.runs.how.How`). A run estimated to send more than
     ``options.max_messages`` messages is refused before it starts (the work bound:
     ConfigError naming ``run.max_messages``, the endpoint kind and ``variant``, with the
     estimate)."""
@@ -62,7 +65,9 @@ def execute(
         if on_estimate is not None:
             on_estimate(estimate)
 
-    how = How(trace=trace, variant=variant, on_estimate=estimated, on_progress=on_progress)
+    how = How(
+        trace=trace, variant=variant, on_estimate=estimated, on_progress=on_progress, beat=beat
+    )
     return kind_of(case).execute(case, how)
 
 
@@ -74,15 +79,22 @@ def run_case(
     on_progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[Any, Any]:
     """Run ``case``; with ``options.search`` (always for the bound kind, ``ideal``), every
-    variant of its endpoint kind, keeping the fastest (module docstring). Callbacks as
-    :func:`execute`'s."""
+    variant of its endpoint kind, keeping the fastest (module docstring): a variant whose
+    figure the run kind bounds above the fastest so far is not run (it would not be kept:
+    :class:`~acesim.runs.how.CannotBeat`). Callbacks as :func:`execute`'s."""
     hooks: dict[str, Any] = {"on_estimate": on_estimate, "on_progress": on_progress}
     kind = ENDPOINT_KINDS.get(case.system.endpoint.kind)
     if not case.options.search and kind.role != "bound":  # the bound is always its best
         return execute(case, trace=trace, **hooks)
     best: tuple[Any, Any] | None = None
     for v in kind.variants_of(case.system):
-        outcome = execute(variant_case(case, None, v), trace=trace, variant=v.label, **hooks)
+        beat = None if best is None else best[0].figure
+        try:
+            outcome = execute(
+                variant_case(case, None, v), trace=trace, variant=v.label, beat=beat, **hooks
+            )
+        except CannotBeat:
+            continue
         if best is None or outcome[0].figure < best[0].figure:
             best = outcome
     assert best is not None  # variants_of returns at least one

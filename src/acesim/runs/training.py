@@ -9,21 +9,24 @@ choose the strategy, elaborates the platform for it, runs the graph and summaris
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..config.experiment import measurement_problem
 from ..engine.collector import collector_paused
 from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
-from ..hardware.platform import elaborate
+from ..hardware.platform import Platform, elaborate
 from ..results.protocol import assumptions, scalar_settings
 from ..results.run import RunInfo, RunResult, summarize
 from ..training.executor import Execution
+from ..training.figure_bound import figure_bound
 from ..training.loops import build_graph
 from ..training.strategy import decide, mode_note
 from ..workload.graph import Graph
 from ..workload.placement import place_graph
 from .case import Case
 from .graph_run import run_graph
-from .how import How
+from .how import How, check_beat
 
 __all__ = ["execute_training", "case_graph"]
 
@@ -78,6 +81,7 @@ def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution
         graph,
         kind="training",
         how=how,
+        prepare=_beat_check(how, graph, warmup),
         stop_at=stop_at,
         measure_from=measure_from,
     )
@@ -104,6 +108,19 @@ def execute_training(case: Case, how: How = How()) -> tuple[RunResult, Execution
     result = summarize(execution, info)
     result.assumptions = assumptions(system)
     return result, execution
+
+
+def _beat_check(how: How, graph: Graph, warmup: int) -> Callable[[Platform], None] | None:
+    """Where ``how`` names a figure to beat (a search's fastest so far): the check, once the
+    platform is built, that the run can beat it (:func:`~acesim.runs.how.check_beat` on
+    :func:`~acesim.training.figure_bound.figure_bound`)."""
+    if how.beat is None:
+        return None
+
+    def check(platform: Platform) -> None:
+        check_beat(how, figure_bound(platform, graph, warmup))
+
+    return check
 
 
 def _with_stop_note(note: str, execution: Execution) -> str:
