@@ -67,6 +67,9 @@ def test_the_closed_form_gives_the_recurrences_floats_or_declines(
     assert np.array_equal(ends, seen[-1])
     assert trail is not None
     assert np.array_equal(trail, np.array([s[line, q] for s in seen]))
+    unwatched = ring_ends(begin, took, delay, steps)  # ends only (a line unknown at once)
+    assert unwatched is not None
+    assert np.array_equal(unwatched[0], seen[-1])
 
 
 def test_it_declines_where_the_values_leave_their_binade() -> None:

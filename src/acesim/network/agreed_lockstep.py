@@ -50,7 +50,15 @@ import numpy as np
 
 from ..engine import EventHandle
 from .collective import Collective, CollectiveRuntime
-from .vectorized import Conflict, Lockstep, Outcome, instance_problem, queue_key, unsupported
+from .vectorized import (
+    Conflict,
+    LinkCache,
+    Lockstep,
+    Outcome,
+    instance_problem,
+    queue_key,
+    unsupported,
+)
 
 __all__ = ["AgreedLockstep"]
 
@@ -199,6 +207,8 @@ class AgreedLockstep:
         self._joined = False
         self._pass = 0
         self._events_done: dict[int, int] = {}
+        #: what the run's recurrences compute alike
+        self._cache = LinkCache()
 
     # -- the executor's interface ------------------------------------------------------------
     def start(self, coll: Collective, key: Any, ranks: int | None = None) -> bool:
@@ -211,7 +221,9 @@ class AgreedLockstep:
         if problem is not None:
             return self._event_path(coll, key, problem)
         order_key = queue_key(self.runtime, coll)
-        lock = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True, key=order_key)
+        lock = Lockstep(
+            self.runtime, coll.phases, coll.chunks, usage=True, key=order_key, cache=self._cache
+        )
         if not lock.begin_alone():
             return self._event_path(
                 coll,
@@ -297,9 +309,11 @@ class AgreedLockstep:
         raise Conflict(self.conflicts)
 
     # -- decisions ---------------------------------------------------------------------------
-    def _schedule(self) -> None:
-        """The next decision's wake-up, after every event at its instant."""
-        when = self._next()[0]
+    def _schedule(self, when: float | None = None) -> None:
+        """The next decision's wake-up, after every event at its instant (``when``: its
+        instant, s, where the caller has just found it with :meth:`_next`)."""
+        if when is None:
+            when = self._next()[0]
         wake = self._wake
         if wake is not None and not wake.cancelled:
             if wake.time == when:
@@ -347,7 +361,7 @@ class AgreedLockstep:
             if when < now:  # a decision missed: never expected, the event path is sure
                 self._conflict(set())
             self._decide(when, dim, here, ready)
-        self._schedule()
+        self._schedule(when)  # nothing changed since that _next
 
     def _decide(self, when: float, dim: int, here: list[_Waiting], ready: np.ndarray) -> None:
         """Decide ``dim``'s next entry at ``when`` (s) among ``here`` and compute it."""

@@ -63,10 +63,17 @@ def ring_ends(
         return None
     if not (took >= 0 and delay >= 0) or not math.isfinite(took + delay):
         return None
-    finite = begin[np.isfinite(begin)]
-    if finite.size == 0:
-        return None
-    low, high = float(finite.min()), float(finite.max())
+    low, high = float(begin.min()), float(begin.max())
+    if high == math.inf and watch is None and steps >= p - 1:
+        # every position is reached from every start: a line with an unknown start is
+        # unknown everywhere
+        unknown = np.isinf(begin).any(axis=1)
+        if bool(unknown.all()):
+            return np.full_like(begin, math.inf), None
+    if high == math.inf:  # unknown starts: the binade of the known ones
+        high = float(np.max(begin, where=begin < math.inf, initial=-math.inf))
+        if high == -math.inf:
+            return None  # every start unknown
     if not low >= sys.float_info.min or math.frexp(low)[1] != math.frexp(high)[1]:
         return None
     if alike_steps(high, took, delay, steps) < steps:  # leaves the binade, or a halfway term

@@ -62,6 +62,7 @@ import math
 from collections import deque
 from collections.abc import Container, MutableSequence, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,7 @@ __all__ = [
     "Conflict",
     "Deferred",
     "Diverged",
+    "LinkCache",
     "Lockstep",
     "Outcome",
     "add_repeatedly",
@@ -410,6 +412,55 @@ class _Part:
         self.usage: list[tuple[int, float, float, float]] = []
 
 
+def _links(runtime: CollectiveRuntime, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Dimension ``d``'s egress and ingress capacities (B/s) and message delays (s) per rank,
+    and whether each is alike at every rank."""
+    n = runtime.topology.npus
+    egress = np.array([row[d].capacity for row in runtime.egress], dtype=float)
+    ingress = np.array([row[d].capacity for row in runtime.ingress], dtype=float)
+    if runtime.rank_latencies is None:
+        delay = np.full(n, runtime.delays[d])
+    else:
+        latency = np.array([row[d] for row in runtime.rank_latencies], dtype=float)
+        delay = latency + runtime.config.endpoint_delay
+    uniform = bool(
+        np.all(egress == egress[0]) and np.all(ingress == egress[0]) and np.all(delay == delay[0])
+    )
+    return egress, ingress, delay, uniform
+
+
+class LinkCache:
+    """What every :class:`Lockstep` of one run computes alike, kept for the run's next ones:
+    per dimension the links' capacities and delays (set before a run starts:
+    ``CollectiveRuntime.set_link``), and per phase shape its group lines, peers, rates,
+    send times and prepared steps. Phases are kept by identity beside their entries (a
+    phase's id is not reused while it is held)."""
+
+    __slots__ = (
+        "links",
+        "geometry",
+        "peers",
+        "rates",
+        "times",
+        "allocated",
+        "prepared",
+        "ring",
+    )
+
+    def __init__(self) -> None:
+        #: per dimension: egress and ingress capacities (B/s) and delays (s) per rank, and
+        #: whether they are alike at every rank
+        self.links: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = {}
+        self.geometry: dict[tuple[int, int, int], _Geometry] = {}
+        self.peers: dict[tuple[int, int, int, str, int], tuple[np.ndarray, np.ndarray]] = {}
+        self.rates: dict[tuple[int, int, int, str, int, int], np.ndarray] = {}
+        self.times: dict[tuple[int, int, int, str, int, int, float], np.ndarray] = {}
+        self.allocated: dict[tuple[Any, ...], float] = {}
+        self.prepared: dict[int, tuple[Phase, list[tuple[Any, ...]]]] = {}
+        #: (phase id, its dimension coupled) -> (phase, :meth:`Lockstep._ring_run`'s answer)
+        self.ring: dict[tuple[int, bool], tuple[Phase, Any]] = {}
+
+
 class Lockstep:
     """Every NPU's chunk phases of one collective as numpy recurrences over the ranks.
 
@@ -429,6 +480,7 @@ class Lockstep:
         *,
         others: Sequence[tuple[list[Phase], int, tuple[int, int]]] = (),
         key: tuple[int, int] = (0, 0),
+        cache: LinkCache | None = None,
     ):
         self.record_usage = usage
         self.runtime = runtime
@@ -442,35 +494,25 @@ class Lockstep:
         self.ranks = np.arange(n)
         self.weight = runtime.endpoint.message_weight
         self.dims = sorted({p.dim for part in self.parts for p in part.phases})
+        cache = self.cache = LinkCache() if cache is None else cache
         self.egress: dict[int, np.ndarray] = {}
         self.ingress: dict[int, np.ndarray] = {}
         self.delay: dict[int, np.ndarray] = {}
         self.uniform: dict[int, bool] = {}
         for d in self.dims:
-            egress = np.array([row[d].capacity for row in runtime.egress], dtype=float)
-            ingress = np.array([row[d].capacity for row in runtime.ingress], dtype=float)
-            if runtime.rank_latencies is None:
-                delay = np.full(n, runtime.delays[d])
-            else:
-                latency = np.array([row[d] for row in runtime.rank_latencies], dtype=float)
-                delay = latency + runtime.config.endpoint_delay
-            self.egress[d], self.ingress[d], self.delay[d] = egress, ingress, delay
-            self.uniform[d] = bool(
-                np.all(egress == egress[0])
-                and np.all(ingress == egress[0])
-                and np.all(delay == delay[0])
-            )
+            links = cache.links.get(d)
+            if links is None:
+                links = cache.links[d] = _links(runtime, d)
+            self.egress[d], self.ingress[d], self.delay[d], self.uniform[d] = links
         #: dimensions whose steps are not all ring steps: every step there must run in
         #: lockstep within its group lines (senders into one ingress are then in one step)
         self.coupled = set().union(*(part.coupled for part in self.parts))
-        self._geometry: dict[tuple[int, int, int], _Geometry] = {}
-        self._peers: dict[tuple[int, int, int, str, int], tuple[np.ndarray, np.ndarray]] = {}
-        self._rates: dict[tuple[int, int, int, str, int, int], np.ndarray] = {}
-        self._times: dict[tuple[int, int, int, str, int, int, float], np.ndarray] = {}
+        self._geometry = cache.geometry
+        self._peers = cache.peers
+        self._rates = cache.rates
+        self._times = cache.times
         self._bound: dict[int, Any] = {}
-        self._allocated: dict[tuple[Any, ...], float] = {}
-        self._prepared: dict[int, list[tuple[Any, ...]]] = {}
-        self._ring: dict[int, tuple[int, float, float, float, float] | None] = {}
+        self._allocated = cache.allocated
         #: per dimension, when each rank's queue frees, and its last admission (s; see run)
         self.free: dict[int, np.ndarray] = {}
         self.admitted: dict[int, np.ndarray] = {}
@@ -994,22 +1036,23 @@ class Lockstep:
     def _prepare(self, phase: Phase) -> list[tuple[Any, ...]]:
         """Per step of ``phase``: (messages per rank, bytes of one, each rank's send time,
         the rank each rank receives from or None for a direct step, rank 0's allocation)."""
-        steps = self._prepared.get(id(phase))
-        if steps is None:
-            steps = []
-            alike: dict[Step, tuple[Any, ...]] = {}  # ring phases repeat one step
-            for step in phase.steps:
-                entry = alike.get(step)
-                if entry is None:
-                    k = step.message_count(phase.size)
-                    took = self._took(phase, step, k)
-                    src: Any = None if step.pattern == "all" else self._pair(phase, step)[1]
-                    if src is not None and np.array_equal(src, np.roll(self.ranks, 1)):
-                        src = _RING
-                    allocated = self._rank0_allocated(phase, step, k)
-                    entry = alike[step] = (k, float(step.message_bytes), took, src, allocated)
-                steps.append(entry)
-            self._prepared[id(phase)] = steps
+        known = self.cache.prepared.get(id(phase))
+        if known is not None and known[0] is phase:
+            return known[1]
+        steps: list[tuple[Any, ...]] = []
+        alike: dict[Step, tuple[Any, ...]] = {}  # ring phases repeat one step
+        for step in phase.steps:
+            entry = alike.get(step)
+            if entry is None:
+                k = step.message_count(phase.size)
+                took = self._took(phase, step, k)
+                src: Any = None if step.pattern == "all" else self._pair(phase, step)[1]
+                if src is not None and np.array_equal(src, np.roll(self.ranks, 1)):
+                    src = _RING
+                allocated = self._rank0_allocated(phase, step, k)
+                entry = alike[step] = (k, float(step.message_bytes), took, src, allocated)
+            steps.append(entry)
+        self.cache.prepared[id(phase)] = (phase, steps)
         return steps
 
     def _phase(self, phase: Phase, begin: np.ndarray) -> np.ndarray | None:
@@ -1060,11 +1103,13 @@ class Lockstep:
         dimension (not coupled: its lines need no lockstep check), with rates alike at every
         rank: (messages per rank, bytes of one, each rank's send time s, the delay s, rank 0's
         allocation B/s) for :mod:`acesim.network.ring_form`; else None."""
-        key = id(phase)
-        if key in self._ring:
-            return self._ring[key]
-        run = None
         d = phase.dim
+        key = (id(phase), d in self.coupled)
+        known = self.cache.ring.get(key)
+        if known is not None and known[0] is phase:
+            answer: tuple[int, float, float, float, float] | None = known[1]
+            return answer
+        run = None
         entries = self._prepare(phase)
         if (
             RING_CLOSED_FORM
@@ -1079,12 +1124,12 @@ class Lockstep:
             alike = all(
                 e is entries[0]
                 or (e[0] == k and e[1] == m and e[3] is src and e[4] == allocated
-                    and _alike(e[2]) == took_alike)
+                    and (e[2] is took or _alike(e[2]) == took_alike))
                 for e in entries
             )  # fmt: skip
             if alike and src is not None and took_alike is not None and delay_alike is not None:
                 run = (k, m, took_alike, delay_alike, allocated)
-        self._ring[key] = run
+        self.cache.ring[key] = (phase, run)
         return run
 
     def _ring_closed(self, phase: Phase, begin: np.ndarray) -> np.ndarray | None:
@@ -1107,14 +1152,24 @@ class Lockstep:
         assert trail is not None
         d = phase.dim
         if self.listened or self.record_usage:
-            bound = self._bound.get(d)
-            segments, usage = part.segments, part.usage
-            for start in trail[:-1].tolist():
-                end = start + took
-                if self.listened:
-                    segments.append((bound, start, end, k))
-                if end > start and self.record_usage:
-                    usage.append((d, start, end, allocated))
+            starts = trail[:-1]
+            outs = starts + took  # each step's start + took, as the steps add it
+            if self.listened:
+                bound = self._bound.get(d)
+                part.segments.extend(
+                    zip(repeat(bound), starts.tolist(), outs.tolist(), repeat(k), strict=False)
+                )
+            if self.record_usage:
+                sending = outs > starts
+                part.usage.extend(
+                    zip(
+                        repeat(d),
+                        starts[sending].tolist(),
+                        outs[sending].tolist(),
+                        repeat(allocated),
+                        strict=False,
+                    )
+                )
         if d not in part.first:
             part.first[d] = float((begin + took).min())
         if len(part.sizes) == 1:
@@ -1609,6 +1664,8 @@ class Deferred:
         self._base: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
         #: collectives computed together with others (recomputed batches)
         self.joint = 0
+        #: what the run's recurrences compute alike (:class:`LinkCache`)
+        self.link_cache = LinkCache()
 
     def _problem(self, coll: Collective, key: Any, ranks: int | None) -> str | None:
         """Why ``coll`` runs on the event path (None: here)."""
@@ -1676,7 +1733,9 @@ class Deferred:
         del self._joined[coll.id], self._count[coll.id]
         key = self.inflight[coll.id][0]
         computed = _Computed(coll, key, joined)
-        lockstep = Lockstep(self.runtime, coll.phases, coll.chunks, usage=True)
+        lockstep = Lockstep(
+            self.runtime, coll.phases, coll.chunks, usage=True, cache=self.link_cache
+        )
         outcome = lockstep.run(joined, self._busy, self._admitted)
         if outcome is not None:
             latest = max((float(a.max()) for a in self._admitted.values()), default=-math.inf)
@@ -1713,6 +1772,7 @@ class Deferred:
             head.phases,
             head.chunks,
             usage=True,
+            cache=self.link_cache,
             key=queue_key(self.runtime, head),
             others=[
                 (m.coll.phases, m.coll.chunks, queue_key(self.runtime, m.coll)) for m in members[1:]
