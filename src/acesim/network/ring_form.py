@@ -59,7 +59,7 @@ def ring_ends(
         watch: a position whose every step is wanted (rank 0's, for its segments).
     """
     lines, p = begin.shape
-    if lines * p * p > MAX_ELEMENTS or steps < 1 or p < 2:
+    if lines < 1 or lines * p * p > MAX_ELEMENTS or steps < 1 or p < 2:
         return None
     if not (took >= 0 and delay >= 0) or not math.isfinite(took + delay):
         return None
