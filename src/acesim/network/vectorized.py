@@ -517,6 +517,8 @@ class Lockstep:
         self.free: dict[int, np.ndarray] = {}
         self.admitted: dict[int, np.ndarray] = {}
         self.listened = runtime.engine.bound_listener is not None
+        #: False while a phase is computed for its ends alone (:meth:`phase_end`)
+        self._recording = True
 
     # -- running -----------------------------------------------------------------------------
 
@@ -573,10 +575,12 @@ class Lockstep:
         part = self.part
         if not record:
             self.part = _Part(part.phases, part.chunks, part.key)
+            self._recording = False
         try:
             return self._phase(phase, begin)
         finally:
             self.part = part
+            self._recording = True
 
     def phase_end_lines(
         self, phase: Phase, begin: np.ndarray, end: np.ndarray, changed: np.ndarray
@@ -1144,14 +1148,18 @@ class Lockstep:
         geo = self._geo(phase)
         rows = geo.rows()
         steps = len(phase.steps)
-        watch = (int(geo.line_of()[0]), int(np.flatnonzero(rows[geo.line_of()[0]] == 0)[0]))
+        recorded = self._recording and (self.listened or self.record_usage)
+        watch = None
+        if recorded:  # rank 0's steps: its message segments and link spans
+            line = int(geo.line_of()[0])
+            watch = (line, int(np.flatnonzero(rows[line] == 0)[0]))
         closed = ring_ends(begin[rows], took, delay, steps, watch)
         if closed is None:
             return None
         ends, trail = closed
-        assert trail is not None
         d = phase.dim
-        if self.listened or self.record_usage:
+        if recorded:
+            assert trail is not None
             starts = trail[:-1]
             outs = starts + took  # each step's start + took, as the steps add it
             if self.listened:
