@@ -222,7 +222,13 @@ class AgreedLockstep:
             return self._event_path(coll, key, problem)
         order_key = queue_key(self.runtime, coll)
         lock = Lockstep(
-            self.runtime, coll.phases, coll.chunks, usage=True, key=order_key, cache=self._cache
+            self.runtime,
+            coll.phases,
+            coll.chunks,
+            usage=True,
+            key=order_key,
+            cache=self._cache,
+            batch_segments=True,
         )
         if not lock.begin_alone():
             return self._event_path(

@@ -311,6 +311,25 @@ _RING = object()
 
 
 @dataclass(slots=True, eq=False)
+class SpanRun:
+    """Rank 0's messages of a run of steps, one message a step: step ``i`` from
+    ``starts[i]`` to ``ends[i]`` (s), each bound by ``bound``."""
+
+    bound: Any
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def segments(self) -> list[tuple[Any, float, float, int]]:
+        """As one segment entry per step (:attr:`Outcome.segments`)."""
+        pairs = zip(self.starts.tolist(), self.ends.tolist(), strict=True)
+        return [(self.bound, s, e, 1) for s, e in pairs]
+
+
+#: one of :attr:`Outcome.segments`: (bound, start s, end s, messages), or a run of them
+SegmentEntry = tuple[Any, float, float, int] | SpanRun
+
+
+@dataclass(slots=True, eq=False)
 class Outcome:
     """What a vectorized run produced: per-rank finish times (s), byte sums, and rank 0's
     message segments for the bound listener."""
@@ -319,27 +338,45 @@ class Outcome:
     sent: float
     received: float
     sent_per_dim: dict[int, float]
-    segments: list[tuple[Any, float, float, int]]
+    segments: list[SegmentEntry]
     #: rank 0's egress allocation per step: (dimension, start s, end s, B/s)
     usage: list[tuple[int, float, float, float]]
 
     def emit(self, listener: Any) -> None:
         """Tell ``listener`` (one of the engine's bound listeners, or None) of rank 0's
-        messages."""
+        messages (a run of steps as one batch where the listener takes batches)."""
         if listener is None:
             return
         repeated = getattr(listener, "repeated", None)  # BoundRecorder's batch of k
-        if repeated is not None:
-            for bound, start, end, k in self.segments:
-                if end > start and k > 0:
-                    repeated("message", bound, start, end, k)
-            return
-        for bound, start, end, k in self.segments:
-            for _ in range(k):
-                listener.opened("message", start)
-                if end > start:
-                    listener.segment("message", bound, start, end)
-                listener.closed("message", end)
+        many = getattr(listener, "spans", None)  # and of spans
+        for entry in self.segments:
+            if isinstance(entry, SpanRun):
+                if many is not None:
+                    many("message", entry.bound, entry.starts, entry.ends)
+                    continue
+                entries = entry.segments()
+            else:
+                entries = [entry]
+            for bound, start, end, k in entries:
+                if repeated is not None:
+                    if end > start and k > 0:
+                        repeated("message", bound, start, end, k)
+                    continue
+                for _ in range(k):
+                    listener.opened("message", start)
+                    if end > start:
+                        listener.segment("message", bound, start, end)
+                    listener.closed("message", end)
+
+    def flat_segments(self) -> list[tuple[Any, float, float, int]]:
+        """:attr:`segments` with each run as its steps."""
+        out: list[tuple[Any, float, float, int]] = []
+        for entry in self.segments:
+            if isinstance(entry, SpanRun):
+                out.extend(entry.segments())
+            else:
+                out.append(entry)
+        return out
 
 
 class _Geometry:
@@ -408,7 +445,7 @@ class _Part:
         )
         #: the time each dimension's first message completes (s)
         self.first: dict[int, float] = {}
-        self.segments: list[tuple[Any, float, float, int]] = []
+        self.segments: list[SegmentEntry] = []
         self.usage: list[tuple[int, float, float, float]] = []
 
 
@@ -481,8 +518,12 @@ class Lockstep:
         others: Sequence[tuple[list[Phase], int, tuple[int, int]]] = (),
         key: tuple[int, int] = (0, 0),
         cache: LinkCache | None = None,
+        batch_segments: bool = False,
     ):
         self.record_usage = usage
+        #: rank 0's messages of a run of ring steps kept as one :class:`SpanRun` (its
+        #: outcome is told once, never compared or replaced: the agreed orders' use)
+        self.batch_segments = batch_segments
         self.runtime = runtime
         self.phases = phases
         self.chunks = chunks
@@ -1164,9 +1205,12 @@ class Lockstep:
             outs = starts + took  # each step's start + took, as the steps add it
             if self.listened:
                 bound = self._bound.get(d)
-                part.segments.extend(
-                    zip(repeat(bound), starts.tolist(), outs.tolist(), repeat(k), strict=False)
-                )
+                if self.batch_segments and k == 1:
+                    part.segments.append(SpanRun(bound, starts, outs))
+                else:
+                    part.segments.extend(
+                        zip(repeat(bound), starts.tolist(), outs.tolist(), repeat(k), strict=False)
+                    )
             if self.record_usage:
                 sending = outs > starts
                 part.usage.extend(
@@ -1558,7 +1602,7 @@ class _Computed:
 
 def _entries(outcome: Outcome) -> int:
     """How many messages :meth:`Outcome.emit` gives a batching listener (BoundRecorder)."""
-    return sum(k for _bound, start, end, k in outcome.segments if end > start and k > 0)
+    return sum(k for _bound, start, end, k in outcome.flat_segments() if end > start and k > 0)
 
 
 def _same(a: Outcome, b: Outcome) -> bool:
@@ -1568,7 +1612,8 @@ def _same(a: Outcome, b: Outcome) -> bool:
         and a.sent == b.sent
         and a.received == b.received
         and list(a.sent_per_dim.items()) == list(b.sent_per_dim.items())
-        and sorted(a.segments, key=_segment_key) == sorted(b.segments, key=_segment_key)
+        and sorted(a.flat_segments(), key=_segment_key)
+        == sorted(b.flat_segments(), key=_segment_key)
         and sorted(a.usage) == sorted(b.usage)
     )
 
