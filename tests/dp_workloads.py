@@ -14,13 +14,18 @@ def graded_layers(grads: list[float], duration: float) -> Workload:
 def comm_layers(comms: list[Comm], duration: float, name: str = "dp") -> Workload:
     """One layer per weight-gradient collective of ``comms``, every compute ``duration`` s
     long."""
+    return compute_layers(comms, Compute(duration=duration), name)
+
+
+def compute_layers(comms: list[Comm], compute: Compute, name: str = "dp") -> Workload:
+    """One layer per weight-gradient collective of ``comms``, every pass ``compute``."""
     return Workload(
         name,
         tuple(
             Layer(
                 f"l{i}",
-                forward=Pass(Compute(duration=duration)),
-                weight_grad=Pass(Compute(duration=duration), comm),
+                forward=Pass(compute),
+                weight_grad=Pass(compute, comm),
             )
             for i, comm in enumerate(comms)
         ),

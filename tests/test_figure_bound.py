@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dp_workloads import comm_layers
+from dp_workloads import comm_layers, compute_layers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -15,27 +15,17 @@ from acesim.hardware.endpoints import ENDPOINT_KINDS
 from acesim.runs.how import CannotBeat
 from acesim.runs.kinds import make_run_case
 from acesim.runs.single import execute, run_case, variant_case
-from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+from acesim.workload.model import Comm, Compute, Workload
 
 MiB = 2**20
 
 
 def _workload(grads: list[int], duration: float, roofline: bool) -> Workload:
+    comms = [Comm("all-reduce", g) for g in grads]
     if not roofline:
-        return comm_layers([Comm("all-reduce", g) for g in grads], duration)
+        return comm_layers(comms, duration)
     # kernels of FLOPs and HBM bytes: their time alone is the NPU's roofline
-    compute = Compute(flops=duration * 1e14, hbm_bytes=duration * 5e11)
-    return Workload(
-        "roofline",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(compute),
-                weight_grad=Pass(compute, Comm("all-reduce", g)),
-            )
-            for i, g in enumerate(grads)
-        ),
-    )
+    return compute_layers(comms, Compute(flops=duration * 1e14, hbm_bytes=duration * 5e11))
 
 
 def _bound(case: Any, variant: Any) -> float:

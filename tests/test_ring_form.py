@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from dp_workloads import compute_layers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from systems import examples
@@ -15,7 +16,7 @@ from systems import examples
 import acesim.network.vectorized as vectorized
 from acesim.network.ring_form import ring_ends
 from acesim.runs import run_system
-from acesim.workload.model import Comm, Compute, Layer, Pass, Workload
+from acesim.workload.model import Comm, Compute, Workload
 
 
 def _stepped(begin: np.ndarray, took: float, delay: float, steps: int) -> list[np.ndarray]:
@@ -81,17 +82,7 @@ def _dp(grad: float, memory_bound: bool) -> Workload:
     """Three layers of kernels, each gradient all-reduced; ``memory_bound``: kernels an NPU
     with less HBM bandwidth runs slower, else of a fixed time (a straggler's is longer)."""
     compute = Compute(flops=1e9, hbm_bytes=5e8) if memory_bound else Compute(duration=1e-3)
-    return Workload(
-        "dp",
-        tuple(
-            Layer(
-                f"l{i}",
-                forward=Pass(compute),
-                weight_grad=Pass(compute, Comm("all-reduce", grad)),
-            )
-            for i in range(3)
-        ),
-    )
+    return compute_layers([Comm("all-reduce", grad)] * 3, compute)
 
 
 @pytest.mark.parametrize(
