@@ -633,8 +633,10 @@ class Lockstep:
         where the event path is needed (a coupled line's members in different steps)."""
         geo = self._geo(phase)
         rows = geo.rows()
-        lines = np.unique(geo.line_of()[changed])
-        sub = rows[lines]  # (lines, line size): ranks by position
+        if rows.shape[0] == 1:  # one line holds every rank
+            sub = rows
+        else:
+            sub = rows[np.unique(geo.line_of()[changed])]  # (lines, line size): by position
         flat = sub.ravel()
         d = phase.dim
         coupled = d in self.coupled
