@@ -289,6 +289,33 @@ class BoundRecorder:
         out.extend(self.messages[at:])
         return out
 
+    def message_columns(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """:meth:`message_segments` as columns: every segment's label, and its start and end
+        (s) as arrays, the batches' spans read from their arrays (no tuple made)."""
+        messages = self.messages
+        if not self.message_runs:
+            starts = np.array(messages.starts, dtype=float)
+            return messages.names, starts, np.array(messages.ends, dtype=float)
+        names: list[str] = []
+        begin: list[np.ndarray] = []
+        finish: list[np.ndarray] = []
+        at = 0
+        for index, name, batch in self.message_runs:
+            names.extend(messages.names[at:index])
+            begin.append(np.array(messages.starts[at:index], dtype=float))
+            finish.append(np.array(messages.ends[at:index], dtype=float))
+            at = index
+            starts, ends = batch_arrays(batch)
+            keep = ends > starts
+            kept = int(np.count_nonzero(keep))
+            names.extend([name] * kept)
+            begin.append(np.asarray(starts, dtype=float)[keep])
+            finish.append(np.asarray(ends, dtype=float)[keep])
+        names.extend(messages.names[at:])
+        begin.append(np.array(messages.starts[at:], dtype=float))
+        finish.append(np.array(messages.ends[at:], dtype=float))
+        return names, np.concatenate(begin), np.concatenate(finish)
+
     def message_labels(self) -> list[str]:
         """The labels of the message segments, in the order each was first heard (those
         heard before :meth:`forget_before` first, whether or not a segment is left)."""
@@ -461,31 +488,27 @@ def attribution(
     if busy_total - covered > 1e-15 * max(hi - lo, 1.0):
         out["compute: other"] = out.get("compute: other", 0.0) + (busy_total - covered)
     weights: dict[str, float] = {}
-    messages = recorder.message_segments()
-    with_messages, insides = _in_idle(messages, idle)
-    for (name, _start, _end), inside in zip(messages, insides, strict=True):
+    names, starts, ends = recorder.message_columns()
+    with_messages, insides = _in_idle(names, starts, ends, idle)
+    for name, inside in zip(names, insides, strict=True):
         if inside > 0:
             weights[name] = weights.get(name, 0.0) + inside
     return Attribution(out, exposed, with_messages, weights, hi - lo)
 
 
 def _in_idle(
-    messages: Sequence[Segment], idle: list[tuple[float, float]]
+    names: list[str], starts: np.ndarray, ends: np.ndarray, idle: list[tuple[float, float]]
 ) -> tuple[float, list[float]]:
     """(time in ``idle`` with a message in flight, each message's time in ``idle``), s:
-    :func:`_overlaps` of the union of the messages and of each; many messages read into
-    arrays once (:func:`~acesim.intervals.union_arrays`: the same union, pairs)."""
-    if len(messages) <= _MANY_MESSAGES:
-        in_flight = union([(s, e) for _n, s, e in messages])
+    :func:`_overlaps` of the union of the messages (``names``, ``starts``, ``ends``: columns,
+    s) and of each; many messages on their arrays (:func:`~acesim.intervals.union_arrays`:
+    the same union, pairs)."""
+    if len(names) <= _MANY_MESSAGES:
+        begin, finish = starts.tolist(), ends.tolist()
+        in_flight = union(list(zip(begin, finish, strict=True)))
         with_messages = sum(_overlaps([(None, s, e) for s, e in in_flight], idle))
+        messages = list(zip(names, begin, finish, strict=True))
         return with_messages, _overlaps(messages, idle)
-    if isinstance(messages, Segments):
-        starts = np.array(messages.starts, dtype=float)
-        ends = np.array(messages.ends, dtype=float)
-    else:
-        count = len(messages)
-        starts = np.fromiter((s for _n, s, _e in messages), dtype=float, count=count)
-        ends = np.fromiter((e for _n, _s, e in messages), dtype=float, count=count)
     flight_starts, flight_ends = union_arrays(starts, ends)
     with_messages = sum(_overlaps_arrays(flight_starts, flight_ends, idle))
     return with_messages, _overlaps_arrays(starts, ends, idle)
