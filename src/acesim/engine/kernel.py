@@ -46,6 +46,7 @@ from .fluid import (
     max_min_rates,
     solo_rate,
 )
+from .planned import PlannedRun
 from .pool import Pool
 
 #: Priority of activity completions relative to plain timers at the same instant: completions
@@ -185,7 +186,7 @@ class Engine:
         self._bound_listener: BoundListener | None = None
         #: allocations a model computed without activities (:meth:`plan_usage`), per resource:
         #: [start s, end s, units/s], folded into ``used`` by :meth:`sync`
-        self._planned: dict[Resource, list[list[float]]] = {}
+        self._planned: dict[Resource, list[list[float] | PlannedRun]] = {}
         #: each planned span's resource, by the span's identity, while it is planned (the span
         #: kept in ``_planned``, so its id is not reused): :meth:`can_replan` in O(1)
         self._span_owner: dict[int, Resource] = {}
@@ -317,6 +318,24 @@ class Engine:
             return span
         return None
 
+    def plan_usage_run(
+        self, resource: Resource, starts: np.ndarray, ends: np.ndarray, rate: float
+    ) -> None:
+        """:meth:`plan_usage` of spans one after another (``starts`` and ``ends``, s: each
+        span ending no later than the next starts) at ``rate`` units/s, kept as one run
+        (:class:`~acesim.engine.planned.PlannedRun`: folded as time passes with the same float
+        operations); the spans cannot be moved (:meth:`replan`)."""
+        if not rate > 0:
+            return
+        taking = ends > starts
+        if not bool(taking.any()):
+            return
+        self._planned.setdefault(resource, []).append(
+            PlannedRun(starts[taking], ends[taking], rate)
+        )
+        if rate > resource.peak:
+            resource.peak = rate
+
     def can_replan(self, resource: Resource, span: list[float], start: float) -> bool:
         """Whether :meth:`replan` may move ``span`` (of :meth:`plan_usage` on ``resource``)
         to begin at ``start`` (s): no part of it was folded into ``used`` yet, nor would be
@@ -340,8 +359,16 @@ class Engine:
     def _fold_planned(self, now: float) -> None:
         self._folded = now
         for res, spans in list(self._planned.items()):
-            keep = []
+            keep: list[list[float] | PlannedRun] = []
             for span in spans:
+                if isinstance(span, PlannedRun):
+                    if res.metered:
+                        res.base, left = span.fold(res.base, now)
+                    else:
+                        res.used, left = span.fold(res.used, now)
+                    if left:
+                        keep.append(span)
+                    continue
                 start, end, rate = span
                 if start >= now:
                     keep.append(span)

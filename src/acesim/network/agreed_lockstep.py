@@ -528,9 +528,7 @@ class AgreedLockstep:
         coll.bytes_received += outcome.received
         for d, b in outcome.sent_per_dim.items():
             coll.bytes_sent_per_dim[d] = coll.bytes_sent_per_dim.get(d, 0.0) + b
-        egress = self.runtime.egress[0]
-        for d, begin, end, rate in outcome.usage:
-            engine.plan_usage(egress[d], begin, end, rate)
+        outcome.plan(engine, self.runtime.egress[0])
 
     def _rank_done(self, coll: Collective, rank: int) -> None:
         coll.chunks_left[rank] = 0

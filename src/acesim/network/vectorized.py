@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Container, MutableSequence, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -325,6 +325,17 @@ class SpanRun:
         return [(self.bound, s, e, 1) for s, e in pairs]
 
 
+@dataclass(slots=True, eq=False)
+class UsageRun:
+    """Rank 0's egress allocations of a run of steps on dimension ``dim``: ``[starts[i],
+    ends[i])`` (s), each at ``rate`` B/s (:meth:`acesim.engine.Engine.plan_usage_run`)."""
+
+    dim: int
+    starts: np.ndarray
+    ends: np.ndarray
+    rate: float
+
+
 #: one of :attr:`Outcome.segments`: (bound, start s, end s, messages), or a run of them
 SegmentEntry = tuple[Any, float, float, int] | SpanRun
 
@@ -341,6 +352,22 @@ class Outcome:
     segments: list[SegmentEntry]
     #: rank 0's egress allocation per step: (dimension, start s, end s, B/s)
     usage: list[tuple[int, float, float, float]]
+    #: runs of those kept as arrays, each with its place among :attr:`usage` (the agreed
+    #: orders' ring phases: their outcome is told once, never compared or moved)
+    usage_runs: list[tuple[int, UsageRun]] = field(default_factory=list)
+
+    def plan(self, engine: Any, egress: Sequence[Resource]) -> None:
+        """Plan rank 0's allocations on its ``egress`` links (one per dimension), in order
+        (:meth:`acesim.engine.Engine.plan_usage`, a run's at once)."""
+        usage = self.usage
+        at = 0
+        for index, run in self.usage_runs:
+            for d, begin, end, rate in usage[at:index]:
+                engine.plan_usage(egress[d], begin, end, rate)
+            engine.plan_usage_run(egress[run.dim], run.starts, run.ends, run.rate)
+            at = index
+        for d, begin, end, rate in usage[at:]:
+            engine.plan_usage(egress[d], begin, end, rate)
 
     def emit(self, listener: Any) -> None:
         """Tell ``listener`` (one of the engine's bound listeners, or None) of rank 0's
@@ -421,7 +448,7 @@ class _Part:
 
     __slots__ = (
         "phases", "chunks", "key", "sizes", "coupled", "sent", "received", "records",
-        "counts", "first", "segments", "usage", "exact",
+        "counts", "first", "segments", "usage", "usage_runs", "exact",
     )  # fmt: skip
 
     def __init__(self, phases: list[Phase], chunks: int, key: tuple[int, int]):
@@ -447,6 +474,9 @@ class _Part:
         self.first: dict[int, float] = {}
         self.segments: list[SegmentEntry] = []
         self.usage: list[tuple[int, float, float, float]] = []
+        #: runs of rank 0's allocations kept as arrays, each with its place in ``usage``
+        #: (:attr:`Outcome.usage_runs`)
+        self.usage_runs: list[tuple[int, UsageRun]] = []
 
 
 def _links(runtime: CollectiveRuntime, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -679,7 +709,9 @@ class Lockstep:
             received = sent
             for d in self._first_dims(part):
                 per_dim[d] = add_repeatedly(0.0, m, self.n * part.counts[d])
-            return Outcome(finished, sent, received, per_dim, part.segments, part.usage)
+            return Outcome(
+                finished, sent, received, per_dim, part.segments, part.usage, part.usage_runs
+            )
         if part.exact is not None:
             return self._exact_outcome(part, finished)
         total_sent = self._total(part, part.sent)
@@ -692,7 +724,9 @@ class Lockstep:
             if one is None:
                 return None
             per_dim[d] = one
-        return Outcome(finished, sent, received, per_dim, part.segments, part.usage)
+        return Outcome(
+            finished, sent, received, per_dim, part.segments, part.usage, part.usage_runs
+        )
 
     def _exact_outcome(self, part: _Part, finished: np.ndarray) -> Outcome | None:
         """:meth:`_outcome` of a part whose sums are exact in any order (:attr:`_Part.exact`):
@@ -709,7 +743,7 @@ class Lockstep:
             if one is None:
                 return None
             per_dim[d] = one
-        return Outcome(finished, total, total, per_dim, part.segments, part.usage)
+        return Outcome(finished, total, total, per_dim, part.segments, part.usage, part.usage_runs)
 
     def _after_earlier(self, dim: int, arrival: np.ndarray) -> np.ndarray | None:
         """When a first phase on ``dim`` arriving at ``arrival`` starts (s, per rank), after
@@ -1213,7 +1247,9 @@ class Lockstep:
                     part.segments.extend(
                         zip(repeat(bound), starts.tolist(), outs.tolist(), repeat(k), strict=False)
                     )
-            if self.record_usage:
+            if self.record_usage and self.batch_segments:
+                part.usage_runs.append((len(part.usage), UsageRun(d, starts, outs, allocated)))
+            elif self.record_usage:
                 sending = outs > starts
                 part.usage.extend(
                     zip(
