@@ -92,9 +92,8 @@ def ring_ends(
     return ends, trail
 
 
-#: :func:`_paths` and :func:`_trail_paths` by (p, steps): a run's phases repeat their shape
+#: :func:`_paths` by (p, steps): a run's phases repeat their shape
 _PATHS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
-_TRAIL_PATHS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def _paths(p: int, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -116,23 +115,22 @@ def _paths(p: int, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
 
 
 def _trail(begin: np.ndarray, q: int, step: float, hop: float, steps: int) -> np.ndarray:
-    """Position ``q``'s value before each step and after the last (s, ``steps + 1``)."""
-    upstream_of, hops, unreachable = _trail_paths(len(begin), steps)
-    terms = begin[(q - upstream_of) % len(begin)] + hops * hop
-    terms[unreachable] = -math.inf
-    out: np.ndarray = terms.max(axis=1) + np.arange(steps + 1) * step
+    """Position ``q``'s value before each step and after the last (s, ``steps + 1``).
+
+    With ``c[d] = begin[q - d] + d * A`` (the start ``d`` positions upstream, carried there),
+    step ``s = j * p + r`` (``0 <= r < p``) reaches ``q`` from ``d <= r`` with ``j`` more whole
+    turns and from ``d > r`` with ``j - 1`` (none where ``j = 0``): the largest of the
+    prefix maxima of ``c`` to ``r`` and its suffix maxima from ``r + 1``, each plus its turns.
+    Every sum is exact (module docstring)."""
+    p = len(begin)
+    upstream = begin[(q - np.arange(p)) % p] + np.arange(p) * hop  # c, exact
+    prefix = np.maximum.accumulate(upstream)
+    suffix = np.empty(p + 1)
+    suffix[p] = -math.inf
+    suffix[:p] = np.maximum.accumulate(upstream[::-1])[::-1]
+    s = np.arange(steps + 1)
+    turns, r = np.divmod(s, p)
+    turn = p * hop
+    around = np.where(turns >= 1, suffix[r + 1] + (turns - 1) * turn, -math.inf)
+    out: np.ndarray = np.maximum(prefix[r] + turns * turn, around) + s * step
     return out
-
-
-def _trail_paths(p: int, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every step ``s`` (0 to ``steps``) and distance ``d``: ``d``, the most hops of a
-    path of ``s`` steps over ``d`` positions, and where ``d`` exceeds ``s``."""
-    known = _TRAIL_PATHS.get((p, steps))
-    if known is None:
-        s = np.arange(steps + 1)[:, None]
-        dist = np.arange(p)[None, :]
-        reachable = dist <= s
-        hops = np.where(reachable, dist + p * ((s - dist) // p), 0).astype(float)
-        upstream_of = np.broadcast_to(dist, hops.shape).copy()
-        known = _TRAIL_PATHS[(p, steps)] = (upstream_of, hops, ~reachable)
-    return known
