@@ -202,6 +202,9 @@ class AgreedLockstep:
         #: the dimensions whose inputs changed since (None: every dimension's)
         self._ready: dict[int, tuple[float, np.ndarray]] = {}
         self._stale: set[int] | None = None
+        #: per dimension, the ranks whose arrivals there changed since (a join: each rank's
+        #: readiness computed again alone)
+        self._touched: dict[int, set[int]] = {}
         #: a rank joined since the last decisions (unknown decisions to compute again), and
         #: how many passes of computing again ran
         self._joined = False
@@ -256,8 +259,8 @@ class AgreedLockstep:
         owner.arrival[rank] = engine.now + owner.base if owner.base > 0 else engine.now
         owner.moved = self._pass + 1
         self._joined = True
-        if self._stale is not None:  # the arrivals at its chunks' first dimension
-            self._stale.add(owner.coll.phases[0].dim)
+        if self._stale is not None:  # the arrivals at its chunks' first dimension, at rank
+            self._touched.setdefault(owner.coll.phases[0].dim, set()).add(rank)
         wake = self._wake
         if wake is None or wake.cancelled or wake.time != engine.now:
             if wake is not None:
@@ -348,9 +351,17 @@ class AgreedLockstep:
                 last = self._last.get(dim)
                 ready = first if last is None else np.maximum(first, last.end)
                 known = kept[dim] = (float(ready.min()), ready)
+            elif dim in self._touched:  # the ranks that joined: the same, rank by rank
+                ready = known[1].copy()
+                last = self._last.get(dim)
+                for r in self._touched[dim]:
+                    arrived = min(float(w.arrival()[r]) for w in here)
+                    ready[r] = arrived if last is None else max(arrived, float(last.end[r]))
+                known = kept[dim] = (float(ready.min()), ready)
             if known[0] < best[0]:
                 best = (known[0], dim, here, known[1])
         self._stale = set()
+        self._touched = {}
         return best
 
     def _decide_due(self) -> None:
