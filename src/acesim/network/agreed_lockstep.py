@@ -64,6 +64,12 @@ __all__ = ["AgreedLockstep"]
 
 _INF = math.inf
 
+#: reductions called as ufuncs (numpy's functions and methods add a Python layer per call,
+#: and these run a few times per decision): the same results
+_least = np.minimum.reduce
+_every = np.logical_and.reduce
+_some = np.logical_or.reduce
+
 
 class _Owner:
     """One collective computed here: its joins, its recurrences and what it has finished."""
@@ -350,14 +356,14 @@ class AgreedLockstep:
                     first = np.minimum(first, w.arrival())
                 last = self._last.get(dim)
                 ready = first if last is None else np.maximum(first, last.end)
-                known = kept[dim] = (float(ready.min()), ready)
+                known = kept[dim] = (float(_least(ready)), ready)
             elif dim in self._touched:  # the ranks that joined: the same, rank by rank
                 ready = known[1].copy()
                 last = self._last.get(dim)
                 for r in self._touched[dim]:
                     arrived = min(float(w.arrival()[r]) for w in here)
                     ready[r] = arrived if last is None else max(arrived, float(last.end[r]))
-                known = kept[dim] = (float(ready.min()), ready)
+                known = kept[dim] = (float(_least(ready)), ready)
             if known[0] < best[0]:
                 best = (known[0], dim, here, known[1])
         self._stale = set()
@@ -433,14 +439,14 @@ class AgreedLockstep:
         lock = owner.lock
         phase = owner.coll.phases[decision.index]
         begin = decision.begin()
-        known = bool(np.all(np.isfinite(begin)))
+        known = bool(_every(np.isfinite(begin)))
         end: np.ndarray | None
         if not known and decision.seen.size:
             # computed again, still unknown somewhere: only the group lines whose starts moved
             # (an unknown start becomes known; a known one never changes)
             end = decision.end.copy()
             changed = begin != decision.seen
-            if bool(np.any(changed)) and not lock.phase_end_lines(phase, begin, end, changed):
+            if bool(_some(changed)) and not lock.phase_end_lines(phase, begin, end, changed):
                 end = None
         else:
             # the time each dimension's first message completes: the earliest of the
@@ -456,7 +462,7 @@ class AgreedLockstep:
             return
         decision.seen = begin.copy()  # (begin may be the owner's arrivals, which joins fill)
         finite = np.isfinite(begin)
-        if not bool(np.all(end[finite] > begin[finite])):
+        if not bool(_every(end[finite] > begin[finite])):
             self._conflict(set())  # a phase taking no time: arrivals could tie
         was_unknown = decision.end.size and not decision.known
         decision.end = end
@@ -511,7 +517,7 @@ class AgreedLockstep:
         owner = decision.owner
         end = decision.end
         fresh = np.isfinite(end) & ~owner.chunk_final[decision.chunk]
-        if not bool(np.any(fresh)):
+        if not bool(_some(fresh)):
             return
         owner.chunk_final[decision.chunk] |= fresh
         owner.chunks_final[fresh] += 1

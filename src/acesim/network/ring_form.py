@@ -63,7 +63,8 @@ def ring_ends(
         return None
     if not (took >= 0 and delay >= 0) or not math.isfinite(took + delay):
         return None
-    low, high = float(begin.min()), float(begin.max())
+    low = float(np.minimum.reduce(begin, axis=None))  # (the ufuncs: no Python layer a call)
+    high = float(np.maximum.reduce(begin, axis=None))
     if high == math.inf and watch is None and steps >= p - 1:
         # every position is reached from every start: a line with an unknown start is
         # unknown everywhere
