@@ -26,10 +26,10 @@ warm-up, from the first measured iteration's start (a node of that iteration is 
 sooner; nodes of earlier iterations give nothing), to the end of the run or to the earliest
 ready time of a node of the iteration after the measured ones.
 
-It applies where every rank runs one node list (one graph for every rank, or identical
-lists): ranks of one NPU configuration then have one bound per node, and a collective's
-earliest join is the least over the configurations. Elsewhere (per-rank graphs, class mode's
-lists per class) it is 0: no variant is skipped. The simulation adds its times in another
+It applies where every rank runs one node list (one graph for every rank): ranks of one NPU
+configuration then have one bound per node, and a collective's earliest join is the least
+over the configurations. Elsewhere (per-rank graphs, class mode's lists per class) it is 0:
+no variant is skipped. The simulation adds its times in another
 order, so a caller skips only where the bound exceeds a time by a relative margin far above
 that rounding.
 """
@@ -99,9 +99,11 @@ def figure_bound(platform: Platform, graph: Graph, warmup: int) -> float:
 
 
 def _one_list(ranks: Sequence[list[Node]]) -> list[Node] | None:
-    """The node list every rank runs, or None where ranks run different lists."""
+    """The node list every rank runs (one list object: a builder's graph, or one given for
+    every rank), or None (lists of their own, equal or not: comparing them would cost as much
+    as a trace's nodes times its ranks)."""
     first = ranks[0]
-    if all(r is first or r == first for r in ranks[1:]):
+    if all(r is first for r in ranks[1:]):
         return first
     return None
 
