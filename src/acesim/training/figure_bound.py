@@ -27,11 +27,10 @@ sooner; nodes of earlier iterations give nothing), to the end of the run or to t
 ready time of a node of the iteration after the measured ones.
 
 It applies where every rank runs one node list (one graph for every rank): ranks of one NPU
-configuration then have one bound per node, and a collective's earliest join is the least
-over the configurations. Elsewhere (per-rank graphs, class mode's lists per class) it is 0:
-no variant is skipped. The simulation adds its times in another
-order, so a caller skips only where the bound exceeds a time by a relative margin far above
-that rounding.
+configuration and slowdown then have one bound per node, and a collective's earliest join is
+the least over them. Elsewhere (per-rank graphs, class mode's lists per class) it is 0: no
+variant is skipped. The simulation adds its times in another order, so a caller skips only
+where the bound exceeds a time by a relative margin far above that rounding.
 """
 
 from __future__ import annotations
@@ -59,7 +58,9 @@ def figure_bound(platform: Platform, graph: Graph, warmup: int) -> float:
     order = _in_dependency_order(nodes)
     if order is None:
         return 0.0
-    npus = list({id(npu.config): npu for npu in platform.npus}.values())
+    # one NPU of each configuration and slowdown (a straggler's plans are its own; a rank
+    # made faster has kernels shorter than the others')
+    npus = list({(id(npu.config), npu.slowdown): npu for npu in platform.npus}.values())
     iterations = graph.iterations
     if warmup == 0:
         first, last = None, None
