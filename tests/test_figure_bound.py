@@ -47,6 +47,7 @@ def _bound(case: Any, variant: Any) -> float:
     roofline=st.booleans(),
     measured=st.sampled_from([(1, 0), (2, 0), (3, 1)]),
     straggler=st.sampled_from([None, 1.5, 0.7]),  # 0.7: a rank faster than the others
+    symmetric=st.booleans(),  # without a straggler: symmetric mode (one rank simulated)
 )
 def test_the_figure_bound_is_no_more_than_the_simulated_figure_of_any_variant(
     npus: int,
@@ -57,13 +58,15 @@ def test_the_figure_bound_is_no_more_than_the_simulated_figure_of_any_variant(
     roofline: bool,
     measured: tuple[int, int],
     straggler: float | None,
+    symmetric: bool,
 ) -> None:
     if kind == "2d":
         dims = [dim("ring", 2, 100e9, 5e-7), dim("switch", npus // 2, 50e9, 2e-6)]
     else:
         dims = [dim(kind, npus, 50e9, 1e-6)]
     iterations, warmup = measured
-    inputs: dict[str, Any] = {"iterations": iterations, "warmup": warmup, "mode": "exact"}
+    mode = "symmetric" if symmetric and straggler is None else "exact"
+    inputs: dict[str, Any] = {"iterations": iterations, "warmup": warmup, "mode": mode}
     if straggler is not None:
         inputs["stragglers"] = [{"rank": 1, "slowdown": straggler}]
     case = make_run_case(
