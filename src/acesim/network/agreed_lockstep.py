@@ -237,7 +237,7 @@ class AgreedLockstep:
             usage=True,
             key=order_key,
             cache=self._cache,
-            batch_segments=True,
+            batched=True,
         )
         if not lock.begin_alone():
             return self._event_path(

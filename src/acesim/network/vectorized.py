@@ -548,12 +548,13 @@ class Lockstep:
         others: Sequence[tuple[list[Phase], int, tuple[int, int]]] = (),
         key: tuple[int, int] = (0, 0),
         cache: LinkCache | None = None,
-        batch_segments: bool = False,
+        batched: bool = False,
     ):
         self.record_usage = usage
-        #: rank 0's messages of a run of ring steps kept as one :class:`SpanRun` (its
-        #: outcome is told once, never compared or replaced: the agreed orders' use)
-        self.batch_segments = batch_segments
+        #: rank 0's messages and link spans of a run of ring steps kept as one :class:`SpanRun`
+        #: and one :class:`UsageRun` (its outcome is told once, never compared or replaced:
+        #: the agreed orders' use)
+        self.batched = batched
         self.runtime = runtime
         self.phases = phases
         self.chunks = chunks
@@ -667,16 +668,16 @@ class Lockstep:
             sub = rows
         else:
             sub = rows[np.unique(geo.line_of()[changed])]  # (lines, line size): by position
-        flat = sub.ravel()
-        d = phase.dim
-        coupled = d in self.coupled
-        delay = self.delay[d][flat]
         run = self._ring_run(phase)
         if run is not None:
             closed = ring_ends(begin[sub], run[2], run[3], len(phase.steps))
             if closed is not None:
                 end[sub] = closed[0]
                 return True
+        flat = sub.ravel()
+        d = phase.dim
+        coupled = d in self.coupled
+        delay = self.delay[d][flat]
         local = np.empty(self.n, dtype=np.int64)
         local[flat] = np.arange(len(flat))
         done = begin[flat]
@@ -1241,13 +1242,13 @@ class Lockstep:
             outs = starts + took  # each step's start + took, as the steps add it
             if self.listened:
                 bound = self._bound.get(d)
-                if self.batch_segments and k == 1:
+                if self.batched and k == 1:
                     part.segments.append(SpanRun(bound, starts, outs))
                 else:
                     part.segments.extend(
                         zip(repeat(bound), starts.tolist(), outs.tolist(), repeat(k), strict=False)
                     )
-            if self.record_usage and self.batch_segments:
+            if self.record_usage and self.batched:
                 part.usage_runs.append((len(part.usage), UsageRun(d, starts, outs, allocated)))
             elif self.record_usage:
                 sending = outs > starts
