@@ -138,6 +138,13 @@ def _collective(mode: str) -> Any:
             lambda: make_run_case("ace-isca21", "resnet50", iterations=1, warmup=0),
             "training symmetric",
         ),
+        # the ideal endpoint: its messages hold links only, a cost of their own
+        (
+            lambda: variant_case(
+                make_run_case("ace-isca21", "resnet50", iterations=1, warmup=0), "ideal", None
+            ),
+            "training symmetric ideal",
+        ),
         (
             lambda: make_run_case("h100-nvswitch-8", "llama3-8b", {"mode": "class"}, **LLM),
             "llm class",
@@ -194,6 +201,10 @@ def test_every_run_kind_has_constants_for_the_modes_it_runs_in() -> None:
     assert cost_name("llm", "class") == "llm class"
     assert cost_name("llm", "composed") == "llm composed"
     assert cost_name("jobs", "symmetric") == "jobs exact"  # jobs always run every NPU
+    # an endpoint kind with constants of its own takes them; the others the mode's
+    assert cost_name("training", "symmetric", endpoint="ideal") == "training symmetric ideal"
+    assert cost_name("training", "symmetric", endpoint="baseline") == "training symmetric"
+    assert cost_name("training", "exact", endpoint="ideal") == "training exact"
 
 
 def test_the_estimate_counts_the_graphs_kernels() -> None:

@@ -325,6 +325,14 @@ class CollectiveRuntime:
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
         self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
+        #: a message's demand per network byte before its receiver's side, and a symmetric
+        #: mode message's whole demand (to its mirror), by (rank, dimension, step kind, SM
+        #: budget, weight, the endpoint's demand epoch): :meth:`_step_demand`
+        self._demands: dict[tuple[int, int, str, int | None, float, int], dict[Resource, float]]
+        self._demands = {}
+        self._mirror_demands: dict[
+            tuple[int, int, str, int | None, float, int], dict[Resource, float]
+        ] = {}
         self._fold_lengths: dict[tuple[int, int, int], int] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
         self._counts: dict[int, int] = {}
@@ -971,12 +979,9 @@ class CollectiveRuntime:
                 track=track,
             )
 
-    def _step_demand(
-        self, run: _ChunkRun, phase: Phase, step: Step
-    ) -> tuple[dict[Resource, float], float, bool]:
-        """What each message of ``run``'s ``step`` takes per byte before its receiver's side:
-        the sender's egress at the step's weight and the endpoint's resources; the weight
-        (NVLS, protocol, endpoint payload fraction, incast) and whether the switches reduce."""
+    def _step_weight(self, run: _ChunkRun, phase: Phase, step: Step) -> tuple[float, bool]:
+        """The weight per byte of each message of ``run``'s ``step`` on its links (NVLS,
+        protocol, endpoint payload fraction, incast) and whether the switches reduce."""
         coll = run.coll
         dim = phase.dim
         nvls = step.kind in NVLS_KINDS
@@ -994,8 +999,23 @@ class CollectiveRuntime:
             and not innet
         ):
             weight /= d.incast_efficiency  # more senders per receiver than the switch takes
-        demand = {self.egress[run.rank][dim]: weight}
-        demand.update(self.endpoint.collective_message_demand(run.rank, step.kind, coll.units))
+        return weight, innet
+
+    def _step_demand(
+        self, run: _ChunkRun, phase: Phase, step: Step
+    ) -> tuple[dict[Resource, float], float, bool]:
+        """What each message of ``run``'s ``step`` takes per byte before its receiver's side:
+        the sender's egress at the step's weight and the endpoint's resources (one dict per
+        rank, dimension, kind, budget, weight and endpoint demand epoch: not to be changed);
+        the weight and whether the switches reduce (:meth:`_step_weight`)."""
+        weight, innet = self._step_weight(run, phase, step)
+        units = run.coll.units
+        key = (run.rank, phase.dim, step.kind, units, weight, self.endpoint.demand_epoch())
+        demand = self._demands.get(key)
+        if demand is None:
+            demand = {self.egress[run.rank][phase.dim]: weight}
+            demand.update(self.endpoint.collective_message_demand(run.rank, step.kind, units))
+            self._demands[key] = demand
         return demand, weight, innet
 
     def _send_step(self, run: _ChunkRun) -> None:
@@ -1063,10 +1083,15 @@ class CollectiveRuntime:
         rank = run.rank
         dim = phase.dim
         run.sends_out = 1
-        message, weight, _innet = self._step_demand(run, phase, step)
-        message[self.ingress[rank][dim]] = weight
-        if self.paths[dim]:
-            self.add_path_demand(message, rank, rank, dim, weight)
+        weight, _innet = self._step_weight(run, phase, step)
+        key = (rank, dim, step.kind, run.coll.units, weight, self.endpoint.demand_epoch())
+        message = self._mirror_demands.get(key)
+        if message is None:  # made once per key (the engine copies what it is given)
+            message = dict(self._step_demand(run, phase, step)[0])
+            message[self.ingress[rank][dim]] = weight
+            if self.paths[dim]:
+                self.add_path_demand(message, rank, rank, dim, weight)
+            self._mirror_demands[key] = message
         self.shares.start(
             rank,
             step.message_bytes,

@@ -83,6 +83,12 @@ class Endpoint:
         arbitration; None: each message weighs ``message_weight`` by dominant share."""
         return None
 
+    def demand_epoch(self) -> int:
+        """A number that changes whenever :meth:`message_demand` may answer differently for a
+        rank and kind than before (the collective runtime keeps each message demand it made
+        until then); the base class's demands never change."""
+        return 0
+
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         """Resources consumed per network byte sent in a step of ``kind`` at ``rank``
         (``kind``: a step kind of :mod:`acesim.network.algorithms`)."""

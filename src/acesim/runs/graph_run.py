@@ -60,7 +60,7 @@ def run_graph(
         **executor_options,
     )
     if on_estimate is not None:
-        cost = cost_name(kind, strategy.mode, executor.agreed_lockstep)
+        cost = cost_name(kind, strategy.mode, executor.agreed_lockstep, platform.endpoint.name)
         work = (executor.estimate_messages(), executor.estimate_kernels(), executor.node_total)
         on_estimate(Estimate(*work, cost))
     execution = executor.run()

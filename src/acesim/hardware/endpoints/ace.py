@@ -142,6 +142,7 @@ class AceEndpoint(Endpoint):
             engine.add_resource(f"npu{n.rank}.ace.dma", self.cfg.dma_bandwidth) for n in npus
         ]
         self._spill_fraction = [0.0] * len(npus)
+        self._demand_epoch = 0
         self.hbm_bytes = 0.0
         npu = ctx.system.npu
         self._mlp = npu.hbm_arbitration == "mlp"
@@ -176,6 +177,9 @@ class AceEndpoint(Endpoint):
         return {ACE_ALU: [self._alu[rank]], ACE_DMA: [self._dma[rank]]}
 
     # -- per network byte ---------------------------------------------------------------------
+    def demand_epoch(self) -> int:
+        return self._demand_epoch  # a rank's spill fraction grows: its HBM demand
+
     def message_demand(self, rank: int, kind: str) -> dict[Resource, float]:
         demand: dict[Resource, float] = {}
         if kind == REDUCE:
@@ -377,9 +381,10 @@ class AceEndpoint(Endpoint):
             return
         need = self._footprint(footprint)
         if footprint > self.cfg.sram:
-            self._spill_fraction[rank] = max(
-                self._spill_fraction[rank], 1 - self.cfg.sram / footprint
-            )
+            spill = max(self._spill_fraction[rank], 1 - self.cfg.sram / footprint)
+            if spill != self._spill_fraction[rank]:
+                self._spill_fraction[rank] = spill
+                self._demand_epoch += 1  # its messages' HBM demand changed
         queue = self._waiting[rank]
         if queue or self._free[rank] < need * (1 - 1e-12):
             queue.append((in_bytes, footprint, proceed, self.engine.now))
