@@ -15,15 +15,16 @@ from pathlib import Path
 
 __all__ = ["MODULES", "compiled", "describe", "warn_stale"]
 
-#: the modules mypyc compiles (the event path: the fluid engine, the collective runtime, the
-#: messages' HBM shares, point-to-point messages, the collective plans with their phases and
-#: repeated steps, the NPU and its kernel folds, ACE, the graph executor and its bound
-#: recorders, the step folds, and the interval and repeated-sum arithmetic they use),
-#: relative to the package
+#: the modules mypyc compiles (the event path: the fluid engine, the collective runtime and its
+#: agreed admission orders, the messages' HBM shares, point-to-point messages, the collective
+#: plans with their phases and repeated steps, the NPU and its kernel folds, ACE, the graph
+#: executor and its bound recorders, the step folds, and the interval and repeated-sum
+#: arithmetic they use), relative to the package
 MODULES = (
     "engine.kernel",
     "engine.fluid",
     "network.collective",
+    "network.agreement",
     "network.shares",
     "network.p2p",
     "network.plan",

@@ -324,6 +324,12 @@ class CollectiveRuntime:
         self._step_hooks = (
             kind.step_begin is not Endpoint.step_begin or kind.step_end is not Endpoint.step_end
         )
+        # likewise the chunk and phase hooks, which proceed at once unless overridden
+        self._chunk_begin_hook = kind.chunk_begin is not Endpoint.chunk_begin
+        self._chunk_end_hook = kind.chunk_end is not Endpoint.chunk_end
+        self._phase_hook = kind.phase_begin is not Endpoint.phase_begin
+        #: the endpoint's payload fraction of the links by step kind (asked once a kind)
+        self._link_efficiency: dict[str, float | None] = {}
         self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
         #: a message's demand per network byte before its receiver's side, and a symmetric
         #: mode message's whole demand (to its mirror), by (rank, dimension, step kind, SM
@@ -710,7 +716,10 @@ class CollectiveRuntime:
         in_bytes, _out, footprint = self._chunk_bytes(coll)
         for c in range(coll.chunks):
             run = self._run_for(coll, rank, c)
-            self.endpoint.chunk_begin(rank, in_bytes, footprint, partial(self._enqueue, run))
+            if self._chunk_begin_hook:
+                self.endpoint.chunk_begin(rank, in_bytes, footprint, partial(self._enqueue, run))
+            else:
+                self._enqueue(run)
 
     @staticmethod
     def _chunk_bytes(coll: Collective) -> tuple[float, float, float]:
@@ -736,6 +745,9 @@ class CollectiveRuntime:
 
     def _enqueue(self, run: _ChunkRun) -> None:
         # the endpoint may hold the chunk before its next phase (ACE's phase partitions)
+        if not self._phase_hook:
+            self._queue(run)
+            return
         coll = run.coll
         io = self._chunk_bytes(coll)
         self.endpoint.phase_begin(
@@ -989,7 +1001,11 @@ class CollectiveRuntime:
         if coll.protocol is not None and coll.protocol.factors:
             weight /= coll.protocol.factors[run.phase]
         d = self.topology.dimensions[dim]
-        own = self.endpoint.link_efficiency(step.kind)
+        kind = step.kind
+        if kind in self._link_efficiency:
+            own = self._link_efficiency[kind]
+        else:
+            own = self._link_efficiency[kind] = self.endpoint.link_efficiency(kind)
         if own is not None:
             weight *= d.efficiency / own  # the endpoint's payload fraction, not the protocol's
         innet = phase.algorithm == COLLNET  # the switches reduce: no incast, no spine streams
@@ -1271,6 +1287,9 @@ class CollectiveRuntime:
         else:
             coll = run.coll
             del self._runs[(coll.id, run.rank, run.chunk)]
+            if not self._phase_hook:
+                self._chunk_left(run)
+                return
             io = self._chunk_bytes(coll)
             self.endpoint.phase_begin(
                 run.rank, run, len(coll.phases), coll.phases, io, partial(self._chunk_left, run)
@@ -1278,6 +1297,9 @@ class CollectiveRuntime:
 
     def _chunk_left(self, run: _ChunkRun) -> None:
         coll = run.coll
+        if not self._chunk_end_hook:
+            self._chunk_stored(coll, run.rank)
+            return
         _in, out_bytes, footprint = self._chunk_bytes(coll)
         self.endpoint.chunk_end(
             run.rank, out_bytes, footprint, partial(self._chunk_stored, coll, run.rank)

@@ -121,7 +121,8 @@ class Endpoint:
     def link_efficiency(self, kind: str) -> float | None:
         """The payload fraction of the links for this endpoint's messages in a step of
         ``kind`` (a DMA engine's writes carry no collective protocol's overhead); None: the
-        dimension's own (``efficiency``, or ``collective.protocol_efficiency``)."""
+        dimension's own (``efficiency``, or ``collective.protocol_efficiency``). A property
+        of the endpoint: the collective runtime asks once per kind."""
         return None
 
     def shape_phases(self, phases: Sequence[Phase]) -> list[Phase]:
