@@ -41,9 +41,15 @@ order in which the engine happens to run the events of one instant is no part of
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typed for the compiled build (runs' attributes read natively)
+    from .collective import CollectiveRuntime, _ChunkRun
 
 __all__ = ["Line", "LineOrders"]
+
+#: a dimension queue's waiting entry: (priority key, arrival, run)
+Waiting = tuple[tuple[int, int], int, "_ChunkRun"]
 
 
 class Line:
@@ -87,7 +93,7 @@ class Line:
 class LineOrders:
     """The agreed orders of one runtime (see the module docstring)."""
 
-    def __init__(self, runtime: Any):
+    def __init__(self, runtime: CollectiveRuntime):
         self.runtime = runtime
         self.lines_by_key: dict[tuple[int, int, int, int], Line] = {}
         self._bases: dict[tuple[int, int, int, int], int] = {}
@@ -96,7 +102,7 @@ class LineOrders:
         self._pending: set[tuple[int, int]] = set()
         self._deciding = False
 
-    def lines(self, run: Any) -> tuple[Line, ...]:
+    def lines(self, run: _ChunkRun) -> tuple[Line, ...]:
         """The orders ``run``'s current phase is admitted in (see the module docstring): its
         group line's, and for a collective every rank joins the dimension's across all lines
         too. Kept on the run for its phase (``agreed_phase``, ``agreed_lines``): a line, once
@@ -109,7 +115,7 @@ class LineOrders:
         run.agreed_lines = lines
         return lines
 
-    def _lines_of(self, run: Any) -> tuple[Line, ...]:
+    def _lines_of(self, run: _ChunkRun) -> tuple[Line, ...]:
         phase = run.coll.phases[run.phase]
         dim, size, stride = phase.dim, phase.size, phase.stride
         base = self._bases.get((run.rank, dim, size, stride))
@@ -146,12 +152,13 @@ class LineOrders:
                     return
                 chosen = heapq.heappop(waiting)
             else:
-                chosen = self._wanted(waiting, *blocked)
-                if chosen is None:
+                found = self._wanted(waiting, *blocked)
+                if found is None:
                     return  # the next agreed phases have not reached this rank yet
-                if not self._deciding and self._decides(chosen[2]):
+                if not self._deciding and self._decides(found[2]):
                     self._defer(rank, dim)
                     return
+                chosen = found
                 waiting.remove(chosen)
                 heapq.heapify(waiting)
             run = chosen[2]
@@ -163,7 +170,7 @@ class LineOrders:
             rt._phase_started(run)
             rt._start_step(run)
 
-    def _decides(self, run: Any) -> bool:
+    def _decides(self, run: _ChunkRun) -> bool:
         """Whether admitting ``run``'s phase now is its rank's own choice: its rank is at the
         end of every order the phase is admitted in (it appends, none holding an entry for it
         next)."""
@@ -193,7 +200,7 @@ class LineOrders:
         finally:
             self._deciding = False
 
-    def _blocked(self, run: Any) -> tuple[Line, tuple[int, int, int]] | None:
+    def _blocked(self, run: _ChunkRun) -> tuple[Line, tuple[int, int, int]] | None:
         """The first of ``run``'s lines whose order holds another phase next for its rank,
         with that phase's item (collective id, chunk, phase index); None: the run's phase
         may be admitted now (every line's next entry is it, or the rank is ahead and
@@ -208,7 +215,9 @@ class LineOrders:
                     return line, wanted
         return None
 
-    def _wanted(self, waiting: list[Any], line: Line, wanted: tuple[int, int, int]) -> Any | None:
+    def _wanted(
+        self, waiting: list[Waiting], line: Line, wanted: tuple[int, int, int]
+    ) -> Waiting | None:
         """The best admissible entry of ``waiting`` (a queue whose best entry ``line`` holds
         back for ``wanted``). Where every entry is admitted in ``line``'s order, only
         ``wanted``'s entry can be (a run is one entry): it alone is checked, not the whole
@@ -224,7 +233,7 @@ class LineOrders:
             return candidate
         return None
 
-    def _first_admissible(self, waiting: list[Any]) -> Any | None:
+    def _first_admissible(self, waiting: list[Waiting]) -> Waiting | None:
         """The best entry of ``waiting`` whose every line allows it now (None: none does)."""
         for entry in sorted(waiting)[1:]:
             if self._blocked(entry[2]) is None:

@@ -109,7 +109,7 @@ from typing import Any
 from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
-from .agreement import LineOrders
+from .agreement import Line, LineOrders
 from .algorithms import NVLS_KINDS, ROOTED_PATTERNS, Step
 from .endpoint import Endpoint
 from .fold import MIN_STEPS, StepFold
@@ -252,7 +252,7 @@ class _ChunkRun:
         self.phase_start = 0.0
         #: exact mode's agreed orders: the lines of phase ``agreed_phase`` (agreement.py)
         self.agreed_phase = -1
-        self.agreed_lines: tuple[Any, ...] = ()
+        self.agreed_lines: tuple[Line, ...] = ()
 
 
 class _DimQueue:
