@@ -573,7 +573,8 @@ class Engine:
         :meth:`_promote_over`."""
         seen = object()  # the meters met, each one's new load in its ``_load`` (scratch)
         loaded: list[Resource] = []
-        for act, rate in zip(acts, rates, strict=True):
+        for i, act in enumerate(acts):  # (indexed, not zip(strict=True): compiled natively)
+            rate = rates[i]
             meters = act.meters
             if meters is None:
                 continue
@@ -937,7 +938,9 @@ class Engine:
         # users' start order
         seen = object()
         touched: list[Resource] = []
-        for act, new_rate in zip(acts, rates, strict=True):
+        assert len(rates) == len(acts)
+        for i, act in enumerate(acts):  # (indexed, not zip(strict=True): compiled natively)
+            new_rate = rates[i]
             dt = now - act._last
             rate = act.rate
             if dt > 0 and rate > 0:
@@ -962,7 +965,8 @@ class Engine:
         seq = self._seq
         listener = self._bound_listener
         metered: list[tuple[Activity, float]] | None = None
-        for act, new_rate in zip(acts, rates, strict=True):
+        for i, act in enumerate(acts):
+            new_rate = rates[i]
             act._version += 1
             if act.meters is not None:
                 if metered is None:
@@ -1046,9 +1050,10 @@ class Engine:
         known = fills.get(key)
         if known is not None:
             self._fills_found += 1
-            for act, bound in zip(acts, known[1], strict=True):
+            bounds = known[1]
+            for i, act in enumerate(acts):  # (indexed: compiled natively)
                 if act.track is not None:
-                    act.bound_now = bound
+                    act.bound_now = bounds[i]
             return known[0]
         if len(fills) >= FILL_MEMO_SIZE:  # forget them, or stop where they seldom repeat
             fills = self._fills = {} if self._fills_found >= FILL_MEMO_SIZE else None
