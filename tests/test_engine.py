@@ -473,20 +473,24 @@ _scenario = st.tuples(
 
 
 def _run(
-    scenario: tuple, *, checked: bool = False
+    scenario: tuple, *, checked: bool = False, shared: bool = False
 ) -> tuple[Engine, list[Resource], list[Activity], Checker | None]:
+    """``shared``: activities of one demand given one dict, started with ``shared``."""
     capacities, specs = scenario
     engine = Engine()
     resources = [engine.add_resource(f"r{i}", c) for i, c in enumerate(capacities)]
     acts: list[Activity] = []
+    made: dict[tuple, dict[Resource, float]] = {}
 
     def begin(work: float, demand: dict[Resource, float], cap: float, weight: float) -> None:
-        acts.append(engine.start(work, demand, cap=cap, weight=weight))
+        acts.append(engine.start(work, demand, cap=cap, weight=weight, shared=shared))
 
     for start, work, demand_spec, cap, weight in specs:
         demand: dict[Resource, float] = {}
         for index, amount in demand_spec:
             demand[resources[index]] = amount
+        if shared:
+            demand = made.setdefault(tuple(demand_spec), demand)
         engine.schedule(start, begin, work, demand, cap, weight)
     checker = Checker(engine, resources, acts) if checked else None
     if checker is not None:
@@ -552,6 +556,40 @@ def test_one_shared_resource_is_work_conserving(capacity: float, specs: list) ->
     for start, work in sorted(specs):
         busy_until = max(busy_until, start) + work / capacity
     assert end == pytest.approx(busy_until, rel=1e-9)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(_scenario)
+def test_a_demand_started_shared_gives_the_same_run(scenario: tuple) -> None:
+    """Activities of one demand dict started with ``shared`` (checked and cleaned once, the
+    cleaned form shared) finish when, and use what, those started without it do."""
+    engine, resources, acts, _c = _run(scenario)
+    again, shared_resources, shared_acts, _c2 = _run(scenario, shared=True)
+    assert [a.finished for a in shared_acts] == [a.finished for a in acts]
+    assert [r.used for r in shared_resources] == [r.used for r in resources]
+    assert [r.peak for r in shared_resources] == [r.peak for r in resources]
+    assert again.now == engine.now
+
+
+def test_a_shared_demand_with_a_meter_is_split_per_activity() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    alu = engine.add_resource("alu", 1000.0, meter=True)
+    demand = {link: 1.0, alu: 1.0}
+    first = engine.start(5.0, demand, shared=True)
+    second = engine.start(5.0, demand, shared=True)
+    assert first.demand is not second.demand  # each its own: a meter may be promoted in it
+    assert first.meters == second.meters == {alu: 1.0}
+    assert demand == {link: 1.0, alu: 1.0}  # the caller's dict untouched
+    engine.run()
+    assert first.finished == second.finished == 1.0
+
+
+def test_a_shared_demand_is_checked_once_and_its_errors_name_the_resource() -> None:
+    engine = Engine()
+    link = engine.add_resource("link", 10.0)
+    with pytest.raises(SimulationError, match="'link'"):
+        engine.start(1.0, {link: math.nan}, shared=True)
 
 
 @settings(max_examples=examples(40), deadline=None)

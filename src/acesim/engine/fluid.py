@@ -127,6 +127,7 @@ class Activity:
         weight: share weight under max-min fairness (> 0).
         on_done: called with the activity when its work is finished.
         tag: free-form label for traces and statistics.
+        shape: ``tuple(demand.items())``, where the caller already has it.
     """
 
     __slots__ = (
@@ -165,6 +166,7 @@ class Activity:
         on_done: Callable[[Activity], Any] | None,
         tag: Any,
         seq: int,
+        shape: tuple[tuple[Resource, float], ...] | None = None,
     ):
         self.work = work
         self.remaining = work
@@ -190,7 +192,7 @@ class Activity:
         self.basis: Resource | None = None
         #: the demand's items, as given (a key of the engine's remembered fillings; the
         #: demand does not change once the activity is made)
-        self.shape = tuple(demand.items())
+        self.shape = tuple(demand.items()) if shape is None else shape
         #: the meters it uses (units per unit of work), kept out of ``demand`` while they
         #: cannot bind (:meth:`acesim.engine.Engine.add_resource`); None: none
         self.meters: dict[Resource, float] | None = None

@@ -159,6 +159,26 @@ class _Claim:
         self.release = release
 
 
+class _Prepared:
+    """A demand a caller passes again and again unchanged (:meth:`Engine.start` with
+    ``shared``): its cleaned form and shape, made once, whether it has meters, and its
+    filling numbers by (basis, tracked)."""
+
+    __slots__ = ("source", "clean", "shape", "metered", "numbers")
+
+    def __init__(
+        self,
+        source: dict[Resource, float],
+        clean: dict[Resource, float],
+        metered: bool,
+    ):
+        self.source = source  # held: its id is not reused while it is a key
+        self.clean = clean
+        self.shape = tuple(clean.items())
+        self.metered = metered
+        self.numbers: dict[tuple[Resource | None, bool], int] = {}
+
+
 class Engine:
     """Owns simulated time (seconds), timers, resources and activities."""
 
@@ -209,6 +229,8 @@ class Engine:
         #: again take a new number: a miss, no error).
         self._fill_ids: dict[tuple[Any, ...], int] = {}
         self._fill_next = 0
+        #: demands started with ``shared`` (:meth:`start`), by the dict's id
+        self._prepared: dict[int, _Prepared] = {}
         #: the meters (:meth:`add_resource`), and those found able to bind this instant
         self._meters: list[Resource] = []
         self._over: dict[Resource, None] = {}
@@ -460,19 +482,38 @@ class Engine:
         tag: Any = None,
         track: str | None = None,
         basis: Resource | None = None,
+        shared: bool = False,
     ) -> Activity:
         """Start an activity of ``work`` units consuming ``demand[r]`` of ``r`` per unit.
 
         ``cap`` bounds its rate (work/s); ``weight`` is its max-min share weight, of its
         dominant resource or, when given, of ``basis``. ``track``
         (a kind such as ``"kernel"``): tell the bound listeners, when there are any, what
-        binds the activity's rate over its life.
+        binds the activity's rate over its life. ``shared``: the caller keeps ``demand``
+        unchanged and passes the same dict again (a message demand made once): it is checked
+        and cleaned once, and activities without meters share its cleaned form.
         """
         if not (work >= 0) or not math.isfinite(work):
             raise SimulationError(f"activity {tag!r}: work must be finite and >= 0, got {work}")
         if not (weight > 0):
             raise SimulationError(f"activity {tag!r}: weight must be positive, got {weight}")
-        # Amounts below 1e-300 are rounding residue, not demand (they would overflow shares).
+        if shared:
+            prepared = self._prepared.get(id(demand))
+            if prepared is None or prepared.source is not demand:
+                clean, metered = self._clean(demand, tag)
+                prepared = self._prepared[id(demand)] = _Prepared(demand, clean, metered)
+            if not prepared.metered:  # nothing to split off: one cleaned dict for all
+                return self._begin(
+                    work, prepared.clean, None, cap, weight, on_done, tag, track, basis, prepared
+                )
+        clean, metered = self._clean(demand, tag)
+        meters = self._split_meters(clean, basis) if metered else None
+        return self._begin(work, clean, meters, cap, weight, on_done, tag, track, basis, None)
+
+    def _clean(self, demand: dict[Resource, float], tag: Any) -> tuple[dict[Resource, float], bool]:
+        """``demand`` checked (finite, non-negative amounts) without its rounding residue
+        (amounts below 1e-300 are not demand: they would overflow shares), and whether it
+        uses a meter."""
         clean: dict[Resource, float] = {}
         metered = False
         for res, amount in demand.items():
@@ -485,13 +526,28 @@ class Engine:
                 clean[res] = float(amount)
                 if res.metered:
                     metered = True
-        meters = self._split_meters(clean, basis) if metered else None
-        demand = clean
+        return clean, metered
+
+    def _begin(
+        self,
+        work: float,
+        demand: dict[Resource, float],
+        meters: dict[Resource, float] | None,
+        cap: float,
+        weight: float,
+        on_done: Callable[[Activity], Any] | None,
+        tag: Any,
+        track: str | None,
+        basis: Resource | None,
+        prepared: _Prepared | None,
+    ) -> Activity:
+        """:meth:`start`'s activity on the checked ``demand`` (and ``meters``, split off)."""
         if self._claims:
             for res in demand:
                 self._release(res)  # the claimed work becomes activities first
         self._act_seq += 1
-        act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq)
+        shape = prepared.shape if prepared is not None else None
+        act = Activity(work, demand, cap, weight, on_done, tag, self._act_seq, shape)
         act.basis = basis
         if meters:
             act.meters = meters
@@ -503,13 +559,19 @@ class Engine:
             act.track = track
             act.bound_since = self._now
             self._bound_listener.opened(track, self._now)
+        if prepared is not None:  # its filling number, found once per (basis, tracked)
+            key = (basis, act.track is not None)
+            number = prepared.numbers.get(key)
+            if number is None:
+                prepared.numbers[key] = self._number(act)
+            else:
+                act.fill_id = number
         self.active[act] = None
         for res in demand:
             res.users[act] = None
         self._dirty[act] = None
         return act
 
-    # -- meters ------------------------------------------------------------------------------
     def _split_meters(
         self, demand: dict[Resource, float], basis: Resource | None
     ) -> dict[Resource, float] | None:

@@ -339,6 +339,9 @@ class CollectiveRuntime:
         self._mirror_demands: dict[
             tuple[int, int, str, int | None, float, int], dict[Resource, float]
         ] = {}
+        #: a one-message step's whole demand, by its step demand's id and its receiver
+        #: (:meth:`_send_step`)
+        self._messages: dict[tuple[int, int], dict[Resource, float]] = {}
         self._fold_lengths: dict[tuple[int, int, int], int] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
         self._counts: dict[int, int] = {}
@@ -1074,15 +1077,24 @@ class CollectiveRuntime:
         if self.topology.dimensions[dim].spine and not innet:
             spines = [self._spine(rank, dest, dim) for dest in dests]
         paths = self.paths[dim]
+        # a step of one message (a ring's): its whole demand made once per step demand and
+        # receiver (the step demands live as long as the runtime: their ids are not reused)
+        single = len(dests) == 1
         for i, dest in enumerate(dests):
-            # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
-            message = dict(demand)
-            message[ingress[dest][dim]] = weight
-            if paths:
-                self.add_path_demand(message, rank, dest, dim, weight)
-            if spines is not None:
-                for resource in spines[i]:
-                    message[resource] = weight
+            known = self._messages.get((id(demand), dest)) if single else None
+            if known is not None:
+                message = known
+            else:
+                # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
+                message = dict(demand)
+                message[ingress[dest][dim]] = weight
+                if paths:
+                    self.add_path_demand(message, rank, dest, dim, weight)
+                if spines is not None:
+                    for resource in spines[i]:
+                        message[resource] = weight
+                if single:
+                    self._messages[(id(demand), dest)] = message
             shares.start(
                 run.rank,
                 step.message_bytes,
@@ -1090,6 +1102,7 @@ class CollectiveRuntime:
                 self._sent,
                 tag=(run, dest, run.phase, run.step, dim),
                 track=track,
+                shared=single,
             )
 
     def _send_to_mirror(self, run: _ChunkRun, phase: Phase, step: Step) -> None:
@@ -1115,6 +1128,7 @@ class CollectiveRuntime:
             self._sent,
             tag=(run, rank, run.phase, run.step, dim),
             track=self.tracks.get(rank),
+            shared=True,  # kept in _mirror_demands, unchanged
         )
 
     def _copy_locally(self, run: _ChunkRun, step: Step) -> None:

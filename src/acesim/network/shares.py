@@ -40,11 +40,15 @@ class MessageShares:
         *,
         tag: Any,
         track: str | None,
+        shared: bool = False,
     ) -> Activity:
-        """Start a message of ``nbytes`` bytes at ``rank``; ``on_done`` as engine.start's."""
+        """Start a message of ``nbytes`` bytes at ``rank``; ``on_done`` and ``shared`` as
+        engine.start's."""
         weight, basis = self.solo(rank, demand)
         if basis is None:
-            return self.engine.start(nbytes, demand, on_done, weight=weight, tag=tag, track=track)
+            return self.engine.start(
+                nbytes, demand, on_done, weight=weight, tag=tag, track=track, shared=shared
+            )
         inflight = self._inflight[rank]
         act = self.engine.start(
             nbytes,
@@ -54,6 +58,7 @@ class MessageShares:
             tag=tag,
             track=track,
             basis=basis,
+            shared=shared,
         )
         inflight[act] = None
         self._mark(rank, weight)
