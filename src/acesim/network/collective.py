@@ -148,6 +148,11 @@ def step_at(steps: Sequence[Step], index: int) -> Step:
     return steps[index]
 
 
+#: What a message's demand per byte depends on: (rank, dimension, step kind, SM budget, weight,
+#: the endpoint's demand epoch); a one-message step's whole demand is kept by its step
+#: demand's id (they live as long as the runtime) and its receiver.
+DemandKey = tuple[int, int, str, "int | None", float, int]
+
 #: Symmetric mode runs identical consecutive steps in closed form while they are alone
 #: (:mod:`acesim.network.fold`); tests turn it off to compare with the event path.
 FOLD = True
@@ -331,16 +336,9 @@ class CollectiveRuntime:
         #: the endpoint's payload fraction of the links by step kind (asked once a kind)
         self._link_efficiency: dict[str, float | None] = {}
         self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
-        #: a message's demand per network byte before its receiver's side, and a symmetric
-        #: mode message's whole demand (to its mirror), by (rank, dimension, step kind, SM
-        #: budget, weight, the endpoint's demand epoch): :meth:`_step_demand`
-        self._demands: dict[tuple[int, int, str, int | None, float, int], dict[Resource, float]]
-        self._demands = {}
-        self._mirror_demands: dict[
-            tuple[int, int, str, int | None, float, int], dict[Resource, float]
-        ] = {}
-        #: a one-message step's whole demand, by its step demand's id and its receiver
-        #: (:meth:`_send_step`)
+        #: demands made once (:meth:`_step_demand`, :meth:`_send_to_mirror`, :meth:`_send_step`)
+        self._demands: dict[DemandKey, dict[Resource, float]] = {}
+        self._mirror_demands: dict[DemandKey, dict[Resource, float]] = {}
         self._messages: dict[tuple[int, int], dict[Resource, float]] = {}
         self._fold_lengths: dict[tuple[int, int, int], int] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
