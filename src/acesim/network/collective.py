@@ -1148,7 +1148,8 @@ class CollectiveRuntime:
             self._check_step(run)
 
     def _sent(self, act: Activity) -> None:
-        run, dest, phase_index, step_index, dim = act.tag
+        tag: tuple[_ChunkRun, int, int, int, int] = act.tag  # typed: read natively below
+        run, dest, phase_index, step_index, dim = tag
         coll = run.coll
         nbytes = act.work
         coll.bytes_sent += nbytes
