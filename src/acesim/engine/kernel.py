@@ -572,6 +572,7 @@ class Engine:
         self._dirty[act] = None
         return act
 
+    # -- meters ------------------------------------------------------------------------------
     def _split_meters(
         self, demand: dict[Resource, float], basis: Resource | None
     ) -> dict[Resource, float] | None:

@@ -336,9 +336,8 @@ class CollectiveRuntime:
         #: the endpoint's payload fraction of the links by step kind (asked once a kind)
         self._link_efficiency: dict[str, float | None] = {}
         self._dests: dict[tuple[int, int, int, int, str, int, int], list[int]] = {}
-        #: demands made once (:meth:`_step_demand`, :meth:`_send_to_mirror`, :meth:`_send_step`)
+        #: demands made once (:meth:`_step_demand`, :meth:`_message_demand`)
         self._demands: dict[DemandKey, dict[Resource, float]] = {}
-        self._mirror_demands: dict[DemandKey, dict[Resource, float]] = {}
         self._messages: dict[tuple[int, int], dict[Resource, float]] = {}
         self._fold_lengths: dict[tuple[int, int, int], int] = {}
         self._choices: dict[Any, tuple[tuple[Axis, ...], int, AlgorithmChoice]] = {}
@@ -1070,29 +1069,13 @@ class CollectiveRuntime:
         demand, weight, innet = self._step_demand(run, phase, step)
         shares = self.shares
         track = self.tracks.get(rank)
-        ingress = self.ingress
         spines: list[tuple[Resource, ...]] | None = None
         if self.topology.dimensions[dim].spine and not innet:
             spines = [self._spine(rank, dest, dim) for dest in dests]
-        paths = self.paths[dim]
-        # a step of one message (a ring's): its whole demand made once per step demand and
-        # receiver (the step demands live as long as the runtime: their ids are not reused)
-        single = len(dests) == 1
+        single = len(dests) == 1  # a ring's step: its message's demand kept
         for i, dest in enumerate(dests):
-            known = self._messages.get((id(demand), dest)) if single else None
-            if known is not None:
-                message = known
-            else:
-                # the receiver's ingress (symmetric mode: its mirror, the simulated NPU)
-                message = dict(demand)
-                message[ingress[dest][dim]] = weight
-                if paths:
-                    self.add_path_demand(message, rank, dest, dim, weight)
-                if spines is not None:
-                    for resource in spines[i]:
-                        message[resource] = weight
-                if single:
-                    self._messages[(id(demand), dest)] = message
+            spine = spines[i] if spines is not None else ()
+            message = self._message_demand(demand, weight, rank, dest, dim, spine, single)
             shares.start(
                 run.rank,
                 step.message_bytes,
@@ -1110,15 +1093,8 @@ class CollectiveRuntime:
         rank = run.rank
         dim = phase.dim
         run.sends_out = 1
-        weight, _innet = self._step_weight(run, phase, step)
-        key = (rank, dim, step.kind, run.coll.units, weight, self.endpoint.demand_epoch())
-        message = self._mirror_demands.get(key)
-        if message is None:  # made once per key (the engine copies what it is given)
-            message = dict(self._step_demand(run, phase, step)[0])
-            message[self.ingress[rank][dim]] = weight
-            if self.paths[dim]:
-                self.add_path_demand(message, rank, rank, dim, weight)
-            self._mirror_demands[key] = message
+        demand, weight, _innet = self._step_demand(run, phase, step)
+        message = self._message_demand(demand, weight, rank, rank, dim, (), True)
         self.shares.start(
             rank,
             step.message_bytes,
@@ -1126,8 +1102,36 @@ class CollectiveRuntime:
             self._sent,
             tag=(run, rank, run.phase, run.step, dim),
             track=self.tracks.get(rank),
-            shared=True,  # kept in _mirror_demands, unchanged
+            shared=True,  # kept in _messages, unchanged
         )
+
+    def _message_demand(
+        self,
+        demand: dict[Resource, float],
+        weight: float,
+        rank: int,
+        dest: int,
+        dim: int,
+        spine: tuple[Resource, ...],
+        keep: bool,
+    ) -> dict[Resource, float]:
+        """A message's whole demand per byte: its step's ``demand`` (:meth:`_step_demand`)
+        and the receiver's side at ``weight``: its ingress (symmetric mode: its mirror, the
+        simulated NPU), its path, the ``spine`` it crosses. ``keep``: made once per step
+        demand and receiver, not to be changed (the step demands live as long as the
+        runtime: their ids are not reused)."""
+        key = (id(demand), dest)
+        message = self._messages.get(key) if keep else None
+        if message is None:
+            message = dict(demand)
+            message[self.ingress[dest][dim]] = weight
+            if self.paths[dim]:
+                self.add_path_demand(message, rank, dest, dim, weight)
+            for resource in spine:
+                message[resource] = weight
+            if keep:
+                self._messages[key] = message
+        return message
 
     def _copy_locally(self, run: _ChunkRun, step: Step) -> None:
         """The local copy the endpoint makes beside a direct step's messages (its
