@@ -22,6 +22,7 @@ __all__ = ["MODULES", "compiled", "describe", "warn_stale"]
 #: arithmetic they use), relative to the package
 MODULES = (
     "engine.kernel",
+    "engine.heap",
     "engine.fluid",
     "network.collective",
     "network.agreement",

@@ -31,7 +31,7 @@ import heapq
 import math
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from .fluid import (
     max_min_rates,
     solo_rate,
 )
+from .heap import Entry, pop, push
 from .planned import PlannedRun
 from .pool import Pool
 
@@ -145,6 +146,9 @@ class EventHandle:
         self.cancelled = True
 
 
+#: a timed callback's payload in the heap: the callback and its arguments
+_Call = tuple[Callable[..., Any], tuple[Any, ...]]
+
 #: the handle of events scheduled with :meth:`Engine.call` (never cancelled)
 _LIVE = EventHandle(0.0)
 
@@ -184,7 +188,7 @@ class Engine:
 
     def __init__(self) -> None:
         self._now = 0.0
-        self._heap: list[tuple[float, int, int, Any, Any]] = []
+        self._heap: list[Entry] = []
         self._seq = 0
         self._act_seq = 0
         self.resources: list[Resource] = []
@@ -448,9 +452,7 @@ class Engine:
             )
         handle = EventHandle(when)
         self._seq += 1
-        heapq.heappush(
-            self._heap, (self._now + delay, priority, self._seq, handle, (callback, args))
-        )
+        push(self._heap, (self._now + delay, priority, self._seq, handle, (callback, args)))
         return handle
 
     def call(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
@@ -460,7 +462,7 @@ class Engine:
         if not (delay >= 0) or when == INF:
             self.schedule(delay, callback, *args)  # raises the error
         self._seq += 1
-        heapq.heappush(self._heap, (when, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
+        push(self._heap, (when, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
 
     def call_at(self, time: float, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` at ``time`` (s, not before now, finite), at normal priority
@@ -468,7 +470,7 @@ class Engine:
         if not (time >= self._now) or time == INF:
             raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
         self._seq += 1
-        heapq.heappush(self._heap, (time, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
+        push(self._heap, (time, PRIORITY_NORMAL, self._seq, _LIVE, (callback, args)))
 
     # -- activities --------------------------------------------------------------------------
     def start(
@@ -866,7 +868,7 @@ class Engine:
         act.rate = rate
         self._seq += 1
         finish = started + work / rate
-        heapq.heappush(self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version))
+        push(self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version))
         return act
 
     def schedule_at(self, time: float, callback: Callable[..., Any], *args: Any) -> EventHandle:
@@ -892,7 +894,7 @@ class Engine:
             raise SimulationError(f"cannot schedule an event at {time} s (now {self._now} s)")
         handle = EventHandle(time)
         self._seq += 1
-        heapq.heappush(self._heap, (time, priority, self._seq, handle, (callback, args)))
+        push(self._heap, (time, priority, self._seq, handle, (callback, args)))
         return handle
 
     def set_cap(self, activity: Activity, cap: float) -> None:
@@ -1024,7 +1026,6 @@ class Engine:
                 if adds:
                     res._load += new_rate * amount
         heap = self._heap
-        push = heapq.heappush
         seq = self._seq
         listener = self._bound_listener
         metered: list[tuple[Activity, float]] | None = None
@@ -1215,7 +1216,7 @@ class Engine:
                 if finish == INF:
                     self._never(act, remaining, new_rate)
             self._seq += 1
-            heapq.heappush(self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version))
+            push(self._heap, (finish, PRIORITY_COMPLETION, self._seq, act, act._version))
         observers = self._observers
         for res, amount in demand.items():
             allocated = new_rate * amount if finite else 0.0
@@ -1337,13 +1338,14 @@ class Engine:
                 stale = target.cancelled
             if not stale:
                 return time
-            heapq.heappop(heap)
+            pop(heap)
 
     def step(self, until: float = INF) -> bool:
         """Process the next event if it is due by ``until`` (s); False when there is none."""
         if self.peek() > until or not self._heap:  # peek: the top is live, rates settled
             return False
-        time, _prio, _seq, target, payload = heapq.heappop(self._heap)
+        time, _prio, _seq, target, payload = self._heap[0]
+        pop(self._heap)
         self._now = time
         self.events_processed += 1
         if isinstance(target, Activity):
@@ -1356,7 +1358,6 @@ class Engine:
     def _loop(self, until: float) -> None:
         # step() in a loop, written out (the simulator's outer loop): same order, same events.
         heap = self._heap
-        pop = heapq.heappop
         dirty = self._dirty
         dirty_res = self._dirty_res
         finish = self._finish
@@ -1375,18 +1376,20 @@ class Engine:
                     return
                 pop(heap)
                 target = entry[3]
+                # the payload read by its type (an activity's version; a callback and its
+                # arguments), not through the generic protocols an ``Any`` would take
                 if isinstance(target, Activity):
-                    if target.finished is not None or entry[4] != target._version:
+                    if target.finished is not None or cast(int, entry[4]) != target._version:
                         continue
                     self._now = time
                     processed += 1
                     finish(target)
                 else:
-                    if target.cancelled:
+                    if cast(EventHandle, target).cancelled:
                         continue
                     self._now = time
                     processed += 1
-                    callback, args = entry[4]
+                    callback, args = cast(_Call, entry[4])
                     callback(*args)
         finally:
             self.events_processed += processed
