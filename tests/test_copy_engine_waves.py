@@ -18,7 +18,8 @@ from acesim.config.resolve import resolve_system
 from acesim.errors import AcesimError, ConfigError
 from acesim.hardware.endpoints import ENDPOINT_KINDS
 from acesim.hardware.endpoints.copy_engine import in_waves
-from acesim.network.algorithms import GATHER, Step
+from acesim.network.algorithms import GATHER
+from acesim.network.step import Step
 from acesim.simulate import simulate_collective
 
 MiB = 2**20

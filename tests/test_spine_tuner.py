@@ -7,10 +7,11 @@ from systems import simulate_as_configured as simulate_collective
 
 from acesim.config.resolve import resolve_system
 from acesim.config.system import SystemConfig
-from acesim.network.algorithms import REDUCE, Step
+from acesim.network.algorithms import REDUCE
 from acesim.network.group import resolve
 from acesim.network.plan import choose_algorithm
 from acesim.network.spine import spine_factor
+from acesim.network.step import Step
 from acesim.network.topology import Topology
 
 SIZE = 256 * 2**20

@@ -26,6 +26,7 @@ MODULES = (
     "engine.fluid",
     "network.collective",
     "network.agreement",
+    "network.step",
     "network.shares",
     "network.p2p",
     "network.plan",

@@ -1,10 +1,11 @@
 """Multi-dimensional networks, communicator groups, per-dimension collective algorithms,
 collective operations and chunk scheduling."""
 
-from .algorithms import ALGORITHMS, Algorithm, Step, phase_steps
+from .algorithms import ALGORITHMS, Algorithm, phase_steps
 from .endpoint import Endpoint
 from .group import Group, Span
 from .ops import COLLECTIVE_OPS, CollectiveOp
+from .step import Step
 from .topology import Dimension, Topology
 
 __all__ = [

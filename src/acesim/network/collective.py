@@ -88,7 +88,7 @@ Rooted operations (broadcast, reduce: ``CollectiveOp.symmetric`` False) run chai
 sends and receives differ by position (:data:`~acesim.network.algorithms.ROOTED_PATTERNS`):
 symmetric mode refuses them by name, exact mode runs them (``issue(..., root=)`` names the
 root, a member of the group, default 0). A chain position with nothing to send in a step
-completes it when its expected arrivals (:meth:`~acesim.network.algorithms.Step.arrivals`,
+completes it when its expected arrivals (:meth:`~acesim.network.step.Step.arrivals`,
 possibly none) are in. Operations marked ``single_axis`` are refused on groups of several
 dimensions. A ``routed_shift`` operation (sendrecv) on a group of several dimensions has no
 phases: in exact mode each member sends its buffer to its successor as one point-to-point
@@ -110,7 +110,7 @@ from ..config.system import CollectiveConfig
 from ..engine import Activity, Engine, Resource
 from ..errors import ConfigError, TopologyError
 from .agreement import Line, LineOrders
-from .algorithms import NVLS_KINDS, ROOTED_PATTERNS, Step
+from .algorithms import NVLS_KINDS, ROOTED_PATTERNS
 from .endpoint import Endpoint
 from .fold import MIN_STEPS, StepFold
 from .group import Axis, Group, resolve
@@ -130,6 +130,7 @@ from .plan import (
 )
 from .repeats import Repeats
 from .shares import MessageShares
+from .step import Step
 from .topology import Topology
 
 __all__ = ["Collective", "CollectiveRuntime", "Endpoint", "FOLD", "MAX_CHUNKS", "MIRROR_PATH"]

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .algorithms import Step
 from .repeats import Repeats
+from .step import Step
 from .sums import add_repeatedly
 
 __all__ = ["Lane", "Phase"]

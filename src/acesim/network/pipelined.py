@@ -49,10 +49,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .algorithms import GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE, Step
+from .algorithms import GATHER, NVLS_GATHER, NVLS_REDUCE, REDUCE
 from .group import Axis
 from .phase import Lane, Phase
 from .repeats import Repeats
+from .step import Step
 from .trees import tree_depth, tree_sends
 
 __all__ = [

@@ -58,7 +58,6 @@ from .algorithms import (
     ALGORITHMS,
     NVLS_KINDS,
     ROOTED_PATTERNS,
-    Step,
     check_algorithm,
     check_phase_steps,
     phase_steps,
@@ -72,6 +71,7 @@ from .pipelined import NVLS_TREE as NVLS_TREE
 from .pipelined import TREE, node_and_network, path_latency, pipelined_phase
 from .repeats import Repeats
 from .spine import spine_factor
+from .step import Step
 from .sums import add_repeatedly
 from .topology import Dimension, Topology
 

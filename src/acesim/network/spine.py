@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .algorithms import Step
+from .step import Step
 from .topology import Dimension
 
 __all__ = ["spine_factor"]

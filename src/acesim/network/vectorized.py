@@ -68,12 +68,13 @@ from typing import Any
 import numpy as np
 
 from ..engine import EventHandle, Resource
-from .algorithms import ALGORITHMS, NVLS_KINDS, Step
+from .algorithms import ALGORITHMS, NVLS_KINDS
 from .collective import Collective, CollectiveRuntime
 from .endpoint import Endpoint
 from .group import Group
 from .plan import Phase, nvls_sync_latency
 from .ring_form import ring_ends
+from .step import Step
 from .sums import add_repeatedly
 
 __all__ = [

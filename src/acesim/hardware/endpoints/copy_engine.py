@@ -93,10 +93,11 @@ from ...config.validators import (
 )
 from ...engine import Resource
 from ...errors import ConfigError
-from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE, Step
+from ...network.algorithms import ALLTOALL, GATHER, NVLS_KINDS, REDUCE
 from ...network.endpoint import REDUCTION_FLOPS, SM_FREE_STEP_KINDS, Endpoint
 from ...network.plan import Phase
 from ...network.repeats import Repeats
+from ...network.step import Step
 from .baseline import BaselineSettings, sm_kernel_unit_hbm_bandwidth
 from .registry import EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
