@@ -100,3 +100,20 @@ def test_a_compiled_module_older_than_its_source_is_warned_of(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _compiled.warn_stale()
+
+
+def test_a_step_pickles_and_copies_by_its_fields_compiled_or_not() -> None:
+    """Steps travel to pool workers: a compiled frozen dataclass refuses the default
+    unpickling's attribute setting, so a step pickles as its constructor's arguments."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from acesim.network.step import Step
+
+    step = Step(1.5e6, "span", 2, "reduce", count=3, root=1, pieces=4)
+    for again in (pickle.loads(pickle.dumps(step)), copy.copy(step), copy.deepcopy(step)):
+        assert again == step and hash(again) == hash(step)
+        assert dataclasses.astuple(again) == (1.5e6, "span", 2, "reduce", 3, 1, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        step.count = 2  # type: ignore[misc]
