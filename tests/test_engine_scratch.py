@@ -257,3 +257,15 @@ def test_the_agreed_orders_shortcut_admits_what_the_full_scan_admits(
     full = _straggler_run()
     assert json.loads(shortcut) == json.loads(full)
     assert shortcut == full
+
+
+@pytest.mark.parametrize("count", [2, 5, 16, 17, 40])
+def test_a_component_found_out_of_start_order_comes_in_start_order(count: int) -> None:
+    """A chain of activities (each shares a resource with the next) searched from its last:
+    found last to first, returned first to last, below and above the insertion sort's size."""
+    engine = Engine()
+    links = [engine.add_resource(f"r{i}", 1.0) for i in range(count + 1)]
+    chain = [engine.start(1.0, {links[i]: 1.0, links[i + 1]: 1.0}) for i in range(count)]
+    found = component([chain[-1]])
+    assert found == chain
+    assert component(list(reversed(chain)), [links[0]]) == chain

@@ -41,7 +41,7 @@ bind into an ordinary resource at that instant (:meth:`acesim.engine.Engine.add_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -224,15 +224,44 @@ class Activity:
 
 
 _by_seq = attrgetter("seq")
+#: components up to this many activities are put in start order by an insertion sort on
+#: their ``seq`` (compiled: native integer comparisons), larger ones by ``list.sort``
+_FEW_TO_SORT = 16
+
+
+class Mark:
+    """A fresh marker for one search or filling round (``Activity._mark``, ``Resource._mark``:
+    what it has reached, by identity). A class of its own, not ``object()``: compiled, making
+    one is a native allocation, not a call of the builtin through the generic protocol."""
+
+    __slots__ = ()
+
+
+def _in_start_order(found: list[Activity]) -> None:
+    """Sort ``found`` by ``seq`` (start order; every ``seq`` is distinct, so any sort gives the
+    same order) in place."""
+    count = len(found)
+    if count > _FEW_TO_SORT:
+        found.sort(key=_by_seq)
+        return
+    for i in range(1, count):
+        act = found[i]
+        seq = act.seq
+        j = i - 1
+        while j >= 0 and found[j].seq > seq:
+            found[j + 1] = found[j]
+            j -= 1
+        found[j + 1] = act
+
 
 #: ``Activity.bound`` of an activity held back by its own rate cap (a kernel's compute units).
 CAP = "cap"
 
 
-def component(seeds: Iterable[Activity], resources: Iterable[Resource] = ()) -> list[Activity]:
+def component(seeds: Sequence[Activity], resources: Sequence[Resource] = ()) -> list[Activity]:
     """Activities connected to ``seeds`` and to the users of ``resources`` through shared
     resources, in a deterministic order (by ``seq``, i.e. start order)."""
-    seen = object()  # marks what this search has reached (Activity._mark, Resource._mark)
+    seen = Mark()  # marks what this search has reached (Activity._mark, Resource._mark)
     found: list[Activity] = []
     for res in resources:  # every user a seed
         if res._mark is not seen:
@@ -259,7 +288,7 @@ def component(seeds: Iterable[Activity], resources: Iterable[Resource] = ()) -> 
                     if user._mark is not seen:
                         user._mark = seen
                         found.append(user)
-    found.sort(key=_by_seq)
+    _in_start_order(found)
     return found
 
 
@@ -310,7 +339,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
         # Fill level t: each unfrozen activity would run at weight * t. Each resource's load
         # is summed in the order its users come (a resource first met starts from 0.0).
         best = INF
-        loaded = object()  # marks the resources loaded this round
+        loaded = Mark()  # marks the resources loaded this round
         resources: list[Resource] = []
         for act in unfrozen:
             weight = act._share
@@ -348,7 +377,7 @@ def max_min_rates(activities: list[Activity]) -> dict[Activity, float]:
                 act.bound_now = None
             break
         limit = best * grow
-        saturated = object()  # marks the resources saturated at this level
+        saturated = Mark()  # marks the resources saturated at this level
         for res in bottlenecks:
             weighted = res._load
             if weighted > 0:
@@ -431,7 +460,7 @@ def solo_rate(act: Activity) -> float:
         act.bound_now = None
         return INF
     limit = best * grow
-    saturated = object()  # marks the resources saturated at this level
+    saturated = Mark()  # marks the resources saturated at this level
     for res, weighted in bottlenecks:
         if res.capacity / weighted <= limit:
             res._mark = saturated

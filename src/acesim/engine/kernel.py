@@ -40,6 +40,7 @@ from ..sums import add_repeatedly
 from .fluid import (
     INF,
     Activity,
+    Mark,
     Resource,
     component,
     dominant_share,
@@ -636,7 +637,7 @@ class Engine:
         """Whether the meters of ``acts`` stay below :data:`METER_MARGIN` of their capacity
         at the new ``rates`` (work/s); those that would not are marked for
         :meth:`_promote_over`."""
-        seen = object()  # the meters met, each one's new load in its ``_load`` (scratch)
+        seen = Mark()  # the meters met, each one's new load in its ``_load`` (scratch)
         loaded: list[Resource] = []
         for i, act in enumerate(acts):  # (indexed, not zip(strict=True): compiled natively)
             rate = rates[i]
@@ -1001,7 +1002,7 @@ class Engine:
         # the component's resources, first met first (their integrals brought to now), each
         # one's new allocation summed in its ``_load`` (scratch: see fluid.Resource) in the
         # users' start order
-        seen = object()
+        seen = Mark()
         touched: list[Resource] = []
         assert len(rates) == len(acts)
         for i, act in enumerate(acts):  # (indexed, not zip(strict=True): compiled natively)
