@@ -951,7 +951,9 @@ class Engine:
         else:  # (a finish marks its resources only)
             seeds = []
         dirty_res = self._dirty_res
-        resources = list(dirty_res)  # their users are unfinished (a finish removes itself)
+        # their users are unfinished (a finish removes itself); a comprehension, not
+        # list(): compiled, it iterates the dict natively
+        resources = [res for res in dirty_res]
         dirty_res.clear()
         return seeds, resources
 
