@@ -51,6 +51,26 @@ def _less(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return cast(int, a[2]) < cast(int, b[2])
 
 
+def _settle(
+    items: list[tuple[Any, ...]],
+    pos: int,
+    entry: tuple[Any, ...],
+    time: float,
+    priority: int,
+    sequence: int,
+) -> None:
+    """Place ``entry`` (of key ``time``, ``priority``, ``sequence``) at ``pos`` or above it,
+    moving down every parent it comes before (:mod:`heapq`'s ``_siftdown``)."""
+    while pos > 0:
+        parent_pos = (pos - 1) >> 1
+        parent = items[parent_pos]
+        if not _before(time, priority, sequence, parent):
+            break
+        items[pos] = parent
+        pos = parent_pos
+    items[pos] = entry
+
+
 def push(heap: list[Entry], entry: Entry) -> None:
     """Add ``entry`` to ``heap`` (:func:`heapq.heappush`)."""
     if NATIVE:
@@ -74,15 +94,7 @@ def sift_push(heap: list[Entry], entry: Entry) -> None:
     time, priority, sequence = entry[0], entry[1], entry[2]
     boxed: tuple[Any, ...] = entry
     items.append(boxed)
-    pos = len(items) - 1
-    while pos > 0:
-        parent_pos = (pos - 1) >> 1
-        parent = items[parent_pos]
-        if not _before(time, priority, sequence, parent):
-            break
-        items[pos] = parent
-        pos = parent_pos
-    items[pos] = boxed
+    _settle(items, len(items) - 1, boxed, time, priority, sequence)
 
 
 def sift_pop(heap: list[Entry]) -> None:
@@ -106,14 +118,4 @@ def sift_pop(heap: list[Entry]) -> None:
         items[pos] = smaller
         pos = child
         child = 2 * pos + 1
-    time = cast(float, last[0])
-    priority = cast(int, last[1])
-    sequence = cast(int, last[2])
-    while pos > 0:
-        parent_pos = (pos - 1) >> 1
-        parent = items[parent_pos]
-        if not _before(time, priority, sequence, parent):
-            break
-        items[pos] = parent
-        pos = parent_pos
-    items[pos] = last
+    _settle(items, pos, last, cast(float, last[0]), cast(int, last[1]), cast(int, last[2]))
