@@ -44,11 +44,7 @@ def _less(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     time_b = cast(float, b[0])
     if time_a != time_b:
         return time_a < time_b
-    priority_a = cast(int, a[1])
-    priority_b = cast(int, b[1])
-    if priority_a != priority_b:
-        return priority_a < priority_b
-    return cast(int, a[2]) < cast(int, b[2])
+    return _before(time_a, cast(int, a[1]), cast(int, a[2]), b)
 
 
 def _settle(
