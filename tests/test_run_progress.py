@@ -10,9 +10,11 @@ import math
 from typing import Any
 
 import pytest
+from clitools import cli_error
 from typer.testing import CliRunner
 
 import acesim.commands.common as common
+import acesim.commands.run as run_command
 from acesim.cli import app
 from acesim.config.resolve import resolve_system
 from acesim.hardware.platform import Platform
@@ -230,3 +232,50 @@ def test_a_point_to_point_graph_counts_as_one_node_per_send_and_receive() -> Non
     graph = Graph([[send], [recv], idle, idle])
     seen, _ = _finished_nodes(system, graph, Strategy.every_npu(lockstep=False))
     assert sorted(seen) == [(0, 0), (1, 0)]
+
+
+def test_a_comparison_says_each_long_run_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`acesim run` comparing endpoints tells each run's estimate where it is long (here every
+    run: the threshold at 0), numbered among the comparison's runs, and once the option that
+    runs them side by side; a short run says nothing."""
+    screen = io.StringIO()
+    monkeypatch.setattr(run_command, "err_console", common.Console(file=screen, width=300))
+    monkeypatch.setattr(run_command, "LONG_RUN_SECONDS", 0.0)
+    args = ["run", "--npus", "8", "--iterations", "1", "--warmup", "0", "--json"]
+    out = CliRunner().invoke(app, [*args, "--endpoints", "ideal"])
+    assert out.exit_code == 0, out.output
+    said = screen.getvalue()
+    runs = len([line for line in said.splitlines() if " of CPU" in line])
+    assert runs >= 3  # the baseline's splits and the ideal endpoint's run(s)
+    assert f"the baseline run (2 units), 1 of {runs}, simulates " in said
+    assert said.count("--workers N runs the comparison's") == 1
+    screen.truncate(0)
+    monkeypatch.setattr(run_command, "LONG_RUN_SECONDS", math.inf)
+    assert CliRunner().invoke(app, [*args, "--endpoints", "ideal"]).exit_code == 0
+    assert " of CPU" not in screen.getvalue()
+
+
+def test_a_comparison_on_worker_processes_gives_the_same_document() -> None:
+    args = ["run", "--npus", "8", "--iterations", "1", "--warmup", "0", "--json"]
+    alone = CliRunner().invoke(app, args)
+    side_by_side = CliRunner().invoke(app, [*args, "--workers", "2"])
+    assert alone.exit_code == side_by_side.exit_code == 0, side_by_side.output
+    assert alone.stdout == side_by_side.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--workers", "0"], "--workers: must be at least 1, got 0"),
+        (["--workers", "2", "--endpoint", "ideal"], "not with --endpoint, got 2"),
+    ],
+)
+def test_workers_needs_a_comparison_and_a_count(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    says: str,
+) -> None:
+    assert says in cli_error(monkeypatch, capsys, "run", "--npus", "8", *extra)

@@ -3,6 +3,7 @@ kind or comparing several, each in its best variant (the one run path, :mod:`ace
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
 from ..results.jsonout import dumps
-from ..runs.compare import assemble, default_endpoints, plan, run_jobs
+from ..runs.compare import Job, assemble, default_endpoints, plan, run_jobs
 from ..runs.estimate import Estimate
 from ..runs.single import run_case, variant_case
 from ..training.loops import LOOPS
@@ -151,6 +152,12 @@ MAX_MESSAGES_OPTION = typer.Option(
     help="the work bound: refuse a run estimated to send more messages (default 10**8, "
     "about 24 minutes); raise it knowingly",
 )
+WORKERS_OPTION = typer.Option(
+    None,
+    "--workers",
+    help="a comparison: local processes running its runs side by side (default 1, in this "
+    "process; the same results)",
+)
 MAX_MICRO_BATCHES_OPTION = typer.Option(
     None,
     "--max-micro-batches",
@@ -198,6 +205,7 @@ def run_command(
     recompute: str | None = RECOMPUTE_OPTION,
     max_messages: int | None = MAX_MESSAGES_OPTION,
     max_micro_batches: int | None = MAX_MICRO_BATCHES_OPTION,
+    workers: int | None = WORKERS_OPTION,
 ) -> None:
     """Simulate training iterations; by default compare the best baseline, ACE and ideal."""
     as_json = as_json or fmt == "json"  # the result document, as --json prints it
@@ -212,9 +220,11 @@ def run_command(
         payload, results = _single(variant_case(case, endpoint, None), trace, given)
     else:
         jobs = plan(case, kinds)
+        count = workers or 1
         with progress() as bar:
             task = bar.add_task(_label(case), total=len(jobs))
-            comp = assemble(run_jobs(jobs, 1, lambda: bar.advance(task)), kinds)
+            told = _comparison_estimate(jobs)
+            comp = assemble(run_jobs(jobs, count, lambda: bar.advance(task), told), kinds)
         payload, results = comp.to_dict(), [o.best for o in comp.endpoints.values()]
         labels = [o.label for o in comp.endpoints.values()]
         if not as_json:
@@ -237,6 +247,7 @@ _COMMAND_FLAGS = (
     "fmt",
     "layers",
     "layers_csv",
+    "workers",
 )
 
 
@@ -266,6 +277,15 @@ def _check_flags(given: dict[str, Any]) -> list[str] | None:
             "--trace",
             "measured",
         )
+    if given["workers"] is not None:
+        if given["workers"] < 1:
+            raise ConfigError("--workers", "must be at least 1", given["workers"])
+        if endpoint is not None:
+            raise ConfigError(
+                "--workers",
+                "runs a comparison's runs side by side: not with --endpoint",
+                given["workers"],
+            )
     if endpoint is not None:
         ENDPOINT_KINDS.get(endpoint, "--endpoint")
     return endpoint_kinds(endpoint, endpoints)
@@ -276,23 +296,47 @@ def _label(case: Any) -> str:
     return f"{name} on {case.system.name}"
 
 
+def _long_run(estimate: Estimate, what: str) -> None:
+    """Say what a run will simulate and its CPU, before it starts, where that is long."""
+    if estimate.seconds > LONG_RUN_SECONDS:
+        err_console.print(
+            f"[dim]{what} simulates {estimate.nodes:,} graph nodes and about "
+            f"{estimate.messages:,} messages: roughly {format_time(estimate.seconds)} of CPU"
+            "[/dim]"
+        )
+
+
+def _comparison_estimate(jobs: list[Job]) -> Callable[[Job, Estimate], None]:
+    """A comparison's ``on_estimate`` (its runs in this process): each long run of ``jobs``
+    said before it starts, the first with the option that runs them side by side."""
+    position = {job.key: i + 1 for i, job in enumerate(jobs)}
+    hinted = len(jobs) < 2
+
+    def told(job: Job, estimate: Estimate) -> None:
+        nonlocal hinted
+        if estimate.seconds <= LONG_RUN_SECONDS:
+            return
+        kind = ENDPOINT_KINDS.get(job.case.system.endpoint.kind).label
+        _long_run(estimate, f"the {kind} run ({job.variant}), {position[job.key]} of {len(jobs)},")
+        if not hinted:
+            hinted = True
+            err_console.print(
+                f"[dim](--workers N runs the comparison's {len(jobs)} runs side by side, the "
+                "same results)[/dim]"
+            )
+
+    return told
+
+
 def _single(case: Any, trace: Path | None, given: dict[str, Any]) -> tuple[Any, list[Any]]:
     """Run one endpoint kind (its variants with --search); print, trace, per-layer rows."""
     with progress() as bar:
         task = bar.add_task(f"{_label(case)}: graph nodes", total=None)
 
-        def estimated(estimate: Estimate) -> None:
-            if estimate.seconds > LONG_RUN_SECONDS:
-                err_console.print(
-                    f"[dim]this run simulates {estimate.nodes:,} graph nodes and about "
-                    f"{estimate.messages:,} messages: roughly {format_time(estimate.seconds)} "
-                    "of CPU[/dim]"
-                )
-
         result, execution = run_case(
             case,
             trace=trace is not None,
-            on_estimate=estimated,
+            on_estimate=lambda estimate: _long_run(estimate, "this run"),
             on_progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     if trace is not None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..config.experiment import RunOptions
 from ..errors import AcesimError, ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS, reference_kind
 from ..processes import process_pool
+from .estimate import Estimate
 from .kinds import make_run_case
 from .single import execute, variant_case
 
@@ -194,9 +196,13 @@ def plan(
     return jobs
 
 
-def run_job(job: Job) -> tuple[tuple[Any, ...], Any]:
-    """One job's key and result."""
-    result, _execution = execute(job.case, variant=job.variant)
+def run_job(
+    job: Job, on_estimate: Callable[[Job, Estimate], Any] | None = None
+) -> tuple[tuple[Any, ...], Any]:
+    """One job's key and result; ``on_estimate(job, estimate)`` is told the run's cost before
+    it starts (:func:`~acesim.runs.single.execute`)."""
+    told = None if on_estimate is None else partial(on_estimate, job)
+    result, _execution = execute(job.case, variant=job.variant, on_estimate=told)
     return job.key, result
 
 
@@ -213,16 +219,19 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: int | None = 1,
     progress: Callable[[], Any] | None = None,
+    on_estimate: Callable[[Job, Estimate], Any] | None = None,
 ) -> dict[tuple[Any, ...], Any]:
     """Run ``jobs`` in this process (``workers=1``) or on local worker processes (None: one
-    per CPU); results by job key, independent of the number of workers."""
+    per CPU); results by job key, independent of the number of workers. ``on_estimate(job,
+    estimate)``: told each run's cost before it starts, where the runs are in this process
+    (worker processes tell no one)."""
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise ConfigError("workers", "must be at least 1", workers)
     results: dict[tuple[Any, ...], Any] = {}
     if workers == 1 or len(jobs) <= 1:
         for job in jobs:
-            key, result = run_job(job)
+            key, result = run_job(job, on_estimate)
             results[key] = result
             if progress is not None:
                 progress()
