@@ -193,6 +193,8 @@ def test_version() -> None:
         (["collective", "--endpoint", "magic"], "endpoint: must be one of baseline, ace, ideal"),
         (["overlap", "--host-copy", "1GiB:up"], "--host-copy: direction must be one of h2d, d2h"),
         (["overlap", "--host-copy", "0GiB"], "--host-copy: must be a positive size"),
+        (["run", "--workers", "0"], "--workers: must be at least 1, got 0"),
+        (["run", "--workers", "2", "--endpoint", "ideal"], "not with --endpoint, got 2"),
     ],
 )
 def test_errors_exit_2_with_one_line_and_no_traceback(

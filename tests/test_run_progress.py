@@ -10,7 +10,6 @@ import math
 from typing import Any
 
 import pytest
-from clitools import cli_error
 from typer.testing import CliRunner
 
 import acesim.commands.common as common
@@ -263,19 +262,3 @@ def test_a_comparison_on_worker_processes_gives_the_same_document() -> None:
     side_by_side = CliRunner().invoke(app, [*args, "--workers", "2"])
     assert alone.exit_code == side_by_side.exit_code == 0, side_by_side.output
     assert alone.stdout == side_by_side.stdout
-
-
-@pytest.mark.parametrize(
-    ("extra", "says"),
-    [
-        (["--workers", "0"], "--workers: must be at least 1, got 0"),
-        (["--workers", "2", "--endpoint", "ideal"], "not with --endpoint, got 2"),
-    ],
-)
-def test_workers_needs_a_comparison_and_a_count(
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    extra: list[str],
-    says: str,
-) -> None:
-    assert says in cli_error(monkeypatch, capsys, "run", "--npus", "8", *extra)
