@@ -262,3 +262,18 @@ def test_a_comparison_on_worker_processes_gives_the_same_document() -> None:
     side_by_side = CliRunner().invoke(app, [*args, "--workers", "2"])
     assert alone.exit_code == side_by_side.exit_code == 0, side_by_side.output
     assert alone.stdout == side_by_side.stdout
+
+
+def test_a_comparison_draws_its_runs_and_the_current_runs_nodes_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    screen = io.StringIO()
+    terminal = common.Console(file=screen, force_terminal=True, width=160)
+    monkeypatch.setattr(common, "err_console", terminal)
+    args = ["run", "--npus", "8", "--iterations", "1", "--warmup", "0", "--json"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    drawn = screen.getvalue()
+    assert "resnet50 on ace-isca21" in drawn  # the bar of the comparison's runs
+    assert ": graph nodes" in drawn  # the bar of the run in progress, named by its variant
+    assert "/None" not in drawn  # no bar before its total is known

@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ..hardware.endpoints import ENDPOINT_KINDS
 from ..precision import PRECISIONS
 from ..results.jsonout import dumps
-from ..runs.compare import Job, assemble, default_endpoints, plan, run_jobs
+from ..runs.compare import Comparison, Job, assemble, default_endpoints, plan, run_jobs
 from ..runs.estimate import Estimate
 from ..runs.single import run_case, variant_case
 from ..training.loops import LOOPS
@@ -219,12 +219,7 @@ def run_command(
     if endpoint is not None:
         payload, results = _single(variant_case(case, endpoint, None), trace, given)
     else:
-        jobs = plan(case, kinds)
-        count = workers or 1
-        with progress() as bar:
-            task = bar.add_task(_label(case), total=len(jobs))
-            told = _comparison_estimate(jobs)
-            comp = assemble(run_jobs(jobs, count, lambda: bar.advance(task), told), kinds)
+        comp = _compare(case, kinds, workers or 1)
         payload, results = comp.to_dict(), [o.best for o in comp.endpoints.values()]
         labels = [o.label for o in comp.endpoints.values()]
         if not as_json:
@@ -304,6 +299,22 @@ def _long_run(estimate: Estimate, what: str) -> None:
             f"{estimate.messages:,} messages: roughly {format_time(estimate.seconds)} of CPU"
             "[/dim]"
         )
+
+
+def _compare(case: Any, kinds: list[str] | None, workers: int) -> Comparison:
+    """The endpoint comparison of ``case`` (its runs on ``workers`` processes), drawn as it
+    goes: a bar of its runs and, for the run in this process, one of its graph nodes."""
+    jobs = plan(case, kinds)
+    with progress() as bar:
+        runs = bar.add_task(_label(case), total=len(jobs))
+        nodes = bar.add_task("graph nodes", total=None, visible=False)  # shown once told
+
+        def moved(job: Job, done: int, total: int) -> None:
+            label = f"{job.variant}: graph nodes"
+            bar.update(nodes, completed=done, total=total, description=label, visible=True)
+
+        told = _comparison_estimate(jobs)
+        return assemble(run_jobs(jobs, workers, lambda: bar.advance(runs), told, moved), kinds)
 
 
 def _comparison_estimate(jobs: list[Job]) -> Callable[[Job, Estimate], None]:

@@ -196,13 +196,26 @@ def plan(
     return jobs
 
 
+#: A comparison's hooks into one of its runs in this process (:func:`run_jobs`): told the run's
+#: cost before it starts, and its graph nodes finished as it runs (progress bars).
+EstimateHook = Callable[["Job", Estimate], Any]
+ProgressHook = Callable[["Job", int, int], Any]
+
+
 def run_job(
-    job: Job, on_estimate: Callable[[Job, Estimate], Any] | None = None
+    job: Job,
+    on_estimate: EstimateHook | None = None,
+    on_progress: ProgressHook | None = None,
 ) -> tuple[tuple[Any, ...], Any]:
     """One job's key and result; ``on_estimate(job, estimate)`` is told the run's cost before
-    it starts (:func:`~acesim.runs.single.execute`)."""
-    told = None if on_estimate is None else partial(on_estimate, job)
-    result, _execution = execute(job.case, variant=job.variant, on_estimate=told)
+    it starts, ``on_progress(job, done, total)`` its graph nodes finished
+    (:func:`~acesim.runs.single.execute`)."""
+    result, _execution = execute(
+        job.case,
+        variant=job.variant,
+        on_estimate=None if on_estimate is None else partial(on_estimate, job),
+        on_progress=None if on_progress is None else partial(on_progress, job),
+    )
     return job.key, result
 
 
@@ -219,19 +232,20 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: int | None = 1,
     progress: Callable[[], Any] | None = None,
-    on_estimate: Callable[[Job, Estimate], Any] | None = None,
+    on_estimate: EstimateHook | None = None,
+    on_progress: ProgressHook | None = None,
 ) -> dict[tuple[Any, ...], Any]:
     """Run ``jobs`` in this process (``workers=1``) or on local worker processes (None: one
-    per CPU); results by job key, independent of the number of workers. ``on_estimate(job,
-    estimate)``: told each run's cost before it starts, where the runs are in this process
-    (worker processes tell no one)."""
+    per CPU); results by job key, independent of the number of workers. ``progress()``: told
+    as each run finishes; ``on_estimate`` and ``on_progress`` (:func:`run_job`): told of each
+    run as it goes, where the runs are in this process (worker processes tell no one)."""
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise ConfigError("workers", "must be at least 1", workers)
     results: dict[tuple[Any, ...], Any] = {}
     if workers == 1 or len(jobs) <= 1:
         for job in jobs:
-            key, result = run_job(job, on_estimate)
+            key, result = run_job(job, on_estimate, on_progress)
             results[key] = result
             if progress is not None:
                 progress()
