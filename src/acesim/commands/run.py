@@ -291,14 +291,16 @@ def _label(case: Any) -> str:
     return f"{name} on {case.system.name}"
 
 
-def _long_run(estimate: Estimate, what: str) -> None:
-    """Say what a run will simulate and its CPU, before it starts, where that is long."""
-    if estimate.seconds > LONG_RUN_SECONDS:
-        err_console.print(
-            f"[dim]{what} simulates {estimate.nodes:,} graph nodes and about "
-            f"{estimate.messages:,} messages: roughly {format_time(estimate.seconds)} of CPU"
-            "[/dim]"
-        )
+def _long_run(estimate: Estimate, what: str) -> bool:
+    """Say what a run will simulate and its CPU, before it starts, where that is long; whether
+    it was said."""
+    if estimate.seconds <= LONG_RUN_SECONDS:
+        return False
+    err_console.print(
+        f"[dim]{what} simulates {estimate.nodes:,} graph nodes and about "
+        f"{estimate.messages:,} messages: roughly {format_time(estimate.seconds)} of CPU[/dim]"
+    )
+    return True
 
 
 def _compare(case: Any, kinds: list[str] | None, workers: int) -> Comparison:
@@ -325,11 +327,9 @@ def _comparison_estimate(jobs: list[Job]) -> Callable[[Job, Estimate], None]:
 
     def told(job: Job, estimate: Estimate) -> None:
         nonlocal hinted
-        if estimate.seconds <= LONG_RUN_SECONDS:
-            return
         kind = ENDPOINT_KINDS.get(job.case.system.endpoint.kind).label
-        _long_run(estimate, f"the {kind} run ({job.variant}), {position[job.key]} of {len(jobs)},")
-        if not hinted:
+        what = f"the {kind} run ({job.variant}), {position[job.key]} of {len(jobs)},"
+        if _long_run(estimate, what) and not hinted:
             hinted = True
             err_console.print(
                 f"[dim](--workers N runs the comparison's {len(jobs)} runs side by side, the "
