@@ -26,11 +26,12 @@ from ..hardware.endpoints import ENDPOINT_KINDS
 from ..hardware.kernels import Kernel, Roofline
 from ..hardware.platform import Platform
 from ..hardware.strategy import Strategy
+from ..network import rank_fluid
 from ..network.collective import Collective
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..network.tuner_check import check_choice
-from ..network.vectorized import latency_bound, run_alone
+from ..network.vectorized import Conflict, latency_bound, run_alone
 from ..results.collective import CollectiveResult, bus_factor
 from ..results.jsonout import first_non_finite
 from ..results.protocol import scalar_settings
@@ -354,6 +355,8 @@ def _simulate(
         if alone
         else "concurrent kernels share the NPUs"
     )
+    if isinstance(fast, str) and alone:
+        fast = _per_rank(case, platform, fast)
     if isinstance(fast, str):
         coll, end = _issue_and_run(case, platform)
     else:
@@ -412,6 +415,18 @@ def _simulate(
             case.op, case.size, dims=case.dims, group=case.group
         )[2].predicted
     return result, predicted
+
+
+def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective | str:
+    """The lone collective on the per-rank backend (:mod:`acesim.network.rank_fluid`), where
+    the lockstep one said ``why`` not; else why the event path runs it."""
+    try:
+        done = rank_fluid.run_alone(
+            platform.collectives, case.op, case.size, dims=case.dims, group=case.group
+        )
+    except Conflict:
+        return "its ranks' timing needs the event order"
+    return done if not isinstance(done, str) else why
 
 
 def _prepared(

@@ -1,0 +1,135 @@
+"""The per-rank backend (acesim.network.rank_fluid) against the event simulation: a lone
+collective on the baseline endpoint with ranks made to differ."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from systems import dim, examples, make_system
+
+import acesim.network.rank_fluid as rank_fluid
+from acesim import simulate_collective
+from acesim.config import SystemConfig
+from acesim.config.variation import LinkChange, NpuType, Variation
+from acesim.hardware.platform import Platform
+from acesim.hardware.strategy import Strategy
+
+MiB = 2**20
+NETWORKS = [
+    [dim("ring", 8, 50e9, 1e-6, 2)],
+    [dim("ring", 4, 200e9, 1e-7, 2), dim("ring", 4, 50e9, 2e-7, 2)],
+    [dim("ring", 2, 200e9, 1e-7), dim("ring", 4, 50e9, 2e-7, 2), dim("ring", 3, 25e9, 5e-7)],
+    [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
+]
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation]:
+    dims = draw(st.sampled_from(NETWORKS))
+    op = draw(st.sampled_from(["all-reduce", "reduce-scatter", "all-gather"]))
+    system = make_system(
+        dims,
+        endpoint=draw(st.sampled_from(["baseline", "baseline", "ideal"])),
+        chunks=draw(st.integers(1, 4)),
+        scheduling=draw(st.sampled_from(["fifo", "lifo"])),
+        endpoint_delay=draw(st.sampled_from([0.0, 10e-9])),
+        algorithms={op: "ring"},
+    )
+    npus = math.prod(d["size"] for d in dims)
+    if draw(st.booleans()):
+        dimension = draw(st.integers(0, len(dims) - 1))
+        bandwidth = dims[dimension]["link_bandwidth"] * draw(st.sampled_from([0.25, 0.5]))
+        variation = Variation(
+            links=(
+                LinkChange(
+                    dim=dimension,
+                    rank=draw(st.integers(0, npus - 1)),
+                    bandwidth=bandwidth,
+                    latency=draw(st.sampled_from([None, 2e-6])),
+                ),
+            )
+        )
+    else:
+        first = draw(st.integers(0, npus - 1))
+        hbm = system.npu.hbm_bandwidth * draw(st.sampled_from([0.25, 0.5]))
+        variation = Variation(
+            npu_types=(
+                NpuType.model_validate({"ranks": f"{first}-{npus - 1}", "hbm_bandwidth": hbm}),
+            )
+        )
+    size = draw(st.sampled_from([4096.0, 3 * MiB, 3 * MiB + 1.0, 64 * MiB]))
+    return system, op, size, variation
+
+
+def _run(system: SystemConfig, op: str, size: float, variation: Variation) -> dict[str, Any]:
+    data: dict[str, Any] = simulate_collective(
+        system, op, size, exact=True, variation=variation
+    ).to_dict()
+    return data
+
+
+def _close(a: Any, b: Any, where: str = "") -> None:
+    """``a`` equals ``b``, floats within a relative 1e-9 (the module docstring's bound)."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300), (where, a, b)
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert list(a) == list(b), where
+        for key in a:
+            _close(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, (where, a, b)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(cases())
+@example(
+    (
+        make_system(
+            NETWORKS[2], endpoint="baseline", chunks=4, scheduling="lifo", endpoint_delay=1e-8
+        ),
+        "all-reduce",
+        64 * MiB,
+        Variation(links=(LinkChange(dim=0, rank=3, bandwidth=100e9),)),
+    )
+)
+def test_the_per_rank_backend_gives_the_event_simulations_figures(case: tuple) -> None:
+    fast = _run(*case)
+    rank_fluid.ENABLED = False
+    try:
+        events = _run(*case)
+    finally:
+        rank_fluid.ENABLED = True
+    note = fast.pop("mode_note")
+    events.pop("mode_note")
+    # it ran, or its ranks' timing needed the event order (two phases reaching a rank at one
+    # instant from different events)
+    assert "event path" not in note or "timing needs the event order" in note, note
+    _close(fast, events)
+
+
+def test_the_backend_runs_without_events_and_says_why_where_it_does_not() -> None:
+    system = make_system(NETWORKS[1], endpoint="baseline", chunks=4)
+    slow = Variation(links=(LinkChange(dim=1, rank=5, bandwidth=10e9),))
+    platform = Platform(system, Strategy.every_npu(slow))
+    coll = rank_fluid.run_alone(platform.collectives, "all-reduce", 64 * MiB)
+    assert not isinstance(coll, str) and platform.engine.events_processed == 0
+    assert len(coll.rank_finished) == 16 and platform.engine.now == coll.finished
+    # each NPU's units were taken for the collective and given back at its end
+    assert platform.npus[0].units.peak == 8 and platform.npus[0].units.held == 0
+    ace = Platform(make_system(NETWORKS[1], endpoint="ace", chunks=4), Strategy.every_npu(slow))
+    why = rank_fluid.run_alone(ace.collectives, "all-reduce", 64 * MiB)
+    assert isinstance(why, str) and "shapes or watches the steps" in why
+    two = make_system(NETWORKS[1], endpoint="baseline", chunks=4, active_chunks_per_dimension=2)
+    concurrent = Platform(two, Strategy.every_npu(slow))
+    why = rank_fluid.run_alone(concurrent.collectives, "all-reduce", 64 * MiB)
+    assert why == "several chunks in flight per dimension"
+    symmetric = Platform(system, exact=False)
+    why = rank_fluid.run_alone(symmetric.collectives, "all-reduce", 64 * MiB)
+    assert why == "not exact mode with agreed orders"
