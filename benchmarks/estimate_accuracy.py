@@ -119,6 +119,11 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
             "training exact resnet50 1024 ideal straggler 1 iteration",
             partial(_varied, 1024, "straggler", iterations=1),
         ),
+        # a lone collective with a variation on the baseline endpoint: every rank at once
+        # (network/rank_fluid.py, "collective per-rank", stop 65)
+        ("collective per-rank all-reduce 64MiB 64 slow link", partial(_coll_varied, 64)),
+        ("collective per-rank all-reduce 64MiB 256 slow link", partial(_coll_varied, 256)),
+        ("collective per-rank all-reduce 64MiB 1024 slow link", partial(_coll_varied, 1024)),
         ("jobs dp-spine", partial(jobs, "dp-spine")),
         ("jobs nvl72-split", partial(jobs, "nvl72-split")),
         ("jobs latency-beside-training", partial(jobs, "latency-beside-training")),
@@ -141,6 +146,14 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
             partial(_varied, 256, "straggler"),
         ),
         ("training exact resnet50 256 ideal mixed" + HELD_OUT, partial(_varied, 256, "mixed")),
+        (
+            "collective per-rank all-reduce 16MiB 512 mixed" + HELD_OUT,
+            partial(_coll_varied, 512, "mixed", "16MiB"),
+        ),
+        (
+            "collective per-rank reduce-scatter 64MiB 128 slow link" + HELD_OUT,
+            partial(_coll_varied, 128, op="reduce-scatter"),
+        ),
         # the baseline endpoint with a variation: every message on the event path (its
         # messages charge the NPUs' HBM and units; stop 64), as each run of `acesim run`'s
         # comparison is told its estimate
@@ -172,6 +185,22 @@ def _varied(npus: int, kind: str, iterations: int = 2, endpoint: str = "ideal") 
 
 def _coll(op: str, size: str, npus: int, mode: str = "symmetric") -> Any:
     options = {"mode": mode, "npus": npus}
+    return make_collective_case("ace-isca21", op, size, options, endpoint="baseline")
+
+
+def _coll_varied(
+    npus: int, kind: str = "slow link", size: str = "64MiB", op: str = "all-reduce"
+) -> Any:
+    """A collective alone on ``ace-isca21``'s baseline endpoint in exact mode with rank 3's
+    first-dimension link at half bandwidth, or half the NPUs at half the HBM bandwidth."""
+    system = load_system("ace-isca21")
+    if kind == "slow link":
+        half = system.network.dimensions[0].link_bandwidth / 2
+        varied: dict[str, Any] = {"links": [{"dim": 0, "rank": 3, "bandwidth": half}]}
+    else:
+        hbm = system.npu.hbm_bandwidth / 2
+        varied = {"npu_types": [{"ranks": f"0-{npus // 2 - 1}", "hbm_bandwidth": hbm}]}
+    options = {"mode": "exact", "npus": npus, **varied}
     return make_collective_case("ace-isca21", op, size, options, endpoint="baseline")
 
 

@@ -135,6 +135,16 @@ def _collective(mode: str) -> Any:
     [
         (lambda: _collective("symmetric"), "collective symmetric"),
         (lambda: _collective("exact"), "collective exact"),
+        # a variation on the baseline endpoint: every rank at once (network/rank_fluid.py)
+        (
+            lambda: make_collective_case(
+                "ace-isca21",
+                "all-reduce",
+                "1MiB",
+                {"mode": "exact", "links": [{"dim": 0, "rank": 3, "bandwidth": 100e9}]},
+            ),
+            "collective per-rank",
+        ),
         (
             lambda: make_run_case("ace-isca21", "resnet50", iterations=1, warmup=0),
             "training symmetric",

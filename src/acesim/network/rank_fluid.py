@@ -50,6 +50,7 @@ import numpy as np
 from ..engine import Activity, Resource
 from ..engine.fluid import max_min_rates
 from ..engine.kernel import METER_MARGIN
+from . import vectorized
 from .algorithms import GATHER, REDUCE
 from .collective import Collective, CollectiveRuntime, _ChunkRun, step_at
 from .endpoint import Endpoint
@@ -57,9 +58,10 @@ from .group import Group
 from .plan import Phase
 from .vectorized import Conflict, unsupported
 
-__all__ = ["ENABLED", "run_alone"]
+__all__ = ["ENABLED", "applies", "run_alone"]
 
-#: Tests turn this off to compare with the event simulation.
+#: Tests turn this off (or :data:`acesim.network.vectorized.ENABLED`) to compare with the event
+#: simulation.
 ENABLED = True
 
 _INF = math.inf
@@ -73,7 +75,7 @@ def problem(
 ) -> str | None:
     """Why this lone collective needs the event path here (None: :func:`run_alone` computes
     it; see the module docstring)."""
-    if not ENABLED:
+    if not ENABLED or not vectorized.ENABLED:  # tests turn either off for the event path
         return "the per-rank backend is off"
     if not runtime.exact or not runtime.agreed:
         return "not exact mode with agreed orders"
@@ -94,6 +96,20 @@ def problem(
     if any(runtime.endpoint.start_delay(r) > 0 for r in runtime.ranks):
         return "a collective kernel waiting for its units"
     return None
+
+
+def applies(
+    runtime: CollectiveRuntime,
+    op: str,
+    size: float,
+    *,
+    dims: Any = None,
+    group: Group | None = None,
+) -> bool:
+    """Whether :func:`run_alone` would compute ``op`` of ``size`` bytes here (a tie it meets
+    as it runs may still send it to the event path)."""
+    _axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
+    return problem(runtime, choice.phases, chunks, choice.protocol) is None
 
 
 def run_alone(
@@ -200,6 +216,20 @@ class _Layout:
                 for (b, kb), mb in self.kinds[rank].items():
                     if a != b and any(res in mb.demand for res in ma.demand):
                         self.share[c, a, ka, b, kb] = True
+        #: per class, whether every message kind it sends shares a resource with every other
+        #: (the component of a change is then all of the rank's messages)
+        self.share_all = np.array(
+            [
+                all(
+                    self.share[c, a, ka, b, kb]
+                    for (a, ka) in self.kinds[rank]
+                    for (b, kb) in self.kinds[rank]
+                    if a != b
+                )
+                for c, rank in enumerate(self.classes)
+            ],
+            dtype=bool,
+        )
 
     def _classes(self, n: int) -> tuple[list[int], np.ndarray]:
         """Each rank's class (the capacities and amounts its messages meet; rank 0, whose
@@ -381,7 +411,7 @@ class _Run:
         ]
         self.ready: list[dict[int, float]] = [{} for _ in range(d)]
         self.arrivals = coll.chunks  # tie-breaker of arrivals after the join's
-        self.starts: list[tuple[int, int]] = []  # (rank, dim) to start at the rank's clock
+        self.to_start = np.zeros((n, d), dtype=bool)  # messages to start at the rank's clock
         self.listeners = runtime.engine.bound_listeners
         self.track = _Track(self.listeners) if self.listeners else None
 
@@ -395,7 +425,8 @@ class _Run:
             for c in range(self.coll.chunks):
                 self.waiting[r][first].append((now, c, c, 0))
             self._try_admit(r, first, now)
-        self._reallocate(self._start_pending())
+        self._start_pending()
+        self._reallocate(self._changed())
         while (self.left > 0).any():
             times, lower = self._candidates()
             progress = np.minimum(times, lower)
@@ -443,20 +474,19 @@ class _Run:
         if not len(ranks) or not least < _INF:
             return False
         self.clock[ranks] = times[ranks]
-        finished = self._finish(ranks)
+        self._finish(ranks)
         self._complete(ranks)
-        started = self._start_pending()
-        self._reallocate(np.union1d(finished, started))
+        self._start_pending()
+        self._reallocate(self._changed())
         return True
 
-    def _finish(self, ranks: np.ndarray) -> np.ndarray:
-        """The messages of ``ranks`` that end now: their send times recorded; the ranks with
-        one."""
+    def _finish(self, ranks: np.ndarray) -> None:
+        """The messages of ``ranks`` that end now: their send times recorded."""
         now = self.clock[ranks][:, None]
         ends = self.sending[ranks] & (self.fin[ranks] == now)
         rows, dims = np.nonzero(ends)
         if not len(rows):
-            return rows
+            return
         who = ranks[rows]
         self.sent[
             self._flat(
@@ -473,7 +503,6 @@ class _Run:
             for r, d in zip(who.tolist(), dims.tolist(), strict=True):
                 if r == 0:
                     self.track.close(d, float(self.clock[0]))
-        return np.unique(who)
 
     def _complete(self, ranks: np.ndarray) -> None:
         """The steps of ``ranks`` complete now (their message out and their predecessor's
@@ -495,8 +524,7 @@ class _Run:
         self.stepping[who, dims] = False
         more = step + 1 < lay.steps[phase]
         self.q_step[who[more], dims[more]] += 1
-        for r, d in zip(who[more].tolist(), dims[more].tolist(), strict=True):
-            self.starts.append((r, d))
+        self.to_start[who[more], dims[more]] = True
         ended = ~more
         for r, d, c, p in zip(
             who[ended].tolist(),
@@ -541,7 +569,7 @@ class _Run:
                     self.q_chunk[r, d] = want[0]
                     self.q_phase[r, d] = want[1]
                     self.q_step[r, d] = 0
-                    self.starts.append((r, d))
+                    self.to_start[r, d] = True
                     return
             return
         if waiting and r not in self.ready[d]:
@@ -576,18 +604,17 @@ class _Run:
         for per_dim in self.ready:
             for r, t in per_dim.items():
                 self.blocked[r] = min(self.blocked[r], t)
-        self._reallocate(self._start_pending())
+        self._start_pending()
+        self._reallocate(self._changed())
         return True
 
-    def _start_pending(self) -> np.ndarray:
+    def _start_pending(self) -> None:
         """Start the messages queued by admissions and step completions, each at its rank's
-        clock; the ranks that started one."""
-        if not self.starts:
-            return np.zeros(0, dtype=np.int64)
-        starts = sorted(self.starts)
-        self.starts = []
-        who = np.array([r for r, _d in starts], dtype=np.int64)
-        dims = np.array([d for _r, d in starts], dtype=np.int64)
+        clock (in rank and dimension order)."""
+        who, dims = np.nonzero(self.to_start)
+        if not len(who):
+            return
+        self.to_start[who, dims] = False
         phase = self.q_phase[who, dims]
         step = self.q_step[who, dims]
         self.sending[who, dims] = True
@@ -600,11 +627,14 @@ class _Run:
         self.changed[who, dims] = True
         self.seq[who, dims] = self.counter + np.arange(len(who))
         self.counter += len(who)
-        if self.track is not None:
-            for r, d in starts:
-                if r == 0:
-                    self.track.open(d, float(self.clock[0]))
-        return np.unique(who)
+        if self.track is not None and who[0] == 0:
+            for d in dims[who == 0].tolist():
+                self.track.open(d, float(self.clock[0]))
+
+    def _changed(self) -> np.ndarray:
+        """The ranks with a message started or ended this instant."""
+        ranks: np.ndarray = np.flatnonzero(self.changed.any(axis=1))
+        return ranks
 
     def _reallocate(self, ranks: np.ndarray) -> None:
         """New rates at each rank's clock for the messages of ``ranks`` the instant's changes
@@ -637,8 +667,12 @@ class _Run:
         """Per rank of ``ranks`` and dimension, whether its message (in flight, or ended this
         instant) shares a resource, transitively, with one that started or ended now."""
         reach: np.ndarray = self.changed[ranks].copy()
-        kind = np.where(self.sending[ranks], self.code[ranks], self.ended[ranks])
         cls = self.lay.rank_class[ranks]
+        if self.lay.share_all[cls].all():  # every message of a rank shares its HBM, say
+            some: np.ndarray = np.any(reach, axis=1)
+            whole: np.ndarray = reach | (some[:, None] & self.sending[ranks])
+            return whole
+        kind = np.where(self.sending[ranks], self.code[ranks], self.ended[ranks])
         share = self.lay.share  # [class, dim, kind, dim, kind]
         for _ in range(self.d - 1):
             grown: np.ndarray = reach.copy()

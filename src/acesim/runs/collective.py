@@ -31,7 +31,7 @@ from ..network.collective import Collective
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..network.tuner_check import check_choice
-from ..network.vectorized import Conflict, latency_bound, run_alone
+from ..network.vectorized import Conflict, backend_problem, latency_bound, run_alone
 from ..results.collective import CollectiveResult, bus_factor
 from ..results.jsonout import first_non_finite
 from ..results.protocol import scalar_settings
@@ -344,11 +344,7 @@ def _simulate(
     cfg = case.system
     platform, copy_end, recorder = _prepared(case, strategy)
     if on_estimate is not None:
-        rt = platform.collectives
-        per_rank = rt.messages_per_rank(case.op, case.size, dims=case.dims, group=case.group)
-        cost = cost_name("collective", strategy.mode)
-        kernels = len(case.kernels or ()) * len(platform.npus)
-        on_estimate(Estimate(per_rank * len(platform.npus), kernels, 0, cost))
+        on_estimate(_estimate(case, strategy, platform))
     alone = case.kernels is None and case.host_copy is None
     fast = (
         run_alone(platform.collectives, case.op, case.size, dims=case.dims, group=case.group)
@@ -415,6 +411,23 @@ def _simulate(
             case.op, case.size, dims=case.dims, group=case.group
         )[2].predicted
     return result, predicted
+
+
+def _estimate(case: CollectiveCase, strategy: Strategy, platform: Platform) -> Estimate:
+    """What the case's simulation will cost (:mod:`acesim.runs.estimate`): its messages (every
+    rank's) at the constants of the path it takes."""
+    rt = platform.collectives
+    per_rank = rt.messages_per_rank(case.op, case.size, dims=case.dims, group=case.group)
+    cost = cost_name("collective", strategy.mode)
+    if (
+        case.kernels is None
+        and case.host_copy is None
+        and backend_problem(rt) is not None
+        and rank_fluid.applies(rt, case.op, case.size, dims=case.dims, group=case.group)
+    ):
+        cost = "collective per-rank"  # every rank at once (network/rank_fluid.py)
+    kernels = len(case.kernels or ()) * len(platform.npus)
+    return Estimate(per_rank * len(platform.npus), kernels, 0, cost)
 
 
 def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective | str:
