@@ -25,21 +25,32 @@ NETWORKS = [
     [dim("ring", 4, 100e9, 5e-7), dim("switch", 4, 50e9, 1e-6)],
 ]
 
+PROTOCOLS = {
+    "LL": {"bandwidth": 0.5, "hop_latency": 0.5e-6},
+    "Simple": {"bandwidth": 1.0, "hop_latency": 2e-6, "base_latency": 5e-6},
+}
+
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation]:
     dims = draw(st.sampled_from(NETWORKS))
     op = draw(st.sampled_from(["all-reduce", "reduce-scatter", "all-gather"]))
+    # NCCL protocols on the ring (their link weights, base and hop latencies) or none
+    protocols = draw(st.sampled_from([{}, {"ring": PROTOCOLS}]))
+    endpoint = draw(st.sampled_from(["baseline", "baseline", "ideal"]))
     system = make_system(
         dims,
-        endpoint=draw(st.sampled_from(["baseline", "baseline", "ideal"])),
+        endpoint=endpoint,
         chunks=draw(st.integers(1, 4)),
         scheduling=draw(st.sampled_from(["fifo", "lifo"])),
         endpoint_delay=draw(st.sampled_from([0.0, 10e-9])),
         algorithms={op: "ring"},
+        protocols=protocols,
     )
     npus = math.prod(d["size"] for d in dims)
-    if draw(st.booleans()):
+    # the ideal endpoint does not touch HBM: NPU types that differ in it alone leave its
+    # ranks alike (no agreed orders, nothing for this backend)
+    if endpoint == "ideal" or draw(st.booleans()):
         dimension = draw(st.integers(0, len(dims) - 1))
         bandwidth = dims[dimension]["link_bandwidth"] * draw(st.sampled_from([0.25, 0.5]))
         variation = Variation(
@@ -53,7 +64,7 @@ def cases(draw: st.DrawFn) -> tuple[SystemConfig, str, float, Variation]:
             )
         )
     else:
-        first = draw(st.integers(0, npus - 1))
+        first = draw(st.integers(1, npus - 1))  # some ranks differ from the others
         hbm = system.npu.hbm_bandwidth * draw(st.sampled_from([0.25, 0.5]))
         variation = Variation(
             npu_types=(
@@ -108,9 +119,11 @@ def test_the_per_rank_backend_gives_the_event_simulations_figures(case: tuple) -
         rank_fluid.ENABLED = True
     note = fast.pop("mode_note")
     events.pop("mode_note")
-    # it ran, or its ranks' timing needed the event order (two phases reaching a rank at one
-    # instant from different events)
-    assert "event path" not in note or "timing needs the event order" in note, note
+    # on the baseline endpoint it ran, or its ranks' timing needed the event order (two
+    # phases reaching a rank at one instant from different events); the ideal endpoint's
+    # variants include steps it does not take (its search keeps the fastest)
+    if case[0].endpoint.kind == "baseline":
+        assert "event path" not in note or "timing needs the event order" in note, note
     _close(fast, events)
 
 

@@ -25,9 +25,11 @@ one numpy pass over the ranks per local event:
   first, decided once every rank has passed that instant; the others follow it.
 
 It applies to a lone collective of ring steps (one message per step) with one chunk in
-flight per dimension, no protocol, NVLS, spine or NIC path, on an endpoint that adds no step,
-chunk or phase hooks and whose reduction meters cannot bind, in agreed orders (a platform
-with a variation). Elsewhere it says why and the event path runs the collective.
+flight per dimension, no NVLS, spine or NIC path, on an endpoint that adds no step, chunk or
+phase hooks and whose reduction meters cannot bind, in agreed orders (a platform with a
+variation). NCCL protocols are taught: their link weights are the step demands', their base
+latency delays the join and their hop latency is the messages' delay. Elsewhere it says why
+and the event path runs the collective.
 
 Results are the event path's within a relative 1e-9: the engine fills every activity it
 reallocates at one instant together, grouping fill levels within a relative 1e-9 across
@@ -85,7 +87,9 @@ def problem(
     for name in _HOOKS:
         if getattr(kind, name) is not getattr(Endpoint, name):
             return f"{kind.__name__} shapes or watches the steps (its {name})"
-    shared = unsupported(runtime, phases, chunks, protocol)
+    # the lockstep backend's structural checks; NCCL protocols are taught here (their link
+    # weights are the step demands', their latencies the join's and the messages' delays)
+    shared = unsupported(runtime, phases, chunks, None)
     if shared is not None:
         return shared
     for phase in phases:
@@ -182,7 +186,9 @@ class _Layout:
             if runtime.rank_latencies is None:
                 self.delay[p, :] = runtime._step_delay(coll, p, 0)
             else:  # per-rank link latencies (CollectiveRuntime.set_link), as _sent adds them
-                extra = runtime.config.endpoint_delay
+                protocol = coll.protocol
+                hop = protocol.hop_latencies[p] if protocol is not None else None
+                extra = hop if hop is not None else runtime.config.endpoint_delay
                 self.delay[p, :] = [runtime.rank_latencies[r][phase.dim] + extra for r in range(n)]
         for p, phase in enumerate(phases):
             step = step_at(phase.steps, 0)
@@ -420,6 +426,12 @@ class _Run:
         if self.sent.size > _MAX_TABLE:
             raise Conflict(set())
         now = self.rt.engine.now
+        protocol = self.coll.protocol
+        if protocol is not None and protocol.base_latency + protocol.crossing_latency > 0:
+            # the chunks start after the protocol's latency (CollectiveRuntime.join)
+            now = now + (protocol.base_latency + protocol.crossing_latency)
+            self.clock[:] = now
+            self.bound[:] = now
         first = int(self.lay.dim[0])
         for r in range(self.n):  # the join: every chunk reaches its first phase's dimension
             for c in range(self.coll.chunks):
