@@ -145,4 +145,7 @@ def test_the_backend_runs_without_events_and_says_why_where_it_does_not() -> Non
     assert why == "several chunks in flight per dimension"
     symmetric = Platform(system, exact=False)
     why = rank_fluid.run_alone(symmetric.collectives, "all-reduce", 64 * MiB)
-    assert why == "not exact mode with agreed orders"
+    assert why == "not exact mode"
+    alike = Platform(system, exact=True)
+    why = rank_fluid.run_alone(alike.collectives, "all-reduce", 64 * MiB)
+    assert why == "no variation: its ranks alike, without agreed orders"

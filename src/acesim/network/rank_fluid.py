@@ -79,8 +79,10 @@ def problem(
     it; see the module docstring)."""
     if not ENABLED or not vectorized.ENABLED:  # tests turn either off for the event path
         return "the per-rank backend is off"
-    if not runtime.exact or not runtime.agreed:
-        return "not exact mode with agreed orders"
+    if not runtime.exact:
+        return "not exact mode"
+    if not runtime.agreed:
+        return "no variation: its ranks alike, without agreed orders"
     if runtime.phase_log is not None or not runtime.engine.quiet(listened=True):
         return "a trace records every message"
     kind = type(runtime.endpoint)

@@ -31,7 +31,13 @@ from ..network.collective import Collective
 from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..network.tuner_check import check_choice
-from ..network.vectorized import Conflict, backend_problem, latency_bound, run_alone
+from ..network.vectorized import (
+    Conflict,
+    backend_problem,
+    endpoint_problem,
+    latency_bound,
+    run_alone,
+)
 from ..results.collective import CollectiveResult, bus_factor
 from ..results.jsonout import first_non_finite
 from ..results.protocol import scalar_settings
@@ -432,14 +438,19 @@ def _estimate(case: CollectiveCase, strategy: Strategy, platform: Platform) -> E
 
 def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective | str:
     """The lone collective on the per-rank backend (:mod:`acesim.network.rank_fluid`), where
-    the lockstep one said ``why`` not; else why the event path runs it."""
+    the lockstep one said ``why`` not; else why the event path runs it: the per-rank
+    backend's reason where the lockstep one's was the endpoint (which only the per-rank one
+    can take), else the lockstep one's."""
     try:
         done = rank_fluid.run_alone(
             platform.collectives, case.op, case.size, dims=case.dims, group=case.group
         )
     except Conflict:
         return "its ranks' timing needs the event order"
-    return done if not isinstance(done, str) else why
+    if not isinstance(done, str):
+        return done
+    endpoint = endpoint_problem(platform.collectives.endpoint)
+    return done if why == endpoint and done != "the per-rank backend is off" else why
 
 
 def _prepared(
