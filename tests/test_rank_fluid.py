@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from systems import dim, examples, make_system
@@ -149,3 +150,43 @@ def test_the_backend_runs_without_events_and_says_why_where_it_does_not() -> Non
     alike = Platform(system, exact=True)
     why = rank_fluid.run_alone(alike.collectives, "all-reduce", 64 * MiB)
     assert why == "no variation: its ranks alike, without agreed orders"
+
+
+def test_a_tie_left_to_the_event_order_runs_the_event_path_with_the_units_given_back(
+    monkeypatch: Any,
+) -> None:
+    """Where the backend meets a tie the event order would decide, the event path runs the
+    collective from the start: the same figures as with the backend off, the NPUs' units
+    held once, not twice."""
+    system = make_system(NETWORKS[1], endpoint="baseline", chunks=4)
+    slow = Variation(links=(LinkChange(dim=1, rank=5, bandwidth=10e9),))
+
+    def tie(self: Any) -> Any:
+        raise rank_fluid.Conflict(set())
+
+    monkeypatch.setattr(rank_fluid._Run, "run", tie)
+    fallen = _run(system, "all-reduce", 64 * MiB, slow)
+    assert "timing needs the event order" in fallen.pop("mode_note")
+    monkeypatch.setattr(rank_fluid, "ENABLED", False)
+    events = _run(system, "all-reduce", 64 * MiB, slow)
+    events.pop("mode_note")
+    assert fallen == events
+    # the backend took each NPU's units as the collective began and gave them back
+    monkeypatch.setattr(rank_fluid, "ENABLED", True)
+    platform = Platform(system, Strategy.every_npu(slow))
+    with pytest.raises(rank_fluid.Conflict):
+        rank_fluid.run_alone(platform.collectives, "all-reduce", 64 * MiB)
+    assert all(npu.units.held == 0 for npu in platform.npus)
+    assert platform.npus[0].units.peak == system.endpoint.baseline.comm_units
+
+
+def test_a_table_past_its_bound_runs_the_event_path_and_says_so(monkeypatch: Any) -> None:
+    system = make_system(NETWORKS[1], endpoint="baseline", chunks=4)
+    slow = Variation(links=(LinkChange(dim=1, rank=5, bandwidth=10e9),))
+    monkeypatch.setattr(rank_fluid, "_MAX_TABLE", 100)  # one chunk phase's slot, no more
+    bounded = _run(system, "all-reduce", 64 * MiB, slow)
+    assert "would pass the per-rank backend's table" in bounded.pop("mode_note")
+    monkeypatch.setattr(rank_fluid, "ENABLED", False)
+    events = _run(system, "all-reduce", 64 * MiB, slow)
+    events.pop("mode_note")
+    assert bounded == events

@@ -60,7 +60,7 @@ from .group import Group
 from .plan import Phase
 from .vectorized import Conflict, unsupported
 
-__all__ = ["ENABLED", "applies", "run_alone"]
+__all__ = ["ENABLED", "TableFull", "applies", "run_alone"]
 
 #: Tests turn this off (or :data:`acesim.network.vectorized.ENABLED`) to compare with the event
 #: simulation.
@@ -72,9 +72,7 @@ _KINDS = (REDUCE, GATHER)
 _HOOKS = ("shape_phases", "step_begin", "phase_begin", "step_end", "chunk_begin", "chunk_end")
 
 
-def problem(
-    runtime: CollectiveRuntime, phases: list[Phase], chunks: int, protocol: Any
-) -> str | None:
+def problem(runtime: CollectiveRuntime, phases: list[Phase], chunks: int) -> str | None:
     """Why this lone collective needs the event path here (None: :func:`run_alone` computes
     it; see the module docstring)."""
     if not ENABLED or not vectorized.ENABLED:  # tests turn either off for the event path
@@ -115,7 +113,7 @@ def applies(
     """Whether :func:`run_alone` would compute ``op`` of ``size`` bytes here (a tie it meets
     as it runs may still send it to the event path)."""
     _axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
-    return problem(runtime, choice.phases, chunks, choice.protocol) is None
+    return problem(runtime, choice.phases, chunks) is None
 
 
 def run_alone(
@@ -130,7 +128,7 @@ def run_alone(
     charges the NPUs, every rank at once; where the event path is needed, the reason."""
     axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
     phases = choice.phases
-    why = problem(runtime, phases, chunks, choice.protocol)
+    why = problem(runtime, phases, chunks)
     if why is not None:
         return why
     n = len(runtime.ranks)
@@ -145,7 +143,9 @@ def run_alone(
         runtime.endpoint.collective_started(rank, coll.algorithms, coll.units)
     try:
         finished = _Run(runtime, coll, layout).run()
-    except Conflict:
+    except Conflict:  # the event path runs it from the start: its units given back first
+        for rank in runtime.ranks:
+            runtime.endpoint.collective_finished(rank, coll.algorithms, coll.units)
         runtime.collectives.pop()
         raise
     _account(runtime, coll, layout, finished)
@@ -371,9 +371,14 @@ class _Rates:
             self.bounds[key] = bounds
 
 
-#: Arrival-table entries (chunks x phases x ranks x longest phase) above which the event path
-#: runs the collective (the table holds every step's send time).
-_MAX_TABLE = 1 << 25
+#: Arrival-table entries (live chunk phases x ranks x longest phase: every step's send time of
+#: each chunk phase some rank has admitted and not every rank has ended) above which the event
+#: path runs the collective (2^26 floats: 512 MiB).
+_MAX_TABLE = 1 << 26
+
+
+class TableFull(Conflict):
+    """The arrival table would pass :data:`_MAX_TABLE` entries: the event path runs it."""
 
 
 class _Run:
@@ -405,7 +410,13 @@ class _Run:
         self.ended = np.zeros((n, d), dtype=np.int64)
         self.seq = np.zeros((n, d), dtype=np.int64)
         self.counter = 0
-        self.sent = np.full(coll.chunks * self.phases * n * self.longest, _INF)
+        # the arrival table: a slot of every rank's step send times per live chunk phase
+        self.pool = np.full((1, n, self.longest), _INF)
+        self.sent = self.pool.reshape(-1)
+        self.slot_of: dict[tuple[int, int], int] = {}
+        self.free = [0]
+        self.ended_by: dict[tuple[int, int], int] = {}  # chunk phase -> ranks that ended it
+        self.q_slot = np.zeros((n, d), dtype=np.int64)
         self.bound = np.full(n, runtime.engine.now)  # each rank's progress bound, last pass's
         self.blocked = np.full(n, _INF)  # the earliest instant a rank waits for a decision
         self.left = np.full(n, coll.chunks, dtype=np.int64)
@@ -425,8 +436,6 @@ class _Run:
 
     def run(self) -> np.ndarray:
         """Every rank's finish time (s)."""
-        if self.sent.size > _MAX_TABLE:
-            raise Conflict(set())
         now = self.rt.engine.now
         protocol = self.coll.protocol
         if protocol is not None and protocol.base_latency + protocol.crossing_latency > 0:
@@ -453,11 +462,24 @@ class _Run:
         return self.finished
 
     # -- a pass ------------------------------------------------------------------------------
-    def _flat(
-        self, chunk: np.ndarray, phase: np.ndarray, rank: np.ndarray, step: np.ndarray
-    ) -> np.ndarray:
-        flat: np.ndarray = ((chunk * self.phases + phase) * self.n + rank) * self.longest + step
+    def _flat(self, slot: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+        flat: np.ndarray = (slot * self.n + rank) * self.longest + step
         return flat
+
+    def _take_slot(self, item: tuple[int, int]) -> None:
+        """An arrival-table slot for chunk phase ``item`` (chunk, phase), its send times
+        unknown (the table grown where none is free; Conflict past :data:`_MAX_TABLE`)."""
+        if not self.free:
+            grown = self.pool.shape[0] * 2
+            if grown * self.n * self.longest > _MAX_TABLE:
+                raise TableFull(set())
+            more = np.full((grown - self.pool.shape[0], self.n, self.longest), _INF)
+            self.free = list(range(grown - 1, self.pool.shape[0] - 1, -1))
+            self.pool = np.concatenate([self.pool, more])
+            self.sent = self.pool.reshape(-1)
+        slot = self.free.pop()
+        self.pool[slot] = _INF
+        self.slot_of[item] = slot
 
     def _candidates(self) -> tuple[np.ndarray, np.ndarray]:
         """Each rank's next event time, and the least time an arrival it still waits for
@@ -467,7 +489,7 @@ class _Run:
         ranks = np.broadcast_to(np.arange(self.n)[:, None], waits.shape)
         phase = self.q_phase
         pred = lay.pred[phase, ranks]
-        index = self._flat(np.maximum(self.q_chunk, 0), phase, pred, self.q_step)
+        index = self._flat(self.q_slot, pred, self.q_step)
         arrival = self.sent[index] + lay.delay[phase, pred]
         known = waits & (arrival < _INF)
         done = np.where(known, np.maximum(self.done_at, arrival), _INF)
@@ -502,11 +524,7 @@ class _Run:
         if not len(rows):
             return
         who = ranks[rows]
-        self.sent[
-            self._flat(
-                self.q_chunk[who, dims], self.q_phase[who, dims], who, self.q_step[who, dims]
-            )
-        ] = self.clock[who]
+        self.sent[self._flat(self.q_slot[who, dims], who, self.q_step[who, dims])] = self.clock[who]
         self.sending[who, dims] = False
         self.done_at[who, dims] = self.clock[who]
         self.fin[who, dims] = _INF
@@ -531,7 +549,8 @@ class _Run:
         chunk = self.q_chunk[who, dims]
         step = self.q_step[who, dims]
         pred = lay.pred[phase, who]
-        arrival = self.sent[self._flat(chunk, phase, pred, step)] + lay.delay[phase, pred]
+        slot = self.q_slot[who, dims]
+        arrival = self.sent[self._flat(slot, pred, step)] + lay.delay[phase, pred]
         now = self.clock[who]
         due = np.maximum(self.done_at[who, dims], arrival) <= now
         who, dims, phase, chunk, step = who[due], dims[due], phase[due], chunk[due], step[due]
@@ -554,6 +573,9 @@ class _Run:
         chunk goes on to its next phase's dimension or is done."""
         now = float(self.clock[r])
         self.q_chunk[r, d] = -1
+        ended = self.ended_by[(c, p)] = self.ended_by.get((c, p), 0) + 1
+        if ended == self.n:  # every rank has every send time it needs of it
+            self.free.append(self.slot_of.pop((c, p)))
         self._try_admit(r, d, now)
         if p + 1 < self.phases:
             nxt = int(self.lay.dim[p + 1])
@@ -581,6 +603,7 @@ class _Run:
                     del waiting[i]
                     self.cursor[r, d] = k + 1
                     self.q_chunk[r, d] = want[0]
+                    self.q_slot[r, d] = self.slot_of[want]
                     self.q_phase[r, d] = want[1]
                     self.q_step[r, d] = 0
                     self.to_start[r, d] = True
@@ -611,6 +634,7 @@ class _Run:
         ):
             raise Conflict(set())  # two phases reached it at one instant: the event order decides
         self.order[d].append((waiting[0][2], waiting[0][3]))
+        self._take_slot((waiting[0][2], waiting[0][3]))
         self.ready[d] = {}
         for r, t in sorted(ready.items()):
             self._try_admit(r, d, t)

@@ -445,6 +445,8 @@ def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective 
         done = rank_fluid.run_alone(
             platform.collectives, case.op, case.size, dims=case.dims, group=case.group
         )
+    except rank_fluid.TableFull:
+        return "its steps' send times would pass the per-rank backend's table (512 MiB)"
     except Conflict:
         return "its ranks' timing needs the event order"
     if not isinstance(done, str):
