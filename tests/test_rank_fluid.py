@@ -152,27 +152,39 @@ def test_the_backend_runs_without_events_and_says_why_where_it_does_not() -> Non
     assert why == "no variation: its ranks alike, without agreed orders"
 
 
+def _slow_link() -> tuple[SystemConfig, Variation]:
+    """Two dimensions of four, four chunks, the baseline endpoint, one link slower."""
+    system = make_system(NETWORKS[1], endpoint="baseline", chunks=4)
+    return system, Variation(links=(LinkChange(dim=1, rank=5, bandwidth=10e9),))
+
+
+def _falls_back(monkeypatch: Any, why: str) -> None:
+    """The slow-link all-reduce ran on the event path saying ``why``: the figures of the
+    backend off."""
+    system, slow = _slow_link()
+    fallen = _run(system, "all-reduce", 64 * MiB, slow)
+    assert why in fallen.pop("mode_note")
+    monkeypatch.setattr(rank_fluid, "ENABLED", False)
+    events = _run(system, "all-reduce", 64 * MiB, slow)
+    events.pop("mode_note")
+    assert fallen == events
+    monkeypatch.setattr(rank_fluid, "ENABLED", True)
+
+
 def test_a_tie_left_to_the_event_order_runs_the_event_path_with_the_units_given_back(
     monkeypatch: Any,
 ) -> None:
     """Where the backend meets a tie the event order would decide, the event path runs the
     collective from the start: the same figures as with the backend off, the NPUs' units
     held once, not twice."""
-    system = make_system(NETWORKS[1], endpoint="baseline", chunks=4)
-    slow = Variation(links=(LinkChange(dim=1, rank=5, bandwidth=10e9),))
 
     def tie(self: Any) -> Any:
         raise rank_fluid.Conflict(set())
 
     monkeypatch.setattr(rank_fluid._Run, "run", tie)
-    fallen = _run(system, "all-reduce", 64 * MiB, slow)
-    assert "timing needs the event order" in fallen.pop("mode_note")
-    monkeypatch.setattr(rank_fluid, "ENABLED", False)
-    events = _run(system, "all-reduce", 64 * MiB, slow)
-    events.pop("mode_note")
-    assert fallen == events
+    _falls_back(monkeypatch, "timing needs the event order")
     # the backend took each NPU's units as the collective began and gave them back
-    monkeypatch.setattr(rank_fluid, "ENABLED", True)
+    system, slow = _slow_link()
     platform = Platform(system, Strategy.every_npu(slow))
     with pytest.raises(rank_fluid.Conflict):
         rank_fluid.run_alone(platform.collectives, "all-reduce", 64 * MiB)
@@ -181,12 +193,5 @@ def test_a_tie_left_to_the_event_order_runs_the_event_path_with_the_units_given_
 
 
 def test_a_table_past_its_bound_runs_the_event_path_and_says_so(monkeypatch: Any) -> None:
-    system = make_system(NETWORKS[1], endpoint="baseline", chunks=4)
-    slow = Variation(links=(LinkChange(dim=1, rank=5, bandwidth=10e9),))
     monkeypatch.setattr(rank_fluid, "_MAX_TABLE", 100)  # one chunk phase's slot, no more
-    bounded = _run(system, "all-reduce", 64 * MiB, slow)
-    assert "would pass the per-rank backend's table" in bounded.pop("mode_note")
-    monkeypatch.setattr(rank_fluid, "ENABLED", False)
-    events = _run(system, "all-reduce", 64 * MiB, slow)
-    events.pop("mode_note")
-    assert bounded == events
+    _falls_back(monkeypatch, "would pass the per-rank backend's table")
