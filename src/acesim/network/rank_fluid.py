@@ -92,7 +92,11 @@ def problem(runtime: CollectiveRuntime, phases: list[Phase], chunks: int) -> str
     shared = unsupported(runtime, phases, chunks, None)
     if shared is not None:
         return shared
+    axes: dict[int, tuple[int, int]] = {}
     for phase in phases:
+        # one agreed order per dimension here; the runtime keeps one per group axis
+        if axes.setdefault(phase.dim, (phase.size, phase.stride)) != (phase.size, phase.stride):
+            return "group axes of two sizes or strides on one dimension"
         for i in range(len(phase.steps)):
             step = step_at(phase.steps, i)
             if step.pattern != "next" or step.kind not in _KINDS or not step.message_bytes > 0:
