@@ -312,6 +312,17 @@ def _issue27_cases() -> list[Case]:
                 target=ISSUE27_TARGETS[1024],
             )
         )
+    # beyond the targets: every rank at once (network/rank_fluid.py) at 4,096 NPUs (stop 65:
+    # 14.3 CPU s, the event path 273 s)
+    cases.append(
+        Case(
+            "allreduce-slowlink-baseline-4096",
+            "all-reduce 64 MiB alone, ace-isca21, one link at half bandwidth, baseline",
+            4096,
+            allreduce_straggler(4096, "baseline", "slow-link"),
+            heavy=True,
+        )
+    )
     return cases
 
 
