@@ -364,8 +364,7 @@ class _Rates:
                 act.track = "message"
             acts.append(act)
         rates = max_min_rates(acts) if acts else {}
-        row = np.full(d, np.nan)
-        row[:] = 0.0
+        row = np.zeros(d)
         bounds: list[Any] = [None] * d
         for act in acts:
             row[act.tag] = rates[act]
@@ -383,6 +382,12 @@ _MAX_TABLE = 1 << 26
 
 class TableFull(Conflict):
     """The arrival table would pass :data:`_MAX_TABLE` entries: the event path runs it."""
+
+    #: why, as a run's note says it
+    reason = (
+        "its steps' send times would pass the per-rank backend's table "
+        f"({_MAX_TABLE * 8 >> 20} MiB)"
+    )
 
 
 class _Run:
@@ -781,19 +786,19 @@ def _account(
     coll.bytes_sent = total
     coll.bytes_received = total
     coll.bytes_sent_per_dim.update(per_dim)
+    # every rank sends the same bytes of each (dimension, step kind): summed once
+    sent: list[tuple[tuple[int, int], float]] = []
+    for p in range(len(coll.phases)):
+        steps = int(layout.steps[p])
+        for code in (1, 2):
+            nbytes = float(layout.nbytes[p, :steps][layout.kind[p, :steps] == code].sum())
+            if nbytes > 0:
+                sent.append(((int(layout.dim[p]), code), nbytes * coll.chunks))
     for r in range(n):
         charged: dict[Resource, float] = {}
-        for p in range(len(coll.phases)):
-            dim = int(layout.dim[p])
-            for code in (1, 2):
-                sent = float(
-                    layout.nbytes[p, : layout.steps[p]][
-                        layout.kind[p, : layout.steps[p]] == code
-                    ].sum()
-                )
-                if sent > 0:
-                    for res, amount in layout.kinds[r][(dim, code)].whole.items():
-                        charged[res] = charged.get(res, 0.0) + sent * coll.chunks * amount
+        for kind, nbytes in sent:
+            for res, amount in layout.kinds[r][kind].whole.items():
+                charged[res] = charged.get(res, 0.0) + nbytes * amount
         for res, units in charged.items():
             res.used += units
             if res.metered:

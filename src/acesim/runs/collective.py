@@ -32,6 +32,7 @@ from ..network.group import Group
 from ..network.ops import COLLECTIVE_OPS
 from ..network.tuner_check import check_choice
 from ..network.vectorized import (
+    TIMING,
     Conflict,
     backend_problem,
     endpoint_problem,
@@ -446,9 +447,9 @@ def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective 
             platform.collectives, case.op, case.size, dims=case.dims, group=case.group
         )
     except rank_fluid.TableFull:
-        return "its steps' send times would pass the per-rank backend's table (512 MiB)"
+        return rank_fluid.TableFull.reason
     except Conflict:
-        return "its ranks' timing needs the event order"
+        return TIMING
     if not isinstance(done, str):
         return done
     endpoint = endpoint_problem(platform.collectives.endpoint)
