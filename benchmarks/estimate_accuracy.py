@@ -154,6 +154,16 @@ def _cases(folder: Path) -> list[tuple[str, Callable[[], Any]]]:
             "collective per-rank reduce-scatter 64MiB 128 slow link" + HELD_OUT,
             partial(_coll_varied, 128, op="reduce-scatter"),
         ),
+        # beside a compute kernel on every NPU: the collective and the kernels every rank at
+        # once (network/rank_streams.py, stop 66), then the collective alone
+        (
+            "collective per-rank all-reduce 64MiB 256 slow link beside a kernel" + HELD_OUT,
+            partial(_coll_varied, 256, compute=BESIDE),
+        ),
+        (
+            "collective per-rank all-reduce 64MiB 1024 slow link beside a kernel" + HELD_OUT,
+            partial(_coll_varied, 1024, compute=BESIDE),
+        ),
         # the baseline endpoint with a variation: every message on the event path (its
         # messages charge the NPUs' HBM and units; stop 64), as each run of `acesim run`'s
         # comparison is told its estimate
@@ -188,11 +198,21 @@ def _coll(op: str, size: str, npus: int, mode: str = "symmetric") -> Any:
     return make_collective_case("ace-isca21", op, size, options, endpoint="baseline")
 
 
+#: the compute kernel beside the collective (FLOPs, HBM bytes): ``acesim collective
+#: --with-compute 2e13,2e10``, about 0.16 s alone on ``ace-isca21``'s NPU
+BESIDE = (2e13, 2e10)
+
+
 def _coll_varied(
-    npus: int, kind: str = "slow link", size: str = "64MiB", op: str = "all-reduce"
+    npus: int,
+    kind: str = "slow link",
+    size: str = "64MiB",
+    op: str = "all-reduce",
+    compute: tuple[float, float] | None = None,
 ) -> Any:
-    """A collective alone on ``ace-isca21``'s baseline endpoint in exact mode with rank 3's
-    first-dimension link at half bandwidth, or half the NPUs at half the HBM bandwidth."""
+    """A collective on ``ace-isca21``'s baseline endpoint in exact mode with rank 3's
+    first-dimension link at half bandwidth, or half the NPUs at half the HBM bandwidth;
+    alone, or beside a ``compute`` kernel (FLOPs, HBM bytes) on every NPU."""
     system = load_system("ace-isca21")
     if kind == "slow link":
         half = system.network.dimensions[0].link_bandwidth / 2
@@ -201,7 +221,9 @@ def _coll_varied(
         hbm = system.npu.hbm_bandwidth / 2
         varied = {"npu_types": [{"ranks": f"0-{npus // 2 - 1}", "hbm_bandwidth": hbm}]}
     options = {"mode": "exact", "npus": npus, **varied}
-    return make_collective_case("ace-isca21", op, size, options, endpoint="baseline")
+    return make_collective_case(
+        "ace-isca21", op, size, options, endpoint="baseline", compute=compute
+    )
 
 
 def _run(workload: str, endpoint: str = "baseline", **options: Any) -> Any:

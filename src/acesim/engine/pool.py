@@ -106,6 +106,19 @@ class Pool:
         for then in granted:
             then()
 
+    def record_hold(self, amount: float, start: float, end: float) -> None:
+        """Count a hold of ``amount`` units from ``start`` to ``end`` (s, both past: a run
+        that timed it without the pool, exact mode's per-rank backend) in the held-time
+        integral and the peak; nothing is held after it."""
+        if not 0 <= amount <= self.capacity or not start <= end:
+            raise SimulationError(
+                f"pool {self.name!r}: cannot record {amount:g} units held from {start:g} s "
+                f"to {end:g} s"
+            )
+        self.sync()
+        self.held_time += amount * (end - start)
+        self.peak = max(self.peak, self.held + amount)
+
     def _changed(self) -> None:
         for callback in self._observers:
             callback(self)

@@ -353,6 +353,35 @@ class NPU:
                     return
         self._run_next(0)
 
+    def record_kernels(
+        self,
+        kernels: Sequence[Kernel],
+        start: float,
+        end: float,
+        unit_seconds: float,
+        *,
+        tag: Any = None,
+    ) -> None:
+        """Count ``kernels``, run one after another from ``start`` to ``end`` (s) on this
+        NPU's units (``unit_seconds`` of them occupied, unit-s) as another model timed them
+        (exact mode's per-rank backend, :mod:`acesim.network.rank_streams`): what
+        :meth:`run_kernels` counts as they run. Their HBM demand is charged to the compute
+        HBM's integral, each kernel's whole work times its amount."""
+        if self._busy:
+            raise SimulationError(f"npu{self.rank}: a compute kernel is already running")
+        plans, alone = self._plans_of(kernels)
+        flops = self.flops_by_math
+        for plan in plans:
+            self.compute_hbm_bytes += 1.0 * plan.hbm_bytes
+            self.compute_hbm_demand += 1.0 * plan.hbm_demand
+            flops[plan.math] = flops.get(plan.math, 0.0) + 1.0 * plan.flops
+            demand = self.kernel_inputs(plan, self.units_for_compute)[0]
+            for res, amount in demand.items():
+                res.used += amount
+        self.compute_unit_seconds += unit_seconds
+        self.compute_busy += end - start
+        self.kernel_log.append((tag, start, end, alone))
+
     def _folded(self, plans: list[KernelPlan], units: int, kept: bool) -> list[FoldedKernel] | None:
         """:func:`~.kernel_fold.folded_kernels` of ``plans``, remembered where the plans are
         ``kept`` (a tuple of kernels' plans, kept for the run: their identity stands for

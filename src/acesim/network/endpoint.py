@@ -49,6 +49,7 @@ __all__ = [
     "METERS",
     "REDUCTION_FLOPS",
     "SM_FREE_STEP_KINDS",
+    "SM_WAIT",
 ]
 
 #: What an endpoint's meters count (:meth:`Endpoint.meters`): FLOPs of its collective kernels'
@@ -58,6 +59,10 @@ REDUCTION_FLOPS = "reduction_flops"
 ACE_ALU = "ace_alu"
 ACE_DMA = "ace_dma"
 METERS = (REDUCTION_FLOPS, ACE_ALU, ACE_DMA)
+
+#: what binds communication while its kernel waits for units a compute kernel's blocks hold
+#: (:meth:`Endpoint.kernel_units`; the bound listeners hear it as a message's bound)
+SM_WAIT = "SMs held by a compute kernel's blocks"
 
 #: The step kinds an engine that is not an SM kernel runs: point-to-point reduce, gather and
 #: all-to-all steps (not the switch's multimem load-reduce and multicast store).
@@ -189,6 +194,15 @@ class Endpoint:
         """The resources whose ``used`` integrals count this endpoint's work at ``rank``, by
         what they count (one of :data:`METERS`); the base class does no work of its own."""
         return {}
+
+    def kernel_units(
+        self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
+    ) -> tuple[int, str] | None:
+        """The compute units a collective's kernel (arguments as :meth:`collective_started`'s)
+        takes from ``rank``'s pool while it is active there, and how it gets them while a
+        compute kernel's blocks hold them (``fifo``, ``priority`` or ``immediate``: an NPU's
+        ``sm_wait``); None: it takes none as it starts (none at all, or held for the run)."""
+        return None
 
     def start_delay(self, rank: int) -> float:
         """How long the collective that just started at ``rank`` (``collective_started``)

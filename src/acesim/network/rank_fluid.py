@@ -44,6 +44,7 @@ raise :class:`~acesim.network.vectorized.Conflict`: the caller runs the event pa
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,12 +56,13 @@ from ..engine.kernel import METER_MARGIN
 from . import vectorized
 from .algorithms import GATHER, REDUCE
 from .collective import Collective, CollectiveRuntime, _ChunkRun, step_at
-from .endpoint import Endpoint
+from .endpoint import SM_WAIT, Endpoint
 from .group import Group
 from .plan import Phase
+from .rank_streams import KernelStream, Streams, StreamsDone
 from .vectorized import Conflict, unsupported
 
-__all__ = ["ENABLED", "TableFull", "applies", "run_alone"]
+__all__ = ["ENABLED", "TableFull", "applies", "run_alone", "run_beside"]
 
 #: Tests turn this off (or :data:`acesim.network.vectorized.ENABLED`) to compare with the event
 #: simulation.
@@ -156,6 +158,66 @@ def run_alone(
     return coll
 
 
+def run_beside(
+    runtime: CollectiveRuntime,
+    op: str,
+    size: float,
+    streams: Sequence[KernelStream],
+    *,
+    at: float = 0.0,
+    dims: Any = None,
+    group: Group | None = None,
+) -> tuple[Collective, StreamsDone] | str:
+    """Run ``op`` of ``size`` bytes, issued ``at`` s from now, beside each rank's compute
+    stream (``streams``, by rank, started now: :mod:`.rank_streams`) on an exact platform
+    whose endpoint charges the NPUs, every rank at once: the collective and what the streams
+    did; where the event path is needed, the reason. The caller records the kernels' figures
+    and the units' holds on its NPUs; the engine's clock is left at the last end."""
+    axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
+    phases = choice.phases
+    why = problem(runtime, phases, chunks)
+    if why is not None:
+        return why
+    n = len(runtime.ranks)
+    if len(streams) != n:
+        raise ValueError(f"one compute stream per rank: {len(streams)} for {n} ranks")
+    coll = runtime.record(op, size, axes, chunks, phases, choice, expected=n)
+    coll.issued = runtime.engine.now + at
+    layout = _Layout(runtime, coll, [stream.signature for stream in streams])
+    claim = runtime.endpoint.kernel_units(0, coll.algorithms, coll.units)
+    beside = Streams(streams, layout.rank_class, layout.classes, claim, runtime.engine.now)
+    why = layout.shared_problem() or layout.meters_problem() or _kernel_shares(layout, beside)
+    if why is not None:
+        runtime.collectives.pop()
+        return why
+    for rank in runtime.ranks:
+        coll.chunks_left[rank] = chunks
+    try:
+        finished = _Run(runtime, coll, layout, beside, coll.issued).run()
+    except Conflict:
+        runtime.collectives.pop()
+        raise
+    done = beside.outcome()
+    _account(runtime, coll, layout, finished, beside=float(done.end.max()))
+    return coll, done
+
+
+def _kernel_shares(layout: _Layout, streams: Streams) -> str | None:
+    """Set which kernels share a resource with their rank's messages (each shares with all
+    of them or none, and the messages all share one: a rank's activities are then one
+    component or the kernel apart); else why not."""
+    if not layout.share_all.all():
+        return "a rank's messages on resources apart, beside compute kernels"
+    for c, rank in enumerate(layout.classes):
+        kinds = [set(m.demand) for m in layout.kinds[rank].values()]
+        for k, taken in enumerate(streams.resources(c)):
+            hits = [bool(taken & kind) for kind in kinds]
+            if any(hits) and not all(hits):
+                return "a compute kernel sharing a resource with some of its rank's messages"
+            streams.share[c, k] = any(hits)
+    return None
+
+
 @dataclass
 class _Kind:
     """One step kind's message at one rank: its demand as the engine keeps it, its meters."""
@@ -168,9 +230,16 @@ class _Kind:
 class _Layout:
     """The collective's phases as arrays, each rank's message demands and its rank class."""
 
-    def __init__(self, runtime: CollectiveRuntime, coll: Collective):
+    def __init__(
+        self,
+        runtime: CollectiveRuntime,
+        coll: Collective,
+        signatures: Sequence[Hashable] | None = None,
+    ):
         self.rt = runtime
         self.coll = coll
+        #: per rank, what makes its compute stream alike another's (None: no streams)
+        self.signatures = signatures
         phases = coll.phases
         n = len(runtime.ranks)
         self.dims = len(runtime.topology.dimensions)
@@ -187,15 +256,7 @@ class _Layout:
         self.succ = np.zeros((len(phases), n), dtype=np.int64)
         self.pred = np.zeros((len(phases), n), dtype=np.int64)
         #: per phase and sender, its messages' delay from last byte out to delivery (s)
-        self.delay = np.zeros((len(phases), n))
-        for p, phase in enumerate(phases):
-            if runtime.rank_latencies is None:
-                self.delay[p, :] = runtime._step_delay(coll, p, 0)
-            else:  # per-rank link latencies (CollectiveRuntime.set_link), as _sent adds them
-                protocol = coll.protocol
-                hop = protocol.hop_latencies[p] if protocol is not None else None
-                extra = hop if hop is not None else runtime.config.endpoint_delay
-                self.delay[p, :] = [runtime.rank_latencies[r][phase.dim] + extra for r in range(n)]
+        self.delay = self._delays(n)
         for p, phase in enumerate(phases):
             step = step_at(phase.steps, 0)
             for r in runtime.ranks:
@@ -243,6 +304,20 @@ class _Layout:
             dtype=bool,
         )
 
+    def _delays(self, n: int) -> np.ndarray:
+        """Per phase and sender, its messages' delay from last byte out to delivery (s)."""
+        runtime, coll = self.rt, self.coll
+        delay = np.zeros((len(coll.phases), n))
+        for p, phase in enumerate(coll.phases):
+            if runtime.rank_latencies is None:
+                delay[p, :] = runtime._step_delay(coll, p, 0)
+            else:  # per-rank link latencies (CollectiveRuntime.set_link), as _sent adds them
+                protocol = coll.protocol
+                hop = protocol.hop_latencies[p] if protocol is not None else None
+                extra = hop if hop is not None else runtime.config.endpoint_delay
+                delay[p, :] = [runtime.rank_latencies[r][phase.dim] + extra for r in range(n)]
+        return delay
+
     def _classes(self, n: int) -> tuple[list[int], np.ndarray]:
         """Each rank's class (the capacities and amounts its messages meet; rank 0, whose
         messages the bound listeners hear, one of its own) and each class's first rank."""
@@ -253,9 +328,12 @@ class _Layout:
             key: tuple[Any, ...] = (
                 (r,)
                 if r == 0
-                else tuple(
-                    (k, tuple((res.capacity, a) for res, a in m.whole.items()))
-                    for k, m in sorted(self.kinds[r].items())
+                else (
+                    tuple(
+                        (k, tuple((res.capacity, a) for res, a in m.whole.items()))
+                        for k, m in sorted(self.kinds[r].items())
+                    ),
+                    None if self.signatures is None else self.signatures[r],
                 )
             )
             c = seen.get(key)
@@ -304,74 +382,128 @@ def _split(whole: dict[Resource, float]) -> _Kind:
 
 
 class _Rates:
-    """The allocator's rates of a rank's messages by local configuration, filled on first use."""
+    """The allocator's rates of a rank's activities by local configuration, filled on first
+    use: its messages (one column per dimension) and its compute kernel (the last column)."""
 
-    def __init__(self, layout: _Layout):
+    def __init__(self, layout: _Layout, streams: Streams | None):
         self.layout = layout
+        self.streams = streams
         rt = layout.rt
         self.endpoint = rt.endpoint
         d = layout.dims
+        self.cols = d + 1
         self.types = 3**d  # a kind code (0-2) per dimension
-        self.orders = d**d  # a start position (0..d-1) per dimension
-        size = len(layout.classes) * self.types * self.orders
-        self.rates = np.full((size, d), np.nan)
+        self.orders = self.cols**self.cols  # a start position per column
+        self.kernels = 1 + 2 * streams.kmax if streams is not None else 1  # kernel ids
+        #: the configurations met so far, sorted, and their rates (B/s; work/s)
+        self.known = np.zeros(0, dtype=np.int64)
+        self.values = np.zeros((0, self.cols))
         self.bounds: dict[int, list[Any]] = {}
         self.pow3 = 3 ** np.arange(d, dtype=np.int64)
-        self.powd = d ** np.arange(d, dtype=np.int64)
+        self.powc = self.cols ** np.arange(self.cols, dtype=np.int64)
 
-    def keys(self, cls: np.ndarray, codes: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    def keys(
+        self,
+        cls: np.ndarray,
+        codes: np.ndarray,
+        seq: np.ndarray,
+        kernel: np.ndarray | None = None,
+        kseq: np.ndarray | None = None,
+    ) -> np.ndarray:
         """The configuration keys of ranks of classes ``cls`` whose dimensions carry kind
-        ``codes`` (0: none), started in the order of ``seq``."""
-        active = codes > 0
-        before = active[:, None, :] & (seq[:, None, :] < seq[:, :, None])
+        ``codes`` (0: none) and whose stream runs ``kernel`` (an id; 0 or None: none),
+        started in the order of ``seq`` and ``kseq``."""
+        if kernel is None or kseq is None:
+            active = codes > 0
+            order = seq
+            kernel_id: Any = 0
+            powers = self.powc[:-1]
+        else:
+            active = np.concatenate([codes > 0, (kernel > 0)[:, None]], axis=1)
+            order = np.concatenate([seq, kseq[:, None]], axis=1)
+            kernel_id = kernel
+            powers = self.powc
+        before = active[:, None, :] & (order[:, None, :] < order[:, :, None])
         position = np.where(active, before.sum(axis=2), 0)
         keys: np.ndarray = (
-            cls * self.types + codes @ self.pow3
-        ) * self.orders + position @ self.powd
+            (cls * self.kernels + kernel_id) * self.types + codes @ self.pow3
+        ) * self.orders + position @ powers
         return keys
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """Each key's rates (B/s per dimension), filling those not met before."""
-        out: np.ndarray = self.rates[keys]
-        missing = np.isnan(out).any(axis=1)
-        if missing.any():
-            for key in np.unique(keys[missing]).tolist():
-                self._fill(int(key))
-            out = self.rates[keys]
+        """Each key's rates (B/s per dimension, work/s of the kernel), filling those not met
+        before."""
+        where = self._where(keys)
+        if where is None:
+            missing = np.unique(keys[~self._hits(keys)])
+            rows = np.array([self._fill(int(key)) for key in missing.tolist()])
+            known = np.concatenate([self.known, missing])
+            values = np.concatenate([self.values, rows])
+            order = np.argsort(known, kind="stable")
+            self.known, self.values = known[order], values[order]
+            where = self._where(keys)
+            assert where is not None
+        out: np.ndarray = self.values[where]
         return out
 
-    def _fill(self, key: int) -> None:
+    def _hits(self, keys: np.ndarray) -> np.ndarray:
+        if not len(self.known):
+            return np.zeros(len(keys), dtype=bool)
+        index = np.minimum(np.searchsorted(self.known, keys), len(self.known) - 1)
+        hits: np.ndarray = self.known[index] == keys
+        return hits
+
+    def _where(self, keys: np.ndarray) -> np.ndarray | None:
+        """Each key's row among those met (None: some were not)."""
+        if not len(self.known):
+            return None
+        index = np.minimum(np.searchsorted(self.known, keys), len(self.known) - 1)
+        if not (self.known[index] == keys).all():
+            return None
+        return index
+
+    def _fill(self, key: int) -> np.ndarray:
         layout = self.layout
-        d = layout.dims
+        d, cols = layout.dims, self.cols
         position_code, rest = key % self.orders, key // self.orders
-        type_code, cls = rest % self.types, rest // self.types
+        type_code, rest = rest % self.types, rest // self.types
+        kernel, cls = rest % self.kernels, rest // self.kernels
         rank = layout.classes[cls]
         codes = [(type_code // 3**i) % 3 for i in range(d)]
-        positions = [(position_code // d**i) % d for i in range(d)]
+        positions = [(position_code // cols**i) % cols for i in range(cols)]
         active = sorted((positions[i], i) for i in range(d) if codes[i] > 0)
+        if kernel > 0:
+            active = sorted([*active, (positions[d], d)])
         # the weights MessageShares gives: under memory-level parallelism the rank's units
         # split over its messages that draw on the basis, else each its own
         share = self.endpoint.hbm_parallelism(rank)
-        demands = [layout.kinds[rank][(dim, codes[dim])].demand for _pos, dim in active]
-        shared = [share is not None and m.get(share[0], 0.0) > 0 for m in demands]
+        demands = {
+            dim: layout.kinds[rank][(dim, codes[dim])].demand for _pos, dim in active if dim < d
+        }
+        shared = sum(share is not None and m.get(share[0], 0.0) > 0 for m in demands.values())
         acts: list[Activity] = []
         for seq, (_pos, dim) in enumerate(active):
-            act = Activity(1.0, demands[seq], _INF, self.endpoint.message_weight, None, dim, seq)
-            if share is not None and shared[seq]:
+            if dim == d:
+                assert self.streams is not None
+                acts.append(self.streams.activity(cls, kernel, seq, d))
+                continue
+            demand = demands[dim]
+            act = Activity(1.0, demand, _INF, self.endpoint.message_weight, None, dim, seq)
+            if share is not None and demand.get(share[0], 0.0) > 0:
                 act.basis = share[0]
-                act.weight = share[1] / sum(shared)
+                act.weight = share[1] / shared
             if rank == 0:
                 act.track = "message"
             acts.append(act)
         rates = max_min_rates(acts) if acts else {}
-        row = np.zeros(d)
-        bounds: list[Any] = [None] * d
+        row = np.zeros(cols)
+        bounds: list[Any] = [None] * cols
         for act in acts:
             row[act.tag] = rates[act]
             bounds[act.tag] = act.bound_now
-        self.rates[key] = row
         if rank == 0:
             self.bounds[key] = bounds
+        return row
 
 
 #: Arrival-table entries (live chunk phases x ranks x longest phase: every step's send time of
@@ -391,13 +523,22 @@ class TableFull(Conflict):
 
 
 class _Run:
-    """The per-rank simulation of one lone collective (see the module docstring)."""
+    """The per-rank simulation of one collective, alone or beside each rank's compute stream
+    (``streams``; the collective issued at ``at``, s) (see the module docstring)."""
 
-    def __init__(self, runtime: CollectiveRuntime, coll: Collective, layout: _Layout):
+    def __init__(
+        self,
+        runtime: CollectiveRuntime,
+        coll: Collective,
+        layout: _Layout,
+        streams: Streams | None = None,
+        at: float = 0.0,
+    ):
         self.rt = runtime
         self.coll = coll
         self.lay = layout
-        self.rates = _Rates(layout)
+        self.streams = streams
+        self.rates = _Rates(layout, streams)
         n, d = len(runtime.ranks), layout.dims
         self.n, self.d = n, d
         self.phases = len(coll.phases)
@@ -442,9 +583,15 @@ class _Run:
         self.to_start = np.zeros((n, d), dtype=bool)  # messages to start at the rank's clock
         self.listeners = runtime.engine.bound_listeners
         self.track = _Track(self.listeners) if self.listeners else None
+        #: beside streams: when the collective is issued at each rank and when its chunks
+        #: join (s; infinite once done or not yet known)
+        self.issue_at = np.full(n, at if streams is not None else _INF)
+        self.join_at = np.full(n, _INF)
 
     def run(self) -> np.ndarray:
         """Every rank's finish time (s)."""
+        if self.streams is not None:
+            return self._run_beside(self.streams)
         now = self.rt.engine.now
         protocol = self.coll.protocol
         if protocol is not None and protocol.base_latency + protocol.crossing_latency > 0:
@@ -469,6 +616,51 @@ class _Run:
             if np.array_equal(before, self.bound):  # (cannot happen: no collective stalls)
                 raise Conflict(set())
         return self.finished
+
+    def _run_beside(self, streams: Streams) -> np.ndarray:
+        """:meth:`run` beside the ranks' compute streams: the issue, the units' grants and the
+        joins are local events too, and the run goes on until every stream has ended."""
+        while (self.left > 0).any() or not streams.done():
+            times, lower = self._candidates()
+            progress = np.minimum(times, lower)
+            before = self.bound
+            self.bound = np.minimum(progress, self.blocked)
+            if self._decide(progress) or self._step(times, lower):
+                continue
+            if np.array_equal(before, self.bound):  # (cannot happen: nothing stalls)
+                raise Conflict(set())
+        return self.finished
+
+    def _issue(self, ranks: np.ndarray) -> None:
+        """The collective issued at ``ranks`` now: its kernel takes their units (after their
+        SM wait) and its chunks join after that wait and the protocol's latency
+        (:meth:`CollectiveRuntime.join`'s arithmetic)."""
+        assert self.streams is not None
+        due = ranks[self.issue_at[ranks] == self.clock[ranks]]
+        if not len(due):
+            return
+        self.issue_at[due] = _INF
+        now = self.clock[due]
+        granted = self.streams.issue(due, self.clock)
+        base = np.maximum(0.0, granted - now)
+        protocol = self.coll.protocol
+        if protocol is not None:
+            base = base + (protocol.base_latency + protocol.crossing_latency)
+        base = base + self.coll.sync_latency
+        self.join_at[due] = np.where(base > 0, now + base, now)
+
+    def _join(self, ranks: np.ndarray) -> None:
+        """The chunks of ``ranks`` whose join is now reach their first phase's dimension."""
+        due = ranks[self.join_at[ranks] == self.clock[ranks]]
+        if not len(due):
+            return
+        self.join_at[due] = _INF
+        first = int(self.lay.dim[0])
+        for r in due.tolist():
+            now = float(self.clock[r])
+            for c in range(self.coll.chunks):
+                self.waiting[r][first].append((now, c, c, 0))
+            self._try_admit(r, first, now)
 
     # -- a pass ------------------------------------------------------------------------------
     def _flat(self, slot: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -503,6 +695,9 @@ class _Run:
         known = waits & (arrival < _INF)
         done = np.where(known, np.maximum(self.done_at, arrival), _INF)
         times = np.minimum(self.fin, done).min(axis=1)
+        if self.streams is not None:
+            events = np.minimum(self.issue_at, self.join_at)
+            times = np.minimum(times, np.minimum(events, self.streams.next_times()))
         unknown = waits & ~(arrival < _INF)
         lower = np.where(unknown, self.bound[pred] + lay.delay[phase, pred], _INF).min(axis=1)
         return times, lower
@@ -514,12 +709,20 @@ class _Run:
         least = times.min()
         # an arrival at exactly ``lower`` joins the rank's instant later: processing an
         # instant again changes no progress (no time passed), only the rates from then on
-        safe = (times <= self.blocked) & ((times <= lower) | (times == least))
+        safe = (times < _INF) & (times <= self.blocked) & ((times <= lower) | (times == least))
         ranks = np.flatnonzero(safe)
         if not len(ranks) or not least < _INF:
             return False
         self.clock[ranks] = times[ranks]
         self._finish(ranks)
+        streams = self.streams
+        if streams is not None:
+            self.counter = streams.advance(ranks, self.clock, self.counter)
+            if self.track is not None and 0 in streams.granted:
+                since = float(streams.waited_from[0])
+                self.track.waited(since, float(self.clock[0]))
+            self._issue(ranks)
+            self._join(ranks)
         self._complete(ranks)
         self._start_pending()
         self._reallocate(self._changed())
@@ -595,6 +798,8 @@ class _Run:
         self.left[r] -= 1
         if self.left[r] == 0:
             self.finished[r] = now
+            if self.streams is not None:  # its kernel's units given back
+                self.streams.give_back(np.array([r]), self.clock)
 
     def _try_admit(self, r: int, d: int, now: float) -> None:
         """Admit at ``now`` the next phase of dimension ``d``'s agreed order at rank ``r``
@@ -679,20 +884,28 @@ class _Run:
                 self.track.open(d, float(self.clock[0]))
 
     def _changed(self) -> np.ndarray:
-        """The ranks with a message started or ended this instant."""
-        ranks: np.ndarray = np.flatnonzero(self.changed.any(axis=1))
+        """The ranks with a message started or ended, or a kernel's change, this instant."""
+        changed = self.changed.any(axis=1)
+        if self.streams is not None:
+            changed |= self.streams.changed
+        ranks: np.ndarray = np.flatnonzero(changed)
         return ranks
 
     def _reallocate(self, ranks: np.ndarray) -> None:
-        """New rates at each rank's clock for the messages of ``ranks`` the instant's changes
-        reach (those that share a resource with a message started or ended, transitively:
-        the engine's component): their progress since the last change, then the allocator's
-        rates of that component (the engine's arithmetic, elementwise)."""
+        """New rates at each rank's clock for the activities of ``ranks`` the instant's
+        changes reach (messages that share a resource with a message started or ended,
+        transitively, and the compute kernel where it shares theirs or changed: the engine's
+        component): their progress since the last change, then the allocator's rates of that
+        component (the engine's arithmetic, elementwise)."""
         if not len(ranks):
             return
         now = self.clock[ranks][:, None]
         sending = self.sending[ranks]
-        touched = self._component(ranks) & sending
+        kernel: np.ndarray | None = None
+        if self.streams is None:
+            touched = self._component(ranks) & sending
+        else:
+            touched, kernel = self._with_kernels(ranks, sending)
         self.changed[ranks] = False
         rate = self.rate[ranks]
         rem = self.rem[ranks]
@@ -700,15 +913,63 @@ class _Run:
         moved = touched & (dt > 0) & (rate > 0)
         rem = np.where(moved, rem - rate * dt, rem)
         codes = np.where(touched, self.code[ranks], 0)
-        keys = self.rates.keys(self.lay.rank_class[ranks], codes, self.seq[ranks])
-        new = np.where(touched, self.rates.lookup(keys), rate)
+        cls = self.lay.rank_class[ranks]
+        if kernel is None:
+            keys = self.rates.keys(cls, codes, self.seq[ranks])
+        else:
+            assert self.streams is not None
+            keys = self.rates.keys(cls, codes, self.seq[ranks], kernel, self.streams.seq[ranks])
+        looked = self.rates.lookup(keys)
+        new = np.where(touched, looked[:, : self.d], rate)
         fin = np.where(rem <= 0, now, now + rem / np.where(touched, new, 1.0))
         self.rem[ranks] = rem
         self.last[ranks] = np.where(touched, now, self.last[ranks])
         self.rate[ranks] = new
         self.fin[ranks] = np.where(touched, fin, self.fin[ranks])
+        if kernel is not None:
+            self._kernel_rates(ranks, kernel > 0, looked[:, self.d], now[:, 0])
         if self.track is not None and ranks[0] == 0:
             self.track.rates(self.rates.bounds[int(keys[0])], touched[0], float(now[0, 0]))
+
+    def _with_kernels(
+        self, ranks: np.ndarray, sending: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Beside streams: per rank of ``ranks``, its messages the instant's changes reach
+        (every one in flight where any changed, or where its kernel changed and shares their
+        resources: each rank's messages share theirs, :func:`_kernel_shares`) and the id of
+        its running kernel where they reach it (0: not reached)."""
+        streams = self.streams
+        assert streams is not None
+        cls = self.lay.rank_class[ranks]
+        messages = self.changed[ranks].any(axis=1)
+        kernels = streams.changed[ranks]
+        running = streams.mode[ranks] == 1
+        shares = running & streams.share[cls, streams.index[ranks]]
+        touched = sending & (messages | (kernels & streams.reach[ranks]))[:, None]
+        reached = running & (kernels | (shares & messages))
+        streams.changed[ranks] = False
+        streams.reach[ranks] = False
+        kernel: np.ndarray = np.where(reached, streams.kernel_id(ranks), 0)
+        return touched, kernel
+
+    def _kernel_rates(
+        self, ranks: np.ndarray, touched: np.ndarray, new: np.ndarray, now: np.ndarray
+    ) -> None:
+        """The compute kernels of ``ranks`` that ``touched`` marks take rates ``new`` (work/s)
+        at ``now`` (s): their progress since their last change first."""
+        streams = self.streams
+        assert streams is not None
+        rate = streams.rate[ranks]
+        rem = streams.rem[ranks]
+        dt = now - streams.last[ranks]
+        moved = touched & (dt > 0) & (rate > 0)
+        rem = np.where(moved, rem - rate * dt, rem)
+        new = np.where(touched, new, rate)
+        fin = np.where(rem <= 0, now, now + rem / np.where(touched, new, 1.0))
+        streams.rem[ranks] = rem
+        streams.last[ranks] = np.where(touched, now, streams.last[ranks])
+        streams.rate[ranks] = new
+        streams.fin[ranks] = np.where(touched, fin, streams.fin[ranks])
 
     def _component(self, ranks: np.ndarray) -> np.ndarray:
         """Per rank of ``ranks`` and dimension, whether its message (in flight, or ended this
@@ -757,6 +1018,11 @@ class _Track:
                 self.bound[d] = bound
                 self.since[d] = now
 
+    def waited(self, start: float, end: float) -> None:
+        """Rank 0's collective kernel waited for its units from ``start`` to ``end`` (s)."""
+        if end > start:
+            self._segment(SM_WAIT, start, end)
+
     def close(self, d: int, now: float) -> None:
         if now > self.since[d]:
             self._segment(self.bound[d], self.since[d], now)
@@ -769,11 +1035,16 @@ class _Track:
 
 
 def _account(
-    runtime: CollectiveRuntime, coll: Collective, layout: _Layout, finished: np.ndarray
+    runtime: CollectiveRuntime,
+    coll: Collective,
+    layout: _Layout,
+    finished: np.ndarray,
+    beside: float | None = None,
 ) -> None:
     """The collective's bytes, its ranks' finish times, and what its messages charged each
     resource (bytes times amount, summed per message kind), the clock at its end and each
-    rank's units released then."""
+    rank's units released then; ``beside``: the compute streams' last end (s), the clock
+    left there (or at the collective's end, if later), the units left to the caller."""
     n = len(runtime.ranks)
     total = 0.0
     per_dim: dict[int, float] = {}
@@ -806,6 +1077,9 @@ def _account(
     coll.rank_finished = dict(zip(range(n), finished.tolist(), strict=True))
     coll.chunks_left = dict.fromkeys(range(n), 0)
     coll.finished = float(finished.max())
+    if beside is not None:
+        runtime.engine.advance_to(max(coll.finished, beside))
+        return
     if math.isfinite(coll.finished):
         runtime.engine.advance_to(coll.finished)
     for rank in runtime.ranks:

@@ -46,6 +46,7 @@ from ..training.bounds import BoundRecorder, collective_bounds
 from ..training.strategy import decide, mode_note
 from ..units import parse_quantity
 from ..workload.graph import Graph, Node
+from .beside import CONCURRENT, run_beside
 from .case import run_options
 from .estimate import Estimate, cost_name
 from .how import How
@@ -349,18 +350,13 @@ def _simulate(
     algorithm (empty: no choice made); ``on_estimate`` told its cost before it runs."""
     strategy = _strategy(case)
     cfg = case.system
-    platform, copy_end, recorder = _prepared(case, strategy)
+    platform, recorder = _prepared(case, strategy)
     if on_estimate is not None:
         on_estimate(_estimate(case, strategy, platform))
-    alone = case.kernels is None and case.host_copy is None
-    fast = (
-        run_alone(platform.collectives, case.op, case.size, dims=case.dims, group=case.group)
-        if alone
-        else "concurrent kernels share the NPUs"
-    )
-    if isinstance(fast, str) and alone:
-        fast = _per_rank(case, platform, fast)
+    fast = _fast(case, platform)
+    copy_end: list[float] = []
     if isinstance(fast, str):
+        _start_concurrent(case, platform, copy_end)
         coll, end = _issue_and_run(case, platform)
     else:
         coll, end = fast, platform.engine.now
@@ -427,14 +423,40 @@ def _estimate(case: CollectiveCase, strategy: Strategy, platform: Platform) -> E
     per_rank = rt.messages_per_rank(case.op, case.size, dims=case.dims, group=case.group)
     cost = cost_name("collective", strategy.mode)
     if (
-        case.kernels is None
-        and case.host_copy is None
-        and backend_problem(rt) is not None
+        case.host_copy is None
+        and (case.kernels is not None or backend_problem(rt) is not None)
         and rank_fluid.applies(rt, case.op, case.size, dims=case.dims, group=case.group)
     ):
         cost = "collective per-rank"  # every rank at once (network/rank_fluid.py)
     kernels = len(case.kernels or ()) * len(platform.npus)
-    return Estimate(per_rank * len(platform.npus), kernels, 0, cost)
+    # beside kernels or a host copy, the collective runs again alone (its slowdown)
+    runs = 1 if case.kernels is None and case.host_copy is None else 2
+    return Estimate(runs * per_rank * len(platform.npus), kernels, 0, cost)
+
+
+def _fast(case: CollectiveCase, platform: Platform) -> Collective | str:
+    """The case's collective on a backend without message events where one applies: alone,
+    the lockstep backend or else the per-rank one; beside compute kernels, the per-rank one
+    (:mod:`.beside`); else why the event path runs it (nothing started)."""
+    if case.host_copy is not None:
+        return CONCURRENT
+    if case.kernels is not None:
+        try:
+            return run_beside(
+                platform,
+                case.op,
+                case.size,
+                case.kernels,
+                at=case.collective_at,
+                dims=case.dims,
+                group=case.group,
+            )
+        except rank_fluid.TableFull:
+            return rank_fluid.TableFull.reason
+        except Conflict:
+            return TIMING
+    fast = run_alone(platform.collectives, case.op, case.size, dims=case.dims, group=case.group)
+    return _per_rank(case, platform, fast) if isinstance(fast, str) else fast
 
 
 def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective | str:
@@ -456,22 +478,23 @@ def _per_rank(case: CollectiveCase, platform: Platform, why: str) -> Collective 
     return done if why == endpoint and done != "the per-rank backend is off" else why
 
 
-def _prepared(
-    case: CollectiveCase, strategy: Strategy
-) -> tuple[Platform, list[float], BoundRecorder]:
-    """The case's platform with its concurrent kernels and host copies started, and a bound
-    recorder listening from then on; the list the host copies' end times go to (s)."""
+def _prepared(case: CollectiveCase, strategy: Strategy) -> tuple[Platform, BoundRecorder]:
+    """The case's platform and a bound recorder listening to it."""
     platform = Platform(case.system, strategy)
+    recorder = BoundRecorder()
+    platform.engine.add_bound_listener(recorder)
+    return platform, recorder
+
+
+def _start_concurrent(case: CollectiveCase, platform: Platform, copy_end: list[float]) -> None:
+    """Start the case's concurrent kernels and host copies on the event path; the host
+    copies' end times go to ``copy_end`` (s)."""
     if case.kernels is not None:
         for npu in platform.npus:
             npu.run_kernels(list(case.kernels), _nothing, tag="compute")
-    copy_end: list[float] = []
     if case.host_copy is not None:
         for npu in platform.npus:
             npu.host_copy(*case.host_copy, lambda _a: copy_end.append(platform.engine.now))
-    recorder = BoundRecorder()
-    platform.engine.add_bound_listener(recorder)
-    return platform, copy_end, recorder
 
 
 def _check_finite(case: CollectiveCase, result: CollectiveResult) -> None:
@@ -544,12 +567,18 @@ def _concurrent(
 
 
 def _collective_alone(case: CollectiveCase, strategy: Strategy) -> float:
+    """The case's collective alone (s): on a backend without message events where one
+    applies, as a lone case runs it."""
     platform = Platform(case.system, strategy)
-    coll = platform.collectives.issue(
-        case.op, case.size, dims=case.dims, group=case.group, root=case.root
-    )
-    platform.engine.run()
-    return coll.duration
+    lone = replace(case, kernels=None, host_copy=None)
+    fast = _fast(lone, platform) if case.root is None else "rooted"
+    if isinstance(fast, str):
+        fast = platform.collectives.issue(
+            case.op, case.size, dims=case.dims, group=case.group, root=case.root
+        )
+        platform.engine.run()
+    platform.close()
+    return fast.duration
 
 
 def _host_copy_alone(cfg: SystemConfig, host_copy: tuple[float, str]) -> float:

@@ -60,7 +60,7 @@ from ...config.validators import (
 from ...engine import Resource
 from ...errors import ConfigError
 from ...network.algorithms import ALLTOALL, GATHER, REDUCE
-from ...network.endpoint import REDUCTION_FLOPS, Endpoint
+from ...network.endpoint import REDUCTION_FLOPS, SM_WAIT, Endpoint
 from .registry import AMPLE_RATE, EndpointContext, EndpointKind, Variant
 from .sm_kernels import (
     NvlsKernelSettings,
@@ -71,10 +71,6 @@ from .sm_kernels import (
 )
 
 __all__ = ["BaselineSplit", "BaselineSettings", "BaselineEndpoint", "sm_kernel_unit_hbm_bandwidth"]
-
-
-#: what binds communication while its kernel waits for units a compute kernel's blocks hold
-SM_WAIT = "SMs held by a compute kernel's blocks"
 
 
 def _nothing() -> None:
@@ -325,6 +321,13 @@ class BaselineEndpoint(Endpoint):
             npu.units.acquire(held, _nothing)
 
         self.engine.schedule(wait, granted)
+
+    def kernel_units(
+        self, rank: int, algorithms: frozenset[str] = frozenset(), units: int | None = None
+    ) -> tuple[int, str] | None:
+        if units is None and self.cfg.unit_policy != "while_active":
+            return None
+        return self._held(rank, algorithms, units)[1], self.cfg.launch
 
     def start_delay(self, rank: int) -> float:
         return max(0.0, self._granted[rank] - self.engine.now)
