@@ -229,12 +229,20 @@ def resnet50_varied(npus: int, endpoint: str, kind: str) -> Callable[[], float]:
     return run
 
 
-def allreduce_straggler(npus: int, endpoint: str, varied: str = "straggler") -> Callable[[], float]:
+#: the kernel beside the collective in the ``allreduce-beside-*`` cases (FLOPs, HBM bytes):
+#: ``acesim collective --with-compute 2e13,2e10``, about 0.16 s alone on ace-isca21's NPU
+BESIDE = (2e13, 2e10)
+
+
+def allreduce_straggler(
+    npus: int, endpoint: str, varied: str = "straggler", compute: tuple[float, float] | None = None
+) -> Callable[[], float]:
     """A 64 MiB all-reduce alone on ``ace-isca21`` at ``npus`` NPUs with ``endpoint`` and one
     straggler (``varied``: a straggler's kernels 1.5x as long; the collective has none, so
     since issue 27's strategy rule it runs symmetric, the same figures as exact mode:
     :func:`acesim.training.strategy.decide`), or ``slow-link``: rank 3's links on the first
-    dimension at half their bandwidth, which does make ranks differ (exact mode)."""
+    dimension at half their bandwidth, which does make ranks differ (exact mode); beside a
+    ``compute`` kernel (FLOPs, HBM bytes) on every NPU, where a straggler does slow one."""
 
     def run() -> float:
         from acesim.config.variation import LinkChange, Straggler, Variation
@@ -258,7 +266,7 @@ def allreduce_straggler(npus: int, endpoint: str, varied: str = "straggler") -> 
             half = dims[0].link_bandwidth / 2
             variation = Variation(links=(LinkChange(dim=0, rank=3, bandwidth=half),))
         return simulate_collective(
-            system, "all-reduce", 64 * MiB, endpoint=endpoint, variation=variation
+            system, "all-reduce", 64 * MiB, endpoint=endpoint, variation=variation, compute=compute
         ).time
 
     return run
@@ -323,6 +331,19 @@ def _issue27_cases() -> list[Case]:
             heavy=True,
         )
     )
+    # beside a kernel on every NPU, one straggler: the collective and the kernels every rank
+    # at once (network/rank_streams.py, stop 66; the event path 17.7 CPU s at 1,024 NPUs)
+    for npus in (1024, 4096):
+        cases.append(
+            Case(
+                f"allreduce-beside-straggler-baseline-{npus}",
+                "all-reduce 64 MiB beside a kernel on every NPU, ace-isca21, one straggler, "
+                "baseline",
+                npus,
+                allreduce_straggler(npus, "baseline", "straggler", BESIDE),
+                heavy=True,
+            )
+        )
     return cases
 
 

@@ -423,8 +423,15 @@ class _Rates:
             order = np.concatenate([seq, kseq[:, None]], axis=1)
             kernel_id = kernel
             powers = self.powc
-        before = active[:, None, :] & (order[:, None, :] < order[:, :, None])
-        position = np.where(active, before.sum(axis=2), 0)
+        # each active column's position among the active ones (column by column: numpy's
+        # reductions along a short last axis are many times slower)
+        columns = active.shape[1]
+        position = np.zeros(active.shape, dtype=np.int64)
+        for i in range(columns):
+            for j in range(columns):
+                if i != j:
+                    position[:, i] += active[:, j] & (order[:, j] < order[:, i])
+        position[~active] = 0
         keys: np.ndarray = (
             (cls * self.kernels + kernel_id) * self.types + codes @ self.pow3
         ) * self.orders + position @ powers
@@ -694,12 +701,12 @@ class _Run:
         arrival = self.sent[index] + lay.delay[phase, pred]
         known = waits & (arrival < _INF)
         done = np.where(known, np.maximum(self.done_at, arrival), _INF)
-        times = np.minimum(self.fin, done).min(axis=1)
+        times = _least(np.minimum(self.fin, done))
         if self.streams is not None:
             events = np.minimum(self.issue_at, self.join_at)
             times = np.minimum(times, np.minimum(events, self.streams.next_times()))
         unknown = waits & ~(arrival < _INF)
-        lower = np.where(unknown, self.bound[pred] + lay.delay[phase, pred], _INF).min(axis=1)
+        lower = _least(np.where(unknown, self.bound[pred] + lay.delay[phase, pred], _INF))
         return times, lower
 
     def _step(self, times: np.ndarray, lower: np.ndarray) -> bool:
@@ -736,13 +743,16 @@ class _Run:
         if not len(rows):
             return
         who = ranks[rows]
-        self.sent[self._flat(self.q_slot[who, dims], who, self.q_step[who, dims])] = self.clock[who]
-        self.sending[who, dims] = False
-        self.done_at[who, dims] = self.clock[who]
-        self.fin[who, dims] = _INF
-        self.ended[who, dims] = self.code[who, dims]
-        self.changed[who, dims] = True
-        self.code[who, dims] = 0
+        at = who * self.d + dims  # (rank, dimension) flat: one index, not two
+        clock = self.clock[who]
+        self.sent[self._flat(_cells(self.q_slot)[at], who, _cells(self.q_step)[at])] = clock
+        _cells(self.sending)[at] = False
+        _cells(self.done_at)[at] = clock
+        _cells(self.fin)[at] = _INF
+        code = _cells(self.code)
+        _cells(self.ended)[at] = code[at]
+        _cells(self.changed)[at] = True
+        code[at] = 0
         if self.track is not None:
             for r, d in zip(who.tolist(), dims.tolist(), strict=True):
                 if r == 0:
@@ -757,24 +767,27 @@ class _Run:
         if not len(rows):
             return
         who = ranks[rows]
-        phase = self.q_phase[who, dims]
-        chunk = self.q_chunk[who, dims]
-        step = self.q_step[who, dims]
+        at = who * self.d + dims
+        phase = _cells(self.q_phase)[at]
+        step = _cells(self.q_step)[at]
         pred = lay.pred[phase, who]
-        slot = self.q_slot[who, dims]
+        slot = _cells(self.q_slot)[at]
         arrival = self.sent[self._flat(slot, pred, step)] + lay.delay[phase, pred]
-        now = self.clock[who]
-        due = np.maximum(self.done_at[who, dims], arrival) <= now
-        who, dims, phase, chunk, step = who[due], dims[due], phase[due], chunk[due], step[due]
-        self.stepping[who, dims] = False
+        due = np.maximum(_cells(self.done_at)[at], arrival) <= self.clock[who]
+        who, dims, at, phase, step = who[due], dims[due], at[due], phase[due], step[due]
+        _cells(self.stepping)[at] = False
         more = step + 1 < lay.steps[phase]
-        self.q_step[who[more], dims[more]] += 1
-        self.to_start[who[more], dims[more]] = True
+        going = at[more]
+        _cells(self.q_step)[going] += 1
+        _cells(self.to_start)[going] = True
         ended = ~more
+        if not ended.any():
+            return
+        chunk = _cells(self.q_chunk)[at[ended]]
         for r, d, c, p in zip(
             who[ended].tolist(),
             dims[ended].tolist(),
-            chunk[ended].tolist(),
+            chunk.tolist(),
             phase[ended].tolist(),
             strict=True,
         ):
@@ -863,29 +876,30 @@ class _Run:
     def _start_pending(self) -> None:
         """Start the messages queued by admissions and step completions, each at its rank's
         clock (in rank and dimension order)."""
-        who, dims = np.nonzero(self.to_start)
-        if not len(who):
+        at = np.flatnonzero(self.to_start)
+        if not len(at):
             return
-        self.to_start[who, dims] = False
-        phase = self.q_phase[who, dims]
-        step = self.q_step[who, dims]
-        self.sending[who, dims] = True
-        self.stepping[who, dims] = True
-        self.rem[who, dims] = self.lay.nbytes[phase, step]
-        self.rate[who, dims] = 0.0
-        self.last[who, dims] = self.clock[who]
-        self.done_at[who, dims] = _INF
-        self.code[who, dims] = self.lay.kind[phase, step]
-        self.changed[who, dims] = True
-        self.seq[who, dims] = self.counter + np.arange(len(who))
-        self.counter += len(who)
+        who = at // self.d
+        _cells(self.to_start)[at] = False
+        phase = _cells(self.q_phase)[at]
+        step = _cells(self.q_step)[at]
+        _cells(self.sending)[at] = True
+        _cells(self.stepping)[at] = True
+        _cells(self.rem)[at] = self.lay.nbytes[phase, step]
+        _cells(self.rate)[at] = 0.0
+        _cells(self.last)[at] = self.clock[who]
+        _cells(self.done_at)[at] = _INF
+        _cells(self.code)[at] = self.lay.kind[phase, step]
+        _cells(self.changed)[at] = True
+        _cells(self.seq)[at] = self.counter + np.arange(len(at))
+        self.counter += len(at)
         if self.track is not None and who[0] == 0:
-            for d in dims[who == 0].tolist():
+            for d in (at[who == 0] % self.d).tolist():
                 self.track.open(d, float(self.clock[0]))
 
     def _changed(self) -> np.ndarray:
         """The ranks with a message started or ended, or a kernel's change, this instant."""
-        changed = self.changed.any(axis=1)
+        changed = _some(self.changed)
         if self.streams is not None:
             changed |= self.streams.changed
         ranks: np.ndarray = np.flatnonzero(changed)
@@ -907,11 +921,6 @@ class _Run:
         else:
             touched, kernel = self._with_kernels(ranks, sending)
         self.changed[ranks] = False
-        rate = self.rate[ranks]
-        rem = self.rem[ranks]
-        dt = now - self.last[ranks]
-        moved = touched & (dt > 0) & (rate > 0)
-        rem = np.where(moved, rem - rate * dt, rem)
         codes = np.where(touched, self.code[ranks], 0)
         cls = self.lay.rank_class[ranks]
         if kernel is None:
@@ -920,12 +929,21 @@ class _Run:
             assert self.streams is not None
             keys = self.rates.keys(cls, codes, self.seq[ranks], kernel, self.streams.seq[ranks])
         looked = self.rates.lookup(keys)
-        new = np.where(touched, looked[:, : self.d], rate)
-        fin = np.where(rem <= 0, now, now + rem / np.where(touched, new, 1.0))
-        self.rem[ranks] = rem
-        self.last[ranks] = np.where(touched, now, self.last[ranks])
-        self.rate[ranks] = new
-        self.fin[ranks] = np.where(touched, fin, self.fin[ranks])
+        # the touched messages alone, each one (rank, dimension) cell
+        rows, dims = np.nonzero(touched)
+        if len(rows):
+            at = ranks[rows] * self.d + dims
+            t = now[rows, 0]
+            rate = _cells(self.rate)[at]
+            rem = _cells(self.rem)[at]
+            dt = t - _cells(self.last)[at]
+            moved = (dt > 0) & (rate > 0)
+            rem = np.where(moved, rem - rate * dt, rem)
+            new = looked[rows, dims]
+            _cells(self.rem)[at] = rem
+            _cells(self.last)[at] = t
+            _cells(self.rate)[at] = new
+            _cells(self.fin)[at] = np.where(rem <= 0, t, t + rem / new)
         if kernel is not None:
             self._kernel_rates(ranks, kernel > 0, looked[:, self.d], now[:, 0])
         if self.track is not None and ranks[0] == 0:
@@ -941,7 +959,7 @@ class _Run:
         streams = self.streams
         assert streams is not None
         cls = self.lay.rank_class[ranks]
-        messages = self.changed[ranks].any(axis=1)
+        messages = _some(self.changed[ranks])
         kernels = streams.changed[ranks]
         running = streams.mode[ranks] == 1
         shares = running & streams.share[cls, streams.index[ranks]]
@@ -977,7 +995,7 @@ class _Run:
         reach: np.ndarray = self.changed[ranks].copy()
         cls = self.lay.rank_class[ranks]
         if self.lay.share_all[cls].all():  # every message of a rank shares its HBM, say
-            some: np.ndarray = np.any(reach, axis=1)
+            some = _some(reach)
             whole: np.ndarray = reach | (some[:, None] & self.sending[ranks])
             return whole
         kind = np.where(self.sending[ranks], self.code[ranks], self.ended[ranks])
@@ -992,6 +1010,31 @@ class _Run:
                 break
             reach = grown
         return reach
+
+
+def _cells(values: np.ndarray) -> np.ndarray:
+    """A (rank, dimension) array as one axis (a view: writes reach it), indexed by ``rank x
+    dimensions + dimension`` (one index array, not two: numpy's fancy indexing is several
+    times cheaper so)."""
+    flat: np.ndarray = values.reshape(-1)
+    return flat
+
+
+def _least(values: np.ndarray) -> np.ndarray:
+    """Each row's least value (``values.min(axis=1)``, column by column: numpy's reductions
+    along a short last axis are many times slower)."""
+    out: np.ndarray = values[:, 0].copy() if values.shape[1] == 1 else values[:, 0]
+    for j in range(1, values.shape[1]):
+        out = np.minimum(out, values[:, j])
+    return out
+
+
+def _some(flags: np.ndarray) -> np.ndarray:
+    """Whether any of each row's flags is set (``flags.any(axis=1)``, column by column)."""
+    out: np.ndarray = flags[:, 0].copy() if flags.shape[1] == 1 else flags[:, 0]
+    for j in range(1, flags.shape[1]):
+        out = out | flags[:, j]
+    return out
 
 
 class _Track:
