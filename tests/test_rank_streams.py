@@ -139,8 +139,12 @@ def test_beside_kernels_the_per_rank_backend_gives_the_event_simulations_figures
         rank_fluid.ENABLED = True
     note = fast.pop("mode_note")
     assert "concurrent kernels share the NPUs" in events.pop("mode_note")
-    if case[0].endpoint.kind == "baseline":  # it ran, or met a tie the event order decides
-        assert "event path" not in note or "timing needs the event order" in note, note
+    # it ran, or met a tie the event order decides; the ideal endpoint's variants include
+    # algorithms whose steps it does not take (its search keeps the fastest)
+    allowed = ["timing needs the event order"]
+    if case[0].endpoint.kind == "ideal":
+        allowed.append("steps other than ring steps")
+    assert "event path" not in note or any(why in note for why in allowed), note
     # communication's HBM bytes are the HBM integral less the kernels' bytes: the event path
     # integrates the kernels' bytes too (rounding of about 1e-16 of them per change), here
     # each kernel's bytes are counted whole

@@ -203,11 +203,9 @@ def run_beside(
 
 
 def _kernel_shares(layout: _Layout, streams: Streams) -> str | None:
-    """Set which kernels share a resource with their rank's messages (each shares with all
-    of them or none, and the messages all share one: a rank's activities are then one
-    component or the kernel apart); else why not."""
-    if not layout.share_all.all():
-        return "a rank's messages on resources apart, beside compute kernels"
+    """Set which kernels share a resource with their rank's messages (each shares with every
+    message kind of its rank or with none: a kernel is then in one component with all of
+    them or apart); else why not."""
     for c, rank in enumerate(layout.classes):
         kinds = [set(m.demand) for m in layout.kinds[rank].values()]
         for k, taken in enumerate(streams.resources(c)):
@@ -952,10 +950,11 @@ class _Run:
     def _with_kernels(
         self, ranks: np.ndarray, sending: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Beside streams: per rank of ``ranks``, its messages the instant's changes reach
-        (every one in flight where any changed, or where its kernel changed and shares their
-        resources: each rank's messages share theirs, :func:`_kernel_shares`) and the id of
-        its running kernel where they reach it (0: not reached)."""
+        """Beside streams: per rank of ``ranks``, its messages the instant's changes reach and
+        the id of its running kernel where they reach it (0: not reached). A kernel shares a
+        resource with every message kind of its rank or with none (:func:`_kernel_shares`):
+        one that shares joins them all into one component, one that does not leaves the
+        messages' components as they are (:meth:`_component`)."""
         streams = self.streams
         assert streams is not None
         cls = self.lay.rank_class[ranks]
@@ -963,7 +962,10 @@ class _Run:
         kernels = streams.changed[ranks]
         running = streams.mode[ranks] == 1
         shares = running & streams.share[cls, streams.index[ranks]]
-        touched = sending & (messages | (kernels & streams.reach[ranks]))[:, None]
+        # a kernel that shares, where its messages or itself (or a kernel that shared and
+        # ended now) changed: every message of the rank is reached
+        whole = (shares & messages) | (kernels & streams.reach[ranks])
+        touched = np.where(whole[:, None], sending, self._component(ranks) & sending)
         reached = running & (kernels | (shares & messages))
         streams.changed[ranks] = False
         streams.reach[ranks] = False
