@@ -1,4 +1,5 @@
-"""Exact mode: a lone collective on an endpoint that charges its NPUs, every rank at once.
+"""Exact mode: a collective on an endpoint that charges its NPUs, every rank at once, alone or
+beside each rank's compute kernels.
 
 On an endpoint whose collective kernels run on the NPU's own units (``baseline``), a message
 takes its sender's HBM, units' throughput, load issue and reduction FLOPs, its sender's egress
@@ -31,14 +32,24 @@ variation). NCCL protocols are taught: their link weights are the step demands',
 latency delays the join and their hop latency is the messages' delay. Elsewhere it says why
 and the event path runs the collective.
 
+:func:`run_beside` runs it beside each rank's kernel sequence (:mod:`.rank_streams`): the
+running kernel is one more column of the rank's configuration, the collective's issue, its
+kernel's units granted after the SM wait and its chunks' join are local events, and the run
+goes on until every rank's kernels have ended. A kernel and a message started at one instant
+are ordered kernel first.
+
+A rank's chunks, queues and agreed orders are arrays too: a phase's end, a chunk's arrival at
+its next dimension and each queue's admission are array operations over the ranks of a pass.
+
 Results are the event path's within a relative 1e-9: the engine fills every activity it
 reallocates at one instant together, grouping fill levels within a relative 1e-9 across
 unrelated ranks, and sums a resource's load in the start order of the instant's events; here
 each rank is filled on its own and messages started at one instant are ordered by dimension.
-The byte sums and resource integrals are summed per message kind, not in event order; a
-rank's compute-unit release is at the collective's end. Two chunk phases reaching one rank's
-dimension at one instant from different events (the event order would decide between them)
-raise :class:`~acesim.network.vectorized.Conflict`: the caller runs the event path.
+The byte sums and resource integrals are summed per message kind, not in event order; alone,
+a rank's compute-unit release is at the collective's end (beside kernels, at the rank's own).
+Two chunk phases reaching one rank's dimension at one instant from different events (the
+event order would decide between them) raise :class:`~acesim.network.vectorized.Conflict`:
+the caller runs the event path.
 """
 
 from __future__ import annotations
@@ -568,23 +579,35 @@ class _Run:
         # the arrival table: a slot of every rank's step send times per live chunk phase
         self.pool = np.full((1, n, self.longest), _INF)
         self.sent = self.pool.reshape(-1)
-        self.slot_of: dict[tuple[int, int], int] = {}
+        chunks, phases = coll.chunks, self.phases
+        #: per chunk phase, its slot in the table (-1: none yet or freed), and how many
+        #: ranks have ended it (its slot is freed when every rank has)
+        self.slot_of = np.full((chunks, phases), -1, dtype=np.int64)
         self.free = [0]
-        self.ended_by: dict[tuple[int, int], int] = {}  # chunk phase -> ranks that ended it
+        self.ended_by = np.zeros((chunks, phases), dtype=np.int64)
         self.q_slot = np.zeros((n, d), dtype=np.int64)
         self.bound = np.full(n, runtime.engine.now)  # each rank's progress bound, last pass's
         self.blocked = np.full(n, _INF)  # the earliest instant a rank waits for a decision
         self.left = np.full(n, coll.chunks, dtype=np.int64)
         self.finished = np.full(n, _INF)
         self.clock = np.full(n, runtime.engine.now)  # each rank's time: its last event (s)
-        # the agreed orders, each rank's waiting phases per dimension and decisions pending
-        self.order: list[list[tuple[int, int]]] = [[] for _ in range(d)]
+        # the agreed orders (per dimension: its entries' chunks and phases), each rank's
+        # place in them, and the decisions pending: when each rank became ready to decide a
+        # dimension's next entry (infinite: not ready)
+        self.order_chunk = np.zeros((d, 16), dtype=np.int64)
+        self.order_phase = np.zeros((d, 16), dtype=np.int64)
+        self.order_len = np.zeros(d, dtype=np.int64)
         self.cursor = np.zeros((n, d), dtype=np.int64)
-        self.waiting: list[list[list[tuple[float, int, int, int]]]] = [
-            [[] for _ in range(d)] for _ in range(n)
-        ]
-        self.ready: list[dict[int, float]] = [{} for _ in range(d)]
-        self.arrivals = coll.chunks  # tie-breaker of arrivals after the join's
+        self.ready_at = np.full((n, d), _INF)
+        # each rank's chunks: the phase each is at, 0 before its join, 1 waiting for its
+        # dimension's queue, 2 admitted, 3 done; when and in which turn it reached the queue
+        # (the join's chunks by number, later arrivals after them: the tie-breaker)
+        self.chunk_phase = np.zeros((n, chunks), dtype=np.int64)
+        self.chunk_state = np.zeros((n, chunks), dtype=np.int8)
+        self.chunk_arrive = np.full((n, chunks), _INF)
+        self.chunk_seq = np.zeros((n, chunks), dtype=np.int64)
+        self.waiting_on = np.zeros((n, d), dtype=np.int64)  # chunks waiting per queue
+        self.arrivals = chunks  # tie-breaker of arrivals after the join's
         self.to_start = np.zeros((n, d), dtype=bool)  # messages to start at the rank's clock
         self.listeners = runtime.engine.bound_listeners
         self.track = _Track(self.listeners) if self.listeners else None
@@ -595,37 +618,19 @@ class _Run:
 
     def run(self) -> np.ndarray:
         """Every rank's finish time (s)."""
-        if self.streams is not None:
-            return self._run_beside(self.streams)
-        now = self.rt.engine.now
-        protocol = self.coll.protocol
-        if protocol is not None and protocol.base_latency + protocol.crossing_latency > 0:
-            # the chunks start after the protocol's latency (CollectiveRuntime.join)
-            now = now + (protocol.base_latency + protocol.crossing_latency)
-            self.clock[:] = now
-            self.bound[:] = now
-        first = int(self.lay.dim[0])
-        for r in range(self.n):  # the join: every chunk reaches its first phase's dimension
-            for c in range(self.coll.chunks):
-                self.waiting[r][first].append((now, c, c, 0))
-            self._try_admit(r, first, now)
-        self._start_pending()
-        self._reallocate(self._changed())
-        while (self.left > 0).any():
-            times, lower = self._candidates()
-            progress = np.minimum(times, lower)
-            before = self.bound
-            self.bound = np.minimum(progress, self.blocked)
-            if self._decide(progress) or self._step(times, lower):
-                continue
-            if np.array_equal(before, self.bound):  # (cannot happen: no collective stalls)
-                raise Conflict(set())
-        return self.finished
-
-    def _run_beside(self, streams: Streams) -> np.ndarray:
-        """:meth:`run` beside the ranks' compute streams: the issue, the units' grants and the
-        joins are local events too, and the run goes on until every stream has ended."""
-        while (self.left > 0).any() or not streams.done():
+        streams = self.streams
+        if streams is None:  # the join, at once at every rank
+            now = self.rt.engine.now
+            protocol = self.coll.protocol
+            if protocol is not None and protocol.base_latency + protocol.crossing_latency > 0:
+                # the chunks start after the protocol's latency (CollectiveRuntime.join)
+                now = now + (protocol.base_latency + protocol.crossing_latency)
+                self.clock[:] = now
+                self.bound[:] = now
+            self._join_ranks(np.arange(self.n))
+            self._start_pending()
+            self._reallocate(self._changed())
+        while (self.left > 0).any() or (streams is not None and not streams.done()):
             times, lower = self._candidates()
             progress = np.minimum(times, lower)
             before = self.bound
@@ -660,12 +665,18 @@ class _Run:
         if not len(due):
             return
         self.join_at[due] = _INF
+        self._join_ranks(due)
+
+    def _join_ranks(self, ranks: np.ndarray) -> None:
+        """Every chunk of ``ranks`` reaches its first phase's dimension at the rank's clock."""
         first = int(self.lay.dim[0])
-        for r in due.tolist():
-            now = float(self.clock[r])
-            for c in range(self.coll.chunks):
-                self.waiting[r][first].append((now, c, c, 0))
-            self._try_admit(r, first, now)
+        chunks = self.coll.chunks
+        self.chunk_phase[ranks] = 0
+        self.chunk_state[ranks] = 1
+        self.chunk_arrive[ranks] = self.clock[ranks][:, None]
+        self.chunk_seq[ranks] = np.arange(chunks)
+        self.waiting_on[ranks, first] += chunks
+        self._admit(ranks, np.full(len(ranks), first))
 
     # -- a pass ------------------------------------------------------------------------------
     def _flat(self, slot: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -779,97 +790,122 @@ class _Run:
         _cells(self.q_step)[going] += 1
         _cells(self.to_start)[going] = True
         ended = ~more
-        if not ended.any():
-            return
-        chunk = _cells(self.q_chunk)[at[ended]]
-        for r, d, c, p in zip(
-            who[ended].tolist(),
-            dims[ended].tolist(),
-            chunk.tolist(),
-            phase[ended].tolist(),
-            strict=True,
-        ):
-            self._phase_end(r, d, c, p)
+        if ended.any():
+            at = at[ended]
+            self._phase_ends(who[ended], dims[ended], _cells(self.q_chunk)[at], phase[ended])
 
-    def _phase_end(self, r: int, d: int, c: int, p: int) -> None:
-        """Chunk ``c`` ends phase ``p`` on dimension ``d`` at rank ``r``: the queue frees, the
-        chunk goes on to its next phase's dimension or is done."""
-        now = float(self.clock[r])
-        self.q_chunk[r, d] = -1
-        ended = self.ended_by[(c, p)] = self.ended_by.get((c, p), 0) + 1
-        if ended == self.n:  # every rank has every send time it needs of it
-            self.free.append(self.slot_of.pop((c, p)))
-        self._try_admit(r, d, now)
-        if p + 1 < self.phases:
-            nxt = int(self.lay.dim[p + 1])
-            self.arrivals += 1
-            self.waiting[r][nxt].append((now, self.arrivals, c, p + 1))
-            self._try_admit(r, nxt, now)
-            return
-        self.left[r] -= 1
-        if self.left[r] == 0:
-            self.finished[r] = now
-            if self.streams is not None:  # its kernel's units given back
-                self.streams.give_back(np.array([r]), self.clock)
+    def _phase_ends(
+        self, who: np.ndarray, dims: np.ndarray, chunk: np.ndarray, phase: np.ndarray
+    ) -> None:
+        """Chunks ``chunk`` end phases ``phase`` on dimensions ``dims`` at ranks ``who`` (in
+        rank and dimension order): the queues free, each chunk goes on to its next phase's
+        dimension (its arrival numbered in that order) or is done; then the freed and the
+        reached queues admit what their orders allow."""
+        _cells(self.q_chunk)[who * self.d + dims] = -1
+        np.add.at(self.ended_by, (chunk, phase), 1)
+        for c, p in sorted(set(zip(chunk.tolist(), phase.tolist(), strict=True))):
+            if self.ended_by[c, p] == self.n:  # every rank has every send time it needs
+                self.free.append(int(self.slot_of[c, p]))
+                self.slot_of[c, p] = -1
+        nxt = phase + 1
+        going = nxt < self.phases
+        g_who, g_chunk, g_phase = who[going], chunk[going], nxt[going]
+        g_dim = self.lay.dim[g_phase]
+        self.chunk_phase[g_who, g_chunk] = g_phase
+        self.chunk_state[g_who, g_chunk] = 1
+        self.chunk_arrive[g_who, g_chunk] = self.clock[g_who]
+        self.chunk_seq[g_who, g_chunk] = self.arrivals + 1 + np.arange(len(g_who))
+        self.arrivals += len(g_who)
+        np.add.at(self.waiting_on, (g_who, g_dim), 1)
+        done = ~going
+        if done.any():
+            d_who = who[done]
+            self.chunk_state[d_who, chunk[done]] = 3
+            np.subtract.at(self.left, d_who, 1)
+            over = np.unique(d_who[self.left[d_who] == 0])
+            self.finished[over] = self.clock[over]
+            if self.streams is not None:  # their kernels' units given back
+                self.streams.give_back(over, self.clock)
+        self._admit(np.concatenate([who, g_who]), np.concatenate([dims, g_dim]))
 
-    def _try_admit(self, r: int, d: int, now: float) -> None:
-        """Admit at ``now`` the next phase of dimension ``d``'s agreed order at rank ``r``
-        if its queue is free and the phase has reached it; at the order's end with phases
-        waiting, the rank is ready to decide the next entry."""
-        if self.q_chunk[r, d] >= 0:
+    def _admit(self, ranks: np.ndarray, dims: np.ndarray) -> None:
+        """Each (rank, dimension) queue of ``ranks`` x ``dims`` that is free admits, at the
+        rank's clock, its agreed order's next phase if that phase has reached it; at the
+        order's end with phases waiting, the rank is ready to decide the next entry."""
+        if not len(ranks):
             return
-        waiting = self.waiting[r][d]
-        k = int(self.cursor[r, d])
-        order = self.order[d]
-        if k < len(order):
-            want = order[k]
-            for i, entry in enumerate(waiting):
-                if (entry[2], entry[3]) == want:
-                    del waiting[i]
-                    self.cursor[r, d] = k + 1
-                    self.q_chunk[r, d] = want[0]
-                    self.q_slot[r, d] = self.slot_of[want]
-                    self.q_phase[r, d] = want[1]
-                    self.q_step[r, d] = 0
-                    self.to_start[r, d] = True
-                    return
-            return
-        if waiting and r not in self.ready[d]:
-            self.ready[d][r] = now
-            if now < self.blocked[r]:
-                self.blocked[r] = now
+        at = np.unique(ranks * self.d + dims)
+        ranks, dims = at // self.d, at % self.d
+        free = _cells(self.q_chunk)[at] < 0
+        k = _cells(self.cursor)[at]
+        decided = k < self.order_len[dims]
+        k = np.minimum(k, self.order_chunk.shape[1] - 1)
+        chunk, phase = self.order_chunk[dims, k], self.order_phase[dims, k]
+        reached = (self.chunk_phase[ranks, chunk] == phase) & (self.chunk_state[ranks, chunk] == 1)
+        admit = free & decided & reached
+        if admit.any():
+            a, r, c, p = at[admit], ranks[admit], chunk[admit], phase[admit]
+            _cells(self.cursor)[a] += 1
+            _cells(self.q_chunk)[a] = c
+            _cells(self.q_slot)[a] = self.slot_of[c, p]
+            _cells(self.q_phase)[a] = p
+            _cells(self.q_step)[a] = 0
+            _cells(self.to_start)[a] = True
+            self.chunk_state[r, c] = 2
+            _cells(self.waiting_on)[a] -= 1
+        ready = free & ~decided & (_cells(self.waiting_on)[at] > 0)
+        if ready.any():
+            a, r = at[ready], ranks[ready]
+            _cells(self.ready_at)[a] = np.minimum(_cells(self.ready_at)[a], self.clock[r])
+            np.minimum.at(self.blocked, r, self.clock[r])
 
     def _decide(self, progress: np.ndarray) -> bool:
         """Take the earliest pending decision once every rank has passed its instant (each
         order's next entry: the earliest arrival waiting at the lowest-numbered rank ready
         then; the others follow it). False: none could be taken."""
-        pending = [(min(ready.values()), d) for d, ready in enumerate(self.ready) if ready]
-        if not pending:
+        pending = self.ready_at.min(axis=0)
+        d = int(np.argmin(pending))  # the lowest dimension among the earliest
+        when = float(pending[d])
+        if not when < _INF or not progress.min() > when:
             return False
-        when, d = min(pending)
-        if not progress.min() > when:
-            return False
-        ready = self.ready[d]
-        decider = min(r for r, t in ready.items() if t == when)
-        waiting = sorted(self.waiting[decider][d])
+        decider = int(np.flatnonzero(self.ready_at[:, d] == when)[0])
+        state, phase = self.chunk_state[decider], self.chunk_phase[decider]
+        chunks = np.flatnonzero((state == 1) & (self.lay.dim[phase] == d))
+        waiting = sorted(
+            zip(
+                self.chunk_arrive[decider, chunks].tolist(),
+                self.chunk_seq[decider, chunks].tolist(),
+                chunks.tolist(),
+                strict=True,
+            )
+        )
         if (
             len(waiting) > 1
             and waiting[0][0] == waiting[1][0]
             and waiting[1][1] >= self.coll.chunks
         ):
             raise Conflict(set())  # two phases reached it at one instant: the event order decides
-        self.order[d].append((waiting[0][2], waiting[0][3]))
-        self._take_slot((waiting[0][2], waiting[0][3]))
-        self.ready[d] = {}
-        for r, t in sorted(ready.items()):
-            self._try_admit(r, d, t)
-        self.blocked[:] = _INF
-        for per_dim in self.ready:
-            for r, t in per_dim.items():
-                self.blocked[r] = min(self.blocked[r], t)
+        chunk = waiting[0][2]
+        self._append(d, chunk, int(phase[chunk]))
+        ranks = np.flatnonzero(self.ready_at[:, d] < _INF)
+        self.ready_at[:, d] = _INF
+        self._admit(ranks, np.full(len(ranks), d))
+        self.blocked = _least(self.ready_at)
         self._start_pending()
         self._reallocate(self._changed())
         return True
+
+    def _append(self, d: int, chunk: int, phase: int) -> None:
+        """Dimension ``d``'s agreed order gains chunk ``chunk``'s phase ``phase``, and the
+        phase a slot of the arrival table."""
+        k = int(self.order_len[d])
+        if k == self.order_chunk.shape[1]:  # grown by doubling
+            self.order_chunk = np.concatenate([self.order_chunk, self.order_chunk], axis=1)
+            self.order_phase = np.concatenate([self.order_phase, self.order_phase], axis=1)
+        self.order_chunk[d, k] = chunk
+        self.order_phase[d, k] = phase
+        self.order_len[d] = k + 1
+        self._take_slot((chunk, phase))
 
     def _start_pending(self) -> None:
         """Start the messages queued by admissions and step completions, each at its rank's
