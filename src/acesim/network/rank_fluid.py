@@ -678,6 +678,11 @@ class _Run:
         self.waiting_on[ranks, first] += chunks
         self._admit(ranks, np.full(len(ranks), first))
 
+    def _rows(self, ranks: np.ndarray) -> np.ndarray | slice:
+        """``ranks`` (sorted, distinct) as an index: every rank as a slice (views, not copies:
+        a pass mostly takes every rank)."""
+        return slice(None) if len(ranks) == self.n else ranks
+
     # -- a pass ------------------------------------------------------------------------------
     def _flat(self, slot: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
         flat: np.ndarray = (slot * self.n + rank) * self.longest + step
@@ -746,8 +751,9 @@ class _Run:
 
     def _finish(self, ranks: np.ndarray) -> None:
         """The messages of ``ranks`` that end now: their send times recorded."""
-        now = self.clock[ranks][:, None]
-        ends = self.sending[ranks] & (self.fin[ranks] == now)
+        sel = self._rows(ranks)
+        now = self.clock[sel][:, None]
+        ends = self.sending[sel] & (self.fin[sel] == now)
         rows, dims = np.nonzero(ends)
         if not len(rows):
             return
@@ -770,8 +776,9 @@ class _Run:
     def _complete(self, ranks: np.ndarray) -> None:
         """The steps of ``ranks`` complete now (their message out and their predecessor's
         in): the next step starts, or the phase ends."""
+        sel = self._rows(ranks)
         lay = self.lay
-        waits = self.stepping[ranks] & ~self.sending[ranks]
+        waits = self.stepping[sel] & ~self.sending[sel]
         rows, dims = np.nonzero(waits)
         if not len(rows):
             return
@@ -945,23 +952,24 @@ class _Run:
         transitively, and the compute kernel where it shares theirs or changed: the engine's
         component): their progress since the last change, then the allocator's rates of that
         component (the engine's arithmetic, elementwise)."""
+        sel = self._rows(ranks)
         if not len(ranks):
             return
-        now = self.clock[ranks][:, None]
-        sending = self.sending[ranks]
+        now = self.clock[sel][:, None]
+        sending = self.sending[sel]
         kernel: np.ndarray | None = None
         if self.streams is None:
             touched = self._component(ranks) & sending
         else:
             touched, kernel = self._with_kernels(ranks, sending)
-        self.changed[ranks] = False
-        codes = np.where(touched, self.code[ranks], 0)
-        cls = self.lay.rank_class[ranks]
+        self.changed[sel] = False
+        codes = np.where(touched, self.code[sel], 0)
+        cls = self.lay.rank_class[sel]
         if kernel is None:
-            keys = self.rates.keys(cls, codes, self.seq[ranks])
+            keys = self.rates.keys(cls, codes, self.seq[sel])
         else:
             assert self.streams is not None
-            keys = self.rates.keys(cls, codes, self.seq[ranks], kernel, self.streams.seq[ranks])
+            keys = self.rates.keys(cls, codes, self.seq[sel], kernel, self.streams.seq[sel])
         looked = self.rates.lookup(keys)
         # the touched messages alone, each one (rank, dimension) cell
         rows, dims = np.nonzero(touched)
@@ -991,20 +999,21 @@ class _Run:
         resource with every message kind of its rank or with none (:func:`_kernel_shares`):
         one that shares joins them all into one component, one that does not leaves the
         messages' components as they are (:meth:`_component`)."""
+        sel = self._rows(ranks)
         streams = self.streams
         assert streams is not None
-        cls = self.lay.rank_class[ranks]
-        messages = _some(self.changed[ranks])
-        kernels = streams.changed[ranks]
-        running = streams.mode[ranks] == 1
-        shares = running & streams.share[cls, streams.index[ranks]]
+        cls = self.lay.rank_class[sel]
+        messages = _some(self.changed[sel])
+        kernels = streams.changed[sel]
+        running = streams.mode[sel] == 1
+        shares = running & streams.share[cls, streams.index[sel]]
         # a kernel that shares, where its messages or itself (or a kernel that shared and
         # ended now) changed: every message of the rank is reached
-        whole = (shares & messages) | (kernels & streams.reach[ranks])
+        whole = (shares & messages) | (kernels & streams.reach[sel])
         touched = np.where(whole[:, None], sending, self._component(ranks) & sending)
         reached = running & (kernels | (shares & messages))
-        streams.changed[ranks] = False
-        streams.reach[ranks] = False
+        streams.changed[sel] = False
+        streams.reach[sel] = False
         kernel: np.ndarray = np.where(reached, streams.kernel_id(ranks), 0)
         return touched, kernel
 
@@ -1013,30 +1022,32 @@ class _Run:
     ) -> None:
         """The compute kernels of ``ranks`` that ``touched`` marks take rates ``new`` (work/s)
         at ``now`` (s): their progress since their last change first."""
+        sel = self._rows(ranks)
         streams = self.streams
         assert streams is not None
-        rate = streams.rate[ranks]
-        rem = streams.rem[ranks]
-        dt = now - streams.last[ranks]
+        rate = streams.rate[sel]
+        rem = streams.rem[sel]
+        dt = now - streams.last[sel]
         moved = touched & (dt > 0) & (rate > 0)
         rem = np.where(moved, rem - rate * dt, rem)
         new = np.where(touched, new, rate)
         fin = np.where(rem <= 0, now, now + rem / np.where(touched, new, 1.0))
-        streams.rem[ranks] = rem
-        streams.last[ranks] = np.where(touched, now, streams.last[ranks])
-        streams.rate[ranks] = new
-        streams.fin[ranks] = np.where(touched, fin, streams.fin[ranks])
+        streams.rem[sel] = rem
+        streams.last[sel] = np.where(touched, now, streams.last[sel])
+        streams.rate[sel] = new
+        streams.fin[sel] = np.where(touched, fin, streams.fin[sel])
 
     def _component(self, ranks: np.ndarray) -> np.ndarray:
         """Per rank of ``ranks`` and dimension, whether its message (in flight, or ended this
         instant) shares a resource, transitively, with one that started or ended now."""
-        reach: np.ndarray = self.changed[ranks].copy()
-        cls = self.lay.rank_class[ranks]
+        sel = self._rows(ranks)
+        reach: np.ndarray = self.changed[sel].copy()
+        cls = self.lay.rank_class[sel]
         if self.lay.share_all[cls].all():  # every message of a rank shares its HBM, say
             some = _some(reach)
-            whole: np.ndarray = reach | (some[:, None] & self.sending[ranks])
+            whole: np.ndarray = reach | (some[:, None] & self.sending[sel])
             return whole
-        kind = np.where(self.sending[ranks], self.code[ranks], self.ended[ranks])
+        kind = np.where(self.sending[sel], self.code[sel], self.ended[sel])
         share = self.lay.share  # [class, dim, kind, dim, kind]
         for _ in range(self.d - 1):
             grown: np.ndarray = reach.copy()
