@@ -586,6 +586,10 @@ class _Run:
         self.free = [0]
         self.ended_by = np.zeros((chunks, phases), dtype=np.int64)
         self.q_slot = np.zeros((n, d), dtype=np.int64)
+        #: per queue, its phase's predecessor (the sender of the messages it waits for) and
+        #: their delay from last byte out to delivery (s), set at the phase's admission
+        self.q_pred = np.zeros((n, d), dtype=np.int64)
+        self.q_delay = np.zeros((n, d))
         self.bound = np.full(n, runtime.engine.now)  # each rank's progress bound, last pass's
         self.blocked = np.full(n, _INF)  # the earliest instant a rank waits for a decision
         self.left = np.full(n, coll.chunks, dtype=np.int64)
@@ -706,13 +710,10 @@ class _Run:
     def _candidates(self) -> tuple[np.ndarray, np.ndarray]:
         """Each rank's next event time, and the least time an arrival it still waits for
         without knowing it could come (s)."""
-        lay = self.lay
         waits = self.stepping & ~self.sending
-        ranks = np.broadcast_to(np.arange(self.n)[:, None], waits.shape)
-        phase = self.q_phase
-        pred = lay.pred[phase, ranks]
+        pred, delay = self.q_pred, self.q_delay
         index = self._flat(self.q_slot, pred, self.q_step)
-        arrival = self.sent[index] + lay.delay[phase, pred]
+        arrival = self.sent[index] + delay
         known = waits & (arrival < _INF)
         done = np.where(known, np.maximum(self.done_at, arrival), _INF)
         times = _least(np.minimum(self.fin, done))
@@ -720,7 +721,7 @@ class _Run:
             events = np.minimum(self.issue_at, self.join_at)
             times = np.minimum(times, np.minimum(events, self.streams.next_times()))
         unknown = waits & ~(arrival < _INF)
-        lower = _least(np.where(unknown, self.bound[pred] + lay.delay[phase, pred], _INF))
+        lower = _least(np.where(unknown, self.bound[pred] + delay, _INF))
         return times, lower
 
     def _step(self, times: np.ndarray, lower: np.ndarray) -> bool:
@@ -786,9 +787,9 @@ class _Run:
         at = who * self.d + dims
         phase = _cells(self.q_phase)[at]
         step = _cells(self.q_step)[at]
-        pred = lay.pred[phase, who]
+        pred = _cells(self.q_pred)[at]
         slot = _cells(self.q_slot)[at]
-        arrival = self.sent[self._flat(slot, pred, step)] + lay.delay[phase, pred]
+        arrival = self.sent[self._flat(slot, pred, step)] + _cells(self.q_delay)[at]
         due = np.maximum(_cells(self.done_at)[at], arrival) <= self.clock[who]
         who, dims, at, phase, step = who[due], dims[due], at[due], phase[due], step[due]
         _cells(self.stepping)[at] = False
@@ -856,6 +857,9 @@ class _Run:
             _cells(self.q_chunk)[a] = c
             _cells(self.q_slot)[a] = self.slot_of[c, p]
             _cells(self.q_phase)[a] = p
+            pred = self.lay.pred[p, r]
+            _cells(self.q_pred)[a] = pred
+            _cells(self.q_delay)[a] = self.lay.delay[p, pred]
             _cells(self.q_step)[a] = 0
             _cells(self.to_start)[a] = True
             self.chunk_state[r, c] = 2
