@@ -298,6 +298,8 @@ class _Layout:
                 for (b, kb), mb in self.kinds[rank].items():
                     if a != b and any(res in mb.demand for res in ma.demand):
                         self.share[c, a, ka, b, kb] = True
+        #: whether any two message kinds of a rank share a resource
+        self.share_any = bool(self.share.any())
         #: per class, whether every message kind it sends shares a resource with every other
         #: (the component of a change is then all of the rank's messages)
         self.share_all = np.array(
@@ -1046,6 +1048,8 @@ class _Run:
         instant) shares a resource, transitively, with one that started or ended now."""
         sel = self._rows(ranks)
         reach: np.ndarray = self.changed[sel].copy()
+        if not self.lay.share_any:  # no two of a rank's messages share a resource (links)
+            return reach
         cls = self.lay.rank_class[sel]
         if self.lay.share_all[cls].all():  # every message of a rank shares its HBM, say
             some = _some(reach)
