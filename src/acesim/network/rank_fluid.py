@@ -424,28 +424,30 @@ class _Rates:
         """The configuration keys of ranks of classes ``cls`` whose dimensions carry kind
         ``codes`` (0: none) and whose stream runs ``kernel`` (an id; 0 or None: none),
         started in the order of ``seq`` and ``kseq``."""
-        if kernel is None or kseq is None:
-            active = codes > 0
-            order = seq
-            kernel_id: Any = 0
-            powers = self.powc[:-1]
-        else:
-            active = np.concatenate([codes > 0, (kernel > 0)[:, None]], axis=1)
-            order = np.concatenate([seq, kseq[:, None]], axis=1)
-            kernel_id = kernel
-            powers = self.powc
-        # each active column's position among the active ones (column by column: numpy's
-        # reductions along a short last axis are many times slower)
-        columns = active.shape[1]
-        position = np.zeros(active.shape, dtype=np.int64)
-        for i in range(columns):
-            for j in range(columns):
+        # column by column (numpy's reductions and products along a short last axis are
+        # many times slower): the kind codes in base 3, each active column's position among
+        # the active ones (how many started before it) in base ``cols``
+        d = codes.shape[1]
+        code = [codes[:, j] for j in range(d)]
+        active = [c > 0 for c in code]
+        order = [seq[:, j] for j in range(d)]
+        if kernel is not None and kseq is not None:
+            active.append(kernel > 0)
+            order.append(kseq)
+        types = code[0].copy()
+        for j in range(1, d):
+            types += code[j] * int(self.pow3[j])
+        positions = np.zeros(len(cls), dtype=np.int64)
+        for i, (live, mine) in enumerate(zip(active, order, strict=True)):
+            before = np.zeros(len(cls), dtype=np.int64)
+            for j, (other, theirs) in enumerate(zip(active, order, strict=True)):
                 if i != j:
-                    position[:, i] += active[:, j] & (order[:, j] < order[:, i])
-        position[~active] = 0
+                    before += other & (theirs < mine)
+            positions += np.where(live, before, 0) * int(self.powc[i])
+        kernel_id: Any = kernel if kernel is not None else 0
         keys: np.ndarray = (
-            (cls * self.kernels + kernel_id) * self.types + codes @ self.pow3
-        ) * self.orders + position @ powers
+            (cls * self.kernels + kernel_id) * self.types + types
+        ) * self.orders + positions
         return keys
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
