@@ -83,6 +83,17 @@ def _run(system: SystemConfig, op: str, size: float, variation: Variation) -> di
     return data
 
 
+def with_and_without(run: Any, *case: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``run(*case)`` with the per-rank backend, and with it off (the event path)."""
+    fast = run(*case)
+    rank_fluid.ENABLED = False
+    try:
+        events = run(*case)
+    finally:
+        rank_fluid.ENABLED = True
+    return fast, events
+
+
 def _close(a: Any, b: Any, where: str = "") -> None:
     """``a`` equals ``b``, floats within a relative 1e-9 (the module docstring's bound)."""
     if isinstance(a, float) and isinstance(b, float):
@@ -112,12 +123,7 @@ def _close(a: Any, b: Any, where: str = "") -> None:
     )
 )
 def test_the_per_rank_backend_gives_the_event_simulations_figures(case: tuple) -> None:
-    fast = _run(*case)
-    rank_fluid.ENABLED = False
-    try:
-        events = _run(*case)
-    finally:
-        rank_fluid.ENABLED = True
+    fast, events = with_and_without(_run, *case)
     note = fast.pop("mode_note")
     events.pop("mode_note")
     # on the baseline endpoint it ran, or its ranks' timing needed the event order (two

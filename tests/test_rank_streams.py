@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from systems import dim, examples
-from test_rank_fluid import NETWORKS, PROTOCOLS, _close
+from test_rank_fluid import NETWORKS, PROTOCOLS, _close, with_and_without
 
 import acesim.network.rank_fluid as rank_fluid
 from acesim import simulate_collective
@@ -131,12 +131,7 @@ def _run(
 def test_beside_kernels_the_per_rank_backend_gives_the_event_simulations_figures(
     case: tuple,
 ) -> None:
-    fast = _run(*case)
-    rank_fluid.ENABLED = False
-    try:
-        events = _run(*case)
-    finally:
-        rank_fluid.ENABLED = True
+    fast, events = with_and_without(_run, *case)
     note = fast.pop("mode_note")
     assert "concurrent kernels share the NPUs" in events.pop("mode_note")
     # it ran, or met a tie the event order decides; the ideal endpoint's variants include

@@ -143,13 +143,10 @@ def run_alone(
 ) -> Collective | str:
     """Run ``op`` of ``size`` bytes as the only work of an exact platform whose endpoint
     charges the NPUs, every rank at once; where the event path is needed, the reason."""
-    axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
-    phases = choice.phases
-    why = problem(runtime, phases, chunks)
-    if why is not None:
-        return why
-    n = len(runtime.ranks)
-    coll = runtime.record(op, size, axes, chunks, phases, choice, expected=n)
+    coll = _recorded(runtime, op, size, dims, group)
+    if isinstance(coll, str):
+        return coll
+    chunks = coll.chunks
     layout = _Layout(runtime, coll)
     why = layout.shared_problem() or layout.meters_problem()
     if why is not None:
@@ -169,6 +166,19 @@ def run_alone(
     return coll
 
 
+def _recorded(
+    runtime: CollectiveRuntime, op: str, size: float, dims: Any, group: Group | None
+) -> Collective | str:
+    """``op`` of ``size`` bytes recorded on the runtime (nothing started), every rank to
+    take part; else why this backend cannot compute it (:func:`problem`)."""
+    axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
+    why = problem(runtime, choice.phases, chunks)
+    if why is not None:
+        return why
+    n = len(runtime.ranks)
+    return runtime.record(op, size, axes, chunks, choice.phases, choice, expected=n)
+
+
 def run_beside(
     runtime: CollectiveRuntime,
     op: str,
@@ -184,15 +194,13 @@ def run_beside(
     whose endpoint charges the NPUs, every rank at once: the collective and what the streams
     did; where the event path is needed, the reason. The caller records the kernels' figures
     and the units' holds on its NPUs; the engine's clock is left at the last end."""
-    axes, chunks, choice = runtime.choose(op, size, dims=dims, group=group)
-    phases = choice.phases
-    why = problem(runtime, phases, chunks)
-    if why is not None:
-        return why
     n = len(runtime.ranks)
     if len(streams) != n:
         raise ValueError(f"one compute stream per rank: {len(streams)} for {n} ranks")
-    coll = runtime.record(op, size, axes, chunks, phases, choice, expected=n)
+    coll = _recorded(runtime, op, size, dims, group)
+    if isinstance(coll, str):
+        return coll
+    chunks = coll.chunks
     coll.issued = runtime.engine.now + at
     layout = _Layout(runtime, coll, [stream.signature for stream in streams])
     claim = runtime.endpoint.kernel_units(0, coll.algorithms, coll.units)
