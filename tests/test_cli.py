@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from clitools import cli_error, cli_json_stderr
+from clitools import cli_error, cli_json_stderr, cli_stdout
 from typer.testing import CliRunner
 
 from acesim import __version__, preset_names
@@ -402,3 +402,15 @@ def test_an_unknown_workload_names_the_zoo_and_the_llm_models(
     assert error.startswith("error: --workload: not a workload file")
     assert "resnet50" in error and "llama3-405b" in error
     assert "did you mean" in error and error.endswith("got 'llama3-7b'")
+
+
+def test_collective_takes_the_work_bound_its_refusal_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`acesim collective` refuses a run past the work bound naming --max-messages, and
+    takes that flag (before stop 66 the refusal named a flag the command did not have)."""
+    line = cli_error(monkeypatch, capsys, "collective", "--sizes", "1MiB", "--max-messages", "10")
+    assert line.startswith("error: --max-messages: the run") and "got 10" in line
+    assert "1 MiB" in cli_stdout("collective", "--sizes", "1MiB", "--max-messages", "1000")
+    line = cli_error(monkeypatch, capsys, "collective", "--sizes", "1MiB", "--max-messages", "0")
+    assert line == "error: --max-messages: must be at least 1, got 0"

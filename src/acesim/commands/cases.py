@@ -39,6 +39,7 @@ __all__ = [
     "STRAGGLERS_OPTION",
     "COMPUTE_SPREAD_OPTION",
     "LINKS_OPTION",
+    "MAX_MESSAGES_OPTION",
     "NPU_TYPES_OPTION",
     "PLACEMENT_OPTION",
     "PARALLEL_HELP",
@@ -140,6 +141,14 @@ VARIATION_HELP = {
     "rank r runs on NPU position p\\[r] (its graph, sends and groups move with it; a group the "
     "placement splits into a set the network cannot express is an error); runs in exact mode",
 }
+
+#: the work bound (``run.max_messages``), for every command that runs simulations
+MAX_MESSAGES_OPTION = typer.Option(
+    None,
+    "--max-messages",
+    help="the work bound: refuse a run estimated to send more messages (default 10**8, "
+    "about 24 minutes); raise it knowingly",
+)
 
 #: The variation flags' options (``acesim run``; ``acesim collective`` takes --link, --npu)
 STRAGGLERS_OPTION = typer.Option([], "--straggler", help=VARIATION_HELP["straggler"])

@@ -33,6 +33,7 @@ from ..units import (
 from .cases import (
     COMPUTE_SPREAD_OPTION,
     LINKS_OPTION,
+    MAX_MESSAGES_OPTION,
     NPU_TYPES_OPTION,
     STRAGGLERS_OPTION,
     cli_system,
@@ -128,6 +129,7 @@ def collective_command(
     npu_types: list[str] = NPU_TYPES_OPTION,
     stragglers: list[str] = STRAGGLERS_OPTION,
     compute_spread: str | None = COMPUTE_SPREAD_OPTION,
+    max_messages: int | None = MAX_MESSAGES_OPTION,
 ) -> None:
     """Simulate one collective over a range of sizes (nccl-tests style: one line a size;
     --format plain prints it as nccl-tests does)."""
@@ -139,6 +141,8 @@ def collective_command(
     cfg = _system(system, sets, nodes, force, endpoint, proto, algo, channels)
     with flags(_FORCED):
         options: dict[str, Any] = {"mode": "exact" if exact else "symmetric", "search": search}
+        if max_messages is not None:
+            options["max_messages"] = max_messages
         varied = {"links": links, "npu_types": npu_types, "stragglers": stragglers}
         options.update(variation_options({**varied, "compute_spread": compute_spread}))
         compute = _parse_compute(with_compute) if with_compute else None

@@ -21,6 +21,7 @@ from ..units import format_time
 from .cases import (
     COMPUTE_SPREAD_OPTION,
     LINKS_OPTION,
+    MAX_MESSAGES_OPTION,
     NPU_TYPES_OPTION,
     PARALLEL_HELP,
     PLACEMENT_OPTION,
@@ -145,12 +146,6 @@ SEQ_OPTION = typer.Option(
 )
 RECOMPUTE_OPTION = typer.Option(
     None, "--recompute", help="LLM models: activation recomputation none, selective or full"
-)
-MAX_MESSAGES_OPTION = typer.Option(
-    None,
-    "--max-messages",
-    help="the work bound: refuse a run estimated to send more messages (default 10**8, "
-    "about 24 minutes); raise it knowingly",
 )
 WORKERS_OPTION = typer.Option(
     None,
