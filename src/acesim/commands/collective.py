@@ -140,11 +140,8 @@ def collective_command(
     size_list = parse_size_range(sizes, "--sizes")
     cfg = _system(system, sets, nodes, force, endpoint, proto, algo, channels)
     with flags(_FORCED):
-        options: dict[str, Any] = {"mode": "exact" if exact else "symmetric", "search": search}
-        if max_messages is not None:
-            options["max_messages"] = max_messages
-        varied = {"links": links, "npu_types": npu_types, "stragglers": stragglers}
-        options.update(variation_options({**varied, "compute_spread": compute_spread}))
+        varied = (links, npu_types, stragglers, compute_spread)
+        options = _options(exact, search, max_messages, *varied)
         compute = _parse_compute(with_compute) if with_compute else None
         cases = [
             make_collective_case(cfg, op, size, options, compute=compute, root=root)
@@ -190,6 +187,25 @@ def collective_command(
     if count:
         note = assumptions_note(count, cfg.name, "the preset's \\[sources] table")
         err_console.print(f"[dim]{note}[/dim]")
+
+
+def _options(
+    exact: bool,
+    search: bool,
+    max_messages: int | None,
+    links: list[str],
+    npu_types: list[str],
+    stragglers: list[str],
+    compute_spread: str | None,
+) -> dict[str, Any]:
+    """The run options the flags give: the mode, the search, the work bound where given and
+    the variation (the variation flags' texts)."""
+    options: dict[str, Any] = {"mode": "exact" if exact else "symmetric", "search": search}
+    if max_messages is not None:
+        options["max_messages"] = max_messages
+    varied = {"links": links, "npu_types": npu_types, "stragglers": stragglers}
+    options.update(variation_options({**varied, "compute_spread": compute_spread}))
+    return options
 
 
 def _compare_sizes(cases: list[CollectiveCase], kinds: list[str], as_json: bool) -> None:
