@@ -170,7 +170,6 @@ class Streams:
         first = self.latency[cls, 0]
         waiting = ~empty
         self.launch_at[waiting] = start + first[waiting]
-        self.clock_start = start
 
     # -- the local events --------------------------------------------------------------------
     def next_times(self) -> np.ndarray:
